@@ -1,0 +1,34 @@
+/* Every bound on what a peer may send, in one place.
+ *
+ * The decoder compares each size it reads from the wire against these
+ * before it allocates anything. The defaults suit clinical data (a 3D
+ * 1024-channel acquisition line fits; a 4 GiB "header" does not); servers
+ * may lower or raise them at start-up. */
+#ifndef MR_PROTOCOL_LIMITS_H
+#define MR_PROTOCOL_LIMITS_H
+
+#include <stdint.h>
+
+/* Fixed by the wire format. */
+#define MR_CONFIG_NAME_BYTES 1024
+#define MR_MAX_TRAJECTORY_DIMS 3
+#define MR_MAX_CHANNELS 1024 /* ISMRMRD channel mask: 16 x 64 bits */
+
+typedef struct mr_limits {
+  uint32_t config_script_bytes; /* CONFIG_SCRIPT payload */
+  uint32_t header_bytes;        /* HEADER (ISMRMRD XML) payload */
+  uint32_t text_bytes;          /* TEXT payload */
+  uint64_t query_bytes;         /* QUERY / RESPONSE / DEPENDENCY_QUERY text */
+  uint32_t channels;            /* active channels of one acquisition */
+  uint32_t trajectory_dims;     /* trajectory_dimensions */
+  uint32_t samples;             /* number_of_samples of one acquisition */
+  uint64_t acquisition_bytes;   /* trajectory + data of one acquisition */
+  uint64_t image_bytes;         /* pixels of one image */
+  uint64_t attribute_bytes;     /* image meta attribute XML */
+  uint64_t waveform_bytes;      /* data of one waveform */
+} mr_limits;
+
+/* The defaults (see limits.c for the values and why). */
+extern const mr_limits mr_limits_default;
+
+#endif

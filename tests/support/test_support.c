@@ -1,0 +1,73 @@
+#include "test_support.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+double mr_test_rel_error_f(const float *a, const float *b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = (double)a[i] - b[i];
+    num += d * d;
+    den += (double)b[i] * b[i];
+  }
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+double mr_test_rel_error_c(const float complex *a, const float complex *b, size_t n) {
+  return mr_test_rel_error_f((const float *)a, (const float *)b, 2 * n);
+}
+
+double mr_test_nrmse_scaled(const float *a, const float *b, size_t n) {
+  double ab = 0, aa = 0;
+  for (size_t i = 0; i < n; i++) {
+    ab += (double)a[i] * b[i];
+    aa += (double)a[i] * a[i];
+  }
+  double s = aa > 0 ? ab / aa : 0, num = 0, den = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = s * a[i] - b[i];
+    num += d * d;
+    den += (double)b[i] * b[i];
+  }
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+const char *mr_test_source_dir(void) {
+  const char *s = getenv("MR_SOURCE_DIR");
+  return s != NULL ? s : ".";
+}
+
+const char *mr_test_binary_dir(void) {
+  const char *s = getenv("MR_BINARY_DIR");
+  return s != NULL ? s : "build";
+}
+
+const char *mr_test_tmpdir(const char *prefix) {
+  static char path[256];
+  const char *base = getenv("TMPDIR");
+  snprintf(path, sizeof path, "%s/%s-XXXXXX", base != NULL ? base : "/tmp", prefix);
+  if (mkdtemp(path) == NULL) {
+    perror("mkdtemp");
+    abort();
+  }
+  return path;
+}
+
+int mr_test_have_tool(const char *tool) {
+  const char *path = getenv("PATH");
+  if (path == NULL)
+    return 0;
+  char *copy = strdup(path), *save = NULL;
+  int found = 0;
+  for (char *dir = strtok_r(copy, ":", &save); dir != NULL && !found;
+       dir = strtok_r(NULL, ":", &save)) {
+    char full[1024];
+    snprintf(full, sizeof full, "%s/%s", dir, tool);
+    found = access(full, X_OK) == 0;
+  }
+  free(copy);
+  return found;
+}

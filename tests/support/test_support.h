@@ -1,0 +1,31 @@
+/* Small helpers shared by the tests: numeric comparisons and paths. */
+#ifndef MR_TEST_SUPPORT_H
+#define MR_TEST_SUPPORT_H
+
+#include <complex.h>
+#include <stddef.h>
+
+/* Exit code that ctest reads as "skipped". */
+#define MR_TEST_SKIP 77
+
+/* ||a - b|| / ||b|| over n values (double accumulation). */
+double mr_test_rel_error_f(const float *a, const float *b, size_t n);
+double mr_test_rel_error_c(const float complex *a, const float complex *b, size_t n);
+
+/* NRMSE of a against reference b after scaling a by the least-squares
+ * factor s = <a, b> / <a, a>: ||s a - b|| / ||b||. */
+double mr_test_nrmse_scaled(const float *a, const float *b, size_t n);
+
+/* The source tree root (MR_SOURCE_DIR from ctest, else "."). */
+const char *mr_test_source_dir(void);
+/* The build tree root (MR_BINARY_DIR from ctest, else "build"). */
+const char *mr_test_binary_dir(void);
+
+/* Makes a fresh temporary directory and returns its path (static storage,
+ * valid until the next call); aborts the test program on failure. */
+const char *mr_test_tmpdir(const char *prefix);
+
+/* 1 when an executable named `tool` is on PATH. */
+int mr_test_have_tool(const char *tool);
+
+#endif
