@@ -26,7 +26,8 @@
   X(ETIMEDOUT, -14, "timed out")                                             \
   X(EDATA, -15, "invalid data")                                              \
   X(ENUMERIC, -16, "numerical failure")                                      \
-  X(ECONN, -17, "connection error")
+  X(ECONN, -17, "connection error")                                          \
+  X(EFRAME, -18, "stream framing lost")
 
 enum {
 #define MR_ERROR_ENUM(name, value, text) MR_##name = value,

@@ -1,0 +1,277 @@
+/* accumulate: gathers acquisitions into k-space buffers, one per
+ * encoding space / slice / contrast / phase / repetition / set, placed by
+ * their encoding counters, and sends a buffer on when its trigger line
+ * arrives (LAST_IN_SLICE or LAST_IN_REPETITION) or at the end of the
+ * stream. Lines repeated with other `average` counters are averaged.
+ * Noise, navigator, phase-correction and other non-imaging lines are
+ * kept out. Calibration-only lines go to the buffer's calib part;
+ * calibration-and-imaging lines to both. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gadget.h"
+#include "kspace.h"
+
+enum trigger { TRIGGER_SLICE, TRIGGER_REPETITION, TRIGGER_END };
+
+typedef struct open_buffer {
+  struct open_buffer *next;
+  uint16_t key[6]; /* encoding, slice, contrast, phase, repetition, set */
+  mr_kspace *k;
+  uint16_t *count;       /* [e2][e1] lines summed (for averaging) */
+  uint16_t *calib_count; /* same, for k->calib */
+  int ref_is_center;
+  size_t ro_offset;      /* where sample 0 lands in the buffer's readout */
+  long e1_offset, e2_offset;
+} open_buffer;
+
+typedef struct accumulate {
+  int trigger;
+  open_buffer *open;
+} accumulate;
+
+static const mr_param params[] = {
+    {"trigger", MR_PARAM_ENUM, offsetof(accumulate, trigger), "\"slice\"", 0, 0,
+     "slice|repetition|end", 0,
+     "send a buffer on at LAST_IN_SLICE, at LAST_IN_REPETITION, or only at the end"},
+};
+
+static const uint64_t kept_out =
+    MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT) | MR_FLAG(ISMRMRD_ACQ_IS_NAVIGATION_DATA) |
+    MR_FLAG(ISMRMRD_ACQ_IS_PHASECORR_DATA) | MR_FLAG(ISMRMRD_ACQ_IS_HPFEEDBACK_DATA) |
+    MR_FLAG(ISMRMRD_ACQ_IS_DUMMYSCAN_DATA) | MR_FLAG(ISMRMRD_ACQ_IS_RTFEEDBACK_DATA) |
+    MR_FLAG(ISMRMRD_ACQ_IS_SURFACECOILCORRECTIONSCAN_DATA) |
+    MR_FLAG(ISMRMRD_ACQ_IS_PHASE_STABILIZATION_REFERENCE) |
+    MR_FLAG(ISMRMRD_ACQ_IS_PHASE_STABILIZATION);
+
+static void free_open(open_buffer *b) {
+  mr_kspace_free(b->k);
+  free(b->count);
+  free(b->calib_count);
+  free(b);
+}
+
+/* Lines along an encoding direction: the matrix, or more if the limits
+ * say counters go further (some sequences number past the matrix). */
+static size_t extent(uint16_t matrix, const mr_limit *l) {
+  size_t n = matrix;
+  if (l->present && (size_t)l->maximum + 1 > n)
+    n = (size_t)l->maximum + 1;
+  return n > 0 ? n : 1;
+}
+
+/* Shift that puts the limits' center line at the buffer's center, so
+ * partial-Fourier data lands where a full acquisition would. Zero when the
+ * limits do not say, or when the shift would push acquired lines out. */
+static long center_offset(size_t n, const mr_limit *l) {
+  if (!l->present)
+    return 0;
+  long off = (long)(n / 2) - (long)l->center;
+  if ((long)l->minimum + off < 0 || (long)l->maximum + off >= (long)n)
+    return 0;
+  return off;
+}
+
+static open_buffer *open_new(mr_gadget_ctx *ctx, const mr_acquisition *a,
+                             const uint16_t key[6]) {
+  const mr_encoding *enc = &ctx->hdr->encoding[key[0]];
+  const ISMRMRD_AcquisitionHeader *h = &a->head;
+  size_t ns = h->number_of_samples, nro = ns, ro_offset = 0;
+  /* An asymmetric echo is padded so that its center sample is the middle
+   * of the readout. */
+  if (h->center_sample > 0 && h->center_sample != ns / 2 && h->center_sample < ns) {
+    size_t half = h->center_sample > ns - h->center_sample ? h->center_sample
+                                                           : ns - h->center_sample;
+    nro = 2 * half;
+    ro_offset = half - h->center_sample;
+  }
+  int cartesian = h->trajectory_dimensions == 0;
+  size_t ne1 = cartesian ? extent(enc->encoded.matrix.y, &enc->limits.e1)
+                         : (enc->limits.e1.present ? (size_t)enc->limits.e1.maximum + 1
+                                                   : enc->encoded.matrix.y);
+  size_t ne2 = cartesian ? extent(enc->encoded.matrix.z, &enc->limits.e2)
+                         : (enc->limits.e2.present ? (size_t)enc->limits.e2.maximum + 1 : 1);
+  open_buffer *b = calloc(1, sizeof *b);
+  if (b == NULL)
+    return NULL;
+  memcpy(b->key, key, sizeof b->key);
+  b->k = mr_kspace_new(nro, ne1, ne2, h->active_channels, h->trajectory_dimensions);
+  b->count = calloc(ne1 * ne2, sizeof *b->count);
+  if (b->k == NULL || b->count == NULL) {
+    free_open(b);
+    return NULL;
+  }
+  b->ro_offset = ro_offset;
+  b->e1_offset = cartesian ? center_offset(ne1, &enc->limits.e1) : 0;
+  b->e2_offset = cartesian ? center_offset(ne2, &enc->limits.e2) : 0;
+  b->k->ref = *h;
+  b->k->encoding = key[0];
+  b->k->recon = enc->recon;
+  b->k->encoded = enc->encoded;
+  return b;
+}
+
+/* Adds the line's samples into buffer k at (e1, e2), averaging repeats. */
+static void add_line(mr_kspace *k, uint16_t *count, const open_buffer *b,
+                     const mr_acquisition *a, size_t e1, size_t e2) {
+  const ISMRMRD_AcquisitionHeader *h = &a->head;
+  size_t ns = h->number_of_samples, line = e2 * k->ne1 + e1;
+  uint16_t c = count[line];
+  float w_old = (float)c / (float)(c + 1), w_new = 1.0f / (float)(c + 1);
+  int reverse = (h->flags & MR_FLAG(ISMRMRD_ACQ_IS_REVERSE)) != 0;
+  for (size_t ch = 0; ch < k->nch; ch++) {
+    float complex *dst = k->data + (ch * k->ne2 * k->ne1 + line) * k->nro + b->ro_offset;
+    const float complex *src = a->data + ch * ns;
+    for (size_t s = 0; s < ns; s++) {
+      float complex v = src[reverse ? ns - 1 - s : s];
+      dst[s] = dst[s] * w_old + v * w_new;
+    }
+  }
+  if (k->traj != NULL) {
+    size_t d = (size_t)k->traj_dims;
+    float *dst = k->traj + (line * k->nro + b->ro_offset) * d;
+    memcpy(dst, a->traj, ns * d * sizeof *dst);
+  }
+  count[line] = c < UINT16_MAX ? c + 1 : c;
+  k->sampled[line] = 1;
+}
+
+static int place(mr_gadget_ctx *ctx, open_buffer *b, const mr_acquisition *a) {
+  const ISMRMRD_AcquisitionHeader *h = &a->head;
+  mr_kspace *k = b->k;
+  if (h->active_channels != k->nch)
+    return mr_gadget_fail(ctx, MR_EDATA,
+                          "acquisition %u has %u channels, earlier lines had %zu",
+                          h->scan_counter, h->active_channels, k->nch);
+  if (h->number_of_samples + b->ro_offset > k->nro)
+    return mr_gadget_fail(ctx, MR_EDATA,
+                          "acquisition %u has %u samples, the buffer holds %zu",
+                          h->scan_counter, h->number_of_samples, k->nro - b->ro_offset);
+  if (h->trajectory_dimensions != k->traj_dims)
+    return mr_gadget_fail(ctx, MR_EDATA,
+                          "acquisition %u has trajectory_dimensions %u, earlier lines had %d",
+                          h->scan_counter, h->trajectory_dimensions, k->traj_dims);
+  long e1 = (long)h->idx.kspace_encode_step_1 + b->e1_offset;
+  long e2 = (long)h->idx.kspace_encode_step_2 + b->e2_offset;
+  if (e1 < 0 || e1 >= (long)k->ne1 || e2 < 0 || e2 >= (long)k->ne2)
+    return mr_gadget_fail(ctx, MR_EDATA,
+                          "acquisition %u: line (%u, %u) is outside the %zu x %zu encoding matrix",
+                          h->scan_counter, h->idx.kspace_encode_step_1,
+                          h->idx.kspace_encode_step_2, k->ne1, k->ne2);
+  int calib = (h->flags & (MR_FLAG(ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION) |
+                           MR_FLAG(ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION_AND_IMAGING))) != 0;
+  int imaging = !(h->flags & MR_FLAG(ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION));
+  if (calib) {
+    if (k->calib == NULL) {
+      k->calib = mr_kspace_new(k->nro, k->ne1, k->ne2, k->nch, k->traj_dims);
+      b->calib_count = calloc(k->ne1 * k->ne2, sizeof *b->calib_count);
+      if (k->calib == NULL || b->calib_count == NULL)
+        return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for calibration lines");
+      k->calib->ref = k->ref;
+      k->calib->encoding = k->encoding;
+      k->calib->recon = k->recon;
+      k->calib->encoded = k->encoded;
+    }
+    add_line(k->calib, b->calib_count, b, a, (size_t)e1, (size_t)e2);
+  }
+  if (imaging) {
+    add_line(k, b->count, b, a, (size_t)e1, (size_t)e2);
+    /* The center line's header describes the buffer best. */
+    const mr_encoding *enc = &ctx->hdr->encoding[b->key[0]];
+    if (!b->ref_is_center && enc->limits.e1.present &&
+        h->idx.kspace_encode_step_1 == enc->limits.e1.center &&
+        (!enc->limits.e2.present || h->idx.kspace_encode_step_2 == enc->limits.e2.center)) {
+      k->ref = *h;
+      b->ref_is_center = 1;
+    }
+  }
+  return 0;
+}
+
+static int send(accumulate *s, open_buffer *b, mr_emit *out) {
+  for (open_buffer **p = &s->open; *p != NULL; p = &(*p)->next) {
+    if (*p == b) {
+      *p = b->next;
+      break;
+    }
+  }
+  mr_kspace *k = b->k;
+  b->k = NULL;
+  free_open(b);
+  mr_message *m = mr_kspace_message(k);
+  return m != NULL ? mr_emit_message(out, m) : MR_ENOMEM;
+}
+
+static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
+  accumulate *s = state;
+  const mr_acquisition *a = &msg->u.acq;
+  const ISMRMRD_AcquisitionHeader *h = &a->head;
+  int rc = 0;
+  if (h->flags & kept_out)
+    goto done;
+  if (h->encoding_space_ref >= ctx->hdr->nencodings) {
+    rc = mr_gadget_fail(ctx, MR_EDATA, "acquisition %u names encoding space %u; the header has %d",
+                        h->scan_counter, h->encoding_space_ref, ctx->hdr->nencodings);
+    goto done;
+  }
+  uint16_t key[6] = {h->encoding_space_ref, h->idx.slice, h->idx.contrast,
+                     h->idx.phase, h->idx.repetition, h->idx.set};
+  open_buffer *b = s->open;
+  while (b != NULL && memcmp(b->key, key, sizeof key) != 0)
+    b = b->next;
+  if (b == NULL) {
+    if ((b = open_new(ctx, a, key)) == NULL) {
+      rc = mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for a k-space buffer");
+      goto done;
+    }
+    b->next = s->open;
+    s->open = b;
+  }
+  if ((rc = place(ctx, b, a)) < 0)
+    goto done;
+  int last = (s->trigger == TRIGGER_SLICE && (h->flags & MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE))) ||
+             (s->trigger == TRIGGER_REPETITION &&
+              (h->flags & MR_FLAG(ISMRMRD_ACQ_LAST_IN_REPETITION)));
+  if (last)
+    rc = send(s, b, out);
+done:
+  mr_message_unref(msg);
+  return rc;
+}
+
+/* At the end, whatever is still open goes out, oldest first. */
+static int flush(void *state, mr_gadget_ctx *ctx, mr_emit *out) {
+  (void)ctx;
+  accumulate *s = state;
+  while (s->open != NULL) {
+    open_buffer *oldest = s->open;
+    while (oldest->next != NULL)
+      oldest = oldest->next;
+    int rc = send(s, oldest, out);
+    if (rc < 0)
+      return rc;
+  }
+  return 0;
+}
+
+static void destroy(void *state) {
+  accumulate *s = state;
+  while (s->open != NULL) {
+    open_buffer *b = s->open;
+    s->open = b->next;
+    free_open(b);
+  }
+}
+
+const mr_gadget_class mr_gadget_accumulate = {
+    .name = "accumulate",
+    .summary = "gathers acquisitions into k-space buffers per slice/contrast/phase/repetition/set",
+    .params = params,
+    .nparams = sizeof params / sizeof *params,
+    .state_size = sizeof(accumulate),
+    .accepts = MR_KIND_BIT(MR_MSG_ACQUISITION),
+    .produces = MR_KIND_BIT(MR_MSG_KSPACE),
+    .process = process,
+    .flush = flush,
+    .destroy = destroy,
+};

@@ -1,0 +1,218 @@
+#include "chain.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "params.h"
+#include "registry.h"
+
+typedef struct node {
+  const mr_gadget_class *cls;
+  void *state;
+  mr_gadget_ctx ctx;
+} node;
+
+struct mr_chain {
+  const mr_pipeline_config *cfg;
+  node *nodes;
+  int n;
+  mr_chain_sink sink;
+  void *sink_ctx;
+  const atomic_int *cancel;
+  mr_err *err;
+  mr_err own_err; /* until configure gives one */
+  char history[512];
+};
+
+struct mr_emit {
+  mr_chain *chain;
+  int next;
+};
+
+/* The kinds a client's stream brings into the chain (the session handles
+ * the control messages itself). */
+static const uint32_t wire_input =
+    MR_KIND_BIT(MR_MSG_ACQUISITION) | MR_KIND_BIT(MR_MSG_WAVEFORM) |
+    MR_KIND_BIT(MR_MSG_IMAGE);
+
+static void kinds_text(uint32_t mask, char *buf, size_t size) {
+  buf[0] = '\0';
+  for (int k = 0; k < MR_MSG_KIND_COUNT; k++) {
+    if (!(mask & MR_KIND_BIT(k)))
+      continue;
+    size_t used = strlen(buf);
+    snprintf(buf + used, size - used, "%s%s", used ? "|" : "", mr_message_kind_name(k));
+  }
+  if (buf[0] == '\0')
+    snprintf(buf, size, "nothing");
+}
+
+static int type_check(const mr_chain *c, mr_err *err) {
+  uint32_t available = wire_input, produced = 0;
+  for (int i = 0; i < c->n; i++) {
+    const mr_gadget_class *cls = c->nodes[i].cls;
+    if ((cls->accepts & available) == 0) {
+      char want[128], have[128];
+      kinds_text(cls->accepts, want, sizeof want);
+      kinds_text(available, have, sizeof have);
+      return mr_err_set(err, MR_ECONFIG,
+                        "config '%s', gadget %d '%s': handles %s, but what reaches it is %s",
+                        c->cfg->name, i, cls->name, want, have);
+    }
+    available = (available & ~cls->accepts) | cls->produces;
+    produced |= cls->produces;
+  }
+  if (!(produced & MR_KIND_BIT(MR_MSG_IMAGE)))
+    return mr_err_set(err, MR_ECONFIG,
+                      "config '%s': no gadget produces images (end the chain with image_out)",
+                      c->cfg->name);
+  return 0;
+}
+
+int mr_chain_create(const mr_pipeline_config *cfg, mr_chain **out, mr_err *err) {
+  mr_chain *c = calloc(1, sizeof *c);
+  int n = cJSON_GetArraySize(cfg->gadgets);
+  if (c == NULL || (c->nodes = calloc((size_t)n, sizeof *c->nodes)) == NULL) {
+    free(c);
+    return mr_err_set(err, MR_ENOMEM, "out of memory building config '%s'", cfg->name);
+  }
+  c->cfg = cfg;
+  c->err = &c->own_err;
+  int rc = 0, i = 0;
+  for (const cJSON *e = cfg->gadgets->child; e != NULL; e = e->next, i++) {
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(e, MR_PARAM_KEY_GADGET);
+    if (!cJSON_IsObject(e) || !cJSON_IsString(g)) {
+      rc = mr_err_set(err, MR_ECONFIG,
+                      "config '%s', gadget %d: expected an object with a \"gadget\" name",
+                      cfg->name, i);
+      break;
+    }
+    const mr_gadget_class *cls = mr_registry_find(g->valuestring);
+    if (cls == NULL) {
+      rc = mr_err_set(err, MR_ECONFIG,
+                      "config '%s', gadget %d: no gadget called '%s' (see reconserver --describe)",
+                      cfg->name, i, g->valuestring);
+      break;
+    }
+    node *nd = &c->nodes[i];
+    nd->cls = cls;
+    c->n = i + 1;
+    nd->state = calloc(1, cls->state_size > 0 ? cls->state_size : 1);
+    if (nd->state == NULL) {
+      rc = mr_err_set(err, MR_ENOMEM, "out of memory building config '%s'", cfg->name);
+      break;
+    }
+    if ((rc = mr_params_bind(cls, e, nd->state, cfg->name, i, err)) < 0)
+      break;
+    nd->ctx = (mr_gadget_ctx){.config = cfg->name, .gadget = cls->name, .index = i,
+                              .err = c->err, .history = c->history};
+    size_t used = strlen(c->history);
+    snprintf(c->history + used, sizeof c->history - used, "%s%s", used ? "," : "",
+             cls->name);
+  }
+  if (rc == 0)
+    rc = type_check(c, err);
+  if (rc < 0) {
+    mr_chain_destroy(c);
+    return rc;
+  }
+  *out = c;
+  return 0;
+}
+
+void mr_chain_destroy(mr_chain *c) {
+  if (c == NULL)
+    return;
+  for (int i = 0; i < c->n; i++) {
+    node *nd = &c->nodes[i];
+    if (nd->state != NULL && nd->cls->destroy != NULL)
+      nd->cls->destroy(nd->state);
+    free(nd->state);
+  }
+  free(c->nodes);
+  free(c);
+}
+
+void mr_chain_set_sink(mr_chain *c, mr_chain_sink sink, void *ctx,
+                       const atomic_int *cancel) {
+  c->sink = sink;
+  c->sink_ctx = ctx;
+  c->cancel = cancel;
+}
+
+int mr_chain_configure(mr_chain *c, const mr_stream_header *hdr,
+                       struct mr_pool *pool, struct mr_device *device, mr_err *err) {
+  c->err = err;
+  for (int i = 0; i < c->n; i++) {
+    node *nd = &c->nodes[i];
+    nd->ctx.hdr = hdr;
+    nd->ctx.pool = pool;
+    nd->ctx.device = device;
+    nd->ctx.err = err;
+  }
+  if (hdr == NULL)
+    return 0;
+  for (int i = 0; i < c->n; i++) {
+    node *nd = &c->nodes[i];
+    if (nd->cls->configure != NULL) {
+      int rc = nd->cls->configure(nd->state, &nd->ctx);
+      if (rc < 0)
+        return mr_gadget_fail(&nd->ctx, rc, "configure failed: %s", mr_strerror(rc));
+    }
+  }
+  return 0;
+}
+
+/* Gives msg to the first gadget at or after `from` that handles its kind,
+ * or to the sink. */
+static int deliver(mr_chain *c, int from, mr_message *msg) {
+  if (c->cancel != NULL && atomic_load(c->cancel)) {
+    mr_message_unref(msg);
+    return MR_ECANCELED;
+  }
+  for (int i = from; i < c->n; i++) {
+    node *nd = &c->nodes[i];
+    if (!(nd->cls->accepts & MR_KIND_BIT(msg->kind)))
+      continue;
+    mr_emit out = {c, i + 1};
+    int rc = nd->cls->process(nd->state, &nd->ctx, msg, &out);
+    if (rc < 0)
+      return mr_gadget_fail(&nd->ctx, rc, "%s", mr_strerror(rc));
+    return 0;
+  }
+  if ((msg->kind == MR_MSG_IMAGE || msg->kind == MR_MSG_TEXT) && c->sink != NULL)
+    return c->sink(c->sink_ctx, msg);
+  mr_message_unref(msg);
+  return 0;
+}
+
+int mr_emit_message(mr_emit *out, mr_message *msg) {
+  return deliver(out->chain, out->next, msg);
+}
+
+int mr_chain_push(mr_chain *c, mr_message *msg) { return deliver(c, 0, msg); }
+
+int mr_chain_flush(mr_chain *c) {
+  for (int i = 0; i < c->n; i++) {
+    node *nd = &c->nodes[i];
+    if (nd->cls->flush == NULL)
+      continue;
+    mr_emit out = {c, i + 1};
+    int rc = nd->cls->flush(nd->state, &nd->ctx, &out);
+    if (rc < 0)
+      return mr_gadget_fail(&nd->ctx, rc, "flush failed: %s", mr_strerror(rc));
+  }
+  return 0;
+}
+
+int mr_gadget_fail(mr_gadget_ctx *ctx, int code, const char *fmt, ...) {
+  char what[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  return mr_err_set(ctx->err, code, "config '%s', gadget %d '%s': %s", ctx->config,
+                    ctx->index, ctx->gadget, what);
+}

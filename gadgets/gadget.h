@@ -1,0 +1,88 @@
+/* The gadget contract: what one step of a reconstruction chain is.
+ *
+ * A gadget class declares its parameters (bound from the JSON config into
+ * its state struct before any data is read), the message kinds it handles
+ * and the kinds it emits. The chain (chain.h) gives every message to the
+ * first gadget that accepts its kind; messages a gadget does not accept
+ * pass it untouched. process() takes ownership of the message and may emit
+ * any number of messages downstream through mr_emit_message(); it runs on the
+ * connection's pipeline thread, synchronously. */
+#ifndef MR_GADGETS_GADGET_H
+#define MR_GADGETS_GADGET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "message.h"
+#include "stream_header.h"
+
+struct mr_pool;
+
+typedef enum mr_param_type {
+  MR_PARAM_BOOL,   /* int: 0 or 1 */
+  MR_PARAM_INT,    /* int, within [min, max] */
+  MR_PARAM_DOUBLE, /* double, within [min, max] */
+  MR_PARAM_ENUM,   /* int: index of the JSON string within `choices` */
+  MR_PARAM_INTS,   /* int[count], each within [min, max] */
+  MR_PARAM_DEVICE, /* int: MR_DEVICE_AUTO, MR_DEVICE_CPU or a GPU index */
+} mr_param_type;
+
+/* Values of an MR_PARAM_DEVICE parameter ("auto", "cpu", or N >= 0). */
+#define MR_PARAM_DEVICE_AUTO (-1)
+#define MR_PARAM_DEVICE_CPU (-2)
+
+typedef struct mr_param {
+  const char *name;
+  mr_param_type type;
+  size_t offset;      /* of the value within the gadget's state */
+  const char *def;    /* the default, as JSON text ("4", "\"rss\"", "[5,4]") */
+  double min, max;    /* INT, DOUBLE, INTS */
+  const char *choices;/* ENUM: "rss|weighted" */
+  size_t count;       /* INTS: number of elements */
+  const char *help;
+} mr_param;
+
+/* Where a gadget sends what it produces. */
+typedef struct mr_emit mr_emit;
+/* Hands msg to the rest of the chain (takes msg). Returns the first error
+ * any later gadget reported. */
+int mr_emit_message(mr_emit *out, mr_message *msg);
+
+/* What a gadget sees of its surroundings. */
+typedef struct mr_gadget_ctx {
+  const mr_stream_header *hdr; /* NULL when the client sent no HEADER */
+  struct mr_pool *pool;        /* compute backend (gpu/pool.h) */
+  struct mr_device *device;    /* the session's placement ("auto") */
+  mr_err *err;                 /* one line for the client on failure */
+  const char *config;          /* config name, for messages */
+  const char *gadget;          /* this gadget's class name */
+  int index;                   /* position in the chain, from 0 */
+  const char *history;         /* the chain's gadget names, comma-separated */
+} mr_gadget_ctx;
+
+typedef struct mr_gadget_class {
+  const char *name;
+  const char *summary; /* one line for --describe */
+  const mr_param *params;
+  size_t nparams;
+  size_t state_size;
+  uint32_t accepts;  /* MR_KIND_BIT()s of the kinds process() handles */
+  uint32_t produces; /* kinds it emits (the chain type-checks with these) */
+  /* Once, after the HEADER (or at CLOSE when none came), before data.
+   * May be NULL. */
+  int (*configure)(void *state, mr_gadget_ctx *ctx);
+  /* Takes msg. */
+  int (*process)(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out);
+  /* End of stream: emit whatever is still held. May be NULL. */
+  int (*flush)(void *state, mr_gadget_ctx *ctx, mr_emit *out);
+  /* Frees what the state holds (not the state itself). May be NULL. */
+  void (*destroy)(void *state);
+} mr_gadget_class;
+
+/* Reports a failure of the current gadget: writes "config, gadget: ..."
+ * into ctx->err and returns code. */
+int mr_gadget_fail(mr_gadget_ctx *ctx, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

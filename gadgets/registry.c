@@ -1,0 +1,36 @@
+#include "registry.h"
+
+#include <string.h>
+
+#include "params.h"
+
+extern const mr_gadget_class mr_gadget_remove_oversampling;
+extern const mr_gadget_class mr_gadget_accumulate;
+extern const mr_gadget_class mr_gadget_fft;
+extern const mr_gadget_class mr_gadget_coil_combine;
+extern const mr_gadget_class mr_gadget_image_out;
+
+static const mr_gadget_class *const classes[] = {
+    &mr_gadget_remove_oversampling,
+    &mr_gadget_accumulate,
+    &mr_gadget_fft,
+    &mr_gadget_coil_combine,
+    &mr_gadget_image_out,
+    NULL,
+};
+
+const mr_gadget_class *mr_registry_find(const char *name) {
+  for (const mr_gadget_class *const *c = classes; *c != NULL; c++)
+    if (strcmp((*c)->name, name) == 0)
+      return *c;
+  return NULL;
+}
+
+const mr_gadget_class *const *mr_registry_all(void) { return classes; }
+
+void mr_registry_describe(FILE *out) {
+  for (const mr_gadget_class *const *c = classes; *c != NULL; c++) {
+    mr_params_describe(*c, out);
+    fputc('\n', out);
+  }
+}

@@ -1,0 +1,21 @@
+/* One client connection, the loop-thread side: moves bytes between the
+ * socket and the session's inbox / outbox, and closes in the order the
+ * protocol wants (our CLOSE written, write side shut, the peer's EOF or a
+ * grace period, then the socket closed). Never runs math, never blocks. */
+#ifndef MR_SERVER_CONN_H
+#define MR_SERVER_CONN_H
+
+#include <uv.h>
+
+struct mr_server;
+
+/* Accepts one pending connection from the server's listener. When the
+ * server is at --max-connections the client is told so (TEXT, CLOSE) and
+ * let go. */
+void mr_conn_accept(struct mr_server *server);
+
+/* Ends every connection's session early (server shutting down past its
+ * deadline): each pipeline stops at its next message. */
+void mr_conn_cancel_all(struct mr_server *server);
+
+#endif

@@ -1,0 +1,167 @@
+/* reconserver: the reconstruction daemon. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config_dir.h"
+#include "log.h"
+#include "pool.h"
+#include "query.h"
+#include "registry.h"
+#include "server.h"
+
+#ifndef MR_CONFIG_DIR
+#define MR_CONFIG_DIR "configs"
+#endif
+#ifndef MR_VERSION
+#define MR_VERSION "0.0.0"
+#endif
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: reconserver [options]\n"
+          "  --listen ADDR:PORT      where to listen (default 127.0.0.1:9002; [::]:PORT for IPv6)\n"
+          "  --configs DIR           pipeline configs (default %s)\n"
+          "  --log-level LEVEL       error, warn, info (default) or debug\n"
+          "  --max-connections N     concurrent clients (default 64)\n"
+          "  --gpus all|none|0,1     GPUs to use (default all; none: CPU only)\n"
+          "  --drain-timeout MS      after SIGTERM, how long running scans may take (default 30000)\n"
+          "  --describe              print every gadget and its parameters, then exit\n"
+          "  --info                  print version, configs and compute devices, then exit\n"
+          "  --version               print the version, then exit\n",
+          MR_CONFIG_DIR);
+}
+
+static void log_pool_line(void *ctx, const char *line) {
+  (void)ctx;
+  mr_log(MR_LOG_INFO, "%s", line);
+}
+
+static int parse_int(const char *flag, const char *text, int min, int max, int *out) {
+  char *end;
+  long v = strtol(text, &end, 10);
+  if (*text == '\0' || *end != '\0' || v < min || v > max) {
+    fprintf(stderr, "reconserver: %s must be an integer in %d..%d, got '%s'\n", flag, min, max,
+            text);
+    return -1;
+  }
+  *out = (int)v;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  mr_server_options opt = {
+      .listen = "127.0.0.1:9002",
+      .max_connections = 64,
+      .drain_timeout_ms = 30000,
+      .close_grace_ms = 5000,
+      .inbox_bytes = 64u << 20,
+      .outbox_bytes = 64u << 20,
+  };
+  const char *configs_path = MR_CONFIG_DIR, *gpus = "all";
+  int describe = 0, info = 0;
+  enum { OPT_LISTEN = 256, OPT_CONFIGS, OPT_LOG, OPT_MAXCONN, OPT_GPUS, OPT_DRAIN, OPT_DESCRIBE,
+         OPT_INFO, OPT_VERSION, OPT_HELP };
+  static const struct option longopts[] = {
+      {"listen", required_argument, NULL, OPT_LISTEN},
+      {"configs", required_argument, NULL, OPT_CONFIGS},
+      {"log-level", required_argument, NULL, OPT_LOG},
+      {"max-connections", required_argument, NULL, OPT_MAXCONN},
+      {"gpus", required_argument, NULL, OPT_GPUS},
+      {"drain-timeout", required_argument, NULL, OPT_DRAIN},
+      {"describe", no_argument, NULL, OPT_DESCRIBE},
+      {"info", no_argument, NULL, OPT_INFO},
+      {"version", no_argument, NULL, OPT_VERSION},
+      {"help", no_argument, NULL, OPT_HELP},
+      {NULL, 0, NULL, 0},
+  };
+  int ch;
+  while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    switch (ch) {
+    case OPT_LISTEN:
+      opt.listen = optarg;
+      break;
+    case OPT_CONFIGS:
+      configs_path = optarg;
+      break;
+    case OPT_LOG: {
+      int level = mr_log_level_parse(optarg);
+      if (level < 0) {
+        fprintf(stderr, "reconserver: --log-level must be error, warn, info or debug\n");
+        return 2;
+      }
+      mr_log_set_level((mr_log_level)level);
+      break;
+    }
+    case OPT_MAXCONN:
+      if (parse_int("--max-connections", optarg, 1, 100000, &opt.max_connections) < 0)
+        return 2;
+      break;
+    case OPT_GPUS:
+      gpus = optarg;
+      break;
+    case OPT_DRAIN:
+      if (parse_int("--drain-timeout", optarg, 0, 86400000, &opt.drain_timeout_ms) < 0)
+        return 2;
+      break;
+    case OPT_DESCRIBE:
+      describe = 1;
+      break;
+    case OPT_INFO:
+      info = 1;
+      break;
+    case OPT_VERSION:
+      printf("reconserver %s\n", MR_VERSION);
+      return 0;
+    case 'h':
+    case OPT_HELP:
+      usage(stdout);
+      return 0;
+    default:
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "reconserver: unexpected argument '%s'\n", argv[optind]);
+    usage(stderr);
+    return 2;
+  }
+  if (describe) {
+    mr_registry_describe(stdout);
+    return 0;
+  }
+
+  mr_err err = {0};
+  mr_config_dir configs;
+  int rc = mr_config_dir_load(configs_path, &configs, &err);
+  if (rc < 0) {
+    fprintf(stderr, "reconserver: %s\n", mr_err_text(&err, rc));
+    return 1;
+  }
+  mr_pool_opts popts = {.gpus = gpus, .log = log_pool_line};
+  mr_pool *pool = NULL;
+  if ((rc = mr_pool_create(&popts, &pool, &err)) < 0) {
+    fprintf(stderr, "reconserver: --gpus %s: %s\n", gpus, mr_err_text(&err, rc));
+    mr_config_dir_free(&configs);
+    return 1;
+  }
+  mr_server_env env = {.configs = &configs, .pool = pool, .limits = &mr_limits_default,
+                       .version = MR_VERSION};
+  if (info) {
+    size_t len;
+    char *text = mr_query_answer(&env, "gadgetron::info", &len);
+    fputs(text != NULL ? text : "out of memory\n", stdout);
+    free(text);
+  } else {
+    rc = mr_server_run(&opt, &env, &err);
+  }
+  mr_pool_destroy(pool);
+  mr_config_dir_free(&configs);
+  if (rc < 0) {
+    fprintf(stderr, "reconserver: %s\n", mr_err_text(&err, rc));
+    return 1;
+  }
+  return 0;
+}

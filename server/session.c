@@ -1,0 +1,319 @@
+#include "session.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chain.h"
+#include "log.h"
+#include "pool.h"
+#include "query.h"
+#include "stream_header.h"
+
+#define MAX_ERRORS 8
+
+enum state {
+  AWAIT_CONFIG, /* queries only so far */
+  AWAIT_HEADER, /* a chain is built */
+  STREAMING,    /* the chain is configured: data flows */
+  DEPENDENCY,   /* a Gadgetron noise-dependency query (rule 6) */
+};
+
+typedef struct run {
+  mr_session *s;
+  enum state state;
+  mr_pipeline_config *script; /* a CONFIG_SCRIPT's config (owned) */
+  mr_chain *chain;
+  mr_stream_header hdr;
+  int have_hdr;
+  mr_device *device; /* the session's placement, from the pool */
+  mr_err err;    /* the chain's error line */
+  int failed;    /* stop feeding data; answer at CLOSE */
+  char *errors[MAX_ERRORS];
+  int nerrors;
+  int done;
+} run;
+
+static void record_error(run *r, const char *text) {
+  mr_session_stats *st = &r->s->stats;
+  if (st->errors == 0)
+    snprintf(st->first_error, sizeof st->first_error, "%s", text);
+  st->errors++;
+  r->failed = 1;
+  if (r->nerrors < MAX_ERRORS)
+    r->errors[r->nerrors++] = strdup(text);
+  mr_log(MR_LOG_DEBUG, "%s: error: %s", r->s->peer, text);
+}
+
+static void fail(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(run *r, const char *fmt, ...) {
+  char text[600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  record_error(r, text);
+}
+
+/* Queues msg for the client (takes it); waits while the outbox is full. */
+static int send_to_client(run *r, mr_message *msg) {
+  if (msg == NULL)
+    return MR_ENOMEM;
+  if (msg->kind == MR_MSG_IMAGE)
+    r->s->stats.images++;
+  int rc = mr_queue_push(r->s->outbox, msg, mr_queue_message_bytes(msg), 1);
+  if (rc == 0)
+    r->s->wake(r->s->wake_ctx);
+  return rc;
+}
+
+static int chain_sink(void *ctx, mr_message *msg) { return send_to_client(ctx, msg); }
+
+static void take_chain_error(run *r, int rc) {
+  fail(r, "%s", mr_err_text(&r->err, rc));
+}
+
+static int is_xml(const char *text) {
+  while (*text == ' ' || *text == '\t' || *text == '\r' || *text == '\n')
+    text++;
+  return *text == '<';
+}
+
+static void start_chain(run *r, const mr_pipeline_config *cfg) {
+  mr_err e = {0};
+  int rc = mr_chain_create(cfg, &r->chain, &e);
+  if (rc < 0) {
+    fail(r, "%s", mr_err_text(&e, rc));
+    return;
+  }
+  mr_chain_set_sink(r->chain, chain_sink, r, r->s->cancel);
+  snprintf(r->s->stats.config, sizeof r->s->stats.config, "%s", cfg->name);
+  r->state = AWAIT_HEADER;
+}
+
+static void on_config_file(run *r, const char *name) {
+  const mr_pipeline_config *cfg = NULL;
+  mr_err e = {0};
+  int rc = mr_config_dir_find(r->s->env->configs, name, &cfg, &e);
+  if (rc < 0) {
+    snprintf(r->s->stats.config, sizeof r->s->stats.config, "%.100s", name);
+    fail(r, "%s", mr_err_text(&e, rc));
+    return;
+  }
+  start_chain(r, cfg);
+}
+
+static void on_config_script(run *r, const char *text, size_t len) {
+  if (is_xml(text)) {
+    /* Gadgetron's C++ client asks about noise dependencies with an XML
+     * chain naming NoiseSummaryGadget; nothing else in XML is spoken. */
+    if (strstr(text, "NoiseSummaryGadget") != NULL) {
+      snprintf(r->s->stats.config, sizeof r->s->stats.config, "noise-dependency-query");
+      r->state = DEPENDENCY;
+      return;
+    }
+    fail(r, "Gadgetron XML stream configurations are not supported: name an installed "
+            "config (CONFIG_FILE) or send a JSON config");
+    return;
+  }
+  mr_err e = {0};
+  int rc = mr_pipeline_config_parse(text, len, "CONFIG_SCRIPT", &r->script, &e);
+  if (rc < 0) {
+    fail(r, "%s", mr_err_text(&e, rc));
+    return;
+  }
+  start_chain(r, r->script);
+}
+
+static void on_header(run *r, const mr_message *m) {
+  mr_err e = {0};
+  int rc = mr_stream_header_parse(m->u.text, m->text_len, &r->hdr, &e);
+  if (rc < 0) {
+    fail(r, "%s", mr_err_text(&e, rc));
+    return;
+  }
+  r->have_hdr = 1;
+  if ((rc = mr_pool_acquire(r->s->env->pool, "auto", &r->device, &e)) < 0) {
+    fail(r, "no compute device: %s", mr_err_text(&e, rc));
+    return;
+  }
+  if ((rc = mr_chain_configure(r->chain, &r->hdr, r->s->env->pool, r->device, &r->err)) < 0) {
+    take_chain_error(r, rc);
+    return;
+  }
+  r->state = STREAMING;
+}
+
+/* Samples the chain could not survive: NaN or infinity. */
+static int check_finite(run *r, const mr_acquisition *a) {
+  size_t n = mr_acquisition_data_count(&a->head);
+  const float *f = (const float *)a->data;
+  for (size_t i = 0; i < 2 * n; i++) {
+    if (!isfinite(f[i])) {
+      size_t sample = (i / 2) % a->head.number_of_samples;
+      size_t channel = (i / 2) / a->head.number_of_samples;
+      fail(r, "acquisition %u has a %s sample (channel %zu, sample %zu)", a->head.scan_counter,
+           isnan(f[i]) ? "NaN" : "infinite", channel, sample);
+      return MR_EDATA;
+    }
+  }
+  size_t nt = mr_acquisition_traj_count(&a->head);
+  for (size_t i = 0; i < nt; i++) {
+    if (!isfinite(a->traj[i])) {
+      fail(r, "acquisition %u has a non-finite trajectory value", a->head.scan_counter);
+      return MR_EDATA;
+    }
+  }
+  return 0;
+}
+
+static void on_data(run *r, mr_message *m) {
+  mr_session_stats *st = &r->s->stats;
+  if (m->kind == MR_MSG_ACQUISITION)
+    st->acquisitions++;
+  else if (m->kind == MR_MSG_WAVEFORM)
+    st->waveforms++;
+  if (r->failed) {
+    mr_message_unref(m);
+    return;
+  }
+  if (r->state != STREAMING) {
+    fail(r, "%s before %s", mr_message_kind_name(m->kind),
+         r->state == AWAIT_CONFIG ? "a config (CONFIG_FILE or CONFIG_SCRIPT)" : "the HEADER");
+    mr_message_unref(m);
+    return;
+  }
+  if (m->kind == MR_MSG_ACQUISITION) {
+    if (m->u.acq.head.flags & MR_ACQ_COMPRESSED) {
+      fail(r, "acquisition %u is NHLBI-compressed; this server does not decompress",
+           m->u.acq.head.scan_counter);
+      mr_message_unref(m);
+      return;
+    }
+    if (check_finite(r, &m->u.acq) < 0) {
+      mr_message_unref(m);
+      return;
+    }
+  }
+  int rc = mr_chain_push(r->chain, m);
+  if (rc < 0)
+    take_chain_error(r, rc);
+}
+
+static void on_query(run *r, const mr_message *m) {
+  size_t len = 0;
+  char *answer = mr_query_answer(r->s->env, m->u.query.text, &len);
+  mr_message *resp = answer != NULL ? mr_message_new_query(MR_MSG_RESPONSE,
+                                                           m->u.query.correlation_id, answer, len)
+                                    : NULL;
+  free(answer);
+  if (send_to_client(r, resp) == MR_ENOMEM)
+    fail(r, "out of memory answering QUERY '%.100s'", m->u.query.text);
+}
+
+/* Rule 6: the noise-dependency reply. Noise statistics are not stored
+ * (yet), so the status is `failed`, which tells the client to go on. */
+static void answer_dependency(run *r) {
+  static const char meta[] = "<?xml version=\"1.0\"?><ismrmrdMeta>"
+                             "<meta><name>status</name><value>failed</value></meta>"
+                             "</ismrmrdMeta>";
+  send_to_client(r, mr_message_new_text(MR_MSG_DEPENDENCY_QUERY, meta, sizeof meta - 1));
+}
+
+static void on_close(run *r) {
+  if (!r->failed && r->chain != NULL) {
+    int rc = 0;
+    if (r->state == AWAIT_HEADER) /* rule 6: a header-less run */
+      rc = mr_chain_configure(r->chain, NULL, r->s->env->pool, NULL, &r->err);
+    if (rc == 0)
+      rc = mr_chain_flush(r->chain);
+    if (rc < 0)
+      take_chain_error(r, rc);
+  }
+  if (r->state == DEPENDENCY && !r->failed)
+    answer_dependency(r);
+  for (int i = 0; i < r->nerrors; i++) {
+    char text[700];
+    int n = snprintf(text, sizeof text, "ERROR: %s", r->errors[i] != NULL ? r->errors[i] : "");
+    send_to_client(r, mr_message_new_text(MR_MSG_TEXT, text, (size_t)n));
+  }
+  send_to_client(r, mr_message_new(MR_MSG_CLOSE));
+  r->done = 1;
+}
+
+static void on_message(run *r, mr_message *m) {
+  switch (m->kind) {
+  case MR_MSG_CONFIG_FILE:
+  case MR_MSG_CONFIG_SCRIPT:
+    if (r->state != AWAIT_CONFIG)
+      fail(r, "a second config (%s) in one session", mr_message_kind_name(m->kind));
+    else if (m->kind == MR_MSG_CONFIG_FILE)
+      on_config_file(r, m->u.config_name);
+    else
+      on_config_script(r, m->u.text, m->text_len);
+    break;
+  case MR_MSG_HEADER:
+    if (r->failed)
+      break;
+    if (r->state == AWAIT_CONFIG)
+      fail(r, "HEADER before a config (CONFIG_FILE or CONFIG_SCRIPT)");
+    else if (r->state != AWAIT_HEADER)
+      fail(r, "a second HEADER in one session");
+    else
+      on_header(r, m);
+    break;
+  case MR_MSG_ACQUISITION:
+  case MR_MSG_WAVEFORM:
+  case MR_MSG_IMAGE:
+    on_data(r, m);
+    return; /* on_data took m */
+  case MR_MSG_TEXT:
+    mr_log(MR_LOG_INFO, "%s: client says: %.500s", r->s->peer, m->u.text);
+    break;
+  case MR_MSG_QUERY:
+    on_query(r, m);
+    break;
+  case MR_MSG_CLOSE:
+    on_close(r);
+    break;
+  default:
+    fail(r, "%s is a server-to-client message", mr_message_kind_name(m->kind));
+    break;
+  }
+  mr_message_unref(m);
+}
+
+void mr_session_run(mr_session *s) {
+  run r = {.s = s, .state = AWAIT_CONFIG};
+  while (!r.done && !atomic_load(s->cancel)) {
+    mr_queue_entry *e = mr_queue_pop(s->inbox, -1);
+    if (e == NULL)
+      break; /* inbox closed: the client is gone */
+    if (mr_queue_release(s->inbox, e->bytes))
+      s->wake(s->wake_ctx);
+    s->stats.bytes_in += e->bytes;
+    if (e->msg != NULL) {
+      mr_message *m = e->msg;
+      e->msg = NULL;
+      on_message(&r, m);
+    } else if (e->code == MR_ECONN) {
+      mr_queue_entry_free(e);
+      break; /* the peer closed or reset before its CLOSE */
+    } else {
+      record_error(&r, e->text);
+      if (e->code == MR_EFRAME)
+        on_close(&r); /* nothing more can be read: answer now */
+    }
+    mr_queue_entry_free(e);
+  }
+  mr_chain_destroy(r.chain);
+  if (r.device != NULL)
+    mr_pool_release(s->env->pool, r.device);
+  mr_pipeline_config_free(r.script);
+  if (r.have_hdr)
+    mr_stream_header_free(&r.hdr);
+  for (int i = 0; i < r.nerrors; i++)
+    free(r.errors[i]);
+}

@@ -1,0 +1,54 @@
+/* One client's session, run on its own pipeline thread:
+ *
+ *   CONFIG -> HEADER -> STREAM -> (CLOSE) -> drain -> TEXT errors -> CLOSE
+ *
+ * It takes messages from the inbox the loop thread fills, builds and runs
+ * the gadget chain, answers QUERY, and puts what goes back to the client
+ * in the outbox (waiting when it is full: that is the backpressure on the
+ * chain). A failure is that client's alone: it becomes a TEXT error after
+ * the client's CLOSE, then CLOSE (PROTOCOL.md rules 1-2). */
+#ifndef MR_SERVER_SESSION_H
+#define MR_SERVER_SESSION_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "config_dir.h"
+#include "limits.h"
+#include "queue.h"
+
+struct mr_pool;
+
+/* What every session shares, read-only. */
+typedef struct mr_server_env {
+  const mr_config_dir *configs;
+  struct mr_pool *pool;
+  const mr_limits *limits;
+  const char *version;
+} mr_server_env;
+
+typedef struct mr_session_stats {
+  char config[128];
+  uint64_t acquisitions, waveforms, images, bytes_in;
+  int errors;
+  char first_error[256];
+} mr_session_stats;
+
+typedef struct mr_session {
+  const mr_server_env *env;
+  mr_queue *inbox;  /* filled by the loop thread */
+  mr_queue *outbox; /* drained by the loop thread */
+  const atomic_int *cancel; /* set when the client is gone */
+  /* Tells the loop thread the outbox has something, or the inbox has room
+   * again. */
+  void (*wake)(void *ctx);
+  void *wake_ctx;
+  const char *peer;
+  mr_session_stats stats;
+} mr_session;
+
+/* The pipeline thread's body; returns when the session is over (CLOSE
+ * answered, or the client gone). */
+void mr_session_run(mr_session *s);
+
+#endif
