@@ -1,0 +1,77 @@
+#include "buf_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "fail.h"
+
+int mr_buf_create(mr_device *dev, size_t bytes, mr_buf **out) {
+  mr_buf *buf = malloc(sizeof *buf);
+  if (buf == NULL)
+    return mr_fail(MR_ENOMEM, "buffer: out of memory");
+  *buf = (mr_buf){.dev = dev, .bytes = bytes};
+  int rc;
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(dev))
+    rc = mr_buf_cuda_alloc(buf);
+  else
+#endif
+    rc = mr_buf_cpu_alloc(buf);
+  if (rc < 0) {
+    free(buf);
+    return rc;
+  }
+  *out = buf;
+  return 0;
+}
+
+void mr_buf_destroy(mr_buf *buf) {
+  if (buf == NULL)
+    return;
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(buf->dev))
+    mr_buf_cuda_free(buf);
+  else
+#endif
+    mr_buf_cpu_free(buf);
+  free(buf);
+}
+
+void *mr_buf_data(const mr_buf *buf) { return buf->data; }
+
+size_t mr_buf_size(const mr_buf *buf) { return buf->bytes; }
+
+mr_device *mr_buf_device(const mr_buf *buf) { return buf->dev; }
+
+static int check_range(const mr_buf *buf, size_t at, size_t bytes,
+                       const char *what) {
+  if (at > buf->bytes || bytes > buf->bytes - at)
+    return mr_fail(MR_EINVAL, "buffer %s: %zu bytes at %zu past its %zu bytes",
+                   what, bytes, at, buf->bytes);
+  return 0;
+}
+
+int mr_buf_upload(mr_buf *buf, size_t at, const void *src, size_t bytes) {
+  int rc = check_range(buf, at, bytes, "upload");
+  if (rc < 0 || bytes == 0)
+    return rc;
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(buf->dev))
+    return mr_buf_cuda_upload(buf, at, src, bytes);
+#endif
+  memcpy((char *)buf->data + at, src, bytes);
+  return 0;
+}
+
+int mr_buf_download(const mr_buf *buf, size_t at, void *dst, size_t bytes) {
+  int rc = check_range(buf, at, bytes, "download");
+  if (rc < 0 || bytes == 0)
+    return rc;
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(buf->dev))
+    return mr_buf_cuda_download(buf, at, dst, bytes);
+#endif
+  memcpy(dst, (const char *)buf->data + at, bytes);
+  return 0;
+}

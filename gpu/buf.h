@@ -1,0 +1,49 @@
+/* Device-resident buffers: memory on a device that operations chain through
+ * without a round trip to the host.
+ *
+ * On a GPU the memory comes from the worker's stream-ordered memory pool and
+ * uploads/downloads go through pinned staging buffers on copy streams of
+ * their own, so they overlap with the compute stream. On the CPU a buffer is
+ * aligned host memory and transfers are memcpy. */
+#ifndef MR_GPU_BUF_H
+#define MR_GPU_BUF_H
+
+#include <stddef.h>
+
+#include "device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mr_buf mr_buf;
+
+/* Allocates `bytes` (contents undefined) on dev. MR_EDEVMEM when the GPU is
+ * out of memory, MR_ENOMEM for the host. The caller takes *out. */
+int mr_buf_create(mr_device *dev, size_t bytes, mr_buf **out);
+
+/* Frees buf once the work already queued on it is done. NULL is ignored. */
+void mr_buf_destroy(mr_buf *buf);
+
+/* The memory, as a pointer on buf's device: pass it (or an offset into it)
+ * to operations on that device. Never dereference a GPU pointer on the
+ * host. Borrowed from buf. */
+void *mr_buf_data(const mr_buf *buf);
+
+size_t mr_buf_size(const mr_buf *buf);
+mr_device *mr_buf_device(const mr_buf *buf);
+
+/* Copies `bytes` from host memory src to buf at byte offset `at`. Returns
+ * once src may be reused; the copy itself may still be under way, ordered
+ * before every operation queued on the device afterwards. Borrows src. */
+int mr_buf_upload(mr_buf *buf, size_t at, const void *src, size_t bytes);
+
+/* Copies `bytes` at byte offset `at` of buf to host memory dst, after the
+ * work queued before it, and returns once dst holds them. Borrows dst. */
+int mr_buf_download(const mr_buf *buf, size_t at, void *dst, size_t bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,31 @@
+/* Internal: the buffer behind buf.h and its two backends. */
+#ifndef MR_GPU_BUF_IMPL_H
+#define MR_GPU_BUF_IMPL_H
+
+#include <stddef.h>
+
+#include "buf.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct mr_buf {
+  mr_device *dev;
+  void *data;
+  size_t bytes;
+};
+
+int mr_buf_cpu_alloc(mr_buf *buf);
+void mr_buf_cpu_free(mr_buf *buf);
+
+int mr_buf_cuda_alloc(mr_buf *buf);
+void mr_buf_cuda_free(mr_buf *buf);
+int mr_buf_cuda_upload(mr_buf *buf, size_t at, const void *src, size_t bytes);
+int mr_buf_cuda_download(const mr_buf *buf, size_t at, void *dst, size_t bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

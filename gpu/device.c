@@ -1,0 +1,137 @@
+#include "device_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/sysinfo.h>
+#include <time.h>
+
+#include "error.h"
+#include "fail.h"
+#ifdef MR_HAVE_CUDA
+#include "cuda_ctx.h"
+#endif
+
+int mr_device_is_gpu(const mr_device *dev) { return dev->ordinal >= 0; }
+
+int mr_device_ordinal(const mr_device *dev) { return dev->ordinal; }
+
+struct mr_cuda_ctx *mr_device_cuda(const mr_device *dev) { return dev->cuda; }
+
+mr_cpu_threads *mr_device_threads(const mr_device *dev) { return dev->threads; }
+
+#ifdef MR_HAVE_CUDA
+typedef struct task_call {
+  mr_device *dev;
+  mr_device_task task;
+  void *arg;
+  int warmup, reps;
+  double *ms;
+} task_call;
+
+/* A task that came through the queue: it owns the synchronisation. */
+static int run_outermost(void *p) {
+  task_call *c = p;
+  int rc = c->task(c->dev, c->arg);
+  int sync = mr_cuda_ctx_sync(c->dev->cuda);
+  return rc < 0 ? rc : sync;
+}
+
+static int time_on_worker(void *p) {
+  task_call *c = p;
+  return mr_cuda_ctx_time(c->dev->cuda, c->dev, c->task, c->arg, c->warmup,
+                          c->reps, c->ms);
+}
+
+static int info_on_worker(void *p) {
+  task_call *c = p;
+  return mr_cuda_ctx_info(c->dev->cuda, c->arg);
+}
+#endif
+
+int mr_device_run(mr_device *dev, mr_device_task task, void *arg) {
+#ifdef MR_HAVE_CUDA
+  if (dev->worker != NULL) {
+    /* Inside a task already: the outer task synchronises at its end. */
+    if (mr_worker_is_current(dev->worker))
+      return task(dev, arg);
+    task_call c = {.dev = dev, .task = task, .arg = arg};
+    return mr_worker_call(dev->worker, run_outermost, &c);
+  }
+#endif
+  return task(dev, arg);
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+int mr_device_time(mr_device *dev, mr_device_task task, void *arg, int warmup,
+                   int reps, double *ms) {
+  if (warmup < 0 || reps < 1 || ms == NULL)
+    return mr_fail(MR_EINVAL, "device time: warmup %d, reps %d", warmup, reps);
+#ifdef MR_HAVE_CUDA
+  if (dev->worker != NULL) {
+    task_call c = {.dev = dev, .task = task, .arg = arg, .warmup = warmup,
+                   .reps = reps, .ms = ms};
+    return mr_worker_call(dev->worker, time_on_worker, &c);
+  }
+#endif
+  for (int i = 0; i < warmup + reps; i++) {
+    double t0 = now_ms();
+    int rc = task(dev, arg);
+    if (rc < 0)
+      return rc;
+    if (i >= warmup)
+      ms[i - warmup] = now_ms() - t0;
+  }
+  return 0;
+}
+
+/* The CPU model from /proc/cpuinfo, else a plain name. */
+static void cpu_model(char *name, size_t cap) {
+  snprintf(name, cap, "CPU");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (f == NULL)
+    return;
+  char line[256];
+  while (fgets(line, sizeof line, f) != NULL) {
+    if (strncmp(line, "model name", 10) == 0) {
+      const char *colon = strchr(line, ':');
+      if (colon != NULL) {
+        colon += strspn(colon + 1, " \t") + 1;
+        snprintf(name, cap, "%.*s", (int)strcspn(colon, "\n"), colon);
+      }
+      break;
+    }
+  }
+  fclose(f);
+}
+
+void mr_device_cpu_info(mr_device *dev, mr_device_info *info) {
+  info->ordinal = -1;
+  cpu_model(info->name, sizeof info->name);
+  struct sysinfo si;
+  if (sysinfo(&si) == 0) {
+    info->mem_total = (size_t)si.totalram * si.mem_unit;
+    info->mem_free = (size_t)(si.freeram + si.bufferram) * si.mem_unit;
+  }
+  info->units = mr_cpu_threads_count(dev->threads);
+}
+
+int mr_device_info_get(mr_device *dev, mr_device_info *info) {
+  memset(info, 0, sizeof *info);
+#ifdef MR_HAVE_CUDA
+  if (dev->worker != NULL) {
+    task_call c = {.dev = dev, .arg = info};
+    int rc = mr_worker_call(dev->worker, info_on_worker, &c);
+    if (rc < 0)
+      return rc;
+  } else
+#endif
+    mr_device_cpu_info(dev, info);
+  /* A snapshot: load may change as soon as it is read. */
+  info->load = atomic_load(&dev->load);
+  return 0;
+}

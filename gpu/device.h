@@ -1,0 +1,75 @@
+/* A device: the place gpu/ operations run, either the CPU or one GPU.
+ *
+ * Devices belong to an mr_pool (pool.h), which hands them to sessions. Every
+ * operation takes the device it runs on (or a plan or buffer made on one);
+ * the memory it is given must live there: host memory for the CPU device,
+ * memory from mr_buf_create() (buf.h) for a GPU.
+ *
+ * Threading: each GPU has one worker thread that owns its CUDA state
+ * (streams, cuBLAS/cuFFT/cuSOLVER handles, memory pool, plan cache). An
+ * operation called from any other thread is handed to that worker and waits
+ * for it, so every call outside a task is synchronous. To issue a sequence of
+ * operations with one hand-off and no synchronisation between them, put them
+ * in a task and call mr_device_run(): inside a task, operations on the same
+ * device run directly on the worker, queued in order on its stream, and the
+ * task ends with one synchronisation. CPU operations run on the calling
+ * thread and spread large loops over the pool's CPU threads. Any thread may
+ * call into any device; a device's calls are serialised on its worker. */
+#ifndef MR_GPU_DEVICE_H
+#define MR_GPU_DEVICE_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mr_device mr_device;
+
+typedef struct mr_device_info {
+  int ordinal;       /* CUDA device number; -1 for the CPU */
+  char name[128];    /* "NVIDIA H100 80GB HBM3", or the CPU model */
+  size_t mem_total;  /* bytes of device memory (host RAM for the CPU) */
+  size_t mem_free;   /* bytes free now */
+  int cc_major;      /* compute capability; 0.0 for the CPU */
+  int cc_minor;
+  int units;         /* multiprocessors, or CPU threads used */
+  int load;          /* sessions placed on it now */
+} mr_device_info;
+
+/* A unit of work for mr_device_run(): returns 0 or a negative MR_E* code. */
+typedef int (*mr_device_task)(mr_device *dev, void *arg);
+
+/* 1 for a GPU, 0 for the CPU. */
+int mr_device_is_gpu(const mr_device *dev);
+
+/* CUDA device number, or -1 for the CPU. */
+int mr_device_ordinal(const mr_device *dev);
+
+/* Runs task(dev, arg) on dev's worker (directly when already there, and on
+ * the calling thread for the CPU), waits for it and for all the device work
+ * it queued, and returns its result; a device error found while waiting is
+ * returned when the task itself succeeded. Borrows arg. */
+int mr_device_run(mr_device *dev, mr_device_task task, void *arg);
+
+/* Times task as mr_device_run() would run it: `warmup` untimed runs, then
+ * `reps` timed ones, writing each run's milliseconds to ms[0..reps-1]. GPU
+ * runs are timed with CUDA events on the worker's compute stream, CPU runs
+ * with the monotonic clock. For benchmarks. */
+int mr_device_time(mr_device *dev, mr_device_task task, void *arg, int warmup,
+                   int reps, double *ms);
+
+/* Fills *info (memory figures are read now). */
+int mr_device_info_get(mr_device *dev, mr_device_info *info);
+
+/* The detail line of the last failed gpu/ call made on this thread, e.g.
+ * "cufftExecC2C: CUFFT_INTERNAL_ERROR (fft_cuda.cu:120)"; "" when none. A
+ * failure on a GPU worker is reported to the thread that asked for the work.
+ * Valid until this thread's next gpu/ call. */
+const char *mr_device_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

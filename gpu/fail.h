@@ -1,0 +1,25 @@
+/* Internal: the per-thread detail line behind mr_device_last_error().
+ * C and C++ (the .cu files report library failures through it). */
+#ifndef MR_GPU_FAIL_H
+#define MR_GPU_FAIL_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Sets this thread's detail line from fmt and returns code, so a failure
+ * reads `return mr_fail(MR_EINVAL, "fft: rank %d", rank)`. */
+int mr_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* This thread's detail line ("" when none). */
+const char *mr_fail_detail(void);
+
+/* Replaces this thread's detail line with a copy of line (carries a
+ * worker's failure back to the thread that asked for the work). */
+void mr_fail_set_detail(const char *line);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,72 @@
+#include <stdlib.h>
+
+#include "error.h"
+#include "fail.h"
+#include "fft_impl.h"
+
+int mr_fft_plan_create(mr_device *dev, const mr_fft_opts *opts,
+                       mr_fft_plan **out) {
+  mr_fft_plan *plan = calloc(1, sizeof *plan);
+  if (plan == NULL)
+    return mr_fail(MR_ENOMEM, "fft: out of memory");
+  plan->dev = dev;
+  int rc = mr_fft_shape_init(&plan->shape, opts);
+  if (rc == 0) {
+#ifdef MR_HAVE_CUDA
+    if (mr_device_is_gpu(dev))
+      rc = mr_fft_cuda_create(plan);
+    else
+#endif
+      rc = mr_fft_cpu_create(plan);
+  }
+  if (rc < 0) {
+    mr_fft_shape_free(&plan->shape);
+    free(plan);
+    return rc;
+  }
+  *out = plan;
+  return 0;
+}
+
+static int check_direction(mr_fft_direction dir) {
+  if (dir != MR_FFT_FORWARD && dir != MR_FFT_BACKWARD)
+    return mr_fail(MR_EINVAL, "fft: direction %d", (int)dir);
+  return 0;
+}
+
+int mr_fft_execute(mr_fft_plan *plan, mr_fft_direction dir, const mr_cfloat *in,
+                   mr_cfloat *out) {
+  int rc = check_direction(dir);
+  if (rc < 0)
+    return rc;
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(plan->dev))
+    return mr_fft_cuda_execute(plan, dir, in, out);
+#endif
+  return mr_fft_cpu_execute(plan, dir, in, out);
+}
+
+int mr_fft_execute_host(mr_fft_plan *plan, mr_fft_direction dir,
+                        const mr_cfloat *in, mr_cfloat *out) {
+  int rc = check_direction(dir);
+  if (rc < 0)
+    return rc;
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(plan->dev))
+    return mr_fft_cuda_execute_host(plan, dir, in, out);
+#endif
+  return mr_fft_cpu_execute(plan, dir, in, out);
+}
+
+void mr_fft_plan_destroy(mr_fft_plan *plan) {
+  if (plan == NULL)
+    return;
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(plan->dev))
+    mr_fft_cuda_destroy(plan);
+  else
+#endif
+    mr_fft_cpu_destroy(plan);
+  mr_fft_shape_free(&plan->shape);
+  free(plan);
+}

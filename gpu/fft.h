@@ -1,0 +1,65 @@
+/* Batched centered FFT in 1, 2 or 3 dimensions (FFTW on the CPU, cuFFT on a
+ * GPU), in the cuFINUFFT plan shape: create a plan for a shape on a device,
+ * execute it as often as needed, destroy it.
+ *
+ * Layout: x fastest, then y, then z; `batch` such arrays back to back (e.g.
+ * one per coil). "Centered" means the zero frequency and the image origin
+ * both sit at index n/2 of each dimension: execute computes
+ * fftshift(fft(ifftshift(x))) with fftshift/ifftshift built in, for even and
+ * odd sizes. Scaling is unitary, 1/sqrt(nx*ny*nz) both ways, so
+ * BACKWARD(FORWARD(x)) == x.
+ *
+ * Convention for reconstruction: image = BACKWARD (exp(+i), FFTW_BACKWARD)
+ * transform of k-space; FORWARD takes an image to k-space. */
+#ifndef MR_GPU_FFT_H
+#define MR_GPU_FFT_H
+
+#include <stddef.h>
+
+#include "cfloat.h"
+#include "device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mr_fft_plan mr_fft_plan;
+
+typedef enum mr_fft_direction {
+  MR_FFT_FORWARD = -1,  /* exp(-i 2 pi k x / n): image -> k-space */
+  MR_FFT_BACKWARD = +1  /* exp(+i 2 pi k x / n): k-space -> image */
+} mr_fft_direction;
+
+typedef struct mr_fft_opts {
+  int rank;         /* 1, 2 or 3 */
+  size_t dims[3];   /* {nx, ny, nz}; dimensions past rank are ignored */
+  size_t batch;     /* arrays per execute, >= 1 */
+} mr_fft_opts;
+
+/* Makes a plan for opts on dev (borrowed; it must outlive the plan). Plans
+ * come from a per-device cache, so making the same shape again is cheap.
+ * MR_EINVAL for a bad shape, MR_EDEVMEM when the GPU is out of memory. The
+ * caller takes *out. */
+int mr_fft_plan_create(mr_device *dev, const mr_fft_opts *opts,
+                       mr_fft_plan **out);
+
+/* Transforms batch arrays from in to out, both on the plan's device
+ * (in == out for in place; otherwise they must not overlap, and in is left
+ * unchanged). Borrows in and out. */
+int mr_fft_execute(mr_fft_plan *plan, mr_fft_direction dir, const mr_cfloat *in,
+                   mr_cfloat *out);
+
+/* Same, with in and out in host memory whatever the device: on a GPU the
+ * batch goes up, is transformed and comes back in chunks, copies in both
+ * directions overlapping the transforms. */
+int mr_fft_execute_host(mr_fft_plan *plan, mr_fft_direction dir,
+                        const mr_cfloat *in, mr_cfloat *out);
+
+/* Frees the plan (the cached library plan stays for reuse). NULL ignored. */
+void mr_fft_plan_destroy(mr_fft_plan *plan);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

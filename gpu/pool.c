@@ -1,0 +1,327 @@
+#include "pool.h"
+
+#include <ctype.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "device_impl.h"
+#include "fail.h"
+#ifdef MR_HAVE_CUDA
+#include "cuda_ctx.h"
+#endif
+
+/* Enough for any machine we run on; a longer --gpus list is an error. */
+#define MAX_GPUS 64
+
+struct mr_pool {
+  pthread_mutex_t lock;   /* placement: the loads */
+  mr_cpu_threads *threads;
+  mr_device cpu;
+  int ngpus;
+  mr_device *gpus;
+};
+
+static void say(const mr_pool_opts *opts, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void say(const mr_pool_opts *opts, const char *fmt, ...) {
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (opts->log != NULL)
+    opts->log(opts->log_ctx, line);
+  else
+    fprintf(stderr, "%s\n", line);
+}
+
+/* Parses "all" | "none" | "N,M,...": *n = -1 for all, else the list. */
+static int parse_gpus(const char *spec, int *list, int *n, mr_err *err) {
+  if (strcmp(spec, "all") == 0) {
+    *n = -1;
+    return 0;
+  }
+  *n = 0;
+  if (strcmp(spec, "none") == 0)
+    return 0;
+  const char *p = spec;
+  for (;;) {
+    if (!isdigit((unsigned char)*p))
+      return mr_err_set(err, MR_EINVAL,
+                        "--gpus '%s': expected all, none or a list like 0,1",
+                        spec);
+    char *end;
+    long v = strtol(p, &end, 10);
+    if (v >= MAX_GPUS || *n == MAX_GPUS)
+      return mr_err_set(err, MR_EINVAL, "--gpus '%s': device %ld is out of range",
+                        spec, v);
+    for (int i = 0; i < *n; i++)
+      if (list[i] == v)
+        return mr_err_set(err, MR_EINVAL, "--gpus '%s': device %ld twice", spec, v);
+    list[(*n)++] = (int)v;
+    if (*end == '\0')
+      return 0;
+    if (*end != ',')
+      return mr_err_set(err, MR_EINVAL,
+                        "--gpus '%s': expected all, none or a list like 0,1",
+                        spec);
+    p = end + 1;
+  }
+}
+
+#ifdef MR_HAVE_CUDA
+static int gpu_init(void *p) {
+  mr_device *dev = p;
+  return mr_cuda_ctx_create(dev->ordinal, &dev->cuda);
+}
+
+static int gpu_fini(void *p) {
+  mr_device *dev = p;
+  mr_cuda_ctx_destroy(dev->cuda);
+  return 0;
+}
+
+/* Starts a worker for each GPU in list (count -1: every GPU found). */
+static int start_gpus(mr_pool *pool, const mr_pool_opts *opts, int *list,
+                      int n, mr_err *err) {
+  char why[256] = "";
+  int found = mr_cuda_count(why, sizeof why);
+  if (n < 0) {
+    if (found == 0) {
+      say(opts, "gpu: no CUDA device (%s); running on the CPU only", why);
+      return 0;
+    }
+    n = found < MAX_GPUS ? found : MAX_GPUS;
+    for (int i = 0; i < n; i++)
+      list[i] = i;
+  }
+  for (int i = 0; i < n; i++)
+    if (list[i] >= found)
+      return mr_err_set(err, MR_ENOENT, "--gpus: no CUDA device %d (%d found%s%s)",
+                        list[i], found, found == 0 ? ": " : "", why);
+  pool->gpus = calloc((size_t)n, sizeof *pool->gpus);
+  if (pool->gpus == NULL)
+    return mr_err_set(err, MR_ENOMEM, "gpu pool: out of memory");
+  for (int i = 0; i < n; i++) {
+    mr_device *dev = &pool->gpus[i];
+    dev->pool = pool;
+    dev->ordinal = list[i];
+    dev->threads = pool->threads;
+    int rc = mr_worker_start(gpu_init, dev, &dev->worker);
+    if (rc < 0)
+      return mr_err_set(err, rc, "gpu %d: %s", list[i], mr_fail_detail());
+    pool->ngpus++;
+    mr_device_info info;
+    if (mr_device_info_get(dev, &info) == 0)
+      say(opts, "gpu %d: %s, %.1f GiB, compute capability %d.%d, %d SMs",
+          info.ordinal, info.name, info.mem_total / 1073741824.0,
+          info.cc_major, info.cc_minor, info.units);
+  }
+  return 0;
+}
+#endif
+
+int mr_pool_create(const mr_pool_opts *opts, mr_pool **out, mr_err *err) {
+  const mr_pool_opts none = {0};
+  if (opts == NULL)
+    opts = &none;
+  int list[MAX_GPUS], n;
+  int rc = parse_gpus(opts->gpus != NULL ? opts->gpus : "all", list, &n, err);
+  if (rc < 0)
+    return rc;
+  mr_pool *pool = calloc(1, sizeof *pool);
+  if (pool == NULL)
+    return mr_err_set(err, MR_ENOMEM, "gpu pool: out of memory");
+  pthread_mutex_init(&pool->lock, NULL);
+  int threads = opts->cpu_threads;
+  if (threads <= 0) {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    threads = online > 0 ? (int)online : 1;
+  }
+  rc = mr_cpu_threads_create(threads, &pool->threads);
+  if (rc < 0) {
+    mr_pool_destroy(pool);
+    return mr_err_set(err, rc, "gpu pool: %s", mr_fail_detail());
+  }
+  pool->cpu.pool = pool;
+  pool->cpu.ordinal = -1;
+  pool->cpu.threads = pool->threads;
+  if (n != 0) {
+#ifdef MR_HAVE_CUDA
+    rc = start_gpus(pool, opts, list, n, err);
+    if (rc < 0) {
+      mr_pool_destroy(pool);
+      return rc;
+    }
+#else
+    if (n > 0) {
+      mr_pool_destroy(pool);
+      return mr_err_set(err, MR_ENOTSUP,
+                        "--gpus %s: this build has no CUDA backend", opts->gpus);
+    }
+    say(opts, "gpu: built without CUDA; running on the CPU only");
+#endif
+  }
+  *out = pool;
+  return 0;
+}
+
+void mr_pool_destroy(mr_pool *pool) {
+  if (pool == NULL)
+    return;
+#ifdef MR_HAVE_CUDA
+  for (int i = 0; i < pool->ngpus; i++)
+    mr_worker_stop(pool->gpus[i].worker, gpu_fini, &pool->gpus[i]);
+#endif
+  free(pool->gpus);
+  mr_cpu_threads_destroy(pool->threads);
+  pthread_mutex_destroy(&pool->lock);
+  free(pool);
+}
+
+int mr_pool_gpu_count(const mr_pool *pool) { return pool->ngpus; }
+
+int mr_pool_acquire(mr_pool *pool, const char *want, mr_device **out,
+                    mr_err *err) {
+  mr_device *dev = NULL;
+  pthread_mutex_lock(&pool->lock);
+  if (strcmp(want, "cpu") == 0) {
+    dev = &pool->cpu;
+  } else if (strcmp(want, "auto") == 0) {
+    dev = &pool->cpu;
+    for (int i = 0; i < pool->ngpus; i++)
+      if (dev == &pool->cpu || atomic_load(&pool->gpus[i].load) < atomic_load(&dev->load))
+        dev = &pool->gpus[i];
+  } else {
+    char *end;
+    long ordinal = strtol(want, &end, 10);
+    if (isdigit((unsigned char)want[0]) && *end == '\0')
+      for (int i = 0; i < pool->ngpus; i++)
+        if (pool->gpus[i].ordinal == ordinal)
+          dev = &pool->gpus[i];
+  }
+  if (dev != NULL)
+    atomic_fetch_add(&dev->load, 1);
+  pthread_mutex_unlock(&pool->lock);
+  if (dev == NULL) {
+    if (strcmp(want, "auto") != 0 && isdigit((unsigned char)want[0]))
+      return mr_err_set(err, MR_ENOENT, "device %s: no such GPU in the pool (%d GPUs)",
+                        want, pool->ngpus);
+    return mr_err_set(err, MR_EINVAL, "device '%s': expected auto, cpu or a GPU number",
+                      want);
+  }
+  *out = dev;
+  return 0;
+}
+
+void mr_pool_release(mr_pool *pool, mr_device *dev) {
+  pthread_mutex_lock(&pool->lock);
+  atomic_fetch_sub(&dev->load, 1);
+  pthread_mutex_unlock(&pool->lock);
+}
+
+/* A growing string for mr_pool_describe(). */
+typedef struct text {
+  char *s;
+  size_t len, cap;
+  int failed;
+} text;
+
+static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put(text *t, const char *fmt, ...) {
+  if (t->failed)
+    return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+      t->failed = 1;
+      return;
+    }
+    if (t->len + (size_t)n < t->cap) {
+      t->len += (size_t)n;
+      return;
+    }
+    size_t cap = (t->cap + (size_t)n) * 2;
+    char *s = realloc(t->s, cap);
+    if (s == NULL) {
+      t->failed = 1;
+      return;
+    }
+    t->s = s;
+    t->cap = cap;
+  }
+}
+
+/* A JSON string body: quotes, backslashes and control characters escaped. */
+static void put_json_string(text *t, const char *s) {
+  put(t, "\"");
+  for (; *s != '\0'; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      put(t, "\\%c", c);
+    else if (c < 0x20)
+      put(t, "\\u%04x", c);
+    else
+      put(t, "%c", c);
+  }
+  put(t, "\"");
+}
+
+static void describe_one(text *t, const mr_device_info *d, mr_pool_format fmt,
+                         int first) {
+  const double gib = 1073741824.0;
+  if (fmt == MR_POOL_TEXT) {
+    if (d->ordinal >= 0)
+      put(t, "gpu %d: %s, compute capability %d.%d, %d SMs, memory %.1f GiB "
+             "(%.1f GiB free), sessions %d\n",
+          d->ordinal, d->name, d->cc_major, d->cc_minor, d->units,
+          d->mem_total / gib, d->mem_free / gib, d->load);
+    else
+      put(t, "cpu: %s, %d threads, memory %.1f GiB (%.1f GiB free), sessions %d\n",
+          d->name, d->units, d->mem_total / gib, d->mem_free / gib, d->load);
+    return;
+  }
+  put(t, "%s{\"kind\":\"%s\",\"index\":%d,\"name\":", first ? "" : ",",
+      d->ordinal >= 0 ? "cuda" : "cpu", d->ordinal);
+  put_json_string(t, d->name);
+  put(t, ",\"memory_total\":%zu,\"memory_free\":%zu", d->mem_total, d->mem_free);
+  if (d->ordinal >= 0)
+    put(t, ",\"compute_capability\":\"%d.%d\",\"multiprocessors\":%d", d->cc_major,
+        d->cc_minor, d->units);
+  else
+    put(t, ",\"threads\":%d", d->units);
+  put(t, ",\"load\":%d}", d->load);
+}
+
+int mr_pool_describe(mr_pool *pool, mr_pool_format format, char **out) {
+  text t = {0};
+  if (format == MR_POOL_JSON)
+    put(&t, "{\"devices\":[");
+  for (int i = 0; i <= pool->ngpus; i++) {
+    mr_device *dev = i < pool->ngpus ? &pool->gpus[i] : &pool->cpu;
+    mr_device_info info;
+    int rc = mr_device_info_get(dev, &info);
+    if (rc < 0) {
+      free(t.s);
+      return rc;
+    }
+    describe_one(&t, &info, format, i == 0);
+  }
+  if (format == MR_POOL_JSON)
+    put(&t, "]}");
+  if (t.failed || t.s == NULL) {
+    free(t.s);
+    return mr_fail(MR_ENOMEM, "pool describe: out of memory");
+  }
+  *out = t.s;
+  return 0;
+}

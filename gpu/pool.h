@@ -1,0 +1,67 @@
+/* The device pool: discovers GPUs, starts one worker thread per GPU and a
+ * set of CPU threads, and places sessions on devices.
+ *
+ * One pool per process (the server makes it from --gpus). A CPU-only pool
+ * ("none") touches no CUDA library and is cheap to create, so tests and
+ * gadgets may make their own. */
+#ifndef MR_GPU_POOL_H
+#define MR_GPU_POOL_H
+
+#include "device.h"
+#include "error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mr_pool mr_pool;
+
+typedef struct mr_pool_opts {
+  /* "all" (every GPU found; the default when NULL), "none" (CPU only), or
+   * a comma-separated list of CUDA device numbers, e.g. "0,1". "all" on a
+   * machine without a GPU or without the CUDA driver gives a CPU-only pool,
+   * said once through log; a listed device that is missing is an error. */
+  const char *gpus;
+  /* Threads for CPU operations, the calling thread included; 0: one per
+   * online CPU. */
+  int cpu_threads;
+  /* Receives the one-line discovery messages; NULL writes them to stderr. */
+  void (*log)(void *ctx, const char *line);
+  void *log_ctx;
+} mr_pool_opts;
+
+/* Creates a pool; opts may be NULL (all GPUs, all CPUs, stderr). The GPU
+ * workers are running when this returns. */
+int mr_pool_create(const mr_pool_opts *opts, mr_pool **out, mr_err *err);
+
+/* Stops the workers and frees the pool. Every device must be released and
+ * every buffer and plan made on it destroyed first. NULL is ignored. */
+void mr_pool_destroy(mr_pool *pool);
+
+/* Number of GPUs in the pool (0 for a CPU-only pool). */
+int mr_pool_gpu_count(const mr_pool *pool);
+
+/* Places a session: want is "auto" (the GPU with the fewest sessions, else
+ * the CPU), "cpu", or a CUDA device number ("0") which must be in the pool.
+ * Adds one to the device's load; give it back with mr_pool_release(). The
+ * device is borrowed from the pool. */
+int mr_pool_acquire(mr_pool *pool, const char *want, mr_device **out,
+                    mr_err *err);
+
+/* Ends a placement made by mr_pool_acquire(). */
+void mr_pool_release(mr_pool *pool, mr_device *dev);
+
+typedef enum mr_pool_format {
+  MR_POOL_TEXT, /* one line per device, for reconserver --info */
+  MR_POOL_JSON  /* {"devices":[{...}]}, for QUERY gadgetron::cuda::devices */
+} mr_pool_format;
+
+/* Describes every device (the CPU last) in the chosen format; *out is a
+ * NUL-terminated string the caller takes and frees with free(). */
+int mr_pool_describe(mr_pool *pool, mr_pool_format format, char **out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,133 @@
+#include "worker.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "fail.h"
+
+/* One call waiting for the worker; lives on the caller's stack. */
+typedef struct call {
+  mr_worker_fn fn;
+  void *arg;
+  int rc;
+  int done;
+  char detail[256];
+  struct call *next;
+} call;
+
+struct mr_worker {
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t wake;   /* a call arrived */
+  pthread_cond_t done;   /* a call finished */
+  call *head, *tail;
+  int stopping;
+  mr_worker_fn init;
+  void *init_arg;
+  int init_rc;
+  char init_detail[256];
+  int started;
+};
+
+static _Thread_local const mr_worker *current_worker;
+
+static void *worker_main(void *p) {
+  mr_worker *w = p;
+  current_worker = w;
+  int rc = w->init(w->init_arg);
+  pthread_mutex_lock(&w->lock);
+  w->init_rc = rc;
+  if (rc < 0)
+    strcpy(w->init_detail, mr_fail_detail());
+  w->started = 1;
+  pthread_cond_broadcast(&w->done);
+  pthread_mutex_unlock(&w->lock);
+  if (rc < 0)
+    return NULL;
+  pthread_mutex_lock(&w->lock);
+  for (;;) {
+    while (w->head == NULL && !w->stopping)
+      pthread_cond_wait(&w->wake, &w->lock);
+    if (w->head == NULL)
+      break;
+    call *c = w->head;
+    w->head = c->next;
+    if (w->head == NULL)
+      w->tail = NULL;
+    pthread_mutex_unlock(&w->lock);
+    int r = c->fn(c->arg);
+    pthread_mutex_lock(&w->lock);
+    c->rc = r;
+    if (r < 0)
+      strcpy(c->detail, mr_fail_detail());
+    c->done = 1;
+    pthread_cond_broadcast(&w->done);
+  }
+  pthread_mutex_unlock(&w->lock);
+  return NULL;
+}
+
+int mr_worker_start(mr_worker_fn init, void *arg, mr_worker **out) {
+  mr_worker *w = calloc(1, sizeof *w);
+  if (w == NULL)
+    return mr_fail(MR_ENOMEM, "worker: out of memory");
+  pthread_mutex_init(&w->lock, NULL);
+  pthread_cond_init(&w->wake, NULL);
+  pthread_cond_init(&w->done, NULL);
+  w->init = init;
+  w->init_arg = arg;
+  if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+    free(w);
+    return mr_fail(MR_ENOMEM, "worker: cannot start a thread");
+  }
+  pthread_mutex_lock(&w->lock);
+  while (!w->started)
+    pthread_cond_wait(&w->done, &w->lock);
+  pthread_mutex_unlock(&w->lock);
+  if (w->init_rc < 0) {
+    int rc = w->init_rc;
+    mr_fail_set_detail(w->init_detail);
+    pthread_join(w->thread, NULL);
+    free(w);
+    return rc;
+  }
+  *out = w;
+  return 0;
+}
+
+int mr_worker_is_current(const mr_worker *w) { return current_worker == w; }
+
+int mr_worker_call(mr_worker *w, mr_worker_fn fn, void *arg) {
+  if (current_worker == w)
+    return fn(arg);
+  call c = {.fn = fn, .arg = arg};
+  pthread_mutex_lock(&w->lock);
+  if (w->tail != NULL)
+    w->tail->next = &c;
+  else
+    w->head = &c;
+  w->tail = &c;
+  pthread_cond_signal(&w->wake);
+  while (!c.done)
+    pthread_cond_wait(&w->done, &w->lock);
+  pthread_mutex_unlock(&w->lock);
+  if (c.rc < 0)
+    mr_fail_set_detail(c.detail);
+  return c.rc;
+}
+
+void mr_worker_stop(mr_worker *w, mr_worker_fn fini, void *arg) {
+  if (fini != NULL)
+    mr_worker_call(w, fini, arg);
+  pthread_mutex_lock(&w->lock);
+  w->stopping = 1;
+  pthread_cond_signal(&w->wake);
+  pthread_mutex_unlock(&w->lock);
+  pthread_join(w->thread, NULL);
+  pthread_cond_destroy(&w->wake);
+  pthread_cond_destroy(&w->done);
+  pthread_mutex_destroy(&w->lock);
+  free(w);
+}

@@ -1,0 +1,13 @@
+# Tests of gpu/. Each program runs its CPU group by default and its CUDA
+# group with --cuda; the CUDA runs carry the label `gpu` and skip (exit 77)
+# on machines without a usable GPU.
+add_library(mr_test_gpu_common STATIC test_gpu_common.c)
+target_link_libraries(mr_test_gpu_common PUBLIC mr_gpu mr_test_support PkgConfig::CMOCKA)
+
+foreach(noun pool fft coil)
+  mr_add_test(test_gpu_${noun} SOURCES test_gpu_${noun}.c
+              LIBS mr_test_gpu_common mr_gpu m)
+  add_test(NAME test_gpu_${noun}_cuda COMMAND test_gpu_${noun} --cuda)
+  set_tests_properties(test_gpu_${noun}_cuda PROPERTIES SKIP_RETURN_CODE 77
+    TIMEOUT 300 LABELS gpu)
+endforeach()

@@ -1,0 +1,250 @@
+/* fft.h: the CPU transform against a literal double-precision
+ * fftshift(dft(ifftshift(x))); with --cuda, the GPU against the CPU. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "test_gpu_common.h"
+#include "test_support.h"
+
+typedef struct shape {
+  int rank;
+  size_t n[3];
+  size_t batch;
+} shape;
+
+/* Even, odd and mixed sizes in each rank. */
+static const shape shapes[] = {
+    {1, {32, 1, 1}, 4}, {1, {7, 1, 1}, 3},  {2, {16, 12, 1}, 3},
+    {2, {15, 9, 1}, 2}, {2, {10, 7, 1}, 2}, {3, {8, 6, 4}, 2},
+    {3, {5, 6, 3}, 2},
+};
+
+static size_t array_len(const shape *s) { return s->n[0] * s->n[1] * s->n[2]; }
+
+static mr_fft_opts opts_of(const shape *s) {
+  return (mr_fft_opts){.rank = s->rank, .dims = {s->n[0], s->n[1], s->n[2]},
+                       .batch = s->batch};
+}
+
+/* One centered 1-D DFT along dimension d of every array, in double, done
+ * literally: ifftshift, the plain DFT sum, fftshift, 1/sqrt(n). */
+static void centered_dft_dim(double complex *x, const shape *s, int d, int sign) {
+  size_t n = s->n[d], a = n / 2;
+  size_t stride = d == 0 ? 1 : d == 1 ? s->n[0] : s->n[0] * s->n[1];
+  size_t lines = s->batch * array_len(s) / n;
+  double complex *in = malloc(n * sizeof *in), *out = malloc(n * sizeof *out);
+  for (size_t line = 0; line < lines; line++) {
+    size_t inner = line % stride, outer = line / stride;
+    size_t base = outer * stride * n + inner;
+    for (size_t i = 0; i < n; i++)
+      in[i] = x[base + ((i + a) % n) * stride]; /* ifftshift */
+    for (size_t k = 0; k < n; k++) {
+      double complex sum = 0;
+      for (size_t i = 0; i < n; i++)
+        sum += in[i] * cexp(sign * 2.0 * M_PI * I * (double)((k * i) % n) / n);
+      out[k] = sum / sqrt((double)n);
+    }
+    for (size_t k = 0; k < n; k++)
+      x[base + k * stride] = out[(k + n - a) % n]; /* fftshift */
+  }
+  free(in);
+  free(out);
+}
+
+static void reference(const shape *s, int sign, const mr_cfloat *in,
+                      mr_cfloat *out) {
+  size_t total = s->batch * array_len(s);
+  double complex *x = malloc(total * sizeof *x);
+  for (size_t i = 0; i < total; i++)
+    x[i] = in[i];
+  for (int d = 0; d < s->rank; d++)
+    centered_dft_dim(x, s, d, sign);
+  for (size_t i = 0; i < total; i++)
+    out[i] = (float complex)x[i];
+  free(x);
+}
+
+static void cpu_matches_reference(void **state) {
+  (void)state;
+  for (size_t t = 0; t < sizeof shapes / sizeof *shapes; t++) {
+    const shape *s = &shapes[t];
+    size_t total = s->batch * array_len(s);
+    mr_fft_plan *plan;
+    mr_fft_opts o = opts_of(s);
+    GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &plan));
+    mr_cfloat *in = malloc(total * sizeof *in), *copy = malloc(total * sizeof *in);
+    mr_cfloat *out = malloc(total * sizeof *in), *ref = malloc(total * sizeof *in);
+    for (int dir = -1; dir <= 1; dir += 2) {
+      gpu_test_random(in, total, (unsigned)(t * 2 + (dir > 0)));
+      memcpy(copy, in, total * sizeof *in);
+      reference(s, dir, in, ref);
+      /* out of place: in unchanged */
+      GPU_OK(mr_fft_execute(plan, dir, in, out));
+      double err = mr_test_rel_error_c(out, ref, total);
+      if (err > 1e-5)
+        fail_msg("shape %zu dir %d out of place: rel error %g", t, dir, err);
+      assert_memory_equal(in, copy, total * sizeof *in);
+      /* in place */
+      GPU_OK(mr_fft_execute(plan, dir, copy, copy));
+      err = mr_test_rel_error_c(copy, ref, total);
+      if (err > 1e-5)
+        fail_msg("shape %zu dir %d in place: rel error %g", t, dir, err);
+    }
+    free(in);
+    free(copy);
+    free(out);
+    free(ref);
+    mr_fft_plan_destroy(plan);
+  }
+}
+
+/* The convention the reconstruction relies on: a k-space peak at the
+ * centre (index n/2) transforms BACKWARD to a flat real image, and back. */
+static void centre_convention(void **state) {
+  (void)state;
+  enum { NX = 8, NY = 6 };
+  mr_fft_opts o = {.rank = 2, .dims = {NX, NY}, .batch = 1};
+  mr_fft_plan *plan;
+  GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &plan));
+  mr_cfloat k[NX * NY] = {0}, img[NX * NY];
+  k[(NY / 2) * NX + NX / 2] = 1;
+  GPU_OK(mr_fft_execute(plan, MR_FFT_BACKWARD, k, img));
+  for (int i = 0; i < NX * NY; i++) {
+    assert_float_equal(crealf(img[i]), 1.0 / sqrt(NX * NY), 1e-6);
+    assert_float_equal(cimagf(img[i]), 0.0, 1e-6);
+  }
+  GPU_OK(mr_fft_execute(plan, MR_FFT_FORWARD, img, img));
+  assert_true(mr_test_rel_error_c(img, k, NX * NY) < 1e-6);
+  mr_fft_plan_destroy(plan);
+}
+
+/* Round trip and Parseval on a buffer that FFTW sees as unaligned. */
+static void unaligned_round_trip(void **state) {
+  (void)state;
+  enum { N = 24, BATCH = 5 };
+  mr_fft_opts o = {.rank = 2, .dims = {N, N}, .batch = BATCH};
+  mr_fft_plan *plan;
+  GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &plan));
+  size_t total = (size_t)N * N * BATCH;
+  mr_cfloat *store = malloc((total + 1) * sizeof *store), *x = store + 1;
+  mr_cfloat *orig = malloc(total * sizeof *orig);
+  gpu_test_random(orig, total, 99);
+  memcpy(x, orig, total * sizeof *x);
+  GPU_OK(mr_fft_execute(plan, MR_FFT_FORWARD, x, x));
+  double e_in = 0, e_out = 0;
+  for (size_t i = 0; i < total; i++) {
+    e_in += cabsf(orig[i]) * cabsf(orig[i]);
+    e_out += cabsf(x[i]) * cabsf(x[i]);
+  }
+  assert_true(fabs(e_out - e_in) / e_in < 1e-5);
+  GPU_OK(mr_fft_execute(plan, MR_FFT_BACKWARD, x, x));
+  assert_true(mr_test_rel_error_c(x, orig, total) < 1e-5);
+  free(store);
+  free(orig);
+  mr_fft_plan_destroy(plan);
+}
+
+static void bad_shapes(void **state) {
+  (void)state;
+  mr_fft_plan *plan = NULL;
+  mr_fft_opts rank4 = {.rank = 4, .dims = {2, 2, 2}, .batch = 1};
+  mr_fft_opts zero = {.rank = 2, .dims = {8, 0}, .batch = 1};
+  mr_fft_opts nobatch = {.rank = 1, .dims = {8}, .batch = 0};
+  assert_int_equal(mr_fft_plan_create(gpu_test_cpu(), &rank4, &plan), MR_EINVAL);
+  assert_int_equal(mr_fft_plan_create(gpu_test_cpu(), &zero, &plan), MR_EINVAL);
+  assert_int_equal(mr_fft_plan_create(gpu_test_cpu(), &nobatch, &plan), MR_EINVAL);
+  assert_non_null(strstr(mr_device_last_error(), "batch"));
+  assert_null(plan);
+}
+
+/* The GPU against the CPU, device-resident and from host memory. */
+static void cuda_matches_cpu(void **state) {
+  (void)state;
+  for (size_t t = 0; t < sizeof shapes / sizeof *shapes; t++) {
+    const shape *s = &shapes[t];
+    size_t total = s->batch * array_len(s), bytes = total * sizeof(mr_cfloat);
+    mr_fft_opts o = opts_of(s);
+    mr_fft_plan *cpu_plan, *gpu_plan;
+    GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &cpu_plan));
+    GPU_OK(mr_fft_plan_create(gpu_test_gpu(), &o, &gpu_plan));
+    mr_cfloat *in = malloc(bytes), *ref = malloc(bytes), *host_out = malloc(bytes);
+    for (int dir = -1; dir <= 1; dir += 2) {
+      gpu_test_random(in, total, (unsigned)(100 + t));
+      GPU_OK(mr_fft_execute(cpu_plan, dir, in, ref));
+      mr_buf *a = gpu_test_upload(gpu_test_gpu(), in, bytes), *b;
+      GPU_OK(mr_buf_create(gpu_test_gpu(), bytes, &b));
+      GPU_OK(mr_fft_execute(gpu_plan, dir, mr_buf_data(a), mr_buf_data(b)));
+      mr_cfloat *got = gpu_test_download(b), *kept = gpu_test_download(a);
+      double err = mr_test_rel_error_c(got, ref, total);
+      if (err > 1e-5)
+        fail_msg("shape %zu dir %d out of place: rel error %g", t, dir, err);
+      assert_memory_equal(kept, in, bytes);
+      free(got);
+      GPU_OK(mr_fft_execute(gpu_plan, dir, mr_buf_data(a), mr_buf_data(a)));
+      got = gpu_test_download(a);
+      err = mr_test_rel_error_c(got, ref, total);
+      if (err > 1e-5)
+        fail_msg("shape %zu dir %d in place: rel error %g", t, dir, err);
+      GPU_OK(mr_fft_execute_host(gpu_plan, dir, in, host_out));
+      err = mr_test_rel_error_c(host_out, ref, total);
+      if (err > 1e-5)
+        fail_msg("shape %zu dir %d from host: rel error %g", t, dir, err);
+      free(got);
+      free(kept);
+      mr_buf_destroy(a);
+      mr_buf_destroy(b);
+    }
+    free(in);
+    free(ref);
+    free(host_out);
+    mr_fft_plan_destroy(cpu_plan);
+    mr_fft_plan_destroy(gpu_plan);
+  }
+}
+
+/* A batch larger than one staging chunk exercises the overlapped host path. */
+static void cuda_host_pipeline(void **state) {
+  (void)state;
+  mr_fft_opts o = {.rank = 2, .dims = {256, 256}, .batch = 40};
+  size_t total = 256 * 256 * 40, bytes = total * sizeof(mr_cfloat);
+  mr_fft_plan *cpu_plan, *gpu_plan;
+  GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &cpu_plan));
+  GPU_OK(mr_fft_plan_create(gpu_test_gpu(), &o, &gpu_plan));
+  mr_cfloat *in = malloc(bytes), *ref = malloc(bytes), *out = malloc(bytes);
+  gpu_test_random(in, total, 7);
+  GPU_OK(mr_fft_execute(cpu_plan, MR_FFT_BACKWARD, in, ref));
+  GPU_OK(mr_fft_execute_host(gpu_plan, MR_FFT_BACKWARD, in, out));
+  assert_true(mr_test_rel_error_c(out, ref, total) < 1e-5);
+  GPU_OK(mr_fft_execute_host(gpu_plan, MR_FFT_BACKWARD, in, in));
+  assert_true(mr_test_rel_error_c(in, ref, total) < 1e-5);
+  free(in);
+  free(ref);
+  free(out);
+  mr_fft_plan_destroy(cpu_plan);
+  mr_fft_plan_destroy(gpu_plan);
+}
+
+int main(int argc, char **argv) {
+  int cuda = gpu_test_init(argc, argv);
+  const struct CMUnitTest cpu_tests[] = {
+      cmocka_unit_test(cpu_matches_reference),
+      cmocka_unit_test(centre_convention),
+      cmocka_unit_test(unaligned_round_trip),
+      cmocka_unit_test(bad_shapes),
+  };
+  const struct CMUnitTest cuda_tests[] = {
+      cmocka_unit_test(cuda_matches_cpu),
+      cmocka_unit_test(cuda_host_pipeline),
+  };
+  int failed = cuda ? cmocka_run_group_tests_name("fft_cuda", cuda_tests, NULL, NULL)
+                    : cmocka_run_group_tests_name("fft_cpu", cpu_tests, NULL, NULL);
+  gpu_test_fini();
+  return failed;
+}

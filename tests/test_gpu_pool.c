@@ -1,0 +1,288 @@
+/* pool.h, device.h, buf.h and the CPU threads: placement, descriptions,
+ * tasks, buffers; with --cuda, the same on a GPU plus out-of-memory. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cpu_threads.h"
+#include "test_gpu_common.h"
+
+static void bad_specs(void **state) {
+  (void)state;
+  const char *bad[] = {"", "gpu", "0,", ",1", "0,0", "1;2", "-1", "99999"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    mr_pool *pool = NULL;
+    mr_err err = {0};
+    mr_pool_opts o = {.gpus = bad[i]};
+    if (mr_pool_create(&o, &pool, &err) != MR_EINVAL)
+      fail_msg("spec '%s' accepted", bad[i]);
+    assert_true(err.msg[0] != '\0');
+    assert_null(pool);
+  }
+}
+
+static void cpu_placement(void **state) {
+  (void)state;
+  mr_pool *pool;
+  mr_err err = {0};
+  mr_pool_opts o = {.gpus = "none", .cpu_threads = 3};
+  GPU_OK(mr_pool_create(&o, &pool, &err));
+  assert_int_equal(mr_pool_gpu_count(pool), 0);
+  mr_device *a, *b;
+  GPU_OK(mr_pool_acquire(pool, "auto", &a, &err));
+  GPU_OK(mr_pool_acquire(pool, "cpu", &b, &err));
+  assert_ptr_equal(a, b);
+  assert_false(mr_device_is_gpu(a));
+  assert_int_equal(mr_device_ordinal(a), -1);
+  mr_device_info info;
+  GPU_OK(mr_device_info_get(a, &info));
+  assert_int_equal(info.load, 2);
+  assert_int_equal(info.units, 3);
+  assert_true(info.mem_total > 0);
+  mr_pool_release(pool, b);
+  GPU_OK(mr_device_info_get(a, &info));
+  assert_int_equal(info.load, 1);
+  mr_device *c = NULL;
+  assert_int_equal(mr_pool_acquire(pool, "0", &c, &err), MR_ENOENT);
+  mr_err_clear(&err);
+  assert_int_equal(mr_pool_acquire(pool, "fastest", &c, &err), MR_EINVAL);
+  assert_null(c);
+  char *text, *json;
+  GPU_OK(mr_pool_describe(pool, MR_POOL_TEXT, &text));
+  GPU_OK(mr_pool_describe(pool, MR_POOL_JSON, &json));
+  assert_non_null(strstr(text, "cpu: "));
+  assert_non_null(strstr(text, "sessions 1"));
+  assert_non_null(strstr(json, "{\"devices\":[{\"kind\":\"cpu\",\"index\":-1,"));
+  assert_non_null(strstr(json, "\"load\":1}]}"));
+  free(text);
+  free(json);
+  mr_pool_release(pool, a);
+  mr_pool_destroy(pool);
+}
+
+static int add_one(mr_device *dev, void *arg) {
+  (void)dev;
+  ++*(int *)arg;
+  return 0;
+}
+
+static int fail_task(mr_device *dev, void *arg) {
+  (void)dev;
+  (void)arg;
+  return MR_ENUMERIC;
+}
+
+static void tasks(void **state) {
+  (void)state;
+  int count = 0;
+  GPU_OK(mr_device_run(gpu_test_cpu(), add_one, &count));
+  assert_int_equal(count, 1);
+  assert_int_equal(mr_device_run(gpu_test_cpu(), fail_task, NULL), MR_ENUMERIC);
+  double ms[3];
+  GPU_OK(mr_device_time(gpu_test_cpu(), add_one, &count, 2, 3, ms));
+  assert_int_equal(count, 6);
+  assert_true(ms[0] >= 0);
+}
+
+static void buffers(mr_device *dev) {
+  enum { N = 3 << 20 }; /* over one staging chunk on a GPU */
+  unsigned char *src = malloc(N), *dst = malloc(N);
+  for (size_t i = 0; i < N; i++)
+    src[i] = (unsigned char)(i * 7 + i / 251);
+  mr_buf *b;
+  GPU_OK(mr_buf_create(dev, N + 100, &b));
+  assert_ptr_equal(mr_buf_device(b), dev);
+  assert_int_equal(mr_buf_size(b), N + 100);
+  GPU_OK(mr_buf_upload(b, 100, src, N));
+  GPU_OK(mr_buf_download(b, 100, dst, N));
+  assert_memory_equal(src, dst, N);
+  GPU_OK(mr_buf_download(b, 1000, dst, 10));
+  assert_memory_equal(src + 900, dst, 10);
+  assert_int_equal(mr_buf_upload(b, 101, src, N), MR_EINVAL);
+  assert_int_equal(mr_buf_download(b, SIZE_MAX, dst, 1), MR_EINVAL);
+  mr_buf_destroy(b);
+  free(src);
+  free(dst);
+}
+
+static void cpu_buffers(void **state) {
+  (void)state;
+  buffers(gpu_test_cpu());
+}
+
+typedef struct sum_job {
+  unsigned long long *slots;
+} sum_job;
+
+static void mark(void *arg, size_t begin, size_t end) {
+  sum_job *j = arg;
+  for (size_t i = begin; i < end; i++)
+    j->slots[i]++;
+}
+
+typedef struct caller {
+  mr_cpu_threads *t;
+  size_t n;
+  int ok;
+} caller;
+
+/* Several callers run loops at once; each item of each loop runs once. */
+static void *loop_caller(void *p) {
+  caller *c = p;
+  c->ok = 1;
+  unsigned long long *slots = calloc(c->n, sizeof *slots);
+  sum_job j = {slots};
+  for (int round = 0; round < 20; round++)
+    mr_cpu_parallel_for(c->t, c->n, 7, mark, &j);
+  for (size_t i = 0; i < c->n; i++)
+    if (slots[i] != 20)
+      c->ok = 0;
+  free(slots);
+  return NULL;
+}
+
+static void cpu_threads_concurrent(void **state) {
+  (void)state;
+  mr_cpu_threads *t;
+  GPU_OK(mr_cpu_threads_create(3, &t));
+  assert_int_equal(mr_cpu_threads_count(t), 3);
+  pthread_t th[4];
+  caller c[4];
+  for (int i = 0; i < 4; i++) {
+    c[i] = (caller){.t = t, .n = 1000 + 337 * (size_t)i};
+    pthread_create(&th[i], NULL, loop_caller, &c[i]);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(th[i], NULL);
+    assert_true(c[i].ok);
+  }
+  mr_cpu_threads_destroy(t);
+}
+
+static void gpu_placement(void **state) {
+  (void)state;
+  mr_device *gpu = gpu_test_gpu();
+  assert_true(mr_device_is_gpu(gpu));
+  assert_true(mr_device_ordinal(gpu) >= 0);
+  mr_device_info info;
+  GPU_OK(mr_device_info_get(gpu, &info));
+  assert_true(info.cc_major >= 7);
+  assert_true(info.mem_free > 0 && info.mem_free <= info.mem_total);
+  assert_int_equal(info.load, 1);
+  assert_true(info.units > 0);
+  /* auto picks a GPU while there is one, the least loaded */
+  mr_device *again;
+  mr_err err = {0};
+  GPU_OK(mr_pool_acquire(gpu_test_pool(), "auto", &again, &err));
+  assert_true(mr_device_is_gpu(again));
+  GPU_OK(mr_device_info_get(again, &info));
+  assert_true(info.load >= 1);
+  char *text, *json;
+  GPU_OK(mr_pool_describe(gpu_test_pool(), MR_POOL_TEXT, &text));
+  GPU_OK(mr_pool_describe(gpu_test_pool(), MR_POOL_JSON, &json));
+  printf("%s%s\n", text, json);
+  assert_non_null(strstr(text, "gpu "));
+  assert_non_null(strstr(json, "\"kind\":\"cuda\""));
+  assert_non_null(strstr(json, "\"compute_capability\":\""));
+  free(text);
+  free(json);
+  mr_pool_release(gpu_test_pool(), again);
+}
+
+static void gpu_buffers(void **state) {
+  (void)state;
+  buffers(gpu_test_gpu());
+}
+
+static void gpu_out_of_memory(void **state) {
+  (void)state;
+  mr_buf *b = NULL;
+  assert_int_equal(mr_buf_create(gpu_test_gpu(), (size_t)1 << 50, &b), MR_EDEVMEM);
+  assert_null(b);
+  assert_true(mr_device_last_error()[0] != '\0');
+  GPU_OK(mr_buf_create(gpu_test_gpu(), 1 << 20, &b)); /* still usable */
+  mr_buf_destroy(b);
+}
+
+/* A task chains buffer calls with one hand-off; calls inside it run directly. */
+typedef struct round_trip {
+  size_t n;
+  const unsigned char *src;
+  unsigned char *dst;
+} round_trip;
+
+static int round_trip_task(mr_device *dev, void *arg) {
+  round_trip *r = arg;
+  mr_buf *b;
+  int rc = mr_buf_create(dev, r->n, &b);
+  if (rc < 0)
+    return rc;
+  rc = mr_buf_upload(b, 0, r->src, r->n);
+  if (rc == 0)
+    rc = mr_buf_download(b, 0, r->dst, r->n);
+  mr_buf_destroy(b);
+  return rc;
+}
+
+static void *thread_round_trips(void *p) {
+  round_trip *r = p;
+  for (int i = 0; i < 10; i++)
+    if (mr_device_run(gpu_test_gpu(), round_trip_task, r) != 0)
+      return p;
+  return NULL;
+}
+
+static void gpu_tasks_from_threads(void **state) {
+  (void)state;
+  enum { THREADS = 4, N = 1 << 20 };
+  pthread_t th[THREADS];
+  round_trip r[THREADS];
+  for (int t = 0; t < THREADS; t++) {
+    unsigned char *src = malloc(N);
+    for (size_t i = 0; i < N; i++)
+      src[i] = (unsigned char)(i * (t + 3));
+    r[t] = (round_trip){.n = N, .src = src, .dst = calloc(1, N)};
+    pthread_create(&th[t], NULL, thread_round_trips, &r[t]);
+  }
+  for (int t = 0; t < THREADS; t++) {
+    void *failed;
+    pthread_join(th[t], &failed);
+    assert_null(failed);
+    assert_memory_equal(r[t].src, r[t].dst, N);
+    free((void *)r[t].src);
+    free(r[t].dst);
+  }
+  int count = 0;
+  double ms[2];
+  GPU_OK(mr_device_time(gpu_test_gpu(), add_one, &count, 1, 2, ms));
+  assert_int_equal(count, 3);
+  assert_int_equal(mr_device_run(gpu_test_gpu(), fail_task, NULL), MR_ENUMERIC);
+}
+
+int main(int argc, char **argv) {
+  int cuda = gpu_test_init(argc, argv);
+  const struct CMUnitTest cpu_tests[] = {
+      cmocka_unit_test(bad_specs),
+      cmocka_unit_test(cpu_placement),
+      cmocka_unit_test(tasks),
+      cmocka_unit_test(cpu_buffers),
+      cmocka_unit_test(cpu_threads_concurrent),
+  };
+  const struct CMUnitTest cuda_tests[] = {
+      cmocka_unit_test(gpu_placement),
+      cmocka_unit_test(gpu_buffers),
+      cmocka_unit_test(gpu_out_of_memory),
+      cmocka_unit_test(gpu_tasks_from_threads),
+  };
+  int failed = cuda ? cmocka_run_group_tests_name("pool_cuda", cuda_tests, NULL, NULL)
+                    : cmocka_run_group_tests_name("pool_cpu", cpu_tests, NULL, NULL);
+  gpu_test_fini();
+  return failed;
+}
