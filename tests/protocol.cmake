@@ -1,0 +1,2 @@
+mr_add_test(test_protocol_codec SOURCES test_protocol_codec.c LIBS mr_protocol)
+mr_add_test(test_protocol_header SOURCES test_protocol_header.c LIBS mr_protocol)

@@ -1,0 +1,158 @@
+/* The ISMRMRD XML header parser: the fields gadgets use, the text kept as
+ * received, and one clear error per kind of bad header. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "stream_header.h"
+
+static const char full[] =
+    "<?xml version=\"1.0\"?>\n"
+    "<ismrmrdHeader xmlns=\"http://www.ismrm.org/ISMRMRD\">\n"
+    " <version>2</version>\n"
+    " <measurementInformation><measurementID>M1</measurementID>\n"
+    "  <measurementDependency><dependencyType>Noise</dependencyType>"
+    "<measurementID>N7</measurementID></measurementDependency>\n"
+    " </measurementInformation>\n"
+    " <acquisitionSystemInformation><receiverChannels>32</receiverChannels>"
+    "<relativeReceiverNoiseBandwidth>0.793</relativeReceiverNoiseBandwidth>"
+    "</acquisitionSystemInformation>\n"
+    " <experimentalConditions><H1resonanceFrequency_Hz>63500000</H1resonanceFrequency_Hz>"
+    "</experimentalConditions>\n"
+    " <encoding>\n"
+    "  <encodedSpace><matrixSize><x>512</x><y>256</y><z>1</z></matrixSize>"
+    "<fieldOfView_mm><x>600</x><y>300</y><z>6</z></fieldOfView_mm></encodedSpace>\n"
+    "  <reconSpace><matrixSize><x>256</x><y>256</y><z>1</z></matrixSize>"
+    "<fieldOfView_mm><x>300</x><y>300</y><z>6</z></fieldOfView_mm></reconSpace>\n"
+    "  <encodingLimits>"
+    "<kspace_encoding_step_1><minimum>0</minimum><maximum>255</maximum><center>128</center>"
+    "</kspace_encoding_step_1>"
+    "<slice><minimum>0</minimum><maximum>19</maximum><center>0</center></slice>"
+    "<repetition><minimum>0</minimum><maximum>3</maximum><center>0</center></repetition>"
+    "</encodingLimits>\n"
+    "  <trajectory>cartesian</trajectory>\n"
+    "  <parallelImaging><accelerationFactor><kspace_encoding_step_1>4</kspace_encoding_step_1>"
+    "<kspace_encoding_step_2>1</kspace_encoding_step_2></accelerationFactor>"
+    "<calibrationMode>embedded</calibrationMode></parallelImaging>\n"
+    " </encoding>\n"
+    " <sequenceParameters><TR>4.5</TR><TE>2.1</TE><TE>4.2</TE><flipAngle_deg>15</flipAngle_deg>"
+    "</sequenceParameters>\n"
+    "</ismrmrdHeader>\n";
+
+static void test_reads_the_fields_gadgets_use(void **state) {
+  (void)state;
+  mr_stream_header h;
+  mr_err e = {0};
+  assert_int_equal(mr_stream_header_parse(full, strlen(full), &h, &e), 0);
+  assert_int_equal(h.version, 2);
+  assert_string_equal(h.measurement_id, "M1");
+  assert_int_equal(h.ndependencies, 1);
+  assert_string_equal(h.dependencies[0].type, "Noise");
+  assert_string_equal(h.dependencies[0].measurement_id, "N7");
+  assert_int_equal(h.receiver_channels, 32);
+  assert_float_equal(h.relative_noise_bandwidth, 0.793, 1e-6);
+  assert_float_equal(h.h1_resonance_hz, 63500000.0, 0.5);
+  assert_int_equal(h.nencodings, 1);
+  const mr_encoding *enc = &h.encoding[0];
+  assert_int_equal(enc->encoded.matrix.x, 512);
+  assert_int_equal(enc->encoded.matrix.y, 256);
+  assert_int_equal(enc->recon.matrix.x, 256);
+  assert_float_equal(enc->encoded.fov_mm.x, 600, 1e-6);
+  assert_float_equal(enc->recon.fov_mm.z, 6, 1e-6);
+  assert_true(enc->limits.e1.present);
+  assert_int_equal(enc->limits.e1.maximum, 255);
+  assert_int_equal(enc->limits.e1.center, 128);
+  assert_true(enc->limits.slice.present);
+  assert_int_equal(enc->limits.slice.maximum, 19);
+  assert_int_equal(enc->limits.repetition.maximum, 3);
+  assert_false(enc->limits.e2.present);
+  assert_int_equal(enc->trajectory, MR_TRAJ_CARTESIAN);
+  assert_true(enc->parallel.present);
+  assert_int_equal(enc->parallel.accel_e1, 4);
+  assert_int_equal(enc->parallel.accel_e2, 1);
+  assert_int_equal(enc->parallel.calibration, MR_CALIB_EMBEDDED);
+  assert_int_equal(h.ntr, 1);
+  assert_int_equal(h.nte, 2);
+  assert_float_equal(h.te_ms[1], 4.2, 1e-6);
+  assert_float_equal(h.flip_deg[0], 15, 1e-6);
+  /* Kept byte for byte (rule 9). */
+  assert_int_equal(h.xml_len, strlen(full));
+  assert_string_equal(h.xml, full);
+  mr_stream_header_free(&h);
+}
+
+static void test_minimal_header_defaults(void **state) {
+  (void)state;
+  static const char minimal[] =
+      "<ismrmrdHeader><encoding>"
+      "<encodedSpace><matrixSize><x>64</x><y>64</y></matrixSize>"
+      "<fieldOfView_mm><x>200</x><y>200</y><z>5</z></fieldOfView_mm></encodedSpace>"
+      "<reconSpace><matrixSize><x>64</x><y>64</y></matrixSize>"
+      "<fieldOfView_mm><x>200</x><y>200</y><z>5</z></fieldOfView_mm></reconSpace>"
+      "<encodingLimits/><trajectory>radial</trajectory></encoding></ismrmrdHeader>";
+  mr_stream_header h;
+  mr_err e = {0};
+  assert_int_equal(mr_stream_header_parse(minimal, strlen(minimal), &h, &e), 0);
+  assert_int_equal(h.encoding[0].encoded.matrix.z, 1);
+  assert_int_equal(h.encoding[0].trajectory, MR_TRAJ_RADIAL);
+  assert_false(h.encoding[0].parallel.present);
+  assert_int_equal(h.encoding[0].parallel.accel_e1, 1);
+  assert_int_equal(h.receiver_channels, 0);
+  mr_stream_header_free(&h);
+}
+
+typedef struct bad_header {
+  const char *xml;
+  const char *error;
+} bad_header;
+
+static void test_bad_headers(void **state) {
+  (void)state;
+  static const bad_header cases[] = {
+      {"this is not xml", "ISMRMRD header is not XML"},
+      {"<ismrmrdHeader><encoding>", "ISMRMRD header is not XML"},
+      {"<other/>", "root element is <other>, not <ismrmrdHeader>"},
+      {"<ismrmrdHeader><version>2</version></ismrmrdHeader>", "has no <encoding>"},
+      {"<ismrmrdHeader><encoding><trajectory>cartesian</trajectory></encoding></ismrmrdHeader>",
+       "lacks encodedSpace/matrixSize"},
+      {"<ismrmrdHeader><encoding><encodedSpace><matrixSize><x>abc</x><y>1</y></matrixSize>"
+       "<fieldOfView_mm/></encodedSpace></encoding></ismrmrdHeader>",
+       "encodedSpace/matrixSize/x is \"abc\", not an integer"},
+      {"<ismrmrdHeader><encoding><encodedSpace><matrixSize><x>70000</x><y>1</y></matrixSize>"
+       "<fieldOfView_mm/></encodedSpace></encoding></ismrmrdHeader>",
+       "not an integer in 0..65535"},
+      {"<ismrmrdHeader><encoding><encodedSpace><matrixSize><x>0</x><y>1</y></matrixSize>"
+       "<fieldOfView_mm/></encodedSpace><reconSpace><matrixSize><x>1</x><y>1</y></matrixSize>"
+       "<fieldOfView_mm/></reconSpace></encoding></ismrmrdHeader>",
+       "zero size"},
+      {"<ismrmrdHeader><encoding><encodedSpace><matrixSize><x>8</x><y>8</y></matrixSize>"
+       "<fieldOfView_mm/></encodedSpace><reconSpace><matrixSize><x>8</x><y>8</y></matrixSize>"
+       "<fieldOfView_mm/></reconSpace></encoding></ismrmrdHeader>",
+       "encoding lacks trajectory"},
+      {"<ismrmrdHeader><experimentalConditions><H1resonanceFrequency_Hz>nan</H1resonanceFrequency_Hz>"
+       "</experimentalConditions></ismrmrdHeader>",
+       "H1resonanceFrequency_Hz is \"nan\", not a number"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    mr_stream_header h;
+    mr_err e = {0};
+    int rc = mr_stream_header_parse(cases[i].xml, strlen(cases[i].xml), &h, &e);
+    assert_int_equal(rc, MR_EHEADER);
+    if (strstr(e.msg, cases[i].error) == NULL)
+      fail_msg("case %zu: '%s' lacks '%s'", i, e.msg, cases[i].error);
+    assert_null(h.xml);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_reads_the_fields_gadgets_use),
+      cmocka_unit_test(test_minimal_header_defaults),
+      cmocka_unit_test(test_bad_headers),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
