@@ -2,11 +2,16 @@
 #ifndef MR_GPU_GPU_H
 #define MR_GPU_GPU_H
 
+#include "blas.h"
+#include "block.h"
 #include "buf.h"
 #include "cfloat.h"
+#include "cmat.h"
 #include "coil.h"
 #include "device.h"
 #include "fft.h"
 #include "pool.h"
+#include "solve.h"
+#include "vec.h"
 
 #endif

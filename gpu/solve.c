@@ -1,0 +1,23 @@
+#include "blas_impl.h"
+#include "error.h"
+#include "fail.h"
+#include "solve_impl.h"
+
+int mr_solve_hpd(mr_device *dev, mr_cmat a, float lambda, mr_cmat b, int batch) {
+  if (batch < 1)
+    return mr_fail(MR_EINVAL, "solve: batch %d", batch);
+  int rc;
+  if ((rc = mr_cmat_check(&a, batch, 1, "solve a")) < 0 ||
+      (rc = mr_cmat_check(&b, batch, 1, "solve b")) < 0)
+    return rc;
+  if (a.rows != a.cols || b.rows != a.rows)
+    return mr_fail(MR_EINVAL, "solve: a is %d x %d, b is %d x %d", a.rows, a.cols,
+                   b.rows, b.cols);
+  if (lambda < 0)
+    return mr_fail(MR_EINVAL, "solve: lambda %g < 0", lambda);
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(dev))
+    return mr_solve_cuda_hpd(dev, a, lambda, b, batch);
+#endif
+  return mr_solve_cpu_hpd(dev, a, lambda, b, batch);
+}

@@ -1,0 +1,18 @@
+/* Internal: the two backends of solve.h (arguments already checked). */
+#ifndef MR_GPU_SOLVE_IMPL_H
+#define MR_GPU_SOLVE_IMPL_H
+
+#include "solve.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+int mr_solve_cpu_hpd(mr_device *dev, mr_cmat a, float lambda, mr_cmat b, int batch);
+int mr_solve_cuda_hpd(mr_device *dev, mr_cmat a, float lambda, mr_cmat b, int batch);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

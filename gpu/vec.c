@@ -1,0 +1,65 @@
+#include "error.h"
+#include "fail.h"
+#include "vec_impl.h"
+
+static int run(mr_device *dev, const mr_vec_args *v) {
+  if (v->n == 0)
+    return 0;
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(dev))
+    return mr_vec_cuda_run(dev, v);
+#endif
+  return mr_vec_cpu_run(dev, v);
+}
+
+int mr_vec_scale(mr_device *dev, size_t n, mr_cfloat alpha, mr_cfloat *x) {
+  mr_vec_args v = {.kind = MR_VEC_SCALE, .n = n, .alpha = alpha, .x = x, .out = x};
+  return run(dev, &v);
+}
+
+int mr_vec_axpy(mr_device *dev, size_t n, mr_cfloat alpha, const mr_cfloat *x,
+                mr_cfloat *y) {
+  mr_vec_args v = {.kind = MR_VEC_AXPY, .n = n, .alpha = alpha, .x = x, .y = y,
+                   .out = y};
+  return run(dev, &v);
+}
+
+int mr_vec_mul(mr_device *dev, size_t n, const mr_cfloat *x, const mr_cfloat *y,
+               mr_cfloat *out) {
+  mr_vec_args v = {.kind = MR_VEC_MUL, .n = n, .x = x, .y = y, .out = out};
+  return run(dev, &v);
+}
+
+int mr_vec_conj_mul(mr_device *dev, size_t n, const mr_cfloat *x,
+                    const mr_cfloat *y, mr_cfloat *out) {
+  mr_vec_args v = {.kind = MR_VEC_CONJ_MUL, .n = n, .x = x, .y = y, .out = out};
+  return run(dev, &v);
+}
+
+int mr_vec_abs(mr_device *dev, size_t n, const mr_cfloat *x, float *out) {
+  mr_vec_args v = {.kind = MR_VEC_ABS, .n = n, .x = x, .fout = out};
+  return run(dev, &v);
+}
+
+int mr_vec_sumsq(mr_device *dev, size_t n, const mr_cfloat *x, double *result) {
+  *result = 0;
+  mr_vec_args v = {.kind = MR_VEC_SUMSQ, .n = n, .x = x, .sum = result};
+  return run(dev, &v);
+}
+
+int mr_vec_dot(mr_device *dev, size_t n, const mr_cfloat *x, const mr_cfloat *y,
+               mr_cfloat *result) {
+  *result = 0;
+  mr_vec_args v = {.kind = MR_VEC_DOT, .n = n, .x = x, .y = y, .dot = result};
+  return run(dev, &v);
+}
+
+int mr_vec_copy(mr_device *dev, size_t n, const mr_cfloat *src, mr_cfloat *dst) {
+  mr_vec_args v = {.kind = MR_VEC_COPY, .n = n, .x = src, .out = dst};
+  return run(dev, &v);
+}
+
+int mr_vec_zero(mr_device *dev, size_t n, mr_cfloat *x) {
+  mr_vec_args v = {.kind = MR_VEC_ZERO, .n = n, .out = x};
+  return run(dev, &v);
+}

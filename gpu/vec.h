@@ -1,0 +1,52 @@
+/* Elementwise operations and reductions on complex vectors of n samples on
+ * a device (host memory for the CPU, mr_buf memory for a GPU). Results of
+ * reductions are written to host memory. Every call borrows its pointers;
+ * outputs may alias inputs exactly (in place), never partly. */
+#ifndef MR_GPU_VEC_H
+#define MR_GPU_VEC_H
+
+#include <stddef.h>
+
+#include "cfloat.h"
+#include "device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* x = alpha x */
+int mr_vec_scale(mr_device *dev, size_t n, mr_cfloat alpha, mr_cfloat *x);
+
+/* y = alpha x + y */
+int mr_vec_axpy(mr_device *dev, size_t n, mr_cfloat alpha, const mr_cfloat *x,
+                mr_cfloat *y);
+
+/* out = x * y */
+int mr_vec_mul(mr_device *dev, size_t n, const mr_cfloat *x,
+               const mr_cfloat *y, mr_cfloat *out);
+
+/* out = conj(x) * y */
+int mr_vec_conj_mul(mr_device *dev, size_t n, const mr_cfloat *x,
+                    const mr_cfloat *y, mr_cfloat *out);
+
+/* out = |x| (float magnitudes) */
+int mr_vec_abs(mr_device *dev, size_t n, const mr_cfloat *x, float *out);
+
+/* *result = sum |x|^2, into host memory. */
+int mr_vec_sumsq(mr_device *dev, size_t n, const mr_cfloat *x, double *result);
+
+/* *result = sum conj(x) y, into host memory. */
+int mr_vec_dot(mr_device *dev, size_t n, const mr_cfloat *x, const mr_cfloat *y,
+               mr_cfloat *result);
+
+/* dst = src */
+int mr_vec_copy(mr_device *dev, size_t n, const mr_cfloat *src, mr_cfloat *dst);
+
+/* x = 0 */
+int mr_vec_zero(mr_device *dev, size_t n, mr_cfloat *x);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,189 @@
+/* blas.h: GEMM and HERK against double-precision loops; with --cuda, the
+ * GPU against the CPU at a GRAPPA-like shape. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "test_gpu_common.h"
+#include "test_support.h"
+
+/* op(m)(i, j) in double. */
+static double complex at(const mr_cmat *m, size_t item, mr_blas_op op, int i, int j) {
+  const mr_cfloat *d = m->data + item * m->stride;
+  if (op == MR_BLAS_N)
+    return d[(size_t)j * m->ld + i];
+  double complex v = d[(size_t)i * m->ld + j];
+  return op == MR_BLAS_C ? conj(v) : v;
+}
+
+/* A batch of rows x cols matrices with padding: ld = rows + 2 and a gap
+ * between items, all random. */
+static mr_cmat padded(int rows, int cols, int batch, unsigned seed) {
+  mr_cmat m = {.rows = rows, .cols = cols, .ld = rows + 2};
+  m.stride = (size_t)m.ld * cols + 5;
+  m.data = malloc(m.stride * batch * sizeof *m.data);
+  gpu_test_random(m.data, m.stride * batch, seed);
+  return m;
+}
+
+static void cpu_gemm(void **state) {
+  (void)state;
+  enum { M = 7, N = 5, K = 9, BATCH = 3 };
+  const mr_cfloat alpha = 0.75f - 0.5f * I, beta = -0.25f + 1.0f * I;
+  for (int oa = MR_BLAS_N; oa <= MR_BLAS_C; oa++)
+    for (int ob = MR_BLAS_N; ob <= MR_BLAS_C; ob++) {
+      mr_cmat a = oa == MR_BLAS_N ? padded(M, K, BATCH, 1) : padded(K, M, BATCH, 1);
+      mr_cmat b = ob == MR_BLAS_N ? padded(K, N, BATCH, 2) : padded(N, K, BATCH, 2);
+      mr_cmat c = padded(M, N, BATCH, 3);
+      mr_cfloat ref[BATCH][M * N], got[BATCH][M * N];
+      for (size_t t = 0; t < BATCH; t++)
+        for (int i = 0; i < M; i++)
+          for (int j = 0; j < N; j++) {
+            double complex s = 0;
+            for (int l = 0; l < K; l++)
+              s += at(&a, t, oa, i, l) * at(&b, t, ob, l, j);
+            ref[t][j * M + i] = (float complex)(alpha * s + beta * at(&c, t, MR_BLAS_N, i, j));
+          }
+      GPU_OK(mr_blas_gemm(gpu_test_cpu(), oa, ob, alpha, a, b, beta, c, BATCH));
+      for (size_t t = 0; t < BATCH; t++)
+        for (int i = 0; i < M; i++)
+          for (int j = 0; j < N; j++)
+            got[t][j * M + i] = c.data[t * c.stride + (size_t)j * c.ld + i];
+      double err = mr_test_rel_error_c(&got[0][0], &ref[0][0], BATCH * M * N);
+      if (err > 1e-5)
+        fail_msg("gemm %d %d: rel error %g", oa, ob, err);
+      free(a.data);
+      free(b.data);
+      free(c.data);
+    }
+}
+
+static void cpu_herk(void **state) {
+  (void)state;
+  enum { N = 6, K = 11, BATCH = 2 };
+  const float alpha = 0.5f, beta = 2.0f;
+  for (int op = MR_BLAS_N; op <= MR_BLAS_C; op += MR_BLAS_C - MR_BLAS_N) {
+    mr_cmat a = op == MR_BLAS_N ? padded(N, K, BATCH, 4) : padded(K, N, BATCH, 4);
+    mr_cmat c = padded(N, N, BATCH, 5);
+    /* c must start Hermitian for beta c to be well defined */
+    for (size_t t = 0; t < BATCH; t++)
+      for (int j = 0; j < N; j++)
+        for (int i = 0; i <= j; i++) {
+          mr_cfloat *d = c.data + t * c.stride;
+          d[(size_t)j * c.ld + i] = conjf(d[(size_t)i * c.ld + j]);
+          if (i == j)
+            d[(size_t)j * c.ld + i] = crealf(d[(size_t)j * c.ld + i]);
+        }
+    mr_cfloat ref[BATCH][N * N], got[BATCH][N * N];
+    for (size_t t = 0; t < BATCH; t++)
+      for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++) {
+          double complex s = 0;
+          for (int l = 0; l < K; l++)
+            s += op == MR_BLAS_N ? at(&a, t, MR_BLAS_N, i, l) * conj(at(&a, t, MR_BLAS_N, j, l))
+                                 : conj(at(&a, t, MR_BLAS_N, l, i)) * at(&a, t, MR_BLAS_N, l, j);
+          ref[t][j * N + i] = (float complex)(alpha * s + beta * at(&c, t, MR_BLAS_N, i, j));
+        }
+    GPU_OK(mr_blas_herk(gpu_test_cpu(), op, alpha, a, beta, c, BATCH));
+    for (size_t t = 0; t < BATCH; t++)
+      for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++)
+          got[t][j * N + i] = c.data[t * c.stride + (size_t)j * c.ld + i];
+    double err = mr_test_rel_error_c(&got[0][0], &ref[0][0], BATCH * N * N);
+    if (err > 1e-5)
+      fail_msg("herk %d: rel error %g", op, err);
+    free(a.data);
+    free(c.data);
+  }
+}
+
+static void bad_shapes(void **state) {
+  (void)state;
+  mr_cfloat d[64];
+  mr_cmat a = mr_cmat_dense(d, 4, 3), b = mr_cmat_dense(d, 4, 3), c = mr_cmat_dense(d, 4, 3);
+  assert_int_equal(mr_blas_gemm(gpu_test_cpu(), MR_BLAS_N, MR_BLAS_N, 1, a, b, 0, c, 1),
+                   MR_EINVAL);
+  mr_cmat thin = {d, 4, 3, 2, 12};
+  assert_int_equal(mr_blas_gemm(gpu_test_cpu(), MR_BLAS_C, MR_BLAS_N, 1, thin, b, 0, c, 1),
+                   MR_EINVAL);
+  assert_int_equal(mr_blas_herk(gpu_test_cpu(), MR_BLAS_T, 1, a, 0, c, 1), MR_EINVAL);
+  mr_cmat shared = {d, 3, 3, 3, 0};
+  assert_int_equal(mr_blas_herk(gpu_test_cpu(), MR_BLAS_C, 1, a, 0, shared, 2), MR_EINVAL);
+}
+
+/* Runs gemm and herk on both devices from the same inputs. */
+static void cuda_matches_cpu(void **state) {
+  (void)state;
+  enum { N = 96, K = 700, BATCH = 2 };
+  size_t an = (size_t)K * N * BATCH, cn = (size_t)N * N * BATCH;
+  mr_cfloat *a = malloc(an * sizeof *a), *b = malloc(an * sizeof *b);
+  mr_cfloat *c0 = malloc(cn * sizeof *c0), *ref = malloc(cn * sizeof *ref);
+  gpu_test_random(a, an, 11);
+  gpu_test_random(b, an, 12);
+  gpu_test_random(c0, cn, 13);
+  mr_device *gpu = gpu_test_gpu();
+  mr_buf *da = gpu_test_upload(gpu, a, an * sizeof *a), *db = gpu_test_upload(gpu, b, an * sizeof *b);
+  const mr_cfloat alpha = 1.5f + 0.5f * I, beta = 0.5f;
+  for (int ob = MR_BLAS_N; ob <= MR_BLAS_C; ob++) {
+    /* a^H op(b): b stored K x N for N, N x K otherwise */
+    mr_cmat A = mr_cmat_dense(a, K, N);
+    mr_cmat B = ob == MR_BLAS_N ? mr_cmat_dense(b, K, N) : mr_cmat_dense(b, N, K);
+    memcpy(ref, c0, cn * sizeof *ref);
+    GPU_OK(mr_blas_gemm(gpu_test_cpu(), MR_BLAS_C, ob, alpha, A, B, beta,
+                        mr_cmat_dense(ref, N, N), BATCH));
+    mr_buf *dc = gpu_test_upload(gpu, c0, cn * sizeof *c0);
+    A.data = mr_buf_data(da);
+    B.data = mr_buf_data(db);
+    GPU_OK(mr_blas_gemm(gpu, MR_BLAS_C, ob, alpha, A, B, beta,
+                        mr_cmat_dense(mr_buf_data(dc), N, N), BATCH));
+    mr_cfloat *got = gpu_test_download(dc);
+    double err = mr_test_rel_error_c(got, ref, cn);
+    if (err > 1e-5)
+      fail_msg("gemm C %d: rel error %g", ob, err);
+    free(got);
+    mr_buf_destroy(dc);
+  }
+  for (int op = MR_BLAS_N; op <= MR_BLAS_C; op += MR_BLAS_C - MR_BLAS_N) {
+    mr_cmat A = op == MR_BLAS_N ? mr_cmat_dense(a, N, K) : mr_cmat_dense(a, K, N);
+    for (size_t i = 0; i < cn; i++)
+      ref[i] = 0;
+    GPU_OK(mr_blas_herk(gpu_test_cpu(), op, 2.0f, A, 0.0f, mr_cmat_dense(ref, N, N), BATCH));
+    mr_buf *dc = gpu_test_upload(gpu, c0, cn * sizeof *c0); /* beta 0: ignored */
+    A.data = mr_buf_data(da);
+    GPU_OK(mr_blas_herk(gpu, op, 2.0f, A, 0.0f, mr_cmat_dense(mr_buf_data(dc), N, N), BATCH));
+    mr_cfloat *got = gpu_test_download(dc);
+    double err = mr_test_rel_error_c(got, ref, cn);
+    if (err > 1e-5)
+      fail_msg("herk %d: rel error %g", op, err);
+    free(got);
+    mr_buf_destroy(dc);
+  }
+  mr_buf_destroy(da);
+  mr_buf_destroy(db);
+  free(a);
+  free(b);
+  free(c0);
+  free(ref);
+}
+
+int main(int argc, char **argv) {
+  int cuda = gpu_test_init(argc, argv);
+  const struct CMUnitTest cpu_tests[] = {
+      cmocka_unit_test(cpu_gemm),
+      cmocka_unit_test(cpu_herk),
+      cmocka_unit_test(bad_shapes),
+  };
+  const struct CMUnitTest cuda_tests[] = {
+      cmocka_unit_test(cuda_matches_cpu),
+  };
+  int failed = cuda ? cmocka_run_group_tests_name("blas_cuda", cuda_tests, NULL, NULL)
+                    : cmocka_run_group_tests_name("blas_cpu", cpu_tests, NULL, NULL);
+  gpu_test_fini();
+  return failed;
+}

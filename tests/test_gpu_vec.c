@@ -1,0 +1,160 @@
+/* vec.h: every elementwise operation and reduction against double loops;
+ * with --cuda, the GPU against the CPU. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "test_gpu_common.h"
+#include "test_support.h"
+
+enum { N = 200003 }; /* several reduction blocks and an uneven tail */
+
+static const mr_cfloat alpha = 0.5f - 1.25f * I;
+
+typedef struct results {
+  mr_cfloat scaled[N], axpy[N], mul[N], conj_mul[N], copy[N], zero[N];
+  float abs[N];
+  double sumsq;
+  mr_cfloat dot;
+} results;
+
+/* Every operation on dev, inputs x and y given in host memory. */
+static void run_all(mr_device *dev, const mr_cfloat *x, const mr_cfloat *y, results *r) {
+  size_t bytes = sizeof(mr_cfloat) * N;
+  mr_buf *bx = NULL, *by = NULL, *bo = NULL, *bf = NULL;
+  const mr_cfloat *px = x, *py = y;
+  mr_cfloat *out = r->scaled;
+  float *fout = r->abs;
+  int gpu = mr_device_is_gpu(dev);
+  if (gpu) {
+    bx = gpu_test_upload(dev, x, bytes);
+    by = gpu_test_upload(dev, y, bytes);
+    GPU_OK(mr_buf_create(dev, bytes, &bo));
+    GPU_OK(mr_buf_create(dev, sizeof(float) * N, &bf));
+    px = mr_buf_data(bx);
+    py = mr_buf_data(by);
+    fout = mr_buf_data(bf);
+  }
+  mr_cfloat *targets[] = {r->scaled, r->axpy, r->mul, r->conj_mul, r->copy, r->zero};
+  for (int op = 0; op < 6; op++) {
+    if (!gpu)
+      out = targets[op];
+    else
+      out = mr_buf_data(bo);
+    if (op <= 1) { /* scale and axpy work in place on a copy of y */
+      GPU_OK(mr_vec_copy(dev, N, py, out));
+      if (op == 0)
+        GPU_OK(mr_vec_scale(dev, N, alpha, out));
+      else
+        GPU_OK(mr_vec_axpy(dev, N, alpha, px, out));
+    } else if (op == 2) {
+      GPU_OK(mr_vec_mul(dev, N, px, py, out));
+    } else if (op == 3) {
+      GPU_OK(mr_vec_conj_mul(dev, N, px, py, out));
+    } else if (op == 4) {
+      GPU_OK(mr_vec_copy(dev, N, px, out));
+    } else {
+      GPU_OK(mr_vec_copy(dev, N, px, out));
+      GPU_OK(mr_vec_zero(dev, N, out));
+    }
+    if (gpu)
+      GPU_OK(mr_buf_download(bo, 0, targets[op], bytes));
+  }
+  GPU_OK(mr_vec_abs(dev, N, px, fout));
+  if (gpu)
+    GPU_OK(mr_buf_download(bf, 0, r->abs, sizeof(float) * N));
+  GPU_OK(mr_vec_sumsq(dev, N, px, &r->sumsq));
+  GPU_OK(mr_vec_dot(dev, N, px, py, &r->dot));
+  mr_buf_destroy(bx);
+  mr_buf_destroy(by);
+  mr_buf_destroy(bo);
+  mr_buf_destroy(bf);
+}
+
+static void cpu_ops(void **state) {
+  (void)state;
+  mr_cfloat *x = malloc(sizeof *x * N), *y = malloc(sizeof *y * N);
+  gpu_test_random(x, N, 1);
+  gpu_test_random(y, N, 2);
+  results *r = malloc(sizeof *r), *ref = malloc(sizeof *ref);
+  double sumsq = 0;
+  double complex dot = 0;
+  for (size_t i = 0; i < N; i++) {
+    double complex xi = x[i], yi = y[i];
+    ref->scaled[i] = (float complex)(alpha * yi);
+    ref->axpy[i] = (float complex)(alpha * xi + yi);
+    ref->mul[i] = (float complex)(xi * yi);
+    ref->conj_mul[i] = (float complex)(conj(xi) * yi);
+    ref->copy[i] = x[i];
+    ref->zero[i] = 0;
+    ref->abs[i] = (float)cabs(xi);
+    sumsq += creal(xi) * creal(xi) + cimag(xi) * cimag(xi);
+    dot += conj(xi) * yi;
+  }
+  run_all(gpu_test_cpu(), x, y, r);
+  assert_true(mr_test_rel_error_c(r->scaled, ref->scaled, N) < 1e-6);
+  assert_true(mr_test_rel_error_c(r->axpy, ref->axpy, N) < 1e-6);
+  assert_true(mr_test_rel_error_c(r->mul, ref->mul, N) < 1e-6);
+  assert_true(mr_test_rel_error_c(r->conj_mul, ref->conj_mul, N) < 1e-6);
+  assert_memory_equal(r->copy, ref->copy, sizeof r->copy);
+  assert_memory_equal(r->zero, ref->zero, sizeof r->zero);
+  assert_true(mr_test_rel_error_f(r->abs, ref->abs, N) < 1e-6);
+  assert_true(fabs(r->sumsq - sumsq) / sumsq < 1e-9);
+  assert_true(cabs(r->dot - dot) / cabs(dot) < 1e-6);
+  free(x);
+  free(y);
+  free(r);
+  free(ref);
+}
+
+static void empty_is_a_no_op(void **state) {
+  (void)state;
+  double s = 1;
+  GPU_OK(mr_vec_sumsq(gpu_test_cpu(), 0, NULL, &s));
+  assert_true(s == 0);
+  GPU_OK(mr_vec_scale(gpu_test_cpu(), 0, 1, NULL));
+}
+
+static void cuda_matches_cpu(void **state) {
+  (void)state;
+  mr_cfloat *x = malloc(sizeof *x * N), *y = malloc(sizeof *y * N);
+  gpu_test_random(x, N, 3);
+  gpu_test_random(y, N, 4);
+  results *r = malloc(sizeof *r), *ref = malloc(sizeof *ref);
+  run_all(gpu_test_cpu(), x, y, ref);
+  run_all(gpu_test_gpu(), x, y, r);
+  assert_true(mr_test_rel_error_c(r->scaled, ref->scaled, N) < 1e-6);
+  assert_true(mr_test_rel_error_c(r->axpy, ref->axpy, N) < 1e-6);
+  assert_true(mr_test_rel_error_c(r->mul, ref->mul, N) < 1e-6);
+  assert_true(mr_test_rel_error_c(r->conj_mul, ref->conj_mul, N) < 1e-6);
+  assert_memory_equal(r->copy, ref->copy, sizeof r->copy);
+  assert_memory_equal(r->zero, ref->zero, sizeof r->zero);
+  assert_true(mr_test_rel_error_f(r->abs, ref->abs, N) < 1e-6);
+  assert_true(fabs(r->sumsq - ref->sumsq) / ref->sumsq < 1e-6);
+  assert_true(cabsf(r->dot - ref->dot) / cabsf(ref->dot) < 1e-5);
+  free(x);
+  free(y);
+  free(r);
+  free(ref);
+}
+
+int main(int argc, char **argv) {
+  int cuda = gpu_test_init(argc, argv);
+  const struct CMUnitTest cpu_tests[] = {
+      cmocka_unit_test(cpu_ops),
+      cmocka_unit_test(empty_is_a_no_op),
+  };
+  const struct CMUnitTest cuda_tests[] = {
+      cmocka_unit_test(cuda_matches_cpu),
+  };
+  int failed = cuda ? cmocka_run_group_tests_name("vec_cuda", cuda_tests, NULL, NULL)
+                    : cmocka_run_group_tests_name("vec_cpu", cpu_tests, NULL, NULL);
+  gpu_test_fini();
+  return failed;
+}
