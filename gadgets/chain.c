@@ -31,12 +31,6 @@ struct mr_emit {
   int next;
 };
 
-/* The kinds a client's stream brings into the chain (the session handles
- * the control messages itself). */
-static const uint32_t wire_input =
-    MR_KIND_BIT(MR_MSG_ACQUISITION) | MR_KIND_BIT(MR_MSG_WAVEFORM) |
-    MR_KIND_BIT(MR_MSG_IMAGE);
-
 static void kinds_text(uint32_t mask, char *buf, size_t size) {
   buf[0] = '\0';
   for (int k = 0; k < MR_MSG_KIND_COUNT; k++) {
@@ -49,8 +43,8 @@ static void kinds_text(uint32_t mask, char *buf, size_t size) {
     snprintf(buf, size, "nothing");
 }
 
-static int type_check(const mr_chain *c, mr_err *err) {
-  uint32_t available = wire_input, produced = 0;
+static int type_check(const mr_chain *c, uint32_t input, mr_err *err) {
+  uint32_t available = input;
   for (int i = 0; i < c->n; i++) {
     const mr_gadget_class *cls = c->nodes[i].cls;
     if ((cls->accepts & available) == 0) {
@@ -62,16 +56,19 @@ static int type_check(const mr_chain *c, mr_err *err) {
                         c->cfg->name, i, cls->name, want, have);
     }
     available = (available & ~cls->accepts) | cls->produces;
-    produced |= cls->produces;
   }
-  if (!(produced & MR_KIND_BIT(MR_MSG_IMAGE)))
-    return mr_err_set(err, MR_ECONFIG,
-                      "config '%s': no gadget produces images (end the chain with image_out)",
-                      c->cfg->name);
   return 0;
 }
 
-int mr_chain_create(const mr_pipeline_config *cfg, mr_chain **out, mr_err *err) {
+uint32_t mr_chain_produces(const mr_chain *c) {
+  uint32_t produced = 0;
+  for (int i = 0; i < c->n; i++)
+    produced |= c->nodes[i].cls->produces;
+  return produced;
+}
+
+int mr_chain_create(const mr_pipeline_config *cfg, uint32_t input, mr_chain **out,
+                    mr_err *err) {
   mr_chain *c = calloc(1, sizeof *c);
   int n = cJSON_GetArraySize(cfg->gadgets);
   if (c == NULL || (c->nodes = calloc((size_t)n, sizeof *c->nodes)) == NULL) {
@@ -113,7 +110,7 @@ int mr_chain_create(const mr_pipeline_config *cfg, mr_chain **out, mr_err *err) 
              cls->name);
   }
   if (rc == 0)
-    rc = type_check(c, err);
+    rc = type_check(c, input, err);
   if (rc < 0) {
     mr_chain_destroy(c);
     return rc;
@@ -182,7 +179,7 @@ static int deliver(mr_chain *c, int from, mr_message *msg) {
       return mr_gadget_fail(&nd->ctx, rc, "%s", mr_strerror(rc));
     return 0;
   }
-  if ((msg->kind == MR_MSG_IMAGE || msg->kind == MR_MSG_TEXT) && c->sink != NULL)
+  if (c->sink != NULL)
     return c->sink(c->sink_ctx, msg);
   mr_message_unref(msg);
   return 0;

@@ -10,16 +10,24 @@
 
 typedef struct mr_chain mr_chain;
 
-/* Where the chain's output goes (takes msg). Images and TEXT are for the
- * client; anything else reaching the end of the chain is dropped by the
- * chain before the sink sees it. */
+/* Where whatever reaches the end of the chain goes (takes msg). */
 typedef int (*mr_chain_sink)(void *ctx, mr_message *msg);
 
+/* The kinds a client's stream brings into a chain (the session handles the
+ * control messages itself). */
+#define MR_CHAIN_WIRE_INPUT                                                                      \
+  (MR_KIND_BIT(MR_MSG_ACQUISITION) | MR_KIND_BIT(MR_MSG_WAVEFORM) | MR_KIND_BIT(MR_MSG_IMAGE))
+
 /* Builds the chain: allocates every gadget's state and binds its
- * parameters, then type-checks it (each gadget must get a kind it handles
- * from the wire or from a gadget before it, and the chain must produce
- * images). No data is read. Borrows cfg for the chain's lifetime. */
-int mr_chain_create(const mr_pipeline_config *cfg, mr_chain **out, mr_err *err);
+ * parameters, then type-checks it: each gadget must get a kind it handles,
+ * from `input` (the kinds that will be pushed, MR_CHAIN_WIRE_INPUT for a
+ * session) or from a gadget before it. No data is read. Borrows cfg for
+ * the chain's lifetime. */
+int mr_chain_create(const mr_pipeline_config *cfg, uint32_t input, mr_chain **out,
+                    mr_err *err);
+
+/* The kinds the chain's gadgets emit (MR_KIND_BIT()s). */
+uint32_t mr_chain_produces(const mr_chain *chain);
 void mr_chain_destroy(mr_chain *chain);
 
 /* Sets the output and a flag that, once non-zero, makes every later

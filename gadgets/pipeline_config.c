@@ -84,7 +84,10 @@ int mr_pipeline_config_parse(const char *text, size_t len, const char *origin,
   /* Building the chain once binds and checks every parameter now, not
    * when a scanner is waiting. */
   mr_chain *probe = NULL;
-  rc = mr_chain_create(cfg, &probe, err);
+  rc = mr_chain_create(cfg, MR_CHAIN_WIRE_INPUT, &probe, err);
+  if (rc == 0 && !(mr_chain_produces(probe) & MR_KIND_BIT(MR_MSG_IMAGE)))
+    rc = mr_err_set(err, MR_ECONFIG,
+                    "config %s: no gadget produces images (end the chain with image_out)", origin);
   mr_chain_destroy(probe);
   if (rc < 0) {
     mr_pipeline_config_free(cfg);

@@ -26,7 +26,8 @@ typedef struct mr_pipeline_config {
 /* Parses len bytes of JSON. `origin` names the text in errors (a file name
  * or "CONFIG_SCRIPT"). Checks the document's shape and that every gadget
  * exists, binds every parameter and type-checks the chain (by building it
- * once), so a config that parses here also builds. */
+ * once) and that it produces images, so a config that parses here also
+ * builds. */
 int mr_pipeline_config_parse(const char *text, size_t len, const char *origin,
                              mr_pipeline_config **out, mr_err *err);
 void mr_pipeline_config_free(mr_pipeline_config *cfg);

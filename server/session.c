@@ -69,7 +69,15 @@ static int send_to_client(run *r, mr_message *msg) {
   return rc;
 }
 
-static int chain_sink(void *ctx, mr_message *msg) { return send_to_client(ctx, msg); }
+/* The end of the chain: images and TEXT go to the client; acquisitions and
+ * waveforms that passed every gadget, and chain objects nobody consumed,
+ * stop here (ids 1008 and 1026 never go to a client: rule 1). */
+static int chain_sink(void *ctx, mr_message *msg) {
+  if (msg->kind == MR_MSG_IMAGE || msg->kind == MR_MSG_TEXT)
+    return send_to_client(ctx, msg);
+  mr_message_unref(msg);
+  return 0;
+}
 
 static void take_chain_error(run *r, int rc) {
   fail(r, "%s", mr_err_text(&r->err, rc));
@@ -83,7 +91,7 @@ static int is_xml(const char *text) {
 
 static void start_chain(run *r, const mr_pipeline_config *cfg) {
   mr_err e = {0};
-  int rc = mr_chain_create(cfg, &r->chain, &e);
+  int rc = mr_chain_create(cfg, MR_CHAIN_WIRE_INPUT, &r->chain, &e);
   if (rc < 0) {
     fail(r, "%s", mr_err_text(&e, rc));
     return;

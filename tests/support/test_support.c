@@ -35,6 +35,37 @@ double mr_test_nrmse_scaled(const float *a, const float *b, size_t n) {
   return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+/* One axis at a time; index i of a centered axis stands for i - n/2. */
+static void dft_axis(double complex *a, size_t n, size_t stride, size_t count, size_t block,
+                     int sign) {
+  double complex *tmp = malloc(n * sizeof *tmp);
+  for (size_t outer = 0; outer < count; outer++) {
+    for (size_t inner = 0; inner < block; inner++) {
+      double complex *base = a + outer * n * stride + inner;
+      for (size_t k = 0; k < n; k++) {
+        double complex sum = 0;
+        for (size_t x = 0; x < n; x++) {
+          double ph = sign * 2.0 * M_PI * ((double)x - (double)(n / 2)) *
+                      ((double)k - (double)(n / 2)) / (double)n;
+          sum += base[x * stride] * cexp(I * ph);
+        }
+        tmp[k] = sum / sqrt((double)n);
+      }
+      for (size_t k = 0; k < n; k++)
+        base[k * stride] = tmp[k];
+    }
+  }
+  free(tmp);
+}
+
+void mr_test_centered_dft(const double complex *in, double complex *out, size_t nx, size_t ny,
+                          size_t nz, int sign) {
+  memcpy(out, in, nx * ny * nz * sizeof *out);
+  dft_axis(out, nx, 1, ny * nz, 1, sign);
+  dft_axis(out, ny, nx, nz, nx, sign);
+  dft_axis(out, nz, nx * ny, 1, nx * ny, sign);
+}
+
 const char *mr_test_source_dir(void) {
   const char *s = getenv("MR_SOURCE_DIR");
   return s != NULL ? s : ".";

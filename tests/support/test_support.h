@@ -16,6 +16,13 @@ double mr_test_rel_error_c(const float complex *a, const float complex *b, size_
  * factor s = <a, b> / <a, a>: ||s a - b|| / ||b||. */
 double mr_test_nrmse_scaled(const float *a, const float *b, size_t n);
 
+/* Reference centered unitary DFT in double precision, the slow way:
+ * out = fftshift(dft(ifftshift(in))) / sqrt(nx ny nz) with exp(sign i ...),
+ * sign = +1 for k-space -> image (BACKWARD), -1 for image -> k-space.
+ * Arrays are x fastest, nx*ny*nz values. */
+void mr_test_centered_dft(const double complex *in, double complex *out, size_t nx, size_t ny,
+                          size_t nz, int sign);
+
 /* The source tree root (MR_SOURCE_DIR from ctest, else "."). */
 const char *mr_test_source_dir(void);
 /* The build tree root (MR_BINARY_DIR from ctest, else "build"). */

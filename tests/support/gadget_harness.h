@@ -1,0 +1,48 @@
+/* A harness that runs one gadget (or a short chain) outside a server:
+ * messages in, emitted messages collected, on a CPU-only pool. */
+#ifndef MR_TEST_GADGET_HARNESS_H
+#define MR_TEST_GADGET_HARNESS_H
+
+#include <complex.h>
+#include <stdint.h>
+
+#include "chain.h"
+#include "error.h"
+#include "pool.h"
+#include "stream_header.h"
+
+#define MR_HARNESS_MAX_OUT 256
+
+typedef struct mr_harness {
+  mr_pipeline_config cfg;
+  mr_chain *chain;
+  mr_pool *pool;
+  mr_device *device;
+  mr_stream_header hdr;
+  int have_hdr;
+  mr_err err;
+  mr_message *out[MR_HARNESS_MAX_OUT];
+  int nout;
+} mr_harness;
+
+/* Builds a chain from `gadgets` (a JSON array of gadget entries) that will
+ * be pushed `input` kinds. Returns the chain's error (text in h->err). */
+int mr_harness_open(mr_harness *h, const char *gadgets, uint32_t input);
+/* Configures it with a header (XML text); NULL configures header-less. */
+int mr_harness_configure(mr_harness *h, const char *header_xml);
+/* Pushes msg (takes it). */
+int mr_harness_push(mr_harness *h, mr_message *msg);
+int mr_harness_flush(mr_harness *h);
+/* Frees everything, the collected messages included. */
+void mr_harness_close(mr_harness *h);
+
+/* A Cartesian header: encoded nx x ny x nz (fov = matrix mm), recon rx x ry
+ * x rz, e1 limits 0..ny-1 centered. Static storage. */
+const char *mr_harness_cartesian_header(int nx, int ny, int nz, int rx, int ry, int rz);
+
+/* An acquisition of ns samples x nch channels at line (e1, e2) with flags;
+ * sample s of channel c is value(c, s, arg) (zeros when value is NULL). */
+mr_message *mr_harness_acquisition(int ns, int nch, int e1, int e2, uint64_t flags,
+                                   float complex (*value)(int c, int s, void *arg), void *arg);
+
+#endif

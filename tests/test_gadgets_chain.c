@@ -1,0 +1,255 @@
+/* The gadget framework: parameter binding and its errors, config parsing,
+ * chain type checks, pass-through, flush order, --describe. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gadget_harness.h"
+#include "test_support.h"
+#include "params.h"
+#include "pipeline_config.h"
+#include "registry.h"
+
+/* ---- parameter binding, on a class of our own ---- */
+
+typedef struct probe_state {
+  int flag, count, mode, kernel[2], device;
+  double lambda;
+} probe_state;
+
+static const mr_param probe_params[] = {
+    {"flag", MR_PARAM_BOOL, offsetof(probe_state, flag), "false", 0, 0, NULL, 0, "a bool"},
+    {"count", MR_PARAM_INT, offsetof(probe_state, count), "3", 1, 10, NULL, 0, "an int"},
+    {"lambda", MR_PARAM_DOUBLE, offsetof(probe_state, lambda), "1e-4", 0, 1, NULL, 0, "a double"},
+    {"mode", MR_PARAM_ENUM, offsetof(probe_state, mode), "\"b\"", 0, 0, "a|b|c", 0, "an enum"},
+    {"kernel", MR_PARAM_INTS, offsetof(probe_state, kernel), "[4,5]", 1, 9, NULL, 2, "two ints"},
+    {"device", MR_PARAM_DEVICE, offsetof(probe_state, device), "\"auto\"", 0, 0, NULL, 0, "dev"},
+};
+
+static const mr_gadget_class probe = {
+    .name = "probe",
+    .summary = "test class",
+    .params = probe_params,
+    .nparams = sizeof probe_params / sizeof *probe_params,
+    .state_size = sizeof(probe_state),
+};
+
+static int bind(const char *json, probe_state *st, mr_err *e) {
+  cJSON *entry = cJSON_Parse(json);
+  assert_non_null(entry);
+  memset(st, 0, sizeof *st);
+  mr_err_clear(e);
+  int rc = mr_params_bind(&probe, entry, st, "cfg", 2, e);
+  cJSON_Delete(entry);
+  return rc;
+}
+
+static void test_params_defaults_and_values(void **state) {
+  (void)state;
+  probe_state st;
+  mr_err e;
+  assert_int_equal(bind("{\"gadget\":\"probe\"}", &st, &e), 0);
+  assert_int_equal(st.flag, 0);
+  assert_int_equal(st.count, 3);
+  assert_float_equal(st.lambda, 1e-4, 1e-12);
+  assert_int_equal(st.mode, 1);
+  assert_int_equal(st.kernel[0], 4);
+  assert_int_equal(st.kernel[1], 5);
+  assert_int_equal(st.device, MR_PARAM_DEVICE_AUTO);
+  assert_int_equal(bind("{\"gadget\":\"probe\",\"comment\":\"ok\",\"flag\":true,\"count\":10,"
+                        "\"lambda\":0.5,\"mode\":\"c\",\"kernel\":[1,9],\"device\":\"cpu\"}",
+                        &st, &e),
+                   0);
+  assert_int_equal(st.flag, 1);
+  assert_int_equal(st.count, 10);
+  assert_float_equal(st.lambda, 0.5, 0);
+  assert_int_equal(st.mode, 2);
+  assert_int_equal(st.kernel[1], 9);
+  assert_int_equal(st.device, MR_PARAM_DEVICE_CPU);
+  assert_int_equal(bind("{\"device\":1}", &st, &e), 0);
+  assert_int_equal(st.device, 1);
+}
+
+static void test_params_errors_name_config_gadget_and_key(void **state) {
+  (void)state;
+  static const struct {
+    const char *json, *error;
+  } cases[] = {
+      {"{\"colour\":1}", "config 'cfg', gadget 2 'probe': unknown key 'colour'"},
+      {"{\"count\":\"3\"}", "config 'cfg', gadget 2 'probe', key 'count': expected an integer"},
+      {"{\"count\":2.5}", "key 'count': expected an integer, got 2.5"},
+      {"{\"count\":11}", "key 'count': 11 is outside 1..10"},
+      {"{\"lambda\":-1}", "key 'lambda': -1 is outside 0..1"},
+      {"{\"lambda\":true}", "key 'lambda': expected a number"},
+      {"{\"flag\":1}", "key 'flag': expected true or false"},
+      {"{\"mode\":\"d\"}", "key 'mode': expected one of a|b|c"},
+      {"{\"kernel\":[4]}", "key 'kernel': expected an array of 2 integers"},
+      {"{\"kernel\":[4,0]}", "key 'kernel': 0 is outside 1..9"},
+      {"{\"device\":\"gpu\"}", "key 'device': expected \"auto\", \"cpu\" or a GPU index"},
+      {"{\"device\":-1}", "key 'device': expected"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    probe_state st;
+    mr_err e;
+    assert_int_equal(bind(cases[i].json, &st, &e), MR_ECONFIG);
+    if (strstr(e.msg, cases[i].error) == NULL)
+      fail_msg("%s: '%s' lacks '%s'", cases[i].json, e.msg, cases[i].error);
+  }
+}
+
+/* ---- configs ---- */
+
+static int parse(const char *json, mr_pipeline_config **cfg, mr_err *e) {
+  mr_err_clear(e);
+  return mr_pipeline_config_parse(json, strlen(json), "t.json", cfg, e);
+}
+
+static void test_config_parses_and_matches_aliases(void **state) {
+  (void)state;
+  mr_pipeline_config *cfg = NULL;
+  mr_err e;
+  const char *json = "{\"name\":\"x\",\"aliases\":[\"default.xml\"],\"description\":\"d\","
+                     "\"gadgets\":[{\"gadget\":\"accumulate\"},{\"gadget\":\"fft\"},"
+                     "{\"gadget\":\"image_out\"}]}";
+  assert_int_equal(parse(json, &cfg, &e), 0);
+  assert_string_equal(cfg->name, "x");
+  assert_int_equal(cfg->naliases, 1);
+  assert_true(mr_pipeline_config_matches(cfg, "default.xml"));
+  assert_true(mr_pipeline_config_matches(cfg, "x"));
+  assert_false(mr_pipeline_config_matches(cfg, "y"));
+  mr_pipeline_config_free(cfg);
+}
+
+static void test_config_errors(void **state) {
+  (void)state;
+  static const struct {
+    const char *json, *error;
+  } cases[] = {
+      {"{\"name\":", "config t.json: not valid JSON"},
+      {"[]", "expected a JSON object"},
+      {"{\"gadgets\":[{\"gadget\":\"fft\"}]}", "'name' must be a non-empty string"},
+      {"{\"name\":\"x\",\"gadgets\":[]}", "'gadgets' must be a non-empty array"},
+      {"{\"name\":\"x\",\"extra\":1,\"gadgets\":[{}]}", "unknown key 'extra'"},
+      {"{\"name\":\"x\",\"aliases\":\"a\",\"gadgets\":[{}]}", "'aliases' must be an array"},
+      {"{\"name\":\"x\",\"gadgets\":[{\"gadget\":\"warp\"}]}",
+       "config 'x', gadget 0: no gadget called 'warp'"},
+      {"{\"name\":\"x\",\"gadgets\":[{\"fft\":1}]}",
+       "config 'x', gadget 0: expected an object with a \"gadget\" name"},
+      {"{\"name\":\"x\",\"gadgets\":[{\"gadget\":\"fft\"},{\"gadget\":\"image_out\"}]}",
+       "config 'x', gadget 0 'fft': handles KSPACE, but what reaches it is "
+       "ACQUISITION|IMAGE|WAVEFORM"},
+      {"{\"name\":\"x\",\"gadgets\":[{\"gadget\":\"accumulate\"},{\"gadget\":\"fft\"}]}",
+       "no gadget produces images"},
+      {"{\"name\":\"x\",\"gadgets\":[{\"gadget\":\"accumulate\",\"trigger\":\"never\"},"
+       "{\"gadget\":\"fft\"},{\"gadget\":\"image_out\"}]}",
+       "config 'x', gadget 0 'accumulate', key 'trigger': expected one of slice|repetition|end"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    mr_pipeline_config *cfg = NULL;
+    mr_err e;
+    assert_int_equal(parse(cases[i].json, &cfg, &e), MR_ECONFIG);
+    assert_null(cfg);
+    if (strstr(e.msg, cases[i].error) == NULL)
+      fail_msg("%s: '%s' lacks '%s'", cases[i].json, e.msg, cases[i].error);
+  }
+}
+
+static void test_installed_configs_parse(void **state) {
+  (void)state;
+  char path[1024];
+  snprintf(path, sizeof path, "%s/configs/cartesian.json", mr_test_source_dir());
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  char text[8192];
+  size_t n = fread(text, 1, sizeof text, f);
+  fclose(f);
+  mr_pipeline_config *cfg = NULL;
+  mr_err e = {0};
+  assert_int_equal(mr_pipeline_config_parse(text, n, "cartesian.json", &cfg, &e), 0);
+  assert_true(mr_pipeline_config_matches(cfg, "default.xml"));
+  mr_pipeline_config_free(cfg);
+}
+
+/* ---- the runtime ---- */
+
+static void test_unhandled_messages_pass_through(void **state) {
+  (void)state;
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, "[{\"gadget\":\"accumulate\"},{\"gadget\":\"fft\"},"
+                                       "{\"gadget\":\"coil_combine\"},{\"gadget\":\"image_out\"}]",
+                                   MR_CHAIN_WIRE_INPUT),
+                   0);
+  assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(8, 8, 1, 8, 8, 1)), 0);
+  ISMRMRD_WaveformHeader wh;
+  memset(&wh, 0, sizeof wh);
+  wh.number_of_samples = 3;
+  wh.channels = 1;
+  wh.waveform_id = 4;
+  mr_message *w = mr_message_new_waveform(&wh);
+  assert_int_equal(mr_harness_push(&h, w), 0);
+  assert_int_equal(h.nout, 1);
+  assert_ptr_equal(h.out[0], w); /* the very message, untouched */
+  mr_harness_close(&h);
+}
+
+static void test_header_less_run_flushes_nothing(void **state) {
+  (void)state;
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, "[{\"gadget\":\"remove_oversampling\"},"
+                                       "{\"gadget\":\"accumulate\"},{\"gadget\":\"fft\"},"
+                                       "{\"gadget\":\"coil_combine\"},{\"gadget\":\"image_out\"}]",
+                                   MR_CHAIN_WIRE_INPUT),
+                   0);
+  assert_int_equal(mr_harness_configure(&h, NULL), 0);
+  assert_int_equal(mr_harness_flush(&h), 0);
+  assert_int_equal(h.nout, 0);
+  mr_harness_close(&h);
+}
+
+static void test_gadget_error_names_config_and_gadget(void **state) {
+  (void)state;
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, "[{\"gadget\":\"accumulate\"}]", MR_CHAIN_WIRE_INPUT), 0);
+  assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(8, 8, 1, 8, 8, 1)), 0);
+  assert_int_equal(mr_harness_push(&h, mr_harness_acquisition(8, 2, 40, 0, 0, NULL, NULL)),
+                   MR_EDATA);
+  assert_non_null(strstr(h.err.msg, "config 'test', gadget 0 'accumulate': acquisition"));
+  assert_non_null(strstr(h.err.msg, "outside the 8 x 1 encoding matrix"));
+  mr_harness_close(&h);
+}
+
+static void test_describe_lists_every_gadget(void **state) {
+  (void)state;
+  char *text = NULL;
+  size_t size = 0;
+  FILE *f = open_memstream(&text, &size);
+  mr_registry_describe(f);
+  fclose(f);
+  for (const mr_gadget_class *const *c = mr_registry_all(); *c != NULL; c++) {
+    assert_non_null(strstr(text, (*c)->name));
+    for (size_t i = 0; i < (*c)->nparams; i++)
+      assert_non_null(strstr(text, (*c)->params[i].help));
+  }
+  free(text);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_params_defaults_and_values),
+      cmocka_unit_test(test_params_errors_name_config_gadget_and_key),
+      cmocka_unit_test(test_config_parses_and_matches_aliases),
+      cmocka_unit_test(test_config_errors),
+      cmocka_unit_test(test_installed_configs_parse),
+      cmocka_unit_test(test_unhandled_messages_pass_through),
+      cmocka_unit_test(test_header_less_run_flushes_nothing),
+      cmocka_unit_test(test_gadget_error_names_config_and_gadget),
+      cmocka_unit_test(test_describe_lists_every_gadget),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
