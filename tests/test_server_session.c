@@ -1,0 +1,371 @@
+/* reconserver on loopback, driven by a plain protocol client: queries,
+ * CONFIG_SCRIPT, TEXT mid-stream, NUL-terminated strings, the header-less
+ * CLOSE, the noise-dependency query, errors reaching only their client,
+ * a client that vanishes, --max-connections, SIGTERM. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <math.h>
+
+#include "encode.h"
+#include "gadget_harness.h"
+#include "test_support.h"
+#include "wire_client.h"
+
+static mr_test_server server;
+
+static int start(void **state) {
+  (void)state;
+  mr_test_server_start(&server, NULL);
+  return 0;
+}
+
+static int stop(void **state) {
+  (void)state;
+  int rc = mr_test_server_stop(&server);
+  assert_int_equal(rc, 0); /* SIGTERM: a clean exit */
+  return 0;
+}
+
+static int connect_or_fail(void) {
+  int fd = mr_test_connect(server.port);
+  assert_true(fd >= 0);
+  return fd;
+}
+
+static void send_msg(int fd, mr_message *m) {
+  assert_non_null(m);
+  assert_int_equal(mr_test_send(fd, m), 0);
+  mr_message_unref(m);
+}
+
+/* Text messages as Python clients send them: with a trailing NUL. */
+static mr_message *text_nul(mr_message_kind kind, const char *s) {
+  return mr_message_new_text(kind, s, strlen(s) + 1);
+}
+
+static const char *header_xml(void) { return mr_harness_cartesian_header(32, 16, 1, 16, 16, 1); }
+
+/* A point in the middle of the object, so the image is not all zero. */
+static float complex kvalue(int c, int s, void *arg) {
+  int e1 = *(int *)arg;
+  return (1.0f + 0.1f * (float)c) * cexpf(I * 0.3f * (float)(s + e1));
+}
+
+/* Lines from..to-1 of a slice whose last line is 15. */
+static void send_lines(int fd, int from, int to, int ns, int nch) {
+  for (int e1 = from; e1 < to; e1++) {
+    uint64_t flags = e1 == 15 ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) : 0;
+    send_msg(fd, mr_harness_acquisition(ns, nch, e1, 0, flags, kvalue, &e1));
+  }
+}
+
+static const mr_message *response(const mr_test_reply *r, uint64_t id) {
+  for (int i = 0; i < r->n; i++)
+    if (r->msgs[i]->kind == MR_MSG_RESPONSE && r->msgs[i]->u.query.correlation_id == id)
+      return r->msgs[i];
+  return NULL;
+}
+
+static void test_queries_without_a_scan(void **state) {
+  (void)state;
+  int fd = connect_or_fail();
+  send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 1, "gadgetron::version", 18));
+  send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 2, "gadgetron::info", 15));
+  send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 3, "mrrecon::configs\0", 17));
+  send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 4, "gadgetron::cuda::devices", 24));
+  send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 5, "no::such::key", 13));
+  send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+  mr_test_reply r;
+  mr_test_receive(fd, &r, 5000);
+  close(fd);
+  assert_true(r.got_close);
+  assert_int_equal(mr_test_reply_count(&r, MR_MSG_RESPONSE), 5);
+  assert_int_equal(mr_test_reply_count(&r, MR_MSG_TEXT), 0);
+  assert_string_equal(response(&r, 1)->u.query.text, "0.1.0");
+  assert_non_null(strstr(response(&r, 2)->u.query.text, "reconserver"));
+  assert_non_null(strstr(response(&r, 2)->u.query.text, "cpu"));
+  assert_non_null(strstr(response(&r, 3)->u.query.text, "\"name\":\"cartesian\""));
+  assert_non_null(strstr(response(&r, 3)->u.query.text, "default.xml"));
+  assert_non_null(strstr(response(&r, 4)->u.query.text, "\"devices\""));
+  assert_non_null(strstr(response(&r, 5)->u.query.text, "unknown query key 'no::such::key'"));
+  assert_int_equal(r.msgs[r.n - 1]->kind, MR_MSG_CLOSE);
+  mr_test_reply_free(&r);
+}
+
+static void test_config_script_text_and_query_mid_stream(void **state) {
+  (void)state;
+  int fd = connect_or_fail();
+  send_msg(fd, text_nul(MR_MSG_CONFIG_SCRIPT,
+                        "{\"name\":\"inline\",\"gadgets\":[{\"gadget\":\"remove_oversampling\"},"
+                        "{\"gadget\":\"accumulate\"},{\"gadget\":\"fft\"},"
+                        "{\"gadget\":\"coil_combine\"},{\"gadget\":\"image_out\",\"series\":3}]}"));
+  send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 10, "gadgetron::version\0", 19));
+  send_msg(fd, text_nul(MR_MSG_HEADER, header_xml()));
+  send_lines(fd, 0, 8, 32, 4);
+  send_msg(fd, text_nul(MR_MSG_TEXT, "a note from the scanner"));
+  send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 11, "gadgetron::version", 18));
+  send_lines(fd, 8, 16, 32, 4);
+  send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+  mr_test_reply r;
+  mr_test_receive(fd, &r, 10000);
+  close(fd);
+  assert_true(r.got_close);
+  assert_int_equal(mr_test_reply_count(&r, MR_MSG_TEXT), 0);
+  assert_non_null(response(&r, 10));
+  assert_non_null(response(&r, 11));
+  assert_int_equal(mr_test_reply_count(&r, MR_MSG_IMAGE), 1);
+  for (int i = 0; i < r.n; i++) {
+    if (r.msgs[i]->kind != MR_MSG_IMAGE)
+      continue;
+    const mr_image *im = &r.msgs[i]->u.image;
+    assert_int_equal(im->head.matrix_size[0], 16);
+    assert_int_equal(im->head.matrix_size[1], 16);
+    assert_int_equal(im->head.image_series_index, 3);
+    assert_int_equal(im->head.data_type, ISMRMRD_FLOAT);
+    const float *px = im->data;
+    double sum = 0;
+    for (int p = 0; p < 256; p++)
+      sum += px[p];
+    assert_true(sum > 0);
+  }
+  assert_int_equal(r.msgs[r.n - 1]->kind, MR_MSG_CLOSE);
+  mr_test_reply_free(&r);
+}
+
+static void test_header_less_close(void **state) {
+  (void)state;
+  /* Rule 6: CONFIG then CLOSE runs the chain on empty input. */
+  int fd = connect_or_fail();
+  char name[1024] = "default.xml";
+  send_msg(fd, mr_message_new_config_file(name));
+  send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+  mr_test_reply r;
+  mr_test_receive(fd, &r, 5000);
+  close(fd);
+  assert_true(r.got_close);
+  assert_int_equal(r.n, 1);
+  mr_test_reply_free(&r);
+}
+
+static void test_noise_dependency_query(void **state) {
+  (void)state;
+  int fd = connect_or_fail();
+  static const char script[] =
+                   "<?xml version=\"1.0\"?><gadgetronStreamConfiguration>"
+                   "<writer><slot>1019</slot><dll>gadgetron_mricore</dll>"
+                   "<classname>DependencyQueryWriter</classname></writer>"
+                   "<gadget><name>NoiseSummary</name><dll>gadgetron_mricore</dll>"
+                   "<classname>NoiseSummaryGadget</classname><property><name>noise_file</name>"
+                   "<value>id1</value></property></gadget></gadgetronStreamConfiguration>";
+  /* As Gadgetron's C++ client sends it: no trailing NUL. */
+  send_msg(fd, mr_message_new_text(MR_MSG_CONFIG_SCRIPT, script, sizeof script - 1));
+  send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+  mr_test_reply r;
+  mr_test_receive(fd, &r, 5000);
+  close(fd);
+  assert_int_equal(r.n, 2);
+  assert_int_equal(r.msgs[0]->kind, MR_MSG_DEPENDENCY_QUERY);
+  assert_non_null(strstr(r.msgs[0]->u.text, "<name>status</name><value>failed</value>"));
+  assert_int_equal(r.msgs[1]->kind, MR_MSG_CLOSE);
+  mr_test_reply_free(&r);
+}
+
+/* Each error reaches its client as TEXT then CLOSE, and only then. */
+typedef void (*scenario)(int fd);
+
+static void unknown_config(int fd) { send_msg(fd, mr_message_new_config_file("nope.xml")); }
+static void escaping_config(int fd) {
+  send_msg(fd, mr_message_new_config_file("../../etc/passwd"));
+}
+static void acquisition_first(int fd) {
+  send_msg(fd, mr_message_new_config_file("default.xml"));
+  send_lines(fd, 0, 1, 16, 1);
+}
+static void second_config(int fd) {
+  send_msg(fd, mr_message_new_config_file("default.xml"));
+  send_msg(fd, mr_message_new_config_file("default.xml"));
+}
+static void gadgetron_xml_chain(int fd) {
+  send_msg(fd, text_nul(MR_MSG_CONFIG_SCRIPT, "<gadgetronStreamConfiguration/>"));
+}
+static void wrong_json_types(int fd) {
+  send_msg(fd, text_nul(MR_MSG_CONFIG_SCRIPT,
+                        "{\"name\":\"j\",\"gadgets\":[{\"gadget\":\"accumulate\",\"trigger\":7},"
+                        "{\"gadget\":\"fft\"},{\"gadget\":\"image_out\"}]}"));
+}
+static void not_xml_header(int fd) {
+  send_msg(fd, mr_message_new_config_file("default.xml"));
+  send_msg(fd, text_nul(MR_MSG_HEADER, "not xml at all"));
+}
+static void header_without_encoding(int fd) {
+  send_msg(fd, mr_message_new_config_file("default.xml"));
+  send_msg(fd, text_nul(MR_MSG_HEADER, "<ismrmrdHeader><version>2</version></ismrmrdHeader>"));
+}
+static float complex nan_value(int c, int s, void *arg) {
+  (void)c, (void)arg;
+  return s == 5 ? NAN : 1.0f;
+}
+static void nan_samples(int fd) {
+  send_msg(fd, mr_message_new_config_file("default.xml"));
+  send_msg(fd, text_nul(MR_MSG_HEADER, header_xml()));
+  send_msg(fd, mr_harness_acquisition(32, 2, 3, 0, 0, nan_value, NULL));
+}
+static void line_outside_matrix(int fd) {
+  send_msg(fd, mr_message_new_config_file("default.xml"));
+  send_msg(fd, text_nul(MR_MSG_HEADER, header_xml()));
+  send_msg(fd, mr_harness_acquisition(32, 2, 99, 0, 0, NULL, NULL));
+}
+static void response_from_client(int fd) {
+  send_msg(fd, mr_message_new_query(MR_MSG_RESPONSE, 1, "x", 1));
+}
+
+static void test_errors_reach_their_client(void **state) {
+  (void)state;
+  static const struct {
+    const char *name;
+    scenario run;
+    const char *error;
+  } cases[] = {
+      {"unknown config", unknown_config, "ERROR: no config named 'nope.xml' (installed: cartesian)"},
+      {"config name as a path", escaping_config, "refused: a config name is not a path"},
+      {"acquisition before header", acquisition_first, "ERROR: ACQUISITION before the HEADER"},
+      {"second config", second_config, "a second config (CONFIG_FILE) in one session"},
+      {"Gadgetron XML chain", gadgetron_xml_chain, "XML stream configurations are not supported"},
+      {"JSON config with wrong types", wrong_json_types,
+       "gadget 0 'accumulate', key 'trigger': expected one of"},
+      {"header that is not XML", not_xml_header, "ISMRMRD header is not XML"},
+      {"header without encoding", header_without_encoding, "ISMRMRD header has no <encoding>"},
+      {"NaN samples", nan_samples, "acquisition 0 has a NaN sample (channel 0, sample 5)"},
+      {"line outside the matrix", line_outside_matrix,
+       "gadget 1 'accumulate': acquisition 0: line (99, 0) is outside"},
+      {"server message from a client", response_from_client,
+       "RESPONSE is a server-to-client message"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    print_message("case: %s\n", cases[i].name);
+    int fd = connect_or_fail();
+    cases[i].run(fd);
+    send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+    mr_test_reply r;
+    mr_test_receive(fd, &r, 5000);
+    close(fd);
+    assert_true(r.got_close);
+    assert_int_equal(mr_test_reply_count(&r, MR_MSG_IMAGE), 0);
+    if (mr_test_reply_text(&r, cases[i].error) == NULL) {
+      const char *got = mr_test_reply_count(&r, MR_MSG_TEXT) > 0 ? mr_test_reply_text(&r, "") : "";
+      fail_msg("case '%s': no TEXT with '%s' (got '%s')", cases[i].name, cases[i].error, got);
+    }
+    assert_int_equal(r.msgs[r.n - 1]->kind, MR_MSG_CLOSE);
+    mr_test_reply_free(&r);
+  }
+  assert_true(mr_test_server_alive(&server));
+}
+
+static void test_unknown_id_ends_the_session_and_server_survives(void **state) {
+  (void)state;
+  int fd = connect_or_fail();
+  uint8_t junk[] = {0x39, 0x05, 1, 2, 3, 4};
+  assert_int_equal(mr_test_send_bytes(fd, junk, sizeof junk), 0);
+  mr_test_reply r;
+  mr_test_receive(fd, &r, 5000);
+  close(fd);
+  assert_true(r.got_close);
+  assert_non_null(mr_test_reply_text(&r, "ERROR: unknown message id 1337"));
+  mr_test_reply_free(&r);
+  test_queries_without_a_scan(NULL);
+}
+
+static void test_client_vanishing_mid_stream(void **state) {
+  (void)state;
+  for (int i = 0; i < 5; i++) {
+    int fd = connect_or_fail();
+    send_msg(fd, mr_message_new_config_file("default.xml"));
+    send_msg(fd, text_nul(MR_MSG_HEADER, header_xml()));
+    send_lines(fd, 0, 5, 32, 2);
+    /* Half an acquisition, then gone. */
+    mr_message *m = mr_harness_acquisition(32, 2, 6, 0, 0, NULL, NULL);
+    uint8_t *b;
+    size_t len;
+    mr_encode_flat(m, &b, &len);
+    mr_test_send_bytes(fd, b, len / 2);
+    free(b);
+    mr_message_unref(m);
+    close(fd);
+  }
+  assert_true(mr_test_server_alive(&server));
+  test_config_script_text_and_query_mid_stream(NULL);
+}
+
+static void test_max_connections(void **state) {
+  (void)state;
+  mr_test_server small;
+  const char *const args[] = {"--max-connections", "1", NULL};
+  mr_test_server_start(&small, args);
+  usleep(100000); /* let the start-up probe's connection close */
+  int held = mr_test_connect(small.port);
+  assert_true(held >= 0);
+  send_msg(held, mr_message_new_config_file("default.xml"));
+  usleep(100000);
+  int fd = mr_test_connect(small.port);
+  assert_true(fd >= 0);
+  mr_test_reply r;
+  mr_test_receive(fd, &r, 5000);
+  close(fd);
+  assert_non_null(mr_test_reply_text(&r, "ERROR: server busy: 1 connections open "
+                                          "(--max-connections 1)"));
+  assert_true(r.got_close);
+  mr_test_reply_free(&r);
+  send_msg(held, mr_message_new(MR_MSG_CLOSE));
+  mr_test_receive(held, &r, 5000);
+  assert_true(r.got_close);
+  mr_test_reply_free(&r);
+  close(held);
+  assert_int_equal(mr_test_server_stop(&small), 0);
+}
+
+static void test_sigterm_lets_a_running_scan_finish(void **state) {
+  (void)state;
+  mr_test_server s;
+  mr_test_server_start(&s, NULL);
+  int fd = mr_test_connect(s.port);
+  send_msg(fd, mr_message_new_config_file("default.xml"));
+  send_msg(fd, text_nul(MR_MSG_HEADER, header_xml()));
+  send_lines(fd, 0, 8, 32, 2);
+  kill(s.pid, SIGTERM);
+  usleep(100000);
+  assert_true(mr_test_server_alive(&s));
+  assert_true(mr_test_connect(s.port) < 0); /* no new connections */
+  send_lines(fd, 8, 16, 32, 2);
+  send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+  mr_test_reply r;
+  mr_test_receive(fd, &r, 10000);
+  close(fd);
+  assert_int_equal(mr_test_reply_count(&r, MR_MSG_IMAGE), 1);
+  assert_true(r.got_close);
+  mr_test_reply_free(&r);
+  assert_int_equal(mr_test_server_stop(&s), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_queries_without_a_scan),
+      cmocka_unit_test(test_config_script_text_and_query_mid_stream),
+      cmocka_unit_test(test_header_less_close),
+      cmocka_unit_test(test_noise_dependency_query),
+      cmocka_unit_test(test_errors_reach_their_client),
+      cmocka_unit_test(test_unknown_id_ends_the_session_and_server_survives),
+      cmocka_unit_test(test_client_vanishing_mid_stream),
+      cmocka_unit_test(test_max_connections),
+      cmocka_unit_test(test_sigterm_lets_a_running_scan_finish),
+  };
+  return cmocka_run_group_tests(tests, start, stop);
+}
