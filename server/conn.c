@@ -240,7 +240,9 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     /* A client may shut its side after its CLOSE and still read our
      * answer; one that leaves before its CLOSE is gone. */
     if (!c->got_close || nread != UV_EOF) {
-      mr_queue_push_event(&c->inbox, MR_ECONN, "the client closed the connection");
+      mr_queue_push_event(&c->inbox, MR_ECONN, nread == UV_EOF
+                                                   ? "the client left before its CLOSE"
+                                                   : "the connection failed before the client's CLOSE");
       cancel_session(c);
     }
     maybe_finish(c);

@@ -307,8 +307,9 @@ void mr_session_run(mr_session *s) {
       e->msg = NULL;
       on_message(&r, m);
     } else if (e->code == MR_ECONN) {
+      record_error(&r, e->text); /* for the log: nobody is left to tell */
       mr_queue_entry_free(e);
-      break; /* the peer closed or reset before its CLOSE */
+      break;
     } else {
       record_error(&r, e->text);
       if (e->code == MR_EFRAME)
