@@ -73,7 +73,7 @@ static long center_offset(size_t n, const mr_limit *l) {
 }
 
 static open_buffer *open_new(mr_gadget_ctx *ctx, const mr_acquisition *a,
-                             const uint16_t key[6]) {
+                             const uint16_t key[6], mr_err *err) {
   const mr_encoding *enc = &ctx->hdr->encoding[key[0]];
   const ISMRMRD_AcquisitionHeader *h = &a->head;
   size_t ns = h->number_of_samples, nro = ns, ro_offset = 0;
@@ -92,12 +92,15 @@ static open_buffer *open_new(mr_gadget_ctx *ctx, const mr_acquisition *a,
   size_t ne2 = cartesian ? extent(enc->encoded.matrix.z, &enc->limits.e2)
                          : (enc->limits.e2.present ? (size_t)enc->limits.e2.maximum + 1 : 1);
   open_buffer *b = calloc(1, sizeof *b);
-  if (b == NULL)
+  if (b == NULL) {
+    mr_err_set(err, MR_ENOMEM, "out of memory");
     return NULL;
+  }
   memcpy(b->key, key, sizeof b->key);
-  b->k = mr_kspace_new(nro, ne1, ne2, h->active_channels, h->trajectory_dimensions);
+  b->k = mr_kspace_new(nro, ne1, ne2, h->active_channels, h->trajectory_dimensions, err);
   b->count = calloc(ne1 * ne2, sizeof *b->count);
   if (b->k == NULL || b->count == NULL) {
+    mr_err_set(err, MR_ENOMEM, "out of memory for line counts");
     free_open(b);
     return NULL;
   }
@@ -163,10 +166,12 @@ static int place(mr_gadget_ctx *ctx, open_buffer *b, const mr_acquisition *a) {
   int imaging = !(h->flags & MR_FLAG(ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION));
   if (calib) {
     if (k->calib == NULL) {
-      k->calib = mr_kspace_new(k->nro, k->ne1, k->ne2, k->nch, k->traj_dims);
+      mr_err e = {0};
+      k->calib = mr_kspace_new(k->nro, k->ne1, k->ne2, k->nch, k->traj_dims, &e);
       b->calib_count = calloc(k->ne1 * k->ne2, sizeof *b->calib_count);
       if (k->calib == NULL || b->calib_count == NULL)
-        return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for calibration lines");
+        return mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "calibration lines: %s",
+                              e.code ? e.msg : "out of memory");
       k->calib->ref = k->ref;
       k->calib->encoding = k->encoding;
       k->calib->recon = k->recon;
@@ -220,8 +225,9 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   while (b != NULL && memcmp(b->key, key, sizeof key) != 0)
     b = b->next;
   if (b == NULL) {
-    if ((b = open_new(ctx, a, key)) == NULL) {
-      rc = mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for a k-space buffer");
+    mr_err e = {0};
+    if ((b = open_new(ctx, a, key, &e)) == NULL) {
+      rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
       goto done;
     }
     b->next = s->open;

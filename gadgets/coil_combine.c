@@ -41,11 +41,13 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   coil_combine *s = state;
   const mr_image_array *in = msg->u.object.ptr;
   size_t n = mr_image_array_channel_size(in);
-  mr_image_array *a = mr_image_array_new(in->nx, in->ny, in->nz, 1);
-  float *mag = malloc(n * sizeof *mag);
+  mr_err e = {0};
+  mr_image_array *a = mr_image_array_new(in->nx, in->ny, in->nz, 1, &e);
+  float *mag = a != NULL ? malloc(n * sizeof *mag) : NULL;
   int rc;
   if (a == NULL || mag == NULL) {
-    rc = mr_gadget_fail(ctx, MR_ENOMEM, "out of memory combining %zu coils", in->nch);
+    rc = mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "%s",
+                        e.code ? e.msg : "out of memory combining coils");
     goto fail;
   }
   rss_job job = {in, mag};

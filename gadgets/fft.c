@@ -67,10 +67,11 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   size_t nx = k->recon.matrix.x < k->nro ? k->recon.matrix.x : k->nro;
   size_t ny = k->recon.matrix.y < k->ne1 ? k->recon.matrix.y : k->ne1;
   size_t nz = k->recon.matrix.z < k->ne2 ? k->recon.matrix.z : k->ne2;
-  mr_image_array *a = mr_image_array_new(nx, ny, nz, nch);
+  mr_err e = {0};
+  mr_image_array *a = mr_image_array_new(nx, ny, nz, nch, &e);
   if (a == NULL) {
     free(full);
-    rc = mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for %zu coil images", nch);
+    rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
     goto done;
   }
   size_t x0 = crop_start(k->nro, nx), y0 = crop_start(k->ne1, ny), z0 = crop_start(k->ne2, nz);

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "error.h"
 #include "message.h"
 #include "stream_header.h"
 
@@ -18,8 +19,10 @@ typedef struct mr_image_array {
   mr_xyz_f fov_mm;                 /* of the whole image */
 } mr_image_array;
 
-/* A zeroed array; NULL when out of memory. */
-mr_image_array *mr_image_array_new(size_t nx, size_t ny, size_t nz, size_t nch);
+/* A zeroed array, counted against the server's memory budget (budget.h).
+ * NULL with a line in err (may be NULL) when over the budget or out of
+ * memory. */
+mr_image_array *mr_image_array_new(size_t nx, size_t ny, size_t nz, size_t nch, mr_err *err);
 void mr_image_array_free(mr_image_array *a);
 
 /* Copies everything but the pixels (geometry, counters) from src. */

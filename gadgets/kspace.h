@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "error.h"
 #include "message.h"
 #include "stream_header.h"
 
@@ -30,9 +31,12 @@ typedef struct mr_kspace {
   struct mr_kspace *calib;
 } mr_kspace;
 
-/* A zeroed buffer of the given size (data and mask allocated); NULL when
- * out of memory. traj_dims > 0 also allocates traj. */
-mr_kspace *mr_kspace_new(size_t nro, size_t ne1, size_t ne2, size_t nch, int traj_dims);
+/* A zeroed buffer of the given size (data and mask allocated; traj too when
+ * traj_dims > 0), counted against the server's memory budget (budget.h).
+ * NULL with a line in err (may be NULL) when over the budget or out of
+ * memory. */
+mr_kspace *mr_kspace_new(size_t nro, size_t ne1, size_t ne2, size_t nch, int traj_dims,
+                         mr_err *err);
 void mr_kspace_free(mr_kspace *k);
 
 /* Wraps k in an MR_MSG_KSPACE message (takes k); NULL when out of memory

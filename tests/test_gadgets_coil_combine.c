@@ -18,7 +18,7 @@ static void test_rss(void **state) {
                                    MR_KIND_BIT(MR_MSG_IMAGE_ARRAY)),
                    0);
   assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(8, 8, 1, 8, 8, 1)), 0);
-  mr_image_array *a = mr_image_array_new(5, 4, 2, 6);
+  mr_image_array *a = mr_image_array_new(5, 4, 2, 6, NULL);
   size_t per = 5 * 4 * 2;
   for (size_t i = 0; i < per * 6; i++)
     a->data[i] = (float)(i % 7) - 3.0f + I * (float)(i % 5);

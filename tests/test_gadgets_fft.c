@@ -31,7 +31,7 @@ static void check(int nx, int ny, int nz, int nch, int rx, int ry, int rz) {
                                    MR_KIND_BIT(MR_MSG_KSPACE)),
                    0);
   assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(nx, ny, nz, rx, ry, rz)), 0);
-  mr_kspace *k = mr_kspace_new(nx, ny, nz, nch, 0);
+  mr_kspace *k = mr_kspace_new(nx, ny, nz, nch, 0, NULL);
   for (size_t i = 0; i < per * nch; i++)
     k->data[i] = (float complex)ksp[i];
   k->recon = h.hdr.encoding[0].recon;
@@ -88,7 +88,7 @@ static void test_non_cartesian_is_refused(void **state) {
                                    MR_KIND_BIT(MR_MSG_KSPACE)),
                    0);
   assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(8, 8, 1, 8, 8, 1)), 0);
-  mr_kspace *k = mr_kspace_new(8, 8, 1, 1, 2);
+  mr_kspace *k = mr_kspace_new(8, 8, 1, 1, 2, NULL);
   assert_int_equal(mr_harness_push(&h, mr_kspace_message(k)), MR_EDATA);
   assert_non_null(strstr(h.err.msg, "non-Cartesian"));
   mr_harness_close(&h);

@@ -14,7 +14,7 @@
 #include "image_array.h"
 
 static mr_image_array *sample(void) {
-  mr_image_array *a = mr_image_array_new(4, 3, 1, 2);
+  mr_image_array *a = mr_image_array_new(4, 3, 1, 2, NULL);
   for (size_t i = 0; i < 24; i++)
     a->data[i] = 3.0f + 4.0f * I * (float)(i % 2);
   a->fov_mm = (mr_xyz_f){250, 200, 5};

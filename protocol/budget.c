@@ -1,0 +1,26 @@
+#include "budget.h"
+
+#include <stdatomic.h>
+
+static _Atomic uint64_t limit_bytes;
+static _Atomic uint64_t used_bytes;
+
+void mr_budget_set(uint64_t bytes) { atomic_store(&limit_bytes, bytes); }
+uint64_t mr_budget_limit(void) { return atomic_load(&limit_bytes); }
+uint64_t mr_budget_used(void) { return atomic_load(&used_bytes); }
+
+static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+int mr_budget_take(uint64_t bytes, const char *what, mr_err *err) {
+  uint64_t limit = atomic_load(&limit_bytes);
+  uint64_t used = atomic_fetch_add(&used_bytes, bytes);
+  if (limit == 0 || used + bytes <= limit)
+    return 0;
+  atomic_fetch_sub(&used_bytes, bytes);
+  return mr_err_set(err, MR_ELIMIT,
+                    "memory budget: %s needs %.1f MiB; the server's budget (--memory-budget) is "
+                    "%.1f MiB, of which %.1f MiB are in use",
+                    what, mib(bytes), mib(limit), mib(used));
+}
+
+void mr_budget_give(uint64_t bytes) { atomic_fetch_sub(&used_bytes, bytes); }

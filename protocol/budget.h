@@ -1,0 +1,23 @@
+/* The server-wide memory budget for the big allocations a client's data
+ * decides the size of (k-space buffers, image arrays). A header that
+ * announces a 16k x 16k x 512-coil matrix gets a clear error instead of an
+ * out-of-memory kill that would take every other scan with it. */
+#ifndef MR_PROTOCOL_BUDGET_H
+#define MR_PROTOCOL_BUDGET_H
+
+#include <stdint.h>
+
+#include "error.h"
+
+/* Sets the budget in bytes (0: unlimited, the default). Call at start-up. */
+void mr_budget_set(uint64_t bytes);
+uint64_t mr_budget_limit(void);
+uint64_t mr_budget_used(void);
+
+/* Reserves bytes, or fails with MR_ELIMIT and a line in err (which may be
+ * NULL) naming what was asked for, the budget and what is in use. */
+int mr_budget_take(uint64_t bytes, const char *what, mr_err *err);
+/* Returns bytes taken earlier. */
+void mr_budget_give(uint64_t bytes);
+
+#endif
