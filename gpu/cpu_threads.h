@@ -8,6 +8,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct mr_cpu_threads mr_cpu_threads;
 
 /* fn handles items [begin, end). */
@@ -22,5 +26,9 @@ int mr_cpu_threads_count(const mr_cpu_threads *t);
  * threads, and returns when all are done. */
 void mr_cpu_parallel_for(mr_cpu_threads *t, size_t n, size_t grain,
                          mr_range_fn fn, void *arg);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -40,13 +40,12 @@ static void say(const mr_pool_opts *opts, const char *fmt, ...) {
     fprintf(stderr, "%s\n", line);
 }
 
-/* Parses "all" | "none" | "N,M,...": *n = -1 for all, else the list. */
-static int parse_gpus(const char *spec, int *list, int *n, mr_err *err) {
-  if (strcmp(spec, "all") == 0) {
-    *n = -1;
-    return 0;
-  }
+/* Parses "all" | "none" | "N,M,...": *all for all, else the list of *n. */
+static int parse_gpus(const char *spec, int *list, size_t *n, int *all, mr_err *err) {
   *n = 0;
+  *all = strcmp(spec, "all") == 0;
+  if (*all)
+    return 0;
   if (strcmp(spec, "none") == 0)
     return 0;
   const char *p = spec;
@@ -60,7 +59,7 @@ static int parse_gpus(const char *spec, int *list, int *n, mr_err *err) {
     if (v >= MAX_GPUS || *n == MAX_GPUS)
       return mr_err_set(err, MR_EINVAL, "--gpus '%s': device %ld is out of range",
                         spec, v);
-    for (int i = 0; i < *n; i++)
+    for (size_t i = 0; i < *n; i++)
       if (list[i] == v)
         return mr_err_set(err, MR_EINVAL, "--gpus '%s': device %ld twice", spec, v);
     list[(*n)++] = (int)v;
@@ -86,28 +85,28 @@ static int gpu_fini(void *p) {
   return 0;
 }
 
-/* Starts a worker for each GPU in list (count -1: every GPU found). */
+/* Starts a worker for each GPU in list[0..n), or every GPU found if all. */
 static int start_gpus(mr_pool *pool, const mr_pool_opts *opts, int *list,
-                      int n, mr_err *err) {
+                      size_t n, int all, mr_err *err) {
   char why[256] = "";
   int found = mr_cuda_count(why, sizeof why);
-  if (n < 0) {
+  if (all) {
     if (found == 0) {
       say(opts, "gpu: no CUDA device (%s); running on the CPU only", why);
       return 0;
     }
-    n = found < MAX_GPUS ? found : MAX_GPUS;
-    for (int i = 0; i < n; i++)
-      list[i] = i;
+    n = found < MAX_GPUS ? (size_t)found : MAX_GPUS;
+    for (size_t i = 0; i < n; i++)
+      list[i] = (int)i;
   }
-  for (int i = 0; i < n; i++)
+  for (size_t i = 0; i < n; i++)
     if (list[i] >= found)
       return mr_err_set(err, MR_ENOENT, "--gpus: no CUDA device %d (%d found%s%s)",
                         list[i], found, found == 0 ? ": " : "", why);
-  pool->gpus = calloc((size_t)n, sizeof *pool->gpus);
+  pool->gpus = calloc(n, sizeof *pool->gpus);
   if (pool->gpus == NULL)
     return mr_err_set(err, MR_ENOMEM, "gpu pool: out of memory");
-  for (int i = 0; i < n; i++) {
+  for (size_t i = 0; i < n; i++) {
     mr_device *dev = &pool->gpus[i];
     dev->pool = pool;
     dev->ordinal = list[i];
@@ -130,8 +129,9 @@ int mr_pool_create(const mr_pool_opts *opts, mr_pool **out, mr_err *err) {
   const mr_pool_opts none = {0};
   if (opts == NULL)
     opts = &none;
-  int list[MAX_GPUS], n;
-  int rc = parse_gpus(opts->gpus != NULL ? opts->gpus : "all", list, &n, err);
+  int list[MAX_GPUS], all;
+  size_t n;
+  int rc = parse_gpus(opts->gpus != NULL ? opts->gpus : "all", list, &n, &all, err);
   if (rc < 0)
     return rc;
   mr_pool *pool = calloc(1, sizeof *pool);
@@ -151,15 +151,15 @@ int mr_pool_create(const mr_pool_opts *opts, mr_pool **out, mr_err *err) {
   pool->cpu.pool = pool;
   pool->cpu.ordinal = -1;
   pool->cpu.threads = pool->threads;
-  if (n != 0) {
+  if (all || n > 0) {
 #ifdef MR_HAVE_CUDA
-    rc = start_gpus(pool, opts, list, n, err);
+    rc = start_gpus(pool, opts, list, n, all, err);
     if (rc < 0) {
       mr_pool_destroy(pool);
       return rc;
     }
 #else
-    if (n > 0) {
+    if (!all) {
       mr_pool_destroy(pool);
       return mr_err_set(err, MR_ENOTSUP,
                         "--gpus %s: this build has no CUDA backend", opts->gpus);

@@ -11,3 +11,5 @@ foreach(noun pool fft coil blas solve vec block)
   set_tests_properties(test_gpu_${noun}_cuda PROPERTIES SKIP_RETURN_CODE 77
     TIMEOUT 300 LABELS gpu)
 endforeach()
+
+add_subdirectory(bench)

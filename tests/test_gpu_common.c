@@ -34,7 +34,7 @@ int gpu_test_init(int argc, char **argv) {
   }
   if (cuda) {
     if (mr_pool_gpu_count(pool) == 0) {
-      printf("skipped: no usable GPU (see the pool line above)\n");
+      fprintf(stderr, "skipped: no usable GPU (see the pool line above)\n");
       gpu_test_fini();
       exit(MR_TEST_SKIP);
     }

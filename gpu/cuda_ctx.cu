@@ -1,0 +1,363 @@
+// A GPU's state on its worker thread: discovery, creation, status
+// conversion, synchronisation, timing, memory, staging and the cuFFT plan
+// cache.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "cuda_internal.cuh"
+
+// ---- status conversion ----------------------------------------------------
+
+int mr_cuda_fail(cudaError_t e, const char *call, const char *file, int line) {
+  cudaGetLastError(); // clear a non-sticky error so later checks see their own
+  int code = e == cudaErrorMemoryAllocation ? MR_EDEVMEM : MR_EDEVICE;
+  return mr_fail(code, "%s: %s (%s:%d)", call, cudaGetErrorName(e), file, line);
+}
+
+int mr_cublas_fail(cublasStatus_t s, const char *call, const char *file, int line) {
+  int code = s == CUBLAS_STATUS_ALLOC_FAILED ? MR_EDEVMEM : MR_EDEVICE;
+  return mr_fail(code, "%s: %s (%s:%d)", call, cublasGetStatusName(s), file, line);
+}
+
+static const char *cufft_name(cufftResult r) {
+  switch (r) {
+  case CUFFT_INVALID_PLAN: return "CUFFT_INVALID_PLAN";
+  case CUFFT_ALLOC_FAILED: return "CUFFT_ALLOC_FAILED";
+  case CUFFT_INVALID_VALUE: return "CUFFT_INVALID_VALUE";
+  case CUFFT_INTERNAL_ERROR: return "CUFFT_INTERNAL_ERROR";
+  case CUFFT_EXEC_FAILED: return "CUFFT_EXEC_FAILED";
+  case CUFFT_SETUP_FAILED: return "CUFFT_SETUP_FAILED";
+  case CUFFT_INVALID_SIZE: return "CUFFT_INVALID_SIZE";
+  case CUFFT_NOT_SUPPORTED: return "CUFFT_NOT_SUPPORTED";
+  default: return "cuFFT error";
+  }
+}
+
+int mr_cufft_fail(cufftResult r, const char *call, const char *file, int line) {
+  int code = r == CUFFT_ALLOC_FAILED ? MR_EDEVMEM : MR_EDEVICE;
+  return mr_fail(code, "%s: %s %d (%s:%d)", call, cufft_name(r), int(r), file, line);
+}
+
+static const char *cusolver_name(cusolverStatus_t s) {
+  switch (s) {
+  case CUSOLVER_STATUS_NOT_INITIALIZED: return "CUSOLVER_STATUS_NOT_INITIALIZED";
+  case CUSOLVER_STATUS_ALLOC_FAILED: return "CUSOLVER_STATUS_ALLOC_FAILED";
+  case CUSOLVER_STATUS_INVALID_VALUE: return "CUSOLVER_STATUS_INVALID_VALUE";
+  case CUSOLVER_STATUS_ARCH_MISMATCH: return "CUSOLVER_STATUS_ARCH_MISMATCH";
+  case CUSOLVER_STATUS_EXECUTION_FAILED: return "CUSOLVER_STATUS_EXECUTION_FAILED";
+  case CUSOLVER_STATUS_INTERNAL_ERROR: return "CUSOLVER_STATUS_INTERNAL_ERROR";
+  default: return "cuSOLVER error";
+  }
+}
+
+int mr_cusolver_fail(cusolverStatus_t s, const char *call, const char *file, int line) {
+  int code = s == CUSOLVER_STATUS_ALLOC_FAILED ? MR_EDEVMEM : MR_EDEVICE;
+  return mr_fail(code, "%s: %s %d (%s:%d)", call, cusolver_name(s), int(s), file, line);
+}
+
+// ---- discovery and lifetime -----------------------------------------------
+
+int mr_cuda_count(char *why, size_t whylen) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    // No driver (libcuda absent), no device, or a driver too old: the pool
+    // then runs on the CPU.
+    snprintf(why, whylen, "%s", cudaGetErrorString(e));
+    cudaGetLastError();
+    return 0;
+  }
+  if (n == 0)
+    snprintf(why, whylen, "no CUDA device found");
+  return n;
+}
+
+static int create(mr_cuda_ctx *c) {
+  MR_CU(cudaSetDevice(c->ordinal));
+  MR_CU(cudaGetDeviceProperties(&c->props, c->ordinal));
+  MR_CU(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
+  MR_CU(cudaStreamCreateWithFlags(&c->upload, cudaStreamNonBlocking));
+  MR_CU(cudaStreamCreateWithFlags(&c->download, cudaStreamNonBlocking));
+  MR_CU(cudaEventCreateWithFlags(&c->order, cudaEventDisableTiming));
+  for (int k = 0; k < 2; k++) {
+    MR_CU(cudaEventCreateWithFlags(&c->up_free[k], cudaEventDisableTiming));
+    MR_CU(cudaEventCreateWithFlags(&c->down_ready[k], cudaEventDisableTiming));
+    // Upload slots are only written by the host and read by the copy
+    // engine: write-combined memory suits that; download slots are read by
+    // the host and stay cached.
+    MR_CU(cudaHostAlloc(&c->up_slot[k], MR_STAGE_SLOT, cudaHostAllocWriteCombined));
+    MR_CU(cudaHostAlloc(&c->down_slot[k], MR_STAGE_SLOT, cudaHostAllocDefault));
+  }
+  MR_CUBLAS(cublasCreate(&c->blas));
+  MR_CUBLAS(cublasSetStream(c->blas, c->compute));
+  MR_CUSOLVER(cusolverDnCreate(&c->solver));
+  MR_CUSOLVER(cusolverDnSetStream(c->solver, c->compute));
+  // Keep freed memory in the pool rather than returning it to the driver at
+  // every synchronisation (buffers come and go per slice), but only up to a
+  // quarter of the device: after a peak the rest goes back, so the
+  // libraries' own cudaMalloc calls still find memory.
+  cudaMemPool_t pool;
+  MR_CU(cudaDeviceGetDefaultMemPool(&pool, c->ordinal));
+  uint64_t keep = c->props.totalGlobalMem / 4;
+  MR_CU(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  return 0;
+}
+
+int mr_cuda_ctx_create(int ordinal, mr_cuda_ctx **out) {
+  mr_cuda_ctx *c = static_cast<mr_cuda_ctx *>(calloc(1, sizeof *c));
+  if (c == nullptr)
+    return mr_fail(MR_ENOMEM, "gpu %d: out of memory", ordinal);
+  c->ordinal = ordinal;
+  int rc = create(c);
+  if (rc < 0) {
+    mr_cuda_ctx_destroy(c);
+    return rc;
+  }
+  *out = c;
+  return 0;
+}
+
+void mr_cuda_ctx_destroy(mr_cuda_ctx *c) {
+  if (c == nullptr)
+    return;
+  cudaDeviceSynchronize();
+  for (int i = 0; i < c->nfft; i++)
+    cufftDestroy(c->fft[i].handle);
+  if (c->fft_work != nullptr)
+    cudaFree(c->fft_work);
+  if (c->solver != nullptr)
+    cusolverDnDestroy(c->solver);
+  if (c->blas != nullptr)
+    cublasDestroy(c->blas);
+  for (int k = 0; k < 2; k++) {
+    if (c->up_slot[k] != nullptr)
+      cudaFreeHost(c->up_slot[k]);
+    if (c->down_slot[k] != nullptr)
+      cudaFreeHost(c->down_slot[k]);
+    if (c->up_free[k] != nullptr)
+      cudaEventDestroy(c->up_free[k]);
+    if (c->down_ready[k] != nullptr)
+      cudaEventDestroy(c->down_ready[k]);
+  }
+  if (c->order != nullptr)
+    cudaEventDestroy(c->order);
+  cudaStream_t streams[] = {c->compute, c->upload, c->download};
+  for (cudaStream_t s : streams)
+    if (s != nullptr)
+      cudaStreamDestroy(s);
+  cudaGetLastError();
+  free(c);
+}
+
+int mr_cuda_ctx_sync(mr_cuda_ctx *c) {
+  MR_CU(cudaStreamSynchronize(c->compute));
+  MR_CU(cudaStreamSynchronize(c->upload));
+  MR_CU(cudaStreamSynchronize(c->download));
+  return 0;
+}
+
+int mr_cuda_ctx_info(mr_cuda_ctx *c, mr_device_info *info) {
+  size_t free_bytes, total;
+  MR_CU(cudaMemGetInfo(&free_bytes, &total));
+  info->ordinal = c->ordinal;
+  snprintf(info->name, sizeof info->name, "%.127s", c->props.name);
+  info->mem_total = total;
+  info->mem_free = free_bytes;
+  info->cc_major = c->props.major;
+  info->cc_minor = c->props.minor;
+  info->units = c->props.multiProcessorCount;
+  return 0;
+}
+
+static int time_runs(mr_cuda_ctx *c, mr_device *dev, mr_device_task task, void *arg,
+                     int warmup, int reps, double *ms, cudaEvent_t start,
+                     cudaEvent_t stop) {
+  for (int i = 0; i < warmup + reps; i++) {
+    MR_CU(cudaEventRecord(start, c->compute));
+    int rc = task(dev, arg);
+    if (rc < 0)
+      return rc;
+    MR_CU(cudaEventRecord(stop, c->compute));
+    MR_CU(cudaEventSynchronize(stop));
+    float elapsed;
+    MR_CU(cudaEventElapsedTime(&elapsed, start, stop));
+    if (i >= warmup)
+      ms[i - warmup] = elapsed;
+  }
+  return mr_cuda_ctx_sync(c);
+}
+
+int mr_cuda_ctx_time(mr_cuda_ctx *c, mr_device *dev, mr_device_task task, void *arg,
+                     int warmup, int reps, double *ms) {
+  cudaEvent_t start, stop;
+  MR_CU(cudaEventCreate(&start));
+  cudaError_t e = cudaEventCreate(&stop);
+  if (e != cudaSuccess) {
+    cudaEventDestroy(start);
+    return mr_cuda_fail(e, "cudaEventCreate", __FILE__, __LINE__);
+  }
+  int rc = time_runs(c, dev, task, arg, warmup, reps, ms, start, stop);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return rc;
+}
+
+// ---- memory and staging ---------------------------------------------------
+
+int mr_cuda_alloc(mr_cuda_ctx *c, void **p, size_t bytes) {
+  *p = nullptr;
+  if (bytes == 0)
+    return 0;
+  cudaError_t e = cudaMallocAsync(p, bytes, c->compute);
+  if (e != cudaSuccess) {
+    *p = nullptr;
+    int rc = mr_cuda_fail(e, "cudaMallocAsync", __FILE__, __LINE__);
+    return mr_fail(rc, "cannot allocate %zu bytes on GPU %d: %s", bytes, c->ordinal,
+                   cudaGetErrorName(e));
+  }
+  return 0;
+}
+
+void mr_cuda_free(mr_cuda_ctx *c, void *p) {
+  if (p != nullptr)
+    cudaFreeAsync(p, c->compute);
+}
+
+int mr_cuda_after(mr_cuda_ctx *c, cudaStream_t to, cudaStream_t from) {
+  MR_CU(cudaEventRecord(c->order, from));
+  MR_CU(cudaStreamWaitEvent(to, c->order, 0));
+  return 0;
+}
+
+struct host_copy_job {
+  char *dst;
+  const char *src;
+};
+
+static void host_copy_range(void *arg, size_t begin, size_t end) {
+  const host_copy_job *j = static_cast<const host_copy_job *>(arg);
+  memcpy(j->dst + begin, j->src + begin, end - begin);
+}
+
+// memcpy between pageable and pinned memory, on the pool's CPU threads when
+// large: one thread alone copies slower than the PCIe link moves.
+static void host_copy(mr_device *dev, void *dst, const void *src, size_t bytes) {
+  host_copy_job j = {static_cast<char *>(dst), static_cast<const char *>(src)};
+  mr_cpu_parallel_for(mr_device_threads(dev), bytes, size_t(256) << 10, host_copy_range, &j);
+}
+
+int mr_cuda_upload_piece(mr_device *dev, void *dst, const void *src, size_t bytes) {
+  mr_cuda_ctx *c = mr_device_cuda(dev);
+  int k = int(c->up_next++ & 1);
+  MR_CU(cudaEventSynchronize(c->up_free[k])); // its previous copy is done
+  host_copy(dev, c->up_slot[k], src, bytes);
+  MR_CU(cudaMemcpyAsync(dst, c->up_slot[k], bytes, cudaMemcpyHostToDevice, c->upload));
+  MR_CU(cudaEventRecord(c->up_free[k], c->upload));
+  return 0;
+}
+
+int mr_cuda_upload(mr_device *dev, void *dst, const void *src, size_t bytes) {
+  mr_cuda_ctx *c = mr_device_cuda(dev);
+  int rc = mr_cuda_after(c, c->upload, c->compute);
+  for (size_t at = 0; rc == 0 && at < bytes; at += MR_STAGE_SLOT) {
+    size_t n = bytes - at < MR_STAGE_SLOT ? bytes - at : MR_STAGE_SLOT;
+    rc = mr_cuda_upload_piece(dev, static_cast<char *>(dst) + at,
+                              static_cast<const char *>(src) + at, n);
+  }
+  return rc < 0 ? rc : mr_cuda_after(c, c->compute, c->upload);
+}
+
+int mr_cuda_download_issue(mr_cuda_ctx *c, int slot, const void *src, size_t bytes) {
+  MR_CU(cudaMemcpyAsync(c->down_slot[slot], src, bytes, cudaMemcpyDeviceToHost,
+                        c->download));
+  MR_CU(cudaEventRecord(c->down_ready[slot], c->download));
+  return 0;
+}
+
+int mr_cuda_download_finish(mr_device *dev, int slot, void *dst, size_t bytes) {
+  mr_cuda_ctx *c = mr_device_cuda(dev);
+  MR_CU(cudaEventSynchronize(c->down_ready[slot]));
+  host_copy(dev, dst, c->down_slot[slot], bytes);
+  return 0;
+}
+
+// Double-buffered: piece i is copied off its slot while piece i+1 crosses
+// the bus into the other.
+int mr_cuda_download(mr_device *dev, void *dst, const void *src, size_t bytes) {
+  mr_cuda_ctx *c = mr_device_cuda(dev);
+  int rc = mr_cuda_after(c, c->download, c->compute);
+  size_t pieces = (bytes + MR_STAGE_SLOT - 1) / MR_STAGE_SLOT;
+  for (size_t i = 0; rc == 0 && i <= pieces; i++) {
+    if (i < pieces) {
+      size_t at = i * MR_STAGE_SLOT;
+      size_t n = bytes - at < MR_STAGE_SLOT ? bytes - at : MR_STAGE_SLOT;
+      rc = mr_cuda_download_issue(c, int(i & 1), static_cast<const char *>(src) + at, n);
+    }
+    if (rc == 0 && i > 0) {
+      size_t at = (i - 1) * MR_STAGE_SLOT;
+      size_t n = bytes - at < MR_STAGE_SLOT ? bytes - at : MR_STAGE_SLOT;
+      rc = mr_cuda_download_finish(dev, int((i - 1) & 1), static_cast<char *>(dst) + at, n);
+    }
+  }
+  return rc;
+}
+
+// ---- cuFFT plan cache -----------------------------------------------------
+
+static int make_fft(mr_cuda_ctx *c, mr_fft_cached *e) {
+  MR_CUFFT(cufftCreate(&e->handle));
+  long long dist = e->n[0] * e->n[1] * e->n[2];
+  cufftResult r = cufftSetAutoAllocation(e->handle, 0);
+  if (r == CUFFT_SUCCESS)
+    r = cufftMakePlanMany64(e->handle, e->rank, e->n, nullptr, 1, dist, nullptr, 1,
+                            dist, CUFFT_C2C, e->batch, &e->work);
+  if (r == CUFFT_SUCCESS)
+    r = cufftSetStream(e->handle, c->compute);
+  if (r != CUFFT_SUCCESS) {
+    cufftDestroy(e->handle);
+    return mr_cufft_fail(r, "cufftMakePlanMany64", __FILE__, __LINE__);
+  }
+  return 0;
+}
+
+int mr_cuda_fft_plan(mr_cuda_ctx *c, int rank, const long long n[3], long long batch,
+                     cufftHandle *out) {
+  mr_fft_cached *hit = nullptr;
+  for (int i = 0; i < c->nfft && hit == nullptr; i++) {
+    mr_fft_cached *e = &c->fft[i];
+    if (e->rank == rank && e->batch == batch && e->n[0] == n[0] && e->n[1] == n[1] &&
+        e->n[2] == n[2])
+      hit = e;
+  }
+  if (hit == nullptr) {
+    if (c->nfft == MR_FFT_CACHE) { // evict the least recently used
+      int lru = 0;
+      for (int i = 1; i < c->nfft; i++)
+        if (c->fft[i].used < c->fft[lru].used)
+          lru = i;
+      cufftDestroy(c->fft[lru].handle);
+      c->fft[lru] = c->fft[--c->nfft];
+    }
+    mr_fft_cached e = {rank, {n[0], n[1], n[2]}, batch, 0, 0, 0};
+    int rc = make_fft(c, &e);
+    if (rc < 0)
+      return rc;
+    c->fft[c->nfft] = e;
+    hit = &c->fft[c->nfft++];
+  }
+  hit->used = ++c->fft_clock;
+  if (hit->work > c->fft_work_size) {
+    // Stream-ordered: transforms already queued keep the old area until done.
+    mr_cuda_free(c, c->fft_work);
+    c->fft_work_size = 0;
+    int rc = mr_cuda_alloc(c, &c->fft_work, hit->work);
+    if (rc < 0)
+      return rc;
+    c->fft_work_size = hit->work;
+  }
+  MR_CUFFT(cufftSetWorkArea(hit->handle, c->fft_work));
+  *out = hit->handle;
+  return 0;
+}

@@ -1,0 +1,82 @@
+// The regularised HPD solve on a GPU: lambda onto the diagonal, then
+// cuSOLVER potrf and potrs per batch item, with one look at the info flags.
+#include <cstdlib>
+
+#include "cuda_internal.cuh"
+#include "solve_impl.h"
+
+namespace {
+
+__global__ void add_diagonal(float2 *a, int n, int ld, size_t stride, float lambda) {
+  float2 *item = a + blockIdx.y * stride;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    item[size_t(i) * ld + i].x += lambda;
+}
+
+struct scratch {
+  mr_cuda_ctx *c;
+  void *work = nullptr;
+  int *info = nullptr;
+  explicit scratch(mr_cuda_ctx *ctx) : c(ctx) {}
+  ~scratch() {
+    mr_cuda_free(c, work);
+    mr_cuda_free(c, info);
+  }
+};
+
+} // namespace
+
+int mr_solve_cuda_hpd(mr_device *dev, mr_cmat a, float lambda, mr_cmat b, int batch) {
+  return mr_on_worker(dev, [&] {
+    mr_cuda_ctx *c = mr_device_cuda(dev);
+    int n = a.rows;
+    if (n == 0 || b.cols == 0)
+      return 0;
+    cuComplex *A = reinterpret_cast<cuComplex *>(a.data);
+    cuComplex *B = reinterpret_cast<cuComplex *>(b.data);
+    int lwork = 0;
+    MR_CUSOLVER(cusolverDnCpotrf_bufferSize(c->solver, CUBLAS_FILL_MODE_LOWER, n, A, a.ld,
+                                            &lwork));
+    // info[i]: potrf of item i; info[batch + i]: its potrs.
+    scratch s(c);
+    int rc = mr_cuda_alloc(c, &s.work, size_t(lwork) * sizeof(cuComplex));
+    if (rc == 0)
+      rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&s.info), 2 * size_t(batch) * sizeof(int));
+    if (rc < 0)
+      return rc;
+    if (lambda != 0) {
+      add_diagonal<<<dim3(unsigned((n + 255) / 256), unsigned(batch)), 256, 0, c->compute>>>(
+          reinterpret_cast<float2 *>(a.data), n, a.ld, a.stride, lambda);
+      MR_LAUNCHED(add_diagonal);
+    }
+    cuComplex *work = static_cast<cuComplex *>(s.work);
+    // potrs runs even after a failed factorisation (its b is then garbage
+    // and the flags say so): the host waits once, for all the flags.
+    for (int i = 0; i < batch; i++) {
+      MR_CUSOLVER(cusolverDnCpotrf(c->solver, CUBLAS_FILL_MODE_LOWER, n, A + i * a.stride,
+                                   a.ld, work, lwork, s.info + i));
+      MR_CUSOLVER(cusolverDnCpotrs(c->solver, CUBLAS_FILL_MODE_LOWER, n, b.cols,
+                                   A + i * a.stride, a.ld, B + i * b.stride, b.ld,
+                                   s.info + batch + i));
+    }
+    int *info = static_cast<int *>(malloc(2 * size_t(batch) * sizeof(int)));
+    if (info == nullptr)
+      return mr_fail(MR_ENOMEM, "solve: out of memory");
+    cudaError_t e = cudaMemcpyAsync(info, s.info, 2 * size_t(batch) * sizeof(int),
+                                    cudaMemcpyDeviceToHost, c->compute);
+    if (e == cudaSuccess)
+      e = cudaStreamSynchronize(c->compute);
+    for (int i = 0; e == cudaSuccess && rc == 0 && i < batch; i++) {
+      if (info[i] > 0)
+        rc = mr_fail(MR_ENUMERIC, "solve: item %d is not positive definite (column %d)", i,
+                     info[i]);
+      else if (info[i] < 0 || info[batch + i] < 0)
+        rc = mr_fail(MR_EINVAL, "solve: cuSOLVER rejected item %d (info %d, %d)", i, info[i],
+                     info[batch + i]);
+    }
+    free(info);
+    if (e != cudaSuccess)
+      return mr_cuda_fail(e, "cudaMemcpyAsync(info)", __FILE__, __LINE__);
+    return rc;
+  });
+}

@@ -1,0 +1,61 @@
+#include <math.h>
+#include <stdio.h>
+
+#include "bench.h"
+
+/* The separator and key before a value at the current depth. */
+static void lead(bench_json *j, const char *key) {
+  if (j->count[j->depth]++ > 0)
+    fputc(',', j->f);
+  fputc('\n', j->f);
+  for (int i = 0; i < j->depth; i++)
+    fputs("  ", j->f);
+  if (key != NULL)
+    fprintf(j->f, "\"%s\": ", key);
+}
+
+void json_open(bench_json *j, const char *key, char bracket) {
+  if (j->depth > 0 || j->count[0] > 0)
+    lead(j, key);
+  else
+    j->count[0]++;
+  fputc(bracket, j->f);
+  j->count[++j->depth] = 0;
+}
+
+void json_close(bench_json *j, char bracket) {
+  int had = j->count[j->depth--] > 0;
+  if (had) {
+    fputc('\n', j->f);
+    for (int i = 0; i < j->depth; i++)
+      fputs("  ", j->f);
+  }
+  fputc(bracket, j->f);
+  if (j->depth == 0)
+    fputc('\n', j->f);
+}
+
+void json_num(bench_json *j, const char *key, double v) {
+  lead(j, key);
+  if (isfinite(v))
+    fprintf(j->f, "%.6g", v);
+  else
+    fputs("null", j->f);
+}
+
+void json_int(bench_json *j, const char *key, long long v) {
+  lead(j, key);
+  fprintf(j->f, "%lld", v);
+}
+
+void json_str(bench_json *j, const char *key, const char *s) {
+  lead(j, key);
+  fputc('"', j->f);
+  for (; *s != '\0'; s++) {
+    if (*s == '"' || *s == '\\')
+      fputc('\\', j->f);
+    if ((unsigned char)*s >= 0x20)
+      fputc(*s, j->f);
+  }
+  fputc('"', j->f);
+}

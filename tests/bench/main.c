@@ -1,0 +1,109 @@
+/* mr-bench: benchmarks as JSON on stdout (or --json FILE).
+ *
+ *   mr-bench [SUBCOMMAND...] [--quick] [--json FILE] [--gpus SPEC]
+ *
+ * With no subcommand every one runs. Each subcommand's results are one
+ * member of the top-level object, named after it. Later areas add a line to
+ * the table below. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+
+static const struct {
+  const char *name;
+  const char *what;
+  bench_fn run;
+} commands[] = {
+    {"gpu", "FFT, HERK/GEMM, solve and coil combination, GPU against CPU", bench_gpu},
+};
+
+enum { NCOMMANDS = sizeof commands / sizeof *commands };
+
+double bench_median(double *v, int n) {
+  for (int i = 1; i < n; i++) /* insertion sort: n is small */
+    for (int k = i; k > 0 && v[k - 1] > v[k]; k--) {
+      double t = v[k];
+      v[k] = v[k - 1];
+      v[k - 1] = t;
+    }
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double bench_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: mr-bench [SUBCOMMAND...] [--quick] [--json FILE] [--gpus SPEC]\n"
+             "  --quick      small sizes: checks that everything runs, measures nothing\n"
+             "  --json FILE  write the JSON there instead of stdout\n"
+             "  --gpus SPEC  all (default), none, or a list like 0,1\n"
+             "subcommands (all when none is named):\n");
+  for (int i = 0; i < NCOMMANDS; i++)
+    fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].what);
+}
+
+static void log_line(void *ctx, const char *line) {
+  (void)ctx;
+  fprintf(stderr, "mr-bench: %s\n", line);
+}
+
+int main(int argc, char **argv) {
+  int chosen[NCOMMANDS] = {0}, any = 0, quick = 0;
+  const char *out = NULL, *gpus = "all";
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--quick") == 0) {
+      quick = 1;
+    } else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
+      out = argv[++i];
+    } else if (strcmp(argv[i], "--gpus") == 0 && i + 1 < argc) {
+      gpus = argv[++i];
+    } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      usage(stdout);
+      return 0;
+    } else {
+      int found = 0;
+      for (int c = 0; c < NCOMMANDS; c++)
+        if (strcmp(argv[i], commands[c].name) == 0)
+          chosen[c] = found = any = 1;
+      if (!found) {
+        fprintf(stderr, "mr-bench: unknown argument '%s'\n", argv[i]);
+        usage(stderr);
+        return 2;
+      }
+    }
+  }
+  FILE *f = stdout;
+  if (out != NULL && (f = fopen(out, "w")) == NULL) {
+    perror(out);
+    return 1;
+  }
+  mr_pool_opts opts = {.gpus = gpus, .log = log_line};
+  mr_pool *pool;
+  mr_err err = {0};
+  if (mr_pool_create(&opts, &pool, &err) != 0) {
+    fprintf(stderr, "mr-bench: %s\n", err.msg);
+    return 1;
+  }
+  bench_json json = {.f = f};
+  bench_ctx ctx = {.pool = pool, .quick = quick, .json = &json};
+  int rc = 0;
+  json_open(&json, NULL, '{');
+  for (int c = 0; c < NCOMMANDS && rc == 0; c++) {
+    if (any && !chosen[c])
+      continue;
+    json_open(&json, commands[c].name, '{');
+    rc = commands[c].run(&ctx);
+    json_close(&json, '}');
+  }
+  json_close(&json, '}');
+  mr_pool_destroy(pool);
+  if (f != stdout)
+    fclose(f);
+  return rc == 0 ? 0 : 1;
+}

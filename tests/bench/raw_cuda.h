@@ -1,0 +1,21 @@
+/* The raw CUDA library calls under mr_gpu's wrappers, timed the same way
+ * (CUDA events after warm-up, median), so mr-bench can show what the
+ * wrappers add. Each returns milliseconds, or a negative number when a call
+ * failed (said on stderr). Built only with CUDA. */
+#ifndef MR_BENCH_RAW_CUDA_H
+#define MR_BENCH_RAW_CUDA_H
+
+/* cufftExecC2C, in place, over batch arrays of n[0..rank) (slowest first). */
+double raw_cufft_ms(int ordinal, int rank, const int *n, int batch, int reps);
+
+/* cublasCherk: C (n x n, lower) = A^H A with A k x n. */
+double raw_cherk_ms(int ordinal, int n, int k, int reps);
+
+/* cublasCgemm: C (n x n) = A^H B with A and B k x n. */
+double raw_cgemm_ms(int ordinal, int n, int k, int reps);
+
+/* Two device copies restoring A (n x n) and B (n x nrhs), then
+ * cusolverDnCpotrf and cusolverDnCpotrs. */
+double raw_solve_ms(int ordinal, int n, int nrhs, int reps);
+
+#endif
