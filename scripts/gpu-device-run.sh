@@ -24,7 +24,7 @@ for t in "$bin"/test_gpu_*; do
   for group in cpu cuda; do
     arg=; [ $group = cuda ] && arg=--cuda
     start=$(date +%s%N)
-    timeout 300 "$t" $arg >>"$out/tests.log" 2>&1
+    timeout 120 "$t" $arg >>"$out/tests.log" 2>&1
     rc=$?
     echo "$name $group rc=$rc $(( ($(date +%s%N) - start) / 1000000 )) ms" >>"$out/tests-summary.txt"
     [ $rc -eq 0 ] || failed=1
@@ -34,7 +34,7 @@ done
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ -x "$sanitizer" ]; then
   for t in "$bin"/test_gpu_*; do
-    timeout 300 "$sanitizer" --tool memcheck --error-exitcode 99 "$t" --cuda >>"$out/sanitizer.log" 2>&1
+    timeout 150 "$sanitizer" --tool memcheck --error-exitcode 99 "$t" --cuda >>"$out/sanitizer.log" 2>&1
     rc=$?
     echo "$(basename "$t") memcheck rc=$rc" >>"$out/tests-summary.txt"
     [ $rc -eq 0 ] || failed=1
