@@ -1,6 +1,12 @@
 # Tests of client/: one program per module, and the end-to-end run of
 # reconclient against reconserver on loopback.
 
-foreach(noun dataset output)
-  mr_add_test(test_client_${noun} SOURCES test_client_${noun}.c LIBS mr_client)
+# Decoding PNGs in tests needs libpng without protocol/ on the include path
+# (see client/png_file.h).
+add_library(mr_test_client_png STATIC test_client_png_read.c)
+target_include_directories(mr_test_client_png PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(mr_test_client_png PUBLIC PkgConfig::PNG)
+
+foreach(noun dataset output preview)
+  mr_add_test(test_client_${noun} SOURCES test_client_${noun}.c LIBS mr_client mr_test_client_png)
 endforeach()
