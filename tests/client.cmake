@@ -10,3 +10,7 @@ target_link_libraries(mr_test_client_png PUBLIC PkgConfig::PNG)
 foreach(noun dataset output stream preview)
   mr_add_test(test_client_${noun} SOURCES test_client_${noun}.c LIBS mr_client mr_test_client_png)
 endforeach()
+
+mr_add_test(test_client_e2e SOURCES test_client_e2e.c LIBS mr_wire_client ISMRMRD::ISMRMRD
+            TIMEOUT 120)
+add_dependencies(test_client_e2e reconclient reconserver)

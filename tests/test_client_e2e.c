@@ -1,0 +1,299 @@
+/* reconclient against reconserver on loopback, as a user runs them: the
+ * image of a Shepp-Logan phantom matches ismrmrd_recon_cartesian_2d's,
+ * repetitions come back as separate images, ping/info/configs answer, and
+ * failures exit non-zero with their one-line reasons. Skips (77) without
+ * the ISMRMRD tools. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <ismrmrd/dataset.h>
+
+#include "test_support.h"
+#include "wire_client.h"
+
+static mr_test_server server;
+static char dir[256], port[16], client[512];
+
+/* Runs argv with stdout and stderr captured into out and err (NUL
+ * terminated, truncated to their size); returns the exit code. */
+static int run(const char *const *argv, char *out, size_t out_size, char *err, size_t err_size) {
+  char out_path[512], err_path[512];
+  snprintf(out_path, sizeof out_path, "%s/stdout", dir);
+  snprintf(err_path, sizeof err_path, "%s/stderr", dir);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(o, 1);
+    dup2(e, 2);
+    execvp(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  int status;
+  waitpid(pid, &status, 0);
+  const char *paths[2] = {out_path, err_path};
+  char *bufs[2] = {out, err};
+  size_t sizes[2] = {out_size, err_size};
+  for (int i = 0; i < 2; i++) {
+    FILE *f = fopen(paths[i], "r");
+    size_t n = f != NULL ? fread(bufs[i], 1, sizes[i] - 1, f) : 0;
+    bufs[i][n] = '\0';
+    if (f != NULL)
+      fclose(f);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static char out[65536], err[65536];
+
+static int run_client(const char *const *args) {
+  const char *argv[32] = {client};
+  int n = 1;
+  for (int i = 0; args[i] != NULL && n < 31; i++)
+    argv[n++] = args[i];
+  argv[n] = NULL;
+  return run(argv, out, sizeof out, err, sizeof err);
+}
+
+static void path_in(char *buf, size_t size, const char *name) {
+  snprintf(buf, size, "%s/%s", dir, name);
+}
+
+static void phantom(const char *name, const char *reps) {
+  char path[512];
+  path_in(path, sizeof path, name);
+  const char *gen[] = {"ismrmrd_generate_cartesian_shepp_logan", "-m", "128", "-c", "8", "-r",
+                       reps, "-o", path, NULL};
+  assert_int_equal(run(gen, out, sizeof out, err, sizeof err), 0);
+}
+
+typedef struct read_images {
+  ISMRMRD_Image im[8];
+  uint32_t n;
+} read_images;
+
+static void read_all(const char *path, const char *group, const char *var, read_images *r) {
+  ISMRMRD_Dataset d;
+  assert_int_equal(ismrmrd_init_dataset(&d, path, group), 0);
+  assert_int_equal(ismrmrd_open_dataset(&d, false), 0);
+  r->n = ismrmrd_get_number_of_images(&d, var);
+  assert_true(r->n <= 8);
+  for (uint32_t i = 0; i < r->n; i++) {
+    ismrmrd_init_image(&r->im[i]);
+    assert_int_equal(ismrmrd_read_image(&d, var, i, &r->im[i]), 0);
+  }
+  ismrmrd_close_dataset(&d);
+  free(d.filename);
+  free(d.groupname);
+}
+
+static void free_all(read_images *r) {
+  for (uint32_t i = 0; i < r->n; i++)
+    ismrmrd_cleanup_image(&r->im[i]);
+}
+
+static int setup(void **state) {
+  (void)state;
+  if (!mr_test_have_tool("ismrmrd_generate_cartesian_shepp_logan") ||
+      !mr_test_have_tool("ismrmrd_recon_cartesian_2d")) {
+    fprintf(stderr, "skipped: the ISMRMRD tools (ismrmrd-tools) are not installed\n");
+    exit(MR_TEST_SKIP);
+  }
+  snprintf(dir, sizeof dir, "%s", mr_test_tmpdir("mr-client-e2e"));
+  snprintf(client, sizeof client, "%s/bin/reconclient", mr_test_binary_dir());
+  mr_test_server_start(&server, NULL);
+  snprintf(port, sizeof port, "%d", server.port);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  mr_test_server_stop(&server);
+  return 0;
+}
+
+static void test_matches_reference(void **state) {
+  (void)state;
+  char data[512], result[512], pngs[512], png[600];
+  phantom("phantom.h5", "1");
+  path_in(data, sizeof data, "phantom.h5");
+  path_in(result, sizeof result, "out.h5");
+  path_in(pngs, sizeof pngs, "png");
+  const char *recon[] = {"ismrmrd_recon_cartesian_2d", data, NULL};
+  assert_int_equal(run(recon, out, sizeof out, err, sizeof err), 0);
+
+  const char *send[] = {"send", data, "-p", port, "-o", result, "--png", pngs, NULL};
+  int rc = run_client(send);
+  if (rc != 0)
+    fprintf(stderr, "reconclient: %s", err);
+  assert_int_equal(rc, 0);
+  assert_non_null(strstr(out, "1 image -> "));
+
+  read_images ours, ref;
+  read_all(result, "default.xml", "image_1", &ours);
+  read_all(data, "dataset", "cpp", &ref);
+  assert_int_equal(ours.n, 1);
+  assert_int_equal(ref.n, 1);
+  const ISMRMRD_ImageHeader *h = &ours.im[0].head;
+  assert_int_equal(h->data_type, ISMRMRD_FLOAT);
+  assert_int_equal(h->matrix_size[0], ref.im[0].head.matrix_size[0]);
+  assert_int_equal(h->matrix_size[1], ref.im[0].head.matrix_size[1]);
+  assert_int_equal(ref.im[0].head.data_type, ISMRMRD_FLOAT);
+  size_t n = (size_t)h->matrix_size[0] * h->matrix_size[1];
+  double nrmse = mr_test_nrmse_scaled(ours.im[0].data, ref.im[0].data, n);
+  fprintf(stderr, "NRMSE vs ismrmrd_recon_cartesian_2d: %.3g\n", nrmse);
+  assert_true(nrmse <= 1e-4);
+  free_all(&ours);
+  free_all(&ref);
+
+  snprintf(png, sizeof png, "%s/image_1_0.png", pngs);
+  assert_int_equal(access(png, R_OK), 0);
+
+  /* The same output group again is refused, and the file keeps its image. */
+  assert_int_equal(run_client(send), 1);
+  assert_non_null(strstr(err, "already has a group 'default.xml'; not appending"));
+  read_all(result, "default.xml", "image_1", &ours);
+  assert_int_equal(ours.n, 1);
+  free_all(&ours);
+}
+
+static void test_repetitions(void **state) {
+  (void)state;
+  char data[512], result[512];
+  phantom("reps.h5", "4");
+  path_in(data, sizeof data, "reps.h5");
+  path_in(result, sizeof result, "reps-out.h5");
+  const char *send[] = {"send", data, "-p", port, "-o", result, "-G", "reps", NULL};
+  assert_int_equal(run_client(send), 0);
+  read_images ours;
+  read_all(result, "reps", "image_1", &ours);
+  assert_int_equal(ours.n, 4);
+  for (uint32_t i = 0; i < 4; i++)
+    assert_int_equal(ours.im[i].head.repetition, i);
+  free_all(&ours);
+}
+
+static void test_config_script(void **state) {
+  (void)state;
+  char data[512], result[512], config[512], src[512];
+  phantom("script.h5", "1");
+  path_in(data, sizeof data, "script.h5");
+  path_in(result, sizeof result, "script-out.h5");
+  path_in(config, sizeof config, "mine.json");
+  snprintf(src, sizeof src, "%s/configs/cartesian.json", mr_test_source_dir());
+  const char *copy[] = {"cp", src, config, NULL};
+  assert_int_equal(run(copy, out, sizeof out, err, sizeof err), 0);
+  const char *send[] = {"send", data, "-p", port, "-o", result, "-C", config, NULL};
+  assert_int_equal(run_client(send), 0);
+  read_images ours;
+  read_all(result, "mine", "image_1", &ours); /* the group is named after the file */
+  assert_int_equal(ours.n, 1);
+  free_all(&ours);
+}
+
+/* Waveforms travel with the acquisitions (the server passes them through)
+ * and do not disturb the image. */
+static void test_waveforms(void **state) {
+  (void)state;
+  char data[512], result[512];
+  phantom("wave.h5", "1");
+  path_in(data, sizeof data, "wave.h5");
+  path_in(result, sizeof result, "wave-out.h5");
+  ISMRMRD_Dataset d;
+  assert_int_equal(ismrmrd_init_dataset(&d, data, "dataset"), 0);
+  assert_int_equal(ismrmrd_open_dataset(&d, false), 0);
+  for (uint32_t j = 0; j < 10; j++) {
+    ISMRMRD_Waveform w;
+    ismrmrd_init_waveform(&w);
+    w.head.number_of_samples = 50;
+    w.head.channels = 2;
+    w.head.time_stamp = j;
+    ismrmrd_make_consistent_waveform(&w);
+    memset(w.data, 0, 100 * sizeof(uint32_t));
+    assert_int_equal(ismrmrd_append_waveform(&d, &w), 0);
+    free(w.data);
+  }
+  ismrmrd_close_dataset(&d);
+  free(d.filename);
+  free(d.groupname);
+  const char *send[] = {"send", data, "-p", port, "-o", result, NULL};
+  assert_int_equal(run_client(send), 0);
+  assert_non_null(strstr(out, "1 image -> "));
+  assert_non_null(strstr(out, "128 acquisitions, 10 waveforms"));
+}
+
+static void test_queries(void **state) {
+  (void)state;
+  const char *ping[] = {"ping", "-p", port, "-t", "2000", NULL};
+  assert_int_equal(run_client(ping), 0);
+  assert_non_null(strstr(out, "answered in"));
+  const char *info[] = {"info", "-p", port, NULL};
+  assert_int_equal(run_client(info), 0);
+  assert_non_null(strstr(out, "reconserver"));
+  assert_non_null(strstr(out, "cuda devices: "));
+  const char *configs[] = {"configs", "-p", port, NULL};
+  assert_int_equal(run_client(configs), 0);
+  assert_non_null(strstr(out, "cartesian  (also: default.xml"));
+}
+
+static void test_failures(void **state) {
+  (void)state;
+  char data[512], result[512], want[256];
+  phantom("fail.h5", "1");
+  path_in(data, sizeof data, "fail.h5");
+  path_in(result, sizeof result, "fail-out.h5");
+
+  const char *bad_config[] = {"send", data, "-p", port, "-o", result, "-c", "nosuch", NULL};
+  assert_int_equal(run_client(bad_config), 1);
+  assert_non_null(strstr(err, "server: ERROR: "));
+  assert_non_null(strstr(err, "reconclient: the server reported an error: "));
+  assert_non_null(strstr(err, "nosuch"));
+  assert_int_not_equal(access(result, F_OK), 0); /* no image, no file */
+
+  /* A port nobody listens on: bound and closed a moment ago. */
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+  close(fd);
+  char closed[16];
+  snprintf(closed, sizeof closed, "%d", ntohs(a.sin_port));
+  const char *refused[] = {"ping", "-p", closed, NULL};
+  assert_int_equal(run_client(refused), 1);
+  snprintf(want, sizeof want, "reconclient: cannot connect to 127.0.0.1:%s: Connection refused\n",
+           closed);
+  assert_string_equal(err, want);
+  const char *send_refused[] = {"send", data, "-p", closed, "-o", result, NULL};
+  assert_int_equal(run_client(send_refused), 1);
+  assert_string_equal(err, want);
+
+  const char *usage[] = {"send", NULL};
+  assert_int_equal(run_client(usage), 2);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_matches_reference),
+      cmocka_unit_test(test_repetitions),
+      cmocka_unit_test(test_config_script),
+      cmocka_unit_test(test_waveforms),
+      cmocka_unit_test(test_queries),
+      cmocka_unit_test(test_failures),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
