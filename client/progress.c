@@ -29,8 +29,9 @@ static void draw(const mr_progress *p) {
           p->total > 0 ? 100.0 * (double)acqs / (double)p->total : 0.0, mb);
   if (secs > 0)
     fprintf(stderr, " at %.0f MB/s", mb / secs);
-  fprintf(stderr, ", %llu images received, %.1f s",
-          (unsigned long long)atomic_load(&st->images),
+  uint64_t images = atomic_load(&st->images);
+  fprintf(stderr, ", %llu image%s received, %.1f s", (unsigned long long)images,
+          images == 1 ? "" : "s",
           (double)(mr_net_now_ms() - p->start_ms) / 1000.0);
 }
 
