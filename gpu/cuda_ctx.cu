@@ -248,8 +248,22 @@ static void host_copy(mr_device *dev, void *dst, const void *src, size_t bytes) 
   mr_cpu_parallel_for(mr_device_threads(dev), bytes, size_t(256) << 10, host_copy_range, &j);
 }
 
-int mr_cuda_upload_piece(mr_device *dev, void *dst, const void *src, size_t bytes) {
+bool mr_cuda_is_pinned(const void *p) {
+  cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeHost;
+}
+
+int mr_cuda_upload_piece(mr_device *dev, void *dst, const void *src, size_t bytes,
+                         bool pinned) {
   mr_cuda_ctx *c = mr_device_cuda(dev);
+  if (pinned) {
+    MR_CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->upload));
+    return 0;
+  }
   int k = int(c->up_next++ & 1);
   MR_CU(cudaEventSynchronize(c->up_free[k])); // its previous copy is done
   host_copy(dev, c->up_slot[k], src, bytes);
@@ -260,45 +274,58 @@ int mr_cuda_upload_piece(mr_device *dev, void *dst, const void *src, size_t byte
 
 int mr_cuda_upload(mr_device *dev, void *dst, const void *src, size_t bytes) {
   mr_cuda_ctx *c = mr_device_cuda(dev);
+  bool pinned = mr_cuda_is_pinned(src);
+  size_t piece = pinned ? bytes : MR_STAGE_SLOT;
   int rc = mr_cuda_after(c, c->upload, c->compute);
-  for (size_t at = 0; rc == 0 && at < bytes; at += MR_STAGE_SLOT) {
-    size_t n = bytes - at < MR_STAGE_SLOT ? bytes - at : MR_STAGE_SLOT;
+  for (size_t at = 0; rc == 0 && at < bytes; at += piece) {
+    size_t n = bytes - at < piece ? bytes - at : piece;
     rc = mr_cuda_upload_piece(dev, static_cast<char *>(dst) + at,
-                              static_cast<const char *>(src) + at, n);
+                              static_cast<const char *>(src) + at, n, pinned);
   }
-  return rc < 0 ? rc : mr_cuda_after(c, c->compute, c->upload);
+  if (rc == 0)
+    rc = mr_cuda_after(c, c->compute, c->upload);
+  // A staged src was copied to a slot already; a pinned one is read by the
+  // copy engine, so wait for it before the caller may change it.
+  if (rc == 0 && pinned)
+    MR_CU(cudaStreamSynchronize(c->upload));
+  return rc;
 }
 
-int mr_cuda_download_issue(mr_cuda_ctx *c, int slot, const void *src, size_t bytes) {
-  MR_CU(cudaMemcpyAsync(c->down_slot[slot], src, bytes, cudaMemcpyDeviceToHost,
-                        c->download));
+int mr_cuda_download_issue(mr_cuda_ctx *c, int slot, void *dst, const void *src,
+                           size_t bytes, bool pinned) {
+  MR_CU(cudaMemcpyAsync(pinned ? dst : c->down_slot[slot], src, bytes,
+                        cudaMemcpyDeviceToHost, c->download));
   MR_CU(cudaEventRecord(c->down_ready[slot], c->download));
   return 0;
 }
 
-int mr_cuda_download_finish(mr_device *dev, int slot, void *dst, size_t bytes) {
+int mr_cuda_download_finish(mr_device *dev, int slot, void *dst, size_t bytes,
+                            bool pinned) {
   mr_cuda_ctx *c = mr_device_cuda(dev);
   MR_CU(cudaEventSynchronize(c->down_ready[slot]));
-  host_copy(dev, dst, c->down_slot[slot], bytes);
+  if (!pinned)
+    host_copy(dev, dst, c->down_slot[slot], bytes);
   return 0;
 }
 
-// Double-buffered: piece i is copied off its slot while piece i+1 crosses
-// the bus into the other.
+// Double-buffered when staged: piece i is copied off its slot while piece
+// i+1 crosses the bus into the other.
 int mr_cuda_download(mr_device *dev, void *dst, const void *src, size_t bytes) {
   mr_cuda_ctx *c = mr_device_cuda(dev);
+  bool pinned = mr_cuda_is_pinned(dst);
+  size_t piece = pinned ? bytes : MR_STAGE_SLOT;
   int rc = mr_cuda_after(c, c->download, c->compute);
-  size_t pieces = (bytes + MR_STAGE_SLOT - 1) / MR_STAGE_SLOT;
+  size_t pieces = (bytes + piece - 1) / piece;
   for (size_t i = 0; rc == 0 && i <= pieces; i++) {
     if (i < pieces) {
-      size_t at = i * MR_STAGE_SLOT;
-      size_t n = bytes - at < MR_STAGE_SLOT ? bytes - at : MR_STAGE_SLOT;
-      rc = mr_cuda_download_issue(c, int(i & 1), static_cast<const char *>(src) + at, n);
+      size_t at = i * piece, n = bytes - at < piece ? bytes - at : piece;
+      rc = mr_cuda_download_issue(c, int(i & 1), static_cast<char *>(dst) + at,
+                                  static_cast<const char *>(src) + at, n, pinned);
     }
     if (rc == 0 && i > 0) {
-      size_t at = (i - 1) * MR_STAGE_SLOT;
-      size_t n = bytes - at < MR_STAGE_SLOT ? bytes - at : MR_STAGE_SLOT;
-      rc = mr_cuda_download_finish(dev, int((i - 1) & 1), static_cast<char *>(dst) + at, n);
+      size_t at = (i - 1) * piece, n = bytes - at < piece ? bytes - at : piece;
+      rc = mr_cuda_download_finish(dev, int((i - 1) & 1), static_cast<char *>(dst) + at, n,
+                                   pinned);
     }
   }
   return rc;

@@ -106,20 +106,30 @@ inline unsigned mr_grid_for(const mr_cuda_ctx *c, size_t n, unsigned block) {
 int mr_cuda_alloc(mr_cuda_ctx *c, void **p, size_t bytes);
 void mr_cuda_free(mr_cuda_ctx *c, void *p);
 
-// Copies host src to device dst through the pinned slots on the upload
-// stream, after the compute work queued so far and before the compute work
-// queued next. Returns once src may be reused.
+// 1 when p is page-locked host memory (mr_host_alloc): copies to and from
+// it go straight to the copy engine, skipping the staging slots.
+bool mr_cuda_is_pinned(const void *p);
+
+// Copies host src to device dst on the upload stream (through the pinned
+// slots unless src is pinned itself), after the compute work queued so far
+// and before the compute work queued next. Returns once src may be reused.
 int mr_cuda_upload(mr_device *dev, void *dst, const void *src, size_t bytes);
 
-// Copies device src to host dst through the pinned slots on the download
-// stream, after the compute work queued so far; returns once dst is filled.
+// Copies device src to host dst on the download stream (through the slots
+// unless dst is pinned), after the compute work queued so far; returns once
+// dst is filled.
 int mr_cuda_download(mr_device *dev, void *dst, const void *src, size_t bytes);
 
 // The pieces the two calls above are made of, for pipelines that interleave
-// them with compute (fft_cuda.cu). Pieces are at most MR_STAGE_SLOT bytes.
-int mr_cuda_upload_piece(mr_device *dev, void *dst, const void *src, size_t bytes);
-int mr_cuda_download_issue(mr_cuda_ctx *c, int slot, const void *src, size_t bytes);
-int mr_cuda_download_finish(mr_device *dev, int slot, void *dst, size_t bytes);
+// them with compute (fft_cuda.cu). A staged piece is at most MR_STAGE_SLOT
+// bytes; a pinned one any size. A download piece is issued into slot 0 or 1
+// and finished (waited for, and copied out unless pinned) later.
+int mr_cuda_upload_piece(mr_device *dev, void *dst, const void *src, size_t bytes,
+                         bool pinned);
+int mr_cuda_download_issue(mr_cuda_ctx *c, int slot, void *dst, const void *src,
+                           size_t bytes, bool pinned);
+int mr_cuda_download_finish(mr_device *dev, int slot, void *dst, size_t bytes,
+                            bool pinned);
 
 // Makes `to` wait for the work queued so far on `from`.
 int mr_cuda_after(mr_cuda_ctx *c, cudaStream_t to, cudaStream_t from);

@@ -153,8 +153,9 @@ int mr_fft_cuda_execute(mr_fft_plan *p, mr_fft_direction dir, const mr_cfloat *i
 // Host memory in and out: chunks of whole arrays go up on the upload
 // stream, are transformed on compute and come back on the download stream,
 // so chunk i+1 crosses the bus up while chunk i is transformed and chunk
-// i-1 comes down. Arrays larger than a staging slot go through in one
-// piece (staged, but without the overlap).
+// i-1 comes down. Pageable memory passes through the staging slots, pinned
+// memory (mr_host_alloc) goes to the copy engine directly. Arrays larger
+// than a staging slot go through in one piece (staged, without the overlap).
 int mr_fft_cuda_execute_host(mr_fft_plan *p, mr_fft_direction dir, const mr_cfloat *in,
                              mr_cfloat *out) {
   return mr_on_worker(p->dev, [&] {
@@ -176,6 +177,7 @@ int mr_fft_cuda_execute_host(mr_fft_plan *p, mr_fft_direction dir, const mr_cflo
       mr_cuda_free(c, d);
       return rc;
     }
+    bool in_pinned = mr_cuda_is_pinned(in), out_pinned = mr_cuda_is_pinned(out);
     size_t per = MR_STAGE_SLOT / array, chunks = (batch + per - 1) / per;
     rc = mr_cuda_after(c, c->upload, c->compute); // d is allocated
     const char *src = reinterpret_cast<const char *>(in);
@@ -184,7 +186,7 @@ int mr_fft_cuda_execute_host(mr_fft_plan *p, mr_fft_direction dir, const mr_cflo
       if (i < chunks) {
         size_t first = i * per, count = batch - first < per ? batch - first : per;
         float2 *chunk = d + first * p->shape.len;
-        rc = mr_cuda_upload_piece(dev, chunk, src + first * array, count * array);
+        rc = mr_cuda_upload_piece(dev, chunk, src + first * array, count * array, in_pinned);
         if (rc == 0)
           rc = mr_cuda_after(c, c->compute, c->upload);
         if (rc == 0)
@@ -192,17 +194,18 @@ int mr_fft_cuda_execute_host(mr_fft_plan *p, mr_fft_direction dir, const mr_cflo
         if (rc == 0)
           rc = mr_cuda_after(c, c->download, c->compute);
         if (rc == 0)
-          rc = mr_cuda_download_issue(c, int(i & 1), chunk, count * array);
+          rc = mr_cuda_download_issue(c, int(i & 1), dst + first * array, chunk,
+                                      count * array, out_pinned);
       }
       if (rc == 0 && i > 0) {
         size_t first = (i - 1) * per, count = batch - first < per ? batch - first : per;
         rc = mr_cuda_download_finish(dev, int((i - 1) & 1), dst + first * array,
-                                     count * array);
+                                     count * array, out_pinned);
       }
     }
-    // Every copy out of d has finished (each finish waited for its piece),
-    // so freeing on compute after the last transform is safe; after a
-    // failure, copies may still be in flight.
+    // Every copy out of d has finished (each finish waited for its piece,
+    // and the uploads precede the transforms those pieces came from), so
+    // freeing on compute is safe; after a failure, copies may be in flight.
     if (rc < 0)
       mr_cuda_ctx_sync(c);
     mr_cuda_free(c, d);

@@ -10,6 +10,7 @@
 #include "coil.h"
 #include "device.h"
 #include "fft.h"
+#include "host.h"
 #include "pool.h"
 #include "solve.h"
 #include "vec.h"

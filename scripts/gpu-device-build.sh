@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shared=${SHARED:-../shared}
-tests="test_gpu_pool test_gpu_fft test_gpu_coil test_gpu_blas test_gpu_solve test_gpu_vec test_gpu_block"
+tests="test_gpu_pool test_gpu_host test_gpu_fft test_gpu_coil test_gpu_blas test_gpu_solve test_gpu_vec test_gpu_block"
 
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
 grep -q '^MR_CUDA:BOOL=ON' build-gpu/CMakeCache.txt || { echo "build-gpu has MR_CUDA off" >&2; exit 1; }

@@ -34,7 +34,11 @@ done
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ -x "$sanitizer" ]; then
   for t in "$bin"/test_gpu_*; do
-    timeout 150 "$sanitizer" --tool memcheck --error-exitcode 99 "$t" --cuda >>"$out/sanitizer.log" 2>&1
+    # The pool test runs the GPU out of memory on purpose: those API errors
+    # are its subject, not findings.
+    api=all; [ "$(basename "$t")" = test_gpu_pool ] && api=no
+    timeout 150 "$sanitizer" --tool memcheck --report-api-errors $api --error-exitcode 99 \
+      "$t" --cuda >>"$out/sanitizer.log" 2>&1
     rc=$?
     echo "$(basename "$t") memcheck rc=$rc" >>"$out/tests-summary.txt"
     [ $rc -eq 0 ] || failed=1

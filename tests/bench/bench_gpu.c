@@ -38,7 +38,7 @@ struct kase {
   const char *note;
   int (*prepare)(kase *k, mr_device *dev);
   mr_device_task task;
-  int (*host_task)(kase *k); /* NULL: no host-memory variant */
+  int (*host_task)(kase *k, int pinned); /* NULL: no host-memory variant */
   double (*raw)(const kase *k, int ordinal); /* NULL: no raw reference */
   /* sizes */
   int rank;
@@ -48,7 +48,8 @@ struct kase {
   mr_device *dev;
   mr_fft_plan *plan;
   mr_buf *buf[4];
-  mr_cfloat *host[2];
+  mr_cfloat *host[2];   /* pageable (malloc) */
+  mr_cfloat *pinned[2]; /* from mr_host_alloc */
 };
 
 static void release(kase *k) {
@@ -60,7 +61,8 @@ static void release(kase *k) {
   }
   for (int i = 0; i < 2; i++) {
     free(k->host[i]);
-    k->host[i] = NULL;
+    mr_host_free(k->dev, k->pinned[i]);
+    k->host[i] = k->pinned[i] = NULL;
   }
 }
 
@@ -98,12 +100,14 @@ static int fft_prepare(kase *k, mr_device *dev) {
   int rc = mr_fft_plan_create(dev, &o, &k->plan);
   if (rc == 0)
     rc = random_buf(dev, n, 1, &k->buf[0]);
-  if (rc == 0 && mr_device_is_gpu(dev)) {
-    k->host[0] = malloc(n * sizeof(mr_cfloat));
-    k->host[1] = malloc(n * sizeof(mr_cfloat));
-    if (k->host[0] == NULL || k->host[1] == NULL)
-      return MR_ENOMEM;
-    random_fill(k->host[0], n, 2);
+  for (int i = 0; rc == 0 && mr_device_is_gpu(dev) && i < 2; i++) {
+    k->host[i] = malloc(n * sizeof(mr_cfloat));
+    rc = k->host[i] == NULL ? MR_ENOMEM : mr_host_alloc(dev, n * sizeof(mr_cfloat),
+                                                         (void **)&k->pinned[i]);
+    if (rc == 0) {
+      random_fill(k->host[i], n, 2);
+      memcpy(k->pinned[i], k->host[i], n * sizeof(mr_cfloat));
+    }
   }
   return rc;
 }
@@ -114,8 +118,9 @@ static int fft_task(mr_device *dev, void *p) {
   return mr_fft_execute(k->plan, MR_FFT_BACKWARD, data(k, 0), data(k, 0));
 }
 
-static int fft_host_task(kase *k) {
-  return mr_fft_execute_host(k->plan, MR_FFT_BACKWARD, k->host[0], k->host[1]);
+static int fft_host_task(kase *k, int pinned) {
+  mr_cfloat **h = pinned ? k->pinned : k->host;
+  return mr_fft_execute_host(k->plan, MR_FFT_BACKWARD, h[0], h[1]);
 }
 
 #ifdef MR_HAVE_CUDA
@@ -131,8 +136,9 @@ static kase fft_case(int rank, size_t nx, size_t ny, size_t nz, size_t batch, do
   kase k = {.op = rank == 2 ? "fft2d" : "fft3d", .rank = rank, .dims = {nx, ny, nz},
             .batch = batch, .issue_raw_ms = issue_ms, .prepare = fft_prepare,
             .task = fft_task, .host_task = fft_host_task,
-            .note = "centered backward transform in place; gpu_host_ms: from and to host "
-                    "memory (PCIe both ways)"};
+            .note = "centered backward transform in place; gpu_host_ms: from and to "
+                    "pageable host memory, gpu_host_pinned_ms: pinned (mr_host_alloc); "
+                    "both include PCIe both ways"};
 #ifdef MR_HAVE_CUDA
   k.raw = fft_raw;
 #endif
@@ -281,26 +287,34 @@ static kase rss_case(size_t pixels, size_t coils) {
 
 /* ---- running and reporting ------------------------------------------------ */
 
-static int measure(kase *k, mr_device *dev, double *ms, double *host_ms) {
+/* Wall-clock median of the host-memory variant, after one warm-up run. */
+static int time_host(kase *k, int pinned, double *ms) {
+  double t[HOST_REPS];
+  int rc = 0;
+  for (int i = 0; rc == 0 && i < 1 + HOST_REPS; i++) {
+    double t0 = bench_now_ms();
+    rc = k->host_task(k, pinned);
+    if (i > 0)
+      t[i - 1] = bench_now_ms() - t0;
+  }
+  if (rc == 0)
+    *ms = bench_median(t, HOST_REPS);
+  return rc;
+}
+
+static int measure(kase *k, mr_device *dev, double *ms, double host_ms[2]) {
   int gpu = mr_device_is_gpu(dev);
   int warmup = gpu ? GPU_WARMUP : CPU_WARMUP, reps = gpu ? GPU_REPS : CPU_REPS;
-  double t[GPU_REPS > HOST_REPS ? GPU_REPS : HOST_REPS];
+  double t[GPU_REPS];
   k->dev = dev;
   int rc = k->prepare(k, dev);
   if (rc == 0)
     rc = mr_device_time(dev, k->task, k, warmup, reps, t);
   if (rc == 0)
     *ms = bench_median(t, reps);
-  if (rc == 0 && host_ms != NULL && k->host_task != NULL) {
-    for (int i = 0; rc == 0 && i < 1 + HOST_REPS; i++) {
-      double t0 = bench_now_ms();
-      rc = k->host_task(k);
-      if (i > 0)
-        t[i - 1] = bench_now_ms() - t0;
-    }
-    if (rc == 0)
-      *host_ms = bench_median(t, HOST_REPS);
-  }
+  for (int pinned = 0; rc == 0 && host_ms != NULL && k->host_task != NULL && pinned < 2;
+       pinned++)
+    rc = time_host(k, pinned, &host_ms[pinned]);
   if (rc < 0)
     fprintf(stderr, "mr-bench: %s %s on %s: %s (%s)\n", k->op, k->shape,
             gpu ? "GPU" : "CPU", mr_strerror(rc), mr_device_last_error());
@@ -316,13 +330,14 @@ static void summary_line(const kase *k, double gpu_ms, double raw_ms, double cpu
           100.0 * k->mbyte / gpu_ms / PEAK_HBM_GBPS);
 }
 
+/* ms: gpu, raw, cpu, host pageable, host pinned */
 static int run_case(const bench_ctx *ctx, kase *k, mr_device *gpu, mr_device *cpu,
-                    double ms[3]) {
-  double gpu_ms = NAN, host_ms = NAN, raw_ms = NAN, cpu_ms = NAN;
+                    double ms[5]) {
+  double gpu_ms = NAN, host_ms[2] = {NAN, NAN}, raw_ms = NAN, cpu_ms = NAN;
   fprintf(stderr, "mr-bench: %s %s\n", k->op, k->shape);
   int rc = 0;
   if (gpu != NULL) {
-    rc = measure(k, gpu, &gpu_ms, &host_ms);
+    rc = measure(k, gpu, &gpu_ms, host_ms);
 #ifdef MR_HAVE_CUDA
     if (rc == 0 && k->raw != NULL && (raw_ms = k->raw(k, mr_device_ordinal(gpu))) < 0)
       raw_ms = NAN;
@@ -344,8 +359,10 @@ static int run_case(const bench_ctx *ctx, kase *k, mr_device *gpu, mr_device *cp
   json_num(j, "raw_ms", raw_ms);
   json_num(j, "wrapper_overhead_pct", 100.0 * (gpu_ms - raw_ms) / raw_ms);
   json_num(j, "issue_raw_ms", k->issue_raw_ms);
-  if (k->host_task != NULL)
-    json_num(j, "gpu_host_ms", host_ms);
+  if (k->host_task != NULL) {
+    json_num(j, "gpu_host_ms", host_ms[0]);
+    json_num(j, "gpu_host_pinned_ms", host_ms[1]);
+  }
   json_num(j, "cpu_ms", cpu_ms);
   json_num(j, "cpu_gflops", k->gflop / cpu_ms * 1e3);
   json_num(j, "gpu_speedup", cpu_ms / gpu_ms);
@@ -355,6 +372,70 @@ static int run_case(const bench_ctx *ctx, kase *k, mr_device *gpu, mr_device *cp
   ms[0] = gpu_ms;
   ms[1] = raw_ms;
   ms[2] = cpu_ms;
+  ms[3] = host_ms[0];
+  ms[4] = host_ms[1];
+  return rc;
+}
+
+/* Wall-clock median of uploads (or downloads) of a buffer from host memory. */
+static int time_transfer(mr_buf *b, void *host, size_t bytes, int up, double *ms) {
+  double t[HOST_REPS];
+  int rc = 0;
+  for (int i = 0; rc == 0 && i < 1 + HOST_REPS; i++) {
+    double t0 = bench_now_ms();
+    rc = up ? mr_buf_upload(b, 0, host, bytes) : mr_buf_download(b, 0, host, bytes);
+    if (i > 0)
+      t[i - 1] = bench_now_ms() - t0;
+  }
+  if (rc == 0)
+    *ms = bench_median(t, HOST_REPS);
+  return rc;
+}
+
+/* mr_buf_upload/download from pageable and from pinned host memory, with
+ * plain cudaMemcpy of the same kind of memory underneath. */
+static int transfers(const bench_ctx *ctx, mr_device *gpu) {
+  size_t bytes = (size_t)(ctx->quick ? 8 : 256) << 20;
+  bench_json *j = ctx->json;
+  json_open(j, "transfers", '[');
+  int rc = 0;
+  for (int pinned = 0; rc == 0 && pinned < 2; pinned++) {
+    void *host = NULL;
+    mr_buf *b = NULL;
+    rc = pinned ? mr_host_alloc(gpu, bytes, &host) : ((host = malloc(bytes)) ? 0 : MR_ENOMEM);
+    if (rc == 0) {
+      random_fill(host, bytes / sizeof(mr_cfloat), 9);
+      rc = mr_buf_create(gpu, bytes, &b);
+    }
+    for (int up = 1; rc == 0 && up >= 0; up--) {
+      double ms = NAN, raw = NAN;
+      rc = time_transfer(b, host, bytes, up, &ms);
+#ifdef MR_HAVE_CUDA
+      if (rc == 0 && (raw = raw_copy_ms(mr_device_ordinal(gpu), bytes, pinned, up, HOST_REPS)) < 0)
+        raw = NAN;
+#endif
+      json_open(j, NULL, '{');
+      json_str(j, "direction", up ? "upload" : "download");
+      json_str(j, "host_memory", pinned ? "pinned" : "pageable");
+      json_num(j, "mbyte", bytes / 1e6);
+      json_num(j, "ms", ms);
+      json_num(j, "gbps", bytes / 1e6 / ms);
+      json_num(j, "raw_cudamemcpy_ms", raw);
+      json_num(j, "raw_cudamemcpy_gbps", bytes / 1e6 / raw);
+      json_close(j, '}');
+      fprintf(stderr, "%-8s %-9s %7.1f MB %8.3f ms %6.1f GB/s (cudaMemcpy %6.1f GB/s)\n",
+              up ? "upload" : "download", pinned ? "pinned" : "pageable", bytes / 1e6, ms,
+              bytes / 1e6 / ms, bytes / 1e6 / raw);
+    }
+    if (rc < 0)
+      fprintf(stderr, "mr-bench: transfer: %s (%s)\n", mr_strerror(rc), mr_device_last_error());
+    mr_buf_destroy(b);
+    if (pinned)
+      mr_host_free(gpu, host);
+    else
+      free(host);
+  }
+  json_close(j, ']');
   return rc;
 }
 
@@ -411,7 +492,7 @@ int bench_gpu(const bench_ctx *ctx) {
   cases[n++] = rss_case(q ? 4096 : 65536, q ? 4 : 32);
   json_open(j, "results", '[');
   int rc = 0, done = 0;
-  double ms[16][3];
+  double ms[16][5];
   for (; done < n && rc == 0; done++)
     rc = run_case(ctx, &cases[done], gpu, cpu, ms[done]);
   json_close(j, ']');
@@ -419,6 +500,12 @@ int bench_gpu(const bench_ctx *ctx) {
           "raw_ms", "issue_ms", "cpu_ms", "speedup", "%fp32", "%hbm");
   for (int i = 0; i < done; i++)
     summary_line(&cases[i], ms[i][0], ms[i][1], ms[i][2]);
+  for (int i = 0; i < done; i++)
+    if (cases[i].host_task != NULL)
+      fprintf(stderr, "%-8s %-22s from host memory: pageable %.3f ms, pinned %.3f ms\n",
+              cases[i].op, cases[i].shape, ms[i][3], ms[i][4]);
+  if (rc == 0 && gpu != NULL)
+    rc = transfers(ctx, gpu);
   if (gpu != NULL)
     mr_pool_release(ctx->pool, gpu);
   mr_pool_release(ctx->pool, cpu);

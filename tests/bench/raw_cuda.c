@@ -211,3 +211,36 @@ fail:
   cudaFree(s.info);
   return result;
 }
+
+double raw_copy_ms(int ordinal, size_t bytes, int pinned, int to_device, int reps) {
+  double result = -1, *ms = malloc((size_t)reps * sizeof *ms);
+  unsigned char *host = NULL;
+  void *dev = NULL;
+  CHECK(ms != NULL, "malloc");
+  CU(cudaSetDevice(ordinal));
+  if (pinned)
+    CU(cudaMallocHost((void **)&host, bytes));
+  else
+    CHECK((host = malloc(bytes)) != NULL, "malloc");
+  for (size_t i = 0; i < bytes; i++)
+    host[i] = (unsigned char)(i * 7);
+  CU(cudaMalloc(&dev, bytes));
+  for (int i = 0; i < 1 + reps; i++) {
+    double t0 = bench_now_ms();
+    if (to_device)
+      CU(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
+    else
+      CU(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
+    if (i > 0)
+      ms[i - 1] = bench_now_ms() - t0;
+  }
+  result = bench_median(ms, reps);
+fail:
+  if (pinned)
+    cudaFreeHost(host);
+  else
+    free(host);
+  cudaFree(dev);
+  free(ms);
+  return result;
+}

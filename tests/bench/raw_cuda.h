@@ -5,6 +5,8 @@
 #ifndef MR_BENCH_RAW_CUDA_H
 #define MR_BENCH_RAW_CUDA_H
 
+#include <stddef.h>
+
 /* cufftExecC2C, in place, over batch arrays of n[0..rank) (slowest first). */
 double raw_cufft_ms(int ordinal, int rank, const int *n, int batch, int reps);
 
@@ -17,5 +19,9 @@ double raw_cgemm_ms(int ordinal, int n, int k, int reps);
 /* Two device copies restoring A (n x n) and B (n x nrhs), then
  * cusolverDnCpotrf and cusolverDnCpotrs. */
 double raw_solve_ms(int ordinal, int n, int nrhs, int reps);
+
+/* cudaMemcpy of `bytes` between the device and host memory that is pinned
+ * (cudaMallocHost) or pageable (malloc); wall clock, as a host sees it. */
+double raw_copy_ms(int ordinal, size_t bytes, int pinned, int to_device, int reps);
 
 #endif

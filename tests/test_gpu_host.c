@@ -1,0 +1,96 @@
+/* host.h: host memory for a device; with --cuda, pinned memory through
+ * every host-memory path (buffers, FFT, coil combination) against pageable
+ * memory and the CPU. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "test_gpu_common.h"
+#include "test_support.h"
+
+static void cpu_host_memory(void **state) {
+  (void)state;
+  void *p = NULL;
+  GPU_OK(mr_host_alloc(gpu_test_cpu(), 1000, &p));
+  assert_true((uintptr_t)p % 64 == 0);
+  memset(p, 0x5a, 1000);
+  mr_host_free(gpu_test_cpu(), p);
+  mr_host_free(gpu_test_cpu(), NULL);
+}
+
+static void cuda_pinned_buffers(void **state) {
+  (void)state;
+  mr_device *gpu = gpu_test_gpu();
+  const size_t n = (9u << 20) + 77; /* more than one staging slot */
+  unsigned char *src, *dst;
+  GPU_OK(mr_host_alloc(gpu, n, (void **)&src));
+  GPU_OK(mr_host_alloc(gpu, n, (void **)&dst));
+  for (size_t i = 0; i < n; i++)
+    src[i] = (unsigned char)(i * 13 + i / 509);
+  mr_buf *b;
+  GPU_OK(mr_buf_create(gpu, n, &b));
+  GPU_OK(mr_buf_upload(b, 0, src, n));
+  memset(src, 0, n); /* the upload has finished with src */
+  GPU_OK(mr_buf_download(b, 0, dst, n));
+  for (size_t i = 0; i < n; i++)
+    if (dst[i] != (unsigned char)(i * 13 + i / 509))
+      fail_msg("byte %zu differs", i);
+  mr_buf_destroy(b);
+  mr_host_free(gpu, src);
+  mr_host_free(gpu, dst);
+}
+
+/* FFT and coil combination from pinned memory give the CPU's answers. */
+static void cuda_pinned_operations(void **state) {
+  (void)state;
+  mr_device *gpu = gpu_test_gpu();
+  enum { NX = 128, NY = 96, COILS = 24 };
+  size_t total = (size_t)NX * NY * COILS, bytes = total * sizeof(mr_cfloat);
+  mr_fft_opts o = {.rank = 2, .dims = {NX, NY}, .batch = COILS};
+  mr_fft_plan *cpu_plan, *gpu_plan;
+  GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &cpu_plan));
+  GPU_OK(mr_fft_plan_create(gpu, &o, &gpu_plan));
+  mr_cfloat *in, *out, *ref = malloc(bytes);
+  GPU_OK(mr_host_alloc(gpu, bytes, (void **)&in));
+  GPU_OK(mr_host_alloc(gpu, bytes, (void **)&out));
+  gpu_test_random(in, total, 21);
+  GPU_OK(mr_fft_execute(cpu_plan, MR_FFT_BACKWARD, in, ref));
+  GPU_OK(mr_fft_execute_host(gpu_plan, MR_FFT_BACKWARD, in, out));
+  assert_true(mr_test_rel_error_c(out, ref, total) < 1e-5);
+  GPU_OK(mr_fft_execute_host(gpu_plan, MR_FFT_BACKWARD, in, in)); /* in place */
+  assert_true(mr_test_rel_error_c(in, ref, total) < 1e-5);
+
+  float *rss = malloc(sizeof(float) * NX * NY), *rss_pinned;
+  GPU_OK(mr_host_alloc(gpu, sizeof(float) * NX * NY, (void **)&rss_pinned));
+  GPU_OK(mr_coil_rss(gpu_test_cpu(), ref, COILS, (size_t)NX * NY, rss));
+  GPU_OK(mr_coil_rss_host(gpu, in, COILS, (size_t)NX * NY, rss_pinned));
+  assert_true(mr_test_rel_error_f(rss_pinned, rss, (size_t)NX * NY) < 1e-5);
+
+  mr_host_free(gpu, in);
+  mr_host_free(gpu, out);
+  mr_host_free(gpu, rss_pinned);
+  free(ref);
+  free(rss);
+  mr_fft_plan_destroy(cpu_plan);
+  mr_fft_plan_destroy(gpu_plan);
+}
+
+int main(int argc, char **argv) {
+  int cuda = gpu_test_init(argc, argv);
+  const struct CMUnitTest cpu_tests[] = {
+      cmocka_unit_test(cpu_host_memory),
+  };
+  const struct CMUnitTest cuda_tests[] = {
+      cmocka_unit_test(cuda_pinned_buffers),
+      cmocka_unit_test(cuda_pinned_operations),
+  };
+  int failed = cuda ? cmocka_run_group_tests_name("host_cuda", cuda_tests, NULL, NULL)
+                    : cmocka_run_group_tests_name("host_cpu", cpu_tests, NULL, NULL);
+  gpu_test_fini();
+  return failed;
+}
