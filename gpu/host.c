@@ -11,6 +11,8 @@ int mr_host_alloc(mr_device *dev, size_t bytes, void **out) {
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(dev))
     return mr_host_cuda_alloc(dev, bytes, out);
+#else
+  (void)dev;
 #endif
   size_t rounded = (bytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
   *out = aligned_alloc(ALIGNMENT, rounded > 0 ? rounded : ALIGNMENT);
@@ -27,6 +29,8 @@ void mr_host_free(mr_device *dev, void *p) {
     mr_host_cuda_free(dev, p);
     return;
   }
+#else
+  (void)dev;
 #endif
   free(p);
 }

@@ -20,22 +20,31 @@
   } while (0)
 #define CU(call) CHECK((call) == cudaSuccess, #call)
 
-/* Random complex samples in [-1, 1]^2 on the device: timing zeros would
- * hide work a library skips. */
-static cuComplex *random_device(size_t n, unsigned seed) {
-  cuComplex *host = malloc(n * sizeof *host), *dev = NULL;
-  if (host == NULL)
-    return NULL;
-  srand(seed);
-  for (size_t i = 0; i < n; i++)
-    host[i] = make_cuComplex(2.0f * rand() / RAND_MAX - 1, 2.0f * rand() / RAND_MAX - 1);
-  if (cudaMalloc((void **)&dev, n * sizeof *dev) != cudaSuccess ||
-      cudaMemcpy(dev, host, n * sizeof *dev, cudaMemcpyHostToDevice) != cudaSuccess) {
+/* A device copy of host[0..n); takes host (frees it). NULL on failure. */
+static cuComplex *to_device(cuComplex *host, size_t n) {
+  cuComplex *dev = NULL;
+  if (host != NULL && (cudaMalloc((void **)&dev, n * sizeof *dev) != cudaSuccess ||
+                       cudaMemcpy(dev, host, n * sizeof *dev, cudaMemcpyHostToDevice) !=
+                           cudaSuccess)) {
     cudaFree(dev);
     dev = NULL;
   }
   free(host);
   return dev;
+}
+
+static cuComplex random_sample(void) {
+  return make_cuComplex(2.0f * rand() / RAND_MAX - 1, 2.0f * rand() / RAND_MAX - 1);
+}
+
+/* Random complex samples in [-1, 1]^2 on the device: timing zeros would
+ * hide work a library skips. */
+static cuComplex *random_device(size_t n, unsigned seed) {
+  cuComplex *host = malloc(n * sizeof *host);
+  srand(seed);
+  for (size_t i = 0; host != NULL && i < n; i++)
+    host[i] = random_sample();
+  return to_device(host, n);
 }
 
 typedef int (*raw_op)(void *arg);
@@ -165,24 +174,15 @@ static int solve_op(void *p) {
 
 /* A diagonally dominant Hermitian matrix with a positive diagonal: HPD. */
 static cuComplex *hpd_device(int n) {
-  cuComplex *host = malloc((size_t)n * n * sizeof *host), *dev = NULL;
-  if (host == NULL)
-    return NULL;
+  cuComplex *host = malloc((size_t)n * n * sizeof *host);
   srand(5);
-  for (int j = 0; j < n; j++)
+  for (int j = 0; host != NULL && j < n; j++)
     for (int i = j; i < n; i++) {
-      cuComplex v = i == j ? make_cuComplex(3.0f * n, 0)
-                           : make_cuComplex(2.0f * rand() / RAND_MAX - 1, 2.0f * rand() / RAND_MAX - 1);
+      cuComplex v = i == j ? make_cuComplex(3.0f * n, 0) : random_sample();
       host[(size_t)j * n + i] = v;
       host[(size_t)i * n + j] = make_cuComplex(v.x, -v.y);
     }
-  if (cudaMalloc((void **)&dev, (size_t)n * n * sizeof *dev) != cudaSuccess ||
-      cudaMemcpy(dev, host, (size_t)n * n * sizeof *dev, cudaMemcpyHostToDevice) != cudaSuccess) {
-    cudaFree(dev);
-    dev = NULL;
-  }
-  free(host);
-  return dev;
+  return to_device(host, (size_t)n * n);
 }
 
 double raw_solve_ms(int ordinal, int n, int nrhs, int reps) {
