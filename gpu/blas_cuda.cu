@@ -51,15 +51,32 @@ int mr_blas_cuda_gemm(mr_device *dev, const mr_gemm_args *g) {
   });
 }
 
+// Up to this order, with beta 0, the full product through CGEMM beats
+// CHERK: on the H100, n 640 and k 6000 took 0.40 ms as CGEMM against
+// 0.49-0.64 ms as CHERK, twice the flops notwithstanding, and it writes both
+// triangles itself; at n 2560 CHERK wins (3.3 ms against 6.1 ms).
+constexpr int HERK_BY_GEMM_MAX_N = 1024;
+
 int mr_blas_cuda_herk(mr_device *dev, const mr_herk_args *h) {
   return mr_on_worker(dev, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
+    const cuComplex *a = reinterpret_cast<const cuComplex *>(h->a.data);
+    cuComplex *out = reinterpret_cast<cuComplex *>(h->c.data);
+    if (h->beta == 0 && h->n <= HERK_BY_GEMM_MAX_N) {
+      // op N: A A^H; op C: A^H A. beta 0: c's old contents are not read.
+      cublasOperation_t first = h->op == MR_BLAS_N ? CUBLAS_OP_N : CUBLAS_OP_C;
+      cublasOperation_t second = h->op == MR_BLAS_N ? CUBLAS_OP_C : CUBLAS_OP_N;
+      const cuComplex alpha = make_cuComplex(h->alpha, 0), zero = make_cuComplex(0, 0);
+      MR_CUBLAS(cublasCgemmStridedBatched(c->blas, first, second, h->n, h->n, h->k, &alpha, a,
+                                          h->a.ld, (long long)h->a.stride, a, h->a.ld,
+                                          (long long)h->a.stride, &zero, out, h->c.ld,
+                                          (long long)h->c.stride, h->batch));
+      return 0;
+    }
     cublasOperation_t op = h->op == MR_BLAS_N ? CUBLAS_OP_N : CUBLAS_OP_C;
     for (int i = 0; i < h->batch; i++)
       MR_CUBLAS(cublasCherk(c->blas, CUBLAS_FILL_MODE_LOWER, op, h->n, h->k, &h->alpha,
-                            reinterpret_cast<const cuComplex *>(h->a.data + i * h->a.stride),
-                            h->a.ld, &h->beta,
-                            reinterpret_cast<cuComplex *>(h->c.data + i * h->c.stride),
+                            a + i * h->a.stride, h->a.ld, &h->beta, out + i * h->c.stride,
                             h->c.ld));
     if (h->n > 1) {
       unsigned tiles = unsigned((h->n + TILE - 1) / TILE);

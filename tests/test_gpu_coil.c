@@ -124,6 +124,58 @@ static void cuda_matches_cpu(void **state) {
   free(comb);
 }
 
+/* The Cartesian image path as a gadget runs it: one task that uploads
+ * k-space, transforms it and combines the coils, with no synchronisation
+ * between the steps, then downloads the image. */
+typedef struct chain {
+  mr_fft_plan *plan;
+  const mr_cfloat *kspace;
+  size_t coils, pixels;
+  float *image;
+} chain;
+
+static int chain_task(mr_device *dev, void *arg) {
+  chain *c = arg;
+  mr_buf *k = NULL, *img = NULL;
+  int rc = mr_buf_create(dev, c->coils * c->pixels * sizeof(mr_cfloat), &k);
+  if (rc == 0)
+    rc = mr_buf_create(dev, c->pixels * sizeof(float), &img);
+  if (rc == 0)
+    rc = mr_buf_upload(k, 0, c->kspace, mr_buf_size(k));
+  if (rc == 0)
+    rc = mr_fft_execute(c->plan, MR_FFT_BACKWARD, mr_buf_data(k), mr_buf_data(k));
+  if (rc == 0)
+    rc = mr_coil_rss(dev, mr_buf_data(k), c->coils, c->pixels, mr_buf_data(img));
+  if (rc == 0)
+    rc = mr_buf_download(img, 0, c->image, mr_buf_size(img));
+  mr_buf_destroy(k);
+  mr_buf_destroy(img);
+  return rc;
+}
+
+static void run_chain(mr_device *dev, const mr_cfloat *kspace, float *image) {
+  enum { NX = 192, NY = 160, NC = 16 };
+  mr_fft_opts o = {.rank = 2, .dims = {NX, NY}, .batch = NC};
+  chain c = {.kspace = kspace, .coils = NC, .pixels = (size_t)NX * NY, .image = image};
+  GPU_OK(mr_fft_plan_create(dev, &o, &c.plan));
+  GPU_OK(mr_device_run(dev, chain_task, &c));
+  mr_fft_plan_destroy(c.plan);
+}
+
+static void cuda_chain_in_one_task(void **state) {
+  (void)state;
+  size_t n = (size_t)192 * 160 * 16, pixels = (size_t)192 * 160;
+  mr_cfloat *kspace = malloc(n * sizeof *kspace);
+  float *want = malloc(pixels * sizeof *want), *got = malloc(pixels * sizeof *got);
+  gpu_test_random(kspace, n, 6);
+  run_chain(gpu_test_cpu(), kspace, want);
+  run_chain(gpu_test_gpu(), kspace, got);
+  assert_true(mr_test_rel_error_f(got, want, pixels) < 1e-5);
+  free(kspace);
+  free(want);
+  free(got);
+}
+
 int main(int argc, char **argv) {
   int cuda = gpu_test_init(argc, argv);
   const struct CMUnitTest cpu_tests[] = {
@@ -133,6 +185,7 @@ int main(int argc, char **argv) {
   };
   const struct CMUnitTest cuda_tests[] = {
       cmocka_unit_test(cuda_matches_cpu),
+      cmocka_unit_test(cuda_chain_in_one_task),
   };
   int failed = cuda ? cmocka_run_group_tests_name("coil_cuda", cuda_tests, NULL, NULL)
                     : cmocka_run_group_tests_name("coil_cpu", cpu_tests, NULL, NULL);

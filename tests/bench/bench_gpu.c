@@ -187,9 +187,9 @@ static double gemm_raw(const kase *k, int ordinal) {
 static kase blas_case(int herk, int n, int kk, double issue_ms) {
   kase k = {.op = herk ? "herk" : "gemm", .n = n, .k = kk, .issue_raw_ms = issue_ms,
             .prepare = blas_prepare, .task = herk ? herk_task : gemm_task,
-            .note = herk ? "C = A^H A, A k x n; both triangles written (cuBLAS and "
-                           "OpenBLAS write one, a mirror pass adds the other); the issue's "
-                           "reference is CHERK at k = 6096"
+            .note = herk ? "C = A^H A, A k x n, both triangles written; GPU: CGEMM up to "
+                           "n 1024 (faster there), else CHERK plus a mirror pass; raw: CHERK; "
+                           "the issue's reference is CHERK at k = 6096"
                          : "C = A^H B, A and B k x n"};
 #ifdef MR_HAVE_CUDA
   k.raw = herk ? herk_raw : gemm_raw;
