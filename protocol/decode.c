@@ -172,10 +172,10 @@ static void strip_trailing_nuls(char *text, size_t *len) {
 
 /* A text payload of u32 length `len` with limit `max`. */
 static int start_text(mr_decoder *d, mr_message_kind kind, uint64_t len,
-                      uint64_t max, const char *what) {
+                      uint64_t max, const char *what, const char *limit) {
   if (len > max) {
-    reject(d, MR_ELIMIT, len, "%s of %llu bytes is over the limit of %llu bytes",
-           what, (unsigned long long)len, (unsigned long long)max);
+    reject(d, MR_ELIMIT, len, "%s of %llu bytes is over the limit %s = %llu",
+           what, (unsigned long long)len, limit, (unsigned long long)max);
     return 0;
   }
   d->msg = mr_message_new(kind);
@@ -206,26 +206,29 @@ static int after_fixed_acquisition(mr_decoder *d) {
    * so only its trajectory can be skipped now, and a compressed line over a
    * limit is therefore a framing error. */
   uint64_t total = traj_bytes + data_bytes;
-  const char *why = NULL;
+  const char *why = NULL, *name = NULL;
   uint64_t value = 0, limit = 0;
   if (h.trajectory_dimensions > d->lim.trajectory_dims)
-    why = "trajectory_dimensions", value = h.trajectory_dimensions,
+    why = "trajectory_dimensions", name = "trajectory_dims", value = h.trajectory_dimensions,
     limit = d->lim.trajectory_dims;
   else if (h.active_channels > d->lim.channels)
-    why = "active_channels", value = h.active_channels, limit = d->lim.channels;
+    why = "active_channels", name = "channels", value = h.active_channels,
+    limit = d->lim.channels;
   else if (h.number_of_samples > d->lim.samples)
-    why = "number_of_samples", value = h.number_of_samples, limit = d->lim.samples;
+    why = "number_of_samples", name = "samples", value = h.number_of_samples,
+    limit = d->lim.samples;
   else if (total > d->lim.acquisition_bytes)
-    why = "acquisition bytes", value = total, limit = d->lim.acquisition_bytes;
+    why = "size in bytes", name = "acquisition_bytes", value = total,
+    limit = d->lim.acquisition_bytes;
   if (why != NULL) {
     if (compressed)
       return fail(d, MR_ELIMIT,
-                  "compressed ACQUISITION (scan_counter %u): %s %llu is over the limit of %llu",
-                  h.scan_counter, why, (unsigned long long)value,
+                  "compressed ACQUISITION (scan_counter %u): %s %llu is over the limit %s = %llu",
+                  h.scan_counter, why, (unsigned long long)value, name,
                   (unsigned long long)limit);
     reject(d, MR_ELIMIT, total,
-           "ACQUISITION (scan_counter %u): %s %llu is over the limit of %llu",
-           h.scan_counter, why, (unsigned long long)value,
+           "ACQUISITION (scan_counter %u): %s %llu is over the limit %s = %llu",
+           h.scan_counter, why, (unsigned long long)value, name,
            (unsigned long long)limit);
     return 0;
   }
@@ -258,7 +261,8 @@ static int after_compressed_size(mr_decoder *d) {
   if (n > d->lim.acquisition_bytes) {
     unsigned sc = a->head.scan_counter;
     reject(d, MR_ELIMIT, n,
-           "compressed ACQUISITION (scan_counter %u): %u bytes is over the limit of %llu",
+           "compressed ACQUISITION (scan_counter %u): %u bytes is over the limit "
+           "acquisition_bytes = %llu",
            sc, n, (unsigned long long)d->lim.acquisition_bytes);
     return 0;
   }
@@ -285,13 +289,13 @@ static int after_fixed_image(mr_decoder *d) {
   uint64_t total = attr_len + data_bytes;
   if (attr_len > d->lim.attribute_bytes) {
     reject(d, MR_ELIMIT, total,
-           "IMAGE attributes of %llu bytes are over the limit of %llu bytes",
+           "IMAGE attributes of %llu bytes are over the limit attribute_bytes = %llu",
            (unsigned long long)attr_len, (unsigned long long)d->lim.attribute_bytes);
     return 0;
   }
   if (data_bytes > d->lim.image_bytes) {
     reject(d, MR_ELIMIT, total,
-           "IMAGE of %llu bytes is over the limit of %llu bytes",
+           "IMAGE of %llu bytes is over the limit image_bytes = %llu",
            (unsigned long long)data_bytes, (unsigned long long)d->lim.image_bytes);
     return 0;
   }
@@ -321,7 +325,7 @@ static int after_fixed_waveform(mr_decoder *d) {
   uint64_t bytes = (uint64_t)mr_waveform_data_count(&h) * 4;
   if (bytes > d->lim.waveform_bytes) {
     reject(d, MR_ELIMIT, bytes,
-           "WAVEFORM of %llu bytes is over the limit of %llu bytes",
+           "WAVEFORM of %llu bytes is over the limit waveform_bytes = %llu",
            (unsigned long long)bytes, (unsigned long long)d->lim.waveform_bytes);
     return 0;
   }
@@ -360,11 +364,12 @@ static int after_fixed(mr_decoder *d) {
     return after_fixed_config_file(d);
   case MR_ID_CONFIG_SCRIPT:
     return start_text(d, MR_MSG_CONFIG_SCRIPT, rd32(f), d->lim.config_script_bytes,
-                      "CONFIG_SCRIPT");
+                      "CONFIG_SCRIPT", "config_script_bytes");
   case MR_ID_HEADER:
-    return start_text(d, MR_MSG_HEADER, rd32(f), d->lim.header_bytes, "HEADER");
+    return start_text(d, MR_MSG_HEADER, rd32(f), d->lim.header_bytes, "HEADER",
+                      "header_bytes");
   case MR_ID_TEXT:
-    return start_text(d, MR_MSG_TEXT, rd32(f), d->lim.text_bytes, "TEXT");
+    return start_text(d, MR_MSG_TEXT, rd32(f), d->lim.text_bytes, "TEXT", "text_bytes");
   case MR_ID_CLOSE:
     d->msg = mr_message_new(MR_MSG_CLOSE);
     if (d->msg == NULL)
@@ -377,21 +382,21 @@ static int after_fixed(mr_decoder *d) {
              (unsigned long long)reserved);
       return 0;
     }
-    int rc = start_text(d, MR_MSG_QUERY, len, d->lim.query_bytes, "QUERY");
+    int rc = start_text(d, MR_MSG_QUERY, len, d->lim.query_bytes, "QUERY", "query_bytes");
     if (d->msg != NULL)
       d->msg->u.query.correlation_id = rd64(f + 8);
     return rc;
   }
   case MR_ID_RESPONSE: {
     int rc = start_text(d, MR_MSG_RESPONSE, rd64(f + 8), d->lim.query_bytes,
-                        "RESPONSE");
+                        "RESPONSE", "query_bytes");
     if (d->msg != NULL)
       d->msg->u.query.correlation_id = rd64(f);
     return rc;
   }
   case MR_ID_DEPENDENCY_QUERY:
     return start_text(d, MR_MSG_DEPENDENCY_QUERY, rd64(f), d->lim.query_bytes,
-                      "DEPENDENCY_QUERY");
+                      "DEPENDENCY_QUERY", "query_bytes");
   case MR_ID_ACQUISITION:
     return after_fixed_acquisition(d);
   case MR_ID_IMAGE:

@@ -4,8 +4,8 @@
  * before it allocates anything. The defaults suit clinical data (a 3D
  * 1024-channel acquisition line fits; a 4 GiB "header" does not); servers
  * may lower or raise them at start-up. */
-#ifndef MR_PROTOCOL_LIMITS_H
-#define MR_PROTOCOL_LIMITS_H
+#ifndef MR_PROTOCOL_WIRE_LIMITS_H
+#define MR_PROTOCOL_WIRE_LIMITS_H
 
 #include <stdint.h>
 
@@ -26,9 +26,21 @@ typedef struct mr_limits {
   uint64_t image_bytes;         /* pixels of one image */
   uint64_t attribute_bytes;     /* image meta attribute XML */
   uint64_t waveform_bytes;      /* data of one waveform */
+  uint64_t connection_bytes;    /* in flight per connection, each way: read
+                                   ahead of the chain, and output not yet
+                                   written to the socket */
 } mr_limits;
 
-/* The defaults (see limits.c for the values and why). */
+/* The defaults (see wire_limits.c for the values and why). */
 extern const mr_limits mr_limits_default;
+
+/* Sets the limit called `name` (a field name above, e.g. "header_bytes")
+ * from a decimal value. MR_EINVAL for an unknown name or a bad value. */
+int mr_limits_set(mr_limits *limits, const char *name, const char *value);
+
+/* Calls fn for each limit's name and value (for --help and logs). */
+void mr_limits_each(const mr_limits *limits, void (*fn)(void *ctx, const char *name,
+                                                        uint64_t value),
+                    void *ctx);
 
 #endif

@@ -475,6 +475,7 @@ static mr_limits small_limits(void) {
   l.image_bytes = 64;
   l.attribute_bytes = 8;
   l.waveform_bytes = 16;
+  l.connection_bytes = 1 << 20;
   return l;
 }
 
@@ -508,7 +509,7 @@ static size_t image_bytes(uint8_t *b, uint16_t type, uint32_t attr_field, uint64
 static void test_malformed_table(void **state) {
   (void)state;
   mr_limits lim = small_limits();
-  static bad_case cases[16];
+  static bad_case cases[24];
   int n = 0;
   bad_case *c;
 
@@ -533,7 +534,7 @@ static void test_malformed_table(void **state) {
   memcpy(c->bytes + 6, "123456789", 9);
   c->len = 15;
   c->rejected = MR_ELIMIT;
-  c->text = "TEXT of 9 bytes is over the limit of 8 bytes";
+  c->text = "TEXT of 9 bytes is over the limit text_bytes = 8";
 
   c = &cases[n++];
   c->name = "HEADER over its limit";
@@ -542,7 +543,41 @@ static void test_malformed_table(void **state) {
   memset(c->bytes + 6, 'x', 100);
   c->len = 106;
   c->rejected = MR_ELIMIT;
-  c->text = "HEADER of 100 bytes";
+  c->text = "HEADER of 100 bytes is over the limit header_bytes = 8";
+
+  c = &cases[n++];
+  c->name = "CONFIG_SCRIPT over its limit";
+  put16(c->bytes, 2);
+  put32(c->bytes + 2, 9);
+  memset(c->bytes + 6, '{', 9);
+  c->len = 15;
+  c->rejected = MR_ELIMIT;
+  c->text = "CONFIG_SCRIPT of 9 bytes is over the limit config_script_bytes = 8";
+
+  c = &cases[n++];
+  c->name = "QUERY over its limit";
+  put16(c->bytes, 6);
+  put64(c->bytes + 10, 3);
+  put64(c->bytes + 18, 20);
+  memset(c->bytes + 26, 'q', 20);
+  c->len = 46;
+  c->rejected = MR_ELIMIT;
+  c->text = "QUERY of 20 bytes is over the limit query_bytes = 8";
+
+  c = &cases[n++];
+  c->name = "acquisition bytes over limit";
+  c->len = acq_bytes(c->bytes, 0, 4, 16, 0);
+  c->len += 4 * 16 * 8;
+  c->rejected = MR_ELIMIT;
+  c->text = "size in bytes 512 is over the limit acquisition_bytes = 256";
+
+  c = &cases[n++];
+  c->name = "image attributes over limit";
+  c->len = image_bytes(c->bytes, ISMRMRD_FLOAT, 9, 9, 1);
+  memcpy(c->bytes + c->len, "<ab></ab>", 9);
+  c->len += 9 + 4;
+  c->rejected = MR_ELIMIT;
+  c->text = "IMAGE attributes of 9 bytes are over the limit attribute_bytes = 8";
 
   c = &cases[n++];
   c->name = "QUERY reserved not zero";
@@ -569,21 +604,21 @@ static void test_malformed_table(void **state) {
   c->len = acq_bytes(c->bytes, 0, 5, 2, 0);
   c->len += 5 * 2 * 8;
   c->rejected = MR_ELIMIT;
-  c->text = "active_channels 5 is over the limit of 4";
+  c->text = "active_channels 5 is over the limit channels = 4";
 
   c = &cases[n++];
   c->name = "trajectory dimensions over 3";
   c->len = acq_bytes(c->bytes, 4, 1, 2, 0);
   c->len += 4 * 2 * 4 + 2 * 8;
   c->rejected = MR_ELIMIT;
-  c->text = "trajectory_dimensions 4 is over the limit of 3";
+  c->text = "trajectory_dimensions 4 is over the limit trajectory_dims = 3";
 
   c = &cases[n++];
   c->name = "acquisition samples over limit";
   c->len = acq_bytes(c->bytes, 0, 1, 17, 0);
   c->len += 17 * 8;
   c->rejected = MR_ELIMIT;
-  c->text = "number_of_samples 17";
+  c->text = "number_of_samples 17 is over the limit samples = 16";
 
   c = &cases[n++];
   c->name = "image attribute length disagrees with header";
@@ -603,7 +638,7 @@ static void test_malformed_table(void **state) {
   c->len = image_bytes(c->bytes, ISMRMRD_FLOAT, 0, 0, 17);
   c->len += 17 * 4;
   c->rejected = MR_ELIMIT;
-  c->text = "IMAGE of 68 bytes";
+  c->text = "IMAGE of 68 bytes is over the limit image_bytes = 64";
 
   c = &cases[n++];
   c->name = "waveform over its limit";
@@ -617,7 +652,7 @@ static void test_malformed_table(void **state) {
     c->len = 42 + 20;
   }
   c->rejected = MR_ELIMIT;
-  c->text = "WAVEFORM of 20 bytes";
+  c->text = "WAVEFORM of 20 bytes is over the limit waveform_bytes = 16";
 
   for (int i = 0; i < n; i++) {
     c = &cases[i];
