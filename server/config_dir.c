@@ -8,7 +8,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "limits.h"
+#include "wire_limits.h"
 
 static int read_file(const char *path, char **text, size_t *len, mr_err *err) {
   FILE *f = fopen(path, "rb");

@@ -17,7 +17,8 @@
 typedef struct mr_conn {
   uv_tcp_t tcp;
   uv_async_t async;
-  uv_timer_t timer;
+  uv_timer_t timer;       /* closing grace */
+  uv_timer_t write_timer; /* no write completed for write_timeout_ms */
   int handles_open;
   mr_server *server;
   struct mr_conn *next, **pprev;
@@ -83,12 +84,17 @@ static void on_handle_closed(uv_handle_t *h) {
   mr_server_conn_closed(server);
 }
 
+static void close_handle(uv_handle_t *h) {
+  if (!uv_is_closing(h))
+    uv_close(h, on_handle_closed);
+}
+
+/* Only once the session thread is done: it signals through the async. */
 static void close_all(mr_conn *c) {
-  if (uv_is_closing((uv_handle_t *)&c->tcp))
-    return;
-  uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
-  uv_close((uv_handle_t *)&c->async, on_handle_closed);
-  uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+  close_handle((uv_handle_t *)&c->tcp);
+  close_handle((uv_handle_t *)&c->async);
+  close_handle((uv_handle_t *)&c->timer);
+  close_handle((uv_handle_t *)&c->write_timer);
 }
 
 /* The client is gone (or must go): stop the session where it stands. */
@@ -143,10 +149,31 @@ static void maybe_finish(mr_conn *c) {
 
 /* ---- writing ---- */
 
+/* A client that stops reading blocks its chain on a full outbox; past the
+ * write timeout it is dropped so it cannot hold a pipeline forever. */
+static void on_write_stall(uv_timer_t *t) {
+  mr_conn *c = t->data;
+  mr_log(MR_LOG_WARN, "%s: no output written for %d ms (--write-timeout): dropping the client",
+         c->peer, c->server->opt.write_timeout_ms);
+  c->peer_eof = 1;
+  cancel_session(c);
+  /* Closing the socket fails the stuck writes; the rest closes once the
+   * session thread has noticed the cancel (maybe_finish). */
+  close_handle((uv_handle_t *)&c->tcp);
+}
+
+static void arm_write_timer(mr_conn *c) {
+  if (c->writes_pending > 0)
+    uv_timer_start(&c->write_timer, on_write_stall, (uint64_t)c->server->opt.write_timeout_ms, 0);
+  else
+    uv_timer_stop(&c->write_timer);
+}
+
 static void on_written(uv_write_t *req, int status) {
   write_req *w = (write_req *)req;
   mr_conn *c = w->conn;
   c->writes_pending--;
+  arm_write_timer(c);
   mr_queue_release(&c->outbox, w->bytes);
   mr_message_unref(w->msg);
   free(w);
@@ -173,7 +200,8 @@ static void write_outbox(mr_conn *c) {
       rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, bufs, (unsigned)w->enc.npieces, on_written);
       if (rc == 0) {
         e->msg = NULL;
-        c->writes_pending++;
+        if (c->writes_pending++ == 0)
+          arm_write_timer(c);
         mr_queue_entry_free(e);
         continue;
       }
@@ -322,8 +350,9 @@ void mr_conn_accept(mr_server *server) {
   uv_tcp_init(server->loop, &c->tcp);
   uv_async_init(server->loop, &c->async, on_async);
   uv_timer_init(server->loop, &c->timer);
-  c->tcp.data = c->async.data = c->timer.data = c;
-  c->handles_open = 3;
+  uv_timer_init(server->loop, &c->write_timer);
+  c->tcp.data = c->async.data = c->timer.data = c->write_timer.data = c;
+  c->handles_open = 4;
   c->next = server->conns;
   if (c->next != NULL)
     c->next->pprev = &c->next;
@@ -333,9 +362,9 @@ void mr_conn_accept(mr_server *server) {
   snprintf(c->peer, sizeof c->peer, "?");
   mr_decoder_callbacks cb = {on_decoded, on_rejected, c};
   int uv_rc = uv_accept((uv_stream_t *)&server->listener, (uv_stream_t *)&c->tcp);
-  int rc = mr_queue_init(&c->inbox, server->opt.inbox_bytes);
+  int rc = mr_queue_init(&c->inbox, server->env->limits->connection_bytes);
   if (rc == 0)
-    rc = mr_queue_init(&c->outbox, server->opt.outbox_bytes);
+    rc = mr_queue_init(&c->outbox, server->env->limits->connection_bytes);
   if (rc == 0)
     rc = mr_decoder_create(server->env->limits, &cb, &c->dec);
   if (uv_rc != 0 || rc != 0) {

@@ -3,6 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "budget.h"
 
 #include "config_dir.h"
 #include "log.h"
@@ -27,6 +30,16 @@ static void usage(FILE *out) {
           "  --max-connections N     concurrent clients (default 64)\n"
           "  --gpus all|none|0,1     GPUs to use (default all; none: CPU only)\n"
           "  --drain-timeout MS      after SIGTERM, how long running scans may take (default 30000)\n"
+          "  --handshake-timeout MS  from connecting to the config (default 30000)\n"
+          "  --idle-timeout MS       silence allowed between two messages of a client (default 120000)\n"
+          "  --write-timeout MS      a client reading none of its images that long is dropped\n"
+          "                          (default 60000)\n"
+          "  --grace MS              after an error, how long to wait for the client's CLOSE;\n"
+          "                          after ours, for its EOF (default 5000)\n"
+          "  --memory-budget MIB     k-space and images of all sessions together (default: half\n"
+          "                          the machine's memory; 0: unlimited)\n"
+          "  --limit NAME=VALUE      a bound on what clients send (see --limits)\n"
+          "  --limits                print every limit and its value, then exit\n"
           "  --describe              print every gadget and its parameters, then exit\n"
           "  --info                  print version, configs and compute devices, then exit\n"
           "  --version               print the version, then exit\n",
@@ -36,6 +49,10 @@ static void usage(FILE *out) {
 static void log_pool_line(void *ctx, const char *line) {
   (void)ctx;
   mr_log(MR_LOG_INFO, "%s", line);
+}
+
+static void print_limit(void *ctx, const char *name, uint64_t value) {
+  fprintf(ctx, "%-20s %llu\n", name, (unsigned long long)value);
 }
 
 static int parse_int(const char *flag, const char *text, int min, int max, int *out) {
@@ -56,13 +73,18 @@ int main(int argc, char **argv) {
       .max_connections = 64,
       .drain_timeout_ms = 30000,
       .close_grace_ms = 5000,
-      .inbox_bytes = 64u << 20,
-      .outbox_bytes = 64u << 20,
+      .write_timeout_ms = 60000,
   };
+  mr_limits limits = mr_limits_default;
+  mr_server_env env = {.limits = &limits, .version = MR_VERSION, .handshake_timeout_ms = 30000,
+                       .idle_timeout_ms = 120000, .error_grace_ms = 5000};
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  int budget_mib = pages > 0 && page > 0 ? (int)((uint64_t)pages * (uint64_t)page / 2 >> 20) : 0;
   const char *configs_path = MR_CONFIG_DIR, *gpus = "all";
-  int describe = 0, info = 0;
-  enum { OPT_LISTEN = 256, OPT_CONFIGS, OPT_LOG, OPT_MAXCONN, OPT_GPUS, OPT_DRAIN, OPT_DESCRIBE,
-         OPT_INFO, OPT_VERSION, OPT_HELP };
+  int describe = 0, info = 0, show_limits = 0;
+  enum { OPT_LISTEN = 256, OPT_CONFIGS, OPT_LOG, OPT_MAXCONN, OPT_GPUS, OPT_DRAIN, OPT_HANDSHAKE,
+         OPT_IDLE, OPT_WRITE, OPT_GRACE, OPT_BUDGET, OPT_LIMIT, OPT_LIMITS, OPT_DESCRIBE, OPT_INFO,
+         OPT_VERSION, OPT_HELP };
   static const struct option longopts[] = {
       {"listen", required_argument, NULL, OPT_LISTEN},
       {"configs", required_argument, NULL, OPT_CONFIGS},
@@ -70,6 +92,13 @@ int main(int argc, char **argv) {
       {"max-connections", required_argument, NULL, OPT_MAXCONN},
       {"gpus", required_argument, NULL, OPT_GPUS},
       {"drain-timeout", required_argument, NULL, OPT_DRAIN},
+      {"handshake-timeout", required_argument, NULL, OPT_HANDSHAKE},
+      {"idle-timeout", required_argument, NULL, OPT_IDLE},
+      {"write-timeout", required_argument, NULL, OPT_WRITE},
+      {"grace", required_argument, NULL, OPT_GRACE},
+      {"memory-budget", required_argument, NULL, OPT_BUDGET},
+      {"limit", required_argument, NULL, OPT_LIMIT},
+      {"limits", no_argument, NULL, OPT_LIMITS},
       {"describe", no_argument, NULL, OPT_DESCRIBE},
       {"info", no_argument, NULL, OPT_INFO},
       {"version", no_argument, NULL, OPT_VERSION},
@@ -105,6 +134,47 @@ int main(int argc, char **argv) {
       if (parse_int("--drain-timeout", optarg, 0, 86400000, &opt.drain_timeout_ms) < 0)
         return 2;
       break;
+    case OPT_HANDSHAKE:
+      if (parse_int("--handshake-timeout", optarg, 1, 86400000, &env.handshake_timeout_ms) < 0)
+        return 2;
+      break;
+    case OPT_IDLE:
+      if (parse_int("--idle-timeout", optarg, 1, 86400000, &env.idle_timeout_ms) < 0)
+        return 2;
+      break;
+    case OPT_WRITE:
+      if (parse_int("--write-timeout", optarg, 1, 86400000, &opt.write_timeout_ms) < 0)
+        return 2;
+      break;
+    case OPT_GRACE:
+      if (parse_int("--grace", optarg, 0, 600000, &opt.close_grace_ms) < 0)
+        return 2;
+      env.error_grace_ms = opt.close_grace_ms;
+      break;
+    case OPT_BUDGET:
+      if (parse_int("--memory-budget", optarg, 0, INT32_MAX, &budget_mib) < 0)
+        return 2;
+      break;
+    case OPT_LIMIT: {
+      char name[64];
+      const char *eq = strchr(optarg, '=');
+      size_t n = eq != NULL ? (size_t)(eq - optarg) : 0;
+      if (eq == NULL || n >= sizeof name) {
+        fprintf(stderr, "reconserver: --limit expects NAME=VALUE, got '%s'\n", optarg);
+        return 2;
+      }
+      memcpy(name, optarg, n);
+      name[n] = '\0';
+      if (mr_limits_set(&limits, name, eq + 1) < 0) {
+        fprintf(stderr, "reconserver: --limit %s: unknown limit or bad value (see --limits)\n",
+                optarg);
+        return 2;
+      }
+      break;
+    }
+    case OPT_LIMITS:
+      show_limits = 1;
+      break;
     case OPT_DESCRIBE:
       describe = 1;
       break;
@@ -132,6 +202,11 @@ int main(int argc, char **argv) {
     mr_registry_describe(stdout);
     return 0;
   }
+  if (show_limits) {
+    mr_limits_each(&limits, print_limit, stdout);
+    return 0;
+  }
+  mr_budget_set((uint64_t)budget_mib << 20);
 
   mr_err err = {0};
   mr_config_dir configs;
@@ -147,8 +222,8 @@ int main(int argc, char **argv) {
     mr_config_dir_free(&configs);
     return 1;
   }
-  mr_server_env env = {.configs = &configs, .pool = pool, .limits = &mr_limits_default,
-                       .version = MR_VERSION};
+  env.configs = &configs;
+  env.pool = pool;
   if (info) {
     size_t len;
     char *text = mr_query_answer(&env, "gadgetron::info", &len);

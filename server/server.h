@@ -15,8 +15,7 @@ typedef struct mr_server_options {
   int max_connections;
   int drain_timeout_ms;    /* after SIGTERM, before running sessions are cut */
   int close_grace_ms;      /* after our CLOSE, waiting for the peer's EOF */
-  size_t inbox_bytes;      /* per connection: read-ahead before reading stops */
-  size_t outbox_bytes;     /* per connection: output before the chain waits */
+  int write_timeout_ms;    /* a client that reads none of our output that long is dropped */
 } mr_server_options;
 
 typedef struct mr_server {

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "chain.h"
 #include "log.h"
@@ -31,16 +32,25 @@ typedef struct run {
   mr_device *device; /* the session's placement, from the pool */
   mr_err err;    /* the chain's error line */
   int failed;    /* stop feeding data; answer at CLOSE */
+  uint64_t answer_by_ms; /* after a failure: answer even without the CLOSE */
   char *errors[MAX_ERRORS];
   int nerrors;
   int done;
 } run;
+
+static uint64_t now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
 
 static void record_error(run *r, const char *text) {
   mr_session_stats *st = &r->s->stats;
   if (st->errors == 0)
     snprintf(st->first_error, sizeof st->first_error, "%s", text);
   st->errors++;
+  if (!r->failed)
+    r->answer_by_ms = now_ms() + (uint64_t)r->s->env->error_grace_ms;
   r->failed = 1;
   if (r->nerrors < MAX_ERRORS)
     r->errors[r->nerrors++] = strdup(text);
@@ -293,12 +303,52 @@ static void on_message(run *r, mr_message *m) {
   mr_message_unref(m);
 }
 
+/* How long to wait for the client's next message, and what to say when
+ * it does not come: no config in time, silence mid-stream, or no CLOSE
+ * after an error (then the answer goes out without it). */
+static int wait_budget(const run *r, uint64_t start_ms, const char **why) {
+  const mr_server_env *env = r->s->env;
+  uint64_t now = now_ms();
+  if (r->failed) {
+    *why = NULL;
+    return r->answer_by_ms > now ? (int)(r->answer_by_ms - now) : 0;
+  }
+  if (r->state == AWAIT_CONFIG) {
+    *why = "handshake";
+    uint64_t by = start_ms + (uint64_t)env->handshake_timeout_ms;
+    return by > now ? (int)(by - now) : 0;
+  }
+  *why = "idle";
+  return env->idle_timeout_ms;
+}
+
+static void time_out(run *r, const char *why) {
+  const mr_server_env *env = r->s->env;
+  if (why != NULL && strcmp(why, "handshake") == 0)
+    fail(r, "no config within %d ms of connecting (--handshake-timeout)",
+         env->handshake_timeout_ms);
+  else if (why != NULL)
+    fail(r, "no message for %d ms (--idle-timeout)", env->idle_timeout_ms);
+  on_close(r);
+}
+
 void mr_session_run(mr_session *s) {
   run r = {.s = s, .state = AWAIT_CONFIG};
+  uint64_t start = now_ms();
   while (!r.done && !atomic_load(s->cancel)) {
-    mr_queue_entry *e = mr_queue_pop(s->inbox, -1);
-    if (e == NULL)
-      break; /* inbox closed: the client is gone */
+    if (r.failed && now_ms() >= r.answer_by_ms) {
+      /* A client that keeps sending after an error without its CLOSE
+       * gets its answer anyway. */
+      on_close(&r);
+      break;
+    }
+    const char *why = NULL;
+    mr_queue_entry *e = mr_queue_pop(s->inbox, wait_budget(&r, start, &why));
+    if (e == NULL) {
+      if (!atomic_load(s->cancel))
+        time_out(&r, why);
+      break;
+    }
     if (mr_queue_release(s->inbox, e->bytes))
       s->wake(s->wake_ctx);
     s->stats.bytes_in += e->bytes;

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "config_dir.h"
-#include "limits.h"
+#include "wire_limits.h"
 #include "queue.h"
 
 struct mr_pool;
@@ -25,6 +25,9 @@ typedef struct mr_server_env {
   struct mr_pool *pool;
   const mr_limits *limits;
   const char *version;
+  int handshake_timeout_ms; /* connection to config */
+  int idle_timeout_ms;      /* between two messages of a client */
+  int error_grace_ms;       /* after an error, for the client's CLOSE */
 } mr_server_env;
 
 typedef struct mr_session_stats {
