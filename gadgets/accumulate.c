@@ -85,7 +85,10 @@ static open_buffer *open_new(mr_gadget_ctx *ctx, const mr_acquisition *a,
     nro = 2 * half;
     ro_offset = half - h->center_sample;
   }
-  int cartesian = h->trajectory_dimensions == 0;
+  /* Cartesian data may carry its k-space coordinates too (ISMRMRD's
+   * generator with -k does); the header's trajectory decides. */
+  int cartesian = h->trajectory_dimensions == 0 || enc->trajectory == MR_TRAJ_CARTESIAN ||
+                  enc->trajectory == MR_TRAJ_EPI;
   size_t ne1 = cartesian ? extent(enc->encoded.matrix.y, &enc->limits.e1)
                          : (enc->limits.e1.present ? (size_t)enc->limits.e1.maximum + 1
                                                    : enc->encoded.matrix.y);
@@ -97,7 +100,8 @@ static open_buffer *open_new(mr_gadget_ctx *ctx, const mr_acquisition *a,
     return NULL;
   }
   memcpy(b->key, key, sizeof b->key);
-  b->k = mr_kspace_new(nro, ne1, ne2, h->active_channels, h->trajectory_dimensions, err);
+  b->k = mr_kspace_new(nro, ne1, ne2, h->active_channels,
+                       cartesian ? 0 : h->trajectory_dimensions, err);
   b->count = calloc(ne1 * ne2, sizeof *b->count);
   if (b->k == NULL || b->count == NULL) {
     mr_err_set(err, MR_ENOMEM, "out of memory for line counts");
@@ -150,7 +154,7 @@ static int place(mr_gadget_ctx *ctx, open_buffer *b, const mr_acquisition *a) {
     return mr_gadget_fail(ctx, MR_EDATA,
                           "acquisition %u has %u samples, the buffer holds %zu",
                           h->scan_counter, h->number_of_samples, k->nro - b->ro_offset);
-  if (h->trajectory_dimensions != k->traj_dims)
+  if (k->traj != NULL && h->trajectory_dimensions != k->traj_dims)
     return mr_gadget_fail(ctx, MR_EDATA,
                           "acquisition %u has trajectory_dimensions %u, earlier lines had %d",
                           h->scan_counter, h->trajectory_dimensions, k->traj_dims);

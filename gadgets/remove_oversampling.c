@@ -2,8 +2,10 @@
  * Cartesian acquisition to the recon field of view. The readout is taken
  * to image space (centered inverse FFT per channel), its central part kept
  * and transformed back, so later gadgets see fewer samples and the same
- * k-space. Runs on the CPU: one line is too little work for a GPU. Lines
- * with a trajectory, and noise lines, pass untouched. */
+ * k-space. Runs on the CPU: one line is too little work for a GPU.
+ * Non-Cartesian encodings (gridding handles their oversampling) and noise
+ * lines pass untouched; stored coordinates of Cartesian lines are dropped,
+ * since they no longer match the samples. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +30,8 @@ typedef struct remove_os {
  * when a header gives no FOV). */
 static double fov_ratio(const mr_encoding *e) {
   const mr_encoding_space *enc = &e->encoded, *rec = &e->recon;
+  if (e->trajectory != MR_TRAJ_CARTESIAN && e->trajectory != MR_TRAJ_EPI)
+    return 1.0;
   if (enc->fov_mm.x > 0 && rec->fov_mm.x > 0)
     return enc->fov_mm.x > MIN_OVERSAMPLING * rec->fov_mm.x ? rec->fov_mm.x / enc->fov_mm.x : 1.0;
   return enc->matrix.x > MIN_OVERSAMPLING * rec->matrix.x ? (double)rec->matrix.x / enc->matrix.x
@@ -81,7 +85,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   remove_os *s = state;
   const ISMRMRD_AcquisitionHeader *h = &msg->u.acq.head;
   double ratio = h->encoding_space_ref < MR_MAX_ENCODINGS ? s->ratio[h->encoding_space_ref] : 1.0;
-  if (ratio == 1.0 || h->trajectory_dimensions > 0 || h->number_of_samples == 0 ||
+  if (ratio == 1.0 || h->number_of_samples == 0 ||
       (h->flags & MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT)))
     return mr_emit_message(out, msg);
   size_t ns = h->number_of_samples, nch = h->active_channels;
@@ -91,6 +95,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   int rc = make_plans(s, ns, nout, nch);
   ISMRMRD_AcquisitionHeader nh = *h;
   nh.number_of_samples = (uint16_t)nout;
+  nh.trajectory_dimensions = 0;
   nh.center_sample = scaled(h->center_sample, ratio);
   nh.discard_pre = scaled(h->discard_pre, ratio);
   nh.discard_post = scaled(h->discard_post, ratio);

@@ -239,6 +239,30 @@ static void test_3d_buffer(void **state) {
   mr_harness_close(&h);
 }
 
+static void test_cartesian_lines_with_coordinates(void **state) {
+  (void)state;
+  /* A Cartesian header rules: stored coordinates are not a trajectory. */
+  mr_harness h;
+  open_accumulate(&h, "end", 4, 1);
+  for (int e1 = 0; e1 < 4; e1++) {
+    mr_message *m = line(8, 1, e1, 0, 0);
+    ISMRMRD_AcquisitionHeader head = m->u.acq.head;
+    head.trajectory_dimensions = 2;
+    mr_message *t = mr_message_new_acquisition(&head);
+    memcpy(t->u.acq.data, m->u.acq.data, 8 * sizeof *t->u.acq.data);
+    for (int i = 0; i < 16; i++)
+      t->u.acq.traj[i] = (float)i;
+    mr_message_unref(m);
+    assert_int_equal(mr_harness_push(&h, t), 0);
+  }
+  assert_int_equal(mr_harness_flush(&h), 0);
+  const mr_kspace *k = kspace_of(&h, 0);
+  assert_null(k->traj);
+  assert_int_equal(k->traj_dims, 0);
+  assert_true(k->data[3 * 8 + 2] == 2.0f + 3.0f * I);
+  mr_harness_close(&h);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_places_lines_and_triggers_on_last_in_slice),
@@ -250,6 +274,7 @@ int main(void) {
       cmocka_unit_test(test_reversed_and_asymmetric_readouts),
       cmocka_unit_test(test_bad_lines_are_errors),
       cmocka_unit_test(test_3d_buffer),
+      cmocka_unit_test(test_cartesian_lines_with_coordinates),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
