@@ -35,6 +35,7 @@ typedef struct mr_conn {
   int framing_lost;   /* decoder failed: discard whatever else arrives */
   int writes_pending;
   int closing;        /* our side is done: shut down, wait for EOF */
+  uint64_t closing_since_ms;
   uint64_t start_ms;
   char peer[64];
   char rbuf[READ_CHUNK];
@@ -125,6 +126,7 @@ static void on_shutdown(uv_shutdown_t *req, int status) {
  * peer closes, so a client still sending never meets a reset. */
 static void begin_closing(mr_conn *c) {
   c->closing = 1;
+  c->closing_since_ms = uv_now(c->server->loop);
   if (c->peer_eof) {
     close_all(c);
     return;
@@ -276,7 +278,18 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     maybe_finish(c);
     return;
   }
-  if (nread == 0 || c->framing_lost || c->closing)
+  if (c->closing) {
+    /* Answered already (after an error, maybe before the client's CLOSE):
+     * discard what still comes so a client mid-upload never meets a
+     * reset; the grace counts from the last byte, within the idle limit. */
+    if (uv_now(c->server->loop) - c->closing_since_ms >
+        (uint64_t)c->server->env->idle_timeout_ms)
+      close_all(c);
+    else if (nread > 0)
+      uv_timer_start(&c->timer, on_grace_timeout, (uint64_t)c->server->opt.close_grace_ms, 0);
+    return;
+  }
+  if (nread == 0 || c->framing_lost)
     return;
   int rc = mr_decoder_feed(c->dec, c->rbuf, (size_t)nread);
   if (rc < 0) {

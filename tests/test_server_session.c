@@ -310,7 +310,21 @@ static void test_max_connections(void **state) {
   mr_test_server small;
   const char *const args[] = {"--max-connections", "1", NULL};
   mr_test_server_start(&small, args);
-  usleep(100000); /* let the start-up probe's connection close */
+  /* The start-up probe's connection may still count for a moment: wait
+   * until a connection is served. */
+  int served = 0;
+  for (int i = 0; i < 100 && !served; i++) {
+    int probe = mr_test_connect(small.port);
+    send_msg(probe, mr_message_new(MR_MSG_CLOSE));
+    mr_test_reply pr;
+    mr_test_receive(probe, &pr, 5000);
+    close(probe);
+    served = pr.n == 1 && pr.msgs[0]->kind == MR_MSG_CLOSE;
+    mr_test_reply_free(&pr);
+    if (!served)
+      usleep(20000);
+  }
+  assert_true(served);
   int held = mr_test_connect(small.port);
   assert_true(held >= 0);
   send_msg(held, mr_message_new_config_file("default.xml"));
@@ -341,9 +355,18 @@ static void test_sigterm_lets_a_running_scan_finish(void **state) {
   send_msg(fd, text_nul(MR_MSG_HEADER, header_xml()));
   send_lines(fd, 0, 8, 32, 2);
   kill(s.pid, SIGTERM);
-  usleep(100000);
+  int refused = 0; /* no new connections once the signal is handled */
+  for (int i = 0; i < 200 && !refused; i++) {
+    int probe = mr_test_connect(s.port);
+    refused = probe < 0;
+    if (probe >= 0)
+      close(probe);
+    else
+      break;
+    usleep(10000);
+  }
+  assert_true(refused);
   assert_true(mr_test_server_alive(&s));
-  assert_true(mr_test_connect(s.port) < 0); /* no new connections */
   send_lines(fd, 8, 16, 32, 2);
   send_msg(fd, mr_message_new(MR_MSG_CLOSE));
   mr_test_reply r;
