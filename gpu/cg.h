@@ -1,0 +1,45 @@
+/* Conjugate gradient for A x = b with A Hermitian positive (semi-)definite,
+ * given as a function that applies it: the "find rho" step of Kirk & Hwu
+ * Fig. 14.3, with A the normal operator of toeplitz.h. Vectors live on the
+ * device the solve runs on (host memory for the CPU); dot products are
+ * summed in double (vec.h). */
+#ifndef MR_GPU_CG_H
+#define MR_GPU_CG_H
+
+#include <stddef.h>
+
+#include "cfloat.h"
+#include "device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* y = A x, n values each on the solve's device; returns 0 or MR_E*. */
+typedef int (*mr_cg_operator)(void *op, const mr_cfloat *x, mr_cfloat *y);
+
+typedef struct mr_cg_opts {
+  int max_iterations;  /* >= 1 */
+  double tolerance;    /* stop once ||b - A x|| <= tolerance ||b||; 0: run
+                          every iteration */
+  int warm_start;      /* 0: start from x = 0 (x is overwritten); 1: from
+                          the x given, at the cost of one more apply */
+} mr_cg_opts;
+
+typedef struct mr_cg_report {
+  int iterations;      /* applies of A inside the loop */
+  double residual;     /* ||b - A x|| / ||b|| as the recursion tracks it */
+} mr_cg_report;
+
+/* Solves A x = b on dev (every call of apply runs inside one device task,
+ * so a GPU solve queues its whole loop without a hand-off per operation).
+ * b == 0 gives x = 0. MR_ENUMERIC when A turns out not to be positive
+ * (p^H A p <= 0 with p != 0). Borrows b, x and op; report may be NULL. */
+int mr_cg_solve(mr_device *dev, size_t n, mr_cg_operator apply, void *op, const mr_cfloat *b,
+                mr_cfloat *x, const mr_cg_opts *opts, mr_cg_report *report);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,233 @@
+/* The Toeplitz-embedded normal operator (toeplitz.h).
+ *
+ * With the centered unitary FFT F_c of fft.h on P = prod(2n) voxels, a
+ * circular convolution is x (*) q = sqrt(P) F_c^-1(F_c x . F_c q), so the
+ * stored kernel is K = sqrt(P) F_c(q) and an apply is pad, F_c, times K,
+ * F_c^-1, crop. Both grids centre at n/2 (fft.h, block.h), which is where
+ * fhd.h puts the origin, so lag s of q sits at index s + n of the doubled
+ * grid and padding and cropping keep every voxel's position. */
+#include <complex.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "block.h"
+#include "buf.h"
+#include "error.h"
+#include "fail.h"
+#include "fft.h"
+#include "toeplitz.h"
+#include "vec.h"
+
+struct mr_toeplitz {
+  mr_device *dev;
+  mr_toeplitz_opts o;
+  size_t dims[3], big[3]; /* image, doubled grid (z stays 1 in 2D) */
+  size_t nvox, nbig, images; /* images per transform: coils, or 1 */
+  mr_buf *kernel;  /* K of Q, with lambda R folded in when there are no maps */
+  mr_buf *reg;     /* K of lambda R alone: maps with finite differences */
+  mr_buf *work;    /* [images][nbig] */
+  mr_buf *maps;    /* [coils][nvox] */
+  mr_buf *tmp;     /* [coils][nvox] */
+  mr_fft_plan *fft;  /* doubled grid, `images` per execute */
+  mr_fft_plan *fft1; /* doubled grid, one per execute */
+  int have_maps;
+};
+
+static mr_cfloat *ptr(const mr_buf *b) { return mr_buf_data(b); }
+
+/* Adds lambda R's convolution kernel (a stencil at the origin) to q. */
+static void add_stencil(const mr_toeplitz *t, float complex *q, double lambda) {
+  size_t cx = t->big[0] / 2, cy = t->big[1] / 2, cz = t->big[2] / 2;
+  size_t o = (cz * t->big[1] + cy) * t->big[0] + cx;
+  if (t->o.reg == MR_REG_IDENTITY) {
+    q[o] += (float)lambda;
+    return;
+  }
+  size_t step[3] = {1, t->big[0], t->big[0] * t->big[1]};
+  for (int d = 0; d < t->o.rank; d++) {
+    q[o] += (float)(2 * lambda);
+    q[o - step[d]] -= (float)lambda;
+    q[o + step[d]] -= (float)lambda;
+  }
+}
+
+/* K = sqrt(P) F_c(q) on the device, from q in host memory. */
+static int make_kernel(mr_toeplitz *t, const float complex *q, mr_buf **out) {
+  int rc = mr_buf_create(t->dev, t->nbig * sizeof(mr_cfloat), out);
+  if (rc == 0)
+    rc = mr_buf_upload(*out, 0, q, t->nbig * sizeof(mr_cfloat));
+  if (rc == 0)
+    rc = mr_fft_execute(t->fft1, MR_FFT_FORWARD, ptr(*out), ptr(*out));
+  if (rc == 0)
+    rc = mr_vec_scale(t->dev, t->nbig, (mr_cfloat)sqrtf((float)t->nbig), ptr(*out));
+  return rc;
+}
+
+static int build(mr_toeplitz *t, const mr_cfloat *q) {
+  mr_fft_opts fo = {.rank = t->o.rank, .dims = {t->big[0], t->big[1], t->big[2]}, .batch = 1};
+  int rc = mr_fft_plan_create(t->dev, &fo, &t->fft1);
+  fo.batch = t->images;
+  if (rc == 0)
+    rc = mr_fft_plan_create(t->dev, &fo, &t->fft);
+  if (rc == 0)
+    rc = mr_buf_create(t->dev, t->images * t->nbig * sizeof(mr_cfloat), &t->work);
+  if (rc < 0)
+    return rc;
+  float complex *host = malloc(t->nbig * sizeof *host);
+  if (host == NULL)
+    return mr_fail(MR_ENOMEM, "toeplitz: out of memory for %zu voxels", t->nbig);
+  memcpy(host, q, t->nbig * sizeof *host);
+  int fold = t->o.coils == 0 && t->o.lambda > 0;
+  if (fold)
+    add_stencil(t, host, t->o.lambda);
+  rc = make_kernel(t, host, &t->kernel);
+  if (rc == 0 && t->o.coils > 0 && t->o.lambda > 0 && t->o.reg == MR_REG_FINITE_DIFFERENCE) {
+    memset(host, 0, t->nbig * sizeof *host);
+    add_stencil(t, host, t->o.lambda);
+    rc = make_kernel(t, host, &t->reg);
+  }
+  if (rc == 0 && t->o.coils > 0) {
+    size_t bytes = t->o.coils * t->nvox * sizeof(mr_cfloat);
+    rc = mr_buf_create(t->dev, bytes, &t->maps);
+    if (rc == 0)
+      rc = mr_buf_create(t->dev, bytes, &t->tmp);
+  }
+  free(host);
+  return rc;
+}
+
+typedef struct build_job {
+  mr_toeplitz *t;
+  const mr_cfloat *q;
+} build_job;
+
+static int build_task(mr_device *dev, void *arg) {
+  (void)dev;
+  build_job *j = arg;
+  return build(j->t, j->q);
+}
+
+int mr_toeplitz_create(mr_device *dev, const mr_toeplitz_opts *opts, const mr_cfloat *q,
+                       mr_toeplitz **out) {
+  if (opts->rank != 2 && opts->rank != 3)
+    return mr_fail(MR_EINVAL, "toeplitz: rank %d", opts->rank);
+  if (!(opts->lambda >= 0) || !isfinite(opts->lambda))
+    return mr_fail(MR_EINVAL, "toeplitz: lambda %g", opts->lambda);
+  if (opts->reg != MR_REG_IDENTITY && opts->reg != MR_REG_FINITE_DIFFERENCE)
+    return mr_fail(MR_EINVAL, "toeplitz: regularizer %d", (int)opts->reg);
+  mr_toeplitz *t = calloc(1, sizeof *t);
+  if (t == NULL)
+    return mr_fail(MR_ENOMEM, "toeplitz: out of memory");
+  t->dev = dev;
+  t->o = *opts;
+  t->nvox = t->nbig = 1;
+  for (int d = 0; d < 3; d++) {
+    t->dims[d] = d < opts->rank ? opts->n[d] : 1;
+    t->big[d] = d < opts->rank ? 2 * opts->n[d] : 1;
+    if (t->dims[d] < 1) {
+      free(t);
+      return mr_fail(MR_EINVAL, "toeplitz: image axis %d of size 0", d);
+    }
+    t->nvox *= t->dims[d];
+    t->nbig *= t->big[d];
+  }
+  t->images = opts->coils > 0 ? opts->coils : 1;
+  build_job j = {t, q};
+  int rc = mr_device_run(dev, build_task, &j);
+  if (rc < 0) {
+    mr_toeplitz_destroy(t);
+    return rc;
+  }
+  *out = t;
+  return 0;
+}
+
+int mr_toeplitz_set_maps(mr_toeplitz *t, const mr_cfloat *maps) {
+  if (t->o.coils == 0)
+    return mr_fail(MR_EINVAL, "toeplitz: maps for an operator made without coils");
+  int rc = mr_buf_upload(t->maps, 0, maps, t->o.coils * t->nvox * sizeof(mr_cfloat));
+  t->have_maps = rc == 0;
+  return rc;
+}
+
+/* crop(F_c^-1(K F_c(pad(src)))) for `count` images, through work. */
+static int convolve(mr_toeplitz *t, mr_fft_plan *fft, size_t count, const mr_cfloat *src,
+                    const mr_buf *kernel, mr_cfloat *dst) {
+  mr_cfloat *w = ptr(t->work);
+  int rc = mr_block_pad_center(t->dev, count, src, t->dims, w, t->big);
+  if (rc == 0)
+    rc = mr_fft_execute(fft, MR_FFT_FORWARD, w, w);
+  for (size_t c = 0; rc == 0 && c < count; c++)
+    rc = mr_vec_mul(t->dev, t->nbig, w + c * t->nbig, ptr(kernel), w + c * t->nbig);
+  if (rc == 0)
+    rc = mr_fft_execute(fft, MR_FFT_BACKWARD, w, w);
+  if (rc == 0)
+    rc = mr_block_crop_center(t->dev, count, w, t->big, dst, t->dims);
+  return rc;
+}
+
+/* sum_c S_c^H T (S_c x) + lambda R x. */
+static int apply_maps(mr_toeplitz *t, const mr_cfloat *x, mr_cfloat *y) {
+  mr_cfloat *s = ptr(t->maps), *tmp = ptr(t->tmp);
+  size_t n = t->nvox, coils = t->o.coils;
+  int rc = 0;
+  for (size_t c = 0; rc == 0 && c < coils; c++)
+    rc = mr_vec_mul(t->dev, n, s + c * n, x, tmp + c * n);
+  if (rc == 0)
+    rc = convolve(t, t->fft, coils, tmp, t->kernel, tmp);
+  for (size_t c = 0; rc == 0 && c < coils; c++)
+    rc = mr_vec_conj_mul(t->dev, n, s + c * n, tmp + c * n, tmp + c * n);
+  if (rc == 0)
+    rc = mr_vec_copy(t->dev, n, tmp, y);
+  for (size_t c = 1; rc == 0 && c < coils; c++)
+    rc = mr_vec_axpy(t->dev, n, 1.0f, tmp + c * n, y);
+  if (rc < 0 || t->o.lambda == 0)
+    return rc;
+  if (t->o.reg == MR_REG_IDENTITY)
+    return mr_vec_axpy(t->dev, n, (mr_cfloat)(float)t->o.lambda, x, y);
+  rc = convolve(t, t->fft1, 1, x, t->reg, tmp);
+  return rc == 0 ? mr_vec_axpy(t->dev, n, 1.0f, tmp, y) : rc;
+}
+
+typedef struct apply_job {
+  mr_toeplitz *t;
+  const mr_cfloat *x;
+  mr_cfloat *y;
+} apply_job;
+
+static int apply_task(mr_device *dev, void *arg) {
+  (void)dev;
+  apply_job *j = arg;
+  if (j->t->o.coils > 0)
+    return apply_maps(j->t, j->x, j->y);
+  return convolve(j->t, j->t->fft1, 1, j->x, j->t->kernel, j->y);
+}
+
+int mr_toeplitz_apply(mr_toeplitz *t, const mr_cfloat *x, mr_cfloat *y) {
+  if (t->o.coils > 0 && !t->have_maps)
+    return mr_fail(MR_EINVAL, "toeplitz: no coil maps set");
+  apply_job j = {t, x, y};
+  return mr_device_run(t->dev, apply_task, &j);
+}
+
+int mr_toeplitz_apply_op(void *op, const mr_cfloat *x, mr_cfloat *y) {
+  return mr_toeplitz_apply(op, x, y);
+}
+
+size_t mr_toeplitz_voxels(const mr_toeplitz *t) { return t->nvox; }
+
+mr_device *mr_toeplitz_device(const mr_toeplitz *t) { return t->dev; }
+
+void mr_toeplitz_destroy(mr_toeplitz *t) {
+  if (t == NULL)
+    return;
+  mr_fft_plan_destroy(t->fft);
+  mr_fft_plan_destroy(t->fft1);
+  mr_buf_destroy(t->kernel);
+  mr_buf_destroy(t->reg);
+  mr_buf_destroy(t->work);
+  mr_buf_destroy(t->maps);
+  mr_buf_destroy(t->tmp);
+  free(t);
+}

@@ -1,0 +1,12 @@
+# Tests of the iterative reconstruction: gpu/fhd, gpu/toeplitz, gpu/cg and
+# the fhd_cg gadget. Like gpu.cmake's: the CPU group by default, the CUDA
+# group with --cuda (label gpu, exit 77 without a GPU).
+add_library(mr_test_iterative STATIC iterative_support.c)
+target_link_libraries(mr_test_iterative PUBLIC mr_test_gpu_common mr_gpu)
+
+foreach(noun fhd toeplitz cg)
+  mr_add_test(test_gpu_${noun} SOURCES test_gpu_${noun}.c LIBS mr_test_iterative m)
+  add_test(NAME test_gpu_${noun}_cuda COMMAND test_gpu_${noun} --cuda)
+  set_tests_properties(test_gpu_${noun}_cuda PROPERTIES SKIP_RETURN_CODE 77
+    TIMEOUT 300 LABELS gpu)
+endforeach()

@@ -1,0 +1,109 @@
+#include "iterative_support.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "fhd.h"
+#include "test_gpu_common.h"
+
+void iter_radial(int rank, int spokes, int samples, float *k) {
+  const double golden = M_PI * (3 - sqrt(5.0));
+  for (int s = 0; s < spokes; s++) {
+    double dir[3];
+    if (rank == 2) {
+      double a = M_PI * s / spokes;
+      dir[0] = cos(a);
+      dir[1] = sin(a);
+      dir[2] = 0;
+    } else { /* half of a Fibonacci sphere: each spoke covers +-dir */
+      double zc = 1 - (s + 0.5) / spokes, r = sqrt(1 - zc * zc), a = golden * s;
+      dir[0] = r * cos(a);
+      dir[1] = r * sin(a);
+      dir[2] = zc;
+    }
+    for (int i = 0; i < samples; i++) {
+      double t = (i - samples / 2) / (double)samples; /* [-0.5, 0.5) */
+      for (int d = 0; d < rank; d++)
+        k[((size_t)s * samples + i) * rank + d] = (float)(t * dir[d]);
+    }
+  }
+}
+
+void iter_spiral(int rank, int interleaves, int samples, double turns, int partitions, float *k) {
+  int planes = rank == 3 ? partitions : 1;
+  size_t at = 0;
+  for (int p = 0; p < planes; p++)
+    for (int l = 0; l < interleaves; l++)
+      for (int i = 0; i < samples; i++) {
+        double u = (double)i / samples, r = 0.5 * u;
+        double a = 2 * M_PI * (turns * u + (double)l / interleaves);
+        k[at++] = (float)(r * cos(a));
+        k[at++] = (float)(r * sin(a));
+        if (rank == 3)
+          k[at++] = (float)((p - planes / 2) / (double)planes);
+      }
+}
+
+/* (R x)(r) in double: x itself, or sum_d 2 x(r) - x(r + e_d) - x(r - e_d)
+ * with zeros outside. */
+static double complex regularizer_at(const mr_cfloat *x, const size_t n[3], int rank,
+                                     mr_regularizer reg, size_t i) {
+  if (reg == MR_REG_IDENTITY)
+    return x[i];
+  size_t pos[3] = {i % n[0], i / n[0] % n[1], i / n[0] / n[1]};
+  size_t step[3] = {1, n[0], n[0] * n[1]};
+  double complex s = 0;
+  for (int d = 0; d < rank; d++) {
+    s += 2.0 * x[i];
+    if (pos[d] + 1 < n[d])
+      s -= x[i + step[d]];
+    if (pos[d] > 0)
+      s -= x[i - step[d]];
+  }
+  return s;
+}
+
+void iter_exact_normal(mr_device *cpu, int rank, const size_t n[3], size_t m, const float *k,
+                       const float *w, double lambda, mr_regularizer reg, size_t coils,
+                       const mr_cfloat *maps, const mr_cfloat *x, mr_cfloat *y) {
+  size_t nvox = n[0] * n[1] * (rank == 3 ? n[2] : 1), batch = coils > 0 ? coils : 1;
+  mr_fhd_opts o = {.rank = rank, .grid = {n[0], n[1], n[2]}, .batch = batch,
+                   .precision = MR_FHD_DOUBLE};
+  mr_fhd_plan *plan = NULL;
+  GPU_OK(mr_fhd_plan_create(cpu, &o, &plan));
+  GPU_OK(mr_fhd_set_points(plan, m, k));
+  mr_cfloat *u = malloc(batch * nvox * sizeof *u), *d = malloc(batch * m * sizeof *d);
+  for (size_t c = 0; c < batch; c++)
+    for (size_t i = 0; i < nvox; i++)
+      u[c * nvox + i] = coils > 0 ? maps[c * nvox + i] * x[i] : x[i];
+  GPU_OK(mr_fhd_forward(plan, u, d));
+  GPU_OK(mr_fhd_adjoint(plan, d, w, u));
+  size_t dims[3] = {n[0], n[1], rank == 3 ? n[2] : 1};
+  for (size_t i = 0; i < nvox; i++) {
+    double complex s = 0;
+    for (size_t c = 0; c < batch; c++)
+      s += coils > 0 ? conj((double complex)maps[c * nvox + i]) * u[c * nvox + i]
+                     : (double complex)u[i];
+    if (lambda > 0)
+      s += lambda * regularizer_at(x, dims, rank, reg, i);
+    y[i] = (mr_cfloat)s;
+  }
+  free(u);
+  free(d);
+  mr_fhd_plan_destroy(plan);
+}
+
+double iter_psnr(const float *img, const float *ref, size_t n) {
+  double peak = 0, se = 0;
+  for (size_t i = 0; i < n; i++) {
+    peak = fmax(peak, fabs(ref[i]));
+    se += ((double)img[i] - ref[i]) * ((double)img[i] - ref[i]);
+  }
+  return 20 * log10(peak / sqrt(se / n));
+}

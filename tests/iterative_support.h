@@ -1,0 +1,33 @@
+/* Shared by the iterative-reconstruction tests: trajectories, the exact
+ * normal operator (direct sums in double precision) and image metrics. */
+#ifndef MR_TEST_ITERATIVE_SUPPORT_H
+#define MR_TEST_ITERATIVE_SUPPORT_H
+
+#include <complex.h>
+#include <stddef.h>
+
+#include "gpu.h"
+#include "toeplitz.h"
+
+/* Radial spokes through the centre, `samples` each over [-0.5, 0.5)
+ * cycles/pixel; 2D angles evenly over pi, 3D directions on a Fibonacci
+ * sphere. k holds spokes * samples * rank floats. */
+void iter_radial(int rank, int spokes, int samples, float *k);
+
+/* Archimedean spiral interleaves of `turns` turns out to 0.5 cycles/pixel
+ * (2D), or a stack of them over kz (3D, `partitions` planes). Arms of all
+ * interleaves are 0.5 / (turns * interleaves) apart: Nyquist for an N-pixel
+ * image needs turns * interleaves >= N / 2. */
+void iter_spiral(int rank, int interleaves, int samples, double turns, int partitions, float *k);
+
+/* y = F^H W F x + lambda R x (+ coil maps when given: sum_c S_c^H ...),
+ * with F and F^H as double-precision direct sums on the CPU: the exact
+ * operator the Toeplitz one must reproduce. w may be NULL. */
+void iter_exact_normal(mr_device *cpu, int rank, const size_t n[3], size_t m, const float *k,
+                       const float *w, double lambda, mr_regularizer reg, size_t coils,
+                       const mr_cfloat *maps, const mr_cfloat *x, mr_cfloat *y);
+
+/* PSNR in dB (Kirk & Hwu Fig. 14.18): 20 log10(max|ref| / rms(img - ref)). */
+double iter_psnr(const float *img, const float *ref, size_t n);
+
+#endif

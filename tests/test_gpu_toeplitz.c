@@ -1,0 +1,147 @@
+/* toeplitz.h: the Toeplitz-embedded normal operator against the exact one
+ * (direct sums in double), 2D and 3D, odd and even sizes, each
+ * regularizer, with and without coil maps. --cuda: the same on the GPU,
+ * with Q from the GPU's direct sums. */
+#include <complex.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "fhd.h"
+#include "iterative_support.h"
+#include "test_gpu_common.h"
+#include "test_support.h"
+
+typedef struct setup {
+  int rank;
+  size_t n[3];
+  int spokes, samples;
+  double lambda;
+  mr_regularizer reg;
+  size_t coils;
+} setup;
+
+static const setup setups[] = {
+    {2, {12, 10, 1}, 16, 24, 0, MR_REG_IDENTITY, 0},
+    {2, {9, 8, 1}, 12, 20, 0.5, MR_REG_FINITE_DIFFERENCE, 0},
+    {3, {6, 5, 4}, 20, 12, 0.3, MR_REG_IDENTITY, 0},
+    {3, {5, 6, 3}, 20, 12, 0.4, MR_REG_FINITE_DIFFERENCE, 0},
+    {2, {10, 11, 1}, 14, 22, 0.2, MR_REG_FINITE_DIFFERENCE, 3},
+    {3, {6, 4, 5}, 18, 12, 0.3, MR_REG_IDENTITY, 2},
+};
+
+/* Q of (k, w) on the doubled grid, computed on dev. */
+static mr_cfloat *q_of(mr_device *dev, int rank, const size_t n[3], size_t m, const float *k,
+                       const float *w) {
+  mr_fhd_opts o = {.rank = rank,
+                   .grid = {2 * n[0], 2 * n[1], rank == 3 ? 2 * n[2] : 1},
+                   .batch = 1,
+                   .precision = mr_device_is_gpu(dev) ? MR_FHD_SINGLE : MR_FHD_DOUBLE};
+  mr_fhd_plan *plan = NULL;
+  GPU_OK(mr_fhd_plan_create(dev, &o, &plan));
+  GPU_OK(mr_fhd_set_points(plan, m, k));
+  mr_cfloat *q = malloc(mr_fhd_voxel_count(plan) * sizeof *q);
+  GPU_OK(mr_fhd_adjoint(plan, NULL, w, q));
+  mr_fhd_plan_destroy(plan);
+  return q;
+}
+
+static void check_setup(mr_device *dev, const setup *s) {
+  size_t m = (size_t)s->spokes * s->samples;
+  size_t nvox = s->n[0] * s->n[1] * (s->rank == 3 ? s->n[2] : 1);
+  float *k = malloc(m * s->rank * sizeof *k), *w = malloc(m * sizeof *w);
+  iter_radial(s->rank, s->spokes, s->samples, k);
+  for (size_t i = 0; i < m; i++)
+    w[i] = 0.5f + (float)(i % 7) / 7;
+  size_t coils = s->coils;
+  mr_cfloat *maps = malloc((coils + 1) * nvox * sizeof *maps);
+  mr_cfloat *x = malloc(nvox * sizeof *x), *want = malloc(nvox * sizeof *want);
+  mr_cfloat *got = malloc(nvox * sizeof *got);
+  gpu_test_random(maps, (coils + 1) * nvox, 21);
+  gpu_test_random(x, nvox, 22);
+  iter_exact_normal(gpu_test_cpu(), s->rank, s->n, m, k, w, s->lambda, s->reg, coils, maps, x,
+                    want);
+
+  mr_cfloat *q = q_of(dev, s->rank, s->n, m, k, w);
+  mr_toeplitz_opts o = {.rank = s->rank,
+                        .n = {s->n[0], s->n[1], s->n[2]},
+                        .lambda = s->lambda,
+                        .reg = s->reg,
+                        .coils = coils};
+  mr_toeplitz *t = NULL;
+  GPU_OK(mr_toeplitz_create(dev, &o, q, &t));
+  assert_int_equal(mr_toeplitz_voxels(t), nvox);
+  if (coils > 0)
+    GPU_OK(mr_toeplitz_set_maps(t, maps));
+  size_t bytes = nvox * sizeof(mr_cfloat);
+  if (mr_device_is_gpu(dev)) {
+    mr_buf *bx = gpu_test_upload(dev, x, bytes), *by = NULL;
+    GPU_OK(mr_buf_create(dev, bytes, &by));
+    GPU_OK(mr_toeplitz_apply(t, mr_buf_data(bx), mr_buf_data(by)));
+    GPU_OK(mr_buf_download(by, 0, got, bytes));
+    mr_buf_destroy(bx);
+    mr_buf_destroy(by);
+  } else {
+    GPU_OK(mr_toeplitz_apply(t, x, got));
+  }
+  double err = mr_test_rel_error_c(got, want, nvox);
+  print_message("%dD %zux%zux%zu lambda %.1f %s, %zu coils: %.2e\n", s->rank, s->n[0], s->n[1],
+                s->n[2], s->lambda, s->reg == MR_REG_IDENTITY ? "identity" : "differences",
+                coils, err);
+  assert_true(err < 1e-5);
+  mr_toeplitz_destroy(t);
+  free(q);
+  free(k);
+  free(w);
+  free(maps);
+  free(x);
+  free(want);
+  free(got);
+}
+
+static void cpu_matches_exact(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof setups / sizeof *setups; i++)
+    check_setup(gpu_test_cpu(), &setups[i]);
+}
+
+static void cpu_bad_input(void **state) {
+  (void)state;
+  mr_toeplitz *t = NULL;
+  mr_cfloat q[64] = {0};
+  mr_toeplitz_opts o = {.rank = 2, .n = {4, 4, 1}, .lambda = -1};
+  assert_int_equal(mr_toeplitz_create(gpu_test_cpu(), &o, q, &t), MR_EINVAL);
+  o.lambda = 0;
+  o.coils = 2;
+  GPU_OK(mr_toeplitz_create(gpu_test_cpu(), &o, q, &t));
+  mr_cfloat x[16] = {0}, y[16];
+  assert_int_equal(mr_toeplitz_apply(t, x, y), MR_EINVAL); /* no maps yet */
+  mr_toeplitz_destroy(t);
+}
+
+static void cuda_matches_exact(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof setups / sizeof *setups; i++)
+    check_setup(gpu_test_gpu(), &setups[i]);
+}
+
+int main(int argc, char **argv) {
+  int cuda = gpu_test_init(argc, argv);
+  const struct CMUnitTest cpu_tests[] = {
+      cmocka_unit_test(cpu_matches_exact),
+      cmocka_unit_test(cpu_bad_input),
+  };
+  const struct CMUnitTest cuda_tests[] = {
+      cmocka_unit_test(cuda_matches_exact),
+  };
+  int rc = cuda ? cmocka_run_group_tests_name("toeplitz_cuda", cuda_tests, NULL, NULL)
+                : cmocka_run_group_tests_name("toeplitz_cpu", cpu_tests, NULL, NULL);
+  gpu_test_fini();
+  return rc;
+}
