@@ -9,6 +9,7 @@ extern const mr_gadget_class mr_gadget_accumulate;
 extern const mr_gadget_class mr_gadget_fft;
 extern const mr_gadget_class mr_gadget_coil_combine;
 extern const mr_gadget_class mr_gadget_image_out;
+extern const mr_gadget_class mr_gadget_fhd_cg;
 
 static const mr_gadget_class *const classes[] = {
     &mr_gadget_remove_oversampling,
@@ -16,6 +17,7 @@ static const mr_gadget_class *const classes[] = {
     &mr_gadget_fft,
     &mr_gadget_coil_combine,
     &mr_gadget_image_out,
+    &mr_gadget_fhd_cg,
     NULL,
 };
 

@@ -10,3 +10,6 @@ foreach(noun fhd toeplitz cg)
   set_tests_properties(test_gpu_${noun}_cuda PROPERTIES SKIP_RETURN_CODE 77
     TIMEOUT 300 LABELS gpu)
 endforeach()
+
+mr_add_test(test_gadgets_fhd_cg SOURCES test_gadgets_fhd_cg.c
+            LIBS mr_gadget_harness mr_test_iterative m)

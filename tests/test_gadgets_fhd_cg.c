@@ -1,0 +1,250 @@
+/* fhd_cg: non-Cartesian k-space buffers (data from exact forward sums of a
+ * smooth multi-coil object) to images, 2D and 3D, per coil and through
+ * estimated maps; the operator kept for a repeated trajectory and rebuilt
+ * for a new one; unsampled lines ignored; Cartesian buffers refused. */
+#include <complex.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "fhd.h"
+#include "gadget_harness.h"
+#include "image_array.h"
+#include "iterative_support.h"
+#include "kspace.h"
+#include "test_support.h"
+
+typedef struct scan {
+  int rank;
+  size_t n[3], nvox, coils;
+  int spokes, samples;
+  float complex *truth; /* [coils][nvox]: S_c rho */
+  float *rss;           /* [nvox]: |rho| sqrt(sum_c |S_c|^2) */
+} scan;
+
+/* Gaussian blobs (band-limited to far below Nyquist) under smooth complex
+ * coil sensitivities. */
+static scan make_scan(int rank, size_t nx, size_t ny, size_t nz, size_t coils, int spokes,
+                      int samples) {
+  scan s = {.rank = rank, .n = {nx, ny, nz}, .nvox = nx * ny * nz, .coils = coils,
+            .spokes = spokes, .samples = samples};
+  s.truth = malloc(coils * s.nvox * sizeof *s.truth);
+  s.rss = malloc(s.nvox * sizeof *s.rss);
+  const double blobs[3][5] = {{0, 0, 0, 1.0, 3.0}, {3, -2, 1, 0.7, 1.6}, {-3, 2, -1, -0.4, 1.8}};
+  for (size_t i = 0; i < s.nvox; i++) {
+    double x[3] = {(double)(i % nx) - nx / 2, (double)(i / nx % ny) - ny / 2,
+                   (double)(i / nx / ny) - nz / 2};
+    double rho = 0;
+    for (int b = 0; b < 3; b++) {
+      double r2 = 0;
+      for (int d = 0; d < rank; d++)
+        r2 += pow(x[d] - blobs[b][d], 2);
+      rho += blobs[b][3] * exp(-r2 / (2 * blobs[b][4] * blobs[b][4]));
+    }
+    double ss = 0;
+    for (size_t c = 0; c < coils; c++) {
+      double a = 2 * M_PI * c / coils;
+      double complex sens = (1 + 0.3 * cos(a) * x[0] / nx + 0.3 * sin(a) * x[1] / ny) *
+                            cexp(I * (a + 0.05 * x[0]));
+      s.truth[c * s.nvox + i] = (float complex)(sens * rho);
+      ss += pow(cabs(sens), 2);
+    }
+    s.rss[i] = (float)(fabs(rho) * sqrt(ss));
+  }
+  return s;
+}
+
+static void free_scan(scan *s) {
+  free(s->truth);
+  free(s->rss);
+}
+
+/* The scan's k-space along radial spokes (a line per spoke), exactly.
+ * Lines listed in `skip` are marked unsampled and filled with garbage. */
+static mr_kspace *acquire(const scan *s, mr_device *cpu, const int *skip, int nskip) {
+  size_t m = (size_t)s->spokes * s->samples;
+  float *k = malloc(m * s->rank * sizeof *k);
+  iter_radial(s->rank, s->spokes, s->samples, k);
+  mr_fhd_opts o = {.rank = s->rank, .grid = {s->n[0], s->n[1], s->n[2]}, .batch = s->coils,
+                   .precision = MR_FHD_DOUBLE};
+  mr_fhd_plan *plan = NULL;
+  assert_int_equal(mr_fhd_plan_create(cpu, &o, &plan), 0);
+  assert_int_equal(mr_fhd_set_points(plan, m, k), 0);
+  mr_kspace *ks = mr_kspace_new(s->samples, s->spokes, 1, s->coils, s->rank, NULL);
+  assert_int_equal(mr_fhd_forward(plan, s->truth, ks->data), 0);
+  mr_fhd_plan_destroy(plan);
+  memcpy(ks->traj, k, m * s->rank * sizeof *k);
+  memset(ks->sampled, 1, s->spokes);
+  for (int i = 0; i < nskip; i++) {
+    ks->sampled[skip[i]] = 0;
+    for (int r = 0; r < s->samples; r++) {
+      for (int d = 0; d < s->rank; d++)
+        ks->traj[((size_t)skip[i] * s->samples + r) * s->rank + d] = 0.1f * (float)d;
+      for (size_t c = 0; c < s->coils; c++)
+        ks->data[(c * s->spokes + skip[i]) * s->samples + r] = 1e3f;
+    }
+  }
+  ks->recon.matrix.x = (uint16_t)s->n[0];
+  ks->recon.matrix.y = (uint16_t)s->n[1];
+  ks->recon.matrix.z = (uint16_t)s->n[2];
+  free(k);
+  return ks;
+}
+
+static const char *chain(const char *extra) {
+  static char json[512];
+  snprintf(json, sizeof json,
+           "[{\"gadget\":\"fhd_cg\",\"device\":\"cpu\",\"iterations\":60,\"tolerance\":1e-6%s}]",
+           extra);
+  return json;
+}
+
+/* Runs one buffer through fhd_cg and returns the output image array. */
+static const mr_image_array *run(mr_harness *h, mr_kspace *ks) {
+  int before = h->nout;
+  assert_int_equal(mr_harness_push(h, mr_kspace_message(ks)), 0);
+  assert_int_equal(h->nout, before + 1);
+  assert_int_equal(h->out[before]->kind, MR_MSG_IMAGE_ARRAY);
+  return h->out[before]->u.object.ptr;
+}
+
+static void check_coils(const scan *s, const mr_image_array *a, double tol) {
+  assert_int_equal(a->nx, s->n[0]);
+  assert_int_equal(a->ny, s->n[1]);
+  assert_int_equal(a->nz, s->n[2]);
+  assert_int_equal(a->nch, s->coils);
+  double err = mr_test_rel_error_c(a->data, s->truth, s->coils * s->nvox);
+  print_message("%dD %zux%zux%zu, %zu coils: coil images rel error %.2e\n", s->rank, s->n[0],
+                s->n[1], s->n[2], s->coils, err);
+  assert_true(err < tol);
+}
+
+static mr_pool *pool;
+static mr_device *cpu;
+
+static int setup(void **state) {
+  (void)state;
+  mr_err e = {0};
+  if (mr_pool_create(&(mr_pool_opts){.gpus = "none", .cpu_threads = 2}, &pool, &e) < 0 ||
+      mr_pool_acquire(pool, "cpu", &cpu, &e) < 0)
+    return -1;
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  mr_pool_release(pool, cpu);
+  mr_pool_destroy(pool);
+  return 0;
+}
+
+static void test_2d_per_coil(void **state) {
+  (void)state;
+  scan s = make_scan(2, 24, 20, 1, 2, 48, 48);
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, chain(""), MR_KIND_BIT(MR_MSG_KSPACE)), 0);
+  assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(8, 8, 1, 8, 8, 1)), 0);
+  check_coils(&s, run(&h, acquire(&s, cpu, NULL, 0)), 1e-2);
+  mr_harness_close(&h);
+  free_scan(&s);
+}
+
+static void test_3d_per_coil(void **state) {
+  (void)state;
+  scan s = make_scan(3, 12, 12, 10, 2, 260, 24);
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, chain(""), MR_KIND_BIT(MR_MSG_KSPACE)), 0);
+  assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(8, 8, 1, 8, 8, 1)), 0);
+  check_coils(&s, run(&h, acquire(&s, cpu, NULL, 0)), 3e-2);
+  mr_harness_close(&h);
+  free_scan(&s);
+}
+
+/* The same trajectory twice gives the same image (the kept operator); a
+ * new trajectory (fewer spokes) its own, with the marked-unsampled lines'
+ * garbage left out. */
+static void test_operator_kept_and_rebuilt(void **state) {
+  (void)state;
+  scan s = make_scan(2, 24, 20, 1, 2, 48, 48);
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, chain(""), MR_KIND_BIT(MR_MSG_KSPACE)), 0);
+  assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(8, 8, 1, 8, 8, 1)), 0);
+  const mr_image_array *a = run(&h, acquire(&s, cpu, NULL, 0));
+  const mr_image_array *b = run(&h, acquire(&s, cpu, NULL, 0));
+  assert_memory_equal(a->data, b->data, s.coils * s.nvox * sizeof *a->data);
+  const int skip[] = {3, 10, 11, 30};
+  const mr_image_array *c = run(&h, acquire(&s, cpu, skip, 4));
+  double err = mr_test_rel_error_c(c->data, s.truth, s.coils * s.nvox);
+  print_message("4 of 48 spokes skipped: rel error %.2e\n", err);
+  assert_true(err < 3e-2);
+  assert_true(mr_test_rel_error_c(c->data, a->data, s.coils * s.nvox) > 1e-6);
+  mr_harness_close(&h);
+  free_scan(&s);
+}
+
+/* Estimated maps: one image, the coils' root sum of squares up to a smooth
+ * factor; compared after least-squares scaling. */
+static void test_estimated_maps(void **state) {
+  (void)state;
+  scan s = make_scan(2, 24, 24, 1, 4, 48, 48);
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h,
+                                   chain(",\"sensitivities\":\"estimate\",\"lambda\":0.001,"
+                                         "\"regularizer\":\"differences\""),
+                                   MR_KIND_BIT(MR_MSG_KSPACE)),
+                   0);
+  assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(8, 8, 1, 8, 8, 1)), 0);
+  const mr_image_array *a = run(&h, acquire(&s, cpu, NULL, 0));
+  assert_int_equal(a->nch, 1);
+  float *mag = malloc(s.nvox * sizeof *mag);
+  for (size_t i = 0; i < s.nvox; i++)
+    mag[i] = cabsf(a->data[i]);
+  double err = mr_test_nrmse_scaled(mag, s.rss, s.nvox);
+  print_message("estimated maps: NRMSE %.2e against the coils' RSS\n", err);
+  assert_true(err < 5e-2);
+  free(mag);
+  mr_harness_close(&h);
+  free_scan(&s);
+}
+
+static void test_cartesian_refused(void **state) {
+  (void)state;
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, chain(""), MR_KIND_BIT(MR_MSG_KSPACE)), 0);
+  assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(8, 8, 1, 8, 8, 1)), 0);
+  mr_kspace *k = mr_kspace_new(8, 8, 1, 1, 0, NULL);
+  assert_int_equal(mr_harness_push(&h, mr_kspace_message(k)), MR_EDATA);
+  assert_non_null(strstr(h.err.msg, "Cartesian"));
+  mr_harness_close(&h);
+}
+
+static void test_bad_parameters(void **state) {
+  (void)state;
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, chain(",\"lambda\":-1"), MR_KIND_BIT(MR_MSG_KSPACE)),
+                   MR_ECONFIG);
+  mr_harness_close(&h);
+  assert_int_equal(mr_harness_open(&h, chain(",\"regularizer\":\"tv\""),
+                                   MR_KIND_BIT(MR_MSG_KSPACE)),
+                   MR_ECONFIG);
+  mr_harness_close(&h);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_2d_per_coil),
+      cmocka_unit_test(test_3d_per_coil),
+      cmocka_unit_test(test_operator_kept_and_rebuilt),
+      cmocka_unit_test(test_estimated_maps),
+      cmocka_unit_test(test_cartesian_refused),
+      cmocka_unit_test(test_bad_parameters),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
