@@ -99,6 +99,69 @@ void iter_exact_normal(mr_device *cpu, int rank, const size_t n[3], size_t m, co
   mr_fhd_plan_destroy(plan);
 }
 
+void iter_bilinear_gridding(mr_device *dev, int rank, const size_t n[3], size_t batch, size_t m,
+                            const float *k, const mr_cfloat *data, mr_cfloat *out) {
+  size_t dims[3] = {n[0], n[1], rank == 3 ? n[2] : 1}, nvox = dims[0] * dims[1] * dims[2];
+  double complex *sum = calloc(batch * nvox, sizeof *sum);
+  double *weight = calloc(nvox, sizeof *weight);
+  for (size_t j = 0; j < m; j++) {
+    long base[3] = {0, 0, 0};
+    double frac[3] = {0, 0, 0};
+    for (int d = 0; d < rank; d++) { /* grid index of k: n/2 is the centre */
+      double g = k[j * rank + d] * (double)dims[d] + (double)(dims[d] / 2);
+      base[d] = (long)floor(g);
+      frac[d] = g - (double)base[d];
+    }
+    for (int corner = 0; corner < (1 << rank); corner++) {
+      double w = 1;
+      size_t at = 0, stride = 1;
+      for (int d = 0; d < rank; d++) {
+        int up = (corner >> d) & 1;
+        w *= up ? frac[d] : 1 - frac[d];
+        long i = (base[d] + up) % (long)dims[d]; /* k-space is periodic */
+        at += (size_t)(i < 0 ? i + (long)dims[d] : i) * stride;
+        stride *= dims[d];
+      }
+      weight[at] += w;
+      for (size_t b = 0; b < batch; b++)
+        sum[b * nvox + at] += w * (double complex)data[b * m + j];
+    }
+  }
+  for (size_t b = 0; b < batch; b++)
+    for (size_t i = 0; i < nvox; i++)
+      out[b * nvox + i] = weight[i] > 0 ? (mr_cfloat)(sum[b * nvox + i] / weight[i]) : 0;
+  mr_fft_opts fo = {.rank = rank, .dims = {dims[0], dims[1], dims[2]}, .batch = batch};
+  mr_fft_plan *plan = NULL;
+  GPU_OK(mr_fft_plan_create(dev, &fo, &plan));
+  GPU_OK(mr_fft_execute_host(plan, MR_FFT_BACKWARD, out, out));
+  mr_fft_plan_destroy(plan);
+  free(sum);
+  free(weight);
+}
+
+void iter_shepp_logan(size_t nx, size_t ny, float *img) {
+  /* intensity, semi-axes a b, centre x0 y0, angle (degrees) */
+  static const double e[10][6] = {
+      {1.0, 0.69, 0.92, 0, 0, 0},          {-0.8, 0.6624, 0.874, 0, -0.0184, 0},
+      {-0.2, 0.11, 0.31, 0.22, 0, -18},    {-0.2, 0.16, 0.41, -0.22, 0, 18},
+      {0.1, 0.21, 0.25, 0, 0.35, 0},       {0.1, 0.046, 0.046, 0, 0.1, 0},
+      {0.1, 0.046, 0.046, 0, -0.1, 0},     {0.1, 0.046, 0.023, -0.08, -0.605, 0},
+      {0.1, 0.023, 0.023, 0, -0.606, 0},   {0.1, 0.023, 0.046, 0.06, -0.605, 0}};
+  for (size_t iy = 0; iy < ny; iy++)
+    for (size_t ix = 0; ix < nx; ix++) {
+      double x = ((double)ix - (double)(nx / 2)) / (nx / 2.0);
+      double y = ((double)iy - (double)(ny / 2)) / (ny / 2.0);
+      double v = 0;
+      for (int i = 0; i < 10; i++) {
+        double c = cos(e[i][5] * M_PI / 180), s = sin(e[i][5] * M_PI / 180);
+        double u = (x - e[i][3]) * c + (y - e[i][4]) * s, w = -(x - e[i][3]) * s + (y - e[i][4]) * c;
+        if (u * u / (e[i][1] * e[i][1]) + w * w / (e[i][2] * e[i][2]) <= 1)
+          v += e[i][0];
+      }
+      img[iy * nx + ix] = (float)v;
+    }
+}
+
 double iter_psnr(const float *img, const float *ref, size_t n) {
   double peak = 0, se = 0;
   for (size_t i = 0; i < n; i++) {

@@ -27,6 +27,18 @@ void iter_exact_normal(mr_device *cpu, int rank, const size_t n[3], size_t m, co
                        const float *w, double lambda, mr_regularizer reg, size_t coils,
                        const mr_cfloat *maps, const mr_cfloat *x, mr_cfloat *y);
 
+/* The book's baseline (Fig. 14.19's "gridding/iFFT"): each Cartesian
+ * k-space point of an n-voxel image is the bilinear-interpolation weighted
+ * mean of the samples around it (data [batch][m]), then a centered inverse
+ * FFT on dev; out [batch][voxels]. */
+void iter_bilinear_gridding(mr_device *dev, int rank, const size_t n[3], size_t batch, size_t m,
+                            const float *k, const mr_cfloat *data, mr_cfloat *out);
+
+/* The modified Shepp-Logan phantom (Toft's intensities) sampled at the
+ * voxel centres of an nx x ny image, x fastest; the ellipses span the
+ * image's width. */
+void iter_shepp_logan(size_t nx, size_t ny, float *img);
+
 /* PSNR in dB (Kirk & Hwu Fig. 14.18): 20 log10(max|ref| / rms(img - ref)). */
 double iter_psnr(const float *img, const float *ref, size_t n);
 

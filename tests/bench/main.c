@@ -18,6 +18,7 @@ static const struct {
   bench_fn run;
 } commands[] = {
     {"gpu", "FFT, HERK/GEMM, solve and coil combination, GPU against CPU", bench_gpu},
+    {"fhd", "direct F^H D and Q (the book's kernels and past them), CG on the Toeplitz operator", bench_fhd},
 };
 
 enum { NCOMMANDS = sizeof commands / sizeof *commands };
