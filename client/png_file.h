@@ -1,9 +1,5 @@
-/* Writing an 8-bit grayscale PNG file with libpng.
- *
- * Compiled as a library of its own, without protocol/ on the include path:
- * protocol/limits.h would hide the system <limits.h> that libpng's
- * pngconf.h needs. So this file uses no protocol types: it returns 0, or -1
- * with the reason in why. */
+/* Writing an 8-bit grayscale PNG file with libpng. Returns 0, or -1 with
+ * the reason in why. */
 #ifndef MR_CLIENT_PNG_FILE_H
 #define MR_CLIENT_PNG_FILE_H
 

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 
 #include "dataset.h"
-#include "limits.h"
+#include "wire_limits.h"
 #include "net.h"
 #include "output.h"
 #include "preview.h"

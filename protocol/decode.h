@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "limits.h"
+#include "wire_limits.h"
 #include "message.h"
 
 typedef struct mr_decoder mr_decoder;

@@ -16,7 +16,7 @@
 #include <ismrmrd/ismrmrd.h>
 #include <ismrmrd/waveform.h>
 
-#include "limits.h"
+#include "wire_limits.h"
 
 _Static_assert(sizeof(ISMRMRD_AcquisitionHeader) == 340,
                "AcquisitionHeader must be the packed 340-byte ISMRMRD struct");

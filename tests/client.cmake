@@ -1,8 +1,7 @@
 # Tests of client/: one program per module, and the end-to-end run of
 # reconclient against reconserver on loopback.
 
-# Decoding PNGs in tests needs libpng without protocol/ on the include path
-# (see client/png_file.h).
+# Decodes the PNGs the client writes, for the preview tests.
 add_library(mr_test_client_png STATIC test_client_png_read.c)
 target_include_directories(mr_test_client_png PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(mr_test_client_png PUBLIC PkgConfig::PNG)

@@ -1,6 +1,4 @@
-/* Test helper: decodes an 8-bit grayscale PNG with libpng. Built apart from
- * the protocol headers (protocol/limits.h would hide <limits.h> from
- * libpng's headers). */
+/* Test helper: decodes an 8-bit grayscale PNG with libpng. */
 #ifndef MR_TEST_CLIENT_PNG_READ_H
 #define MR_TEST_CLIENT_PNG_READ_H
 
