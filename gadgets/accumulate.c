@@ -218,6 +218,11 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   int rc = 0;
   if (h->flags & kept_out)
     goto done;
+  if (h->number_of_samples == 0 || h->active_channels == 0) {
+    rc = mr_gadget_fail(ctx, MR_EDATA, "acquisition %u has %u samples x %u channels: nothing to place",
+                        h->scan_counter, h->number_of_samples, h->active_channels);
+    goto done;
+  }
   if (h->encoding_space_ref >= ctx->hdr->nencodings) {
     rc = mr_gadget_fail(ctx, MR_EDATA, "acquisition %u names encoding space %u; the header has %d",
                         h->scan_counter, h->encoding_space_ref, ctx->hdr->nencodings);

@@ -217,6 +217,10 @@ static void test_bad_lines_are_errors(void **state) {
   assert_non_null(strstr(h.err.msg, "has 10 samples, the buffer holds 8"));
   mr_harness_close(&h);
   open_accumulate(&h, "end", 4, 1);
+  assert_int_equal(mr_harness_push(&h, line(0, 2, 1, 0, 0)), MR_EDATA);
+  assert_non_null(strstr(h.err.msg, "has 0 samples x 2 channels: nothing to place"));
+  mr_harness_close(&h);
+  open_accumulate(&h, "end", 4, 1);
   mr_message *m = line(8, 2, 0, 0, 0);
   m->u.acq.head.encoding_space_ref = 3;
   assert_int_equal(mr_harness_push(&h, m), MR_EDATA);

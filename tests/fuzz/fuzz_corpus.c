@@ -1,0 +1,129 @@
+/* Writes the fuzzers' seed corpus: sessions as real clients send them.
+ *
+ *   mr-fuzz-corpus OUTDIR [DATA.h5 ...]
+ *
+ * A few hand-made sessions (queries only, the noise-dependency query, a
+ * JSON CONFIG_SCRIPT, a header-less CLOSE, Python-style NUL-terminated
+ * strings) and, for each ISMRMRD file, the session reconclient would send
+ * for it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dataset.h"
+#include "encode.h"
+#include "gadget_harness.h"
+
+typedef struct stream {
+  FILE *f;
+  size_t bytes, cap;
+} stream;
+
+static void put(stream *s, mr_message *m) {
+  uint8_t *b;
+  size_t len;
+  if (m != NULL && s->bytes < s->cap && mr_encode_flat(m, &b, &len) == 0) {
+    fwrite(b, 1, len, s->f);
+    s->bytes += len;
+    free(b);
+  }
+  mr_message_unref(m);
+}
+
+static stream open_stream(const char *dir, const char *name, size_t cap) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  stream s = {fopen(path, "wb"), 0, cap};
+  if (s.f == NULL) {
+    perror(path);
+    exit(1);
+  }
+  return s;
+}
+
+static mr_message *text(mr_message_kind kind, const char *t, int nul) {
+  return mr_message_new_text(kind, t, strlen(t) + (nul ? 1 : 0));
+}
+
+static float complex ramp(int c, int s, void *arg) {
+  (void)arg;
+  return (float)(s - 4) + I * (float)c;
+}
+
+static void synthetic_scan(stream *s, int nul) {
+  put(s, text(MR_MSG_HEADER, mr_harness_cartesian_header(16, 8, 1, 8, 8, 1), nul));
+  for (int e1 = 0; e1 < 8; e1++)
+    put(s, mr_harness_acquisition(16, 2, e1, 0, e1 == 7 ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) : 0,
+                                  ramp, NULL));
+  put(s, mr_message_new(MR_MSG_CLOSE));
+}
+
+static void hand_made(const char *dir) {
+  stream s = open_stream(dir, "queries", SIZE_MAX);
+  put(&s, mr_message_new_query(MR_MSG_QUERY, 1, "gadgetron::version", 18));
+  put(&s, mr_message_new_query(MR_MSG_QUERY, 2, "mrrecon::configs\0", 17));
+  put(&s, mr_message_new(MR_MSG_CLOSE));
+  fclose(s.f);
+
+  s = open_stream(dir, "dependency_query", SIZE_MAX);
+  put(&s, text(MR_MSG_CONFIG_SCRIPT,
+               "<?xml version=\"1.0\"?><gadgetronStreamConfiguration><gadget>"
+               "<classname>NoiseSummaryGadget</classname></gadget></gadgetronStreamConfiguration>",
+               0));
+  put(&s, mr_message_new(MR_MSG_CLOSE));
+  fclose(s.f);
+
+  s = open_stream(dir, "header_less_close", SIZE_MAX);
+  put(&s, mr_message_new_config_file("default.xml"));
+  put(&s, mr_message_new(MR_MSG_CLOSE));
+  fclose(s.f);
+
+  s = open_stream(dir, "config_script_python_style", SIZE_MAX);
+  put(&s, text(MR_MSG_CONFIG_SCRIPT,
+               "{\"name\":\"s\",\"gadgets\":[{\"gadget\":\"accumulate\"},{\"gadget\":\"fft\"},"
+               "{\"gadget\":\"coil_combine\"},{\"gadget\":\"image_out\",\"type\":\"complex\"}]}",
+               1));
+  put(&s, text(MR_MSG_TEXT, "hello", 1));
+  synthetic_scan(&s, 1);
+  fclose(s.f);
+
+  s = open_stream(dir, "cartesian_synthetic", SIZE_MAX);
+  put(&s, mr_message_new_config_file("default.xml"));
+  synthetic_scan(&s, 0);
+  fclose(s.f);
+}
+
+/* The session for one ISMRMRD file, cut off at cap bytes of data. */
+static int from_dataset(const char *dir, const char *path, int index) {
+  mr_dataset *ds = NULL;
+  mr_err err = {0};
+  if (mr_dataset_open(path, "dataset", &ds, &err) < 0) {
+    fprintf(stderr, "mr-fuzz-corpus: %s\n", err.msg);
+    return 1;
+  }
+  char name[64];
+  snprintf(name, sizeof name, "dataset_%d", index);
+  stream s = open_stream(dir, name, 256u << 10);
+  put(&s, mr_message_new_config_file("default.xml"));
+  put(&s, text(MR_MSG_HEADER, mr_dataset_header(ds), 0));
+  mr_message *m = NULL;
+  while (mr_dataset_next(ds, &m, &err) == 0 && m != NULL)
+    put(&s, m);
+  s.cap = SIZE_MAX;
+  put(&s, mr_message_new(MR_MSG_CLOSE));
+  fclose(s.f);
+  mr_dataset_close(ds);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: mr-fuzz-corpus OUTDIR [DATA.h5 ...]\n");
+    return 2;
+  }
+  hand_made(argv[1]);
+  int failed = 0;
+  for (int i = 2; i < argc; i++)
+    failed |= from_dataset(argv[1], argv[i], i - 2);
+  return failed;
+}
