@@ -5,3 +5,10 @@ mr_add_test(test_server_session SOURCES test_server_session.c
   LIBS mr_wire_client mr_gadget_harness TIMEOUT 120)
 mr_add_test(test_server_limits SOURCES test_server_limits.c
   LIBS mr_wire_client mr_gadget_harness TIMEOUT 120)
+
+# The end-to-end run under valgrind memcheck (skips without valgrind).
+add_test(NAME valgrind_e2e COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/valgrind_e2e.sh
+         ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
+set_tests_properties(valgrind_e2e PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS valgrind)
+mr_add_test(test_server_faults SOURCES test_server_faults.c
+  LIBS mr_wire_client mr_gadget_harness Threads::Threads TIMEOUT 300)
