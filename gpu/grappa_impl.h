@@ -1,0 +1,94 @@
+/* Internal: the shape of a GRAPPA calibration, shared by both backends, and
+ * the backend functions behind grappa.h (arguments already checked). */
+#ifndef MR_GPU_GRAPPA_IMPL_H
+#define MR_GPU_GRAPPA_IMPL_H
+
+#include "grappa.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Everything below follows from the options. The kernel sits at PE
+ * position i (ACS lines i + p R) and readout position c (samples c + j);
+ * its targets are ACS lines i + dpe + m at sample c + dro. */
+typedef struct mr_grappa_geom {
+  int nc, nro, nacs, accel, kpe, kro, nseg;
+  int n_src;    /* kpe kro nc: unknowns per target */
+  int n_tgt;    /* (R - 1) nc: targets per position */
+  int nb_src;   /* kpe nc: source rows without their taps */
+  int npe;      /* PE positions: nacs - (kpe - 1) R */
+  int dpe, dro; /* R (kpe/2 - 1) and (kro - 1)/2 */
+  int nsh_ro;   /* readout positions: nro - kro + 1 */
+  /* Segment s owns readout positions [c0[s], c0[s + 1]); its data window
+   * is samples [c0[s], c0[s + 1] + kro - 1). */
+  int c0[MR_GRAPPA_MAX_SEGMENTS + 1];
+  int ndisc[MR_GRAPPA_MAX_SEGMENTS]; /* equations power clipping drops */
+  int nro_max;  /* most readout positions of one segment */
+  int ndisc_max;
+} mr_grappa_geom;
+
+static inline int mr_grappa_seg_positions(const mr_grappa_geom *g, int s) {
+  return g->c0[s + 1] - g->c0[s];
+}
+
+/* The first and one-past-last readout sample whose missing values segment
+ * s fills (the outer segments reach the k-space edges). */
+static inline int mr_grappa_seg_x0(const mr_grappa_geom *g, int s) {
+  return s == 0 ? 0 : g->c0[s] + g->dro;
+}
+static inline int mr_grappa_seg_x1(const mr_grappa_geom *g, int s) {
+  return s == g->nseg - 1 ? g->nro : g->c0[s + 1] + g->dro;
+}
+
+struct mr_grappa_plan {
+  mr_device *dev;
+  mr_grappa_opts opts;
+  mr_grappa_geom g;
+  void *backend; /* the backend's scratch */
+};
+
+/* Each backend (prefix mr_grappa_cpu_ / mr_grappa_cuda_):
+ *   create/destroy  scratch for one calibration
+ *   prepare         per segment and PE position the normalisation psi, and
+ *                   which equations power clipping discards (in scratch)
+ *   build           after prepare: explicit A (n_src x positions) and B
+ *                   (n_tgt x positions) of segment s, normalised, the
+ *                   discarded equations zero (column q = i * positions + c)
+ *   im2col          source vectors of blocks lines[0..nblk) (a block is a
+ *                   sampled line s of the pattern) for samples [x0, x1):
+ *                   column (x - x0) * nblk + b of s (n_src x ..., dense)
+ *   scatter         target t of column (x - x0) * nblk + b of tv
+ *                   (n_tgt x ..., dense) into line lines[b] + m where that
+ *                   line exists and sampled[] says it is missing
+ * Device arrays (lines, sampled) live on the plan's device. */
+int mr_grappa_cpu_create(mr_grappa_plan *p);
+void mr_grappa_cpu_destroy(mr_grappa_plan *p);
+int mr_grappa_cpu_prepare(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride);
+int mr_grappa_cpu_build(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride, int s,
+                        mr_cfloat *a, mr_cfloat *b);
+int mr_grappa_cpu_im2col(mr_grappa_plan *p, const mr_cfloat *kspace, int ne1,
+                         const int *lines, int nblk, int x0, int x1, mr_cfloat *src);
+int mr_grappa_cpu_scatter(mr_grappa_plan *p, const mr_cfloat *tv, const int *lines, int nblk,
+                          int x0, int x1, const uint8_t *sampled, int ne1, mr_cfloat *kspace);
+
+int mr_grappa_cuda_create(mr_grappa_plan *p);
+void mr_grappa_cuda_destroy(mr_grappa_plan *p);
+int mr_grappa_cuda_prepare(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride);
+int mr_grappa_cuda_build(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride, int s,
+                         mr_cfloat *a, mr_cfloat *b);
+int mr_grappa_cuda_im2col(mr_grappa_plan *p, const mr_cfloat *kspace, int ne1,
+                          const int *lines, int nblk, int x0, int x1, mr_cfloat *src);
+int mr_grappa_cuda_scatter(mr_grappa_plan *p, const mr_cfloat *tv, const int *lines, int nblk,
+                           int x0, int x1, const uint8_t *sampled, int ne1, mr_cfloat *kspace);
+/* The whole fused calibration, queued (prepare included). */
+int mr_grappa_cuda_fused(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
+                         mr_cfloat *weights);
+/* MR_ENUMERIC when the last fused calibration met a non-positive pivot. */
+int mr_grappa_cuda_status(mr_grappa_plan *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

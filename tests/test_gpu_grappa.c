@@ -1,0 +1,385 @@
+/* grappa.h: calibration against the seed's Alg. 4.3 written out in double
+ * precision, exact filling of data a kernel predicts exactly, option
+ * checks; with --cuda, the GPU (fused and direct) against the CPU by the
+ * seed's error measure (eq. 5.1). */
+#include <complex.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "grappa.h"
+#include "grappa_phantom.h"
+#include "test_gpu_common.h"
+#include "test_support.h"
+
+/* ---- the reference ------------------------------------------------------ */
+
+/* x = (m + lambda I)^-1 b, m n x n Hermitian (lower read), b n x nrhs. */
+static void solve_double(double complex *m, int n, double lambda, double complex *b, int nrhs) {
+  for (int j = 0; j < n; j++) {
+    double d = creal(m[(size_t)j * n + j]) + lambda;
+    for (int k = 0; k < j; k++)
+      d -= creal(m[(size_t)k * n + j] * conj(m[(size_t)k * n + j]));
+    d = sqrt(d);
+    m[(size_t)j * n + j] = d;
+    for (int i = j + 1; i < n; i++) {
+      double complex v = m[(size_t)j * n + i];
+      for (int k = 0; k < j; k++)
+        v -= m[(size_t)k * n + i] * conj(m[(size_t)k * n + j]);
+      m[(size_t)j * n + i] = v / d;
+    }
+  }
+  for (int r = 0; r < nrhs; r++) {
+    double complex *x = b + (size_t)r * n;
+    for (int i = 0; i < n; i++) {
+      for (int k = 0; k < i; k++)
+        x[i] -= m[(size_t)k * n + i] * x[k];
+      x[i] /= m[(size_t)i * n + i];
+    }
+    for (int i = n - 1; i >= 0; i--) {
+      for (int k = i + 1; k < n; k++)
+        x[i] -= conj(m[(size_t)i * n + k]) * x[k];
+      x[i] /= m[(size_t)i * n + i];
+    }
+  }
+}
+
+/* Alg. 4.3 as the seed states it, per segment, into x (the weights). */
+static void reference(const mr_grappa_opts *o, const mr_cfloat *acs, size_t cs, mr_cfloat *x) {
+  int R = o->accel, nc = o->nc, kpe = o->kpe, kro = o->kro;
+  int n_src = kpe * kro * nc, n_tgt = (R - 1) * nc, npe = o->nacs - (kpe - 1) * R;
+  int dpe = R * (kpe / 2 - 1), dro = (kro - 1) / 2, nsh_ro = o->nro - kro + 1;
+  for (int s = 0; s < o->segments; s++) {
+    int c0 = s * nsh_ro / o->segments, c1 = (s + 1) * nsh_ro / o->segments, n = c1 - c0;
+    int eqs = npe * n;
+    double complex *a = calloc((size_t)n_src * eqs, sizeof *a);
+    double complex *b = calloc((size_t)n_tgt * eqs, sizeof *b);
+    double *pcol = calloc(eqs, sizeof *pcol), *row = calloc(npe, sizeof *row);
+    for (int i = 0; i < npe; i++)
+      for (int c = 0; c < n; c++) {
+        int q = i * n + c;
+        double pa = 0, pb = 0;
+        for (int k = 0; k < nc; k++) {
+          for (int p = 0; p < kpe; p++)
+            for (int j = 0; j < kro; j++) {
+              double complex v = acs[k * cs + (size_t)(i + p * R) * o->nro + c0 + c + j];
+              a[(size_t)q * n_src + (k * kpe + p) * kro + j] = v;
+              pa += creal(v * conj(v));
+            }
+          for (int m = 1; m < R; m++) {
+            double complex v = acs[k * cs + (size_t)(i + dpe + m) * o->nro + c0 + c + dro];
+            b[(size_t)q * n_tgt + k * (R - 1) + m - 1] = v;
+            pb += creal(v * conj(v));
+          }
+        }
+        pcol[q] = pa * n_tgt + pb * n_src;
+        row[i] += pcol[q];
+      }
+    for (int q = 0; q < eqs; q++) {
+      double psi = pow(row[q / n], -0.5 * o->eta);
+      for (int r = 0; r < n_src; r++)
+        a[(size_t)q * n_src + r] *= psi;
+      for (int r = 0; r < n_tgt; r++)
+        b[(size_t)q * n_tgt + r] *= psi;
+    }
+    /* power clipping: the largest powers first, the earlier equation first */
+    int drop = (int)(o->kappa * (double)eqs);
+    for (int d = 0; d < drop; d++) {
+      int best = -1;
+      for (int q = 0; q < eqs; q++)
+        if (pcol[q] >= 0 && (best < 0 || pcol[q] > pcol[best]))
+          best = q;
+      pcol[best] = -1;
+      memset(a + (size_t)best * n_src, 0, n_src * sizeof *a);
+      memset(b + (size_t)best * n_tgt, 0, n_tgt * sizeof *b);
+    }
+    double complex *m = calloc((size_t)n_src * n_src, sizeof *m);
+    double complex *u = calloc((size_t)n_src * n_tgt, sizeof *u);
+    double trace = 0;
+    for (int q = 0; q < eqs; q++) {
+      const double complex *ac = a + (size_t)q * n_src, *bc = b + (size_t)q * n_tgt;
+      for (int j = 0; j < n_src; j++) {
+        for (int i = 0; i < n_src; i++)
+          m[(size_t)j * n_src + i] += ac[i] * conj(ac[j]);
+        trace += creal(ac[j] * conj(ac[j]));
+      }
+      for (int t = 0; t < n_tgt; t++)
+        for (int i = 0; i < n_src; i++)
+          u[(size_t)t * n_src + i] += ac[i] * conj(bc[t]);
+    }
+    solve_double(m, n_src, o->chi * trace / n_src, u, n_tgt);
+    for (size_t i = 0; i < (size_t)n_src * n_tgt; i++)
+      x[(size_t)s * n_src * n_tgt + i] = (float complex)u[i];
+    free(a);
+    free(b);
+    free(pcol);
+    free(row);
+    free(m);
+    free(u);
+  }
+}
+
+static mr_cfloat *calibrate(mr_device *dev, const mr_grappa_opts *o, const mr_cfloat *acs,
+                            size_t cs) {
+  mr_grappa_plan *plan = NULL;
+  GPU_OK(mr_grappa_plan_create(dev, o, &plan));
+  mr_cfloat *w = malloc(mr_grappa_weights_count(o) * sizeof *w);
+  GPU_OK(mr_grappa_calibrate_host(plan, acs, cs, w));
+  mr_grappa_plan_destroy(plan);
+  return w;
+}
+
+/* ---- CPU group ---------------------------------------------------------- */
+
+static void matches_reference(void **state) {
+  (void)state;
+  mr_grappa_opts o = mr_grappa_opts_default(3, 40, 14, 3);
+  o.kro = 3;
+  o.segments = 3;
+  o.kappa = 0.05f;
+  o.eta = 1.0f;
+  o.chi = 1e-3f;
+  size_t cs = (size_t)o.nacs * o.nro, nw = mr_grappa_weights_count(&o);
+  mr_cfloat *acs = malloc(cs * o.nc * sizeof *acs), *want = malloc(nw * sizeof *want);
+  gpu_test_random(acs, cs * o.nc, 21);
+  reference(&o, acs, cs, want);
+  mr_cfloat *got = calibrate(gpu_test_cpu(), &o, acs, cs);
+  double err = grappa_rel_error_51(got, want, nw);
+  print_message("CPU against the double-precision Alg. 4.3: eq. 5.1 error %.2e\n", err);
+  assert_true(err < 1e-4);
+  free(got);
+  free(want);
+  free(acs);
+}
+
+/* Each coil sees the same nq plane waves (point sources) with its own
+ * weights: a kernel predicts every line exactly, so GRAPPA must fill the
+ * missing lines with the true values (away from the edges, where sources
+ * fall outside the k-space). */
+static void fills_predictable_data(void **state) {
+  (void)state;
+  enum { NC = 4, NX = 48, NY = 40, NACS = 20 };
+  double freq[NC][2];
+  double complex sens[NC][NC];
+  mr_cfloat truth[NC * NY * NX];
+  mr_cfloat data[NC * NY * NX];
+  uint8_t sampled[NY];
+  srand(5);
+  for (int q = 0; q < NC; q++) {
+    freq[q][0] = 2.5 * (rand() / (double)RAND_MAX - 0.5);
+    freq[q][1] = 2.5 * (rand() / (double)RAND_MAX - 0.5);
+    for (int c = 0; c < NC; c++)
+      sens[c][q] = (rand() / (double)RAND_MAX - 0.5) + I * (rand() / (double)RAND_MAX - 0.5);
+  }
+  for (int c = 0; c < NC; c++)
+    for (int y = 0; y < NY; y++)
+      for (int x = 0; x < NX; x++) {
+        double complex v = 0;
+        for (int q = 0; q < NC; q++)
+          v += sens[c][q] * cexp(I * (freq[q][0] * y + freq[q][1] * x));
+        truth[(c * NY + y) * NX + x] = (float complex)v;
+      }
+  for (int accel = 2; accel <= 4; accel++)
+    for (int variant = 0; variant < 2; variant++) {
+      mr_grappa_opts o = mr_grappa_opts_default(NC, NX, NACS, accel);
+      if (variant == 1) {
+        o.segments = 2;
+        o.kappa = 0.1f;
+      }
+      int a0 = grappa_phantom_acs_start(NY, NACS), phase = 1;
+      grappa_phantom_pattern(NY, accel, phase, NACS, sampled);
+      for (int c = 0; c < NC; c++)
+        for (int y = 0; y < NY; y++)
+          for (int x = 0; x < NX; x++)
+            data[(c * NY + y) * NX + x] = sampled[y] ? truth[(c * NY + y) * NX + x] : 0;
+      mr_grappa_plan *plan;
+      GPU_OK(mr_grappa_plan_create(gpu_test_cpu(), &o, &plan));
+      mr_cfloat *w = malloc(mr_grappa_weights_count(&o) * sizeof *w);
+      GPU_OK(mr_grappa_calibrate_host(plan, data + a0 * NX, (size_t)NY * NX, w));
+      size_t filled = 0, missing = 0;
+      GPU_OK(mr_grappa_apply_host(plan, w, sampled, NY, data, &filled));
+      for (int y = 0; y < NY; y++)
+        missing += !sampled[y];
+      assert_int_equal(filled, missing);
+      /* lines whose sources all lie inside, samples whose taps do */
+      double err = 0, ref = 0;
+      for (int y = 2 * accel; y < NY - 2 * accel; y++)
+        for (int c = 0; c < NC; c++)
+          for (int x = 2; x < NX - 2; x++) {
+            if (sampled[y])
+              continue;
+            size_t i = (size_t)(c * NY + y) * NX + x;
+            err += cabs(data[i] - truth[i]) * cabs(data[i] - truth[i]);
+            ref += cabs(truth[i]) * cabs(truth[i]);
+          }
+      print_message("R %d %s: filled %zu lines, rel error %.2e\n", accel,
+                    variant ? "2 segments, kappa 0.1" : "defaults", filled, sqrt(err / ref));
+      assert_true(sqrt(err / ref) < 1e-3);
+      free(w);
+      mr_grappa_plan_destroy(plan);
+    }
+}
+
+static void rejects_bad_options(void **state) {
+  (void)state;
+  mr_grappa_plan *plan = NULL;
+  mr_grappa_opts o = mr_grappa_opts_default(4, 64, 12, 4); /* 4 x 5 at R 4 needs 13 lines */
+  assert_int_equal(mr_grappa_plan_create(gpu_test_cpu(), &o, &plan), MR_EINVAL);
+  assert_non_null(strstr(mr_device_last_error(), "13 consecutive ACS lines"));
+  o = mr_grappa_opts_default(4, 64, 24, 1);
+  assert_int_equal(mr_grappa_plan_create(gpu_test_cpu(), &o, &plan), MR_EINVAL);
+  o = mr_grappa_opts_default(4, 64, 24, 4);
+  o.segments = 61; /* 60 readout positions */
+  assert_int_equal(mr_grappa_plan_create(gpu_test_cpu(), &o, &plan), MR_EINVAL);
+  o = mr_grappa_opts_default(4, 64, 24, 4);
+  o.kappa = 1.0f;
+  assert_int_equal(mr_grappa_plan_create(gpu_test_cpu(), &o, &plan), MR_EINVAL);
+  o = mr_grappa_opts_default(4, 4, 24, 4);
+  assert_int_equal(mr_grappa_plan_create(gpu_test_cpu(), &o, &plan), MR_EINVAL);
+  assert_null(plan);
+}
+
+static void no_signal_is_numeric_failure(mr_device *dev, mr_grappa_method method) {
+  mr_grappa_opts o = mr_grappa_opts_default(2, 32, 16, 2);
+  o.method = method;
+  mr_cfloat *acs = calloc((size_t)o.nc * o.nacs * o.nro, sizeof *acs);
+  mr_cfloat *w = malloc(mr_grappa_weights_count(&o) * sizeof *w);
+  mr_grappa_plan *plan;
+  GPU_OK(mr_grappa_plan_create(dev, &o, &plan));
+  assert_int_equal(mr_grappa_calibrate_host(plan, acs, (size_t)o.nacs * o.nro, w), MR_ENUMERIC);
+  mr_grappa_plan_destroy(plan);
+  free(acs);
+  free(w);
+}
+
+static void cpu_no_signal(void **state) {
+  (void)state;
+  no_signal_is_numeric_failure(gpu_test_cpu(), MR_GRAPPA_DIRECT);
+}
+
+/* ---- CUDA group --------------------------------------------------------- */
+
+/* Calibrates on both devices and compares by eq. 5.1. */
+static double gpu_against_cpu(const mr_grappa_opts *o, const mr_cfloat *acs, size_t cs) {
+  size_t nw = mr_grappa_weights_count(o);
+  mr_cfloat *want = calibrate(gpu_test_cpu(), o, acs, cs);
+  mr_cfloat *got = calibrate(gpu_test_gpu(), o, acs, cs);
+  double err = grappa_rel_error_51(got, want, nw);
+  free(want);
+  free(got);
+  return err;
+}
+
+typedef struct gpu_case {
+  const char *what;
+  int nc, nro, nacs, accel, kpe, kro, segments;
+  float eta, chi, kappa;
+  int phantom; /* 0: random ACS (the seed's test input), 1: the phantom */
+} gpu_case;
+
+static const gpu_case gpu_cases[] = {
+    {"Table 5.1, random", 32, 512, 24, 4, 4, 5, 1, 1.0f, 1e-4f, 0.0f, 0},
+    {"Table 5.1, phantom", 32, 512, 24, 4, 4, 5, 1, 1.0f, 1e-4f, 0.0f, 1},
+    {"8 coils R 2, phantom", 8, 256, 32, 2, 4, 5, 1, 1.0f, 1e-4f, 0.0f, 1},
+    {"4 segments, kappa 0.02, eta 0.5", 16, 256, 24, 3, 4, 5, 4, 0.5f, 1e-4f, 0.02f, 1},
+    {"odd sizes: 5 coils, 2 x 3 kernel", 5, 77, 11, 3, 2, 3, 2, 1.0f, 1e-3f, 0.01f, 0},
+    {"64 coils, random", 64, 512, 24, 4, 4, 5, 1, 1.0f, 1e-4f, 0.0f, 0},
+};
+
+static void gpu_matches_cpu(void **state) {
+  (void)state;
+  for (size_t t = 0; t < sizeof gpu_cases / sizeof *gpu_cases; t++) {
+    const gpu_case *k = &gpu_cases[t];
+    mr_grappa_opts o = mr_grappa_opts_default(k->nc, k->nro, k->nacs, k->accel);
+    o.kpe = k->kpe;
+    o.kro = k->kro;
+    o.segments = k->segments;
+    o.eta = k->eta;
+    o.chi = k->chi;
+    o.kappa = k->kappa;
+    int ny = 2 * k->nacs + 8;
+    size_t cs = (size_t)ny * k->nro;
+    mr_cfloat *kspace = malloc(cs * k->nc * sizeof *kspace);
+    if (k->phantom)
+      GPU_OK(grappa_phantom_kspace(gpu_test_cpu(), k->nro, ny, k->nc, 0.02, 3, kspace));
+    else
+      gpu_test_random(kspace, cs * k->nc, 17);
+    const mr_cfloat *acs = kspace + (size_t)grappa_phantom_acs_start(ny, k->nacs) * k->nro;
+    for (int method = 0; method < 2; method++) {
+      o.method = method == 0 ? MR_GRAPPA_FUSED : MR_GRAPPA_DIRECT;
+      double err = gpu_against_cpu(&o, acs, cs);
+      print_message("%-34s %s: eq. 5.1 error %.2e\n", k->what, method == 0 ? "fused " : "direct",
+                    err);
+      if (!(err <= 1e-4))
+        fail_msg("%s (%s): GPU against CPU eq. 5.1 error %g > 1e-4", k->what,
+                 method == 0 ? "fused" : "direct", err);
+    }
+    free(kspace);
+  }
+}
+
+static void gpu_fill_matches_cpu(void **state) {
+  (void)state;
+  enum { NC = 12, NX = 96, NY = 80, NACS = 24, R = 3 };
+  mr_grappa_opts o = mr_grappa_opts_default(NC, NX, NACS, R);
+  o.segments = 2;
+  size_t n = (size_t)NC * NY * NX;
+  mr_cfloat *full = malloc(n * sizeof *full), *cpu = malloc(n * sizeof *cpu),
+            *gpu = malloc(n * sizeof *gpu);
+  uint8_t sampled[NY];
+  GPU_OK(grappa_phantom_kspace(gpu_test_cpu(), NX, NY, NC, 0.01, 4, full));
+  grappa_phantom_pattern(NY, R, 0, NACS, sampled);
+  for (size_t i = 0; i < n; i++)
+    cpu[i] = sampled[(i / NX) % NY] ? full[i] : 0;
+  memcpy(gpu, cpu, n * sizeof *gpu);
+  mr_cfloat *w = calibrate(gpu_test_cpu(), &o, full + grappa_phantom_acs_start(NY, NACS) * NX,
+                           (size_t)NY * NX);
+  size_t filled_cpu, filled_gpu;
+  mr_grappa_plan *pc, *pg;
+  GPU_OK(mr_grappa_plan_create(gpu_test_cpu(), &o, &pc));
+  GPU_OK(mr_grappa_plan_create(gpu_test_gpu(), &o, &pg));
+  GPU_OK(mr_grappa_apply_host(pc, w, sampled, NY, cpu, &filled_cpu));
+  GPU_OK(mr_grappa_apply_host(pg, w, sampled, NY, gpu, &filled_gpu));
+  assert_int_equal(filled_cpu, filled_gpu);
+  double err = mr_test_rel_error_c(gpu, cpu, n);
+  print_message("fill: GPU against CPU rel error %.2e\n", err);
+  assert_true(err < 1e-5);
+  mr_grappa_plan_destroy(pc);
+  mr_grappa_plan_destroy(pg);
+  free(w);
+  free(full);
+  free(cpu);
+  free(gpu);
+}
+
+static void gpu_no_signal(void **state) {
+  (void)state;
+  no_signal_is_numeric_failure(gpu_test_gpu(), MR_GRAPPA_FUSED);
+  no_signal_is_numeric_failure(gpu_test_gpu(), MR_GRAPPA_DIRECT);
+}
+
+int main(int argc, char **argv) {
+  int cuda = gpu_test_init(argc, argv);
+  const struct CMUnitTest cpu_tests[] = {
+      cmocka_unit_test(matches_reference),
+      cmocka_unit_test(fills_predictable_data),
+      cmocka_unit_test(rejects_bad_options),
+      cmocka_unit_test(cpu_no_signal),
+  };
+  const struct CMUnitTest cuda_tests[] = {
+      cmocka_unit_test(gpu_matches_cpu),
+      cmocka_unit_test(gpu_fill_matches_cpu),
+      cmocka_unit_test(gpu_no_signal),
+  };
+  int failed = cuda ? cmocka_run_group_tests_name("grappa_cuda", cuda_tests, NULL, NULL)
+                    : cmocka_run_group_tests_name("grappa_cpu", cpu_tests, NULL, NULL);
+  gpu_test_fini();
+  return failed;
+}
