@@ -12,18 +12,9 @@ tmp=$(mktemp -d)
 trap 'kill "$server" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 vg="valgrind --quiet --leak-check=full --show-leak-kinds=definite,indirect,possible
     --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=99 --track-fds=no"
-# Port 0: the kernel picks a free one, the server's log says which.
+. "$src/tests/support/server.sh"
 # shellcheck disable=SC2086
-$vg --log-file="$tmp/server.vg" "$build/bin/reconserver" --listen "127.0.0.1:0" \
-    --configs "$src/configs" --gpus none 2>"$tmp/server.log" &
-server=$!
-port=""
-for _ in $(seq 300); do
-  port=$(sed -n 's/.* listening on 127.0.0.1:\([0-9]*\) .*/\1/p' "$tmp/server.log")
-  [ -n "$port" ] && break
-  sleep 0.1
-done
-[ -n "$port" ] || { echo "reconserver did not start"; cat "$tmp/server.log"; exit 1; }
+start_server "$build" "$src/configs" $vg --log-file="$tmp/server.vg"
 (cd "$tmp" && ismrmrd_generate_cartesian_shepp_logan -m 64 -c 4 -r 2 -o phantom.h5 >/dev/null)
 # shellcheck disable=SC2086
 $vg --log-file="$tmp/client.vg" "$build/bin/reconclient" send "$tmp/phantom.h5" -p "$port" \

@@ -1,0 +1,8 @@
+# mr-load: concurrent clients against one server, each scan checked by
+# content (tests/load/mr_load.c). CI runs a small load as a test.
+add_executable(mr-load load/mr_load.c)
+target_link_libraries(mr-load PRIVATE mr_wire_client mr_gadget_harness Threads::Threads)
+
+add_test(NAME load_small COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/load/run_load.sh
+         ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR} -c 8 -n 3 -m 32 -k 4)
+set_tests_properties(load_small PROPERTIES TIMEOUT 120)

@@ -1,0 +1,21 @@
+# Sourced by test scripts: start_server BUILD CONFIGS [WRAPPER...] starts
+# reconserver on a free loopback port (port 0; the log says which) with its
+# stderr in $tmp/server.log, and sets $server (pid) and $port. Needs $tmp.
+start_server() {
+  build=$1
+  configs=$2
+  shift 2
+  : >"$tmp/server.log" # there before the first look at it
+  "$@" "$build/bin/reconserver" --listen 127.0.0.1:0 --configs "$configs" --gpus none \
+    2>"$tmp/server.log" &
+  server=$!
+  port=""
+  for _ in $(seq 300); do
+    port=$(sed -n 's/.* listening on 127.0.0.1:\([0-9]*\) .*/\1/p' "$tmp/server.log")
+    [ -n "$port" ] && return 0
+    sleep 0.1
+  done
+  echo "reconserver did not start:"
+  cat "$tmp/server.log"
+  return 1
+}
