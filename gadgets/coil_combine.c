@@ -1,23 +1,35 @@
 /* coil_combine: one image from many coils. "rss": root sum of squares
- * (a magnitude image, stored with zero phase). */
+ * (a magnitude image, stored with zero phase). "weighted": Roemer's
+ * sensitivity-weighted sum, sum_c conj(s_c) x_c / sum_c |s_c|^2 (complex),
+ * with maps s_c estimated from the central calib_size samples of k-space,
+ * the ACS region of an accelerated scan: the coil images are taken back to
+ * k-space, windowed there (Hann) to that centre, transformed to low-
+ * resolution images l_c and normalised, s_c = l_c / sqrt(sum_c |l_c|^2). */
+#include <complex.h>
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "coil.h"
+#include "fft.h"
 #include "gadget.h"
 #include "image_array.h"
 #include "placement.h"
 
-enum method { COMBINE_RSS };
+enum method { COMBINE_RSS, COMBINE_WEIGHTED };
 
 typedef struct coil_combine {
   int method;
+  int calib[2];
   int device, fallback;
   mr_placement place;
 } coil_combine;
 
 static const mr_param params[] = {
-    {"method", MR_PARAM_ENUM, offsetof(coil_combine, method), "\"rss\"", 0, 0, "rss", 0,
-     "rss: root sum of squares"},
+    {"method", MR_PARAM_ENUM, offsetof(coil_combine, method), "\"rss\"", 0, 0, "rss|weighted", 0,
+     "rss: root sum of squares; weighted: sensitivity-weighted with maps from the k-space centre"},
+    {"calib_size", MR_PARAM_INTS, offsetof(coil_combine, calib), "[24, 24]", 4, 1024, NULL, 2,
+     "weighted: readout samples and lines of the k-space centre the maps come from"},
     MR_PLACEMENT_PARAMS(coil_combine),
 };
 
@@ -37,10 +49,97 @@ static int run_rss(mr_device *dev, void *arg) {
                           mr_image_array_channel_size(j->in), j->out);
 }
 
+typedef struct weighted_job {
+  const mr_image_array *in;
+  const int *calib;
+  mr_cfloat *maps; /* [ch][pixel] scratch */
+  mr_cfloat *out;
+} weighted_job;
+
+/* A Hann window of width w (samples) centred on n / 2; 0 outside. */
+static float hann(size_t k, size_t n, int w) {
+  double d = (double)k - (double)(n / 2);
+  if (w >= (int)n)
+    w = (int)n;
+  return fabs(d) * 2 < w ? (float)(0.5 * (1 + cos(2 * M_PI * d / w))) : 0.0f;
+}
+
+static int run_weighted(mr_device *dev, void *arg) {
+  weighted_job *j = arg;
+  const mr_image_array *in = j->in;
+  size_t n = mr_image_array_channel_size(in), plane = in->nx * in->ny;
+  memcpy(j->maps, in->data, n * in->nch * sizeof *j->maps);
+  mr_fft_opts o = {.rank = in->nz > 1 ? 3 : 2, .dims = {in->nx, in->ny, in->nz},
+                   .batch = in->nch};
+  mr_fft_plan *plan = NULL;
+  int rc = mr_fft_plan_create(dev, &o, &plan);
+  if (rc == 0)
+    rc = mr_fft_execute_host(plan, MR_FFT_FORWARD, j->maps, j->maps);
+  if (rc == 0) {
+    for (size_t i = 0; i < n * in->nch; i++) {
+      size_t p = i % plane;
+      j->maps[i] *= hann(p % in->nx, in->nx, j->calib[0]) * hann(p / in->nx, in->ny, j->calib[1]);
+    }
+    rc = mr_fft_execute_host(plan, MR_FFT_BACKWARD, j->maps, j->maps);
+  }
+  mr_fft_plan_destroy(plan);
+  if (rc < 0)
+    return rc;
+  /* Normalise to unit root sum of squares; pixels with next to no
+   * low-resolution signal get no map (and a zero image). */
+  double peak = 0;
+  for (size_t p = 0; p < n; p++) {
+    double ss = 0;
+    for (size_t c = 0; c < in->nch; c++) {
+      mr_cfloat v = j->maps[c * n + p];
+      ss += crealf(v) * crealf(v) + cimagf(v) * cimagf(v);
+    }
+    j->out[p] = (float)sqrt(ss);
+    if (ss > peak)
+      peak = ss;
+  }
+  float floor_ = (float)(1e-6 * sqrt(peak));
+  for (size_t p = 0; p < n; p++) {
+    float r = crealf(j->out[p]);
+    float scale = r > floor_ ? 1.0f / r : 0.0f;
+    for (size_t c = 0; c < in->nch; c++)
+      j->maps[c * n + p] *= scale;
+  }
+  return mr_coil_combine_host(dev, (const mr_cfloat *)in->data, j->maps, in->nch, n, j->out);
+}
+
+static int combine_weighted(coil_combine *s, mr_gadget_ctx *ctx, const mr_image_array *in,
+                            mr_image_array *a) {
+  size_t n = mr_image_array_channel_size(in);
+  mr_cfloat *maps = malloc(n * in->nch * sizeof *maps);
+  if (maps == NULL)
+    return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for %zu coil maps", in->nch);
+  weighted_job job = {in, s->calib, maps, (mr_cfloat *)a->data};
+  int rc = mr_placement_run(&s->place, ctx, run_weighted, &job);
+  free(maps);
+  return rc;
+}
+
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
   coil_combine *s = state;
   const mr_image_array *in = msg->u.object.ptr;
   size_t n = mr_image_array_channel_size(in);
+  if (s->method == COMBINE_WEIGHTED) {
+    mr_err e = {0};
+    mr_image_array *a = mr_image_array_new(in->nx, in->ny, in->nz, 1, &e);
+    int rc = a == NULL ? mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "%s",
+                                        e.code ? e.msg : "out of memory combining coils")
+                       : combine_weighted(s, ctx, in, a);
+    if (rc == 0)
+      mr_image_array_copy_meta(a, in);
+    else
+      mr_image_array_free(a);
+    mr_message_unref(msg);
+    if (rc < 0)
+      return rc;
+    mr_message *m = mr_image_array_message(a);
+    return m != NULL ? mr_emit_message(out, m) : mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
+  }
   mr_err e = {0};
   mr_image_array *a = mr_image_array_new(in->nx, in->ny, in->nz, 1, &e);
   float *mag = a != NULL ? malloc(n * sizeof *mag) : NULL;
@@ -74,7 +173,8 @@ static void destroy(void *state) {
 
 const mr_gadget_class mr_gadget_coil_combine = {
     .name = "coil_combine",
-    .summary = "combines coil images into one: root sum of squares",
+    .summary = "combines coil images into one: root sum of squares, or sensitivity-weighted "
+               "with maps from the k-space centre",
     .params = params,
     .nparams = sizeof params / sizeof *params,
     .state_size = sizeof(coil_combine),

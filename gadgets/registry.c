@@ -10,6 +10,8 @@ extern const mr_gadget_class mr_gadget_fft;
 extern const mr_gadget_class mr_gadget_coil_combine;
 extern const mr_gadget_class mr_gadget_image_out;
 extern const mr_gadget_class mr_gadget_fhd_cg;
+extern const mr_gadget_class mr_gadget_noise_adjust;
+extern const mr_gadget_class mr_gadget_grappa;
 
 static const mr_gadget_class *const classes[] = {
     &mr_gadget_remove_oversampling,
@@ -18,6 +20,8 @@ static const mr_gadget_class *const classes[] = {
     &mr_gadget_coil_combine,
     &mr_gadget_image_out,
     &mr_gadget_fhd_cg,
+    &mr_gadget_noise_adjust,
+    &mr_gadget_grappa,
     NULL,
 };
 

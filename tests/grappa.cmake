@@ -8,3 +8,7 @@ mr_add_test(test_gpu_grappa SOURCES test_gpu_grappa.c
             LIBS mr_test_gpu_common mr_test_grappa_phantom mr_gpu m)
 add_test(NAME test_gpu_grappa_cuda COMMAND test_gpu_grappa --cuda)
 set_tests_properties(test_gpu_grappa_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS gpu)
+
+mr_add_test(test_gadgets_noise_adjust SOURCES test_gadgets_noise_adjust.c LIBS mr_gadget_harness)
+mr_add_test(test_gadgets_grappa SOURCES test_gadgets_grappa.c
+            LIBS mr_gadget_harness mr_client mr_test_grappa_phantom TIMEOUT 120)

@@ -1,0 +1,337 @@
+/* grappa: fills the lines an accelerated Cartesian scan skipped (acceleration
+ * along e1 from the header's parallelImaging section) and hands a full
+ * k-space on. The kernel is calibrated (gpu/grappa.h) on the ACS lines:
+ *   - the buffer's calibration part (lines flagged IS_PARALLEL_CALIBRATION
+ *     or _AND_IMAGING: embedded and separate modes; calibration-only lines
+ *     of an embedded scan are also measured data and join the k-space);
+ *   - else, for interleaved calibration, the lines of consecutive frames of
+ *     the slice merged until a centre block is complete;
+ *   - else the buffer's own longest run of consecutive sampled lines.
+ * Weights are kept per slice and reused for later buffers (repetitions,
+ * phases) until new calibration lines arrive. A buffer of calibration lines
+ * only (a separate reference scan) is calibrated on and not passed on. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gadget.h"
+#include "grappa.h"
+#include "kspace.h"
+#include "placement.h"
+
+enum { METHOD_FUSED, METHOD_DIRECT };
+
+typedef struct slice_state {
+  struct slice_state *next;
+  int encoding, slice;
+  mr_grappa_opts opts;   /* what the weights were made for */
+  mr_cfloat *weights;    /* NULL until calibrated */
+  mr_cfloat *frames;     /* interleaved: the latest data of each line */
+  uint8_t *frames_seen;  /* [ne1] */
+  size_t frames_nro, frames_ne1, frames_nch;
+} slice_state;
+
+typedef struct grappa_gadget {
+  int kernel[2]; /* readout taps, source lines */
+  double chi, eta, kappa;
+  int segments, method;
+  int device, fallback;
+  mr_placement place;
+  mr_grappa_plan *plan; /* for the last shape and device used */
+  mr_device *plan_dev;
+  slice_state *slices;
+} grappa_gadget;
+
+static const mr_param params[] = {
+    {"kernel", MR_PARAM_INTS, offsetof(grappa_gadget, kernel), "[5, 4]", 1, 15, NULL, 2,
+     "kernel size: readout taps, source lines (the seed's K_RO x K_PE = 5 x 4)"},
+    {"chi", MR_PARAM_DOUBLE, offsetof(grappa_gadget, chi), "1e-4", 0, 1, NULL, 0,
+     "regularisation: lambda = chi * trace(A A^H) / unknowns"},
+    {"eta", MR_PARAM_DOUBLE, offsetof(grappa_gadget, eta), "1", 0, 4, NULL, 0,
+     "normalisation: each PE position's equations scaled by power^(-eta/2)"},
+    {"kappa", MR_PARAM_DOUBLE, offsetof(grappa_gadget, kappa), "0", 0, 0.9, NULL, 0,
+     "power clipping: share of the strongest equations left out"},
+    {"segments", MR_PARAM_INT, offsetof(grappa_gadget, segments), "1", 1,
+     MR_GRAPPA_MAX_SEGMENTS, NULL, 0, "readout segments calibrated apart"},
+    {"method", MR_PARAM_ENUM, offsetof(grappa_gadget, method), "\"fused\"", 0, 0, "fused|direct", 0,
+     "GPU calibration: fused (lagged products, one Cholesky) or direct (HERK, GEMM, potrf, "
+     "potrs); the CPU always solves directly"},
+    MR_PLACEMENT_PARAMS(grappa_gadget),
+};
+
+static int configure(void *state, mr_gadget_ctx *ctx) {
+  grappa_gadget *s = state;
+  return mr_placement_acquire(&s->place, ctx, s->device, s->fallback);
+}
+
+static void slice_free(slice_state *sl) {
+  free(sl->weights);
+  free(sl->frames);
+  free(sl->frames_seen);
+  free(sl);
+}
+
+static slice_state *slice_find(grappa_gadget *s, int encoding, int slice) {
+  for (slice_state *sl = s->slices; sl != NULL; sl = sl->next)
+    if (sl->encoding == encoding && sl->slice == slice)
+      return sl;
+  slice_state *sl = calloc(1, sizeof *sl);
+  if (sl == NULL)
+    return NULL;
+  sl->encoding = encoding;
+  sl->slice = slice;
+  sl->next = s->slices;
+  s->slices = sl;
+  return sl;
+}
+
+/* The longest run of consecutive flagged lines: *start, returns length. */
+static size_t longest_run(const uint8_t *flags, size_t n, size_t *start) {
+  size_t best = 0, run = 0;
+  *start = 0;
+  for (size_t y = 0; y < n; y++) {
+    run = flags[y] ? run + 1 : 0;
+    if (run > best) {
+      best = run;
+      *start = y + 1 - run;
+    }
+  }
+  return best;
+}
+
+static int same_opts(const mr_grappa_opts *a, const mr_grappa_opts *b) {
+  return a->nc == b->nc && a->nro == b->nro && a->nacs == b->nacs && a->accel == b->accel &&
+         a->kpe == b->kpe && a->kro == b->kro && a->segments == b->segments &&
+         a->eta == b->eta && a->chi == b->chi && a->kappa == b->kappa && a->method == b->method;
+}
+
+/* The plan for opts on dev, made anew when either changed. */
+static int plan_for(grappa_gadget *s, mr_device *dev, const mr_grappa_opts *o) {
+  if (s->plan != NULL && s->plan_dev == dev && same_opts(mr_grappa_plan_opts(s->plan), o))
+    return 0;
+  mr_grappa_plan_destroy(s->plan);
+  s->plan = NULL;
+  int rc = mr_grappa_plan_create(dev, o, &s->plan);
+  s->plan_dev = rc == 0 ? dev : NULL;
+  return rc;
+}
+
+typedef struct calib_job {
+  grappa_gadget *s;
+  const mr_grappa_opts *opts;
+  const mr_cfloat *acs;
+  size_t coil_stride;
+  mr_cfloat *weights;
+} calib_job;
+
+static int run_calibrate(mr_device *dev, void *arg) {
+  calib_job *j = arg;
+  int rc = plan_for(j->s, dev, j->opts);
+  return rc < 0 ? rc : mr_grappa_calibrate_host(j->s->plan, j->acs, j->coil_stride, j->weights);
+}
+
+typedef struct fill_job {
+  grappa_gadget *s;
+  const mr_grappa_opts *opts;
+  const mr_cfloat *weights;
+  mr_kspace *k;
+} fill_job;
+
+static int run_fill(mr_device *dev, void *arg) {
+  fill_job *j = arg;
+  int rc = plan_for(j->s, dev, j->opts);
+  return rc < 0 ? rc
+                : mr_grappa_apply_host(j->s->plan, j->weights, j->k->sampled, j->k->ne1,
+                                       (mr_cfloat *)j->k->data, NULL);
+}
+
+/* Calibrates slice sl on nacs lines from line a0 of src (same shape as k). */
+static int calibrate(grappa_gadget *s, mr_gadget_ctx *ctx, slice_state *sl, const mr_kspace *k,
+                     const mr_cfloat *src, size_t a0, size_t nacs, int accel) {
+  mr_grappa_opts o = mr_grappa_opts_default((int)k->nch, (int)k->nro, (int)nacs, accel);
+  o.kro = s->kernel[0];
+  o.kpe = s->kernel[1];
+  o.chi = (float)s->chi;
+  o.eta = (float)s->eta;
+  o.kappa = (float)s->kappa;
+  o.segments = s->segments;
+  o.method = s->method == METHOD_DIRECT ? MR_GRAPPA_DIRECT : MR_GRAPPA_FUSED;
+  long need = (long)(o.kpe - 1) * accel + 1;
+  if ((long)nacs < need)
+    return mr_gadget_fail(ctx, MR_EDATA,
+                          "slice %d: %zu consecutive calibration lines, a %d x %d kernel at R %d "
+                          "needs %ld",
+                          sl->slice, nacs, o.kpe, o.kro, accel, need);
+  mr_cfloat *w = malloc(mr_grappa_weights_count(&o) * sizeof *w);
+  if (w == NULL)
+    return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for GRAPPA weights");
+  calib_job job = {s, &o, (const mr_cfloat *)src + a0 * k->nro, k->ne1 * k->nro, w};
+  int rc = mr_placement_run(&s->place, ctx, run_calibrate, &job);
+  if (rc < 0) {
+    free(w);
+    return rc;
+  }
+  free(sl->weights);
+  sl->weights = w;
+  sl->opts = o;
+  return 0;
+}
+
+/* Interleaved calibration: merges k's sampled lines into the slice's
+ * frames; returns the first line and length of their centre-most complete
+ * run (0 while none). */
+static int merge_frames(mr_gadget_ctx *ctx, slice_state *sl, const mr_kspace *k, size_t *a0,
+                        size_t *nacs) {
+  size_t per = k->ne1 * k->nro;
+  *nacs = 0;
+  if (sl->frames == NULL || sl->frames_nro != k->nro || sl->frames_ne1 != k->ne1 ||
+      sl->frames_nch != k->nch) {
+    free(sl->frames);
+    free(sl->frames_seen);
+    sl->frames = calloc(per * k->nch, sizeof *sl->frames);
+    sl->frames_seen = calloc(k->ne1, 1);
+    if (sl->frames == NULL || sl->frames_seen == NULL)
+      return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for interleaved calibration");
+    sl->frames_nro = k->nro;
+    sl->frames_ne1 = k->ne1;
+    sl->frames_nch = k->nch;
+  }
+  for (size_t y = 0; y < k->ne1; y++) {
+    if (!k->sampled[y])
+      continue;
+    for (size_t c = 0; c < k->nch; c++)
+      memcpy(sl->frames + c * per + y * k->nro, k->data + c * per + y * k->nro,
+             k->nro * sizeof *sl->frames);
+    sl->frames_seen[y] = 1;
+  }
+  *nacs = longest_run(sl->frames_seen, k->ne1, a0);
+  return 0;
+}
+
+/* Embedded calibration-only lines are measured k-space: they join it. */
+static void adopt_calibration_lines(mr_kspace *k) {
+  const mr_kspace *c = k->calib;
+  if (c->nro != k->nro || c->ne1 != k->ne1 || c->nch != k->nch || c->ne2 != k->ne2)
+    return;
+  size_t per = k->ne1 * k->nro;
+  for (size_t y = 0; y < k->ne1; y++) {
+    if (!c->sampled[y] || k->sampled[y])
+      continue;
+    for (size_t ch = 0; ch < k->nch; ch++)
+      memcpy(k->data + ch * per + y * k->nro, c->data + ch * per + y * k->nro,
+             k->nro * sizeof *k->data);
+    k->sampled[y] = 1;
+  }
+}
+
+static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
+  grappa_gadget *s = state;
+  mr_kspace *k = msg->u.object.ptr;
+  int rc = 0;
+  const mr_parallel_imaging *pi =
+      ctx->hdr != NULL && k->encoding < ctx->hdr->nencodings ? &ctx->hdr->encoding[k->encoding].parallel
+                                                               : NULL;
+  int accel = pi != NULL && pi->present ? pi->accel_e1 : 1;
+  if (accel <= 1 && (pi == NULL || pi->accel_e2 <= 1))
+    return mr_emit_message(out, msg); /* not accelerated */
+  if (k->traj != NULL) {
+    rc = mr_gadget_fail(ctx, MR_EDATA, "got non-Cartesian k-space: GRAPPA needs Cartesian lines");
+    goto done;
+  }
+  if (pi->accel_e2 > 1 || k->ne2 > 1) {
+    rc = mr_gadget_fail(ctx, MR_ENOTSUP,
+                        "acceleration %u x %u on a %zu-partition k-space: only 2D k-spaces "
+                        "accelerated along e1 are supported",
+                        pi->accel_e1, pi->accel_e2, k->ne2);
+    goto done;
+  }
+  if (accel > MR_GRAPPA_MAX_ACCEL) {
+    rc = mr_gadget_fail(ctx, MR_ENOTSUP, "acceleration %d: at most %d is supported", accel,
+                        MR_GRAPPA_MAX_ACCEL);
+    goto done;
+  }
+  slice_state *sl = slice_find(s, k->encoding, k->ref.idx.slice);
+  if (sl == NULL) {
+    rc = mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
+    goto done;
+  }
+  size_t a0 = 0, nacs = 0, imaging = 0;
+  for (size_t y = 0; y < k->ne1; y++)
+    imaging += k->sampled[y] != 0;
+  int separate = pi->calibration == MR_CALIB_SEPARATE || pi->calibration == MR_CALIB_EXTERNAL;
+  if (k->calib != NULL && !separate)
+    adopt_calibration_lines(k);
+  if (k->calib != NULL) {
+    const mr_kspace *c = k->calib;
+    if (c->nro != k->nro || c->nch != k->nch || c->ne1 != k->ne1 || c->ne2 != 1) {
+      rc = mr_gadget_fail(ctx, MR_EDATA,
+                          "calibration lines (%zu x %zu samples, %zu coils) do not match the "
+                          "k-space (%zu x %zu, %zu coils)",
+                          c->ne1, c->nro, c->nch, k->ne1, k->nro, k->nch);
+      goto done;
+    }
+    nacs = longest_run(c->sampled, c->ne1, &a0);
+    rc = calibrate(s, ctx, sl, k, (const mr_cfloat *)c->data, a0, nacs, accel);
+  } else if (pi->calibration == MR_CALIB_INTERLEAVED) {
+    if ((rc = merge_frames(ctx, sl, k, &a0, &nacs)) == 0 &&
+        (long)nacs >= (long)(s->kernel[1] - 1) * accel + 1)
+      rc = calibrate(s, ctx, sl, k, sl->frames, a0, nacs, accel);
+  } else if (sl->weights == NULL) {
+    nacs = longest_run(k->sampled, k->ne1, &a0);
+    rc = calibrate(s, ctx, sl, k, (const mr_cfloat *)k->data, a0, nacs, accel);
+  }
+  if (rc < 0)
+    goto done;
+  if (imaging == 0) { /* a reference scan alone */
+    mr_message_unref(msg);
+    return 0;
+  }
+  if (sl->weights == NULL) {
+    rc = mr_gadget_fail(ctx, MR_EDATA,
+                        "slice %d: no calibration data yet (no ACS lines, no earlier weights)",
+                        sl->slice);
+    goto done;
+  }
+  if (sl->opts.nc != (int)k->nch || sl->opts.nro != (int)k->nro || sl->opts.accel != accel) {
+    rc = mr_gadget_fail(ctx, MR_EDATA,
+                        "slice %d was calibrated for %d coils x %d samples at R %d, this k-space "
+                        "has %zu x %zu at R %d and brings no calibration lines",
+                        sl->slice, sl->opts.nc, sl->opts.nro, sl->opts.accel, k->nch, k->nro,
+                        accel);
+    goto done;
+  }
+  fill_job job = {s, &sl->opts, sl->weights, k};
+  if ((rc = mr_placement_run(&s->place, ctx, run_fill, &job)) < 0)
+    goto done;
+  memset(k->sampled, 1, k->ne1 * k->ne2);
+  mr_kspace_free(k->calib);
+  k->calib = NULL;
+  return mr_emit_message(out, msg);
+done:
+  mr_message_unref(msg);
+  return rc;
+}
+
+static void destroy(void *state) {
+  grappa_gadget *s = state;
+  mr_grappa_plan_destroy(s->plan);
+  while (s->slices != NULL) {
+    slice_state *sl = s->slices;
+    s->slices = sl->next;
+    slice_free(sl);
+  }
+  mr_placement_release(&s->place);
+}
+
+const mr_gadget_class mr_gadget_grappa = {
+    .name = "grappa",
+    .summary = "GRAPPA: calibrates a kernel on the ACS lines (per slice, reused until new "
+               "ones come) and fills every missing line of every coil",
+    .params = params,
+    .nparams = sizeof params / sizeof *params,
+    .state_size = sizeof(grappa_gadget),
+    .accepts = MR_KIND_BIT(MR_MSG_KSPACE),
+    .produces = MR_KIND_BIT(MR_MSG_KSPACE),
+    .configure = configure,
+    .process = process,
+    .destroy = destroy,
+};

@@ -1,0 +1,328 @@
+/* grappa through the gadget chain of configs/grappa.json (on the CPU):
+ * the ISMRMRD phantom, accelerated, against its fully sampled
+ * reconstruction — noiseless (NRMSE <= 0.02) and with the generator's noise
+ * over R x coils with and without prewhitening (a regression grid); the
+ * calibration modes (embedded, separate reference scan, reuse for later
+ * repetitions) on synthetic data; clear errors. */
+#include <complex.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+
+#include "dataset.h"
+#include "gadget_harness.h"
+#include "grappa_phantom.h"
+#include "kspace.h"
+#include "test_support.h"
+
+#define GENERATOR "ismrmrd_generate_cartesian_shepp_logan"
+
+/* The gadget list of configs/grappa.json, as JSON text (malloc'd); with
+ * whiten = 0 without its noise_adjust entry. */
+static char *grappa_chain(int whiten) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/configs/grappa.json", mr_test_source_dir());
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  static char text[1 << 16];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = '\0';
+  cJSON *doc = cJSON_Parse(text);
+  assert_non_null(doc);
+  cJSON *gadgets = cJSON_GetObjectItem(doc, "gadgets");
+  assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(gadgets, 0), "gadget")->valuestring,
+                      "noise_adjust");
+  if (!whiten)
+    cJSON_DeleteItemFromArray(gadgets, 0);
+  char *out = cJSON_PrintUnformatted(gadgets);
+  cJSON_Delete(doc);
+  return out;
+}
+
+/* Runs the dataset's acquisitions (of repetition 0 only, when asked)
+ * through the chain; returns the magnitude images (malloc'd, back to back)
+ * and their count. */
+static float *reconstruct(const char *h5, int whiten, int first_repetition_only, int *count,
+                          size_t *pixels) {
+  mr_err err = {0};
+  mr_dataset *ds;
+  if (mr_dataset_open(h5, "dataset", &ds, &err) != 0)
+    fail_msg("%s", err.msg);
+  char *chain = grappa_chain(whiten);
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, chain, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
+  free(chain);
+  if (mr_harness_configure(&h, mr_dataset_header(ds)) != 0)
+    fail_msg("configure: %s", h.err.msg);
+  mr_message *m;
+  while (mr_dataset_next(ds, &m, &err) == 0 && m != NULL) {
+    if (m->kind != MR_MSG_ACQUISITION ||
+        (first_repetition_only && m->u.acq.head.idx.repetition > 0)) {
+      mr_message_unref(m);
+      continue;
+    }
+    if (mr_harness_push(&h, m) != 0)
+      fail_msg("push: %s", h.err.msg);
+  }
+  if (mr_harness_flush(&h) != 0)
+    fail_msg("flush: %s", h.err.msg);
+  *count = 0;
+  float *images = NULL;
+  for (int i = 0; i < h.nout; i++) {
+    if (h.out[i]->kind != MR_MSG_IMAGE)
+      continue;
+    const mr_image *im = &h.out[i]->u.image;
+    *pixels = (size_t)im->head.matrix_size[0] * im->head.matrix_size[1] * im->head.matrix_size[2];
+    images = realloc(images, (*count + 1) * *pixels * sizeof *images);
+    memcpy(images + *count * *pixels, im->data, *pixels * sizeof *images);
+    (*count)++;
+  }
+  mr_harness_close(&h);
+  mr_dataset_close(ds);
+  return images;
+}
+
+static void generate(const char *path, int coils, int accel, double noise, int noise_scans) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, GENERATOR " -m 128 -c %d -a %d -w 32 -n %g %s -o %s > /dev/null 2>&1",
+           coils, accel, noise, noise_scans ? "-C" : "", path);
+  assert_int_equal(system(cmd), 0);
+}
+
+static int have_generator(void) {
+  if (mr_test_have_tool(GENERATOR))
+    return 1;
+  print_message("skipped: %s is not installed\n", GENERATOR);
+  return 0;
+}
+
+static void noiseless_matches_fully_sampled(void **state) {
+  (void)state;
+  if (!have_generator())
+    skip();
+  const char *dir = mr_test_tmpdir("grappa");
+  char full[512], accel[512];
+  snprintf(full, sizeof full, "%s/full.h5", dir);
+  snprintf(accel, sizeof accel, "%s/r2.h5", dir);
+  generate(full, 8, 1, 0, 0);
+  generate(accel, 8, 2, 0, 0);
+  int nref, n;
+  size_t px, px2;
+  float *ref = reconstruct(full, 1, 0, &nref, &px);
+  float *img = reconstruct(accel, 1, 0, &n, &px2);
+  assert_int_equal(nref, 1);
+  assert_int_equal(n, 2); /* the generator's two shifted repetitions */
+  assert_int_equal(px, px2);
+  for (int i = 0; i < n; i++) {
+    double e = mr_test_nrmse_scaled(img + i * px, ref, px);
+    print_message("noiseless, 8 coils, R 2, repetition %d: NRMSE %.4f\n", i, e);
+    assert_true(e <= 0.02);
+  }
+  free(ref);
+  free(img);
+}
+
+/* NRMSE against the noiseless fully sampled image, generator noise 0.05,
+ * measured on this code (CPU): a guard against regressions, 25% slack. */
+static const struct {
+  int accel, coils;
+  double nrmse; /* with prewhitening */
+} grid[] = {
+    {2, 8, 0.1589}, {2, 16, 0.1208}, {2, 32, 0.0968}, {3, 8, 0.2084}, {3, 16, 0.1857},
+    {3, 32, 0.1689}, {4, 8, 0.2669}, {4, 16, 0.2502}, {4, 32, 0.2466},
+};
+
+static void noise_grid(void **state) {
+  (void)state;
+  if (!have_generator())
+    skip();
+  const char *dir = mr_test_tmpdir("grappa_grid");
+  char path[512];
+  print_message("NRMSE vs fully sampled (noiseless), generator noise 0.05:\n"
+                "  R coils  whitened  plain\n");
+  for (size_t g = 0; g < sizeof grid / sizeof *grid; g++) {
+    int R = grid[g].accel, coils = grid[g].coils, nref, n, n2;
+    size_t px, px2;
+    snprintf(path, sizeof path, "%s/full%d.h5", dir, coils);
+    generate(path, coils, 1, 0, 0);
+    float *ref = reconstruct(path, 1, 0, &nref, &px);
+    snprintf(path, sizeof path, "%s/r%dc%d.h5", dir, R, coils);
+    generate(path, coils, R, 0.05, 1);
+    float *white = reconstruct(path, 1, 1, &n, &px2);
+    float *plain = reconstruct(path, 0, 1, &n2, &px2);
+    assert_int_equal(n, 1);
+    assert_int_equal(n2, 1);
+    double ew = mr_test_nrmse_scaled(white, ref, px), ep = mr_test_nrmse_scaled(plain, ref, px);
+    print_message("  %d  %5d  %.4f    %.4f\n", R, coils, ew, ep);
+    assert_true(ew <= ep * 1.01 + 1e-4); /* prewhitening never makes it worse */
+    assert_true(ew <= grid[g].nrmse * 1.25);
+    free(ref);
+    free(white);
+    free(plain);
+  }
+}
+
+/* ---- calibration modes on synthetic data ----------------------------- */
+
+enum { NX = 96, NY = 96, NC = 8, NACS = 24, R = 3 };
+
+typedef struct line_src {
+  const mr_cfloat *kspace;
+  int y;
+} line_src;
+
+static float complex line_value(int c, int s, void *arg) {
+  const line_src *l = arg;
+  return l->kspace[((size_t)c * NY + l->y) * NX + s];
+}
+
+/* A header with a parallelImaging section. */
+static const char *accelerated_header(const char *mode) {
+  static char xml[4096];
+  const char *base = mr_harness_cartesian_header(NX, NY, 1, NX, NY, 1);
+  const char *end = strstr(base, "</encoding>");
+  snprintf(xml, sizeof xml,
+           "%.*s<parallelImaging><accelerationFactor><kspace_encoding_step_1>%d"
+           "</kspace_encoding_step_1><kspace_encoding_step_2>1</kspace_encoding_step_2>"
+           "</accelerationFactor><calibrationMode>%s</calibrationMode></parallelImaging>%s",
+           (int)(end - base), base, R, mode, end);
+  return xml;
+}
+
+static const char *chain_kspace =
+    "[{\"gadget\":\"accumulate\"},{\"gadget\":\"grappa\"}]";
+
+static void push_line(mr_harness *h, const mr_cfloat *k, int y, int rep, uint64_t flags) {
+  line_src l = {k, y};
+  mr_message *m = mr_harness_acquisition(NX, NC, y, 0, flags, line_value, &l);
+  m->u.acq.head.idx.repetition = (uint16_t)rep;
+  if (mr_harness_push(h, m) != 0)
+    fail_msg("push: %s", h->err.msg);
+}
+
+/* The accelerated lines of repetition rep (no ACS), the last one flagged. */
+static void push_accelerated(mr_harness *h, const mr_cfloat *k, int rep) {
+  for (int y = 0; y < NY; y += R)
+    push_line(h, k, y, rep, y + R >= NY ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) : 0);
+}
+
+static double kspace_error(const mr_harness *h, int index, const mr_cfloat *truth) {
+  assert_true(index < h->nout);
+  assert_int_equal(h->out[index]->kind, MR_MSG_KSPACE);
+  const mr_kspace *k = h->out[index]->u.object.ptr;
+  assert_int_equal(k->nch, NC);
+  for (size_t y = 0; y < k->ne1; y++)
+    assert_true(k->sampled[y]);
+  return mr_test_rel_error_c(k->data, truth, (size_t)NC * NY * NX);
+}
+
+static void separate_reference_and_reuse(void **state) {
+  (void)state;
+  mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, chain_kspace, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
+  assert_int_equal(mr_harness_configure(&h, accelerated_header("separate")), 0);
+  assert_int_equal(grappa_phantom_kspace(h.device, NX, NY, NC, 0.0, 1, truth), 0);
+  /* the reference scan: ACS lines alone, its own buffer */
+  int a0 = grappa_phantom_acs_start(NY, NACS);
+  for (int y = a0; y < a0 + NACS; y++)
+    push_line(&h, truth, y, 0,
+              MR_FLAG(ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION) |
+                  (y == a0 + NACS - 1 ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) : 0));
+  assert_int_equal(h.nout, 0); /* calibrated on, not passed on */
+  push_accelerated(&h, truth, 0);
+  push_accelerated(&h, truth, 1); /* reuses the weights */
+  assert_int_equal(h.nout, 2);
+  for (int i = 0; i < 2; i++) {
+    double e = kspace_error(&h, i, truth);
+    print_message("separate reference scan, repetition %d: k-space rel error %.4f\n", i, e);
+    assert_true(e < 0.08);
+  }
+  mr_harness_close(&h);
+  free(truth);
+}
+
+static void embedded_acs_lines_join(void **state) {
+  (void)state;
+  mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, chain_kspace, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
+  assert_int_equal(mr_harness_configure(&h, accelerated_header("embedded")), 0);
+  assert_int_equal(grappa_phantom_kspace(h.device, NX, NY, NC, 0.0, 1, truth), 0);
+  int a0 = grappa_phantom_acs_start(NY, NACS);
+  for (int y = 0; y < NY; y++) {
+    int acs = y >= a0 && y < a0 + NACS, imaging = y % R == 0;
+    if (!acs && !imaging)
+      continue;
+    uint64_t f = acs ? MR_FLAG(imaging ? ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION_AND_IMAGING
+                                       : ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION)
+                     : 0;
+    if (y == NY - 1 - (NY - 1) % R)
+      f |= MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE);
+    push_line(&h, truth, y, 0, f);
+  }
+  assert_int_equal(h.nout, 1);
+  const mr_kspace *k = h.out[0]->u.object.ptr;
+  /* calibration-only lines are measured data: kept exactly */
+  size_t y = (size_t)a0 + 1;
+  assert_true(y % R != 0);
+  assert_memory_equal(k->data + y * NX, truth + y * NX, NX * sizeof *truth);
+  double e = kspace_error(&h, 0, truth);
+  print_message("embedded ACS: k-space rel error %.4f\n", e);
+  assert_true(e < 0.08);
+  mr_harness_close(&h);
+  free(truth);
+}
+
+static void clear_errors(void **state) {
+  (void)state;
+  mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
+  mr_harness h;
+  /* no calibration lines and no fully sampled centre */
+  assert_int_equal(mr_harness_open(&h, chain_kspace, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
+  assert_int_equal(mr_harness_configure(&h, accelerated_header("embedded")), 0);
+  assert_int_equal(grappa_phantom_kspace(h.device, NX, NY, NC, 0.0, 1, truth), 0);
+  for (int y = 0; y < NY; y += R)
+    if (y + R < NY)
+      push_line(&h, truth, y, 0, 0);
+  assert_int_equal(mr_harness_push(&h, mr_harness_acquisition(NX, NC, NY - 1 - (NY - 1) % R, 0,
+                                                              MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE),
+                                                              NULL, NULL)),
+                   MR_EDATA);
+  assert_non_null(strstr(h.err.msg, "calibration lines"));
+  mr_harness_close(&h);
+  /* too few ACS lines for the kernel */
+  assert_int_equal(mr_harness_open(&h, chain_kspace, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
+  assert_int_equal(mr_harness_configure(&h, accelerated_header("separate")), 0);
+  for (int y = 40; y < 45; y++)
+    push_line(&h, truth, y, 0, MR_FLAG(ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION));
+  assert_int_equal(mr_harness_push(&h, mr_harness_acquisition(
+                                           NX, NC, 45, 0,
+                                           MR_FLAG(ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION) |
+                                               MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE),
+                                           NULL, NULL)),
+                   MR_EDATA);
+  assert_non_null(strstr(h.err.msg, "needs 10"));
+  mr_harness_close(&h);
+  free(truth);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(noiseless_matches_fully_sampled),
+      cmocka_unit_test(noise_grid),
+      cmocka_unit_test(separate_reference_and_reuse),
+      cmocka_unit_test(embedded_acs_lines_join),
+      cmocka_unit_test(clear_errors),
+  };
+  return cmocka_run_group_tests_name("gadgets_grappa", tests, NULL, NULL);
+}

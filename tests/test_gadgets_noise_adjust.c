@@ -1,0 +1,190 @@
+/* noise_adjust: correlated coil noise comes out white (unit variance,
+ * uncorrelated) at the noise lines' dwell time and at another one; noise
+ * lines are not passed on; streams without noise pass unchanged; bad noise
+ * fails clearly. */
+#include <complex.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gadget_harness.h"
+#include "test_support.h"
+
+enum { NCH = 6, NS = 512 };
+
+/* Noise with covariance B B^H: x = B g, g white complex Gaussian. */
+typedef struct noise_source {
+  double complex mix[NCH][NCH];
+  double scale; /* standard deviation multiplier (dwell-time effect) */
+  uint64_t state;
+  double complex line[NS][NCH];
+} noise_source;
+
+static double gauss(uint64_t *s) {
+  double u[2];
+  for (int k = 0; k < 2; k++) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    u[k] = ((*s >> 11) + 0.5) / 9007199254740992.0;
+  }
+  return sqrt(-2 * log(u[0])) * cos(2 * M_PI * u[1]);
+}
+
+static void next_line(noise_source *n) {
+  for (int t = 0; t < NS; t++) {
+    double complex g[NCH];
+    for (int c = 0; c < NCH; c++) {
+      double re = gauss(&n->state), im = gauss(&n->state);
+      g[c] = (re + I * im) / sqrt(2.0);
+    }
+    for (int c = 0; c < NCH; c++) {
+      double complex v = 0;
+      for (int k = 0; k < NCH; k++)
+        v += n->mix[c][k] * g[k];
+      n->line[t][c] = v * n->scale;
+    }
+  }
+}
+
+static float complex line_value(int c, int s, void *arg) {
+  const noise_source *n = arg;
+  return (float complex)n->line[s][c];
+}
+
+static mr_message *noise_acq(noise_source *n, uint64_t flags, float dwell_us) {
+  next_line(n);
+  mr_message *m = mr_harness_acquisition(NS, NCH, 0, 0, flags, line_value, n);
+  m->u.acq.head.sample_time_us = dwell_us;
+  return m;
+}
+
+static void open_adjust(mr_harness *h) {
+  assert_int_equal(mr_harness_open(h, "[{\"gadget\":\"noise_adjust\"}]",
+                                   MR_KIND_BIT(MR_MSG_ACQUISITION)),
+                   0);
+  assert_int_equal(mr_harness_configure(h, mr_harness_cartesian_header(NS, 8, 1, NS, 8, 1)), 0);
+}
+
+static void mixing(noise_source *n, unsigned seed) {
+  memset(n, 0, sizeof *n);
+  srand(seed);
+  /* coupling as between neighbouring coils: correlations up to about 0.4 */
+  for (int c = 0; c < NCH; c++)
+    for (int k = 0; k <= c; k++)
+      n->mix[c][k] = k == c ? 1.0 + 0.5 * rand() / (double)RAND_MAX
+                            : 0.3 * ((rand() / (double)RAND_MAX - 0.5) +
+                                     I * (rand() / (double)RAND_MAX - 0.5));
+  n->state = seed;
+  n->scale = 1;
+}
+
+/* Covariance of the pushed-through lines: max |C - I| over entries. */
+static double distance_from_identity(mr_harness *h) {
+  double complex cov[NCH][NCH] = {{0}};
+  size_t samples = 0;
+  for (int m = 0; m < h->nout; m++) {
+    const mr_acquisition *a = &h->out[m]->u.acq;
+    for (int t = 0; t < NS; t++)
+      for (int i = 0; i < NCH; i++)
+        for (int j = 0; j < NCH; j++)
+          cov[i][j] += a->data[i * NS + t] * conj(a->data[j * NS + t]);
+    samples += NS;
+  }
+  double worst = 0;
+  for (int i = 0; i < NCH; i++)
+    for (int j = 0; j < NCH; j++) {
+      double d = cabs(cov[i][j] / samples - (i == j ? 1 : 0));
+      if (d > worst)
+        worst = d;
+    }
+  return worst;
+}
+
+static void whitens(float noise_dwell, float data_dwell) {
+  mr_harness h;
+  noise_source *n = malloc(sizeof *n);
+  mixing(n, 7);
+  open_adjust(&h);
+  for (int l = 0; l < 16; l++)
+    assert_int_equal(
+        mr_harness_push(&h, noise_acq(n, MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT), noise_dwell)),
+        0);
+  assert_int_equal(h.nout, 0); /* noise lines stay behind */
+  /* noise power goes with bandwidth, the inverse dwell time */
+  n->scale = sqrt(noise_dwell / data_dwell);
+  for (int l = 0; l < 16; l++)
+    assert_int_equal(mr_harness_push(&h, noise_acq(n, 0, data_dwell)), 0);
+  assert_int_equal(h.nout, 16);
+  double d = distance_from_identity(&h);
+  print_message("dwell %g us noise, %g us data: whitened covariance within %.3f of I\n",
+                noise_dwell, data_dwell, d);
+  assert_true(d < 0.08);
+  mr_harness_close(&h);
+  free(n);
+}
+
+static void whitens_same_dwell(void **state) {
+  (void)state;
+  whitens(5.0f, 5.0f);
+}
+
+static void whitens_other_dwell(void **state) {
+  (void)state;
+  whitens(10.0f, 2.5f);
+}
+
+static void passes_without_noise(void **state) {
+  (void)state;
+  mr_harness h;
+  noise_source *n = malloc(sizeof *n);
+  mixing(n, 3);
+  open_adjust(&h);
+  mr_message *m = noise_acq(n, 0, 5.0f);
+  float complex first = m->u.acq.data[5];
+  assert_int_equal(mr_harness_push(&h, m), 0);
+  assert_int_equal(h.nout, 1);
+  assert_true(h.out[0]->u.acq.data[5] == first);
+  mr_harness_close(&h);
+  free(n);
+}
+
+static void rejects_bad_noise(void **state) {
+  (void)state;
+  mr_harness h;
+  noise_source *n = malloc(sizeof *n);
+  mixing(n, 4);
+  /* channel 2 without noise */
+  for (int k = 0; k < NCH; k++)
+    n->mix[2][k] = 0;
+  open_adjust(&h);
+  assert_int_equal(
+      mr_harness_push(&h, noise_acq(n, MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT), 5.0f)), 0);
+  assert_int_equal(mr_harness_push(&h, noise_acq(n, 0, 5.0f)), MR_EDATA);
+  assert_non_null(strstr(h.err.msg, "not positive definite"));
+  mr_harness_close(&h);
+  /* data with other channels than the noise */
+  mixing(n, 4);
+  open_adjust(&h);
+  assert_int_equal(
+      mr_harness_push(&h, noise_acq(n, MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT), 5.0f)), 0);
+  mr_message *m = mr_harness_acquisition(NS, NCH - 1, 0, 0, 0, NULL, NULL);
+  assert_int_equal(mr_harness_push(&h, m), MR_EDATA);
+  assert_non_null(strstr(h.err.msg, "channels"));
+  mr_harness_close(&h);
+  free(n);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(whitens_same_dwell),
+      cmocka_unit_test(whitens_other_dwell),
+      cmocka_unit_test(passes_without_noise),
+      cmocka_unit_test(rejects_bad_noise),
+  };
+  return cmocka_run_group_tests_name("gadgets_noise_adjust", tests, NULL, NULL);
+}
