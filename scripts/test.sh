@@ -1,8 +1,23 @@
 #!/bin/sh
-# Installs what is missing, builds, and runs every test (GPU tests skip
-# without a GPU). The one test command of README.md and CI.
+# Installs what is missing, builds, and runs every test: the normal build
+# (GPU tests skip without a GPU; the end-to-end run under valgrind), the
+# whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer,
+# and the libFuzzer drivers briefly. The one test command of README.md
+# and CI.
 set -eu
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+jobs=$(nproc)
+
 scripts/build.sh
-ctest --test-dir build --output-on-failure -j"$(nproc)"
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+cmake -S . -B build-asan -DMR_SANITIZE=ON -DMR_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
+cmake --build build-asan -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE valgrind
+
+CC=clang cmake -S . -B build-fuzz -DMR_FUZZ=ON -DMR_CUDA=OFF \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build-fuzz -j"$jobs" --target fuzz_decoder fuzz_session mr-fuzz-corpus
+ctest --test-dir build-fuzz --output-on-failure -R '^fuzz_'
