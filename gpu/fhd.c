@@ -115,10 +115,6 @@ int mr_fhd_set_points(mr_fhd_plan *p, size_t m, const float *k) {
   if (rc < 0)
     return rc;
   p->m = m;
-#ifdef MR_HAVE_CUDA
-  if (mr_device_is_gpu(p->dev))
-    mr_fhd_cuda_forget(p);
-#endif
   return 0;
 }
 

@@ -395,14 +395,20 @@ constexpr unsigned PREP_BLOCK = 256;
 
 unsigned blocks_for(size_t n, unsigned block) { return unsigned((n + block - 1) / block); }
 
-// Device memory freed when the scope ends (stream-ordered, after the work
-// queued on it).
+// Device memory freed when the scope ends: stream-ordered on compute, after
+// the copies still queued on the other streams too (after a failure, an
+// upload into it may still be under way).
 struct scratch {
   mr_cuda_ctx *c;
-  void *p[12] = {};
+  void *p[8] = {};
   int n = 0;
   explicit scratch(mr_cuda_ctx *ctx) : c(ctx) {}
   ~scratch() {
+    if (n == 0)
+      return;
+    if (mr_cuda_after(c, c->compute, c->upload) < 0 ||
+        mr_cuda_after(c, c->compute, c->download) < 0)
+      mr_cuda_ctx_sync(c);
     for (int i = 0; i < n; i++)
       mr_cuda_free(c, p[i]);
   }

@@ -37,7 +37,7 @@ int mr_fhd_cpu_adjoint(mr_fhd_plan *p, const mr_cfloat *data, const float *weigh
 int mr_fhd_cpu_forward(mr_fhd_plan *p, const mr_cfloat *image, mr_cfloat *out);
 
 int mr_fhd_cuda_create(mr_fhd_plan *p);
-/* The voxels or points changed: device copies are stale. */
+/* The voxels changed: the device's copies of their positions are stale. */
 void mr_fhd_cuda_forget(mr_fhd_plan *p);
 int mr_fhd_cuda_adjoint(mr_fhd_plan *p, const mr_cfloat *data, const float *weights,
                         mr_cfloat *out);
