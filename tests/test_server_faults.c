@@ -33,6 +33,14 @@ static int stop(void **state) {
   return 0;
 }
 
+/* Under AddressSanitizer freed memory sits in quarantine, so RSS says
+ * nothing about leaks there (LeakSanitizer does that job instead). */
+#ifdef __SANITIZE_ADDRESS__
+static const int rss_meaningful = 0;
+#else
+static const int rss_meaningful = 1;
+#endif
+
 static long rss_kib(pid_t pid) {
   char path[64], line[256];
   snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
@@ -166,7 +174,8 @@ static void test_disconnects_at_every_phase_leave_nothing(void **state) {
   print_message("RSS after warm-up %ld KiB, after 1000 disconnects %ld KiB (%+ld)\n", baseline,
                 after, after - baseline);
   assert_true(mr_test_server_alive(&server));
-  assert_true(after - baseline < 2048);
+  if (rss_meaningful)
+    assert_true(after - baseline < 2048);
   free(bytes);
 }
 
@@ -235,7 +244,8 @@ static void test_soak_500_sequential_sessions(void **state) {
   long after = rss_kib(server.pid);
   print_message("RSS after 50 sessions %ld KiB, after 500 more %ld KiB (%+ld)\n", baseline, after,
                 after - baseline);
-  assert_true(after - baseline < 1024);
+  if (rss_meaningful)
+    assert_true(after - baseline < 1024);
   free(bytes);
 }
 

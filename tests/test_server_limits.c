@@ -283,7 +283,9 @@ static void test_client_that_never_reads(void **state) {
   long during = rss_kib(s.pid);
   print_message("sent %.1f MiB before blocking; server RSS %ld -> %ld KiB\n",
                 (double)sent / 1048576.0, before, during);
+#ifndef __SANITIZE_ADDRESS__ /* ASan's quarantine holds freed memory */
   assert_true(during - before < 64 * 1024);
+#endif
   usleep(1500000); /* past the write timeout */
   assert_true(mr_test_server_alive(&s));
   char buf[4096];
