@@ -438,59 +438,56 @@ static int after_body(mr_decoder *d) {
   return 0;
 }
 
+/* A message was just rejected: with nothing left to skip it is over. */
+static int after_reject(mr_decoder *d) {
+  if (d->skip_left == 0)
+    report_reject(d);
+  return 0;
+}
+
 /* Advances after a stage completes; may emit. */
 static int advance(mr_decoder *d) {
-  for (;;) {
-    int rc;
-    switch (d->stage) {
-    case ST_ID:
-      d->id = rd16(d->fixed);
-      d->need = fixed_size(d->id);
-      if (d->need == SIZE_MAX)
-        return fail(d, MR_EPROTO, "unknown message id %u at byte %llu", d->id,
-                    (unsigned long long)d->msg_start);
-      d->have = 0;
-      d->stage = ST_FIXED;
-      if (d->need > 0)
-        return 0;
-      /* CLOSE has no fixed part: go straight on. */
-      __attribute__((fallthrough));
-    case ST_FIXED:
-      d->nseg = d->cur = 0;
-      d->seg_have = 0;
-      d->stage = ST_BODY;
-      if ((rc = after_fixed(d)) != 0)
-        return rc;
-      if (d->stage == ST_SKIP) {
-        if (d->skip_left > 0)
-          return 0;
-        report_reject(d);
-        return 0;
-      }
-      break;
-    case ST_BODY:
-      break;
-    case ST_SKIP:
-      report_reject(d);
+  int rc;
+  switch (d->stage) {
+  case ST_ID:
+    d->id = rd16(d->fixed);
+    d->need = fixed_size(d->id);
+    if (d->need == SIZE_MAX)
+      return fail(d, MR_EPROTO, "unknown message id %u at byte %llu", d->id,
+                  (unsigned long long)d->msg_start);
+    d->have = 0;
+    d->stage = ST_FIXED;
+    if (d->need > 0)
       return 0;
-    case ST_FAILED:
-      return d->fatal_code;
-    }
-    /* ST_BODY: wait for segments, or finish. */
-    if (d->cur < d->nseg)
-      return 0;
-    if ((rc = after_body(d)) != 0)
+    /* CLOSE has no fixed part: go straight on. */
+    __attribute__((fallthrough));
+  case ST_FIXED:
+    d->nseg = d->cur = 0;
+    d->seg_have = 0;
+    d->stage = ST_BODY;
+    if ((rc = after_fixed(d)) != 0)
       return rc;
-    if (d->stage == ST_SKIP) {
-      if (d->skip_left > 0)
-        return 0;
-      report_reject(d);
-      return 0;
-    }
-    if (d->cur < d->nseg)
-      return 0; /* more segments were added */
-    return emit(d);
+    if (d->stage == ST_SKIP)
+      return after_reject(d);
+    break;
+  case ST_BODY:
+    break;
+  case ST_SKIP:
+    report_reject(d);
+    return 0;
+  case ST_FAILED:
+    return d->fatal_code;
   }
+  /* ST_BODY: wait for segments, or finish. */
+  if (d->cur < d->nseg)
+    return 0;
+  if ((rc = after_body(d)) != 0)
+    return rc;
+  if (d->stage == ST_SKIP)
+    return after_reject(d);
+  if (d->cur < d->nseg)
+    return 0; /* more segments were added */
+  return emit(d);
 }
 
 int mr_decoder_feed(mr_decoder *d, const void *bytes, size_t len) {
