@@ -12,3 +12,8 @@ set_tests_properties(test_gpu_grappa_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT
 mr_add_test(test_gadgets_noise_adjust SOURCES test_gadgets_noise_adjust.c LIBS mr_gadget_harness)
 mr_add_test(test_gadgets_grappa SOURCES test_gadgets_grappa.c
             LIBS mr_gadget_harness mr_client mr_test_grappa_phantom TIMEOUT 120)
+
+# GRAPPA end to end through reconserver (a benchmark program, not a test).
+add_executable(mr-grappa-e2e bench/grappa_e2e.c)
+target_link_libraries(mr-grappa-e2e PRIVATE mr_wire_client mr_gadget_harness mr_test_grappa_phantom)
+add_dependencies(mr-grappa-e2e reconserver)

@@ -37,6 +37,7 @@ typedef struct bench_ctx {
 typedef int (*bench_fn)(const bench_ctx *ctx);
 
 int bench_gpu(const bench_ctx *ctx);
+int bench_grappa(const bench_ctx *ctx);
 int bench_fhd(const bench_ctx *ctx);
 
 /* Median of n values (n >= 1); reorders v. */

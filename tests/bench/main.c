@@ -19,6 +19,7 @@ static const struct {
 } commands[] = {
     {"gpu", "FFT, HERK/GEMM, solve and coil combination, GPU against CPU", bench_gpu},
     {"fhd", "direct F^H D and Q (the book's kernels and past them), CG on the Toeplitz operator", bench_fhd},
+    {"grappa", "GRAPPA calibration (32-128 coils; CPU, GPU fused, library chain) and a whole slice", bench_grappa},
 };
 
 enum { NCOMMANDS = sizeof commands / sizeof *commands };

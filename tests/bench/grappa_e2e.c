@@ -1,0 +1,174 @@
+/* mr-grappa-e2e: GRAPPA end to end through reconserver on loopback. Starts
+ * the server (build/bin/reconserver, --gpus as given), streams a noise line
+ * and an accelerated 2D scan of N slices (the synthetic phantom, embedded
+ * ACS lines) through the config "grappa", and reports as JSON the time from
+ * sending the last acquisition to the server's CLOSE, which follows the
+ * last image: the latency a scanner operator waits for.
+ *
+ *   mr-grappa-e2e [--gpus SPEC] [--slices N] [--coils N] [--matrix N]
+ *                 [--accel R] [--acs N] [--json FILE]
+ * Run from the source root with MR_BINARY_DIR set to the build tree. */
+#include <complex.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gadget_harness.h"
+#include "grappa_phantom.h"
+#include "wire_client.h"
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+typedef struct line_src {
+  const mr_cfloat *kspace;
+  int n, y;
+  unsigned noise_seed;
+} line_src;
+
+static float complex line_value(int c, int s, void *arg) {
+  const line_src *l = arg;
+  return l->kspace[((size_t)c * l->n + l->y) * l->n + s];
+}
+
+static float complex noise_value(int c, int s, void *arg) {
+  line_src *l = arg;
+  l->noise_seed = l->noise_seed * 1103515245u + 12345u + (unsigned)(c + s);
+  float re = (float)((l->noise_seed >> 8) & 0xffff) / 65536.0f - 0.5f;
+  l->noise_seed = l->noise_seed * 1103515245u + 12345u;
+  float im = (float)((l->noise_seed >> 8) & 0xffff) / 65536.0f - 0.5f;
+  return re + I * im;
+}
+
+static int send_or_die(int fd, mr_message *m) {
+  int rc = mr_test_send(fd, m);
+  mr_message_unref(m);
+  if (rc != 0) {
+    fprintf(stderr, "mr-grappa-e2e: send failed\n");
+    exit(1);
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  const char *gpus = "all", *out = NULL;
+  int slices = 20, nc = 32, n = 256, accel = 4, nacs = 24;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (strcmp(argv[i], "--gpus") == 0)
+      gpus = argv[i + 1];
+    else if (strcmp(argv[i], "--slices") == 0)
+      slices = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--coils") == 0)
+      nc = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--matrix") == 0)
+      n = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--accel") == 0)
+      accel = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--acs") == 0)
+      nacs = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--json") == 0)
+      out = argv[i + 1];
+    else {
+      fprintf(stderr, "mr-grappa-e2e: unknown argument %s\n", argv[i]);
+      return 2;
+    }
+  }
+  if (slices < 1 || nc < 1 || n < 16 || accel < 2 || nacs < 1 || nacs > n) {
+    fprintf(stderr, "mr-grappa-e2e: bad sizes\n");
+    return 2;
+  }
+  /* the data: one phantom k-space, every slice the same */
+  mr_pool *pool;
+  mr_device *cpu;
+  mr_err err = {0};
+  if (mr_pool_create(&(mr_pool_opts){.gpus = "none"}, &pool, &err) != 0 ||
+      mr_pool_acquire(pool, "cpu", &cpu, &err) != 0) {
+    fprintf(stderr, "mr-grappa-e2e: %s\n", err.msg);
+    return 1;
+  }
+  mr_cfloat *k = malloc((size_t)nc * n * n * sizeof *k);
+  uint8_t *sampled = malloc(n);
+  if (k == NULL || sampled == NULL || grappa_phantom_kspace(cpu, n, n, nc, 0.01, 5, k) != 0) {
+    fprintf(stderr, "mr-grappa-e2e: no phantom\n");
+    return 1;
+  }
+  grappa_phantom_pattern(n, accel, 0, nacs, sampled);
+  int a0 = grappa_phantom_acs_start(n, nacs), last = n - 1;
+  while (!sampled[last])
+    last--;
+
+  const char *start_args[] = {"--gpus", gpus, NULL};
+  mr_test_server server;
+  mr_test_server_start(&server, start_args);
+  int fd = mr_test_connect(server.port);
+  if (fd < 0) {
+    fprintf(stderr, "mr-grappa-e2e: cannot connect\n");
+    return 1;
+  }
+  char xml[4096];
+  const char *base = mr_harness_cartesian_header(n, n, 1, n, n, 1);
+  const char *end = strstr(base, "</encoding>");
+  snprintf(xml, sizeof xml,
+           "%.*s<parallelImaging><accelerationFactor><kspace_encoding_step_1>%d"
+           "</kspace_encoding_step_1><kspace_encoding_step_2>1</kspace_encoding_step_2>"
+           "</accelerationFactor><calibrationMode>embedded</calibrationMode></parallelImaging>%s",
+           (int)(end - base), base, accel, end);
+  send_or_die(fd, mr_message_new_config_file("grappa"));
+  send_or_die(fd, mr_message_new_text(MR_MSG_HEADER, xml, strlen(xml)));
+  double t0 = now_ms();
+  line_src l = {k, n, 0, 7};
+  mr_message *noise =
+      mr_harness_acquisition(n, nc, 0, 0, MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT), noise_value, &l);
+  noise->u.acq.head.sample_time_us = 5.0f;
+  send_or_die(fd, noise);
+  double t_last = 0;
+  for (int s = 0; s < slices; s++)
+    for (int y = 0; y < n; y++) {
+      if (!sampled[y])
+        continue;
+      int acs = y >= a0 && y < a0 + nacs, imaging = y % accel == 0;
+      uint64_t f = acs ? MR_FLAG(imaging ? ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION_AND_IMAGING
+                                         : ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION)
+                       : 0;
+      if (y == last)
+        f |= MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE);
+      l.y = y;
+      mr_message *m = mr_harness_acquisition(n, nc, y, 0, f, line_value, &l);
+      m->u.acq.head.idx.slice = (uint16_t)s;
+      m->u.acq.head.sample_time_us = 5.0f;
+      send_or_die(fd, m);
+      t_last = now_ms();
+    }
+  send_or_die(fd, mr_message_new(MR_MSG_CLOSE));
+  mr_test_reply r;
+  mr_test_receive(fd, &r, 120000);
+  double t_close = now_ms();
+  int images = mr_test_reply_count(&r, MR_MSG_IMAGE);
+  const char *text = mr_test_reply_text(&r, "");
+  FILE *f = out != NULL ? fopen(out, "w") : stdout;
+  if (f == NULL)
+    f = stdout;
+  fprintf(f,
+          "{\"grappa_e2e\": {\"gpus\": \"%s\", \"slices\": %d, \"coils\": %d, \"matrix\": %d, "
+          "\"R\": %d, \"acs_lines\": %d, \"images\": %d, \"got_close\": %d, "
+          "\"stream_ms\": %.2f, \"last_acquisition_to_close_ms\": %.2f%s%s%s}}\n",
+          gpus, slices, nc, n, accel, nacs, images, r.got_close, t_last - t0, t_close - t_last,
+          text != NULL ? ", \"server_text\": \"" : "", text != NULL ? text : "",
+          text != NULL ? "\"" : "");
+  if (f != stdout)
+    fclose(f);
+  mr_test_reply_free(&r);
+  close(fd);
+  mr_test_server_stop(&server);
+  free(k);
+  free(sampled);
+  mr_pool_release(pool, cpu);
+  mr_pool_destroy(pool);
+  return images == slices ? 0 : 1;
+}
