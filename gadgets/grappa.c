@@ -18,7 +18,7 @@
 #include "kspace.h"
 #include "placement.h"
 
-enum { METHOD_FUSED, METHOD_DIRECT };
+enum { METHOD_FUSED, METHOD_HYBRID, METHOD_DIRECT };
 
 typedef struct slice_state {
   struct slice_state *next;
@@ -52,9 +52,11 @@ static const mr_param params[] = {
      "power clipping: share of the strongest equations left out"},
     {"segments", MR_PARAM_INT, offsetof(grappa_gadget, segments), "1", 1,
      MR_GRAPPA_MAX_SEGMENTS, NULL, 0, "readout segments calibrated apart"},
-    {"method", MR_PARAM_ENUM, offsetof(grappa_gadget, method), "\"fused\"", 0, 0, "fused|direct", 0,
-     "GPU calibration: fused (lagged products, one Cholesky) or direct (HERK, GEMM, potrf, "
-     "potrs); the CPU always solves directly"},
+    {"method", MR_PARAM_ENUM, offsetof(grappa_gadget, method), "\"fused\"", 0, 0,
+     "fused|hybrid|direct", 0,
+     "GPU calibration: fused (lagged products, own Cholesky of [M; U]), hybrid (lagged "
+     "products, cuSOLVER potrf, two TRSMs) or direct (HERK, GEMM, potrf, potrs); the CPU "
+     "always solves directly"},
     MR_PLACEMENT_PARAMS(grappa_gadget),
 };
 
@@ -154,7 +156,9 @@ static int calibrate(grappa_gadget *s, mr_gadget_ctx *ctx, slice_state *sl, cons
   o.eta = (float)s->eta;
   o.kappa = (float)s->kappa;
   o.segments = s->segments;
-  o.method = s->method == METHOD_DIRECT ? MR_GRAPPA_DIRECT : MR_GRAPPA_FUSED;
+  o.method = s->method == METHOD_DIRECT   ? MR_GRAPPA_DIRECT
+             : s->method == METHOD_HYBRID ? MR_GRAPPA_HYBRID
+                                          : MR_GRAPPA_FUSED;
   long need = (long)(o.kpe - 1) * accel + 1;
   if ((long)nacs < need)
     return mr_gadget_fail(ctx, MR_EDATA,

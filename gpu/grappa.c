@@ -51,7 +51,8 @@ static int check_opts(const mr_grappa_opts *o) {
   if (!(o->eta >= 0) || !(o->chi >= 0) || !(o->kappa >= 0 && o->kappa < 1))
     return mr_fail(MR_EINVAL, "grappa: need eta >= 0, chi >= 0, 0 <= kappa < 1; got %g, %g, %g",
                    o->eta, o->chi, o->kappa);
-  if (o->method != MR_GRAPPA_FUSED && o->method != MR_GRAPPA_DIRECT)
+  if (o->method != MR_GRAPPA_FUSED && o->method != MR_GRAPPA_HYBRID &&
+      o->method != MR_GRAPPA_DIRECT)
     return mr_fail(MR_EINVAL, "grappa: unknown method %d", (int)o->method);
   /* Matrix dimensions and leading dimensions are ints in BLAS. */
   long n_src = (long)o->kpe * o->kro * o->nc, n_tgt = (long)(o->accel - 1) * o->nc;
@@ -224,7 +225,7 @@ int mr_grappa_calibrate(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_str
     return mr_fail(MR_EINVAL, "grappa: coil stride %zu is less than %d ACS lines of %d",
                    coil_stride, p->g.nacs, p->g.nro);
 #ifdef MR_HAVE_CUDA
-  if (mr_device_is_gpu(p->dev) && p->opts.method == MR_GRAPPA_FUSED)
+  if (mr_device_is_gpu(p->dev) && p->opts.method != MR_GRAPPA_DIRECT)
     return mr_grappa_cuda_fused(p, acs, coil_stride, weights);
 #endif
   return calibrate_direct(p, acs, coil_stride, weights);
@@ -233,7 +234,7 @@ int mr_grappa_calibrate(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_str
 int mr_grappa_status(mr_grappa_plan *p) {
   (void)p;
 #ifdef MR_HAVE_CUDA
-  if (mr_device_is_gpu(p->dev) && p->opts.method == MR_GRAPPA_FUSED)
+  if (mr_device_is_gpu(p->dev) && p->opts.method != MR_GRAPPA_DIRECT)
     return mr_grappa_cuda_status(p);
 #endif
   return 0; /* the direct path reports failures as they happen */

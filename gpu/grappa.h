@@ -41,7 +41,10 @@ extern "C" {
 #define MR_GRAPPA_MAX_ACCEL 32
 
 typedef enum mr_grappa_method {
-  MR_GRAPPA_FUSED,   /* GPU: lagged products, shared Cholesky (CPU: direct) */
+  MR_GRAPPA_FUSED,   /* GPU: lagged products, own tiled Cholesky of [M; U]
+                        shared by all right-hand sides (CPU: direct) */
+  MR_GRAPPA_HYBRID,  /* GPU: lagged products, cuSOLVER potrf, two TRSMs
+                        (CPU: direct) */
   MR_GRAPPA_DIRECT,  /* explicit A and B, HERK + GEMM, potrf + potrs: the
                         plain library chain, the reference */
 } mr_grappa_method;

@@ -10,7 +10,9 @@
 // (R-1) nc x kpe nc outputs, split along the inner dimension so that the
 // small outputs still fill the GPU; then [M; U] is assembled, corrected,
 // regularised, factored by one Cholesky sweep (grappa_chol_cuda.cu), and a
-// triangular solve gives W. Everything is queued on the compute stream.
+// triangular solve gives W (the hybrid method factors M with cuSOLVER and
+// applies L^-H by a second TRSM instead). Everything is queued on the
+// compute stream.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -54,7 +56,9 @@ struct scratch {
   float2 *gm = nullptr;                 // [nseg][ns][na]
   float2 *corr = nullptr;               // [nseg][ncorr][na]
   const float2 **ptrs = nullptr;        // batched-GEMM pointer arrays
-  int *status = nullptr;
+  int *status = nullptr;                // [0]: flags; [1 + s]: potrf info (hybrid)
+  cuComplex *potrf_work = nullptr;      // hybrid: cuSOLVER's workspace
+  int potrf_lwork = 0;
 };
 
 scratch *state(mr_grappa_plan *p) { return static_cast<scratch *>(p->backend); }
@@ -463,7 +467,7 @@ template <class T> int alloc(mr_cuda_ctx *c, T **p, size_t count) {
 
 void release(mr_cuda_ctx *c, scratch *s) {
   void *all[] = {s->line_power, s->col_power, s->psi, s->discard, s->dropped, s->zs, s->zt,
-                 s->fs, s->ft, s->gm, s->corr, s->ptrs, s->status};
+                 s->fs, s->ft, s->gm, s->corr, s->ptrs, s->status, s->potrf_work};
   for (void *p : all)
     mr_cuda_free(c, p);
   if (s->fs_sum != s->fs)
@@ -517,7 +521,7 @@ int create(mr_cuda_ctx *c, mr_grappa_plan *p, scratch *s) {
     rc = alloc(c, &s->discard, per_seg * g.nseg);
   if (rc == 0)
     rc = alloc(c, &s->dropped, size_t(std::max(g.ndisc_max, 1)) * g.nseg);
-  if (rc < 0 || p->opts.method != MR_GRAPPA_FUSED)
+  if (rc < 0 || p->opts.method == MR_GRAPPA_DIRECT)
     return rc;
   fused_shape &f = s->f;
   f = make_shape(g, c->props.multiProcessorCount);
@@ -546,7 +550,13 @@ int create(mr_cuda_ctx *c, mr_grappa_plan *p, scratch *s) {
   if (rc == 0)
     rc = alloc(c, &s->ptrs, 6 * items);
   if (rc == 0)
-    rc = alloc(c, &s->status, 1);
+    rc = alloc(c, &s->status, 1 + size_t(g.nseg));
+  if (rc == 0 && p->opts.method == MR_GRAPPA_HYBRID) {
+    MR_CUSOLVER(cusolverDnCpotrf_bufferSize(c->solver, CUBLAS_FILL_MODE_LOWER, g.n_src,
+                                            reinterpret_cast<cuComplex *>(s->gm), f.na,
+                                            &s->potrf_lwork));
+    rc = alloc(c, &s->potrf_work, size_t(std::max(s->potrf_lwork, 1)));
+  }
   if (rc == 0)
     rc = fill_pointers(c, g, s);
   return rc;
@@ -589,7 +599,7 @@ int fused_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs, siz
   scratch *s = state(p);
   const fused_shape &f = s->f;
   const int nb = g.nb_src, nt = g.n_tgt, items = g.nseg * f.nchunk * g.kro;
-  MR_CU(cudaMemsetAsync(s->status, 0, sizeof(int), c->compute));
+  MR_CU(cudaMemsetAsync(s->status, 0, (1 + size_t(g.nseg)) * sizeof(int), c->compute));
   int rc = prepare_on_worker(c, p, acs, cs);
   if (rc < 0)
     return rc;
@@ -629,9 +639,19 @@ int fused_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs, siz
   }
   regularise<<<unsigned(g.nseg), THREADS, 0, c->compute>>>(g, f, p->opts.chi, s->gm, s->status);
   MR_LAUNCHED(regularise);
-  if ((rc = mr_grappa_chol_factor(c->compute, s->gm, f.na, f.ns, g.nseg, gsize, s->status)) < 0)
-    return rc;
   const cuComplex one = make_cuComplex(1, 0);
+  if (p->opts.method == MR_GRAPPA_HYBRID) {
+    // M = L L^H by cuSOLVER, then U L^-H and (U L^-H) L^-1 by two TRSMs
+    for (int sg = 0; sg < g.nseg; sg++) {
+      cuComplex *m = reinterpret_cast<cuComplex *>(s->gm) + sg * gsize;
+      MR_CUSOLVER(cusolverDnCpotrf(c->solver, CUBLAS_FILL_MODE_LOWER, g.n_src, m, f.na,
+                                   s->potrf_work, s->potrf_lwork, s->status + 1 + sg));
+      MR_CUBLAS(cublasCtrsm(c->blas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_C,
+                            CUBLAS_DIAG_NON_UNIT, nt, g.n_src, &one, m, f.na, m + f.ns, f.na));
+    }
+  } else if ((rc = mr_grappa_chol_factor(c->compute, s->gm, f.na, f.ns, g.nseg, gsize,
+                                         s->status)) < 0)
+    return rc;
   for (int sg = 0; sg < g.nseg; sg++) {
     cuComplex *m = reinterpret_cast<cuComplex *>(s->gm) + sg * gsize;
     MR_CUBLAS(cublasCtrsm(c->blas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
@@ -705,10 +725,14 @@ int mr_grappa_cuda_fused(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_st
 int mr_grappa_cuda_status(mr_grappa_plan *p) {
   return mr_on_worker(p->dev, [&] {
     mr_cuda_ctx *c = mr_device_cuda(p->dev);
-    int flag = 0;
-    MR_CU(cudaMemcpyAsync(&flag, state(p)->status, sizeof flag, cudaMemcpyDeviceToHost,
-                          c->compute));
+    int flags[1 + MR_GRAPPA_MAX_SEGMENTS];
+    MR_CU(cudaMemcpyAsync(flags, state(p)->status, (1 + size_t(p->g.nseg)) * sizeof(int),
+                          cudaMemcpyDeviceToHost, c->compute));
     MR_CU(cudaStreamSynchronize(c->compute));
+    int flag = flags[0];
+    for (int sg = 0; sg < p->g.nseg; sg++)
+      if (flags[1 + sg] != 0)
+        flag |= 1; // potrf: not positive definite (or a rejected argument)
     if (flag & 2)
       return mr_fail(MR_ENUMERIC, "grappa: the ACS lines carry no signal");
     if (flag & 1)
