@@ -271,7 +271,7 @@ static int slice_case(const bench_ctx *ctx, mr_device *dev, mr_device *cpu, cons
   json_int(j, "coils", nc);
   json_int(j, "R", accel);
   json_int(j, "acs_lines", nacs);
-  json_str(j, "steps", "upload, calibration (fused on a GPU), filling, inverse FFT, RSS, download");
+  json_str(j, "steps", "upload, calibration (the plan default method), filling, inverse FFT, RSS, download");
   json_num(j, "with_transfers_ms", with);
   json_num(j, "device_resident_ms", without);
   if (!isnan(nrmse))
