@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blas.h"
 #include "gadget.h"
+#include "placement.h"
 
 typedef struct noise_adjust {
   int nch;                 /* channels of the noise lines, 0 before the first */
@@ -27,7 +29,7 @@ typedef struct noise_adjust {
   int have_white;
   float white_dwell_us;    /* the dwell time `white` was made for */
   float complex *white;    /* [nch][nch] row-major lower: L^-1 */
-  float complex *line;     /* one sample of every channel */
+  mr_placement place;      /* the CPU: one line is too little for a GPU */
 } noise_adjust;
 
 static void accumulate_noise(noise_adjust *s, const mr_acquisition *a) {
@@ -133,26 +135,40 @@ static int whiten(noise_adjust *s, mr_gadget_ctx *ctx, mr_acquisition *a) {
     s->have_white = 1;
     s->white_dwell_us = h->sample_time_us;
   }
-  size_t ns = h->number_of_samples;
-  int n = s->nch;
-  for (size_t t = 0; t < ns; t++) {
-    for (int i = 0; i < n; i++)
-      s->line[i] = a->data[(size_t)i * ns + t];
-    for (int i = 0; i < n; i++) {
-      float complex v = 0;
-      for (int k = 0; k <= i; k++)
-        v += s->white[i * n + k] * s->line[k];
-      a->data[(size_t)i * ns + t] = v;
-    }
+  /* The line as a column-major samples x channels matrix X; `white`
+   * read column-major is (L^-1)^T, so the whitened line is X (L^-1)^T. */
+  int ns = h->number_of_samples, n = s->nch;
+  float complex *y = malloc((size_t)ns * (size_t)n * sizeof *y);
+  if (y == NULL)
+    return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory prewhitening a line");
+  mr_cmat x = {a->data, ns, n, ns, 0}, w = {s->white, n, n, n, 0}, out = {y, ns, n, ns, 0};
+  int rc = mr_blas_gemm(s->place.dev, MR_BLAS_N, MR_BLAS_N, 1, x, w, 0, out, 1);
+  if (rc < 0) {
+    free(y);
+    return mr_gadget_fail(ctx, rc, "prewhitening: %s", mr_device_last_error());
   }
+  free(a->data);
+  a->data = y;
   return 0;
+}
+
+static int configure(void *state, mr_gadget_ctx *ctx) {
+  noise_adjust *s = state;
+  return mr_placement_acquire(&s->place, ctx, MR_PARAM_DEVICE_CPU, MR_FALLBACK_NONE);
+}
+
+static void free_noise(noise_adjust *s) {
+  free(s->cov);
+  free(s->white);
+  s->cov = NULL;
+  s->white = NULL;
+  s->nch = 0;
 }
 
 static void destroy(void *state) {
   noise_adjust *s = state;
-  free(s->cov);
-  free(s->white);
-  free(s->line);
+  free_noise(s);
+  mr_placement_release(&s->place);
 }
 
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
@@ -175,10 +191,8 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
       int n = h->active_channels;
       s->cov = calloc((size_t)n * n, sizeof *s->cov);
       s->white = malloc((size_t)n * n * sizeof *s->white);
-      s->line = malloc((size_t)n * sizeof *s->line);
-      if (s->cov == NULL || s->white == NULL || s->line == NULL) {
-        destroy(s);
-        memset(s, 0, sizeof *s);
+      if (s->cov == NULL || s->white == NULL) {
+        free_noise(s);
         rc = mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for a %d-channel noise covariance", n);
       } else {
         s->nch = n;
@@ -201,6 +215,7 @@ const mr_gadget_class mr_gadget_noise_adjust = {
     .state_size = sizeof(noise_adjust),
     .accepts = MR_KIND_BIT(MR_MSG_ACQUISITION),
     .produces = MR_KIND_BIT(MR_MSG_ACQUISITION),
+    .configure = configure,
     .process = process,
     .destroy = destroy,
 };
