@@ -2,8 +2,10 @@
 # Builds the iterative-reconstruction tests (gpu/fhd, toeplitz, cg, the
 # fhd_cg gadget) and mr-bench for the H100 (sm_90, Release) into the
 # git-ignored build-fhd-gpu/, stages those programs and the shared
-# libraries they need in build-fhd-gpu/device/, and prints the `run` call
-# for scripts/fhd-device-run.sh.
+# libraries they need in build-fhd-gpu/device/, packs that into
+# build-fhd-gpu/device.tar.xz (OpenBLAS and ICU alone would overrun the
+# carry limit unpacked), and prints the `run` call for
+# scripts/fhd-device-run.sh.
 #
 # usage: scripts/fhd-device-build.sh   (SHARED=../shared by default)
 set -euo pipefail
@@ -22,13 +24,14 @@ mkdir -p "$stage/libs"
 cp build-fhd-gpu/bin/mr-bench "$stage/"
 for t in $tests; do cp "build-fhd-gpu/tests/$t" "$stage/"; done
 "$shared/device/bundle-libs.sh" "$stage/libs" "$stage"/mr-bench "$stage"/test_*
-du -sh "$stage"
+tar -C build-fhd-gpu -cJf build-fhd-gpu/device.tar.xz device
+du -sh "$stage" build-fhd-gpu/device.tar.xz
 
 cat <<'CALL'
 
 Now call the device tool's `run` with:
   command:   scripts/fhd-device-run.sh
-  carry:     ["build-fhd-gpu/device"]
+  carry:     ["build-fhd-gpu/device.tar.xz"]
 Results come back under $OUT: device.txt, tests.log, summary.txt,
 sanitizer.log, bench.json, bench.log, ncu.txt.
 CALL

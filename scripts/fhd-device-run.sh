@@ -9,8 +9,11 @@
 set -uo pipefail
 out=${OUT:-out}
 mkdir -p "$out"
-bin=build-fhd-gpu/device
-export LD_LIBRARY_PATH=$PWD/$bin/libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+tar -C /tmp -xJf build-fhd-gpu/device.tar.xz ||
+  python3 -c 'import tarfile; tarfile.open("build-fhd-gpu/device.tar.xz").extractall("/tmp")' ||
+  exit 1
+bin=/tmp/device
+export LD_LIBRARY_PATH=$bin/libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 {
   nvidia-smi -L
