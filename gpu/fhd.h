@@ -70,7 +70,7 @@ typedef struct mr_fhd_opts {
   mr_fhd_kernel kernel;
   mr_fhd_precision precision;
   int block;                /* GPU threads per block; 0: the kernel's own */
-  int voxels_per_thread;    /* RECURRENCE: 4, 8, 16 or 32; 0: 16 */
+  int voxels_per_thread;    /* RECURRENCE: 4, 8, 16 or 32; 0: 32 */
   size_t chunk;             /* samples per pass through the GPU; 0: 2^20 */
 } mr_fhd_opts;
 
