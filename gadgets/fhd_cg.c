@@ -11,8 +11,10 @@
  *
  * Coils: "none" solves every coil apart and emits coil images (a
  * coil_combine rss after it makes one image); "estimate" estimates
- * sensitivity maps from the scan itself (each coil's low-pass F^H D over
- * their root sum of squares) and solves once for one image through them.
+ * sensitivity maps from the scan itself (each coil's image from a few
+ * iterations alone, low-passed, over their root sum of squares) and solves
+ * once for one image through them (SENSE): the coils' differing views then
+ * undo undersampling that each coil alone cannot.
  *
  * Q depends on the trajectory alone (the book's point): the operator built
  * from it is kept and reused while later buffers bring the same trajectory
@@ -34,14 +36,19 @@
 
 enum { MAPS_NONE, MAPS_ESTIMATE };
 
-/* The operator of the last trajectory. */
+/* The operators of the last trajectory. */
 typedef struct op_cache {
   mr_device *dev;
   int rank;
   size_t n[3], m, coils;
-  float *k;         /* [m][rank] */
-  mr_toeplitz *op;
+  float *k;           /* [m][rank] */
+  mr_toeplitz *op;    /* one coil's */
+  mr_toeplitz *sense; /* through maps ("estimate"), for `coils` coils */
 } op_cache;
+
+/* Per-coil iterations behind the coil images that maps are estimated
+ * from: enough for a low-pass view, which converges first. */
+#define MAP_ITERATIONS 10
 
 typedef struct fhd_cg {
   int iterations;
@@ -74,6 +81,7 @@ static int configure(void *state, mr_gadget_ctx *ctx) {
 
 static void cache_clear(op_cache *c) {
   mr_toeplitz_destroy(c->op);
+  mr_toeplitz_destroy(c->sense);
   free(c->k);
   memset(c, 0, sizeof *c);
 }
@@ -92,37 +100,45 @@ typedef struct job {
   mr_cfloat *out;    /* [coils or 1][nvox], host */
 } job;
 
-/* The operator for p on dev: the cached one, or one built from a fresh Q. */
-static int operator_for(fhd_cg *s, mr_device *dev, const problem *p, mr_toeplitz **out) {
+/* out[b][voxels] = sum_j data[b][j] exp(+2 pi i k_j . x) on an n grid by
+ * direct sums; data NULL: all ones (Q). */
+static int adjoint_sums(mr_device *dev, int rank, const size_t n[3], size_t m, const float *k,
+                        size_t batch, const mr_cfloat *data, mr_cfloat *out) {
+  mr_fhd_opts fo = {.rank = rank, .grid = {n[0], n[1], n[2]}, .batch = batch};
+  mr_fhd_plan *plan = NULL;
+  int rc = mr_fhd_plan_create(dev, &fo, &plan);
+  if (rc == 0)
+    rc = mr_fhd_set_points(plan, m, k);
+  if (rc == 0)
+    rc = mr_fhd_adjoint(plan, data, NULL, out);
+  mr_fhd_plan_destroy(plan);
+  return rc;
+}
+
+/* The operators for p on dev: the cached ones, or ones built from a fresh
+ * Q. */
+static int operators_for(fhd_cg *s, mr_device *dev, const problem *p, op_cache **out) {
   op_cache *c = &s->cache;
   size_t coils = s->maps == MAPS_ESTIMATE ? p->coils : 0;
   if (c->op != NULL && c->dev == dev && c->rank == p->rank && c->m == p->m &&
       c->coils == coils && memcmp(c->n, p->n, sizeof c->n) == 0 &&
       memcmp(c->k, p->k, p->m * p->rank * sizeof *p->k) == 0) {
-    *out = c->op;
+    *out = c;
     return 0;
   }
   cache_clear(c);
-  mr_fhd_opts fo = {.rank = p->rank,
-                    .grid = {2 * p->n[0], 2 * p->n[1], p->rank == 3 ? 2 * p->n[2] : 1},
-                    .batch = 1};
-  mr_fhd_plan *plan = NULL;
-  int rc = mr_fhd_plan_create(dev, &fo, &plan);
-  if (rc == 0)
-    rc = mr_fhd_set_points(plan, p->m, p->k);
-  mr_cfloat *q = rc == 0 ? malloc(mr_fhd_voxel_count(plan) * sizeof *q) : NULL;
-  if (rc == 0 && q == NULL)
-    rc = MR_ENOMEM;
-  if (rc == 0)
-    rc = mr_fhd_adjoint(plan, NULL, NULL, q);
-  mr_fhd_plan_destroy(plan);
+  size_t big[3] = {2 * p->n[0], 2 * p->n[1], p->rank == 3 ? 2 * p->n[2] : 1};
+  mr_cfloat *q = malloc(big[0] * big[1] * big[2] * sizeof *q);
+  int rc = q != NULL ? adjoint_sums(dev, p->rank, big, p->m, p->k, 1, NULL, q) : MR_ENOMEM;
   mr_toeplitz_opts to = {.rank = p->rank,
                          .n = {p->n[0], p->n[1], p->n[2]},
                          .lambda = s->lambda * (double)p->m, /* Q(0): F^H F's trace / N */
-                         .reg = s->regularizer ? MR_REG_FINITE_DIFFERENCE : MR_REG_IDENTITY,
-                         .coils = coils};
+                         .reg = s->regularizer ? MR_REG_FINITE_DIFFERENCE : MR_REG_IDENTITY};
   if (rc == 0)
     rc = mr_toeplitz_create(dev, &to, q, &c->op);
+  to.coils = coils;
+  if (rc == 0 && coils > 0)
+    rc = mr_toeplitz_create(dev, &to, q, &c->sense);
   free(q);
   if (rc < 0)
     return rc;
@@ -137,21 +153,23 @@ static int operator_for(fhd_cg *s, mr_device *dev, const problem *p, mr_toeplitz
   memcpy(c->n, p->n, sizeof c->n);
   c->m = p->m;
   c->coils = coils;
-  *out = c->op;
+  *out = c;
   return 0;
 }
 
-/* Sensitivity maps from the coils' F^H D (fhd [coils][nvox]): each low-
- * passed (a Hann window over the central quarter of k-space), then divided
- * by their root sum of squares, so sum_c |S_c|^2 = 1 wherever any signal
- * is. */
-static int estimate_maps(mr_device *dev, const problem *p, const mr_cfloat *fhd,
+/* Sensitivity maps from coil images (img [coils][nvox]): each low-passed
+ * (a Hann window over the central quarter of k-space), then divided by
+ * their root sum of squares, so sum_c |S_c|^2 = 1 where the object is;
+ * zero where that sum is under 5% of its peak (outside the object, where
+ * a ratio of small numbers means nothing: the solve then keeps those
+ * voxels at zero). */
+static int estimate_maps(mr_device *dev, const problem *p, const mr_cfloat *img,
                          mr_cfloat *maps) {
   mr_fft_opts fo = {.rank = p->rank, .dims = {p->n[0], p->n[1], p->n[2]}, .batch = p->coils};
   mr_fft_plan *plan = NULL;
   int rc = mr_fft_plan_create(dev, &fo, &plan);
   if (rc == 0)
-    rc = mr_fft_execute_host(plan, MR_FFT_FORWARD, fhd, maps);
+    rc = mr_fft_execute_host(plan, MR_FFT_FORWARD, img, maps);
   if (rc < 0) {
     mr_fft_plan_destroy(plan);
     return rc;
@@ -172,26 +190,34 @@ static int estimate_maps(mr_device *dev, const problem *p, const mr_cfloat *fhd,
   mr_fft_plan_destroy(plan);
   if (rc < 0)
     return rc;
+  double peak = 0;
   for (size_t i = 0; i < p->nvox; i++) {
     double ss = 0;
     for (size_t c = 0; c < p->coils; c++)
       ss += pow(cabsf(maps[c * p->nvox + i]), 2);
-    float inv = ss > 0 ? (float)(1 / sqrt(ss)) : 0;
+    peak = fmax(peak, ss);
+  }
+  for (size_t i = 0; i < p->nvox; i++) {
+    double ss = 0;
+    for (size_t c = 0; c < p->coils; c++)
+      ss += pow(cabsf(maps[c * p->nvox + i]), 2);
+    float inv = ss > 0.05 * 0.05 * peak ? (float)(1 / sqrt(ss)) : 0;
     for (size_t c = 0; c < p->coils; c++)
       maps[c * p->nvox + i] *= inv;
   }
   return 0;
 }
 
-/* x = A^-1 b for each of `count` right-hand sides in host memory. */
-static int solve_all(fhd_cg *s, mr_device *dev, mr_toeplitz *op, size_t nvox, size_t count,
-                     const mr_cfloat *b, mr_cfloat *x) {
+/* x = A^-1 b (`iterations` at most) for each of `count` right-hand sides
+ * in host memory. */
+static int solve_all(const fhd_cg *s, mr_device *dev, mr_toeplitz *op, int iterations,
+                     size_t nvox, size_t count, const mr_cfloat *b, mr_cfloat *x) {
   size_t bytes = nvox * sizeof(mr_cfloat);
   mr_buf *bb = NULL, *bx = NULL;
   int rc = mr_buf_create(dev, bytes, &bb);
   if (rc == 0)
     rc = mr_buf_create(dev, bytes, &bx);
-  mr_cg_opts co = {.max_iterations = s->iterations, .tolerance = s->tolerance};
+  mr_cg_opts co = {.max_iterations = iterations, .tolerance = s->tolerance};
   for (size_t i = 0; rc == 0 && i < count; i++) {
     rc = mr_buf_upload(bb, 0, b + i * nvox, bytes);
     if (rc == 0)
@@ -209,31 +235,27 @@ static int reconstruct(mr_device *dev, void *arg) {
   job *j = arg;
   fhd_cg *s = j->s;
   const problem *p = j->p;
-  mr_toeplitz *op;
-  int rc = operator_for(s, dev, p, &op);
+  op_cache *ops;
+  int rc = operators_for(s, dev, p, &ops);
   if (rc < 0)
     return rc;
-  mr_fhd_opts fo = {.rank = p->rank, .grid = {p->n[0], p->n[1], p->n[2]}, .batch = p->coils};
-  mr_fhd_plan *plan = NULL;
   mr_cfloat *fhd = malloc(p->coils * p->nvox * sizeof *fhd);
   if (fhd == NULL)
     return MR_ENOMEM;
-  rc = mr_fhd_plan_create(dev, &fo, &plan);
-  if (rc == 0)
-    rc = mr_fhd_set_points(plan, p->m, p->k);
-  if (rc == 0)
-    rc = mr_fhd_adjoint(plan, p->data, NULL, fhd);
-  mr_fhd_plan_destroy(plan);
+  rc = adjoint_sums(dev, p->rank, p->n, p->m, p->k, p->coils, p->data, fhd);
   if (rc == 0 && s->maps == MAPS_NONE) {
-    rc = solve_all(s, dev, op, p->nvox, p->coils, fhd, j->out);
+    rc = solve_all(s, dev, ops->op, s->iterations, p->nvox, p->coils, fhd, j->out);
   } else if (rc == 0) {
     mr_cfloat *maps = malloc(p->coils * p->nvox * sizeof *maps);
-    if (maps == NULL)
+    mr_cfloat *img = malloc(p->coils * p->nvox * sizeof *img);
+    if (maps == NULL || img == NULL)
       rc = MR_ENOMEM;
     if (rc == 0)
-      rc = estimate_maps(dev, p, fhd, maps);
+      rc = solve_all(s, dev, ops->op, MAP_ITERATIONS, p->nvox, p->coils, fhd, img);
     if (rc == 0)
-      rc = mr_toeplitz_set_maps(op, maps);
+      rc = estimate_maps(dev, p, img, maps);
+    if (rc == 0)
+      rc = mr_toeplitz_set_maps(ops->sense, maps);
     if (rc == 0) { /* b = sum_c S_c^H F^H D_c, into the first coil's place */
       for (size_t i = 0; i < p->nvox; i++) {
         float complex b = 0;
@@ -241,9 +263,10 @@ static int reconstruct(mr_device *dev, void *arg) {
           b += conjf(maps[c * p->nvox + i]) * fhd[c * p->nvox + i];
         fhd[i] = b;
       }
-      rc = solve_all(s, dev, op, p->nvox, 1, fhd, j->out);
+      rc = solve_all(s, dev, ops->sense, s->iterations, p->nvox, 1, fhd, j->out);
     }
     free(maps);
+    free(img);
   }
   free(fhd);
   return rc;

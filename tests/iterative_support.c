@@ -129,7 +129,7 @@ void iter_bilinear_gridding(mr_device *dev, int rank, const size_t n[3], size_t 
   }
   for (size_t b = 0; b < batch; b++)
     for (size_t i = 0; i < nvox; i++)
-      out[b * nvox + i] = weight[i] > 0 ? (mr_cfloat)(sum[b * nvox + i] / weight[i]) : 0;
+      out[b * nvox + i] = (mr_cfloat)sum[b * nvox + i];
   mr_fft_opts fo = {.rank = rank, .dims = {dims[0], dims[1], dims[2]}, .batch = batch};
   mr_fft_plan *plan = NULL;
   GPU_OK(mr_fft_plan_create(dev, &fo, &plan));
@@ -160,6 +160,126 @@ void iter_shepp_logan(size_t nx, size_t ny, float *img) {
       }
       img[iy * nx + ix] = (float)v;
     }
+}
+
+/* The modified Shepp-Logan ellipsoids in coordinates of half the image
+ * width: intensity, semi-axes a b c, centre x y z, rotation about z (deg).
+ * Their z = 0 sections are the 2D phantom's ellipses. */
+static const double shepp_logan[10][8] = {
+    {1.0, 0.69, 0.92, 0.81, 0, 0, 0, 0},          {-0.8, 0.6624, 0.874, 0.78, 0, -0.0184, 0, 0},
+    {-0.2, 0.11, 0.31, 0.22, 0.22, 0, 0, -18},    {-0.2, 0.16, 0.41, 0.28, -0.22, 0, 0, 18},
+    {0.1, 0.21, 0.25, 0.41, 0, 0.35, -0.15, 0},   {0.1, 0.046, 0.046, 0.05, 0, 0.1, 0.25, 0},
+    {0.1, 0.046, 0.046, 0.05, 0, -0.1, 0.25, 0},  {0.1, 0.046, 0.023, 0.05, -0.08, -0.605, 0, 0},
+    {0.1, 0.023, 0.023, 0.02, 0, -0.606, 0, 0},   {0.1, 0.023, 0.046, 0.02, 0.06, -0.605, 0, 0}};
+
+/* Fourier transform of the phantom at k (cycles per pixel), the image
+ * n voxels wide, exp(-2 pi i k . x) with x in pixels. */
+static double complex phantom_ft(int rank, const size_t n[3], const double k[3]) {
+  double complex sum = 0;
+  for (int e = 0; e < 10; e++) {
+    const double *p = shepp_logan[e];
+    double h[3] = {n[0] / 2.0, n[1] / 2.0, rank == 3 ? n[2] / 2.0 : 1}; /* pixels per unit */
+    double c = cos(p[7] * M_PI / 180), s = sin(p[7] * M_PI / 180);
+    double ax[3] = {p[1] * h[0], p[2] * h[1], p[3] * h[2]}; /* semi-axes in pixels (roughly:
+                                                              square images) */
+    double ku = k[0] * c + k[1] * s, kv = -k[0] * s + k[1] * c;
+    double q2 = pow(ax[0] * ku, 2) + pow(ax[1] * kv, 2);
+    if (rank == 3)
+      q2 += pow(ax[2] * k[2], 2);
+    double q = sqrt(q2), shape;
+    if (rank == 2) {
+      shape = q < 1e-9 ? M_PI : j1(2 * M_PI * q) / q;
+      shape *= ax[0] * ax[1];
+    } else {
+      double x = 2 * M_PI * q;
+      shape = x < 1e-4 ? 4 * M_PI / 3 : (sin(x) - x * cos(x)) / (2 * M_PI * M_PI * q * q * q);
+      shape *= ax[0] * ax[1] * ax[2];
+    }
+    double phase = k[0] * p[4] * h[0] + k[1] * p[5] * h[1] + (rank == 3 ? k[2] * p[6] * h[2] : 0);
+    sum += p[0] * shape * cexp(-2 * M_PI * I * phase);
+  }
+  return sum;
+}
+
+/* Coil c's sensitivity as plane waves, S_c(x) = sum_t amp[t] exp(2 pi i
+ * freq[t] . x): the three lowest harmonics per axis of a period 1.5 n,
+ * Gaussian-tapered and shifted to put the coil's bump at a point on a ring
+ * around the object (in 3D alternately above and below the centre), times
+ * a phase of its own. 3^rank terms. */
+enum { COIL_TERMS = 27 };
+
+static int coil_terms(int rank, const size_t n[3], size_t c, size_t coils,
+                      double complex amp[COIL_TERMS], double freq[COIL_TERMS][3]) {
+  double angle = 2 * M_PI * (double)c / (double)coils;
+  double centre[3] = {0.45 * n[0] * cos(angle), 0.45 * n[1] * sin(angle),
+                      rank == 3 ? (c % 2 ? 0.25 : -0.25) * n[2] : 0};
+  double complex phase = cexp(I * M_PI * (double)c / (double)coils);
+  int count = 0;
+  for (int pz = rank == 3 ? -1 : 0; pz <= (rank == 3 ? 1 : 0); pz++)
+    for (int py = -1; py <= 1; py++)
+      for (int px = -1; px <= 1; px++) {
+        int p[3] = {px, py, pz};
+        double arg = 0, taper = 1;
+        for (int d = 0; d < 3; d++) {
+          double period = 1.5 * (double)(d < rank ? n[d] : 1);
+          freq[count][d] = p[d] / period;
+          arg -= freq[count][d] * centre[d];
+          taper *= exp(-0.5 * p[d] * p[d]);
+        }
+        amp[count++] = phase * taper * cexp(2 * M_PI * I * arg);
+      }
+  return count;
+}
+
+void iter_analytic_kspace(int rank, const size_t n[3], size_t coils, size_t m, const float *k,
+                          mr_cfloat *data) {
+  for (size_t c = 0; c < coils; c++) {
+    double complex amp[COIL_TERMS];
+    double freq[COIL_TERMS][3];
+    int terms = coil_terms(rank, n, c, coils, amp, freq);
+    for (size_t j = 0; j < m; j++) {
+      double complex v = 0;
+      for (int t = 0; t < terms; t++) { /* FT(S rho)(k) = sum_t amp_t FT(rho)(k - f_t) */
+        double kk[3] = {0, 0, 0};
+        for (int d = 0; d < rank; d++)
+          kk[d] = k[j * rank + d] - freq[t][d];
+        v += amp[t] * phantom_ft(rank, n, kk);
+      }
+      data[c * m + j] = (mr_cfloat)v;
+    }
+  }
+}
+
+void iter_analytic_rss(int rank, const size_t n[3], size_t coils, float *img) {
+  size_t nz = rank == 3 ? n[2] : 1;
+  for (size_t i = 0; i < n[0] * n[1] * nz; i++) {
+    double x[3] = {(double)(i % n[0]) - (double)(n[0] / 2),
+                   (double)(i / n[0] % n[1]) - (double)(n[1] / 2),
+                   (double)(i / n[0] / n[1]) - (double)(nz / 2)};
+    double v = 0;
+    for (int e = 0; e < 10; e++) {
+      const double *p = shepp_logan[e];
+      double h[3] = {n[0] / 2.0, n[1] / 2.0, rank == 3 ? n[2] / 2.0 : 1};
+      double u0 = x[0] / h[0] - p[4], v0 = x[1] / h[1] - p[5], w0 = x[2] / h[2] - p[6];
+      double c = cos(p[7] * M_PI / 180), s = sin(p[7] * M_PI / 180);
+      double u = u0 * c + v0 * s, w = -u0 * s + v0 * c;
+      double r = u * u / (p[1] * p[1]) + w * w / (p[2] * p[2]);
+      if (rank == 3)
+        r += w0 * w0 / (p[3] * p[3]);
+      if (r <= 1)
+        v += p[0];
+    }
+    double ss = 0;
+    for (size_t c = 0; c < coils; c++) {
+      double complex amp[COIL_TERMS], sens = 0;
+      double freq[COIL_TERMS][3];
+      int terms = coil_terms(rank, n, c, coils, amp, freq);
+      for (int t = 0; t < terms; t++)
+        sens += amp[t] * cexp(2 * M_PI * I * (freq[t][0] * x[0] + freq[t][1] * x[1] + freq[t][2] * x[2]));
+      ss += pow(cabs(sens), 2);
+    }
+    img[i] = (float)(fabs(v) * sqrt(ss));
+  }
 }
 
 double iter_psnr(const float *img, const float *ref, size_t n) {

@@ -39,6 +39,20 @@ void iter_bilinear_gridding(mr_device *dev, int rank, const size_t n[3], size_t 
  * image's width. */
 void iter_shepp_logan(size_t nx, size_t ny, float *img);
 
+/* Analytic multi-coil k-space of the modified Shepp-Logan phantom (2D:
+ * ellipses; 3D: ellipsoids; spanning the image's width) at m positions k
+ * (cycles per pixel) for an image of n voxels per axis: the exact Fourier
+ * transform of the continuous object, never a sum over voxels (no inverse
+ * crime). Coil c sees it through a smooth sensitivity peaking on a ring
+ * around the object, a sum of 3^rank plane waves, so its k-space is exact
+ * too. data [coils][m]. */
+void iter_analytic_kspace(int rank, const size_t n[3], size_t coils, size_t m, const float *k,
+                          mr_cfloat *data);
+
+/* What an exact reconstruction combined by root sum of squares shows: the
+ * phantom at the voxel centres times sqrt(sum_c |S_c|^2). img [voxels]. */
+void iter_analytic_rss(int rank, const size_t n[3], size_t coils, float *img);
+
 /* PSNR in dB (Kirk & Hwu Fig. 14.18): 20 log10(max|ref| / rms(img - ref)). */
 double iter_psnr(const float *img, const float *ref, size_t n);
 
