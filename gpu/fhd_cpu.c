@@ -61,6 +61,15 @@ static double phase(const mr_fhd_plan *p, size_t m, const double x[3]) {
   return t - nearbyint(t);
 }
 
+/* exp(i t), in double or through float sin/cos. */
+static double complex unit(double t, int dbl) {
+  if (dbl)
+    return cos(t) + I * sin(t);
+  float s, c;
+  sincosf((float)t, &s, &c);
+  return c + I * s;
+}
+
 static float complex sample_value(const job *j, size_t b, size_t m) {
   float complex v = j->in != NULL ? j->in[b * j->p->m + m] : 1.0f;
   return j->w != NULL ? j->w[m] * v : v;
@@ -86,16 +95,8 @@ static void adjoint_pairs(void *arg, size_t begin, size_t end) {
     memset(acc, 0, batch * BLOCK * sizeof *acc);
     for (size_t m = 0; m < p->m; m++) {
       double complex e[BLOCK];
-      for (size_t v = 0; v < nv; v++) {
-        double t = 2 * M_PI * phase(p, m, x[v]);
-        if (dbl) {
-          e[v] = cos(t) + I * sin(t);
-        } else {
-          float s, c;
-          sincosf((float)t, &s, &c);
-          e[v] = c + I * s;
-        }
-      }
+      for (size_t v = 0; v < nv; v++)
+        e[v] = unit(2 * M_PI * phase(p, m, x[v]), dbl);
       for (size_t b = 0; b < batch; b++) {
         double complex mu;
         if (dbl)
@@ -211,15 +212,7 @@ static void forward_pairs(void *arg, size_t begin, size_t end) {
       double x[3];
       voxel_at(p, n, x);
       for (size_t i = 0; i < nm; i++) {
-        double t = -2 * M_PI * phase(p, m0 + i, x);
-        double complex e;
-        if (dbl) {
-          e = cos(t) + I * sin(t);
-        } else {
-          float s, c;
-          sincosf((float)t, &s, &c);
-          e = c + I * s;
-        }
+        double complex e = unit(-2 * M_PI * phase(p, m0 + i, x), dbl);
         for (size_t b = 0; b < batch; b++) {
           double complex v = j->in[b * p->nvox + n];
           if (dbl)
