@@ -1,0 +1,676 @@
+// The GPU NUFFT.
+//
+// Spreading (ADJOINT) is output-driven, Gregerson's sector design carried to
+// 3D and to today's GPUs: one thread block per bin (or per piece of a
+// crowded bin) keeps the bin's grid cells, for several coils at once, in
+// shared memory as a software-managed cache; the samples whose footprints
+// reach into the bin were listed and sorted once per trajectory
+// (nufft_points.h), are staged through shared memory a batch at a time (so
+// their loads are in flight together), and each warp adds one sample's
+// footprint, clipped to the bin, with its lanes on neighbouring cells:
+// shared atomics on split real and imaginary planes, the kernel evaluated
+// once per tap and shared through shared memory. A block
+// then stores its own cells: no atomics on the grid and no zeroing pass,
+// except for the pieces of a crowded bin, which add.
+//
+// Interpolation (FORWARD) runs one thread per sample in sorted order, so a
+// warp's footprints overlap and its grid reads hit the cache.
+//
+// The FFT is cuFFT's, uncentred (grid origin 0), unnormalised; deapodizing
+// and cropping (or padding) are one pass each, launched over rows so that no
+// thread divides.
+#include <new>
+
+#include "cuda_internal.cuh"
+#include "nufft_impl.h"
+
+namespace {
+
+constexpr int THREADS = 256;                   // spreading block
+constexpr int WARPS = THREADS / 32;
+constexpr int BATCH = 256;                     // samples staged per round
+constexpr int MAX_COILS_PER_BLOCK = 8;
+constexpr size_t TILE_BUDGET = size_t(80) << 10; // bytes of tile per block
+constexpr int ROW_THREADS = 128;                // deapodize and pad passes
+// A spreading block's shared memory at most: the tile budget (a tile never
+// passes it: 16^3 x 17/16 cells or 32 x 63 cells of one coil is less),
+// staged samples for 8 coils, kernel taps. Every plan raises the kernels'
+// limit to this same value, so plans of different sizes never undo
+// each other's setting.
+constexpr size_t MAX_SMEM = TILE_BUDGET + size_t(BATCH) * (16 + 16 + 8 * MAX_COILS_PER_BLOCK) +
+                            size_t(WARPS) * 3 * MR_NUFFT_MAX_WIDTH * sizeof(float);
+
+struct nufft_cuda {
+  float2 *grid = nullptr;  // [batch][nf2][nf1][nf0]
+  float *deapod = nullptr; // n0 + n1 + n2
+  int4 *pos = nullptr;
+  float4 *offset = nullptr;
+  int *entries = nullptr;
+  int4 *subs = nullptr;
+  size_t nsplit = 0;       // pieces of crowded bins
+  int coils_per_block = 1; // of the spreading tile
+  int pitch[2] = {0, 0};   // tile row and plane pitch (cells)
+  int tile_cells = 0;      // per coil, a multiple of 4
+  size_t smem = 0;         // spreading block's shared memory
+};
+
+nufft_cuda *state(const mr_nufft_plan *p) { return static_cast<nufft_cuda *>(p->impl); }
+
+struct geom_args {
+  int w, rank;
+  float beta, inv_half_width;
+  int n[3], nf[3], origin[3], bin[3], nbins[3];
+};
+
+geom_args geom_of(const mr_nufft_geom &g) {
+  geom_args a;
+  a.w = g.width;
+  a.rank = g.rank;
+  a.beta = g.beta;
+  a.inv_half_width = g.inv_half_width;
+  for (int d = 0; d < 3; d++) {
+    a.n[d] = g.n[d];
+    a.nf[d] = g.nf[d];
+    a.origin[d] = g.origin[d];
+    a.bin[d] = g.bin[d];
+    a.nbins[d] = g.nbins[d];
+  }
+  return a;
+}
+
+__device__ inline float component(const float4 &v, int d) {
+  return d == 0 ? v.x : d == 1 ? v.y : v.z;
+}
+__device__ inline int component(const int4 &v, int d) { return d == 0 ? v.x : d == 1 ? v.y : v.z; }
+// a[d] for a run-time d, by selects: indexing would put a in local memory.
+__device__ inline int pick(const int a[3], int d) { return d == 0 ? a[0] : d == 1 ? a[1] : a[2]; }
+
+__device__ inline void bin_box(const geom_args &g, int bin, int b0[3], int ext[3]) {
+  int idx[3] = {bin % g.nbins[0], bin / g.nbins[0] % g.nbins[1], bin / (g.nbins[0] * g.nbins[1])};
+#pragma unroll
+  for (int d = 0; d < 3; d++) {
+    b0[d] = idx[d] * g.bin[d];
+    ext[d] = min(g.bin[d], g.nf[d] - b0[d]);
+  }
+}
+
+struct spread_args {
+  geom_args g;
+  const int4 *pos;
+  const float4 *offset;
+  const int *entries;
+  const int4 *subs; // {bin, first entry, end entry, split}
+  const float2 *in; // [nvec][npoints]
+  int npoints, nvec;
+  float2 *grid;
+  size_t grid_size; // cells per vector
+  int coils_per_block, pitch0, pitch1, tile_cells;
+};
+
+// One sample's footprint, clipped to the block's bin, added by one warp.
+template <int RANK>
+__device__ __forceinline__ void spread_one(const spread_args &a, const int b0[3], const int ext[3], int4 s,
+                           float4 off, const float2 *vals, int nc, float *ker, float *re,
+                           float *im) {
+  const int lane = threadIdx.x & 31;
+  int lo[3] = {0, 0, 0}, cnt[3] = {1, 1, 1}, tap[3] = {0, 0, 0};
+#pragma unroll
+  for (int d = 0; d < RANK; d++)
+    cnt[d] = mr_nufft_clip(component(s, d), a.g.w, a.g.nf[d], b0[d], ext[d], &lo[d], &tap[d]);
+  for (int l = lane; l < RANK * MR_NUFFT_MAX_WIDTH; l += 32) {
+    int d = l / MR_NUFFT_MAX_WIDTH, j = l % MR_NUFFT_MAX_WIDTH;
+    if (j < pick(cnt, d))
+      ker[l] = mr_nufft_kernel(component(off, d) - float(pick(tap, d) + j), a.g.inv_half_width,
+                               a.g.beta);
+  }
+  __syncwarp();
+  const int total = cnt[0] * cnt[1] * cnt[2];
+  // Lane i takes cell i of the clipped box, x fastest; (i + 0.5) / n in
+  // float is far enough from an integer for the quotient to be exact here
+  // (i < 4096, n <= 16). (Walking z per lane instead, with the x-y kernel
+  // product kept, measured 20% slower: fewer lanes busy on small boxes.)
+  const float inv0 = 1.0f / float(cnt[0]), inv1 = 1.0f / float(cnt[1]);
+  for (int i = lane; i < total; i += 32) {
+    int q = int((float(i) + 0.5f) * inv0), x = i - q * cnt[0], y = q, z = 0;
+    if (RANK == 3) {
+      z = int((float(q) + 0.5f) * inv1);
+      y = q - z * cnt[1];
+    }
+    float k = ker[x] * ker[MR_NUFFT_MAX_WIDTH + y];
+    if (RANK == 3)
+      k *= ker[2 * MR_NUFFT_MAX_WIDTH + z];
+    int cell = ((lo[2] + z) * a.pitch1 + lo[1] + y) * a.pitch0 + lo[0] + x;
+    for (int c = 0; c < nc; c++) {
+      float2 v = vals[c];
+      atomicAdd(&re[c * a.tile_cells + cell], k * v.x);
+      atomicAdd(&im[c * a.tile_cells + cell], k * v.y);
+    }
+  }
+  __syncwarp();
+}
+
+template <int RANK>
+__global__ void __launch_bounds__(THREADS) spread_kernel(spread_args a) {
+  extern __shared__ float4 shared4[];
+  const int4 sub = a.subs[blockIdx.x];
+  const int c0 = blockIdx.y * a.coils_per_block;
+  const int nc = min(a.coils_per_block, a.nvec - c0);
+  const int cb = a.coils_per_block, tid = threadIdx.x, warp = tid >> 5;
+  int b0[3], ext[3];
+  bin_box(a.g, sub.x, b0, ext);
+
+  float *re = reinterpret_cast<float *>(shared4);
+  float *im = re + cb * a.tile_cells;
+  int4 *spos = reinterpret_cast<int4 *>(im + cb * a.tile_cells); // tile_cells % 4 == 0
+  float4 *soff = reinterpret_cast<float4 *>(spos + BATCH);
+  float2 *sval = reinterpret_cast<float2 *>(soff + BATCH);
+  float *ker = reinterpret_cast<float *>(sval + BATCH * cb) + warp * 3 * MR_NUFFT_MAX_WIDTH;
+
+  for (int i = tid; i < 2 * cb * a.tile_cells; i += THREADS)
+    re[i] = 0.0f;
+  for (int first = sub.y; first < sub.z; first += BATCH) {
+    const int nb = min(BATCH, sub.z - first);
+    __syncthreads(); // the tile is zeroed, the last round's samples are used
+    if (tid < nb) {
+      int p = a.entries[first + tid];
+      spos[tid] = a.pos[p];
+      soff[tid] = a.offset[p];
+    }
+    __syncthreads();
+    for (int i = tid; i < nb * nc; i += THREADS) {
+      int e = i % nb, c = i / nb;
+      sval[e * cb + c] = a.in[size_t(c0 + c) * a.npoints + spos[e].w];
+    }
+    __syncthreads();
+    for (int e = warp; e < nb; e += WARPS)
+      spread_one<RANK>(a, b0, ext, spos[e], soff[e], sval + e * cb, nc, ker, re, im);
+  }
+  __syncthreads();
+
+  const bool split = sub.w != 0;
+  for (int row = warp; row < ext[1] * ext[2]; row += WARPS) {
+    int y = row % ext[1], z = row / ext[1];
+    size_t base = (size_t(b0[2] + z) * a.g.nf[1] + b0[1] + y) * a.g.nf[0] + b0[0];
+    int tbase = (z * a.pitch1 + y) * a.pitch0;
+    for (int x = threadIdx.x & 31; x < ext[0]; x += 32)
+      for (int c = 0; c < nc; c++) {
+        float2 *dst = a.grid + size_t(c0 + c) * a.grid_size + base + x;
+        float vr = re[c * a.tile_cells + tbase + x], vi = im[c * a.tile_cells + tbase + x];
+        if (split) {
+          atomicAdd(&dst->x, vr);
+          atomicAdd(&dst->y, vi);
+        } else {
+          *dst = make_float2(vr, vi);
+        }
+      }
+  }
+}
+
+// The cells of crowded bins, zeroed for their pieces to add into.
+__global__ void zero_split_bins(geom_args g, const int4 *subs, float2 *grid, size_t grid_size,
+                                int nvec) {
+  const int4 sub = subs[blockIdx.x];
+  if (sub.w == 0)
+    return;
+  int b0[3], ext[3];
+  bin_box(g, sub.x, b0, ext);
+  int cells = ext[0] * ext[1] * ext[2];
+  for (int i = threadIdx.x; i < cells * nvec; i += blockDim.x) {
+    int c = i / cells, r = i % cells;
+    int x = r % ext[0], y = r / ext[0] % ext[1], z = r / ext[0] / ext[1];
+    grid[size_t(c) * grid_size + (size_t(b0[2] + z) * g.nf[1] + b0[1] + y) * g.nf[0] + b0[0] + x] =
+        make_float2(0.0f, 0.0f);
+  }
+}
+
+struct interp_args {
+  geom_args g;
+  const int4 *pos;
+  const float4 *offset;
+  const float2 *grid;
+  size_t grid_size;
+  float2 *out; // [nvec][npoints]
+  int npoints, nvec;
+};
+
+// One thread per sorted sample: the whole footprint, wrapped at the edges.
+// The x and y taps are unrolled (kernel values and indices in registers);
+// z is a loop, its tap computed as it goes, which keeps the code and the
+// register count small.
+template <int RANK, int W>
+__global__ void interp_kernel(interp_args a) {
+  for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < a.npoints; p += gridDim.x * blockDim.x) {
+    const int4 s = a.pos[p];
+    const float4 off = a.offset[p];
+    float kx[W], ky[W];
+    int ix[W], iy[W];
+#pragma unroll
+    for (int j = 0; j < W; j++) {
+      kx[j] = mr_nufft_kernel(off.x - float(j), a.g.inv_half_width, a.g.beta);
+      ky[j] = mr_nufft_kernel(off.y - float(j), a.g.inv_half_width, a.g.beta);
+      ix[j] = s.x + j < a.g.nf[0] ? s.x + j : s.x + j - a.g.nf[0];
+      iy[j] = s.y + j < a.g.nf[1] ? s.y + j : s.y + j - a.g.nf[1];
+    }
+    for (int c = 0; c < a.nvec; c++) {
+      const float2 *g = a.grid + size_t(c) * a.grid_size;
+      float sr = 0.0f, si = 0.0f;
+#pragma unroll 1
+      for (int z = 0; z < (RANK == 3 ? W : 1); z++) {
+        float kz = 1.0f;
+        int iz = 0;
+        if (RANK == 3) {
+          kz = mr_nufft_kernel(off.z - float(z), a.g.inv_half_width, a.g.beta);
+          iz = s.z + z < a.g.nf[2] ? s.z + z : s.z + z - a.g.nf[2];
+        }
+#pragma unroll
+        for (int y = 0; y < W; y++) {
+          const float2 *row = g + (size_t(iz) * a.g.nf[1] + iy[y]) * a.g.nf[0];
+          float rr = 0.0f, ri = 0.0f;
+#pragma unroll
+          for (int x = 0; x < W; x++) {
+            float2 v = __ldg(row + ix[x]);
+            rr += kx[x] * v.x;
+            ri += kx[x] * v.y;
+          }
+          float kyz = ky[y] * kz;
+          sr += kyz * rr;
+          si += kyz * ri;
+        }
+      }
+      a.out[size_t(c) * a.npoints + s.w] = make_float2(sr, si);
+    }
+  }
+}
+
+// Image rows from the grid, deapodized: block (x chunk, y, z + nz * vec).
+__global__ void crop_kernel(geom_args g, const float2 *grid, size_t grid_size, const float *deapod,
+                            float2 *out) {
+  int y = blockIdx.y, z = blockIdx.z % g.n[2], c = blockIdx.z / g.n[2];
+  int gy = mr_nufft_grid_index(y, g.n[1], g.nf[1], g.origin[1]);
+  int gz = mr_nufft_grid_index(z, g.n[2], g.nf[2], g.origin[2]);
+  const float *dx = deapod, *dy = dx + g.n[0], *dz = dy + g.n[1];
+  const float2 *src = grid + size_t(c) * grid_size + (size_t(gz) * g.nf[1] + gy) * g.nf[0];
+  float2 *dst = out + ((size_t(c) * g.n[2] + z) * g.n[1] + y) * g.n[0];
+  float f = dy[y] * dz[z];
+  for (int x = blockIdx.x * blockDim.x + threadIdx.x; x < g.n[0]; x += gridDim.x * blockDim.x) {
+    float2 v = src[mr_nufft_grid_index(x, g.n[0], g.nf[0], g.origin[0])];
+    float fx = f * dx[x];
+    dst[x] = make_float2(fx * v.x, fx * v.y);
+  }
+}
+
+// Grid rows: the deapodized image where it has pixels, zeros in the margin.
+__global__ void pad_kernel(geom_args g, const float2 *in, const float *deapod, float2 *grid,
+                           size_t grid_size) {
+  int gy = blockIdx.y, gz = blockIdx.z % g.nf[2], c = blockIdx.z / g.nf[2];
+  int y = mr_nufft_image_index(gy, g.n[1], g.nf[1], g.origin[1]);
+  int z = mr_nufft_image_index(gz, g.n[2], g.nf[2], g.origin[2]);
+  const float *dx = deapod, *dy = dx + g.n[0], *dz = dy + g.n[1];
+  float2 *dst = grid + size_t(c) * grid_size + (size_t(gz) * g.nf[1] + gy) * g.nf[0];
+  bool rows = y >= 0 && z >= 0;
+  const float2 *src =
+      rows ? in + ((size_t(c) * g.n[2] + z) * g.n[1] + y) * g.n[0] : nullptr;
+  float f = rows ? dy[y] * dz[z] : 0.0f;
+  for (int gx = blockIdx.x * blockDim.x + threadIdx.x; gx < g.nf[0];
+       gx += gridDim.x * blockDim.x) {
+    int x = rows ? mr_nufft_image_index(gx, g.n[0], g.nf[0], g.origin[0]) : -1;
+    float2 v = make_float2(0.0f, 0.0f);
+    if (x >= 0) {
+      float2 u = src[x];
+      float fx = f * dx[x];
+      v = make_float2(fx * u.x, fx * u.y);
+    }
+    dst[gx] = v;
+  }
+}
+
+__global__ void fill_ones(float2 *w, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    w[i] = make_float2(1.0f, 0.0f);
+}
+
+// Pipe-Menon's step: w <- w / |C w|.
+__global__ void divide_by_magnitude(float2 *w, const float2 *cw, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    float m = hypotf(cw[i].x, cw[i].y);
+    if (m > 0.0f)
+      w[i] = make_float2(w[i].x / m, w[i].y / m);
+  }
+}
+
+size_t grid_cells(const mr_nufft_geom &g) { return size_t(g.nf[0]) * g.nf[1] * g.nf[2]; }
+
+int launch_spread(const mr_nufft_plan *p, mr_cuda_ctx *c, const float2 *in, int nvec) {
+  const nufft_cuda *s = state(p);
+  const mr_nufft_points &pts = p->points;
+  spread_args a;
+  a.g = geom_of(p->geom);
+  a.pos = s->pos;
+  a.offset = s->offset;
+  a.entries = s->entries;
+  a.subs = s->subs;
+  a.in = in;
+  a.npoints = int(pts.npoints);
+  a.nvec = nvec;
+  a.grid = s->grid;
+  a.grid_size = grid_cells(p->geom);
+  a.coils_per_block = s->coils_per_block;
+  a.pitch0 = s->pitch[0];
+  a.pitch1 = s->pitch[1];
+  a.tile_cells = s->tile_cells;
+  if (s->nsplit > 0) {
+    zero_split_bins<<<unsigned(pts.nsubs), THREADS, 0, c->compute>>>(a.g, s->subs, s->grid,
+                                                                      a.grid_size, nvec);
+    MR_LAUNCHED(zero_split_bins);
+  }
+  dim3 blocks(unsigned(pts.nsubs), unsigned((nvec + a.coils_per_block - 1) / a.coils_per_block));
+  if (p->geom.rank == 2)
+    spread_kernel<2><<<blocks, THREADS, s->smem, c->compute>>>(a);
+  else
+    spread_kernel<3><<<blocks, THREADS, s->smem, c->compute>>>(a);
+  MR_LAUNCHED(spread_kernel);
+  return 0;
+}
+
+template <int RANK, int W>
+void interp_launch(mr_cuda_ctx *c, const interp_args &a) {
+  constexpr unsigned block = 128;
+  interp_kernel<RANK, W><<<mr_grid_for(c, size_t(a.npoints), block), block, 0, c->compute>>>(a);
+}
+
+template <int RANK, int W>
+void interp_dispatch(int w, mr_cuda_ctx *c, const interp_args &a) {
+  if constexpr (W <= MR_NUFFT_MAX_WIDTH) {
+    if (w == W)
+      interp_launch<RANK, W>(c, a);
+    else
+      interp_dispatch<RANK, W + 1>(w, c, a);
+  }
+}
+
+int launch_interp(const mr_nufft_plan *p, mr_cuda_ctx *c, float2 *out, int nvec) {
+  const nufft_cuda *s = state(p);
+  if (p->points.npoints == 0)
+    return 0;
+  interp_args a;
+  a.g = geom_of(p->geom);
+  a.pos = s->pos;
+  a.offset = s->offset;
+  a.grid = s->grid;
+  a.grid_size = grid_cells(p->geom);
+  a.out = out;
+  a.npoints = int(p->points.npoints);
+  a.nvec = nvec;
+  if (p->geom.rank == 2)
+    interp_dispatch<2, 2>(p->geom.width, c, a);
+  else
+    interp_dispatch<3, 2>(p->geom.width, c, a);
+  MR_LAUNCHED(interp_kernel);
+  return 0;
+}
+
+int launch_fft(const mr_nufft_plan *p, mr_cuda_ctx *c, int direction) {
+  const mr_nufft_geom &g = p->geom;
+  long long n[3] = {g.nf[g.rank - 1], g.nf[g.rank - 2], g.rank == 3 ? g.nf[0] : 1};
+  cufftHandle h;
+  int rc = mr_cuda_fft_plan(c, g.rank, n, (long long)p->batch, &h);
+  if (rc < 0)
+    return rc;
+  cufftComplex *grid = reinterpret_cast<cufftComplex *>(state(p)->grid);
+  MR_CUFFT(cufftExecC2C(h, grid, grid, direction));
+  return 0;
+}
+
+// The three stages of a transform, with an event recorded before each and
+// after the last when marks is given (for mr_nufft_cuda_stage_times).
+int execute_on_worker(mr_nufft_plan *p, mr_nufft_direction dir, const float2 *in, float2 *out,
+                      cudaEvent_t *marks = nullptr) {
+  mr_cuda_ctx *c = mr_device_cuda(p->dev);
+  const mr_nufft_geom &g = p->geom;
+  nufft_cuda *s = state(p);
+  geom_args ga = geom_of(g);
+  int nvec = int(p->batch);
+  int rc;
+  auto mark = [&](int i) { return marks != nullptr ? cudaEventRecord(marks[i], c->compute) : cudaSuccess; };
+  MR_CU(mark(0));
+  if (dir == MR_NUFFT_ADJOINT) {
+    if ((rc = launch_spread(p, c, in, nvec)) < 0)
+      return rc;
+    MR_CU(mark(1));
+    if ((rc = launch_fft(p, c, CUFFT_INVERSE)) < 0)
+      return rc;
+    MR_CU(mark(2));
+    dim3 blocks(unsigned((g.n[0] + ROW_THREADS - 1) / ROW_THREADS), unsigned(g.n[1]),
+                unsigned(g.n[2] * nvec));
+    crop_kernel<<<blocks, ROW_THREADS, 0, c->compute>>>(ga, s->grid, grid_cells(g), s->deapod,
+                                                        out);
+    MR_LAUNCHED(crop_kernel);
+    MR_CU(mark(3));
+    return 0;
+  }
+  dim3 blocks(unsigned((g.nf[0] + ROW_THREADS - 1) / ROW_THREADS), unsigned(g.nf[1]),
+              unsigned(g.nf[2] * nvec));
+  pad_kernel<<<blocks, ROW_THREADS, 0, c->compute>>>(ga, in, s->deapod, s->grid, grid_cells(g));
+  MR_LAUNCHED(pad_kernel);
+  MR_CU(mark(1));
+  if ((rc = launch_fft(p, c, CUFFT_FORWARD)) < 0)
+    return rc;
+  MR_CU(mark(2));
+  if ((rc = launch_interp(p, c, out, nvec)) < 0)
+    return rc;
+  MR_CU(mark(3));
+  return 0;
+}
+
+void free_points(mr_cuda_ctx *c, nufft_cuda *s) {
+  mr_cuda_free(c, s->pos);
+  mr_cuda_free(c, s->offset);
+  mr_cuda_free(c, s->entries);
+  mr_cuda_free(c, s->subs);
+  s->pos = nullptr;
+  s->offset = nullptr;
+  s->entries = nullptr;
+  s->subs = nullptr;
+}
+
+// Device copies of host arrays for the _host variant and Pipe-Menon, freed
+// on scope exit (stream-ordered, after the work that uses them).
+struct scratch {
+  mr_cuda_ctx *c;
+  void *p[2] = {nullptr, nullptr};
+  explicit scratch(mr_cuda_ctx *ctx) : c(ctx) {}
+  ~scratch() {
+    for (void *q : p)
+      mr_cuda_free(c, q);
+  }
+};
+
+} // namespace
+
+int mr_nufft_cuda_create(mr_nufft_plan *p) {
+  const mr_nufft_geom &g = p->geom;
+  // Indices stay within int; launches put z and the vector in gridDim.z.
+  if (grid_cells(g) * p->batch >= (size_t(1) << 31) || size_t(g.nf[2]) * p->batch > 65535)
+    return mr_fail(MR_EINVAL, "nufft: a grid of %zu cells x %zu vectors is too large for one "
+                              "plan; use a smaller batch", grid_cells(g), p->batch);
+  nufft_cuda *s = new (std::nothrow) nufft_cuda;
+  if (s == nullptr)
+    return mr_fail(MR_ENOMEM, "nufft: out of memory");
+  // Tile rows: in 2D a pitch of w (mod 32) puts the w x w footprint's cells
+  // in distinct banks; in 3D an odd pitch staggers the rows.
+  s->pitch[0] = g.rank == 2 ? g.bin[0] + ((g.width - g.bin[0]) % 32 + 32) % 32 : g.bin[0] + 1;
+  s->pitch[1] = g.bin[1];
+  s->tile_cells = (s->pitch[0] * s->pitch[1] * g.bin[2] + 3) / 4 * 4;
+  size_t per_coil = size_t(s->tile_cells) * sizeof(float2);
+  size_t fit = TILE_BUDGET / per_coil;
+  size_t cb = fit < p->batch ? fit : p->batch;
+  s->coils_per_block = int(cb < 1 ? 1 : cb > MAX_COILS_PER_BLOCK ? MAX_COILS_PER_BLOCK : cb);
+  s->smem = per_coil * s->coils_per_block +
+            BATCH * (sizeof(int4) + sizeof(float4) + s->coils_per_block * sizeof(float2)) +
+            WARPS * 3 * MR_NUFFT_MAX_WIDTH * sizeof(float);
+  if (s->smem > MAX_SMEM) { // cannot happen with the bins nufft.c makes
+    delete s;
+    return mr_fail(MR_EINVAL, "nufft: a spreading tile of %zu bytes", s->smem);
+  }
+  p->impl = s;
+  int rc = mr_on_worker(p->dev, [&] {
+    mr_cuda_ctx *c = mr_device_cuda(p->dev);
+    MR_CU(cudaFuncSetAttribute(spread_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               int(MAX_SMEM)));
+    MR_CU(cudaFuncSetAttribute(spread_kernel<3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               int(MAX_SMEM)));
+    size_t dbytes = (size_t(g.n[0]) + g.n[1] + g.n[2]) * sizeof(float);
+    int r = mr_cuda_alloc(c, reinterpret_cast<void **>(&s->grid),
+                          grid_cells(g) * p->batch * sizeof(float2));
+    if (r == 0)
+      r = mr_cuda_alloc(c, reinterpret_cast<void **>(&s->deapod), dbytes);
+    if (r == 0)
+      r = mr_cuda_upload(p->dev, s->deapod, p->deapod, dbytes);
+    return r;
+  });
+  if (rc < 0)
+    mr_nufft_cuda_destroy(p);
+  return rc;
+}
+
+int mr_nufft_cuda_upload(mr_nufft_plan *p) {
+  nufft_cuda *s = state(p);
+  const mr_nufft_points &pts = p->points;
+  s->nsplit = 0;
+  for (size_t i = 0; i < pts.nsubs; i++)
+    s->nsplit += pts.subs[i][3] != 0;
+  return mr_on_worker(p->dev, [&] {
+    mr_cuda_ctx *c = mr_device_cuda(p->dev);
+    free_points(c, s);
+    struct {
+      void **dst;
+      const void *src;
+      size_t bytes;
+    } arrays[] = {
+        {reinterpret_cast<void **>(&s->pos), pts.pos, pts.npoints * sizeof(int4)},
+        {reinterpret_cast<void **>(&s->offset), pts.offset, pts.npoints * sizeof(float4)},
+        {reinterpret_cast<void **>(&s->entries), pts.entries, pts.nentries * sizeof(int)},
+        {reinterpret_cast<void **>(&s->subs), pts.subs, pts.nsubs * sizeof(int4)},
+    };
+    for (auto &a : arrays) {
+      int r = mr_cuda_alloc(c, a.dst, a.bytes);
+      if (r == 0 && a.bytes > 0)
+        r = mr_cuda_upload(p->dev, *a.dst, a.src, a.bytes);
+      if (r < 0)
+        return r;
+    }
+    return 0;
+  });
+}
+
+int mr_nufft_cuda_execute(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
+                          mr_cfloat *out) {
+  return mr_on_worker(p->dev, [&] {
+    return execute_on_worker(p, dir, reinterpret_cast<const float2 *>(in),
+                             reinterpret_cast<float2 *>(out));
+  });
+}
+
+int mr_nufft_cuda_execute_host(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
+                               mr_cfloat *out) {
+  const mr_nufft_geom &g = p->geom;
+  size_t samples = p->points.npoints * p->batch * sizeof(float2);
+  size_t image = size_t(g.n[0]) * g.n[1] * g.n[2] * p->batch * sizeof(float2);
+  size_t in_bytes = dir == MR_NUFFT_ADJOINT ? samples : image;
+  size_t out_bytes = dir == MR_NUFFT_ADJOINT ? image : samples;
+  return mr_on_worker(p->dev, [&] {
+    mr_cuda_ctx *c = mr_device_cuda(p->dev);
+    scratch d(c);
+    int rc = mr_cuda_alloc(c, &d.p[0], in_bytes);
+    if (rc == 0)
+      rc = mr_cuda_alloc(c, &d.p[1], out_bytes);
+    if (rc == 0 && in_bytes > 0)
+      rc = mr_cuda_upload(p->dev, d.p[0], in, in_bytes);
+    if (rc == 0)
+      rc = execute_on_worker(p, dir, static_cast<const float2 *>(d.p[0]),
+                             static_cast<float2 *>(d.p[1]));
+    if (rc == 0 && out_bytes > 0)
+      rc = mr_cuda_download(p->dev, out, d.p[1], out_bytes);
+    if (rc < 0)
+      mr_cuda_ctx_sync(c); // no copy may still touch the scratch once freed
+    return rc;
+  });
+}
+
+int mr_nufft_cuda_pipe_menon(mr_nufft_plan *p, int iterations, float *weights) {
+  size_t n = p->points.npoints;
+  if (n == 0)
+    return 0;
+  float2 *host = static_cast<float2 *>(malloc(n * sizeof(float2)));
+  if (host == nullptr)
+    return mr_fail(MR_ENOMEM, "density: out of memory for %zu weights", n);
+  int rc = mr_on_worker(p->dev, [&] {
+    mr_cuda_ctx *c = mr_device_cuda(p->dev);
+    scratch d(c);
+    int r = mr_cuda_alloc(c, &d.p[0], n * sizeof(float2));
+    if (r == 0)
+      r = mr_cuda_alloc(c, &d.p[1], n * sizeof(float2));
+    if (r < 0)
+      return r;
+    float2 *w = static_cast<float2 *>(d.p[0]), *cw = static_cast<float2 *>(d.p[1]);
+    unsigned blocks = mr_grid_for(c, n, 256);
+    fill_ones<<<blocks, 256, 0, c->compute>>>(w, int(n));
+    MR_LAUNCHED(fill_ones);
+    for (int it = 0; it < iterations && r == 0; it++) {
+      r = launch_spread(p, c, w, 1);
+      if (r == 0)
+        r = launch_interp(p, c, cw, 1);
+      if (r == 0) {
+        divide_by_magnitude<<<blocks, 256, 0, c->compute>>>(w, cw, int(n));
+        MR_LAUNCHED(divide_by_magnitude);
+      }
+    }
+    if (r == 0)
+      r = mr_cuda_download(p->dev, host, w, n * sizeof(float2));
+    if (r < 0)
+      mr_cuda_ctx_sync(c);
+    return r;
+  });
+  for (size_t j = 0; rc == 0 && j < n; j++)
+    weights[j] = host[j].x;
+  free(host);
+  return rc;
+}
+
+int mr_nufft_cuda_stage_times(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
+                              mr_cfloat *out, float ms[3]) {
+  return mr_on_worker(p->dev, [&] {
+    cudaEvent_t marks[4] = {nullptr, nullptr, nullptr, nullptr};
+    int rc = 0;
+    for (int i = 0; i < 4 && rc == 0; i++)
+      if (cudaEventCreate(&marks[i]) != cudaSuccess)
+        rc = mr_fail(MR_EDEVICE, "nufft: cudaEventCreate failed");
+    if (rc == 0)
+      rc = execute_on_worker(p, dir, reinterpret_cast<const float2 *>(in),
+                             reinterpret_cast<float2 *>(out), marks);
+    if (rc == 0 && cudaEventSynchronize(marks[3]) != cudaSuccess)
+      rc = mr_fail(MR_EDEVICE, "nufft: cudaEventSynchronize failed");
+    for (int i = 0; i < 3 && rc == 0; i++)
+      if (cudaEventElapsedTime(&ms[i], marks[i], marks[i + 1]) != cudaSuccess)
+        rc = mr_fail(MR_EDEVICE, "nufft: cudaEventElapsedTime failed");
+    for (cudaEvent_t e : marks)
+      if (e != nullptr)
+        cudaEventDestroy(e);
+    return rc;
+  });
+}
+
+void mr_nufft_cuda_destroy(mr_nufft_plan *p) {
+  nufft_cuda *s = state(p);
+  if (s == nullptr)
+    return;
+  mr_on_worker(p->dev, [&] {
+    mr_cuda_ctx *c = mr_device_cuda(p->dev);
+    free_points(c, s);
+    mr_cuda_free(c, s->grid);
+    mr_cuda_free(c, s->deapod);
+    return 0;
+  });
+  delete s;
+  p->impl = nullptr;
+}

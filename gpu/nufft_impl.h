@@ -1,0 +1,61 @@
+/* Internal: what a NUFFT plan holds, and the backend functions behind
+ * nufft.h and density.h. */
+#ifndef MR_GPU_NUFFT_IMPL_H
+#define MR_GPU_NUFFT_IMPL_H
+
+#include <stddef.h>
+
+#include "nufft.h"
+#include "nufft_geom.h"
+#include "nufft_points.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct mr_nufft_plan {
+  mr_device *dev;
+  mr_nufft_geom geom;
+  size_t batch;
+  double upsampling;
+  /* Deapodization: 1 / phi_hat at each image index, n[0] + n[1] + n[2]
+   * floats (x first; 1 past rank), with the FFT's scale folded into x's. */
+  float *deapod;
+  double kernel_integral; /* integral of phi over one dimension, phi_hat(0) */
+  double float_floor;     /* the least relative error single precision allows */
+  mr_nufft_points points;
+  int have_points;
+  void *impl; /* the backend's state */
+};
+
+/* Largest bin piece one GPU thread block spreads (nufft_points.h). */
+#define MR_NUFFT_MAX_SUB_ENTRIES 1024
+
+/* The backends. create: grid memory and FFT plan; upload: copy the plan's
+ * points (already built) to the device; execute: as mr_nufft_execute;
+ * pipe_menon: as mr_density_pipe_menon without the final scaling. */
+int mr_nufft_cpu_create(mr_nufft_plan *p);
+int mr_nufft_cpu_execute(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
+                         mr_cfloat *out);
+int mr_nufft_cpu_pipe_menon(mr_nufft_plan *p, int iterations, float *weights);
+void mr_nufft_cpu_destroy(mr_nufft_plan *p);
+
+int mr_nufft_cuda_create(mr_nufft_plan *p);
+int mr_nufft_cuda_upload(mr_nufft_plan *p);
+int mr_nufft_cuda_execute(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
+                          mr_cfloat *out);
+int mr_nufft_cuda_execute_host(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
+                               mr_cfloat *out);
+int mr_nufft_cuda_pipe_menon(mr_nufft_plan *p, int iterations, float *weights);
+/* One execute with its stages timed by CUDA events: spreading (or
+ * deapodize and pad), FFT, deapodize and crop (or interpolation), in ms. For
+ * benchmarks. */
+int mr_nufft_cuda_stage_times(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
+                              mr_cfloat *out, float ms[3]);
+void mr_nufft_cuda_destroy(mr_nufft_plan *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

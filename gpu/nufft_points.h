@@ -1,0 +1,56 @@
+/* Internal: a NUFFT plan's sample positions, placed on its grid and sorted
+ * into bins once per trajectory (on the host, for both backends: the GPU
+ * receives these very arrays).
+ *
+ * Samples are sorted by the bin holding their footprint's first grid point,
+ * so neighbouring sorted samples touch neighbouring grid memory. Each bin
+ * also lists every sample whose footprint reaches into it ("entries"): the
+ * spreading is output-driven, one bin at a time, each bin gathering the
+ * contributions of its entries into a private tile and writing its own grid
+ * cells alone. For the GPU, bins with many entries are cut into pieces
+ * ("subproblems") of at most max_entries, one thread block each. */
+#ifndef MR_GPU_NUFFT_POINTS_H
+#define MR_GPU_NUFFT_POINTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu_threads.h"
+#include "nufft_geom.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mr_nufft_points {
+  size_t npoints;
+  int32_t (*pos)[4];  /* by sorted index: footprint start s per dimension
+                         (mr_nufft_place), then the sample's original index */
+  float (*offset)[4]; /* by sorted index: a per dimension, then 0 */
+  size_t nbins;
+  int32_t *bin_start; /* [nbins + 1]: bin b's entries are entries[bin_start[b]
+                         .. bin_start[b + 1]) */
+  int32_t *entries;   /* sorted sample index of each (bin, sample) pair */
+  size_t nentries;
+  /* Work units of the GPU spreading: {bin, first entry, end entry, split},
+   * split = 1 when the bin has several (they add into the grid rather than
+   * store). Every bin has at least one, so every grid cell is written. */
+  int32_t (*subs)[4];
+  size_t nsubs;
+} mr_nufft_points;
+
+/* Places and sorts npoints positions k[npoints][g->rank] (borrowed) into
+ * *out (zeroed by the caller or freed before), using the CPU threads t.
+ * MR_EINVAL for a position that is not finite or a count past 2^31. */
+int mr_nufft_points_build(const mr_nufft_geom *g, size_t npoints, const float *k,
+                          size_t max_entries, mr_cpu_threads *t, mr_nufft_points *out);
+void mr_nufft_points_free(mr_nufft_points *p);
+
+/* Bin b's first grid index and extent along each dimension. */
+void mr_nufft_bin_box(const mr_nufft_geom *g, size_t b, int b0[3], int ext[3]);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,10 @@
+# Tests of the NUFFT, density compensation, the gridding gadget and the
+# non-Cartesian simulator.
+add_library(mr_test_nufft_support STATIC nufft_support.c)
+target_include_directories(mr_test_nufft_support PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(mr_test_nufft_support PUBLIC m)
+
+mr_add_test(test_gpu_nufft SOURCES test_gpu_nufft.c
+            LIBS mr_test_gpu_common mr_test_nufft_support mr_gpu m)
+add_test(NAME test_gpu_nufft_cuda COMMAND test_gpu_nufft --cuda)
+set_tests_properties(test_gpu_nufft_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS gpu)
