@@ -39,6 +39,7 @@ typedef int (*bench_fn)(const bench_ctx *ctx);
 int bench_gpu(const bench_ctx *ctx);
 int bench_grappa(const bench_ctx *ctx);
 int bench_fhd(const bench_ctx *ctx);
+int bench_nufft(const bench_ctx *ctx);
 
 /* Median of n values (n >= 1); reorders v. */
 double bench_median(double *v, int n);

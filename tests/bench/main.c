@@ -20,6 +20,7 @@ static const struct {
     {"gpu", "FFT, HERK/GEMM, solve and coil combination, GPU against CPU", bench_gpu},
     {"fhd", "direct F^H D and Q (the book's kernels and past them), CG on the Toeplitz operator", bench_fhd},
     {"grappa", "GRAPPA calibration (32-128 coils; CPU, GPU fused, library chain) and a whole slice", bench_grappa},
+    {"nufft", "NUFFT types 1 and 2, 2D and 3D, tol 1e-4 and 1e-6, GPU against CPU and the reference library", bench_nufft},
 };
 
 enum { NCOMMANDS = sizeof commands / sizeof *commands };
