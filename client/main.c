@@ -7,6 +7,7 @@
 #include "net.h"
 #include "query.h"
 #include "send.h"
+#include "simulate.h"
 
 #define DEFAULT_TIMEOUT_MS 60000
 
@@ -18,6 +19,7 @@ static void usage(FILE *out) {
           "  ping           ask the server's version; exit 0 if it answers in time\n"
           "  info           print the server's description and its compute devices\n"
           "  configs        list the server's configs\n"
+          "  simulate       write a simulated non-Cartesian (or Cartesian) dataset; see simulate -h\n"
           "options of every command:\n"
           "  -a, --address HOST      server host name or address (default 127.0.0.1)\n"
           "  -p, --port PORT         server port (default 9002)\n"
@@ -109,6 +111,8 @@ int main(int argc, char **argv) {
     return argc < 2 ? 2 : 0;
   }
   const char *command = argv[1];
+  if (strcmp(command, "simulate") == 0)
+    return mr_simulate_command(argc - 1, argv + 1);
   int is_send = strcmp(command, "send") == 0;
   if (!is_send && strcmp(command, "ping") != 0 && strcmp(command, "info") != 0 &&
       strcmp(command, "configs") != 0) {

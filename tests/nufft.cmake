@@ -8,3 +8,5 @@ mr_add_test(test_gpu_nufft SOURCES test_gpu_nufft.c
             LIBS mr_test_gpu_common mr_test_nufft_support mr_gpu m)
 add_test(NAME test_gpu_nufft_cuda COMMAND test_gpu_nufft --cuda)
 set_tests_properties(test_gpu_nufft_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS gpu)
+
+mr_add_test(test_client_simulate SOURCES test_client_simulate.c LIBS mr_client ISMRMRD::ISMRMRD)

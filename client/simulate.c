@@ -1,0 +1,331 @@
+#include "simulate.h"
+
+#include <complex.h>
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ismrmrd/dataset.h>
+#include <ismrmrd/version.h>
+
+#include "h5.h"
+#include "phantom.h"
+
+int mr_sim_trajectory_parse(const char *name) {
+  static const char *const names[] = {"radial", "golden", "spiral", "cartesian"};
+  for (int i = 0; i < 4; i++)
+    if (strcmp(name, names[i]) == 0)
+      return i;
+  return -1;
+}
+
+/* How the readouts are laid out. */
+typedef struct layout {
+  int rank, n;
+  size_t readouts, samples; /* samples per readout */
+  size_t lines;             /* readouts per kspace_encode_step_2 value */
+  size_t arms;              /* spiral interleaves */
+  int traj_dims;            /* 0 for Cartesian */
+  int center_sample;
+  const char *name;         /* the header's trajectory */
+} layout;
+
+/* Readouts of 3D radial trajectories fill encode step 1 up to this, then
+ * step 2 counts on. */
+#define LINES_PER_STEP2 4096
+
+static int make_layout(const mr_sim_options *o, layout *l, mr_err *err) {
+  int n = o->matrix;
+  memset(l, 0, sizeof *l);
+  l->rank = o->three_d ? 3 : 2;
+  l->n = n;
+  switch (o->trajectory) {
+  case MR_SIM_RADIAL:
+  case MR_SIM_GOLDEN: {
+    double nyquist = o->three_d ? M_PI / 2 * n * n : M_PI / 2 * n;
+    l->readouts = o->spokes > 0 ? (size_t)o->spokes : (size_t)ceil(nyquist);
+    l->samples = 2 * (size_t)n;
+    l->lines = o->three_d && l->readouts > LINES_PER_STEP2 ? LINES_PER_STEP2 : l->readouts;
+    l->traj_dims = l->rank;
+    l->center_sample = n;
+    l->name = o->trajectory == MR_SIM_RADIAL ? "radial" : "goldenangle";
+    break;
+  }
+  case MR_SIM_SPIRAL: {
+    l->arms = o->interleaves > 0 ? (size_t)o->interleaves : (size_t)(n / 8 > 0 ? n / 8 : 1);
+    /* the arm's speed at the edge is pi * turns per unit of t; samples at
+     * most 1/(2n) apart there */
+    l->samples = (size_t)ceil(M_PI * n * (double)n / l->arms);
+    if (l->samples > UINT16_MAX)
+      return mr_err_set(err, MR_EINVAL,
+                        "%zu interleaves of a %d matrix need %zu samples each, over %d; use "
+                        "more interleaves", l->arms, n, l->samples, UINT16_MAX);
+    l->lines = l->arms;
+    l->readouts = l->arms * (o->three_d ? (size_t)n : 1);
+    l->traj_dims = l->rank;
+    l->center_sample = 0;
+    l->name = "spiral";
+    break;
+  }
+  case MR_SIM_CARTESIAN:
+    l->samples = (size_t)n;
+    l->lines = (size_t)n;
+    l->readouts = (size_t)n * (o->three_d ? (size_t)n : 1);
+    l->traj_dims = 0;
+    l->center_sample = n / 2;
+    l->name = "cartesian";
+    break;
+  }
+  if (l->lines > UINT16_MAX + 1u || l->readouts / l->lines > UINT16_MAX + 1u)
+    return mr_err_set(err, MR_EINVAL, "%zu readouts do not fit the encoding counters",
+                      l->readouts);
+  return 0;
+}
+
+/* Position of sample i of readout r, cycles per pixel. */
+static void position(const mr_sim_options *o, const layout *l, size_t r, size_t i, double k[3]) {
+  int n = l->n;
+  k[0] = k[1] = k[2] = 0;
+  switch (o->trajectory) {
+  case MR_SIM_RADIAL:
+  case MR_SIM_GOLDEN: {
+    double radius = ((double)i - n) / (2.0 * n), dir[3] = {0, 0, 0};
+    double golden = (3 - sqrt(5)) * M_PI; /* 137.5 degrees, the azimuth step */
+    if (!o->three_d) {
+      double t = o->trajectory == MR_SIM_RADIAL ? M_PI * r / l->readouts
+                                                : r * M_PI * (sqrt(5) - 1) / 2;
+      dir[0] = cos(t);
+      dir[1] = sin(t);
+    } else {
+      double z, phi;
+      if (o->trajectory == MR_SIM_RADIAL) {
+        z = 1 - (r + 0.5) / l->readouts;
+        phi = r * golden;
+      } else {
+        z = fmod(r * 0.4656, 1.0);
+        phi = 2 * M_PI * fmod(r * 0.6823, 1.0);
+      }
+      double s = sqrt(1 - z * z);
+      dir[0] = s * cos(phi);
+      dir[1] = s * sin(phi);
+      dir[2] = z;
+    }
+    for (int a = 0; a < 3; a++)
+      k[a] = radius * dir[a];
+    break;
+  }
+  case MR_SIM_SPIRAL: {
+    size_t arm = r % l->arms, partition = r / l->arms;
+    double t = (double)i / l->samples, turns = n / (2.0 * l->arms);
+    double angle = 2 * M_PI * (turns * t + (double)arm / l->arms);
+    k[0] = 0.5 * t * cos(angle);
+    k[1] = 0.5 * t * sin(angle);
+    if (o->three_d)
+      k[2] = ((double)partition - n / 2) / n;
+    break;
+  }
+  case MR_SIM_CARTESIAN:
+    k[0] = ((double)i - n / 2) / n;
+    k[1] = ((double)(r % l->lines) - n / 2) / n;
+    if (o->three_d)
+      k[2] = ((double)(r / l->lines) - n / 2) / n;
+    break;
+  }
+}
+
+static const char *header_xml(const mr_sim_options *o, const layout *l, char *buf, size_t size) {
+  int n = l->n, nz = o->three_d ? n : 1;
+  size_t steps2 = (l->readouts + l->lines - 1) / l->lines;
+  int cart = o->trajectory == MR_SIM_CARTESIAN;
+  char step2[256] = "";
+  if (steps2 > 1)
+    snprintf(step2, sizeof step2,
+             "<kspace_encoding_step_2><minimum>0</minimum><maximum>%zu</maximum>"
+             "<center>%zu</center></kspace_encoding_step_2>",
+             steps2 - 1, cart ? steps2 / 2 : 0);
+  snprintf(buf, size,
+           "<?xml version=\"1.0\"?>\n"
+           "<ismrmrdHeader xmlns=\"http://www.ismrm.org/ISMRMRD\">"
+           "<measurementInformation><measurementID>simulated</measurementID>"
+           "<patientPosition>HFS</patientPosition>"
+           "<protocolName>reconclient simulate %s%s</protocolName></measurementInformation>"
+           "<acquisitionSystemInformation><receiverChannels>%d</receiverChannels>"
+           "</acquisitionSystemInformation>"
+           "<experimentalConditions><H1resonanceFrequency_Hz>63500000</H1resonanceFrequency_Hz>"
+           "</experimentalConditions>"
+           "<encoding>"
+           "<encodedSpace><matrixSize><x>%d</x><y>%d</y><z>%d</z></matrixSize>"
+           "<fieldOfView_mm><x>%d</x><y>%d</y><z>%d</z></fieldOfView_mm></encodedSpace>"
+           "<reconSpace><matrixSize><x>%d</x><y>%d</y><z>%d</z></matrixSize>"
+           "<fieldOfView_mm><x>%d</x><y>%d</y><z>%d</z></fieldOfView_mm></reconSpace>"
+           "<encodingLimits><kspace_encoding_step_1><minimum>0</minimum><maximum>%zu</maximum>"
+           "<center>%zu</center></kspace_encoding_step_1>%s"
+           "<slice><minimum>0</minimum><maximum>0</maximum><center>0</center></slice>"
+           "</encodingLimits>"
+           "<trajectory>%s</trajectory></encoding>"
+           "</ismrmrdHeader>\n",
+           l->name, o->three_d ? " 3D" : "", o->coils, n, n, nz, n, n, nz, n, n, nz, n, n,
+           nz, l->lines - 1, cart ? l->lines / 2 : 0, step2, l->name);
+  return buf;
+}
+
+/* Gaussian samples (Box-Muller on a xorshift generator). */
+typedef struct noise {
+  uint64_t state;
+  double sigma;
+} noise;
+
+static double uniform(noise *g) {
+  g->state ^= g->state << 13;
+  g->state ^= g->state >> 7;
+  g->state ^= g->state << 17;
+  return ((g->state >> 11) + 0.5) / 9007199254740992.0; /* (0, 1) */
+}
+
+static double complex gaussian(noise *g) {
+  double r = sqrt(-2 * log(uniform(g))), t = 2 * M_PI * uniform(g);
+  return g->sigma * r * (cos(t) + I * sin(t));
+}
+
+/* The acquisition header of readout r. */
+static void readout_header(const mr_sim_options *o, const layout *l, size_t r,
+                           ISMRMRD_AcquisitionHeader *h) {
+  h->version = ISMRMRD_VERSION_MAJOR;
+  h->scan_counter = (uint32_t)r;
+  h->acquisition_time_stamp = (uint32_t)r;
+  h->number_of_samples = (uint16_t)l->samples;
+  h->available_channels = h->active_channels = (uint16_t)o->coils;
+  for (int c = 0; c < o->coils; c++)
+    h->channel_mask[c / 64] |= 1ull << (c % 64);
+  h->center_sample = (uint16_t)l->center_sample;
+  h->trajectory_dimensions = (uint16_t)l->traj_dims;
+  h->sample_time_us = 2.0f;
+  h->read_dir[0] = 1;
+  h->phase_dir[1] = 1;
+  h->slice_dir[2] = 1;
+  h->idx.kspace_encode_step_1 = (uint16_t)(r % l->lines);
+  h->idx.kspace_encode_step_2 = (uint16_t)(r / l->lines);
+  if (r == 0)
+    h->flags |= 1ull << (ISMRMRD_ACQ_FIRST_IN_SLICE - 1);
+  if (r + 1 == l->readouts)
+    h->flags |= (1ull << (ISMRMRD_ACQ_LAST_IN_SLICE - 1)) |
+                (1ull << (ISMRMRD_ACQ_LAST_IN_REPETITION - 1)) |
+                (1ull << (ISMRMRD_ACQ_LAST_IN_MEASUREMENT - 1));
+}
+
+/* Fills readout r's samples (all coils) and trajectory. */
+static void fill_readout(const mr_sim_options *o, const layout *l, size_t r, noise *g,
+                         ISMRMRD_Acquisition *a, double complex *coil_values) {
+  for (size_t i = 0; i < l->samples; i++) {
+    double k[3];
+    position(o, l, r, i, k);
+    for (int d = 0; d < l->traj_dims; d++)
+      a->traj[i * l->traj_dims + d] = (float)k[d];
+    mr_phantom_kspace(l->rank, l->n, o->coils, k, coil_values);
+    for (int c = 0; c < o->coils; c++) {
+      double complex v = coil_values[c];
+      if (g->sigma > 0)
+        v += gaussian(g);
+      a->data[(size_t)c * l->samples + i] = (complex_float_t)v;
+    }
+  }
+}
+
+/* The object at the pixel centres, as the complex array "phantom". */
+static int write_phantom(ISMRMRD_Dataset *d, const layout *l, mr_err *err) {
+  ISMRMRD_NDArray arr;
+  ismrmrd_init_ndarray(&arr);
+  arr.data_type = ISMRMRD_CXFLOAT;
+  arr.ndim = (uint16_t)l->rank;
+  for (int a = 0; a < l->rank; a++)
+    arr.dims[a] = (size_t)l->n;
+  if (ismrmrd_make_consistent_ndarray(&arr) != ISMRMRD_NOERROR)
+    return mr_err_set(err, MR_ENOMEM, "out of memory for the phantom image");
+  complex_float_t *px = arr.data;
+  size_t nz = l->rank == 3 ? (size_t)l->n : 1, at = 0;
+  for (size_t z = 0; z < nz; z++)
+    for (int y = 0; y < l->n; y++)
+      for (int x = 0; x < l->n; x++) {
+        double r[3] = {x - l->n / 2, y - l->n / 2, l->rank == 3 ? (double)z - l->n / 2 : 0};
+        px[at++] = (float)mr_phantom_value(l->rank, l->n, r);
+      }
+  int rc = ismrmrd_append_array(d, "phantom", &arr) == ISMRMRD_NOERROR && !mr_h5_failed()
+               ? 0
+               : mr_err_set(err, MR_EIO, "cannot write the phantom array: %s", mr_h5_error());
+  ismrmrd_cleanup_ndarray(&arr);
+  return rc;
+}
+
+static int check_options(const mr_sim_options *o, mr_err *err) {
+  if (o->matrix < 8 || o->matrix > 512)
+    return mr_err_set(err, MR_EINVAL, "--matrix must be 8 .. 512, got %d", o->matrix);
+  if (o->coils < 1 || o->coils > 64)
+    return mr_err_set(err, MR_EINVAL, "--coils must be 1 .. 64, got %d", o->coils);
+  if (!(o->noise >= 0))
+    return mr_err_set(err, MR_EINVAL, "--noise must be >= 0");
+  if (o->spokes < 0 || o->interleaves < 0)
+    return mr_err_set(err, MR_EINVAL, "--spokes and --interleaves must be positive");
+  if (access(o->path, F_OK) == 0)
+    return mr_err_set(err, MR_EINVAL, "%s exists; not overwriting it", o->path);
+  return 0;
+}
+
+int mr_simulate(const mr_sim_options *o, mr_err *err) {
+  layout l;
+  int rc = check_options(o, err);
+  if (rc == 0)
+    rc = make_layout(o, &l, err);
+  if (rc < 0)
+    return rc;
+  char xml[4096];
+  header_xml(o, &l, xml, sizeof xml);
+  double complex *values = malloc((size_t)o->coils * sizeof *values);
+  if (values == NULL)
+    return mr_err_set(err, MR_ENOMEM, "out of memory");
+  noise g = {.state = 0x9E3779B97F4A7C15ull ^ ((uint64_t)o->seed * 0xBF58476D1CE4E5B9ull),
+             .sigma = o->noise};
+  if (g.state == 0)
+    g.state = 1;
+  ISMRMRD_Dataset d;
+  mr_h5_lock();
+  if (ismrmrd_init_dataset(&d, o->path, "dataset") != ISMRMRD_NOERROR ||
+      ismrmrd_open_dataset(&d, true) != ISMRMRD_NOERROR) {
+    rc = mr_err_set(err, MR_EIO, "cannot create %s: %s", o->path, mr_h5_error());
+    mr_h5_unlock();
+    free(values);
+    return rc;
+  }
+  if (ismrmrd_write_header(&d, xml) != ISMRMRD_NOERROR || mr_h5_failed())
+    rc = mr_err_set(err, MR_EIO, "cannot write the header to %s: %s", o->path, mr_h5_error());
+  mr_h5_unlock();
+  ISMRMRD_Acquisition a;
+  for (size_t r = 0; rc == 0 && r < l.readouts; r++) {
+    ismrmrd_init_acquisition(&a);
+    readout_header(o, &l, r, &a.head);
+    if (ismrmrd_make_consistent_acquisition(&a) != ISMRMRD_NOERROR) {
+      rc = mr_err_set(err, MR_ENOMEM, "out of memory for a readout");
+      break;
+    }
+    fill_readout(o, &l, r, &g, &a, values);
+    mr_h5_lock();
+    if (ismrmrd_append_acquisition(&d, &a) != ISMRMRD_NOERROR || mr_h5_failed())
+      rc = mr_err_set(err, MR_EIO, "cannot write readout %zu to %s: %s", r, o->path,
+                      mr_h5_error());
+    mr_h5_unlock();
+    ismrmrd_cleanup_acquisition(&a);
+  }
+  mr_h5_lock();
+  if (rc == 0)
+    rc = write_phantom(&d, &l, err);
+  if (ismrmrd_close_dataset(&d) != ISMRMRD_NOERROR && rc == 0)
+    rc = mr_err_set(err, MR_EIO, "cannot close %s: %s", o->path, mr_h5_error());
+  mr_h5_unlock();
+  free(d.filename);
+  free(d.groupname);
+  free(values);
+  return rc;
+}

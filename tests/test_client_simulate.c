@@ -1,0 +1,333 @@
+/* simulate and phantom: the closed-form k-space against a brute-force
+ * Fourier sum over a finely sampled phantom (object and coils), and the
+ * datasets `reconclient simulate` writes: header, readouts, trajectories
+ * within [-0.5, 0.5), samples equal to the closed form, noise, the ground
+ * truth array, refusals. */
+#include <complex.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <ismrmrd/dataset.h>
+
+#include "phantom.h"
+#include "simulate.h"
+#include "stream_header.h"
+#include "test_support.h"
+
+/* integral of f(r) S_c(r) exp(-2 pi i k.r) dr by the midpoint rule on a
+ * grid `fine` times finer than the pixels, for the object (out[0]) and
+ * each coil (out[1 + c]) at each of nk positions: out[i][1 + ncoils]. */
+static void brute_force(int rank, int n, int ncoils, const double (*k)[3], size_t nk, int fine,
+                        double complex (*out)[4]) {
+  int m = n * fine, mz = rank == 3 ? m : 1;
+  double h = 1.0 / fine, cell = rank == 3 ? h * h * h : h * h;
+  memset(out, 0, nk * sizeof *out);
+  for (int z = 0; z < mz; z++)
+    for (int y = 0; y < m; y++)
+      for (int x = 0; x < m; x++) {
+        double r[3] = {(x + 0.5) * h - n / 2.0, (y + 0.5) * h - n / 2.0,
+                       rank == 3 ? (z + 0.5) * h - n / 2.0 : 0};
+        double f = mr_phantom_value(rank, n, r);
+        if (f == 0)
+          continue;
+        double complex coil[3];
+        for (int c = 0; c < ncoils; c++)
+          coil[c] = mr_phantom_coil(rank, n, c, ncoils, r);
+        for (size_t i = 0; i < nk; i++) {
+          double complex v =
+              f * cell * cexp(-2 * M_PI * I * (k[i][0] * r[0] + k[i][1] * r[1] + k[i][2] * r[2]));
+          out[i][0] += v;
+          for (int c = 0; c < ncoils; c++)
+            out[i][1 + c] += v * coil[c];
+        }
+      }
+}
+
+static void check_closed_form(int rank, int n, int fine, double tol) {
+  enum { COILS = 3, NK = 4 };
+  double ks[NK][3] = {{0, 0, 0}, {0.02, -0.01, 0.03}, {-0.05, 0.04, -0.02}, {0.1, 0.07, 0.05}};
+  for (int i = 0; i < NK && rank == 2; i++)
+    ks[i][2] = 0;
+  double complex want[NK][4];
+  brute_force(rank, n, COILS, (const double(*)[3])ks, NK, fine, want);
+  double err = 0, norm = 0;
+  for (int i = 0; i < NK; i++) {
+    double complex got[1 + COILS];
+    got[0] = mr_phantom_ft(rank, n, ks[i]);
+    mr_phantom_kspace(rank, n, COILS, ks[i], got + 1);
+    for (int c = 0; c < 1 + COILS; c++) {
+      err += cabs(got[c] - want[i][c]) * cabs(got[c] - want[i][c]);
+      norm += cabs(want[i][c]) * cabs(want[i][c]);
+    }
+  }
+  print_message("%dD closed form vs Fourier sum: rel %.2e\n", rank, sqrt(err / norm));
+  assert_true(sqrt(err / norm) < tol);
+}
+
+static void closed_form_2d(void **state) {
+  (void)state;
+  check_closed_form(2, 32, 16, 1e-3);
+}
+
+static void closed_form_3d(void **state) {
+  (void)state;
+  check_closed_form(3, 12, 6, 3e-3);
+}
+
+/* The phantom's values: 1 inside the skull (outer ellipse minus the next),
+ * 0 far outside, and the ventricles darker. */
+static void phantom_values(void **state) {
+  (void)state;
+  double outside[3] = {15.5, 15.5, 0}, centre[3] = {0, 0, 0}, rim[3] = {0, -14.5, 0};
+  assert_true(mr_phantom_value(2, 32, outside) == 0);
+  assert_float_equal(mr_phantom_value(2, 32, rim), 1.0, 1e-12);
+  assert_float_equal(mr_phantom_value(2, 32, centre), 0.2, 1e-12);
+  double c3[3] = {0, 0, 0};
+  assert_float_equal(mr_phantom_value(3, 32, c3), 0.2, 1e-12);
+  assert_float_equal(cabs(mr_phantom_coil(2, 32, 0, 4, centre)), 1.0, 1e-12);
+}
+
+typedef struct dataset {
+  char *xml;
+  uint32_t nacq;
+  ISMRMRD_Acquisition *acq;
+  ISMRMRD_NDArray phantom;
+} dataset;
+
+static void read_dataset(const char *path, dataset *ds) {
+  ISMRMRD_Dataset d;
+  assert_int_equal(ismrmrd_init_dataset(&d, path, "dataset"), 0);
+  assert_int_equal(ismrmrd_open_dataset(&d, false), 0);
+  ds->xml = ismrmrd_read_header(&d);
+  assert_non_null(ds->xml);
+  ds->nacq = ismrmrd_get_number_of_acquisitions(&d);
+  ds->acq = calloc(ds->nacq, sizeof *ds->acq);
+  for (uint32_t i = 0; i < ds->nacq; i++) {
+    ismrmrd_init_acquisition(&ds->acq[i]);
+    assert_int_equal(ismrmrd_read_acquisition(&d, i, &ds->acq[i]), 0);
+  }
+  ismrmrd_init_ndarray(&ds->phantom);
+  assert_int_equal(ismrmrd_get_number_of_arrays(&d, "phantom"), 1);
+  assert_int_equal(ismrmrd_read_array(&d, "phantom", 0, &ds->phantom), 0);
+  ismrmrd_close_dataset(&d);
+  free(d.filename);
+  free(d.groupname);
+}
+
+static void free_dataset(dataset *ds) {
+  for (uint32_t i = 0; i < ds->nacq; i++)
+    ismrmrd_cleanup_acquisition(&ds->acq[i]);
+  free(ds->acq);
+  free(ds->xml);
+  ismrmrd_cleanup_ndarray(&ds->phantom);
+}
+
+static void simulate(mr_sim_options *o, const char *name) {
+  static char path[512];
+  snprintf(path, sizeof path, "%s/%s", mr_test_tmpdir("mr-simulate"), name);
+  o->path = path;
+  mr_err err = {0};
+  int rc = mr_simulate(o, &err);
+  if (rc != 0)
+    fail_msg("simulate: %s", err.msg);
+}
+
+/* Every readout's samples are the closed form at its trajectory (noise
+ * off); returns the largest trajectory magnitude. */
+static double check_samples(const dataset *ds, int rank, int n, int coils) {
+  double kmax = 0;
+  double complex *want = malloc(coils * sizeof *want);
+  for (uint32_t r = 0; r < ds->nacq; r += 7) {
+    const ISMRMRD_Acquisition *a = &ds->acq[r];
+    int dims = a->head.trajectory_dimensions;
+    for (int i = 0; i < a->head.number_of_samples; i += 5) {
+      double k[3] = {0, 0, 0};
+      for (int d = 0; d < dims; d++) {
+        k[d] = a->traj[i * dims + d];
+        kmax = fabs(k[d]) > kmax ? fabs(k[d]) : kmax;
+      }
+      mr_phantom_kspace(rank, n, coils, k, want);
+      for (int c = 0; c < coils; c++) {
+        double complex got = a->data[c * a->head.number_of_samples + i];
+        /* the file holds floats; positions were rounded to float too */
+        if (cabs(got - want[c]) > 1e-3 * cabs(want[c]) + 1e-2)
+          fail_msg("readout %u sample %d coil %d: %g%+gi, closed form %g%+gi", r, i, c,
+                   creal(got), cimag(got), creal(want[c]), cimag(want[c]));
+      }
+    }
+  }
+  free(want);
+  return kmax;
+}
+
+static void header_of(const dataset *ds, mr_stream_header *h) {
+  mr_err err = {0};
+  if (mr_stream_header_parse(ds->xml, strlen(ds->xml), h, &err) != 0)
+    fail_msg("header: %s", err.msg);
+}
+
+static void radial_dataset(void **state) {
+  (void)state;
+  mr_sim_options o = {.trajectory = MR_SIM_RADIAL, .matrix = 32, .coils = 3, .spokes = 40};
+  simulate(&o, "radial.h5");
+  dataset ds;
+  read_dataset(o.path, &ds);
+  mr_stream_header h;
+  header_of(&ds, &h);
+  assert_int_equal(h.encoding[0].trajectory, MR_TRAJ_RADIAL);
+  assert_int_equal(h.encoding[0].encoded.matrix.x, 32);
+  assert_int_equal(h.encoding[0].limits.e1.maximum, 39);
+  assert_int_equal(h.receiver_channels, 3);
+  assert_int_equal(ds.nacq, 40);
+  const ISMRMRD_AcquisitionHeader *first = &ds.acq[0].head, *last = &ds.acq[39].head;
+  assert_int_equal(first->number_of_samples, 64);
+  assert_int_equal(first->trajectory_dimensions, 2);
+  assert_int_equal(first->center_sample, 32);
+  assert_true(first->flags & (1ull << (ISMRMRD_ACQ_FIRST_IN_SLICE - 1)));
+  assert_true(last->flags & (1ull << (ISMRMRD_ACQ_LAST_IN_SLICE - 1)));
+  assert_int_equal(last->idx.kspace_encode_step_1, 39);
+  /* sample 32 of every spoke is the centre, where coil c sees e^{i phi_c} F(0)-ish */
+  assert_float_equal(ds.acq[5].traj[64], 0.0, 1e-7);
+  double kmax = check_samples(&ds, 2, 32, 3);
+  assert_true(kmax <= 0.5 && kmax > 0.45);
+  /* reading an appended array back adds its count as the last dimension */
+  assert_int_equal(ds.phantom.ndim, 3);
+  assert_int_equal(ds.phantom.dims[0], 32);
+  assert_int_equal(ds.phantom.dims[1], 32);
+  assert_int_equal(ds.phantom.dims[2], 1);
+  assert_int_equal(ds.phantom.data_type, ISMRMRD_CXFLOAT);
+  const complex_float_t *px = ds.phantom.data;
+  assert_float_equal(crealf(px[16 * 32 + 16]), 0.2, 1e-6); /* the centre pixel */
+  mr_stream_header_free(&h);
+  free_dataset(&ds);
+}
+
+static void spiral_and_3d_datasets(void **state) {
+  (void)state;
+  mr_sim_options sp = {.trajectory = MR_SIM_SPIRAL, .matrix = 32, .coils = 2, .interleaves = 4};
+  simulate(&sp, "spiral.h5");
+  dataset ds;
+  read_dataset(sp.path, &ds);
+  mr_stream_header h;
+  header_of(&ds, &h);
+  assert_int_equal(h.encoding[0].trajectory, MR_TRAJ_SPIRAL);
+  assert_int_equal(ds.nacq, 4);
+  assert_int_equal(ds.acq[0].head.number_of_samples, (int)ceil(M_PI * 32 * 32 / 4));
+  double kmax = check_samples(&ds, 2, 32, 2);
+  assert_true(kmax < 0.5 && kmax > 0.45);
+  mr_stream_header_free(&h);
+  free_dataset(&ds);
+
+  mr_sim_options g3 = {.trajectory = MR_SIM_GOLDEN, .matrix = 12, .three_d = 1, .coils = 2,
+                       .spokes = 100};
+  simulate(&g3, "golden3d.h5");
+  read_dataset(g3.path, &ds);
+  header_of(&ds, &h);
+  assert_int_equal(h.encoding[0].trajectory, MR_TRAJ_GOLDENANGLE);
+  assert_int_equal(h.encoding[0].encoded.matrix.z, 12);
+  assert_int_equal(ds.nacq, 100);
+  assert_int_equal(ds.acq[0].head.trajectory_dimensions, 3);
+  kmax = check_samples(&ds, 3, 12, 2);
+  assert_true(kmax <= 0.5);
+  assert_int_equal(ds.phantom.ndim, 4);
+  assert_int_equal(ds.phantom.dims[2], 12);
+  mr_stream_header_free(&h);
+  free_dataset(&ds);
+
+  mr_sim_options ss = {.trajectory = MR_SIM_SPIRAL, .matrix = 16, .three_d = 1, .coils = 1,
+                       .interleaves = 2};
+  simulate(&ss, "spiral3d.h5");
+  read_dataset(ss.path, &ds);
+  assert_int_equal(ds.nacq, 2 * 16);
+  assert_int_equal(ds.acq[31].head.idx.kspace_encode_step_2, 15);
+  check_samples(&ds, 3, 16, 1);
+  free_dataset(&ds);
+}
+
+static void cartesian_dataset(void **state) {
+  (void)state;
+  mr_sim_options o = {.trajectory = MR_SIM_CARTESIAN, .matrix = 16, .coils = 2};
+  simulate(&o, "cartesian.h5");
+  dataset ds;
+  read_dataset(o.path, &ds);
+  assert_int_equal(ds.nacq, 16);
+  assert_int_equal(ds.acq[0].head.trajectory_dimensions, 0);
+  assert_int_equal(ds.acq[3].head.idx.kspace_encode_step_1, 3);
+  /* line 8, sample 8 is k = 0 */
+  double complex want[2];
+  double k0[3] = {0, 0, 0};
+  mr_phantom_kspace(2, 16, 2, k0, want);
+  assert_true(cabs(ds.acq[8].data[8] - want[0]) < 1e-4 * cabs(want[0]));
+  free_dataset(&ds);
+}
+
+/* Noise of the asked size, different per seed. */
+static void noise(void **state) {
+  (void)state;
+  mr_sim_options a = {.trajectory = MR_SIM_RADIAL, .matrix = 16, .coils = 1, .spokes = 50,
+                      .noise = 2.0, .seed = 1};
+  mr_sim_options clean = a, b = a;
+  clean.noise = 0;
+  b.seed = 2;
+  simulate(&a, "noisy1.h5");
+  dataset da, db, dc;
+  read_dataset(a.path, &da);
+  simulate(&b, "noisy2.h5");
+  read_dataset(b.path, &db);
+  simulate(&clean, "clean.h5");
+  read_dataset(clean.path, &dc);
+  double var = 0, diff = 0;
+  size_t count = 0;
+  for (uint32_t r = 0; r < da.nacq; r++)
+    for (int i = 0; i < da.acq[r].head.number_of_samples; i++) {
+      double complex e = da.acq[r].data[i] - dc.acq[r].data[i];
+      var += creal(e) * creal(e) + cimag(e) * cimag(e);
+      diff += cabs(da.acq[r].data[i] - db.acq[r].data[i]);
+      count++;
+    }
+  double sigma = sqrt(var / (2 * count));
+  print_message("noise: measured sigma %.3f (asked 2)\n", sigma);
+  assert_true(fabs(sigma - 2.0) < 0.1);
+  assert_true(diff > 0);
+  free_dataset(&da);
+  free_dataset(&db);
+  free_dataset(&dc);
+}
+
+static void refusals(void **state) {
+  (void)state;
+  mr_sim_options o = {.trajectory = MR_SIM_RADIAL, .matrix = 16, .coils = 1, .spokes = 4};
+  simulate(&o, "once.h5");
+  mr_err err = {0};
+  assert_int_equal(mr_simulate(&o, &err), MR_EINVAL);
+  assert_non_null(strstr(err.msg, "not overwriting"));
+  mr_sim_options bad = {.trajectory = MR_SIM_RADIAL, .matrix = 4, .coils = 1, .path = "/nonexistent/x.h5"};
+  mr_err_clear(&err);
+  assert_int_equal(mr_simulate(&bad, &err), MR_EINVAL);
+  assert_non_null(strstr(err.msg, "--matrix"));
+  mr_sim_options many = {.trajectory = MR_SIM_SPIRAL, .matrix = 512, .coils = 1, .interleaves = 1,
+                         .path = "/nonexistent/y.h5"};
+  mr_err_clear(&err);
+  assert_int_equal(mr_simulate(&many, &err), MR_EINVAL);
+  assert_non_null(strstr(err.msg, "more interleaves"));
+  assert_int_equal(mr_sim_trajectory_parse("golden"), MR_SIM_GOLDEN);
+  assert_int_equal(mr_sim_trajectory_parse("rosette"), -1);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(closed_form_2d),    cmocka_unit_test(closed_form_3d),
+      cmocka_unit_test(phantom_values),    cmocka_unit_test(radial_dataset),
+      cmocka_unit_test(spiral_and_3d_datasets), cmocka_unit_test(cartesian_dataset),
+      cmocka_unit_test(noise),             cmocka_unit_test(refusals),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
