@@ -12,6 +12,7 @@ extern const mr_gadget_class mr_gadget_image_out;
 extern const mr_gadget_class mr_gadget_fhd_cg;
 extern const mr_gadget_class mr_gadget_noise_adjust;
 extern const mr_gadget_class mr_gadget_grappa;
+extern const mr_gadget_class mr_gadget_gridding;
 
 static const mr_gadget_class *const classes[] = {
     &mr_gadget_remove_oversampling,
@@ -22,6 +23,7 @@ static const mr_gadget_class *const classes[] = {
     &mr_gadget_fhd_cg,
     &mr_gadget_noise_adjust,
     &mr_gadget_grappa,
+    &mr_gadget_gridding,
     NULL,
 };
 

@@ -10,3 +10,14 @@ add_test(NAME test_gpu_nufft_cuda COMMAND test_gpu_nufft --cuda)
 set_tests_properties(test_gpu_nufft_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS gpu)
 
 mr_add_test(test_client_simulate SOURCES test_client_simulate.c LIBS mr_client ISMRMRD::ISMRMRD)
+# The phantom as a Cartesian reconstruction shows it (reference images).
+add_library(mr_test_phantom_support STATIC phantom_support.c)
+target_include_directories(mr_test_phantom_support PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(mr_test_phantom_support PUBLIC mr_client mr_test_support)
+
+mr_add_test(test_gadgets_gridding SOURCES test_gadgets_gridding.c
+            LIBS mr_gadget_harness mr_client mr_test_nufft_support mr_test_phantom_support)
+
+mr_add_test(test_client_simulate_e2e SOURCES test_client_simulate_e2e.c
+            LIBS mr_wire_client mr_test_phantom_support ISMRMRD::ISMRMRD TIMEOUT 120)
+add_dependencies(test_client_simulate_e2e reconclient reconserver)

@@ -1,0 +1,314 @@
+/* gridding: a simulated radial dataset through accumulate and gridding
+ * against `bart nufft -a` with the same density weights (NRMSE <= 1e-3),
+ * trajectory-carried weights in 3D against the exact adjoint DFT, spiral
+ * data with Pipe-Menon weights against the phantom, and the refusals. */
+#include <complex.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "dataset.h"
+#include "density.h"
+#include "gadget_harness.h"
+#include "image_array.h"
+#include "kspace.h"
+#include "nufft_support.h"
+#include "phantom_support.h"
+#include "simulate.h"
+#include "test_support.h"
+
+/* Simulates a dataset into the test's directory; returns its path. */
+static const char *simulate(mr_sim_options *o, const char *name) {
+  static char path[512];
+  snprintf(path, sizeof path, "%s/%s", mr_test_tmpdir("mr-gridding"), name);
+  o->path = path;
+  mr_err err = {0};
+  if (mr_simulate(o, &err) != 0)
+    fail_msg("simulate: %s", err.msg);
+  return path;
+}
+
+/* Runs a dataset through `gadgets` (JSON array); returns the harness,
+ * whose outputs the caller reads and closes. */
+static void run_file(mr_harness *h, const char *path, const char *gadgets) {
+  mr_dataset *ds;
+  mr_err err = {0};
+  if (mr_dataset_open(path, "dataset", &ds, &err) != 0)
+    fail_msg("%s", err.msg);
+  assert_int_equal(mr_harness_open(h, gadgets, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
+  if (mr_harness_configure(h, mr_dataset_header(ds)) != 0)
+    fail_msg("configure: %s", h->err.msg);
+  for (;;) {
+    mr_message *m;
+    assert_int_equal(mr_dataset_next(ds, &m, &err), 0);
+    if (m == NULL)
+      break;
+    if (mr_harness_push(h, m) != 0)
+      fail_msg("push: %s", h->err.msg);
+  }
+  if (mr_harness_flush(h) != 0)
+    fail_msg("flush: %s", h->err.msg);
+  mr_dataset_close(ds);
+}
+
+/* ||s a - b|| / ||b|| with the complex least-squares s. */
+static double nrmse_complex(const float complex *a, const float complex *b, size_t n) {
+  double complex ab = 0;
+  double aa = 0, bb = 0, rr = 0;
+  for (size_t i = 0; i < n; i++) {
+    ab += conj(a[i]) * b[i];
+    aa += cabsf(a[i]) * (double)cabsf(a[i]);
+    bb += cabsf(b[i]) * (double)cabsf(b[i]);
+  }
+  double complex s = ab / aa;
+  for (size_t i = 0; i < n; i++)
+    rr += cabs(s * a[i] - b[i]) * cabs(s * a[i] - b[i]);
+  return sqrt(rr / bb);
+}
+
+/* BART's .hdr/.cfl pair (column-major complex float). */
+static void write_cfl(const char *base, const long dims[4], const float complex *x) {
+  char path[600];
+  snprintf(path, sizeof path, "%s.hdr", base);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fprintf(f, "# Dimensions\n%ld %ld %ld %ld\n", dims[0], dims[1], dims[2], dims[3]);
+  fclose(f);
+  snprintf(path, sizeof path, "%s.cfl", base);
+  f = fopen(path, "wb");
+  assert_non_null(f);
+  size_t n = (size_t)(dims[0] * dims[1] * dims[2] * dims[3]);
+  assert_int_equal(fwrite(x, sizeof *x, n, f), n);
+  fclose(f);
+}
+
+static float complex *read_cfl(const char *base, size_t n) {
+  char path[600];
+  snprintf(path, sizeof path, "%s.cfl", base);
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  float complex *x = malloc(n * sizeof *x);
+  assert_int_equal(fread(x, sizeof *x, n, f), n);
+  fclose(f);
+  return x;
+}
+
+static int run_tool(const char *const *argv) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    execvp(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  int status;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void matches_bart(void **state) {
+  (void)state;
+  if (!mr_test_have_tool("bart")) {
+    print_message("skipped: bart is not installed\n");
+    skip();
+  }
+  enum { N = 64, COILS = 3, SPOKES = 101, SAMPLES = 2 * N };
+  mr_sim_options o = {.trajectory = MR_SIM_RADIAL, .matrix = N, .coils = COILS, .spokes = SPOKES};
+  const char *path = simulate(&o, "radial.h5");
+  mr_harness h;
+  run_file(&h, path, "[{\"gadget\":\"accumulate\"},"
+                     "{\"gadget\":\"gridding\",\"density\":\"radial\",\"tolerance\":1e-5,"
+                     "\"device\":\"cpu\"}]");
+  assert_int_equal(h.nout, 1);
+  const mr_image_array *a = h.out[0]->u.object.ptr;
+  assert_int_equal(a->nx, N);
+  assert_int_equal(a->nch, COILS);
+
+  /* the same samples, weights and trajectory for BART (k in 1/FOV units) */
+  mr_dataset *ds;
+  mr_err err = {0};
+  assert_int_equal(mr_dataset_open(path, "dataset", &ds, &err), 0);
+  size_t m = (size_t)SPOKES * SAMPLES;
+  float *k = malloc(m * 2 * sizeof *k), *w = malloc(m * sizeof *w);
+  float complex *traj = malloc(m * 3 * sizeof *traj), *ksp = malloc(m * COILS * sizeof *ksp);
+  mr_message *msg;
+  for (size_t s = 0; mr_dataset_next(ds, &msg, &err) == 0 && msg != NULL; s++) {
+    const mr_acquisition *acq = &msg->u.acq;
+    for (size_t i = 0; i < SAMPLES; i++) {
+      for (int d = 0; d < 2; d++)
+        k[(s * SAMPLES + i) * 2 + d] = acq->traj[i * 2 + d];
+      for (int c = 0; c < COILS; c++)
+        ksp[c * m + s * SAMPLES + i] = acq->data[c * SAMPLES + i];
+    }
+    mr_message_unref(msg);
+  }
+  mr_dataset_close(ds);
+  assert_int_equal(mr_density_radial(2, m, k, SPOKES, 1.0 / SAMPLES, w), 0);
+  for (size_t j = 0; j < m; j++) {
+    traj[j * 3] = k[j * 2] * N;
+    traj[j * 3 + 1] = k[j * 2 + 1] * N;
+    traj[j * 3 + 2] = 0;
+    for (int c = 0; c < COILS; c++)
+      ksp[c * m + j] *= w[j];
+  }
+  char tbase[512], kbase[512], ibase[512];
+  const char *dir = mr_test_tmpdir("mr-gridding-bart");
+  snprintf(tbase, sizeof tbase, "%s/traj", dir);
+  snprintf(kbase, sizeof kbase, "%s/ksp", dir);
+  snprintf(ibase, sizeof ibase, "%s/img", dir);
+  write_cfl(tbase, (long[]){3, SAMPLES, SPOKES, 1}, traj);
+  write_cfl(kbase, (long[]){1, SAMPLES, SPOKES, COILS}, ksp);
+  /* -P: k-space periodic, as in the DFT and ours; without it BART drops
+   * the part of a footprint that wraps past |k| = 0.5, which the density
+   * weights make visible (6e-3 from the exact sum here). */
+  const char *nufft[] = {"bart", "nufft", "-a", "-P", "-d", "64:64:1", tbase, kbase, ibase, NULL};
+  assert_int_equal(run_tool(nufft), 0);
+  float complex *bart = read_cfl(ibase, (size_t)N * N * COILS);
+  double worst = 0;
+  for (int c = 0; c < COILS; c++) {
+    double e = nrmse_complex(a->data + (size_t)c * N * N, bart + (size_t)c * N * N, (size_t)N * N);
+    worst = e > worst ? e : worst;
+  }
+  print_message("radial %dx%d, %d spokes, %d coils: NRMSE vs bart nufft -a -P %.2e\n", N, N,
+                SPOKES, COILS, worst);
+  assert_true(worst <= 1e-3);
+  free(k);
+  free(w);
+  free(traj);
+  free(ksp);
+  free(bart);
+  mr_harness_close(&h);
+}
+
+/* NRMSE of a combined image against the band-limited phantom. */
+static double vs_band_limited(const mr_image_array *a, int n, int ncoils) {
+  size_t npix = (size_t)n * n;
+  float *want = malloc(npix * sizeof *want), *got = malloc(npix * sizeof *got);
+  phantom_test_band_limited_rss(n, ncoils, want);
+  for (size_t i = 0; i < npix; i++)
+    got[i] = crealf(a->data[i]);
+  double e = mr_test_nrmse_scaled(got, want, npix);
+  free(want);
+  free(got);
+  return e;
+}
+
+static void spiral_pipe_menon(void **state) {
+  (void)state;
+  enum { N = 48, COILS = 4 };
+  mr_sim_options o = {.trajectory = MR_SIM_SPIRAL, .matrix = N, .coils = COILS, .interleaves = 16};
+  const char *path = simulate(&o, "spiral.h5");
+  const char *chains[2] = {
+      "[{\"gadget\":\"accumulate\"},{\"gadget\":\"gridding\",\"device\":\"cpu\"},"
+      "{\"gadget\":\"coil_combine\",\"device\":\"cpu\"}]",
+      "[{\"gadget\":\"accumulate\"},{\"gadget\":\"gridding\",\"density\":\"none\","
+      "\"device\":\"cpu\"},{\"gadget\":\"coil_combine\",\"device\":\"cpu\"}]"};
+  double e[2];
+  for (int i = 0; i < 2; i++) {
+    mr_harness h;
+    run_file(&h, path, chains[i]);
+    assert_int_equal(h.nout, 1);
+    e[i] = vs_band_limited(h.out[0]->u.object.ptr, N, COILS);
+    mr_harness_close(&h);
+  }
+  print_message("spiral %dx%d, 16 arms: NRMSE vs the band-limited phantom %.3f with Pipe-Menon "
+                "weights, %.3f without\n", N, N, e[0], e[1]);
+  assert_true(e[0] < 0.35 && e[1] > 2 * e[0]);
+}
+
+/* Weights carried in the trajectory's 4th component, 3D, against the
+ * exact adjoint sum of the weighted samples; unsampled lines ignored. */
+static void trajectory_weights_3d(void **state) {
+  (void)state;
+  enum { N = 10, NRO = 40, LINES = 30, COILS = 2 };
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, "[{\"gadget\":\"gridding\",\"device\":\"cpu\"}]",
+                                   MR_KIND_BIT(MR_MSG_KSPACE)),
+                   0);
+  assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(N, N, N, N, N, N)), 0);
+  mr_kspace *k = mr_kspace_new(NRO, LINES + 2, 1, COILS, 4, NULL);
+  k->encoded = k->recon = h.hdr.encoding[0].encoded;
+  size_t m = (size_t)NRO * LINES;
+  float *pos = malloc(m * 3 * sizeof *pos);
+  float complex *smp = malloc(m * COILS * sizeof *smp);
+  nufft_test_random_points(pos, m, 3, 4);
+  for (size_t l = 0; l < LINES; l++) {
+    k->sampled[l] = 1; /* lines LINES, LINES + 1 stay unsampled (zeros) */
+    for (size_t i = 0; i < NRO; i++) {
+      size_t j = l * NRO + i;
+      float wt = 0.5f + (float)(j % 7) / 7.0f;
+      for (int d = 0; d < 3; d++)
+        k->traj[j * 4 + d] = pos[j * 3 + d];
+      k->traj[j * 4 + 3] = wt;
+      for (int c = 0; c < COILS; c++) {
+        float complex v = sinf(0.1f * j + c) + I * cosf(0.3f * j - c);
+        k->data[c * (size_t)NRO * (LINES + 2) + j] = v;
+        smp[c * m + j] = v * wt;
+      }
+    }
+  }
+  assert_int_equal(mr_harness_push(&h, mr_kspace_message(k)), 0);
+  assert_int_equal(h.nout, 1);
+  const mr_image_array *a = h.out[0]->u.object.ptr;
+  assert_int_equal(a->nz, N);
+  size_t dims[3] = {N, N, N}, npix = (size_t)N * N * N;
+  double complex *ref = malloc(npix * COILS * sizeof *ref);
+  nufft_test_dft_adjoint(3, dims, COILS, m, pos, smp, ref);
+  double e = nufft_test_rel_error(a->data, ref, npix * COILS);
+  print_message("3D, trajectory weights: rel error vs the exact sum %.2e\n", e);
+  assert_true(e <= 1e-4);
+  free(pos);
+  free(smp);
+  free(ref);
+  mr_harness_close(&h);
+}
+
+static void refusals(void **state) {
+  (void)state;
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, "[{\"gadget\":\"gridding\",\"device\":\"cpu\"}]",
+                                   MR_KIND_BIT(MR_MSG_KSPACE)),
+                   0);
+  assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(8, 8, 1, 8, 8, 1)), 0);
+  mr_kspace *cart = mr_kspace_new(8, 8, 1, 1, 0, NULL);
+  cart->encoded = h.hdr.encoding[0].encoded;
+  assert_int_equal(mr_harness_push(&h, mr_kspace_message(cart)), MR_EDATA);
+  assert_non_null(strstr(h.err.msg, "use fft"));
+  mr_harness_close(&h);
+
+  assert_int_equal(mr_harness_open(&h, "[{\"gadget\":\"gridding\",\"density\":\"trajectory\","
+                                       "\"device\":\"cpu\"}]",
+                                   MR_KIND_BIT(MR_MSG_KSPACE)),
+                   0);
+  assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(8, 8, 1, 8, 8, 1)), 0);
+  mr_kspace *two = mr_kspace_new(8, 2, 1, 1, 2, NULL);
+  two->encoded = h.hdr.encoding[0].encoded;
+  two->sampled[0] = 1;
+  assert_int_equal(mr_harness_push(&h, mr_kspace_message(two)), MR_EDATA);
+  assert_non_null(strstr(h.err.msg, "no weights"));
+  mr_harness_close(&h);
+
+  assert_int_equal(mr_harness_open(&h, "[{\"gadget\":\"gridding\",\"upsampling\":1.1}]",
+                                   MR_KIND_BIT(MR_MSG_KSPACE)),
+                   0);
+  assert_int_not_equal(mr_harness_configure(&h, mr_harness_cartesian_header(8, 8, 1, 8, 8, 1)), 0);
+  assert_non_null(strstr(h.err.msg, "upsampling"));
+  mr_harness_close(&h);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(matches_bart),
+      cmocka_unit_test(spiral_pipe_menon),
+      cmocka_unit_test(trajectory_weights_3d),
+      cmocka_unit_test(refusals),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
