@@ -16,6 +16,10 @@
  * once for one image through them (SENSE): the coils' differing views then
  * undo undersampling that each coil alone cannot.
  *
+ * F^H D and Q come from direct sums ("fhd": "direct", exact to float
+ * rounding) or from the NUFFT (gpu/nufft.h, "nufft", to nufft_tolerance):
+ * the same sums, the second far faster on large problems.
+ *
  * Q depends on the trajectory alone (the book's point): the operator built
  * from it is kept and reused while later buffers bring the same trajectory
  * (and matrix, coil count, lambda and device); F^H D is per scan. */
@@ -31,14 +35,17 @@
 #include "gadget.h"
 #include "image_array.h"
 #include "kspace.h"
+#include "nufft.h"
 #include "placement.h"
 #include "toeplitz.h"
 
 enum { MAPS_NONE, MAPS_ESTIMATE };
+enum { SUMS_DIRECT, SUMS_NUFFT };
 
 /* The operators of the last trajectory. */
 typedef struct op_cache {
   mr_device *dev;
+  int sums;
   int rank;
   size_t n[3], m, coils;
   float *k;           /* [m][rank] */
@@ -54,6 +61,8 @@ typedef struct fhd_cg {
   int iterations;
   double tolerance, lambda;
   int regularizer, maps;
+  int sums;
+  double nufft_tolerance;
   int device, fallback;
   mr_placement place;
   op_cache cache;
@@ -71,6 +80,10 @@ static const mr_param params[] = {
      "W: identity (Tikhonov) or finite differences along each axis"},
     {"sensitivities", MR_PARAM_ENUM, offsetof(fhd_cg, maps), "\"none\"", 0, 0, "none|estimate", 0,
      "none: a solve per coil, coil images out; estimate: maps from the scan, one image out"},
+    {"fhd", MR_PARAM_ENUM, offsetof(fhd_cg, sums), "\"direct\"", 0, 0, "direct|nufft", 0,
+     "F^H D and Q by direct sums (exact) or by the NUFFT (fast, to nufft_tolerance)"},
+    {"nufft_tolerance", MR_PARAM_DOUBLE, offsetof(fhd_cg, nufft_tolerance), "1e-6", 1e-6, 1e-1,
+     NULL, 0, "relative accuracy of the NUFFT's F^H D and Q"},
     MR_PLACEMENT_PARAMS(fhd_cg),
 };
 
@@ -100,18 +113,40 @@ typedef struct job {
   mr_cfloat *out;    /* [coils or 1][nvox], host */
 } job;
 
-/* out[b][voxels] = sum_j data[b][j] exp(+2 pi i k_j . x) on an n grid by
- * direct sums; data NULL: all ones (Q). */
-static int adjoint_sums(mr_device *dev, int rank, const size_t n[3], size_t m, const float *k,
-                        size_t batch, const mr_cfloat *data, mr_cfloat *out) {
-  mr_fhd_opts fo = {.rank = rank, .grid = {n[0], n[1], n[2]}, .batch = batch};
-  mr_fhd_plan *plan = NULL;
-  int rc = mr_fhd_plan_create(dev, &fo, &plan);
+/* out[b][voxels] = sum_j data[b][j] exp(+2 pi i k_j . x) on an n grid, by
+ * direct sums or the NUFFT; data NULL: all ones (Q). */
+static int adjoint_sums(const fhd_cg *s, mr_device *dev, int rank, const size_t n[3], size_t m,
+                        const float *k, size_t batch, const mr_cfloat *data, mr_cfloat *out) {
+  int rc;
+  if (s->sums == SUMS_DIRECT) {
+    mr_fhd_opts fo = {.rank = rank, .grid = {n[0], n[1], n[2]}, .batch = batch};
+    mr_fhd_plan *plan = NULL;
+    rc = mr_fhd_plan_create(dev, &fo, &plan);
+    if (rc == 0)
+      rc = mr_fhd_set_points(plan, m, k);
+    if (rc == 0)
+      rc = mr_fhd_adjoint(plan, data, NULL, out);
+    mr_fhd_plan_destroy(plan);
+    return rc;
+  }
+  mr_cfloat *ones = NULL;
+  if (data == NULL) {
+    if ((ones = malloc(m * sizeof *ones + 1)) == NULL)
+      return MR_ENOMEM;
+    for (size_t j = 0; j < m; j++)
+      ones[j] = 1;
+    data = ones;
+  }
+  mr_nufft_opts no = {.rank = rank, .dims = {n[0], n[1], n[2]}, .batch = batch,
+                      .tol = s->nufft_tolerance};
+  mr_nufft_plan *plan = NULL;
+  rc = mr_nufft_plan_create(dev, &no, &plan);
   if (rc == 0)
-    rc = mr_fhd_set_points(plan, m, k);
+    rc = mr_nufft_set_points(plan, m, k);
   if (rc == 0)
-    rc = mr_fhd_adjoint(plan, data, NULL, out);
-  mr_fhd_plan_destroy(plan);
+    rc = mr_nufft_execute_host(plan, MR_NUFFT_ADJOINT, data, out);
+  mr_nufft_plan_destroy(plan);
+  free(ones);
   return rc;
 }
 
@@ -120,7 +155,7 @@ static int adjoint_sums(mr_device *dev, int rank, const size_t n[3], size_t m, c
 static int operators_for(fhd_cg *s, mr_device *dev, const problem *p, op_cache **out) {
   op_cache *c = &s->cache;
   size_t coils = s->maps == MAPS_ESTIMATE ? p->coils : 0;
-  if (c->op != NULL && c->dev == dev && c->rank == p->rank && c->m == p->m &&
+  if (c->op != NULL && c->dev == dev && c->sums == s->sums && c->rank == p->rank && c->m == p->m &&
       c->coils == coils && memcmp(c->n, p->n, sizeof c->n) == 0 &&
       memcmp(c->k, p->k, p->m * p->rank * sizeof *p->k) == 0) {
     *out = c;
@@ -129,7 +164,7 @@ static int operators_for(fhd_cg *s, mr_device *dev, const problem *p, op_cache *
   cache_clear(c);
   size_t big[3] = {2 * p->n[0], 2 * p->n[1], p->rank == 3 ? 2 * p->n[2] : 1};
   mr_cfloat *q = malloc(big[0] * big[1] * big[2] * sizeof *q);
-  int rc = q != NULL ? adjoint_sums(dev, p->rank, big, p->m, p->k, 1, NULL, q) : MR_ENOMEM;
+  int rc = q != NULL ? adjoint_sums(s, dev, p->rank, big, p->m, p->k, 1, NULL, q) : MR_ENOMEM;
   mr_toeplitz_opts to = {.rank = p->rank,
                          .n = {p->n[0], p->n[1], p->n[2]},
                          .lambda = s->lambda * (double)p->m, /* Q(0): F^H F's trace / N */
@@ -149,6 +184,7 @@ static int operators_for(fhd_cg *s, mr_device *dev, const problem *p, op_cache *
   }
   memcpy(c->k, p->k, p->m * p->rank * sizeof *c->k);
   c->dev = dev;
+  c->sums = s->sums;
   c->rank = p->rank;
   memcpy(c->n, p->n, sizeof c->n);
   c->m = p->m;
@@ -242,7 +278,7 @@ static int reconstruct(mr_device *dev, void *arg) {
   mr_cfloat *fhd = malloc(p->coils * p->nvox * sizeof *fhd);
   if (fhd == NULL)
     return MR_ENOMEM;
-  rc = adjoint_sums(dev, p->rank, p->n, p->m, p->k, p->coils, p->data, fhd);
+  rc = adjoint_sums(s, dev, p->rank, p->n, p->m, p->k, p->coils, p->data, fhd);
   if (rc == 0 && s->maps == MAPS_NONE) {
     rc = solve_all(s, dev, ops->op, s->iterations, p->nvox, p->coils, fhd, j->out);
   } else if (rc == 0) {
@@ -354,7 +390,7 @@ static void destroy(void *state) {
 const mr_gadget_class mr_gadget_fhd_cg = {
     .name = "fhd_cg",
     .summary = "non-Cartesian k-space to images: conjugate gradient on F^H F + lambda W^H W "
-               "(direct F^H D, Toeplitz Q reused per trajectory)",
+               "(F^H D by direct sums or NUFFT, Toeplitz Q reused per trajectory)",
     .params = params,
     .nparams = sizeof params / sizeof *params,
     .state_size = sizeof(fhd_cg),

@@ -11,7 +11,9 @@
  * kernels run on the Parboil sizes; on the book's problem only the last of
  * them (hardware sin/cos) and the two past it. The CPU sums the book's
  * problem over a 1/64 sample subset and reports the rate (the full time
- * follows from it). */
+ * follows from it). The same sums through the NUFFT (gpu/nufft.h) are
+ * timed as its own benchmark times it: execute on device-resident data,
+ * plan and point setup apart. */
 #include <complex.h>
 #include <math.h>
 #include <stdint.h>
@@ -22,6 +24,7 @@
 #include "bench.h"
 #include "cg.h"
 #include "fhd.h"
+#include "nufft.h"
 #include "toeplitz.h"
 
 #define REPS 5
@@ -100,6 +103,18 @@ static void free_data(data *d) {
   free(d->d);
 }
 
+/* Relative error of a grid result against the CPU's double-precision sums
+ * at the check voxels. */
+static double check_error(const data *d, const mr_cfloat *out) {
+  double num = 0, den = 0;
+  size_t nc = d->nvox < CHECK_VOXELS ? d->nvox : CHECK_VOXELS;
+  for (size_t c = 0; c < nc; c++) {
+    num += pow(cabs((double complex)out[d->check[c]] - d->want[c]), 2);
+    den += pow(cabs((double complex)d->want[c]), 2);
+  }
+  return sqrt(num / den);
+}
+
 /* ---- timing ------------------------------------------------------------ */
 
 typedef struct adjoint_run {
@@ -162,15 +177,8 @@ static int fhd_row(const bench_ctx *ctx, mr_device *dev, const problem *p, const
   json_num(j, "pairs_per_s", (double)d->nvox * (double)m / (ms * 1e-3));
   if (subset > 1)
     json_num(j, "full_problem_s_estimate", ms * 1e-3 * (double)subset);
-  if (rc == 0 && subset == 1) {
-    double num = 0, den = 0;
-    size_t nc = d->nvox < CHECK_VOXELS ? d->nvox : CHECK_VOXELS;
-    for (size_t c = 0; c < nc; c++) {
-      num += pow(cabs((double complex)out[d->check[c]] - d->want[c]), 2);
-      den += pow(cabs((double complex)d->want[c]), 2);
-    }
-    json_num(j, "rel_error_vs_cpu_double", sqrt(num / den));
-  }
+  if (rc == 0 && subset == 1)
+    json_num(j, "rel_error_vs_cpu_double", check_error(d, out));
   json_close(j, '}');
   mr_fhd_plan_destroy(plan);
   free(out);
@@ -185,9 +193,7 @@ static int fhd_rows(const bench_ctx *ctx, mr_device *gpu, mr_device *cpu, const 
      * final one, then past it. */
     for (int k = p->big ? MR_FHD_HWTRIG : MR_FHD_SCATTER; rc == 0 && k < MR_FHD_KERNEL_COUNT;
          k++) {
-      variant v = {(mr_fhd_kernel)k, MR_FHD_SINGLE, 0, 0};
-      if (k == MR_FHD_RECURRENCE)
-        v.per_thread = 16;
+      variant v = {(mr_fhd_kernel)k, MR_FHD_SINGLE, 0, 0}; /* default block and V */
       /* Scatter's atomics crawl beyond the smallest problem. */
       if (k == MR_FHD_SCATTER && d->nvox * d->m > (size_t)2e8)
         continue;
@@ -219,6 +225,91 @@ static int tuning_rows(const bench_ctx *ctx, mr_device *gpu, const problem *p, c
       variant v = {MR_FHD_RECURRENCE, MR_FHD_SINGLE, blocks[b], per_thread[t]};
       rc = fhd_row(ctx, gpu, p, d, &v, 1);
     }
+  return rc;
+}
+
+/* ---- through the NUFFT ------------------------------------------------------ */
+
+typedef struct nufft_run {
+  mr_nufft_plan *plan;
+  const mr_cfloat *in;
+  mr_cfloat *out;
+} nufft_run;
+
+static int nufft_task(mr_device *dev, void *arg) {
+  (void)dev;
+  nufft_run *r = arg;
+  return mr_nufft_execute(r->plan, MR_NUFFT_ADJOINT, r->in, r->out);
+}
+
+/* F^H D (q = 0) or Q on the doubled grid (q = 1) through the NUFFT at tol. */
+static int nufft_row(const bench_ctx *ctx, mr_device *dev, const problem *p, const data *d,
+                     double tol, int q) {
+  int gpu = mr_device_is_gpu(dev);
+  size_t side = q ? 2 * d->n : d->n, nvox = side * side * side;
+  mr_nufft_opts o = {.rank = 3, .dims = {side, side, side}, .batch = 1, .tol = tol};
+  mr_nufft_plan *plan = NULL;
+  mr_buf *in = NULL, *out = NULL;
+  mr_cfloat *host = malloc(nvox * sizeof *host), *ones = malloc(d->m * sizeof *ones);
+  int rc = host != NULL && ones != NULL ? 0 : MR_ENOMEM;
+  for (size_t j = 0; rc == 0 && j < d->m; j++)
+    ones[j] = 1;
+  double t0 = bench_now_ms(), plan_ms = NAN, points_ms = NAN, ms = NAN;
+  if (rc == 0)
+    rc = mr_nufft_plan_create(dev, &o, &plan);
+  plan_ms = bench_now_ms() - t0;
+  t0 = bench_now_ms();
+  if (rc == 0)
+    rc = mr_nufft_set_points(plan, d->m, d->k);
+  points_ms = bench_now_ms() - t0;
+  if (rc == 0)
+    rc = mr_buf_create(dev, d->m * sizeof(mr_cfloat), &in);
+  if (rc == 0)
+    rc = mr_buf_create(dev, nvox * sizeof(mr_cfloat), &out);
+  if (rc == 0)
+    rc = mr_buf_upload(in, 0, q ? ones : d->d, d->m * sizeof(mr_cfloat));
+  nufft_run r = {plan, mr_buf_data(in), mr_buf_data(out)};
+  if (rc == 0)
+    ms = median_ms(dev, nufft_task, &r, gpu ? REPS : 1, &rc);
+  if (rc == 0)
+    rc = mr_buf_download(out, 0, host, nvox * sizeof(mr_cfloat));
+  fprintf(stderr, "mr-bench: nufft %s %s %s tol %g: %.3f ms\n", p->name, gpu ? "gpu" : "cpu",
+          q ? "Q" : "F^H D", tol, ms);
+  bench_json *j = ctx->json;
+  json_open(j, NULL, '{');
+  json_str(j, "problem", p->name);
+  json_str(j, "device", gpu ? "gpu" : "cpu");
+  json_str(j, "sum", q ? "Q (doubled grid)" : "F^H D");
+  json_num(j, "tol", tol);
+  json_int(j, "voxels", (long long)nvox);
+  json_int(j, "samples", (long long)d->m);
+  json_num(j, "ms", ms);
+  json_num(j, "plan_ms", plan_ms);
+  json_num(j, "set_points_ms", points_ms);
+  json_num(j, "direct_equivalent_pairs_per_s", (double)nvox * (double)d->m / (ms * 1e-3));
+  if (rc == 0 && !q)
+    json_num(j, "rel_error_vs_cpu_double", check_error(d, host));
+  json_close(j, '}');
+  mr_nufft_plan_destroy(plan);
+  mr_buf_destroy(in);
+  mr_buf_destroy(out);
+  free(host);
+  free(ones);
+  return rc;
+}
+
+static int nufft_rows(const bench_ctx *ctx, mr_device *gpu, mr_device *cpu, const problem *p,
+                      const data *d) {
+  const double tols[] = {1e-4, 1e-6};
+  int rc = 0;
+  for (int t = 0; rc == 0 && t < 2; t++) {
+    if (gpu != NULL)
+      rc = nufft_row(ctx, gpu, p, d, tols[t], 0);
+    if (rc == 0)
+      rc = nufft_row(ctx, cpu, p, d, tols[t], 0);
+  }
+  if (rc == 0 && gpu != NULL)
+    rc = nufft_row(ctx, gpu, p, d, 1e-6, 1);
   return rc;
 }
 
@@ -389,6 +480,10 @@ int bench_fhd(const bench_ctx *ctx) {
   json_open(j, "fhd", '[');
   for (int i = 0; rc == 0 && i < nprob; i++)
     rc = fhd_rows(ctx, gpu, cpu, &probs[i], &ds[i]);
+  json_close(j, ']');
+  json_open(j, "nufft", '[');
+  for (int i = 0; rc == 0 && i < nprob; i++)
+    rc = nufft_rows(ctx, gpu, cpu, &probs[i], &ds[i]);
   json_close(j, ']');
   if (gpu != NULL) {
     json_open(j, "tuning", '[');
