@@ -13,3 +13,8 @@ endforeach()
 
 mr_add_test(test_gadgets_fhd_cg SOURCES test_gadgets_fhd_cg.c
             LIBS mr_gadget_harness mr_test_iterative m)
+
+# PSNR of the iterative reconstruction against the book's baseline and
+# density-compensated gridding (simulated data); --table prints them all.
+mr_add_test(test_iterative_psnr SOURCES test_iterative_psnr.c
+            LIBS mr_gadget_harness mr_test_iterative m)
