@@ -1,12 +1,13 @@
 # Sourced by test scripts: start_server BUILD CONFIGS [WRAPPER...] starts
 # reconserver on a free loopback port (port 0; the log says which) with its
 # stderr in $tmp/server.log, and sets $server (pid) and $port. Needs $tmp.
+# CPU only unless $GPUS says otherwise.
 start_server() {
   build=$1
   configs=$2
   shift 2
   : >"$tmp/server.log" # there before the first look at it
-  "$@" "$build/bin/reconserver" --listen 127.0.0.1:0 --configs "$configs" --gpus none \
+  "$@" "$build/bin/reconserver" --listen 127.0.0.1:0 --configs "$configs" --gpus "${GPUS:-none}" \
     2>"$tmp/server.log" &
   server=$!
   port=""

@@ -54,7 +54,9 @@ void mr_test_server_start(mr_test_server *s, const char *const *extra) {
     snprintf(bin, sizeof bin, "%s/bin/reconserver", mr_test_binary_dir());
     snprintf(listen, sizeof listen, "127.0.0.1:%d", s->port);
     snprintf(configs, sizeof configs, "%s/configs", mr_test_source_dir());
-    const char *argv[32] = {bin, "--listen", listen, "--configs", configs, "--gpus", "none"};
+    /* CPU only, unless MR_TEST_GPUS says otherwise (the device runs). */
+    const char *gpus = getenv("MR_TEST_GPUS") != NULL ? getenv("MR_TEST_GPUS") : "none";
+    const char *argv[32] = {bin, "--listen", listen, "--configs", configs, "--gpus", gpus};
     int argc = 7;
     for (int i = 0; extra != NULL && extra[i] != NULL && argc < 31; i++)
       argv[argc++] = extra[i];

@@ -15,7 +15,8 @@ typedef struct mr_test_server {
 } mr_test_server;
 
 /* Starts build/bin/reconserver on 127.0.0.1 with extra arguments (NULL-
- * terminated) and waits until it accepts connections. Aborts on failure. */
+ * terminated), on the CPU (or the GPUs MR_TEST_GPUS names), and waits until
+ * it accepts connections. Aborts on failure. */
 void mr_test_server_start(mr_test_server *s, const char *const *extra_args);
 /* SIGTERM, then waits; returns the exit status (-1 if it did not exit). */
 int mr_test_server_stop(mr_test_server *s);
