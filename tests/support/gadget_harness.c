@@ -64,7 +64,7 @@ void mr_harness_close(mr_harness *h) {
 }
 
 const char *mr_harness_cartesian_header(int nx, int ny, int nz, int rx, int ry, int rz) {
-  static char xml[2048];
+  static _Thread_local char xml[2048]; /* one per thread: clients run in parallel */
   snprintf(xml, sizeof xml,
            "<ismrmrdHeader><encoding>"
            "<encodedSpace><matrixSize><x>%d</x><y>%d</y><z>%d</z></matrixSize>"

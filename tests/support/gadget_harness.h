@@ -37,7 +37,8 @@ int mr_harness_flush(mr_harness *h);
 void mr_harness_close(mr_harness *h);
 
 /* A Cartesian header: encoded nx x ny x nz (fov = matrix mm), recon rx x ry
- * x rz, e1 limits 0..ny-1 centered. Static storage. */
+ * x rz, e1 limits 0..ny-1 centered. Static storage of the calling thread,
+ * valid until its next call. */
 const char *mr_harness_cartesian_header(int nx, int ny, int nz, int rx, int ry, int rz);
 
 /* An acquisition of ns samples x nch channels at line (e1, e2) with flags;
