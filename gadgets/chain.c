@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "params.h"
 #include "registry.h"
@@ -12,6 +13,7 @@ typedef struct node {
   const mr_gadget_class *cls;
   void *state;
   mr_gadget_ctx ctx;
+  uint64_t busy_ns; /* in process/flush, less what it handed downstream */
 } node;
 
 struct mr_chain {
@@ -24,6 +26,7 @@ struct mr_chain {
   mr_err *err;
   mr_err own_err; /* until configure gives one */
   char history[512];
+  uint64_t nested_ns; /* time spent downstream of the running gadget */
 };
 
 struct mr_emit {
@@ -162,6 +165,37 @@ int mr_chain_configure(mr_chain *c, const mr_stream_header *hdr,
   return 0;
 }
 
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Runs one gadget step (process or flush) and charges it its own time:
+ * whatever it emitted ran synchronously inside it, and is charged to the
+ * gadgets downstream (or, for the sink, to nobody). */
+typedef int (*step_fn)(node *nd, mr_message *msg, mr_emit *out);
+
+static int timed(mr_chain *c, node *nd, step_fn step, mr_message *msg, mr_emit *out) {
+  uint64_t outer = c->nested_ns, t0 = now_ns();
+  c->nested_ns = 0;
+  int rc = step(nd, msg, out);
+  uint64_t spent = now_ns() - t0;
+  if (nd != NULL)
+    nd->busy_ns += spent - c->nested_ns;
+  c->nested_ns = outer + spent;
+  return rc;
+}
+
+static int process_step(node *nd, mr_message *msg, mr_emit *out) {
+  return nd->cls->process(nd->state, &nd->ctx, msg, out);
+}
+
+static int flush_step(node *nd, mr_message *msg, mr_emit *out) {
+  (void)msg;
+  return nd->cls->flush(nd->state, &nd->ctx, out);
+}
+
 /* Gives msg to the first gadget at or after `from` that handles its kind,
  * or to the sink. */
 static int deliver(mr_chain *c, int from, mr_message *msg) {
@@ -174,13 +208,18 @@ static int deliver(mr_chain *c, int from, mr_message *msg) {
     if (!(nd->cls->accepts & MR_KIND_BIT(msg->kind)))
       continue;
     mr_emit out = {c, i + 1};
-    int rc = nd->cls->process(nd->state, &nd->ctx, msg, &out);
+    int rc = timed(c, nd, process_step, msg, &out);
     if (rc < 0)
       return mr_gadget_fail(&nd->ctx, rc, "%s", mr_strerror(rc));
     return 0;
   }
-  if (c->sink != NULL)
-    return c->sink(c->sink_ctx, msg);
+  if (c->sink != NULL) {
+    /* Charged to nobody: waiting for the client is not a gadget's time. */
+    uint64_t t0 = now_ns();
+    int rc = c->sink(c->sink_ctx, msg);
+    c->nested_ns += now_ns() - t0;
+    return rc;
+  }
   mr_message_unref(msg);
   return 0;
 }
@@ -197,11 +236,19 @@ int mr_chain_flush(mr_chain *c) {
     if (nd->cls->flush == NULL)
       continue;
     mr_emit out = {c, i + 1};
-    int rc = nd->cls->flush(nd->state, &nd->ctx, &out);
+    int rc = timed(c, nd, flush_step, NULL, &out);
     if (rc < 0)
       return mr_gadget_fail(&nd->ctx, rc, "flush failed: %s", mr_strerror(rc));
   }
   return 0;
+}
+
+void mr_chain_timings(const mr_chain *c, char *buf, size_t size) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < c->n && used < size; i++)
+    used += (size_t)snprintf(buf + used, size - used, "%s%s=%.1fms", i ? "," : "",
+                             c->nodes[i].cls->name, (double)c->nodes[i].busy_ns / 1e6);
 }
 
 int mr_gadget_fail(mr_gadget_ctx *ctx, int code, const char *fmt, ...) {

@@ -75,13 +75,23 @@ static int run_weighted(mr_device *dev, void *arg) {
   int rc = mr_fft_plan_create(dev, &o, &plan);
   if (rc == 0)
     rc = mr_fft_execute_host(plan, MR_FFT_FORWARD, j->maps, j->maps);
+  float *wx = rc == 0 ? malloc(in->nx * sizeof *wx) : NULL;
+  float *wy = wx != NULL ? malloc(in->ny * sizeof *wy) : NULL;
+  if (rc == 0 && wy == NULL)
+    rc = MR_ENOMEM;
   if (rc == 0) {
+    for (size_t x = 0; x < in->nx; x++)
+      wx[x] = hann(x, in->nx, j->calib[0]);
+    for (size_t y = 0; y < in->ny; y++)
+      wy[y] = hann(y, in->ny, j->calib[1]);
     for (size_t i = 0; i < n * in->nch; i++) {
       size_t p = i % plane;
-      j->maps[i] *= hann(p % in->nx, in->nx, j->calib[0]) * hann(p / in->nx, in->ny, j->calib[1]);
+      j->maps[i] *= wx[p % in->nx] * wy[p / in->nx];
     }
     rc = mr_fft_execute_host(plan, MR_FFT_BACKWARD, j->maps, j->maps);
   }
+  free(wx);
+  free(wy);
   mr_fft_plan_destroy(plan);
   if (rc < 0)
     return rc;

@@ -60,11 +60,11 @@ static void log_session(const mr_conn *c) {
   double secs = (double)(uv_now(c->server->loop) - c->start_ms) / 1000.0;
   mr_log(st->errors ? MR_LOG_WARN : MR_LOG_INFO,
          "%s config=%s acquisitions=%llu waveforms=%llu images=%llu bytes_in=%llu "
-         "duration=%.3fs errors=%d%s%s",
+         "duration=%.3fs errors=%d%s%s%s%s",
          c->peer, st->config[0] ? st->config : "-", (unsigned long long)st->acquisitions,
          (unsigned long long)st->waveforms, (unsigned long long)st->images,
-         (unsigned long long)st->bytes_in, secs, st->errors, st->errors ? " first_error=" : "",
-         st->first_error);
+         (unsigned long long)st->bytes_in, secs, st->errors, st->gadget_time[0] ? " gadgets=" : "",
+         st->gadget_time, st->errors ? " first_error=" : "", st->first_error);
 }
 
 static void on_handle_closed(uv_handle_t *h) {

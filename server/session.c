@@ -367,6 +367,8 @@ void mr_session_run(mr_session *s) {
     }
     mr_queue_entry_free(e);
   }
+  if (r.chain != NULL)
+    mr_chain_timings(r.chain, s->stats.gadget_time, sizeof s->stats.gadget_time);
   mr_chain_destroy(r.chain);
   if (r.device != NULL)
     mr_pool_release(s->env->pool, r.device);

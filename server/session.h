@@ -35,6 +35,7 @@ typedef struct mr_session_stats {
   uint64_t acquisitions, waveforms, images, bytes_in;
   int errors;
   char first_error[256];
+  char gadget_time[512]; /* mr_chain_timings() at the end */
 } mr_session_stats;
 
 typedef struct mr_session {
