@@ -10,7 +10,8 @@ command -v valgrind >/dev/null || { echo "valgrind not installed: skipped"; exit
 command -v ismrmrd_generate_cartesian_shepp_logan >/dev/null || { echo "no ismrmrd tools: skipped"; exit 77; }
 tmp=$(mktemp -d)
 trap 'kill "$server" 2>/dev/null || true; rm -rf "$tmp"' EXIT
-vg="valgrind --quiet --leak-check=full --show-leak-kinds=definite,indirect,possible
+vg="valgrind --quiet --suppressions=$src/tests/valgrind.supp --leak-check=full
+    --show-leak-kinds=definite,indirect,possible
     --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=99 --track-fds=no"
 . "$src/tests/support/server.sh"
 # shellcheck disable=SC2086
@@ -27,7 +28,8 @@ exec 3>&-
 kill -TERM "$server"
 status=0
 wait "$server" || status=$?
-cat "$tmp/server.vg" "$tmp/client.vg"
+echo "-- reconserver"; cat "$tmp/server.vg"
+echo "-- reconclient"; cat "$tmp/client.vg"
 if [ "$status" -ne 0 ]; then
   echo "reconserver exited $status under valgrind"
   cat "$tmp/server.log"
