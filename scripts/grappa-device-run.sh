@@ -4,10 +4,14 @@
 # same run, with the library-chain reference), and the end-to-end run
 # through reconserver (32 coils, R 4, 20 slices). Everything goes under
 # $OUT; a summary is printed last. Exit status 0 when every step passed.
+#
+# usage: [BUILD=dir] scripts/grappa-device-run.sh   (BUILD as for the build)
 set -uo pipefail
 out=${OUT:-out}
 mkdir -p "$out"
-bin=build-grappa-gpu/device
+build=${BUILD:-build-grappa-gpu}
+tar -C "$build" -xJf "$build/device.tar.xz" || exit 1
+bin=$build/device
 export LD_LIBRARY_PATH=$PWD/$bin/libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export MR_SOURCE_DIR=$PWD MR_BINARY_DIR=$PWD/$bin
 
