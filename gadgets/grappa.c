@@ -52,9 +52,9 @@ static const mr_param params[] = {
      "power clipping: share of the strongest equations left out"},
     {"segments", MR_PARAM_INT, offsetof(grappa_gadget, segments), "1", 1,
      MR_GRAPPA_MAX_SEGMENTS, NULL, 0, "readout segments calibrated apart"},
-    {"method", MR_PARAM_ENUM, offsetof(grappa_gadget, method), "\"hybrid\"", 0, 0,
+    {"method", MR_PARAM_ENUM, offsetof(grappa_gadget, method), "\"fused\"", 0, 0,
      "fused|hybrid|direct", 0,
-     "GPU calibration: fused (lagged products, own Cholesky of [M; U]), hybrid (lagged "
+     "GPU calibration: fused (lagged products, blocked Cholesky of [M; U]), hybrid (lagged "
      "products, cuSOLVER potrf, two TRSMs) or direct (HERK, GEMM, potrf, potrs); the CPU "
      "always solves directly"},
     MR_PLACEMENT_PARAMS(grappa_gadget),

@@ -20,7 +20,7 @@
 mr_grappa_opts mr_grappa_opts_default(int nc, int nro, int nacs, int accel) {
   mr_grappa_opts o = {.nc = nc, .nro = nro, .nacs = nacs, .accel = accel, .kpe = 4, .kro = 5,
                       .segments = 1, .eta = 1.0f, .chi = 1e-4f, .kappa = 0.0f,
-                      .method = MR_GRAPPA_HYBRID};
+                      .method = MR_GRAPPA_FUSED};
   return o;
 }
 

@@ -42,8 +42,9 @@ extern "C" {
 #define MR_GRAPPA_MAX_ACCEL 32
 
 typedef enum mr_grappa_method {
-  MR_GRAPPA_FUSED,   /* GPU: lagged products, own tiled Cholesky of [M; U]
-                        shared by all right-hand sides (CPU: direct) */
+  MR_GRAPPA_FUSED,   /* GPU: lagged products, blocked Cholesky of [M; U]
+                        shared by all right-hand sides (own diagonal tiles,
+                        cuBLAS TRSM/CHERK/CGEMM), one TRSM (CPU: direct) */
   MR_GRAPPA_HYBRID,  /* GPU: lagged products, cuSOLVER potrf, two TRSMs
                         (CPU: direct) */
   MR_GRAPPA_DIRECT,  /* explicit A and B, HERK + GEMM, potrf + potrs: the
@@ -64,9 +65,11 @@ typedef struct mr_grappa_opts {
 } mr_grappa_opts;
 
 /* The seed's defaults (Table 5.1 and Sec. 4.1.2): kernel 4 x 5, one
- * segment, eta 1, chi 1e-4, kappa 0; the hybrid method (on an H100 the
- * fastest of the three: 1.25 / 2.8 / 7.2 ms at 32 / 64 / 128 coils against
- * 1.5 / 3.3 / 8.6 ms for the library chain and 1.9 / 4.2 / 10.4 ms fused). */
+ * segment, eta 1, chi 1e-4, kappa 0; the fused method (on an H100 the
+ * fastest of the three: 0.96 / 2.3 / 6.5 ms at 32 / 64 / 128 coils against
+ * 1.17 / 2.7 / 7.0 ms hybrid and 1.5 / 3.3 / 8.7 ms for the library chain).
+ * The GPU methods but direct run as a CUDA graph, captured at a plan's first
+ * calibration and replayed while acs, coil_stride and weights repeat. */
 mr_grappa_opts mr_grappa_opts_default(int nc, int nro, int nacs, int accel);
 
 typedef struct mr_grappa_plan mr_grappa_plan;

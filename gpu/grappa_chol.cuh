@@ -1,5 +1,5 @@
-// Internal, CUDA C++ only: the tiled Cholesky factorisation behind the fused
-// GRAPPA calibration (grappa_chol_cuda.cu).
+// Internal, CUDA C++ only: the blocked Cholesky factorisation behind the
+// fused GRAPPA calibration (grappa_chol_cuda.cu).
 #ifndef MR_GPU_GRAPPA_CHOL_CUH
 #define MR_GPU_GRAPPA_CHOL_CUH
 
@@ -7,19 +7,26 @@
 
 #include <cstddef>
 
-// Tile order; ns and na below are multiples of it.
+#include "cuda_internal.cuh"
+
+// Block order of the factorisation; ns and na below are multiples of it.
 constexpr int MR_GRAPPA_CHOL_TILE = 64;
 
-// Raises the panel kernel's shared-memory limit; once per device, on it.
-int mr_grappa_chol_setup();
+// The side stream the trailing updates run on beside the next panel, and
+// the events that fork it from the compute stream and join it back.
+struct mr_grappa_chol_side {
+  cudaStream_t stream;
+  cudaEvent_t fork, join;
+};
 
 // Factors, for each of nseg matrices g + s * seg_stride (column-major, na
 // rows, ns columns, leading dimension na), the leading ns x ns block
 // G11 = L11 L11^H in place (lower triangle; the upper one is left
 // unspecified) and turns the rows below it, G21, into G21 L11^-H. A
-// non-positive pivot sets bit 0 of *status (device memory). Queued on
-// stream, nothing waited for.
-int mr_grappa_chol_factor(cudaStream_t stream, float2 *g, int na, int ns, int nseg,
-                          size_t seg_stride, int *status);
+// non-positive pivot sets bit 0 of *status (device memory). Queued on the
+// compute stream (own kernels and cuBLAS, part of it on side), nothing
+// waited for; the cuBLAS handle is left on the compute stream.
+int mr_grappa_chol_factor(mr_cuda_ctx *c, const mr_grappa_chol_side &side, float2 *g, int na,
+                          int ns, int nseg, size_t seg_stride, int *status);
 
 #endif

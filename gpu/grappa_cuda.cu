@@ -9,10 +9,10 @@
 // correction. The lagged sums are kro batched GEMMs of (kpe nc)^2 and
 // (R-1) nc x kpe nc outputs, split along the inner dimension so that the
 // small outputs still fill the GPU; then [M; U] is assembled, corrected,
-// regularised, factored by one Cholesky sweep (grappa_chol_cuda.cu), and a
-// triangular solve gives W (the hybrid method factors M with cuSOLVER and
-// applies L^-H by a second TRSM instead). Everything is queued on the
-// compute stream.
+// regularised, factored by one blocked Cholesky sweep (grappa_chol_cuda.cu),
+// and a triangular solve gives W (the hybrid method factors M with cuSOLVER
+// and applies L^-H by a second TRSM instead). Everything is queued on the
+// compute stream, captured once as a CUDA graph and replayed.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -59,6 +59,14 @@ struct scratch {
   int *status = nullptr;                // [0]: flags; [1 + s]: potrf info (hybrid)
   cuComplex *potrf_work = nullptr;      // hybrid: cuSOLVER's workspace
   int potrf_lwork = 0;
+  // The calibration as a CUDA graph, replayed while the arguments repeat;
+  // no_graph once capturing failed (the calls then run directly).
+  cudaGraphExec_t exec = nullptr;
+  const mr_cfloat *key_acs = nullptr;
+  size_t key_cs = 0;
+  mr_cfloat *key_weights = nullptr;
+  bool no_graph = false;
+  mr_grappa_chol_side side{};           // fused: the factorisation's side stream
 };
 
 scratch *state(mr_grappa_plan *p) { return static_cast<scratch *>(p->backend); }
@@ -468,6 +476,14 @@ template <class T> int alloc(mr_cuda_ctx *c, T **p, size_t count) {
 void release(mr_cuda_ctx *c, scratch *s) {
   void *all[] = {s->line_power, s->col_power, s->psi, s->discard, s->dropped, s->zs, s->zt,
                  s->fs, s->ft, s->gm, s->corr, s->ptrs, s->status, s->potrf_work};
+  if (s->exec != nullptr)
+    cudaGraphExecDestroy(s->exec);
+  if (s->side.stream != nullptr)
+    cudaStreamDestroy(s->side.stream);
+  if (s->side.fork != nullptr)
+    cudaEventDestroy(s->side.fork);
+  if (s->side.join != nullptr)
+    cudaEventDestroy(s->side.join);
   for (void *p : all)
     mr_cuda_free(c, p);
   if (s->fs_sum != s->fs)
@@ -510,9 +526,7 @@ int fill_pointers(mr_cuda_ctx *c, const mr_grappa_geom &g, scratch *s) {
 int create(mr_cuda_ctx *c, mr_grappa_plan *p, scratch *s) {
   const mr_grappa_geom &g = p->g;
   const size_t per_seg = size_t(g.npe) * g.nro_max;
-  int rc = mr_grappa_chol_setup();
-  if (rc == 0)
-    rc = alloc(c, &s->line_power, size_t(g.nacs) * g.nro);
+  int rc = alloc(c, &s->line_power, size_t(g.nacs) * g.nro);
   if (rc == 0)
     rc = alloc(c, &s->col_power, per_seg * g.nseg);
   if (rc == 0)
@@ -556,6 +570,11 @@ int create(mr_cuda_ctx *c, mr_grappa_plan *p, scratch *s) {
                                             reinterpret_cast<cuComplex *>(s->gm), f.na,
                                             &s->potrf_lwork));
     rc = alloc(c, &s->potrf_work, size_t(std::max(s->potrf_lwork, 1)));
+  }
+  if (rc == 0 && p->opts.method == MR_GRAPPA_FUSED) {
+    MR_CU(cudaStreamCreateWithFlags(&s->side.stream, cudaStreamNonBlocking));
+    MR_CU(cudaEventCreateWithFlags(&s->side.fork, cudaEventDisableTiming));
+    MR_CU(cudaEventCreateWithFlags(&s->side.join, cudaEventDisableTiming));
   }
   if (rc == 0)
     rc = fill_pointers(c, g, s);
@@ -649,7 +668,7 @@ int fused_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs, siz
       MR_CUBLAS(cublasCtrsm(c->blas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_C,
                             CUBLAS_DIAG_NON_UNIT, nt, g.n_src, &one, m, f.na, m + f.ns, f.na));
     }
-  } else if ((rc = mr_grappa_chol_factor(c->compute, s->gm, f.na, f.ns, g.nseg, gsize,
+  } else if ((rc = mr_grappa_chol_factor(c, s->side, s->gm, f.na, f.ns, g.nseg, gsize,
                                          s->status)) < 0)
     return rc;
   for (int sg = 0; sg < g.nseg; sg++) {
@@ -661,6 +680,45 @@ int fused_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs, siz
   export_weights<<<tiles, dim3(32, 8), 0, c->compute>>>(g, f, s->gm, weights);
   MR_LAUNCHED(export_weights);
   return 0;
+}
+
+// The calibration through a CUDA graph: captured on the first call (and
+// again when the arguments change), replayed after, so the host queues one
+// launch instead of every kernel and library call. Where capturing fails
+// (a library call that cannot be captured), the plan runs its calls
+// directly from then on.
+int calibrate_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs, size_t cs,
+                        mr_cfloat *weights) {
+  scratch *s = state(p);
+  if (s->exec != nullptr && s->key_acs == acs && s->key_cs == cs && s->key_weights == weights) {
+    MR_CU(cudaGraphLaunch(s->exec, c->compute));
+    return 0;
+  }
+  if (!s->no_graph) {
+    if (s->exec != nullptr) {
+      MR_CU(cudaGraphExecDestroy(s->exec));
+      s->exec = nullptr;
+    }
+    cudaGraph_t graph = nullptr;
+    MR_CU(cudaStreamBeginCapture(c->compute, cudaStreamCaptureModeThreadLocal));
+    int rc = fused_on_worker(c, p, acs, cs, weights);
+    cudaError_t e = cudaStreamEndCapture(c->compute, &graph);
+    if (rc == 0 && e == cudaSuccess)
+      e = cudaGraphInstantiate(&s->exec, graph, 0);
+    if (graph != nullptr)
+      cudaGraphDestroy(graph);
+    if (rc == 0 && e == cudaSuccess) {
+      s->key_acs = acs;
+      s->key_cs = cs;
+      s->key_weights = weights;
+      MR_CU(cudaGraphLaunch(s->exec, c->compute));
+      return 0;
+    }
+    s->exec = nullptr;
+    s->no_graph = true;
+    cudaGetLastError();
+  }
+  return fused_on_worker(c, p, acs, cs, weights);
 }
 
 } // namespace
@@ -718,7 +776,7 @@ int mr_grappa_cuda_build(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_st
 int mr_grappa_cuda_fused(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
                          mr_cfloat *weights) {
   return mr_on_worker(p->dev, [&] {
-    return fused_on_worker(mr_device_cuda(p->dev), p, acs, coil_stride, weights);
+    return calibrate_on_worker(mr_device_cuda(p->dev), p, acs, coil_stride, weights);
   });
 }
 

@@ -1,6 +1,6 @@
 /* grappa.h: calibration against the seed's Alg. 4.3 written out in double
  * precision, exact filling of data a kernel predicts exactly, option
- * checks; with --cuda, the GPU (fused and direct) against the CPU by the
+ * checks; with --cuda, the GPU (direct, fused, hybrid) against the CPU by the
  * seed's error measure (eq. 5.1). */
 #include <complex.h>
 #include <math.h>
@@ -273,7 +273,7 @@ static void cpu_no_signal(void **state) {
  * there the other paths are held to that chain's accuracy, within a factor
  * of two: with power clipping the lagged paths subtract the strongest
  * equations from their sums, which costs some of the precision the direct
- * path keeps by zeroing them (H100: 9.3e-3 fused against 5.1e-3). */
+ * path keeps by zeroing them (H100: 9.2e-3 fused against 5.1e-3). */
 
 /* Calibrates on both devices and compares by eq. 5.1. */
 static double gpu_against_cpu(const mr_grappa_opts *o, const mr_cfloat *acs, size_t cs) {
