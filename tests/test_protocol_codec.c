@@ -14,6 +14,7 @@
 #include "decode.h"
 #include "encode.h"
 #include "error.h"
+#include "test_support.h"
 
 /* ---- a decoder that records what it sees ---- */
 
@@ -187,23 +188,6 @@ static void assert_same(const mr_message *a, const mr_message *b) {
   }
 }
 
-/* Concatenates the encodings of msgs. */
-static uint8_t *encode_all(mr_message **msgs, int n, size_t *len) {
-  uint8_t *all = NULL;
-  size_t total = 0;
-  for (int i = 0; i < n; i++) {
-    uint8_t *b;
-    size_t l;
-    assert_int_equal(mr_encode_flat(msgs[i], &b, &l), 0);
-    all = realloc(all, total + l);
-    memcpy(all + total, b, l);
-    total += l;
-    free(b);
-  }
-  *len = total;
-  return all;
-}
-
 /* ---- round trip ---- */
 
 static void test_round_trip_every_type(void **state) {
@@ -211,7 +195,7 @@ static void test_round_trip_every_type(void **state) {
   mr_message *msgs[16];
   int n = sample_session(msgs);
   size_t len;
-  uint8_t *bytes = encode_all(msgs, n, &len);
+  uint8_t *bytes = mr_test_encode_all(msgs, n, &len, NULL);
   seen s = {0};
   mr_decoder *d = decoder(&s, NULL);
   assert_int_equal(mr_decoder_feed(d, bytes, len), 0);
@@ -233,7 +217,7 @@ static void test_split_at_every_byte(void **state) {
   mr_message *msgs[16];
   int n = sample_session(msgs);
   size_t len;
-  uint8_t *bytes = encode_all(msgs, n, &len);
+  uint8_t *bytes = mr_test_encode_all(msgs, n, &len, NULL);
   for (size_t cut = 0; cut <= len; cut++) {
     seen s = {0};
     mr_decoder *d = decoder(&s, NULL);

@@ -41,19 +41,6 @@ static const int rss_meaningful = 0;
 static const int rss_meaningful = 1;
 #endif
 
-static long rss_kib(pid_t pid) {
-  char path[64], line[256];
-  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-  FILE *f = fopen(path, "r");
-  long kib = -1;
-  while (f != NULL && fgets(line, sizeof line, f) != NULL)
-    if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-      break;
-  if (f != NULL)
-    fclose(f);
-  return kib;
-}
-
 static float complex kvalue(int c, int s, void *arg) {
   int e1 = *(int *)arg;
   return (1.0f + 0.1f * (float)c) * cexpf(I * 0.3f * (float)(s + e1));
@@ -72,21 +59,10 @@ static uint8_t *session_bytes(size_t *len, size_t *ends, int *nends) {
                                        e1 == 15 ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) : 0, kvalue,
                                        &e1);
   msgs[n++] = mr_message_new(MR_MSG_CLOSE);
-  uint8_t *all = NULL;
-  size_t total = 0;
-  for (int i = 0; i < n; i++) {
-    uint8_t *b;
-    size_t l;
-    assert_int_equal(mr_encode_flat(msgs[i], &b, &l), 0);
-    all = realloc(all, total + l);
-    memcpy(all + total, b, l);
-    total += l;
-    ends[i] = total;
-    free(b);
+  uint8_t *all = mr_test_encode_all(msgs, n, len, ends);
+  for (int i = 0; i < n; i++)
     mr_message_unref(msgs[i]);
-  }
   *nends = n;
-  *len = total;
   return all;
 }
 
@@ -161,7 +137,7 @@ static void test_disconnects_at_every_phase_leave_nothing(void **state) {
   }
   run_full_session(bytes, len);
   settle();
-  long baseline = rss_kib(server.pid);
+  long baseline = mr_test_server_rss_kib(&server);
   for (int i = 0; i < 1000; i++) {
     vanish_after(bytes, cuts[i % ncuts]);
     if (i % 40 == 39)
@@ -170,7 +146,7 @@ static void test_disconnects_at_every_phase_leave_nothing(void **state) {
   settle();
   run_full_session(bytes, len);
   settle();
-  long after = rss_kib(server.pid);
+  long after = mr_test_server_rss_kib(&server);
   print_message("RSS after warm-up %ld KiB, after 1000 disconnects %ld KiB (%+ld)\n", baseline,
                 after, after - baseline);
   assert_true(mr_test_server_alive(&server));
@@ -237,11 +213,11 @@ static void test_soak_500_sequential_sessions(void **state) {
   for (int i = 0; i < 50; i++)
     run_full_session(bytes, len);
   settle();
-  long baseline = rss_kib(server.pid);
+  long baseline = mr_test_server_rss_kib(&server);
   for (int i = 0; i < 500; i++)
     run_full_session(bytes, len);
   settle();
-  long after = rss_kib(server.pid);
+  long after = mr_test_server_rss_kib(&server);
   print_message("RSS after 50 sessions %ld KiB, after 500 more %ld KiB (%+ld)\n", baseline, after,
                 after - baseline);
   if (rss_meaningful)

@@ -225,19 +225,6 @@ static void test_memory_budget(void **state) {
   assert_int_equal(mr_test_server_stop(&s), 0);
 }
 
-static long rss_kib(pid_t pid) {
-  char path[64], line[256];
-  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-  FILE *f = fopen(path, "r");
-  long kib = -1;
-  while (f != NULL && fgets(line, sizeof line, f) != NULL)
-    if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-      break;
-  if (f != NULL)
-    fclose(f);
-  return kib;
-}
-
 /* A client that sends scans and never reads an image: the outbox fills,
  * the chain waits, the inbox fills, the server stops reading; after the
  * write timeout the client is dropped. Memory stays bounded throughout. */
@@ -247,7 +234,7 @@ static void test_client_that_never_reads(void **state) {
   const char *const args[] = {"--write-timeout", "500", "--limit", "connection_bytes=262144",
                               NULL};
   mr_test_server_start(&s, args);
-  long before = rss_kib(s.pid);
+  long before = mr_test_server_rss_kib(&s);
   int fd = mr_test_connect(s.port);
   int small = 4096;
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
@@ -280,7 +267,7 @@ static void test_client_that_never_reads(void **state) {
     }
   }
   assert_true(blocked); /* backpressure reached the client */
-  long during = rss_kib(s.pid);
+  long during = mr_test_server_rss_kib(&s);
   print_message("sent %.1f MiB before blocking; server RSS %ld -> %ld KiB\n",
                 (double)sent / 1048576.0, before, during);
 #ifndef __SANITIZE_ADDRESS__ /* ASan's quarantine holds freed memory */

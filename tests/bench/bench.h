@@ -41,6 +41,12 @@ int bench_grappa(const bench_ctx *ctx);
 int bench_fhd(const bench_ctx *ctx);
 int bench_nufft(const bench_ctx *ctx);
 
+/* Takes the CPU and, when the pool has one, GPU 0 (*gpu NULL otherwise)
+ * and records their names in the open object ("gpu", "cpu",
+ * "cpu_threads"). Give them back with bench_devices_release(). */
+int bench_devices(const bench_ctx *ctx, mr_device **cpu, mr_device **gpu);
+void bench_devices_release(const bench_ctx *ctx, mr_device *cpu, mr_device *gpu);
+
 /* Median of n values (n >= 1); reorders v. */
 double bench_median(double *v, int n);
 

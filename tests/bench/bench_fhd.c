@@ -457,23 +457,11 @@ int bench_fhd(const bench_ctx *ctx) {
   };
   const problem *probs = ctx->quick ? quick : full;
   int nprob = ctx->quick ? 2 : 3;
-  mr_err e = {0};
-  mr_device *cpu = NULL, *gpu = NULL;
-  int rc = mr_pool_acquire(ctx->pool, "cpu", &cpu, &e);
-  if (rc == 0 && mr_pool_gpu_count(ctx->pool) > 0)
-    rc = mr_pool_acquire(ctx->pool, "0", &gpu, &e);
-  if (rc < 0) {
-    fprintf(stderr, "mr-bench: %s\n", e.msg);
+  mr_device *cpu, *gpu;
+  int rc = bench_devices(ctx, &cpu, &gpu);
+  if (rc < 0)
     return rc;
-  }
   bench_json *j = ctx->json;
-  mr_device_info info;
-  if (gpu != NULL && mr_device_info_get(gpu, &info) == 0)
-    json_str(j, "gpu", info.name);
-  if (mr_device_info_get(cpu, &info) == 0) {
-    json_str(j, "cpu", info.name);
-    json_int(j, "cpu_threads", info.units);
-  }
   data ds[3] = {{0}};
   for (int i = 0; rc == 0 && i < nprob; i++)
     rc = make_data(cpu, &probs[i], &ds[i]);
@@ -507,8 +495,6 @@ int bench_fhd(const bench_ctx *ctx) {
     fprintf(stderr, "mr-bench fhd: %s\n", mr_device_last_error());
   for (int i = 0; i < nprob; i++)
     free_data(&ds[i]);
-  if (gpu != NULL)
-    mr_pool_release(ctx->pool, gpu);
-  mr_pool_release(ctx->pool, cpu);
+  bench_devices_release(ctx, cpu, gpu);
   return rc;
 }

@@ -247,23 +247,11 @@ static int run_case(const bench_ctx *ctx, const nufft_case *c, mr_device *gpu, m
 }
 
 int bench_nufft(const bench_ctx *ctx) {
-  mr_err err = {0};
-  mr_device *gpu = NULL, *cpu = NULL;
-  int rc = mr_pool_acquire(ctx->pool, "cpu", &cpu, &err);
-  if (rc == 0 && mr_pool_gpu_count(ctx->pool) > 0)
-    rc = mr_pool_acquire(ctx->pool, "0", &gpu, &err);
-  if (rc < 0) {
-    fprintf(stderr, "mr-bench: %s\n", err.msg);
+  mr_device *cpu, *gpu;
+  int rc = bench_devices(ctx, &cpu, &gpu);
+  if (rc < 0)
     return rc;
-  }
   bench_json *j = ctx->json;
-  mr_device_info info;
-  if (gpu != NULL && mr_device_info_get(gpu, &info) == 0)
-    json_str(j, "gpu", info.name);
-  if (mr_device_info_get(cpu, &info) == 0) {
-    json_str(j, "cpu", info.name);
-    json_int(j, "cpu_threads", info.units);
-  }
   json_str(j, "note", "execute only (plan and points set beforehand); points_per_s = points x "
                       "coils / s; reference_ms: the issue's figures for the best public GPU "
                       "NUFFT library on this H100");
@@ -275,8 +263,6 @@ int bench_nufft(const bench_ctx *ctx) {
     if (only == NULL || (size_t)atoi(only) == i)
       rc = run_case(ctx, &cases[i], gpu, cpu);
   json_close(j, ']');
-  if (gpu != NULL)
-    mr_pool_release(ctx->pool, gpu);
-  mr_pool_release(ctx->pool, cpu);
+  bench_devices_release(ctx, cpu, gpu);
   return rc;
 }

@@ -25,6 +25,34 @@ static const struct {
 
 enum { NCOMMANDS = sizeof commands / sizeof *commands };
 
+int bench_devices(const bench_ctx *ctx, mr_device **cpu, mr_device **gpu) {
+  mr_err err = {0};
+  *cpu = *gpu = NULL;
+  int rc = mr_pool_acquire(ctx->pool, "cpu", cpu, &err);
+  if (rc == 0 && mr_pool_gpu_count(ctx->pool) > 0)
+    rc = mr_pool_acquire(ctx->pool, "0", gpu, &err);
+  if (rc < 0) {
+    fprintf(stderr, "mr-bench: %s\n", err.msg);
+    bench_devices_release(ctx, *cpu, NULL);
+    return rc;
+  }
+  mr_device_info info;
+  if (*gpu != NULL && mr_device_info_get(*gpu, &info) == 0)
+    json_str(ctx->json, "gpu", info.name);
+  if (mr_device_info_get(*cpu, &info) == 0) {
+    json_str(ctx->json, "cpu", info.name);
+    json_int(ctx->json, "cpu_threads", info.units);
+  }
+  return 0;
+}
+
+void bench_devices_release(const bench_ctx *ctx, mr_device *cpu, mr_device *gpu) {
+  if (gpu != NULL)
+    mr_pool_release(ctx->pool, gpu);
+  if (cpu != NULL)
+    mr_pool_release(ctx->pool, cpu);
+}
+
 double bench_median(double *v, int n) {
   for (int i = 1; i < n; i++) /* insertion sort: n is small */
     for (int k = i; k > 0 && v[k - 1] > v[k]; k--) {

@@ -1,5 +1,7 @@
 #include "test_support.h"
 
+#include "encode.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +66,26 @@ void mr_test_centered_dft(const double complex *in, double complex *out, size_t 
   dft_axis(out, nx, 1, ny * nz, 1, sign);
   dft_axis(out, ny, nx, nz, nx, sign);
   dft_axis(out, nz, nx * ny, 1, nx * ny, sign);
+}
+
+uint8_t *mr_test_encode_all(struct mr_message *const *msgs, int n, size_t *len, size_t *ends) {
+  uint8_t *all = NULL;
+  size_t total = 0;
+  for (int i = 0; i < n; i++) {
+    uint8_t *b;
+    size_t l;
+    if (mr_encode_flat(msgs[i], &b, &l) != 0 || (all = realloc(all, total + l)) == NULL) {
+      fprintf(stderr, "mr_test_encode_all: message %d does not encode\n", i);
+      abort();
+    }
+    memcpy(all + total, b, l);
+    total += l;
+    if (ends != NULL)
+      ends[i] = total;
+    free(b);
+  }
+  *len = total;
+  return all;
 }
 
 const char *mr_test_source_dir(void) {

@@ -4,6 +4,7 @@
 
 #include <complex.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Exit code that ctest reads as "skipped". */
 #define MR_TEST_SKIP 77
@@ -22,6 +23,12 @@ double mr_test_nrmse_scaled(const float *a, const float *b, size_t n);
  * Arrays are x fastest, nx*ny*nz values. */
 void mr_test_centered_dft(const double complex *in, double complex *out, size_t nx, size_t ny,
                           size_t nz, int sign);
+
+/* The wire bytes of n messages back to back (malloc'ed; borrows msgs);
+ * ends[i], when ends is not NULL, is where message i ends. Aborts when a
+ * message does not encode. */
+struct mr_message;
+uint8_t *mr_test_encode_all(struct mr_message *const *msgs, int n, size_t *len, size_t *ends);
 
 /* The source tree root (MR_SOURCE_DIR from ctest, else "."). */
 const char *mr_test_source_dir(void);

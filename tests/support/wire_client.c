@@ -91,6 +91,19 @@ int mr_test_server_alive(const mr_test_server *s) {
   return waitpid(s->pid, &status, WNOHANG) == 0;
 }
 
+long mr_test_server_rss_kib(const mr_test_server *s) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)s->pid);
+  FILE *f = fopen(path, "r");
+  long kib = -1;
+  while (f != NULL && fgets(line, sizeof line, f) != NULL)
+    if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+      break;
+  if (f != NULL)
+    fclose(f);
+  return kib;
+}
+
 int mr_test_server_stop(mr_test_server *s) {
   kill(s->pid, SIGTERM);
   for (int i = 0; i < 1000; i++) {

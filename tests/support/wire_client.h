@@ -20,6 +20,8 @@ typedef struct mr_test_server {
 void mr_test_server_start(mr_test_server *s, const char *const *extra_args);
 /* SIGTERM, then waits; returns the exit status (-1 if it did not exit). */
 int mr_test_server_stop(mr_test_server *s);
+/* The server's resident memory (VmRSS) in KiB, -1 when unknown. */
+long mr_test_server_rss_kib(const mr_test_server *s);
 /* 1 while the process runs. */
 int mr_test_server_alive(const mr_test_server *s);
 
