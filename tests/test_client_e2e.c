@@ -12,10 +12,8 @@
 #include <string.h>
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -28,36 +26,6 @@
 static mr_test_server server;
 static char dir[256], port[16], client[512];
 
-/* Runs argv with stdout and stderr captured into out and err (NUL
- * terminated, truncated to their size); returns the exit code. */
-static int run(const char *const *argv, char *out, size_t out_size, char *err, size_t err_size) {
-  char out_path[512], err_path[512];
-  snprintf(out_path, sizeof out_path, "%s/stdout", dir);
-  snprintf(err_path, sizeof err_path, "%s/stderr", dir);
-  pid_t pid = fork();
-  if (pid == 0) {
-    int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(o, 1);
-    dup2(e, 2);
-    execvp(argv[0], (char *const *)argv);
-    _exit(127);
-  }
-  int status;
-  waitpid(pid, &status, 0);
-  const char *paths[2] = {out_path, err_path};
-  char *bufs[2] = {out, err};
-  size_t sizes[2] = {out_size, err_size};
-  for (int i = 0; i < 2; i++) {
-    FILE *f = fopen(paths[i], "r");
-    size_t n = f != NULL ? fread(bufs[i], 1, sizes[i] - 1, f) : 0;
-    bufs[i][n] = '\0';
-    if (f != NULL)
-      fclose(f);
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 static char out[65536], err[65536];
 
 static int run_client(const char *const *args) {
@@ -66,7 +34,7 @@ static int run_client(const char *const *args) {
   for (int i = 0; args[i] != NULL && n < 31; i++)
     argv[n++] = args[i];
   argv[n] = NULL;
-  return run(argv, out, sizeof out, err, sizeof err);
+  return mr_test_run(argv, dir, out, sizeof out, err, sizeof err);
 }
 
 static void path_in(char *buf, size_t size, const char *name) {
@@ -78,7 +46,7 @@ static void phantom(const char *name, const char *reps) {
   path_in(path, sizeof path, name);
   const char *gen[] = {"ismrmrd_generate_cartesian_shepp_logan", "-m", "128", "-c", "8", "-r",
                        reps, "-o", path, NULL};
-  assert_int_equal(run(gen, out, sizeof out, err, sizeof err), 0);
+  assert_int_equal(mr_test_run(gen, dir, out, sizeof out, err, sizeof err), 0);
 }
 
 typedef struct read_images {
@@ -134,7 +102,7 @@ static void test_matches_reference(void **state) {
   path_in(result, sizeof result, "out.h5");
   path_in(pngs, sizeof pngs, "png");
   const char *recon[] = {"ismrmrd_recon_cartesian_2d", data, NULL};
-  assert_int_equal(run(recon, out, sizeof out, err, sizeof err), 0);
+  assert_int_equal(mr_test_run(recon, dir, out, sizeof out, err, sizeof err), 0);
 
   const char *send[] = {"send", data, "-p", port, "-o", result, "--png", pngs, NULL};
   int rc = run_client(send);
@@ -196,7 +164,7 @@ static void test_config_script(void **state) {
   path_in(config, sizeof config, "mine.json");
   snprintf(src, sizeof src, "%s/configs/cartesian.json", mr_test_source_dir());
   const char *copy[] = {"cp", src, config, NULL};
-  assert_int_equal(run(copy, out, sizeof out, err, sizeof err), 0);
+  assert_int_equal(mr_test_run(copy, dir, out, sizeof out, err, sizeof err), 0);
   const char *send[] = {"send", data, "-p", port, "-o", result, "-C", config, NULL};
   assert_int_equal(run_client(send), 0);
   read_images ours;

@@ -5,7 +5,6 @@
  * golden-angle dataset as one 3D image. On a machine with a GPU the server
  * grids there. */
 #include <complex.h>
-#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -34,14 +32,7 @@ static int reconclient(const char *const *args) {
   for (int i = 0; args[i] != NULL && n < 31; i++)
     argv[n++] = args[i];
   argv[n] = NULL;
-  pid_t pid = fork();
-  if (pid == 0) {
-    execv(argv[0], (char *const *)argv);
-    _exit(127);
-  }
-  int status;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  return mr_test_run(argv, NULL, NULL, 0, NULL, 0);
 }
 
 static void path_in(char *buf, size_t size, const char *name) {

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 double mr_test_rel_error_f(const float *a, const float *b, size_t n) {
@@ -107,6 +109,36 @@ const char *mr_test_tmpdir(const char *prefix) {
     abort();
   }
   return path;
+}
+
+int mr_test_run(const char *const *argv, const char *capture_dir, char *out, size_t out_size,
+                char *err, size_t err_size) {
+  char paths[2][512];
+  if (capture_dir != NULL) {
+    snprintf(paths[0], sizeof paths[0], "%s/stdout", capture_dir);
+    snprintf(paths[1], sizeof paths[1], "%s/stderr", capture_dir);
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (capture_dir != NULL) {
+      dup2(open(paths[0], O_WRONLY | O_CREAT | O_TRUNC, 0644), 1);
+      dup2(open(paths[1], O_WRONLY | O_CREAT | O_TRUNC, 0644), 2);
+    }
+    execvp(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  int status;
+  waitpid(pid, &status, 0);
+  char *bufs[2] = {out, err};
+  size_t sizes[2] = {out_size, err_size};
+  for (int i = 0; capture_dir != NULL && i < 2; i++) {
+    FILE *f = fopen(paths[i], "r");
+    size_t n = f != NULL ? fread(bufs[i], 1, sizes[i] - 1, f) : 0;
+    bufs[i][n] = '\0';
+    if (f != NULL)
+      fclose(f);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 int mr_test_have_tool(const char *tool) {

@@ -39,6 +39,13 @@ const char *mr_test_binary_dir(void);
  * valid until the next call); aborts the test program on failure. */
 const char *mr_test_tmpdir(const char *prefix);
 
+/* Runs argv (searched on PATH, NULL-terminated) and returns its exit code
+ * (128 + signal when killed). With capture_dir, its stdout and stderr go
+ * to files there and come back NUL-terminated in out and err (truncated
+ * to their sizes); without, they go to the test's own output. */
+int mr_test_run(const char *const *argv, const char *capture_dir, char *out, size_t out_size,
+                char *err, size_t err_size);
+
 /* 1 when an executable named `tool` is on PATH. */
 int mr_test_have_tool(const char *tool);
 
