@@ -95,6 +95,14 @@ int mr_server_run(const mr_server_options *opt, const mr_server_env *env, mr_err
   uv_loop_t loop;
   uv_loop_init(&loop);
   server.loop = &loop;
+  /* Signals first: a client that can connect must find a server that
+   * drains on SIGTERM, never one the default action kills. */
+  uv_signal_init(&loop, &server.sigterm);
+  uv_signal_init(&loop, &server.sigint);
+  uv_timer_init(&loop, &server.drain_timer);
+  server.sigterm.data = server.sigint.data = server.drain_timer.data = &server;
+  uv_signal_start(&server.sigterm, on_signal, SIGTERM);
+  uv_signal_start(&server.sigint, on_signal, SIGINT);
   uv_tcp_init(&loop, &server.listener);
   server.listener.data = &server;
   int uvrc = uv_tcp_bind(&server.listener, (const struct sockaddr *)&addr, 0);
@@ -103,6 +111,7 @@ int mr_server_run(const mr_server_options *opt, const mr_server_env *env, mr_err
   if (uvrc != 0) {
     rc = mr_err_set(err, MR_EIO, "cannot listen on %s: %s", opt->listen, uv_strerror(uvrc));
     uv_close((uv_handle_t *)&server.listener, NULL);
+    close_signals(&server);
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
     return rc;
@@ -125,12 +134,6 @@ int mr_server_run(const mr_server_options *opt, const mr_server_env *env, mr_err
   }
   mr_log(MR_LOG_INFO, "reconserver %s listening on %s (%d configs, max %d connections)",
          env->version, bound, env->configs->n, opt->max_connections);
-  uv_signal_init(&loop, &server.sigterm);
-  uv_signal_init(&loop, &server.sigint);
-  uv_timer_init(&loop, &server.drain_timer);
-  server.sigterm.data = server.sigint.data = server.drain_timer.data = &server;
-  uv_signal_start(&server.sigterm, on_signal, SIGTERM);
-  uv_signal_start(&server.sigint, on_signal, SIGINT);
   uv_run(&loop, UV_RUN_DEFAULT);
   uv_loop_close(&loop);
   mr_log(MR_LOG_INFO, "reconserver stopped");
