@@ -6,33 +6,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "chain_impl.h"
 #include "params.h"
 #include "registry.h"
-
-typedef struct node {
-  const mr_gadget_class *cls;
-  void *state;
-  mr_gadget_ctx ctx;
-  uint64_t busy_ns; /* in process/flush, less what it handed downstream */
-} node;
-
-struct mr_chain {
-  const mr_pipeline_config *cfg;
-  node *nodes;
-  int n;
-  mr_chain_sink sink;
-  void *sink_ctx;
-  const atomic_int *cancel;
-  mr_err *err;
-  mr_err own_err; /* until configure gives one */
-  char history[512];
-  uint64_t nested_ns; /* time spent downstream of the running gadget */
-};
-
-struct mr_emit {
-  mr_chain *chain;
-  int next;
-};
 
 static void kinds_text(uint32_t mask, char *buf, size_t size) {
   buf[0] = '\0';
@@ -80,6 +56,9 @@ int mr_chain_create(const mr_pipeline_config *cfg, uint32_t input, mr_chain **ou
   }
   c->cfg = cfg;
   c->err = &c->own_err;
+  atomic_init(&c->failed, 0);
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_cond_init(&c->flushed, NULL);
   int rc = 0, i = 0;
   for (const cJSON *e = cfg->gadgets->child; e != NULL; e = e->next, i++) {
     const cJSON *g = cJSON_GetObjectItemCaseSensitive(e, MR_PARAM_KEY_GADGET);
@@ -114,6 +93,8 @@ int mr_chain_create(const mr_pipeline_config *cfg, uint32_t input, mr_chain **ou
   }
   if (rc == 0)
     rc = type_check(c, input, err);
+  if (rc == 0 && mr_stages_plan(c, 0) < 0)
+    rc = mr_err_set(err, MR_ENOMEM, "out of memory building config '%s'", cfg->name);
   if (rc < 0) {
     mr_chain_destroy(c);
     return rc;
@@ -125,6 +106,7 @@ int mr_chain_create(const mr_pipeline_config *cfg, uint32_t input, mr_chain **ou
 void mr_chain_destroy(mr_chain *c) {
   if (c == NULL)
     return;
+  mr_stages_stop(c);
   for (int i = 0; i < c->n; i++) {
     node *nd = &c->nodes[i];
     if (nd->state != NULL && nd->cls->destroy != NULL)
@@ -132,8 +114,13 @@ void mr_chain_destroy(mr_chain *c) {
     free(nd->state);
   }
   free(c->nodes);
+  free(c->stages);
+  pthread_mutex_destroy(&c->mu);
+  pthread_cond_destroy(&c->flushed);
   free(c);
 }
+
+int mr_chain_set_pipelined(mr_chain *c, size_t depth) { return mr_stages_plan(c, depth); }
 
 void mr_chain_set_sink(mr_chain *c, mr_chain_sink sink, void *ctx,
                        const atomic_int *cancel) {
@@ -150,18 +137,22 @@ int mr_chain_configure(mr_chain *c, const mr_stream_header *hdr,
     nd->ctx.hdr = hdr;
     nd->ctx.pool = pool;
     nd->ctx.device = device;
-    nd->ctx.err = err;
+    nd->ctx.err = err; /* configure runs here, whatever the stage */
   }
-  if (hdr == NULL)
-    return 0;
-  for (int i = 0; i < c->n; i++) {
+  int rc = 0;
+  for (int i = 0; hdr != NULL && i < c->n && rc == 0; i++) {
     node *nd = &c->nodes[i];
-    if (nd->cls->configure != NULL) {
-      int rc = nd->cls->configure(nd->state, &nd->ctx);
-      if (rc < 0)
-        return mr_gadget_fail(&nd->ctx, rc, "configure failed: %s", mr_strerror(rc));
-    }
+    if (nd->cls->configure != NULL && (rc = nd->cls->configure(nd->state, &nd->ctx)) < 0)
+      mr_gadget_fail(&nd->ctx, rc, "configure failed: %s", mr_strerror(rc));
   }
+  for (int i = 0; i < c->n; i++)
+    if (c->nodes[i].stage > 0)
+      c->nodes[i].ctx.err = &c->stages[c->nodes[i].stage].err;
+  if (rc == 0 && mr_stages_start(c) < 0)
+    rc = mr_err_set(err, MR_ENOMEM, "config '%s': cannot start its pipeline threads",
+                    c->cfg->name);
+  if (rc < 0)
+    return mr_chain_failed(c, rc, err);
   return 0;
 }
 
@@ -173,17 +164,17 @@ static uint64_t now_ns(void) {
 
 /* Runs one gadget step (process or flush) and charges it its own time:
  * whatever it emitted ran synchronously inside it, and is charged to the
- * gadgets downstream (or, for the sink, to nobody). */
+ * gadgets downstream (or, for the sink and a hand-over to the next stage,
+ * to nobody). */
 typedef int (*step_fn)(node *nd, mr_message *msg, mr_emit *out);
 
-static int timed(mr_chain *c, node *nd, step_fn step, mr_message *msg, mr_emit *out) {
-  uint64_t outer = c->nested_ns, t0 = now_ns();
-  c->nested_ns = 0;
+static int timed(stage *st, node *nd, step_fn step, mr_message *msg, mr_emit *out) {
+  uint64_t outer = st->nested_ns, t0 = now_ns();
+  st->nested_ns = 0;
   int rc = step(nd, msg, out);
   uint64_t spent = now_ns() - t0;
-  if (nd != NULL)
-    nd->busy_ns += spent - c->nested_ns;
-  c->nested_ns = outer + spent;
+  nd->busy_ns += spent - st->nested_ns;
+  st->nested_ns = outer + spent;
   return rc;
 }
 
@@ -196,28 +187,64 @@ static int flush_step(node *nd, mr_message *msg, mr_emit *out) {
   return nd->cls->flush(nd->state, &nd->ctx, out);
 }
 
-/* Gives msg to the first gadget at or after `from` that handles its kind,
- * or to the sink. */
-static int deliver(mr_chain *c, int from, mr_message *msg) {
-  if (c->cancel != NULL && atomic_load(c->cancel)) {
+static int pipelined(const mr_chain *c) { return c->nstages > 1; }
+
+int mr_chain_failed(mr_chain *c, int code, const mr_err *why) {
+  if (!pipelined(c))
+    return code;
+  pthread_mutex_lock(&c->mu);
+  if (atomic_load(&c->failed) == 0) {
+    c->first_err = *why;
+    if (c->first_err.code == 0)
+      c->first_err.code = code;
+    atomic_store(&c->failed, code);
+  }
+  pthread_mutex_unlock(&c->mu);
+  return code;
+}
+
+/* A pipelined chain's first failure, for the pushing thread's err. */
+static int report_failure(mr_chain *c) {
+  pthread_mutex_lock(&c->mu);
+  int code = atomic_load(&c->failed);
+  *c->err = c->first_err;
+  pthread_mutex_unlock(&c->mu);
+  return code;
+}
+
+static int hand_on(mr_chain *c, stage *st, int from, mr_message *msg) {
+  uint64_t t0 = now_ns();
+  int rc = mr_stages_hand(c, st->index + 1, (stage_item){ITEM_MESSAGE, msg, from});
+  st->nested_ns += now_ns() - t0; /* waiting for room is nobody's work */
+  return rc;
+}
+
+int mr_chain_deliver(mr_chain *c, stage *st, int from, mr_message *msg) {
+  if ((c->cancel != NULL && atomic_load(c->cancel)) || atomic_load(&c->failed) != 0) {
     mr_message_unref(msg);
-    return MR_ECANCELED;
+    return c->cancel != NULL && atomic_load(c->cancel) ? MR_ECANCELED : atomic_load(&c->failed);
   }
   for (int i = from; i < c->n; i++) {
     node *nd = &c->nodes[i];
     if (!(nd->cls->accepts & MR_KIND_BIT(msg->kind)))
       continue;
-    mr_emit out = {c, i + 1};
-    int rc = timed(c, nd, process_step, msg, &out);
-    if (rc < 0)
-      return mr_gadget_fail(&nd->ctx, rc, "%s", mr_strerror(rc));
-    return 0;
+    if (nd->stage != st->index)
+      return hand_on(c, st, i, msg);
+    mr_emit out = {c, st, i + 1};
+    int rc = timed(st, nd, process_step, msg, &out);
+    if (rc < 0 && atomic_load(&c->failed) == 0) {
+      mr_gadget_fail(&nd->ctx, rc, "%s", mr_strerror(rc));
+      return mr_chain_failed(c, rc, nd->ctx.err);
+    }
+    return rc < 0 ? rc : 0;
   }
+  if (st->index + 1 < c->nstages) /* the sink is fed by the last stage */
+    return hand_on(c, st, c->n, msg);
   if (c->sink != NULL) {
     /* Charged to nobody: waiting for the client is not a gadget's time. */
     uint64_t t0 = now_ns();
     int rc = c->sink(c->sink_ctx, msg);
-    c->nested_ns += now_ns() - t0;
+    st->nested_ns += now_ns() - t0;
     return rc;
   }
   mr_message_unref(msg);
@@ -225,22 +252,45 @@ static int deliver(mr_chain *c, int from, mr_message *msg) {
 }
 
 int mr_emit_message(mr_emit *out, mr_message *msg) {
-  return deliver(out->chain, out->next, msg);
+  return mr_chain_deliver(out->chain, out->stage, out->next, msg);
 }
 
-int mr_chain_push(mr_chain *c, mr_message *msg) { return deliver(c, 0, msg); }
+int mr_chain_push(mr_chain *c, mr_message *msg) {
+  int rc = mr_chain_deliver(c, &c->stages[0], 0, msg);
+  if (pipelined(c) && atomic_load(&c->failed) != 0)
+    return report_failure(c);
+  return rc;
+}
 
-int mr_chain_flush(mr_chain *c) {
-  for (int i = 0; i < c->n; i++) {
+int mr_chain_flush_stage(mr_chain *c, stage *st) {
+  for (int i = st->first; i < st->end; i++) {
     node *nd = &c->nodes[i];
     if (nd->cls->flush == NULL)
       continue;
-    mr_emit out = {c, i + 1};
-    int rc = timed(c, nd, flush_step, NULL, &out);
+    mr_emit out = {c, st, i + 1};
+    int rc = timed(st, nd, flush_step, NULL, &out);
+    if (rc < 0 && atomic_load(&c->failed) == 0) {
+      mr_gadget_fail(&nd->ctx, rc, "flush failed: %s", mr_strerror(rc));
+      return mr_chain_failed(c, rc, nd->ctx.err);
+    }
     if (rc < 0)
-      return mr_gadget_fail(&nd->ctx, rc, "flush failed: %s", mr_strerror(rc));
+      return rc;
   }
   return 0;
+}
+
+int mr_chain_flush(mr_chain *c) {
+  int rc = atomic_load(&c->failed) == 0 ? mr_chain_flush_stage(c, &c->stages[0]) : 0;
+  if (!pipelined(c))
+    return rc;
+  mr_stages_flush(c);
+  return atomic_load(&c->failed) != 0 ? report_failure(c) : 0;
+}
+
+void mr_chain_abandon(mr_chain *c) {
+  int none = 0;
+  atomic_compare_exchange_strong(&c->failed, &none, MR_ECANCELED);
+  mr_stages_flush(c);
 }
 
 void mr_chain_timings(const mr_chain *c, char *buf, size_t size) {

@@ -26,6 +26,21 @@ typedef int (*mr_chain_sink)(void *ctx, mr_message *msg);
 int mr_chain_create(const mr_pipeline_config *cfg, uint32_t input, mr_chain **out,
                     mr_err *err);
 
+/* Runs the chain as a pipeline of stages (chain_impl.h has the picture):
+ * the pushing thread runs the gadgets up to the first one that handles a
+ * chain object (k-space, image arrays); from there each such gadget starts
+ * a stage with a thread of its own and an inbox of `depth` messages, so
+ * receiving, per-line work, per-slice math and the sink overlap. Order is
+ * kept, and a full inbox makes the stage before it wait (backpressure).
+ * depth 0 keeps the chain synchronous (the default). Call before
+ * mr_chain_configure(), which starts the threads.
+ *
+ * A pipelined chain's push returns before later stages have run: their
+ * failures are reported by a later push or by flush (the first failure,
+ * in err). Each gadget's state is only touched by its own stage's thread;
+ * the sink is called from the last stage's. */
+int mr_chain_set_pipelined(mr_chain *chain, size_t depth);
+
 /* The kinds the chain's gadgets emit (MR_KIND_BIT()s). */
 uint32_t mr_chain_produces(const mr_chain *chain);
 void mr_chain_destroy(mr_chain *chain);
@@ -45,11 +60,18 @@ int mr_chain_configure(mr_chain *chain, const mr_stream_header *hdr,
 /* Runs one message through the chain (takes msg). */
 int mr_chain_push(mr_chain *chain, mr_message *msg);
 
-/* End of stream: flushes the gadgets in order. */
+/* End of stream: flushes the gadgets in order; a pipelined chain returns
+ * once everything pushed and flushed has reached the sink. */
 int mr_chain_flush(mr_chain *chain);
 
+/* Gives up on the stream (the session failed): what is still in flight
+ * is dropped, no gadget is flushed, and nothing reaches the sink once this
+ * returns. */
+void mr_chain_abandon(mr_chain *chain);
+
 /* "accumulate=1.2ms,fft=3.4ms,...": each gadget's own processing time so
- * far (what it emitted is charged to the gadgets downstream). */
+ * far (what it emitted is charged to the gadgets downstream). For a
+ * pipelined chain, call it after flush or abandon, when no stage runs. */
 void mr_chain_timings(const mr_chain *chain, char *buf, size_t size);
 
 #endif

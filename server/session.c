@@ -14,6 +14,10 @@
 #include "stream_header.h"
 
 #define MAX_ERRORS 8
+/* Messages waiting at each pipeline stage of a session's chain: enough to
+ * keep every stage busy, few enough that a connection holds only a handful
+ * of slices (chain.h). */
+#define STAGE_DEPTH 4
 
 enum state {
   AWAIT_CONFIG, /* queries only so far */
@@ -107,6 +111,10 @@ static void start_chain(run *r, const mr_pipeline_config *cfg) {
     return;
   }
   mr_chain_set_sink(r->chain, chain_sink, r, r->s->cancel);
+  if (mr_chain_set_pipelined(r->chain, STAGE_DEPTH) < 0) {
+    fail(r, "out of memory building config '%s'", cfg->name);
+    return;
+  }
   snprintf(r->s->stats.config, sizeof r->s->stats.config, "%s", cfg->name);
   r->state = AWAIT_HEADER;
 }
@@ -250,6 +258,9 @@ static void on_close(run *r) {
     if (rc < 0)
       take_chain_error(r, rc);
   }
+  /* Nothing of a failed stream may follow its errors and CLOSE. */
+  if (r->failed && r->chain != NULL)
+    mr_chain_abandon(r->chain);
   if (r->state == DEPENDENCY && !r->failed)
     answer_dependency(r);
   for (int i = 0; i < r->nerrors; i++) {
@@ -367,8 +378,10 @@ void mr_session_run(mr_session *s) {
     }
     mr_queue_entry_free(e);
   }
-  if (r.chain != NULL)
+  if (r.chain != NULL) {
+    mr_chain_abandon(r.chain); /* its stages idle before their times are read */
     mr_chain_timings(r.chain, s->stats.gadget_time, sizeof s->stats.gadget_time);
+  }
   mr_chain_destroy(r.chain);
   if (r.device != NULL)
     mr_pool_release(s->env->pool, r.device);

@@ -34,6 +34,10 @@ int mr_harness_open(mr_harness *h, const char *gadgets, uint32_t input) {
   return 0;
 }
 
+int mr_harness_set_pipelined(mr_harness *h, size_t depth) {
+  return mr_chain_set_pipelined(h->chain, depth);
+}
+
 int mr_harness_configure(mr_harness *h, const char *header_xml) {
   if (header_xml != NULL) {
     int rc = mr_stream_header_parse(header_xml, strlen(header_xml), &h->hdr, &h->err);

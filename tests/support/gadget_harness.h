@@ -28,6 +28,9 @@ typedef struct mr_harness {
 /* Builds a chain from `gadgets` (a JSON array of gadget entries) that will
  * be pushed `input` kinds. Returns the chain's error (text in h->err). */
 int mr_harness_open(mr_harness *h, const char *gadgets, uint32_t input);
+/* Runs the chain as a pipeline of stages, `depth` messages per stage inbox
+ * (mr_chain_set_pipelined); call before configure. */
+int mr_harness_set_pipelined(mr_harness *h, size_t depth);
 /* Configures it with a header (XML text); NULL configures header-less. */
 int mr_harness_configure(mr_harness *h, const char *header_xml);
 /* Pushes msg (takes it). */
