@@ -12,7 +12,11 @@
 #include "output.h"
 #include "preview.h"
 #include "progress.h"
+#include "readahead.h"
 #include "stream.h"
+
+/* What the file reader may run ahead of the socket: a few slices. */
+#define READ_AHEAD_BYTES ((size_t)64 << 20)
 
 typedef struct sending {
   const mr_send_options *o;
@@ -135,10 +139,17 @@ int mr_send_run(const mr_send_options *o, mr_send_report *rep, mr_err *err) {
   mr_stream_stats stats;
   memset(&stats, 0, sizeof stats);
   mr_progress *progress = mr_progress_start(&stats, mr_dataset_acquisitions(s.ds));
-  mr_stream_source src = {.next = next_message, .ctx = &s};
+  mr_stream_source file = {.next = next_message, .ctx = &s};
   mr_stream_sink sink = {.on_message = on_image, .ctx = &s};
-  mr_stream_result res;
-  rc = mr_stream_run(&net, &src, &sink, &stats, &res, err);
+  mr_stream_result res = {0};
+  mr_readahead *ahead = NULL;
+  if ((rc = mr_readahead_start(&file, READ_AHEAD_BYTES, &ahead)) < 0) {
+    mr_err_set(err, rc, "cannot start reading %s: %s", o->data_path, mr_strerror(rc));
+  } else {
+    mr_stream_source src = mr_readahead_source(ahead);
+    rc = mr_stream_run(&net, &src, &sink, &stats, &res, err);
+  }
+  mr_readahead_stop(ahead);
   mr_progress_stop(progress);
   fill_report(rep, &stats, start);
   rep->server_errors = res.server_errors;

@@ -6,7 +6,7 @@ add_library(mr_test_client_png STATIC test_client_png_read.c)
 target_include_directories(mr_test_client_png PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(mr_test_client_png PUBLIC PkgConfig::PNG)
 
-foreach(noun dataset output stream preview)
+foreach(noun dataset output stream preview readahead)
   mr_add_test(test_client_${noun} SOURCES test_client_${noun}.c LIBS mr_client mr_test_client_png)
 endforeach()
 
