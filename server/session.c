@@ -14,10 +14,11 @@
 #include "stream_header.h"
 
 #define MAX_ERRORS 8
-/* Messages waiting at each pipeline stage of a session's chain: enough to
- * keep every stage busy, few enough that a connection holds only a handful
- * of slices (chain.h). */
-#define STAGE_DEPTH 4
+/* Messages waiting at each pipeline stage of a session's chain: one to
+ * work on next while the stage before prepares another keeps every stage
+ * busy; more would only hold more slices (each counted against the memory
+ * budget) per connection (chain.h). */
+#define STAGE_DEPTH 2
 
 enum state {
   AWAIT_CONFIG, /* queries only so far */
