@@ -1,0 +1,138 @@
+/* Real-time radial end to end on the CPU: `reconclient simulate` writes a
+ * golden-angle stream of a moving phantom (64 x 64, 4 coils, 8 frames),
+ * `reconclient send` streams it to reconserver through the realtime
+ * (gridding) and realtime_cg (CG-SENSE) configs, and each frame's image
+ * comes back in order, numbered by frame, close to that frame's phantom
+ * and far from another frame's (the object moved). On a machine with a
+ * GPU the server computes there. */
+#include <complex.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <ismrmrd/dataset.h>
+
+#include "phantom_support.h"
+#include "simulate.h"
+#include "test_support.h"
+#include "wire_client.h"
+
+enum { N = 64, COILS = 4, FRAMES = 8 };
+
+static mr_test_server server;
+static char dir[256], port[16], client[512];
+
+static int reconclient(const char *const *args) {
+  const char *argv[32] = {client};
+  int n = 1;
+  for (int i = 0; args[i] != NULL && n < 31; i++)
+    argv[n++] = args[i];
+  argv[n] = NULL;
+  return mr_test_run(argv, NULL, NULL, 0, NULL, 0);
+}
+
+/* The band-limited coil-combined phantom of every frame. */
+static float *truths(void) {
+  float *t = malloc((size_t)FRAMES * N * N * sizeof *t);
+  for (int f = 0; f < FRAMES; f++) {
+    double shift[3];
+    mr_sim_motion(N, f, shift);
+    phantom_test_band_limited_rss_moved(N, COILS, shift, t + (size_t)f * N * N);
+  }
+  return t;
+}
+
+/* Simulates a stream of `spokes` per frame, sends it through config and
+ * checks every frame; returns the largest NRMSE against its own frame. */
+static double stream(const char *config, const char *trajectory, int spokes, double bound) {
+  char data[512], out[512], sp[16], fr[16], nn[16], cc[16];
+  snprintf(data, sizeof data, "%s/%s-%s-%d.h5", dir, config, trajectory, spokes);
+  snprintf(out, sizeof out, "%s/%s-%s-%d-out.h5", dir, config, trajectory, spokes);
+  snprintf(sp, sizeof sp, "%d", spokes);
+  snprintf(fr, sizeof fr, "%d", FRAMES);
+  snprintf(nn, sizeof nn, "%d", N);
+  snprintf(cc, sizeof cc, "%d", COILS);
+  const char *sim[] = {"simulate", "--trajectory", trajectory, "--matrix", nn, "--coils", cc,
+                       "--spokes", sp, "--frames", fr, "--moving", "--noise", "0.001",
+                       "-o", data, NULL};
+  assert_int_equal(reconclient(sim), 0);
+  const char *send[] = {"send", data, "-p", port, "-c", config, "-o", out, NULL};
+  assert_int_equal(reconclient(send), 0);
+  ISMRMRD_Dataset d;
+  assert_int_equal(ismrmrd_init_dataset(&d, out, config), 0);
+  assert_int_equal(ismrmrd_open_dataset(&d, false), 0);
+  assert_int_equal(ismrmrd_get_number_of_images(&d, "image_1"), FRAMES);
+  float *want = truths();
+  double worst = 0;
+  for (int f = 0; f < FRAMES; f++) {
+    ISMRMRD_Image im;
+    ismrmrd_init_image(&im);
+    assert_int_equal(ismrmrd_read_image(&d, "image_1", (uint32_t)f, &im), 0);
+    assert_int_equal(im.head.matrix_size[0], N);
+    assert_int_equal(im.head.matrix_size[1], N);
+    assert_int_equal(im.head.repetition, f);
+    assert_int_equal(im.head.image_index, f + 1);
+    /* the frame's middle spoke's time stamp (the simulator counts spokes) */
+    assert_int_equal(im.head.acquisition_time_stamp, (uint32_t)(f * spokes + spokes / 2));
+    double own = mr_test_nrmse_scaled(im.data, want + (size_t)f * N * N, (size_t)N * N);
+    /* against the frame whose shift is farthest from this one's: frame 0
+     * (no shift) or frame 4 (the largest, n/16 pixels along x) */
+    double shift[3];
+    mr_sim_motion(N, f, shift);
+    int other = shift[0] > N / 32.0 ? 0 : 4;
+    double moved = mr_test_nrmse_scaled(im.data, want + (size_t)other * N * N, (size_t)N * N);
+    print_message("%s, %s, %d spokes, frame %d: NRMSE %.3f vs its phantom, %.3f vs frame %d's\n",
+                  config, trajectory, spokes, f, own, moved, other);
+    assert_true(own < bound);
+    assert_true(moved > 1.5 * own);
+    worst = own > worst ? own : worst;
+    ismrmrd_cleanup_image(&im);
+  }
+  free(want);
+  ismrmrd_close_dataset(&d);
+  free(d.filename);
+  free(d.groupname);
+  return worst;
+}
+
+static int setup(void **state) {
+  (void)state;
+  snprintf(dir, sizeof dir, "%s", mr_test_tmpdir("mr-realtime-e2e"));
+  snprintf(client, sizeof client, "%s/bin/reconclient", mr_test_binary_dir());
+  mr_test_server_start(&server, NULL);
+  snprintf(port, sizeof port, "%d", server.port);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  mr_test_server_stop(&server);
+  return 0;
+}
+
+static void gridding(void **state) {
+  (void)state;
+  stream("realtime", "golden", 100, 0.2);
+  stream("realtime", "tiny-golden", 34, 0.4);
+}
+
+static void cg_sense(void **state) {
+  (void)state;
+  stream("realtime_cg", "golden", 100, 0.2);
+  stream("realtime_cg", "golden", 34, 0.25);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(gridding),
+      cmocka_unit_test(cg_sense),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
