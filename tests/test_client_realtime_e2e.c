@@ -3,8 +3,9 @@
  * `reconclient send` streams it to reconserver through the realtime
  * (gridding) and realtime_cg (CG-SENSE) configs, and each frame's image
  * comes back in order, numbered by frame, close to that frame's phantom
- * and far from another frame's (the object moved). On a machine with a
- * GPU the server computes there. */
+ * and far from another frame's (the object moved); a stream with an absurd
+ * trajectory (+-1e30) gets an error and no image. On a machine with a GPU
+ * the server computes there. */
 #include <complex.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@
 
 #include <ismrmrd/dataset.h>
 
+#include "dataset.h"
 #include "phantom_support.h"
 #include "simulate.h"
 #include "test_support.h"
@@ -102,6 +104,57 @@ static double stream(const char *config, const char *trajectory, int spokes, dou
   return worst;
 }
 
+/* Issue 12 item 9: a stream whose 3rd readout has a position of +-1e30
+ * (finite, absurd) gets an ERROR naming the value through each config, and
+ * no image (before, an image of NaN pixels came back with errors=0). */
+static void absurd_trajectory(void **state) {
+  (void)state;
+  char data[512], nn[16];
+  snprintf(data, sizeof data, "%s/absurd.h5", dir);
+  snprintf(nn, sizeof nn, "%d", 16);
+  const char *sim[] = {"simulate", "--trajectory", "golden", "--matrix", nn, "--coils", "2",
+                       "--spokes", "30", "--frames", "2", "-o", data, NULL};
+  assert_int_equal(reconclient(sim), 0);
+  const char *configs[] = {"radial", "realtime", "realtime_cg"};
+  for (int c = 0; c < 3; c++) {
+    mr_dataset *ds;
+    mr_err err = {0};
+    assert_int_equal(mr_dataset_open(data, "dataset", &ds, &err), 0);
+    int fd = mr_test_connect(server.port);
+    assert_true(fd >= 0);
+    mr_message *m = mr_message_new_config_file(configs[c]);
+    assert_int_equal(mr_test_send(fd, m), 0);
+    mr_message_unref(m);
+    const char *xml = mr_dataset_header(ds);
+    m = mr_message_new_text(MR_MSG_HEADER, xml, strlen(xml) + 1);
+    assert_int_equal(mr_test_send(fd, m), 0);
+    mr_message_unref(m);
+    for (int i = 0;; i++) {
+      assert_int_equal(mr_dataset_next(ds, &m, &err), 0);
+      if (m == NULL)
+        break;
+      if (i == 2)
+        m->u.acq.traj[5 * 2 + 1] = c % 2 ? -1e30f : 1e30f;
+      assert_int_equal(mr_test_send(fd, m), 0);
+      mr_message_unref(m);
+    }
+    m = mr_message_new(MR_MSG_CLOSE);
+    assert_int_equal(mr_test_send(fd, m), 0);
+    mr_message_unref(m);
+    mr_test_reply r = {0};
+    mr_test_receive(fd, &r, 30000);
+    const char *text = mr_test_reply_text(&r, "ERROR");
+    print_message("%s: %s\n", configs[c], text != NULL ? text : "(no error)");
+    assert_non_null(text);
+    assert_non_null(strstr(text, "1e+30"));
+    assert_int_equal(mr_test_reply_count(&r, MR_MSG_IMAGE), 0);
+    assert_true(r.got_close);
+    mr_test_reply_free(&r);
+    close(fd);
+    mr_dataset_close(ds);
+  }
+}
+
 static int setup(void **state) {
   (void)state;
   snprintf(dir, sizeof dir, "%s", mr_test_tmpdir("mr-realtime-e2e"));
@@ -133,6 +186,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(gridding),
       cmocka_unit_test(cg_sense),
+      cmocka_unit_test(absurd_trajectory),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
