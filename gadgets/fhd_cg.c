@@ -58,14 +58,34 @@ enum { SUMS_DIRECT, SUMS_NUFFT };
  * half-width of the k-space the recon matrix covers. */
 #define TRAJECTORY_LIMIT 0.75
 
+/* A host array kept from buffer to buffer, grown when a buffer needs more
+ * (contents lost then). */
+typedef struct scratch {
+  void *p;
+  size_t bytes;
+} scratch;
+
+static int grow(scratch *s, size_t bytes) {
+  if (bytes <= s->bytes)
+    return 0;
+  void *p = malloc(bytes);
+  if (p == NULL)
+    return MR_ENOMEM;
+  free(s->p);
+  s->p = p;
+  s->bytes = bytes;
+  return 0;
+}
+
 /* Q of the last trajectory, and the operators made from it. */
 typedef struct op_cache {
   mr_device *dev;
   int sums;
   int rank;
   size_t n[3], m;
-  float *k;           /* [m][rank] */
-  mr_cfloat *q;       /* on the doubled grid, host */
+  int valid;          /* k and q hold a trajectory's */
+  scratch k;          /* [m][rank] */
+  scratch q;          /* on the doubled grid, host */
   mr_toeplitz *op;    /* one coil's, or NULL until needed */
   mr_toeplitz *sense; /* through maps ("estimate"), for sense_coils coils */
   size_t sense_coils;
@@ -97,6 +117,7 @@ typedef struct fhd_cg {
   op_cache cache;
   unsigned positions; /* generation of cache.k, from 1 */
   kept_plan q_plan, fhd_plan;
+  scratch k, data, fhd; /* a buffer's positions, samples and F^H D */
   mr_cfloat *ones;    /* [ones_n] */
   size_t ones_n;
   /* The last estimated maps [coils][nvox] (generation sens_gen, 0: none),
@@ -134,11 +155,20 @@ static int configure(void *state, mr_gadget_ctx *ctx) {
   return mr_placement_acquire(&s->place, ctx, s->device, s->fallback);
 }
 
-static void cache_clear(op_cache *c) {
+/* Drops the operators; keeps the arrays for the next trajectory. */
+static void cache_reset(op_cache *c) {
   mr_toeplitz_destroy(c->op);
   mr_toeplitz_destroy(c->sense);
-  free(c->k);
-  free(c->q);
+  scratch k = c->k, q = c->q;
+  memset(c, 0, sizeof *c);
+  c->k = k;
+  c->q = q;
+}
+
+static void cache_clear(op_cache *c) {
+  cache_reset(c);
+  free(c->k.p);
+  free(c->q.p);
   memset(c, 0, sizeof *c);
 }
 
@@ -215,24 +245,24 @@ static int adjoint_sums(fhd_cg *s, kept_plan *kp, mr_device *dev, int rank, cons
  * positions generation). */
 static int q_for(fhd_cg *s, mr_device *dev, const problem *p) {
   op_cache *c = &s->cache;
-  if (c->q != NULL && c->dev == dev && c->sums == s->sums && c->rank == p->rank &&
-      c->m == p->m && memcmp(c->n, p->n, sizeof c->n) == 0 &&
-      memcmp(c->k, p->k, p->m * p->rank * sizeof *p->k) == 0)
+  size_t kbytes = p->m * p->rank * sizeof *p->k;
+  if (c->valid && c->dev == dev && c->sums == s->sums && c->rank == p->rank && c->m == p->m &&
+      memcmp(c->n, p->n, sizeof c->n) == 0 && memcmp(c->k.p, p->k, kbytes) == 0)
     return 0;
-  cache_clear(c);
+  cache_reset(c);
   s->positions++;
   size_t big[3] = {2 * p->n[0], 2 * p->n[1], p->rank == 3 ? 2 * p->n[2] : 1};
-  c->q = malloc(big[0] * big[1] * big[2] * sizeof *c->q);
-  c->k = malloc(p->m * p->rank * sizeof *c->k + 1);
-  int rc = c->q != NULL && c->k != NULL ? 0 : MR_ENOMEM;
+  int rc = grow(&c->q, big[0] * big[1] * big[2] * sizeof(mr_cfloat)) < 0 ||
+                   grow(&c->k, kbytes + 1) < 0
+               ? MR_ENOMEM
+               : 0;
   if (rc == 0) {
-    memcpy(c->k, p->k, p->m * p->rank * sizeof *c->k);
-    rc = adjoint_sums(s, &s->q_plan, dev, p->rank, big, p->m, p->k, 1, NULL, c->q);
+    memcpy(c->k.p, p->k, kbytes);
+    rc = adjoint_sums(s, &s->q_plan, dev, p->rank, big, p->m, p->k, 1, NULL, c->q.p);
   }
-  if (rc < 0) {
-    cache_clear(c);
+  if (rc < 0)
     return rc;
-  }
+  c->valid = 1;
   c->dev = dev;
   c->sums = s->sums;
   c->rank = p->rank;
@@ -260,7 +290,7 @@ static int operator_for(fhd_cg *s, mr_device *dev, const problem *p, size_t coil
                            .lambda = s->lambda * (double)p->m, /* Q(0): F^H F's trace / N */
                            .reg = s->regularizer ? MR_REG_FINITE_DIFFERENCE : MR_REG_IDENTITY,
                            .coils = coils};
-    if ((rc = mr_toeplitz_create(dev, &to, c->q, t)) < 0)
+    if ((rc = mr_toeplitz_create(dev, &to, c->q.p, t)) < 0)
       return rc;
     if (coils > 0) {
       c->sense_coils = coils;
@@ -391,9 +421,9 @@ static int reconstruct(mr_device *dev, void *arg) {
   int rc = q_for(s, dev, p);
   if (rc < 0)
     return rc;
-  mr_cfloat *fhd = malloc(p->coils * p->nvox * sizeof *fhd);
-  if (fhd == NULL)
+  if (grow(&s->fhd, p->coils * p->nvox * sizeof(mr_cfloat)) < 0)
     return MR_ENOMEM;
+  mr_cfloat *fhd = s->fhd.p;
   rc = adjoint_sums(s, &s->fhd_plan, dev, p->rank, p->n, p->m, p->k, p->coils, p->data, fhd);
   mr_toeplitz *op;
   if (rc == 0 && s->maps == MAPS_NONE) {
@@ -421,7 +451,6 @@ static int reconstruct(mr_device *dev, void *arg) {
     }
     s->since_maps++;
   }
-  free(fhd);
   return rc;
 }
 
@@ -447,7 +476,7 @@ static int check_positions(mr_gadget_ctx *ctx, const mr_kspace *k, const problem
 }
 
 /* Gathers the sampled lines of k into p (rank from the recon matrix). */
-static int gather(mr_gadget_ctx *ctx, const mr_kspace *k, problem *p) {
+static int gather(fhd_cg *s, mr_gadget_ctx *ctx, const mr_kspace *k, problem *p) {
   p->rank = k->recon.matrix.z > 1 ? 3 : 2;
   if (k->traj_dims < p->rank)
     return mr_gadget_fail(ctx, MR_EDATA,
@@ -468,10 +497,11 @@ static int gather(mr_gadget_ctx *ctx, const mr_kspace *k, problem *p) {
     lines += k->sampled[l] != 0;
   p->coils = k->nch;
   p->m = lines * k->nro;
-  p->k = malloc(p->m * p->rank * sizeof *p->k + 1);
-  p->data = malloc(p->m * p->coils * sizeof *p->data + 1);
-  if (p->k == NULL || p->data == NULL)
+  if (grow(&s->k, p->m * p->rank * sizeof *p->k + 1) < 0 ||
+      grow(&s->data, p->m * p->coils * sizeof *p->data + 1) < 0)
     return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for %zu samples", p->m);
+  p->k = s->k.p;
+  p->data = s->data.p;
   size_t at = 0, per = mr_kspace_channel_size(k);
   for (size_t l = 0; l < nlines; l++) {
     if (!k->sampled[l])
@@ -496,7 +526,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     rc = mr_gadget_fail(ctx, MR_EDATA, "got Cartesian k-space (no trajectory): use fft");
     goto done;
   }
-  if ((rc = gather(ctx, k, &p)) < 0)
+  if ((rc = gather(s, ctx, k, &p)) < 0)
     goto done;
   mr_err e = {0};
   a = mr_image_array_new(p.n[0], p.n[1], p.n[2], s->maps == MAPS_ESTIMATE ? 1 : p.coils, &e);
@@ -516,8 +546,6 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   rc = m != NULL ? mr_emit_message(out, m) : mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
 done:
   mr_image_array_free(a);
-  free(p.k);
-  free(p.data);
   mr_message_unref(msg);
   return rc;
 }
@@ -529,6 +557,9 @@ static void destroy(void *state) {
   plan_clear(&s->fhd_plan);
   free(s->ones);
   free(s->sens);
+  free(s->k.p);
+  free(s->data.p);
+  free(s->fhd.p);
   mr_placement_release(&s->place);
 }
 
