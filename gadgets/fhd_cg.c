@@ -465,10 +465,11 @@ static int check_positions(mr_gadget_ctx *ctx, const mr_kspace *k, const problem
       for (int a = 0; a < p->rank; a++)
         if (!(fabsf(t[a]) <= TRAJECTORY_LIMIT))
           return mr_gadget_fail(ctx, MR_EDATA,
-                                "the readout at line %zu (partition %zu), sample %zu: "
-                                "trajectory component %d is %g, outside [-%g, %g] (cycles per "
+                                "the readout at line %zu (partition %zu) of repetition %u, "
+                                "sample %zu: trajectory component %d is %g, outside [-%g, %g] (cycles per "
                                 "pixel of the %zu-wide recon matrix: k-space spans [-0.5, 0.5))",
-                                l % k->ne1, l / k->ne1, r, a, (double)t[a], TRAJECTORY_LIMIT,
+                                l % k->ne1, l / k->ne1, k->ref.idx.repetition, r, a,
+                                (double)t[a], TRAJECTORY_LIMIT,
                                 TRAJECTORY_LIMIT, p->n[a]);
     }
   }

@@ -217,15 +217,17 @@ static int check_sample(mr_gadget_ctx *ctx, const mr_kspace *k, const job *j, si
   for (int a = 0; a < j->rank; a++)
     if (!(fabsf(t[a]) <= TRAJECTORY_LIMIT))
       return mr_gadget_fail(ctx, MR_EDATA,
-                            "the readout at line %zu (partition %zu), sample %zu: trajectory "
-                            "component %d is %g, outside [-%g, %g] (cycles per pixel of the "
+                            "the readout at line %zu (partition %zu) of repetition %u, sample "
+                            "%zu: trajectory component %d is %g, outside [-%g, %g] (cycles per pixel of the "
                             "%zu-wide encoded matrix: k-space spans [-0.5, 0.5))",
-                            line % k->ne1, line / k->ne1, i, a, (double)t[a], TRAJECTORY_LIMIT,
+                            line % k->ne1, line / k->ne1, k->ref.idx.repetition, i, a,
+                            (double)t[a], TRAJECTORY_LIMIT,
                             TRAJECTORY_LIMIT, j->dims[a]);
   if (j->weights_known && !isfinite(t[j->rank]))
     return mr_gadget_fail(ctx, MR_EDATA,
-                          "the readout at line %zu (partition %zu), sample %zu: density weight "
-                          "%g is not finite", line % k->ne1, line / k->ne1, i,
+                          "the readout at line %zu (partition %zu) of repetition %u, sample %zu: "
+                          "density weight %g is not finite",
+                          line % k->ne1, line / k->ne1, k->ref.idx.repetition, i,
                           (double)t[j->rank]);
   return 0;
 }
