@@ -49,33 +49,12 @@
 #include "kspace.h"
 #include "nufft.h"
 #include "placement.h"
+#include "positions.h"
+#include "scratch.h"
 #include "toeplitz.h"
 
 enum { MAPS_NONE, MAPS_ESTIMATE };
 enum { SUMS_DIRECT, SUMS_NUFFT };
-
-/* Positions beyond this (cycles per pixel) are refused: 1.5 times the
- * half-width of the k-space the recon matrix covers. */
-#define TRAJECTORY_LIMIT 0.75
-
-/* A host array kept from buffer to buffer, grown when a buffer needs more
- * (contents lost then). */
-typedef struct scratch {
-  void *p;
-  size_t bytes;
-} scratch;
-
-static int grow(scratch *s, size_t bytes) {
-  if (bytes <= s->bytes)
-    return 0;
-  void *p = malloc(bytes);
-  if (p == NULL)
-    return MR_ENOMEM;
-  free(s->p);
-  s->p = p;
-  s->bytes = bytes;
-  return 0;
-}
 
 /* Q of the last trajectory, and the operators made from it. */
 typedef struct op_cache {
@@ -84,8 +63,8 @@ typedef struct op_cache {
   int rank;
   size_t n[3], m;
   int valid;          /* k and q hold a trajectory's */
-  scratch k;          /* [m][rank] */
-  scratch q;          /* on the doubled grid, host */
+  mr_scratch k;       /* [m][rank] */
+  mr_scratch q;       /* on the doubled grid, host */
   mr_toeplitz *op;    /* one coil's, or NULL until needed */
   mr_toeplitz *sense; /* through maps ("estimate"), for sense_coils coils */
   size_t sense_coils;
@@ -117,7 +96,7 @@ typedef struct fhd_cg {
   op_cache cache;
   unsigned positions; /* generation of cache.k, from 1 */
   kept_plan q_plan, fhd_plan;
-  scratch k, data, fhd; /* a buffer's positions, samples and F^H D */
+  mr_scratch k, data, fhd; /* a buffer's positions, samples and F^H D */
   mr_cfloat *ones;    /* [ones_n] */
   size_t ones_n;
   /* The last estimated maps [coils][nvox] (generation sens_gen, 0: none),
@@ -159,7 +138,7 @@ static int configure(void *state, mr_gadget_ctx *ctx) {
 static void cache_reset(op_cache *c) {
   mr_toeplitz_destroy(c->op);
   mr_toeplitz_destroy(c->sense);
-  scratch k = c->k, q = c->q;
+  mr_scratch k = c->k, q = c->q;
   memset(c, 0, sizeof *c);
   c->k = k;
   c->q = q;
@@ -167,9 +146,8 @@ static void cache_reset(op_cache *c) {
 
 static void cache_clear(op_cache *c) {
   cache_reset(c);
-  free(c->k.p);
-  free(c->q.p);
-  memset(c, 0, sizeof *c);
+  mr_scratch_free(&c->k);
+  mr_scratch_free(&c->q);
 }
 
 static void plan_clear(kept_plan *kp) {
@@ -252,10 +230,9 @@ static int q_for(fhd_cg *s, mr_device *dev, const problem *p) {
   cache_reset(c);
   s->positions++;
   size_t big[3] = {2 * p->n[0], 2 * p->n[1], p->rank == 3 ? 2 * p->n[2] : 1};
-  int rc = grow(&c->q, big[0] * big[1] * big[2] * sizeof(mr_cfloat)) < 0 ||
-                   grow(&c->k, kbytes + 1) < 0
-               ? MR_ENOMEM
-               : 0;
+  int rc = mr_scratch_grow(&c->q, big[0] * big[1] * big[2] * sizeof(mr_cfloat));
+  if (rc == 0)
+    rc = mr_scratch_grow(&c->k, kbytes);
   if (rc == 0) {
     memcpy(c->k.p, p->k, kbytes);
     rc = adjoint_sums(s, &s->q_plan, dev, p->rank, big, p->m, p->k, 1, NULL, c->q.p);
@@ -421,7 +398,7 @@ static int reconstruct(mr_device *dev, void *arg) {
   int rc = q_for(s, dev, p);
   if (rc < 0)
     return rc;
-  if (grow(&s->fhd, p->coils * p->nvox * sizeof(mr_cfloat)) < 0)
+  if (mr_scratch_grow(&s->fhd, p->coils * p->nvox * sizeof(mr_cfloat)) < 0)
     return MR_ENOMEM;
   mr_cfloat *fhd = s->fhd.p;
   rc = adjoint_sums(s, &s->fhd_plan, dev, p->rank, p->n, p->m, p->k, p->coils, p->data, fhd);
@@ -454,28 +431,6 @@ static int reconstruct(mr_device *dev, void *arg) {
   return rc;
 }
 
-/* Refuses a position outside the recon matrix's k-space (with a
- * tolerance) or not finite. */
-static int check_positions(mr_gadget_ctx *ctx, const mr_kspace *k, const problem *p) {
-  for (size_t l = 0; l < k->ne1 * k->ne2; l++) {
-    if (!k->sampled[l])
-      continue;
-    for (size_t r = 0; r < k->nro; r++) {
-      const float *t = k->traj + (l * k->nro + r) * (size_t)k->traj_dims;
-      for (int a = 0; a < p->rank; a++)
-        if (!(fabsf(t[a]) <= TRAJECTORY_LIMIT))
-          return mr_gadget_fail(ctx, MR_EDATA,
-                                "the readout at line %zu (partition %zu) of repetition %u, "
-                                "sample %zu: trajectory component %d is %g, outside [-%g, %g] (cycles per "
-                                "pixel of the %zu-wide recon matrix: k-space spans [-0.5, 0.5))",
-                                l % k->ne1, l / k->ne1, k->ref.idx.repetition, r, a,
-                                (double)t[a], TRAJECTORY_LIMIT,
-                                TRAJECTORY_LIMIT, p->n[a]);
-    }
-  }
-  return 0;
-}
-
 /* Gathers the sampled lines of k into p (rank from the recon matrix). */
 static int gather(fhd_cg *s, mr_gadget_ctx *ctx, const mr_kspace *k, problem *p) {
   p->rank = k->recon.matrix.z > 1 ? 3 : 2;
@@ -490,7 +445,7 @@ static int gather(fhd_cg *s, mr_gadget_ctx *ctx, const mr_kspace *k, problem *p)
   if (p->nvox == 0)
     return mr_gadget_fail(ctx, MR_EDATA, "recon matrix %zu x %zu x %zu", p->n[0], p->n[1],
                           p->n[2]);
-  int rc = check_positions(ctx, k, p);
+  int rc = mr_positions_check(ctx, k, p->rank, 0, p->n, "recon");
   if (rc < 0)
     return rc;
   size_t lines = 0, nlines = k->ne1 * k->ne2;
@@ -498,8 +453,8 @@ static int gather(fhd_cg *s, mr_gadget_ctx *ctx, const mr_kspace *k, problem *p)
     lines += k->sampled[l] != 0;
   p->coils = k->nch;
   p->m = lines * k->nro;
-  if (grow(&s->k, p->m * p->rank * sizeof *p->k + 1) < 0 ||
-      grow(&s->data, p->m * p->coils * sizeof *p->data + 1) < 0)
+  if (mr_scratch_grow(&s->k, p->m * p->rank * sizeof *p->k) < 0 ||
+      mr_scratch_grow(&s->data, p->m * p->coils * sizeof *p->data) < 0)
     return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for %zu samples", p->m);
   p->k = s->k.p;
   p->data = s->data.p;
@@ -558,9 +513,9 @@ static void destroy(void *state) {
   plan_clear(&s->fhd_plan);
   free(s->ones);
   free(s->sens);
-  free(s->k.p);
-  free(s->data.p);
-  free(s->fhd.p);
+  mr_scratch_free(&s->k);
+  mr_scratch_free(&s->data);
+  mr_scratch_free(&s->fhd);
   mr_placement_release(&s->place);
 }
 

@@ -33,15 +33,13 @@
 #include "kspace.h"
 #include "nufft.h"
 #include "placement.h"
+#include "positions.h"
+#include "scratch.h"
 
 enum density { DENSITY_AUTO, DENSITY_TRAJECTORY, DENSITY_RADIAL, DENSITY_PIPE_MENON, DENSITY_NONE };
 
 /* Coils gridded together at most: their oversampled grids share this much. */
 #define GRID_BYTES ((size_t)512 << 20)
-
-/* Positions beyond this (cycles per pixel) are refused: 1.5 times the
- * half-width of the k-space the encoded matrix covers. */
-#define TRAJECTORY_LIMIT 0.75
 
 /* A plan kept for the next buffers, and whether it has the current
  * positions. */
@@ -52,12 +50,6 @@ typedef struct kept_plan {
   int has_points;
   uint64_t used; /* when last used (0: never); the least recent is replaced */
 } kept_plan;
-
-/* A host array kept from buffer to buffer, grown when a buffer needs more. */
-typedef struct scratch {
-  void *p;
-  size_t bytes;
-} scratch;
 
 typedef struct gridding {
   double tolerance, upsampling;
@@ -71,10 +63,10 @@ typedef struct gridding {
   /* The last buffer's positions ([n][rank]) and, when weights_valid, the
    * weights computed for them; gather fills `next` and swaps it in when
    * the positions changed. */
-  scratch pos, next, weights;
+  mr_scratch pos, next, weights;
   size_t pos_n;
   int pos_rank, weights_valid, weights_method;
-  scratch data, image;
+  mr_scratch data, image;
 } gridding;
 
 static const mr_param params[] = {
@@ -90,19 +82,6 @@ static const mr_param params[] = {
      "NUFFT grid oversampling, 1.25 .. 2; 0 chooses by dimension and tolerance"},
     MR_PLACEMENT_PARAMS(gridding),
 };
-
-/* s->p holding at least bytes (contents lost when it grows). */
-static int grow(scratch *s, size_t bytes) {
-  if (bytes <= s->bytes)
-    return 0;
-  void *p = malloc(bytes);
-  if (p == NULL)
-    return MR_ENOMEM;
-  free(s->p);
-  s->p = p;
-  s->bytes = bytes;
-  return 0;
-}
 
 static int configure(void *state, mr_gadget_ctx *ctx) {
   gridding *s = state;
@@ -210,40 +189,21 @@ static int run_gridding(mr_device *dev, void *arg) {
   return rc;
 }
 
-/* Refuses a position outside the encoded k-space (with a tolerance) or a
- * weight that is not finite. */
-static int check_sample(mr_gadget_ctx *ctx, const mr_kspace *k, const job *j, size_t line,
-                        size_t i, const float *t) {
-  for (int a = 0; a < j->rank; a++)
-    if (!(fabsf(t[a]) <= TRAJECTORY_LIMIT))
-      return mr_gadget_fail(ctx, MR_EDATA,
-                            "the readout at line %zu (partition %zu) of repetition %u, sample "
-                            "%zu: trajectory component %d is %g, outside [-%g, %g] (cycles per pixel of the "
-                            "%zu-wide encoded matrix: k-space spans [-0.5, 0.5))",
-                            line % k->ne1, line / k->ne1, k->ref.idx.repetition, i, a,
-                            (double)t[a], TRAJECTORY_LIMIT,
-                            TRAJECTORY_LIMIT, j->dims[a]);
-  if (j->weights_known && !isfinite(t[j->rank]))
-    return mr_gadget_fail(ctx, MR_EDATA,
-                          "the readout at line %zu (partition %zu) of repetition %u, sample %zu: "
-                          "density weight %g is not finite",
-                          line % k->ne1, line / k->ne1, k->ref.idx.repetition, i,
-                          (double)t[j->rank]);
-  return 0;
-}
-
 /* Positions (and trajectory weights) of the acquired readouts into j, in
- * the gadget's kept arrays. */
+ * the gadget's kept arrays, once they are checked. */
 static int gather(gridding *s, mr_gadget_ctx *ctx, const mr_kspace *k, job *j) {
+  int rc = mr_positions_check(ctx, k, j->rank, j->weights_known, j->dims, "encoded");
+  if (rc < 0)
+    return rc;
   size_t lines = 0, d = (size_t)k->traj_dims, ro = k->nro;
   for (size_t l = 0; l < k->ne1 * k->ne2; l++)
     lines += k->sampled[l] != 0;
   j->n = lines * ro;
   j->spokes = lines;
   size_t n1 = j->n > 0 ? j->n : 1;
-  if (grow(&s->next, n1 * (size_t)j->rank * sizeof *j->k) < 0 ||
-      grow(&s->weights, n1 * sizeof *j->w) < 0 ||
-      grow(&s->data, n1 * j->nch * sizeof *j->data) < 0)
+  if (mr_scratch_grow(&s->next, n1 * (size_t)j->rank * sizeof *j->k) < 0 ||
+      mr_scratch_grow(&s->weights, n1 * sizeof *j->w) < 0 ||
+      mr_scratch_grow(&s->data, n1 * j->nch * sizeof *j->data) < 0)
     return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for %zu samples", j->n);
   j->k = s->next.p;
   j->w = s->weights.p;
@@ -254,9 +214,6 @@ static int gather(gridding *s, mr_gadget_ctx *ctx, const mr_kspace *k, job *j) {
       continue;
     const float *t = k->traj + l * ro * d;
     for (size_t i = 0; i < ro; i++, at++) {
-      int rc = check_sample(ctx, k, j, l, i, t + i * d);
-      if (rc < 0)
-        return rc;
       for (int a = 0; a < j->rank; a++)
         j->k[at * j->rank + a] = t[i * d + a];
       if (j->weights_known)
@@ -302,7 +259,7 @@ static void keep_positions(gridding *s, job *j) {
     j->k = s->pos.p;
     return;
   }
-  scratch t = s->pos;
+  mr_scratch t = s->pos;
   s->pos = s->next;
   s->next = t;
   s->pos_n = j->n;
@@ -383,7 +340,8 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   int cropped = rs[0] != j.dims[0] || rs[1] != j.dims[1] || rs[2] != j.dims[2];
   if (!cropped) {
     j.image = (mr_cfloat *)a->data;
-  } else if (grow(&s->image, j.dims[0] * j.dims[1] * j.dims[2] * j.nch * sizeof *j.image) < 0) {
+  } else if (mr_scratch_grow(&s->image, j.dims[0] * j.dims[1] * j.dims[2] * j.nch *
+                                             sizeof *j.image) < 0) {
     rc = mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for %zu coil images", j.nch);
     goto done;
   } else {
@@ -412,11 +370,11 @@ static void destroy(void *state) {
   for (int i = 0; i < 2; i++)
     mr_nufft_plan_destroy(s->plans[i].plan);
   mr_placement_release(&s->place);
-  free(s->pos.p);
-  free(s->next.p);
-  free(s->weights.p);
-  free(s->data.p);
-  free(s->image.p);
+  mr_scratch_free(&s->pos);
+  mr_scratch_free(&s->next);
+  mr_scratch_free(&s->weights);
+  mr_scratch_free(&s->data);
+  mr_scratch_free(&s->image);
 }
 
 const mr_gadget_class mr_gadget_gridding = {
