@@ -121,14 +121,23 @@ double complex mr_phantom_coil(int rank, int n, int c, int ncoils, const double 
   return cexp(I * phase) * (1 + BRIGHTNESS * us + I * PHASE * vs);
 }
 
-void mr_phantom_kspace(int rank, int n, int ncoils, const double k[3], double complex *out) {
+/* F of the object moved by shift pixels, at k. */
+static double complex shifted_ft(int rank, int n, const double k[3], const double shift[3]) {
+  double phase = 0;
+  for (int a = 0; a < rank; a++)
+    phase += k[a] * shift[a];
+  return mr_phantom_ft(rank, n, k) * cexp(-2 * M_PI * I * phase);
+}
+
+void mr_phantom_kspace_moved(int rank, int n, int ncoils, const double k[3],
+                             const double shift[3], double complex *out) {
   /* F at k, and the transforms of s_a f: (F(k - e_a/2n) - F(k + e_a/2n)) / 2i. */
-  double complex base = mr_phantom_ft(rank, n, k), sine[3] = {0, 0, 0};
+  double complex base = shifted_ft(rank, n, k, shift), sine[3] = {0, 0, 0};
   for (int a = 0; a < rank; a++) {
     double lo[3] = {k[0], k[1], k[2]}, hi[3] = {k[0], k[1], k[2]};
     lo[a] -= 0.5 / n;
     hi[a] += 0.5 / n;
-    sine[a] = (mr_phantom_ft(rank, n, lo) - mr_phantom_ft(rank, n, hi)) / (2 * I);
+    sine[a] = (shifted_ft(rank, n, lo, shift) - shifted_ft(rank, n, hi, shift)) / (2 * I);
   }
   for (int c = 0; c < ncoils; c++) {
     double u[3], v[3], phase;
@@ -138,4 +147,9 @@ void mr_phantom_kspace(int rank, int n, int ncoils, const double k[3], double co
       sum += (BRIGHTNESS * u[a] + I * PHASE * v[a]) * sine[a];
     out[c] = cexp(I * phase) * sum;
   }
+}
+
+void mr_phantom_kspace(int rank, int n, int ncoils, const double k[3], double complex *out) {
+  const double still[3] = {0, 0, 0};
+  mr_phantom_kspace_moved(rank, n, ncoils, k, still, out);
 }

@@ -36,4 +36,10 @@ double complex mr_phantom_coil(int rank, int n, int c, int ncoils, const double 
 /* k-space of every coil at k: out[c] = FT of S_c f at k, for c < ncoils. */
 void mr_phantom_kspace(int rank, int n, int ncoils, const double k[3], double complex *out);
 
+/* The same with the object moved by shift[rank] pixels under the coils,
+ * which stay where they are (f(r - shift) S_c(r)): what a moving object
+ * looks like to fixed receive coils. */
+void mr_phantom_kspace_moved(int rank, int n, int ncoils, const double k[3],
+                             const double shift[3], double complex *out);
+
 #endif

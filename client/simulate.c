@@ -16,8 +16,8 @@
 #include "phantom.h"
 
 int mr_sim_trajectory_parse(const char *name) {
-  static const char *const names[] = {"radial", "golden", "spiral", "cartesian"};
-  for (int i = 0; i < 4; i++)
+  static const char *const names[] = {"radial", "golden", "spiral", "cartesian", "tiny-golden"};
+  for (int i = 0; i < 5; i++)
     if (strcmp(name, names[i]) == 0)
       return i;
   return -1;
@@ -32,7 +32,19 @@ typedef struct layout {
   int traj_dims;            /* 0 for Cartesian */
   int center_sample;
   const char *name;         /* the header's trajectory */
+  size_t frames;            /* real-time frames of `lines` spokes; 0: none */
 } layout;
+
+static int radial_kind(mr_sim_trajectory t) {
+  return t == MR_SIM_RADIAL || t == MR_SIM_GOLDEN || t == MR_SIM_TINY_GOLDEN;
+}
+
+void mr_sim_motion(int n, int f, double shift[3]) {
+  /* along x, where the phantom leaves room (it spans 0.69 of the half
+   * field of view there, 0.92 along y) */
+  shift[1] = shift[2] = 0;
+  shift[0] = n / 16.0 * sin(2 * M_PI * f / 16.0);
+}
 
 /* Readouts of 3D radial trajectories fill encode step 1 up to this, then
  * step 2 counts on. */
@@ -45,13 +57,18 @@ static int make_layout(const mr_sim_options *o, layout *l, mr_err *err) {
   l->n = n;
   switch (o->trajectory) {
   case MR_SIM_RADIAL:
-  case MR_SIM_GOLDEN: {
+  case MR_SIM_GOLDEN:
+  case MR_SIM_TINY_GOLDEN: {
     double nyquist = o->three_d ? M_PI / 2 * n * n : M_PI / 2 * n;
     l->readouts = o->spokes > 0 ? (size_t)o->spokes : (size_t)ceil(nyquist);
-    l->samples = 2 * (size_t)n;
+    l->samples = o->samples > 0 ? (size_t)o->samples : 2 * (size_t)n;
     l->lines = o->three_d && l->readouts > LINES_PER_STEP2 ? LINES_PER_STEP2 : l->readouts;
+    if (o->frames > 0) {
+      l->frames = (size_t)o->frames;
+      l->readouts = l->lines * l->frames;
+    }
     l->traj_dims = l->rank;
-    l->center_sample = n;
+    l->center_sample = (int)(l->samples / 2);
     l->name = o->trajectory == MR_SIM_RADIAL ? "radial" : "goldenangle";
     break;
   }
@@ -80,6 +97,8 @@ static int make_layout(const mr_sim_options *o, layout *l, mr_err *err) {
     l->name = "cartesian";
     break;
   }
+  if (l->samples > UINT16_MAX)
+    return mr_err_set(err, MR_EINVAL, "--samples %zu is over %d", l->samples, UINT16_MAX);
   if (l->lines > UINT16_MAX + 1u || l->readouts / l->lines > UINT16_MAX + 1u)
     return mr_err_set(err, MR_EINVAL, "%zu readouts do not fit the encoding counters",
                       l->readouts);
@@ -92,12 +111,16 @@ static void position(const mr_sim_options *o, const layout *l, size_t r, size_t 
   k[0] = k[1] = k[2] = 0;
   switch (o->trajectory) {
   case MR_SIM_RADIAL:
-  case MR_SIM_GOLDEN: {
-    double radius = ((double)i - n) / (2.0 * n), dir[3] = {0, 0, 0};
+  case MR_SIM_GOLDEN:
+  case MR_SIM_TINY_GOLDEN: {
+    double radius = ((double)i - (double)(l->samples / 2)) / (double)l->samples;
+    double dir[3] = {0, 0, 0};
     double golden = (3 - sqrt(5)) * M_PI; /* 137.5 degrees, the azimuth step */
     if (!o->three_d) {
-      double t = o->trajectory == MR_SIM_RADIAL ? M_PI * r / l->readouts
-                                                : r * M_PI * (sqrt(5) - 1) / 2;
+      double tiny = M_PI / ((1 + sqrt(5)) / 2 + 6); /* 23.63 degrees */
+      double t = o->trajectory == MR_SIM_RADIAL ? M_PI * (double)(r % l->lines) / l->lines
+                 : o->trajectory == MR_SIM_GOLDEN ? r * M_PI * (sqrt(5) - 1) / 2
+                                                  : r * tiny;
       dir[0] = cos(t);
       dir[1] = sin(t);
     } else {
@@ -141,7 +164,14 @@ static const char *header_xml(const mr_sim_options *o, const layout *l, char *bu
   int n = l->n, nz = o->three_d ? n : 1;
   size_t steps2 = (l->readouts + l->lines - 1) / l->lines;
   int cart = o->trajectory == MR_SIM_CARTESIAN;
-  char step2[256] = "";
+  char step2[256] = "", repetition[160] = "";
+  if (l->frames > 0) {
+    steps2 = 1;
+    snprintf(repetition, sizeof repetition,
+             "<repetition><minimum>0</minimum><maximum>%zu</maximum><center>0</center>"
+             "</repetition>",
+             l->frames - 1);
+  }
   if (steps2 > 1)
     snprintf(step2, sizeof step2,
              "<kspace_encoding_step_2><minimum>0</minimum><maximum>%zu</maximum>"
@@ -152,7 +182,7 @@ static const char *header_xml(const mr_sim_options *o, const layout *l, char *bu
            "<ismrmrdHeader xmlns=\"http://www.ismrm.org/ISMRMRD\">"
            "<measurementInformation><measurementID>simulated</measurementID>"
            "<patientPosition>HFS</patientPosition>"
-           "<protocolName>reconclient simulate %s%s</protocolName></measurementInformation>"
+           "<protocolName>reconclient simulate %s%s%s</protocolName></measurementInformation>"
            "<acquisitionSystemInformation><receiverChannels>%d</receiverChannels>"
            "</acquisitionSystemInformation>"
            "<experimentalConditions><H1resonanceFrequency_Hz>63500000</H1resonanceFrequency_Hz>"
@@ -164,12 +194,13 @@ static const char *header_xml(const mr_sim_options *o, const layout *l, char *bu
            "<fieldOfView_mm><x>%d</x><y>%d</y><z>%d</z></fieldOfView_mm></reconSpace>"
            "<encodingLimits><kspace_encoding_step_1><minimum>0</minimum><maximum>%zu</maximum>"
            "<center>%zu</center></kspace_encoding_step_1>%s"
-           "<slice><minimum>0</minimum><maximum>0</maximum><center>0</center></slice>"
+           "<slice><minimum>0</minimum><maximum>0</maximum><center>0</center></slice>%s"
            "</encodingLimits>"
            "<trajectory>%s</trajectory></encoding>"
            "</ismrmrdHeader>\n",
-           l->name, o->three_d ? " 3D" : "", o->coils, n, n, nz, n, n, nz, n, n, nz, n, n,
-           nz, l->lines - 1, cart ? l->lines / 2 : 0, step2, l->name);
+           o->trajectory == MR_SIM_TINY_GOLDEN ? "tiny golden angle" : l->name,
+           o->three_d ? " 3D" : "", l->frames > 0 ? " real-time" : "", o->coils, n, n, nz, n,
+           n, nz, n, n, nz, n, n, nz, l->lines - 1, cart ? l->lines / 2 : 0, step2, repetition, l->name);
   return buf;
 }
 
@@ -208,24 +239,38 @@ static void readout_header(const mr_sim_options *o, const layout *l, size_t r,
   h->phase_dir[1] = 1;
   h->slice_dir[2] = 1;
   h->idx.kspace_encode_step_1 = (uint16_t)(r % l->lines);
-  h->idx.kspace_encode_step_2 = (uint16_t)(r / l->lines);
-  if (r == 0)
-    h->flags |= 1ull << (ISMRMRD_ACQ_FIRST_IN_SLICE - 1);
+  if (l->frames > 0) {
+    h->idx.repetition = (uint16_t)(r / l->lines);
+    if (r % l->lines == 0)
+      h->flags |= (1ull << (ISMRMRD_ACQ_FIRST_IN_SLICE - 1)) |
+                  (1ull << (ISMRMRD_ACQ_FIRST_IN_REPETITION - 1));
+    if (r % l->lines == l->lines - 1)
+      h->flags |= (1ull << (ISMRMRD_ACQ_LAST_IN_SLICE - 1)) |
+                  (1ull << (ISMRMRD_ACQ_LAST_IN_REPETITION - 1));
+  } else {
+    h->idx.kspace_encode_step_2 = (uint16_t)(r / l->lines);
+    if (r == 0)
+      h->flags |= 1ull << (ISMRMRD_ACQ_FIRST_IN_SLICE - 1);
+    if (r + 1 == l->readouts)
+      h->flags |= (1ull << (ISMRMRD_ACQ_LAST_IN_SLICE - 1)) |
+                  (1ull << (ISMRMRD_ACQ_LAST_IN_REPETITION - 1));
+  }
   if (r + 1 == l->readouts)
-    h->flags |= (1ull << (ISMRMRD_ACQ_LAST_IN_SLICE - 1)) |
-                (1ull << (ISMRMRD_ACQ_LAST_IN_REPETITION - 1)) |
-                (1ull << (ISMRMRD_ACQ_LAST_IN_MEASUREMENT - 1));
+    h->flags |= 1ull << (ISMRMRD_ACQ_LAST_IN_MEASUREMENT - 1);
 }
 
 /* Fills readout r's samples (all coils) and trajectory. */
 static void fill_readout(const mr_sim_options *o, const layout *l, size_t r, noise *g,
                          ISMRMRD_Acquisition *a, double complex *coil_values) {
+  double shift[3] = {0, 0, 0};
+  if (o->moving)
+    mr_sim_motion(l->n, (int)(r / l->lines), shift);
   for (size_t i = 0; i < l->samples; i++) {
     double k[3];
     position(o, l, r, i, k);
     for (int d = 0; d < l->traj_dims; d++)
       a->traj[i * l->traj_dims + d] = (float)k[d];
-    mr_phantom_kspace(l->rank, l->n, o->coils, k, coil_values);
+    mr_phantom_kspace_moved(l->rank, l->n, o->coils, k, shift, coil_values);
     for (int c = 0; c < o->coils; c++) {
       double complex v = coil_values[c];
       if (g->sigma > 0)
@@ -235,24 +280,35 @@ static void fill_readout(const mr_sim_options *o, const layout *l, size_t r, noi
   }
 }
 
-/* The object at the pixel centres, as the complex array "phantom". */
-static int write_phantom(ISMRMRD_Dataset *d, const layout *l, mr_err *err) {
+/* The object at the pixel centres, as the complex array "phantom" (of
+ * every frame when it moves: one more dimension). */
+static int write_phantom(const mr_sim_options *o, ISMRMRD_Dataset *d, const layout *l,
+                         mr_err *err) {
   ISMRMRD_NDArray arr;
   ismrmrd_init_ndarray(&arr);
   arr.data_type = ISMRMRD_CXFLOAT;
   arr.ndim = (uint16_t)l->rank;
   for (int a = 0; a < l->rank; a++)
     arr.dims[a] = (size_t)l->n;
+  size_t frames = o->moving ? l->frames : 1;
+  if (o->moving)
+    arr.dims[arr.ndim++] = frames;
   if (ismrmrd_make_consistent_ndarray(&arr) != ISMRMRD_NOERROR)
     return mr_err_set(err, MR_ENOMEM, "out of memory for the phantom image");
   complex_float_t *px = arr.data;
   size_t nz = l->rank == 3 ? (size_t)l->n : 1, at = 0;
-  for (size_t z = 0; z < nz; z++)
-    for (int y = 0; y < l->n; y++)
-      for (int x = 0; x < l->n; x++) {
-        double r[3] = {x - l->n / 2, y - l->n / 2, l->rank == 3 ? (double)z - l->n / 2 : 0};
-        px[at++] = (float)mr_phantom_value(l->rank, l->n, r);
-      }
+  for (size_t f = 0; f < frames; f++) {
+    double shift[3] = {0, 0, 0};
+    if (o->moving)
+      mr_sim_motion(l->n, (int)f, shift);
+    for (size_t z = 0; z < nz; z++)
+      for (int y = 0; y < l->n; y++)
+        for (int x = 0; x < l->n; x++) {
+          double r[3] = {x - l->n / 2 - shift[0], y - l->n / 2 - shift[1],
+                         l->rank == 3 ? (double)z - l->n / 2 - shift[2] : 0};
+          px[at++] = (float)mr_phantom_value(l->rank, l->n, r);
+        }
+  }
   int rc = ismrmrd_append_array(d, "phantom", &arr) == ISMRMRD_NOERROR && !mr_h5_failed()
                ? 0
                : mr_err_set(err, MR_EIO, "cannot write the phantom array: %s", mr_h5_error());
@@ -267,8 +323,19 @@ static int check_options(const mr_sim_options *o, mr_err *err) {
     return mr_err_set(err, MR_EINVAL, "--coils must be 1 .. 64, got %d", o->coils);
   if (!(o->noise >= 0))
     return mr_err_set(err, MR_EINVAL, "--noise must be >= 0");
-  if (o->spokes < 0 || o->interleaves < 0)
-    return mr_err_set(err, MR_EINVAL, "--spokes and --interleaves must be positive");
+  if (o->spokes < 0 || o->interleaves < 0 || o->samples < 0 || o->frames < 0)
+    return mr_err_set(err, MR_EINVAL,
+                      "--spokes, --interleaves, --samples and --frames must be positive");
+  if (o->trajectory == MR_SIM_TINY_GOLDEN && o->three_d)
+    return mr_err_set(err, MR_EINVAL, "--trajectory tiny-golden is 2D only");
+  if (o->samples > 0 && !radial_kind(o->trajectory))
+    return mr_err_set(err, MR_EINVAL, "--samples is for the radial trajectories");
+  if (o->frames > 0 && (!radial_kind(o->trajectory) || o->three_d || o->spokes == 0))
+    return mr_err_set(err, MR_EINVAL,
+                      "--frames is for 2D radial, golden or tiny-golden streams and needs "
+                      "--spokes (per frame)");
+  if (o->moving && o->frames == 0)
+    return mr_err_set(err, MR_EINVAL, "--moving needs --frames");
   if (access(o->path, F_OK) == 0)
     return mr_err_set(err, MR_EINVAL, "%s exists; not overwriting it", o->path);
   return 0;
@@ -320,7 +387,7 @@ int mr_simulate(const mr_sim_options *o, mr_err *err) {
   }
   mr_h5_lock();
   if (rc == 0)
-    rc = write_phantom(&d, &l, err);
+    rc = write_phantom(o, &d, &l, err);
   if (ismrmrd_close_dataset(&d) != ISMRMRD_NOERROR && rc == 0)
     rc = mr_err_set(err, MR_EIO, "cannot close %s: %s", o->path, mr_h5_error());
   mr_h5_unlock();

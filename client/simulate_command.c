@@ -8,13 +8,20 @@
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: reconclient simulate --trajectory radial|golden|spiral|cartesian --matrix N\n"
-          "                            [--3d] --coils C [--noise S] [--spokes K | --interleaves K]\n"
-          "                            [--seed S] -o DATA.h5\n"
+          "usage: reconclient simulate --trajectory radial|golden|tiny-golden|spiral|cartesian\n"
+          "                            --matrix N [--3d] --coils C [--noise S]\n"
+          "                            [--spokes K [--samples M] [--frames F [--moving]] |\n"
+          "                             --interleaves K] [--seed S] -o DATA.h5\n"
           "writes an ISMRMRD dataset of an analytic multi-coil Shepp-Logan phantom (k-space\n"
           "from the ellipses' Fourier transforms, exact at every sample), with its trajectory,\n"
           "a header describing it, and the ground truth as the array 'phantom'\n"
-          "  --spokes K       radial and golden readouts (default: the Nyquist count)\n"
+          "  --spokes K       radial, golden and tiny-golden readouts (default: the Nyquist\n"
+          "                   count); with --frames, the spokes of each frame\n"
+          "  --samples M      samples per spoke (default 2N)\n"
+          "  --frames F       a real-time stream (2D): F frames of K spokes, the angles running\n"
+          "                   on from frame to frame, frame f in repetition f (configs\n"
+          "                   realtime, realtime_cg)\n"
+          "  --moving         the object moves from frame to frame (ground truth per frame)\n"
           "  --interleaves K  spiral arms (default N/8)\n"
           "  --noise S        Gaussian noise of standard deviation S on each sample's real and\n"
           "                   imaginary parts (default 0)\n");
@@ -33,13 +40,16 @@ static int parse_int(const char *flag, const char *text, int *out) {
 
 int mr_simulate_command(int argc, char **argv) {
   mr_sim_options o = {.trajectory = (mr_sim_trajectory)-1, .seed = 1};
-  enum { OPT_3D = 256, OPT_NOISE, OPT_SPOKES, OPT_INTERLEAVES, OPT_SEED };
+  enum { OPT_3D = 256, OPT_NOISE, OPT_SPOKES, OPT_INTERLEAVES, OPT_SEED, OPT_SAMPLES,
+         OPT_FRAMES, OPT_MOVING };
   static const struct option longopts[] = {
       {"trajectory", required_argument, NULL, 'T'}, {"matrix", required_argument, NULL, 'm'},
       {"3d", no_argument, NULL, OPT_3D},             {"coils", required_argument, NULL, 'c'},
       {"noise", required_argument, NULL, OPT_NOISE}, {"spokes", required_argument, NULL, OPT_SPOKES},
       {"interleaves", required_argument, NULL, OPT_INTERLEAVES},
       {"seed", required_argument, NULL, OPT_SEED},   {"out", required_argument, NULL, 'o'},
+      {"samples", required_argument, NULL, OPT_SAMPLES},
+      {"frames", required_argument, NULL, OPT_FRAMES}, {"moving", no_argument, NULL, OPT_MOVING},
       {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
   };
   int ch, seed = 1;
@@ -49,8 +59,8 @@ int mr_simulate_command(int argc, char **argv) {
     switch (ch) {
     case 'T':
       if ((int)(o.trajectory = mr_sim_trajectory_parse(optarg)) < 0) {
-        fprintf(stderr, "reconclient: --trajectory is radial, golden, spiral or cartesian, "
-                        "not '%s'\n", optarg);
+        fprintf(stderr, "reconclient: --trajectory is radial, golden, tiny-golden, spiral or "
+                        "cartesian, not '%s'\n", optarg);
         return 2;
       }
       break;
@@ -80,6 +90,17 @@ int mr_simulate_command(int argc, char **argv) {
       if (parse_int("--interleaves", optarg, &o.interleaves) < 0)
         return 2;
       break;
+    case OPT_SAMPLES:
+      if (parse_int("--samples", optarg, &o.samples) < 0)
+        return 2;
+      break;
+    case OPT_FRAMES:
+      if (parse_int("--frames", optarg, &o.frames) < 0)
+        return 2;
+      break;
+    case OPT_MOVING:
+      o.moving = 1;
+      break;
     case OPT_SEED:
       if (parse_int("--seed", optarg, &seed) < 0)
         return 2;
@@ -104,7 +125,8 @@ int mr_simulate_command(int argc, char **argv) {
   }
   if ((o.spokes > 0 && (o.trajectory == MR_SIM_SPIRAL || o.trajectory == MR_SIM_CARTESIAN)) ||
       (o.interleaves > 0 && o.trajectory != MR_SIM_SPIRAL)) {
-    fprintf(stderr, "reconclient: --spokes is for radial and golden, --interleaves for spiral\n");
+    fprintf(stderr, "reconclient: --spokes is for radial, golden and tiny-golden, --interleaves "
+                    "for spiral\n");
     return 2;
   }
   mr_err err = {0};
@@ -113,8 +135,12 @@ int mr_simulate_command(int argc, char **argv) {
     fprintf(stderr, "reconclient: %s\n", mr_err_text(&err, rc));
     return 1;
   }
-  static const char *const names[] = {"radial", "golden-angle radial", "spiral", "Cartesian"};
-  printf("%s: %s %s phantom, %d^%d pixels, %d coil%s\n", o.path, names[o.trajectory],
+  static const char *const names[] = {"radial", "golden-angle radial", "spiral", "Cartesian",
+                                      "tiny-golden-angle radial"};
+  printf("%s: %s %s phantom, %d^%d pixels, %d coil%s", o.path, names[o.trajectory],
          o.three_d ? "3D" : "2D", o.matrix, o.three_d ? 3 : 2, o.coils, o.coils == 1 ? "" : "s");
+  if (o.frames > 0)
+    printf(", %d%s frames of %d spokes", o.frames, o.moving ? " moving" : "", o.spokes);
+  printf("\n");
   return 0;
 }

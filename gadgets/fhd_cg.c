@@ -20,9 +20,21 @@
  * rounding) or from the NUFFT (gpu/nufft.h, "nufft", to nufft_tolerance):
  * the same sums, the second far faster on large problems.
  *
- * Q depends on the trajectory alone (the book's point): the operator built
- * from it is kept and reused while later buffers bring the same trajectory
- * (and matrix, coil count, lambda and device); F^H D is per scan. */
+ * Q depends on the trajectory alone (the book's point): it is kept, and
+ * the operators built from it (when first needed), while later buffers
+ * bring the same trajectory (and matrix, coil count and device); F^H D is
+ * per scan. The NUFFT plans are kept from buffer to buffer too, and given
+ * only new positions.
+ *
+ * Maps ("estimate") come from every "maps_every"-th buffer and are reused
+ * for the buffers between while the matrix and coils stay: a real-time
+ * stream (frames.c) with a new trajectory per frame then pays for the
+ * per-coil solves behind the maps once every N frames, and otherwise only
+ * for Q, F^H D and the one solve.
+ *
+ * Positions are checked first: a component outside [-0.75, 0.75] (1.5
+ * times the [-0.5, 0.5) of the recon matrix's k-space) or not finite is
+ * refused, naming the line, sample and value. */
 #include <complex.h>
 #include <math.h>
 #include <stdlib.h>
@@ -37,21 +49,36 @@
 #include "kspace.h"
 #include "nufft.h"
 #include "placement.h"
+#include "positions.h"
+#include "scratch.h"
 #include "toeplitz.h"
 
 enum { MAPS_NONE, MAPS_ESTIMATE };
 enum { SUMS_DIRECT, SUMS_NUFFT };
 
-/* The operators of the last trajectory. */
+/* Q of the last trajectory, and the operators made from it. */
 typedef struct op_cache {
   mr_device *dev;
   int sums;
   int rank;
-  size_t n[3], m, coils;
-  float *k;           /* [m][rank] */
-  mr_toeplitz *op;    /* one coil's */
-  mr_toeplitz *sense; /* through maps ("estimate"), for `coils` coils */
+  size_t n[3], m;
+  int valid;          /* k and q hold a trajectory's */
+  mr_scratch k;       /* [m][rank] */
+  mr_scratch q;       /* on the doubled grid, host */
+  mr_toeplitz *op;    /* one coil's, or NULL until needed */
+  mr_toeplitz *sense; /* through maps ("estimate"), for sense_coils coils */
+  size_t sense_coils;
+  unsigned sense_maps; /* the maps generation sense holds (0: none) */
 } op_cache;
+
+/* A NUFFT plan kept for the next buffers, and the positions generation it
+ * holds. */
+typedef struct kept_plan {
+  mr_nufft_plan *plan;
+  mr_device *dev;
+  mr_nufft_opts opts;
+  unsigned points;
+} kept_plan;
 
 /* Per-coil iterations behind the coil images that maps are estimated
  * from: enough for a low-pass view, which converges first. */
@@ -63,9 +90,21 @@ typedef struct fhd_cg {
   int regularizer, maps;
   int sums;
   double nufft_tolerance;
+  int maps_every;
   int device, fallback;
   mr_placement place;
   op_cache cache;
+  unsigned positions; /* generation of cache.k, from 1 */
+  kept_plan q_plan, fhd_plan;
+  mr_scratch k, data, fhd; /* a buffer's positions, samples and F^H D */
+  mr_cfloat *ones;    /* [ones_n] */
+  size_t ones_n;
+  /* The last estimated maps [coils][nvox] (generation sens_gen, 0: none),
+   * and the buffers since they were made. */
+  mr_cfloat *sens;
+  size_t sens_coils, sens_n[3];
+  unsigned sens_gen, sens_made;
+  int since_maps;
 } fhd_cg;
 
 static const mr_param params[] = {
@@ -84,6 +123,9 @@ static const mr_param params[] = {
      "F^H D and Q by direct sums (exact) or by the NUFFT (fast, to nufft_tolerance)"},
     {"nufft_tolerance", MR_PARAM_DOUBLE, offsetof(fhd_cg, nufft_tolerance), "1e-6", 1e-6, 1e-1,
      NULL, 0, "relative accuracy of the NUFFT's F^H D and Q"},
+    {"maps_every", MR_PARAM_INT, offsetof(fhd_cg, maps_every), "1", 1, 1000000, NULL, 0,
+     "sensitivities \"estimate\": estimate the maps from every N-th buffer (frame) and reuse "
+     "them for those between"},
     MR_PLACEMENT_PARAMS(fhd_cg),
 };
 
@@ -92,11 +134,25 @@ static int configure(void *state, mr_gadget_ctx *ctx) {
   return mr_placement_acquire(&s->place, ctx, s->device, s->fallback);
 }
 
-static void cache_clear(op_cache *c) {
+/* Drops the operators; keeps the arrays for the next trajectory. */
+static void cache_reset(op_cache *c) {
   mr_toeplitz_destroy(c->op);
   mr_toeplitz_destroy(c->sense);
-  free(c->k);
+  mr_scratch k = c->k, q = c->q;
   memset(c, 0, sizeof *c);
+  c->k = k;
+  c->q = q;
+}
+
+static void cache_clear(op_cache *c) {
+  cache_reset(c);
+  mr_scratch_free(&c->k);
+  mr_scratch_free(&c->q);
+}
+
+static void plan_clear(kept_plan *kp) {
+  mr_nufft_plan_destroy(kp->plan);
+  memset(kp, 0, sizeof *kp);
 }
 
 /* One buffer's problem: its sampled lines gathered. */
@@ -114,9 +170,11 @@ typedef struct job {
 } job;
 
 /* out[b][voxels] = sum_j data[b][j] exp(+2 pi i k_j . x) on an n grid, by
- * direct sums or the NUFFT; data NULL: all ones (Q). */
-static int adjoint_sums(const fhd_cg *s, mr_device *dev, int rank, const size_t n[3], size_t m,
-                        const float *k, size_t batch, const mr_cfloat *data, mr_cfloat *out) {
+ * direct sums or the NUFFT (the plan kept in kp, given the positions k of
+ * generation s->positions once); data NULL: all ones (Q). */
+static int adjoint_sums(fhd_cg *s, kept_plan *kp, mr_device *dev, int rank, const size_t n[3],
+                        size_t m, const float *k, size_t batch, const mr_cfloat *data,
+                        mr_cfloat *out) {
   int rc;
   if (s->sums == SUMS_DIRECT) {
     mr_fhd_opts fo = {.rank = rank, .grid = {n[0], n[1], n[2]}, .batch = batch};
@@ -129,67 +187,94 @@ static int adjoint_sums(const fhd_cg *s, mr_device *dev, int rank, const size_t 
     mr_fhd_plan_destroy(plan);
     return rc;
   }
-  mr_cfloat *ones = NULL;
   if (data == NULL) {
-    if ((ones = malloc(m * sizeof *ones + 1)) == NULL)
-      return MR_ENOMEM;
-    for (size_t j = 0; j < m; j++)
-      ones[j] = 1;
-    data = ones;
+    if (s->ones_n < m) {
+      mr_cfloat *ones = malloc(m * sizeof *ones);
+      if (ones == NULL)
+        return MR_ENOMEM;
+      for (size_t j = 0; j < m; j++)
+        ones[j] = 1;
+      free(s->ones);
+      s->ones = ones;
+      s->ones_n = m;
+    }
+    data = s->ones;
   }
   mr_nufft_opts no = {.rank = rank, .dims = {n[0], n[1], n[2]}, .batch = batch,
                       .tol = s->nufft_tolerance};
-  mr_nufft_plan *plan = NULL;
-  rc = mr_nufft_plan_create(dev, &no, &plan);
-  if (rc == 0)
-    rc = mr_nufft_set_points(plan, m, k);
-  if (rc == 0)
-    rc = mr_nufft_execute_host(plan, MR_NUFFT_ADJOINT, data, out);
-  mr_nufft_plan_destroy(plan);
-  free(ones);
-  return rc;
+  if (kp->plan == NULL || kp->dev != dev || kp->opts.rank != rank ||
+      memcmp(kp->opts.dims, no.dims, sizeof no.dims) != 0 || kp->opts.batch != batch) {
+    plan_clear(kp);
+    if ((rc = mr_nufft_plan_create(dev, &no, &kp->plan)) < 0)
+      return rc;
+    kp->dev = dev;
+    kp->opts = no;
+  }
+  if (kp->points != s->positions) {
+    kp->points = 0;
+    if ((rc = mr_nufft_set_points(kp->plan, m, k)) < 0)
+      return rc;
+    kp->points = s->positions;
+  }
+  return mr_nufft_execute_host(kp->plan, MR_NUFFT_ADJOINT, data, out);
 }
 
-/* The operators for p on dev: the cached ones, or ones built from a fresh
- * Q. */
-static int operators_for(fhd_cg *s, mr_device *dev, const problem *p, op_cache **out) {
+/* Q for p's trajectory on dev: the kept one, or a fresh one (a new
+ * positions generation). */
+static int q_for(fhd_cg *s, mr_device *dev, const problem *p) {
   op_cache *c = &s->cache;
-  size_t coils = s->maps == MAPS_ESTIMATE ? p->coils : 0;
-  if (c->op != NULL && c->dev == dev && c->sums == s->sums && c->rank == p->rank && c->m == p->m &&
-      c->coils == coils && memcmp(c->n, p->n, sizeof c->n) == 0 &&
-      memcmp(c->k, p->k, p->m * p->rank * sizeof *p->k) == 0) {
-    *out = c;
+  size_t kbytes = p->m * p->rank * sizeof *p->k;
+  if (c->valid && c->dev == dev && c->sums == s->sums && c->rank == p->rank && c->m == p->m &&
+      memcmp(c->n, p->n, sizeof c->n) == 0 && memcmp(c->k.p, p->k, kbytes) == 0)
     return 0;
-  }
-  cache_clear(c);
+  cache_reset(c);
+  s->positions++;
   size_t big[3] = {2 * p->n[0], 2 * p->n[1], p->rank == 3 ? 2 * p->n[2] : 1};
-  mr_cfloat *q = malloc(big[0] * big[1] * big[2] * sizeof *q);
-  int rc = q != NULL ? adjoint_sums(s, dev, p->rank, big, p->m, p->k, 1, NULL, q) : MR_ENOMEM;
-  mr_toeplitz_opts to = {.rank = p->rank,
-                         .n = {p->n[0], p->n[1], p->n[2]},
-                         .lambda = s->lambda * (double)p->m, /* Q(0): F^H F's trace / N */
-                         .reg = s->regularizer ? MR_REG_FINITE_DIFFERENCE : MR_REG_IDENTITY};
+  int rc = mr_scratch_grow(&c->q, big[0] * big[1] * big[2] * sizeof(mr_cfloat));
   if (rc == 0)
-    rc = mr_toeplitz_create(dev, &to, q, &c->op);
-  to.coils = coils;
-  if (rc == 0 && coils > 0)
-    rc = mr_toeplitz_create(dev, &to, q, &c->sense);
-  free(q);
+    rc = mr_scratch_grow(&c->k, kbytes);
+  if (rc == 0) {
+    memcpy(c->k.p, p->k, kbytes);
+    rc = adjoint_sums(s, &s->q_plan, dev, p->rank, big, p->m, p->k, 1, NULL, c->q.p);
+  }
   if (rc < 0)
     return rc;
-  c->k = malloc(p->m * p->rank * sizeof *c->k + 1);
-  if (c->k == NULL) {
-    cache_clear(c);
-    return MR_ENOMEM;
-  }
-  memcpy(c->k, p->k, p->m * p->rank * sizeof *c->k);
+  c->valid = 1;
   c->dev = dev;
   c->sums = s->sums;
   c->rank = p->rank;
   memcpy(c->n, p->n, sizeof c->n);
   c->m = p->m;
-  c->coils = coils;
-  *out = c;
+  return 0;
+}
+
+/* The operator for p (coils 0: one coil's; else through maps for that
+ * many coils), built from Q when first needed. */
+static int operator_for(fhd_cg *s, mr_device *dev, const problem *p, size_t coils,
+                        mr_toeplitz **out) {
+  op_cache *c = &s->cache;
+  int rc = q_for(s, dev, p);
+  if (rc < 0)
+    return rc;
+  mr_toeplitz **t = coils == 0 ? &c->op : &c->sense;
+  if (coils > 0 && c->sense != NULL && c->sense_coils != coils) {
+    mr_toeplitz_destroy(c->sense);
+    c->sense = NULL;
+  }
+  if (*t == NULL) {
+    mr_toeplitz_opts to = {.rank = p->rank,
+                           .n = {p->n[0], p->n[1], p->n[2]},
+                           .lambda = s->lambda * (double)p->m, /* Q(0): F^H F's trace / N */
+                           .reg = s->regularizer ? MR_REG_FINITE_DIFFERENCE : MR_REG_IDENTITY,
+                           .coils = coils};
+    if ((rc = mr_toeplitz_create(dev, &to, c->q.p, t)) < 0)
+      return rc;
+    if (coils > 0) {
+      c->sense_coils = coils;
+      c->sense_maps = 0;
+    }
+  }
+  *out = *t;
   return 0;
 }
 
@@ -267,49 +352,87 @@ static int solve_all(const fhd_cg *s, mr_device *dev, mr_toeplitz *op, int itera
   return rc;
 }
 
+/* Whether this buffer estimates new maps: none yet, another shape, or
+ * maps_every buffers since the last. */
+static int maps_due(const fhd_cg *s, const problem *p) {
+  return s->sens_gen == 0 || s->sens_coils != p->coils ||
+         memcmp(s->sens_n, p->n, sizeof s->sens_n) != 0 || s->since_maps >= s->maps_every;
+}
+
+/* New maps from the coils' own solves (fhd: their F^H D). */
+static int refresh_maps(fhd_cg *s, mr_device *dev, const problem *p, const mr_cfloat *fhd) {
+  mr_toeplitz *op;
+  int rc = operator_for(s, dev, p, 0, &op);
+  if (rc < 0)
+    return rc;
+  mr_cfloat *img = malloc(p->coils * p->nvox * sizeof *img);
+  if (s->sens_coils * s->sens_n[0] * s->sens_n[1] * s->sens_n[2] != p->coils * p->nvox) {
+    free(s->sens);
+    s->sens = malloc(p->coils * p->nvox * sizeof *s->sens);
+    s->sens_gen = 0;
+  }
+  if (img == NULL || s->sens == NULL) {
+    free(img);
+    s->sens_gen = 0;
+    s->sens_coils = 0;
+    return MR_ENOMEM;
+  }
+  s->sens_coils = p->coils;
+  memcpy(s->sens_n, p->n, sizeof s->sens_n);
+  s->sens_gen = 0; /* until estimated */
+  rc = solve_all(s, dev, op, MAP_ITERATIONS, p->nvox, p->coils, fhd, img);
+  if (rc == 0)
+    rc = estimate_maps(dev, p, img, s->sens);
+  free(img);
+  if (rc < 0)
+    return rc;
+  s->sens_gen = ++s->sens_made;
+  s->since_maps = 0;
+  return 0;
+}
+
 static int reconstruct(mr_device *dev, void *arg) {
   job *j = arg;
   fhd_cg *s = j->s;
   const problem *p = j->p;
-  op_cache *ops;
-  int rc = operators_for(s, dev, p, &ops);
+  int rc = q_for(s, dev, p);
   if (rc < 0)
     return rc;
-  mr_cfloat *fhd = malloc(p->coils * p->nvox * sizeof *fhd);
-  if (fhd == NULL)
+  if (mr_scratch_grow(&s->fhd, p->coils * p->nvox * sizeof(mr_cfloat)) < 0)
     return MR_ENOMEM;
-  rc = adjoint_sums(s, dev, p->rank, p->n, p->m, p->k, p->coils, p->data, fhd);
+  mr_cfloat *fhd = s->fhd.p;
+  rc = adjoint_sums(s, &s->fhd_plan, dev, p->rank, p->n, p->m, p->k, p->coils, p->data, fhd);
+  mr_toeplitz *op;
   if (rc == 0 && s->maps == MAPS_NONE) {
-    rc = solve_all(s, dev, ops->op, s->iterations, p->nvox, p->coils, fhd, j->out);
+    rc = operator_for(s, dev, p, 0, &op);
+    if (rc == 0)
+      rc = solve_all(s, dev, op, s->iterations, p->nvox, p->coils, fhd, j->out);
   } else if (rc == 0) {
-    mr_cfloat *maps = malloc(p->coils * p->nvox * sizeof *maps);
-    mr_cfloat *img = malloc(p->coils * p->nvox * sizeof *img);
-    if (maps == NULL || img == NULL)
-      rc = MR_ENOMEM;
+    if (maps_due(s, p))
+      rc = refresh_maps(s, dev, p, fhd);
     if (rc == 0)
-      rc = solve_all(s, dev, ops->op, MAP_ITERATIONS, p->nvox, p->coils, fhd, img);
-    if (rc == 0)
-      rc = estimate_maps(dev, p, img, maps);
-    if (rc == 0)
-      rc = mr_toeplitz_set_maps(ops->sense, maps);
+      rc = operator_for(s, dev, p, p->coils, &op);
+    if (rc == 0 && s->cache.sense_maps != s->sens_gen) {
+      rc = mr_toeplitz_set_maps(op, s->sens);
+      s->cache.sense_maps = rc == 0 ? s->sens_gen : 0;
+    }
     if (rc == 0) { /* b = sum_c S_c^H F^H D_c, into the first coil's place */
+      const mr_cfloat *maps = s->sens;
       for (size_t i = 0; i < p->nvox; i++) {
         float complex b = 0;
         for (size_t c = 0; c < p->coils; c++)
           b += conjf(maps[c * p->nvox + i]) * fhd[c * p->nvox + i];
         fhd[i] = b;
       }
-      rc = solve_all(s, dev, ops->sense, s->iterations, p->nvox, 1, fhd, j->out);
+      rc = solve_all(s, dev, op, s->iterations, p->nvox, 1, fhd, j->out);
     }
-    free(maps);
-    free(img);
+    s->since_maps++;
   }
-  free(fhd);
   return rc;
 }
 
 /* Gathers the sampled lines of k into p (rank from the recon matrix). */
-static int gather(mr_gadget_ctx *ctx, const mr_kspace *k, problem *p) {
+static int gather(fhd_cg *s, mr_gadget_ctx *ctx, const mr_kspace *k, problem *p) {
   p->rank = k->recon.matrix.z > 1 ? 3 : 2;
   if (k->traj_dims < p->rank)
     return mr_gadget_fail(ctx, MR_EDATA,
@@ -322,15 +445,19 @@ static int gather(mr_gadget_ctx *ctx, const mr_kspace *k, problem *p) {
   if (p->nvox == 0)
     return mr_gadget_fail(ctx, MR_EDATA, "recon matrix %zu x %zu x %zu", p->n[0], p->n[1],
                           p->n[2]);
+  int rc = mr_positions_check(ctx, k, p->rank, 0, p->n, "recon");
+  if (rc < 0)
+    return rc;
   size_t lines = 0, nlines = k->ne1 * k->ne2;
   for (size_t l = 0; l < nlines; l++)
     lines += k->sampled[l] != 0;
   p->coils = k->nch;
   p->m = lines * k->nro;
-  p->k = malloc(p->m * p->rank * sizeof *p->k + 1);
-  p->data = malloc(p->m * p->coils * sizeof *p->data + 1);
-  if (p->k == NULL || p->data == NULL)
+  if (mr_scratch_grow(&s->k, p->m * p->rank * sizeof *p->k) < 0 ||
+      mr_scratch_grow(&s->data, p->m * p->coils * sizeof *p->data) < 0)
     return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for %zu samples", p->m);
+  p->k = s->k.p;
+  p->data = s->data.p;
   size_t at = 0, per = mr_kspace_channel_size(k);
   for (size_t l = 0; l < nlines; l++) {
     if (!k->sampled[l])
@@ -355,7 +482,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     rc = mr_gadget_fail(ctx, MR_EDATA, "got Cartesian k-space (no trajectory): use fft");
     goto done;
   }
-  if ((rc = gather(ctx, k, &p)) < 0)
+  if ((rc = gather(s, ctx, k, &p)) < 0)
     goto done;
   mr_err e = {0};
   a = mr_image_array_new(p.n[0], p.n[1], p.n[2], s->maps == MAPS_ESTIMATE ? 1 : p.coils, &e);
@@ -375,8 +502,6 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   rc = m != NULL ? mr_emit_message(out, m) : mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
 done:
   mr_image_array_free(a);
-  free(p.k);
-  free(p.data);
   mr_message_unref(msg);
   return rc;
 }
@@ -384,6 +509,13 @@ done:
 static void destroy(void *state) {
   fhd_cg *s = state;
   cache_clear(&s->cache);
+  plan_clear(&s->q_plan);
+  plan_clear(&s->fhd_plan);
+  free(s->ones);
+  free(s->sens);
+  mr_scratch_free(&s->k);
+  mr_scratch_free(&s->data);
+  mr_scratch_free(&s->fhd);
   mr_placement_release(&s->place);
 }
 

@@ -10,7 +10,19 @@
  * on the trajectory (density.h); "auto" takes the trajectory's when it has
  * them, radial ones for a radial or golden-angle header, Pipe-Menon else.
  * A buffer with the same positions as the last one reuses its weights.
- * 2D or 3D follows the encoded matrix (z > 1: 3D). */
+ * 2D or 3D follows the encoded matrix (z > 1: 3D).
+ *
+ * Per buffer the gadget is cheap when only the trajectory changes (a
+ * real-time stream: frames.c): the NUFFT plans are kept from buffer to
+ * buffer and given only the new positions (mr_nufft_set_points; not even
+ * that while the positions repeat), the sample, weight and image arrays are
+ * kept and grown, and the coil images are gridded straight into the array
+ * sent on when no crop is needed.
+ *
+ * Positions are checked first: a component outside [-0.75, 0.75] (1.5 times
+ * the [-0.5, 0.5) that the encoded matrix covers) or not finite is refused,
+ * naming the line, sample and value; gridding it would only make an image of
+ * noise or NaN. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,21 +33,40 @@
 #include "kspace.h"
 #include "nufft.h"
 #include "placement.h"
+#include "positions.h"
+#include "scratch.h"
 
 enum density { DENSITY_AUTO, DENSITY_TRAJECTORY, DENSITY_RADIAL, DENSITY_PIPE_MENON, DENSITY_NONE };
 
 /* Coils gridded together at most: their oversampled grids share this much. */
 #define GRID_BYTES ((size_t)512 << 20)
 
+/* A plan kept for the next buffers, and whether it has the current
+ * positions. */
+typedef struct kept_plan {
+  mr_nufft_plan *plan;
+  mr_device *dev;
+  mr_nufft_opts opts;
+  int has_points;
+  uint64_t used; /* when last used (0: never); the least recent is replaced */
+} kept_plan;
+
 typedef struct gridding {
   double tolerance, upsampling;
   int density, iterations;
   int device, fallback;
   mr_placement place;
-  /* the last buffer's positions and weights, for the next one */
-  float *last_k, *last_w;
-  size_t last_n;
-  int last_rank;
+  /* Plans of all coils at once and of the last partial batch (coils past
+   * GRID_BYTES' worth); the older is replaced when another shape comes. */
+  kept_plan plans[2];
+  uint64_t uses;
+  /* The last buffer's positions ([n][rank]) and, when weights_valid, the
+   * weights computed for them; gather fills `next` and swaps it in when
+   * the positions changed. */
+  mr_scratch pos, next, weights;
+  size_t pos_n;
+  int pos_rank, weights_valid, weights_method;
+  mr_scratch data, image;
 } gridding;
 
 static const mr_param params[] = {
@@ -102,6 +133,41 @@ static int run_density(mr_device *dev, void *arg) {
   return rc;
 }
 
+static int same_opts(const mr_nufft_opts *a, const mr_nufft_opts *b) {
+  return a->rank == b->rank && a->dims[0] == b->dims[0] && a->dims[1] == b->dims[1] &&
+         a->dims[2] == b->dims[2] && a->batch == b->batch && a->tol == b->tol &&
+         a->upsampling == b->upsampling;
+}
+
+/* A kept plan for opts on dev, made in place of the least recently used
+ * one when none fits, holding the job's positions. */
+static int plan_for(gridding *s, mr_device *dev, const mr_nufft_opts *o, const job *j,
+                    mr_nufft_plan **out) {
+  kept_plan *kp = NULL;
+  for (int i = 0; i < 2 && kp == NULL; i++)
+    if (s->plans[i].plan != NULL && s->plans[i].dev == dev && same_opts(&s->plans[i].opts, o))
+      kp = &s->plans[i];
+  if (kp == NULL) {
+    kp = s->plans[0].used <= s->plans[1].used ? &s->plans[0] : &s->plans[1];
+    mr_nufft_plan_destroy(kp->plan);
+    memset(kp, 0, sizeof *kp);
+    int rc = mr_nufft_plan_create(dev, o, &kp->plan);
+    if (rc < 0)
+      return rc;
+    kp->dev = dev;
+    kp->opts = *o;
+  }
+  if (!kp->has_points) {
+    int rc = mr_nufft_set_points(kp->plan, j->n, j->k);
+    if (rc < 0)
+      return rc;
+    kp->has_points = 1;
+  }
+  kp->used = ++s->uses;
+  *out = kp->plan;
+  return 0;
+}
+
 /* The weighted samples of every coil gridded on dev, in plans of as many
  * coils as GRID_BYTES allows. */
 static int run_gridding(mr_device *dev, void *arg) {
@@ -110,40 +176,38 @@ static int run_gridding(mr_device *dev, void *arg) {
   size_t grid = npix << j->rank; /* about: twice each dimension */
   size_t batch = GRID_BYTES / (grid * sizeof(mr_cfloat));
   batch = batch < 1 ? 1 : batch > j->nch ? j->nch : batch;
-  mr_nufft_plan *plan = NULL;
-  size_t planned = 0;
   int rc = 0;
   for (size_t c0 = 0; rc == 0 && c0 < j->nch; c0 += batch) {
     size_t nb = j->nch - c0 < batch ? j->nch - c0 : batch;
-    if (nb != planned) {
-      mr_nufft_plan_destroy(plan);
-      plan = NULL;
-      mr_nufft_opts o = plan_opts(j, nb);
-      rc = mr_nufft_plan_create(dev, &o, &plan);
-      if (rc == 0)
-        rc = mr_nufft_set_points(plan, j->n, j->k);
-      planned = nb;
-    }
+    mr_nufft_opts o = plan_opts(j, nb);
+    mr_nufft_plan *plan = NULL;
+    rc = plan_for(j->s, dev, &o, j, &plan);
     if (rc == 0)
       rc = mr_nufft_execute_host(plan, MR_NUFFT_ADJOINT, j->data + c0 * j->n,
                                  j->image + c0 * npix);
   }
-  mr_nufft_plan_destroy(plan);
   return rc;
 }
 
-/* Positions (and trajectory weights) of the acquired readouts into j. */
-static int gather(mr_gadget_ctx *ctx, const mr_kspace *k, job *j) {
+/* Positions (and trajectory weights) of the acquired readouts into j, in
+ * the gadget's kept arrays, once they are checked. */
+static int gather(gridding *s, mr_gadget_ctx *ctx, const mr_kspace *k, job *j) {
+  int rc = mr_positions_check(ctx, k, j->rank, j->weights_known, j->dims, "encoded");
+  if (rc < 0)
+    return rc;
   size_t lines = 0, d = (size_t)k->traj_dims, ro = k->nro;
   for (size_t l = 0; l < k->ne1 * k->ne2; l++)
     lines += k->sampled[l] != 0;
   j->n = lines * ro;
   j->spokes = lines;
-  j->k = malloc((j->n > 0 ? j->n : 1) * (size_t)j->rank * sizeof *j->k);
-  j->w = malloc((j->n > 0 ? j->n : 1) * sizeof *j->w);
-  j->data = malloc((j->n > 0 ? j->n : 1) * j->nch * sizeof *j->data);
-  if (j->k == NULL || j->w == NULL || j->data == NULL)
+  size_t n1 = j->n > 0 ? j->n : 1;
+  if (mr_scratch_grow(&s->next, n1 * (size_t)j->rank * sizeof *j->k) < 0 ||
+      mr_scratch_grow(&s->weights, n1 * sizeof *j->w) < 0 ||
+      mr_scratch_grow(&s->data, n1 * j->nch * sizeof *j->data) < 0)
     return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for %zu samples", j->n);
+  j->k = s->next.p;
+  j->w = s->weights.p;
+  j->data = s->data.p;
   size_t at = 0, per = mr_kspace_channel_size(k);
   for (size_t l = 0; l < k->ne1 * k->ne2; l++) {
     if (!k->sampled[l])
@@ -186,46 +250,39 @@ static int resolve_density(gridding *s, mr_gadget_ctx *ctx, const mr_kspace *k, 
   return 0;
 }
 
-/* The last buffer's weights, when this one has the same positions. */
-static void reuse_weights(const gridding *s, job *j) {
-  if (s->last_k != NULL && s->last_n == j->n && s->last_rank == j->rank &&
-      memcmp(s->last_k, j->k, j->n * (size_t)j->rank * sizeof *j->k) == 0) {
-    memcpy(j->w, s->last_w, j->n * sizeof *j->w);
-    j->weights_known = 1;
-  }
-}
-
-/* Keeps this buffer's positions and weights for the next (only a cache:
- * out of memory just skips it). */
-static void keep_weights(gridding *s, const job *j) {
+/* Makes j's positions the kept ones: when they differ from the last
+ * buffer's, the plans need them and the computed weights are stale. */
+static void keep_positions(gridding *s, job *j) {
   size_t bytes = j->n * (size_t)j->rank * sizeof *j->k;
-  float *k = malloc(bytes > 0 ? bytes : 1), *w = malloc((j->n > 0 ? j->n : 1) * sizeof *w);
-  if (k == NULL || w == NULL) {
-    free(k);
-    free(w);
+  if (s->pos.p != NULL && s->pos_n == j->n && s->pos_rank == j->rank &&
+      memcmp(s->pos.p, j->k, bytes) == 0) {
+    j->k = s->pos.p;
     return;
   }
-  memcpy(k, j->k, bytes);
-  memcpy(w, j->w, j->n * sizeof *w);
-  free(s->last_k);
-  free(s->last_w);
-  s->last_k = k;
-  s->last_w = w;
-  s->last_n = j->n;
-  s->last_rank = j->rank;
+  mr_scratch t = s->pos;
+  s->pos = s->next;
+  s->next = t;
+  s->pos_n = j->n;
+  s->pos_rank = j->rank;
+  s->weights_valid = 0;
+  for (int i = 0; i < 2; i++)
+    s->plans[i].has_points = 0;
+  j->k = s->pos.p;
 }
 
 /* The centred n_out of n along one axis (the image origin is at n/2). */
 static size_t crop_start(size_t n, size_t n_out) { return n / 2 - n_out / 2; }
 
-static int emit_image(mr_gadget_ctx *ctx, const mr_kspace *k, const job *j, mr_emit *out) {
-  size_t nx = k->recon.matrix.x > 0 && k->recon.matrix.x < j->dims[0] ? k->recon.matrix.x : j->dims[0];
-  size_t ny = k->recon.matrix.y > 0 && k->recon.matrix.y < j->dims[1] ? k->recon.matrix.y : j->dims[1];
-  size_t nz = k->recon.matrix.z > 0 && k->recon.matrix.z < j->dims[2] ? k->recon.matrix.z : j->dims[2];
-  mr_err e = {0};
-  mr_image_array *a = mr_image_array_new(nx, ny, nz, j->nch, &e);
-  if (a == NULL)
-    return mr_gadget_fail(ctx, e.code, "%s", e.msg);
+/* The recon matrix within the encoded one (dims), each axis capped. */
+static void recon_size(const mr_kspace *k, const job *j, size_t out[3]) {
+  const uint16_t r[3] = {k->recon.matrix.x, k->recon.matrix.y, k->recon.matrix.z};
+  for (int d = 0; d < 3; d++)
+    out[d] = r[d] > 0 && r[d] < j->dims[d] ? r[d] : j->dims[d];
+}
+
+/* Copies the centred recon part of j->image into a. */
+static void crop(const job *j, mr_image_array *a) {
+  size_t nx = a->nx, ny = a->ny, nz = a->nz;
   size_t x0 = crop_start(j->dims[0], nx), y0 = crop_start(j->dims[1], ny);
   size_t z0 = crop_start(j->dims[2], nz), npix = j->dims[0] * j->dims[1] * j->dims[2];
   for (size_t c = 0; c < j->nch; c++)
@@ -234,16 +291,13 @@ static int emit_image(mr_gadget_ctx *ctx, const mr_kspace *k, const job *j, mr_e
         memcpy(a->data + ((c * nz + z) * ny + y) * nx,
                j->image + c * npix + ((z + z0) * j->dims[1] + y + y0) * j->dims[0] + x0,
                nx * sizeof *a->data);
-  a->ref = k->ref;
-  a->fov_mm = k->recon.fov_mm;
-  mr_message *m = mr_image_array_message(a);
-  return m != NULL ? mr_emit_message(out, m) : mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
 }
 
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
   gridding *s = state;
   const mr_kspace *k = msg->u.object.ptr;
   job j = {.s = s, .nch = k->nch};
+  mr_image_array *a = NULL;
   int rc = 0;
   if (k->traj == NULL) {
     rc = mr_gadget_fail(ctx, MR_EDATA, "got Cartesian k-space (no trajectory): use fft");
@@ -263,41 +317,64 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     rc = mr_gadget_fail(ctx, MR_EDATA, "the header's encoded matrix is empty");
     goto done;
   }
-  if ((rc = resolve_density(s, ctx, k, &j)) < 0 || (rc = gather(ctx, k, &j)) < 0)
+  if ((rc = resolve_density(s, ctx, k, &j)) < 0 || (rc = gather(s, ctx, k, &j)) < 0)
     goto done;
-  if (!j.weights_known)
-    reuse_weights(s, &j);
-  int computed = !j.weights_known;
-  size_t npix = j.dims[0] * j.dims[1] * j.dims[2];
-  j.image = malloc(npix * j.nch * sizeof *j.image);
-  if (j.image == NULL) {
-    rc = mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for %zu coil images", j.nch);
+  keep_positions(s, &j);
+  if (j.weights_known) {
+    s->weights_valid = 0; /* the trajectory's own, in the kept array */
+  } else if (s->weights_valid && s->weights_method == j.density) {
+    j.weights_known = 1;
+  } else {
+    if ((rc = mr_placement_run(&s->place, ctx, run_density, &j)) < 0)
+      goto done;
+    s->weights_valid = 1;
+    s->weights_method = j.density;
+  }
+  size_t rs[3];
+  recon_size(k, &j, rs);
+  mr_err e = {0};
+  if ((a = mr_image_array_new(rs[0], rs[1], rs[2], j.nch, &e)) == NULL) {
+    rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
     goto done;
   }
-  if (computed && (rc = mr_placement_run(&s->place, ctx, run_density, &j)) < 0)
+  int cropped = rs[0] != j.dims[0] || rs[1] != j.dims[1] || rs[2] != j.dims[2];
+  if (!cropped) {
+    j.image = (mr_cfloat *)a->data;
+  } else if (mr_scratch_grow(&s->image, j.dims[0] * j.dims[1] * j.dims[2] * j.nch *
+                                             sizeof *j.image) < 0) {
+    rc = mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for %zu coil images", j.nch);
     goto done;
-  if (computed)
-    keep_weights(s, &j);
+  } else {
+    j.image = s->image.p;
+  }
   for (size_t c = 0; c < j.nch; c++)
     for (size_t i = 0; i < j.n; i++)
       j.data[c * j.n + i] *= j.w[i];
   if ((rc = mr_placement_run(&s->place, ctx, run_gridding, &j)) < 0)
     goto done;
-  rc = emit_image(ctx, k, &j, out);
+  if (cropped)
+    crop(&j, a);
+  a->ref = k->ref;
+  a->fov_mm = k->recon.fov_mm;
+  mr_message *m = mr_image_array_message(a);
+  a = NULL;
+  rc = m != NULL ? mr_emit_message(out, m) : mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
 done:
-  free(j.k);
-  free(j.w);
-  free(j.data);
-  free(j.image);
+  mr_image_array_free(a);
   mr_message_unref(msg);
   return rc;
 }
 
 static void destroy(void *state) {
   gridding *s = state;
+  for (int i = 0; i < 2; i++)
+    mr_nufft_plan_destroy(s->plans[i].plan);
   mr_placement_release(&s->place);
-  free(s->last_k);
-  free(s->last_w);
+  mr_scratch_free(&s->pos);
+  mr_scratch_free(&s->next);
+  mr_scratch_free(&s->weights);
+  mr_scratch_free(&s->data);
+  mr_scratch_free(&s->image);
 }
 
 const mr_gadget_class mr_gadget_gridding = {

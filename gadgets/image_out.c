@@ -2,7 +2,9 @@
  * client: float magnitude (or phase, real, imaginary) or complex pixels,
  * the ImageHeader filled from the acquisitions (matrix, field of view,
  * position and orientation, counters, time stamps, image and series
- * indices) and ISMRMRD meta attributes. */
+ * indices) and ISMRMRD meta attributes. An image with a pixel that is not
+ * finite (NaN or infinite) is never sent: the client gets an error naming
+ * the count and the first such pixel instead. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,6 +140,26 @@ static void convert(int kind, const float complex *src, size_t n, void *dst) {
   }
 }
 
+/* Fails when a pixel of a is not finite. */
+static int check_finite(mr_gadget_ctx *ctx, const mr_image_array *a, uint16_t index) {
+  size_t n = mr_image_array_channel_size(a) * a->nch, bad = 0, first = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!isfinite(crealf(a->data[i])) || !isfinite(cimagf(a->data[i]))) {
+      first = bad == 0 ? i : first;
+      bad++;
+    }
+  }
+  if (bad == 0)
+    return 0;
+  size_t per = mr_image_array_channel_size(a), at = first % per;
+  return mr_gadget_fail(ctx, MR_EDATA,
+                        "image %u (repetition %u) has %zu pixels that are not finite, the first "
+                        "at x %zu, y %zu, z %zu, channel %zu (%g%+gi): not sent",
+                        (unsigned)index, a->ref.idx.repetition, bad, at % a->nx,
+                        at / a->nx % a->ny, at / a->nx / a->ny, first / per,
+                        (double)crealf(a->data[first]), (double)cimagf(a->data[first]));
+}
+
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
   image_out *s = state;
   const mr_image_array *a = msg->u.object.ptr;
@@ -147,6 +169,8 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
                         a->nx, a->ny, a->nz, a->nch);
     goto done;
   }
+  if ((rc = check_finite(ctx, a, (uint16_t)(s->next_index + 1))) < 0)
+    goto done;
   size_t n = mr_image_array_channel_size(a) * a->nch;
   ISMRMRD_ImageHeader h;
   fill_header(s, a, ++s->next_index, &h);

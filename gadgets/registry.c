@@ -13,6 +13,7 @@ extern const mr_gadget_class mr_gadget_fhd_cg;
 extern const mr_gadget_class mr_gadget_noise_adjust;
 extern const mr_gadget_class mr_gadget_grappa;
 extern const mr_gadget_class mr_gadget_gridding;
+extern const mr_gadget_class mr_gadget_frames;
 
 static const mr_gadget_class *const classes[] = {
     &mr_gadget_remove_oversampling,
@@ -24,6 +25,7 @@ static const mr_gadget_class *const classes[] = {
     &mr_gadget_noise_adjust,
     &mr_gadget_grappa,
     &mr_gadget_gridding,
+    &mr_gadget_frames,
     NULL,
 };
 

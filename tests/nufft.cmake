@@ -19,5 +19,5 @@ mr_add_test(test_gadgets_gridding SOURCES test_gadgets_gridding.c
             LIBS mr_gadget_harness mr_client mr_test_nufft_support mr_test_phantom_support)
 
 mr_add_test(test_client_simulate_e2e SOURCES test_client_simulate_e2e.c
-            LIBS mr_wire_client mr_test_phantom_support ISMRMRD::ISMRMRD TIMEOUT 120)
+            LIBS mr_wire_client mr_test_phantom_support ISMRMRD::ISMRMRD TIMEOUT 240)
 add_dependencies(test_client_simulate_e2e reconclient reconserver)

@@ -8,6 +8,11 @@
 #include "test_support.h"
 
 void phantom_test_band_limited_rss(int n, int ncoils, float *out) {
+  const double still[3] = {0, 0, 0};
+  phantom_test_band_limited_rss_moved(n, ncoils, still, out);
+}
+
+void phantom_test_band_limited_rss_moved(int n, int ncoils, const double shift[3], float *out) {
   size_t npix = (size_t)n * n;
   double complex *ks = malloc(npix * ncoils * sizeof *ks), *img = malloc(npix * ncoils * sizeof *img);
   double complex *v = malloc(ncoils * sizeof *v);
@@ -16,7 +21,7 @@ void phantom_test_band_limited_rss(int n, int ncoils, float *out) {
   for (int y = 0; y < n; y++)
     for (int x = 0; x < n; x++) {
       double k[3] = {(double)(x - n / 2) / n, (double)(y - n / 2) / n, 0};
-      mr_phantom_kspace(2, n, ncoils, k, v);
+      mr_phantom_kspace_moved(2, n, ncoils, k, shift, v);
       for (int c = 0; c < ncoils; c++)
         ks[c * npix + (size_t)y * n + x] = v[c];
     }

@@ -9,4 +9,8 @@
  * the coils into out[n * n]. */
 void phantom_test_band_limited_rss(int n, int ncoils, float *out);
 
+/* The same with the object moved by shift pixels under the coils
+ * (mr_phantom_kspace_moved). */
+void phantom_test_band_limited_rss_moved(int n, int ncoils, const double shift[3], float *out);
+
 #endif

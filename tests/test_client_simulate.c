@@ -2,7 +2,8 @@
  * Fourier sum over a finely sampled phantom (object and coils), and the
  * datasets `reconclient simulate` writes: header, readouts, trajectories
  * within [-0.5, 0.5), samples equal to the closed form, noise, the ground
- * truth array, refusals. */
+ * truth array, real-time streams of frames (counters, flags, a trajectory
+ * new in every frame, a moving object), refusals. */
 #include <complex.h>
 #include <math.h>
 #include <setjmp.h>
@@ -302,6 +303,75 @@ static void noise(void **state) {
   free_dataset(&dc);
 }
 
+/* A real-time stream: F x K readouts, frame counters and flags, K in the
+ * header, the golden-angle sequence running on (so each frame's trajectory
+ * is new), --samples per spoke, and a moving object's ground truth per
+ * frame. */
+static void realtime_stream(void **state) {
+  (void)state;
+  enum { F = 3, K = 5, NS = 40 };
+  mr_sim_options o = {.trajectory = MR_SIM_GOLDEN, .matrix = 16, .coils = 2, .spokes = K,
+                      .samples = NS, .frames = F, .moving = 1};
+  simulate(&o, "realtime.h5");
+  dataset ds;
+  read_dataset(o.path, &ds);
+  mr_stream_header h;
+  header_of(&ds, &h);
+  assert_int_equal(h.encoding[0].trajectory, MR_TRAJ_GOLDENANGLE);
+  assert_int_equal(h.encoding[0].limits.e1.maximum, K - 1);
+  assert_int_equal(h.encoding[0].limits.repetition.maximum, F - 1);
+  assert_int_equal(ds.nacq, F * K);
+  const uint64_t first = (1ull << (ISMRMRD_ACQ_FIRST_IN_REPETITION - 1)),
+                 last = (1ull << (ISMRMRD_ACQ_LAST_IN_REPETITION - 1));
+  for (uint32_t r = 0; r < ds.nacq; r++) {
+    const ISMRMRD_AcquisitionHeader *a = &ds.acq[r].head;
+    assert_int_equal(a->number_of_samples, NS);
+    assert_int_equal(a->center_sample, NS / 2);
+    assert_int_equal(a->idx.repetition, r / K);
+    assert_int_equal(a->idx.kspace_encode_step_1, r % K);
+    assert_int_equal(a->idx.kspace_encode_step_2, 0);
+    assert_int_equal((a->flags & first) != 0, r % K == 0);
+    assert_int_equal((a->flags & last) != 0, r % K == K - 1);
+    /* spoke r at r golden angles: its last sample's direction */
+    double t = r * M_PI * (sqrt(5) - 1) / 2, rad = (NS - 1 - NS / 2) / (double)NS;
+    assert_float_equal(ds.acq[r].traj[(NS - 1) * 2], rad * cos(t), 1e-6);
+    assert_float_equal(ds.acq[r].traj[(NS - 1) * 2 + 1], rad * sin(t), 1e-6);
+  }
+  /* frames differ in trajectory */
+  for (int f = 1; f < F; f++)
+    assert_memory_not_equal(ds.acq[0].traj, ds.acq[f * K].traj, NS * 2 * sizeof(float));
+  assert_true(ds.acq[F * K - 1].head.flags & (1ull << (ISMRMRD_ACQ_LAST_IN_MEASUREMENT - 1)));
+  /* the moving object: samples match the closed form of the moved object */
+  double complex want[2];
+  for (uint32_t r = 0; r < ds.nacq; r += 4) {
+    double shift[3], k[3] = {ds.acq[r].traj[6], ds.acq[r].traj[7], 0};
+    mr_sim_motion(16, (int)(r / K), shift);
+    mr_phantom_kspace_moved(2, 16, 2, k, shift, want);
+    for (int c = 0; c < 2; c++)
+      assert_true(cabs(ds.acq[r].data[c * NS + 3] - want[c]) <= 1e-3 * cabs(want[c]) + 1e-2);
+  }
+  /* the truth of every frame; frame 1 moved along x */
+  assert_int_equal(ds.phantom.ndim, 4);
+  assert_int_equal(ds.phantom.dims[2], F);
+  const complex_float_t *px = ds.phantom.data;
+  assert_memory_not_equal(px, px + 16 * 16, 16 * 16 * sizeof *px);
+  double s1[3];
+  mr_sim_motion(16, 1, s1);
+  assert_true(s1[0] > 0.3 && s1[1] == 0);
+  mr_stream_header_free(&h);
+  free_dataset(&ds);
+
+  mr_sim_options tiny = {.trajectory = MR_SIM_TINY_GOLDEN, .matrix = 16, .coils = 1,
+                         .spokes = 3, .frames = 2};
+  simulate(&tiny, "tiny.h5");
+  read_dataset(tiny.path, &ds);
+  assert_int_equal(ds.nacq, 6);
+  double step = M_PI / ((1 + sqrt(5)) / 2 + 6);
+  assert_float_equal(atan2(ds.acq[4].traj[1], ds.acq[4].traj[0]), 4 * step - M_PI, 1e-5);
+  assert_int_equal(ds.phantom.ndim, 3); /* still: one truth */
+  free_dataset(&ds);
+}
+
 static void refusals(void **state) {
   (void)state;
   mr_sim_options o = {.trajectory = MR_SIM_RADIAL, .matrix = 16, .coils = 1, .spokes = 4};
@@ -318,6 +388,17 @@ static void refusals(void **state) {
   mr_err_clear(&err);
   assert_int_equal(mr_simulate(&many, &err), MR_EINVAL);
   assert_non_null(strstr(err.msg, "more interleaves"));
+  mr_sim_options frames = {.trajectory = MR_SIM_SPIRAL, .matrix = 16, .coils = 1, .frames = 2,
+                           .path = "/nonexistent/z.h5"};
+  mr_err_clear(&err);
+  assert_int_equal(mr_simulate(&frames, &err), MR_EINVAL);
+  assert_non_null(strstr(err.msg, "--frames"));
+  mr_sim_options moving = {.trajectory = MR_SIM_GOLDEN, .matrix = 16, .coils = 1, .moving = 1,
+                           .path = "/nonexistent/z.h5"};
+  mr_err_clear(&err);
+  assert_int_equal(mr_simulate(&moving, &err), MR_EINVAL);
+  assert_non_null(strstr(err.msg, "--moving needs --frames"));
+  assert_int_equal(mr_sim_trajectory_parse("tiny-golden"), MR_SIM_TINY_GOLDEN);
   assert_int_equal(mr_sim_trajectory_parse("golden"), MR_SIM_GOLDEN);
   assert_int_equal(mr_sim_trajectory_parse("rosette"), -1);
 }
@@ -327,7 +408,8 @@ int main(void) {
       cmocka_unit_test(closed_form_2d),    cmocka_unit_test(closed_form_3d),
       cmocka_unit_test(phantom_values),    cmocka_unit_test(radial_dataset),
       cmocka_unit_test(spiral_and_3d_datasets), cmocka_unit_test(cartesian_dataset),
-      cmocka_unit_test(noise),             cmocka_unit_test(refusals),
+      cmocka_unit_test(noise),             cmocka_unit_test(realtime_stream),
+      cmocka_unit_test(refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /* fhd_cg: non-Cartesian k-space buffers (data from exact forward sums of a
  * smooth multi-coil object) to images, 2D and 3D, per coil and through
  * estimated maps; the operator kept for a repeated trajectory and rebuilt
- * for a new one; unsampled lines ignored; Cartesian buffers refused. */
+ * for a new one; unsampled lines ignored; maps reused between refreshes
+ * ("maps_every"); trajectories of +-1e30 and Cartesian buffers refused. */
 #include <complex.h>
 #include <math.h>
 #include <setjmp.h>
@@ -237,6 +238,72 @@ static void test_estimated_maps(void **state) {
   free_scan(&s);
 }
 
+/* Magnitude image of a against the scan's RSS (least-squares scaled). */
+static double rss_error(const scan *s, const mr_image_array *a) {
+  float *mag = malloc(s->nvox * sizeof *mag);
+  for (size_t i = 0; i < s->nvox; i++)
+    mag[i] = cabsf(a->data[i]);
+  double err = mr_test_nrmse_scaled(mag, s->rss, s->nvox);
+  free(mag);
+  return err;
+}
+
+/* "maps_every": 2 estimates maps from buffers 1 and 3 and reuses them for
+ * buffer 2. Buffer 2's coils are swapped (coil 0 and 1 trade places), so
+ * buffer 1's maps do not fit it: its image is off, while a gadget that
+ * estimates every time gets it right, and buffer 3 (swapped too, new maps)
+ * is right again. */
+static void test_maps_every(void **state) {
+  (void)state;
+  scan s = make_scan(2, 24, 24, 1, 4, 48, 48);
+  scan swapped = make_scan(2, 24, 24, 1, 4, 48, 48);
+  memcpy(swapped.truth, s.truth + s.nvox, s.nvox * sizeof *s.truth);
+  memcpy(swapped.truth + s.nvox, s.truth, s.nvox * sizeof *s.truth);
+  const char *sense = ",\"sensitivities\":\"estimate\",\"lambda\":0.001,"
+                      "\"regularizer\":\"differences\",\"maps_every\":%d";
+  char extra[256];
+  double err[2][3];
+  for (int every = 1; every <= 2; every++) {
+    mr_harness h;
+    snprintf(extra, sizeof extra, sense, every);
+    open_chain(&h, extra);
+    err[every - 1][0] = rss_error(&s, run(&h, acquire(&s, cpu, NULL, 0)));
+    err[every - 1][1] = rss_error(&s, run(&h, acquire(&swapped, cpu, NULL, 0)));
+    err[every - 1][2] = rss_error(&s, run(&h, acquire(&swapped, cpu, NULL, 0)));
+    print_message("maps_every %d: NRMSE %.3f, %.3f (coils swapped), %.3f\n", every,
+                  err[every - 1][0], err[every - 1][1], err[every - 1][2]);
+    mr_harness_close(&h);
+  }
+  for (int i = 0; i < 3; i++)
+    assert_true(err[0][i] < 5e-2);
+  assert_true(err[1][0] < 5e-2 && err[1][2] < 5e-2);
+  assert_true(err[1][1] > 3 * err[0][1]);
+  free_scan(&s);
+  free_scan(&swapped);
+}
+
+/* Issue 12 item 9: positions of +-1e30 are refused with the value named,
+ * and no image goes out. */
+static void test_absurd_trajectory(void **state) {
+  (void)state;
+  scan s = make_scan(2, 16, 16, 1, 2, 24, 32);
+  const float bad[] = {1e30f, -1e30f, INFINITY};
+  for (int b = 0; b < 3; b++) {
+    mr_harness h;
+    open_chain(&h, "");
+    mr_kspace *k = acquire(&s, cpu, NULL, 0);
+    k->traj[(5 * 32 + 7) * 2] = bad[b];
+    assert_int_equal(mr_harness_push(&h, mr_kspace_message(k)), MR_EDATA);
+    print_message("%s\n", h.err.msg);
+    assert_non_null(strstr(h.err.msg, "line 5"));
+    assert_non_null(strstr(h.err.msg, "sample 7"));
+    assert_non_null(strstr(h.err.msg, "outside"));
+    assert_int_equal(h.nout, 0);
+    mr_harness_close(&h);
+  }
+  free_scan(&s);
+}
+
 static void test_cartesian_refused(void **state) {
   (void)state;
   mr_harness h;
@@ -266,6 +333,8 @@ int main(void) {
       cmocka_unit_test(test_nufft_matches_direct),
       cmocka_unit_test(test_operator_kept_and_rebuilt),
       cmocka_unit_test(test_estimated_maps),
+      cmocka_unit_test(test_maps_every),
+      cmocka_unit_test(test_absurd_trajectory),
       cmocka_unit_test(test_cartesian_refused),
       cmocka_unit_test(test_bad_parameters),
   };

@@ -1,7 +1,9 @@
 /* gridding: a simulated radial dataset through accumulate and gridding
  * against `bart nufft -a` with the same density weights (NRMSE <= 1e-3),
  * trajectory-carried weights in 3D against the exact adjoint DFT, spiral
- * data with Pipe-Menon weights against the phantom, and the refusals. */
+ * data with Pipe-Menon weights against the phantom, a kept plan given new
+ * positions frame after frame against fresh plans, trajectories outside the
+ * encoded k-space (+-1e30) refused, and the other refusals. */
 #include <complex.h>
 #include <math.h>
 #include <setjmp.h>
@@ -270,6 +272,111 @@ static void trajectory_weights_3d(void **state) {
   mr_harness_close(&h);
 }
 
+/* A k-space buffer of `lines` radial spokes of ns samples through the
+ * centre of an 8 x 8 encoding, spoke l at angle l * 111.25 degrees plus
+ * `turn`, with smooth data. */
+static mr_kspace *spokes(const mr_harness *h, size_t ns, size_t lines, double turn) {
+  mr_kspace *k = mr_kspace_new(ns, lines, 1, 2, 2, NULL);
+  k->encoded = k->recon = h->hdr.encoding[0].encoded;
+  for (size_t l = 0; l < lines; l++) {
+    k->sampled[l] = 1;
+    double t = turn + l * M_PI * (sqrt(5) - 1) / 2;
+    for (size_t i = 0; i < ns; i++) {
+      double r = ((double)i - ns / 2) / ns;
+      k->traj[(l * ns + i) * 2] = (float)(r * cos(t));
+      k->traj[(l * ns + i) * 2 + 1] = (float)(r * sin(t));
+      for (size_t c = 0; c < 2; c++)
+        k->data[c * ns * lines + l * ns + i] = (float)exp(-40 * r * r) * (1.0f + I * (float)c);
+    }
+  }
+  return k;
+}
+
+static const char *const radial_chain =
+    "[{\"gadget\":\"gridding\",\"density\":\"radial\",\"device\":\"cpu\"}]";
+
+/* Grids each buffer through a fresh gadget; images[i] get copies. */
+static void grid_fresh(mr_kspace *const *bufs, int n, float complex **images, size_t npix) {
+  for (int i = 0; i < n; i++) {
+    mr_harness h;
+    assert_int_equal(mr_harness_open(&h, radial_chain, MR_KIND_BIT(MR_MSG_KSPACE)), 0);
+    assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(8, 8, 1, 8, 8, 1)), 0);
+    assert_int_equal(mr_harness_push(&h, mr_kspace_message(bufs[i])), 0);
+    assert_int_equal(h.nout, 1);
+    const mr_image_array *a = h.out[0]->u.object.ptr;
+    images[i] = malloc(npix * sizeof **images);
+    memcpy(images[i], a->data, npix * sizeof **images);
+    mr_harness_close(&h);
+  }
+}
+
+/* One gadget fed frames with new positions (a kept plan given new points),
+ * the same positions again (points kept) and more samples (arrays grown)
+ * makes the images fresh gadgets make. */
+static void kept_plan_new_points(void **state) {
+  (void)state;
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, radial_chain, MR_KIND_BIT(MR_MSG_KSPACE)), 0);
+  assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(8, 8, 1, 8, 8, 1)), 0);
+  enum { FRAMES = 4 };
+  const double turns[FRAMES] = {0, 0.3, 0.3, 1.1};
+  const size_t lines[FRAMES] = {6, 6, 6, 9};
+  mr_kspace *fresh[FRAMES];
+  for (int f = 0; f < FRAMES; f++) {
+    fresh[f] = spokes(&h, 16, lines[f], turns[f]);
+    assert_int_equal(mr_harness_push(&h, mr_kspace_message(spokes(&h, 16, lines[f], turns[f]))),
+                     0);
+  }
+  assert_int_equal(h.nout, FRAMES);
+  float complex *want[FRAMES];
+  size_t npix = 8 * 8 * 2;
+  grid_fresh(fresh, FRAMES, want, npix);
+  for (int f = 0; f < FRAMES; f++) {
+    const mr_image_array *a = h.out[f]->u.object.ptr;
+    double e = mr_test_rel_error_c(a->data, want[f], npix);
+    print_message("frame %d: kept plan vs a fresh one: rel difference %.2e\n", f, e);
+    assert_true(e <= 1e-6);
+    free(want[f]);
+  }
+  /* and the frames differ (new points were used) */
+  assert_true(mr_test_rel_error_c(((const mr_image_array *)h.out[0]->u.object.ptr)->data,
+                                   ((const mr_image_array *)h.out[1]->u.object.ptr)->data,
+                                   npix) > 1e-3);
+  mr_harness_close(&h);
+}
+
+/* Issue 12 item 9: positions of +-1e30 (finite, absurd) are refused with
+ * the value named, and no image (of NaN) goes out; so is a NaN. */
+static void absurd_trajectory(void **state) {
+  (void)state;
+  const float bad[] = {1e30f, -1e30f, NAN, 0.76f};
+  for (int b = 0; b < 4; b++) {
+    mr_harness h;
+    assert_int_equal(mr_harness_open(&h, radial_chain, MR_KIND_BIT(MR_MSG_KSPACE)), 0);
+    assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(8, 8, 1, 8, 8, 1)),
+                     0);
+    mr_kspace *k = spokes(&h, 16, 6, 0);
+    k->traj[(2 * 16 + 5) * 2 + 1] = bad[b];
+    assert_int_equal(mr_harness_push(&h, mr_kspace_message(k)), MR_EDATA);
+    print_message("%s\n", h.err.msg);
+    assert_non_null(strstr(h.err.msg, "line 2"));
+    assert_non_null(strstr(h.err.msg, "sample 5"));
+    assert_non_null(strstr(h.err.msg, "outside"));
+    assert_int_equal(h.nout, 0);
+    mr_harness_close(&h);
+  }
+  /* the edge itself, and a little past it, are fine */
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, radial_chain, MR_KIND_BIT(MR_MSG_KSPACE)), 0);
+  assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(8, 8, 1, 8, 8, 1)), 0);
+  mr_kspace *k = spokes(&h, 16, 6, 0);
+  k->traj[(2 * 16 + 5) * 2 + 1] = 0.5f;
+  k->traj[(3 * 16 + 5) * 2] = -0.74f;
+  assert_int_equal(mr_harness_push(&h, mr_kspace_message(k)), 0);
+  assert_int_equal(h.nout, 1);
+  mr_harness_close(&h);
+}
+
 static void refusals(void **state) {
   (void)state;
   mr_harness h;
@@ -308,6 +415,8 @@ int main(void) {
       cmocka_unit_test(matches_bart),
       cmocka_unit_test(spiral_pipe_menon),
       cmocka_unit_test(trajectory_weights_3d),
+      cmocka_unit_test(kept_plan_new_points),
+      cmocka_unit_test(absurd_trajectory),
       cmocka_unit_test(refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,5 +1,6 @@
 /* image_out: ImageHeader fields from the acquisitions, pixel types, image
- * indices, series, and the meta attributes. */
+ * indices, series, and the meta attributes; images with pixels that are not
+ * finite refused. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -113,10 +114,37 @@ static void test_pixel_types(void **state) {
   }
 }
 
+/* An image with a NaN or an infinite pixel is refused, naming it; nothing
+ * goes out; a finite one after it still does. */
+static void test_non_finite_refused(void **state) {
+  (void)state;
+  const float bad[] = {NAN, INFINITY, -INFINITY};
+  for (int b = 0; b < 3; b++) {
+    mr_harness h;
+    assert_int_equal(mr_harness_open(&h, "[{\"gadget\":\"image_out\"}]",
+                                     MR_KIND_BIT(MR_MSG_IMAGE_ARRAY)),
+                     0);
+    assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(8, 8, 1, 8, 8, 1)),
+                     0);
+    mr_image_array *a = sample();
+    a->data[4 * 3 + 2 * 4 + 1] = bad[b] + I * 1.0f; /* channel 1, x 1, y 2 */
+    a->data[23] = 1.0f + I * bad[b];
+    assert_int_equal(mr_harness_push(&h, mr_image_array_message(a)), MR_EDATA);
+    print_message("%s\n", h.err.msg);
+    assert_non_null(strstr(h.err.msg, "2 pixels that are not finite"));
+    assert_non_null(strstr(h.err.msg, "x 1, y 2, z 0, channel 1"));
+    assert_int_equal(h.nout, 0);
+    assert_int_equal(mr_harness_push(&h, mr_image_array_message(sample())), 0);
+    assert_int_equal(h.nout, 1);
+    mr_harness_close(&h);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_header_from_acquisitions),
       cmocka_unit_test(test_pixel_types),
+      cmocka_unit_test(test_non_finite_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
