@@ -2,7 +2,8 @@
  * per config goes through the config's chain (pipelined, as the server
  * runs it) and the images must match the ones stored in
  * tests/data/config_images/ to 1e-5 relative (L2). The stored images were
- * made by the chains before the streaming work (CPU path); the GPU run
+ * made by the chains before the streaming work (CPU path; the realtime
+ * configs' when they were added); the GPU run
  * (MR_TEST_GPUS=all, ctest label gpu) is held to the same references.
  *
  *   test_configs_images [--write]   --write: store the images as references
@@ -38,10 +39,16 @@ static const char *const golden_data[] = {"reconclient", "simulate", "--trajecto
 static const char *const spiral_data[] = {"reconclient", "simulate", "--trajectory", "spiral",
                                           "--matrix", "32", "--coils", "4", "-o", "@", NULL};
 
+static const char *const frames_data[] = {"reconclient", "simulate", "--trajectory", "golden",
+                                          "--matrix", "32", "--coils", "4", "--samples", "64",
+                                          "--spokes", "16", "--frames", "4", "--moving", "-o",
+                                          "@", NULL};
+
 static const config_case cases[] = {
     {"cartesian", cartesian_data, 1e-5}, {"grappa", grappa_data, 1e-5},
     {"radial", golden_data, 1e-5},       {"spiral", spiral_data, 1e-5},
-    {"iterative", golden_data, 1e-5},
+    {"iterative", golden_data, 1e-5},    {"realtime", frames_data, 1e-5},
+    {"realtime_cg", frames_data, 1e-5},
 };
 
 typedef struct images {
