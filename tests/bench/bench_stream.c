@@ -36,6 +36,9 @@
  * a slow server (CG-SENSE on the CPU) must not hold the bench for many
  * minutes; a session cut short is reported as such, with one round. */
 #define SEND_CAP_MS 30000.0
+/* A server still busy this long after a cut-short session's CLOSE is left
+ * (the bench disconnects; the server cancels the session). */
+#define DRAIN_MS 30000.0
 /* No further rounds after a round this long: its figure is stable enough. */
 #define LONG_ROUND_MS 20000.0
 
@@ -254,7 +257,7 @@ static int time_server(stream_bench *b, const stream_case *c, int k, const strea
   *best_ms = NAN;
   for (int r = 0; r < b->rounds && r < 64; r++) {
     stream_timing t;
-    int rc = stream_replay_server(s, srv->port, SEND_CAP_MS, SILENCE_MS, &t);
+    int rc = stream_replay_server(s, srv->port, SEND_CAP_MS, DRAIN_MS, SILENCE_MS, &t);
     stream_server_session_line(srv, 1000, log, sizeof log);
     if (rc < 0) {
       snprintf(error, sizeof error, "%s", t.error);
@@ -295,15 +298,23 @@ static int time_server(stream_bench *b, const stream_case *c, int k, const strea
   json_num(j, "mb_per_s", (double)best.bytes_sent / 1e6 / wall_s);
   char per_s[64];
   snprintf(per_s, sizeof per_s, "%s_per_s", c->unit);
-  json_num(j, per_s, best.units_sent / wall_s);
+  /* Cut short: the rate images came at, not the rate of a whole session. */
+  json_num(j, per_s, cut_short ? (best.images - best.unmatched_images) / (best.last_image_ms / 1e3)
+                               : best.units_sent / wall_s);
   json_int(j, "images", best.images);
+  if (best.unmatched_images > 0)
+    json_int(j, "unmatched_images", best.unmatched_images);
   if (cut_short) {
     json_int(j, "units_sent", best.units_sent);
-    char note[200];
+    char note[400];
     snprintf(note, sizeof note,
-             "cut short: sending stopped after %.0f s at the next %s boundary, then CLOSE; figures "
-             "are for the %d %s sent",
-             SEND_CAP_MS / 1e3, c->unit[0] == 's' ? "slice" : "frame", best.units_sent, c->unit);
+             "cut short: sending stopped after %.0f s at the next %s boundary, then CLOSE%s; "
+             "%s_per_s is images over the time to the last image; latencies are those of the "
+             "%s that got an image",
+             SEND_CAP_MS / 1e3, c->unit[0] == 's' ? "slice" : "frame",
+             best.abandoned ? "; the server was still busy 30 s later and was left (no wall_ms)"
+                            : "",
+             c->unit, c->unit);
     json_str(j, "note", note);
   }
   double *lat = malloc((size_t)s->nunits * sizeof *lat);

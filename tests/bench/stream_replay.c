@@ -50,9 +50,10 @@ static int send_all(int fd, const uint8_t *p, size_t len) {
 
 /* Writes the session cut by cut, noting after each the milliseconds since
  * t0 in cut_ms (NaN for cuts never reached). After cap_ms (0: none) it
- * stops at the next cut and sends the CLOSE. Returns 0 or -1 (errno). */
+ * stops at the next cut, sends the CLOSE and sets *capped_at (ms since
+ * t0; may be NULL). Returns 0 or -1 (errno). */
 static int write_session(int fd, const stream_session *s, double t0, double cap_ms,
-                         double *cut_ms, stream_timing *t) {
+                         double *cut_ms, stream_timing *t, atomic_llong *capped_at) {
   size_t at = 0;
   for (int i = 0; i < s->ncuts; i++)
     cut_ms[i] = NAN;
@@ -64,6 +65,8 @@ static int write_session(int fd, const stream_session *s, double t0, double cap_
     cut_ms[i] = bench_now_ms() - t0;
     at = end;
     if (cap_ms > 0 && cut_ms[i] > cap_ms && end < s->close_at) {
+      if (capped_at != NULL)
+        atomic_store(capped_at, (long long)cut_ms[i]);
       if (send_all(fd, s->bytes + s->close_at, s->len - s->close_at) < 0)
         return -1;
       t->bytes_sent += s->len - s->close_at;
@@ -84,9 +87,10 @@ static int write_session(int fd, const stream_session *s, double t0, double cap_
 typedef struct receiver {
   int fd, silence_ms;
   const stream_session *s;
-  double t0;
+  double t0, drain_ms;
+  atomic_llong capped_at; /* ms since t0 the sender was cut short; 0: not */
   double *arrival_ms; /* [nunits], NaN until the unit's image came */
-  int images, closed;
+  int images, unmatched, closed, abandoned;
   double last_image_ms, close_ms;
   char error[512];
 } receiver;
@@ -106,6 +110,8 @@ static int on_message(void *ctx, mr_message *m) {
     int u = stream_session_unit(r->s, &k);
     if (u >= 0 && isnan(r->arrival_ms[u]))
       r->arrival_ms[u] = now;
+    else
+      r->unmatched++;
     r->images++;
     r->last_image_ms = now;
   } else if (m->kind == MR_MSG_TEXT) {
@@ -128,15 +134,29 @@ static void *receive(void *arg) {
   if (buf == NULL || mr_decoder_create(NULL, &cb, &dec) < 0) {
     fail(r, "%s", "out of memory");
   } else {
+    double heard = bench_now_ms() - r->t0; /* the server's last sign of life */
     while (!r->closed) {
+      /* Short waits: the sender may cut the session short meanwhile. */
       struct pollfd p = {r->fd, POLLIN, 0};
-      int ready = poll(&p, 1, r->silence_ms);
-      if (ready < 0 && errno == EINTR)
-        continue;
-      if (ready <= 0) {
-        fail(r, "%s", "the server was silent too long");
+      int ready = poll(&p, 1, 100);
+      if (ready < 0 && errno != EINTR) {
+        fail(r, "poll: %s", strerror(errno));
         break;
       }
+      double now = bench_now_ms() - r->t0;
+      long long capped = atomic_load(&r->capped_at);
+      if (capped > 0 && now > (double)capped + r->drain_ms) {
+        r->abandoned = 1;
+        break;
+      }
+      if (ready <= 0) {
+        if (now - heard > r->silence_ms) {
+          fail(r, "%s", "the server was silent too long");
+          break;
+        }
+        continue;
+      }
+      heard = now;
       ssize_t n = recv(r->fd, buf, READ_CHUNK, 0);
       if (n < 0 && errno == EINTR)
         continue;
@@ -158,8 +178,8 @@ static void *receive(void *arg) {
   return NULL;
 }
 
-int stream_replay_server(const stream_session *s, int port, double cap_ms, int silence_ms,
-                         stream_timing *t) {
+int stream_replay_server(const stream_session *s, int port, double cap_ms, double drain_ms,
+                         int silence_ms, stream_timing *t) {
   memset(t, 0, sizeof *t);
   t->last_image_ms = NAN;
   t->latency_ms = malloc((size_t)s->nunits * sizeof *t->latency_ms);
@@ -177,7 +197,9 @@ int stream_replay_server(const stream_session *s, int port, double cap_ms, int s
   }
   for (int u = 0; u < s->nunits; u++)
     arrival[u] = t->latency_ms[u] = NAN;
-  receiver r = {.fd = fd, .silence_ms = silence_ms, .s = s, .arrival_ms = arrival};
+  receiver r = {.fd = fd, .silence_ms = silence_ms, .s = s, .drain_ms = drain_ms,
+                .arrival_ms = arrival};
+  atomic_init(&r.capped_at, 0);
   r.t0 = bench_now_ms();
   pthread_t thread;
   if (pthread_create(&thread, NULL, receive, &r) != 0) {
@@ -187,21 +209,24 @@ int stream_replay_server(const stream_session *s, int port, double cap_ms, int s
     free(cut_ms);
     return -1;
   }
-  int wrc = write_session(fd, s, r.t0, cap_ms, cut_ms, t);
+  int wrc = write_session(fd, s, r.t0, cap_ms, cut_ms, t, &r.capped_at);
   int werr = errno;
   pthread_join(thread, NULL);
   close(fd);
   t->wall_ms = r.closed ? r.close_ms : NAN;
+  t->abandoned = r.abandoned;
   t->images = r.images;
+  t->unmatched_images = r.unmatched;
   t->last_image_ms = r.images > 0 ? r.last_image_ms : NAN;
   for (int u = 0; u < s->nunits; u++)
     t->latency_ms[u] = arrival[u] - cut_ms[stream_session_cut(s, s->unit_end[u])];
   if (r.error[0] != '\0')
     snprintf(t->error, sizeof t->error, "%s", r.error);
-  else if (wrc < 0)
+  else if (wrc < 0 && !r.abandoned)
     snprintf(t->error, sizeof t->error, "sending failed: %s", strerror(werr));
   else if (r.images == 0)
-    snprintf(t->error, sizeof t->error, "no image came back");
+    snprintf(t->error, sizeof t->error, "no image came back%s",
+             r.abandoned ? " before the bench gave up on the cut-short session" : "");
   free(arrival);
   free(cut_ms);
   return t->error[0] != '\0' ? -1 : 0;
@@ -265,7 +290,7 @@ int stream_replay_raw(const stream_session *s, stream_timing *t) {
   }
   int fd = connect_loopback(port);
   double t0 = bench_now_ms();
-  int rc = fd >= 0 ? write_session(fd, s, t0, 0, cut_ms, t) : -1;
+  int rc = fd >= 0 ? write_session(fd, s, t0, 0, cut_ms, t, NULL) : -1;
   char ack = 1;
   if (rc == 0 && recv(fd, &ack, 1, MSG_WAITALL) != 1)
     rc = -1;
