@@ -116,6 +116,7 @@ typedef struct stream_bench {
   int rounds;
   char tmp[1024];
   char client[PATH_MAX]; /* reconclient */
+  char generator[PATH_MAX]; /* ISMRMRD_TOOL, "" when there is none */
   stream_server servers[NSERVERS];
   int running[NSERVERS];
   dataset_file files[NCASES];
@@ -210,11 +211,13 @@ static const dataset_file *dataset_for(stream_bench *b, const stream_case *c, ch
     argv[argc++] = b->client;
     argv[argc++] = "simulate";
   } else {
-    if (!mr_test_have_tool(ISMRMRD_TOOL)) {
-      snprintf(why, why_size, "%s is not installed (Debian package ismrmrd-tools)", ISMRMRD_TOOL);
+    if (b->generator[0] == '\0') {
+      snprintf(why, why_size,
+               "%s is neither next to mr-bench nor on PATH (Debian package ismrmrd-tools)",
+               ISMRMRD_TOOL);
       return NULL;
     }
-    argv[argc++] = ISMRMRD_TOOL;
+    argv[argc++] = b->generator;
   }
   char *save = NULL;
   for (char *w = strtok_r(words, " ", &save); w != NULL && argc < 36; w = strtok_r(NULL, " ", &save))
@@ -507,17 +510,26 @@ static void run_case(stream_bench *b, const stream_case *c) {
 
 /* ---- the subcommand ------------------------------------------------- */
 
-static void find_binaries(const bench_ctx *ctx, char *server, char *client, size_t size) {
+/* reconserver: --server or next to mr-bench; reconclient: next to it, else
+ * next to mr-bench; the data generator: next to mr-bench (for machines
+ * without ismrmrd-tools, where it is carried with its libraries), else on
+ * PATH. */
+static void find_binaries(const bench_ctx *ctx, stream_bench *b, char *server, size_t size) {
   char here[2048], there[2048];
+  char *client = b->client;
   self_dir(here, sizeof here);
+  snprintf(b->generator, sizeof b->generator, "%s/%s", here, ISMRMRD_TOOL);
+  if (!is_executable(b->generator))
+    snprintf(b->generator, sizeof b->generator, "%s",
+             mr_test_have_tool(ISMRMRD_TOOL) ? ISMRMRD_TOOL : "");
   if (ctx->server != NULL)
     snprintf(server, size, "%s", ctx->server);
   else
     snprintf(server, size, "%s/reconserver", here);
   dir_of(server, there, sizeof there);
-  snprintf(client, size, "%s/reconclient", there);
+  snprintf(client, sizeof b->client, "%s/reconclient", there);
   if (!is_executable(client))
-    snprintf(client, size, "%s/reconclient", here);
+    snprintf(client, sizeof b->client, "%s/reconclient", here);
 }
 
 static const char *configs_dir(const bench_ctx *ctx) {
@@ -533,7 +545,7 @@ int bench_stream(const bench_ctx *ctx) {
   stream_bench b = {.ctx = ctx, .j = j};
   b.rounds = ctx->rounds > 0 ? ctx->rounds : ctx->quick ? 1 : 3;
   char server[PATH_MAX];
-  find_binaries(ctx, server, b.client, sizeof server);
+  find_binaries(ctx, &b, server, sizeof server);
   const char *configs = configs_dir(ctx);
   mr_device *cpu, *gpu;
   if (bench_devices(ctx, &cpu, &gpu) < 0)
@@ -541,6 +553,7 @@ int bench_stream(const bench_ctx *ctx) {
   bench_devices_release(ctx, cpu, gpu);
   json_str(j, "server", server);
   json_str(j, "client", b.client);
+  json_str(j, "generator", b.generator);
   json_str(j, "configs", configs);
   json_int(j, "rounds", b.rounds);
   if (ctx->quick)
