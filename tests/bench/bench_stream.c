@@ -397,13 +397,29 @@ static int time_reconclient(stream_bench *b, const stream_case *c, int k, const 
 
 /* ---- one case ------------------------------------------------------- */
 
-static int chosen(const bench_ctx *ctx, const char *name) {
-  if (ctx->cases == NULL)
+/* 1 when name is in the comma-separated list (NULL: every name is). */
+static int listed(const char *list, const char *name) {
+  if (list == NULL)
     return 1;
   size_t n = strlen(name);
-  for (const char *p = ctx->cases; *p != '\0'; p += strcspn(p, ",") + (p[strcspn(p, ",")] != 0))
+  for (const char *p = list; *p != '\0'; p += strcspn(p, ",") + (p[strcspn(p, ",")] != '\0'))
     if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\0'))
       return 1;
+  return 0;
+}
+
+/* The first name of --case that is no case, into out; 0 when all are. */
+static int unknown_case(const char *list, char *out, size_t size) {
+  for (const char *p = list; list != NULL && *p != '\0';
+       p += strcspn(p, ",") + (p[strcspn(p, ",")] != '\0')) {
+    int n = (int)strcspn(p, ","), known = 0;
+    for (int i = 0; i < NCASES; i++)
+      known |= (int)strlen(cases[i].name) == n && strncmp(p, cases[i].name, (size_t)n) == 0;
+    if (!known) {
+      snprintf(out, size, "%.*s", n, p);
+      return 1;
+    }
+  }
   return 0;
 }
 
@@ -568,6 +584,15 @@ int bench_stream(const bench_ctx *ctx) {
            "negative values) -> its image decoded; raw_copy: the same "
            "bytes written the same way to a thread that reads and discards them; every figure "
            "is the best round by wall time, taken in this run");
+  char unknown[64];
+  if (unknown_case(ctx->cases, unknown, sizeof unknown)) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "--case: no case '%s' (cases: cartesian, cartesian_cpu4, grappa, "
+                              "realtime, realtime_cg)", unknown);
+    json_str(j, "error", msg);
+    fprintf(stderr, "mr-bench: stream: %s\n", msg);
+    return -1;
+  }
   if (!is_executable(server) || !is_executable(b.client)) {
     json_str(j, "error", "reconserver or reconclient not found (build them, or give --server)");
     return -1;
@@ -601,7 +626,7 @@ int bench_stream(const bench_ctx *ctx) {
 
   json_open(j, "cases", '{');
   for (int i = 0; i < NCASES; i++)
-    if (chosen(ctx, cases[i].name))
+    if (listed(ctx->cases, cases[i].name))
       run_case(&b, &cases[i]);
   json_close(j, '}');
 
