@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <math.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -16,37 +15,9 @@
 
 #include "bench.h"
 #include "decode.h"
+#include "wire_client.h"
 
 #define READ_CHUNK ((size_t)1 << 20)
-
-static int connect_loopback(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  if (fd < 0)
-    return -1;
-  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-    close(fd);
-    return -1;
-  }
-  /* As reconclient does: small messages (CLOSE) go out at once. */
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  return fd;
-}
-
-static int send_all(int fd, const uint8_t *p, size_t len) {
-  while (len > 0) {
-    ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return -1;
-    p += n;
-    len -= (size_t)n;
-  }
-  return 0;
-}
 
 /* Writes the session cut by cut, noting after each the milliseconds since
  * t0 in cut_ms (NaN for cuts never reached). After cap_ms (0: none) it
@@ -59,7 +30,7 @@ static int write_session(int fd, const stream_session *s, double t0, double cap_
     cut_ms[i] = NAN;
   for (int i = 0; i < s->ncuts; i++) {
     size_t end = s->cuts[i];
-    if (send_all(fd, s->bytes + at, end - at) < 0)
+    if (mr_test_send_bytes(fd, s->bytes + at, end - at) < 0)
       return -1;
     t->bytes_sent += end - at;
     cut_ms[i] = bench_now_ms() - t0;
@@ -67,7 +38,7 @@ static int write_session(int fd, const stream_session *s, double t0, double cap_
     if (cap_ms > 0 && cut_ms[i] > cap_ms && end < s->close_at) {
       if (capped_at != NULL)
         atomic_store(capped_at, (long long)cut_ms[i]);
-      if (send_all(fd, s->bytes + s->close_at, s->len - s->close_at) < 0)
+      if (mr_test_send_bytes(fd, s->bytes + s->close_at, s->len - s->close_at) < 0)
         return -1;
       t->bytes_sent += s->len - s->close_at;
       break;
@@ -185,7 +156,7 @@ int stream_replay_server(const stream_session *s, int port, double cap_ms, doubl
   t->latency_ms = malloc((size_t)s->nunits * sizeof *t->latency_ms);
   double *arrival = malloc((size_t)s->nunits * sizeof *arrival);
   double *cut_ms = malloc((size_t)s->ncuts * sizeof *cut_ms);
-  int fd = connect_loopback(port);
+  int fd = mr_test_connect(port);
   if (t->latency_ms == NULL || arrival == NULL || cut_ms == NULL || fd < 0) {
     snprintf(t->error, sizeof t->error, "%s",
              fd < 0 ? "cannot connect to the server" : "out of memory");
@@ -252,7 +223,7 @@ static void *sink_main(void *arg) {
       break;
     got += (size_t)n;
   }
-  k->ok = got == k->expect && send_all(fd, (const uint8_t *)"", 1) == 0;
+  k->ok = got == k->expect && mr_test_send_bytes(fd, (const uint8_t *)"", 1) == 0;
   free(buf);
   if (fd >= 0)
     close(fd);
@@ -288,7 +259,7 @@ int stream_replay_raw(const stream_session *s, stream_timing *t) {
     free(cut_ms);
     return -1;
   }
-  int fd = connect_loopback(port);
+  int fd = mr_test_connect(port);
   double t0 = bench_now_ms();
   int rc = fd >= 0 ? write_session(fd, s, t0, 0, cut_ms, t, NULL) : -1;
   char ack = 1;
