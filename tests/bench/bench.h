@@ -31,6 +31,11 @@ typedef struct bench_ctx {
   mr_pool *pool;
   int quick;      /* small sizes: a smoke run, not a measurement */
   bench_json *json;
+  /* Options of the end-to-end subcommands (stream); NULL or 0: defaults. */
+  const char *server;  /* the reconserver binary */
+  const char *configs; /* the configs directory the servers get */
+  const char *cases;   /* comma-separated case names to run */
+  int rounds;          /* best of this many rounds */
 } bench_ctx;
 
 /* A subcommand: writes its results as members of the open object. */
@@ -40,6 +45,7 @@ int bench_gpu(const bench_ctx *ctx);
 int bench_grappa(const bench_ctx *ctx);
 int bench_fhd(const bench_ctx *ctx);
 int bench_nufft(const bench_ctx *ctx);
+int bench_stream(const bench_ctx *ctx);
 
 /* Takes the CPU and, when the pool has one, GPU 0 (*gpu NULL otherwise)
  * and records their names in the open object ("gpu", "cpu",

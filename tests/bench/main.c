@@ -1,6 +1,7 @@
 /* mr-bench: benchmarks as JSON on stdout (or --json FILE).
  *
  *   mr-bench [SUBCOMMAND...] [--quick] [--json FILE] [--gpus SPEC]
+ *            [--rounds N] [--server PATH] [--configs DIR] [--case NAME,...]
  *
  * With no subcommand every one runs. Each subcommand's results are one
  * member of the top-level object, named after it. Later areas add a line to
@@ -21,6 +22,7 @@ static const struct {
     {"fhd", "direct F^H D and Q (the book's kernels and past them), CG on the Toeplitz operator", bench_fhd},
     {"grappa", "GRAPPA calibration (32-128 coils; CPU, GPU fused, library chain) and a whole slice", bench_grappa},
     {"nufft", "NUFFT types 1 and 2, 2D and 3D, tol 1e-4 and 1e-6, GPU against CPU and the reference library", bench_nufft},
+    {"stream", "end to end: sessions from memory through a GPU and a CPU reconserver against a raw loopback copy", bench_stream},
 };
 
 enum { NCOMMANDS = sizeof commands / sizeof *commands };
@@ -71,9 +73,14 @@ double bench_now_ms(void) {
 
 static void usage(FILE *f) {
   fprintf(f, "usage: mr-bench [SUBCOMMAND...] [--quick] [--json FILE] [--gpus SPEC]\n"
+             "                [--rounds N] [--server PATH] [--configs DIR] [--case NAME,...]\n"
              "  --quick      small sizes: checks that everything runs, measures nothing\n"
              "  --json FILE  write the JSON there instead of stdout\n"
              "  --gpus SPEC  all (default), none, or a list like 0,1\n"
+             "  --rounds N   stream: best of N rounds (default 3, --quick 1)\n"
+             "  --server PATH  stream: the reconserver binary (default: next to mr-bench)\n"
+             "  --configs DIR  stream: the servers' configs (default ./configs, else the source tree's)\n"
+             "  --case NAME,...  stream: only these cases (default all)\n"
              "subcommands (all when none is named):\n");
   for (int i = 0; i < NCOMMANDS; i++)
     fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].what);
@@ -86,7 +93,8 @@ static void log_line(void *ctx, const char *line) {
 
 int main(int argc, char **argv) {
   int chosen[NCOMMANDS] = {0}, any = 0, quick = 0;
-  const char *out = NULL, *gpus = "all";
+  const char *out = NULL, *gpus = "all", *server = NULL, *configs = NULL, *cases = NULL;
+  int rounds = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--quick") == 0) {
       quick = 1;
@@ -94,6 +102,14 @@ int main(int argc, char **argv) {
       out = argv[++i];
     } else if (strcmp(argv[i], "--gpus") == 0 && i + 1 < argc) {
       gpus = argv[++i];
+    } else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0) {
+      rounds = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--server") == 0 && i + 1 < argc) {
+      server = argv[++i];
+    } else if (strcmp(argv[i], "--configs") == 0 && i + 1 < argc) {
+      configs = argv[++i];
+    } else if (strcmp(argv[i], "--case") == 0 && i + 1 < argc) {
+      cases = argv[++i];
     } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       usage(stdout);
       return 0;
@@ -122,7 +138,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   bench_json json = {.f = f};
-  bench_ctx ctx = {.pool = pool, .quick = quick, .json = &json};
+  bench_ctx ctx = {.pool = pool, .quick = quick, .json = &json, .server = server,
+                   .configs = configs, .cases = cases, .rounds = rounds};
   int rc = 0;
   json_open(&json, NULL, '{');
   for (int c = 0; c < NCOMMANDS && rc == 0; c++) {

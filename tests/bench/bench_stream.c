@@ -1,0 +1,648 @@
+/* mr-bench stream: whole sessions end to end through reconserver on
+ * loopback, against a raw copy of the same bytes (issue 11, part 5).
+ *
+ * The bench starts its own servers (a GPU server `--gpus all` when the
+ * pool has a GPU, a CPU server `--gpus none`), generates each case's data
+ * with the Debian/our own tools into a temporary directory, loads it into
+ * memory as the bytes `reconclient send` would write (stream_session.h),
+ * and only then times: per case a raw loopback copy of those bytes to a
+ * discarding sink, then the session through each server (stream_replay.h),
+ * each the best of N rounds by wall time. The cartesian case also runs the
+ * real `reconclient send` from HDF5, what a user sees.
+ *
+ * A case whose config the servers lack, or whose data cannot be made with
+ * the tools of this build, is reported as "skipped" with the reason; a
+ * session that fails is reported as "error" and makes the bench exit 1.
+ * The issue's targets appear as "target" members beside the figures, never
+ * asserted. */
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "stream_replay.h"
+#include "stream_server.h"
+#include "stream_session.h"
+#include "test_support.h"
+
+#define SILENCE_MS 120000
+/* Sending stops at the next image boundary after this long (then CLOSE):
+ * a slow server (CG-SENSE on the CPU) must not hold the bench for many
+ * minutes; a session cut short is reported as such, with one round. */
+#define SEND_CAP_MS 20000.0
+/* A server still busy this long after a cut-short session's CLOSE is left
+ * (the bench disconnects; the server cancels the session). */
+#define DRAIN_MS 20000.0
+/* No further rounds after a round this long: its figure is stable enough. */
+#define LONG_ROUND_MS 20000.0
+
+enum { GPU, CPU, NSERVERS };
+static const char *const server_names[NSERVERS] = {"gpu", "cpu"};
+static const char *const server_gpus[NSERVERS] = {"all", "none"};
+
+typedef struct target {
+  const char *key, *value;
+} target;
+
+typedef struct stream_case {
+  const char *name, *what;
+  const char *config;
+  const char *unit;  /* what one image answers: "slices" or "frames" */
+  const char *tool;  /* ISMRMRD_TOOL or SIMULATE */
+  const char *args, *quick_args;
+  int cpu_only;
+  int reconclient;   /* also time `reconclient send` of the file */
+  target gpu_targets[3], cpu_targets[2];
+  target speedup_target; /* GPU over CPU */
+} stream_case;
+
+#define ISMRMRD_TOOL "ismrmrd_generate_cartesian_shepp_logan"
+#define SIMULATE "reconclient simulate"
+
+static const stream_case cases[] = {
+    {"cartesian", "256x256, 32 coils, readout oversampling 2, 10 repetitions (one slice image each)",
+     "cartesian", "slices", ISMRMRD_TOOL, "-m 256 -c 32 -r 10", "-m 64 -c 4 -r 2", 0, 1,
+     {{"ratio_to_raw", "<= 1.5 (H100)"}},
+     {{NULL, NULL}},
+     {"gpu_speedup_over_cpu", ">= 3 (H100)"}},
+    {"cartesian_cpu4", "256x256, 32 coils, readout oversampling 2, 4 repetitions, CPU server only",
+     "cartesian", "slices", ISMRMRD_TOOL, "-m 256 -c 32 -r 4", "-m 64 -c 4 -r 2", 1, 0,
+     {{NULL, NULL}},
+     {{"ratio_to_raw", "<= 2.5 (2-core CPU machine)"}},
+     {NULL, NULL}},
+    {"grappa",
+     "256x256, 32 coils, R=4, 24 ACS lines, readout oversampling 2, a noise scan, 20 images: "
+     "the tool writes R shifted repetitions per -r, each with its own ACS lines, so each image "
+     "is calibrated, as a slice would be",
+     "grappa", "slices", ISMRMRD_TOOL, "-m 256 -c 32 -a 4 -w 24 -r 5 -C",
+     "-m 64 -c 8 -a 4 -w 16 -r 1 -C", 0, 0,
+     {{"last_acquisition_to_last_image_ms", "<= 10 (H100)"}, {"ratio_to_raw", "<= 1.5 (H100)"}},
+     {{NULL, NULL}},
+     {NULL, NULL}},
+    {"realtime", "golden-angle radial, 128x128, 16 coils, 256 samples per spoke, 34 spokes per "
+                 "frame, 1,000 frames; gridding",
+     "realtime", "frames", SIMULATE,
+     "--trajectory golden --matrix 128 --coils 16 --samples 256 --spokes 34 --frames 1000",
+     "--trajectory golden --matrix 32 --coils 4 --samples 64 --spokes 16 --frames 20", 0, 0,
+     {{"frames_per_s", ">= 1000 (H100)"}, {"latency_p99_ms", "<= 5 (H100)"}},
+     {{NULL, NULL}},
+     {NULL, NULL}},
+    {"realtime_cg", "the realtime data through CG-SENSE (10 iterations)", "realtime_cg", "frames",
+     SIMULATE,
+     "--trajectory golden --matrix 128 --coils 16 --samples 256 --spokes 34 --frames 1000",
+     "--trajectory golden --matrix 32 --coils 4 --samples 64 --spokes 16 --frames 20", 0, 0,
+     {{"frames_per_s", ">= 200 (H100)"}, {"latency_p99_ms", "<= 15 (H100)"}},
+     {{NULL, NULL}},
+     {NULL, NULL}},
+};
+enum { NCASES = sizeof cases / sizeof *cases };
+
+/* A generated data file, shared by the cases that ask for the same one. */
+typedef struct dataset_file {
+  char args[256]; /* the generator's arguments */
+  char path[PATH_MAX];
+  double generate_s;
+} dataset_file;
+
+typedef struct stream_bench {
+  const bench_ctx *ctx;
+  bench_json *j;
+  int rounds;
+  char tmp[1024];
+  char client[PATH_MAX]; /* reconclient */
+  char generator[PATH_MAX]; /* ISMRMRD_TOOL, "" when there is none */
+  stream_server servers[NSERVERS];
+  int running[NSERVERS];
+  dataset_file files[NCASES];
+  int nfiles;
+  int failures; /* sessions that failed: the exit status */
+} stream_bench;
+
+/* ---- paths ---------------------------------------------------------- */
+
+static int is_executable(const char *path) { return access(path, X_OK) == 0; }
+
+static int is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The directory part of path ("." for none) into out. */
+static void dir_of(const char *path, char *out, size_t size) {
+  const char *slash = strrchr(path, '/');
+  if (slash != NULL)
+    snprintf(out, size, "%.*s", (int)(slash - path), path);
+  else
+    snprintf(out, size, ".");
+}
+
+static void self_dir(char *out, size_t size) {
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  exe[n > 0 ? n : 0] = '\0';
+  dir_of(n > 0 ? exe : ".", out, size);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  return remove(path);
+}
+
+/* ---- numbers -------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile q in (0, 1] of sorted v[n]; NaN when n is 0. */
+static double percentile(const double *v, int n, double q) {
+  if (n == 0)
+    return NAN;
+  int k = (int)ceil(q * n) - 1;
+  return v[k < 0 ? 0 : k];
+}
+
+static void write_targets(bench_json *j, const target *t, int n) {
+  if (t[0].key == NULL)
+    return;
+  json_open(j, "target", '{');
+  for (int i = 0; i < n && t[i].key != NULL; i++)
+    json_str(j, t[i].key, t[i].value);
+  json_close(j, '}');
+}
+
+/* ---- data ----------------------------------------------------------- */
+
+/* The first line of text (for a one-line reason). */
+static void first_line(const char *text, char *out, size_t size) {
+  while (*text == '\n' || *text == ' ')
+    text++;
+  snprintf(out, size, "%.*s", (int)strcspn(text, "\n"), text);
+}
+
+/* Makes (or finds already made) the case's data file; NULL with a reason
+ * in why when the tool is missing or fails. */
+static const dataset_file *dataset_for(stream_bench *b, const stream_case *c, char *why,
+                                       size_t why_size) {
+  const char *args = b->ctx->quick ? c->quick_args : c->args;
+  char key[256];
+  snprintf(key, sizeof key, "%s %s", c->tool, args);
+  for (int i = 0; i < b->nfiles; i++)
+    if (strcmp(b->files[i].args, key) == 0)
+      return &b->files[i];
+  dataset_file *f = &b->files[b->nfiles];
+  snprintf(f->args, sizeof f->args, "%s", key);
+  snprintf(f->path, sizeof f->path, "%s/data-%d.h5", b->tmp, b->nfiles);
+  const char *argv[40];
+  int argc = 0;
+  char words[256];
+  snprintf(words, sizeof words, "%s", args);
+  int simulate = strcmp(c->tool, SIMULATE) == 0;
+  if (simulate) {
+    argv[argc++] = b->client;
+    argv[argc++] = "simulate";
+  } else {
+    if (b->generator[0] == '\0') {
+      snprintf(why, why_size,
+               "%s is neither next to mr-bench nor on PATH (Debian package ismrmrd-tools)",
+               ISMRMRD_TOOL);
+      return NULL;
+    }
+    argv[argc++] = b->generator;
+  }
+  char *save = NULL;
+  for (char *w = strtok_r(words, " ", &save); w != NULL && argc < 36; w = strtok_r(NULL, " ", &save))
+    argv[argc++] = w;
+  argv[argc++] = "-o";
+  argv[argc++] = f->path;
+  argv[argc] = NULL;
+  fprintf(stderr, "mr-bench: stream: generating %s\n", key);
+  static char out[4096], err[4096];
+  double t0 = bench_now_ms();
+  int rc = mr_test_run(argv, b->tmp, out, sizeof out, err, sizeof err);
+  f->generate_s = (bench_now_ms() - t0) / 1e3;
+  if (rc != 0 || access(f->path, R_OK) != 0) {
+    char line[300];
+    first_line(err[0] != '\0' ? err : out, line, sizeof line);
+    snprintf(why, why_size, "'%s' failed (exit %d)%s%s", key, rc,
+             line[0] != '\0' ? ": " : "", line);
+    if (simulate && rc == 2) /* a usage error */
+      snprintf(why + strlen(why), why_size - strlen(why),
+               "; this build's reconclient simulate lacks the options the case needs");
+    return NULL;
+  }
+  b->nfiles++;
+  return f;
+}
+
+/* ---- one server, N rounds ------------------------------------------- */
+
+/* Times the session through server k; writes its object; 0, or -1 when a
+ * session failed (written as "error"). *best_ms: its best wall time. */
+static int time_server(stream_bench *b, const stream_case *c, int k, const stream_session *s,
+                       double raw_ms, double *best_ms) {
+  bench_json *j = b->j;
+  stream_server *srv = &b->servers[k];
+  stream_timing best = {0};
+  char best_log[2048] = "", log[2048];
+  double rounds_ms[64];
+  int done = 0, failed = 0;
+  char error[600] = "";
+  *best_ms = NAN;
+  for (int r = 0; r < b->rounds && r < 64; r++) {
+    stream_timing t;
+    int rc = stream_replay_server(s, srv->port, SEND_CAP_MS, DRAIN_MS, SILENCE_MS, &t);
+    /* A session the bench left ends when the server has noticed: its log
+     * line then also says the server is free for the next one. */
+    stream_server_session_line(srv, t.abandoned ? (int)DRAIN_MS : 1000, log, sizeof log);
+    if (rc < 0) {
+      snprintf(error, sizeof error, "%s", t.error);
+      snprintf(best_log, sizeof best_log, "%s", log);
+      stream_timing_free(&t);
+      failed = 1;
+      break;
+    }
+    rounds_ms[done++] = t.wall_ms;
+    int cut_short = t.units_sent < s->nunits;
+    if (done == 1 || t.wall_ms < best.wall_ms) {
+      stream_timing_free(&best);
+      best = t;
+      snprintf(best_log, sizeof best_log, "%s", log);
+    } else {
+      stream_timing_free(&t);
+    }
+    if (cut_short || t.wall_ms > LONG_ROUND_MS)
+      break;
+  }
+  json_open(j, server_names[k], '{');
+  if (failed) {
+    json_str(j, "error", error);
+    json_str(j, "server_log", best_log);
+    json_str(j, "server_log_file", srv->log_path);
+    json_close(j, '}');
+    stream_timing_free(&best);
+    return -1;
+  }
+  json_open(j, "rounds_ms", '[');
+  for (int i = 0; i < done; i++)
+    json_num(j, NULL, rounds_ms[i]);
+  json_close(j, ']');
+  double wall_s = best.wall_ms / 1e3;
+  int cut_short = best.units_sent < s->nunits;
+  *best_ms = cut_short ? NAN : best.wall_ms;
+  json_num(j, "wall_ms", best.wall_ms);
+  json_num(j, "mb_per_s", (double)best.bytes_sent / 1e6 / wall_s);
+  char per_s[64];
+  snprintf(per_s, sizeof per_s, "%s_per_s", c->unit);
+  /* Cut short: the rate images came at, not the rate of a whole session. */
+  json_num(j, per_s, cut_short ? (best.images - best.unmatched_images) / (best.last_image_ms / 1e3)
+                               : best.units_sent / wall_s);
+  json_int(j, "images", best.images);
+  if (best.unmatched_images > 0)
+    json_int(j, "unmatched_images", best.unmatched_images);
+  if (cut_short) {
+    json_int(j, "units_sent", best.units_sent);
+    char note[400];
+    snprintf(note, sizeof note,
+             "cut short: sending stopped after %.0f s at the next %s boundary, then CLOSE%s; "
+             "%s_per_s is images over the time to the last image; latencies are those of the "
+             "%s that got an image",
+             SEND_CAP_MS / 1e3, c->unit[0] == 's' ? "slice" : "frame",
+             best.abandoned ? "; the server was still busy long after and was left (no wall_ms)"
+                            : "",
+             c->unit, c->unit);
+    json_str(j, "note", note);
+  }
+  double *lat = malloc((size_t)s->nunits * sizeof *lat);
+  int n = 0, missing = 0;
+  for (int u = 0; lat != NULL && u < s->nunits; u++) {
+    if (s->unit_end[u] > best.bytes_sent)
+      continue;
+    if (isnan(best.latency_ms[u]))
+      missing++;
+    else
+      lat[n++] = best.latency_ms[u];
+  }
+  if (lat != NULL)
+    qsort(lat, (size_t)n, sizeof *lat, cmp_double);
+  json_open(j, "latency_ms", '{');
+  json_num(j, "p50", lat != NULL ? percentile(lat, n, 0.5) : NAN);
+  json_num(j, "p99", lat != NULL ? percentile(lat, n, 0.99) : NAN);
+  json_num(j, "max", lat != NULL && n > 0 ? lat[n - 1] : NAN);
+  json_close(j, '}');
+  free(lat);
+  if (missing > 0)
+    json_int(j, "without_image", missing);
+  json_num(j, "last_acquisition_to_last_image_ms", best.last_image_ms - best.last_acq_ms);
+  json_num(j, "last_acquisition_to_close_ms", best.wall_ms - best.last_acq_ms);
+  json_num(j, "ratio_to_raw", cut_short ? NAN : best.wall_ms / raw_ms);
+  json_str(j, "server_log", best_log);
+  if (k == GPU)
+    write_targets(j, c->gpu_targets, 3);
+  else
+    write_targets(j, c->cpu_targets, 2);
+  json_close(j, '}');
+  stream_timing_free(&best);
+  return 0;
+}
+
+/* `reconclient send FILE` against server k, best of N; its object. */
+static int time_reconclient(stream_bench *b, const stream_case *c, int k, const char *file,
+                            const stream_session *s, double raw_ms) {
+  bench_json *j = b->j;
+  char port[16], out[PATH_MAX], timeout[16];
+  snprintf(port, sizeof port, "%d", b->servers[k].port);
+  snprintf(timeout, sizeof timeout, "%d", SILENCE_MS);
+  double best = NAN;
+  char error[600] = "";
+  for (int r = 0; r < b->rounds; r++) {
+    snprintf(out, sizeof out, "%s/reconclient-out.h5", b->tmp);
+    remove(out);
+    const char *argv[] = {b->client, "send", file, "-c", c->config, "-a", "127.0.0.1", "-p",
+                          port, "-o", out, "-t", timeout, NULL};
+    static char so[4096], se[4096];
+    double t0 = bench_now_ms();
+    int rc = mr_test_run(argv, b->tmp, so, sizeof so, se, sizeof se);
+    double ms = bench_now_ms() - t0;
+    char line[2048];
+    stream_server_session_line(&b->servers[k], 1000, line, sizeof line);
+    remove(out);
+    if (rc != 0) {
+      char why[300];
+      first_line(se, why, sizeof why);
+      snprintf(error, sizeof error, "reconclient send exited %d: %s", rc, why);
+      break;
+    }
+    if (!(ms >= best))
+      best = ms;
+  }
+  json_open(j, server_names[k], '{');
+  if (error[0] != '\0') {
+    json_str(j, "error", error);
+  } else {
+    json_num(j, "wall_ms", best);
+    json_num(j, "mb_per_s", (double)s->len / 1e6 / (best / 1e3));
+    json_num(j, "ratio_to_raw", best / raw_ms);
+  }
+  json_close(j, '}');
+  return error[0] != '\0' ? -1 : 0;
+}
+
+/* ---- one case ------------------------------------------------------- */
+
+/* 1 when name is in the comma-separated list (NULL: every name is). */
+static int listed(const char *list, const char *name) {
+  if (list == NULL)
+    return 1;
+  size_t n = strlen(name);
+  for (const char *p = list; *p != '\0'; p += strcspn(p, ",") + (p[strcspn(p, ",")] != '\0'))
+    if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+      return 1;
+  return 0;
+}
+
+/* The first name of --case that is no case, into out; 0 when all are. */
+static int unknown_case(const char *list, char *out, size_t size) {
+  for (const char *p = list; list != NULL && *p != '\0';
+       p += strcspn(p, ",") + (p[strcspn(p, ",")] != '\0')) {
+    int n = (int)strcspn(p, ","), known = 0;
+    for (int i = 0; i < NCASES; i++)
+      known |= (int)strlen(cases[i].name) == n && strncmp(p, cases[i].name, (size_t)n) == 0;
+    if (!known) {
+      snprintf(out, size, "%.*s", n, p);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static void run_case(stream_bench *b, const stream_case *c) {
+  bench_json *j = b->j;
+  json_open(j, c->name, '{');
+  json_str(j, "what", c->what);
+  json_str(j, "config", c->config);
+  char why[1024] = "";
+  /* The servers that take part, and whether they know the config. */
+  int use[NSERVERS] = {0}, any = 0;
+  for (int k = 0; k < NSERVERS; k++) {
+    if (!b->running[k] || (c->cpu_only && k == GPU))
+      continue;
+    int has = stream_server_has_config(&b->servers[k], c->config);
+    if (has < 0) { /* it died: the later cases go on without it */
+      json_open(j, server_names[k], '{');
+      json_str(j, "error", "the server did not answer the configs query (see its log)");
+      json_str(j, "server_log_file", b->servers[k].log_path);
+      json_close(j, '}');
+      b->running[k] = 0;
+      b->failures++;
+      continue;
+    }
+    if (has == 0)
+      snprintf(why, sizeof why, "the servers have no config '%s' (not in this build)", c->config);
+    use[k] = has == 1;
+    any |= use[k];
+  }
+  if (!any) {
+    json_str(j, "skipped", why[0] != '\0' ? why : "no server to run it on");
+    json_close(j, '}');
+    return;
+  }
+  const dataset_file *f = dataset_for(b, c, why, sizeof why);
+  if (f == NULL) {
+    json_str(j, "skipped", why);
+    json_close(j, '}');
+    return;
+  }
+  json_str(j, "data", f->args);
+  json_num(j, "generate_s", f->generate_s);
+  stream_session s;
+  mr_err err = {0};
+  double t0 = bench_now_ms();
+  if (stream_session_load(f->path, c->config, &s, &err) < 0) {
+    json_str(j, "error", err.msg);
+    json_close(j, '}');
+    b->failures++;
+    return;
+  }
+  json_num(j, "load_s", (bench_now_ms() - t0) / 1e3);
+  json_int(j, "bytes", (long long)s.len);
+  json_int(j, "acquisitions", (long long)s.acquisitions);
+  json_int(j, c->unit, s.nunits);
+  fprintf(stderr, "mr-bench: stream: %s: %.1f MB, %d %s\n", c->name, s.len / 1e6, s.nunits,
+          c->unit);
+
+  double raw_rounds[64], raw_ms = NAN;
+  int raw_done = 0;
+  stream_timing t;
+  for (int r = 0; r < b->rounds && r < 64; r++) {
+    if (stream_replay_raw(&s, &t) < 0) {
+      json_str(j, "error", t.error);
+      break;
+    }
+    raw_rounds[raw_done++] = t.wall_ms;
+    if (!(t.wall_ms >= raw_ms))
+      raw_ms = t.wall_ms;
+  }
+  json_open(j, "raw_copy", '{');
+  json_open(j, "rounds_ms", '[');
+  for (int i = 0; i < raw_done; i++)
+    json_num(j, NULL, raw_rounds[i]);
+  json_close(j, ']');
+  json_num(j, "wall_ms", raw_ms);
+  json_num(j, "mb_per_s", (double)s.len / 1e6 / (raw_ms / 1e3));
+  json_close(j, '}');
+  if (raw_done < b->rounds) {
+    b->failures++;
+  } else {
+    double best[NSERVERS] = {NAN, NAN};
+    for (int k = 0; k < NSERVERS; k++) {
+      if (!use[k])
+        continue;
+      fprintf(stderr, "mr-bench: stream: %s through the %s server\n", c->name, server_names[k]);
+      if (time_server(b, c, k, &s, raw_ms, &best[k]) < 0)
+        b->failures++;
+    }
+    if (c->speedup_target.key != NULL) {
+      json_num(j, c->speedup_target.key, best[CPU] / best[GPU]);
+      json_open(j, "target", '{');
+      json_str(j, c->speedup_target.key, c->speedup_target.value);
+      json_close(j, '}');
+    }
+    if (c->reconclient) {
+      json_open(j, "reconclient_send", '{');
+      json_str(j, "what", "the real `reconclient send` of the same HDF5 file (reading, sending, "
+                          "receiving and writing the images), process start to exit");
+      for (int k = 0; k < NSERVERS; k++)
+        if (use[k] && time_reconclient(b, c, k, f->path, &s, raw_ms) < 0)
+          b->failures++;
+      json_close(j, '}');
+    }
+  }
+  stream_session_free(&s);
+  json_close(j, '}');
+}
+
+/* ---- the subcommand ------------------------------------------------- */
+
+/* reconserver: --server or next to mr-bench; reconclient: next to it, else
+ * next to mr-bench; the data generator: next to mr-bench (for machines
+ * without ismrmrd-tools, where it is carried with its libraries), else on
+ * PATH. */
+static void find_binaries(const bench_ctx *ctx, stream_bench *b, char *server, size_t size) {
+  char here[2048], there[2048];
+  char *client = b->client;
+  self_dir(here, sizeof here);
+  snprintf(b->generator, sizeof b->generator, "%s/%s", here, ISMRMRD_TOOL);
+  if (!is_executable(b->generator))
+    snprintf(b->generator, sizeof b->generator, "%s",
+             mr_test_have_tool(ISMRMRD_TOOL) ? ISMRMRD_TOOL : "");
+  if (ctx->server != NULL)
+    snprintf(server, size, "%s", ctx->server);
+  else
+    snprintf(server, size, "%s/reconserver", here);
+  dir_of(server, there, sizeof there);
+  snprintf(client, sizeof b->client, "%s/reconclient", there);
+  if (!is_executable(client))
+    snprintf(client, sizeof b->client, "%s/reconclient", here);
+}
+
+static const char *configs_dir(const bench_ctx *ctx) {
+  if (ctx->configs != NULL)
+    return ctx->configs;
+  if (is_dir("configs"))
+    return "configs";
+  return MR_BENCH_SOURCE_CONFIGS;
+}
+
+int bench_stream(const bench_ctx *ctx) {
+  bench_json *j = ctx->json;
+  stream_bench b = {.ctx = ctx, .j = j};
+  b.rounds = ctx->rounds > 0 ? ctx->rounds : ctx->quick ? 1 : 3;
+  char server[PATH_MAX];
+  find_binaries(ctx, &b, server, sizeof server);
+  const char *configs = configs_dir(ctx);
+  mr_device *cpu, *gpu;
+  if (bench_devices(ctx, &cpu, &gpu) < 0)
+    return -1;
+  bench_devices_release(ctx, cpu, gpu);
+  json_str(j, "server", server);
+  json_str(j, "client", b.client);
+  json_str(j, "generator", b.generator);
+  json_str(j, "configs", configs);
+  json_int(j, "rounds", b.rounds);
+  if (ctx->quick)
+    json_str(j, "quick", "every case shrunk (see its \"data\"): a smoke run, not a measurement");
+  json_str(j, "method",
+           "each case's session (CONFIG_FILE, HEADER, acquisitions, CLOSE: the bytes reconclient "
+           "send writes) is built in memory from the generated HDF5 file before timing; a sender "
+           "thread writes it to a server the bench started on loopback while a receiver thread "
+           "decodes the images; wall_ms: first byte written -> the server's CLOSE; latency: the "
+           "last acquisition of a slice/frame written (send() returned; on a loaded machine an image "
+           "can be decoded microseconds before the sender thread notes that time, hence tiny "
+           "negative values) -> its image decoded; raw_copy: the same "
+           "bytes written the same way to a thread that reads and discards them; every figure "
+           "is the best round by wall time, taken in this run");
+  char unknown[64];
+  if (unknown_case(ctx->cases, unknown, sizeof unknown)) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "--case: no case '%s' (cases: cartesian, cartesian_cpu4, grappa, "
+                              "realtime, realtime_cg)", unknown);
+    json_str(j, "error", msg);
+    fprintf(stderr, "mr-bench: stream: %s\n", msg);
+    return -1;
+  }
+  if (!is_executable(server) || !is_executable(b.client)) {
+    json_str(j, "error", "reconserver or reconclient not found (build them, or give --server)");
+    return -1;
+  }
+  const char *tmpdir = getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp";
+  snprintf(b.tmp, sizeof b.tmp, "%s/mr-bench-stream-XXXXXX", tmpdir);
+  if (mkdtemp(b.tmp) == NULL) {
+    json_str(j, "error", "cannot make a temporary directory");
+    return -1;
+  }
+  json_open(j, "servers", '{');
+  for (int k = 0; k < NSERVERS; k++) {
+    json_open(j, server_names[k], '{');
+    char log[PATH_MAX + 32], why[1024];
+    snprintf(log, sizeof log, "%s/reconserver-%s.log", b.tmp, server_names[k]);
+    if (k == GPU && mr_pool_gpu_count(ctx->pool) == 0) {
+      json_str(j, "skipped", "no GPU found (or mr-bench --gpus none)");
+    } else if (stream_server_start(&b.servers[k], server, configs, server_gpus[k], log, why,
+                                   sizeof why) < 0) {
+      json_str(j, "error", why);
+      b.failures++;
+    } else {
+      b.running[k] = 1;
+      char args[64];
+      snprintf(args, sizeof args, "--gpus %s", server_gpus[k]);
+      json_str(j, "args", args);
+    }
+    json_close(j, '}');
+  }
+  json_close(j, '}');
+
+  json_open(j, "cases", '{');
+  for (int i = 0; i < NCASES; i++)
+    if (listed(ctx->cases, cases[i].name))
+      run_case(&b, &cases[i]);
+  json_close(j, '}');
+
+  for (int k = 0; k < NSERVERS; k++)
+    if (b.running[k])
+      stream_server_stop(&b.servers[k]);
+  if (b.failures == 0)
+    nftw(b.tmp, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  else
+    json_str(j, "kept_for_inspection", b.tmp);
+  return b.failures == 0 ? 0 : -1;
+}

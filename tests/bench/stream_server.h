@@ -1,0 +1,34 @@
+/* mr-bench stream: a reconserver the bench starts for itself, on a free
+ * loopback port, its log in a file. */
+#ifndef MR_BENCH_STREAM_SERVER_H
+#define MR_BENCH_STREAM_SERVER_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef struct stream_server {
+  pid_t pid;
+  int port;
+  char log_path[512];
+  long log_read; /* bytes of the log already looked at */
+} stream_server;
+
+/* Starts bin --listen 127.0.0.1:0 --configs configs --gpus gpus, its
+ * stderr in log_path, and waits (up to 30 s) until its log names the port.
+ * Returns 0, or -1 with the reason (the log's last line) in why. */
+int stream_server_start(stream_server *s, const char *bin, const char *configs, const char *gpus,
+                        const char *log_path, char *why, size_t why_size);
+
+/* SIGTERM, then waits (SIGKILL after 10 s). */
+void stream_server_stop(stream_server *s);
+
+/* 1 when the server has a config (or alias) called name, 0 when not, -1
+ * when it cannot be asked (QUERY mrrecon::configs). */
+int stream_server_has_config(const stream_server *s, const char *name);
+
+/* The newest per-connection log line of a session ("... config=NAME ...
+ * gadgets=...") written since the last call, waiting up to wait_ms for
+ * one; "" if none. */
+void stream_server_session_line(stream_server *s, int wait_ms, char *line, size_t size);
+
+#endif
