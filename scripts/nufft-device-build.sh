@@ -42,5 +42,5 @@ done
 mkdir -p "$dest"
 tar -C "$stage" -cJf "$dest/nufft-device.tar.xz" device
 cp scripts/nufft-device-run.sh "$dest/"
-[ -z "${REFERENCE:-}" ] || cp "$REFERENCE" "$dest/cufinufft-sm90.tar.xz"
+[ -z "${REFERENCE:-}" ] || install -m 644 "$REFERENCE" "$dest/cufinufft-sm90.tar.xz"
 du -sh "$dest"/*

@@ -105,7 +105,7 @@ static int run_method(const ref_api *api, int method, int type, int rank, const 
     if (rc == 0 && (cudaEventSynchronize(b) != cudaSuccess ||
                     cudaEventElapsedTime(&f, a, b) != cudaSuccess))
       rc = -1;
-    if (i >= WARMUP)
+    if (rc == 0 && i >= WARMUP)
       ms[i - WARMUP] = f;
   }
   if (rc == 0)
