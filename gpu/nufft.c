@@ -44,6 +44,8 @@ static int check_opts(const mr_nufft_opts *o) {
     return mr_fail(MR_EINVAL, "nufft: batch 0");
   if (!(o->tol >= 1e-6 && o->tol <= 0.1))
     return mr_fail(MR_EINVAL, "nufft: tolerance %g (1e-6 .. 0.1)", o->tol);
+  if (o->tune_for != 0 && o->tune_for != MR_NUFFT_ADJOINT && o->tune_for != MR_NUFFT_FORWARD)
+    return mr_fail(MR_EINVAL, "nufft: tune_for %d (0, or a direction)", o->tune_for);
   if (o->upsampling != 0 && !(o->upsampling >= 1.25 && o->upsampling <= 2.0))
     return mr_fail(MR_EINVAL, "nufft: upsampling %g (0 for automatic, or 1.25 .. 2)",
                    o->upsampling);

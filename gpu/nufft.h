@@ -47,6 +47,10 @@ typedef struct mr_nufft_opts {
   double tol;        /* requested relative error, 1e-6 .. 1e-1 */
   double upsampling; /* grid oversampling, 1.25 .. 2.0; 0: the faster of 1.25 and 2
                         that reaches tol (measured on a GPU, see set_points) */
+  /* The type the automatic upsampling is made fast for: 0 (the default)
+   * both together; MR_NUFFT_ADJOINT or MR_NUFFT_FORWARD for a plan that
+   * runs that type alone (it still runs both). */
+  int tune_for;
 } mr_nufft_opts;
 
 /* Makes a plan for opts on dev (borrowed; it must outlive the plan): kernel,

@@ -5,7 +5,7 @@
 // crowded bin) keeps the bin's grid cells, for several coils at once, in
 // shared memory as a software-managed cache; the samples whose footprints
 // reach into the bin were listed and sorted once per trajectory
-// (nufft_points.h), are staged through shared memory a batch at a time (so
+// (nufft_points.h; on the GPU itself, nufft_points_cuda.cu), are staged through shared memory a batch at a time (so
 // their loads are in flight together), and each warp adds one sample's
 // footprint, clipped to the bin, with its lanes on neighbouring cells:
 // shared atomics on split real and imaginary planes, the kernel evaluated

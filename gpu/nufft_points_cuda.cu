@@ -1,25 +1,28 @@
-// A GPU plan's sample positions, placed and binned on its device: the very
-// arrays nufft_points.c builds on the host (same placement, same stable
-// order, same entry lists and subproblems), made by kernels and CUB.
+// A GPU plan's sample positions, placed and binned on its device: the
+// arrays nufft_points.c builds on the host (same placement, same bins, same
+// entry lists and subproblems), made by five kernels and one CUB scan, with
+// one small download at the end and no round trip on the way.
 //
-//   1. place: one thread per sample: footprint start and offset
-//      (mr_nufft_place, in double as on the host), home bin, and a count of
-//      entries per touched bin (global atomics, aggregated per warp: the
-//      samples of a warp often share their bins). A position that is not
-//      finite raises a flag.
-//   2. a stable radix sort of (home bin, sample index) on the bin's bits
-//      gives the host's counting-sort order; a gather writes the sorted
-//      positions and each sorted sample's number of touched bins.
-//   3. exclusive scans: per-sample entry offsets, bin starts, and the
-//      subproblems per bin (a bin of more than MR_NUFFT_MAX_SUB_ENTRIES
-//      entries is cut into pieces).
-//   4. one small download: the entry and subproblem totals and the flag
-//      (the host needs the totals to size the lists and the launches).
-//   5. each sorted sample writes a (bin, sample) pair per touched bin, in
-//      the host's touching order; a stable radix sort by bin makes the
-//      entry lists (within a bin in sorted-sample order, as on the host);
-//      one thread per bin writes its subproblems.
-#include <cub/device/device_radix_sort.cuh>
+//   1. place (as the positions arrive, one piece of the upload at a time):
+//      one thread per sample places it (mr_nufft_place, in double as on the
+//      host), finds its home bin (that of its footprint's first grid point)
+//      and the bins its footprint touches, and takes a slot in each by an
+//      atomic count per bin, aggregated per warp (a warp's samples often
+//      share their bins); it keeps the slots. A position that is not finite
+//      raises a flag.
+//   2. per bin, its subproblems: one per MR_NUFFT_MAX_SUB_ENTRIES entries.
+//   3. one exclusive scan over the bins' {samples, entries, subproblems,
+//      flag} gives where each bin's samples, entries and subproblems start
+//      (the last element: the totals and the flag).
+//   4. scatter: each sample, placed again, is written to its home bin's
+//      slot, and its sorted index into each touched bin's slot.
+//   5. one thread per bin writes its subproblems.
+// Within a bin the samples and entries come in the order the atomics gave
+// (cuFINUFFT's binsort does the same), not the host's order by original
+// index; the spreading sums the same terms in another order (equal to
+// rounding), and every sample keeps its original index for the data. The
+// entry lists are allocated for the most a sample can touch (from the
+// geometry: usually 2 bins per dimension), so nothing waits for the count.
 #include <cub/device/device_scan.cuh>
 
 #include <cstdlib>
@@ -31,6 +34,10 @@ namespace {
 
 constexpr unsigned BLOCK = 256;
 constexpr unsigned FULL = 0xffffffffu;
+// Positions uploaded per piece: the host copy into the staging slot of one
+// piece overlaps the bus transfer of the last and the placing of the one
+// before.
+constexpr size_t PIECE_BYTES = size_t(512) << 10;
 
 struct bin_args {
   int rank, w;
@@ -50,112 +57,132 @@ bin_args bin_args_of(const mr_nufft_geom &g) {
   return a;
 }
 
+// Most bins one footprint touches (a partial last bin narrower than the
+// kernel can make it 3 along a dimension).
+int most_touched(const mr_nufft_geom &g) {
+  int most = 1;
+  for (int d = 0; d < g.rank; d++) {
+    int m = 1, t[3];
+    for (int s = 0; s < g.nf[d]; s++) {
+      int c = mr_nufft_touched(s, g.width, g.nf[d], g.bin[d], t);
+      m = c > m ? c : m;
+    }
+    most *= m;
+  }
+  return most;
+}
+
+// Sample i's footprint start per dimension, offsets, home bin; false when
+// a position is not finite (placed at 0 then).
+__device__ bool place(const bin_args &g, const float *k, int i, int s[3], float a[3], int *home) {
+  bool finite = true;
+  int h = 0, stride = 1;
+#pragma unroll
+  for (int d = 0; d < 3; d++) {
+    s[d] = 0;
+    a[d] = 0.0f;
+    if (d < g.rank) {
+      double kd = k[size_t(i) * g.rank + d];
+      if (!isfinite(kd)) {
+        finite = false;
+        kd = 0;
+      }
+      mr_nufft_place(kd, g.nf[d], g.w, g.origin[d], &s[d], &a[d]);
+    }
+    h += s[d] / g.bin[d] * stride;
+    stride *= g.nbins[d];
+  }
+  *home = h;
+  return finite;
+}
+
 // The bins a footprint starting at s touches, per dimension (as
 // nufft_points.c's for_touched); returns how many in all.
-__device__ int touched_bins(const bin_args &g, int4 s, int t[3][3], int nt[3]) {
-  int start[3] = {s.x, s.y, s.z};
+__device__ int touched_bins(const bin_args &g, const int s[3], int t[3][3], int nt[3]) {
 #pragma unroll
   for (int d = 0; d < 3; d++)
-    nt[d] = mr_nufft_touched(start[d], d < g.rank ? g.w : 1, g.nf[d], g.bin[d], t[d]);
+    nt[d] = mr_nufft_touched(s[d], d < g.rank ? g.w : 1, g.nf[d], g.bin[d], t[d]);
   return nt[0] * nt[1] * nt[2];
 }
 
-// The i-th bin (0 .. count-1) of a footprint's touched bins, x fastest: the
-// order in which the host lists them.
-__device__ int touched_at(const bin_args &g, const int t[3][3], const int nt[3], int i) {
-  int x = i % nt[0], y = i / nt[0] % nt[1], z = i / (nt[0] * nt[1]);
+// The j-th of them (0 .. count-1), x fastest: the host's order.
+__device__ int touched_at(const bin_args &g, const int t[3][3], const int nt[3], int j) {
+  int x = j % nt[0], y = j / nt[0] % nt[1], z = j / (nt[0] * nt[1]);
   return (t[2][z] * g.nbins[1] + t[1][y]) * g.nbins[0] + t[0][x];
 }
 
-// Step 1. Every lane of a warp runs the same iterations (the loop bound is
-// per warp), so the warp-wide match can aggregate the bin counts.
-__global__ void place_kernel(bin_args g, const float *k, int n, int4 *pos, float4 *offset,
-                             unsigned *home, unsigned *index, int *bin_entries, int *bad) {
+// A slot in counter[key] for this lane (key < 0: none), one atomic per
+// distinct key in the warp. Every lane of the warp calls it.
+__device__ int warp_slot(int *counter, int key) {
+  const int lane = threadIdx.x & 31;
+  unsigned same = __match_any_sync(FULL, key);
+  int leader = __ffs(same) - 1, base = 0;
+  if (lane == leader && key >= 0)
+    base = atomicAdd(counter, __popc(same));
+  base = __shfl_sync(FULL, base, leader);
+  return base + __popc(same & ((1u << lane) - 1));
+}
+
+// counts[b]: {samples at home, entries, subproblems, 0}; counts[0].w is the
+// flag. slots[i]: sample i's slot in its home bin; entry_slots[j][i]: in its
+// j-th touched bin. Every lane of a warp runs the same
+// iterations (the loop bound is per warp) for the warp-wide calls.
+__global__ void place_kernel(bin_args g, const float *k, int first, int end, int n, int4 *counts,
+                             int *slots, int *entry_slots) {
   const int stride = gridDim.x * blockDim.x, lane = threadIdx.x & 31;
-  for (int base = blockIdx.x * blockDim.x + (threadIdx.x & ~31); base < n; base += stride) {
-    int i = base + lane;
-    bool active = i < n;
-    int s[3] = {0, 0, 0};
-    float a[3] = {0.0f, 0.0f, 0.0f};
-    int h = 0, count = 0, t[3][3], nt[3];
-    if (active) {
-      int hs = 1;
-      for (int d = 0; d < 3; d++) {
-        if (d < g.rank) {
-          double kd = k[size_t(i) * g.rank + d];
-          if (!isfinite(kd)) {
-            *bad = 1;
-            kd = 0;
-          }
-          mr_nufft_place(kd, g.nf[d], g.w, g.origin[d], &s[d], &a[d]);
-        }
-        h += s[d] / g.bin[d] * hs;
-        hs *= g.nbins[d];
-      }
-      pos[i] = make_int4(s[0], s[1], s[2], i);
-      offset[i] = make_float4(a[0], a[1], a[2], 0.0f);
-      home[i] = unsigned(h);
-      index[i] = unsigned(i);
-      count = touched_bins(g, make_int4(s[0], s[1], s[2], 0), t, nt);
+  for (int base = first + blockIdx.x * blockDim.x + (threadIdx.x & ~31); base < end;
+       base += stride) {
+    int i = base + lane, s[3], h = -1, t[3][3], nt[3], count = 0;
+    float a[3];
+    if (i < end) {
+      if (!place(g, k, i, s, a, &h))
+        counts[0].w = 1;
+      count = touched_bins(g, s, t, nt);
     }
+    int slot = warp_slot(h >= 0 ? &counts[h].x : nullptr, h);
+    if (i < end)
+      slots[i] = slot;
     for (int j = 0; __any_sync(FULL, j < count); j++) {
       int b = j < count ? touched_at(g, t, nt, j) : -1;
-      unsigned same = __match_any_sync(FULL, b);
-      if (b >= 0 && lane == __ffs(same) - 1)
-        atomicAdd(&bin_entries[b], __popc(same));
+      int e = warp_slot(b >= 0 ? &counts[b].y : nullptr, b);
+      if (j < count)
+        entry_slots[size_t(j) * n + i] = e;
     }
   }
 }
 
-// Step 2: sorted positions (their .w, the original index, travels along)
-// and each sorted sample's count of touched bins.
-__global__ void gather_kernel(bin_args g, int n, const unsigned *perm, const int4 *pos_in,
-                              const float4 *offset_in, int4 *pos, float4 *offset, int *touches) {
-  for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < n; p += gridDim.x * blockDim.x) {
-    unsigned i = perm[p];
-    int4 s = pos_in[i];
-    pos[p] = s;
-    offset[p] = offset_in[i];
-    int t[3][3], nt[3];
-    touches[p] = touched_bins(g, s, t, nt);
-  }
-}
-
-// Step 3: subproblems per bin; the count array has one more element, 0,
-// for the exclusive scan to end on the total.
-__global__ void count_subs_kernel(const int *bin_start, int nbins, int max_entries,
-                                  int *sub_count) {
-  for (int b = blockIdx.x * blockDim.x + threadIdx.x; b <= nbins; b += gridDim.x * blockDim.x) {
-    int e = b < nbins ? bin_start[b + 1] - bin_start[b] : 0;
-    sub_count[b] = b < nbins ? (e > max_entries ? (e + max_entries - 1) / max_entries : 1) : 0;
-  }
-}
-
-// Step 4's payload: {entries, subproblems, bad}, gathered for one copy.
-__global__ void totals_kernel(const int *bin_start, const int *sub_start, int nbins,
-                              const int *bad, int *out) {
-  out[0] = bin_start[nbins];
-  out[1] = sub_start[nbins];
-  out[2] = *bad;
-}
-
-// Step 5: the (bin, sample) pairs, sample p's at first[p].
-__global__ void pairs_kernel(bin_args g, int n, const int4 *pos, const int *first,
-                             unsigned *bins, int *samples) {
-  for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < n; p += gridDim.x * blockDim.x) {
-    int t[3][3], nt[3];
-    int count = touched_bins(g, pos[p], t, nt), at = first[p];
-    for (int j = 0; j < count; j++) {
-      bins[at + j] = unsigned(touched_at(g, t, nt, j));
-      samples[at + j] = p;
-    }
-  }
-}
-
-__global__ void subs_kernel(const int *bin_start, const int *sub_start, int nbins,
-                            int max_entries, int4 *subs) {
+__global__ void count_subs_kernel(int4 *counts, int nbins, int max_entries) {
   for (int b = blockIdx.x * blockDim.x + threadIdx.x; b < nbins; b += gridDim.x * blockDim.x) {
-    int first = bin_start[b], end = bin_start[b + 1], at = sub_start[b];
+    int e = counts[b].y;
+    counts[b].z = e > max_entries ? (e + max_entries - 1) / max_entries : 1;
+  }
+}
+
+struct sum4 {
+  __device__ int4 operator()(const int4 &a, const int4 &b) const {
+    return make_int4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+  }
+};
+
+__global__ void scatter_kernel(bin_args g, const float *k, int n, const int *slots,
+                               const int *entry_slots, const int4 *starts, int4 *pos,
+                               float4 *offset, int *entries) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    int s[3], h, t[3][3], nt[3];
+    float a[3];
+    place(g, k, i, s, a, &h);
+    int p = starts[h].x + slots[i];
+    pos[p] = make_int4(s[0], s[1], s[2], i);
+    offset[p] = make_float4(a[0], a[1], a[2], 0.0f);
+    int count = touched_bins(g, s, t, nt);
+    for (int j = 0; j < count; j++)
+      entries[starts[touched_at(g, t, nt, j)].y + entry_slots[size_t(j) * n + i]] = p;
+  }
+}
+
+__global__ void subs_kernel(const int4 *starts, int nbins, int max_entries, int4 *subs) {
+  for (int b = blockIdx.x * blockDim.x + threadIdx.x; b < nbins; b += gridDim.x * blockDim.x) {
+    int first = starts[b].y, end = starts[b + 1].y, at = starts[b].z;
     int split = end - first > max_entries;
     do {
       int piece = min(end - first, max_entries);
@@ -163,14 +190,6 @@ __global__ void subs_kernel(const int *bin_start, const int *sub_start, int nbin
       first += piece;
     } while (first < end);
   }
-}
-
-// Bits that hold every bin index (at least 1, for CUB).
-int key_bits(size_t nbins) {
-  int bits = 1;
-  while ((size_t(1) << bits) < nbins)
-    bits++;
-  return bits;
 }
 
 // Scratch carved out of one allocation: a layout pass with base null sizes
@@ -185,131 +204,76 @@ struct carve {
   }
 };
 
-// Step 1-3's scratch.
-struct first_half {
-  float *k;
-  int4 *pos;
-  float4 *offset;
-  unsigned *home, *home_sorted, *index, *perm;
-  int *touches, *first, *bin_entries, *bin_start, *sub_count, *sub_start, *flags, *totals;
+struct scratch {
+  float *k;     // the positions, when they come from the host
+  int *slots;   // [n]
+  int *entry_slots; // [most touched][n]
+  int4 *counts, *starts; // [nbins + 1]
   void *cub;
   size_t cub_bytes;
-  void lay(carve &c, size_t n, size_t nbins, bool copy_k, int rank) {
+  void lay(carve &c, size_t n, size_t nbins, int most, bool copy_k, int rank) {
     k = copy_k ? c.take<float>(n * size_t(rank)) : nullptr;
-    pos = c.take<int4>(n);
-    offset = c.take<float4>(n);
-    home = c.take<unsigned>(n);
-    home_sorted = c.take<unsigned>(n);
-    index = c.take<unsigned>(n);
-    perm = c.take<unsigned>(n);
-    touches = c.take<int>(n);
-    first = c.take<int>(n);
-    bin_entries = c.take<int>(nbins + 1);
-    bin_start = c.take<int>(nbins + 1);
-    sub_count = c.take<int>(nbins + 1);
-    sub_start = c.take<int>(nbins + 1);
-    flags = c.take<int>(1);
-    totals = c.take<int>(4);
+    slots = c.take<int>(n);
+    entry_slots = c.take<int>(n * size_t(most));
+    counts = c.take<int4>(nbins + 1);
+    starts = c.take<int4>(nbins + 1);
     cub = c.take<char>(cub_bytes);
   }
 };
 
-// The CUB work area all of steps 1-3 share (they run one after another).
-size_t first_half_cub_bytes(size_t n, size_t nbins) {
-  size_t most = 0, b = 0;
-  cub::DeviceRadixSort::SortPairs(nullptr, b, (unsigned *)nullptr, (unsigned *)nullptr,
-                                  (unsigned *)nullptr, (unsigned *)nullptr, int(n));
-  most = b > most ? b : most;
-  cub::DeviceScan::ExclusiveSum(nullptr, b, (int *)nullptr, (int *)nullptr, int(n));
-  most = b > most ? b : most;
-  cub::DeviceScan::ExclusiveSum(nullptr, b, (int *)nullptr, (int *)nullptr, int(nbins + 1));
-  return b > most ? b : most;
-}
-
-#define MR_CUB(call) MR_CU(call)
-
-// Steps 1 to 4. totals: {entries, subproblems, a position was not finite}.
-int bin_points(const mr_nufft_plan *p, mr_cuda_ctx *c, mr_nufft_cuda *s, size_t n, const float *k,
-               bool k_on_host, first_half &f, int totals[3]) {
-  const bin_args g = bin_args_of(p->geom);
-  const size_t nbins = p->points.nbins;
-  const int bits = key_bits(nbins);
-  const unsigned blocks = mr_grid_for(c, n, BLOCK), bin_blocks = mr_grid_for(c, nbins + 1, BLOCK);
-  const float *kd = k;
-  if (k_on_host && n > 0) {
-    int rc = mr_cuda_upload(p->dev, f.k, k, n * size_t(g.rank) * sizeof(float));
-    if (rc < 0)
-      return rc;
-    kd = f.k;
-  }
-  MR_CU(cudaMemsetAsync(f.bin_entries, 0, (nbins + 1) * sizeof(int), c->compute));
-  MR_CU(cudaMemsetAsync(f.flags, 0, sizeof(int), c->compute));
-  if (n > 0) {
-    place_kernel<<<blocks, BLOCK, 0, c->compute>>>(g, kd, int(n), f.pos, f.offset, f.home, f.index,
-                                                   f.bin_entries, f.flags);
-    MR_LAUNCHED(place_kernel);
-    size_t bytes = f.cub_bytes;
-    MR_CUB(cub::DeviceRadixSort::SortPairs(f.cub, bytes, f.home, f.home_sorted, f.index, f.perm,
-                                           int(n), 0, bits, c->compute));
-    gather_kernel<<<blocks, BLOCK, 0, c->compute>>>(g, int(n), f.perm, f.pos, f.offset, s->pos,
-                                                    s->offset, f.touches);
-    MR_LAUNCHED(gather_kernel);
-    bytes = f.cub_bytes;
-    MR_CUB(cub::DeviceScan::ExclusiveSum(f.cub, bytes, f.touches, f.first, int(n), c->compute));
-  }
-  size_t bytes = f.cub_bytes;
-  MR_CUB(cub::DeviceScan::ExclusiveSum(f.cub, bytes, f.bin_entries, f.bin_start, int(nbins + 1),
-                                       c->compute));
-  count_subs_kernel<<<bin_blocks, BLOCK, 0, c->compute>>>(f.bin_start, int(nbins),
-                                                          MR_NUFFT_MAX_SUB_ENTRIES, f.sub_count);
-  MR_LAUNCHED(count_subs_kernel);
-  bytes = f.cub_bytes;
-  MR_CUB(cub::DeviceScan::ExclusiveSum(f.cub, bytes, f.sub_count, f.sub_start, int(nbins + 1),
-                                       c->compute));
-  totals_kernel<<<1, 1, 0, c->compute>>>(f.bin_start, f.sub_start, int(nbins), f.flags, f.totals);
-  MR_LAUNCHED(totals_kernel);
-  return mr_cuda_download(p->dev, totals, f.totals, 3 * sizeof(int));
-}
-
-// Step 5: the entry lists and the subproblems into s.
-int list_entries(const mr_nufft_plan *p, mr_cuda_ctx *c, mr_nufft_cuda *s, size_t n,
-                 const first_half &f) {
-  const bin_args g = bin_args_of(p->geom);
-  const size_t nbins = p->points.nbins, nentries = p->points.nentries;
-  size_t cub_bytes = 0;
-  MR_CUB(cub::DeviceRadixSort::SortPairs(nullptr, cub_bytes, (unsigned *)nullptr,
-                                         (unsigned *)nullptr, (int *)nullptr, (int *)nullptr,
-                                         int(nentries)));
-  carve lay;
-  for (int pass = 0; pass < 2; pass++) {
-    unsigned *bins = lay.take<unsigned>(nentries), *bins_sorted = lay.take<unsigned>(nentries);
-    int *samples = lay.take<int>(nentries);
-    void *cub = lay.take<char>(cub_bytes);
-    if (pass == 0) {
-      int rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&lay.base), lay.used);
+// Step 1, on the positions as they land: from the host, piece by piece
+// through the staging slots (or straight from pinned memory), each piece
+// placed once its copy is done; from the device, in one launch.
+int upload_and_place(const mr_nufft_plan *p, mr_cuda_ctx *c, const bin_args &g, size_t n,
+                     const float *k, bool k_on_host, const scratch &f) {
+  const float *kd = k_on_host ? f.k : k;
+  size_t piece = k_on_host ? PIECE_BYTES / (sizeof(float) * size_t(g.rank)) : n;
+  int rc = k_on_host ? mr_cuda_after(c, c->upload, c->compute) : 0;
+  bool pinned = k_on_host && mr_cuda_is_pinned(k);
+  for (size_t first = 0; rc == 0 && first < n; first += piece) {
+    size_t count = n - first < piece ? n - first : piece;
+    if (k_on_host) {
+      size_t at = first * size_t(g.rank);
+      rc = mr_cuda_upload_piece(p->dev, f.k + at, k + at, count * g.rank * sizeof(float), pinned);
+      if (rc == 0)
+        rc = mr_cuda_after(c, c->compute, c->upload);
       if (rc < 0)
         return rc;
-      lay.used = 0;
-      continue;
     }
-    if (n > 0) {
-      pairs_kernel<<<mr_grid_for(c, n, BLOCK), BLOCK, 0, c->compute>>>(g, int(n), s->pos, f.first,
-                                                                       bins, samples);
-      MR_LAUNCHED(pairs_kernel);
-      cudaError_t e = cub::DeviceRadixSort::SortPairs(cub, cub_bytes, bins, bins_sorted, samples,
-                                                      s->entries, int(nentries), 0,
-                                                      key_bits(nbins), c->compute);
-      if (e != cudaSuccess) {
-        mr_cuda_free(c, lay.base);
-        return mr_cuda_fail(e, "cub::DeviceRadixSort::SortPairs", __FILE__, __LINE__);
-      }
-    }
+    place_kernel<<<mr_grid_for(c, count, BLOCK), BLOCK, 0, c->compute>>>(
+        g, kd, int(first), int(first + count), int(n), f.counts, f.slots, f.entry_slots);
+    MR_LAUNCHED(place_kernel);
   }
-  mr_cuda_free(c, lay.base);
-  subs_kernel<<<mr_grid_for(c, nbins, BLOCK), BLOCK, 0, c->compute>>>(
-      f.bin_start, f.sub_start, int(nbins), MR_NUFFT_MAX_SUB_ENTRIES, s->subs);
+  return rc;
+}
+
+// Steps 1 to 5; totals: {samples, entries, subproblems, a position was not
+// finite}.
+int bin_points(const mr_nufft_plan *p, mr_cuda_ctx *c, mr_nufft_cuda *s, size_t n, const float *k,
+               bool k_on_host, const scratch &f, int4 *totals) {
+  const bin_args g = bin_args_of(p->geom);
+  const size_t nbins = p->points.nbins;
+  const unsigned bin_blocks = mr_grid_for(c, nbins, BLOCK);
+  MR_CU(cudaMemsetAsync(f.counts, 0, (nbins + 1) * sizeof(int4), c->compute));
+  int rc = upload_and_place(p, c, g, n, k, k_on_host, f);
+  if (rc < 0)
+    return rc;
+  count_subs_kernel<<<bin_blocks, BLOCK, 0, c->compute>>>(f.counts, int(nbins),
+                                                          MR_NUFFT_MAX_SUB_ENTRIES);
+  MR_LAUNCHED(count_subs_kernel);
+  size_t bytes = f.cub_bytes;
+  MR_CU(cub::DeviceScan::ExclusiveScan(f.cub, bytes, f.counts, f.starts, sum4(),
+                                       make_int4(0, 0, 0, 0), int(nbins + 1), c->compute));
+  if (n > 0) {
+    scatter_kernel<<<mr_grid_for(c, n, BLOCK), BLOCK, 0, c->compute>>>(
+        g, k_on_host ? f.k : k, int(n), f.slots, f.entry_slots, f.starts, s->pos, s->offset,
+        s->entries);
+    MR_LAUNCHED(scatter_kernel);
+  }
+  subs_kernel<<<bin_blocks, BLOCK, 0, c->compute>>>(f.starts, int(nbins),
+                                                    MR_NUFFT_MAX_SUB_ENTRIES, s->subs);
   MR_LAUNCHED(subs_kernel);
-  return 0;
+  return mr_cuda_download(p->dev, totals, f.starts + nbins, sizeof *totals);
 }
 
 int set_points_on_worker(mr_nufft_plan *p, size_t n, const float *k, bool k_on_host) {
@@ -319,33 +283,37 @@ int set_points_on_worker(mr_nufft_plan *p, size_t n, const float *k, bool k_on_h
   mr_nufft_cuda_free_points(c, s);
   const mr_nufft_geom &g = p->geom;
   pts.nbins = size_t(g.nbins[0]) * g.nbins[1] * g.nbins[2];
-  first_half f;
-  f.cub_bytes = first_half_cub_bytes(n, pts.nbins);
+  const int most = most_touched(g);
+  const size_t most_entries = n * size_t(most);
+  scratch f;
+  f.cub_bytes = 0;
+  MR_CU(cub::DeviceScan::ExclusiveScan(nullptr, f.cub_bytes, (int4 *)nullptr, (int4 *)nullptr,
+                                       sum4(), make_int4(0, 0, 0, 0), int(pts.nbins + 1)));
   carve lay;
-  f.lay(lay, n, pts.nbins, k_on_host, g.rank);
+  f.lay(lay, n, pts.nbins, most, k_on_host, g.rank);
   int rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&lay.base), lay.used);
   if (rc < 0)
     return rc;
   lay.used = 0;
-  f.lay(lay, n, pts.nbins, k_on_host, g.rank);
+  f.lay(lay, n, pts.nbins, most, k_on_host, g.rank);
   rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&s->pos), n * sizeof(int4));
   if (rc == 0)
     rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&s->offset), n * sizeof(float4));
-  int totals[3] = {0, 0, 0};
   if (rc == 0)
-    rc = bin_points(p, c, s, n, k, k_on_host, f, totals);
-  if (rc == 0 && totals[2] != 0)
+    rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&s->entries), most_entries * sizeof(int));
+  if (rc == 0) // at most one piece per bin, and one more per full piece of entries
+    rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&s->subs),
+                       (pts.nbins + most_entries / MR_NUFFT_MAX_SUB_ENTRIES) * sizeof(int4));
+  int4 totals = make_int4(0, 0, 0, 0);
+  if (rc == 0)
+    rc = bin_points(p, c, s, n, k, k_on_host, f, &totals);
+  if (rc == 0 && totals.w != 0)
     rc = mr_fail(MR_EINVAL, "nufft: a sample position is not finite");
   if (rc == 0) {
     pts.npoints = n;
-    pts.nentries = size_t(totals[0]);
-    pts.nsubs = size_t(totals[1]);
-    rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&s->entries), pts.nentries * sizeof(int));
+    pts.nentries = size_t(totals.y);
+    pts.nsubs = size_t(totals.z);
   }
-  if (rc == 0)
-    rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&s->subs), pts.nsubs * sizeof(int4));
-  if (rc == 0)
-    rc = list_entries(p, c, s, n, f);
   mr_cuda_free(c, lay.base);
   if (rc < 0) {
     mr_cuda_ctx_sync(c); // nothing queued may still use what is freed

@@ -1,19 +1,23 @@
 /* The automatic grid oversampling of a GPU NUFFT plan: measured, once per
  * shape and device, and remembered for the life of the process.
  *
- * Which of 1.25 and 2 is faster depends on the sample density and the
- * tolerance, not on the rank alone: 1.25 makes a smaller FFT and a wider
- * kernel, 2 the reverse (3D 128^3 with 284,592 points at 1e-4: type 1 took
- * 1.051 ms at 1.25 and 0.978 ms at 2, while type 2 was twice as fast at
- * 1.25). So the first set_points of an automatic plan whose shape (device,
- * rank, dims, batch, tol) has not been seen times one type 1 and one type 2
- * transform at each upsampling that meets the tolerance, on the plan's own
- * points, and keeps the faster sum (a plan serves both types). It costs
- * two throw-away plans and a few transforms (tens of ms) once per shape;
+ * Which of 1.25 and 2 is faster depends on the sample density, the
+ * tolerance and the type, not on the rank alone: 1.25 makes a smaller FFT
+ * and a wider kernel, 2 the reverse (3D 128^3 with 284,592 points at 1e-4:
+ * type 1 took 1.051 ms at 1.25 and 0.978 ms at 2, while type 2 was twice
+ * as fast at 1.25). So the first set_points of an automatic plan whose
+ * shape (device, rank, dims, batch, tol, tune_for) has not been seen times
+ * one type 1 and one type 2 transform (only the type opts.tune_for names,
+ * if it names one) at each upsampling that meets the tolerance, on the
+ * plan's own points, and keeps the faster sum. It costs two throw-away
+ * plans, their cuFFT plans and a few transforms once per shape (about 250
+ * ms on the H100 at 256^2 x 8 and 128^3, most of it making the cuFFT plans
+ * of both grid sizes; the chosen one stays in the device's plan cache);
  * every later plan of that shape takes the remembered choice at creation
- * and never measures. The CPU keeps the rule the H100 measurements gave
- * before (2 in 2D, 1.25 in 3D) without measuring: its transforms take too
- * long to time at the first set_points. */
+ * and never measures. An explicit upsampling skips all this. The CPU keeps
+ * the rule the H100 measurements gave before (2 in 2D, 1.25 in 3D) without
+ * measuring: its transforms take too long to time at the first
+ * set_points. */
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
@@ -28,7 +32,7 @@
 #define REMEMBERED 64
 
 typedef struct choice {
-  int ordinal, rank;
+  int ordinal, rank, tune_for;
   size_t dims[3], batch;
   double tol, upsampling;
 } choice;
@@ -38,7 +42,8 @@ static choice choices[REMEMBERED];
 static size_t nchoices; /* ever stored; slot nchoices % REMEMBERED is next */
 
 static int same_shape(const choice *c, int ordinal, const mr_nufft_opts *o) {
-  if (c->ordinal != ordinal || c->rank != o->rank || c->batch != o->batch || c->tol != o->tol)
+  if (c->ordinal != ordinal || c->rank != o->rank || c->batch != o->batch || c->tol != o->tol ||
+      c->tune_for != o->tune_for)
     return 0;
   for (int d = 0; d < o->rank; d++)
     if (c->dims[d] != o->dims[d])
@@ -62,8 +67,8 @@ int mr_nufft_sigma_remembered(mr_device *dev, const mr_nufft_opts *o, double *up
 }
 
 static void remember(mr_device *dev, const mr_nufft_opts *o, double upsampling) {
-  choice c = {.ordinal = mr_device_ordinal(dev), .rank = o->rank, .batch = o->batch,
-              .tol = o->tol, .upsampling = upsampling};
+  choice c = {.ordinal = mr_device_ordinal(dev), .rank = o->rank, .tune_for = o->tune_for,
+              .batch = o->batch, .tol = o->tol, .upsampling = upsampling};
   memcpy(c.dims, o->dims, sizeof c.dims);
   pthread_mutex_lock(&lock);
   choices[nchoices++ % REMEMBERED] = c;
@@ -83,8 +88,9 @@ static int trial_task(mr_device *dev, void *arg) {
   return mr_nufft_execute(t->plan, t->dir, t->in, t->out);
 }
 
-/* Milliseconds of one type 1 plus one type 2 transform at upsampling
- * sigma on these points (the fastest of a few runs each). */
+/* Milliseconds of one type 1 plus one type 2 transform (or of the type
+ * o->tune_for alone) at upsampling sigma on these points (the fastest of a
+ * few runs each). */
 static int time_upsampling(mr_device *dev, const mr_nufft_opts *o, double sigma, size_t n,
                            const float *k, int k_on_host, double *ms) {
   enum { WARMUP = 1, REPS = 3 };
@@ -108,6 +114,8 @@ static int time_upsampling(mr_device *dev, const mr_nufft_opts *o, double sigma,
   *ms = 0;
   for (int d = 0; rc == 0 && d < 2; d++) {
     trial t = {.plan = plan, .dir = d == 0 ? MR_NUFFT_ADJOINT : MR_NUFFT_FORWARD};
+    if (o->tune_for != 0 && o->tune_for != (int)t.dir)
+      continue;
     t.in = mr_buf_data(d == 0 ? samples : image);
     t.out = mr_buf_data(d == 0 ? image : samples);
     double runs[REPS];

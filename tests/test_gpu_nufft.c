@@ -3,8 +3,8 @@
  * grid oversamplings; the CPU group by default, the GPU with --cuda (its
  * device-resident and host-memory paths, a trajectory dense enough to split
  * bins, Pipe-Menon against the CPU, the points binned on the GPU against
- * the host's binning array for array, set_points and execute against the
- * CPU plan, the measured automatic upsampling). */
+ * the host's binning, set_points and execute against the CPU plan, the
+ * measured automatic upsampling). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "density.h"
+#include "host.h"
 #include "nufft.h"
 #ifdef MR_HAVE_CUDA
 #include "device_impl.h"
@@ -225,6 +226,8 @@ static void bad_arguments(void **state) {
   assert_non_null(strstr(mr_device_last_error(), "tolerance"));
   assert_int_equal(mr_nufft_plan_create(cpu, &sigma3, &plan), MR_EINVAL);
   assert_int_equal(mr_nufft_plan_create(cpu, &nobatch, &plan), MR_EINVAL);
+  mr_nufft_opts tune3 = {.rank = 2, .dims = {8, 8}, .batch = 1, .tol = 1e-3, .tune_for = 3};
+  assert_int_equal(mr_nufft_plan_create(cpu, &tune3, &plan), MR_EINVAL);
   assert_null(plan);
 
   mr_nufft_opts ok = {.rank = 2, .dims = {8, 8}, .batch = 1, .tol = 1e-3};
@@ -403,20 +406,78 @@ static float *test_positions(int kind, int rank, size_t n) {
   return k;
 }
 
-static void assert_points_equal(const mr_nufft_points *gpu, const mr_nufft_points *cpu) {
+/* A sample's place in the host's order: home bin, then original index. */
+typedef struct sample_key {
+  int64_t home, index;
+  size_t at;
+} sample_key;
+
+static int by_home_then_index(const void *a, const void *b) {
+  const sample_key *x = a, *y = b;
+  if (x->home != y->home)
+    return x->home < y->home ? -1 : 1;
+  return x->index < y->index ? -1 : x->index > y->index;
+}
+
+static int ascending(const void *a, const void *b) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Puts the GPU's binning into the host's order: within a bin the GPU keeps
+ * the order its atomics gave (nufft_points_cuda.cu), the host the order of
+ * the original indices. Samples are sorted by (home bin, original index),
+ * the entries renumbered to match and sorted within each bin (bin_start:
+ * the host's). */
+static void to_host_order(const mr_nufft_geom *g, mr_nufft_points *gpu, const int32_t *bin_start) {
+  size_t n = gpu->npoints;
+  sample_key *keys = malloc((n + 1) * sizeof *keys);
+  int32_t(*pos)[4] = malloc((n + 1) * sizeof *pos), *renumber = malloc((n + 1) * sizeof *renumber);
+  float(*off)[4] = malloc((n + 1) * sizeof *off);
+  for (size_t p = 0; p < n; p++) {
+    int64_t home = 0, stride = 1;
+    for (int d = 0; d < 3; d++) {
+      home += gpu->pos[p][d] / g->bin[d] * stride;
+      stride *= g->nbins[d];
+    }
+    keys[p] = (sample_key){home, gpu->pos[p][3], p};
+  }
+  qsort(keys, n, sizeof *keys, by_home_then_index);
+  for (size_t q = 0; q < n; q++) {
+    memcpy(pos[q], gpu->pos[keys[q].at], sizeof *pos);
+    memcpy(off[q], gpu->offset[keys[q].at], sizeof *off);
+    renumber[keys[q].at] = (int32_t)q;
+  }
+  memcpy(gpu->pos, pos, n * sizeof *pos);
+  memcpy(gpu->offset, off, n * sizeof *off);
+  for (size_t e = 0; e < gpu->nentries; e++)
+    gpu->entries[e] = renumber[gpu->entries[e]];
+  for (size_t b = 0; b < gpu->nbins; b++)
+    qsort(gpu->entries + bin_start[b], (size_t)(bin_start[b + 1] - bin_start[b]),
+          sizeof *gpu->entries, ascending);
+  free(keys);
+  free(pos);
+  free(renumber);
+  free(off);
+}
+
+static void assert_points_equal(const mr_nufft_geom *g, mr_nufft_points *gpu,
+                                const mr_nufft_points *cpu) {
   assert_int_equal(gpu->npoints, cpu->npoints);
   assert_int_equal(gpu->nbins, cpu->nbins);
   assert_int_equal(gpu->nentries, cpu->nentries);
   assert_int_equal(gpu->nsubs, cpu->nsubs);
+  assert_memory_equal(gpu->subs, cpu->subs, cpu->nsubs * sizeof *cpu->subs);
+  to_host_order(g, gpu, cpu->bin_start);
   assert_memory_equal(gpu->pos, cpu->pos, cpu->npoints * sizeof *cpu->pos);
   assert_memory_equal(gpu->offset, cpu->offset, cpu->npoints * sizeof *cpu->offset);
   assert_memory_equal(gpu->entries, cpu->entries, cpu->nentries * sizeof *cpu->entries);
-  assert_memory_equal(gpu->subs, cpu->subs, cpu->nsubs * sizeof *cpu->subs);
 }
 
-/* The GPU's binning is the host's, array for array: same placement, same
- * sorted order, same entry lists and subproblems; from host and from
- * device positions. */
+/* The GPU's binning is the host's: same placement, same samples in the same
+ * bins, same entry lists and subproblems (up to the order within a bin);
+ * from pageable and pinned host memory (in several upload pieces for the
+ * larger ones) and from device memory. */
 static void cuda_points_match_host(void **state) {
   (void)state;
   static const struct {
@@ -428,7 +489,8 @@ static void cuda_points_match_host(void **state) {
       {2, 1, {32, 32, 1}, 201 * 64, 2.0, 1e-5}, {2, 2, {40, 40, 1}, 3000, 2.0, 1e-6},
       {3, 0, {12, 10, 9}, 1500, 1.25, 1e-4}, {3, 0, {32, 32, 32}, 40000, 2.0, 1e-2},
       {3, 2, {20, 24, 16}, 5000, 1.25, 1e-4}, {2, 0, {16, 16, 1}, 1, 2.0, 1e-4},
-      {3, 0, {16, 16, 16}, 0, 2.0, 1e-4},
+      {3, 0, {16, 16, 16}, 0, 2.0, 1e-4},     {2, 0, {128, 128, 1}, 150000, 2.0, 1e-4},
+      {3, 0, {48, 48, 48}, 100000, 1.25, 1e-3},
   };
   mr_device *gpu = gpu_test_gpu();
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
@@ -442,11 +504,17 @@ static void cuda_points_match_host(void **state) {
     mr_nufft_points host = {0}, dev = {0};
     GPU_OK(mr_nufft_points_build(&plan->geom, n, k, MR_NUFFT_MAX_SUB_ENTRIES,
                                  mr_device_threads(gpu), &host));
-    for (int from_device = 0; from_device < 2; from_device++) {
+    size_t bytes = (n > 0 ? n : 1) * (size_t)o.rank * sizeof *k;
+    for (int from = 0; from < 3; from++) { /* pageable host, pinned host, device */
       mr_buf *kd = NULL;
-      if (from_device) {
-        kd = gpu_test_upload(gpu, k, (n > 0 ? n : 1) * (size_t)o.rank * sizeof *k);
+      void *pinned = NULL;
+      if (from == 2) {
+        kd = gpu_test_upload(gpu, k, bytes);
         GPU_OK(mr_nufft_set_points_device(plan, n, mr_buf_data(kd)));
+      } else if (from == 1) {
+        GPU_OK(mr_host_alloc(gpu, bytes, &pinned));
+        memcpy(pinned, k, bytes);
+        GPU_OK(mr_nufft_set_points(plan, n, pinned));
       } else {
         GPU_OK(mr_nufft_set_points(plan, n, k));
       }
@@ -454,9 +522,10 @@ static void cuda_points_match_host(void **state) {
       print_message("%dD kind %d, %zu points, sigma %.2f: %zu entries, %zu bins, %zu subproblems "
                     "(host %zu, %zu)\n", o.rank, cases[c].kind, n, o.upsampling, dev.nentries,
                     dev.nbins, dev.nsubs, host.nentries, host.nsubs);
-      assert_points_equal(&dev, &host);
+      assert_points_equal(&plan->geom, &dev, &host);
       mr_nufft_points_free(&dev);
       mr_buf_destroy(kd);
+      mr_host_free(gpu, pinned);
     }
     if (cases[c].kind == 1)
       assert_true(host.nsubs > host.nbins); /* the centre bins were split */
@@ -552,6 +621,15 @@ static void cuda_automatic_upsampling(void **state) {
   assert_int_equal(b.grid[0], a.grid[0]);
   mr_nufft_plan_destroy(first);
   mr_nufft_plan_destroy(second);
+  /* tuned for type 1 alone: measured apart, and still right both ways */
+  o.tune_for = MR_NUFFT_ADJOINT;
+  GPU_OK(mr_nufft_plan_create(gpu_test_gpu(), &o, &first));
+  GPU_OK(mr_nufft_set_points(first, s.npoints, p.k));
+  mr_nufft_info_get(first, &a);
+  err = both_directions(&p, first, gpu_test_gpu(), DEVICE_POINTERS);
+  print_message("automatic for type 1: upsampling %.2f, rel error %.2e\n", a.upsampling, err);
+  assert_true(err <= 1e-4);
+  mr_nufft_plan_destroy(first);
   problem_free(&p);
 }
 #endif

@@ -3,11 +3,13 @@
  * loaded with dlopen when it can be found: nufft_reference.h) in the same
  * run, on the same points and data.
  *
- * Each case: a plan with the automatic upsampling; set_points timed (the
+ * Each case: a plan with the automatic upsampling tuned for the case's
+ * type; set_points timed (the
  * first call apart: with automatic upsampling it also measures the
  * upsamplings once per shape; then the median of several, wall clock to
  * the end of the device work, positions from host memory and, on the GPU,
- * from device memory as the reference takes them); random data resident on
+ * from pinned host memory and from device memory as the reference takes
+ * them); random data resident on
  * the device, then execute timed (median of several runs after warm-up;
  * CUDA events on the GPU). points_per_s counts sample-vector pairs: points
  * x coils / seconds. The GPU is also timed at each fixed upsampling (2 and
@@ -27,6 +29,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "host.h"
 #include "nufft.h"
 #include "nufft_reference.h"
 #ifdef MR_HAVE_CUDA
@@ -113,10 +116,10 @@ static size_t image_size(const nufft_case *c) {
   return c->rank == 2 ? c->n * c->n : c->n * c->n * c->n;
 }
 
-/* set_points times: the first call, then medians from host and (GPU)
- * device memory; NaN where not measured. */
+/* set_points times: the first call, then medians from host memory and (GPU)
+ * from pinned host and device memory; NaN where not measured. */
 typedef struct set_times {
-  double first_ms, host_ms, device_ms;
+  double first_ms, host_ms, pinned_ms, device_ms;
 } set_times;
 
 /* Median wall time of set_points, from host memory (kd NULL) or from the
@@ -145,14 +148,22 @@ static int measure_set_points(mr_device *dev, mr_nufft_plan *plan, const nufft_c
     rc = time_set_points(plan, c->npoints, k, NULL, &st->host_ms);
   if (rc < 0 || !mr_device_is_gpu(dev))
     return rc;
-  mr_buf *kd;
+  mr_buf *kd = NULL;
+  void *pinned = NULL;
   size_t bytes = c->npoints * (size_t)c->rank * sizeof *k;
-  rc = mr_buf_create(dev, bytes, &kd);
+  rc = mr_host_alloc(dev, bytes, &pinned);
+  if (rc == 0) {
+    memcpy(pinned, k, bytes);
+    rc = time_set_points(plan, c->npoints, pinned, NULL, &st->pinned_ms);
+  }
+  if (rc == 0)
+    rc = mr_buf_create(dev, bytes, &kd);
   if (rc == 0)
     rc = mr_buf_upload(kd, 0, k, bytes);
   if (rc == 0)
     rc = time_set_points(plan, c->npoints, k, kd, &st->device_ms);
   mr_buf_destroy(kd);
+  mr_host_free(dev, pinned);
   return rc;
 }
 
@@ -165,7 +176,8 @@ static int measure(mr_device *dev, const nufft_case *c, const float *k, double u
                    set_times *st) {
   int gpu = mr_device_is_gpu(dev);
   mr_nufft_opts o = {.rank = c->rank, .dims = {c->n, c->n, c->rank == 3 ? c->n : 1},
-                     .batch = c->coils, .tol = c->tol, .upsampling = upsampling};
+                     .batch = c->coils, .tol = c->tol, .upsampling = upsampling,
+                     .tune_for = c->dir};
   size_t nin = (c->dir == MR_NUFFT_ADJOINT ? c->npoints : image_size(c)) * c->coils;
   size_t nout = (c->dir == MR_NUFFT_ADJOINT ? image_size(c) : c->npoints) * c->coils;
   timed t = {.dir = c->dir};
@@ -252,7 +264,7 @@ static int run_case(const bench_ctx *ctx, const nufft_case *c, mr_device *gpu, m
   make_points(c, k);
   mr_nufft_info gi = {0}, ci = {0}, scratch;
   double gpu_ms = NAN, cpu_ms = NAN, by_sigma[2] = {NAN, NAN}, stage[3] = {NAN, NAN, NAN};
-  set_times gst = {NAN, NAN, NAN}, cst = {NAN, NAN, NAN};
+  set_times gst = {NAN, NAN, NAN, NAN}, cst = {NAN, NAN, NAN, NAN};
   static const double sigmas[2] = {2.0, 1.25};
   int rc = 0;
   if (gpu != NULL) {
@@ -302,6 +314,7 @@ static int run_case(const bench_ctx *ctx, const nufft_case *c, mr_device *gpu, m
   json_num(j, "gpu_ms_upsampling_2", by_sigma[0]);
   json_num(j, "gpu_ms_upsampling_1_25", by_sigma[1]);
   json_num(j, "gpu_set_points_ms", gst.host_ms);
+  json_num(j, "gpu_set_points_pinned_ms", gst.pinned_ms);
   json_num(j, "gpu_set_points_device_ms", gst.device_ms);
   json_num(j, "gpu_first_set_points_ms", gst.first_ms);
   json_num(j, "reference_ms", ref.execute_ms);
@@ -323,10 +336,11 @@ static int run_case(const bench_ctx *ctx, const nufft_case *c, mr_device *gpu, m
   fprintf(stderr,
           "  gpu %.4f ms (stages %.4f %.4f %.4f; sigma 2: %.4f, 1.25: %.4f), reference %.4f ms "
           "[m%d], cpu %.2f ms\n"
-          "  set_points: gpu %.4f ms (device positions %.4f, first %.2f), reference %.4f ms "
-          "(best %.4f), cpu %.2f ms\n",
+          "  set_points: gpu %.4f ms (pinned %.4f, device positions %.4f, first %.2f), "
+          "reference %.4f ms (best %.4f), cpu %.2f ms\n",
           gpu_ms, stage[0], stage[1], stage[2], by_sigma[0], by_sigma[1], ref.execute_ms,
-          ref.method, cpu_ms, gst.host_ms, gst.device_ms, gst.first_ms, ref.set_points_ms,
+          ref.method, cpu_ms, gst.host_ms, gst.pinned_ms, gst.device_ms, gst.first_ms,
+          ref.set_points_ms,
           ref.set_points_best_ms, cst.host_ms);
   free(k);
   free(out_gpu);
@@ -342,8 +356,10 @@ int bench_nufft(const bench_ctx *ctx) {
   bench_json *j = ctx->json;
   json_str(j, "note", "execute: CUDA events, median; set_points: wall clock to the end of its "
                       "device work, median after the first call (gpu_first_set_points_ms, which "
-                      "with automatic upsampling measures both upsamplings once per shape); "
-                      "gpu_set_points_ms from host positions (upload included), "
+                      "with automatic upsampling, tuned for the case's type, measures both "
+                      "upsamplings once per shape); "
+                      "gpu_set_points_ms from host positions (upload included; _pinned: from "
+                      "pinned host memory), "
                       "gpu_set_points_device_ms from device positions as the reference takes "
                       "them; points_per_s = points x coils / s; reference_*: cuFINUFFT in this "
                       "run on the same points and data, its fastest method (set_points_best: "
