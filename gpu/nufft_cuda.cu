@@ -4,9 +4,10 @@
 // 3D and to today's GPUs: one thread block per bin (or per piece of a
 // crowded bin) keeps the bin's grid cells, for several coils at once, in
 // shared memory as a software-managed cache; the samples whose footprints
-// reach into the bin were listed and sorted once per trajectory
-// (nufft_points.h; on the GPU itself, nufft_points_cuda.cu), are staged through shared memory a batch at a time (so
-// their loads are in flight together), and each warp adds one sample's
+// reach into the bin were listed and sorted once per trajectory, on the
+// GPU itself (nufft_points.h, nufft_points_cuda.cu), are staged through
+// shared memory a batch at a time (so their loads are in flight
+// together), and each warp adds one sample's
 // footprint, clipped to the bin, with its lanes on neighbouring cells:
 // shared atomics on split real and imaginary planes, the kernel evaluated
 // once per tap and shared through shared memory. A block
