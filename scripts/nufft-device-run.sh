@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs on the device machine, from the folder scripts/nufft-device-build.sh
 # staged: the NUFFT test's CUDA group, `mr-bench nufft` (with the reference
-# library beside ours when its tarball was staged), and the CUDA group again
-# under compute-sanitizer memcheck (and racecheck when RACECHECK=1).
-# Everything lands under $OUT; a summary is printed last. Exit status 0 when
-# every step passed.
+# library beside ours when its tarball was staged), the CUDA group again
+# under compute-sanitizer memcheck, racecheck and initcheck, and, where
+# nsys is installed, a timeline summary of one 3D case (kernel and API
+# times, set_points' among them). Everything lands under $OUT; a summary is
+# printed last. Exit status 0 when every step passed.
 set -uo pipefail
 cd "$(dirname "$0")"
 out=${OUT:-out}
@@ -38,14 +39,19 @@ step() { # step NAME TIMEOUT COMMAND...: runs it, logs into $out/NAME.log
 step nufft-cuda "${TEST_LIMIT:-90}" "$d/bin/test_gpu_nufft" --cuda
 step bench "${BENCH_LIMIT:-200}" "$d/bin/mr-bench" nufft --json "$out/bench.json"
 san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-step memcheck "${SANITIZER_LIMIT:-150}" "$san" --tool memcheck --error-exitcode 99 \
-  "$d/bin/test_gpu_nufft" --cuda
-[ "${RACECHECK:-0}" != 1 ] || step racecheck "${SANITIZER_LIMIT:-150}" "$san" --tool racecheck \
-  --error-exitcode 99 "$d/bin/test_gpu_nufft" --cuda
+for tool in memcheck racecheck initcheck; do
+  step "$tool" "${SANITIZER_LIMIT:-150}" "$san" --tool "$tool" --error-exitcode 99 \
+    "$d/bin/test_gpu_nufft" --cuda
+done
+nsys=$(command -v nsys || ls /usr/local/cuda/bin/nsys 2>/dev/null || true)
+if [ -n "$nsys" ]; then
+  MR_BENCH_NUFFT_CASE=4 step nsys "${BENCH_LIMIT:-200}" "$nsys" profile --stats=true \
+    -o "$out/nsys-3d" "$d/bin/mr-bench" nufft --json /dev/null
+fi
 
 echo "== summary"
 cat "$out/summary.txt"
 grep -hE "FAILED|Error|error:|not finite|entries|GPU vs CPU|automatic" "$out/nufft-cuda.log" | head -40
-grep -hE "ERROR SUMMARY|RACECHECK SUMMARY" "$out"/memcheck.log "$out"/racecheck.log 2>/dev/null
+grep -hE "ERROR SUMMARY|RACECHECK SUMMARY" "$out"/*check.log 2>/dev/null
 grep -E "mr-bench: nufft|  gpu|  set_points" "$out/bench.log"
 exit $failed
