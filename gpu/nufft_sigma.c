@@ -9,7 +9,11 @@
  * shape (device, rank, dims, batch, tol, tune_for) has not been seen times
  * one type 1 and one type 2 transform (only the type opts.tune_for names,
  * if it names one) at each upsampling that meets the tolerance, on the
- * plan's own points, and keeps the faster sum. It costs two throw-away
+ * plan's own points, and keeps the faster sum; the rule's choice (below)
+ * unless the other is faster by more than 5%, so that near-ties, which
+ * timing noise would decide, give the same plan every time (the results
+ * of the two differ within the tolerance; Pipe-Menon's weights, which
+ * follow the kernel, differ more). It costs two throw-away
  * plans, their cuFFT plans and a few transforms once per shape (about 250
  * ms on the H100 at 256^2 x 8 and 128^3, most of it making the cuFFT plans
  * of both grid sizes; the chosen one stays in the device's plan cache);
@@ -27,6 +31,9 @@
 #include "fail.h"
 #include "nufft_impl.h"
 #include "vec.h"
+
+/* Another upsampling than the rule's must be this much faster to be taken. */
+#define MARGIN 0.05
 
 /* Shapes remembered; past this the oldest is forgotten. */
 #define REMEMBERED 64
@@ -135,7 +142,7 @@ static int time_upsampling(mr_device *dev, const mr_nufft_opts *o, double sigma,
 int mr_nufft_sigma_measure(mr_device *dev, const mr_nufft_opts *o, const double *candidates,
                            int ncandidates, size_t n, const float *k, int k_on_host,
                            double *upsampling) {
-  double best_ms = INFINITY;
+  double best_ms = INFINITY, rule_ms = INFINITY, rule = mr_nufft_sigma_rule(o->rank);
   for (int i = 0; i < ncandidates; i++) {
     double ms;
     int rc = time_upsampling(dev, o, candidates[i], n, k, k_on_host, &ms);
@@ -145,7 +152,11 @@ int mr_nufft_sigma_measure(mr_device *dev, const mr_nufft_opts *o, const double 
       best_ms = ms;
       *upsampling = candidates[i];
     }
+    if (candidates[i] == rule)
+      rule_ms = ms;
   }
+  if (best_ms > (1 - MARGIN) * rule_ms)
+    *upsampling = rule;
   remember(dev, o, *upsampling);
   return 0;
 }
