@@ -151,8 +151,8 @@ static int configure_automatic(mr_nufft_plan *p, const mr_nufft_opts *o) {
   double sigma = mr_nufft_sigma_rule(o->rank);
   if (gpu && !mr_nufft_sigma_remembered(p->dev, o, &sigma))
     p->measure_upsampling = p->ncandidates > 1;
-  if (sigma != p->candidates[0] && (p->ncandidates < 2 || sigma != p->candidates[1]))
-    sigma = p->candidates[p->ncandidates - 1];
+  if (p->ncandidates == 1) /* the rule's choice cannot reach tol: the other */
+    sigma = p->candidates[0];
   return configure(p, o, sigma);
 }
 
@@ -225,6 +225,7 @@ static int reconfigure(mr_nufft_plan *p, double sigma) {
   return 0;
 }
 #endif
+
 /* Both set_points variants: k_on_host = 1 when k is host memory. */
 static int set_points(mr_nufft_plan *p, size_t npoints, const float *k, int k_on_host) {
   mr_nufft_points_free(&p->points);
@@ -236,10 +237,12 @@ static int set_points(mr_nufft_plan *p, size_t npoints, const float *k, int k_on
   int rc;
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(p->dev)) {
-    if (p->measure_upsampling) {
+    if (p->measure_upsampling) { /* unless another plan of the shape has since */
       double sigma = p->upsampling;
-      rc = mr_nufft_sigma_measure(p->dev, &p->opts, p->candidates, p->ncandidates, npoints, k,
-                                  k_on_host, &sigma);
+      rc = mr_nufft_sigma_remembered(p->dev, &p->opts, &sigma)
+               ? 0
+               : mr_nufft_sigma_measure(p->dev, &p->opts, p->candidates, p->ncandidates,
+                                        npoints, k, k_on_host, &sigma);
       if (rc == 0 && sigma != p->upsampling)
         rc = reconfigure(p, sigma);
       if (rc < 0)
