@@ -38,24 +38,6 @@ constexpr unsigned FULL = 0xffffffffu;
 // bus transfer of one piece overlaps the placing of the one before.
 constexpr size_t PIECE_BYTES = size_t(512) << 10;
 
-struct bin_args {
-  int rank, w;
-  int nf[3], origin[3], bin[3], nbins[3];
-};
-
-bin_args bin_args_of(const mr_nufft_geom &g) {
-  bin_args a;
-  a.rank = g.rank;
-  a.w = g.width;
-  for (int d = 0; d < 3; d++) {
-    a.nf[d] = g.nf[d];
-    a.origin[d] = g.origin[d];
-    a.bin[d] = g.bin[d];
-    a.nbins[d] = g.nbins[d];
-  }
-  return a;
-}
-
 // Most bins one footprint touches (a partial last bin narrower than the
 // kernel can make it 3 along a dimension).
 int most_touched(const mr_nufft_geom &g) {
@@ -73,7 +55,8 @@ int most_touched(const mr_nufft_geom &g) {
 
 // Sample i's footprint start per dimension, offsets, home bin; false when
 // a position is not finite (placed at 0 then).
-__device__ bool place(const bin_args &g, const float *k, int i, int s[3], float a[3], int *home) {
+__device__ bool place(const mr_nufft_geom &g, const float *k, int i, int s[3], float a[3],
+                      int *home) {
   bool finite = true;
   int h = 0, stride = 1;
 #pragma unroll
@@ -86,7 +69,7 @@ __device__ bool place(const bin_args &g, const float *k, int i, int s[3], float 
         finite = false;
         kd = 0;
       }
-      mr_nufft_place(kd, g.nf[d], g.w, g.origin[d], &s[d], &a[d]);
+      mr_nufft_place(kd, g.nf[d], g.width, g.origin[d], &s[d], &a[d]);
     }
     h += s[d] / g.bin[d] * stride;
     stride *= g.nbins[d];
@@ -97,15 +80,15 @@ __device__ bool place(const bin_args &g, const float *k, int i, int s[3], float 
 
 // The bins a footprint starting at s touches, per dimension (as
 // nufft_points.c's for_touched); returns how many in all.
-__device__ int touched_bins(const bin_args &g, const int s[3], int t[3][3], int nt[3]) {
+__device__ int touched_bins(const mr_nufft_geom &g, const int s[3], int t[3][3], int nt[3]) {
 #pragma unroll
   for (int d = 0; d < 3; d++)
-    nt[d] = mr_nufft_touched(s[d], d < g.rank ? g.w : 1, g.nf[d], g.bin[d], t[d]);
+    nt[d] = mr_nufft_touched(s[d], d < g.rank ? g.width : 1, g.nf[d], g.bin[d], t[d]);
   return nt[0] * nt[1] * nt[2];
 }
 
 // The j-th of them (0 .. count-1), x fastest: the host's order.
-__device__ int touched_at(const bin_args &g, const int t[3][3], const int nt[3], int j) {
+__device__ int touched_at(const mr_nufft_geom &g, const int t[3][3], const int nt[3], int j) {
   int x = j % nt[0], y = j / nt[0] % nt[1], z = j / (nt[0] * nt[1]);
   return (t[2][z] * g.nbins[1] + t[1][y]) * g.nbins[0] + t[0][x];
 }
@@ -126,8 +109,8 @@ __device__ int warp_slot(int *counter, int key) {
 // flag. slots[i]: sample i's slot in its home bin; entry_slots[j][i]: in its
 // j-th touched bin. Every lane of a warp runs the same
 // iterations (the loop bound is per warp) for the warp-wide calls.
-__global__ void place_kernel(bin_args g, const float *k, int first, int end, int n, int4 *counts,
-                             int *slots, int *entry_slots) {
+__global__ void place_kernel(mr_nufft_geom g, const float *k, int first, int end, int n,
+                             int4 *counts, int *slots, int *entry_slots) {
   const int stride = gridDim.x * blockDim.x, lane = threadIdx.x & 31;
   for (int base = first + blockIdx.x * blockDim.x + (threadIdx.x & ~31); base < end;
        base += stride) {
@@ -163,7 +146,7 @@ struct sum4 {
   }
 };
 
-__global__ void scatter_kernel(bin_args g, const float *k, int n, const int *slots,
+__global__ void scatter_kernel(mr_nufft_geom g, const float *k, int n, const int *slots,
                                const int *entry_slots, const int4 *starts, int4 *pos,
                                float4 *offset, int *entries) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
@@ -226,7 +209,7 @@ struct scratch {
 // slots' handovers cost more than the overlap saved: the upload of 284,592
 // 3D points took 0.6-1.2 ms that way on the H100, about 0.3 ms in one);
 // from the device, in one launch.
-int upload_and_place(const mr_nufft_plan *p, mr_cuda_ctx *c, const bin_args &g, size_t n,
+int upload_and_place(const mr_nufft_plan *p, mr_cuda_ctx *c, const mr_nufft_geom &g, size_t n,
                      const float *k, bool k_on_host, const scratch &f) {
   const float *kd = k_on_host ? f.k : k;
   bool pinned = k_on_host && mr_cuda_is_pinned(k);
@@ -257,7 +240,7 @@ int upload_and_place(const mr_nufft_plan *p, mr_cuda_ctx *c, const bin_args &g, 
 // finite}.
 int bin_points(const mr_nufft_plan *p, mr_cuda_ctx *c, mr_nufft_cuda *s, size_t n, const float *k,
                bool k_on_host, const scratch &f, int4 *totals) {
-  const bin_args g = bin_args_of(p->geom);
+  const mr_nufft_geom &g = p->geom;
   const size_t nbins = p->points.nbins;
   const unsigned bin_blocks = mr_grid_for(c, nbins, BLOCK);
   MR_CU(cudaMemsetAsync(f.counts, 0, (nbins + 1) * sizeof(int4), c->compute));
