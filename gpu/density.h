@@ -19,7 +19,11 @@ extern "C" {
  * the kernel's autocorrelation psi). At the fixed point sum_i w_i psi(k_j -
  * k_i) = 1, so w times the integral of psi over the grid size is the area
  * per sample. weights: npoints floats of host memory, in the order the
- * points were given (borrowed). MR_EINVAL before mr_nufft_set_points. */
+ * points were given (borrowed). MR_EINVAL before mr_nufft_set_points.
+ * The weights follow the kernel, hence the plan's upsampling: a plan with
+ * automatic upsampling on a GPU may take another than the CPU's (it is
+ * timed, nufft.h), so give the plan an explicit one where CPU and GPU
+ * weights must agree. */
 int mr_density_pipe_menon(mr_nufft_plan *plan, int iterations, float *weights);
 
 /* Analytic weights of a radial trajectory of `spokes` lines through the

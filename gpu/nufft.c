@@ -18,14 +18,6 @@
 #define BIN_2D 32
 #define BIN_3D 16
 
-/* The automatic grid oversampling, from mr-bench nufft on an H100: in 2D
- * the grid of sigma 2 costs little (a 512^2 x 8 FFT took 0.02 ms) and its
- * narrower kernel spreads faster; in 3D the 256^3 FFT of sigma 2 took 0.32
- * ms, and 1.25 (160^3) halved the forward transform at 1e-4 while the
- * adjoint stayed within 10%. Where 1.25 cannot reach the tolerance in
- * single precision, plan creation moves to 2. */
-static double choose_upsampling(int rank) { return rank == 3 ? 1.25 : 2.0; }
-
 /* Smallest even size >= target with no prime factor above 5 (fast for
  * FFTW and cuFFT alike). */
 static int fft_size(int target) {
@@ -52,6 +44,8 @@ static int check_opts(const mr_nufft_opts *o) {
     return mr_fail(MR_EINVAL, "nufft: batch 0");
   if (!(o->tol >= 1e-6 && o->tol <= 0.1))
     return mr_fail(MR_EINVAL, "nufft: tolerance %g (1e-6 .. 0.1)", o->tol);
+  if (o->tune_for != 0 && o->tune_for != MR_NUFFT_ADJOINT && o->tune_for != MR_NUFFT_FORWARD)
+    return mr_fail(MR_EINVAL, "nufft: tune_for %d (0, or a direction)", o->tune_for);
   if (o->upsampling != 0 && !(o->upsampling >= 1.25 && o->upsampling <= 2.0))
     return mr_fail(MR_EINVAL, "nufft: upsampling %g (0 for automatic, or 1.25 .. 2)",
                    o->upsampling);
@@ -133,6 +127,53 @@ static int configure(mr_nufft_plan *p, const mr_nufft_opts *o, double sigma) {
   return make_deapod(p, gpu ? 1.0 : sqrt(grid));
 }
 
+/* The automatic upsampling: of 1.25 and 2, those that reach the tolerance
+ * in single precision become the candidates (none: refused, rather than a
+ * plan that misses its tolerance); then the GPU's remembered choice for
+ * this shape, else the rule by rank, with a measurement at the first
+ * set_points when both candidates qualify (nufft_sigma.c). */
+static int configure_automatic(mr_nufft_plan *p, const mr_nufft_opts *o) {
+  static const double sigmas[2] = {1.25, 2.0};
+  int gpu = mr_device_is_gpu(p->dev);
+  p->ncandidates = 0;
+  for (int i = 0; i < 2; i++) {
+    int rc = configure(p, o, sigmas[i]);
+    if (rc < 0)
+      return rc;
+    if (p->float_floor <= o->tol)
+      p->candidates[p->ncandidates++] = sigmas[i];
+  }
+  if (p->ncandidates == 0)
+    return mr_fail(MR_EINVAL,
+                   "nufft: tolerance %g is below what single precision reaches at any "
+                   "upsampling (about %.1e at 2); ask for a larger tolerance",
+                   o->tol, p->float_floor);
+  double sigma = mr_nufft_sigma_rule(o->rank);
+  if (gpu && !mr_nufft_sigma_remembered(p->dev, o, &sigma))
+    p->measure_upsampling = p->ncandidates > 1;
+  if (p->ncandidates == 1) /* the rule's choice cannot reach tol: the other */
+    sigma = p->candidates[0];
+  return configure(p, o, sigma);
+}
+
+static int backend_create(mr_nufft_plan *p) {
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(p->dev))
+    return mr_nufft_cuda_create(p);
+#endif
+  return mr_nufft_cpu_create(p);
+}
+
+static void backend_destroy(mr_nufft_plan *p) {
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(p->dev)) {
+    mr_nufft_cuda_destroy(p);
+    return;
+  }
+#endif
+  mr_nufft_cpu_destroy(p);
+}
+
 int mr_nufft_plan_create(mr_device *dev, const mr_nufft_opts *opts, mr_nufft_plan **out) {
   int rc = check_opts(opts);
   if (rc < 0)
@@ -142,25 +183,19 @@ int mr_nufft_plan_create(mr_device *dev, const mr_nufft_opts *opts, mr_nufft_pla
     return mr_fail(MR_ENOMEM, "nufft: out of memory");
   p->dev = dev;
   p->batch = opts->batch;
-  double sigma = opts->upsampling != 0 ? opts->upsampling : choose_upsampling(opts->rank);
-  rc = configure(p, opts, sigma);
-  if (rc == 0 && p->float_floor > opts->tol) {
-    if (opts->upsampling == 0 && sigma != 2.0)
-      rc = configure(p, opts, 2.0);
-    else
+  p->opts = *opts;
+  if (opts->upsampling == 0) {
+    rc = configure_automatic(p, opts);
+  } else {
+    rc = configure(p, opts, opts->upsampling);
+    if (rc == 0 && p->float_floor > opts->tol)
       rc = mr_fail(MR_EINVAL,
                    "nufft: tolerance %g is below what single precision reaches at "
                    "upsampling %g (about %.1e); ask for a larger upsampling or tolerance",
-                   opts->tol, sigma, p->float_floor);
+                   opts->tol, opts->upsampling, p->float_floor);
   }
-  if (rc == 0) {
-#ifdef MR_HAVE_CUDA
-    if (mr_device_is_gpu(dev))
-      rc = mr_nufft_cuda_create(p);
-    else
-#endif
-      rc = mr_nufft_cpu_create(p);
-  }
+  if (rc == 0)
+    rc = backend_create(p);
   if (rc < 0) {
     free(p->deapod);
     free(p);
@@ -170,21 +205,72 @@ int mr_nufft_plan_create(mr_device *dev, const mr_nufft_opts *opts, mr_nufft_pla
   return 0;
 }
 
-int mr_nufft_set_points(mr_nufft_plan *p, size_t npoints, const float *k) {
+#ifdef MR_HAVE_CUDA
+/* Moves a GPU plan without points to upsampling sigma; on failure it keeps
+ * the one it had. */
+static int reconfigure(mr_nufft_plan *p, double sigma) {
+  mr_nufft_plan old = *p;
+  p->deapod = NULL;
+  p->impl = NULL;
+  int rc = configure(p, &p->opts, sigma);
+  if (rc == 0)
+    rc = mr_nufft_cuda_create(p);
+  if (rc < 0) {
+    free(p->deapod);
+    *p = old;
+    return rc;
+  }
+  free(old.deapod);
+  mr_nufft_cuda_destroy(&old);
+  return 0;
+}
+#endif
+
+/* Both set_points variants: k_on_host = 1 when k is host memory. */
+static int set_points(mr_nufft_plan *p, size_t npoints, const float *k, int k_on_host) {
   mr_nufft_points_free(&p->points);
   p->have_points = 0;
-  int rc = mr_nufft_points_build(&p->geom, npoints, k, MR_NUFFT_MAX_SUB_ENTRIES,
-                                 mr_device_threads(p->dev), &p->points);
+  /* Entries are at most 8 per sample; keep every index within int32. */
+  if (npoints > ((size_t)1 << 31) / 8)
+    return mr_fail(MR_EINVAL, "nufft: %zu points; at most %zu", npoints,
+                   ((size_t)1 << 31) / 8);
+  int rc;
 #ifdef MR_HAVE_CUDA
-  if (rc == 0 && mr_device_is_gpu(p->dev))
-    rc = mr_nufft_cuda_upload(p);
+  if (mr_device_is_gpu(p->dev)) {
+    if (p->measure_upsampling) { /* unless another plan of the shape has since */
+      double sigma = p->upsampling;
+      rc = mr_nufft_sigma_remembered(p->dev, &p->opts, &sigma)
+               ? 0
+               : mr_nufft_sigma_measure(p->dev, &p->opts, p->candidates, p->ncandidates,
+                                        npoints, k, k_on_host, &sigma);
+      if (rc == 0 && sigma != p->upsampling)
+        rc = reconfigure(p, sigma);
+      if (rc < 0)
+        return rc;
+      p->measure_upsampling = 0;
+    }
+    rc = mr_nufft_cuda_set_points(p, npoints, k, k_on_host);
+  } else
 #endif
+  {
+    (void)k_on_host; /* the CPU's device memory is host memory */
+    rc = mr_nufft_points_build(&p->geom, npoints, k, MR_NUFFT_MAX_SUB_ENTRIES,
+                               mr_device_threads(p->dev), &p->points);
+  }
   if (rc < 0) {
     mr_nufft_points_free(&p->points);
     return rc;
   }
   p->have_points = 1;
   return 0;
+}
+
+int mr_nufft_set_points(mr_nufft_plan *p, size_t npoints, const float *k) {
+  return set_points(p, npoints, k, 1);
+}
+
+int mr_nufft_set_points_device(mr_nufft_plan *p, size_t npoints, const float *k) {
+  return set_points(p, npoints, k, 0);
 }
 
 static int check_execute(const mr_nufft_plan *p, mr_nufft_direction dir) {
@@ -223,12 +309,7 @@ int mr_nufft_execute_host(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfl
 void mr_nufft_plan_destroy(mr_nufft_plan *p) {
   if (p == NULL)
     return;
-#ifdef MR_HAVE_CUDA
-  if (mr_device_is_gpu(p->dev))
-    mr_nufft_cuda_destroy(p);
-  else
-#endif
-    mr_nufft_cpu_destroy(p);
+  backend_destroy(p);
   mr_nufft_points_free(&p->points);
   free(p->deapod);
   free(p);

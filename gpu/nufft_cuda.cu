@@ -4,9 +4,10 @@
 // 3D and to today's GPUs: one thread block per bin (or per piece of a
 // crowded bin) keeps the bin's grid cells, for several coils at once, in
 // shared memory as a software-managed cache; the samples whose footprints
-// reach into the bin were listed and sorted once per trajectory
-// (nufft_points.h), are staged through shared memory a batch at a time (so
-// their loads are in flight together), and each warp adds one sample's
+// reach into the bin were listed and sorted once per trajectory, on the
+// GPU itself (nufft_points.h, nufft_points_cuda.cu), are staged through
+// shared memory a batch at a time (so their loads are in flight
+// together), and each warp adds one sample's
 // footprint, clipped to the bin, with its lanes on neighbouring cells:
 // shared atomics on split real and imaginary planes, the kernel evaluated
 // once per tap and shared through shared memory. A block
@@ -22,7 +23,7 @@
 #include <new>
 
 #include "cuda_internal.cuh"
-#include "nufft_impl.h"
+#include "nufft_cuda.cuh"
 
 namespace {
 
@@ -40,21 +41,9 @@ constexpr int ROW_THREADS = 128;                // deapodize and pad passes
 constexpr size_t MAX_SMEM = TILE_BUDGET + size_t(BATCH) * (16 + 16 + 8 * MAX_COILS_PER_BLOCK) +
                             size_t(WARPS) * 3 * MR_NUFFT_MAX_WIDTH * sizeof(float);
 
-struct nufft_cuda {
-  float2 *grid = nullptr;  // [batch][nf2][nf1][nf0]
-  float *deapod = nullptr; // n0 + n1 + n2
-  int4 *pos = nullptr;
-  float4 *offset = nullptr;
-  int *entries = nullptr;
-  int4 *subs = nullptr;
-  size_t nsplit = 0;       // pieces of crowded bins
-  int coils_per_block = 1; // of the spreading tile
-  int pitch[2] = {0, 0};   // tile row and plane pitch (cells)
-  int tile_cells = 0;      // per coil, a multiple of 4
-  size_t smem = 0;         // spreading block's shared memory
-};
+using nufft_cuda = mr_nufft_cuda;
 
-nufft_cuda *state(const mr_nufft_plan *p) { return static_cast<nufft_cuda *>(p->impl); }
+nufft_cuda *state(const mr_nufft_plan *p) { return mr_nufft_cuda_state(p); }
 
 struct geom_args {
   int w, rank;
@@ -358,7 +347,7 @@ int launch_spread(const mr_nufft_plan *p, mr_cuda_ctx *c, const float2 *in, int 
   a.pitch0 = s->pitch[0];
   a.pitch1 = s->pitch[1];
   a.tile_cells = s->tile_cells;
-  if (s->nsplit > 0) {
+  if (pts.nsubs > pts.nbins) { // some bins are split
     zero_split_bins<<<unsigned(pts.nsubs), THREADS, 0, c->compute>>>(a.g, s->subs, s->grid,
                                                                       a.grid_size, nvec);
     MR_LAUNCHED(zero_split_bins);
@@ -462,17 +451,6 @@ int execute_on_worker(mr_nufft_plan *p, mr_nufft_direction dir, const float2 *in
   return 0;
 }
 
-void free_points(mr_cuda_ctx *c, nufft_cuda *s) {
-  mr_cuda_free(c, s->pos);
-  mr_cuda_free(c, s->offset);
-  mr_cuda_free(c, s->entries);
-  mr_cuda_free(c, s->subs);
-  s->pos = nullptr;
-  s->offset = nullptr;
-  s->entries = nullptr;
-  s->subs = nullptr;
-}
-
 // Device copies of host arrays for the _host variant and Pipe-Menon, freed
 // on scope exit (stream-ordered, after the work that uses them).
 struct scratch {
@@ -486,6 +464,17 @@ struct scratch {
 };
 
 } // namespace
+
+void mr_nufft_cuda_free_points(mr_cuda_ctx *c, mr_nufft_cuda *s) {
+  mr_cuda_free(c, s->pos);
+  mr_cuda_free(c, s->offset);
+  mr_cuda_free(c, s->entries);
+  mr_cuda_free(c, s->subs);
+  s->pos = nullptr;
+  s->offset = nullptr;
+  s->entries = nullptr;
+  s->subs = nullptr;
+}
 
 int mr_nufft_cuda_create(mr_nufft_plan *p) {
   const mr_nufft_geom &g = p->geom;
@@ -509,8 +498,9 @@ int mr_nufft_cuda_create(mr_nufft_plan *p) {
             BATCH * (sizeof(int4) + sizeof(float4) + s->coils_per_block * sizeof(float2)) +
             WARPS * 3 * MR_NUFFT_MAX_WIDTH * sizeof(float);
   if (s->smem > MAX_SMEM) { // cannot happen with the bins nufft.c makes
+    size_t smem = s->smem;
     delete s;
-    return mr_fail(MR_EINVAL, "nufft: a spreading tile of %zu bytes", s->smem);
+    return mr_fail(MR_EINVAL, "nufft: a spreading tile of %zu bytes", smem);
   }
   p->impl = s;
   int rc = mr_on_worker(p->dev, [&] {
@@ -531,36 +521,6 @@ int mr_nufft_cuda_create(mr_nufft_plan *p) {
   if (rc < 0)
     mr_nufft_cuda_destroy(p);
   return rc;
-}
-
-int mr_nufft_cuda_upload(mr_nufft_plan *p) {
-  nufft_cuda *s = state(p);
-  const mr_nufft_points &pts = p->points;
-  s->nsplit = 0;
-  for (size_t i = 0; i < pts.nsubs; i++)
-    s->nsplit += pts.subs[i][3] != 0;
-  return mr_on_worker(p->dev, [&] {
-    mr_cuda_ctx *c = mr_device_cuda(p->dev);
-    free_points(c, s);
-    struct {
-      void **dst;
-      const void *src;
-      size_t bytes;
-    } arrays[] = {
-        {reinterpret_cast<void **>(&s->pos), pts.pos, pts.npoints * sizeof(int4)},
-        {reinterpret_cast<void **>(&s->offset), pts.offset, pts.npoints * sizeof(float4)},
-        {reinterpret_cast<void **>(&s->entries), pts.entries, pts.nentries * sizeof(int)},
-        {reinterpret_cast<void **>(&s->subs), pts.subs, pts.nsubs * sizeof(int4)},
-    };
-    for (auto &a : arrays) {
-      int r = mr_cuda_alloc(c, a.dst, a.bytes);
-      if (r == 0 && a.bytes > 0)
-        r = mr_cuda_upload(p->dev, *a.dst, a.src, a.bytes);
-      if (r < 0)
-        return r;
-    }
-    return 0;
-  });
 }
 
 int mr_nufft_cuda_execute(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
@@ -666,7 +626,7 @@ void mr_nufft_cuda_destroy(mr_nufft_plan *p) {
     return;
   mr_on_worker(p->dev, [&] {
     mr_cuda_ctx *c = mr_device_cuda(p->dev);
-    free_points(c, s);
+    mr_nufft_cuda_free_points(c, s);
     mr_cuda_free(c, s->grid);
     mr_cuda_free(c, s->deapod);
     return 0;

@@ -23,17 +23,35 @@ struct mr_nufft_plan {
   float *deapod;
   double kernel_integral; /* integral of phi over one dimension, phi_hat(0) */
   double float_floor;     /* the least relative error single precision allows */
+  mr_nufft_opts opts;     /* as asked for */
+  /* Automatic upsampling not yet settled: the first set_points measures
+   * the candidates (nufft_sigma.c). */
+  int measure_upsampling;
+  double candidates[2]; /* the upsamplings that reach the tolerance */
+  int ncandidates;
   mr_nufft_points points;
   int have_points;
   void *impl; /* the backend's state */
 };
 
+/* The automatic upsampling (nufft_sigma.c): the CPU's rule by rank; the
+ * GPU's remembered choice for this shape and device (1 when there is one);
+ * a measurement of the candidates on points k (host memory when k_on_host,
+ * else the device's), remembered and returned in *upsampling. */
+double mr_nufft_sigma_rule(int rank);
+int mr_nufft_sigma_remembered(mr_device *dev, const mr_nufft_opts *o, double *upsampling);
+int mr_nufft_sigma_measure(mr_device *dev, const mr_nufft_opts *o, const double *candidates,
+                           int ncandidates, size_t n, const float *k, int k_on_host,
+                           double *upsampling);
+
 /* Largest bin piece one GPU thread block spreads (nufft_points.h). */
 #define MR_NUFFT_MAX_SUB_ENTRIES 1024
 
-/* The backends. create: grid memory and FFT plan; upload: copy the plan's
- * points (already built) to the device; execute: as mr_nufft_execute;
- * pipe_menon: as mr_density_pipe_menon without the final scaling. */
+/* The backends. create: grid memory and FFT plan; set_points: place and
+ * bin the positions on the device (k in host memory when k_on_host, else
+ * device memory), filling the plan's points with counts only (the arrays
+ * stay on the device); execute: as mr_nufft_execute; pipe_menon: as
+ * mr_density_pipe_menon without the final scaling. */
 int mr_nufft_cpu_create(mr_nufft_plan *p);
 int mr_nufft_cpu_execute(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
                          mr_cfloat *out);
@@ -41,7 +59,11 @@ int mr_nufft_cpu_pipe_menon(mr_nufft_plan *p, int iterations, float *weights);
 void mr_nufft_cpu_destroy(mr_nufft_plan *p);
 
 int mr_nufft_cuda_create(mr_nufft_plan *p);
-int mr_nufft_cuda_upload(mr_nufft_plan *p);
+int mr_nufft_cuda_set_points(mr_nufft_plan *p, size_t npoints, const float *k, int k_on_host);
+/* The device's binned points as host arrays into *out (bin_start left
+ * NULL: the subproblems carry the bins' ranges), for tests comparing them
+ * with mr_nufft_points_build. The caller frees *out. */
+int mr_nufft_cuda_points_download(mr_nufft_plan *p, mr_nufft_points *out);
 int mr_nufft_cuda_execute(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
                           mr_cfloat *out);
 int mr_nufft_cuda_execute_host(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,

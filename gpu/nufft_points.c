@@ -163,9 +163,6 @@ static int sort_and_list(const mr_nufft_geom *g, size_t n, const int32_t (*pos)[
 
 int mr_nufft_points_build(const mr_nufft_geom *g, size_t n, const float *k, size_t max_entries,
                           mr_cpu_threads *t, mr_nufft_points *out) {
-  /* Entries are at most 8 per sample; keep every index within int32. */
-  if (n > ((size_t)1 << 31) / 8)
-    return mr_fail(MR_EINVAL, "nufft: %zu points; at most %zu", n, ((size_t)1 << 31) / 8);
   place_job j = {.g = g, .k = k};
   size_t alloc = n > 0 ? n : 1;
   j.pos = malloc(alloc * sizeof *j.pos);

@@ -1,6 +1,7 @@
 /* Internal: a NUFFT plan's sample positions, placed on its grid and sorted
- * into bins once per trajectory (on the host, for both backends: the GPU
- * receives these very arrays).
+ * into bins once per trajectory (here on the host for the CPU; the GPU
+ * builds these very arrays on its device, nufft_points_cuda.cu, and the
+ * plan's copy holds only their counts).
  *
  * Samples are sorted by the bin holding their footprint's first grid point,
  * so neighbouring sorted samples touch neighbouring grid memory. Each bin
@@ -41,7 +42,8 @@ typedef struct mr_nufft_points {
 
 /* Places and sorts npoints positions k[npoints][g->rank] (borrowed) into
  * *out (zeroed by the caller or freed before), using the CPU threads t.
- * MR_EINVAL for a position that is not finite or a count past 2^31. */
+ * MR_EINVAL for a position that is not finite (the caller keeps npoints
+ * within 2^28, so that every entry index fits int32). */
 int mr_nufft_points_build(const mr_nufft_geom *g, size_t npoints, const float *k,
                           size_t max_entries, mr_cpu_threads *t, mr_nufft_points *out);
 void mr_nufft_points_free(mr_nufft_points *p);

@@ -2,7 +2,9 @@
  * in double precision for tolerances 1e-2, 1e-4 and 1e-6, 2D and 3D, both
  * grid oversamplings; the CPU group by default, the GPU with --cuda (its
  * device-resident and host-memory paths, a trajectory dense enough to split
- * bins, Pipe-Menon against the CPU). */
+ * bins, Pipe-Menon against the CPU, the points binned on the GPU against
+ * the host's binning, set_points and execute against the CPU plan, the
+ * measured automatic upsampling). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,7 +16,12 @@
 #include <cmocka.h>
 
 #include "density.h"
+#include "host.h"
 #include "nufft.h"
+#ifdef MR_HAVE_CUDA
+#include "device_impl.h"
+#include "nufft_impl.h"
+#endif
 #include "nufft_support.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
@@ -219,6 +226,8 @@ static void bad_arguments(void **state) {
   assert_non_null(strstr(mr_device_last_error(), "tolerance"));
   assert_int_equal(mr_nufft_plan_create(cpu, &sigma3, &plan), MR_EINVAL);
   assert_int_equal(mr_nufft_plan_create(cpu, &nobatch, &plan), MR_EINVAL);
+  mr_nufft_opts tune3 = {.rank = 2, .dims = {8, 8}, .batch = 1, .tol = 1e-3, .tune_for = 3};
+  assert_int_equal(mr_nufft_plan_create(cpu, &tune3, &plan), MR_EINVAL);
   assert_null(plan);
 
   mr_nufft_opts ok = {.rank = 2, .dims = {8, 8}, .batch = 1, .tol = 1e-3};
@@ -303,6 +312,33 @@ static void density_radial(void **state) {
   free(an);
 }
 
+
+/* Automatic upsampling never settles on a grid whose single-precision
+ * floor misses the tolerance: where 1.25 cannot reach it, 2 is taken, and
+ * the floor of what is taken is within the tolerance at every tolerance. */
+static void automatic_upsampling_meets_tol(void **state) {
+  (void)state;
+  static const double sweep[] = {1e-1, 1e-3, 1e-4, 3e-5, 1e-5, 3e-6, 1e-6};
+  for (int rank = 2; rank <= 3; rank++)
+    for (size_t i = 0; i < sizeof sweep / sizeof *sweep; i++) {
+      mr_nufft_opts o = {.rank = rank, .dims = {16, 12, 10}, .batch = 1, .tol = sweep[i]};
+      mr_nufft_opts at125 = o;
+      at125.upsampling = 1.25;
+      mr_nufft_plan *plan = NULL, *fixed = NULL;
+      GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &plan));
+      int rc125 = mr_nufft_plan_create(gpu_test_cpu(), &at125, &fixed);
+      mr_nufft_info info;
+      mr_nufft_info_get(plan, &info);
+      print_message("%dD tol %.0e: upsampling %.2f, floor %.1e (1.25 %s)\n", rank, sweep[i],
+                    info.upsampling, info.float_floor, rc125 == 0 ? "reaches it" : "does not");
+      assert_true(info.float_floor <= sweep[i]);
+      if (rc125 != 0)
+        assert_true(info.upsampling == 2.0);
+      mr_nufft_plan_destroy(plan);
+      mr_nufft_plan_destroy(fixed);
+    }
+}
+
 static void cuda_matches_dft(void **state) {
   (void)state;
   matches_dft(gpu_test_gpu(), DEVICE_POINTERS);
@@ -328,13 +364,15 @@ static void cuda_dense_centre(void **state) {
   dense_centre(gpu_test_gpu(), DEVICE_POINTERS);
 }
 
+/* (The weights follow the kernel, so both plans are given one upsampling:
+ * the GPU's automatic choice is timed, the CPU's is not.) */
 static void cuda_pipe_menon_matches_cpu(void **state) {
   (void)state;
   enum { N = 32, SPOKES = 51, SAMPLES = 64 };
   size_t n = SPOKES * SAMPLES;
   float *k = malloc(n * 2 * sizeof *k), *wc = malloc(n * sizeof *wc), *wg = malloc(n * sizeof *wg);
   nufft_test_radial_points(k, SPOKES, SAMPLES);
-  mr_nufft_opts o = {.rank = 2, .dims = {N, N}, .batch = 1, .tol = 1e-4};
+  mr_nufft_opts o = {.rank = 2, .dims = {N, N}, .batch = 1, .tol = 1e-4, .upsampling = 2.0};
   mr_nufft_plan *cpu, *gpu;
   GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &cpu));
   GPU_OK(mr_nufft_plan_create(gpu_test_gpu(), &o, &gpu));
@@ -352,18 +390,271 @@ static void cuda_pipe_menon_matches_cpu(void **state) {
   free(wg);
 }
 
+
+#ifdef MR_HAVE_CUDA
+/* Positions that exercise the placement: random ones with the edges, a
+ * radial trajectory crowding the centre bins (which then split), and
+ * positions far outside [-0.5, 0.5) (the transform is periodic). */
+static float *test_positions(int kind, int rank, size_t n) {
+  float *k = malloc((n > 0 ? n : 1) * (size_t)rank * sizeof *k);
+  if (kind == 1 && rank == 2) {
+    nufft_test_radial_points(k, n / 64, 64);
+  } else {
+    nufft_test_random_points(k, n, rank, 41);
+    if (kind == 2)
+      for (size_t i = 0; i < n * (size_t)rank; i++)
+        k[i] = k[i] * 7.0f + (float)((int)(i % 5) - 2);
+  }
+  return k;
+}
+
+/* A sample's place in the host's order: home bin, then original index. */
+typedef struct sample_key {
+  int64_t home, index;
+  size_t at;
+} sample_key;
+
+static int by_home_then_index(const void *a, const void *b) {
+  const sample_key *x = a, *y = b;
+  if (x->home != y->home)
+    return x->home < y->home ? -1 : 1;
+  return x->index < y->index ? -1 : x->index > y->index;
+}
+
+static int ascending(const void *a, const void *b) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Puts the GPU's binning into the host's order: within a bin the GPU keeps
+ * the order its atomics gave (nufft_points_cuda.cu), the host the order of
+ * the original indices. Samples are sorted by (home bin, original index),
+ * the entries renumbered to match and sorted within each bin (bin_start:
+ * the host's). */
+static void to_host_order(const mr_nufft_geom *g, mr_nufft_points *gpu, const int32_t *bin_start) {
+  size_t n = gpu->npoints;
+  sample_key *keys = malloc((n + 1) * sizeof *keys);
+  int32_t(*pos)[4] = malloc((n + 1) * sizeof *pos), *renumber = malloc((n + 1) * sizeof *renumber);
+  float(*off)[4] = malloc((n + 1) * sizeof *off);
+  for (size_t p = 0; p < n; p++) {
+    int64_t home = 0, stride = 1;
+    for (int d = 0; d < 3; d++) {
+      home += gpu->pos[p][d] / g->bin[d] * stride;
+      stride *= g->nbins[d];
+    }
+    keys[p] = (sample_key){home, gpu->pos[p][3], p};
+  }
+  qsort(keys, n, sizeof *keys, by_home_then_index);
+  for (size_t q = 0; q < n; q++) {
+    memcpy(pos[q], gpu->pos[keys[q].at], sizeof *pos);
+    memcpy(off[q], gpu->offset[keys[q].at], sizeof *off);
+    renumber[keys[q].at] = (int32_t)q;
+  }
+  memcpy(gpu->pos, pos, n * sizeof *pos);
+  memcpy(gpu->offset, off, n * sizeof *off);
+  for (size_t e = 0; e < gpu->nentries; e++)
+    gpu->entries[e] = renumber[gpu->entries[e]];
+  for (size_t b = 0; b < gpu->nbins; b++)
+    qsort(gpu->entries + bin_start[b], (size_t)(bin_start[b + 1] - bin_start[b]),
+          sizeof *gpu->entries, ascending);
+  free(keys);
+  free(pos);
+  free(renumber);
+  free(off);
+}
+
+static void assert_points_equal(const mr_nufft_geom *g, mr_nufft_points *gpu,
+                                const mr_nufft_points *cpu) {
+  assert_int_equal(gpu->npoints, cpu->npoints);
+  assert_int_equal(gpu->nbins, cpu->nbins);
+  assert_int_equal(gpu->nentries, cpu->nentries);
+  assert_int_equal(gpu->nsubs, cpu->nsubs);
+  assert_memory_equal(gpu->subs, cpu->subs, cpu->nsubs * sizeof *cpu->subs);
+  to_host_order(g, gpu, cpu->bin_start);
+  assert_memory_equal(gpu->pos, cpu->pos, cpu->npoints * sizeof *cpu->pos);
+  assert_memory_equal(gpu->offset, cpu->offset, cpu->npoints * sizeof *cpu->offset);
+  assert_memory_equal(gpu->entries, cpu->entries, cpu->nentries * sizeof *cpu->entries);
+}
+
+/* The GPU's binning is the host's: same placement, same samples in the same
+ * bins, same entry lists and subproblems (up to the order within a bin);
+ * from pageable and pinned host memory (in several upload pieces for the
+ * larger ones) and from device memory. */
+static void cuda_points_match_host(void **state) {
+  (void)state;
+  static const struct {
+    int rank, kind;
+    size_t dims[3], n;
+    double upsampling, tol;
+  } cases[] = {
+      {2, 0, {30, 36, 1}, 2500, 2.0, 1e-4},  {2, 0, {64, 48, 1}, 20000, 1.25, 1e-3},
+      {2, 1, {32, 32, 1}, 201 * 64, 2.0, 1e-5}, {2, 2, {40, 40, 1}, 3000, 2.0, 1e-6},
+      {3, 0, {12, 10, 9}, 1500, 1.25, 1e-4}, {3, 0, {32, 32, 32}, 40000, 2.0, 1e-2},
+      {3, 2, {20, 24, 16}, 5000, 1.25, 1e-4}, {2, 0, {16, 16, 1}, 1, 2.0, 1e-4},
+      {3, 0, {16, 16, 16}, 0, 2.0, 1e-4},     {2, 0, {128, 128, 1}, 150000, 2.0, 1e-4},
+      {3, 0, {48, 48, 48}, 100000, 1.25, 1e-3},
+  };
+  mr_device *gpu = gpu_test_gpu();
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    mr_nufft_opts o = {.rank = cases[c].rank,
+                       .dims = {cases[c].dims[0], cases[c].dims[1], cases[c].dims[2]},
+                       .batch = 1, .tol = cases[c].tol, .upsampling = cases[c].upsampling};
+    size_t n = cases[c].n;
+    float *k = test_positions(cases[c].kind, o.rank, n);
+    mr_nufft_plan *plan;
+    GPU_OK(mr_nufft_plan_create(gpu, &o, &plan));
+    mr_nufft_points host = {0}, dev = {0};
+    GPU_OK(mr_nufft_points_build(&plan->geom, n, k, MR_NUFFT_MAX_SUB_ENTRIES,
+                                 mr_device_threads(gpu), &host));
+    size_t bytes = (n > 0 ? n : 1) * (size_t)o.rank * sizeof *k;
+    for (int from = 0; from < 3; from++) { /* pageable host, pinned host, device */
+      mr_buf *kd = NULL;
+      void *pinned = NULL;
+      if (from == 2) {
+        kd = gpu_test_upload(gpu, k, bytes);
+        GPU_OK(mr_nufft_set_points_device(plan, n, mr_buf_data(kd)));
+      } else if (from == 1) {
+        GPU_OK(mr_host_alloc(gpu, bytes, &pinned));
+        memcpy(pinned, k, bytes);
+        GPU_OK(mr_nufft_set_points(plan, n, pinned));
+      } else {
+        GPU_OK(mr_nufft_set_points(plan, n, k));
+      }
+      GPU_OK(mr_nufft_cuda_points_download(plan, &dev));
+      print_message("%dD kind %d, %zu points, sigma %.2f: %zu entries, %zu bins, %zu subproblems "
+                    "(host %zu, %zu)\n", o.rank, cases[c].kind, n, o.upsampling, dev.nentries,
+                    dev.nbins, dev.nsubs, host.nentries, host.nsubs);
+      assert_points_equal(&plan->geom, &dev, &host);
+      mr_nufft_points_free(&dev);
+      mr_buf_destroy(kd);
+      mr_host_free(gpu, pinned);
+    }
+    if (cases[c].kind == 1)
+      assert_true(host.nsubs > host.nbins); /* the centre bins were split */
+    mr_nufft_points_free(&host);
+    mr_nufft_plan_destroy(plan);
+    free(k);
+  }
+}
+
+/* GPU set_points and execute against the CPU plan on the same points and
+ * data, both directions: equal to rounding. */
+static void cuda_matches_cpu(void **state) {
+  (void)state;
+  static const shape cases[] = {{2, {32, 32, 1}, 3, 201 * 64}, {3, {20, 18, 16}, 2, 9000}};
+  for (size_t c = 0; c < 2; c++) {
+    const shape *s = &cases[c];
+    float *k = test_positions(s->rank == 2 ? 1 : 2, s->rank, s->npoints);
+    size_t nimg = pixels(s) * s->batch, nsmp = s->npoints * s->batch;
+    mr_cfloat *smp = malloc(nsmp * sizeof *smp), *img = malloc(nimg * sizeof *img);
+    mr_cfloat *out[2][2];
+    gpu_test_random(smp, nsmp, 3);
+    gpu_test_random(img, nimg, 4);
+    mr_nufft_opts o = {.rank = s->rank, .dims = {s->dims[0], s->dims[1], s->dims[2]},
+                       .batch = s->batch, .tol = 1e-5, .upsampling = 2.0};
+    mr_device *devs[2] = {gpu_test_cpu(), gpu_test_gpu()};
+    for (int d = 0; d < 2; d++) {
+      mr_nufft_plan *plan;
+      GPU_OK(mr_nufft_plan_create(devs[d], &o, &plan));
+      GPU_OK(mr_nufft_set_points(plan, s->npoints, k));
+      out[d][0] = malloc(nimg * sizeof(mr_cfloat));
+      out[d][1] = malloc(nsmp * sizeof(mr_cfloat));
+      run(plan, devs[d], DEVICE_POINTERS, MR_NUFFT_ADJOINT, smp, nsmp, out[d][0], nimg);
+      run(plan, devs[d], DEVICE_POINTERS, MR_NUFFT_FORWARD, img, nimg, out[d][1], nsmp);
+      mr_nufft_plan_destroy(plan);
+    }
+    double e1 = mr_test_rel_error_f((const float *)out[1][0], (const float *)out[0][0], 2 * nimg);
+    double e2 = mr_test_rel_error_f((const float *)out[1][1], (const float *)out[0][1], 2 * nsmp);
+    print_message("%dD GPU vs CPU: type 1 rel %.2e, type 2 rel %.2e\n", s->rank, e1, e2);
+    assert_true(e1 < 1e-5 && e2 < 1e-5);
+    for (int d = 0; d < 2; d++) {
+      free(out[d][0]);
+      free(out[d][1]);
+    }
+    free(smp);
+    free(img);
+    free(k);
+  }
+}
+
+/* A position that is not finite is refused on the GPU too (found on the
+ * device), and the plan takes good points after. */
+static void cuda_bad_points(void **state) {
+  (void)state;
+  mr_nufft_opts o = {.rank = 2, .dims = {16, 16}, .batch = 1, .tol = 1e-4, .upsampling = 2.0};
+  mr_nufft_plan *plan;
+  GPU_OK(mr_nufft_plan_create(gpu_test_gpu(), &o, &plan));
+  float k[600];
+  nufft_test_random_points(k, 300, 2, 5);
+  k[377] = NAN;
+  assert_int_equal(mr_nufft_set_points(plan, 300, k), MR_EINVAL);
+  assert_non_null(strstr(mr_device_last_error(), "not finite"));
+  k[377] = INFINITY;
+  assert_int_equal(mr_nufft_set_points(plan, 300, k), MR_EINVAL);
+  mr_cfloat smp[300] = {0}, img[256];
+  assert_int_equal(mr_nufft_execute_host(plan, MR_NUFFT_ADJOINT, smp, img), MR_EINVAL);
+  k[377] = 0.25f;
+  GPU_OK(mr_nufft_set_points(plan, 300, k));
+  GPU_OK(mr_nufft_execute_host(plan, MR_NUFFT_ADJOINT, smp, img));
+  mr_nufft_plan_destroy(plan);
+}
+
+/* The automatic upsampling is measured at the first set_points of a shape,
+ * meets the tolerance, and is remembered: a second plan of the shape
+ * starts with it. */
+static void cuda_automatic_upsampling(void **state) {
+  (void)state;
+  shape s = {2, {48, 40, 1}, 2, 4000};
+  problem p;
+  problem_make(&p, &s, NULL, 21);
+  mr_nufft_opts o = {.rank = 2, .dims = {48, 40}, .batch = 2, .tol = 1e-4};
+  mr_nufft_plan *first, *second;
+  GPU_OK(mr_nufft_plan_create(gpu_test_gpu(), &o, &first));
+  GPU_OK(mr_nufft_set_points(first, s.npoints, p.k));
+  mr_nufft_info a, b;
+  mr_nufft_info_get(first, &a);
+  assert_true(a.upsampling == 1.25 || a.upsampling == 2.0);
+  double err = both_directions(&p, first, gpu_test_gpu(), DEVICE_POINTERS);
+  print_message("automatic: upsampling %.2f, rel error %.2e\n", a.upsampling, err);
+  assert_true(err <= 1e-4);
+  GPU_OK(mr_nufft_plan_create(gpu_test_gpu(), &o, &second));
+  mr_nufft_info_get(second, &b);
+  assert_true(b.upsampling == a.upsampling);
+  assert_int_equal(b.grid[0], a.grid[0]);
+  mr_nufft_plan_destroy(first);
+  mr_nufft_plan_destroy(second);
+  /* tuned for type 1 alone: measured apart, and still right both ways */
+  o.tune_for = MR_NUFFT_ADJOINT;
+  GPU_OK(mr_nufft_plan_create(gpu_test_gpu(), &o, &first));
+  GPU_OK(mr_nufft_set_points(first, s.npoints, p.k));
+  mr_nufft_info_get(first, &a);
+  err = both_directions(&p, first, gpu_test_gpu(), DEVICE_POINTERS);
+  print_message("automatic for type 1: upsampling %.2f, rel error %.2e\n", a.upsampling, err);
+  assert_true(err <= 1e-4);
+  mr_nufft_plan_destroy(first);
+  problem_free(&p);
+}
+#endif
+
 int main(int argc, char **argv) {
   int cuda = gpu_test_init(argc, argv);
   const struct CMUnitTest cpu_tests[] = {
       cmocka_unit_test(cpu_matches_dft),   cmocka_unit_test(cpu_dense_centre),
       cmocka_unit_test(points_replaced),   cmocka_unit_test(bad_arguments),
       cmocka_unit_test(density_cartesian), cmocka_unit_test(density_radial),
+      cmocka_unit_test(automatic_upsampling_meets_tol),
   };
   const struct CMUnitTest cuda_tests[] = {
       cmocka_unit_test(cuda_matches_dft),
       cmocka_unit_test(cuda_host_memory),
       cmocka_unit_test(cuda_dense_centre),
       cmocka_unit_test(cuda_pipe_menon_matches_cpu),
+#ifdef MR_HAVE_CUDA
+      cmocka_unit_test(cuda_points_match_host),
+      cmocka_unit_test(cuda_matches_cpu),
+      cmocka_unit_test(cuda_bad_points),
+      cmocka_unit_test(cuda_automatic_upsampling),
+#endif
   };
   int rc = cuda ? cmocka_run_group_tests_name("nufft_cuda", cuda_tests, NULL, NULL)
                 : cmocka_run_group_tests_name("nufft_cpu", cpu_tests, NULL, NULL);

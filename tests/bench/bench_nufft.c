@@ -1,18 +1,26 @@
-/* mr-bench nufft: NUFFT execute times at the sizes of issue 5, on the GPU and
- * the CPU in the same run, against the reference library's times that the
- * issue gives (measured on this H100, execute only).
+/* mr-bench nufft: NUFFT set_points and execute times at the sizes of issue
+ * 5, on the GPU and the CPU and for the reference GPU library (cuFINUFFT,
+ * loaded with dlopen when it can be found: nufft_reference.h) in the same
+ * run, on the same points and data.
  *
- * Each case: a plan with the automatic upsampling, points set once (not
- * timed), random data resident on the device, then execute timed (median of
- * several runs after warm-up; CUDA events on the GPU). points_per_s counts
- * sample-vector pairs: points x coils / seconds. The GPU is also timed at
- * each fixed upsampling (2 and 1.25), which is how the automatic choice was
- * made, and its output is compared with the CPU's (gpu_cpu_rel_diff);
- * gpu_stage_ms splits a GPU run into its three passes (spreading or
- * deapodize-and-pad, FFT, deapodize-and-crop or interpolation).
+ * Each case: a plan with the automatic upsampling tuned for the case's
+ * type; set_points timed (the
+ * first call apart: with automatic upsampling it also measures the
+ * upsamplings once per shape; then the median of several, wall clock to
+ * the end of the device work, positions from host memory and, on the GPU,
+ * from pinned host memory and from device memory as the reference takes
+ * them); random data resident on
+ * the device, then execute timed (median of several runs after warm-up;
+ * CUDA events on the GPU). points_per_s counts sample-vector pairs: points
+ * x coils / seconds. The GPU is also timed at each fixed upsampling (2 and
+ * 1.25), to show what the automatic choice chose from, and its output is
+ * compared with the CPU's (gpu_cpu_rel_diff) and the reference's
+ * (gpu_reference_rel_diff); gpu_stage_ms splits a GPU run into its three
+ * passes (spreading or deapodize-and-pad, FFT, deapodize-and-crop or
+ * interpolation).
  *
  * MR_BENCH_NUFFT_CASE=i in the environment runs case i alone (for a
- * profiler). */
+ * profiler); MR_BENCH_CUFINUFFT names the reference library's file. */
 #include <complex.h>
 #include <math.h>
 #include <stdint.h>
@@ -21,7 +29,9 @@
 #include <string.h>
 
 #include "bench.h"
+#include "host.h"
 #include "nufft.h"
+#include "nufft_reference.h"
 #ifdef MR_HAVE_CUDA
 #include "nufft_impl.h"
 #endif
@@ -30,6 +40,7 @@
 #define GPU_REPS 15
 #define CPU_WARMUP 1
 #define CPU_REPS 3
+#define SET_POINTS_REPS 9
 
 typedef struct nufft_case {
   const char *trajectory; /* "random" (uniform in the k-space cube) or "radial" */
@@ -105,14 +116,68 @@ static size_t image_size(const nufft_case *c) {
   return c->rank == 2 ? c->n * c->n : c->n * c->n * c->n;
 }
 
+/* set_points times: the first call, then medians from host memory and (GPU)
+ * from pinned host and device memory; NaN where not measured. */
+typedef struct set_times {
+  double first_ms, host_ms, pinned_ms, device_ms;
+} set_times;
+
+/* Median wall time of set_points, from host memory (kd NULL) or from the
+ * device's copy kd. */
+static int time_set_points(mr_nufft_plan *plan, size_t n, const float *k, mr_buf *kd,
+                           double *ms) {
+  double t[SET_POINTS_REPS];
+  for (int r = 0; r < SET_POINTS_REPS; r++) {
+    double t0 = bench_now_ms();
+    int rc = kd != NULL ? mr_nufft_set_points_device(plan, n, mr_buf_data(kd))
+                        : mr_nufft_set_points(plan, n, k);
+    if (rc < 0)
+      return rc;
+    t[r] = bench_now_ms() - t0;
+  }
+  *ms = bench_median(t, SET_POINTS_REPS);
+  return 0;
+}
+
+static int measure_set_points(mr_device *dev, mr_nufft_plan *plan, const nufft_case *c,
+                              const float *k, set_times *st) {
+  double t0 = bench_now_ms();
+  int rc = mr_nufft_set_points(plan, c->npoints, k);
+  st->first_ms = bench_now_ms() - t0;
+  if (rc == 0)
+    rc = time_set_points(plan, c->npoints, k, NULL, &st->host_ms);
+  if (rc < 0 || !mr_device_is_gpu(dev))
+    return rc;
+  mr_buf *kd = NULL;
+  void *pinned = NULL;
+  size_t bytes = c->npoints * (size_t)c->rank * sizeof *k;
+  rc = mr_host_alloc(dev, bytes, &pinned);
+  if (rc == 0) {
+    memcpy(pinned, k, bytes);
+    rc = time_set_points(plan, c->npoints, pinned, NULL, &st->pinned_ms);
+  }
+  if (rc == 0)
+    rc = mr_buf_create(dev, bytes, &kd);
+  if (rc == 0)
+    rc = mr_buf_upload(kd, 0, k, bytes);
+  if (rc == 0)
+    rc = time_set_points(plan, c->npoints, k, kd, &st->device_ms);
+  mr_buf_destroy(kd);
+  mr_host_free(dev, pinned);
+  return rc;
+}
+
 /* Median execute time on dev at the given upsampling (0: automatic); the
- * output is copied to result (may be NULL) and the plan's choices to info.
- * NaN time when the plan refuses the upsampling. */
+ * output is copied to result (may be NULL) and the plan's choices to info,
+ * set_points times to st (may be NULL: set once, untimed). NaN time when
+ * the plan refuses the upsampling. */
 static int measure(mr_device *dev, const nufft_case *c, const float *k, double upsampling,
-                   mr_cfloat *result, mr_nufft_info *info, double *ms, double stage_ms[3]) {
+                   mr_cfloat *result, mr_nufft_info *info, double *ms, double stage_ms[3],
+                   set_times *st) {
   int gpu = mr_device_is_gpu(dev);
   mr_nufft_opts o = {.rank = c->rank, .dims = {c->n, c->n, c->rank == 3 ? c->n : 1},
-                     .batch = c->coils, .tol = c->tol, .upsampling = upsampling};
+                     .batch = c->coils, .tol = c->tol, .upsampling = upsampling,
+                     .tune_for = c->dir};
   size_t nin = (c->dir == MR_NUFFT_ADJOINT ? c->npoints : image_size(c)) * c->coils;
   size_t nout = (c->dir == MR_NUFFT_ADJOINT ? image_size(c) : c->npoints) * c->coils;
   timed t = {.dir = c->dir};
@@ -124,7 +189,8 @@ static int measure(mr_device *dev, const nufft_case *c, const float *k, double u
   if (rc == 0 && host == NULL)
     rc = MR_ENOMEM;
   if (rc == 0)
-    rc = mr_nufft_set_points(t.plan, c->npoints, k);
+    rc = st != NULL ? measure_set_points(dev, t.plan, c, k, st)
+                    : mr_nufft_set_points(t.plan, c->npoints, k);
   if (rc == 0) {
     random_values(host, nin, 77);
     rc = mr_buf_create(dev, nin * sizeof *host, &t.in);
@@ -198,15 +264,34 @@ static int run_case(const bench_ctx *ctx, const nufft_case *c, mr_device *gpu, m
   make_points(c, k);
   mr_nufft_info gi = {0}, ci = {0}, scratch;
   double gpu_ms = NAN, cpu_ms = NAN, by_sigma[2] = {NAN, NAN}, stage[3] = {NAN, NAN, NAN};
+  set_times gst = {NAN, NAN, NAN, NAN}, cst = {NAN, NAN, NAN, NAN};
   static const double sigmas[2] = {2.0, 1.25};
   int rc = 0;
   if (gpu != NULL) {
-    rc = measure(gpu, c, k, 0, out_gpu, &gi, &gpu_ms, stage);
+    rc = measure(gpu, c, k, 0, out_gpu, &gi, &gpu_ms, stage, &gst);
     for (int s = 0; rc == 0 && s < 2; s++)
-      rc = measure(gpu, c, k, sigmas[s], NULL, &scratch, &by_sigma[s], NULL);
+      rc = measure(gpu, c, k, sigmas[s], NULL, &scratch, &by_sigma[s], NULL, NULL);
   }
   if (rc == 0)
-    rc = measure(cpu, c, k, 0, out_cpu, &ci, &cpu_ms, NULL);
+    rc = measure(cpu, c, k, 0, out_cpu, &ci, &cpu_ms, NULL, &cst);
+  nufft_reference_result ref = {-1, NAN, NAN, NAN, NAN};
+  double ref_diff = NAN;
+#ifdef MR_HAVE_CUDA
+  if (rc == 0 && gpu != NULL && nufft_reference_available()) {
+    size_t dims[3] = {c->n, c->n, c->n};
+    size_t nin = (c->dir == MR_NUFFT_ADJOINT ? c->npoints : image_size(c)) * c->coils;
+    mr_cfloat *in = malloc(nin * sizeof *in), *out_ref = malloc(nout * sizeof *out_ref);
+    if (in != NULL && out_ref != NULL) {
+      random_values(in, nin, 77); /* the data measure() gave ours */
+      if (nufft_reference_run(mr_device_ordinal(gpu), c->dir == MR_NUFFT_ADJOINT ? 1 : 2, c->rank,
+                              dims, c->coils, c->npoints, k, in, out_ref, c->tol, GPU_REPS,
+                              &ref) == 0)
+        ref_diff = rel_diff(out_gpu, out_ref, nout);
+    }
+    free(in);
+    free(out_ref);
+  }
+#endif
   double pairs = (double)c->npoints * c->coils;
   bench_json *j = ctx->json;
   json_open(j, NULL, '{');
@@ -228,8 +313,20 @@ static int run_case(const bench_ctx *ctx, const nufft_case *c, mr_device *gpu, m
   json_close(j, ']');
   json_num(j, "gpu_ms_upsampling_2", by_sigma[0]);
   json_num(j, "gpu_ms_upsampling_1_25", by_sigma[1]);
-  json_num(j, "reference_ms", c->reference_ms);
-  json_num(j, "speedup_vs_reference", c->reference_ms / gpu_ms);
+  json_num(j, "gpu_set_points_ms", gst.host_ms);
+  json_num(j, "gpu_set_points_pinned_ms", gst.pinned_ms);
+  json_num(j, "gpu_set_points_device_ms", gst.device_ms);
+  json_num(j, "gpu_first_set_points_ms", gst.first_ms);
+  json_num(j, "reference_ms", ref.execute_ms);
+  json_int(j, "reference_method", ref.method);
+  json_num(j, "reference_upsampling", ref.upsampling);
+  json_num(j, "reference_set_points_ms", ref.set_points_ms);
+  json_num(j, "reference_set_points_best_ms", ref.set_points_best_ms);
+  json_num(j, "speedup_vs_reference", ref.execute_ms / gpu_ms);
+  json_num(j, "set_points_speedup_vs_reference", ref.set_points_best_ms / gst.device_ms);
+  json_num(j, "gpu_reference_rel_diff", ref_diff);
+  json_num(j, "issue_reference_ms", c->reference_ms);
+  json_num(j, "cpu_set_points_ms", cst.host_ms);
   json_num(j, "cpu_ms", cpu_ms);
   json_num(j, "cpu_points_per_s", pairs / cpu_ms * 1e3);
   json_num(j, "gpu_speedup_vs_cpu", cpu_ms / gpu_ms);
@@ -237,9 +334,14 @@ static int run_case(const bench_ctx *ctx, const nufft_case *c, mr_device *gpu, m
   json_close(j, '}');
   fflush(j->f);
   fprintf(stderr,
-          "  gpu %.4f ms (stages %.4f %.4f %.4f; sigma 2: %.4f, 1.25: %.4f), reference %.2f ms, "
-          "cpu %.2f ms\n",
-          gpu_ms, stage[0], stage[1], stage[2], by_sigma[0], by_sigma[1], c->reference_ms, cpu_ms);
+          "  gpu %.4f ms (stages %.4f %.4f %.4f; sigma 2: %.4f, 1.25: %.4f), reference %.4f ms "
+          "[m%d], cpu %.2f ms\n"
+          "  set_points: gpu %.4f ms (pinned %.4f, device positions %.4f, first %.2f), "
+          "reference %.4f ms (best %.4f), cpu %.2f ms\n",
+          gpu_ms, stage[0], stage[1], stage[2], by_sigma[0], by_sigma[1], ref.execute_ms,
+          ref.method, cpu_ms, gst.host_ms, gst.pinned_ms, gst.device_ms, gst.first_ms,
+          ref.set_points_ms,
+          ref.set_points_best_ms, cst.host_ms);
   free(k);
   free(out_gpu);
   free(out_cpu);
@@ -252,9 +354,17 @@ int bench_nufft(const bench_ctx *ctx) {
   if (rc < 0)
     return rc;
   bench_json *j = ctx->json;
-  json_str(j, "note", "execute only (plan and points set beforehand); points_per_s = points x "
-                      "coils / s; reference_ms: the issue's figures for the best public GPU "
-                      "NUFFT library on this H100");
+  json_str(j, "note", "execute: CUDA events, median; set_points: wall clock to the end of its "
+                      "device work, median after the first call (gpu_first_set_points_ms, which "
+                      "with automatic upsampling, tuned for the case's type, measures both "
+                      "upsamplings once per shape); "
+                      "gpu_set_points_ms from host positions (upload included; _pinned: from "
+                      "pinned host memory), "
+                      "gpu_set_points_device_ms from device positions as the reference takes "
+                      "them; points_per_s = points x coils / s; reference_*: cuFINUFFT in this "
+                      "run on the same points and data, its fastest method (set_points_best: "
+                      "its fastest set_points over the methods); issue_reference_ms: the "
+                      "figures issue 5 gave");
   const nufft_case *cases = ctx->quick ? quick : full;
   size_t ncases = ctx->quick ? sizeof quick / sizeof *quick : sizeof full / sizeof *full;
   const char *only = getenv("MR_BENCH_NUFFT_CASE");

@@ -1,0 +1,35 @@
+// Internal, CUDA C++ only: what a GPU NUFFT plan holds on its device, shared
+// by the transforms (nufft_cuda.cu) and the binning of the sample positions
+// (nufft_points_cuda.cu).
+#ifndef MR_GPU_NUFFT_CUDA_CUH
+#define MR_GPU_NUFFT_CUDA_CUH
+
+#include <cuda_runtime.h>
+
+#include "cuda_internal.cuh"
+#include "nufft_impl.h"
+
+struct mr_nufft_cuda {
+  float2 *grid = nullptr;  // [batch][nf2][nf1][nf0]
+  float *deapod = nullptr; // n0 + n1 + n2
+  // The binned positions (nufft_points.h's arrays, on the device; the
+  // plan's mr_nufft_points holds only their counts): sorted positions and
+  // offsets [npoints], bin entries [nentries], subproblems [nsubs].
+  int4 *pos = nullptr;
+  float4 *offset = nullptr;
+  int *entries = nullptr;
+  int4 *subs = nullptr;
+  int coils_per_block = 1; // of the spreading tile
+  int pitch[2] = {0, 0};   // tile row and plane pitch (cells)
+  int tile_cells = 0;      // per coil, a multiple of 4
+  size_t smem = 0;         // spreading block's shared memory
+};
+
+inline mr_nufft_cuda *mr_nufft_cuda_state(const mr_nufft_plan *p) {
+  return static_cast<mr_nufft_cuda *>(p->impl);
+}
+
+// Frees the binned positions (stream-ordered) and clears the pointers.
+void mr_nufft_cuda_free_points(mr_cuda_ctx *c, mr_nufft_cuda *s);
+
+#endif

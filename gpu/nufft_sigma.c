@@ -1,0 +1,162 @@
+/* The automatic grid oversampling of a GPU NUFFT plan: measured, once per
+ * shape and device, and remembered for the life of the process.
+ *
+ * Which of 1.25 and 2 is faster depends on the sample density, the
+ * tolerance and the type, not on the rank alone: 1.25 makes a smaller FFT
+ * and a wider kernel, 2 the reverse (3D 128^3 with 284,592 points at 1e-4:
+ * type 1 took 1.051 ms at 1.25 and 0.978 ms at 2, while type 2 was twice
+ * as fast at 1.25). So the first set_points of an automatic plan whose
+ * shape (device, rank, dims, batch, tol, tune_for) has not been seen times
+ * one type 1 and one type 2 transform (only the type opts.tune_for names,
+ * if it names one) at each upsampling that meets the tolerance, on the
+ * plan's own points, and keeps the faster sum; the rule's choice (below)
+ * unless the other is faster by more than 5%, so that near-ties, which
+ * timing noise would decide, give the same plan every time (the results
+ * of the two differ within the tolerance; Pipe-Menon's weights, which
+ * follow the kernel, differ more). It costs two throw-away
+ * plans, their cuFFT plans and a few transforms once per shape (about 250
+ * ms on the H100 at 256^2 x 8 and 128^3, most of it making the cuFFT plans
+ * of both grid sizes; the chosen one stays in the device's plan cache);
+ * every later plan of that shape takes the remembered choice at creation
+ * and never measures. An explicit upsampling skips all this. The CPU keeps
+ * the rule the H100 measurements gave before (2 in 2D, 1.25 in 3D) without
+ * measuring: its transforms take too long to time at the first
+ * set_points. */
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "buf.h"
+#include "error.h"
+#include "fail.h"
+#include "nufft_impl.h"
+#include "vec.h"
+
+/* Another upsampling than the rule's must be this much faster to be taken. */
+#define MARGIN 0.05
+
+/* Shapes remembered; past this the oldest is forgotten. */
+#define REMEMBERED 64
+
+typedef struct choice {
+  int ordinal, rank, tune_for;
+  size_t dims[3], batch;
+  double tol, upsampling;
+} choice;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static choice choices[REMEMBERED];
+static size_t nchoices; /* ever stored; slot nchoices % REMEMBERED is next */
+
+static int same_shape(const choice *c, int ordinal, const mr_nufft_opts *o) {
+  if (c->ordinal != ordinal || c->rank != o->rank || c->batch != o->batch || c->tol != o->tol ||
+      c->tune_for != o->tune_for)
+    return 0;
+  for (int d = 0; d < o->rank; d++)
+    if (c->dims[d] != o->dims[d])
+      return 0;
+  return 1;
+}
+
+double mr_nufft_sigma_rule(int rank) { return rank == 3 ? 1.25 : 2.0; }
+
+int mr_nufft_sigma_remembered(mr_device *dev, const mr_nufft_opts *o, double *upsampling) {
+  int ordinal = mr_device_ordinal(dev), found = 0;
+  pthread_mutex_lock(&lock);
+  size_t n = nchoices < REMEMBERED ? nchoices : REMEMBERED;
+  for (size_t i = 0; i < n && !found; i++)
+    if (same_shape(&choices[i], ordinal, o)) {
+      *upsampling = choices[i].upsampling;
+      found = 1;
+    }
+  pthread_mutex_unlock(&lock);
+  return found;
+}
+
+static void remember(mr_device *dev, const mr_nufft_opts *o, double upsampling) {
+  choice c = {.ordinal = mr_device_ordinal(dev), .rank = o->rank, .tune_for = o->tune_for,
+              .batch = o->batch, .tol = o->tol, .upsampling = upsampling};
+  memcpy(c.dims, o->dims, sizeof c.dims);
+  pthread_mutex_lock(&lock);
+  choices[nchoices++ % REMEMBERED] = c;
+  pthread_mutex_unlock(&lock);
+}
+
+/* One timed transform. */
+typedef struct trial {
+  mr_nufft_plan *plan;
+  mr_nufft_direction dir;
+  mr_cfloat *in, *out;
+} trial;
+
+static int trial_task(mr_device *dev, void *arg) {
+  (void)dev;
+  trial *t = arg;
+  return mr_nufft_execute(t->plan, t->dir, t->in, t->out);
+}
+
+/* Milliseconds of one type 1 plus one type 2 transform (or of the type
+ * o->tune_for alone) at upsampling sigma on these points (the fastest of a
+ * few runs each). */
+static int time_upsampling(mr_device *dev, const mr_nufft_opts *o, double sigma, size_t n,
+                           const float *k, int k_on_host, double *ms) {
+  enum { WARMUP = 1, REPS = 3 };
+  mr_nufft_opts at = *o;
+  at.upsampling = sigma;
+  mr_nufft_plan *plan = NULL;
+  mr_buf *samples = NULL, *image = NULL;
+  size_t pixels = o->dims[0] * o->dims[1] * (o->rank == 3 ? o->dims[2] : 1);
+  size_t nsamples = (n > 0 ? n : 1) * o->batch, nimage = pixels * o->batch;
+  int rc = mr_nufft_plan_create(dev, &at, &plan);
+  if (rc == 0)
+    rc = k_on_host ? mr_nufft_set_points(plan, n, k) : mr_nufft_set_points_device(plan, n, k);
+  if (rc == 0)
+    rc = mr_buf_create(dev, nsamples * sizeof(mr_cfloat), &samples);
+  if (rc == 0)
+    rc = mr_buf_create(dev, nimage * sizeof(mr_cfloat), &image);
+  if (rc == 0)
+    rc = mr_vec_zero(dev, nsamples, mr_buf_data(samples));
+  if (rc == 0)
+    rc = mr_vec_zero(dev, nimage, mr_buf_data(image));
+  *ms = 0;
+  for (int d = 0; rc == 0 && d < 2; d++) {
+    trial t = {.plan = plan, .dir = d == 0 ? MR_NUFFT_ADJOINT : MR_NUFFT_FORWARD};
+    if (o->tune_for != 0 && o->tune_for != (int)t.dir)
+      continue;
+    t.in = mr_buf_data(d == 0 ? samples : image);
+    t.out = mr_buf_data(d == 0 ? image : samples);
+    double runs[REPS];
+    rc = mr_device_time(dev, trial_task, &t, WARMUP, REPS, runs);
+    double best = runs[0];
+    for (int r = 1; rc == 0 && r < REPS; r++)
+      best = runs[r] < best ? runs[r] : best;
+    if (rc == 0)
+      *ms += best;
+  }
+  mr_buf_destroy(samples);
+  mr_buf_destroy(image);
+  mr_nufft_plan_destroy(plan);
+  return rc;
+}
+
+int mr_nufft_sigma_measure(mr_device *dev, const mr_nufft_opts *o, const double *candidates,
+                           int ncandidates, size_t n, const float *k, int k_on_host,
+                           double *upsampling) {
+  double best_ms = INFINITY, rule_ms = INFINITY, rule = mr_nufft_sigma_rule(o->rank);
+  for (int i = 0; i < ncandidates; i++) {
+    double ms;
+    int rc = time_upsampling(dev, o, candidates[i], n, k, k_on_host, &ms);
+    if (rc < 0)
+      return rc;
+    if (ms < best_ms) {
+      best_ms = ms;
+      *upsampling = candidates[i];
+    }
+    if (candidates[i] == rule)
+      rule_ms = ms;
+  }
+  if (best_ms > (1 - MARGIN) * rule_ms)
+    *upsampling = rule;
+  remember(dev, o, *upsampling);
+  return 0;
+}
