@@ -8,13 +8,12 @@
 # alone would overrun the 64 MiB a run may carry). Part 2 is
 # scripts/device-run.sh.
 #
-# usage: scripts/device-build.sh   (SHARED=../shared by default)
+# usage: scripts/device-build.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-shared=${SHARED:-../shared}
-programs="reconserver reconclient mr-load mr-grappa-e2e"
+programs="reconserver reconclient mr-load mr-grappa-e2e mr-bench"
 tests="test_server_session test_server_limits test_server_faults test_client_e2e
-       test_client_simulate_e2e"
+       test_client_simulate_e2e test_configs_images"
 
 cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
 grep -q '^MR_CUDA:BOOL=ON' build-device/CMakeCache.txt || { echo "build-device has MR_CUDA off" >&2; exit 1; }
@@ -31,14 +30,14 @@ for t in $gpu_tests; do cp "build-device/tests/$t" "$stage/tests/"; done
 cp /usr/bin/ismrmrd_generate_cartesian_shepp_logan /usr/bin/ismrmrd_recon_cartesian_2d "$stage/bin/"
 strip "$stage"/bin/* "$stage"/tests/*
 rm -rf build-device/libs
-"$shared/device/bundle-libs.sh" build-device/libs "$stage"/bin/* "$stage"/tests/*
+scripts/bundle-libs.sh build-device/libs "$stage"/bin/* "$stage"/tests/*
 tar -cJf "$stage/libs.tar.xz" -C build-device/libs .
 du -sh "$stage"
 
 cat <<'CALL'
 
 Now call the device tool's `run` with:
-  command:   scripts/device-run.sh
+  command:   scripts/device-run.sh tests     (then again with: bench)
   carry:     ["build-device/stage"]
   timeout_s: 600
 CALL

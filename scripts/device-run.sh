@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # The whole project's check on the H100, part 2 (on the device machine; see
-# scripts/device-build.sh): every gpu/ test's CUDA group; the server and
-# client end-to-end tests with a GPU server; GRAPPA end to end; a 256x256,
-# 32-coil, 10-repetition dataset through a GPU and a CPU server (ingest
-# rate and time); mr-load's 32 clients x 20 scans. Results under $OUT,
-# a summary printed last; exit 0 when every step passed.
+# scripts/device-build.sh), in two calls that each fit one run:
+#   tests: every gpu/ test's CUDA group; every installed config's images on
+#          the GPU against the stored ones; the server and client end-to-end
+#          tests with a GPU server; GRAPPA end to end; mr-load's 32 clients x
+#          20 scans on a GPU server.
+#   bench: `mr-bench stream` (GPU and CPU servers against a raw loopback
+#          copy, JSON in $OUT/stream-h100.json) and `mr-bench nufft`.
+# Results under $OUT, a summary printed last; exit 0 when every step passed.
+#   usage: scripts/device-run.sh tests|bench
 set -uo pipefail
+mode=${1:-tests}
 out=${OUT:-out}
 mkdir -p "$out"
 stage=$PWD/build-device/stage
@@ -27,9 +32,20 @@ step() { # name, limit (s), log, command...
   echo "$name: rc $rc, $((SECONDS - t0)) s" | tee -a "$summary"
 }
 
+if [ "$mode" = bench ]; then
+  step "mr-bench stream" 480 "$out/stream.log" "$stage/bin/mr-bench" stream --configs "$PWD/configs" \
+    --json "$out/stream-h100.json"
+  step "mr-bench nufft" 100 "$out/nufft.log" "$stage/bin/mr-bench" nufft --json "$out/nufft-h100.json"
+  echo "---- summary"; cat "$summary"
+  rm -rf "$tmp"
+  exit $failed
+fi
+
 for t in "$stage"/tests/test_gpu_*; do
   step "$(basename "$t") --cuda" 240 "$out/gpu-tests.log" "$t" --cuda
 done
+MR_TEST_GPUS=all step "test_configs_images (GPU)" 240 "$out/gpu-tests.log" \
+  "$stage/tests/test_configs_images"
 for t in test_server_session test_server_limits test_server_faults test_client_e2e \
          test_client_simulate_e2e; do
   MR_TEST_GPUS=all step "$t (GPU server)" 300 "$out/e2e-tests.log" "$stage/tests/$t"
@@ -38,23 +54,13 @@ step "mr-grappa-e2e" 180 "$out/grappa-e2e.log" "$stage/bin/mr-grappa-e2e" --gpus
   --json "$out/grappa-e2e.json"
 
 . "$PWD/tests/support/server.sh"
-(cd "$tmp" && ismrmrd_generate_cartesian_shepp_logan -m 256 -c 32 -r 10 -o big.h5 >/dev/null)
-for gpus in all none; do
-  GPUS=$gpus start_server "$stage" "$PWD/configs"
-  for i in 1 2 3; do
-    rm -f "$tmp/out.h5"
-    step "big dataset, --gpus $gpus, run $i" 120 "$out/big-$gpus.log" \
-      "$stage/bin/reconclient" send "$tmp/big.h5" -p "$port" -o "$tmp/out.h5"
-  done
-  if [ "$gpus" = all ]; then
-    step "mr-load 32 x 20 (GPU server)" 300 "$out/load.json" "$stage/bin/mr-load" -p "$port" -c 32 -n 20
-  fi
-  kill -TERM "$server"; wait "$server"
-  cp "$tmp/server.log" "$out/server-$gpus.log"
-done
+GPUS=all start_server "$stage" "$PWD/configs"
+step "mr-load 32 x 20 (GPU server)" 300 "$out/load.json" "$stage/bin/mr-load" -p "$port" -c 32 -n 20
+kill -TERM "$server"; wait "$server"
+cp "$tmp/server.log" "$out/server-load.log"
 
 echo "---- failures"; grep -E "FAILED|ERROR" "$out"/*-tests.log | head -20
-echo "---- big"; grep -h "images ->" "$out"/big-*.log
+echo "---- config images"; grep -E "relative L2" "$out/gpu-tests.log"
 echo "---- load"; cat "$out/load.json"
 echo "---- grappa e2e"; cat "$out/grappa-e2e.json" 2>/dev/null
 echo "---- summary"; cat "$summary"
