@@ -1,3 +1,3 @@
-foreach(t chain accumulate remove_oversampling fft coil_combine image_out)
+foreach(t chain accumulate remove_oversampling fft coil_combine image_out placement)
   mr_add_test(test_gadgets_${t} SOURCES test_gadgets_${t}.c LIBS mr_gadget_harness)
 endforeach()
