@@ -14,3 +14,4 @@ mr_add_test(test_server_faults SOURCES test_server_faults.c
   LIBS mr_wire_client mr_gadget_harness Threads::Threads TIMEOUT 300)
 mr_add_test(test_server_budget SOURCES test_server_budget.c
   LIBS mr_wire_client mr_gadget_harness TIMEOUT 300)
+mr_add_test(test_server_cgroup SOURCES test_server_cgroup.c LIBS mr_server)
