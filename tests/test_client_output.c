@@ -187,13 +187,8 @@ static void test_header_bigger_than_data(void **state) {
   mr_output *out = NULL;
   mr_err err = {0};
   assert_int_equal(mr_output_open(path, "recon", &out, &err), 0);
-  mr_image im = {.data_bytes = 34940864};
-  ismrmrd_init_image_header(&im.head);
-  im.head.data_type = ISMRMRD_FLOAT;
-  im.head.matrix_size[0] = 33657;
-  im.head.matrix_size[1] = 54192;
-  im.head.matrix_size[2] = 45917;
-  im.head.channels = 55065;
+  mr_image im = {.data_bytes = MR_TEST_WRAPPED_IMAGE_BYTES};
+  mr_test_wrapped_image_header(&im.head);
   im.data = calloc(1, im.data_bytes);
   assert_non_null(im.data);
   assert_int_equal(mr_output_write(out, &im, NULL, &err), MR_EDATA);

@@ -131,13 +131,8 @@ static void test_unwritable(void **state) {
  * not walked for 2^64 pixels past the buffer. */
 static void test_header_bigger_than_data(void **state) {
   (void)state;
-  mr_image im = {.data_bytes = 34940864};
-  ismrmrd_init_image_header(&im.head);
-  im.head.data_type = ISMRMRD_FLOAT;
-  im.head.matrix_size[0] = 33657;
-  im.head.matrix_size[1] = 54192;
-  im.head.matrix_size[2] = 45917;
-  im.head.channels = 55065;
+  mr_image im = {.data_bytes = MR_TEST_WRAPPED_IMAGE_BYTES};
+  mr_test_wrapped_image_header(&im.head);
   im.data = calloc(1, im.data_bytes);
   assert_non_null(im.data);
   mr_err err = {0};

@@ -690,21 +690,10 @@ static void test_truncated_message_waits(void **state) {
   mr_message_unref(m);
 }
 
-/* Issue 12, item 13: x * y * z * channels * 4 of this header is over 2^64
- * and wraps to 34,940,864 bytes, under the 1 GiB image limit. */
-static void wrapping_image_header(ISMRMRD_ImageHeader *h) {
-  ismrmrd_init_image_header(h);
-  h->data_type = ISMRMRD_FLOAT;
-  h->matrix_size[0] = 33657;
-  h->matrix_size[1] = 54192;
-  h->matrix_size[2] = 45917;
-  h->channels = 55065;
-}
-
 static void test_wrapping_image_size_is_refused(void **state) {
   (void)state;
   ISMRMRD_ImageHeader h;
-  wrapping_image_header(&h);
+  mr_test_wrapped_image_header(&h);
   uint64_t bytes = 0;
   assert_int_equal(mr_payload_image(&h, &bytes), MR_ELIMIT);
   assert_null(mr_message_new_image(&h, NULL));
@@ -725,7 +714,7 @@ static void test_wrapping_image_size_is_refused(void **state) {
   seen_clear(&s);
 
   /* The encoder: an image whose buffer has the wrapped size. */
-  mr_image im = {.head = h, .data_bytes = 34940864};
+  mr_image im = {.head = h, .data_bytes = MR_TEST_WRAPPED_IMAGE_BYTES};
   uint8_t pixel[4];
   im.data = pixel;
   mr_encoded e;
