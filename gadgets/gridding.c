@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
 #include "density.h"
 #include "gadget.h"
 #include "image_array.h"
@@ -73,7 +74,8 @@ typedef struct job {
   size_t spokes;    /* radial: readouts */
   double dk;        /* radial: sample spacing along a readout */
   mr_cfloat *data;  /* [nch][n]; weighted in place */
-  mr_cfloat *image; /* [nch][nz][ny][nx] of dims */
+  mr_cfloat *image; /* [nch][nz][ny][nx] of dims, counted (budget.h) */
+  size_t image_bytes;
 } job;
 
 static mr_nufft_opts plan_opts(const job *j, size_t batch) {
@@ -269,9 +271,10 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     reuse_weights(s, &j);
   int computed = !j.weights_known;
   size_t npix = j.dims[0] * j.dims[1] * j.dims[2];
-  j.image = malloc(npix * j.nch * sizeof *j.image);
-  if (j.image == NULL) {
-    rc = mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for %zu coil images", j.nch);
+  j.image_bytes = npix * j.nch * sizeof *j.image;
+  mr_err ie = {0};
+  if ((j.image = mr_budget_alloc(j.image_bytes, "the gridded coil images", &ie)) == NULL) {
+    rc = mr_gadget_fail(ctx, ie.code, "%s", ie.msg);
     goto done;
   }
   if (computed && (rc = mr_placement_run(&s->place, ctx, run_density, &j)) < 0)
@@ -288,7 +291,7 @@ done:
   free(j.k);
   free(j.w);
   free(j.data);
-  free(j.image);
+  mr_budget_free(j.image, j.image_bytes);
   mr_message_unref(msg);
   return rc;
 }
