@@ -9,6 +9,7 @@
 #include <ismrmrd/dataset.h>
 
 #include "h5.h"
+#include "payload.h"
 
 struct mr_output {
   char *path, *group;
@@ -70,6 +71,14 @@ static int open_file(mr_output *o, mr_err *err) {
 
 int mr_output_write(mr_output *o, const mr_image *im, uint32_t *index, mr_err *err) {
   int rc;
+  /* libismrmrd sizes what it writes from the header. */
+  if (mr_payload_image_matches(im) < 0)
+    return mr_err_set(err, MR_EDATA,
+                      "image %u: its header (%u x %u x %u pixels x %u channels of data_type %u) "
+                      "does not match its %zu bytes of data",
+                      o->count, im->head.matrix_size[0], im->head.matrix_size[1],
+                      im->head.matrix_size[2], im->head.channels, im->head.data_type,
+                      im->data_bytes);
   if (!o->opened && (rc = open_file(o, err)) < 0)
     return rc;
   char var[32];

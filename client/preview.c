@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "payload.h"
 #include "png_file.h"
 
 #define LOW_PERCENTILE 1.0
@@ -79,12 +80,18 @@ static void window(float *mag, size_t n, float *lo, float *hi) {
 
 int mr_preview_write(const char *dir, const char *stem, const mr_image *im, mr_err *err) {
   const ISMRMRD_ImageHeader *h = &im->head;
-  size_t nx = h->matrix_size[0], ny = h->matrix_size[1];
-  size_t nz = h->matrix_size[2] > 0 ? h->matrix_size[2] : 1;
-  size_t nc = h->channels > 0 ? h->channels : 1;
-  size_t plane = nx * ny, n = plane * nz * nc;
-  if (n == 0)
+  /* The header, not a product of its fields, says how many pixels there
+   * are: it must match the buffer first. */
+  if (mr_payload_image_matches(im) < 0)
+    return mr_err_set(err, MR_EDATA,
+                      "image %s: %u x %u x %u pixels x %u channels of data_type %u do not match "
+                      "its %zu bytes of data",
+                      stem, h->matrix_size[0], h->matrix_size[1], h->matrix_size[2], h->channels,
+                      h->data_type, im->data_bytes);
+  if (im->data_bytes == 0)
     return mr_err_set(err, MR_EDATA, "image %s has no pixels", stem);
+  size_t nx = h->matrix_size[0], ny = h->matrix_size[1], nz = h->matrix_size[2];
+  size_t nc = h->channels, plane = nx * ny, n = im->data_bytes / mr_image_pixel_bytes(h->data_type);
   float *mag = malloc(n * sizeof *mag), *sorted = malloc(n * sizeof *sorted);
   uint8_t *gray = malloc(plane);
   int rc = 0;

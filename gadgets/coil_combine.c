@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
 #include "coil.h"
 #include "fft.h"
 #include "gadget.h"
@@ -120,13 +121,14 @@ static int run_weighted(mr_device *dev, void *arg) {
 
 static int combine_weighted(coil_combine *s, mr_gadget_ctx *ctx, const mr_image_array *in,
                             mr_image_array *a) {
-  size_t n = mr_image_array_channel_size(in);
-  mr_cfloat *maps = malloc(n * in->nch * sizeof *maps);
+  size_t n = mr_image_array_channel_size(in), maps_bytes = n * in->nch * sizeof(mr_cfloat);
+  mr_err me = {0};
+  mr_cfloat *maps = mr_budget_alloc(maps_bytes, "the coil maps", &me);
   if (maps == NULL)
-    return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for %zu coil maps", in->nch);
+    return mr_gadget_fail(ctx, me.code, "%s", me.msg);
   weighted_job job = {in, s->calib, maps, (mr_cfloat *)a->data};
   int rc = mr_placement_run(&s->place, ctx, run_weighted, &job);
-  free(maps);
+  mr_budget_free(maps, maps_bytes);
   return rc;
 }
 

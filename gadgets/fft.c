@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
 #include "fft.h"
 #include "gadget.h"
 #include "image_array.h"
@@ -53,15 +54,16 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
                         k->traj_dims);
     goto done;
   }
-  size_t nch = k->nch, per = mr_kspace_channel_size(k);
-  mr_cfloat *full = malloc(per * nch * sizeof *full);
+  size_t nch = k->nch, per = mr_kspace_channel_size(k), full_bytes = per * nch * sizeof(mr_cfloat);
+  mr_err fe = {0};
+  mr_cfloat *full = mr_budget_alloc(full_bytes, "the FFT's full-size coil images", &fe);
   if (full == NULL) {
-    rc = mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for %zu coil images", nch);
+    rc = mr_gadget_fail(ctx, fe.code, "%s", fe.msg);
     goto done;
   }
   fft_job job = {k, full};
   if ((rc = mr_placement_run(&s->place, ctx, run_fft, &job)) < 0) {
-    free(full);
+    mr_budget_free(full, full_bytes);
     goto done;
   }
   size_t nx = k->recon.matrix.x < k->nro ? k->recon.matrix.x : k->nro;
@@ -70,7 +72,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   mr_err e = {0};
   mr_image_array *a = mr_image_array_new(nx, ny, nz, nch, &e);
   if (a == NULL) {
-    free(full);
+    mr_budget_free(full, full_bytes);
     rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
     goto done;
   }
@@ -81,7 +83,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
         memcpy(a->data + ((c * nz + z) * ny + y) * nx,
                full + ((c * k->ne2 + z + z0) * k->ne1 + y + y0) * k->nro + x0,
                nx * sizeof *a->data);
-  free(full);
+  mr_budget_free(full, full_bytes);
   a->ref = k->ref;
   a->fov_mm = k->recon.fov_mm;
   mr_message *m = mr_image_array_message(a);

@@ -230,9 +230,9 @@ static int q_for(fhd_cg *s, mr_device *dev, const problem *p) {
   cache_reset(c);
   s->positions++;
   size_t big[3] = {2 * p->n[0], 2 * p->n[1], p->rank == 3 ? 2 * p->n[2] : 1};
-  int rc = mr_scratch_grow(&c->q, big[0] * big[1] * big[2] * sizeof(mr_cfloat));
+  int rc = mr_scratch_grow(&c->q, big[0] * big[1] * big[2] * sizeof(mr_cfloat), "Q", NULL);
   if (rc == 0)
-    rc = mr_scratch_grow(&c->k, kbytes);
+    rc = mr_scratch_grow(&c->k, kbytes, "Q's positions", NULL);
   if (rc == 0) {
     memcpy(c->k.p, p->k, kbytes);
     rc = adjoint_sums(s, &s->q_plan, dev, p->rank, big, p->m, p->k, 1, NULL, c->q.p);
@@ -398,8 +398,8 @@ static int reconstruct(mr_device *dev, void *arg) {
   int rc = q_for(s, dev, p);
   if (rc < 0)
     return rc;
-  if (mr_scratch_grow(&s->fhd, p->coils * p->nvox * sizeof(mr_cfloat)) < 0)
-    return MR_ENOMEM;
+  if ((rc = mr_scratch_grow(&s->fhd, p->coils * p->nvox * sizeof(mr_cfloat), "F^H D", NULL)) < 0)
+    return rc;
   mr_cfloat *fhd = s->fhd.p;
   rc = adjoint_sums(s, &s->fhd_plan, dev, p->rank, p->n, p->m, p->k, p->coils, p->data, fhd);
   mr_toeplitz *op;
@@ -453,9 +453,12 @@ static int gather(fhd_cg *s, mr_gadget_ctx *ctx, const mr_kspace *k, problem *p)
     lines += k->sampled[l] != 0;
   p->coils = k->nch;
   p->m = lines * k->nro;
-  if (mr_scratch_grow(&s->k, p->m * p->rank * sizeof *p->k) < 0 ||
-      mr_scratch_grow(&s->data, p->m * p->coils * sizeof *p->data) < 0)
-    return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for %zu samples", p->m);
+  mr_err e = {0};
+  int grown = mr_scratch_grow(&s->k, p->m * p->rank * sizeof *p->k, "the positions", &e);
+  if (grown == 0)
+    grown = mr_scratch_grow(&s->data, p->m * p->coils * sizeof *p->data, "the samples", &e);
+  if (grown < 0)
+    return mr_gadget_fail(ctx, grown, "%zu samples: %s", p->m, mr_err_text(&e, grown));
   p->k = s->k.p;
   p->data = s->data.p;
   size_t at = 0, per = mr_kspace_channel_size(k);

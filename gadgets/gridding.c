@@ -201,10 +201,14 @@ static int gather(gridding *s, mr_gadget_ctx *ctx, const mr_kspace *k, job *j) {
   j->n = lines * ro;
   j->spokes = lines;
   size_t n1 = j->n > 0 ? j->n : 1;
-  if (mr_scratch_grow(&s->next, n1 * (size_t)j->rank * sizeof *j->k) < 0 ||
-      mr_scratch_grow(&s->weights, n1 * sizeof *j->w) < 0 ||
-      mr_scratch_grow(&s->data, n1 * j->nch * sizeof *j->data) < 0)
-    return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for %zu samples", j->n);
+  mr_err e = {0};
+  rc = mr_scratch_grow(&s->next, n1 * (size_t)j->rank * sizeof *j->k, "the positions", &e);
+  if (rc == 0)
+    rc = mr_scratch_grow(&s->weights, n1 * sizeof *j->w, "the density weights", &e);
+  if (rc == 0)
+    rc = mr_scratch_grow(&s->data, n1 * j->nch * sizeof *j->data, "the samples", &e);
+  if (rc < 0)
+    return mr_gadget_fail(ctx, rc, "%zu samples: %s", j->n, mr_err_text(&e, rc));
   j->k = s->next.p;
   j->w = s->weights.p;
   j->data = s->data.p;
@@ -340,9 +344,10 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   int cropped = rs[0] != j.dims[0] || rs[1] != j.dims[1] || rs[2] != j.dims[2];
   if (!cropped) {
     j.image = (mr_cfloat *)a->data;
-  } else if (mr_scratch_grow(&s->image, j.dims[0] * j.dims[1] * j.dims[2] * j.nch *
-                                             sizeof *j.image) < 0) {
-    rc = mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for %zu coil images", j.nch);
+  } else if ((rc = mr_scratch_grow(&s->image,
+                                    j.dims[0] * j.dims[1] * j.dims[2] * j.nch * sizeof *j.image,
+                                    "the gridded coil images", &e)) < 0) {
+    rc = mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
     goto done;
   } else {
     j.image = s->image.p;

@@ -36,6 +36,9 @@ void mr_placement_release(mr_placement *p) {
 
 int mr_placement_run(mr_placement *p, mr_gadget_ctx *ctx, int (*op)(mr_device *, void *),
                      void *arg) {
+  /* Only a line op's own gpu/ calls leave explains its failure: an older
+   * one (another gadget's, an earlier scan's) must not be reported. */
+  mr_device_clear_error();
   int rc = op(p->dev, arg);
   if (rc != MR_EDEVMEM || p->fallback != MR_FALLBACK_CPU || !mr_device_is_gpu(p->dev))
     return rc < 0 ? mr_gadget_fail(ctx, rc, "%s", mr_device_last_error()[0] != '\0'

@@ -3,22 +3,34 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
 #include "error.h"
 #include "fail.h"
 
 int mr_buf_create(mr_device *dev, size_t bytes, mr_buf **out) {
+  /* A CPU buffer is host memory: the server's memory budget counts it
+   * (GPU memory has its own bound, MR_EDEVMEM). */
+  int host = !mr_device_is_gpu(dev);
+  mr_err e = {0};
+  if (host && mr_budget_take(bytes, "a compute buffer on the CPU", &e) < 0)
+    return mr_fail(e.code, "%s", e.msg);
   mr_buf *buf = malloc(sizeof *buf);
-  if (buf == NULL)
+  if (buf == NULL) {
+    if (host)
+      mr_budget_give(bytes);
     return mr_fail(MR_ENOMEM, "buffer: out of memory");
+  }
   *buf = (mr_buf){.dev = dev, .bytes = bytes};
   int rc;
 #ifdef MR_HAVE_CUDA
-  if (mr_device_is_gpu(dev))
+  if (!host)
     rc = mr_buf_cuda_alloc(buf);
   else
 #endif
     rc = mr_buf_cpu_alloc(buf);
   if (rc < 0) {
+    if (host)
+      mr_budget_give(bytes);
     free(buf);
     return rc;
   }
@@ -34,7 +46,10 @@ void mr_buf_destroy(mr_buf *buf) {
     mr_buf_cuda_free(buf);
   else
 #endif
+  {
     mr_buf_cpu_free(buf);
+    mr_budget_give(buf->bytes);
+  }
   free(buf);
 }
 

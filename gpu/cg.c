@@ -20,7 +20,37 @@ typedef struct solve_job {
   mr_cg_report report;
 } solve_job;
 
-static int solve(mr_device *dev, solve_job *j, mr_cfloat *r, mr_cfloat *p, mr_cfloat *ap) {
+/* Below this relative residual a float solve has nothing left to gain: a
+ * step that breaks down there (p^H A p non-positive or non-finite, a step
+ * length or residual that overflows) is rounding noise - A's rounding-level
+ * eigenvalues, or p underflowing - not an indefinite A, and the solve ends
+ * with the iterate it has. */
+#define ROUNDING_RESIDUAL 1e-5
+
+/* A step broke down: 0 (stop; the answer is what the solve has) at
+ * rounding level, else the error. */
+static int breakdown(const solve_job *j, const char *what, double value) {
+  if (j->report.residual <= ROUNDING_RESIDUAL)
+    return 0;
+  return mr_fail(MR_ENUMERIC,
+                 "cg: %s = %g at iteration %d (relative residual %.2g): A is not positive "
+                 "definite",
+                 what, value, j->report.iterations + 1, j->report.residual);
+}
+
+/* With tolerance 0 every iteration runs, and past convergence float CG
+ * wanders: such a solve keeps the iterate of smallest residual in x_best
+ * (NULL otherwise: the answer is the last iterate, as a stopping solve's
+ * must be). */
+static int track_best(mr_device *dev, solve_job *j, double *best, mr_cfloat *x_best) {
+  if (x_best == NULL || !(j->report.residual < *best))
+    return 0;
+  *best = j->report.residual;
+  return mr_vec_copy(dev, j->n, j->x, x_best);
+}
+
+static int solve(mr_device *dev, solve_job *j, mr_cfloat *r, mr_cfloat *p, mr_cfloat *ap,
+                 mr_cfloat *x_best) {
   size_t n = j->n;
   double bb, rr;
   int rc = mr_vec_sumsq(dev, n, j->b, &bb);
@@ -44,38 +74,54 @@ static int solve(mr_device *dev, solve_job *j, mr_cfloat *r, mr_cfloat *p, mr_cf
   if (rc < 0)
     return rc;
   j->report.residual = bb > 0 ? sqrt(rr / bb) : 0;
-  while (bb > 0 && j->report.iterations < j->o.max_iterations &&
-         j->report.residual > j->o.tolerance) {
+  double best = INFINITY;
+  if (!(bb > 0) || (rc = track_best(dev, j, &best, x_best)) < 0)
+    return rc;
+  while (j->report.iterations < j->o.max_iterations && j->report.residual > j->o.tolerance) {
     mr_cfloat pap;
     if ((rc = j->apply(j->op, p, ap)) < 0 || (rc = mr_vec_dot(dev, n, p, ap, &pap)) < 0)
       return rc;
-    if (!(crealf(pap) > 0))
-      return mr_fail(MR_ENUMERIC, "cg: p^H A p = %g at iteration %d: A is not positive definite",
-                     (double)crealf(pap), j->report.iterations + 1);
     float alpha = (float)(rr / crealf(pap));
+    if (!(crealf(pap) > 0) || !isfinite(alpha)) {
+      if ((rc = breakdown(j, "p^H A p", (double)crealf(pap))) < 0)
+        return rc;
+      break;
+    }
     double rr_next;
     if ((rc = mr_vec_axpy(dev, n, alpha, p, j->x)) < 0 ||
         (rc = mr_vec_axpy(dev, n, -alpha, ap, r)) < 0 ||
         (rc = mr_vec_sumsq(dev, n, r, &rr_next)) < 0)
       return rc;
+    if (!isfinite(rr_next)) { /* back to the last finite iterate */
+      if ((rc = breakdown(j, "|r|^2", rr_next)) < 0 ||
+          (rc = mr_vec_axpy(dev, n, -alpha, p, j->x)) < 0)
+        return rc;
+      break;
+    }
     float beta = (float)(rr_next / rr); /* p = r + beta p */
     if ((rc = mr_vec_scale(dev, n, beta, p)) < 0 || (rc = mr_vec_axpy(dev, n, 1.0f, r, p)) < 0)
       return rc;
     rr = rr_next;
     j->report.iterations++;
     j->report.residual = sqrt(rr / bb);
+    if ((rc = track_best(dev, j, &best, x_best)) < 0)
+      return rc;
   }
-  return 0;
+  if (x_best == NULL)
+    return 0;
+  j->report.residual = best;
+  return mr_vec_copy(dev, n, x_best, j->x);
 }
 
 static int solve_task(mr_device *dev, void *arg) {
   solve_job *j = arg;
   mr_buf *work = NULL;
-  int rc = mr_buf_create(dev, 3 * j->n * sizeof(mr_cfloat), &work);
+  int keep_best = j->o.tolerance == 0;
+  int rc = mr_buf_create(dev, (3 + (size_t)keep_best) * j->n * sizeof(mr_cfloat), &work);
   if (rc < 0)
     return rc;
   mr_cfloat *w = mr_buf_data(work);
-  rc = solve(dev, j, w, w + j->n, w + 2 * j->n);
+  rc = solve(dev, j, w, w + j->n, w + 2 * j->n, keep_best ? w + 3 * j->n : NULL);
   mr_buf_destroy(work);
   return rc;
 }

@@ -21,20 +21,27 @@ typedef int (*mr_cg_operator)(void *op, const mr_cfloat *x, mr_cfloat *y);
 typedef struct mr_cg_opts {
   int max_iterations;  /* >= 1 */
   double tolerance;    /* stop once ||b - A x|| <= tolerance ||b||; 0: run
-                          every iteration */
+                          every iteration (or until the residual reaches
+                          rounding level and the recursion breaks down)
+                          and answer with the iterate of smallest residual */
   int warm_start;      /* 0: start from x = 0 (x is overwritten); 1: from
                           the x given, at the cost of one more apply */
 } mr_cg_opts;
 
 typedef struct mr_cg_report {
   int iterations;      /* applies of A inside the loop */
-  double residual;     /* ||b - A x|| / ||b|| as the recursion tracks it */
+  double residual;     /* ||b - A x|| / ||b|| as the recursion tracks it,
+                          of the x returned */
 } mr_cg_report;
 
 /* Solves A x = b on dev (every call of apply runs inside one device task,
  * so a GPU solve queues its whole loop without a hand-off per operation).
- * b == 0 gives x = 0. MR_ENUMERIC when A turns out not to be positive
- * (p^H A p <= 0 with p != 0). Borrows b, x and op; report may be NULL. */
+ * b == 0 gives x = 0. x is the iterate with the smallest residual. When
+ * p^H A p comes out non-positive or non-finite once that residual is at
+ * float rounding level (1e-5), the solve ends there with that iterate: an
+ * operator that is positive in exact arithmetic gets there on clean data
+ * when asked to run every iteration. Before that, MR_ENUMERIC: A is not
+ * positive. Borrows b, x and op; report may be NULL. */
 int mr_cg_solve(mr_device *dev, size_t n, mr_cg_operator apply, void *op, const mr_cfloat *b,
                 mr_cfloat *x, const mr_cg_opts *opts, mr_cg_report *report);
 

@@ -65,8 +65,13 @@ int mr_device_info_get(mr_device *dev, mr_device_info *info);
 /* The detail line of the last failed gpu/ call made on this thread, e.g.
  * "cufftExecC2C: CUFFT_INTERNAL_ERROR (fft_cuda.cu:120)"; "" when none. A
  * failure on a GPU worker is reported to the thread that asked for the work.
- * Valid until this thread's next gpu/ call. */
+ * Valid until this thread's next gpu/ call. A gpu/ call that fails without
+ * a line of its own leaves an older one in place: clear it before the calls
+ * whose failure is to be explained (the GPU worker does so before each
+ * task it runs). */
 const char *mr_device_last_error(void);
+/* Empties this thread's detail line. */
+void mr_device_clear_error(void);
 
 #ifdef __cplusplus
 }

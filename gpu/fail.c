@@ -23,3 +23,5 @@ void mr_fail_set_detail(const char *line) {
 }
 
 const char *mr_device_last_error(void) { return detail; }
+
+void mr_device_clear_error(void) { detail[0] = '\0'; }

@@ -11,6 +11,7 @@
 #include "error.h"
 #include "fail.h"
 #include "fft.h"
+#include "host.h"
 #include "nufft_impl.h"
 
 typedef struct nufft_cpu {
@@ -28,15 +29,15 @@ int mr_nufft_cpu_create(mr_nufft_plan *p) {
     return mr_fail(MR_ENOMEM, "nufft: out of memory");
   const mr_nufft_geom *g = &p->geom;
   size_t total = grid_size(g) * p->batch;
-  c->grid = malloc(total * sizeof *c->grid);
   mr_fft_opts o = {.rank = g->rank,
                    .dims = {(size_t)g->nf[0], (size_t)g->nf[1], (size_t)g->nf[2]},
                    .batch = p->batch};
-  int rc = c->grid != NULL ? mr_fft_plan_create(p->dev, &o, &c->fft)
-                           : mr_fail(MR_ENOMEM, "nufft: out of memory for a %zu-sample grid",
-                                     total);
+  /* Host memory: counted against the server's memory budget. */
+  int rc = mr_host_alloc(p->dev, total * sizeof *c->grid, (void **)&c->grid);
+  if (rc == 0)
+    rc = mr_fft_plan_create(p->dev, &o, &c->fft);
   if (rc < 0) {
-    free(c->grid);
+    mr_host_free(p->dev, c->grid);
     free(c);
     return rc;
   }
@@ -49,7 +50,7 @@ void mr_nufft_cpu_destroy(mr_nufft_plan *p) {
   if (c == NULL)
     return;
   mr_fft_plan_destroy(c->fft);
-  free(c->grid);
+  mr_host_free(p->dev, c->grid);
   free(c);
   p->impl = NULL;
 }

@@ -57,6 +57,7 @@ static void *worker_main(void *p) {
     if (w->head == NULL)
       w->tail = NULL;
     pthread_mutex_unlock(&w->lock);
+    mr_fail_set_detail(""); /* a failure without a line must not carry back an old one */
     int r = c->fn(c->arg);
     pthread_mutex_lock(&w->lock);
     c->rc = r;

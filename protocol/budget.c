@@ -1,6 +1,7 @@
 #include "budget.h"
 
 #include <stdatomic.h>
+#include <stdlib.h>
 
 static _Atomic uint64_t limit_bytes;
 static _Atomic uint64_t used_bytes;
@@ -24,3 +25,21 @@ int mr_budget_take(uint64_t bytes, const char *what, mr_err *err) {
 }
 
 void mr_budget_give(uint64_t bytes) { atomic_fetch_sub(&used_bytes, bytes); }
+
+void *mr_budget_alloc(size_t bytes, const char *what, mr_err *err) {
+  if (mr_budget_take(bytes, what, err) < 0)
+    return NULL;
+  void *p = malloc(bytes > 0 ? bytes : 1);
+  if (p == NULL) {
+    mr_budget_give(bytes);
+    mr_err_set(err, MR_ENOMEM, "out of memory for %s (%zu bytes)", what, bytes);
+  }
+  return p;
+}
+
+void mr_budget_free(void *p, size_t bytes) {
+  if (p == NULL)
+    return;
+  free(p);
+  mr_budget_give(bytes);
+}

@@ -1,10 +1,14 @@
 /* The server-wide memory budget for the big allocations a client's data
- * decides the size of (k-space buffers, image arrays). A header that
+ * decides the size of: k-space buffers, image arrays, the gadgets' full-size
+ * scratch (mr_budget_alloc), the compute backend's host buffers (gpu/buf.c
+ * on the CPU, gpu/host.c). Each is counted before it is allocated, so the
+ * sessions together never hold more than the budget in these: a header that
  * announces a 16k x 16k x 512-coil matrix gets a clear error instead of an
  * out-of-memory kill that would take every other scan with it. */
 #ifndef MR_PROTOCOL_BUDGET_H
 #define MR_PROTOCOL_BUDGET_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "error.h"
@@ -19,5 +23,13 @@ uint64_t mr_budget_used(void);
 int mr_budget_take(uint64_t bytes, const char *what, mr_err *err);
 /* Returns bytes taken earlier. */
 void mr_budget_give(uint64_t bytes);
+
+/* malloc(bytes) counted against the budget; NULL with a line in err (may
+ * be NULL) when over the budget (MR_ELIMIT) or out of memory (MR_ENOMEM).
+ * The caller takes the memory and frees it with mr_budget_free(p, bytes). */
+void *mr_budget_alloc(size_t bytes, const char *what, mr_err *err);
+/* Frees p from mr_budget_alloc(bytes, ...) and returns its bytes; NULL is
+ * ignored. */
+void mr_budget_free(void *p, size_t bytes);
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "payload.h"
 
 /* Each message is read as: the 2-byte id, a fixed-size part whose length
  * depends on the id (read into `fixed`), then up to three variable segments
@@ -198,10 +199,13 @@ static int start_text(mr_decoder *d, mr_message_kind kind, uint64_t len,
 static int after_fixed_acquisition(mr_decoder *d) {
   ISMRMRD_AcquisitionHeader h;
   memcpy(&h, d->fixed, sizeof h);
-  uint64_t traj_bytes = (uint64_t)h.trajectory_dimensions * h.number_of_samples * 4;
+  uint64_t traj_bytes, data_bytes;
+  if (mr_payload_acquisition(&h, &traj_bytes, &data_bytes) < 0)
+    return fail(d, MR_ELIMIT, "ACQUISITION (scan_counter %u): its size does not fit in memory",
+                h.scan_counter);
   int compressed = (h.flags & MR_ACQ_COMPRESSED) != 0;
-  uint64_t data_bytes =
-      compressed ? 0 : (uint64_t)h.active_channels * h.number_of_samples * 8;
+  if (compressed)
+    data_bytes = 0;
   /* What to skip if rejected; a compressed line's size field comes later,
    * so only its trajectory can be skipped now, and a compressed line over a
    * limit is therefore a framing error. */
@@ -282,10 +286,17 @@ static int after_fixed_image(mr_decoder *d) {
   ISMRMRD_ImageHeader h;
   memcpy(&h, d->fixed, sizeof h);
   uint64_t attr_len = rd64(d->fixed + sizeof h);
-  size_t px = mr_image_pixel_bytes(h.data_type);
-  if (px == 0)
+  uint64_t data_bytes;
+  int rc = mr_payload_image(&h, &data_bytes);
+  if (rc == MR_EPROTO)
     return fail(d, MR_EPROTO, "IMAGE with unknown data_type %u", h.data_type);
-  uint64_t data_bytes = mr_image_pixel_count(&h) * px;
+  /* Its size does not fit in 64 bits: it cannot even be skipped. */
+  if (rc < 0)
+    return fail(d, MR_ELIMIT,
+                "IMAGE of %u x %u x %u pixels x %u channels of data_type %u is over the limit "
+                "image_bytes = %llu (its size does not fit in 64 bits)",
+                h.matrix_size[0], h.matrix_size[1], h.matrix_size[2], h.channels, h.data_type,
+                (unsigned long long)d->lim.image_bytes);
   uint64_t total = attr_len + data_bytes;
   if (attr_len > d->lim.attribute_bytes) {
     reject(d, MR_ELIMIT, total,
@@ -322,7 +333,9 @@ static int after_fixed_image(mr_decoder *d) {
 static int after_fixed_waveform(mr_decoder *d) {
   ISMRMRD_WaveformHeader h;
   memcpy(&h, d->fixed, sizeof h);
-  uint64_t bytes = (uint64_t)mr_waveform_data_count(&h) * 4;
+  uint64_t bytes;
+  if (mr_payload_waveform(&h, &bytes) < 0)
+    return fail(d, MR_ELIMIT, "WAVEFORM: its size does not fit in memory");
   if (bytes > d->lim.waveform_bytes) {
     reject(d, MR_ELIMIT, bytes,
            "WAVEFORM of %llu bytes is over the limit waveform_bytes = %llu",

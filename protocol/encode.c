@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "payload.h"
 
 static uint8_t *wr16(uint8_t *p, uint16_t v) {
   p[0] = (uint8_t)v;
@@ -32,8 +33,7 @@ static void add(mr_encoded *e, const void *base, size_t len) {
 
 static int encode_image(const mr_image *im, mr_encoded *e, uint8_t *p) {
   ISMRMRD_ImageHeader h = im->head;
-  size_t px = mr_image_pixel_bytes(h.data_type);
-  if (px == 0 || mr_image_pixel_count(&h) * px != im->data_bytes)
+  if (mr_payload_image_matches(im) < 0)
     return MR_EINVAL;
   uint64_t attr_len = im->attributes != NULL ? strlen(im->attributes) + 1 : 0;
   if (attr_len > UINT32_MAX)
@@ -51,14 +51,14 @@ static int encode_acquisition(const mr_acquisition *a, mr_encoded *e,
                               uint8_t *p) {
   if (a->head.flags & MR_ACQ_COMPRESSED)
     return MR_ENOTSUP;
-  size_t nt = mr_acquisition_traj_count(&a->head);
-  size_t nd = mr_acquisition_data_count(&a->head);
-  if ((nt > 0 && a->traj == NULL) || (nd > 0 && a->data == NULL))
+  uint64_t traj_bytes, data_bytes;
+  if (mr_payload_acquisition(&a->head, &traj_bytes, &data_bytes) < 0 ||
+      (traj_bytes > 0 && a->traj == NULL) || (data_bytes > 0 && a->data == NULL))
     return MR_EINVAL;
   memcpy(p, &a->head, sizeof a->head);
   add(e, e->head, (size_t)(p + sizeof a->head - e->head));
-  add(e, a->traj, nt * sizeof(float));
-  add(e, a->data, nd * sizeof(float complex));
+  add(e, a->traj, (size_t)traj_bytes);
+  add(e, a->data, (size_t)data_bytes);
   return 0;
 }
 
@@ -110,8 +110,9 @@ int mr_encode(const mr_message *m, mr_encoded *e) {
   case MR_MSG_IMAGE:
     return encode_image(&m->u.image, e, p);
   case MR_MSG_WAVEFORM: {
-    size_t n = mr_waveform_data_count(&m->u.waveform.head);
-    if (n > 0 && m->u.waveform.data == NULL)
+    uint64_t bytes;
+    if (mr_payload_waveform(&m->u.waveform.head, &bytes) < 0 ||
+        (bytes > 0 && m->u.waveform.data == NULL))
       return MR_EINVAL;
     /* Copied field by field into a zeroed struct so its 8 padding bytes
      * go out as zeros, never as stale memory. */
@@ -129,7 +130,7 @@ int mr_encode(const mr_message *m, mr_encoded *e) {
     h.waveform_id = s->waveform_id;
     memcpy(p, &h, sizeof h);
     add(e, e->head, 2 + sizeof h);
-    add(e, m->u.waveform.data, n * sizeof(uint32_t));
+    add(e, m->u.waveform.data, (size_t)bytes);
     return 0;
   }
   default:

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "payload.h"
+
 static const struct {
   uint16_t wire_id;
   const char *name;
@@ -103,11 +105,12 @@ mr_message *mr_message_new_acquisition(const ISMRMRD_AcquisitionHeader *head) {
     return NULL;
   mr_acquisition *a = &m->u.acq;
   a->head = *head;
-  size_t nt = mr_acquisition_traj_count(head);
-  size_t nd = mr_acquisition_data_count(head);
-  if (nt > 0 && (a->traj = malloc(nt * sizeof *a->traj)) == NULL)
+  uint64_t traj_bytes, data_bytes;
+  if (mr_payload_acquisition(head, &traj_bytes, &data_bytes) < 0)
     goto fail;
-  if (nd > 0 && (a->data = malloc(nd * sizeof *a->data)) == NULL)
+  if (traj_bytes > 0 && (a->traj = malloc((size_t)traj_bytes)) == NULL)
+    goto fail;
+  if (data_bytes > 0 && (a->data = malloc((size_t)data_bytes)) == NULL)
     goto fail;
   return m;
 fail:
@@ -133,22 +136,17 @@ size_t mr_image_pixel_bytes(uint16_t data_type) {
   return 0;
 }
 
-uint64_t mr_image_pixel_count(const ISMRMRD_ImageHeader *head) {
-  return (uint64_t)head->matrix_size[0] * head->matrix_size[1] *
-         head->matrix_size[2] * head->channels;
-}
-
 mr_message *mr_message_new_image(const ISMRMRD_ImageHeader *head,
                                  const char *attributes) {
-  size_t px = mr_image_pixel_bytes(head->data_type);
-  if (px == 0)
+  uint64_t data_bytes;
+  if (mr_payload_image(head, &data_bytes) < 0)
     return NULL;
   mr_message *m = mr_message_new(MR_MSG_IMAGE);
   if (m == NULL)
     return NULL;
   mr_image *im = &m->u.image;
   im->head = *head;
-  im->data_bytes = (size_t)mr_image_pixel_count(head) * px;
+  im->data_bytes = (size_t)data_bytes;
   if (im->data_bytes > 0 && (im->data = calloc(1, im->data_bytes)) == NULL)
     goto fail;
   if (attributes != NULL &&
@@ -169,8 +167,9 @@ mr_message *mr_message_new_waveform(const ISMRMRD_WaveformHeader *head) {
   if (m == NULL)
     return NULL;
   m->u.waveform.head = *head;
-  size_t n = mr_waveform_data_count(head);
-  if (n > 0 && (m->u.waveform.data = malloc(n * sizeof(uint32_t))) == NULL) {
+  uint64_t bytes;
+  if (mr_payload_waveform(head, &bytes) < 0 ||
+      (bytes > 0 && (m->u.waveform.data = malloc((size_t)bytes)) == NULL)) {
     mr_message_unref(m);
     return NULL;
   }

@@ -127,8 +127,9 @@ mr_message *mr_message_new_query(mr_message_kind kind, uint64_t correlation_id,
 mr_message *mr_message_new_config_file(const char *name);
 /* An acquisition with room for its trajectory and data, as head says. */
 mr_message *mr_message_new_acquisition(const ISMRMRD_AcquisitionHeader *head);
-/* An image with room for head's pixels; attributes copied if not NULL.
- * Returns NULL also when head.data_type is not an ISMRMRD type. */
+/* An image with room for head's pixels (payload.h); attributes copied if
+ * not NULL. Returns NULL also when head.data_type is not an ISMRMRD type
+ * or the pixels' size does not fit in size_t. */
 mr_message *mr_message_new_image(const ISMRMRD_ImageHeader *head,
                                  const char *attributes);
 /* A waveform with room for head's data. */
@@ -147,14 +148,13 @@ uint16_t mr_message_wire_id(mr_message_kind kind);
 /* "ACQUISITION", "IMAGE", ...; never NULL. */
 const char *mr_message_kind_name(mr_message_kind kind);
 
-/* Floats of trajectory / complex samples an acquisition header announces. */
+/* Floats of trajectory / complex samples an acquisition header announces
+ * (u16 x u16: never overflows; byte sizes come from payload.h). */
 size_t mr_acquisition_traj_count(const ISMRMRD_AcquisitionHeader *head);
 size_t mr_acquisition_data_count(const ISMRMRD_AcquisitionHeader *head);
 /* Bytes of one pixel of an ISMRMRD data_type; 0 when unknown. */
 size_t mr_image_pixel_bytes(uint16_t data_type);
-/* Pixels an image header announces (x * y * z * channels). */
-uint64_t mr_image_pixel_count(const ISMRMRD_ImageHeader *head);
-/* u32 values a waveform header announces. */
+/* u32 values a waveform header announces (u16 x u16). */
 size_t mr_waveform_data_count(const ISMRMRD_WaveformHeader *head);
 
 /* Flag test on an acquisition (bit is the ISMRMRD bit number, 1-based). */

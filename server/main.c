@@ -7,6 +7,7 @@
 
 #include "budget.h"
 
+#include "cgroup.h"
 #include "config_dir.h"
 #include "log.h"
 #include "pool.h"
@@ -36,8 +37,9 @@ static void usage(FILE *out) {
           "                          (default 60000)\n"
           "  --grace MS              after an error, how long to wait for the client's CLOSE;\n"
           "                          after ours, for its EOF (default 5000)\n"
-          "  --memory-budget MIB     k-space and images of all sessions together (default: half\n"
-          "                          the machine's memory; 0: unlimited)\n"
+          "  --memory-budget MIB     k-space, images and compute buffers of all sessions together\n"
+          "                          (default: half the machine's memory, or of the container's\n"
+          "                          cgroup limit; 0: unlimited)\n"
           "  --limit NAME=VALUE      a bound on what clients send (see --limits)\n"
           "  --limits                print every limit and its value, then exit\n"
           "  --describe              print every gadget and its parameters, then exit\n"
@@ -78,8 +80,11 @@ int main(int argc, char **argv) {
   mr_limits limits = mr_limits_default;
   mr_server_env env = {.limits = &limits, .version = MR_VERSION, .handshake_timeout_ms = 30000,
                        .idle_timeout_ms = 120000, .error_grace_ms = 5000};
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  int budget_mib = pages > 0 && page > 0 ? (int)((uint64_t)pages * (uint64_t)page / 2 >> 20) : 0;
+  /* Inside a container, its cgroup's limits rather than the host's. */
+  uint64_t memory;
+  int cpus;
+  mr_cgroup_available("", &memory, &cpus);
+  int budget_mib = (int)(memory / 2 >> 20);
   const char *configs_path = MR_CONFIG_DIR, *gpus = "all";
   int describe = 0, info = 0, show_limits = 0;
   enum { OPT_LISTEN = 256, OPT_CONFIGS, OPT_LOG, OPT_MAXCONN, OPT_GPUS, OPT_DRAIN, OPT_HANDSHAKE,
@@ -215,7 +220,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "reconserver: %s\n", mr_err_text(&err, rc));
     return 1;
   }
-  mr_pool_opts popts = {.gpus = gpus, .log = log_pool_line};
+  mr_pool_opts popts = {.gpus = gpus, .cpu_threads = cpus, .log = log_pool_line};
   mr_pool *pool = NULL;
   if ((rc = mr_pool_create(&popts, &pool, &err)) < 0) {
     fprintf(stderr, "reconserver: --gpus %s: %s\n", gpus, mr_err_text(&err, rc));

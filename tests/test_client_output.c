@@ -177,12 +177,34 @@ static void test_no_image_no_file(void **state) {
   assert_int_not_equal(access(path, F_OK), 0);
 }
 
+/* Issue 12, item 13: libismrmrd writes as many bytes as the header says; a
+ * header whose size wraps in 64 bits to the buffer's 34,940,864 bytes is
+ * refused before anything is written. */
+static void test_header_bigger_than_data(void **state) {
+  (void)state;
+  char path[512];
+  snprintf(path, sizeof path, "%s/wrapped.h5", dir);
+  mr_output *out = NULL;
+  mr_err err = {0};
+  assert_int_equal(mr_output_open(path, "recon", &out, &err), 0);
+  mr_image im = {.data_bytes = MR_TEST_WRAPPED_IMAGE_BYTES};
+  mr_test_wrapped_image_header(&im.head);
+  im.data = calloc(1, im.data_bytes);
+  assert_non_null(im.data);
+  assert_int_equal(mr_output_write(out, &im, NULL, &err), MR_EDATA);
+  assert_non_null(strstr(err.msg, "does not match its 34940864 bytes"));
+  assert_int_equal(mr_output_count(out), 0);
+  assert_int_equal(mr_output_close(out, &err), 0);
+  free(im.data);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_layout),
       cmocka_unit_test(test_refuses_existing_group),
       cmocka_unit_test(test_refuses_other_files),
       cmocka_unit_test(test_no_image_no_file),
+      cmocka_unit_test(test_header_bigger_than_data),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

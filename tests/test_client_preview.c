@@ -125,12 +125,33 @@ static void test_unwritable(void **state) {
   mr_message_unref(m);
 }
 
+/* Issue 12, item 13: a header whose x * y * z * channels * 4 wraps to
+ * 34,940,864 bytes in 64 bits, with a buffer of that size (what a decoder
+ * trusting the product would have made): refused before a pixel is read,
+ * not walked for 2^64 pixels past the buffer. */
+static void test_header_bigger_than_data(void **state) {
+  (void)state;
+  mr_image im = {.data_bytes = MR_TEST_WRAPPED_IMAGE_BYTES};
+  mr_test_wrapped_image_header(&im.head);
+  im.data = calloc(1, im.data_bytes);
+  assert_non_null(im.data);
+  mr_err err = {0};
+  assert_int_equal(mr_preview_write(dir, "wrapped", &im, &err), MR_EDATA);
+  assert_non_null(strstr(err.msg, "do not match its 34940864 bytes"));
+  /* A header that says less than the buffer holds is refused too. */
+  im.head.matrix_size[0] = im.head.matrix_size[1] = 4;
+  im.head.matrix_size[2] = im.head.channels = 1;
+  assert_int_equal(mr_preview_write(dir, "short", &im, &(mr_err){0}), MR_EDATA);
+  free(im.data);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_window_and_size),
       cmocka_unit_test(test_planes),
       cmocka_unit_test(test_flat_and_integer),
       cmocka_unit_test(test_unwritable),
+      cmocka_unit_test(test_header_bigger_than_data),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "budget.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
 
@@ -21,6 +22,28 @@ static void cpu_host_memory(void **state) {
   memset(p, 0x5a, 1000);
   mr_host_free(gpu_test_cpu(), p);
   mr_host_free(gpu_test_cpu(), NULL);
+}
+
+/* Issue 12, item 5: host memory and CPU compute buffers count against the
+ * server's memory budget before they are allocated. */
+static void cpu_budget_counts_host_memory(void **state) {
+  (void)state;
+  mr_budget_set(1 << 20);
+  void *p = NULL, *q = NULL;
+  mr_buf *b = NULL;
+  GPU_OK(mr_host_alloc(gpu_test_cpu(), 600 << 10, &p));
+  assert_int_equal(mr_budget_used(), 600 << 10);
+  assert_int_equal(mr_host_alloc(gpu_test_cpu(), 600 << 10, &q), MR_ELIMIT);
+  assert_non_null(strstr(mr_device_last_error(), "memory budget: host memory"));
+  assert_int_equal(mr_buf_create(gpu_test_cpu(), 600 << 10, &b), MR_ELIMIT);
+  assert_non_null(strstr(mr_device_last_error(), "memory budget: a compute buffer on the CPU"));
+  mr_host_free(gpu_test_cpu(), p);
+  assert_int_equal(mr_budget_used(), 0);
+  GPU_OK(mr_buf_create(gpu_test_cpu(), 600 << 10, &b));
+  assert_int_equal(mr_budget_used(), 600 << 10);
+  mr_buf_destroy(b);
+  assert_int_equal(mr_budget_used(), 0);
+  mr_budget_set(0);
 }
 
 static void cuda_pinned_buffers(void **state) {
@@ -84,6 +107,7 @@ int main(int argc, char **argv) {
   int cuda = gpu_test_init(argc, argv);
   const struct CMUnitTest cpu_tests[] = {
       cmocka_unit_test(cpu_host_memory),
+      cmocka_unit_test(cpu_budget_counts_host_memory),
   };
   const struct CMUnitTest cuda_tests[] = {
       cmocka_unit_test(cuda_pinned_buffers),

@@ -14,6 +14,7 @@
 #include "decode.h"
 #include "encode.h"
 #include "error.h"
+#include "payload.h"
 #include "test_support.h"
 
 /* ---- a decoder that records what it sees ---- */
@@ -689,6 +690,64 @@ static void test_truncated_message_waits(void **state) {
   mr_message_unref(m);
 }
 
+static void test_wrapping_image_size_is_refused(void **state) {
+  (void)state;
+  ISMRMRD_ImageHeader h;
+  mr_test_wrapped_image_header(&h);
+  uint64_t bytes = 0;
+  assert_int_equal(mr_payload_image(&h, &bytes), MR_ELIMIT);
+  assert_null(mr_message_new_image(&h, NULL));
+
+  /* The decoder: a framing error naming the limit (the message cannot even
+   * be skipped), never a 33 MiB buffer. */
+  uint8_t b[2 + 198 + 8 + 2];
+  put16(b, 1022);
+  memcpy(b + 2, &h, 198);
+  put64(b + 200, 0);
+  put16(b + 208, 4); /* a CLOSE after it */
+  seen s = {0};
+  mr_decoder *d = decoder(&s, NULL);
+  assert_int_equal(mr_decoder_feed(d, b, sizeof b), MR_ELIMIT);
+  assert_non_null(strstr(mr_decoder_error(d), "over the limit image_bytes"));
+  assert_int_equal(s.n, 0);
+  mr_decoder_destroy(d);
+  seen_clear(&s);
+
+  /* The encoder: an image whose buffer has the wrapped size. */
+  mr_image im = {.head = h, .data_bytes = MR_TEST_WRAPPED_IMAGE_BYTES};
+  uint8_t pixel[4];
+  im.data = pixel;
+  mr_encoded e;
+  mr_message m = {.kind = MR_MSG_IMAGE, .u.image = im};
+  assert_int_equal(mr_encode(&m, &e), MR_EINVAL);
+}
+
+static void test_payload_sizes(void **state) {
+  (void)state;
+  ISMRMRD_AcquisitionHeader a;
+  ismrmrd_init_acquisition_header(&a);
+  a.trajectory_dimensions = 3;
+  a.active_channels = 65535;
+  a.number_of_samples = 65535;
+  uint64_t traj, data;
+  assert_int_equal(mr_payload_acquisition(&a, &traj, &data), 0);
+  assert_int_equal(traj, 3ull * 65535 * 4);
+  assert_int_equal(data, 65535ull * 65535 * 8);
+  ISMRMRD_ImageHeader im;
+  ismrmrd_init_image_header(&im);
+  im.data_type = ISMRMRD_CXDOUBLE;
+  im.matrix_size[0] = im.matrix_size[1] = im.matrix_size[2] = im.channels = 65535;
+  assert_int_equal(mr_payload_image(&im, &data), MR_ELIMIT);
+  im.channels = 1;
+  assert_int_equal(mr_payload_image(&im, &data), 0);
+  assert_int_equal(data, 65535ull * 65535 * 65535 * 16);
+  im.data_type = 99;
+  assert_int_equal(mr_payload_image(&im, &data), MR_EPROTO);
+  ISMRMRD_WaveformHeader w = {.channels = 65535, .number_of_samples = 65535};
+  assert_int_equal(mr_payload_waveform(&w, &data), 0);
+  assert_int_equal(data, 65535ull * 65535 * 4);
+}
+
 static void test_encoder_refuses_chain_objects(void **state) {
   (void)state;
   mr_message *m = mr_message_new_object(MR_MSG_KSPACE, NULL, NULL);
@@ -711,6 +770,8 @@ int main(void) {
       cmocka_unit_test(test_malformed_table),
       cmocka_unit_test(test_truncated_message_waits),
       cmocka_unit_test(test_encoder_refuses_chain_objects),
+      cmocka_unit_test(test_wrapping_image_size_is_refused),
+      cmocka_unit_test(test_payload_sizes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

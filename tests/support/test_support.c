@@ -156,3 +156,12 @@ int mr_test_have_tool(const char *tool) {
   free(copy);
   return found;
 }
+
+void mr_test_wrapped_image_header(ISMRMRD_ImageHeader *h) {
+  ismrmrd_init_image_header(h);
+  h->data_type = ISMRMRD_FLOAT;
+  h->matrix_size[0] = 33657;
+  h->matrix_size[1] = 54192;
+  h->matrix_size[2] = 45917;
+  h->channels = 55065;
+}

@@ -30,6 +30,13 @@ void mr_test_centered_dft(const double complex *in, double complex *out, size_t 
 struct mr_message;
 uint8_t *mr_test_encode_all(struct mr_message *const *msgs, int n, size_t *len, size_t *ends);
 
+/* Issue 12, item 13: a float IMAGE header of 33657 x 54192 x 45917 pixels
+ * x 55065 channels, whose size in bytes is over 2^64 and wraps to
+ * MR_TEST_WRAPPED_IMAGE_BYTES (34,940,864: under the 1 GiB image limit). */
+#define MR_TEST_WRAPPED_IMAGE_BYTES 34940864u
+struct ISMRMRD_ImageHeader;
+void mr_test_wrapped_image_header(struct ISMRMRD_ImageHeader *h);
+
 /* The source tree root (MR_SOURCE_DIR from ctest, else "."). */
 const char *mr_test_source_dir(void);
 /* The build tree root (MR_BINARY_DIR from ctest, else "build"). */
