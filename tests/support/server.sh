@@ -11,7 +11,9 @@ start_server() {
     2>"$tmp/server.log" &
   server=$!
   port=""
-  for _ in $(seq 300); do
+  # Up to 120 s: under valgrind on a loaded 2-core machine start-up alone
+  # has taken over 30.
+  for _ in $(seq 1200); do
     port=$(sed -n 's/.* listening on 127.0.0.1:\([0-9]*\) .*/\1/p' "$tmp/server.log")
     [ -n "$port" ] && return 0
     sleep 0.1
