@@ -13,7 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
+#include "buf.h"
+#include "fail.h"
 #include "gadget.h"
+#include "handoff.h"
 #include "grappa.h"
 #include "kspace.h"
 #include "placement.h"
@@ -27,7 +31,8 @@ typedef struct slice_state {
   mr_cfloat *weights;    /* NULL until calibrated */
   mr_cfloat *frames;     /* interleaved: the latest data of each line */
   uint8_t *frames_seen;  /* [ne1] */
-  size_t frames_nro, frames_ne1, frames_nch;
+  size_t frames_nro, frames_ne1, frames_nch; /* 0 while frames is NULL */
+  uint32_t generation;   /* reference scans calibrated on (image_array.h) */
 } slice_state;
 
 typedef struct grappa_gadget {
@@ -36,6 +41,7 @@ typedef struct grappa_gadget {
   int segments, method;
   int device, fallback;
   mr_placement place;
+  int on_device;        /* the next consumer takes device k-space */
   mr_grappa_plan *plan; /* for the last shape and device used */
   mr_device *plan_dev;
   slice_state *slices;
@@ -62,13 +68,28 @@ static const mr_param params[] = {
 
 static int configure(void *state, mr_gadget_ctx *ctx) {
   grappa_gadget *s = state;
+  s->on_device = mr_handoff_on_device(ctx, MR_MSG_KSPACE);
   return mr_placement_acquire(&s->place, ctx, s->device, s->fallback);
+}
+
+/* The frames kept for the session count against the memory budget. */
+static uint64_t frames_bytes(size_t nro, size_t ne1, size_t nch) {
+  return (uint64_t)nro * ne1 * nch * sizeof(mr_cfloat) + ne1;
+}
+
+static void frames_free(slice_state *sl) {
+  if (sl->frames != NULL)
+    mr_budget_give(frames_bytes(sl->frames_nro, sl->frames_ne1, sl->frames_nch));
+  free(sl->frames);
+  free(sl->frames_seen);
+  sl->frames = NULL;
+  sl->frames_seen = NULL;
+  sl->frames_nro = sl->frames_ne1 = sl->frames_nch = 0;
 }
 
 static void slice_free(slice_state *sl) {
   free(sl->weights);
-  free(sl->frames);
-  free(sl->frames_seen);
+  frames_free(sl);
   free(sl);
 }
 
@@ -138,12 +159,36 @@ typedef struct fill_job {
   mr_kspace *k;
 } fill_job;
 
+/* On a GPU whose k-space goes on to a gadget that works on the device
+ * (fft), the filled k-space stays there: one upload, no download. */
+static int fill_task(mr_device *dev, void *arg) {
+  fill_job *j = arg;
+  mr_err e = {0};
+  mr_cfloat *k = mr_kspace_on(j->k, dev, &e);
+  if (k == NULL)
+    return mr_fail(e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
+  size_t bytes = mr_grappa_weights_count(j->opts) * sizeof(mr_cfloat);
+  mr_buf *w = NULL;
+  int rc = mr_buf_create(dev, bytes, &w);
+  if (rc == 0)
+    rc = mr_buf_upload(w, 0, j->weights, bytes);
+  if (rc == 0)
+    rc = mr_grappa_apply(j->s->plan, mr_buf_data(w), j->k->sampled, j->k->ne1, k, NULL);
+  mr_buf_destroy(w);
+  if (rc == 0)
+    mr_kspace_changed_on(j->k, dev);
+  return rc;
+}
+
 static int run_fill(mr_device *dev, void *arg) {
   fill_job *j = arg;
   int rc = plan_for(j->s, dev, j->opts);
-  return rc < 0 ? rc
-                : mr_grappa_apply_host(j->s->plan, j->weights, j->k->sampled, j->k->ne1,
-                                       (mr_cfloat *)j->k->data, NULL);
+  if (rc < 0)
+    return rc;
+  if (mr_device_is_gpu(dev) && j->s->on_device)
+    return mr_device_run(dev, fill_task, j);
+  return mr_grappa_apply_host(j->s->plan, j->weights, j->k->sampled, j->k->ne1,
+                              (mr_cfloat *)j->k->data, NULL);
 }
 
 /* Calibrates slice sl on nacs lines from line a0 of src (same shape as k). */
@@ -189,12 +234,22 @@ static int merge_frames(mr_gadget_ctx *ctx, slice_state *sl, const mr_kspace *k,
   *nacs = 0;
   if (sl->frames == NULL || sl->frames_nro != k->nro || sl->frames_ne1 != k->ne1 ||
       sl->frames_nch != k->nch) {
-    free(sl->frames);
-    free(sl->frames_seen);
+    /* Frames, seen flags and sizes change together, or not at all. */
+    frames_free(sl);
+    mr_err e = {0};
+    if (mr_budget_take(frames_bytes(k->nro, k->ne1, k->nch), "interleaved calibration frames",
+                       &e) < 0)
+      return mr_gadget_fail(ctx, e.code, "%s", e.msg);
     sl->frames = calloc(per * k->nch, sizeof *sl->frames);
     sl->frames_seen = calloc(k->ne1, 1);
-    if (sl->frames == NULL || sl->frames_seen == NULL)
+    if (sl->frames == NULL || sl->frames_seen == NULL) {
+      free(sl->frames);
+      free(sl->frames_seen);
+      sl->frames = NULL;
+      sl->frames_seen = NULL;
+      mr_budget_give(frames_bytes(k->nro, k->ne1, k->nch));
       return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for interleaved calibration");
+    }
     sl->frames_nro = k->nro;
     sl->frames_ne1 = k->ne1;
     sl->frames_nch = k->nch;
@@ -285,7 +340,8 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   }
   if (rc < 0)
     goto done;
-  if (imaging == 0) { /* a reference scan alone */
+  if (imaging == 0) { /* a reference scan alone: later images' maps are stale */
+    sl->generation++;
     mr_message_unref(msg);
     return 0;
   }
@@ -307,6 +363,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   if ((rc = mr_placement_run(&s->place, ctx, run_fill, &job)) < 0)
     goto done;
   memset(k->sampled, 1, k->ne1 * k->ne2);
+  k->calib_generation = sl->generation;
   mr_kspace_free(k->calib);
   k->calib = NULL;
   return mr_emit_message(out, msg);

@@ -4,12 +4,18 @@
 #include <stdlib.h>
 
 #include "budget.h"
+#include "buf.h"
 
 /* What a buffer of this shape costs (its budget share). */
 static uint64_t footprint(size_t nro, size_t ne1, size_t ne2, size_t nch, int traj_dims) {
   uint64_t n = (uint64_t)nro * ne1 * ne2;
   return n * nch * sizeof(float complex) + (uint64_t)ne1 * ne2 +
          n * (uint64_t)(traj_dims > 0 ? traj_dims : 0) * sizeof(float);
+}
+
+/* The samples' own share of the footprint, which counts one copy. */
+static uint64_t samples_bytes(const mr_kspace *k) {
+  return (uint64_t)mr_kspace_channel_size(k) * k->nch * sizeof(float complex);
 }
 
 mr_kspace *mr_kspace_new(size_t nro, size_t ne1, size_t ne2, size_t nch, int traj_dims,
@@ -48,10 +54,76 @@ void mr_kspace_free(mr_kspace *k) {
     return;
   mr_kspace_free(k->calib);
   mr_budget_give(footprint(k->nro, k->ne1, k->ne2, k->nch, k->traj_dims));
+  if (k->data != NULL && k->dev != NULL) /* the second copy */
+    mr_budget_give(samples_bytes(k));
+  mr_buf_destroy(k->dev);
   free(k->data);
   free(k->sampled);
   free(k->traj);
   free(k);
+}
+
+float complex *mr_kspace_host(mr_kspace *k, mr_err *err) {
+  if (k->data != NULL)
+    return k->data;
+  uint64_t bytes = samples_bytes(k);
+  if (mr_budget_take(bytes, "a k-space buffer's host copy", err) < 0)
+    return NULL;
+  k->data = malloc(bytes > 0 ? bytes : 1);
+  int rc = k->data == NULL ? MR_ENOMEM : mr_buf_download(k->dev, 0, k->data, bytes);
+  if (rc < 0) {
+    free(k->data);
+    k->data = NULL;
+    mr_budget_give(bytes);
+    mr_err_set(err, rc, "downloading a k-space buffer: %s",
+               rc == MR_ENOMEM ? "out of memory" : mr_device_last_error());
+    return NULL;
+  }
+  return k->data;
+}
+
+mr_cfloat *mr_kspace_on(mr_kspace *k, mr_device *dev, mr_err *err) {
+  if (!mr_device_is_gpu(dev))
+    return mr_kspace_host(k, err);
+  if (k->dev != NULL && mr_buf_device(k->dev) == dev)
+    return mr_buf_data(k->dev);
+  if (k->dev != NULL) { /* on another GPU: through the host */
+    if (mr_kspace_host(k, err) == NULL)
+      return NULL;
+    mr_buf_destroy(k->dev);
+    k->dev = NULL;
+    mr_budget_give(samples_bytes(k));
+  }
+  uint64_t bytes = samples_bytes(k);
+  if (mr_budget_take(bytes, "a k-space buffer on the GPU", err) < 0)
+    return NULL;
+  int rc = mr_buf_create(dev, bytes > 0 ? bytes : 1, &k->dev);
+  if (rc == 0 && (rc = mr_buf_upload(k->dev, 0, k->data, bytes)) < 0) {
+    mr_buf_destroy(k->dev);
+  }
+  if (rc < 0) {
+    k->dev = NULL;
+    mr_budget_give(bytes);
+    mr_err_set(err, rc, "a k-space buffer on the GPU: %s", mr_device_last_error());
+    return NULL;
+  }
+  return mr_buf_data(k->dev);
+}
+
+void mr_kspace_changed_on(mr_kspace *k, mr_device *dev) {
+  if (!mr_device_is_gpu(dev)) {
+    if (k->dev != NULL) {
+      mr_buf_destroy(k->dev);
+      k->dev = NULL;
+      mr_budget_give(samples_bytes(k));
+    }
+    return;
+  }
+  if (k->data != NULL) {
+    free(k->data);
+    k->data = NULL;
+    mr_budget_give(samples_bytes(k));
+  }
 }
 
 static void free_kspace(void *p) { mr_kspace_free(p); }
