@@ -4,8 +4,10 @@
  * arrives (LAST_IN_SLICE or LAST_IN_REPETITION) or at the end of the
  * stream. Lines repeated with other `average` counters are averaged.
  * Noise, navigator, phase-correction and other non-imaging lines are
- * kept out. Calibration-only lines go to the buffer's calib part;
- * calibration-and-imaging lines to both. */
+ * kept out (noise lines with no samples or channels, as Pulseq-based tools
+ * write them, are counted, and the client is warned once at the end).
+ * Calibration-only lines go to the buffer's calib part; calibration-and-
+ * imaging lines to both. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +30,7 @@ typedef struct open_buffer {
 typedef struct accumulate {
   int trigger;
   open_buffer *open;
+  size_t empty_noise; /* noise lines with no samples or channels */
 } accumulate;
 
 static const mr_param params[] = {
@@ -216,8 +219,12 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   const mr_acquisition *a = &msg->u.acq;
   const ISMRMRD_AcquisitionHeader *h = &a->head;
   int rc = 0;
-  if (h->flags & kept_out)
+  if (h->flags & kept_out) {
+    if ((h->flags & MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT)) &&
+        (h->number_of_samples == 0 || h->active_channels == 0))
+      s->empty_noise++;
     goto done;
+  }
   if (h->number_of_samples == 0 || h->active_channels == 0) {
     rc = mr_gadget_fail(ctx, MR_EDATA, "acquisition %u has %u samples x %u channels: nothing to place",
                         h->scan_counter, h->number_of_samples, h->active_channels);
@@ -256,7 +263,6 @@ done:
 
 /* At the end, whatever is still open goes out, oldest first. */
 static int flush(void *state, mr_gadget_ctx *ctx, mr_emit *out) {
-  (void)ctx;
   accumulate *s = state;
   while (s->open != NULL) {
     open_buffer *oldest = s->open;
@@ -266,7 +272,7 @@ static int flush(void *state, mr_gadget_ctx *ctx, mr_emit *out) {
     if (rc < 0)
       return rc;
   }
-  return 0;
+  return mr_emit_empty_noise_warning(ctx, out, s->empty_noise);
 }
 
 static void destroy(void *state) {
@@ -285,7 +291,7 @@ const mr_gadget_class mr_gadget_accumulate = {
     .nparams = sizeof params / sizeof *params,
     .state_size = sizeof(accumulate),
     .accepts = MR_KIND_BIT(MR_MSG_ACQUISITION),
-    .produces = MR_KIND_BIT(MR_MSG_KSPACE),
+    .produces = MR_KIND_BIT(MR_MSG_KSPACE) | MR_KIND_BIT(MR_MSG_TEXT),
     .process = process,
     .flush = flush,
     .destroy = destroy,

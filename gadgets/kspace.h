@@ -18,6 +18,7 @@
 #include "cfloat.h"
 #include "device.h"
 #include "error.h"
+#include "gadget.h"
 #include "message.h"
 #include "stream_header.h"
 
@@ -68,6 +69,12 @@ void mr_kspace_changed_on(mr_kspace *k, mr_device *dev);
 /* Wraps k in an MR_MSG_KSPACE message (takes k); NULL when out of memory
  * (k is freed then). */
 mr_message *mr_kspace_message(mr_kspace *k);
+
+/* Noise lines with no samples or no channels (Pulseq-based tools write
+ * them) are skipped by the gadgets that gather lines; at the end of the
+ * stream the gadget that skipped `count` of them (> 0) sends the client one
+ * TEXT warning through out. Returns what emitting returned (0 for none). */
+int mr_emit_empty_noise_warning(mr_gadget_ctx *ctx, mr_emit *out, size_t count);
 
 /* Elements of one channel. */
 static inline size_t mr_kspace_channel_size(const mr_kspace *k) {

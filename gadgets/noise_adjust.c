@@ -9,7 +9,10 @@
  * multiple of the identity by the Ledoit-Wolf rule, so that estimation
  * noise is not mistaken for coil coupling (with plenty of samples the
  * shrinkage vanishes). Streams without noise lines pass unchanged; noise
- * lines arriving after imaging data are dropped (the whitening is fixed). */
+ * lines arriving after imaging data are dropped (the whitening is fixed).
+ * Noise lines with no samples or no channels (Pulseq-based tools write
+ * them) are skipped and counted; the client gets one TEXT warning with the
+ * count at the end of the stream. */
 #include <complex.h>
 #include <math.h>
 #include <stdlib.h>
@@ -17,6 +20,7 @@
 
 #include "blas.h"
 #include "gadget.h"
+#include "kspace.h"
 #include "placement.h"
 
 typedef struct noise_adjust {
@@ -29,6 +33,7 @@ typedef struct noise_adjust {
   int have_white;
   float white_dwell_us;    /* the dwell time `white` was made for */
   float complex *white;    /* [nch][nch] row-major lower: L^-1 */
+  size_t empty_noise;      /* noise lines skipped for having no samples */
   mr_placement place;      /* the CPU: one line is too little for a GPU */
 } noise_adjust;
 
@@ -184,10 +189,10 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     }
     return mr_emit_message(out, msg);
   }
-  if (!s->started) {
-    if (a->data == NULL || h->active_channels == 0)
-      rc = mr_gadget_fail(ctx, MR_EDATA, "noise line %u carries no samples", h->scan_counter);
-    else if (s->nch == 0) {
+  if (h->number_of_samples == 0 || h->active_channels == 0 || a->data == NULL) {
+    s->empty_noise++;
+  } else if (!s->started) {
+    if (s->nch == 0) {
       int n = h->active_channels;
       s->cov = calloc((size_t)n * n, sizeof *s->cov);
       s->white = malloc((size_t)n * n * sizeof *s->white);
@@ -208,14 +213,20 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   return rc;
 }
 
+static int flush(void *state, mr_gadget_ctx *ctx, mr_emit *out) {
+  noise_adjust *s = state;
+  return mr_emit_empty_noise_warning(ctx, out, s->empty_noise);
+}
+
 const mr_gadget_class mr_gadget_noise_adjust = {
     .name = "noise_adjust",
     .summary = "prewhitening: coil noise covariance from the noise lines (dwell-time scaled), "
                "L^-1 applied to every later line; noise lines are not passed on",
     .state_size = sizeof(noise_adjust),
     .accepts = MR_KIND_BIT(MR_MSG_ACQUISITION),
-    .produces = MR_KIND_BIT(MR_MSG_ACQUISITION),
+    .produces = MR_KIND_BIT(MR_MSG_ACQUISITION) | MR_KIND_BIT(MR_MSG_TEXT),
     .configure = configure,
     .process = process,
+    .flush = flush,
     .destroy = destroy,
 };
