@@ -4,8 +4,10 @@
  * arrives (LAST_IN_SLICE or LAST_IN_REPETITION) or at the end of the
  * stream. Lines repeated with other `average` counters are averaged.
  * Noise, navigator, phase-correction and other non-imaging lines are
- * kept out (noise lines with no samples or channels, as Pulseq-based tools
- * write them, are counted, and the client is warned once at the end).
+ * kept out; noise lines go on down the chain as they are, for a
+ * noise_adjust placed after accumulate, which whitens whole buffers (those
+ * with no samples or channels, as Pulseq-based tools write them, are
+ * counted instead, and the client is warned once at the end).
  * Calibration-only lines go to the buffer's calib part; calibration-and-
  * imaging lines to both. */
 #include <stdlib.h>
@@ -220,9 +222,11 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   const ISMRMRD_AcquisitionHeader *h = &a->head;
   int rc = 0;
   if (h->flags & kept_out) {
-    if ((h->flags & MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT)) &&
-        (h->number_of_samples == 0 || h->active_channels == 0))
+    if (h->flags & MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT)) {
+      if (h->number_of_samples > 0 && h->active_channels > 0 && a->data != NULL)
+        return mr_emit_message(out, msg);
       s->empty_noise++;
+    }
     goto done;
   }
   if (h->number_of_samples == 0 || h->active_channels == 0) {
@@ -291,7 +295,8 @@ const mr_gadget_class mr_gadget_accumulate = {
     .nparams = sizeof params / sizeof *params,
     .state_size = sizeof(accumulate),
     .accepts = MR_KIND_BIT(MR_MSG_ACQUISITION),
-    .produces = MR_KIND_BIT(MR_MSG_KSPACE) | MR_KIND_BIT(MR_MSG_TEXT),
+    .produces = MR_KIND_BIT(MR_MSG_KSPACE) | MR_KIND_BIT(MR_MSG_ACQUISITION) |
+                MR_KIND_BIT(MR_MSG_TEXT),
     .process = process,
     .flush = flush,
     .destroy = destroy,

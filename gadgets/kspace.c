@@ -18,8 +18,10 @@ static uint64_t samples_bytes(const mr_kspace *k) {
   return (uint64_t)mr_kspace_channel_size(k) * k->nch * sizeof(float complex);
 }
 
-mr_kspace *mr_kspace_new(size_t nro, size_t ne1, size_t ne2, size_t nch, int traj_dims,
-                         mr_err *err) {
+/* A buffer whose samples go to host memory (dev NULL or the CPU) or to a
+ * GPU buffer. */
+static mr_kspace *make(mr_device *dev, size_t nro, size_t ne1, size_t ne2, size_t nch,
+                       int traj_dims, mr_err *err) {
   uint64_t bytes = footprint(nro, ne1, ne2, nch, traj_dims);
   char what[128];
   snprintf(what, sizeof what, "a %zux%zux%zu x %zu-channel k-space buffer", nro, ne1, ne2, nch);
@@ -37,16 +39,32 @@ mr_kspace *mr_kspace_new(size_t nro, size_t ne1, size_t ne2, size_t nch, int tra
   k->nch = nch;
   k->traj_dims = traj_dims;
   size_t n = nro * ne1 * ne2;
-  k->data = calloc(n * nch, sizeof *k->data);
+  int on_gpu = dev != NULL && mr_device_is_gpu(dev), rc = 0;
+  if (on_gpu)
+    rc = mr_buf_create(dev, n * nch * sizeof *k->data + 1, &k->dev);
+  else
+    k->data = calloc(n * nch, sizeof *k->data);
   k->sampled = calloc(ne1 * ne2, 1);
   if (traj_dims > 0)
     k->traj = calloc(n * (size_t)traj_dims, sizeof *k->traj);
-  if (k->data == NULL || k->sampled == NULL || (traj_dims > 0 && k->traj == NULL)) {
+  if (rc < 0 || (on_gpu ? k->dev == NULL : k->data == NULL) || k->sampled == NULL ||
+      (traj_dims > 0 && k->traj == NULL)) {
     mr_kspace_free(k);
-    mr_err_set(err, MR_ENOMEM, "out of memory for %s", what);
+    mr_err_set(err, rc < 0 ? rc : MR_ENOMEM, "out of memory for %s%s", what,
+               on_gpu ? " on the GPU" : "");
     return NULL;
   }
   return k;
+}
+
+mr_kspace *mr_kspace_new(size_t nro, size_t ne1, size_t ne2, size_t nch, int traj_dims,
+                         mr_err *err) {
+  return make(NULL, nro, ne1, ne2, nch, traj_dims, err);
+}
+
+mr_kspace *mr_kspace_new_on(mr_device *dev, size_t nro, size_t ne1, size_t ne2, size_t nch,
+                            mr_err *err) {
+  return make(dev, nro, ne1, ne2, nch, 0, err);
 }
 
 void mr_kspace_free(mr_kspace *k) {
@@ -124,6 +142,25 @@ void mr_kspace_changed_on(mr_kspace *k, mr_device *dev) {
     k->data = NULL;
     mr_budget_give(samples_bytes(k));
   }
+}
+
+void mr_kspace_copy_meta(mr_kspace *dst, const mr_kspace *src) {
+  dst->ref = src->ref;
+  dst->encoding = src->encoding;
+  dst->recon = src->recon;
+  dst->encoded = src->encoded;
+  dst->calib_generation = src->calib_generation;
+}
+
+int mr_kspace_hand_on(mr_kspace *k, int on_device, mr_err *err) {
+  if (on_device || k->dev == NULL)
+    return 0;
+  if (mr_kspace_host(k, err) == NULL)
+    return err != NULL && err->code < 0 ? err->code : MR_ENOMEM;
+  mr_buf_destroy(k->dev);
+  k->dev = NULL;
+  mr_budget_give(samples_bytes(k));
+  return 0;
 }
 
 static void free_kspace(void *p) { mr_kspace_free(p); }

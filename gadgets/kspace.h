@@ -53,7 +53,15 @@ typedef struct mr_kspace {
  * memory. */
 mr_kspace *mr_kspace_new(size_t nro, size_t ne1, size_t ne2, size_t nch, int traj_dims,
                          mr_err *err);
+/* The same without a trajectory, with the samples (contents undefined) on
+ * dev only when dev is a GPU (the mask is on the host, zeroed). */
+mr_kspace *mr_kspace_new_on(mr_device *dev, size_t nro, size_t ne1, size_t ne2, size_t nch,
+                            mr_err *err);
 void mr_kspace_free(mr_kspace *k);
+
+/* Copies everything but the samples, the mask and the calibration part
+ * (geometry, encoding, counters, generation) from src. */
+void mr_kspace_copy_meta(mr_kspace *dst, const mr_kspace *src);
 
 /* The samples as a pointer on dev (host memory for the CPU device), copied
  * there once when they live elsewhere (the copy is kept: treat them as read
@@ -65,6 +73,10 @@ mr_cfloat *mr_kspace_on(mr_kspace *k, mr_device *dev, mr_err *err);
 float complex *mr_kspace_host(mr_kspace *k, mr_err *err);
 /* After a gadget changed the samples on dev: every other copy is dropped. */
 void mr_kspace_changed_on(mr_kspace *k, mr_device *dev);
+/* Before a gadget passes k on: unless its consumer takes device data
+ * (on_device, from handoff.h), the samples are brought to the host and the
+ * device copy is dropped. 0, or an error with a line in err. */
+int mr_kspace_hand_on(mr_kspace *k, int on_device, mr_err *err);
 
 /* Wraps k in an MR_MSG_KSPACE message (takes k); NULL when out of memory
  * (k is freed then). */

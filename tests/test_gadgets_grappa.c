@@ -40,10 +40,14 @@ static char *grappa_chain(int whiten) {
   cJSON *doc = cJSON_Parse(text);
   assert_non_null(doc);
   cJSON *gadgets = cJSON_GetObjectItem(doc, "gadgets");
-  assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(gadgets, 0), "gadget")->valuestring,
-                      "noise_adjust");
+  int noise = -1;
+  for (int i = 0; i < cJSON_GetArraySize(gadgets); i++)
+    if (strcmp(cJSON_GetObjectItem(cJSON_GetArrayItem(gadgets, i), "gadget")->valuestring,
+               "noise_adjust") == 0)
+      noise = i;
+  assert_true(noise >= 0);
   if (!whiten)
-    cJSON_DeleteItemFromArray(gadgets, 0);
+    cJSON_DeleteItemFromArray(gadgets, noise);
   char *out = cJSON_PrintUnformatted(gadgets);
   cJSON_Delete(doc);
   return out;

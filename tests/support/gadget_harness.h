@@ -28,6 +28,8 @@ typedef struct mr_harness {
 /* Builds a chain from `gadgets` (a JSON array of gadget entries) that will
  * be pushed `input` kinds. Returns the chain's error (text in h->err). */
 int mr_harness_open(mr_harness *h, const char *gadgets, uint32_t input);
+/* The same on a pool of the given GPUs ("all", "0,1"; "none" as above). */
+int mr_harness_open_gpus(mr_harness *h, const char *gadgets, uint32_t input, const char *gpus);
 /* Configures it with a header (XML text); NULL configures header-less. */
 int mr_harness_configure(mr_harness *h, const char *header_xml);
 /* Pushes msg (takes it). */
