@@ -5,6 +5,7 @@
 
 #include "budget.h"
 #include "buf.h"
+#include "vec.h"
 
 /* What a buffer of this shape costs (its budget share). */
 static uint64_t footprint(size_t nro, size_t ne1, size_t ne2, size_t nch, int traj_dims) {
@@ -152,14 +153,64 @@ void mr_kspace_copy_meta(mr_kspace *dst, const mr_kspace *src) {
   dst->calib_generation = src->calib_generation;
 }
 
+/* Drops k's device copy (after a failure). */
+static void drop_device(mr_kspace *k) {
+  if (k->dev == NULL)
+    return;
+  mr_buf_destroy(k->dev);
+  k->dev = NULL;
+  mr_budget_give(samples_bytes(k));
+}
+
+typedef struct upload_job {
+  mr_kspace *k;
+  size_t first, count;
+} upload_job;
+
+/* One device task: every channel's run of lines. */
+static int upload_task(mr_device *dev, void *arg) {
+  (void)dev;
+  upload_job *j = arg;
+  const mr_kspace *k = j->k;
+  size_t per = mr_kspace_channel_size(k), bytes = j->count * k->nro * sizeof *k->data;
+  int rc = 0;
+  for (size_t c = 0; rc == 0 && c < k->nch; c++) {
+    size_t at = c * per + j->first * k->nro;
+    rc = mr_buf_upload(k->dev, at * sizeof *k->data, k->data + at, bytes);
+  }
+  return rc;
+}
+
+int mr_kspace_upload_lines(mr_kspace *k, mr_device *dev, size_t first, size_t count,
+                           mr_err *err) {
+  int rc = 0;
+  if (k->dev == NULL) {
+    uint64_t bytes = samples_bytes(k);
+    if ((rc = mr_budget_take(bytes, "a k-space buffer on the GPU", err)) < 0)
+      return rc;
+    if ((rc = mr_buf_create(dev, bytes > 0 ? bytes : 1, &k->dev)) < 0) {
+      k->dev = NULL;
+      mr_budget_give(bytes);
+      return mr_err_set(err, rc, "a k-space buffer on the GPU: %s", mr_device_last_error());
+    }
+    rc = mr_vec_zero(dev, mr_kspace_channel_size(k) * k->nch, mr_buf_data(k->dev));
+  }
+  upload_job job = {k, first, count};
+  if (rc == 0)
+    rc = mr_device_run(dev, upload_task, &job);
+  if (rc < 0) {
+    drop_device(k);
+    return mr_err_set(err, rc, "uploading k-space lines: %s", mr_device_last_error());
+  }
+  return 0;
+}
+
 int mr_kspace_hand_on(mr_kspace *k, int on_device, mr_err *err) {
   if (on_device || k->dev == NULL)
     return 0;
   if (mr_kspace_host(k, err) == NULL)
     return err != NULL && err->code < 0 ? err->code : MR_ENOMEM;
-  mr_buf_destroy(k->dev);
-  k->dev = NULL;
-  mr_budget_give(samples_bytes(k));
+  drop_device(k);
   return 0;
 }
 
