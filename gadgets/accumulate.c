@@ -14,8 +14,9 @@
  * When the buffer's consumer works on device data (handoff.h) and the
  * "device" is a GPU, the buffer's lines go up in batches while the rest of
  * the slice is still arriving (an eighth of its lines, at least 8, at a
- * time), so that the slice is on the GPU when its last line comes; should
- * the GPU be out of memory, the buffer goes on from the host instead. */
+ * time) from pinned host memory, so that the slice is on the GPU when its
+ * last line comes; should the GPU be out of memory, the buffer goes on
+ * from the host instead. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,7 +102,7 @@ static long center_offset(size_t n, const mr_limit *l) {
 }
 
 static open_buffer *open_new(mr_gadget_ctx *ctx, const mr_acquisition *a,
-                             const uint16_t key[6], int s_upload, mr_err *err) {
+                             const uint16_t key[6], mr_device *upload, mr_err *err) {
   const mr_encoding *enc = &ctx->hdr->encoding[key[0]];
   const ISMRMRD_AcquisitionHeader *h = &a->head;
   size_t ns = h->number_of_samples, nro = ns, ro_offset = 0;
@@ -128,8 +129,11 @@ static open_buffer *open_new(mr_gadget_ctx *ctx, const mr_acquisition *a,
     return NULL;
   }
   memcpy(b->key, key, sizeof b->key);
-  b->k = mr_kspace_new(nro, ne1, ne2, h->active_channels,
-                       cartesian ? 0 : h->trajectory_dimensions, err);
+  /* Lines that go up in batches are gathered in pinned memory. */
+  b->k = upload != NULL && cartesian
+             ? mr_kspace_new_pinned(upload, nro, ne1, ne2, h->active_channels, err)
+             : mr_kspace_new(nro, ne1, ne2, h->active_channels,
+                             cartesian ? 0 : h->trajectory_dimensions, err);
   b->count = calloc(ne1 * ne2, sizeof *b->count);
   if (b->k == NULL || b->count == NULL) {
     mr_err_set(err, MR_ENOMEM, "out of memory for line counts");
@@ -141,7 +145,7 @@ static open_buffer *open_new(mr_gadget_ctx *ctx, const mr_acquisition *a,
   b->e2_offset = cartesian ? center_offset(ne2, &enc->limits.e2) : 0;
   /* Lines to upload in batches (Cartesian data only: trajectories stay on
    * the host, and so does a buffer without room for its flags). */
-  if (s_upload && cartesian && (b->dirty = calloc(ne1 * ne2, 1)) != NULL) {
+  if (upload != NULL && cartesian && (b->dirty = calloc(ne1 * ne2, 1)) != NULL) {
     b->batch = ne1 * ne2 / 8;
     if (b->batch < 8)
       b->batch = 8;
@@ -304,7 +308,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     b = b->next;
   if (b == NULL) {
     mr_err e = {0};
-    if ((b = open_new(ctx, a, key, s->upload, &e)) == NULL) {
+    if ((b = open_new(ctx, a, key, s->upload ? s->place.dev : NULL, &e)) == NULL) {
       rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
       goto done;
     }

@@ -9,7 +9,9 @@
  *   - else the buffer's own longest run of consecutive sampled lines.
  * Weights are kept per slice and reused for later buffers (repetitions,
  * phases) until new calibration lines arrive. A buffer of calibration lines
- * only (a separate reference scan) is calibrated on and not passed on. */
+ * only (a separate reference scan) is calibrated on and not passed on.
+ * A k-space may come on a GPU (from remove_oversampling): calibration lines
+ * stay on the host, the lines they add go up, and the filling runs there. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -159,8 +161,9 @@ typedef struct fill_job {
   mr_kspace *k;
 } fill_job;
 
-/* On a GPU whose k-space goes on to a gadget that works on the device
- * (fft), the filled k-space stays there: one upload, no download. */
+/* On a GPU, when the k-space is there already or goes on to a gadget that
+ * works on the device (fft), it is filled there: at most one upload, no
+ * download. */
 static int fill_task(mr_device *dev, void *arg) {
   fill_job *j = arg;
   mr_err e = {0};
@@ -185,10 +188,16 @@ static int run_fill(mr_device *dev, void *arg) {
   int rc = plan_for(j->s, dev, j->opts);
   if (rc < 0)
     return rc;
-  if (mr_device_is_gpu(dev) && j->s->on_device)
+  mr_kspace *k = j->k;
+  if (mr_device_is_gpu(dev) &&
+      (j->s->on_device || (k->dev != NULL && mr_buf_device(k->dev) == dev)))
     return mr_device_run(dev, fill_task, j);
-  return mr_grappa_apply_host(j->s->plan, j->weights, j->k->sampled, j->k->ne1,
-                              (mr_cfloat *)j->k->data, NULL);
+  /* On the host: the only copy from here on. */
+  mr_err e = {0};
+  if ((rc = mr_kspace_hand_on(k, 0, &e)) < 0)
+    return mr_fail(rc, "%s", mr_err_text(&e, rc));
+  return mr_grappa_apply_host(j->s->plan, j->weights, k->sampled, k->ne1, (mr_cfloat *)k->data,
+                              NULL);
 }
 
 /* Calibrates slice sl on nacs lines from line a0 of src (same shape as k). */
@@ -266,20 +275,27 @@ static int merge_frames(mr_gadget_ctx *ctx, slice_state *sl, const mr_kspace *k,
   return 0;
 }
 
-/* Embedded calibration-only lines are measured k-space: they join it. */
-static void adopt_calibration_lines(mr_kspace *k) {
+/* Embedded calibration-only lines are measured k-space: they join it,
+ * in every copy of the samples (host, device). */
+static int adopt_calibration_lines(mr_kspace *k) {
   const mr_kspace *c = k->calib;
   if (c->nro != k->nro || c->ne1 != k->ne1 || c->nch != k->nch || c->ne2 != k->ne2)
-    return;
-  size_t per = k->ne1 * k->nro;
+    return 0;
+  size_t per = k->ne1 * k->nro, row = k->nro * sizeof *k->data;
   for (size_t y = 0; y < k->ne1; y++) {
     if (!c->sampled[y] || k->sampled[y])
       continue;
-    for (size_t ch = 0; ch < k->nch; ch++)
-      memcpy(k->data + ch * per + y * k->nro, c->data + ch * per + y * k->nro,
-             k->nro * sizeof *k->data);
+    for (size_t ch = 0; k->data != NULL && ch < k->nch; ch++)
+      memcpy(k->data + ch * per + y * k->nro, c->data + ch * per + y * k->nro, row);
+    int rc = k->dev == NULL ? 0
+                            : mr_buf_upload_rows(k->dev, y * row, per * sizeof *k->data,
+                                                 c->data + y * k->nro, per * sizeof *k->data,
+                                                 row, k->nch);
+    if (rc < 0)
+      return rc;
     k->sampled[y] = 1;
   }
+  return 0;
 }
 
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
@@ -290,8 +306,14 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
       ctx->hdr != NULL && k->encoding < ctx->hdr->nencodings ? &ctx->hdr->encoding[k->encoding].parallel
                                                                : NULL;
   int accel = pi != NULL && pi->present ? pi->accel_e1 : 1;
-  if (accel <= 1 && (pi == NULL || pi->accel_e2 <= 1))
-    return mr_emit_message(out, msg); /* not accelerated */
+  mr_err e = {0};
+  if (accel <= 1 && (pi == NULL || pi->accel_e2 <= 1)) { /* not accelerated */
+    if ((rc = mr_kspace_hand_on(k, s->on_device, &e)) < 0) {
+      rc = mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
+      goto done;
+    }
+    return mr_emit_message(out, msg);
+  }
   if (k->traj != NULL) {
     rc = mr_gadget_fail(ctx, MR_EDATA, "got non-Cartesian k-space: GRAPPA needs Cartesian lines");
     goto done;
@@ -317,8 +339,16 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   for (size_t y = 0; y < k->ne1; y++)
     imaging += k->sampled[y] != 0;
   int separate = pi->calibration == MR_CALIB_SEPARATE || pi->calibration == MR_CALIB_EXTERNAL;
-  if (k->calib != NULL && !separate)
-    adopt_calibration_lines(k);
+  if (k->calib != NULL && !separate && (rc = adopt_calibration_lines(k)) < 0) {
+    rc = mr_gadget_fail(ctx, rc, "calibration lines onto the GPU: %s", mr_device_last_error());
+    goto done;
+  }
+  /* Calibrating without calibration lines reads the k-space on the host. */
+  if (k->calib == NULL && (pi->calibration == MR_CALIB_INTERLEAVED || sl->weights == NULL) &&
+      mr_kspace_host(k, &e) == NULL) {
+    rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
+    goto done;
+  }
   if (k->calib != NULL) {
     const mr_kspace *c = k->calib;
     if (c->nro != k->nro || c->nch != k->nch || c->ne1 != k->ne1 || c->ne2 != 1) {
@@ -366,6 +396,10 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   k->calib_generation = sl->generation;
   mr_kspace_free(k->calib);
   k->calib = NULL;
+  if ((rc = mr_kspace_hand_on(k, s->on_device, &e)) < 0) {
+    rc = mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
+    goto done;
+  }
   return mr_emit_message(out, msg);
 done:
   mr_message_unref(msg);

@@ -7,7 +7,7 @@
 /* The gadgets that read their input through mr_kspace_on() or
  * mr_image_array_on(). */
 static int device_aware(const char *name, size_t len, mr_message_kind kind) {
-  static const char *const kspace[] = {"fft", "remove_oversampling", "noise_adjust"};
+  static const char *const kspace[] = {"fft", "remove_oversampling", "noise_adjust", "grappa"};
   static const char *const images[] = {"coil_combine", "image_out"};
   const char *const *names = kind == MR_MSG_KSPACE ? kspace : images;
   size_t n = kind == MR_MSG_KSPACE ? sizeof kspace / sizeof *kspace

@@ -9,8 +9,8 @@
 #include "gadget.h"
 
 /* 1 when the first later gadget of the chain that accepts `kind` is one of
- * the device-aware consumers (fft, remove_oversampling and noise_adjust for
- * k-space; coil_combine and image_out for image arrays), else 0 (the end of
+ * the device-aware consumers (fft, remove_oversampling, noise_adjust and
+ * grappa for k-space; coil_combine and image_out for image arrays), else 0 (the end of
  * the chain, or any other gadget). A consumer on this list that passes the
  * data on unchanged brings it to the host first when its own consumer is
  * not on the list. */

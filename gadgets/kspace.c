@@ -2,9 +2,11 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "budget.h"
 #include "buf.h"
+#include "host.h"
 #include "vec.h"
 
 /* What a buffer of this shape costs (its budget share). */
@@ -19,10 +21,20 @@ static uint64_t samples_bytes(const mr_kspace *k) {
   return (uint64_t)mr_kspace_channel_size(k) * k->nch * sizeof(float complex);
 }
 
-/* A buffer whose samples go to host memory (dev NULL or the CPU) or to a
- * GPU buffer. */
-static mr_kspace *make(mr_device *dev, size_t nro, size_t ne1, size_t ne2, size_t nch,
-                       int traj_dims, mr_err *err) {
+/* Frees k's host samples, pinned or not. */
+static void free_host(mr_kspace *k) {
+  if (k->pinned != NULL)
+    mr_host_free(k->pinned, k->data);
+  else
+    free(k->data);
+  k->data = NULL;
+  k->pinned = NULL;
+}
+
+/* A buffer whose samples go to host memory (dev NULL or the CPU; pinned
+ * for pin), or to a GPU buffer (dev a GPU). */
+static mr_kspace *make(mr_device *dev, mr_device *pin, size_t nro, size_t ne1, size_t ne2,
+                       size_t nch, int traj_dims, mr_err *err) {
   uint64_t bytes = footprint(nro, ne1, ne2, nch, traj_dims);
   char what[128];
   snprintf(what, sizeof what, "a %zux%zux%zu x %zu-channel k-space buffer", nro, ne1, ne2, nch);
@@ -41,10 +53,14 @@ static mr_kspace *make(mr_device *dev, size_t nro, size_t ne1, size_t ne2, size_
   k->traj_dims = traj_dims;
   size_t n = nro * ne1 * ne2;
   int on_gpu = dev != NULL && mr_device_is_gpu(dev), rc = 0;
-  if (on_gpu)
+  if (on_gpu) {
     rc = mr_buf_create(dev, n * nch * sizeof *k->data + 1, &k->dev);
-  else
+  } else if (pin != NULL && mr_host_alloc(pin, n * nch * sizeof *k->data, (void **)&k->data) == 0) {
+    k->pinned = pin;
+    memset(k->data, 0, n * nch * sizeof *k->data);
+  } else {
     k->data = calloc(n * nch, sizeof *k->data);
+  }
   k->sampled = calloc(ne1 * ne2, 1);
   if (traj_dims > 0)
     k->traj = calloc(n * (size_t)traj_dims, sizeof *k->traj);
@@ -60,12 +76,17 @@ static mr_kspace *make(mr_device *dev, size_t nro, size_t ne1, size_t ne2, size_
 
 mr_kspace *mr_kspace_new(size_t nro, size_t ne1, size_t ne2, size_t nch, int traj_dims,
                          mr_err *err) {
-  return make(NULL, nro, ne1, ne2, nch, traj_dims, err);
+  return make(NULL, NULL, nro, ne1, ne2, nch, traj_dims, err);
+}
+
+mr_kspace *mr_kspace_new_pinned(mr_device *dev, size_t nro, size_t ne1, size_t ne2, size_t nch,
+                                mr_err *err) {
+  return make(NULL, mr_device_is_gpu(dev) ? dev : NULL, nro, ne1, ne2, nch, 0, err);
 }
 
 mr_kspace *mr_kspace_new_on(mr_device *dev, size_t nro, size_t ne1, size_t ne2, size_t nch,
                             mr_err *err) {
-  return make(dev, nro, ne1, ne2, nch, 0, err);
+  return make(dev, NULL, nro, ne1, ne2, nch, 0, err);
 }
 
 void mr_kspace_free(mr_kspace *k) {
@@ -76,7 +97,7 @@ void mr_kspace_free(mr_kspace *k) {
   if (k->data != NULL && k->dev != NULL) /* the second copy */
     mr_budget_give(samples_bytes(k));
   mr_buf_destroy(k->dev);
-  free(k->data);
+  free_host(k);
   free(k->sampled);
   free(k->traj);
   free(k);
@@ -139,8 +160,7 @@ void mr_kspace_changed_on(mr_kspace *k, mr_device *dev) {
     return;
   }
   if (k->data != NULL) {
-    free(k->data);
-    k->data = NULL;
+    free_host(k);
     mr_budget_give(samples_bytes(k));
   }
 }
@@ -162,25 +182,6 @@ static void drop_device(mr_kspace *k) {
   mr_budget_give(samples_bytes(k));
 }
 
-typedef struct upload_job {
-  mr_kspace *k;
-  size_t first, count;
-} upload_job;
-
-/* One device task: every channel's run of lines. */
-static int upload_task(mr_device *dev, void *arg) {
-  (void)dev;
-  upload_job *j = arg;
-  const mr_kspace *k = j->k;
-  size_t per = mr_kspace_channel_size(k), bytes = j->count * k->nro * sizeof *k->data;
-  int rc = 0;
-  for (size_t c = 0; rc == 0 && c < k->nch; c++) {
-    size_t at = c * per + j->first * k->nro;
-    rc = mr_buf_upload(k->dev, at * sizeof *k->data, k->data + at, bytes);
-  }
-  return rc;
-}
-
 int mr_kspace_upload_lines(mr_kspace *k, mr_device *dev, size_t first, size_t count,
                            mr_err *err) {
   int rc = 0;
@@ -195,9 +196,12 @@ int mr_kspace_upload_lines(mr_kspace *k, mr_device *dev, size_t first, size_t co
     }
     rc = mr_vec_zero(dev, mr_kspace_channel_size(k) * k->nch, mr_buf_data(k->dev));
   }
-  upload_job job = {k, first, count};
+  /* The run of lines in every channel: rows a channel apart. */
+  size_t pitch = mr_kspace_channel_size(k) * sizeof *k->data;
   if (rc == 0)
-    rc = mr_device_run(dev, upload_task, &job);
+    rc = mr_buf_upload_rows(k->dev, first * k->nro * sizeof *k->data, pitch,
+                            k->data + first * k->nro, pitch, count * k->nro * sizeof *k->data,
+                            k->nch);
   if (rc < 0) {
     drop_device(k);
     return mr_err_set(err, rc, "uploading k-space lines: %s", mr_device_last_error());

@@ -3,7 +3,7 @@
  * gridding consume them). Travels as an MR_MSG_KSPACE message.
  *
  * Where the samples live: in host memory (`data`), on a device (`dev`, an
- * mr_buf from gpu/buf.h), or both. A GPU gadget that hands the buffer to a
+ * mr_buf from gpu/buf.h), or both; host samples may be pinned for a GPU. A GPU gadget that hands the buffer to a
  * gadget which also works on the device (handoff.h) may leave the samples
  * there only; mr_kspace_on() gives them on the device a consumer works on,
  * copying them across once when they live elsewhere. The mask, the
@@ -27,6 +27,8 @@ struct mr_buf;
 typedef struct mr_kspace {
   size_t nro, ne1, ne2, nch;
   float complex *data; /* [ch][e2][e1][ro]; NULL while on a device only */
+  mr_device *pinned;   /* data is pinned host memory for this GPU (host.h),
+                          or NULL: pageable */
   struct mr_buf *dev;  /* the same on a GPU, or NULL. Owned. */
   uint8_t *sampled;    /* [e2][e1]: 1 where a line was acquired */
   /* Non-Cartesian lines keep their sample positions: traj[e2][e1][ro][dims]
@@ -53,6 +55,11 @@ typedef struct mr_kspace {
  * memory. */
 mr_kspace *mr_kspace_new(size_t nro, size_t ne1, size_t ne2, size_t nch, int traj_dims,
                          mr_err *err);
+/* The same without a trajectory, with zeroed samples in host memory pinned
+ * for dev (a GPU: uploads go straight to the copy engine), falling back to
+ * pageable memory when none can be pinned. */
+mr_kspace *mr_kspace_new_pinned(mr_device *dev, size_t nro, size_t ne1, size_t ne2, size_t nch,
+                                mr_err *err);
 /* The same without a trajectory, with the samples (contents undefined) on
  * dev only when dev is a GPU (the mask is on the host, zeroed). */
 mr_kspace *mr_kspace_new_on(mr_device *dev, size_t nro, size_t ne1, size_t ne2, size_t nch,
