@@ -1,5 +1,6 @@
 #include "kspace.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,12 +22,67 @@ static uint64_t samples_bytes(const mr_kspace *k) {
   return (uint64_t)mr_kspace_channel_size(k) * k->nch * sizeof(float complex);
 }
 
+/* Freed pageable sample blocks kept for the next buffer of their size: a
+ * slice's buffer of more than the C library's largest heap block (32 MiB)
+ * comes fresh from the kernel every time, and faulting in and zeroing its
+ * pages costs more than gathering the lines into it. A few blocks, shared
+ * by every session (buffers are freed on any pipeline thread). */
+enum { CACHE_BLOCKS = 4 };
+#define CACHE_MIN ((size_t)1 << 20)
+#define CACHE_BYTES ((size_t)1 << 30)
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  void *p;
+  size_t bytes;
+} cache[CACHE_BLOCKS];
+static int ncached;
+static size_t cached_bytes;
+
+/* bytes of zeroed host memory, from the cache when a block of that size is
+ * there. */
+static void *samples_alloc(size_t bytes) {
+  if (bytes >= CACHE_MIN) {
+    void *p = NULL;
+    pthread_mutex_lock(&cache_lock);
+    for (int i = 0; i < ncached; i++)
+      if (cache[i].bytes == bytes) {
+        p = cache[i].p;
+        cached_bytes -= bytes;
+        cache[i] = cache[--ncached];
+        break;
+      }
+    pthread_mutex_unlock(&cache_lock);
+    if (p != NULL)
+      return memset(p, 0, bytes);
+  }
+  return calloc(bytes > 0 ? bytes : 1, 1);
+}
+
+static void samples_free(void *p, size_t bytes) {
+  if (p == NULL)
+    return;
+  if (bytes >= CACHE_MIN) {
+    pthread_mutex_lock(&cache_lock);
+    int kept = ncached < CACHE_BLOCKS && cached_bytes + bytes <= CACHE_BYTES;
+    if (kept) {
+      cache[ncached].p = p;
+      cache[ncached++].bytes = bytes;
+      cached_bytes += bytes;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    if (kept)
+      return;
+  }
+  free(p);
+}
+
 /* Frees k's host samples, pinned or not. */
 static void free_host(mr_kspace *k) {
   if (k->pinned != NULL)
     mr_host_free(k->pinned, k->data);
   else
-    free(k->data);
+    samples_free(k->data, samples_bytes(k));
   k->data = NULL;
   k->pinned = NULL;
 }
@@ -59,7 +115,7 @@ static mr_kspace *make(mr_device *dev, mr_device *pin, size_t nro, size_t ne1, s
     k->pinned = pin;
     memset(k->data, 0, n * nch * sizeof *k->data);
   } else {
-    k->data = calloc(n * nch, sizeof *k->data);
+    k->data = samples_alloc(n * nch * sizeof *k->data);
   }
   k->sampled = calloc(ne1 * ne2, 1);
   if (traj_dims > 0)
@@ -109,10 +165,10 @@ float complex *mr_kspace_host(mr_kspace *k, mr_err *err) {
   uint64_t bytes = samples_bytes(k);
   if (mr_budget_take(bytes, "a k-space buffer's host copy", err) < 0)
     return NULL;
-  k->data = malloc(bytes > 0 ? bytes : 1);
+  k->data = samples_alloc(bytes);
   int rc = k->data == NULL ? MR_ENOMEM : mr_buf_download(k->dev, 0, k->data, bytes);
   if (rc < 0) {
-    free(k->data);
+    samples_free(k->data, bytes);
     k->data = NULL;
     mr_budget_give(bytes);
     mr_err_set(err, rc, "downloading a k-space buffer: %s",

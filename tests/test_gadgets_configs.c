@@ -150,7 +150,9 @@ static void check_config(const char *name, int accel) {
     skip();
   }
   const char *dir = mr_test_tmpdir("configs");
-  const char *h5 = phantom(dir, name, accel, 3);
+  char file[64];
+  snprintf(file, sizeof file, "%s_r%d", name, accel);
+  const char *h5 = phantom(dir, file, accel, 3);
   int n, nref;
   size_t px, pxref;
   char *chain = config_chain(name, 0, NULL);
@@ -192,6 +194,12 @@ static void grappa(void **state) {
   check_config("grappa", 2);
 }
 
+/* R 4: under half the lines sampled, the CPU crops line by line. */
+static void grappa_r4(void **state) {
+  (void)state;
+  check_config("grappa", 4);
+}
+
 int main(int argc, char **argv) {
   cuda = argc > 1 && strcmp(argv[1], "--cuda") == 0;
   if (cuda) {
@@ -209,6 +217,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(cartesian),
       cmocka_unit_test(grappa),
+      cmocka_unit_test(grappa_r4),
   };
   return cmocka_run_group_tests_name(cuda ? "gadgets_configs_cuda" : "gadgets_configs", tests,
                                      NULL, NULL);
