@@ -36,6 +36,7 @@ typedef struct open_buffer {
   int ref_is_center;
   size_t ro_offset;      /* where sample 0 lands in the buffer's readout */
   long e1_offset, e2_offset;
+  mr_device *pin;        /* the GPU the buffer goes up to (pinned), or NULL */
   uint8_t *dirty;        /* [e2][e1]: changed since the last upload; NULL: none */
   size_t ndirty, batch;  /* lines changed; lines per upload */
 } open_buffer;
@@ -145,7 +146,9 @@ static open_buffer *open_new(mr_gadget_ctx *ctx, const mr_acquisition *a,
   b->e2_offset = cartesian ? center_offset(ne2, &enc->limits.e2) : 0;
   /* Lines to upload in batches (Cartesian data only: trajectories stay on
    * the host, and so does a buffer without room for its flags). */
-  if (upload != NULL && cartesian && (b->dirty = calloc(ne1 * ne2, 1)) != NULL) {
+  if (upload != NULL && cartesian)
+    b->pin = upload;
+  if (b->pin != NULL && (b->dirty = calloc(ne1 * ne2, 1)) != NULL) {
     b->batch = ne1 * ne2 / 8;
     if (b->batch < 8)
       b->batch = 8;
@@ -232,7 +235,9 @@ static int place(mr_gadget_ctx *ctx, open_buffer *b, const mr_acquisition *a) {
   if (calib) {
     if (k->calib == NULL) {
       mr_err e = {0};
-      k->calib = mr_kspace_new(k->nro, k->ne1, k->ne2, k->nch, k->traj_dims, &e);
+      /* Pinned too when the buffer goes up: grappa uploads its lines. */
+      k->calib = b->pin != NULL ? mr_kspace_new_pinned(b->pin, k->nro, k->ne1, k->ne2, k->nch, &e)
+                                : mr_kspace_new(k->nro, k->ne1, k->ne2, k->nch, k->traj_dims, &e);
       b->calib_count = calloc(k->ne1 * k->ne2, sizeof *b->calib_count);
       if (k->calib == NULL || b->calib_count == NULL)
         return mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "calibration lines: %s",

@@ -275,7 +275,9 @@ static int run_batch(mr_device *dev, void *arg) {
 static mr_kspace *crop_host(remove_os *s, mr_gadget_ctx *ctx, const mr_kspace *k, size_t nout,
                             int *rc) {
   mr_err e = {0};
-  mr_kspace *out = mr_kspace_new(nout, k->ne1, k->ne2, k->nch, 0, &e);
+  mr_kspace *out = k->pinned != NULL ? mr_kspace_new_pinned(k->pinned, nout, k->ne1, k->ne2,
+                                                            k->nch, &e)
+                                     : mr_kspace_new(nout, k->ne1, k->ne2, k->nch, 0, &e);
   if (out == NULL) {
     *rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
     return NULL;
