@@ -53,9 +53,7 @@ typedef struct coil_combine {
   int device, fallback;
   mr_placement place;
   int on_device;     /* the next consumer takes device data */
-  mr_fft_plan *plan; /* the maps' transform, for plan_opts on plan's device */
-  mr_fft_opts plan_opts;
-  mr_device *plan_dev;
+  mr_fft_plan *plan; /* the maps' transform, for the last shape */
   slice_maps *slices;
 } coil_combine;
 
@@ -118,18 +116,7 @@ static int maps_current(const coil_combine *s, const slice_maps *m, const mr_ima
 static int plan_for(coil_combine *s, mr_device *dev, const mr_image_array *in) {
   mr_fft_opts o = {.rank = in->nz > 1 ? 3 : 2, .dims = {in->nx, in->ny, in->nz},
                    .batch = in->nch};
-  const mr_fft_opts *p = &s->plan_opts;
-  if (s->plan != NULL && s->plan_dev == dev && p->rank == o.rank && p->dims[0] == o.dims[0] &&
-      p->dims[1] == o.dims[1] && p->dims[2] == o.dims[2] && p->batch == o.batch)
-    return 0;
-  mr_fft_plan_destroy(s->plan);
-  s->plan = NULL;
-  int rc = mr_fft_plan_create(dev, &o, &s->plan);
-  if (rc == 0) {
-    s->plan_opts = o;
-    s->plan_dev = dev;
-  }
-  return rc;
+  return mr_fft_plan_keep(dev, &o, &s->plan);
 }
 
 /* Makes m's maps on dev from the coil images x (on dev) of in. */

@@ -21,9 +21,7 @@ typedef struct fft_gadget {
   int device, fallback;
   mr_placement place;
   int on_device;     /* the next consumer takes device data */
-  mr_fft_plan *plan; /* for plan_opts on plan_dev */
-  mr_fft_opts plan_opts;
-  mr_device *plan_dev;
+  mr_fft_plan *plan; /* for the last shape */
 } fft_gadget;
 
 static const mr_param params[] = {MR_PLACEMENT_PARAMS(fft_gadget)};
@@ -37,18 +35,7 @@ static int configure(void *state, mr_gadget_ctx *ctx) {
 /* The transform of k's shape on dev, made once per shape and device. */
 static int plan_for(fft_gadget *s, mr_device *dev, const mr_kspace *k) {
   mr_fft_opts o = {.rank = k->ne2 > 1 ? 3 : 2, .dims = {k->nro, k->ne1, k->ne2}, .batch = k->nch};
-  const mr_fft_opts *p = &s->plan_opts;
-  if (s->plan != NULL && s->plan_dev == dev && p->rank == o.rank && p->dims[0] == o.dims[0] &&
-      p->dims[1] == o.dims[1] && p->dims[2] == o.dims[2] && p->batch == o.batch)
-    return 0;
-  mr_fft_plan_destroy(s->plan);
-  s->plan = NULL;
-  int rc = mr_fft_plan_create(dev, &o, &s->plan);
-  if (rc == 0) {
-    s->plan_opts = o;
-    s->plan_dev = dev;
-  }
-  return rc;
+  return mr_fft_plan_keep(dev, &o, &s->plan);
 }
 
 typedef struct fft_job {

@@ -40,9 +40,7 @@ typedef struct remove_os {
   mr_fft_plan *cfull, *ccropped; /* CPU, a channel's lines in one batch */
   size_t cns, cnout, clines;
   mr_cfloat *ctmp;
-  mr_fft_plan *bfull, *bcropped; /* a slice's lines in one batch, on bdev */
-  mr_device *bdev;
-  size_t bns, bnout, bbatch;
+  mr_fft_plan *bfull, *bcropped; /* a slice's lines in one batch */
 } remove_os;
 
 static const mr_param params[] = {MR_PLACEMENT_PARAMS(remove_os)};
@@ -97,7 +95,6 @@ static void drop_batch_plans(remove_os *s) {
   mr_fft_plan_destroy(s->bfull);
   mr_fft_plan_destroy(s->bcropped);
   s->bfull = s->bcropped = NULL;
-  s->bdev = NULL;
 }
 
 static int make_plans(remove_os *s, size_t ns, size_t nout, size_t nch) {
@@ -228,22 +225,11 @@ static int crop_batch_task(mr_device *dev, void *arg) {
   if (out == NULL)
     return mr_fail(e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
   int rc = 0;
-  if (s->bdev != dev || s->bns != k->nro || s->bnout != nout || s->bbatch != batch) {
-    drop_batch_plans(s);
-    mr_fft_opts a = {.rank = 1, .dims = {k->nro, 1, 1}, .batch = batch};
-    mr_fft_opts b = {.rank = 1, .dims = {nout, 1, 1}, .batch = batch};
-    rc = mr_fft_plan_create(dev, &a, &s->bfull);
-    if (rc == 0)
-      rc = mr_fft_plan_create(dev, &b, &s->bcropped);
-    if (rc < 0) {
-      drop_batch_plans(s);
-      return rc;
-    }
-    s->bdev = dev;
-    s->bns = k->nro;
-    s->bnout = nout;
-    s->bbatch = batch;
-  }
+  mr_fft_opts a = {.rank = 1, .dims = {k->nro, 1, 1}, .batch = batch};
+  mr_fft_opts b = {.rank = 1, .dims = {nout, 1, 1}, .batch = batch};
+  if ((rc = mr_fft_plan_keep(dev, &a, &s->bfull)) < 0 ||
+      (rc = mr_fft_plan_keep(dev, &b, &s->bcropped)) < 0)
+    return rc;
   mr_buf *scratch = NULL;
   rc = mr_buf_create(dev, batch * k->nro * sizeof(mr_cfloat), &scratch);
   if (rc == 0)

@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "budget.h"
-#include "dataset.h"
+#include "dataset_chain.h"
 #include "gadget_harness.h"
 #include "grappa_phantom.h"
 #include "kspace.h"
@@ -53,46 +53,13 @@ static char *grappa_chain(int whiten) {
   return out;
 }
 
-/* Runs the dataset's acquisitions (of repetition 0 only, when asked)
- * through the chain; returns the magnitude images (malloc'd, back to back)
- * and their count. */
+/* The dataset through configs/grappa.json (without prewhitening when
+ * whiten = 0), on the CPU. */
 static float *reconstruct(const char *h5, int whiten, int first_repetition_only, int *count,
                           size_t *pixels) {
-  mr_err err = {0};
-  mr_dataset *ds;
-  if (mr_dataset_open(h5, "dataset", &ds, &err) != 0)
-    fail_msg("%s", err.msg);
   char *chain = grappa_chain(whiten);
-  mr_harness h;
-  assert_int_equal(mr_harness_open(&h, chain, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
+  float *images = mr_test_reconstruct(h5, chain, "none", first_repetition_only, count, pixels);
   free(chain);
-  if (mr_harness_configure(&h, mr_dataset_header(ds)) != 0)
-    fail_msg("configure: %s", h.err.msg);
-  mr_message *m;
-  while (mr_dataset_next(ds, &m, &err) == 0 && m != NULL) {
-    if (m->kind != MR_MSG_ACQUISITION ||
-        (first_repetition_only && m->u.acq.head.idx.repetition > 0)) {
-      mr_message_unref(m);
-      continue;
-    }
-    if (mr_harness_push(&h, m) != 0)
-      fail_msg("push: %s", h.err.msg);
-  }
-  if (mr_harness_flush(&h) != 0)
-    fail_msg("flush: %s", h.err.msg);
-  *count = 0;
-  float *images = NULL;
-  for (int i = 0; i < h.nout; i++) {
-    if (h.out[i]->kind != MR_MSG_IMAGE)
-      continue;
-    const mr_image *im = &h.out[i]->u.image;
-    *pixels = (size_t)im->head.matrix_size[0] * im->head.matrix_size[1] * im->head.matrix_size[2];
-    images = realloc(images, (*count + 1) * *pixels * sizeof *images);
-    memcpy(images + *count * *pixels, im->data, *pixels * sizeof *images);
-    (*count)++;
-  }
-  mr_harness_close(&h);
-  mr_dataset_close(ds);
   return images;
 }
 
