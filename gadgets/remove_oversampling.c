@@ -11,9 +11,9 @@
  * installed configs) it takes whole k-space buffers and crops every line
  * of a slice in one batch: on the "device" when the buffer is there or
  * goes on to a gadget that works on device data (handoff.h), else line by
- * line on the CPU. Both give the same k-space for symmetric echoes; an
- * asymmetric echo is cropped after accumulate padded it to a centred
- * readout. */
+ * line on the CPU (each line's channels gathered for one transform). Both
+ * give the same k-space for symmetric echoes; an asymmetric echo is
+ * cropped after accumulate padded it to a centred readout. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,9 +37,6 @@ typedef struct remove_os {
   mr_fft_plan *full, *cropped; /* CPU, for the current line shape */
   size_t ns, nout, nch;
   mr_cfloat *tmp, *line;
-  mr_fft_plan *cfull, *ccropped; /* CPU, a channel's lines in one batch */
-  size_t cns, cnout, clines;
-  mr_cfloat *ctmp;
   mr_fft_plan *bfull, *bcropped; /* a slice's lines in one batch */
 } remove_os;
 
@@ -81,14 +78,6 @@ static void drop_plans(remove_os *s) {
   s->full = s->cropped = NULL;
   s->tmp = s->line = NULL;
   s->ns = 0;
-}
-
-static void drop_channel_plans(remove_os *s) {
-  mr_fft_plan_destroy(s->cfull);
-  mr_fft_plan_destroy(s->ccropped);
-  free(s->ctmp);
-  s->cfull = s->ccropped = NULL;
-  s->ctmp = NULL;
 }
 
 static void drop_batch_plans(remove_os *s) {
@@ -150,50 +139,10 @@ static int crop_line(remove_os *s, const mr_cfloat *in, mr_cfloat *out, size_t o
   return rc;
 }
 
-/* A channel's lines in one batch on the CPU, where they lie in k: for a
- * buffer sampled at least half full this beats gathering each line's
- * channels (no copies; the unsampled lines are zeros and stay zeros). */
-static int crop_channels_cpu(remove_os *s, const mr_kspace *k, mr_kspace *out) {
-  size_t lines = k->ne1 * k->ne2, nout = out->nro;
-  if (s->cfull == NULL || s->cns != k->nro || s->cnout != nout || s->clines != lines) {
-    drop_channel_plans(s);
-    s->clines = 0;
-    mr_fft_opts a = {.rank = 1, .dims = {k->nro, 1, 1}, .batch = lines};
-    mr_fft_opts b = {.rank = 1, .dims = {nout, 1, 1}, .batch = lines};
-    int rc = mr_fft_plan_create(s->cpu.dev, &a, &s->cfull);
-    if (rc == 0)
-      rc = mr_fft_plan_create(s->cpu.dev, &b, &s->ccropped);
-    if (rc == 0 && (s->ctmp = malloc(lines * k->nro * sizeof *s->ctmp)) == NULL)
-      rc = MR_ENOMEM;
-    if (rc < 0)
-      return rc;
-    s->cns = k->nro;
-    s->cnout = nout;
-    s->clines = lines;
-  }
-  size_t from[3] = {k->nro, lines, 1}, at[3] = {k->nro / 2 - nout / 2, 0, 0},
-         to[3] = {nout, lines, 1};
-  int rc = 0;
-  for (size_t c = 0; rc == 0 && c < k->nch; c++) {
-    mr_cfloat *o = out->data + c * mr_kspace_channel_size(out);
-    rc = mr_fft_execute_host(s->cfull, MR_FFT_BACKWARD, k->data + c * mr_kspace_channel_size(k),
-                             s->ctmp);
-    if (rc == 0)
-      rc = mr_vec_crop(s->cpu.dev, 1, s->ctmp, from, at, o, to);
-    if (rc == 0)
-      rc = mr_fft_execute_host(s->ccropped, MR_FFT_FORWARD, o, o);
-  }
-  return rc;
-}
-
 /* Every sampled line of k (host memory) into out (host memory). */
 static int crop_lines_cpu(remove_os *s, const mr_kspace *k, mr_kspace *out) {
   size_t lines = k->ne1 * k->ne2, in_stride = mr_kspace_channel_size(k),
-         out_stride = mr_kspace_channel_size(out), sampled = 0;
-  for (size_t l = 0; l < lines; l++)
-    sampled += k->sampled[l] != 0;
-  if (2 * sampled >= lines)
-    return crop_channels_cpu(s, k, out);
+         out_stride = mr_kspace_channel_size(out);
   int rc = make_plans(s, k->nro, out->nro, k->nch);
   for (size_t l = 0; rc == 0 && l < lines; l++) {
     if (!k->sampled[l])
@@ -367,7 +316,6 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
 static void destroy(void *state) {
   remove_os *s = state;
   drop_plans(s);
-  drop_channel_plans(s);
   drop_batch_plans(s);
   mr_placement_release(&s->place);
   mr_placement_release(&s->cpu);
