@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "budget.h"
 #include "buf.h"
@@ -39,6 +40,11 @@ static struct {
 static int ncached;
 static size_t cached_bytes;
 
+/* Blocks from this size on are aligned to, and asked to be backed by, 2 MiB
+ * pages: gathering a line touches every channel, a page apart each, and
+ * small pages made that a TLB miss per channel. */
+#define HUGE_PAGE ((size_t)2 << 20)
+
 /* bytes of zeroed host memory, from the cache when a block of that size is
  * there. */
 static void *samples_alloc(size_t bytes) {
@@ -55,6 +61,15 @@ static void *samples_alloc(size_t bytes) {
     pthread_mutex_unlock(&cache_lock);
     if (p != NULL)
       return memset(p, 0, bytes);
+  }
+  if (bytes >= HUGE_PAGE) {
+    void *p = NULL;
+    if (posix_memalign(&p, HUGE_PAGE, bytes) != 0)
+      return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, bytes, MADV_HUGEPAGE); /* advice: failing it costs only speed */
+#endif
+    return memset(p, 0, bytes);
   }
   return calloc(bytes > 0 ? bytes : 1, 1);
 }
