@@ -4,13 +4,26 @@
  * arrives (LAST_IN_SLICE or LAST_IN_REPETITION) or at the end of the
  * stream. Lines repeated with other `average` counters are averaged.
  * Noise, navigator, phase-correction and other non-imaging lines are
- * kept out. Calibration-only lines go to the buffer's calib part;
- * calibration-and-imaging lines to both. */
+ * kept out; noise lines go on down the chain as they are, for a
+ * noise_adjust placed after accumulate, which whitens whole buffers (those
+ * with no samples or channels, as Pulseq-based tools write them, are
+ * counted instead, and the client is warned once at the end).
+ * Calibration-only lines go to the buffer's calib part; calibration-and-
+ * imaging lines to both.
+ *
+ * When the buffer's consumer works on device data (handoff.h) and the
+ * "device" is a GPU, the buffer's lines go up in batches while the rest of
+ * the slice is still arriving (an eighth of its lines, at least 8, at a
+ * time) from pinned host memory, so that the slice is on the GPU when its
+ * last line comes; should the GPU be out of memory, the buffer goes on
+ * from the host instead. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "gadget.h"
+#include "handoff.h"
 #include "kspace.h"
+#include "placement.h"
 
 enum trigger { TRIGGER_SLICE, TRIGGER_REPETITION, TRIGGER_END };
 
@@ -23,18 +36,34 @@ typedef struct open_buffer {
   int ref_is_center;
   size_t ro_offset;      /* where sample 0 lands in the buffer's readout */
   long e1_offset, e2_offset;
+  mr_device *pin;        /* the GPU the buffer goes up to (pinned), or NULL */
+  uint8_t *dirty;        /* [e2][e1]: changed since the last upload; NULL: none */
+  size_t ndirty, batch;  /* lines changed; lines per upload */
 } open_buffer;
 
 typedef struct accumulate {
   int trigger;
+  int device, fallback;
+  mr_placement place;
+  int upload;         /* buffers go up to place.dev while they fill */
   open_buffer *open;
+  size_t empty_noise; /* noise lines with no samples or channels */
 } accumulate;
 
 static const mr_param params[] = {
     {"trigger", MR_PARAM_ENUM, offsetof(accumulate, trigger), "\"slice\"", 0, 0,
      "slice|repetition|end", 0,
      "send a buffer on at LAST_IN_SLICE, at LAST_IN_REPETITION, or only at the end"},
+    MR_PLACEMENT_PARAMS(accumulate),
 };
+
+static int configure(void *state, mr_gadget_ctx *ctx) {
+  accumulate *s = state;
+  int rc = mr_placement_acquire(&s->place, ctx, s->device, s->fallback);
+  s->upload = rc == 0 && mr_device_is_gpu(s->place.dev) &&
+              mr_handoff_on_device(ctx, MR_MSG_KSPACE);
+  return rc;
+}
 
 static const uint64_t kept_out =
     MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT) | MR_FLAG(ISMRMRD_ACQ_IS_NAVIGATION_DATA) |
@@ -46,6 +75,7 @@ static const uint64_t kept_out =
 
 static void free_open(open_buffer *b) {
   mr_kspace_free(b->k);
+  free(b->dirty);
   free(b->count);
   free(b->calib_count);
   free(b);
@@ -73,7 +103,7 @@ static long center_offset(size_t n, const mr_limit *l) {
 }
 
 static open_buffer *open_new(mr_gadget_ctx *ctx, const mr_acquisition *a,
-                             const uint16_t key[6], mr_err *err) {
+                             const uint16_t key[6], mr_device *upload, mr_err *err) {
   const mr_encoding *enc = &ctx->hdr->encoding[key[0]];
   const ISMRMRD_AcquisitionHeader *h = &a->head;
   size_t ns = h->number_of_samples, nro = ns, ro_offset = 0;
@@ -100,8 +130,11 @@ static open_buffer *open_new(mr_gadget_ctx *ctx, const mr_acquisition *a,
     return NULL;
   }
   memcpy(b->key, key, sizeof b->key);
-  b->k = mr_kspace_new(nro, ne1, ne2, h->active_channels,
-                       cartesian ? 0 : h->trajectory_dimensions, err);
+  /* Lines that go up in batches are gathered in pinned memory. */
+  b->k = upload != NULL && cartesian
+             ? mr_kspace_new_pinned(upload, nro, ne1, ne2, h->active_channels, err)
+             : mr_kspace_new(nro, ne1, ne2, h->active_channels,
+                             cartesian ? 0 : h->trajectory_dimensions, err);
   b->count = calloc(ne1 * ne2, sizeof *b->count);
   if (b->k == NULL || b->count == NULL) {
     mr_err_set(err, MR_ENOMEM, "out of memory for line counts");
@@ -111,6 +144,15 @@ static open_buffer *open_new(mr_gadget_ctx *ctx, const mr_acquisition *a,
   b->ro_offset = ro_offset;
   b->e1_offset = cartesian ? center_offset(ne1, &enc->limits.e1) : 0;
   b->e2_offset = cartesian ? center_offset(ne2, &enc->limits.e2) : 0;
+  /* Lines to upload in batches (Cartesian data only: trajectories stay on
+   * the host, and so does a buffer without room for its flags). */
+  if (upload != NULL && cartesian)
+    b->pin = upload;
+  if (b->pin != NULL && (b->dirty = calloc(ne1 * ne2, 1)) != NULL) {
+    b->batch = ne1 * ne2 / 8;
+    if (b->batch < 8)
+      b->batch = 8;
+  }
   b->k->ref = *h;
   b->k->encoding = key[0];
   b->k->recon = enc->recon;
@@ -143,6 +185,28 @@ static void add_line(mr_kspace *k, uint16_t *count, const open_buffer *b,
   k->sampled[line] = 1;
 }
 
+/* Uploads the changed lines, run by run. A failure (the GPU out of memory)
+ * is not the scan's: the buffer goes on from the host. */
+static void upload_dirty(accumulate *s, open_buffer *b) {
+  size_t lines = b->k->ne1 * b->k->ne2;
+  mr_err e = {0};
+  for (size_t l = 0; l < lines && b->dirty != NULL;) {
+    if (!b->dirty[l]) {
+      l++;
+      continue;
+    }
+    size_t end = l;
+    while (end < lines && b->dirty[end])
+      b->dirty[end++] = 0;
+    if (mr_kspace_upload_lines(b->k, s->place.dev, l, end - l, &e) < 0) {
+      free(b->dirty); /* the device copy is gone: no more uploads */
+      b->dirty = NULL;
+    }
+    l = end;
+  }
+  b->ndirty = 0;
+}
+
 static int place(mr_gadget_ctx *ctx, open_buffer *b, const mr_acquisition *a) {
   const ISMRMRD_AcquisitionHeader *h = &a->head;
   mr_kspace *k = b->k;
@@ -171,7 +235,9 @@ static int place(mr_gadget_ctx *ctx, open_buffer *b, const mr_acquisition *a) {
   if (calib) {
     if (k->calib == NULL) {
       mr_err e = {0};
-      k->calib = mr_kspace_new(k->nro, k->ne1, k->ne2, k->nch, k->traj_dims, &e);
+      /* Pinned too when the buffer goes up: grappa uploads its lines. */
+      k->calib = b->pin != NULL ? mr_kspace_new_pinned(b->pin, k->nro, k->ne1, k->ne2, k->nch, &e)
+                                : mr_kspace_new(k->nro, k->ne1, k->ne2, k->nch, k->traj_dims, &e);
       b->calib_count = calloc(k->ne1 * k->ne2, sizeof *b->calib_count);
       if (k->calib == NULL || b->calib_count == NULL)
         return mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "calibration lines: %s",
@@ -185,6 +251,10 @@ static int place(mr_gadget_ctx *ctx, open_buffer *b, const mr_acquisition *a) {
   }
   if (imaging) {
     add_line(k, b->count, b, a, (size_t)e1, (size_t)e2);
+    if (b->dirty != NULL && !b->dirty[(size_t)e2 * k->ne1 + (size_t)e1]) {
+      b->dirty[(size_t)e2 * k->ne1 + (size_t)e1] = 1;
+      b->ndirty++;
+    }
     /* The center line's header describes the buffer best. */
     const mr_encoding *enc = &ctx->hdr->encoding[b->key[0]];
     if (!b->ref_is_center && enc->limits.e1.present &&
@@ -204,6 +274,8 @@ static int send(accumulate *s, open_buffer *b, mr_emit *out) {
       break;
     }
   }
+  if (b->dirty != NULL)
+    upload_dirty(s, b); /* the rest of the slice */
   mr_kspace *k = b->k;
   b->k = NULL;
   free_open(b);
@@ -216,8 +288,14 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   const mr_acquisition *a = &msg->u.acq;
   const ISMRMRD_AcquisitionHeader *h = &a->head;
   int rc = 0;
-  if (h->flags & kept_out)
+  if (h->flags & kept_out) {
+    if (h->flags & MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT)) {
+      if (h->number_of_samples > 0 && h->active_channels > 0 && a->data != NULL)
+        return mr_emit_message(out, msg);
+      s->empty_noise++;
+    }
     goto done;
+  }
   if (h->number_of_samples == 0 || h->active_channels == 0) {
     rc = mr_gadget_fail(ctx, MR_EDATA, "acquisition %u has %u samples x %u channels: nothing to place",
                         h->scan_counter, h->number_of_samples, h->active_channels);
@@ -235,7 +313,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     b = b->next;
   if (b == NULL) {
     mr_err e = {0};
-    if ((b = open_new(ctx, a, key, &e)) == NULL) {
+    if ((b = open_new(ctx, a, key, s->upload ? s->place.dev : NULL, &e)) == NULL) {
       rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
       goto done;
     }
@@ -244,6 +322,8 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   }
   if ((rc = place(ctx, b, a)) < 0)
     goto done;
+  if (b->dirty != NULL && b->ndirty >= b->batch)
+    upload_dirty(s, b);
   int last = (s->trigger == TRIGGER_SLICE && (h->flags & MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE))) ||
              (s->trigger == TRIGGER_REPETITION &&
               (h->flags & MR_FLAG(ISMRMRD_ACQ_LAST_IN_REPETITION)));
@@ -256,7 +336,6 @@ done:
 
 /* At the end, whatever is still open goes out, oldest first. */
 static int flush(void *state, mr_gadget_ctx *ctx, mr_emit *out) {
-  (void)ctx;
   accumulate *s = state;
   while (s->open != NULL) {
     open_buffer *oldest = s->open;
@@ -266,7 +345,7 @@ static int flush(void *state, mr_gadget_ctx *ctx, mr_emit *out) {
     if (rc < 0)
       return rc;
   }
-  return 0;
+  return mr_emit_empty_noise_warning(ctx, out, s->empty_noise);
 }
 
 static void destroy(void *state) {
@@ -276,6 +355,7 @@ static void destroy(void *state) {
     s->open = b->next;
     free_open(b);
   }
+  mr_placement_release(&s->place);
 }
 
 const mr_gadget_class mr_gadget_accumulate = {
@@ -285,7 +365,9 @@ const mr_gadget_class mr_gadget_accumulate = {
     .nparams = sizeof params / sizeof *params,
     .state_size = sizeof(accumulate),
     .accepts = MR_KIND_BIT(MR_MSG_ACQUISITION),
-    .produces = MR_KIND_BIT(MR_MSG_KSPACE),
+    .produces = MR_KIND_BIT(MR_MSG_KSPACE) | MR_KIND_BIT(MR_MSG_ACQUISITION) |
+                MR_KIND_BIT(MR_MSG_TEXT),
+    .configure = configure,
     .process = process,
     .flush = flush,
     .destroy = destroy,

@@ -3,190 +3,239 @@
  * sensitivity-weighted sum, sum_c conj(s_c) x_c / sum_c |s_c|^2 (complex),
  * with maps s_c estimated from the central calib_size samples of k-space,
  * the ACS region of an accelerated scan: the coil images are taken back to
- * k-space, windowed there (Hann) to that centre, transformed to low-
- * resolution images l_c and normalised, s_c = l_c / sqrt(sum_c |l_c|^2). */
+ * k-space, windowed there (Hann, along x, y and, in 3D, z with the second
+ * calib_size) to that centre, transformed to low-resolution images l_c and
+ * normalised, s_c = l_c / sqrt(sum_c |l_c|^2).
+ *
+ * When maps are made ("maps"): "slice" (the default, as Gadgetron does)
+ * keeps one set of maps per encoding space and slice, made from the first
+ * image of that slice and reused for its later images (repetitions,
+ * phases, contrasts, sets); they are made anew when the image shape or the
+ * coil count changes, or when the image's calibration generation does
+ * (grappa counts calibrations per slice: new ACS lines or a reference scan). "image" makes them from
+ * every image. The maps stay on the device the combination runs on (a GPU
+ * computes them there) and count against the memory budget.
+ *
+ * All the math runs on the placed device; on a GPU the coil images come as
+ * device data from fft and the combined image goes on as device data to
+ * image_out (handoff.h). */
 #include <complex.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "budget.h"
+#include "buf.h"
 #include "coil.h"
+#include "fail.h"
 #include "fft.h"
 #include "gadget.h"
+#include "handoff.h"
 #include "image_array.h"
 #include "placement.h"
+#include "vec.h"
 
 enum method { COMBINE_RSS, COMBINE_WEIGHTED };
+enum maps_rule { MAPS_PER_SLICE, MAPS_PER_IMAGE };
+
+/* The maps of one encoding space and slice. */
+typedef struct slice_maps {
+  struct slice_maps *next;
+  uint16_t encoding, slice;
+  size_t nx, ny, nz, nch;
+  uint32_t generation;
+  mr_buf *maps; /* [ch][pixel] on the device they were made on; NULL: none */
+} slice_maps;
 
 typedef struct coil_combine {
   int method;
   int calib[2];
+  int maps_rule;
   int device, fallback;
   mr_placement place;
+  int on_device;     /* the next consumer takes device data */
+  mr_fft_plan *plan; /* the maps' transform, for the last shape */
+  slice_maps *slices;
 } coil_combine;
 
 static const mr_param params[] = {
     {"method", MR_PARAM_ENUM, offsetof(coil_combine, method), "\"rss\"", 0, 0, "rss|weighted", 0,
      "rss: root sum of squares; weighted: sensitivity-weighted with maps from the k-space centre"},
     {"calib_size", MR_PARAM_INTS, offsetof(coil_combine, calib), "[24, 24]", 4, 1024, NULL, 2,
-     "weighted: readout samples and lines of the k-space centre the maps come from"},
+     "weighted: readout samples and lines (and, in 3D, partitions) of the k-space centre the "
+     "maps come from"},
+    {"maps", MR_PARAM_ENUM, offsetof(coil_combine, maps_rule), "\"slice\"", 0, 0, "slice|image",
+     0,
+     "weighted: maps made once per slice (remade when the shape, the coils or the calibration "
+     "change) or from every image"},
     MR_PLACEMENT_PARAMS(coil_combine),
 };
 
 static int configure(void *state, mr_gadget_ctx *ctx) {
   coil_combine *s = state;
+  s->on_device = mr_handoff_on_device(ctx, MR_MSG_IMAGE_ARRAY);
   return mr_placement_acquire(&s->place, ctx, s->device, s->fallback);
 }
 
-typedef struct rss_job {
-  const mr_image_array *in;
-  float *out;
-} rss_job;
-
-static int run_rss(mr_device *dev, void *arg) {
-  rss_job *j = arg;
-  return mr_coil_rss_host(dev, (const mr_cfloat *)j->in->data, j->in->nch,
-                          mr_image_array_channel_size(j->in), j->out);
+static uint64_t maps_bytes(const slice_maps *m) {
+  return (uint64_t)m->nx * m->ny * m->nz * m->nch * sizeof(mr_cfloat);
 }
 
-typedef struct weighted_job {
-  const mr_image_array *in;
-  const int *calib;
-  mr_cfloat *maps; /* [ch][pixel] scratch */
-  mr_cfloat *out;
-} weighted_job;
-
-/* A Hann window of width w (samples) centred on n / 2; 0 outside. */
-static float hann(size_t k, size_t n, int w) {
-  double d = (double)k - (double)(n / 2);
-  if (w >= (int)n)
-    w = (int)n;
-  return fabs(d) * 2 < w ? (float)(0.5 * (1 + cos(2 * M_PI * d / w))) : 0.0f;
+static void drop_maps(slice_maps *m) {
+  if (m->maps == NULL)
+    return;
+  mr_budget_give(maps_bytes(m));
+  mr_buf_destroy(m->maps);
+  m->maps = NULL;
 }
 
-static int run_weighted(mr_device *dev, void *arg) {
-  weighted_job *j = arg;
-  const mr_image_array *in = j->in;
-  size_t n = mr_image_array_channel_size(in), plane = in->nx * in->ny;
-  memcpy(j->maps, in->data, n * in->nch * sizeof *j->maps);
+/* The slice's entry for in (made when missing); NULL when out of memory. */
+static slice_maps *slice_entry(coil_combine *s, const mr_image_array *in) {
+  uint16_t enc = in->ref.encoding_space_ref, slice = in->ref.idx.slice;
+  for (slice_maps *m = s->slices; m != NULL; m = m->next)
+    if (m->encoding == enc && m->slice == slice)
+      return m;
+  slice_maps *m = calloc(1, sizeof *m);
+  if (m == NULL)
+    return NULL;
+  m->encoding = enc;
+  m->slice = slice;
+  m->next = s->slices;
+  s->slices = m;
+  return m;
+}
+
+/* Whether m holds maps for in on dev under the gadget's rule. */
+static int maps_current(const coil_combine *s, const slice_maps *m, const mr_image_array *in,
+                        mr_device *dev) {
+  return s->maps_rule == MAPS_PER_SLICE && m->maps != NULL && mr_buf_device(m->maps) == dev &&
+         m->nx == in->nx && m->ny == in->ny && m->nz == in->nz && m->nch == in->nch &&
+         m->generation == in->calib_generation;
+}
+
+/* The transform of in's shape on dev, made once per shape and device. */
+static int plan_for(coil_combine *s, mr_device *dev, const mr_image_array *in) {
   mr_fft_opts o = {.rank = in->nz > 1 ? 3 : 2, .dims = {in->nx, in->ny, in->nz},
                    .batch = in->nch};
-  mr_fft_plan *plan = NULL;
-  int rc = mr_fft_plan_create(dev, &o, &plan);
-  if (rc == 0)
-    rc = mr_fft_execute_host(plan, MR_FFT_FORWARD, j->maps, j->maps);
-  float *wx = rc == 0 ? malloc(in->nx * sizeof *wx) : NULL;
-  float *wy = wx != NULL ? malloc(in->ny * sizeof *wy) : NULL;
-  if (rc == 0 && wy == NULL)
-    rc = MR_ENOMEM;
-  if (rc == 0) {
-    for (size_t x = 0; x < in->nx; x++)
-      wx[x] = hann(x, in->nx, j->calib[0]);
-    for (size_t y = 0; y < in->ny; y++)
-      wy[y] = hann(y, in->ny, j->calib[1]);
-    for (size_t i = 0; i < n * in->nch; i++) {
-      size_t p = i % plane;
-      j->maps[i] *= wx[p % in->nx] * wy[p / in->nx];
-    }
-    rc = mr_fft_execute_host(plan, MR_FFT_BACKWARD, j->maps, j->maps);
-  }
-  free(wx);
-  free(wy);
-  mr_fft_plan_destroy(plan);
-  if (rc < 0)
-    return rc;
-  /* Normalise to unit root sum of squares; pixels with next to no
-   * low-resolution signal get no map (and a zero image). */
-  double peak = 0;
-  for (size_t p = 0; p < n; p++) {
-    double ss = 0;
-    for (size_t c = 0; c < in->nch; c++) {
-      mr_cfloat v = j->maps[c * n + p];
-      ss += crealf(v) * crealf(v) + cimagf(v) * cimagf(v);
-    }
-    j->out[p] = (float)sqrt(ss);
-    if (ss > peak)
-      peak = ss;
-  }
-  float floor_ = (float)(1e-6 * sqrt(peak));
-  for (size_t p = 0; p < n; p++) {
-    float r = crealf(j->out[p]);
-    float scale = r > floor_ ? 1.0f / r : 0.0f;
-    for (size_t c = 0; c < in->nch; c++)
-      j->maps[c * n + p] *= scale;
-  }
-  return mr_coil_combine_host(dev, (const mr_cfloat *)in->data, j->maps, in->nch, n, j->out);
+  return mr_fft_plan_keep(dev, &o, &s->plan);
 }
 
-static int combine_weighted(coil_combine *s, mr_gadget_ctx *ctx, const mr_image_array *in,
-                            mr_image_array *a) {
-  size_t n = mr_image_array_channel_size(in), maps_bytes = n * in->nch * sizeof(mr_cfloat);
-  mr_err me = {0};
-  mr_cfloat *maps = mr_budget_alloc(maps_bytes, "the coil maps", &me);
-  if (maps == NULL)
-    return mr_gadget_fail(ctx, me.code, "%s", me.msg);
-  weighted_job job = {in, s->calib, maps, (mr_cfloat *)a->data};
-  int rc = mr_placement_run(&s->place, ctx, run_weighted, &job);
-  mr_budget_free(maps, maps_bytes);
+/* Makes m's maps on dev from the coil images x (on dev) of in. */
+static int make_maps(coil_combine *s, mr_device *dev, slice_maps *m, const mr_image_array *in,
+                     const mr_cfloat *x) {
+  drop_maps(m);
+  m->nx = in->nx;
+  m->ny = in->ny;
+  m->nz = in->nz;
+  m->nch = in->nch;
+  m->generation = in->calib_generation;
+  mr_err e = {0};
+  if (mr_budget_take(maps_bytes(m), "coil maps", &e) < 0)
+    return mr_fail(e.code, "%s", e.msg);
+  int rc = mr_buf_create(dev, maps_bytes(m), &m->maps);
+  if (rc < 0) {
+    mr_budget_give(maps_bytes(m));
+    m->maps = NULL;
+    return rc;
+  }
+  size_t n = mr_image_array_channel_size(in), dims[3] = {in->nx, in->ny, in->nz};
+  int width[3] = {s->calib[0], s->calib[1], s->calib[1]};
+  mr_cfloat *maps = mr_buf_data(m->maps);
+  rc = plan_for(s, dev, in);
+  if (rc == 0)
+    rc = mr_vec_copy(dev, n * in->nch, x, maps);
+  if (rc == 0)
+    rc = mr_fft_execute(s->plan, MR_FFT_FORWARD, maps, maps);
+  if (rc == 0)
+    rc = mr_coil_window(dev, maps, in->nch, dims, width);
+  if (rc == 0)
+    rc = mr_fft_execute(s->plan, MR_FFT_BACKWARD, maps, maps);
+  if (rc == 0)
+    rc = mr_coil_normalise(dev, maps, in->nch, n);
+  if (rc < 0)
+    drop_maps(m);
   return rc;
+}
+
+typedef struct combine_job {
+  coil_combine *s;
+  mr_image_array *in;  /* borrowed */
+  mr_image_array *out; /* made here */
+} combine_job;
+
+/* One device task: the coil images onto dev (when they are not there),
+ * maps when due, the combination into a new array on dev. */
+static int combine_task(mr_device *dev, void *arg) {
+  combine_job *j = arg;
+  coil_combine *s = j->s;
+  mr_image_array *in = j->in;
+  size_t n = mr_image_array_channel_size(in);
+  mr_err e = {0};
+  const mr_cfloat *x = mr_image_array_on(in, dev, &e);
+  mr_image_array *a = x != NULL ? mr_image_array_new_on(dev, in->nx, in->ny, in->nz, 1, &e)
+                                : NULL;
+  if (a == NULL)
+    return mr_fail(e.code ? e.code : MR_ENOMEM, "%s", e.code ? e.msg : "out of memory");
+  mr_cfloat *out = mr_image_array_on(a, dev, &e);
+  int rc;
+  if (s->method == COMBINE_RSS) {
+    rc = mr_coil_rss_complex(dev, x, in->nch, n, out);
+  } else {
+    slice_maps *m = slice_entry(s, in);
+    rc = m == NULL ? mr_fail(MR_ENOMEM, "out of memory for coil maps") : 0;
+    if (rc == 0 && !maps_current(s, m, in, dev))
+      rc = make_maps(s, dev, m, in, x);
+    if (rc == 0)
+      rc = mr_coil_combine(dev, x, mr_buf_data(m->maps), in->nch, n, out);
+  }
+  if (rc < 0) {
+    mr_image_array_free(a);
+    return rc;
+  }
+  j->out = a;
+  return 0;
+}
+
+static int run_combine(mr_device *dev, void *arg) {
+  return mr_device_run(dev, combine_task, arg);
 }
 
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
   coil_combine *s = state;
-  const mr_image_array *in = msg->u.object.ptr;
-  size_t n = mr_image_array_channel_size(in);
-  if (s->method == COMBINE_WEIGHTED) {
+  combine_job job = {s, msg->u.object.ptr, NULL};
+  int rc = mr_placement_run(&s->place, ctx, run_combine, &job);
+  mr_image_array *a = job.out;
+  if (rc == 0 && !s->on_device) {
     mr_err e = {0};
-    mr_image_array *a = mr_image_array_new(in->nx, in->ny, in->nz, 1, &e);
-    int rc = a == NULL ? mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "%s",
-                                        e.code ? e.msg : "out of memory combining coils")
-                       : combine_weighted(s, ctx, in, a);
-    if (rc == 0)
-      mr_image_array_copy_meta(a, in);
-    else
-      mr_image_array_free(a);
-    mr_message_unref(msg);
-    if (rc < 0)
-      return rc;
-    mr_message *m = mr_image_array_message(a);
-    return m != NULL ? mr_emit_message(out, m) : mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
+    if ((rc = mr_image_array_to_host(a, &e)) < 0)
+      rc = mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
   }
-  mr_err e = {0};
-  mr_image_array *a = mr_image_array_new(in->nx, in->ny, in->nz, 1, &e);
-  float *mag = a != NULL ? malloc(n * sizeof *mag) : NULL;
-  int rc;
-  if (a == NULL || mag == NULL) {
-    rc = mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "%s",
-                        e.code ? e.msg : "out of memory combining coils");
-    goto fail;
-  }
-  rss_job job = {in, mag};
-  if ((rc = mr_placement_run(&s->place, ctx, run_rss, &job)) < 0)
-    goto fail;
-  for (size_t i = 0; i < n; i++)
-    a->data[i] = mag[i];
-  free(mag);
-  mr_image_array_copy_meta(a, in);
+  if (rc == 0)
+    mr_image_array_copy_meta(a, job.in);
+  else
+    mr_image_array_free(a);
   mr_message_unref(msg);
+  if (rc < 0)
+    return rc;
   mr_message *m = mr_image_array_message(a);
   return m != NULL ? mr_emit_message(out, m) : mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
-fail:
-  free(mag);
-  mr_image_array_free(a);
-  mr_message_unref(msg);
-  return rc;
 }
 
 static void destroy(void *state) {
   coil_combine *s = state;
+  while (s->slices != NULL) {
+    slice_maps *m = s->slices;
+    s->slices = m->next;
+    drop_maps(m);
+    free(m);
+  }
+  mr_fft_plan_destroy(s->plan);
   mr_placement_release(&s->place);
 }
 
 const mr_gadget_class mr_gadget_coil_combine = {
     .name = "coil_combine",
     .summary = "combines coil images into one: root sum of squares, or sensitivity-weighted "
-               "with maps from the k-space centre",
+               "with maps from the k-space centre (made once per slice)",
     .params = params,
     .nparams = sizeof params / sizeof *params,
     .state_size = sizeof(coil_combine),

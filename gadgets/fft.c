@@ -1,52 +1,96 @@
 /* fft: k-space buffers to complex coil images by a centered 2D or 3D
  * inverse FFT (one per coil, batched), cropped to the header's recon
  * matrix where the encoded one is larger (phase oversampling, or a readout
- * whose oversampling was not removed). */
+ * whose oversampling was not removed). The plan is made once per shape.
+ * On a GPU the coil images stay there when the next gadget works on device
+ * data (coil_combine, image_out: handoff.h); otherwise they come back. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "budget.h"
+#include "fail.h"
+#include "buf.h"
 #include "fft.h"
 #include "gadget.h"
+#include "handoff.h"
 #include "image_array.h"
 #include "kspace.h"
 #include "placement.h"
+#include "vec.h"
 
 typedef struct fft_gadget {
   int device, fallback;
   mr_placement place;
+  int on_device;     /* the next consumer takes device data */
+  mr_fft_plan *plan; /* for the last shape */
 } fft_gadget;
 
 static const mr_param params[] = {MR_PLACEMENT_PARAMS(fft_gadget)};
 
 static int configure(void *state, mr_gadget_ctx *ctx) {
   fft_gadget *s = state;
+  s->on_device = mr_handoff_on_device(ctx, MR_MSG_IMAGE_ARRAY);
   return mr_placement_acquire(&s->place, ctx, s->device, s->fallback);
 }
 
-typedef struct fft_job {
-  const mr_kspace *k;
-  mr_cfloat *out;
-} fft_job;
-
-static int run_fft(mr_device *dev, void *arg) {
-  fft_job *j = arg;
-  const mr_kspace *k = j->k;
+/* The transform of k's shape on dev, made once per shape and device. */
+static int plan_for(fft_gadget *s, mr_device *dev, const mr_kspace *k) {
   mr_fft_opts o = {.rank = k->ne2 > 1 ? 3 : 2, .dims = {k->nro, k->ne1, k->ne2}, .batch = k->nch};
-  mr_fft_plan *plan = NULL;
-  int rc = mr_fft_plan_create(dev, &o, &plan);
-  if (rc == 0)
-    rc = mr_fft_execute_host(plan, MR_FFT_BACKWARD, (const mr_cfloat *)k->data, j->out);
-  mr_fft_plan_destroy(plan);
-  return rc;
+  return mr_fft_plan_keep(dev, &o, &s->plan);
 }
+
+typedef struct fft_job {
+  fft_gadget *s;
+  mr_kspace *k;        /* borrowed */
+  size_t n[3];         /* the cropped image */
+  mr_image_array *out; /* made here */
+} fft_job;
 
 /* The centered n_out of n along one axis. */
 static size_t crop_start(size_t n, size_t n_out) { return n / 2 - n_out / 2; }
 
+/* One device task: k-space onto dev, the transform in the image array's
+ * own memory when nothing is cropped, else in scratch and cropped. */
+static int fft_task(mr_device *dev, void *arg) {
+  fft_job *j = arg;
+  mr_kspace *k = j->k;
+  size_t nch = k->nch, full = mr_kspace_channel_size(k) * nch;
+  int crop = j->n[0] != k->nro || j->n[1] != k->ne1 || j->n[2] != k->ne2;
+  mr_err e = {0};
+  const mr_cfloat *in = mr_kspace_on(k, dev, &e);
+  mr_image_array *a = in != NULL ? mr_image_array_new_on(dev, j->n[0], j->n[1], j->n[2], nch, &e)
+                                 : NULL;
+  mr_cfloat *img = a != NULL ? mr_image_array_on(a, dev, &e) : NULL;
+  if (img == NULL) {
+    mr_image_array_free(a);
+    return mr_fail(e.code ? e.code : MR_ENOMEM, "%s", e.code ? e.msg : "out of memory");
+  }
+  mr_buf *scratch = NULL;
+  int rc = plan_for(j->s, dev, k);
+  if (rc == 0 && crop)
+    rc = mr_buf_create(dev, full * sizeof(mr_cfloat), &scratch);
+  mr_cfloat *t = scratch != NULL ? mr_buf_data(scratch) : img;
+  if (rc == 0)
+    rc = mr_fft_execute(j->s->plan, MR_FFT_BACKWARD, in, t);
+  if (rc == 0 && crop) {
+    size_t from[3] = {k->nro, k->ne1, k->ne2};
+    size_t at[3] = {crop_start(k->nro, j->n[0]), crop_start(k->ne1, j->n[1]),
+                    crop_start(k->ne2, j->n[2])};
+    rc = mr_vec_crop(dev, nch, t, from, at, img, j->n);
+  }
+  mr_buf_destroy(scratch);
+  if (rc < 0) {
+    mr_image_array_free(a);
+    return rc;
+  }
+  j->out = a;
+  return 0;
+}
+
+static int run_fft(mr_device *dev, void *arg) { return mr_device_run(dev, fft_task, arg); }
+
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
   fft_gadget *s = state;
-  const mr_kspace *k = msg->u.object.ptr;
+  mr_kspace *k = msg->u.object.ptr;
   int rc = 0;
   if (k->traj != NULL) {
     rc = mr_gadget_fail(ctx, MR_EDATA,
@@ -54,38 +98,24 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
                         k->traj_dims);
     goto done;
   }
-  size_t nch = k->nch, per = mr_kspace_channel_size(k), full_bytes = per * nch * sizeof(mr_cfloat);
-  mr_err fe = {0};
-  mr_cfloat *full = mr_budget_alloc(full_bytes, "the FFT's full-size coil images", &fe);
-  if (full == NULL) {
-    rc = mr_gadget_fail(ctx, fe.code, "%s", fe.msg);
+  fft_job job = {s, k, {k->recon.matrix.x < k->nro ? k->recon.matrix.x : k->nro,
+                        k->recon.matrix.y < k->ne1 ? k->recon.matrix.y : k->ne1,
+                        k->recon.matrix.z < k->ne2 ? k->recon.matrix.z : k->ne2},
+                 NULL};
+  if ((rc = mr_placement_run(&s->place, ctx, run_fft, &job)) < 0)
     goto done;
+  mr_image_array *a = job.out;
+  if (!s->on_device) {
+    mr_err e = {0};
+    if ((rc = mr_image_array_to_host(a, &e)) < 0) {
+      mr_image_array_free(a);
+      rc = mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
+      goto done;
+    }
   }
-  fft_job job = {k, full};
-  if ((rc = mr_placement_run(&s->place, ctx, run_fft, &job)) < 0) {
-    mr_budget_free(full, full_bytes);
-    goto done;
-  }
-  size_t nx = k->recon.matrix.x < k->nro ? k->recon.matrix.x : k->nro;
-  size_t ny = k->recon.matrix.y < k->ne1 ? k->recon.matrix.y : k->ne1;
-  size_t nz = k->recon.matrix.z < k->ne2 ? k->recon.matrix.z : k->ne2;
-  mr_err e = {0};
-  mr_image_array *a = mr_image_array_new(nx, ny, nz, nch, &e);
-  if (a == NULL) {
-    mr_budget_free(full, full_bytes);
-    rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
-    goto done;
-  }
-  size_t x0 = crop_start(k->nro, nx), y0 = crop_start(k->ne1, ny), z0 = crop_start(k->ne2, nz);
-  for (size_t c = 0; c < nch; c++)
-    for (size_t z = 0; z < nz; z++)
-      for (size_t y = 0; y < ny; y++)
-        memcpy(a->data + ((c * nz + z) * ny + y) * nx,
-               full + ((c * k->ne2 + z + z0) * k->ne1 + y + y0) * k->nro + x0,
-               nx * sizeof *a->data);
-  mr_budget_free(full, full_bytes);
   a->ref = k->ref;
   a->fov_mm = k->recon.fov_mm;
+  a->calib_generation = k->calib_generation;
   mr_message *m = mr_image_array_message(a);
   rc = m != NULL ? mr_emit_message(out, m) : mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
 done:
@@ -95,6 +125,7 @@ done:
 
 static void destroy(void *state) {
   fft_gadget *s = state;
+  mr_fft_plan_destroy(s->plan);
   mr_placement_release(&s->place);
 }
 

@@ -9,11 +9,17 @@
  *   - else the buffer's own longest run of consecutive sampled lines.
  * Weights are kept per slice and reused for later buffers (repetitions,
  * phases) until new calibration lines arrive. A buffer of calibration lines
- * only (a separate reference scan) is calibrated on and not passed on. */
+ * only (a separate reference scan) is calibrated on and not passed on.
+ * A k-space may come on a GPU (from remove_oversampling): calibration lines
+ * stay on the host, the lines they add go up, and the filling runs there. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
+#include "buf.h"
+#include "fail.h"
 #include "gadget.h"
+#include "handoff.h"
 #include "grappa.h"
 #include "kspace.h"
 #include "placement.h"
@@ -27,7 +33,8 @@ typedef struct slice_state {
   mr_cfloat *weights;    /* NULL until calibrated */
   mr_cfloat *frames;     /* interleaved: the latest data of each line */
   uint8_t *frames_seen;  /* [ne1] */
-  size_t frames_nro, frames_ne1, frames_nch;
+  size_t frames_nro, frames_ne1, frames_nch; /* 0 while frames is NULL */
+  uint32_t generation;   /* calibrations made (image_array.h): new ACS lines or a reference scan */
 } slice_state;
 
 typedef struct grappa_gadget {
@@ -36,6 +43,7 @@ typedef struct grappa_gadget {
   int segments, method;
   int device, fallback;
   mr_placement place;
+  int on_device;        /* the next consumer takes device k-space */
   mr_grappa_plan *plan; /* for the last shape and device used */
   mr_device *plan_dev;
   slice_state *slices;
@@ -62,13 +70,28 @@ static const mr_param params[] = {
 
 static int configure(void *state, mr_gadget_ctx *ctx) {
   grappa_gadget *s = state;
+  s->on_device = mr_handoff_on_device(ctx, MR_MSG_KSPACE);
   return mr_placement_acquire(&s->place, ctx, s->device, s->fallback);
+}
+
+/* The frames kept for the session count against the memory budget. */
+static uint64_t frames_bytes(size_t nro, size_t ne1, size_t nch) {
+  return (uint64_t)nro * ne1 * nch * sizeof(mr_cfloat) + ne1;
+}
+
+static void frames_free(slice_state *sl) {
+  if (sl->frames != NULL)
+    mr_budget_give(frames_bytes(sl->frames_nro, sl->frames_ne1, sl->frames_nch));
+  free(sl->frames);
+  free(sl->frames_seen);
+  sl->frames = NULL;
+  sl->frames_seen = NULL;
+  sl->frames_nro = sl->frames_ne1 = sl->frames_nch = 0;
 }
 
 static void slice_free(slice_state *sl) {
   free(sl->weights);
-  free(sl->frames);
-  free(sl->frames_seen);
+  frames_free(sl);
   free(sl);
 }
 
@@ -138,12 +161,43 @@ typedef struct fill_job {
   mr_kspace *k;
 } fill_job;
 
+/* On a GPU, when the k-space is there already or goes on to a gadget that
+ * works on the device (fft), it is filled there: at most one upload, no
+ * download. */
+static int fill_task(mr_device *dev, void *arg) {
+  fill_job *j = arg;
+  mr_err e = {0};
+  mr_cfloat *k = mr_kspace_on(j->k, dev, &e);
+  if (k == NULL)
+    return mr_fail(e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
+  size_t bytes = mr_grappa_weights_count(j->opts) * sizeof(mr_cfloat);
+  mr_buf *w = NULL;
+  int rc = mr_buf_create(dev, bytes, &w);
+  if (rc == 0)
+    rc = mr_buf_upload(w, 0, j->weights, bytes);
+  if (rc == 0)
+    rc = mr_grappa_apply(j->s->plan, mr_buf_data(w), j->k->sampled, j->k->ne1, k, NULL);
+  mr_buf_destroy(w);
+  if (rc == 0)
+    mr_kspace_changed_on(j->k, dev);
+  return rc;
+}
+
 static int run_fill(mr_device *dev, void *arg) {
   fill_job *j = arg;
   int rc = plan_for(j->s, dev, j->opts);
-  return rc < 0 ? rc
-                : mr_grappa_apply_host(j->s->plan, j->weights, j->k->sampled, j->k->ne1,
-                                       (mr_cfloat *)j->k->data, NULL);
+  if (rc < 0)
+    return rc;
+  mr_kspace *k = j->k;
+  if (mr_device_is_gpu(dev) &&
+      (j->s->on_device || (k->dev != NULL && mr_buf_device(k->dev) == dev)))
+    return mr_device_run(dev, fill_task, j);
+  /* On the host: the only copy from here on. */
+  mr_err e = {0};
+  if ((rc = mr_kspace_hand_on(k, 0, &e)) < 0)
+    return mr_fail(rc, "%s", mr_err_text(&e, rc));
+  return mr_grappa_apply_host(j->s->plan, j->weights, k->sampled, k->ne1, (mr_cfloat *)k->data,
+                              NULL);
 }
 
 /* Calibrates slice sl on nacs lines from line a0 of src (same shape as k). */
@@ -189,12 +243,22 @@ static int merge_frames(mr_gadget_ctx *ctx, slice_state *sl, const mr_kspace *k,
   *nacs = 0;
   if (sl->frames == NULL || sl->frames_nro != k->nro || sl->frames_ne1 != k->ne1 ||
       sl->frames_nch != k->nch) {
-    free(sl->frames);
-    free(sl->frames_seen);
+    /* Frames, seen flags and sizes change together, or not at all. */
+    frames_free(sl);
+    mr_err e = {0};
+    if (mr_budget_take(frames_bytes(k->nro, k->ne1, k->nch), "interleaved calibration frames",
+                       &e) < 0)
+      return mr_gadget_fail(ctx, e.code, "%s", e.msg);
     sl->frames = calloc(per * k->nch, sizeof *sl->frames);
     sl->frames_seen = calloc(k->ne1, 1);
-    if (sl->frames == NULL || sl->frames_seen == NULL)
+    if (sl->frames == NULL || sl->frames_seen == NULL) {
+      free(sl->frames);
+      free(sl->frames_seen);
+      sl->frames = NULL;
+      sl->frames_seen = NULL;
+      mr_budget_give(frames_bytes(k->nro, k->ne1, k->nch));
       return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for interleaved calibration");
+    }
     sl->frames_nro = k->nro;
     sl->frames_ne1 = k->ne1;
     sl->frames_nch = k->nch;
@@ -211,20 +275,27 @@ static int merge_frames(mr_gadget_ctx *ctx, slice_state *sl, const mr_kspace *k,
   return 0;
 }
 
-/* Embedded calibration-only lines are measured k-space: they join it. */
-static void adopt_calibration_lines(mr_kspace *k) {
+/* Embedded calibration-only lines are measured k-space: they join it,
+ * in every copy of the samples (host, device). */
+static int adopt_calibration_lines(mr_kspace *k) {
   const mr_kspace *c = k->calib;
   if (c->nro != k->nro || c->ne1 != k->ne1 || c->nch != k->nch || c->ne2 != k->ne2)
-    return;
-  size_t per = k->ne1 * k->nro;
+    return 0;
+  size_t per = k->ne1 * k->nro, row = k->nro * sizeof *k->data;
   for (size_t y = 0; y < k->ne1; y++) {
     if (!c->sampled[y] || k->sampled[y])
       continue;
-    for (size_t ch = 0; ch < k->nch; ch++)
-      memcpy(k->data + ch * per + y * k->nro, c->data + ch * per + y * k->nro,
-             k->nro * sizeof *k->data);
+    for (size_t ch = 0; k->data != NULL && ch < k->nch; ch++)
+      memcpy(k->data + ch * per + y * k->nro, c->data + ch * per + y * k->nro, row);
+    int rc = k->dev == NULL ? 0
+                            : mr_buf_upload_rows(k->dev, y * row, per * sizeof *k->data,
+                                                 c->data + y * k->nro, per * sizeof *k->data,
+                                                 row, k->nch);
+    if (rc < 0)
+      return rc;
     k->sampled[y] = 1;
   }
+  return 0;
 }
 
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
@@ -235,8 +306,14 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
       ctx->hdr != NULL && k->encoding < ctx->hdr->nencodings ? &ctx->hdr->encoding[k->encoding].parallel
                                                                : NULL;
   int accel = pi != NULL && pi->present ? pi->accel_e1 : 1;
-  if (accel <= 1 && (pi == NULL || pi->accel_e2 <= 1))
-    return mr_emit_message(out, msg); /* not accelerated */
+  mr_err e = {0};
+  if (accel <= 1 && (pi == NULL || pi->accel_e2 <= 1)) { /* not accelerated */
+    if ((rc = mr_kspace_hand_on(k, s->on_device, &e)) < 0) {
+      rc = mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
+      goto done;
+    }
+    return mr_emit_message(out, msg);
+  }
   if (k->traj != NULL) {
     rc = mr_gadget_fail(ctx, MR_EDATA, "got non-Cartesian k-space: GRAPPA needs Cartesian lines");
     goto done;
@@ -262,8 +339,17 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   for (size_t y = 0; y < k->ne1; y++)
     imaging += k->sampled[y] != 0;
   int separate = pi->calibration == MR_CALIB_SEPARATE || pi->calibration == MR_CALIB_EXTERNAL;
-  if (k->calib != NULL && !separate)
-    adopt_calibration_lines(k);
+  int calibrated = 0;
+  if (k->calib != NULL && !separate && (rc = adopt_calibration_lines(k)) < 0) {
+    rc = mr_gadget_fail(ctx, rc, "calibration lines onto the GPU: %s", mr_device_last_error());
+    goto done;
+  }
+  /* Calibrating without calibration lines reads the k-space on the host. */
+  if (k->calib == NULL && (pi->calibration == MR_CALIB_INTERLEAVED || sl->weights == NULL) &&
+      mr_kspace_host(k, &e) == NULL) {
+    rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
+    goto done;
+  }
   if (k->calib != NULL) {
     const mr_kspace *c = k->calib;
     if (c->nro != k->nro || c->nch != k->nch || c->ne1 != k->ne1 || c->ne2 != 1) {
@@ -275,16 +361,23 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     }
     nacs = longest_run(c->sampled, c->ne1, &a0);
     rc = calibrate(s, ctx, sl, k, (const mr_cfloat *)c->data, a0, nacs, accel);
+    calibrated = 1;
   } else if (pi->calibration == MR_CALIB_INTERLEAVED) {
     if ((rc = merge_frames(ctx, sl, k, &a0, &nacs)) == 0 &&
-        (long)nacs >= (long)(s->kernel[1] - 1) * accel + 1)
+        (long)nacs >= (long)(s->kernel[1] - 1) * accel + 1) {
       rc = calibrate(s, ctx, sl, k, sl->frames, a0, nacs, accel);
+      calibrated = 1;
+    }
   } else if (sl->weights == NULL) {
     nacs = longest_run(k->sampled, k->ne1, &a0);
     rc = calibrate(s, ctx, sl, k, (const mr_cfloat *)k->data, a0, nacs, accel);
+    calibrated = 1;
   }
   if (rc < 0)
     goto done;
+  /* New calibration data (a reference scan, or ACS lines in this buffer):
+   * coil maps made from earlier images are stale. */
+  sl->generation += (uint32_t)calibrated;
   if (imaging == 0) { /* a reference scan alone */
     mr_message_unref(msg);
     return 0;
@@ -307,8 +400,13 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   if ((rc = mr_placement_run(&s->place, ctx, run_fill, &job)) < 0)
     goto done;
   memset(k->sampled, 1, k->ne1 * k->ne2);
+  k->calib_generation = sl->generation;
   mr_kspace_free(k->calib);
   k->calib = NULL;
+  if ((rc = mr_kspace_hand_on(k, s->on_device, &e)) < 0) {
+    rc = mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
+    goto done;
+  }
   return mr_emit_message(out, msg);
 done:
   mr_message_unref(msg);

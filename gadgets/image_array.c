@@ -4,25 +4,21 @@
 #include <stdlib.h>
 
 #include "budget.h"
+#include "buf.h"
 
-static uint64_t footprint(size_t nx, size_t ny, size_t nz, size_t nch) {
-  return (uint64_t)nx * ny * nz * nch * sizeof(float complex);
+static uint64_t footprint(const mr_image_array *a) {
+  return (uint64_t)a->nx * a->ny * a->nz * a->nch * sizeof(float complex);
 }
 
-mr_image_array *mr_image_array_new(size_t nx, size_t ny, size_t nz, size_t nch, mr_err *err) {
-  uint64_t bytes = footprint(nx, ny, nz, nch);
-  char what[128];
-  snprintf(what, sizeof what, "a %zux%zux%zu x %zu-channel image array", nx, ny, nz, nch);
-  if (mr_budget_take(bytes, what, err) < 0)
-    return NULL;
+static void describe(const mr_image_array *a, char *what, size_t size) {
+  snprintf(what, size, "a %zux%zux%zu x %zu-channel image array", a->nx, a->ny, a->nz, a->nch);
+}
+
+/* The shell of an array, no pixels yet. */
+static mr_image_array *shell(size_t nx, size_t ny, size_t nz, size_t nch, mr_err *err) {
   mr_image_array *a = calloc(1, sizeof *a);
-  if (a != NULL && (a->data = calloc(nx * ny * nz * nch, sizeof *a->data)) == NULL) {
-    free(a);
-    a = NULL;
-  }
   if (a == NULL) {
-    mr_budget_give(bytes);
-    mr_err_set(err, MR_ENOMEM, "out of memory for %s", what);
+    mr_err_set(err, MR_ENOMEM, "out of memory for an image array");
     return NULL;
   }
   a->nx = nx;
@@ -32,17 +28,119 @@ mr_image_array *mr_image_array_new(size_t nx, size_t ny, size_t nz, size_t nch, 
   return a;
 }
 
+/* Host pixels for a (zeroed), counted against the budget. */
+static int alloc_host(mr_image_array *a, mr_err *err) {
+  char what[128];
+  describe(a, what, sizeof what);
+  if (mr_budget_take(footprint(a), what, err) < 0)
+    return MR_ELIMIT;
+  a->data = calloc(a->nx * a->ny * a->nz * a->nch, sizeof *a->data);
+  if (a->data == NULL) {
+    mr_budget_give(footprint(a));
+    return mr_err_set(err, MR_ENOMEM, "out of memory for %s", what);
+  }
+  return 0;
+}
+
+/* Device pixels for a on dev (a GPU), counted against the budget. */
+static int alloc_device(mr_image_array *a, mr_device *dev, mr_err *err) {
+  char what[128];
+  describe(a, what, sizeof what);
+  if (mr_budget_take(footprint(a), what, err) < 0)
+    return MR_ELIMIT;
+  int rc = mr_buf_create(dev, footprint(a) > 0 ? footprint(a) : 1, &a->dev);
+  if (rc < 0) {
+    mr_budget_give(footprint(a));
+    a->dev = NULL;
+    return mr_err_set(err, rc, "%s on the GPU: %s", what, mr_device_last_error());
+  }
+  return 0;
+}
+
+mr_image_array *mr_image_array_new(size_t nx, size_t ny, size_t nz, size_t nch, mr_err *err) {
+  mr_image_array *a = shell(nx, ny, nz, nch, err);
+  if (a != NULL && alloc_host(a, err) < 0) {
+    free(a);
+    return NULL;
+  }
+  return a;
+}
+
+mr_image_array *mr_image_array_new_on(mr_device *dev, size_t nx, size_t ny, size_t nz,
+                                      size_t nch, mr_err *err) {
+  if (!mr_device_is_gpu(dev))
+    return mr_image_array_new(nx, ny, nz, nch, err);
+  mr_image_array *a = shell(nx, ny, nz, nch, err);
+  if (a != NULL && alloc_device(a, dev, err) < 0) {
+    free(a);
+    return NULL;
+  }
+  return a;
+}
+
 void mr_image_array_free(mr_image_array *a) {
   if (a == NULL)
     return;
-  mr_budget_give(footprint(a->nx, a->ny, a->nz, a->nch));
+  if (a->data != NULL)
+    mr_budget_give(footprint(a));
+  if (a->dev != NULL)
+    mr_budget_give(footprint(a));
   free(a->data);
+  mr_buf_destroy(a->dev);
   free(a);
+}
+
+float complex *mr_image_array_host(mr_image_array *a, mr_err *err) {
+  if (a->data != NULL)
+    return a->data;
+  if (alloc_host(a, err) < 0)
+    return NULL;
+  int rc = mr_buf_download(a->dev, 0, a->data, footprint(a));
+  if (rc < 0) {
+    mr_err_set(err, rc, "downloading an image array: %s", mr_device_last_error());
+    return NULL;
+  }
+  return a->data;
+}
+
+int mr_image_array_to_host(mr_image_array *a, mr_err *err) {
+  if (mr_image_array_host(a, err) == NULL)
+    return err != NULL && err->code < 0 ? err->code : MR_ENOMEM;
+  if (a->dev != NULL) {
+    mr_budget_give(footprint(a));
+    mr_buf_destroy(a->dev);
+    a->dev = NULL;
+  }
+  return 0;
+}
+
+mr_cfloat *mr_image_array_on(mr_image_array *a, mr_device *dev, mr_err *err) {
+  if (!mr_device_is_gpu(dev))
+    return mr_image_array_host(a, err);
+  if (a->dev != NULL && mr_buf_device(a->dev) == dev)
+    return mr_buf_data(a->dev);
+  /* On another GPU (a config may place gadgets apart): through the host. */
+  if (a->dev != NULL) {
+    if (mr_image_array_host(a, err) == NULL)
+      return NULL;
+    mr_budget_give(footprint(a));
+    mr_buf_destroy(a->dev);
+    a->dev = NULL;
+  }
+  if (alloc_device(a, dev, err) < 0)
+    return NULL;
+  int rc = mr_buf_upload(a->dev, 0, a->data, footprint(a));
+  if (rc < 0) {
+    mr_err_set(err, rc, "uploading an image array: %s", mr_device_last_error());
+    return NULL;
+  }
+  return mr_buf_data(a->dev);
 }
 
 void mr_image_array_copy_meta(mr_image_array *dst, const mr_image_array *src) {
   dst->ref = src->ref;
   dst->fov_mm = src->fov_mm;
+  dst->calib_generation = src->calib_generation;
 }
 
 static void free_array(void *p) { mr_image_array_free(p); }

@@ -162,7 +162,7 @@ static int check_finite(mr_gadget_ctx *ctx, const mr_image_array *a, uint16_t in
 
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
   image_out *s = state;
-  const mr_image_array *a = msg->u.object.ptr;
+  mr_image_array *a = msg->u.object.ptr;
   int rc = 0;
   if (a->nx > UINT16_MAX || a->ny > UINT16_MAX || a->nz > UINT16_MAX || a->nch > UINT16_MAX) {
     rc = mr_gadget_fail(ctx, MR_EDATA, "image of %zux%zux%zu x %zu channels is too large",
@@ -172,6 +172,12 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   if ((rc = check_finite(ctx, a, (uint16_t)(s->next_index + 1))) < 0)
     goto done;
   size_t n = mr_image_array_channel_size(a) * a->nch;
+  mr_err e = {0};
+  const float complex *pixels = mr_image_array_host(a, &e); /* finished: to the host */
+  if (pixels == NULL) {
+    rc = mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
+    goto done;
+  }
   ISMRMRD_ImageHeader h;
   fill_header(s, a, ++s->next_index, &h);
   mr_message *im = mr_message_new_image(&h, NULL);
@@ -179,11 +185,11 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     rc = mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for an image");
     goto done;
   }
-  convert(s->kind, a->data, n, im->u.image.data);
+  convert(s->kind, pixels, n, im->u.image.data);
   /* Window from the magnitude (the pixels themselves when they are it). */
   float *mag = s->kind == OUT_MAGNITUDE ? im->u.image.data : malloc(n * sizeof *mag);
   if (mag != NULL && s->kind != OUT_MAGNITUDE)
-    convert(OUT_MAGNITUDE, a->data, n, mag);
+    convert(OUT_MAGNITUDE, pixels, n, mag);
   im->u.image.attributes = mag != NULL ? meta_xml(ctx, mag, n) : NULL;
   if (mag != im->u.image.data)
     free(mag);

@@ -1,9 +1,15 @@
 #include "kspace.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 
 #include "budget.h"
+#include "buf.h"
+#include "host.h"
+#include "vec.h"
 
 /* What a buffer of this shape costs (its budget share). */
 static uint64_t footprint(size_t nro, size_t ne1, size_t ne2, size_t nch, int traj_dims) {
@@ -12,8 +18,94 @@ static uint64_t footprint(size_t nro, size_t ne1, size_t ne2, size_t nch, int tr
          n * (uint64_t)(traj_dims > 0 ? traj_dims : 0) * sizeof(float);
 }
 
-mr_kspace *mr_kspace_new(size_t nro, size_t ne1, size_t ne2, size_t nch, int traj_dims,
-                         mr_err *err) {
+/* The samples' own share of the footprint, which counts one copy. */
+static uint64_t samples_bytes(const mr_kspace *k) {
+  return (uint64_t)mr_kspace_channel_size(k) * k->nch * sizeof(float complex);
+}
+
+/* Freed pageable sample blocks kept for the next buffer of their size: a
+ * slice's buffer of more than the C library's largest heap block (32 MiB)
+ * comes fresh from the kernel every time, and faulting in and zeroing its
+ * pages costs more than gathering the lines into it. A few blocks, shared
+ * by every session (buffers are freed on any pipeline thread). */
+enum { CACHE_BLOCKS = 4 };
+#define CACHE_MIN ((size_t)1 << 20)
+#define CACHE_BYTES ((size_t)1 << 30)
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  void *p;
+  size_t bytes;
+} cache[CACHE_BLOCKS];
+static int ncached;
+static size_t cached_bytes;
+
+/* Blocks from this size on are aligned to, and asked to be backed by, 2 MiB
+ * pages: gathering a line touches every channel, a page apart each, and
+ * small pages made that a TLB miss per channel. */
+#define HUGE_PAGE ((size_t)2 << 20)
+
+/* bytes of zeroed host memory, from the cache when a block of that size is
+ * there. */
+static void *samples_alloc(size_t bytes) {
+  if (bytes >= CACHE_MIN) {
+    void *p = NULL;
+    pthread_mutex_lock(&cache_lock);
+    for (int i = 0; i < ncached; i++)
+      if (cache[i].bytes == bytes) {
+        p = cache[i].p;
+        cached_bytes -= bytes;
+        cache[i] = cache[--ncached];
+        break;
+      }
+    pthread_mutex_unlock(&cache_lock);
+    if (p != NULL)
+      return memset(p, 0, bytes);
+  }
+  if (bytes >= HUGE_PAGE) {
+    void *p = NULL;
+    if (posix_memalign(&p, HUGE_PAGE, bytes) != 0)
+      return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, bytes, MADV_HUGEPAGE); /* advice: failing it costs only speed */
+#endif
+    return memset(p, 0, bytes);
+  }
+  return calloc(bytes > 0 ? bytes : 1, 1);
+}
+
+static void samples_free(void *p, size_t bytes) {
+  if (p == NULL)
+    return;
+  if (bytes >= CACHE_MIN) {
+    pthread_mutex_lock(&cache_lock);
+    int kept = ncached < CACHE_BLOCKS && cached_bytes + bytes <= CACHE_BYTES;
+    if (kept) {
+      cache[ncached].p = p;
+      cache[ncached++].bytes = bytes;
+      cached_bytes += bytes;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    if (kept)
+      return;
+  }
+  free(p);
+}
+
+/* Frees k's host samples, pinned or not. */
+static void free_host(mr_kspace *k) {
+  if (k->pinned != NULL)
+    mr_host_free(k->pinned, k->data);
+  else
+    samples_free(k->data, samples_bytes(k));
+  k->data = NULL;
+  k->pinned = NULL;
+}
+
+/* A buffer whose samples go to host memory (dev NULL or the CPU; pinned
+ * for pin), or to a GPU buffer (dev a GPU). */
+static mr_kspace *make(mr_device *dev, mr_device *pin, size_t nro, size_t ne1, size_t ne2,
+                       size_t nch, int traj_dims, mr_err *err) {
   uint64_t bytes = footprint(nro, ne1, ne2, nch, traj_dims);
   char what[128];
   snprintf(what, sizeof what, "a %zux%zux%zu x %zu-channel k-space buffer", nro, ne1, ne2, nch);
@@ -31,16 +123,41 @@ mr_kspace *mr_kspace_new(size_t nro, size_t ne1, size_t ne2, size_t nch, int tra
   k->nch = nch;
   k->traj_dims = traj_dims;
   size_t n = nro * ne1 * ne2;
-  k->data = calloc(n * nch, sizeof *k->data);
+  int on_gpu = dev != NULL && mr_device_is_gpu(dev), rc = 0;
+  if (on_gpu) {
+    rc = mr_buf_create(dev, n * nch * sizeof *k->data + 1, &k->dev);
+  } else if (pin != NULL && mr_host_alloc(pin, n * nch * sizeof *k->data, (void **)&k->data) == 0) {
+    k->pinned = pin;
+    memset(k->data, 0, n * nch * sizeof *k->data);
+  } else {
+    k->data = samples_alloc(n * nch * sizeof *k->data);
+  }
   k->sampled = calloc(ne1 * ne2, 1);
   if (traj_dims > 0)
     k->traj = calloc(n * (size_t)traj_dims, sizeof *k->traj);
-  if (k->data == NULL || k->sampled == NULL || (traj_dims > 0 && k->traj == NULL)) {
+  if (rc < 0 || (on_gpu ? k->dev == NULL : k->data == NULL) || k->sampled == NULL ||
+      (traj_dims > 0 && k->traj == NULL)) {
     mr_kspace_free(k);
-    mr_err_set(err, MR_ENOMEM, "out of memory for %s", what);
+    mr_err_set(err, rc < 0 ? rc : MR_ENOMEM, "out of memory for %s%s", what,
+               on_gpu ? " on the GPU" : "");
     return NULL;
   }
   return k;
+}
+
+mr_kspace *mr_kspace_new(size_t nro, size_t ne1, size_t ne2, size_t nch, int traj_dims,
+                         mr_err *err) {
+  return make(NULL, NULL, nro, ne1, ne2, nch, traj_dims, err);
+}
+
+mr_kspace *mr_kspace_new_pinned(mr_device *dev, size_t nro, size_t ne1, size_t ne2, size_t nch,
+                                mr_err *err) {
+  return make(NULL, mr_device_is_gpu(dev) ? dev : NULL, nro, ne1, ne2, nch, 0, err);
+}
+
+mr_kspace *mr_kspace_new_on(mr_device *dev, size_t nro, size_t ne1, size_t ne2, size_t nch,
+                            mr_err *err) {
+  return make(dev, NULL, nro, ne1, ne2, nch, 0, err);
 }
 
 void mr_kspace_free(mr_kspace *k) {
@@ -48,14 +165,143 @@ void mr_kspace_free(mr_kspace *k) {
     return;
   mr_kspace_free(k->calib);
   mr_budget_give(footprint(k->nro, k->ne1, k->ne2, k->nch, k->traj_dims));
-  free(k->data);
+  if (k->data != NULL && k->dev != NULL) /* the second copy */
+    mr_budget_give(samples_bytes(k));
+  mr_buf_destroy(k->dev);
+  free_host(k);
   free(k->sampled);
   free(k->traj);
   free(k);
+}
+
+float complex *mr_kspace_host(mr_kspace *k, mr_err *err) {
+  if (k->data != NULL)
+    return k->data;
+  uint64_t bytes = samples_bytes(k);
+  if (mr_budget_take(bytes, "a k-space buffer's host copy", err) < 0)
+    return NULL;
+  k->data = samples_alloc(bytes);
+  int rc = k->data == NULL ? MR_ENOMEM : mr_buf_download(k->dev, 0, k->data, bytes);
+  if (rc < 0) {
+    samples_free(k->data, bytes);
+    k->data = NULL;
+    mr_budget_give(bytes);
+    mr_err_set(err, rc, "downloading a k-space buffer: %s",
+               rc == MR_ENOMEM ? "out of memory" : mr_device_last_error());
+    return NULL;
+  }
+  return k->data;
+}
+
+mr_cfloat *mr_kspace_on(mr_kspace *k, mr_device *dev, mr_err *err) {
+  if (!mr_device_is_gpu(dev))
+    return mr_kspace_host(k, err);
+  if (k->dev != NULL && mr_buf_device(k->dev) == dev)
+    return mr_buf_data(k->dev);
+  if (k->dev != NULL) { /* on another GPU: through the host */
+    if (mr_kspace_host(k, err) == NULL)
+      return NULL;
+    mr_buf_destroy(k->dev);
+    k->dev = NULL;
+    mr_budget_give(samples_bytes(k));
+  }
+  uint64_t bytes = samples_bytes(k);
+  if (mr_budget_take(bytes, "a k-space buffer on the GPU", err) < 0)
+    return NULL;
+  int rc = mr_buf_create(dev, bytes > 0 ? bytes : 1, &k->dev);
+  if (rc == 0 && (rc = mr_buf_upload(k->dev, 0, k->data, bytes)) < 0) {
+    mr_buf_destroy(k->dev);
+  }
+  if (rc < 0) {
+    k->dev = NULL;
+    mr_budget_give(bytes);
+    mr_err_set(err, rc, "a k-space buffer on the GPU: %s", mr_device_last_error());
+    return NULL;
+  }
+  return mr_buf_data(k->dev);
+}
+
+void mr_kspace_changed_on(mr_kspace *k, mr_device *dev) {
+  if (!mr_device_is_gpu(dev)) {
+    if (k->dev != NULL) {
+      mr_buf_destroy(k->dev);
+      k->dev = NULL;
+      mr_budget_give(samples_bytes(k));
+    }
+    return;
+  }
+  if (k->data != NULL) {
+    free_host(k);
+    mr_budget_give(samples_bytes(k));
+  }
+}
+
+void mr_kspace_copy_meta(mr_kspace *dst, const mr_kspace *src) {
+  dst->ref = src->ref;
+  dst->encoding = src->encoding;
+  dst->recon = src->recon;
+  dst->encoded = src->encoded;
+  dst->calib_generation = src->calib_generation;
+}
+
+/* Drops k's device copy (after a failure). */
+static void drop_device(mr_kspace *k) {
+  if (k->dev == NULL)
+    return;
+  mr_buf_destroy(k->dev);
+  k->dev = NULL;
+  mr_budget_give(samples_bytes(k));
+}
+
+int mr_kspace_upload_lines(mr_kspace *k, mr_device *dev, size_t first, size_t count,
+                           mr_err *err) {
+  int rc = 0;
+  if (k->dev == NULL) {
+    uint64_t bytes = samples_bytes(k);
+    if ((rc = mr_budget_take(bytes, "a k-space buffer on the GPU", err)) < 0)
+      return rc;
+    if ((rc = mr_buf_create(dev, bytes > 0 ? bytes : 1, &k->dev)) < 0) {
+      k->dev = NULL;
+      mr_budget_give(bytes);
+      return mr_err_set(err, rc, "a k-space buffer on the GPU: %s", mr_device_last_error());
+    }
+    rc = mr_vec_zero(dev, mr_kspace_channel_size(k) * k->nch, mr_buf_data(k->dev));
+  }
+  /* The run of lines in every channel: rows a channel apart. */
+  size_t pitch = mr_kspace_channel_size(k) * sizeof *k->data;
+  if (rc == 0)
+    rc = mr_buf_upload_rows(k->dev, first * k->nro * sizeof *k->data, pitch,
+                            k->data + first * k->nro, pitch, count * k->nro * sizeof *k->data,
+                            k->nch);
+  if (rc < 0) {
+    drop_device(k);
+    return mr_err_set(err, rc, "uploading k-space lines: %s", mr_device_last_error());
+  }
+  return 0;
+}
+
+int mr_kspace_hand_on(mr_kspace *k, int on_device, mr_err *err) {
+  if (on_device || k->dev == NULL)
+    return 0;
+  if (mr_kspace_host(k, err) == NULL)
+    return err != NULL && err->code < 0 ? err->code : MR_ENOMEM;
+  drop_device(k);
+  return 0;
 }
 
 static void free_kspace(void *p) { mr_kspace_free(p); }
 
 mr_message *mr_kspace_message(mr_kspace *k) {
   return mr_message_new_object(MR_MSG_KSPACE, k, free_kspace);
+}
+
+int mr_emit_empty_noise_warning(mr_gadget_ctx *ctx, mr_emit *out, size_t count) {
+  if (count == 0)
+    return 0;
+  char text[256];
+  int n = snprintf(text, sizeof text,
+                   "WARNING: %s: skipped %zu noise acquisition%s with no samples or no channels",
+                   ctx->gadget, count, count == 1 ? "" : "s");
+  mr_message *m = mr_message_new_text(MR_MSG_TEXT, text, (size_t)n);
+  return m != NULL ? mr_emit_message(out, m) : mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
 }

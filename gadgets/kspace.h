@@ -1,6 +1,13 @@
 /* A k-space buffer: the lines of one slice / contrast / phase / repetition
  * / set gathered into an array (accumulate makes them; fft, grappa,
- * gridding consume them). Travels as an MR_MSG_KSPACE message. */
+ * gridding consume them). Travels as an MR_MSG_KSPACE message.
+ *
+ * Where the samples live: in host memory (`data`), on a device (`dev`, an
+ * mr_buf from gpu/buf.h), or both; host samples may be pinned for a GPU. A GPU gadget that hands the buffer to a
+ * gadget which also works on the device (handoff.h) may leave the samples
+ * there only; mr_kspace_on() gives them on the device a consumer works on,
+ * copying them across once when they live elsewhere. The mask, the
+ * trajectory and the calibration part stay on the host. */
 #ifndef MR_GADGETS_KSPACE_H
 #define MR_GADGETS_KSPACE_H
 
@@ -8,13 +15,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cfloat.h"
+#include "device.h"
 #include "error.h"
+#include "gadget.h"
 #include "message.h"
 #include "stream_header.h"
 
+struct mr_buf;
+
 typedef struct mr_kspace {
   size_t nro, ne1, ne2, nch;
-  float complex *data; /* [ch][e2][e1][ro] */
+  float complex *data; /* [ch][e2][e1][ro]; NULL while on a device only */
+  mr_device *pinned;   /* data is pinned host memory for this GPU (host.h),
+                          or NULL: pageable */
+  struct mr_buf *dev;  /* the same on a GPU, or NULL. Owned. */
   uint8_t *sampled;    /* [e2][e1]: 1 where a line was acquired */
   /* Non-Cartesian lines keep their sample positions: traj[e2][e1][ro][dims]
    * (NULL for Cartesian data). */
@@ -29,6 +44,9 @@ typedef struct mr_kspace {
   /* Lines flagged IS_PARALLEL_CALIBRATION(_AND_IMAGING), gathered apart
    * (GRAPPA's ACS region); NULL when none came. Owned. */
   struct mr_kspace *calib;
+  /* Changes when the slice's calibration source changes (see
+   * image_array.h); 0 unless a gadget says otherwise. */
+  uint32_t calib_generation;
 } mr_kspace;
 
 /* A zeroed buffer of the given size (data and mask allocated; traj too when
@@ -37,11 +55,54 @@ typedef struct mr_kspace {
  * memory. */
 mr_kspace *mr_kspace_new(size_t nro, size_t ne1, size_t ne2, size_t nch, int traj_dims,
                          mr_err *err);
+/* The same without a trajectory, with zeroed samples in host memory pinned
+ * for dev (a GPU: uploads go straight to the copy engine), falling back to
+ * pageable memory when none can be pinned. */
+mr_kspace *mr_kspace_new_pinned(mr_device *dev, size_t nro, size_t ne1, size_t ne2, size_t nch,
+                                mr_err *err);
+/* The same without a trajectory, with the samples (contents undefined) on
+ * dev only when dev is a GPU (the mask is on the host, zeroed). */
+mr_kspace *mr_kspace_new_on(mr_device *dev, size_t nro, size_t ne1, size_t ne2, size_t nch,
+                            mr_err *err);
 void mr_kspace_free(mr_kspace *k);
+
+/* Copies everything but the samples, the mask and the calibration part
+ * (geometry, encoding, counters, generation) from src. */
+void mr_kspace_copy_meta(mr_kspace *dst, const mr_kspace *src);
+
+/* The samples as a pointer on dev (host memory for the CPU device), copied
+ * there once when they live elsewhere (the copy is kept: treat them as read
+ * only, or call mr_kspace_changed_on()). NULL with a line in err when over
+ * the budget or out of memory. Borrowed from k. */
+mr_cfloat *mr_kspace_on(mr_kspace *k, mr_device *dev, mr_err *err);
+/* The samples in host memory, downloaded once when they live on a device
+ * only. NULL with a line in err on failure. */
+float complex *mr_kspace_host(mr_kspace *k, mr_err *err);
+/* After a gadget changed the samples on dev: every other copy is dropped. */
+void mr_kspace_changed_on(mr_kspace *k, mr_device *dev);
+/* Copies lines [first, first + count) (flattened [e2][e1] index) of every
+ * channel from the host samples to k's copy on dev (a GPU), making that
+ * copy (zeroed, counted against the budget) on the first call. For a
+ * gatherer that uploads a buffer in batches while its lines arrive: the
+ * device copy is complete only once every line it changed went up. 0, or
+ * an error with a line in err (the device copy is dropped then). */
+int mr_kspace_upload_lines(mr_kspace *k, mr_device *dev, size_t first, size_t count,
+                           mr_err *err);
+
+/* Before a gadget passes k on: unless its consumer takes device data
+ * (on_device, from handoff.h), the samples are brought to the host and the
+ * device copy is dropped. 0, or an error with a line in err. */
+int mr_kspace_hand_on(mr_kspace *k, int on_device, mr_err *err);
 
 /* Wraps k in an MR_MSG_KSPACE message (takes k); NULL when out of memory
  * (k is freed then). */
 mr_message *mr_kspace_message(mr_kspace *k);
+
+/* Noise lines with no samples or no channels (Pulseq-based tools write
+ * them) are skipped by the gadgets that gather lines; at the end of the
+ * stream the gadget that skipped `count` of them (> 0) sends the client one
+ * TEXT warning through out. Returns what emitting returned (0 for none). */
+int mr_emit_empty_noise_warning(mr_gadget_ctx *ctx, mr_emit *out, size_t count);
 
 /* Elements of one channel. */
 static inline size_t mr_kspace_channel_size(const mr_kspace *k) {

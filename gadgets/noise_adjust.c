@@ -9,14 +9,29 @@
  * multiple of the identity by the Ledoit-Wolf rule, so that estimation
  * noise is not mistaken for coil coupling (with plenty of samples the
  * shrinkage vanishes). Streams without noise lines pass unchanged; noise
- * lines arriving after imaging data are dropped (the whitening is fixed). */
+ * lines arriving after imaging data are dropped (the whitening is fixed).
+ * Noise lines with no samples or no channels (Pulseq-based tools write
+ * them) are skipped and counted; the client gets one TEXT warning with the
+ * count at the end of the stream.
+ *
+ * Two places in a chain: before accumulate it whitens line by line on the
+ * CPU; after accumulate (the installed configs: accumulate passes the noise
+ * lines on first) it whitens whole k-space buffers, calibration part
+ * included: on the "device" as one matrix product when the buffer is there
+ * or goes on to a gadget that works on device data (handoff.h), else line
+ * by line on the CPU. The two give the same samples. */
 #include <complex.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "blas.h"
+#include "buf.h"
+#include "fail.h"
 #include "gadget.h"
+#include "handoff.h"
+#include "kspace.h"
 #include "placement.h"
 
 typedef struct noise_adjust {
@@ -29,8 +44,14 @@ typedef struct noise_adjust {
   int have_white;
   float white_dwell_us;    /* the dwell time `white` was made for */
   float complex *white;    /* [nch][nch] row-major lower: L^-1 */
+  int device, fallback;
+  mr_placement gpu;        /* k-space buffers: the "device" parameter */
+  int on_device;           /* the k-space's next consumer takes device data */
+  size_t empty_noise;      /* noise lines skipped for having no samples */
   mr_placement place;      /* the CPU: one line is too little for a GPU */
 } noise_adjust;
+
+static const mr_param params[] = {MR_PLACEMENT_PARAMS(noise_adjust)};
 
 static void accumulate_noise(noise_adjust *s, const mr_acquisition *a) {
   size_t ns = a->head.number_of_samples;
@@ -116,6 +137,20 @@ static int make_whitening(noise_adjust *s, mr_gadget_ctx *ctx, double scale) {
   return 0;
 }
 
+/* `white` for lines of this dwell time. */
+static int whitening_for(noise_adjust *s, mr_gadget_ctx *ctx, float dwell_us) {
+  if (s->have_white && s->white_dwell_us == dwell_us)
+    return 0;
+  double scale =
+      s->noise_dwell_us > 0 && dwell_us > 0 ? (double)s->noise_dwell_us / dwell_us : 1.0;
+  int rc = make_whitening(s, ctx, scale);
+  if (rc < 0)
+    return rc;
+  s->have_white = 1;
+  s->white_dwell_us = dwell_us;
+  return 0;
+}
+
 static int whiten(noise_adjust *s, mr_gadget_ctx *ctx, mr_acquisition *a) {
   const ISMRMRD_AcquisitionHeader *h = &a->head;
   if (h->active_channels != s->nch)
@@ -125,16 +160,9 @@ static int whiten(noise_adjust *s, mr_gadget_ctx *ctx, mr_acquisition *a) {
   if (a->data == NULL)
     return mr_gadget_fail(ctx, MR_EDATA, "acquisition %u carries no samples to prewhiten",
                           h->scan_counter);
-  if (!s->have_white || s->white_dwell_us != h->sample_time_us) {
-    double scale = s->noise_dwell_us > 0 && h->sample_time_us > 0
-                       ? (double)s->noise_dwell_us / h->sample_time_us
-                       : 1.0;
-    int rc = make_whitening(s, ctx, scale);
-    if (rc < 0)
-      return rc;
-    s->have_white = 1;
-    s->white_dwell_us = h->sample_time_us;
-  }
+  int rc = whitening_for(s, ctx, h->sample_time_us);
+  if (rc < 0)
+    return rc;
   /* The line as a column-major samples x channels matrix X; `white`
    * read column-major is (L^-1)^T, so the whitened line is X (L^-1)^T. */
   int ns = h->number_of_samples, n = s->nch;
@@ -142,7 +170,7 @@ static int whiten(noise_adjust *s, mr_gadget_ctx *ctx, mr_acquisition *a) {
   if (y == NULL)
     return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory prewhitening a line");
   mr_cmat x = {a->data, ns, n, ns, 0}, w = {s->white, n, n, n, 0}, out = {y, ns, n, ns, 0};
-  int rc = mr_blas_gemm(s->place.dev, MR_BLAS_N, MR_BLAS_N, 1, x, w, 0, out, 1);
+  rc = mr_blas_gemm(s->place.dev, MR_BLAS_N, MR_BLAS_N, 1, x, w, 0, out, 1);
   if (rc < 0) {
     free(y);
     return mr_gadget_fail(ctx, rc, "prewhitening: %s", mr_device_last_error());
@@ -152,9 +180,120 @@ static int whiten(noise_adjust *s, mr_gadget_ctx *ctx, mr_acquisition *a) {
   return 0;
 }
 
+/* Whitens every sampled line of k (host memory) in place, line by line. */
+static int whiten_lines_cpu(noise_adjust *s, mr_kspace *k) {
+  size_t lines = k->ne1 * k->ne2, stride = mr_kspace_channel_size(k);
+  int n = s->nch;
+  float complex *y = malloc(k->nro * (size_t)n * sizeof *y);
+  if (y == NULL)
+    return mr_fail(MR_ENOMEM, "out of memory prewhitening a line");
+  int rc = 0;
+  for (size_t l = 0; rc == 0 && l < lines; l++) {
+    if (!k->sampled[l])
+      continue;
+    /* The line's channels are `stride` apart: the leading dimension. */
+    mr_cmat x = {k->data + l * k->nro, (int)k->nro, n, (int)stride, 0};
+    mr_cmat w = {s->white, n, n, n, 0}, out = {y, (int)k->nro, n, (int)k->nro, 0};
+    rc = mr_blas_gemm(s->place.dev, MR_BLAS_N, MR_BLAS_N, 1, x, w, 0, out, 1);
+    for (int c = 0; rc == 0 && c < n; c++)
+      memcpy(k->data + c * stride + l * k->nro, y + (size_t)c * k->nro, k->nro * sizeof *y);
+  }
+  free(y);
+  return rc;
+}
+
+typedef struct whiten_job {
+  noise_adjust *s;
+  mr_kspace *k;
+} whiten_job;
+
+/* The whole buffer as one (points x channels) times (channels x channels)
+ * product on dev, into a new buffer that replaces the old one. */
+static int whiten_batch_task(mr_device *dev, void *arg) {
+  whiten_job *j = arg;
+  mr_kspace *k = j->k;
+  int n = j->s->nch;
+  size_t points = mr_kspace_channel_size(k);
+  mr_err e = {0};
+  mr_cfloat *x = mr_kspace_on(k, dev, &e);
+  if (x == NULL)
+    return mr_fail(e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
+  mr_buf *w = NULL, *y = NULL;
+  int rc = mr_buf_create(dev, (size_t)n * n * sizeof(mr_cfloat), &w);
+  if (rc == 0)
+    rc = mr_buf_upload(w, 0, j->s->white, (size_t)n * n * sizeof(mr_cfloat));
+  if (rc == 0)
+    rc = mr_buf_create(dev, points * (size_t)n * sizeof(mr_cfloat) + 1, &y);
+  if (rc == 0) {
+    mr_cmat xm = {x, (int)points, n, (int)points, 0};
+    mr_cmat wm = {mr_buf_data(w), n, n, n, 0}, ym = {mr_buf_data(y), (int)points, n, (int)points, 0};
+    rc = mr_blas_gemm(dev, MR_BLAS_N, MR_BLAS_N, 1, xm, wm, 0, ym, 1);
+  }
+  mr_buf_destroy(w);
+  if (rc < 0) {
+    mr_buf_destroy(y);
+    return rc;
+  }
+  mr_buf_destroy(k->dev); /* stream-ordered: after the product read it */
+  k->dev = y;
+  mr_kspace_changed_on(k, dev);
+  return 0;
+}
+
+static int run_batch(mr_device *dev, void *arg) {
+  whiten_job *j = arg;
+  if (mr_device_is_gpu(dev))
+    return mr_device_run(dev, whiten_batch_task, arg);
+  /* The GPU ran out of memory: the CPU whitens line by line. */
+  mr_err e = {0};
+  if (mr_kspace_host(j->k, &e) == NULL)
+    return mr_fail(e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
+  mr_kspace_changed_on(j->k, dev);
+  return whiten_lines_cpu(j->s, j->k);
+}
+
+static int whiten_kspace(noise_adjust *s, mr_gadget_ctx *ctx, mr_kspace *k) {
+  if (k->nch != (size_t)s->nch)
+    return mr_gadget_fail(ctx, MR_EDATA, "k-space of slice %u has %zu channels, the noise "
+                          "lines had %d", k->ref.idx.slice, k->nch, s->nch);
+  int rc = whitening_for(s, ctx, k->ref.sample_time_us);
+  if (rc < 0)
+    return rc;
+  mr_device *dev = s->gpu.dev;
+  size_t points = mr_kspace_channel_size(k);
+  if (points > INT_MAX)
+    return mr_gadget_fail(ctx, MR_ENOTSUP, "k-space of %zu samples per channel: at most %d "
+                          "can be prewhitened", points, INT_MAX);
+  whiten_job job = {s, k};
+  if (mr_device_is_gpu(dev) && k->traj == NULL &&
+      (s->on_device || (k->dev != NULL && mr_buf_device(k->dev) == dev))) {
+    if ((rc = mr_placement_run(&s->gpu, ctx, run_batch, &job)) < 0)
+      return rc;
+    if (!s->on_device) {
+      mr_err e = {0};
+      if (mr_kspace_host(k, &e) == NULL)
+        return mr_gadget_fail(ctx, e.code, "%s", e.msg);
+      mr_kspace_changed_on(k, s->place.dev);
+    }
+  } else {
+    mr_err e = {0};
+    if (mr_kspace_host(k, &e) == NULL)
+      return mr_gadget_fail(ctx, e.code, "%s", e.msg);
+    mr_kspace_changed_on(k, s->place.dev);
+    if ((rc = whiten_lines_cpu(s, k)) < 0)
+      return mr_gadget_fail(ctx, rc, "prewhitening: %s", mr_device_last_error());
+  }
+  /* The calibration part lives on the host. */
+  if (k->calib != NULL && (rc = whiten_lines_cpu(s, k->calib)) < 0)
+    return mr_gadget_fail(ctx, rc, "prewhitening: %s", mr_device_last_error());
+  return 0;
+}
+
 static int configure(void *state, mr_gadget_ctx *ctx) {
   noise_adjust *s = state;
-  return mr_placement_acquire(&s->place, ctx, MR_PARAM_DEVICE_CPU, MR_FALLBACK_NONE);
+  s->on_device = mr_handoff_on_device(ctx, MR_MSG_KSPACE);
+  int rc = mr_placement_acquire(&s->place, ctx, MR_PARAM_DEVICE_CPU, MR_FALLBACK_NONE);
+  return rc < 0 ? rc : mr_placement_acquire(&s->gpu, ctx, s->device, s->fallback);
 }
 
 static void free_noise(noise_adjust *s) {
@@ -169,13 +308,27 @@ static void destroy(void *state) {
   noise_adjust *s = state;
   free_noise(s);
   mr_placement_release(&s->place);
+  mr_placement_release(&s->gpu);
 }
 
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
   noise_adjust *s = state;
+  int rc = 0;
+  if (msg->kind == MR_MSG_KSPACE) {
+    s->started = 1;
+    mr_err e = {0};
+    if (s->samples > 0)
+      rc = whiten_kspace(s, ctx, msg->u.object.ptr);
+    else if ((rc = mr_kspace_hand_on(msg->u.object.ptr, s->on_device, &e)) < 0)
+      rc = mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
+    if (rc < 0) {
+      mr_message_unref(msg);
+      return rc;
+    }
+    return mr_emit_message(out, msg);
+  }
   mr_acquisition *a = &msg->u.acq;
   const ISMRMRD_AcquisitionHeader *h = &a->head;
-  int rc = 0;
   if (!(h->flags & MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT))) {
     s->started = 1;
     if (s->samples > 0 && (rc = whiten(s, ctx, a)) < 0) {
@@ -184,10 +337,10 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     }
     return mr_emit_message(out, msg);
   }
-  if (!s->started) {
-    if (a->data == NULL || h->active_channels == 0)
-      rc = mr_gadget_fail(ctx, MR_EDATA, "noise line %u carries no samples", h->scan_counter);
-    else if (s->nch == 0) {
+  if (h->number_of_samples == 0 || h->active_channels == 0 || a->data == NULL) {
+    s->empty_noise++;
+  } else if (!s->started) {
+    if (s->nch == 0) {
       int n = h->active_channels;
       s->cov = calloc((size_t)n * n, sizeof *s->cov);
       s->white = malloc((size_t)n * n * sizeof *s->white);
@@ -208,14 +361,23 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   return rc;
 }
 
+static int flush(void *state, mr_gadget_ctx *ctx, mr_emit *out) {
+  noise_adjust *s = state;
+  return mr_emit_empty_noise_warning(ctx, out, s->empty_noise);
+}
+
 const mr_gadget_class mr_gadget_noise_adjust = {
     .name = "noise_adjust",
     .summary = "prewhitening: coil noise covariance from the noise lines (dwell-time scaled), "
                "L^-1 applied to every later line; noise lines are not passed on",
+    .params = params,
+    .nparams = sizeof params / sizeof *params,
     .state_size = sizeof(noise_adjust),
-    .accepts = MR_KIND_BIT(MR_MSG_ACQUISITION),
-    .produces = MR_KIND_BIT(MR_MSG_ACQUISITION),
+    .accepts = MR_KIND_BIT(MR_MSG_ACQUISITION) | MR_KIND_BIT(MR_MSG_KSPACE),
+    .produces = MR_KIND_BIT(MR_MSG_ACQUISITION) | MR_KIND_BIT(MR_MSG_KSPACE) |
+                MR_KIND_BIT(MR_MSG_TEXT),
     .configure = configure,
     .process = process,
+    .flush = flush,
     .destroy = destroy,
 };

@@ -2,26 +2,45 @@
  * Cartesian acquisition to the recon field of view. The readout is taken
  * to image space (centered inverse FFT per channel), its central part kept
  * and transformed back, so later gadgets see fewer samples and the same
- * k-space. Runs on the CPU: one line is too little work for a GPU.
- * Non-Cartesian encodings (gridding handles their oversampling) and noise
- * lines pass untouched; stored coordinates of Cartesian lines are dropped,
- * since they no longer match the samples. */
+ * k-space. Non-Cartesian encodings (gridding handles their oversampling)
+ * and noise lines pass untouched; stored coordinates of Cartesian lines
+ * are dropped, since they no longer match the samples.
+ *
+ * Two places in a chain: before accumulate it crops line by line on the
+ * CPU (one line is too little work for a GPU); after accumulate (the
+ * installed configs) it takes whole k-space buffers and crops every line
+ * of a slice in one batch: on the "device" when the buffer is there or
+ * goes on to a gadget that works on device data (handoff.h), else line by
+ * line on the CPU (each line's channels gathered for one transform). Both
+ * give the same k-space for symmetric echoes; an asymmetric echo is
+ * cropped after accumulate padded it to a centred readout. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
+#include "fail.h"
 #include "fft.h"
 #include "gadget.h"
+#include "handoff.h"
+#include "kspace.h"
 #include "placement.h"
+#include "vec.h"
 
 typedef struct remove_os {
   double ratio[MR_MAX_ENCODINGS]; /* recon / encoded field of view along x */
   int any;                        /* some encoding is oversampled */
-  mr_placement place;
-  mr_fft_plan *full, *cropped; /* for the current line shape */
+  int device, fallback;
+  mr_placement cpu;   /* lines */
+  mr_placement place; /* k-space buffers */
+  int on_device;      /* the k-space's next consumer takes device data */
+  mr_fft_plan *full, *cropped; /* CPU, for the current line shape */
   size_t ns, nout, nch;
-  mr_cfloat *tmp;
+  mr_cfloat *tmp, *line;
+  mr_fft_plan *bfull, *bcropped; /* a slice's lines in one batch */
 } remove_os;
+
+static const mr_param params[] = {MR_PLACEMENT_PARAMS(remove_os)};
 
 /* Below this the data counts as not oversampled (rounding in headers). */
 #define MIN_OVERSAMPLING 1.01
@@ -40,22 +59,31 @@ static double fov_ratio(const mr_encoding *e) {
 
 static int configure(void *state, mr_gadget_ctx *ctx) {
   remove_os *s = state;
+  s->on_device = mr_handoff_on_device(ctx, MR_MSG_KSPACE);
   for (int i = 0; i < MR_MAX_ENCODINGS; i++) {
     s->ratio[i] = i < ctx->hdr->nencodings ? fov_ratio(&ctx->hdr->encoding[i]) : 1.0;
     s->any |= s->ratio[i] != 1.0;
   }
   if (!s->any)
     return 0;
-  return mr_placement_acquire(&s->place, ctx, MR_PARAM_DEVICE_CPU, MR_FALLBACK_NONE);
+  int rc = mr_placement_acquire(&s->cpu, ctx, MR_PARAM_DEVICE_CPU, MR_FALLBACK_NONE);
+  return rc < 0 ? rc : mr_placement_acquire(&s->place, ctx, s->device, s->fallback);
 }
 
 static void drop_plans(remove_os *s) {
   mr_fft_plan_destroy(s->full);
   mr_fft_plan_destroy(s->cropped);
   free(s->tmp);
+  free(s->line);
   s->full = s->cropped = NULL;
-  s->tmp = NULL;
+  s->tmp = s->line = NULL;
   s->ns = 0;
+}
+
+static void drop_batch_plans(remove_os *s) {
+  mr_fft_plan_destroy(s->bfull);
+  mr_fft_plan_destroy(s->bcropped);
+  s->bfull = s->bcropped = NULL;
 }
 
 static int make_plans(remove_os *s, size_t ns, size_t nout, size_t nch) {
@@ -64,10 +92,11 @@ static int make_plans(remove_os *s, size_t ns, size_t nout, size_t nch) {
   drop_plans(s);
   mr_fft_opts a = {.rank = 1, .dims = {ns, 1, 1}, .batch = nch};
   mr_fft_opts b = {.rank = 1, .dims = {nout, 1, 1}, .batch = nch};
-  int rc = mr_fft_plan_create(s->place.dev, &a, &s->full);
+  int rc = mr_fft_plan_create(s->cpu.dev, &a, &s->full);
   if (rc == 0)
-    rc = mr_fft_plan_create(s->place.dev, &b, &s->cropped);
-  if (rc == 0 && (s->tmp = malloc(ns * nch * sizeof *s->tmp)) == NULL)
+    rc = mr_fft_plan_create(s->cpu.dev, &b, &s->cropped);
+  if (rc == 0 && ((s->tmp = malloc(ns * nch * sizeof *s->tmp)) == NULL ||
+                  (s->line = malloc(ns * nch * sizeof *s->line)) == NULL))
     rc = MR_ENOMEM;
   if (rc < 0) {
     drop_plans(s);
@@ -81,8 +110,184 @@ static int make_plans(remove_os *s, size_t ns, size_t nout, size_t nch) {
 
 static uint16_t scaled(uint16_t v, double ratio) { return (uint16_t)lround(v * ratio); }
 
+/* What cropping does to a line's header. */
+static void crop_header(ISMRMRD_AcquisitionHeader *h, size_t nout, double ratio) {
+  ISMRMRD_AcquisitionHeader o = *h;
+  h->number_of_samples = (uint16_t)nout;
+  h->trajectory_dimensions = 0;
+  h->center_sample = scaled(o.center_sample, ratio);
+  h->discard_pre = scaled(o.discard_pre, ratio);
+  h->discard_post = scaled(o.discard_post, ratio);
+  h->sample_time_us = (float)(o.sample_time_us / ratio);
+}
+
+/* Crops one readout of nch channels (side by side) into out + c *
+ * out_stride: centred inverse FFT, the central nout pixels, FFT back (the
+ * line plans, on the CPU). in may be s->line. */
+static int crop_line(remove_os *s, const mr_cfloat *in, mr_cfloat *out, size_t out_stride) {
+  size_t ns = s->ns, nout = s->nout, nch = s->nch, start = ns / 2 - nout / 2;
+  int rc = mr_fft_execute_host(s->full, MR_FFT_BACKWARD, in, s->tmp);
+  if (rc < 0)
+    return rc;
+  for (size_t c = 0; c < nch; c++)
+    memmove(s->tmp + c * nout, s->tmp + c * ns + start, nout * sizeof *s->tmp);
+  if (out_stride == nout)
+    return mr_fft_execute_host(s->cropped, MR_FFT_FORWARD, s->tmp, out);
+  rc = mr_fft_execute_host(s->cropped, MR_FFT_FORWARD, s->tmp, s->line);
+  for (size_t c = 0; rc == 0 && c < nch; c++)
+    memcpy(out + c * out_stride, s->line + c * nout, nout * sizeof *out);
+  return rc;
+}
+
+/* Every sampled line of k (host memory) into out (host memory). */
+static int crop_lines_cpu(remove_os *s, const mr_kspace *k, mr_kspace *out) {
+  size_t lines = k->ne1 * k->ne2, in_stride = mr_kspace_channel_size(k),
+         out_stride = mr_kspace_channel_size(out);
+  int rc = make_plans(s, k->nro, out->nro, k->nch);
+  for (size_t l = 0; rc == 0 && l < lines; l++) {
+    if (!k->sampled[l])
+      continue;
+    for (size_t c = 0; c < k->nch; c++) /* the line's channels side by side */
+      memcpy(s->line + c * k->nro, k->data + c * in_stride + l * k->nro,
+             k->nro * sizeof *s->line);
+    rc = crop_line(s, s->line, out->data + l * out->nro, out_stride);
+  }
+  return rc;
+}
+
+typedef struct batch_job {
+  remove_os *s;
+  mr_kspace *k;
+  mr_kspace *out;
+} batch_job;
+
+/* All lines of every channel as one batch on dev: inverse transforms into
+ * scratch, the central samples into out, forward transforms in place. */
+static int crop_batch_task(mr_device *dev, void *arg) {
+  batch_job *j = arg;
+  remove_os *s = j->s;
+  mr_kspace *k = j->k;
+  size_t batch = k->nch * k->ne1 * k->ne2, nout = j->out->nro;
+  mr_err e = {0};
+  const mr_cfloat *in = mr_kspace_on(k, dev, &e);
+  mr_cfloat *out = in != NULL ? mr_kspace_on(j->out, dev, &e) : NULL;
+  if (out == NULL)
+    return mr_fail(e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
+  int rc = 0;
+  mr_fft_opts a = {.rank = 1, .dims = {k->nro, 1, 1}, .batch = batch};
+  mr_fft_opts b = {.rank = 1, .dims = {nout, 1, 1}, .batch = batch};
+  if ((rc = mr_fft_plan_keep(dev, &a, &s->bfull)) < 0 ||
+      (rc = mr_fft_plan_keep(dev, &b, &s->bcropped)) < 0)
+    return rc;
+  mr_buf *scratch = NULL;
+  rc = mr_buf_create(dev, batch * k->nro * sizeof(mr_cfloat), &scratch);
+  if (rc == 0)
+    rc = mr_fft_execute(s->bfull, MR_FFT_BACKWARD, in, mr_buf_data(scratch));
+  if (rc == 0) {
+    size_t from[3] = {k->nro, batch, 1}, at[3] = {k->nro / 2 - nout / 2, 0, 0},
+           to[3] = {nout, batch, 1};
+    rc = mr_vec_crop(dev, 1, mr_buf_data(scratch), from, at, out, to);
+  }
+  if (rc == 0)
+    rc = mr_fft_execute(s->bcropped, MR_FFT_FORWARD, out, out);
+  mr_buf_destroy(scratch);
+  return rc;
+}
+
+static int run_batch(mr_device *dev, void *arg) {
+  batch_job *j = arg;
+  if (mr_device_is_gpu(dev))
+    return mr_device_run(dev, crop_batch_task, arg);
+  /* The GPU ran out of memory: the CPU crops line by line. */
+  mr_err e = {0};
+  if (mr_kspace_host(j->k, &e) == NULL || mr_kspace_host(j->out, &e) == NULL)
+    return mr_fail(e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
+  mr_kspace_changed_on(j->out, dev);
+  return crop_lines_cpu(j->s, j->k, j->out);
+}
+
+/* A cropped copy of k (host, CPU line by line), its calibration part too. */
+static mr_kspace *crop_host(remove_os *s, mr_gadget_ctx *ctx, const mr_kspace *k, size_t nout,
+                            int *rc) {
+  mr_err e = {0};
+  mr_kspace *out = k->pinned != NULL ? mr_kspace_new_pinned(k->pinned, nout, k->ne1, k->ne2,
+                                                            k->nch, &e)
+                                     : mr_kspace_new(nout, k->ne1, k->ne2, k->nch, 0, &e);
+  if (out == NULL) {
+    *rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
+    return NULL;
+  }
+  if ((*rc = crop_lines_cpu(s, k, out)) < 0) {
+    mr_kspace_free(out);
+    *rc = mr_gadget_fail(ctx, *rc, "readout of %zu samples: %s", k->nro, mr_strerror(*rc));
+    return NULL;
+  }
+  mr_kspace_copy_meta(out, k);
+  memcpy(out->sampled, k->sampled, k->ne1 * k->ne2);
+  return out;
+}
+
+static int process_kspace(remove_os *s, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
+  mr_kspace *k = msg->u.object.ptr;
+  double ratio = k->encoding < MR_MAX_ENCODINGS ? s->ratio[k->encoding] : 1.0;
+  if (ratio == 1.0 || k->traj != NULL || k->nro < 2) {
+    mr_err e = {0};
+    int rc = mr_kspace_hand_on(k, s->on_device, &e);
+    if (rc < 0) {
+      mr_message_unref(msg);
+      return mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
+    }
+    return mr_emit_message(out, msg);
+  }
+  size_t nout = (size_t)lround(k->nro * ratio);
+  if (nout == 0)
+    nout = 1;
+  mr_device *dev = s->place.dev;
+  int on_gpu = mr_device_is_gpu(dev) &&
+               (s->on_device || (k->dev != NULL && mr_buf_device(k->dev) == dev));
+  int rc = 0;
+  mr_kspace *o = NULL;
+  if (on_gpu) {
+    mr_err e = {0};
+    o = mr_kspace_new_on(dev, nout, k->ne1, k->ne2, k->nch, &e);
+    if (o == NULL)
+      rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
+    batch_job job = {s, k, o};
+    if (rc == 0 && (rc = mr_placement_run(&s->place, ctx, run_batch, &job)) == 0 &&
+        !s->on_device) {
+      if (mr_kspace_host(o, &e) == NULL)
+        rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
+      else
+        mr_kspace_changed_on(o, s->cpu.dev); /* the host copy is the one */
+    }
+  } else {
+    mr_err e = {0};
+    if (mr_kspace_host(k, &e) == NULL)
+      rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
+    else
+      o = crop_host(s, ctx, k, nout, &rc);
+  }
+  if (rc == 0 && k->calib != NULL) /* on the host, as ever */
+    o->calib = crop_host(s, ctx, k->calib, nout, &rc);
+  if (rc < 0) {
+    mr_kspace_free(o);
+    mr_message_unref(msg);
+    return rc;
+  }
+  mr_kspace_copy_meta(o, k);
+  memcpy(o->sampled, k->sampled, k->ne1 * k->ne2);
+  crop_header(&o->ref, nout, ratio);
+  if (o->calib != NULL)
+    crop_header(&o->calib->ref, nout, ratio);
+  mr_message_unref(msg);
+  mr_message *m = mr_kspace_message(o);
+  return m != NULL ? mr_emit_message(out, m) : mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
+}
+
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
   remove_os *s = state;
+  if (msg->kind == MR_MSG_KSPACE)
+    return process_kspace(s, ctx, msg, out);
   const ISMRMRD_AcquisitionHeader *h = &msg->u.acq.head;
   double ratio = h->encoding_space_ref < MR_MAX_ENCODINGS ? s->ratio[h->encoding_space_ref] : 1.0;
   if (ratio == 1.0 || h->number_of_samples == 0 ||
@@ -94,24 +299,12 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     nout = 1;
   int rc = make_plans(s, ns, nout, nch);
   ISMRMRD_AcquisitionHeader nh = *h;
-  nh.number_of_samples = (uint16_t)nout;
-  nh.trajectory_dimensions = 0;
-  nh.center_sample = scaled(h->center_sample, ratio);
-  nh.discard_pre = scaled(h->discard_pre, ratio);
-  nh.discard_post = scaled(h->discard_post, ratio);
-  nh.sample_time_us = (float)(h->sample_time_us / ratio);
+  crop_header(&nh, nout, ratio);
   mr_message *m = rc == 0 ? mr_message_new_acquisition(&nh) : NULL;
   if (rc == 0 && m == NULL)
     rc = MR_ENOMEM;
   if (rc == 0)
-    rc = mr_fft_execute_host(s->full, MR_FFT_BACKWARD, (const mr_cfloat *)msg->u.acq.data, s->tmp);
-  if (rc == 0) {
-    /* Keep the central nout pixels of each channel, in place. */
-    size_t start = ns / 2 - nout / 2;
-    for (size_t c = 0; c < nch; c++)
-      memmove(s->tmp + c * nout, s->tmp + c * ns + start, nout * sizeof *s->tmp);
-    rc = mr_fft_execute_host(s->cropped, MR_FFT_FORWARD, s->tmp, (mr_cfloat *)m->u.acq.data);
-  }
+    rc = crop_line(s, (const mr_cfloat *)msg->u.acq.data, (mr_cfloat *)m->u.acq.data, nout);
   mr_message_unref(msg);
   if (rc < 0) {
     mr_message_unref(m);
@@ -123,17 +316,19 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
 static void destroy(void *state) {
   remove_os *s = state;
   drop_plans(s);
+  drop_batch_plans(s);
   mr_placement_release(&s->place);
+  mr_placement_release(&s->cpu);
 }
 
 const mr_gadget_class mr_gadget_remove_oversampling = {
     .name = "remove_oversampling",
     .summary = "crops each readout to the recon field of view (encoded vs recon space)",
-    .params = NULL, /* the header says how much oversampling there is */
-    .nparams = 0,
+    .params = params, /* the header says how much oversampling there is */
+    .nparams = sizeof params / sizeof *params,
     .state_size = sizeof(remove_os),
-    .accepts = MR_KIND_BIT(MR_MSG_ACQUISITION),
-    .produces = MR_KIND_BIT(MR_MSG_ACQUISITION),
+    .accepts = MR_KIND_BIT(MR_MSG_ACQUISITION) | MR_KIND_BIT(MR_MSG_KSPACE),
+    .produces = MR_KIND_BIT(MR_MSG_ACQUISITION) | MR_KIND_BIT(MR_MSG_KSPACE),
     .configure = configure,
     .process = process,
     .destroy = destroy,

@@ -1,5 +1,6 @@
 #include "buf_impl.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,6 +77,25 @@ int mr_buf_upload(mr_buf *buf, size_t at, const void *src, size_t bytes) {
     return mr_buf_cuda_upload(buf, at, src, bytes);
 #endif
   memcpy((char *)buf->data + at, src, bytes);
+  return 0;
+}
+
+int mr_buf_upload_rows(mr_buf *buf, size_t at, size_t pitch, const void *src,
+                       size_t src_pitch, size_t width, size_t rows) {
+  if (rows == 0 || width == 0)
+    return 0;
+  if (width > pitch || width > src_pitch || pitch > (SIZE_MAX - width) / rows)
+    return mr_fail(MR_EINVAL, "buffer upload: %zu rows of %zu bytes, pitches %zu and %zu", rows,
+                   width, pitch, src_pitch);
+  int rc = check_range(buf, at, (rows - 1) * pitch + width, "upload");
+  if (rc < 0)
+    return rc;
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(buf->dev))
+    return mr_buf_cuda_upload_rows(buf, at, pitch, src, src_pitch, width, rows);
+#endif
+  for (size_t r = 0; r < rows; r++)
+    memcpy((char *)buf->data + at + r * pitch, (const char *)src + r * src_pitch, width);
   return 0;
 }
 

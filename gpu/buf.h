@@ -38,6 +38,14 @@ mr_device *mr_buf_device(const mr_buf *buf);
  * before every operation queued on the device afterwards. Borrows src. */
 int mr_buf_upload(mr_buf *buf, size_t at, const void *src, size_t bytes);
 
+/* Copies `rows` rows of `width` bytes each from host memory src (rows
+ * src_pitch bytes apart) to buf at byte offset `at` (rows `pitch` bytes
+ * apart), e.g. a run of k-space lines of every channel. From pinned memory
+ * (host.h) this is one copy-engine transfer. Returns once src may be
+ * reused, ordered like mr_buf_upload. Borrows src. */
+int mr_buf_upload_rows(mr_buf *buf, size_t at, size_t pitch, const void *src,
+                       size_t src_pitch, size_t width, size_t rows);
+
 /* Copies `bytes` at byte offset `at` of buf to host memory dst, after the
  * work queued before it, and returns once dst holds them. Borrows dst. */
 int mr_buf_download(const mr_buf *buf, size_t at, void *dst, size_t bytes);

@@ -28,3 +28,29 @@ int mr_buf_cuda_download(const mr_buf *buf, size_t at, void *dst, size_t bytes) 
                             bytes);
   });
 }
+
+// Pinned rows go up as one 2D transfer; pageable ones row by row through
+// the staging slots.
+int mr_buf_cuda_upload_rows(mr_buf *buf, size_t at, size_t pitch, const void *src,
+                            size_t src_pitch, size_t width, size_t rows) {
+  return mr_on_worker(buf->dev, [&] {
+    char *dst = static_cast<char *>(buf->data) + at;
+    if (!mr_cuda_is_pinned(src)) {
+      int rc = 0;
+      for (size_t r = 0; rc == 0 && r < rows; r++)
+        rc = mr_cuda_upload(buf->dev, dst + r * pitch, static_cast<const char *>(src) +
+                                                           r * src_pitch, width);
+      return rc;
+    }
+    mr_cuda_ctx *c = mr_device_cuda(buf->dev);
+    int rc = mr_cuda_after(c, c->upload, c->compute);
+    if (rc < 0)
+      return rc;
+    MR_CU(cudaMemcpy2DAsync(dst, pitch, src, src_pitch, width, rows, cudaMemcpyHostToDevice,
+                            c->upload));
+    rc = mr_cuda_after(c, c->compute, c->upload);
+    if (rc == 0) // the copy engine reads src: wait before the caller may change it
+      MR_CU(cudaStreamSynchronize(c->upload));
+    return rc;
+  });
+}

@@ -1,4 +1,7 @@
+#include <limits.h>
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "coil_impl.h"
 #include "error.h"
@@ -60,4 +63,60 @@ int mr_coil_combine_host(mr_device *dev, const mr_cfloat *x,
                          const mr_cfloat *s, size_t ncoils, size_t npixels,
                          mr_cfloat *out) {
   return combine(dev, x, s, ncoils, npixels, out, 1);
+}
+
+int mr_coil_rss_complex(mr_device *dev, const mr_cfloat *x, size_t ncoils,
+                        size_t npixels, mr_cfloat *out) {
+  int rc = check_sizes(ncoils, npixels);
+  if (rc < 0)
+    return rc;
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(dev))
+    return mr_coil_cuda_rss_complex(dev, x, ncoils, npixels, out);
+#endif
+  return mr_coil_cpu_rss_complex(dev, x, ncoils, npixels, out);
+}
+
+/* The Hann factor of sample i of n for a window w samples wide. */
+static float hann(size_t i, size_t n, int w) {
+  double d = (double)i - (double)(n / 2);
+  if (w >= (int)n)
+    w = (int)n;
+  return fabs(d) * 2 < w ? (float)(0.5 * (1 + cos(2 * M_PI * d / w))) : 0.0f;
+}
+
+int mr_coil_window(mr_device *dev, mr_cfloat *x, size_t ncoils,
+                   const size_t dims[3], const int width[3]) {
+  size_t total = dims[0] + dims[1] + dims[2];
+  int rc = check_sizes(ncoils, dims[0] * dims[1] * dims[2]);
+  if (rc < 0)
+    return rc;
+  if (dims[0] > INT_MAX || dims[1] > INT_MAX || dims[2] > INT_MAX)
+    return mr_fail(MR_EINVAL, "coil window: %zu x %zu x %zu samples", dims[0], dims[1],
+                   dims[2]);
+  float *win = malloc(total * sizeof *win);
+  if (win == NULL)
+    return mr_fail(MR_ENOMEM, "coil window: out of memory");
+  for (int d = 0, at = 0; d < 3; at += (int)dims[d], d++)
+    for (size_t i = 0; i < dims[d]; i++)
+      win[at + (int)i] = hann(i, dims[d], width[d] > 0 ? width[d] : 1);
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(dev))
+    rc = mr_coil_cuda_window(dev, x, ncoils, dims, win);
+  else
+#endif
+    rc = mr_coil_cpu_window(dev, x, ncoils, dims, win);
+  free(win);
+  return rc;
+}
+
+int mr_coil_normalise(mr_device *dev, mr_cfloat *maps, size_t ncoils, size_t npixels) {
+  int rc = check_sizes(ncoils, npixels);
+  if (rc < 0)
+    return rc;
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(dev))
+    return mr_coil_cuda_normalise(dev, maps, ncoils, npixels);
+#endif
+  return mr_coil_cpu_normalise(dev, maps, ncoils, npixels);
 }

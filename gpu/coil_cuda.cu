@@ -35,6 +35,63 @@ __global__ void combine(const float2 *x, const float2 *s, size_t ncoils, size_t 
   }
 }
 
+__global__ void rss_complex(const float2 *x, size_t ncoils, size_t npixels, float2 *out) {
+  for (size_t p = blockIdx.x * size_t(blockDim.x) + threadIdx.x; p < npixels;
+       p += size_t(gridDim.x) * blockDim.x) {
+    float sum = 0;
+    for (size_t c = 0; c < ncoils; c++) {
+      float2 v = x[c * npixels + p];
+      sum += v.x * v.x + v.y * v.y;
+    }
+    out[p] = make_float2(sqrtf(sum), 0);
+  }
+}
+
+// win: the x factors, then y, then z.
+__global__ void window(float2 *x, size_t nx, size_t ny, size_t nz, size_t total,
+                       const float *win) {
+  const float *wy = win + nx, *wz = wy + ny;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total;
+       i += size_t(gridDim.x) * blockDim.x) {
+    size_t xi = i % nx, row = i / nx;
+    float f = win[xi] * (wy[row % ny] * wz[row / ny % nz]);
+    float2 v = x[i];
+    x[i] = make_float2(v.x * f, v.y * f);
+  }
+}
+
+// Each pixel's root sum of squares (summed in double, as the CPU does) and
+// the largest of them: non-negative floats order like their bit patterns.
+__global__ void map_rss(const float2 *maps, size_t ncoils, size_t npixels, float *rss,
+                        unsigned *peak) {
+  float best = 0;
+  for (size_t p = blockIdx.x * size_t(blockDim.x) + threadIdx.x; p < npixels;
+       p += size_t(gridDim.x) * blockDim.x) {
+    double ss = 0;
+    for (size_t c = 0; c < ncoils; c++) {
+      float2 v = maps[c * npixels + p];
+      ss += double(v.x * v.x + v.y * v.y);
+    }
+    float r = float(sqrt(ss));
+    rss[p] = r;
+    best = fmaxf(best, r);
+  }
+  atomicMax(peak, __float_as_uint(best));
+}
+
+__global__ void map_scale(float2 *maps, size_t ncoils, size_t npixels, const float *rss,
+                          const unsigned *peak, double floor_rel) {
+  float floor_ = float(floor_rel * double(__uint_as_float(*peak)));
+  for (size_t p = blockIdx.x * size_t(blockDim.x) + threadIdx.x; p < npixels;
+       p += size_t(gridDim.x) * blockDim.x) {
+    float s = rss[p] > floor_ ? 1.0f / rss[p] : 0.0f;
+    for (size_t c = 0; c < ncoils; c++) {
+      float2 v = maps[c * npixels + p];
+      maps[c * npixels + p] = make_float2(v.x * s, v.y * s);
+    }
+  }
+}
+
 int launch_rss(mr_cuda_ctx *c, const void *x, size_t ncoils, size_t npixels, float *out) {
   rss<<<mr_grid_for(c, npixels, BLOCK), BLOCK, 0, c->compute>>>(
       static_cast<const float2 *>(x), ncoils, npixels, out);
@@ -122,5 +179,61 @@ int mr_coil_cuda_combine_host(mr_device *dev, const mr_cfloat *x, const mr_cfloa
     if (rc < 0)
       mr_cuda_ctx_sync(c);
     return rc;
+  });
+}
+
+int mr_coil_cuda_rss_complex(mr_device *dev, const mr_cfloat *x, size_t ncoils,
+                             size_t npixels, mr_cfloat *out) {
+  return mr_on_worker(dev, [&] {
+    mr_cuda_ctx *c = mr_device_cuda(dev);
+    rss_complex<<<mr_grid_for(c, npixels, BLOCK), BLOCK, 0, c->compute>>>(
+        reinterpret_cast<const float2 *>(x), ncoils, npixels, reinterpret_cast<float2 *>(out));
+    MR_LAUNCHED(rss_complex);
+    return 0;
+  });
+}
+
+int mr_coil_cuda_window(mr_device *dev, mr_cfloat *x, size_t ncoils, const size_t dims[3],
+                        const float *win) {
+  return mr_on_worker(dev, [&] {
+    mr_cuda_ctx *c = mr_device_cuda(dev);
+    scratch d(c);
+    size_t bytes = (dims[0] + dims[1] + dims[2]) * sizeof(float);
+    size_t total = ncoils * dims[0] * dims[1] * dims[2];
+    int rc = mr_cuda_alloc(c, &d.p[0], bytes);
+    if (rc == 0)
+      rc = mr_cuda_upload(dev, d.p[0], win, bytes);
+    if (rc < 0) {
+      mr_cuda_ctx_sync(c);
+      return rc;
+    }
+    window<<<mr_grid_for(c, total, BLOCK), BLOCK, 0, c->compute>>>(
+        reinterpret_cast<float2 *>(x), dims[0], dims[1], dims[2], total,
+        static_cast<const float *>(d.p[0]));
+    MR_LAUNCHED(window);
+    return 0;
+  });
+}
+
+int mr_coil_cuda_normalise(mr_device *dev, mr_cfloat *maps, size_t ncoils, size_t npixels) {
+  return mr_on_worker(dev, [&] {
+    mr_cuda_ctx *c = mr_device_cuda(dev);
+    scratch d(c);
+    int rc = mr_cuda_alloc(c, &d.p[0], npixels * sizeof(float));
+    if (rc == 0)
+      rc = mr_cuda_alloc(c, &d.p[1], sizeof(unsigned));
+    if (rc < 0)
+      return rc;
+    float2 *m = reinterpret_cast<float2 *>(maps);
+    float *rss = static_cast<float *>(d.p[0]);
+    unsigned *peak = static_cast<unsigned *>(d.p[1]);
+    MR_CU(cudaMemsetAsync(peak, 0, sizeof *peak, c->compute));
+    unsigned grid = mr_grid_for(c, npixels, BLOCK);
+    map_rss<<<grid, BLOCK, 0, c->compute>>>(m, ncoils, npixels, rss, peak);
+    MR_LAUNCHED(map_rss);
+    map_scale<<<grid, BLOCK, 0, c->compute>>>(m, ncoils, npixels, rss, peak,
+                                               double(MR_COIL_MAP_FLOOR));
+    MR_LAUNCHED(map_scale);
+    return 0;
   });
 }

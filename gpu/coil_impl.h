@@ -25,6 +25,27 @@ int mr_coil_cuda_combine_host(mr_device *dev, const mr_cfloat *x,
                               const mr_cfloat *s, size_t ncoils,
                               size_t npixels, mr_cfloat *out);
 
+/* out[p] = rss + 0i. */
+int mr_coil_cpu_rss_complex(mr_device *dev, const mr_cfloat *x, size_t ncoils,
+                            size_t npixels, mr_cfloat *out);
+int mr_coil_cuda_rss_complex(mr_device *dev, const mr_cfloat *x, size_t ncoils,
+                             size_t npixels, mr_cfloat *out);
+
+/* win: the window factors of the three axes back to back (dims[0] of x,
+ * then dims[1] of y, then dims[2] of z), in host memory. */
+int mr_coil_cpu_window(mr_device *dev, mr_cfloat *x, size_t ncoils,
+                       const size_t dims[3], const float *win);
+int mr_coil_cuda_window(mr_device *dev, mr_cfloat *x, size_t ncoils,
+                        const size_t dims[3], const float *win);
+
+int mr_coil_cpu_normalise(mr_device *dev, mr_cfloat *maps, size_t ncoils,
+                          size_t npixels);
+int mr_coil_cuda_normalise(mr_device *dev, mr_cfloat *maps, size_t ncoils,
+                           size_t npixels);
+
+/* Relative floor under which a pixel's maps are zeroed. */
+#define MR_COIL_MAP_FLOOR 1e-6
+
 #ifdef __cplusplus
 }
 #endif

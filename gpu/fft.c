@@ -28,6 +28,19 @@ int mr_fft_plan_create(mr_device *dev, const mr_fft_opts *opts,
   return 0;
 }
 
+int mr_fft_plan_keep(mr_device *dev, const mr_fft_opts *opts, mr_fft_plan **plan) {
+  const mr_fft_plan *p = *plan;
+  int same = p != NULL && p->dev == dev && p->shape.rank == opts->rank &&
+             p->shape.batch == opts->batch;
+  for (int d = 0; same && d < 3; d++)
+    same = p->shape.n[d] == (d < opts->rank ? opts->dims[d] : 1);
+  if (same)
+    return 0;
+  mr_fft_plan_destroy(*plan);
+  *plan = NULL;
+  return mr_fft_plan_create(dev, opts, plan);
+}
+
 static int check_direction(mr_fft_direction dir) {
   if (dir != MR_FFT_FORWARD && dir != MR_FFT_BACKWARD)
     return mr_fail(MR_EINVAL, "fft: direction %d", (int)dir);

@@ -55,6 +55,11 @@ int mr_fft_execute(mr_fft_plan *plan, mr_fft_direction dir, const mr_cfloat *in,
 int mr_fft_execute_host(mr_fft_plan *plan, mr_fft_direction dir,
                         const mr_cfloat *in, mr_cfloat *out);
 
+/* For a gadget that keeps one plan for the shape it last saw: leaves *plan
+ * as it is when it was made for opts on dev, else destroys it and makes
+ * one (*plan is NULL after a failure). */
+int mr_fft_plan_keep(mr_device *dev, const mr_fft_opts *opts, mr_fft_plan **plan);
+
 /* Frees the plan (the cached library plan stays for reuse). NULL ignored. */
 void mr_fft_plan_destroy(mr_fft_plan *plan);
 

@@ -63,3 +63,18 @@ int mr_vec_zero(mr_device *dev, size_t n, mr_cfloat *x) {
   mr_vec_args v = {.kind = MR_VEC_ZERO, .n = n, .out = x};
   return run(dev, &v);
 }
+
+int mr_vec_crop(mr_device *dev, size_t batch, const mr_cfloat *in, const size_t in_dims[3],
+                const size_t at[3], mr_cfloat *out, const size_t out_dims[3]) {
+  for (int d = 0; d < 3; d++)
+    if (at[d] > in_dims[d] || out_dims[d] > in_dims[d] - at[d])
+      return mr_fail(MR_EINVAL, "vec crop: %zu samples at %zu of %zu along axis %d",
+                     out_dims[d], at[d], in_dims[d], d);
+  if (batch == 0 || out_dims[0] * out_dims[1] * out_dims[2] == 0)
+    return 0;
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(dev))
+    return mr_vec_cuda_crop(dev, batch, in, in_dims, at, out, out_dims);
+#endif
+  return mr_vec_cpu_crop(dev, batch, in, in_dims, at, out, out_dims);
+}

@@ -45,6 +45,12 @@ int mr_vec_copy(mr_device *dev, size_t n, const mr_cfloat *src, mr_cfloat *dst);
 /* x = 0 */
 int mr_vec_zero(mr_device *dev, size_t n, mr_cfloat *x);
 
+/* Crops `batch` arrays of in_dims (x fastest) to out_dims: out[b][z][y][x] =
+ * in[b][z + at[2]][y + at[1]][x + at[0]]; the box must lie inside in. */
+int mr_vec_crop(mr_device *dev, size_t batch, const mr_cfloat *in,
+                const size_t in_dims[3], const size_t at[3], mr_cfloat *out,
+                const size_t out_dims[3]);
+
 #ifdef __cplusplus
 }
 #endif

@@ -94,3 +94,30 @@ int mr_vec_cpu_run(mr_device *dev, const mr_vec_args *v) {
     *v->dot = (float complex)total;
   return 0;
 }
+
+typedef struct crop_job {
+  const float complex *in;
+  float complex *out;
+  const size_t *in_dims, *at, *out_dims;
+} crop_job;
+
+/* Items are output rows (one y, z, batch each). */
+static void crop_rows(void *arg, size_t begin, size_t end) {
+  const crop_job *j = arg;
+  const size_t *n = j->in_dims, *m = j->out_dims;
+  for (size_t row = begin; row < end; row++) {
+    size_t y = row % m[1], z = row / m[1] % m[2], b = row / m[1] / m[2];
+    memcpy(j->out + row * m[0],
+           j->in + ((b * n[2] + z + j->at[2]) * n[1] + y + j->at[1]) * n[0] + j->at[0],
+           m[0] * sizeof *j->out);
+  }
+}
+
+int mr_vec_cpu_crop(mr_device *dev, size_t batch, const mr_cfloat *in,
+                    const size_t in_dims[3], const size_t at[3], mr_cfloat *out,
+                    const size_t out_dims[3]) {
+  crop_job j = {in, out, in_dims, at, out_dims};
+  mr_cpu_parallel_for(mr_device_threads(dev), batch * out_dims[1] * out_dims[2],
+                      GRAIN / out_dims[0] + 1, crop_rows, &j);
+  return 0;
+}

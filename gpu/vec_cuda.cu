@@ -119,6 +119,32 @@ int run_reduction(mr_cuda_ctx *c, const mr_vec_args *v) {
 
 } // namespace
 
+namespace {
+
+__global__ void crop(const float2 *in, size_t nx, size_t ny, size_t nz, size_t ax, size_t ay,
+                     size_t az, float2 *out, size_t mx, size_t my, size_t mz, size_t total) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total;
+       i += size_t(gridDim.x) * blockDim.x) {
+    size_t x = i % mx, row = i / mx, y = row % my, z = row / my % mz, b = row / my / mz;
+    out[i] = in[((b * nz + z + az) * ny + y + ay) * nx + x + ax];
+  }
+}
+
+} // namespace
+
+int mr_vec_cuda_crop(mr_device *dev, size_t batch, const mr_cfloat *in, const size_t in_dims[3],
+                     const size_t at[3], mr_cfloat *out, const size_t out_dims[3]) {
+  return mr_on_worker(dev, [&] {
+    mr_cuda_ctx *c = mr_device_cuda(dev);
+    size_t total = batch * out_dims[0] * out_dims[1] * out_dims[2];
+    crop<<<mr_grid_for(c, total, BLOCK), BLOCK, 0, c->compute>>>(
+        reinterpret_cast<const float2 *>(in), in_dims[0], in_dims[1], in_dims[2], at[0], at[1],
+        at[2], reinterpret_cast<float2 *>(out), out_dims[0], out_dims[1], out_dims[2], total);
+    MR_LAUNCHED(crop);
+    return 0;
+  });
+}
+
 int mr_vec_cuda_run(mr_device *dev, const mr_vec_args *v) {
   return mr_on_worker(dev, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);

@@ -1,3 +1,14 @@
 foreach(t chain pipeline accumulate remove_oversampling fft coil_combine image_out frames placement)
   mr_add_test(test_gadgets_${t} SOURCES test_gadgets_${t}.c LIBS mr_gadget_harness)
 endforeach()
+
+# The installed Cartesian configs end to end: per-slice against per-line on
+# the CPU; with --cuda the GPU chain against the CPU chain.
+add_library(mr_test_dataset_chain STATIC support/dataset_chain.c)
+target_link_libraries(mr_test_dataset_chain PUBLIC mr_gadget_harness mr_client
+                      PkgConfig::CMOCKA)
+mr_add_test(test_gadgets_configs SOURCES test_gadgets_configs.c
+            LIBS mr_test_dataset_chain TIMEOUT 120)
+add_test(NAME test_gadgets_configs_cuda COMMAND test_gadgets_configs --cuda)
+set_tests_properties(test_gadgets_configs_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+  LABELS gpu)

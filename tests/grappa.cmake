@@ -11,7 +11,7 @@ set_tests_properties(test_gpu_grappa_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT
 
 mr_add_test(test_gadgets_noise_adjust SOURCES test_gadgets_noise_adjust.c LIBS mr_gadget_harness)
 mr_add_test(test_gadgets_grappa SOURCES test_gadgets_grappa.c
-            LIBS mr_gadget_harness mr_client mr_test_grappa_phantom TIMEOUT 120)
+            LIBS mr_test_dataset_chain mr_test_grappa_phantom TIMEOUT 120)
 
 # GRAPPA end to end through reconserver (a benchmark program, not a test).
 add_executable(mr-grappa-e2e bench/grappa_e2e.c)

@@ -125,10 +125,32 @@ static void test_noise_and_navigators_are_kept_out(void **state) {
   mr_harness_push(&h, line(8, 2, 2, 0, MR_FLAG(ISMRMRD_ACQ_IS_PHASECORR_DATA)));
   mr_harness_push(&h, line(8, 2, 3, 0, 0));
   mr_harness_flush(&h);
-  assert_int_equal(h.nout, 1);
-  const mr_kspace *k = kspace_of(&h, 0);
+  /* the noise line goes on as it is (for a noise_adjust after accumulate) */
+  assert_int_equal(h.nout, 2);
+  assert_int_equal(h.out[0]->kind, MR_MSG_ACQUISITION);
+  assert_true(h.out[0]->u.acq.head.flags & MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT));
+  const mr_kspace *k = kspace_of(&h, 1);
   assert_int_equal(k->sampled[0] + k->sampled[1] + k->sampled[2], 0);
   assert_int_equal(k->sampled[3], 1);
+  mr_harness_close(&h);
+}
+
+/* Noise-flagged lines of 0 samples x 0 channels (Pulseq-based tools) are
+ * skipped and counted; the scan goes on, with one warning at the end. */
+static void test_empty_noise_lines_are_skipped_with_one_warning(void **state) {
+  (void)state;
+  mr_harness h;
+  open_accumulate(&h, "end", 4, 1);
+  uint64_t noise = MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(mr_harness_push(&h, line(0, 0, 0, 0, noise)), 0);
+  assert_int_equal(mr_harness_push(&h, line(8, 2, 1, 0, 0)), 0);
+  assert_int_equal(mr_harness_flush(&h), 0);
+  assert_int_equal(h.nout, 2);
+  assert_int_equal(h.out[0]->kind, MR_MSG_KSPACE);
+  assert_int_equal(kspace_of(&h, 0)->sampled[1], 1);
+  assert_int_equal(h.out[1]->kind, MR_MSG_TEXT);
+  assert_non_null(strstr(h.out[1]->u.text, "WARNING: accumulate: skipped 3 noise acquisitions"));
   mr_harness_close(&h);
 }
 
@@ -273,6 +295,7 @@ int main(void) {
       cmocka_unit_test(test_repetitions_and_slices_get_their_own_buffers),
       cmocka_unit_test(test_trigger_end_and_repetition),
       cmocka_unit_test(test_noise_and_navigators_are_kept_out),
+      cmocka_unit_test(test_empty_noise_lines_are_skipped_with_one_warning),
       cmocka_unit_test(test_calibration_lines_go_to_calib),
       cmocka_unit_test(test_averages_are_averaged),
       cmocka_unit_test(test_reversed_and_asymmetric_readouts),

@@ -17,7 +17,8 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
-#include "dataset.h"
+#include "budget.h"
+#include "dataset_chain.h"
 #include "gadget_harness.h"
 #include "grappa_phantom.h"
 #include "kspace.h"
@@ -39,55 +40,26 @@ static char *grappa_chain(int whiten) {
   cJSON *doc = cJSON_Parse(text);
   assert_non_null(doc);
   cJSON *gadgets = cJSON_GetObjectItem(doc, "gadgets");
-  assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(gadgets, 0), "gadget")->valuestring,
-                      "noise_adjust");
+  int noise = -1;
+  for (int i = 0; i < cJSON_GetArraySize(gadgets); i++)
+    if (strcmp(cJSON_GetObjectItem(cJSON_GetArrayItem(gadgets, i), "gadget")->valuestring,
+               "noise_adjust") == 0)
+      noise = i;
+  assert_true(noise >= 0);
   if (!whiten)
-    cJSON_DeleteItemFromArray(gadgets, 0);
+    cJSON_DeleteItemFromArray(gadgets, noise);
   char *out = cJSON_PrintUnformatted(gadgets);
   cJSON_Delete(doc);
   return out;
 }
 
-/* Runs the dataset's acquisitions (of repetition 0 only, when asked)
- * through the chain; returns the magnitude images (malloc'd, back to back)
- * and their count. */
+/* The dataset through configs/grappa.json (without prewhitening when
+ * whiten = 0), on the CPU. */
 static float *reconstruct(const char *h5, int whiten, int first_repetition_only, int *count,
                           size_t *pixels) {
-  mr_err err = {0};
-  mr_dataset *ds;
-  if (mr_dataset_open(h5, "dataset", &ds, &err) != 0)
-    fail_msg("%s", err.msg);
   char *chain = grappa_chain(whiten);
-  mr_harness h;
-  assert_int_equal(mr_harness_open(&h, chain, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
+  float *images = mr_test_reconstruct(h5, chain, "none", first_repetition_only, count, pixels);
   free(chain);
-  if (mr_harness_configure(&h, mr_dataset_header(ds)) != 0)
-    fail_msg("configure: %s", h.err.msg);
-  mr_message *m;
-  while (mr_dataset_next(ds, &m, &err) == 0 && m != NULL) {
-    if (m->kind != MR_MSG_ACQUISITION ||
-        (first_repetition_only && m->u.acq.head.idx.repetition > 0)) {
-      mr_message_unref(m);
-      continue;
-    }
-    if (mr_harness_push(&h, m) != 0)
-      fail_msg("push: %s", h.err.msg);
-  }
-  if (mr_harness_flush(&h) != 0)
-    fail_msg("flush: %s", h.err.msg);
-  *count = 0;
-  float *images = NULL;
-  for (int i = 0; i < h.nout; i++) {
-    if (h.out[i]->kind != MR_MSG_IMAGE)
-      continue;
-    const mr_image *im = &h.out[i]->u.image;
-    *pixels = (size_t)im->head.matrix_size[0] * im->head.matrix_size[1] * im->head.matrix_size[2];
-    images = realloc(images, (*count + 1) * *pixels * sizeof *images);
-    memcpy(images + *count * *pixels, im->data, *pixels * sizeof *images);
-    (*count)++;
-  }
-  mr_harness_close(&h);
-  mr_dataset_close(ds);
   return images;
 }
 
@@ -283,6 +255,57 @@ static void embedded_acs_lines_join(void **state) {
   free(truth);
 }
 
+/* The reference scans of a slice are counted: images after a new one carry
+ * a new calibration generation (coil_combine then remakes its maps). */
+static void new_reference_scan_new_generation(void **state) {
+  (void)state;
+  mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, chain_kspace, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
+  assert_int_equal(mr_harness_configure(&h, accelerated_header("separate")), 0);
+  assert_int_equal(grappa_phantom_kspace(h.device, NX, NY, NC, 0.0, 1, truth), 0);
+  int a0 = grappa_phantom_acs_start(NY, NACS);
+  for (int scan = 0; scan < 2; scan++) {
+    for (int y = a0; y < a0 + NACS; y++)
+      push_line(&h, truth, y, 2 * scan,
+                MR_FLAG(ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION) |
+                    (y == a0 + NACS - 1 ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) : 0));
+    push_accelerated(&h, truth, 2 * scan + 1);
+  }
+  assert_int_equal(h.nout, 2);
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(((const mr_kspace *)h.out[i]->u.object.ptr)->calib_generation, i + 1);
+  mr_harness_close(&h);
+  free(truth);
+}
+
+/* Interleaved calibration keeps a frame per slice for the session: it
+ * counts against the memory budget, and a refusal names it. */
+static void interleaved_frames_count_against_budget(void **state) {
+  (void)state;
+  mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, chain_kspace, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
+  assert_int_equal(mr_harness_configure(&h, accelerated_header("interleaved")), 0);
+  assert_int_equal(grappa_phantom_kspace(h.device, NX, NY, NC, 0.0, 1, truth), 0);
+  /* the k-space buffer fits, the frames do not */
+  uint64_t kspace = (uint64_t)NX * NY * NC * sizeof(mr_cfloat) + NY;
+  mr_budget_set(mr_budget_used() + kspace + kspace / 2);
+  int rc = 0;
+  for (int y = 0; y < NY && rc == 0; y += R) {
+    line_src l = {truth, y};
+    rc = mr_harness_push(&h, mr_harness_acquisition(NX, NC, y, 0,
+                                                    y + R >= NY ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE)
+                                                                : 0,
+                                                    line_value, &l));
+  }
+  assert_int_equal(rc, MR_ELIMIT);
+  assert_non_null(strstr(h.err.msg, "interleaved calibration frames"));
+  mr_harness_close(&h);
+  mr_budget_set(0);
+  free(truth);
+}
+
 static void clear_errors(void **state) {
   (void)state;
   mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
@@ -323,6 +346,8 @@ int main(void) {
       cmocka_unit_test(separate_reference_and_reuse),
       cmocka_unit_test(embedded_acs_lines_join),
       cmocka_unit_test(clear_errors),
+      cmocka_unit_test(new_reference_scan_new_generation),
+      cmocka_unit_test(interleaved_frames_count_against_budget),
   };
   return cmocka_run_group_tests_name("gadgets_grappa", tests, NULL, NULL);
 }

@@ -179,12 +179,39 @@ static void rejects_bad_noise(void **state) {
   free(n);
 }
 
+/* Pulseq-based tools write noise-flagged lines of 0 samples x 0 channels:
+ * they are skipped and counted (one warning at the end), and the real
+ * noise lines around them still whiten the data. */
+static void skips_empty_noise_lines(void **state) {
+  (void)state;
+  mr_harness h;
+  noise_source *n = malloc(sizeof *n);
+  mixing(n, 5);
+  open_adjust(&h);
+  uint64_t noise = MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT);
+  assert_int_equal(mr_harness_push(&h, mr_harness_acquisition(0, 0, 0, 0, noise, NULL, NULL)), 0);
+  for (int l = 0; l < 16; l++)
+    assert_int_equal(mr_harness_push(&h, noise_acq(n, noise, 5.0f)), 0);
+  assert_int_equal(mr_harness_push(&h, mr_harness_acquisition(0, 0, 0, 0, noise, NULL, NULL)), 0);
+  for (int l = 0; l < 16; l++)
+    assert_int_equal(mr_harness_push(&h, noise_acq(n, 0, 5.0f)), 0);
+  assert_int_equal(h.nout, 16);
+  assert_true(distance_from_identity(&h) < 0.08);
+  assert_int_equal(mr_harness_flush(&h), 0);
+  assert_int_equal(h.nout, 17);
+  assert_int_equal(h.out[16]->kind, MR_MSG_TEXT);
+  assert_non_null(strstr(h.out[16]->u.text, "WARNING: noise_adjust: skipped 2 noise"));
+  mr_harness_close(&h);
+  free(n);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(whitens_same_dwell),
       cmocka_unit_test(whitens_other_dwell),
       cmocka_unit_test(passes_without_noise),
       cmocka_unit_test(rejects_bad_noise),
+      cmocka_unit_test(skips_empty_noise_lines),
   };
   return cmocka_run_group_tests_name("gadgets_noise_adjust", tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 /* coil.h: RSS and sensitivity-weighted combination against double sums;
  * with --cuda, the GPU against the CPU. */
+#include <complex.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -66,6 +67,100 @@ static void cpu_combine(void **state) {
   free(s);
   free(out);
   free(ref);
+}
+
+/* The Hann factor of sample i of n, width w, in double. */
+static double hann_ref(size_t i, size_t n, int w) {
+  double d = (double)i - (double)(n / 2);
+  if (w > (int)n)
+    w = (int)n;
+  return fabs(d) * 2 < w ? 0.5 * (1 + cos(2 * M_PI * d / w)) : 0;
+}
+
+enum { WX = 20, WY = 14, WZ = 6, WC = 3 };
+
+static void cpu_window_3d(void **state) {
+  (void)state;
+  size_t n = (size_t)WX * WY * WZ * WC, dims[3] = {WX, WY, WZ};
+  int width[3] = {8, 6, 4};
+  mr_cfloat *x = malloc(sizeof *x * n), *ref = malloc(sizeof *ref * n);
+  gpu_test_random(x, n, 7);
+  for (size_t i = 0; i < n; i++) {
+    size_t xi = i % WX, y = i / WX % WY, z = i / WX / WY % WZ;
+    ref[i] = (float complex)(x[i] * hann_ref(xi, WX, 8) * hann_ref(y, WY, 6) *
+                             hann_ref(z, WZ, 4));
+  }
+  GPU_OK(mr_coil_window(gpu_test_cpu(), x, WC, dims, width));
+  assert_true(mr_test_rel_error_c(x, ref, n) < 1e-6);
+  /* the window reaches z: the outer partitions are zero */
+  assert_true(x[0] == 0 && x[(size_t)WX * WY * (WZ - 1) + WX * (WY / 2) + WX / 2] == 0);
+  free(x);
+  free(ref);
+}
+
+static void cpu_normalise(void **state) {
+  (void)state;
+  size_t n = (size_t)COILS * PIXELS;
+  mr_cfloat *m = malloc(sizeof *m * n);
+  gpu_test_random(m, n, 8);
+  for (size_t c = 0; c < COILS; c++)
+    m[c * PIXELS + 5] *= 1e-7f; /* under the floor: no map */
+  GPU_OK(mr_coil_normalise(gpu_test_cpu(), m, COILS, PIXELS));
+  for (size_t p = 0; p < PIXELS; p++) {
+    double ss = 0;
+    for (size_t c = 0; c < COILS; c++)
+      ss += cabs(m[c * PIXELS + p]) * cabs(m[c * PIXELS + p]);
+    assert_float_equal(ss, p == 5 ? 0 : 1, 1e-5);
+  }
+  free(m);
+}
+
+static void cpu_rss_complex(void **state) {
+  (void)state;
+  size_t n = (size_t)COILS * PIXELS;
+  mr_cfloat *x = malloc(sizeof *x * n), *out = malloc(sizeof *out * PIXELS);
+  float *ref = malloc(sizeof *ref * PIXELS);
+  gpu_test_random(x, n, 9);
+  GPU_OK(mr_coil_rss(gpu_test_cpu(), x, COILS, PIXELS, ref));
+  GPU_OK(mr_coil_rss_complex(gpu_test_cpu(), x, COILS, PIXELS, out));
+  for (size_t p = 0; p < PIXELS; p++) {
+    assert_float_equal(crealf(out[p]), ref[p], 1e-6 * ref[p]);
+    assert_true(cimagf(out[p]) == 0);
+  }
+  free(x);
+  free(out);
+  free(ref);
+}
+
+/* The map steps on the GPU against the CPU. */
+static void cuda_maps_match_cpu(void **state) {
+  (void)state;
+  size_t n = (size_t)WX * WY * WZ * WC, dims[3] = {WX, WY, WZ}, pixels = n / WC;
+  int width[3] = {8, 6, 4};
+  mr_cfloat *x = malloc(sizeof *x * n);
+  gpu_test_random(x, n, 10);
+  for (size_t c = 0; c < WC; c++)
+    x[c * pixels + 3] *= 1e-8f;
+  mr_device *gpu = gpu_test_gpu();
+  mr_buf *d = gpu_test_upload(gpu, x, sizeof *x * n);
+  mr_buf *r;
+  GPU_OK(mr_buf_create(gpu, sizeof(mr_cfloat) * pixels, &r));
+  GPU_OK(mr_coil_rss_complex(gpu, mr_buf_data(d), WC, pixels, mr_buf_data(r)));
+  GPU_OK(mr_coil_window(gpu, mr_buf_data(d), WC, dims, width));
+  GPU_OK(mr_coil_normalise(gpu, mr_buf_data(d), WC, pixels));
+  mr_cfloat *rss_ref = malloc(sizeof *rss_ref * pixels);
+  GPU_OK(mr_coil_rss_complex(gpu_test_cpu(), x, WC, pixels, rss_ref));
+  GPU_OK(mr_coil_window(gpu_test_cpu(), x, WC, dims, width));
+  GPU_OK(mr_coil_normalise(gpu_test_cpu(), x, WC, pixels));
+  mr_cfloat *got = gpu_test_download(d), *got_rss = gpu_test_download(r);
+  assert_true(mr_test_rel_error_c(got, x, n) < 1e-5);
+  assert_true(mr_test_rel_error_c(got_rss, rss_ref, pixels) < 1e-6);
+  free(got);
+  free(got_rss);
+  free(rss_ref);
+  mr_buf_destroy(d);
+  mr_buf_destroy(r);
+  free(x);
 }
 
 static void bad_sizes(void **state) {
@@ -182,10 +277,14 @@ int main(int argc, char **argv) {
       cmocka_unit_test(cpu_rss),
       cmocka_unit_test(cpu_combine),
       cmocka_unit_test(bad_sizes),
+      cmocka_unit_test(cpu_window_3d),
+      cmocka_unit_test(cpu_normalise),
+      cmocka_unit_test(cpu_rss_complex),
   };
   const struct CMUnitTest cuda_tests[] = {
       cmocka_unit_test(cuda_matches_cpu),
       cmocka_unit_test(cuda_chain_in_one_task),
+      cmocka_unit_test(cuda_maps_match_cpu),
   };
   int failed = cuda ? cmocka_run_group_tests_name("coil_cuda", cuda_tests, NULL, NULL)
                     : cmocka_run_group_tests_name("coil_cpu", cpu_tests, NULL, NULL);

@@ -103,15 +103,91 @@ static void cuda_pinned_operations(void **state) {
   mr_fft_plan_destroy(gpu_plan);
 }
 
+/* Rows of a [channel][line][sample] array, a run of lines of every channel,
+ * into a buffer on dev; the rest of the buffer stays as it was. */
+enum { CH = 5, LINES = 40, SAMPLES = 96, FIRST = 7, RUN = 12 };
+
+static void upload_run(mr_device *dev, const unsigned char *src) {
+  size_t pitch = LINES * SAMPLES, bytes = CH * pitch;
+  mr_buf *b;
+  GPU_OK(mr_buf_create(dev, bytes, &b));
+  unsigned char *zero = calloc(bytes, 1);
+  GPU_OK(mr_buf_upload(b, 0, zero, bytes));
+  GPU_OK(mr_buf_upload_rows(b, FIRST * SAMPLES, pitch, src + FIRST * SAMPLES, pitch,
+                            RUN * SAMPLES, CH));
+  unsigned char *got = gpu_test_download(b);
+  for (size_t i = 0; i < bytes; i++) {
+    size_t line = i % pitch / SAMPLES;
+    assert_int_equal(got[i], line >= FIRST && line < FIRST + RUN ? src[i] : 0);
+  }
+  assert_int_equal(mr_buf_upload_rows(b, 0, pitch, src, pitch, pitch + 1, 1), MR_EINVAL);
+  free(got);
+  free(zero);
+  mr_buf_destroy(b);
+}
+
+static void fill(unsigned char *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    p[i] = (unsigned char)(i * 7 + 3);
+}
+
+static void cpu_upload_rows(void **state) {
+  (void)state;
+  unsigned char *src = malloc(CH * LINES * SAMPLES);
+  fill(src, CH * LINES * SAMPLES);
+  upload_run(gpu_test_cpu(), src);
+  free(src);
+}
+
+/* From pinned memory (one 2D transfer) and from pageable memory (staged). */
+static void cuda_upload_rows(void **state) {
+  (void)state;
+  mr_device *gpu = gpu_test_gpu();
+  unsigned char *pinned, *pageable = malloc(CH * LINES * SAMPLES);
+  GPU_OK(mr_host_alloc(gpu, CH * LINES * SAMPLES, (void **)&pinned));
+  fill(pinned, CH * LINES * SAMPLES);
+  fill(pageable, CH * LINES * SAMPLES);
+  upload_run(gpu, pinned);
+  upload_run(gpu, pageable);
+  mr_host_free(gpu, pinned);
+  free(pageable);
+}
+
+/* A freed pinned block serves the next request of its size from the cache
+ * (pinning again would take milliseconds), aligned and still pinned. */
+static void cuda_pinned_blocks_are_reused(void **state) {
+  (void)state;
+  mr_device *gpu = gpu_test_gpu();
+  const size_t n = 3u << 20;
+  void *a, *b, *c;
+  GPU_OK(mr_host_alloc(gpu, n, &a));
+  mr_host_free(gpu, a);
+  GPU_OK(mr_host_alloc(gpu, n - 1000, &b));
+  assert_ptr_equal(a, b);
+  assert_true((uintptr_t)b % 64 == 0);
+  memset(b, 1, n - 1000);
+  mr_buf *d;
+  GPU_OK(mr_buf_create(gpu, n - 1000, &d));
+  GPU_OK(mr_buf_upload(d, 0, b, n - 1000)); /* the pinned path */
+  mr_buf_destroy(d);
+  mr_host_free(gpu, b);
+  GPU_OK(mr_host_alloc(gpu, n / 4, &c)); /* would waste most of b's block */
+  assert_ptr_not_equal(c, b);
+  mr_host_free(gpu, c);
+}
+
 int main(int argc, char **argv) {
   int cuda = gpu_test_init(argc, argv);
   const struct CMUnitTest cpu_tests[] = {
       cmocka_unit_test(cpu_host_memory),
       cmocka_unit_test(cpu_budget_counts_host_memory),
+      cmocka_unit_test(cpu_upload_rows),
   };
   const struct CMUnitTest cuda_tests[] = {
       cmocka_unit_test(cuda_pinned_buffers),
       cmocka_unit_test(cuda_pinned_operations),
+      cmocka_unit_test(cuda_upload_rows),
+      cmocka_unit_test(cuda_pinned_blocks_are_reused),
   };
   int failed = cuda ? cmocka_run_group_tests_name("host_cuda", cuda_tests, NULL, NULL)
                     : cmocka_run_group_tests_name("host_cpu", cpu_tests, NULL, NULL);

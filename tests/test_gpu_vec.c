@@ -144,14 +144,52 @@ static void cuda_matches_cpu(void **state) {
   free(ref);
 }
 
+/* Crops 3 arrays of 9 x 7 x 5 to 4 x 3 x 2 at (2, 3, 1). */
+static const size_t crop_in[3] = {9, 7, 5}, crop_at[3] = {2, 3, 1}, crop_out[3] = {4, 3, 2};
+enum { CROP_BATCH = 3, CROP_IN = 9 * 7 * 5, CROP_OUT = 4 * 3 * 2 };
+
+static void cpu_crop(void **state) {
+  (void)state;
+  mr_cfloat in[CROP_BATCH * CROP_IN], out[CROP_BATCH * CROP_OUT];
+  gpu_test_random(in, CROP_BATCH * CROP_IN, 5);
+  GPU_OK(mr_vec_crop(gpu_test_cpu(), CROP_BATCH, in, crop_in, crop_at, out, crop_out));
+  for (size_t b = 0; b < CROP_BATCH; b++)
+    for (size_t z = 0; z < 2; z++)
+      for (size_t y = 0; y < 3; y++)
+        for (size_t x = 0; x < 4; x++)
+          assert_true(out[((b * 2 + z) * 3 + y) * 4 + x] ==
+                      in[((b * 5 + z + 1) * 7 + y + 3) * 9 + x + 2]);
+  const size_t too_far[3] = {6, 0, 0};
+  assert_int_equal(mr_vec_crop(gpu_test_cpu(), 1, in, crop_in, too_far, out, crop_out),
+                   MR_EINVAL);
+}
+
+static void cuda_crop_matches_cpu(void **state) {
+  (void)state;
+  mr_cfloat in[CROP_BATCH * CROP_IN], want[CROP_BATCH * CROP_OUT];
+  gpu_test_random(in, CROP_BATCH * CROP_IN, 6);
+  GPU_OK(mr_vec_crop(gpu_test_cpu(), CROP_BATCH, in, crop_in, crop_at, want, crop_out));
+  mr_buf *d = gpu_test_upload(gpu_test_gpu(), in, sizeof in), *o;
+  GPU_OK(mr_buf_create(gpu_test_gpu(), sizeof want, &o));
+  GPU_OK(mr_vec_crop(gpu_test_gpu(), CROP_BATCH, mr_buf_data(d), crop_in, crop_at,
+                     mr_buf_data(o), crop_out));
+  mr_cfloat *got = gpu_test_download(o);
+  assert_memory_equal(got, want, sizeof want);
+  free(got);
+  mr_buf_destroy(d);
+  mr_buf_destroy(o);
+}
+
 int main(int argc, char **argv) {
   int cuda = gpu_test_init(argc, argv);
   const struct CMUnitTest cpu_tests[] = {
       cmocka_unit_test(cpu_ops),
       cmocka_unit_test(empty_is_a_no_op),
+      cmocka_unit_test(cpu_crop),
   };
   const struct CMUnitTest cuda_tests[] = {
       cmocka_unit_test(cuda_matches_cpu),
+      cmocka_unit_test(cuda_crop_matches_cpu),
   };
   int failed = cuda ? cmocka_run_group_tests_name("vec_cuda", cuda_tests, NULL, NULL)
                     : cmocka_run_group_tests_name("vec_cpu", cpu_tests, NULL, NULL);

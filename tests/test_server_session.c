@@ -246,7 +246,7 @@ static void test_errors_reach_their_client(void **state) {
       {"header without encoding", header_without_encoding, "ISMRMRD header has no <encoding>"},
       {"NaN samples", nan_samples, "acquisition 0 has a NaN sample (channel 0, sample 5)"},
       {"line outside the matrix", line_outside_matrix,
-       "gadget 1 'accumulate': acquisition 0: line (99, 0) is outside"},
+       "'accumulate': acquisition 0: line (99, 0) is outside"},
       {"server message from a client", response_from_client,
        "RESPONSE is a server-to-client message"},
   };

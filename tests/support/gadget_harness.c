@@ -14,6 +14,10 @@ static int collect(void *ctx, mr_message *msg) {
 }
 
 int mr_harness_open(mr_harness *h, const char *gadgets, uint32_t input) {
+  return mr_harness_open_gpus(h, gadgets, input, "none");
+}
+
+int mr_harness_open_gpus(mr_harness *h, const char *gadgets, uint32_t input, const char *gpus) {
   memset(h, 0, sizeof *h);
   mr_err_clear(&h->err);
   h->cfg.name = "test";
@@ -22,7 +26,7 @@ int mr_harness_open(mr_harness *h, const char *gadgets, uint32_t input) {
   if (h->cfg.doc == NULL || !cJSON_IsArray(h->cfg.doc))
     return mr_err_set(&h->err, MR_ECONFIG, "harness: gadgets are not a JSON array");
   h->cfg.gadgets = h->cfg.doc;
-  int rc = mr_pool_create(&(mr_pool_opts){.gpus = "none", .cpu_threads = 2,
+  int rc = mr_pool_create(&(mr_pool_opts){.gpus = gpus, .cpu_threads = 2,
                                           .log = NULL},
                           &h->pool, &h->err);
   if (rc < 0)

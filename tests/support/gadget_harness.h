@@ -31,6 +31,8 @@ int mr_harness_open(mr_harness *h, const char *gadgets, uint32_t input);
 /* Runs the chain as a pipeline of stages, `depth` messages per stage inbox
  * (mr_chain_set_pipelined); call before configure. */
 int mr_harness_set_pipelined(mr_harness *h, size_t depth);
+/* The same on a pool of the given GPUs ("all", "0,1"; "none" as above). */
+int mr_harness_open_gpus(mr_harness *h, const char *gadgets, uint32_t input, const char *gpus);
 /* Configures it with a header (XML text); NULL configures header-less. */
 int mr_harness_configure(mr_harness *h, const char *header_xml);
 /* Pushes msg (takes it). */

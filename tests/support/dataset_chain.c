@@ -1,0 +1,51 @@
+#include "dataset_chain.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dataset.h"
+#include "gadget_harness.h"
+
+float *mr_test_reconstruct(const char *h5, const char *chain, const char *gpus,
+                           int first_repetition_only, int *count, size_t *pixels) {
+  mr_err err = {0};
+  mr_dataset *ds;
+  if (mr_dataset_open(h5, "dataset", &ds, &err) != 0)
+    fail_msg("%s", err.msg);
+  mr_harness h;
+  if (mr_harness_open_gpus(&h, chain, MR_KIND_BIT(MR_MSG_ACQUISITION), gpus) != 0)
+    fail_msg("open: %s", h.err.msg);
+  if (mr_harness_configure(&h, mr_dataset_header(ds)) != 0)
+    fail_msg("configure: %s", h.err.msg);
+  mr_message *m;
+  while (mr_dataset_next(ds, &m, &err) == 0 && m != NULL) {
+    if (m->kind != MR_MSG_ACQUISITION ||
+        (first_repetition_only && m->u.acq.head.idx.repetition > 0)) {
+      mr_message_unref(m);
+      continue;
+    }
+    if (mr_harness_push(&h, m) != 0)
+      fail_msg("push: %s", h.err.msg);
+  }
+  if (mr_harness_flush(&h) != 0)
+    fail_msg("flush: %s", h.err.msg);
+  *count = 0;
+  float *images = NULL;
+  for (int i = 0; i < h.nout; i++) {
+    if (h.out[i]->kind != MR_MSG_IMAGE)
+      continue;
+    const mr_image *im = &h.out[i]->u.image;
+    *pixels = (size_t)im->head.matrix_size[0] * im->head.matrix_size[1] * im->head.matrix_size[2];
+    images = realloc(images, (*count + 1) * *pixels * sizeof *images);
+    memcpy(images + *count * *pixels, im->data, *pixels * sizeof *images);
+    (*count)++;
+  }
+  mr_harness_close(&h);
+  mr_dataset_close(ds);
+  return images;
+}

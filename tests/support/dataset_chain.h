@@ -1,0 +1,16 @@
+/* An ISMRMRD dataset through a gadget chain outside a server: its
+ * acquisitions pushed through the harness (gadget_harness.h), its images
+ * collected. For the tests that run whole configs. */
+#ifndef MR_TEST_DATASET_CHAIN_H
+#define MR_TEST_DATASET_CHAIN_H
+
+#include <stddef.h>
+
+/* Runs the acquisitions of h5 (of repetition 0 only, when asked) through
+ * `chain` (a JSON gadget array) on a pool of `gpus` ("none", "all");
+ * returns the float images back to back (malloc'd), their count and size.
+ * Fails the calling cmocka test on any error. */
+float *mr_test_reconstruct(const char *h5, const char *chain, const char *gpus,
+                           int first_repetition_only, int *count, size_t *pixels);
+
+#endif
