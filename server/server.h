@@ -26,7 +26,8 @@ typedef struct mr_server {
   mr_server_options opt;
   const mr_server_env *env;
   struct mr_conn *conns; /* live connections (conn.c owns the list) */
-  int nconns;
+  int nconns;            /* in the list: until their sockets are closed */
+  int nopen;             /* of those, served and not yet answered in full */
   int stopping;
 } mr_server;
 
