@@ -12,3 +12,7 @@ add_test(NAME valgrind_e2e COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/valgrind_e2e
 set_tests_properties(valgrind_e2e PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS valgrind)
 mr_add_test(test_server_faults SOURCES test_server_faults.c
   LIBS mr_wire_client mr_gadget_harness Threads::Threads TIMEOUT 300)
+# Issue 12: outside clients and abusive sessions.
+mr_add_test(test_server_robust SOURCES test_server_robust.c
+  LIBS mr_wire_client mr_gadget_harness Threads::Threads TIMEOUT 300)
+mr_add_test(test_server_write_bufs SOURCES test_server_write_bufs.c LIBS mr_server)
