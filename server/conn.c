@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "decode.h"
 #include "encode.h"
@@ -510,10 +511,11 @@ static void refuse(mr_conn *c, const char *why) {
   maybe_finish(c);
 }
 
-void mr_conn_accept(mr_server *server) {
+void mr_conn_accept(mr_server *server, int fd) {
   mr_conn *c = calloc(1, sizeof *c);
   if (c == NULL) {
     mr_log(MR_LOG_ERROR, "out of memory accepting a connection");
+    close(fd);
     return;
   }
   c->server = server;
@@ -535,7 +537,9 @@ void mr_conn_accept(mr_server *server) {
   server->nopen += c->counted;
   snprintf(c->peer, sizeof c->peer, "?");
   mr_decoder_callbacks cb = {on_decoded, on_rejected, c};
-  int uv_rc = uv_accept((uv_stream_t *)&server->listener, (uv_stream_t *)&c->tcp);
+  int uv_rc = uv_tcp_open(&c->tcp, fd);
+  if (uv_rc != 0)
+    close(fd);
   /* connection_bytes bounds what the connection holds: half for read-ahead,
    * half for answers not yet written. */
   size_t half = (size_t)(server->env->limits->connection_bytes / 2);

@@ -6,8 +6,9 @@
  * forge log lines and TEXT floods do not flood the log; an over-limit
  * declared length is answered at once; a session cut at the drain
  * deadline is told; a second session pipelined on one connection is
- * answered. */
+ * answered; running out of file descriptors is logged. */
 #include <complex.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -573,6 +575,74 @@ static void test_pipelined_second_session_is_answered(void **state) {
   mr_test_reply_free(&r);
 }
 
+static int open_fds(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+  DIR *d = opendir(path);
+  int n = 0;
+  for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;)
+    n += e->d_name[0] != '.';
+  if (d != NULL)
+    closedir(d);
+  return n;
+}
+
+/* Item 12: out of file descriptors, a client is told so and the log says
+ * it (once for a burst, not once per client); once descriptors are free
+ * again the next client is served. */
+static void test_out_of_file_descriptors_is_logged(void **state) {
+  (void)state;
+  enum { LIMIT = 40, MAX_HELD = LIMIT + 8 };
+  struct rlimit saved, low;
+  assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  low = saved;
+  low.rlim_cur = LIMIT;
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0); /* the server inherits it */
+  mr_test_server s;
+  mr_test_server_start(&s, NULL);
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  usleep(100000);
+  int spare = LIMIT - open_fds(s.pid);
+  assert_true(spare > 0 && spare + 3 <= MAX_HELD);
+  int held[MAX_HELD], n = 0, turned_away = 0;
+  for (int i = 0; i < spare + 3; i++) {
+    held[n] = mr_test_connect(s.port);
+    assert_true(held[n] >= 0);
+    n++;
+  }
+  /* The last ones were turned away: TEXT, CLOSE. */
+  for (int i = spare; i < n; i++) {
+    mr_test_reply r;
+    mr_test_receive(held[i], &r, 2000);
+    turned_away += mr_test_reply_text(&r, "ERROR: server out of file descriptors") != NULL;
+    mr_test_reply_free(&r);
+  }
+  assert_true(turned_away >= 1);
+  char *log = read_log(&s);
+  int records = 0;
+  for (const char *p = log; (p = strstr(p, "out of file descriptors (")) != NULL; p++)
+    records++;
+  free(log);
+  assert_int_equal(records, 1);
+  for (int i = 0; i < n; i++)
+    close(held[i]);
+  int served = 0;
+  for (int i = 0; i < 100 && !served; i++) {
+    int fd = mr_test_connect(s.port);
+    send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 1, "gadgetron::version", 18));
+    send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+    mr_test_reply r;
+    mr_test_receive(fd, &r, 2000);
+    close(fd);
+    served = mr_test_reply_count(&r, MR_MSG_RESPONSE) == 1;
+    mr_test_reply_free(&r);
+    if (!served)
+      usleep(50000);
+  }
+  assert_true(served);
+  assert_int_equal(mr_test_server_stop(&s), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_half_close_after_close_gets_every_image),
@@ -586,6 +656,7 @@ int main(void) {
       cmocka_unit_test(test_over_limit_length_is_answered_at_once),
       cmocka_unit_test(test_drain_cut_is_told),
       cmocka_unit_test(test_pipelined_second_session_is_answered),
+      cmocka_unit_test(test_out_of_file_descriptors_is_logged),
   };
   return cmocka_run_group_tests(tests, start, stop);
 }
