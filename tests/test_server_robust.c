@@ -315,8 +315,7 @@ static void test_busy_refusal_text(void **state) {
  * wire bytes, 4 such clients at 16 MiB took the server up by 218 MiB.) */
 static void test_query_flooders_keep_memory_bounded(void **state) {
   (void)state;
-  enum { FLOODERS = 4 };
-  const long limit_kib = 16384;
+  enum { FLOODERS = 4, LIMIT_KIB = 16384 };
   mr_test_server s;
   const char *const args[] = {"--limit", "connection_bytes=16777216", NULL};
   mr_test_server_start(&s, args);
@@ -366,7 +365,7 @@ static void test_query_flooders_keep_memory_bounded(void **state) {
                 sent_mib, before, during);
 #ifndef __SANITIZE_ADDRESS__ /* ASan's quarantine and shadow memory make RSS meaningless */
   /* Each: its bound and one read's worth of decoded queries. */
-  assert_true(during - before < FLOODERS * (limit_kib + 2048));
+  assert_true(during - before < FLOODERS * (LIMIT_KIB + 2048));
 #endif
   assert_true(mr_test_server_alive(&s));
   for (int i = 0; i < FLOODERS; i++)
