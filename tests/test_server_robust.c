@@ -55,6 +55,19 @@ static void send_msg(int fd, mr_message *m) {
   mr_message_unref(m);
 }
 
+/* A health check on fd (QUERY gadgetron::version, CLOSE; closes fd):
+ * 1 when it was answered. */
+static int ping(int fd) {
+  send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 1, "gadgetron::version", 18));
+  send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+  mr_test_reply r;
+  mr_test_receive(fd, &r, 5000);
+  close(fd);
+  int answered = mr_test_reply_count(&r, MR_MSG_RESPONSE) == 1;
+  mr_test_reply_free(&r);
+  return answered;
+}
+
 static int64_t now_ms(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -372,15 +385,7 @@ static void test_query_flooders_keep_memory_bounded(void **state) {
     close(fds[i]);
   free(batch);
   free(one);
-  /* And the next client is served. */
-  int fd = mr_test_connect(s.port);
-  send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 1, "gadgetron::version", 18));
-  send_msg(fd, mr_message_new(MR_MSG_CLOSE));
-  mr_test_reply r;
-  mr_test_receive(fd, &r, 5000);
-  close(fd);
-  assert_int_equal(mr_test_reply_count(&r, MR_MSG_RESPONSE), 1);
-  mr_test_reply_free(&r);
+  assert_true(ping(mr_test_connect(s.port))); /* and the next client is served */
   assert_int_equal(mr_test_server_stop(&s), 0);
 }
 
@@ -447,16 +452,11 @@ static void test_text_flood_is_summarised(void **state) {
 /* Item 6: a health check (QUERY, CLOSE) logs at debug level only. */
 static void test_health_check_is_not_logged_at_info(void **state) {
   (void)state;
-  int ping = mr_test_connect(server.port);
-  int ping_port = local_port(ping);
-  send_msg(ping, mr_message_new_query(MR_MSG_QUERY, 1, "gadgetron::version", 18));
-  send_msg(ping, mr_message_new(MR_MSG_CLOSE));
-  mr_test_reply r;
-  mr_test_receive(ping, &r, 5000);
-  close(ping);
-  assert_int_equal(mr_test_reply_count(&r, MR_MSG_RESPONSE), 1);
-  mr_test_reply_free(&r);
+  int check = mr_test_connect(server.port);
+  int ping_port = local_port(check);
+  assert_true(ping(check));
   /* A session that does log, after the ping has gone. */
+  mr_test_reply r;
   int fd = mr_test_connect(server.port);
   int port = local_port(fd);
   send_msg(fd, mr_message_new_text(MR_MSG_TEXT, "marker", 6));
@@ -626,18 +626,8 @@ static void test_out_of_file_descriptors_is_logged(void **state) {
   for (int i = 0; i < n; i++)
     close(held[i]);
   int served = 0;
-  for (int i = 0; i < 100 && !served; i++) {
-    int fd = mr_test_connect(s.port);
-    send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 1, "gadgetron::version", 18));
-    send_msg(fd, mr_message_new(MR_MSG_CLOSE));
-    mr_test_reply r;
-    mr_test_receive(fd, &r, 2000);
-    close(fd);
-    served = mr_test_reply_count(&r, MR_MSG_RESPONSE) == 1;
-    mr_test_reply_free(&r);
-    if (!served)
-      usleep(50000);
-  }
+  for (int i = 0; i < 100 && !(served = ping(mr_test_connect(s.port))); i++)
+    usleep(50000);
   assert_true(served);
   assert_int_equal(mr_test_server_stop(&s), 0);
 }
