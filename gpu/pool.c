@@ -23,6 +23,10 @@ struct mr_pool {
   mr_device cpu;
   int ngpus;
   mr_device *gpus;
+  /* Each GPU's description, read once when its worker starts: a devices
+   * query must never wait behind another session's work on that worker.
+   * memory_free is therefore as of start-up. */
+  mr_device_info *gpu_info;
 };
 
 static void say(const mr_pool_opts *opts, const char *fmt, ...)
@@ -104,7 +108,8 @@ static int start_gpus(mr_pool *pool, const mr_pool_opts *opts, int *list,
       return mr_err_set(err, MR_ENOENT, "--gpus: no CUDA device %d (%d found%s%s)",
                         list[i], found, found == 0 ? ": " : "", why);
   pool->gpus = calloc(n, sizeof *pool->gpus);
-  if (pool->gpus == NULL)
+  pool->gpu_info = calloc(n, sizeof *pool->gpu_info);
+  if (pool->gpus == NULL || pool->gpu_info == NULL)
     return mr_err_set(err, MR_ENOMEM, "gpu pool: out of memory");
   for (size_t i = 0; i < n; i++) {
     mr_device *dev = &pool->gpus[i];
@@ -115,11 +120,12 @@ static int start_gpus(mr_pool *pool, const mr_pool_opts *opts, int *list,
     if (rc < 0)
       return mr_err_set(err, rc, "gpu %d: %s", list[i], mr_fail_detail());
     pool->ngpus++;
-    mr_device_info info;
-    if (mr_device_info_get(dev, &info) == 0)
-      say(opts, "gpu %d: %s, %.1f GiB, compute capability %d.%d, %d SMs",
-          info.ordinal, info.name, info.mem_total / 1073741824.0,
-          info.cc_major, info.cc_minor, info.units);
+    mr_device_info *info = &pool->gpu_info[i];
+    if ((rc = mr_device_info_get(dev, info)) < 0)
+      return mr_err_set(err, rc, "gpu %d: %s", list[i], mr_fail_detail());
+    say(opts, "gpu %d: %s, %.1f GiB, compute capability %d.%d, %d SMs",
+        info->ordinal, info->name, info->mem_total / 1073741824.0,
+        info->cc_major, info->cc_minor, info->units);
   }
   return 0;
 }
@@ -179,6 +185,7 @@ void mr_pool_destroy(mr_pool *pool) {
     mr_worker_stop(pool->gpus[i].worker, gpu_fini, &pool->gpus[i]);
 #endif
   free(pool->gpus);
+  free(pool->gpu_info);
   mr_cpu_threads_destroy(pool->threads);
   pthread_mutex_destroy(&pool->lock);
   free(pool);
@@ -307,12 +314,16 @@ int mr_pool_describe(mr_pool *pool, mr_pool_format format, char **out) {
   if (format == MR_POOL_JSON)
     put(&t, "{\"devices\":[");
   for (int i = 0; i <= pool->ngpus; i++) {
-    mr_device *dev = i < pool->ngpus ? &pool->gpus[i] : &pool->cpu;
     mr_device_info info;
-    int rc = mr_device_info_get(dev, &info);
-    if (rc < 0) {
-      free(t.s);
-      return rc;
+    if (i < pool->ngpus) {
+      info = pool->gpu_info[i];
+      info.load = atomic_load(&pool->gpus[i].load);
+    } else {
+      int rc = mr_device_info_get(&pool->cpu, &info); /* no worker: read here */
+      if (rc < 0) {
+        free(t.s);
+        return rc;
+      }
     }
     describe_one(&t, &info, format, i == 0);
   }

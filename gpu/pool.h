@@ -57,7 +57,10 @@ typedef enum mr_pool_format {
 } mr_pool_format;
 
 /* Describes every device (the CPU last) in the chosen format; *out is a
- * NUL-terminated string the caller takes and frees with free(). */
+ * NUL-terminated string the caller takes and frees with free(). A GPU's
+ * figures (its memory_free included) are those read when the pool started,
+ * with its current load: describing never goes through a GPU worker, so it
+ * never waits behind a session's work there. */
 int mr_pool_describe(mr_pool *pool, mr_pool_format format, char **out);
 
 #ifdef __cplusplus

@@ -35,7 +35,6 @@ struct mr_decoder {
   uint8_t size_u32[4]; /* compressed-size field of an acquisition */
   uint64_t skip_left;  /* ST_SKIP: bytes to discard */
   char reject[256];    /* reason for a message being skipped */
-  int reject_code;
   uint64_t offset, msg_start;
   int fatal_code;
   char error[256];
@@ -100,8 +99,9 @@ static void next_message(mr_decoder *d) {
   d->body_pass = 0;
 }
 
-/* Marks the current message rejected: its remaining `left` bytes are
- * discarded, then on_error reports `reason`. */
+/* Marks the current message rejected: on_error reports `reason` at once
+ * (a client that declared 4 GiB is not made to send them before it hears
+ * why), then its remaining `left` bytes are discarded. */
 static void reject(mr_decoder *d, int code, uint64_t left, const char *fmt,
                    ...) __attribute__((format(printf, 4, 5)));
 static void reject(mr_decoder *d, int code, uint64_t left, const char *fmt,
@@ -110,17 +110,12 @@ static void reject(mr_decoder *d, int code, uint64_t left, const char *fmt,
   va_start(ap, fmt);
   vsnprintf(d->reject, sizeof d->reject, fmt, ap);
   va_end(ap);
-  d->reject_code = code;
   mr_message_unref(d->msg);
   d->msg = NULL;
   d->stage = ST_SKIP;
   d->skip_left = left;
-}
-
-static void report_reject(mr_decoder *d) {
   if (d->cb.on_error != NULL)
-    d->cb.on_error(d->cb.ctx, d->reject_code, d->reject);
-  next_message(d);
+    d->cb.on_error(d->cb.ctx, code, d->reject);
 }
 
 static size_t fixed_size(uint16_t id) {
@@ -352,16 +347,14 @@ static int after_fixed_waveform(mr_decoder *d) {
   return 0;
 }
 
+/* The name is a C string in a fixed field: what follows its NUL is not
+ * read (ISMRMRD's own client leaves uninitialised bytes there), as
+ * Gadgetron does. */
 static int after_fixed_config_file(mr_decoder *d) {
   const char *name = (const char *)d->fixed;
-  size_t n = strnlen(name, MR_CONFIG_NAME_BYTES);
-  for (size_t i = n; i < MR_CONFIG_NAME_BYTES; i++) {
-    if (d->fixed[i] != 0) {
-      reject(d, MR_EPROTO, 0,
-             "CONFIG_FILE name has bytes after its NUL terminator (at offset %zu)",
-             i);
-      return 0;
-    }
+  if (strnlen(name, MR_CONFIG_NAME_BYTES) == 0) {
+    reject(d, MR_EPROTO, 0, "empty config name (CONFIG_FILE)");
+    return 0;
   }
   d->msg = mr_message_new_config_file(name);
   if (d->msg == NULL)
@@ -454,7 +447,7 @@ static int after_body(mr_decoder *d) {
 /* A message was just rejected: with nothing left to skip it is over. */
 static int after_reject(mr_decoder *d) {
   if (d->skip_left == 0)
-    report_reject(d);
+    next_message(d);
   return 0;
 }
 
@@ -486,7 +479,7 @@ static int advance(mr_decoder *d) {
   case ST_BODY:
     break;
   case ST_SKIP:
-    report_reject(d);
+    next_message(d);
     return 0;
   case ST_FAILED:
     return d->fatal_code;

@@ -7,9 +7,10 @@
  * Two kinds of trouble:
  * - A message that is well framed but not acceptable (over a limit, a
  *   QUERY with reserved != 0, an image whose attribute length disagrees
- *   with its header, ...): its bytes are consumed or skipped without being
- *   stored, on_error is called with the reason, and decoding goes on with
- *   the next message. The peer stays in step, so it can still be answered
+ *   with its header, ...): on_error is called with the reason as soon as
+ *   it is known (when a declared length arrives, before its body), the
+ *   message's bytes are skipped without being stored, and decoding goes on
+ *   with the next message. The peer stays in step, so it can still be answered
  *   and its CLOSE still read.
  * - A framing error (an unknown id, an image of unknown data type): the
  *   stream cannot be followed any further. mr_decoder_feed() returns the

@@ -26,9 +26,9 @@ typedef struct mr_limits {
   uint64_t image_bytes;         /* pixels of one image */
   uint64_t attribute_bytes;     /* image meta attribute XML */
   uint64_t waveform_bytes;      /* data of one waveform */
-  uint64_t connection_bytes;    /* in flight per connection, each way: read
-                                   ahead of the chain, and output not yet
-                                   written to the socket */
+  uint64_t connection_bytes;    /* memory one connection holds: read ahead
+                                   of the chain and output not yet written
+                                   to the socket, half each */
 } mr_limits;
 
 /* The defaults (see wire_limits.c for the values and why). */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "decode.h"
 #include "encode.h"
@@ -11,8 +12,11 @@
 #include "queue.h"
 #include "server.h"
 #include "session.h"
+#include "write_bufs.h"
 
 #define READ_CHUNK 65536
+/* Buffers of one write: MR_WRITE_BUF_MAX each, so up to 64 GiB a message. */
+#define WRITE_BUFS 64
 
 typedef struct mr_conn {
   uv_tcp_t tcp;
@@ -31,12 +35,20 @@ typedef struct mr_conn {
   atomic_int session_done;
   int got_close;      /* the decoder delivered the client's CLOSE */
   int reading;        /* uv_read_start is in effect */
-  int peer_eof;       /* the peer shut its side, or the socket failed */
+  int read_held;      /* reading stopped until the outbox drains */
+  int peer_eof;       /* nothing more to read: the peer shut its side, or the socket failed */
+  int write_failed;   /* nothing more can be written: the socket failed or was dropped */
   int framing_lost;   /* decoder failed: discard whatever else arrives */
   int writes_pending;
+  int close_queued;   /* a CLOSE of ours went into the socket's write queue */
+  int counted;        /* counts as open against --max-connections */
+  enum { CUT_NO, CUT_PENDING, CUT_TOLD } cut; /* the drain deadline ended the session */
+  enum { PIPELINED_NO, PIPELINED_SEEN, PIPELINED_TOLD } pipelined; /* messages after CLOSE */
   int closing;        /* our side is done: shut down, wait for EOF */
   uint64_t closing_since_ms;
   uint64_t start_ms;
+  uint64_t bytes_in;   /* received from the socket */
+  uint64_t images_out; /* written to the socket */
   char peer[64];
   char rbuf[READ_CHUNK];
 } mr_conn;
@@ -49,22 +61,61 @@ typedef struct write_req {
   mr_encoded enc;
 } write_req;
 
+/* The queues count memory (mr_queue_message_bytes), the write request
+ * that sends an answer included. */
+_Static_assert(sizeof(write_req) + sizeof(mr_message) + sizeof(mr_queue_entry) <=
+                   MR_QUEUE_MESSAGE_OVERHEAD,
+               "MR_QUEUE_MESSAGE_OVERHEAD must cover a queued answer's own memory");
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void maybe_finish(mr_conn *c);
 
+/* ---- counting ---- */
+
+/* A connection stops counting against --max-connections once its CLOSE is
+ * written: what is left (waiting for the peer's EOF) costs a socket, not a
+ * session. Refused connections never count. */
+static void uncount(mr_conn *c) {
+  if (c->counted) {
+    c->counted = 0;
+    c->server->nopen--;
+  }
+}
+
+/* An error the connection itself found, for the log line; only once the
+ * session thread is done with the stats. */
+static void note_error(mr_conn *c, const char *text) {
+  mr_session_stats *st = &c->session.stats;
+  if (st->errors++ == 0)
+    snprintf(st->first_error, sizeof st->first_error, "%s", text);
+}
+
 /* ---- teardown ---- */
+
+/* A health check (queries and CLOSE, nothing else, no error) is logged at
+ * debug level: monitoring every few seconds must not fill the log. */
+static int is_health_check(const mr_conn *c) {
+  const mr_session_stats *st = &c->session.stats;
+  return st->config[0] == '\0' && st->acquisitions == 0 && st->waveforms == 0 &&
+         st->texts == 0 && st->errors == 0 && c->images_out == 0;
+}
 
 static void log_session(const mr_conn *c) {
   const mr_session_stats *st = &c->session.stats;
   double secs = (double)(uv_now(c->server->loop) - c->start_ms) / 1000.0;
-  mr_log(st->errors ? MR_LOG_WARN : MR_LOG_INFO,
+  char texts[200] = "";
+  if (st->texts > 0)
+    snprintf(texts, sizeof texts, " texts=%llu first_text=\"%s\"",
+             (unsigned long long)st->texts, st->first_text);
+  mr_log(st->errors ? MR_LOG_WARN : is_health_check(c) ? MR_LOG_DEBUG : MR_LOG_INFO,
          "%s config=%s acquisitions=%llu waveforms=%llu images=%llu bytes_in=%llu "
-         "duration=%.3fs errors=%d%s%s%s%s",
+         "duration=%.3fs errors=%d%s%s%s%s%s",
          c->peer, st->config[0] ? st->config : "-", (unsigned long long)st->acquisitions,
-         (unsigned long long)st->waveforms, (unsigned long long)st->images,
-         (unsigned long long)st->bytes_in, secs, st->errors, st->gadget_time[0] ? " gadgets=" : "",
-         st->gadget_time, st->errors ? " first_error=" : "", st->first_error);
+         (unsigned long long)st->waveforms, (unsigned long long)c->images_out,
+         (unsigned long long)c->bytes_in, secs, st->errors, texts,
+         st->gadget_time[0] ? " gadgets=" : "", st->gadget_time,
+         st->errors ? " first_error=" : "", st->first_error);
 }
 
 static void on_handle_closed(uv_handle_t *h) {
@@ -73,6 +124,7 @@ static void on_handle_closed(uv_handle_t *h) {
     return;
   if (c->has_thread)
     uv_thread_join(&c->thread);
+  uncount(c);
   log_session(c);
   *c->pprev = c->next;
   if (c->next != NULL)
@@ -106,8 +158,11 @@ static void cancel_session(mr_conn *c) {
 }
 
 void mr_conn_cancel_all(mr_server *server) {
-  for (mr_conn *c = server->conns; c != NULL; c = c->next)
+  for (mr_conn *c = server->conns; c != NULL; c = c->next) {
+    if (!atomic_load(&c->session_done) && c->cut == CUT_NO)
+      c->cut = CUT_PENDING; /* told once its session thread stops (maybe_finish) */
     cancel_session(c);
+  }
 }
 
 static void on_grace_timeout(uv_timer_t *t) {
@@ -127,7 +182,8 @@ static void on_shutdown(uv_shutdown_t *req, int status) {
 static void begin_closing(mr_conn *c) {
   c->closing = 1;
   c->closing_since_ms = uv_now(c->server->loop);
-  if (c->peer_eof) {
+  uncount(c);
+  if (c->peer_eof || c->write_failed) {
     close_all(c);
     return;
   }
@@ -142,10 +198,40 @@ static void begin_closing(mr_conn *c) {
   uv_timer_start(&c->timer, on_grace_timeout, (uint64_t)c->server->opt.close_grace_ms, 0);
 }
 
+static int send_error(mr_conn *c, const char *why);
+
+/* What the connection itself still owes its client once the session is
+ * over and its answer written: word that the drain deadline cut the
+ * session, or that a second session sent after the CLOSE is not served.
+ * Returns 1 when that went into the write queue. */
+static int owe_answer(mr_conn *c) {
+  char why[200];
+  if (c->cut == CUT_PENDING) {
+    c->cut = CUT_TOLD;
+    if (c->close_queued)
+      return 0; /* the session had answered in full before the cut */
+    snprintf(why, sizeof why,
+             "server shutting down: the session was cut before it finished (--drain-timeout "
+             "%d ms)",
+             c->server->opt.drain_timeout_ms);
+  } else if (c->pipelined == PIPELINED_SEEN && c->close_queued) {
+    c->pipelined = PIPELINED_TOLD;
+    snprintf(why, sizeof why,
+             "a second session on one connection (messages after its CLOSE) is not served: "
+             "open a connection for each session");
+  } else {
+    return 0;
+  }
+  note_error(c, why);
+  return send_error(c, why) == 0;
+}
+
 static void maybe_finish(mr_conn *c) {
   if (c->closing || !atomic_load(&c->session_done) || c->writes_pending > 0 ||
       mr_queue_bytes(&c->outbox) > 0)
     return;
+  if (owe_answer(c))
+    return; /* back here when it is written */
   begin_closing(c);
 }
 
@@ -157,7 +243,7 @@ static void on_write_stall(uv_timer_t *t) {
   mr_conn *c = t->data;
   mr_log(MR_LOG_WARN, "%s: no output written for %d ms (--write-timeout): dropping the client",
          c->peer, c->server->opt.write_timeout_ms);
-  c->peer_eof = 1;
+  c->write_failed = c->peer_eof = 1;
   cancel_session(c);
   /* Closing the socket fails the stuck writes; the rest closes once the
    * session thread has noticed the cancel (maybe_finish). */
@@ -171,60 +257,97 @@ static void arm_write_timer(mr_conn *c) {
     uv_timer_stop(&c->write_timer);
 }
 
+static void start_reading(mr_conn *c);
+
 static void on_written(uv_write_t *req, int status) {
   write_req *w = (write_req *)req;
   mr_conn *c = w->conn;
   c->writes_pending--;
   arm_write_timer(c);
-  mr_queue_release(&c->outbox, w->bytes);
+  if (w->bytes > 0)
+    mr_queue_release(&c->outbox, w->bytes);
+  if (status == 0 && w->msg->kind == MR_MSG_IMAGE)
+    c->images_out++; /* the log counts images the client was sent */
+  if (status == 0 && w->msg->kind == MR_MSG_CLOSE)
+    uncount(c);
   mr_message_unref(w->msg);
   free(w);
-  if (status < 0 && !c->peer_eof) {
+  if (status < 0 && !c->write_failed) {
     mr_log(MR_LOG_DEBUG, "%s: write failed: %s", c->peer, uv_strerror(status));
-    c->peer_eof = 1;
+    c->write_failed = 1;
     cancel_session(c);
   }
+  start_reading(c);
   maybe_finish(c);
+}
+
+/* Encodes msg and queues it on the socket (takes msg). `counted` is what
+ * it counts against the outbox until written: 0 for the connection's own
+ * answers, which never went through it. */
+static int write_message(mr_conn *c, mr_message *msg, size_t counted) {
+  write_req *w = calloc(1, sizeof *w);
+  int rc = w == NULL ? MR_ENOMEM : c->write_failed ? MR_ECONN : mr_encode(msg, &w->enc);
+  if (rc == 0) {
+    uv_buf_t bufs[WRITE_BUFS];
+    int n = mr_write_bufs(&w->enc, bufs, WRITE_BUFS);
+    w->conn = c;
+    w->msg = msg;
+    w->bytes = counted;
+    rc = n < 0 ? n
+               : uv_write(&w->req, (uv_stream_t *)&c->tcp, bufs, (unsigned)n, on_written) == 0
+                     ? 0
+                     : MR_EIO;
+    if (rc == 0) {
+      if (msg->kind == MR_MSG_CLOSE)
+        c->close_queued = 1;
+      if (c->writes_pending++ == 0)
+        arm_write_timer(c);
+      return 0;
+    }
+  }
+  if (rc != MR_ECONN)
+    mr_log(MR_LOG_WARN, "%s: cannot send %s: %s", c->peer, mr_message_kind_name(msg->kind),
+           mr_strerror(rc));
+  free(w);
+  mr_message_unref(msg);
+  if (counted > 0)
+    mr_queue_release(&c->outbox, counted);
+  return rc;
 }
 
 static void write_outbox(mr_conn *c) {
   mr_queue_entry *e;
   while ((e = mr_queue_pop(&c->outbox, 0)) != NULL) {
-    write_req *w = calloc(1, sizeof *w);
-    int rc = w != NULL ? mr_encode(e->msg, &w->enc) : MR_ENOMEM;
-    if (rc == 0 && !c->peer_eof) {
-      uv_buf_t bufs[MR_ENCODE_PIECES];
-      for (int i = 0; i < w->enc.npieces; i++)
-        bufs[i] = uv_buf_init((char *)w->enc.piece[i].base, (unsigned)w->enc.piece[i].len);
-      w->conn = c;
-      w->msg = e->msg;
-      w->bytes = e->bytes;
-      rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, bufs, (unsigned)w->enc.npieces, on_written);
-      if (rc == 0) {
-        e->msg = NULL;
-        if (c->writes_pending++ == 0)
-          arm_write_timer(c);
-        mr_queue_entry_free(e);
-        continue;
-      }
-    }
-    if (rc < 0 && !c->peer_eof)
-      mr_log(MR_LOG_WARN, "%s: cannot send %s: %s", c->peer, mr_message_kind_name(e->msg->kind),
-             mr_strerror(rc));
-    free(w);
-    mr_queue_release(&c->outbox, e->bytes);
+    mr_message *msg = e->msg;
+    e->msg = NULL;
+    if (msg != NULL)
+      write_message(c, msg, e->bytes);
+    else
+      mr_queue_release(&c->outbox, e->bytes);
     mr_queue_entry_free(e);
   }
+}
+
+/* TEXT "ERROR: why", then CLOSE, written by the connection itself. */
+static int send_error(mr_conn *c, const char *why) {
+  char text[300];
+  int n = snprintf(text, sizeof text, "ERROR: %s", why);
+  mr_message *t = mr_message_new_text(MR_MSG_TEXT, text, (size_t)n);
+  int rc = t != NULL ? write_message(c, t, 0) : MR_ENOMEM;
+  mr_message *close_msg = mr_message_new(MR_MSG_CLOSE);
+  if (rc == 0)
+    rc = close_msg != NULL ? write_message(c, close_msg, 0) : MR_ENOMEM;
+  else
+    mr_message_unref(close_msg);
+  return rc;
 }
 
 /* The session thread woke us: output to write, room in the inbox, or the
  * session is over. */
 static void on_async(uv_async_t *a) {
   mr_conn *c = a->data;
-  if (!c->reading && !c->peer_eof && !c->closing && !mr_queue_full(&c->inbox) &&
-      uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
-    c->reading = 1;
   write_outbox(c);
+  start_reading(c);
   maybe_finish(c);
 }
 
@@ -235,8 +358,42 @@ static void wake_loop(void *ctx) {
 
 /* ---- reading ---- */
 
+/* Reading goes on while both queues have room. A client that sends
+ * without reading its answers (a QUERY flood) fills the outbox: it is not
+ * read again until the outbox has drained to half, so what a connection
+ * holds stays within its two queues' bounds. */
+static void start_reading(mr_conn *c) {
+  if (c->reading || c->peer_eof || c->write_failed || c->closing || mr_queue_full(&c->inbox))
+    return;
+  size_t out = mr_queue_bytes(&c->outbox);
+  if (c->read_held ? out > c->outbox.capacity / 2 : out >= c->outbox.capacity)
+    return;
+  if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0) {
+    c->reading = 1;
+    c->read_held = 0;
+  }
+}
+
+static void stop_reading(mr_conn *c) {
+  uv_read_stop((uv_stream_t *)&c->tcp);
+  c->reading = 0;
+}
+
+/* A message after the client's CLOSE starts a second session on the same
+ * connection: it is not served (one session per connection), and the
+ * client is told so after the first session's answer. */
+static int after_close(mr_conn *c) {
+  if (c->pipelined == PIPELINED_NO)
+    c->pipelined = PIPELINED_SEEN;
+  return MR_ECANCELED; /* stops the decoder: the rest is discarded */
+}
+
 static int on_decoded(void *ctx, mr_message *msg) {
   mr_conn *c = ctx;
+  if (c->got_close) {
+    mr_message_unref(msg);
+    return after_close(c);
+  }
   if (msg->kind == MR_MSG_CLOSE)
     c->got_close = 1;
   return mr_queue_push(&c->inbox, msg, mr_queue_message_bytes(msg), 0) == MR_ENOMEM ? MR_ENOMEM
@@ -245,7 +402,10 @@ static int on_decoded(void *ctx, mr_message *msg) {
 
 static void on_rejected(void *ctx, int code, const char *text) {
   mr_conn *c = ctx;
-  mr_queue_push_event(&c->inbox, code, text);
+  if (c->got_close)
+    after_close(c);
+  else
+    mr_queue_push_event(&c->inbox, code, text);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
@@ -258,17 +418,19 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   (void)buf;
   mr_conn *c = s->data;
   if (nread < 0) {
-    uv_read_stop(s);
-    c->reading = 0;
+    stop_reading(c);
     c->peer_eof = 1;
-    if (nread != UV_EOF)
+    if (nread != UV_EOF) {
+      c->write_failed = 1;
       mr_log(MR_LOG_DEBUG, "%s: read failed: %s", c->peer, uv_strerror((int)nread));
+    }
     if (c->closing) {
       close_all(c);
       return;
     }
     /* A client may shut its side after its CLOSE and still read our
-     * answer; one that leaves before its CLOSE is gone. */
+     * answer (socat, nc -N): writing goes on until our CLOSE is out. One
+     * that leaves before its CLOSE is gone. */
     if (!c->got_close || nread != UV_EOF) {
       mr_queue_push_event(&c->inbox, MR_ECONN, nread == UV_EOF
                                                    ? "the client left before its CLOSE"
@@ -278,6 +440,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     maybe_finish(c);
     return;
   }
+  c->bytes_in += (uint64_t)nread;
   if (c->closing) {
     /* Answered already (after an error, maybe before the client's CLOSE):
      * discard what still comes so a client mid-upload never meets a
@@ -294,18 +457,21 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   int rc = mr_decoder_feed(c->dec, c->rbuf, (size_t)nread);
   if (rc < 0) {
     c->framing_lost = 1;
-    mr_queue_push_event(&c->inbox, MR_EFRAME,
-                        rc == MR_ENOMEM ? "out of memory reading a message"
-                                        : mr_decoder_error(c->dec));
+    if (c->pipelined == PIPELINED_NO)
+      mr_queue_push_event(&c->inbox, MR_EFRAME,
+                          rc == MR_ENOMEM ? "out of memory reading a message"
+                                          : mr_decoder_error(c->dec));
   }
   if (mr_queue_full(&c->inbox)) {
     mr_queue_pause(&c->inbox);
-    uv_read_stop(s);
-    c->reading = 0;
+    stop_reading(c);
     /* The session may have drained the queue between the check and the
      * pause; look again so we never sleep on a queue nobody will wake. */
     if (!mr_queue_full(&c->inbox))
       uv_async_send(&c->async);
+  } else if (mr_queue_full(&c->outbox)) {
+    stop_reading(c);
+    c->read_held = 1; /* on_written reads again once the client has read */
   }
 }
 
@@ -336,26 +502,20 @@ static void peer_name(uv_tcp_t *tcp, char *out, size_t size) {
 }
 
 /* Tells the client why it cannot be served and lets go, without a session
- * thread. */
+ * thread; what it sends meanwhile is discarded. */
 static void refuse(mr_conn *c, const char *why) {
-  char text[200];
-  int n = snprintf(text, sizeof text, "ERROR: %s", why);
-  snprintf(c->session.stats.first_error, sizeof c->session.stats.first_error, "%s", text);
-  c->session.stats.errors = 1;
-  mr_message *t = mr_message_new_text(MR_MSG_TEXT, text, (size_t)n);
-  if (t != NULL)
-    mr_queue_push(&c->outbox, t, mr_queue_message_bytes(t), 0);
-  mr_message *close_msg = mr_message_new(MR_MSG_CLOSE);
-  if (close_msg != NULL)
-    mr_queue_push(&c->outbox, close_msg, mr_queue_message_bytes(close_msg), 0);
+  note_error(c, why);
+  c->framing_lost = 1;
   atomic_store(&c->session_done, 1);
-  uv_async_send(&c->async);
+  send_error(c, why);
+  maybe_finish(c);
 }
 
-void mr_conn_accept(mr_server *server) {
+void mr_conn_accept(mr_server *server, int fd) {
   mr_conn *c = calloc(1, sizeof *c);
   if (c == NULL) {
     mr_log(MR_LOG_ERROR, "out of memory accepting a connection");
+    close(fd);
     return;
   }
   c->server = server;
@@ -372,19 +532,27 @@ void mr_conn_accept(mr_server *server) {
   c->pprev = &server->conns;
   server->conns = c;
   server->nconns++;
+  int busy = server->nopen >= server->opt.max_connections;
+  c->counted = !busy;
+  server->nopen += c->counted;
   snprintf(c->peer, sizeof c->peer, "?");
   mr_decoder_callbacks cb = {on_decoded, on_rejected, c};
-  int uv_rc = uv_accept((uv_stream_t *)&server->listener, (uv_stream_t *)&c->tcp);
-  int rc = mr_queue_init(&c->inbox, server->env->limits->connection_bytes);
+  int uv_rc = uv_tcp_open(&c->tcp, fd);
+  if (uv_rc != 0)
+    close(fd);
+  /* connection_bytes bounds what the connection holds: half for read-ahead,
+   * half for answers not yet written. */
+  size_t half = (size_t)(server->env->limits->connection_bytes / 2);
+  int rc = mr_queue_init(&c->inbox, half);
   if (rc == 0)
-    rc = mr_queue_init(&c->outbox, server->env->limits->connection_bytes);
+    rc = mr_queue_init(&c->outbox, half);
   if (rc == 0)
     rc = mr_decoder_create(server->env->limits, &cb, &c->dec);
   if (uv_rc != 0 || rc != 0) {
     mr_log(MR_LOG_ERROR, "cannot accept a connection: %s",
            uv_rc != 0 ? uv_strerror(uv_rc) : mr_strerror(rc));
     atomic_store(&c->session_done, 1);
-    c->peer_eof = 1;
+    c->peer_eof = c->write_failed = 1;
     close_all(c);
     return;
   }
@@ -396,10 +564,10 @@ void mr_conn_accept(mr_server *server) {
   mr_log(MR_LOG_DEBUG, "%s: connected", c->peer);
   if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
     c->reading = 1;
-  if (server->nconns > server->opt.max_connections) {
+  if (busy) {
     char why[128];
     snprintf(why, sizeof why, "server busy: %d connections open (--max-connections %d)",
-             server->nconns - 1, server->opt.max_connections);
+             server->nopen, server->opt.max_connections);
     refuse(c, why);
     return;
   }

@@ -9,10 +9,9 @@
 
 struct mr_server;
 
-/* Accepts one pending connection from the server's listener. When the
- * server is at --max-connections the client is told so (TEXT, CLOSE) and
- * let go. */
-void mr_conn_accept(struct mr_server *server);
+/* Serves the accepted socket fd (takes it). When the server is at
+ * --max-connections the client is told so (TEXT, CLOSE) and let go. */
+void mr_conn_accept(struct mr_server *server, int fd);
 
 /* Ends every connection's session early (server shutting down past its
  * deadline): each pipeline stops at its next message. */

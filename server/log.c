@@ -20,6 +20,34 @@ int mr_log_level_parse(const char *name) {
   return -1;
 }
 
+size_t mr_log_escape(const char *in, char *out, size_t cap) {
+  static const char hex[] = "0123456789abcdef";
+  size_t n = 0;
+  if (cap == 0)
+    return 0;
+  for (const unsigned char *p = (const unsigned char *)in; *p != '\0'; p++) {
+    char esc[4];
+    size_t len = 0;
+    if (*p == '\n' || *p == '\r' || *p == '\t' || *p == '\\') {
+      esc[len++] = '\\';
+      esc[len++] = *p == '\n' ? 'n' : *p == '\r' ? 'r' : *p == '\t' ? 't' : '\\';
+    } else if (*p < 0x20 || *p >= 0x7f) {
+      esc[len++] = '\\';
+      esc[len++] = 'x';
+      esc[len++] = hex[*p >> 4];
+      esc[len++] = hex[*p & 15];
+    } else {
+      esc[len++] = (char)*p;
+    }
+    if (n + len >= cap)
+      break;
+    memcpy(out + n, esc, len);
+    n += len;
+  }
+  out[n] = '\0';
+  return n;
+}
+
 void mr_log(mr_log_level level, const char *fmt, ...) {
   if (level > threshold)
     return;
@@ -27,14 +55,18 @@ void mr_log(mr_log_level level, const char *fmt, ...) {
   gettimeofday(&tv, NULL);
   struct tm tm;
   gmtime_r(&tv.tv_sec, &tm);
-  char line[2048];
+  char text[2048], line[2048 + 64];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
   int n = (int)strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", &tm);
   n += snprintf(line + n, sizeof line - (size_t)n, ".%03ldZ %-5s ", (long)tv.tv_usec / 1000,
                 names[level]);
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
-  va_end(ap);
+  /* Clients choose much of what is logged (config names, TEXT, error
+   * details quoting their bytes): one record is one line, whatever they
+   * sent. */
+  mr_log_escape(text, line + n, sizeof line - (size_t)n);
   pthread_mutex_lock(&lock);
   fprintf(stderr, "%s\n", line);
   pthread_mutex_unlock(&lock);

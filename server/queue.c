@@ -154,7 +154,7 @@ void mr_queue_close(mr_queue *q) {
 }
 
 size_t mr_queue_message_bytes(const mr_message *m) {
-  size_t b = sizeof *m;
+  size_t b = MR_QUEUE_MESSAGE_OVERHEAD;
   switch (m->kind) {
   case MR_MSG_ACQUISITION:
     b += mr_acquisition_traj_count(&m->u.acq.head) * sizeof(float) +

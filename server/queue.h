@@ -61,7 +61,15 @@ size_t mr_queue_bytes(mr_queue *q);
 /* Wakes everyone; later pushes fail, pops drain what is left. */
 void mr_queue_close(mr_queue *q);
 
-/* What a message counts against a queue: its payload bytes, plus a little. */
+/* What a queued message holds besides its payload: the message struct,
+ * its queue entry, the write request that sends an answer (conn.c checks
+ * that this covers them) and the allocator's headers. A 46-byte QUERY
+ * holds some 2 KiB: counting wire bytes would let a flood of small
+ * messages hold many times the bound. */
+#define MR_QUEUE_MESSAGE_OVERHEAD 2560
+
+/* What a message counts against a queue: the memory it holds, its payload
+ * plus MR_QUEUE_MESSAGE_OVERHEAD. */
 size_t mr_queue_message_bytes(const mr_message *msg);
 
 #endif

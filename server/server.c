@@ -1,12 +1,23 @@
 #include "server.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "conn.h"
+#include "encode.h"
 #include "log.h"
+
+/* How often running out of file descriptors is logged, at most. */
+#define FD_REPORT_MS 10000
+/* Out of descriptors with none held in reserve: accepting pauses this long. */
+#define ACCEPT_PAUSE_MS 200
 
 /* "127.0.0.1:9002", "[::1]:9002", "0.0.0.0:9002" -> sockaddr. */
 static int parse_listen(const char *spec, struct sockaddr_storage *ss, mr_err *err) {
@@ -33,15 +44,82 @@ static int parse_listen(const char *spec, struct sockaddr_storage *ss, mr_err *e
   return mr_err_set(err, MR_EINVAL, "--listen '%s': '%s' is not an IP address", spec, host);
 }
 
-static void on_connection(uv_stream_t *listener, int status) {
-  mr_server *server = listener->data;
+/* Out of file descriptors (EMFILE / ENFILE): the pending client would
+ * wait in the backlog with nobody to serve it. The reserve descriptor is
+ * given up to accept it, tell it why (TEXT, CLOSE) and let it go, then
+ * taken again; the log says so, at most every FD_REPORT_MS. Returns 0 when
+ * a client was turned away, -1 when there was no descriptor to do it. */
+static int turn_away_one(mr_server *server, int why) {
+  uint64_t now = uv_now(server->loop);
+  server->fd_turned_away++;
+  if (server->fd_report_ms == 0 || now - server->fd_report_ms >= FD_REPORT_MS) {
+    struct rlimit rl = {0};
+    getrlimit(RLIMIT_NOFILE, &rl);
+    mr_log(MR_LOG_ERROR,
+           "out of file descriptors (%s; open files limit %llu): %u connection(s) turned away",
+           strerror(why), (unsigned long long)rl.rlim_cur, server->fd_turned_away);
+    server->fd_report_ms = now;
+    server->fd_turned_away = 0;
+  }
+  if (server->reserve_fd < 0)
+    return -1;
+  close(server->reserve_fd);
+  server->reserve_fd = -1;
+  int fd = accept4(server->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd >= 0) {
+    static const char text[] = "ERROR: server out of file descriptors; try again later";
+    mr_message *msgs[2] = {mr_message_new_text(MR_MSG_TEXT, text, sizeof text - 1),
+                           mr_message_new(MR_MSG_CLOSE)};
+    for (int i = 0; i < 2; i++) {
+      uint8_t *bytes;
+      size_t len;
+      if (msgs[i] != NULL && mr_encode_flat(msgs[i], &bytes, &len) == 0) {
+        ssize_t sent = send(fd, bytes, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)sent; /* best effort: the client is turned away either way */
+        free(bytes);
+      }
+      mr_message_unref(msgs[i]);
+    }
+    close(fd);
+  }
+  server->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  return fd >= 0 ? 0 : -1;
+}
+
+static void on_listen_readable(uv_poll_t *poll, int status, int events);
+
+static void on_accept_pause_end(uv_timer_t *t) {
+  mr_server *server = t->data;
+  if (!server->stopping)
+    uv_poll_start(&server->listener, UV_READABLE, on_listen_readable);
+}
+
+static void on_listen_readable(uv_poll_t *poll, int status, int events) {
+  (void)events;
+  mr_server *server = poll->data;
   if (status < 0) {
     mr_log(MR_LOG_WARN, "accept failed: %s", uv_strerror(status));
     return;
   }
-  if (server->stopping)
+  while (!server->stopping) {
+    int fd = accept4(server->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      mr_conn_accept(server, fd);
+      continue;
+    }
+    if (errno == EINTR || errno == ECONNABORTED)
+      continue;
+    if ((errno == EMFILE || errno == ENFILE) && turn_away_one(server, errno) == 0)
+      continue;
+    if (errno == EMFILE || errno == ENFILE) {
+      /* Nothing to turn a client away with: do not spin on the backlog. */
+      uv_poll_stop(&server->listener);
+      uv_timer_start(&server->accept_pause, on_accept_pause_end, ACCEPT_PAUSE_MS, 0);
+    } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      mr_log(MR_LOG_WARN, "accept failed: %s", strerror(errno));
+    }
     return;
-  mr_conn_accept(server);
+  }
 }
 
 static void close_signals(mr_server *server) {
@@ -50,6 +128,18 @@ static void close_signals(mr_server *server) {
     uv_close((uv_handle_t *)&server->sigint, NULL);
     uv_close((uv_handle_t *)&server->drain_timer, NULL);
   }
+}
+
+static void on_listener_closed(uv_handle_t *h) {
+  mr_server *server = h->data;
+  close(server->listen_fd);
+  server->listen_fd = -1;
+}
+
+/* No new connections: the listening socket and the accept pause go. */
+static void stop_listening(mr_server *server) {
+  uv_close((uv_handle_t *)&server->accept_pause, NULL);
+  uv_close((uv_handle_t *)&server->listener, on_listener_closed);
 }
 
 void mr_server_conn_closed(mr_server *server) {
@@ -74,7 +164,7 @@ static void on_signal(uv_signal_t *sig, int signum) {
   server->stopping = 1;
   mr_log(MR_LOG_INFO, "%s: no new connections; %d session(s) may finish within %d ms",
          strsignal(signum), server->nconns, server->opt.drain_timeout_ms);
-  uv_close((uv_handle_t *)&server->listener, NULL);
+  stop_listening(server);
   if (server->nconns == 0) {
     close_signals(server);
     return;
@@ -103,23 +193,38 @@ int mr_server_run(const mr_server_options *opt, const mr_server_env *env, mr_err
   server.sigterm.data = server.sigint.data = server.drain_timer.data = &server;
   uv_signal_start(&server.sigterm, on_signal, SIGTERM);
   uv_signal_start(&server.sigint, on_signal, SIGINT);
-  uv_tcp_init(&loop, &server.listener);
-  server.listener.data = &server;
-  int uvrc = uv_tcp_bind(&server.listener, (const struct sockaddr *)&addr, 0);
-  if (uvrc == 0)
-    uvrc = uv_listen((uv_stream_t *)&server.listener, 128, on_connection);
-  if (uvrc != 0) {
-    rc = mr_err_set(err, MR_EIO, "cannot listen on %s: %s", opt->listen, uv_strerror(uvrc));
-    uv_close((uv_handle_t *)&server.listener, NULL);
+  /* Our own listening socket, so that accept's EMFILE reaches us (libuv
+   * would turn such clients away silently). */
+  server.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  server.listen_fd = socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int one = 1;
+  int ok = server.listen_fd >= 0 &&
+           setsockopt(server.listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+           bind(server.listen_fd, (const struct sockaddr *)&addr,
+                addr.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                           : sizeof(struct sockaddr_in)) == 0 &&
+           listen(server.listen_fd, 128) == 0;
+  int why = errno;
+  uv_timer_init(&loop, &server.accept_pause);
+  server.accept_pause.data = &server;
+  if (!ok || uv_poll_init_socket(&loop, &server.listener, server.listen_fd) != 0) {
+    rc = mr_err_set(err, MR_EIO, "cannot listen on %s: %s", opt->listen, strerror(why));
+    if (server.listen_fd >= 0)
+      close(server.listen_fd);
+    if (server.reserve_fd >= 0)
+      close(server.reserve_fd);
+    uv_close((uv_handle_t *)&server.accept_pause, NULL);
     close_signals(&server);
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
     return rc;
   }
+  server.listener.data = &server;
+  uv_poll_start(&server.listener, UV_READABLE, on_listen_readable);
   char bound[128] = "";
   struct sockaddr_storage name;
-  int len = sizeof name;
-  if (uv_tcp_getsockname(&server.listener, (struct sockaddr *)&name, &len) == 0) {
+  socklen_t len = sizeof name;
+  if (getsockname(server.listen_fd, (struct sockaddr *)&name, &len) == 0) {
     char host[64] = "";
     int port = 0;
     if (name.ss_family == AF_INET6) {
@@ -136,6 +241,8 @@ int mr_server_run(const mr_server_options *opt, const mr_server_env *env, mr_err
          env->version, bound, env->configs->n, opt->max_connections);
   uv_run(&loop, UV_RUN_DEFAULT);
   uv_loop_close(&loop);
+  if (server.reserve_fd >= 0)
+    close(server.reserve_fd);
   mr_log(MR_LOG_INFO, "reconserver stopped");
   return 0;
 }

@@ -20,13 +20,19 @@ typedef struct mr_server_options {
 
 typedef struct mr_server {
   uv_loop_t *loop;
-  uv_tcp_t listener;
+  int listen_fd;
+  uv_poll_t listener;   /* readable: connections to accept (server.c accepts them) */
+  uv_timer_t accept_pause; /* out of descriptors with none in reserve: wait, then accept again */
+  int reserve_fd;       /* held so that one can be freed to turn a client away when out of them */
+  uint64_t fd_report_ms;   /* the last "out of file descriptors" record */
+  unsigned fd_turned_away; /* since then */
   uv_signal_t sigterm, sigint;
   uv_timer_t drain_timer;
   mr_server_options opt;
   const mr_server_env *env;
   struct mr_conn *conns; /* live connections (conn.c owns the list) */
-  int nconns;
+  int nconns;            /* in the list: until their sockets are closed */
+  int nopen;             /* of those, served and not yet answered in full */
   int stopping;
 } mr_server;
 

@@ -76,8 +76,6 @@ static void fail(run *r, const char *fmt, ...) {
 static int send_to_client(run *r, mr_message *msg) {
   if (msg == NULL)
     return MR_ENOMEM;
-  if (msg->kind == MR_MSG_IMAGE)
-    r->s->stats.images++;
   int rc = mr_queue_push(r->s->outbox, msg, mr_queue_message_bytes(msg), 1);
   if (rc == 0)
     r->s->wake(r->s->wake_ctx);
@@ -300,7 +298,10 @@ static void on_message(run *r, mr_message *m) {
     on_data(r, m);
     return; /* on_data took m */
   case MR_MSG_TEXT:
-    mr_log(MR_LOG_INFO, "%s: client says: %.500s", r->s->peer, m->u.text);
+    /* Summarised in the connection's log line: a client sending TEXT in a
+     * loop must not flood the log. */
+    if (r->s->stats.texts++ == 0)
+      snprintf(r->s->stats.first_text, sizeof r->s->stats.first_text, "%s", m->u.text);
     break;
   case MR_MSG_QUERY:
     on_query(r, m);
@@ -363,7 +364,6 @@ void mr_session_run(mr_session *s) {
     }
     if (mr_queue_release(s->inbox, e->bytes))
       s->wake(s->wake_ctx);
-    s->stats.bytes_in += e->bytes;
     if (e->msg != NULL) {
       mr_message *m = e->msg;
       e->msg = NULL;
@@ -374,8 +374,10 @@ void mr_session_run(mr_session *s) {
       break;
     } else {
       record_error(&r, e->text);
-      if (e->code == MR_EFRAME)
-        on_close(&r); /* nothing more can be read: answer now */
+      /* Nothing more can be read, or the client declared a size over a
+       * limit (its body is not waited for): answer now. */
+      if (e->code == MR_EFRAME || e->code == MR_ELIMIT)
+        on_close(&r);
     }
     mr_queue_entry_free(e);
   }

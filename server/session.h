@@ -30,9 +30,13 @@ typedef struct mr_server_env {
   int error_grace_ms;       /* after an error, for the client's CLOSE */
 } mr_server_env;
 
+/* What the session saw, for the connection's log line (the connection
+ * itself counts the bytes it read and the images it wrote). */
 typedef struct mr_session_stats {
   char config[128];
-  uint64_t acquisitions, waveforms, images, bytes_in;
+  uint64_t acquisitions, waveforms;
+  uint64_t texts;       /* TEXT messages from the client: summarised, not logged each */
+  char first_text[128]; /* the first of them */
   int errors;
   char first_error[256];
   char gadget_time[512]; /* mr_chain_timings() at the end */

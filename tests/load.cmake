@@ -6,3 +6,8 @@ target_link_libraries(mr-load PRIVATE mr_wire_client mr_gadget_harness Threads::
 add_test(NAME load_small COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/load/run_load.sh
          ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR} -c 8 -n 3 -m 32 -k 4)
 set_tests_properties(load_small PROPERTIES TIMEOUT 120)
+
+# Every program's --help, and mr-load counting only successful scans.
+add_test(NAME programs_cli COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/load/programs_cli.sh
+         ${CMAKE_BINARY_DIR})
+set_tests_properties(programs_cli PROPERTIES TIMEOUT 180)

@@ -15,3 +15,7 @@ mr_add_test(test_server_faults SOURCES test_server_faults.c
 mr_add_test(test_server_budget SOURCES test_server_budget.c
   LIBS mr_wire_client mr_gadget_harness TIMEOUT 300)
 mr_add_test(test_server_cgroup SOURCES test_server_cgroup.c LIBS mr_server)
+# Issue 12: outside clients and abusive sessions.
+mr_add_test(test_server_robust SOURCES test_server_robust.c
+  LIBS mr_wire_client mr_gadget_harness Threads::Threads TIMEOUT 300)
+mr_add_test(test_server_write_bufs SOURCES test_server_write_bufs.c LIBS mr_server)

@@ -2,12 +2,14 @@
  * tasks, buffers; with --cuda, the same on a GPU plus out-of-memory. */
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -280,6 +282,46 @@ static void gpu_tasks_from_threads(void **state) {
   assert_int_equal(mr_device_run(gpu_test_gpu(), fail_task, NULL), MR_ENUMERIC);
 }
 
+/* A task that holds the GPU's worker until released (or 10 s pass). */
+typedef struct holder {
+  atomic_int started, released, finished;
+} holder;
+
+static int hold_worker(mr_device *dev, void *arg) {
+  (void)dev;
+  holder *h = arg;
+  atomic_store(&h->started, 1);
+  for (int i = 0; i < 10000 && !atomic_load(&h->released); i++)
+    usleep(1000);
+  atomic_store(&h->finished, 1);
+  return 0;
+}
+
+static void *run_holder(void *arg) {
+  mr_device_run(gpu_test_gpu(), hold_worker, arg);
+  return NULL;
+}
+
+/* The devices query (gadgetron::cuda::devices) is answered while another
+ * session's work occupies the GPU's worker: it never queues behind it. */
+static void gpu_describe_does_not_wait_for_the_worker(void **state) {
+  (void)state;
+  holder h = {0};
+  pthread_t th;
+  pthread_create(&th, NULL, run_holder, &h);
+  while (!atomic_load(&h.started))
+    usleep(1000);
+  char *json = NULL;
+  GPU_OK(mr_pool_describe(gpu_test_pool(), MR_POOL_JSON, &json));
+  int worker_was_busy = !atomic_load(&h.finished);
+  atomic_store(&h.released, 1);
+  pthread_join(th, NULL);
+  assert_true(worker_was_busy);
+  assert_non_null(strstr(json, "\"kind\":\"cuda\""));
+  assert_non_null(strstr(json, "\"memory_total\":"));
+  free(json);
+}
+
 int main(int argc, char **argv) {
   int cuda = gpu_test_init(argc, argv);
   const struct CMUnitTest cpu_tests[] = {
@@ -294,6 +336,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(gpu_buffers),
       cmocka_unit_test(gpu_out_of_memory),
       cmocka_unit_test(gpu_tasks_from_threads),
+      cmocka_unit_test(gpu_describe_does_not_wait_for_the_worker),
   };
   int failed = cuda ? cmocka_run_group_tests_name("pool_cuda", cuda_tests, NULL, NULL)
                     : cmocka_run_group_tests_name("pool_cpu", cpu_tests, NULL, NULL);

@@ -576,13 +576,12 @@ static void test_malformed_table(void **state) {
   c->text = "QUERY reserved field is 1";
 
   c = &cases[n++];
-  c->name = "CONFIG_FILE with bytes after its NUL";
+  c->name = "CONFIG_FILE with an empty name";
   put16(c->bytes, 1);
-  memcpy(c->bytes + 2, "default.xml", 11);
-  c->bytes[2 + 500] = '/';
+  c->bytes[2 + 500] = 'x'; /* after the NUL: not part of the name */
   c->len = 2 + 1024;
   c->rejected = MR_EPROTO;
-  c->text = "bytes after its NUL terminator (at offset 500)";
+  c->text = "empty config name";
 
   c = &cases[n++];
   c->name = "acquisition channels over limit";
@@ -669,6 +668,61 @@ static void test_malformed_table(void **state) {
     mr_decoder_destroy(d);
     seen_clear(&s);
     free(stream);
+  }
+}
+
+/* ISMRMRD's ismrmrd_hdf5_to_stream leaves uninitialised bytes after the
+ * name's NUL: the name is the C string, never a framing error. */
+static void test_config_name_ends_at_its_nul(void **state) {
+  (void)state;
+  uint8_t b[2 + 1024 + 2];
+  put16(b, 1);
+  memset(b + 2, 0xa5, 1024);
+  memcpy(b + 2, "default.xml", 12);
+  put16(b + 2 + 1024, 4); /* CLOSE follows, still in step */
+  seen s = {0};
+  mr_decoder *d = decoder(&s, NULL);
+  assert_int_equal(mr_decoder_feed(d, b, sizeof b), 0);
+  assert_int_equal(s.nerr, 0);
+  assert_int_equal(s.n, 2);
+  assert_string_equal(s.msgs[0]->u.config_name, "default.xml");
+  assert_int_equal(s.msgs[1]->kind, MR_MSG_CLOSE);
+  mr_decoder_destroy(d);
+  seen_clear(&s);
+}
+
+/* A declared length over a limit is reported when the length arrives, not
+ * after a body the client may never send (a 4 GiB TEXT, a 2^63-byte
+ * QUERY). */
+static void test_over_limit_length_is_reported_before_its_body(void **state) {
+  (void)state;
+  mr_limits lim = small_limits();
+  uint8_t text[6], query[26];
+  put16(text, 5);
+  put32(text + 2, 0xffffffffu);
+  put16(query, 6);
+  put64(query + 2, 0);
+  put64(query + 10, 7);
+  put64(query + 18, 1ull << 63);
+  const struct {
+    const uint8_t *bytes;
+    size_t len;
+    const char *text;
+  } cases[] = {
+      {text, sizeof text, "TEXT of 4294967295 bytes is over the limit text_bytes = 8"},
+      {query, sizeof query,
+       "QUERY of 9223372036854775808 bytes is over the limit query_bytes = 8"},
+  };
+  for (size_t i = 0; i < 2; i++) {
+    seen s = {0};
+    mr_decoder *d = decoder(&s, &lim);
+    assert_int_equal(mr_decoder_feed(d, cases[i].bytes, cases[i].len), 0);
+    assert_int_equal(s.nerr, 1);
+    assert_int_equal(s.codes[0], MR_ELIMIT);
+    assert_string_equal(s.texts[0], cases[i].text);
+    assert_int_equal(s.n, 0);
+    mr_decoder_destroy(d);
+    seen_clear(&s);
   }
 }
 
@@ -766,6 +820,8 @@ int main(void) {
       cmocka_unit_test(test_layout_waveform_is_naturally_aligned),
       cmocka_unit_test(test_trailing_nuls_are_stripped),
       cmocka_unit_test(test_config_name_fills_all_1024_bytes),
+      cmocka_unit_test(test_config_name_ends_at_its_nul),
+      cmocka_unit_test(test_over_limit_length_is_reported_before_its_body),
       cmocka_unit_test(test_compressed_acquisition_is_carried),
       cmocka_unit_test(test_malformed_table),
       cmocka_unit_test(test_truncated_message_waits),

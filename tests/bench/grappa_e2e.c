@@ -56,9 +56,27 @@ static int send_or_die(int fd, mr_message *m) {
   return 0;
 }
 
+static void usage(FILE *f) {
+  fprintf(f, "usage: mr-grappa-e2e [--gpus SPEC] [--slices N] [--coils N] [--matrix N]\n"
+             "                     [--accel R] [--acs N] [--json FILE]\n"
+             "GRAPPA end to end through reconserver on loopback; run from the source root\n"
+             "with MR_BINARY_DIR set to the build tree. Defaults: --gpus all --slices 20\n"
+             "--coils 32 --matrix 256 --accel 4 --acs 24.\n");
+}
+
 int main(int argc, char **argv) {
   const char *gpus = "all", *out = NULL;
   int slices = 20, nc = 32, n = 256, accel = 4, nacs = 24;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      usage(stdout);
+      return 0;
+    }
+  }
+  if (argc % 2 == 0) { /* every option takes a value */
+    usage(stderr);
+    return 2;
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--gpus") == 0)
       gpus = argv[i + 1];

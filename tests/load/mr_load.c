@@ -1,7 +1,7 @@
 /* mr-load: concurrent clients against one reconserver, each scan checked
  * by content, throughput and latency as JSON.
  *
- *   mr-load [-a HOST] -p PORT [-c CLIENTS] [-n SCANS] [-m MATRIX] [-k COILS]
+ *   mr-load -p PORT [-c CLIENTS] [-n SCANS] [-m MATRIX] [-k COILS]
  *
  * Every scan is a point source at a pixel of its own (client and scan
  * number decide where), so its image must peak exactly there: an image
@@ -152,10 +152,22 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+static void usage(FILE *f) {
+  fprintf(f, "usage: mr-load -p PORT [-c CLIENTS] [-n SCANS] [-m MATRIX] [-k COILS]\n"
+             "CLIENTS concurrent clients (default 32) each run SCANS scans (default 20) of a\n"
+             "MATRIX x MATRIX (default 64) COILS-coil (default 8) Cartesian slice; every image\n"
+             "is checked by content. Prints JSON; scans_per_s counts successful scans only.\n");
+}
+
 int main(int argc, char **argv) {
   load cfg = {.port = 9002, .clients = 32, .scans = 20, .matrix = 64, .coils = 8};
+  static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
   int ch;
-  while ((ch = getopt(argc, argv, "p:c:n:m:k:")) != -1) {
+  while ((ch = getopt_long(argc, argv, "p:c:n:m:k:h", longopts, NULL)) != -1) {
+    if (ch == 'h') {
+      usage(stdout);
+      return 0;
+    }
     int v = atoi(optarg);
     switch (ch) {
     case 'p':
@@ -174,7 +186,7 @@ int main(int argc, char **argv) {
       cfg.coils = v;
       break;
     default:
-      fprintf(stderr, "usage: mr-load -p PORT [-c CLIENTS] [-n SCANS] [-m MATRIX] [-k COILS]\n");
+      usage(stderr);
       return 2;
     }
   }
@@ -208,7 +220,7 @@ int main(int argc, char **argv) {
          " \"seconds\": %.3f, \"scans_per_s\": %.1f, \"mb_per_s\": %.1f,\n"
          " \"latency_ms\": {\"p50\": %.2f, \"p99\": %.2f, \"max\": %.2f}}\n",
          cfg.clients, cfg.scans, cfg.matrix, cfg.coils, total, ok, errors, mismatched, secs,
-         total / secs, bytes / secs / 1e6, lat[total / 2], lat[(int)(0.99 * (total - 1))],
+         ok / secs, bytes / secs / 1e6, lat[total / 2], lat[(int)(0.99 * (total - 1))],
          lat[total - 1]);
   free(cs);
   free(lat);
