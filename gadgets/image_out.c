@@ -140,11 +140,12 @@ static void convert(int kind, const float complex *src, size_t n, void *dst) {
   }
 }
 
-/* Fails when a pixel of a is not finite. */
-static int check_finite(mr_gadget_ctx *ctx, const mr_image_array *a, uint16_t index) {
+/* Fails when a pixel of a (its host copy, px) is not finite. */
+static int check_finite(mr_gadget_ctx *ctx, const mr_image_array *a, const float complex *px,
+                        uint16_t index) {
   size_t n = mr_image_array_channel_size(a) * a->nch, bad = 0, first = 0;
   for (size_t i = 0; i < n; i++) {
-    if (!isfinite(crealf(a->data[i])) || !isfinite(cimagf(a->data[i]))) {
+    if (!isfinite(crealf(px[i])) || !isfinite(cimagf(px[i]))) {
       first = bad == 0 ? i : first;
       bad++;
     }
@@ -157,7 +158,7 @@ static int check_finite(mr_gadget_ctx *ctx, const mr_image_array *a, uint16_t in
                         "at x %zu, y %zu, z %zu, channel %zu (%g%+gi): not sent",
                         (unsigned)index, a->ref.idx.repetition, bad, at % a->nx,
                         at / a->nx % a->ny, at / a->nx / a->ny, first / per,
-                        (double)crealf(a->data[first]), (double)cimagf(a->data[first]));
+                        (double)crealf(px[first]), (double)cimagf(px[first]));
 }
 
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
@@ -169,8 +170,6 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
                         a->nx, a->ny, a->nz, a->nch);
     goto done;
   }
-  if ((rc = check_finite(ctx, a, (uint16_t)(s->next_index + 1))) < 0)
-    goto done;
   size_t n = mr_image_array_channel_size(a) * a->nch;
   mr_err e = {0};
   const float complex *pixels = mr_image_array_host(a, &e); /* finished: to the host */
@@ -178,6 +177,8 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     rc = mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
     goto done;
   }
+  if ((rc = check_finite(ctx, a, pixels, (uint16_t)(s->next_index + 1))) < 0)
+    goto done;
   ISMRMRD_ImageHeader h;
   fill_header(s, a, ++s->next_index, &h);
   mr_message *im = mr_message_new_image(&h, NULL);
