@@ -4,7 +4,8 @@
  * tests/data/config_images/ to 1e-5 relative (L2). The stored images were
  * made by the chains before the streaming work (CPU path; the realtime
  * configs' when they were added); the GPU run
- * (MR_TEST_GPUS=all, ctest label gpu) is held to the same references.
+ * (MR_TEST_GPUS=all, ctest label gpu) is held to the same references
+ * (the iterative configs more loosely: see cases[]).
  *
  *   test_configs_images [--write]   --write: store the images as references
  *
@@ -26,7 +27,8 @@
 typedef struct config_case {
   const char *config;   /* configs/<config>.json */
   const char *const *make; /* argv making data.h5 in the work directory ("@" = its path) */
-  double tol;           /* relative L2 against the reference */
+  double tol;           /* relative L2 against the reference (made on the CPU) */
+  double gpu_tol;       /* the same for the GPU path (see cases[]) */
 } config_case;
 
 static const char *const cartesian_data[] = {"ismrmrd_generate_cartesian_shepp_logan", "-m", "64",
@@ -44,11 +46,17 @@ static const char *const frames_data[] = {"reconclient", "simulate", "--trajecto
                                           "--spokes", "16", "--frames", "4", "--moving", "-o",
                                           "@", NULL};
 
+/* The GPU path is held to the CPU's images: 1e-5 wherever the chain is a
+ * fixed sequence of transforms. The iterative ones are not: 30 (10) CG
+ * iterations amplify the float differences of the GPU's NUFFT (measured
+ * on the H100: 9.9e-5 relative L2 for iterative), and realtime_cg's maps,
+ * estimated with a mask threshold from a 1e-4 NUFFT, move edge pixels in
+ * and out of the object (1.2e-2). */
 static const config_case cases[] = {
-    {"cartesian", cartesian_data, 1e-5}, {"grappa", grappa_data, 1e-5},
-    {"radial", golden_data, 1e-5},       {"spiral", spiral_data, 1e-5},
-    {"iterative", golden_data, 1e-5},    {"realtime", frames_data, 1e-5},
-    {"realtime_cg", frames_data, 1e-5},
+    {"cartesian", cartesian_data, 1e-5, 1e-5}, {"grappa", grappa_data, 1e-5, 1e-5},
+    {"radial", golden_data, 1e-5, 1e-5},       {"spiral", spiral_data, 1e-5, 1e-5},
+    {"iterative", golden_data, 1e-5, 2e-4},    {"realtime", frames_data, 1e-5, 1e-5},
+    {"realtime_cg", frames_data, 1e-5, 2e-2},
 };
 
 typedef struct images {
@@ -180,7 +188,7 @@ static float *flatten(const images *im, size_t *n) {
   return all;
 }
 
-static int check_case(const config_case *c, const char *dir, mr_pool *pool, int write) {
+static int check_case(const config_case *c, const char *dir, mr_pool *pool, int write, int gpu) {
   char data[1024], ref[1024];
   int rc = make_data(c, dir, data, sizeof data);
   if (rc != 0)
@@ -214,9 +222,10 @@ static int check_case(const config_case *c, const char *dir, mr_pool *pool, int 
         norm += (double)want[i] * want[i];
       }
       double rel = norm > 0 ? sqrt(diff / norm) : sqrt(diff);
-      failed = !(rel <= c->tol) || !isfinite(rel);
+      double tol = gpu ? c->gpu_tol : c->tol;
+      failed = !(rel <= tol) || !isfinite(rel);
       printf("%-10s %d images, relative L2 difference %.3g (limit %.0e): %s\n", c->config,
-             im.n, rel, c->tol, failed ? "FAILED" : "ok");
+             im.n, rel, tol, failed ? "FAILED" : "ok");
     }
     free(want);
   }
@@ -243,7 +252,7 @@ int main(int argc, char **argv) {
   const char *dir = mr_test_tmpdir("configs-images");
   int failed = 0, skipped = 0, n = (int)(sizeof cases / sizeof *cases);
   for (int i = 0; i < n; i++) {
-    int rc = check_case(&cases[i], dir, pool, write);
+    int rc = check_case(&cases[i], dir, pool, write, mr_pool_gpu_count(pool) > 0);
     skipped += rc == 77;
     failed += rc != 0 && rc != 77;
   }

