@@ -65,14 +65,6 @@ static int configure(void *state, mr_gadget_ctx *ctx) {
   return rc;
 }
 
-static const uint64_t kept_out =
-    MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT) | MR_FLAG(ISMRMRD_ACQ_IS_NAVIGATION_DATA) |
-    MR_FLAG(ISMRMRD_ACQ_IS_PHASECORR_DATA) | MR_FLAG(ISMRMRD_ACQ_IS_HPFEEDBACK_DATA) |
-    MR_FLAG(ISMRMRD_ACQ_IS_DUMMYSCAN_DATA) | MR_FLAG(ISMRMRD_ACQ_IS_RTFEEDBACK_DATA) |
-    MR_FLAG(ISMRMRD_ACQ_IS_SURFACECOILCORRECTIONSCAN_DATA) |
-    MR_FLAG(ISMRMRD_ACQ_IS_PHASE_STABILIZATION_REFERENCE) |
-    MR_FLAG(ISMRMRD_ACQ_IS_PHASE_STABILIZATION);
-
 static void free_open(open_buffer *b) {
   mr_kspace_free(b->k);
   free(b->dirty);
@@ -288,7 +280,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   const mr_acquisition *a = &msg->u.acq;
   const ISMRMRD_AcquisitionHeader *h = &a->head;
   int rc = 0;
-  if (h->flags & kept_out) {
+  if (h->flags & MR_KSPACE_KEPT_OUT) {
     if (h->flags & MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT)) {
       if (h->number_of_samples > 0 && h->active_channels > 0 && a->data != NULL)
         return mr_emit_message(out, msg);

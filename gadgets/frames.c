@@ -58,14 +58,6 @@ static const mr_param params[] = {
      "frame, or drop them"},
 };
 
-static const uint64_t kept_out =
-    MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT) | MR_FLAG(ISMRMRD_ACQ_IS_NAVIGATION_DATA) |
-    MR_FLAG(ISMRMRD_ACQ_IS_PHASECORR_DATA) | MR_FLAG(ISMRMRD_ACQ_IS_HPFEEDBACK_DATA) |
-    MR_FLAG(ISMRMRD_ACQ_IS_DUMMYSCAN_DATA) | MR_FLAG(ISMRMRD_ACQ_IS_RTFEEDBACK_DATA) |
-    MR_FLAG(ISMRMRD_ACQ_IS_SURFACECOILCORRECTIONSCAN_DATA) |
-    MR_FLAG(ISMRMRD_ACQ_IS_PHASE_STABILIZATION_REFERENCE) |
-    MR_FLAG(ISMRMRD_ACQ_IS_PHASE_STABILIZATION);
-
 static int configure(void *state, mr_gadget_ctx *ctx) {
   frames *s = state;
   s->k = (size_t)s->spokes;
@@ -192,7 +184,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   const mr_acquisition *a = &msg->u.acq;
   const ISMRMRD_AcquisitionHeader *h = &a->head;
   int rc = 0;
-  if (h->flags & kept_out)
+  if (h->flags & MR_KSPACE_KEPT_OUT)
     goto done;
   if (s->heads == NULL) { /* not configured: no header came */
     rc = mr_gadget_fail(ctx, MR_EDATA, "frames needs the stream's header");

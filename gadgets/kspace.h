@@ -24,6 +24,17 @@
 
 struct mr_buf;
 
+/* Acquisition flags of lines that are no image data (noise, navigators,
+ * phase correction, feedback, dummy scans, ...): the gadgets that gather
+ * k-space (accumulate, frames) keep them out. */
+#define MR_KSPACE_KEPT_OUT                                                                      \
+  (MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT) | MR_FLAG(ISMRMRD_ACQ_IS_NAVIGATION_DATA) |          \
+   MR_FLAG(ISMRMRD_ACQ_IS_PHASECORR_DATA) | MR_FLAG(ISMRMRD_ACQ_IS_HPFEEDBACK_DATA) |             \
+   MR_FLAG(ISMRMRD_ACQ_IS_DUMMYSCAN_DATA) | MR_FLAG(ISMRMRD_ACQ_IS_RTFEEDBACK_DATA) |             \
+   MR_FLAG(ISMRMRD_ACQ_IS_SURFACECOILCORRECTIONSCAN_DATA) |                                       \
+   MR_FLAG(ISMRMRD_ACQ_IS_PHASE_STABILIZATION_REFERENCE) |                                        \
+   MR_FLAG(ISMRMRD_ACQ_IS_PHASE_STABILIZATION))
+
 typedef struct mr_kspace {
   size_t nro, ne1, ne2, nch;
   float complex *data; /* [ch][e2][e1][ro]; NULL while on a device only */
