@@ -7,10 +7,9 @@
 # carry limit unpacked), and prints the `run` call for
 # scripts/fhd-device-run.sh.
 #
-# usage: scripts/fhd-device-build.sh   (SHARED=../shared by default)
+# usage: scripts/fhd-device-build.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-shared=${SHARED:-../shared}
 tests="test_gpu_fhd test_gpu_toeplitz test_gpu_cg test_gadgets_fhd_cg"
 
 cmake -S . -B build-fhd-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
@@ -23,7 +22,7 @@ rm -rf "$stage"
 mkdir -p "$stage/libs"
 cp build-fhd-gpu/bin/mr-bench "$stage/"
 for t in $tests; do cp "build-fhd-gpu/tests/$t" "$stage/"; done
-"$shared/device/bundle-libs.sh" "$stage/libs" "$stage"/mr-bench "$stage"/test_*
+scripts/bundle-libs.sh "$stage/libs" "$stage"/mr-bench "$stage"/test_*
 tar -C build-fhd-gpu -cJf build-fhd-gpu/device.tar.xz device
 du -sh "$stage" build-fhd-gpu/device.tar.xz
 

@@ -4,10 +4,9 @@
 # bundles the shared libraries they need into .device-libs/, and prints the
 # `run` call that executes scripts/gpu-device-run.sh on the device machine.
 #
-# usage: scripts/gpu-device-build.sh   (from anywhere; SHARED=../shared by default)
+# usage: scripts/gpu-device-build.sh   (from anywhere)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-shared=${SHARED:-../shared}
 tests="test_gpu_pool test_gpu_host test_gpu_fft test_gpu_coil test_gpu_blas test_gpu_solve test_gpu_vec test_gpu_block"
 
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
@@ -19,7 +18,7 @@ rm -rf build-gpu/device
 mkdir -p build-gpu/device
 cp build-gpu/bin/mr-bench build-gpu/device/
 for t in $tests; do cp "build-gpu/tests/$t" build-gpu/device/; done
-"$shared/device/bundle-libs.sh" .device-libs build-gpu/device/*
+scripts/bundle-libs.sh .device-libs build-gpu/device/*
 du -sh build-gpu/device .device-libs
 
 cat <<'CALL'

@@ -6,10 +6,9 @@
 # the carry limit unpacked), and prints the `run` call for
 # scripts/grappa-device-run.sh.
 #
-# usage: [BUILD=dir] scripts/grappa-device-build.sh   (SHARED=../shared by default)
+# usage: [BUILD=dir] scripts/grappa-device-build.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-shared=${SHARED:-../shared}
 build=${BUILD:-build-grappa-gpu}
 programs="test_gpu_grappa mr-bench mr-grappa-e2e reconserver"
 
@@ -23,7 +22,7 @@ rm -rf "$stage"
 mkdir -p "$stage/libs" "$stage/bin"
 cp "$build/tests/test_gpu_grappa" "$stage/"
 cp "$build/bin/mr-bench" "$build/bin/mr-grappa-e2e" "$build/bin/reconserver" "$stage/bin/"
-"$shared/device/bundle-libs.sh" "$stage/libs" "$stage"/test_gpu_grappa "$stage"/bin/*
+scripts/bundle-libs.sh "$stage/libs" "$stage"/test_gpu_grappa "$stage"/bin/*
 tar -C "$build" -cJf "$build/device.tar.xz" device
 du -sh "$stage" "$build/device.tar.xz"
 
