@@ -241,6 +241,7 @@ const mr_gadget_class mr_gadget_coil_combine = {
     .state_size = sizeof(coil_combine),
     .accepts = MR_KIND_BIT(MR_MSG_IMAGE_ARRAY),
     .produces = MR_KIND_BIT(MR_MSG_IMAGE_ARRAY),
+    .device_input = MR_KIND_BIT(MR_MSG_IMAGE_ARRAY),
     .configure = configure,
     .process = process,
     .destroy = destroy,

@@ -137,6 +137,7 @@ const mr_gadget_class mr_gadget_fft = {
     .state_size = sizeof(fft_gadget),
     .accepts = MR_KIND_BIT(MR_MSG_KSPACE),
     .produces = MR_KIND_BIT(MR_MSG_IMAGE_ARRAY),
+    .device_input = MR_KIND_BIT(MR_MSG_KSPACE),
     .configure = configure,
     .process = process,
     .destroy = destroy,

@@ -69,6 +69,10 @@ typedef struct mr_gadget_class {
   size_t state_size;
   uint32_t accepts;  /* MR_KIND_BIT()s of the kinds process() handles */
   uint32_t produces; /* kinds it emits (the chain type-checks with these) */
+  /* Chain objects (k-space, image arrays) it reads where their samples
+   * are, through mr_kspace_on() / mr_image_array_on(): a GPU gadget before
+   * it may leave them on the device (handoff.h). */
+  uint32_t device_input;
   /* Once, after the HEADER (or at CLOSE when none came), before data.
    * May be NULL. */
   int (*configure)(void *state, mr_gadget_ctx *ctx);

@@ -433,6 +433,7 @@ const mr_gadget_class mr_gadget_grappa = {
     .state_size = sizeof(grappa_gadget),
     .accepts = MR_KIND_BIT(MR_MSG_KSPACE),
     .produces = MR_KIND_BIT(MR_MSG_KSPACE),
+    .device_input = MR_KIND_BIT(MR_MSG_KSPACE),
     .configure = configure,
     .process = process,
     .destroy = destroy,

@@ -8,12 +8,12 @@
 
 #include "gadget.h"
 
-/* 1 when the first later gadget of the chain that accepts `kind` is one of
- * the device-aware consumers (fft, remove_oversampling, noise_adjust and
- * grappa for k-space; coil_combine and image_out for image arrays), else 0 (the end of
- * the chain, or any other gadget). A consumer on this list that passes the
- * data on unchanged brings it to the host first when its own consumer is
- * not on the list. */
+/* 1 when the first later gadget of the chain that accepts `kind` reads it
+ * on the device (its class's device_input has the kind: fft,
+ * remove_oversampling, noise_adjust and grappa for k-space; coil_combine
+ * and image_out for image arrays), else 0 (the end of the chain, or any
+ * other gadget). Such a consumer that passes the data on unchanged brings
+ * it to the host first when its own consumer does not read it there. */
 int mr_handoff_on_device(const mr_gadget_ctx *ctx, mr_message_kind kind);
 
 #endif

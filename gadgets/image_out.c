@@ -213,5 +213,6 @@ const mr_gadget_class mr_gadget_image_out = {
     .state_size = sizeof(image_out),
     .accepts = MR_KIND_BIT(MR_MSG_IMAGE_ARRAY),
     .produces = MR_KIND_BIT(MR_MSG_IMAGE),
+    .device_input = MR_KIND_BIT(MR_MSG_IMAGE_ARRAY),
     .process = process,
 };

@@ -376,6 +376,7 @@ const mr_gadget_class mr_gadget_noise_adjust = {
     .accepts = MR_KIND_BIT(MR_MSG_ACQUISITION) | MR_KIND_BIT(MR_MSG_KSPACE),
     .produces = MR_KIND_BIT(MR_MSG_ACQUISITION) | MR_KIND_BIT(MR_MSG_KSPACE) |
                 MR_KIND_BIT(MR_MSG_TEXT),
+    .device_input = MR_KIND_BIT(MR_MSG_KSPACE),
     .configure = configure,
     .process = process,
     .flush = flush,

@@ -329,6 +329,7 @@ const mr_gadget_class mr_gadget_remove_oversampling = {
     .state_size = sizeof(remove_os),
     .accepts = MR_KIND_BIT(MR_MSG_ACQUISITION) | MR_KIND_BIT(MR_MSG_KSPACE),
     .produces = MR_KIND_BIT(MR_MSG_ACQUISITION) | MR_KIND_BIT(MR_MSG_KSPACE),
+    .device_input = MR_KIND_BIT(MR_MSG_KSPACE),
     .configure = configure,
     .process = process,
     .destroy = destroy,
