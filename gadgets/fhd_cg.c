@@ -105,6 +105,7 @@ typedef struct fhd_cg {
   size_t sens_coils, sens_n[3];
   unsigned sens_gen, sens_made;
   int since_maps;
+  mr_buf *cg_b, *cg_x; /* one right-hand side and solution on the device, kept */
 } fhd_cg;
 
 static const mr_param params[] = {
@@ -329,15 +330,24 @@ static int estimate_maps(mr_device *dev, const problem *p, const mr_cfloat *img,
   return 0;
 }
 
+/* b holding at least `bytes` on dev, kept for the next buffers. */
+static int keep_buf(mr_buf **b, mr_device *dev, size_t bytes) {
+  if (*b != NULL && mr_buf_device(*b) == dev && mr_buf_size(*b) >= bytes)
+    return 0;
+  mr_buf_destroy(*b);
+  *b = NULL;
+  return mr_buf_create(dev, bytes, b);
+}
+
 /* x = A^-1 b (`iterations` at most) for each of `count` right-hand sides
- * in host memory. */
-static int solve_all(const fhd_cg *s, mr_device *dev, mr_toeplitz *op, int iterations,
+ * in host memory, through the kept device vectors. */
+static int solve_all(fhd_cg *s, mr_device *dev, mr_toeplitz *op, int iterations,
                      size_t nvox, size_t count, const mr_cfloat *b, mr_cfloat *x) {
   size_t bytes = nvox * sizeof(mr_cfloat);
-  mr_buf *bb = NULL, *bx = NULL;
-  int rc = mr_buf_create(dev, bytes, &bb);
+  int rc = keep_buf(&s->cg_b, dev, bytes);
   if (rc == 0)
-    rc = mr_buf_create(dev, bytes, &bx);
+    rc = keep_buf(&s->cg_x, dev, bytes);
+  mr_buf *bb = s->cg_b, *bx = s->cg_x;
   mr_cg_opts co = {.max_iterations = iterations, .tolerance = s->tolerance};
   for (size_t i = 0; rc == 0 && i < count; i++) {
     rc = mr_buf_upload(bb, 0, b + i * nvox, bytes);
@@ -347,8 +357,6 @@ static int solve_all(const fhd_cg *s, mr_device *dev, mr_toeplitz *op, int itera
     if (rc == 0)
       rc = mr_buf_download(bx, 0, x + i * nvox, bytes);
   }
-  mr_buf_destroy(bb);
-  mr_buf_destroy(bx);
   return rc;
 }
 
@@ -391,7 +399,9 @@ static int refresh_maps(fhd_cg *s, mr_device *dev, const problem *p, const mr_cf
   return 0;
 }
 
-static int reconstruct(mr_device *dev, void *arg) {
+/* One buffer's reconstruction, as one device task: its operations queue
+ * on the worker without a hand-off each. */
+static int reconstruct_task(mr_device *dev, void *arg) {
   job *j = arg;
   fhd_cg *s = j->s;
   const problem *p = j->p;
@@ -429,6 +439,10 @@ static int reconstruct(mr_device *dev, void *arg) {
     s->since_maps++;
   }
   return rc;
+}
+
+static int reconstruct(mr_device *dev, void *arg) {
+  return mr_device_run(dev, reconstruct_task, arg);
 }
 
 /* Gathers the sampled lines of k into p (rank from the recon matrix). */
@@ -519,6 +533,8 @@ static void destroy(void *state) {
   mr_scratch_free(&s->k);
   mr_scratch_free(&s->data);
   mr_scratch_free(&s->fhd);
+  mr_buf_destroy(s->cg_b);
+  mr_buf_destroy(s->cg_x);
   mr_placement_release(&s->place);
 }
 

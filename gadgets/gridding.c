@@ -17,7 +17,11 @@
  * buffer and given only the new positions (mr_nufft_set_points; not even
  * that while the positions repeat), the sample, weight and image arrays are
  * kept and grown, and the coil images are gridded straight into the array
- * sent on when no crop is needed.
+ * sent on when no crop is needed. On a GPU a buffer is one device task: the
+ * positions (when new) and the weighted samples go up into kept device
+ * buffers, the plans take the positions from there, and the coil images
+ * stay on the GPU when the next gadget works on device data (coil_combine,
+ * image_out: handoff.h); otherwise they come back once.
  *
  * Positions are checked first: a component outside [-0.75, 0.75] (1.5 times
  * the [-0.5, 0.5) that the encoded matrix covers) or not finite is refused,
@@ -27,14 +31,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "density.h"
+#include "fail.h"
 #include "gadget.h"
+#include "handoff.h"
 #include "image_array.h"
 #include "kspace.h"
 #include "nufft.h"
 #include "placement.h"
 #include "positions.h"
 #include "scratch.h"
+#include "vec.h"
 
 enum density { DENSITY_AUTO, DENSITY_TRAJECTORY, DENSITY_RADIAL, DENSITY_PIPE_MENON, DENSITY_NONE };
 
@@ -67,6 +75,11 @@ typedef struct gridding {
   size_t pos_n;
   int pos_rank, weights_valid, weights_method;
   mr_scratch data, image;
+  int on_device; /* the next consumer takes device data */
+  /* GPU: the kept positions (valid while dpos_valid), weighted samples and,
+   * when a crop is needed, uncropped coil images on the device. */
+  mr_buf *dpos, *dsamp, *dimage;
+  int dpos_valid;
 } gridding;
 
 static const mr_param params[] = {
@@ -88,6 +101,7 @@ static int configure(void *state, mr_gadget_ctx *ctx) {
   if (s->upsampling != 0 && s->upsampling < 1.25)
     return mr_gadget_fail(ctx, MR_ECONFIG, "upsampling %g: 0 (automatic) or 1.25 .. 2",
                           s->upsampling);
+  s->on_device = mr_handoff_on_device(ctx, MR_MSG_IMAGE_ARRAY);
   return mr_placement_acquire(&s->place, ctx, s->device, s->fallback);
 }
 
@@ -104,7 +118,8 @@ typedef struct job {
   size_t spokes;    /* radial: readouts */
   double dk;        /* radial: sample spacing along a readout */
   mr_cfloat *data;  /* [nch][n]; weighted in place */
-  mr_cfloat *image; /* [nch][nz][ny][nx] of dims */
+  size_t rs[3];     /* the recon matrix the images are cropped to */
+  mr_image_array *out; /* the coil images, made by run_gridding */
 } job;
 
 static mr_nufft_opts plan_opts(const job *j, size_t batch) {
@@ -142,7 +157,7 @@ static int same_opts(const mr_nufft_opts *a, const mr_nufft_opts *b) {
 /* A kept plan for opts on dev, made in place of the least recently used
  * one when none fits, holding the job's positions. */
 static int plan_for(gridding *s, mr_device *dev, const mr_nufft_opts *o, const job *j,
-                    mr_nufft_plan **out) {
+                    const float *k, int k_on_device, mr_nufft_plan **out) {
   kept_plan *kp = NULL;
   for (int i = 0; i < 2 && kp == NULL; i++)
     if (s->plans[i].plan != NULL && s->plans[i].dev == dev && same_opts(&s->plans[i].opts, o))
@@ -158,7 +173,8 @@ static int plan_for(gridding *s, mr_device *dev, const mr_nufft_opts *o, const j
     kp->opts = *o;
   }
   if (!kp->has_points) {
-    int rc = mr_nufft_set_points(kp->plan, j->n, j->k);
+    int rc = k_on_device ? mr_nufft_set_points_device(kp->plan, j->n, k)
+                         : mr_nufft_set_points(kp->plan, j->n, k);
     if (rc < 0)
       return rc;
     kp->has_points = 1;
@@ -168,25 +184,135 @@ static int plan_for(gridding *s, mr_device *dev, const mr_nufft_opts *o, const j
   return 0;
 }
 
-/* The weighted samples of every coil gridded on dev, in plans of as many
- * coils as GRID_BYTES allows. */
-static int run_gridding(mr_device *dev, void *arg) {
-  job *j = arg;
-  size_t npix = j->dims[0] * j->dims[1] * j->dims[2];
+/* Coils per plan: as many as GRID_BYTES of oversampled grids allow. */
+static size_t coil_batch(const job *j, size_t npix) {
   size_t grid = npix << j->rank; /* about: twice each dimension */
   size_t batch = GRID_BYTES / (grid * sizeof(mr_cfloat));
-  batch = batch < 1 ? 1 : batch > j->nch ? j->nch : batch;
-  int rc = 0;
+  return batch < 1 ? 1 : batch > j->nch ? j->nch : batch;
+}
+
+/* The centred n_out of n along one axis (the image origin is at n/2). */
+static size_t crop_start(size_t n, size_t n_out) { return n / 2 - n_out / 2; }
+
+static int is_cropped(const job *j) {
+  return j->rs[0] != j->dims[0] || j->rs[1] != j->dims[1] || j->rs[2] != j->dims[2];
+}
+
+/* Copies the centred recon part of image (all coils of dims) into a. */
+static void crop(const job *j, const mr_cfloat *image, mr_image_array *a) {
+  size_t nx = a->nx, ny = a->ny, nz = a->nz;
+  size_t x0 = crop_start(j->dims[0], nx), y0 = crop_start(j->dims[1], ny);
+  size_t z0 = crop_start(j->dims[2], nz), npix = j->dims[0] * j->dims[1] * j->dims[2];
+  for (size_t c = 0; c < j->nch; c++)
+    for (size_t z = 0; z < nz; z++)
+      for (size_t y = 0; y < ny; y++)
+        memcpy(a->data + ((c * nz + z) * ny + y) * nx,
+               image + c * npix + ((z + z0) * j->dims[1] + y + y0) * j->dims[0] + x0,
+               nx * sizeof *a->data);
+}
+
+/* b holding at least `bytes` on dev, kept for the next buffers. */
+static int keep_buf(mr_buf **b, mr_device *dev, size_t bytes) {
+  if (*b != NULL && mr_buf_device(*b) == dev && mr_buf_size(*b) >= bytes)
+    return 0;
+  mr_buf_destroy(*b);
+  *b = NULL;
+  return mr_buf_create(dev, bytes, b);
+}
+
+/* The GPU's gridding, one device task: the new positions and the weighted
+ * samples up into the kept buffers, every batch of coils gridded there, the
+ * images cropped into a device array (j->out). */
+static int grid_task(mr_device *dev, void *arg) {
+  job *j = arg;
+  gridding *s = j->s;
+  size_t npix = j->dims[0] * j->dims[1] * j->dims[2], n1 = j->n > 0 ? j->n : 1;
+  size_t batch = coil_batch(j, npix);
+  int cropped = is_cropped(j);
+  int rc = keep_buf(&s->dsamp, dev, n1 * j->nch * sizeof(mr_cfloat));
+  if (rc == 0 && !s->dpos_valid) {
+    rc = keep_buf(&s->dpos, dev, n1 * (size_t)j->rank * sizeof(float));
+    if (rc == 0)
+      rc = mr_buf_upload(s->dpos, 0, j->k, j->n * (size_t)j->rank * sizeof(float));
+    s->dpos_valid = rc == 0;
+  }
+  if (rc == 0)
+    rc = mr_buf_upload(s->dsamp, 0, j->data, j->n * j->nch * sizeof(mr_cfloat));
+  if (rc == 0 && cropped)
+    rc = keep_buf(&s->dimage, dev, npix * j->nch * sizeof(mr_cfloat));
+  if (rc < 0)
+    return rc;
+  mr_err e = {0};
+  mr_image_array *a = mr_image_array_new_on(dev, j->rs[0], j->rs[1], j->rs[2], j->nch, &e);
+  mr_cfloat *img = a != NULL ? mr_image_array_on(a, dev, &e) : NULL;
+  if (img == NULL) {
+    mr_image_array_free(a);
+    return mr_fail(e.code ? e.code : MR_ENOMEM, "%s", e.code ? e.msg : "out of memory");
+  }
+  const float *k = mr_buf_data(s->dpos);
+  const mr_cfloat *samples = mr_buf_data(s->dsamp);
+  mr_cfloat *image = cropped ? mr_buf_data(s->dimage) : img;
   for (size_t c0 = 0; rc == 0 && c0 < j->nch; c0 += batch) {
     size_t nb = j->nch - c0 < batch ? j->nch - c0 : batch;
     mr_nufft_opts o = plan_opts(j, nb);
     mr_nufft_plan *plan = NULL;
-    rc = plan_for(j->s, dev, &o, j, &plan);
+    rc = plan_for(s, dev, &o, j, k, 1, &plan);
+    if (rc == 0)
+      rc = mr_nufft_execute(plan, MR_NUFFT_ADJOINT, samples + c0 * j->n, image + c0 * npix);
+  }
+  if (rc == 0 && cropped) {
+    size_t at[3] = {crop_start(j->dims[0], j->rs[0]), crop_start(j->dims[1], j->rs[1]),
+                    crop_start(j->dims[2], j->rs[2])};
+    rc = mr_vec_crop(dev, j->nch, image, j->dims, at, img, j->rs);
+  }
+  if (rc < 0) {
+    mr_image_array_free(a);
+    return rc;
+  }
+  j->out = a;
+  return 0;
+}
+
+/* The weighted samples of every coil gridded on dev, in plans of as many
+ * coils as GRID_BYTES allows, into a new image array (j->out): on the CPU
+ * straight into it when no crop is needed, else into the kept scratch. */
+static int run_gridding(mr_device *dev, void *arg) {
+  job *j = arg;
+  if (mr_device_is_gpu(dev))
+    return mr_device_run(dev, grid_task, arg);
+  gridding *s = j->s;
+  size_t npix = j->dims[0] * j->dims[1] * j->dims[2];
+  size_t batch = coil_batch(j, npix);
+  int cropped = is_cropped(j);
+  mr_err e = {0};
+  mr_image_array *a = mr_image_array_new(j->rs[0], j->rs[1], j->rs[2], j->nch, &e);
+  if (a == NULL)
+    return mr_fail(e.code ? e.code : MR_ENOMEM, "%s", e.code ? e.msg : "out of memory");
+  int rc = cropped ? mr_scratch_grow(&s->image, npix * j->nch * sizeof(mr_cfloat),
+                                     "the gridded coil images", &e)
+                   : 0;
+  if (rc < 0) {
+    mr_image_array_free(a);
+    return mr_fail(rc, "%s", mr_err_text(&e, rc));
+  }
+  mr_cfloat *image = cropped ? s->image.p : (mr_cfloat *)a->data;
+  for (size_t c0 = 0; rc == 0 && c0 < j->nch; c0 += batch) {
+    size_t nb = j->nch - c0 < batch ? j->nch - c0 : batch;
+    mr_nufft_opts o = plan_opts(j, nb);
+    mr_nufft_plan *plan = NULL;
+    rc = plan_for(s, dev, &o, j, j->k, 0, &plan);
     if (rc == 0)
       rc = mr_nufft_execute_host(plan, MR_NUFFT_ADJOINT, j->data + c0 * j->n,
-                                 j->image + c0 * npix);
+                                 image + c0 * npix);
   }
-  return rc;
+  if (rc < 0) {
+    mr_image_array_free(a);
+    return rc;
+  }
+  if (cropped)
+    crop(j, image, a);
+  j->out = a;
+  return 0;
 }
 
 /* Positions (and trajectory weights) of the acquired readouts into j, in
@@ -269,32 +395,17 @@ static void keep_positions(gridding *s, job *j) {
   s->pos_n = j->n;
   s->pos_rank = j->rank;
   s->weights_valid = 0;
+  s->dpos_valid = 0;
   for (int i = 0; i < 2; i++)
     s->plans[i].has_points = 0;
   j->k = s->pos.p;
 }
-
-/* The centred n_out of n along one axis (the image origin is at n/2). */
-static size_t crop_start(size_t n, size_t n_out) { return n / 2 - n_out / 2; }
 
 /* The recon matrix within the encoded one (dims), each axis capped. */
 static void recon_size(const mr_kspace *k, const job *j, size_t out[3]) {
   const uint16_t r[3] = {k->recon.matrix.x, k->recon.matrix.y, k->recon.matrix.z};
   for (int d = 0; d < 3; d++)
     out[d] = r[d] > 0 && r[d] < j->dims[d] ? r[d] : j->dims[d];
-}
-
-/* Copies the centred recon part of j->image into a. */
-static void crop(const job *j, mr_image_array *a) {
-  size_t nx = a->nx, ny = a->ny, nz = a->nz;
-  size_t x0 = crop_start(j->dims[0], nx), y0 = crop_start(j->dims[1], ny);
-  size_t z0 = crop_start(j->dims[2], nz), npix = j->dims[0] * j->dims[1] * j->dims[2];
-  for (size_t c = 0; c < j->nch; c++)
-    for (size_t z = 0; z < nz; z++)
-      for (size_t y = 0; y < ny; y++)
-        memcpy(a->data + ((c * nz + z) * ny + y) * nx,
-               j->image + c * npix + ((z + z0) * j->dims[1] + y + y0) * j->dims[0] + x0,
-               nx * sizeof *a->data);
 }
 
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
@@ -334,31 +445,18 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     s->weights_valid = 1;
     s->weights_method = j.density;
   }
-  size_t rs[3];
-  recon_size(k, &j, rs);
-  mr_err e = {0};
-  if ((a = mr_image_array_new(rs[0], rs[1], rs[2], j.nch, &e)) == NULL) {
-    rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
-    goto done;
-  }
-  int cropped = rs[0] != j.dims[0] || rs[1] != j.dims[1] || rs[2] != j.dims[2];
-  if (!cropped) {
-    j.image = (mr_cfloat *)a->data;
-  } else if ((rc = mr_scratch_grow(&s->image,
-                                    j.dims[0] * j.dims[1] * j.dims[2] * j.nch * sizeof *j.image,
-                                    "the gridded coil images", &e)) < 0) {
-    rc = mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
-    goto done;
-  } else {
-    j.image = s->image.p;
-  }
+  recon_size(k, &j, j.rs);
   for (size_t c = 0; c < j.nch; c++)
     for (size_t i = 0; i < j.n; i++)
       j.data[c * j.n + i] *= j.w[i];
   if ((rc = mr_placement_run(&s->place, ctx, run_gridding, &j)) < 0)
     goto done;
-  if (cropped)
-    crop(&j, a);
+  a = j.out;
+  mr_err e = {0};
+  if (!s->on_device && (rc = mr_image_array_to_host(a, &e)) < 0) {
+    rc = mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
+    goto done;
+  }
   a->ref = k->ref;
   a->fov_mm = k->recon.fov_mm;
   mr_message *m = mr_image_array_message(a);
@@ -380,6 +478,9 @@ static void destroy(void *state) {
   mr_scratch_free(&s->weights);
   mr_scratch_free(&s->data);
   mr_scratch_free(&s->image);
+  mr_buf_destroy(s->dpos);
+  mr_buf_destroy(s->dsamp);
+  mr_buf_destroy(s->dimage);
 }
 
 const mr_gadget_class mr_gadget_gridding = {

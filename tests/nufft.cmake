@@ -20,6 +20,9 @@ target_link_libraries(mr_test_phantom_support PUBLIC mr_client mr_test_support)
 
 mr_add_test(test_gadgets_gridding SOURCES test_gadgets_gridding.c
             LIBS mr_gadget_harness mr_client mr_test_nufft_support mr_test_phantom_support)
+add_test(NAME test_gadgets_gridding_cuda COMMAND test_gadgets_gridding --cuda)
+set_tests_properties(test_gadgets_gridding_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+                     LABELS gpu)
 
 mr_add_test(test_client_simulate_e2e SOURCES test_client_simulate_e2e.c
             LIBS mr_wire_client mr_test_phantom_support ISMRMRD::ISMRMRD TIMEOUT 240)

@@ -3,7 +3,10 @@
  * trajectory-carried weights in 3D against the exact adjoint DFT, spiral
  * data with Pipe-Menon weights against the phantom, a kept plan given new
  * positions frame after frame against fresh plans, trajectories outside the
- * encoded k-space (+-1e30) refused, and the other refusals. */
+ * encoded k-space (+-1e30) refused, and the other refusals. With --cuda
+ * (exit 77 without a GPU): the GPU's frames against the CPU's, coil images
+ * brought back, cropped on the device, and handed on the device to
+ * coil_combine. */
 #include <complex.h>
 #include <math.h>
 #include <setjmp.h>
@@ -410,7 +413,80 @@ static void refusals(void **state) {
   mr_harness_close(&h);
 }
 
-int main(void) {
+/* FRAMES radial frames with new positions through `chain` on a pool of
+ * `gpus` ("none": the CPU), the recon matrix cropped to recon x recon;
+ * the images of every output (host copies, back to back) into *out. */
+static size_t run_frames(const char *gpus, const char *chain, uint16_t recon,
+                         float complex **out) {
+  enum { FRAMES = 3 };
+  mr_harness h;
+  assert_int_equal(mr_harness_open_gpus(&h, chain, MR_KIND_BIT(MR_MSG_KSPACE), gpus), 0);
+  assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(8, 8, 1, 8, 8, 1)), 0);
+  for (int f = 0; f < FRAMES; f++) {
+    mr_kspace *k = spokes(&h, 16, 6 + (size_t)f, 0.4 * f);
+    k->recon.matrix.x = k->recon.matrix.y = recon;
+    if (mr_harness_push(&h, mr_kspace_message(k)) != 0)
+      fail_msg("push: %s", h.err.msg);
+  }
+  assert_int_equal(h.nout, FRAMES);
+  size_t total = 0, at = 0;
+  for (int i = 0; i < (int)h.nout; i++) {
+    const mr_image_array *a = h.out[i]->u.object.ptr;
+    total += mr_image_array_channel_size(a) * a->nch;
+  }
+  *out = malloc(total * sizeof **out);
+  for (int i = 0; i < (int)h.nout; i++) {
+    mr_image_array *a = h.out[i]->u.object.ptr;
+    assert_int_equal(a->nx, (size_t)recon);
+    mr_err e = {0};
+    const float complex *px = mr_image_array_host(a, &e);
+    if (px == NULL)
+      fail_msg("host copy: %s", e.msg);
+    size_t n = mr_image_array_channel_size(a) * a->nch;
+    memcpy(*out + at, px, n * sizeof *px);
+    at += n;
+  }
+  mr_harness_close(&h);
+  return total;
+}
+
+/* The GPU path (device buffers, device crop, device hand-off) makes the
+ * CPU's images to the NUFFT's tolerance. */
+static void gpu_matches_cpu(void **state) {
+  (void)state;
+  static const char *const chains[] = {
+      "[{\"gadget\":\"gridding\",\"density\":\"radial\",\"upsampling\":2}]",
+      "[{\"gadget\":\"gridding\",\"density\":\"radial\",\"upsampling\":2},"
+      "{\"gadget\":\"coil_combine\",\"method\":\"rss\"}]"};
+  for (int c = 0; c < 2; c++)
+    for (uint16_t recon = 6; recon <= 8; recon += 2) {
+      float complex *cpu, *gpu;
+      size_t n = run_frames("none", chains[c], recon, &cpu);
+      assert_int_equal(run_frames("all", chains[c], recon, &gpu), n);
+      double e = mr_test_rel_error_c(gpu, cpu, n);
+      print_message("%s, recon %u: GPU vs CPU rel difference %.2e\n",
+                    c == 0 ? "coil images" : "rss", recon, e);
+      assert_true(e <= 1e-4);
+      free(cpu);
+      free(gpu);
+    }
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--cuda") == 0) {
+    mr_pool *pool;
+    mr_err err = {0};
+    if (mr_pool_create(&(mr_pool_opts){.gpus = "all", .cpu_threads = 2}, &pool, &err) != 0)
+      pool = NULL;
+    int gpus = pool != NULL ? mr_pool_gpu_count(pool) : 0;
+    mr_pool_destroy(pool);
+    if (gpus == 0) {
+      fprintf(stderr, "skipped: no usable GPU\n");
+      return 77;
+    }
+    const struct CMUnitTest gpu_tests[] = {cmocka_unit_test(gpu_matches_cpu)};
+    return cmocka_run_group_tests_name("gadgets_gridding_cuda", gpu_tests, NULL, NULL);
+  }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(matches_bart),
       cmocka_unit_test(spiral_pipe_menon),
