@@ -16,7 +16,9 @@
  * the slice is still arriving (an eighth of its lines, at least 8, at a
  * time) from pinned host memory, so that the slice is on the GPU when its
  * last line comes; should the GPU be out of memory, the buffer goes on
- * from the host instead. */
+ * from the host instead. The batches are copied while the next lines are
+ * gathered; the gadget waits for the copies once, when the buffer goes on
+ * (or is dropped), so its pinned block is never reused while read. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,6 +68,8 @@ static int configure(void *state, mr_gadget_ctx *ctx) {
 }
 
 static void free_open(open_buffer *b) {
+  if (b->k != NULL && b->dirty != NULL)
+    mr_kspace_wait_uploads(b->k, NULL); /* the copies read b->k's samples */
   mr_kspace_free(b->k);
   free(b->dirty);
   free(b->count);
@@ -266,8 +270,11 @@ static int send(accumulate *s, open_buffer *b, mr_emit *out) {
       break;
     }
   }
-  if (b->dirty != NULL)
+  if (b->dirty != NULL) {
     upload_dirty(s, b); /* the rest of the slice */
+    mr_err e = {0};
+    mr_kspace_wait_uploads(b->k, &e); /* a failure: the buffer goes on from the host */
+  }
   mr_kspace *k = b->k;
   b->k = NULL;
   free_open(b);

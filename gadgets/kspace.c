@@ -270,9 +270,22 @@ int mr_kspace_upload_lines(mr_kspace *k, mr_device *dev, size_t first, size_t co
   /* The run of lines in every channel: rows a channel apart. */
   size_t pitch = mr_kspace_channel_size(k) * sizeof *k->data;
   if (rc == 0)
-    rc = mr_buf_upload_rows(k->dev, first * k->nro * sizeof *k->data, pitch,
-                            k->data + first * k->nro, pitch, count * k->nro * sizeof *k->data,
-                            k->nch);
+    rc = mr_buf_upload_rows_async(k->dev, first * k->nro * sizeof *k->data, pitch,
+                                  k->data + first * k->nro, pitch,
+                                  count * k->nro * sizeof *k->data, k->nch);
+  if (rc < 0) {
+    if (k->dev != NULL)
+      mr_buf_wait_uploads(k->dev); /* earlier copies may still read k->data */
+    drop_device(k);
+    return mr_err_set(err, rc, "uploading k-space lines: %s", mr_device_last_error());
+  }
+  return 0;
+}
+
+int mr_kspace_wait_uploads(mr_kspace *k, mr_err *err) {
+  if (k->dev == NULL)
+    return 0;
+  int rc = mr_buf_wait_uploads(k->dev);
   if (rc < 0) {
     drop_device(k);
     return mr_err_set(err, rc, "uploading k-space lines: %s", mr_device_last_error());

@@ -91,14 +91,22 @@ mr_cfloat *mr_kspace_on(mr_kspace *k, mr_device *dev, mr_err *err);
 float complex *mr_kspace_host(mr_kspace *k, mr_err *err);
 /* After a gadget changed the samples on dev: every other copy is dropped. */
 void mr_kspace_changed_on(mr_kspace *k, mr_device *dev);
-/* Copies lines [first, first + count) (flattened [e2][e1] index) of every
- * channel from the host samples to k's copy on dev (a GPU), making that
- * copy (zeroed, counted against the budget) on the first call. For a
- * gatherer that uploads a buffer in batches while its lines arrive: the
- * device copy is complete only once every line it changed went up. 0, or
- * an error with a line in err (the device copy is dropped then). */
+/* Queues a copy of lines [first, first + count) (flattened [e2][e1] index)
+ * of every channel from the host samples to k's copy on dev (a GPU),
+ * making that copy (zeroed, counted against the budget) on the first call.
+ * For a gatherer that uploads a buffer in batches while its lines arrive:
+ * the device copy is complete only once every line it changed went up.
+ * The copies run while the caller goes on (lines may change meanwhile: a
+ * later copy of a line lands after an earlier one); call
+ * mr_kspace_wait_uploads() before the host samples are freed or k is
+ * passed on. 0, or an error with a line in err (the device copy is dropped
+ * then, after its copies finished). */
 int mr_kspace_upload_lines(mr_kspace *k, mr_device *dev, size_t first, size_t count,
                            mr_err *err);
+/* Waits until the copies queued by mr_kspace_upload_lines() have read the
+ * host samples. 0 when none are queued; an error with a line in err (the
+ * device copy is dropped then). */
+int mr_kspace_wait_uploads(mr_kspace *k, mr_err *err);
 
 /* Before a gadget passes k on: unless its consumer takes device data
  * (on_device, from handoff.h), the samples are brought to the host and the
