@@ -293,6 +293,71 @@ int mr_kspace_wait_uploads(mr_kspace *k, mr_err *err) {
   return 0;
 }
 
+/* Runs of sampled lines: calls each(first, count, at, arg), `at` the
+ * run's first line among the sampled ones, until one fails. */
+static int each_run(const mr_kspace *k, int (*each)(size_t, size_t, size_t, void *), void *arg) {
+  size_t lines = k->ne1 * k->ne2;
+  int rc = 0;
+  for (size_t l = 0, at = 0; rc == 0 && l < lines;) {
+    size_t end = l;
+    while (end < lines && k->sampled[end])
+      end++;
+    if (end > l)
+      rc = each(l, end - l, at, arg);
+    at += end - l;
+    l = end + 1;
+  }
+  return rc;
+}
+
+typedef struct run_copy {
+  mr_kspace *k;
+  mr_buf *buf;
+  size_t lines; /* sampled lines: the buffer's lines per channel */
+} run_copy;
+
+static int gather_run(size_t first, size_t count, size_t at, void *arg) {
+  run_copy *c = arg;
+  size_t row = c->k->nro * sizeof *c->k->data;
+  return mr_buf_upload_rows(c->buf, at * row, c->lines * row, c->k->data + first * c->k->nro,
+                            mr_kspace_channel_size(c->k) * sizeof *c->k->data, count * row,
+                            c->k->nch);
+}
+
+static int scatter_run(size_t first, size_t count, size_t at, void *arg) {
+  run_copy *c = arg;
+  size_t row = c->k->nro * sizeof *c->k->data;
+  return mr_buf_download_rows(c->buf, at * row, c->lines * row, c->k->data + first * c->k->nro,
+                              mr_kspace_channel_size(c->k) * sizeof *c->k->data, count * row,
+                              c->k->nch);
+}
+
+static size_t sampled_lines(const mr_kspace *k) {
+  size_t n = 0;
+  for (size_t l = 0; l < k->ne1 * k->ne2; l++)
+    n += k->sampled[l] != 0;
+  return n;
+}
+
+int mr_kspace_gather_sampled(const mr_kspace *k, mr_device *dev, mr_buf **out, size_t *lines) {
+  *out = NULL;
+  *lines = sampled_lines(k);
+  if (*lines == 0)
+    return 0;
+  run_copy c = {(mr_kspace *)k, NULL, *lines}; /* only read */
+  int rc = mr_buf_create(dev, *lines * k->nro * k->nch * sizeof *k->data, &c.buf);
+  if (rc == 0 && (rc = each_run(k, gather_run, &c)) < 0)
+    mr_buf_destroy(c.buf);
+  if (rc == 0)
+    *out = c.buf;
+  return rc;
+}
+
+int mr_kspace_scatter_sampled(mr_kspace *k, const mr_buf *buf) {
+  run_copy c = {k, (mr_buf *)buf, sampled_lines(k)}; /* only read */
+  return c.lines == 0 ? 0 : each_run(k, scatter_run, &c);
+}
+
 int mr_kspace_hand_on(mr_kspace *k, int on_device, mr_err *err) {
   if (on_device || k->dev == NULL)
     return 0;

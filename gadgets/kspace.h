@@ -108,6 +108,19 @@ int mr_kspace_upload_lines(mr_kspace *k, mr_device *dev, size_t first, size_t co
  * device copy is dropped then). */
 int mr_kspace_wait_uploads(mr_kspace *k, mr_err *err);
 
+/* The sampled lines of k's host samples gathered on dev (a GPU, or the
+ * CPU) into a new buffer, [ch][line][ro] with *lines lines in their order
+ * (0: none, and *out is NULL), a run of lines of every channel per copy:
+ * for per-slice work on a sparse part, such as the calibration lines. The
+ * caller takes *out. 0, or an error code (mr_device_last_error() says
+ * more). */
+int mr_kspace_gather_sampled(const mr_kspace *k, mr_device *dev, struct mr_buf **out,
+                             size_t *lines);
+/* The reverse: the rows of buf, [ch][line][ro] as gathered from a buffer
+ * with k's mask and readout length, into the sampled lines of k's host
+ * samples. 0, or an error code. */
+int mr_kspace_scatter_sampled(mr_kspace *k, const struct mr_buf *buf);
+
 /* Before a gadget passes k on: unless its consumer takes device data
  * (on_device, from handoff.h), the samples are brought to the host and the
  * device copy is dropped. 0, or an error with a line in err. */

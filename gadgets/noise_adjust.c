@@ -235,49 +235,24 @@ static int white_on(noise_adjust *s, mr_device *dev, const mr_buf **out) {
   return 0;
 }
 
-/* Whitens the sampled lines of c (host memory) on dev: gathered run by run
- * into one (lines x readout) x channels matrix, one product, and back into
- * place. A failure leaves c unchanged unless the copy back failed. */
+/* Whitens the sampled lines of c (host memory) on dev: gathered into one
+ * (lines x readout) x channels matrix, one product, and back into place.
+ * A failure leaves c unchanged unless the copy back failed. */
 static int whiten_calib_on(noise_adjust *s, mr_device *dev, mr_kspace *c, const mr_buf *w) {
-  size_t lines = c->ne1 * c->ne2, m = 0;
-  for (size_t l = 0; l < lines; l++)
-    m += c->sampled[l] != 0;
-  if (m == 0)
-    return 0;
   int n = s->nch;
-  size_t row = c->nro * sizeof(mr_cfloat), pitch = m * row,
-         host_pitch = mr_kspace_channel_size(c) * sizeof(mr_cfloat);
+  size_t m;
   mr_buf *x = NULL, *y = NULL;
-  int rc = mr_buf_create(dev, pitch * (size_t)n, &x);
-  if (rc == 0)
-    rc = mr_buf_create(dev, pitch * (size_t)n, &y);
-  /* Each run of sampled lines, every channel, in one copy. */
-  for (size_t l = 0, j = 0; rc == 0 && l < lines;) {
-    size_t end = l;
-    while (end < lines && c->sampled[end])
-      end++;
-    if (end > l)
-      rc = mr_buf_upload_rows(x, j * row, pitch, c->data + l * c->nro, host_pitch,
-                              (end - l) * row, (size_t)n);
-    j += end - l;
-    l = end + 1;
-  }
-  if (rc == 0) {
-    int points = (int)(m * c->nro);
+  int rc = mr_kspace_gather_sampled(c, dev, &x, &m);
+  if (rc < 0 || x == NULL)
+    return rc;
+  int points = (int)(m * c->nro);
+  if ((rc = mr_buf_create(dev, mr_buf_size(x), &y)) == 0) {
     mr_cmat xm = {mr_buf_data(x), points, n, points, 0}, wm = {mr_buf_data(w), n, n, n, 0};
     mr_cmat ym = {mr_buf_data(y), points, n, points, 0};
     rc = mr_blas_gemm(dev, MR_BLAS_N, MR_BLAS_N, 1, xm, wm, 0, ym, 1);
   }
-  for (size_t l = 0, j = 0; rc == 0 && l < lines;) {
-    size_t end = l;
-    while (end < lines && c->sampled[end])
-      end++;
-    if (end > l)
-      rc = mr_buf_download_rows(y, j * row, pitch, c->data + l * c->nro, host_pitch,
-                                (end - l) * row, (size_t)n);
-    j += end - l;
-    l = end + 1;
-  }
+  if (rc == 0)
+    rc = mr_kspace_scatter_sampled(c, y);
   mr_buf_destroy(x);
   mr_buf_destroy(y);
   return rc;
