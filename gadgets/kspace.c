@@ -45,9 +45,9 @@ static size_t cached_bytes;
  * small pages made that a TLB miss per channel. */
 #define HUGE_PAGE ((size_t)2 << 20)
 
-/* bytes of zeroed host memory, from the cache when a block of that size is
- * there. */
-static void *samples_alloc(size_t bytes) {
+/* bytes of host memory, zeroed when `zero`, from the cache when a block of
+ * that size is there. */
+static void *samples_alloc(size_t bytes, int zero) {
   if (bytes >= CACHE_MIN) {
     void *p = NULL;
     pthread_mutex_lock(&cache_lock);
@@ -60,7 +60,7 @@ static void *samples_alloc(size_t bytes) {
       }
     pthread_mutex_unlock(&cache_lock);
     if (p != NULL)
-      return memset(p, 0, bytes);
+      return zero ? memset(p, 0, bytes) : p;
   }
   if (bytes >= HUGE_PAGE) {
     void *p = NULL;
@@ -69,7 +69,7 @@ static void *samples_alloc(size_t bytes) {
 #ifdef MADV_HUGEPAGE
     madvise(p, bytes, MADV_HUGEPAGE); /* advice: failing it costs only speed */
 #endif
-    return memset(p, 0, bytes);
+    return zero ? memset(p, 0, bytes) : p;
   }
   return calloc(bytes > 0 ? bytes : 1, 1);
 }
@@ -103,9 +103,9 @@ static void free_host(mr_kspace *k) {
 }
 
 /* A buffer whose samples go to host memory (dev NULL or the CPU; pinned
- * for pin), or to a GPU buffer (dev a GPU). */
+ * for pin; zeroed when `zero`), or to a GPU buffer (dev a GPU). */
 static mr_kspace *make(mr_device *dev, mr_device *pin, size_t nro, size_t ne1, size_t ne2,
-                       size_t nch, int traj_dims, mr_err *err) {
+                       size_t nch, int traj_dims, int zero, mr_err *err) {
   uint64_t bytes = footprint(nro, ne1, ne2, nch, traj_dims);
   char what[128];
   snprintf(what, sizeof what, "a %zux%zux%zu x %zu-channel k-space buffer", nro, ne1, ne2, nch);
@@ -128,9 +128,10 @@ static mr_kspace *make(mr_device *dev, mr_device *pin, size_t nro, size_t ne1, s
     rc = mr_buf_create(dev, n * nch * sizeof *k->data + 1, &k->dev);
   } else if (pin != NULL && mr_host_alloc(pin, n * nch * sizeof *k->data, (void **)&k->data) == 0) {
     k->pinned = pin;
-    memset(k->data, 0, n * nch * sizeof *k->data);
+    if (zero)
+      memset(k->data, 0, n * nch * sizeof *k->data);
   } else {
-    k->data = samples_alloc(n * nch * sizeof *k->data);
+    k->data = samples_alloc(n * nch * sizeof *k->data, zero);
   }
   k->sampled = calloc(ne1 * ne2, 1);
   if (traj_dims > 0)
@@ -147,17 +148,31 @@ static mr_kspace *make(mr_device *dev, mr_device *pin, size_t nro, size_t ne1, s
 
 mr_kspace *mr_kspace_new(size_t nro, size_t ne1, size_t ne2, size_t nch, int traj_dims,
                          mr_err *err) {
-  return make(NULL, NULL, nro, ne1, ne2, nch, traj_dims, err);
+  return make(NULL, NULL, nro, ne1, ne2, nch, traj_dims, 1, err);
 }
 
 mr_kspace *mr_kspace_new_pinned(mr_device *dev, size_t nro, size_t ne1, size_t ne2, size_t nch,
                                 mr_err *err) {
-  return make(NULL, mr_device_is_gpu(dev) ? dev : NULL, nro, ne1, ne2, nch, 0, err);
+  return make(NULL, mr_device_is_gpu(dev) ? dev : NULL, nro, ne1, ne2, nch, 0, 1, err);
+}
+
+mr_kspace *mr_kspace_new_gather(mr_device *pin, size_t nro, size_t ne1, size_t ne2, size_t nch,
+                                int traj_dims, mr_err *err) {
+  return make(NULL, pin != NULL && mr_device_is_gpu(pin) ? pin : NULL, nro, ne1, ne2, nch,
+              traj_dims, 0, err);
+}
+
+void mr_kspace_zero_unsampled(mr_kspace *k) {
+  size_t lines = k->ne1 * k->ne2, stride = mr_kspace_channel_size(k);
+  for (size_t l = 0; l < lines; l++)
+    if (!k->sampled[l])
+      for (size_t c = 0; c < k->nch; c++)
+        memset(k->data + c * stride + l * k->nro, 0, k->nro * sizeof *k->data);
 }
 
 mr_kspace *mr_kspace_new_on(mr_device *dev, size_t nro, size_t ne1, size_t ne2, size_t nch,
                             mr_err *err) {
-  return make(dev, NULL, nro, ne1, ne2, nch, 0, err);
+  return make(dev, NULL, nro, ne1, ne2, nch, 0, 1, err);
 }
 
 void mr_kspace_free(mr_kspace *k) {
@@ -180,7 +195,7 @@ float complex *mr_kspace_host(mr_kspace *k, mr_err *err) {
   uint64_t bytes = samples_bytes(k);
   if (mr_budget_take(bytes, "a k-space buffer's host copy", err) < 0)
     return NULL;
-  k->data = samples_alloc(bytes);
+  k->data = samples_alloc(bytes, 0); /* the download fills every sample */
   int rc = k->data == NULL ? MR_ENOMEM : mr_buf_download(k->dev, 0, k->data, bytes);
   if (rc < 0) {
     samples_free(k->data, bytes);

@@ -75,6 +75,16 @@ mr_kspace *mr_kspace_new_pinned(mr_device *dev, size_t nro, size_t ne1, size_t n
  * dev only when dev is a GPU (the mask is on the host, zeroed). */
 mr_kspace *mr_kspace_new_on(mr_device *dev, size_t nro, size_t ne1, size_t ne2, size_t nch,
                             mr_err *err);
+/* For a gatherer that fills whole lines: like mr_kspace_new (pinned for
+ * pin when it is a GPU, as mr_kspace_new_pinned; pin may be NULL), with
+ * the samples left undefined, so that no slice pays for zeroing what it
+ * then overwrites. Each line the gatherer marks sampled must have all its
+ * samples written, and it calls mr_kspace_zero_unsampled() before the
+ * buffer is read. */
+mr_kspace *mr_kspace_new_gather(mr_device *pin, size_t nro, size_t ne1, size_t ne2, size_t nch,
+                                int traj_dims, mr_err *err);
+/* Zeroes the host samples of every line not marked sampled. */
+void mr_kspace_zero_unsampled(mr_kspace *k);
 void mr_kspace_free(mr_kspace *k);
 
 /* Copies everything but the samples, the mask and the calibration part

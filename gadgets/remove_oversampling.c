@@ -240,9 +240,8 @@ static int run_batch(mr_device *dev, void *arg) {
 static mr_kspace *crop_host(remove_os *s, mr_gadget_ctx *ctx, mr_device *dev, const mr_kspace *k,
                             size_t nout, int *rc) {
   mr_err e = {0};
-  mr_kspace *out = k->pinned != NULL ? mr_kspace_new_pinned(k->pinned, nout, k->ne1, k->ne2,
-                                                            k->nch, &e)
-                                     : mr_kspace_new(nout, k->ne1, k->ne2, k->nch, 0, &e);
+  /* Each sampled line is written whole; the rest is zeroed after. */
+  mr_kspace *out = mr_kspace_new_gather(k->pinned, nout, k->ne1, k->ne2, k->nch, 0, &e);
   if (out == NULL) {
     *rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
     return NULL;
@@ -257,6 +256,7 @@ static mr_kspace *crop_host(remove_os *s, mr_gadget_ctx *ctx, mr_device *dev, co
     *rc = mr_gadget_fail(ctx, *rc, "readout of %zu samples: %s", k->nro, mr_strerror(*rc));
     return NULL;
   }
+  mr_kspace_zero_unsampled(out);
   mr_kspace_copy_meta(out, k);
   return out;
 }
