@@ -16,7 +16,9 @@
  * the slice is still arriving (an eighth of its lines, at least 8, at a
  * time) from pinned host memory, so that the slice is on the GPU when its
  * last line comes; should the GPU be out of memory, the buffer goes on
- * from the host instead. */
+ * from the host instead. The batches are copied while the next lines are
+ * gathered; the gadget waits for the copies once, when the buffer goes on
+ * (or is dropped), so its pinned block is never reused while read. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,6 +68,8 @@ static int configure(void *state, mr_gadget_ctx *ctx) {
 }
 
 static void free_open(open_buffer *b) {
+  if (b->k != NULL && b->dirty != NULL)
+    mr_kspace_wait_uploads(b->k, NULL); /* the copies read b->k's samples */
   mr_kspace_free(b->k);
   free(b->dirty);
   free(b->count);
@@ -123,10 +127,8 @@ static open_buffer *open_new(mr_gadget_ctx *ctx, const mr_acquisition *a,
   }
   memcpy(b->key, key, sizeof b->key);
   /* Lines that go up in batches are gathered in pinned memory. */
-  b->k = upload != NULL && cartesian
-             ? mr_kspace_new_pinned(upload, nro, ne1, ne2, h->active_channels, err)
-             : mr_kspace_new(nro, ne1, ne2, h->active_channels,
-                             cartesian ? 0 : h->trajectory_dimensions, err);
+  b->k = mr_kspace_new_gather(cartesian ? upload : NULL, nro, ne1, ne2, h->active_channels,
+                              cartesian ? 0 : h->trajectory_dimensions, err);
   b->count = calloc(ne1 * ne2, sizeof *b->count);
   if (b->k == NULL || b->count == NULL) {
     mr_err_set(err, MR_ENOMEM, "out of memory for line counts");
@@ -152,7 +154,10 @@ static open_buffer *open_new(mr_gadget_ctx *ctx, const mr_acquisition *a,
   return b;
 }
 
-/* Adds the line's samples into buffer k at (e1, e2), averaging repeats. */
+/* Adds the line's samples into buffer k at (e1, e2), averaging repeats.
+ * The first time a line comes it is written whole (k's samples start
+ * undefined: mr_kspace_new_gather), as the average with zeros would give
+ * it: 0 + v (a -0 becomes +0). */
 static void add_line(mr_kspace *k, uint16_t *count, const open_buffer *b,
                      const mr_acquisition *a, size_t e1, size_t e2) {
   const ISMRMRD_AcquisitionHeader *h = &a->head;
@@ -163,6 +168,15 @@ static void add_line(mr_kspace *k, uint16_t *count, const open_buffer *b,
   for (size_t ch = 0; ch < k->nch; ch++) {
     float complex *dst = k->data + (ch * k->ne2 * k->ne1 + line) * k->nro + b->ro_offset;
     const float complex *src = a->data + ch * ns;
+    if (c == 0) {
+      memset(dst - b->ro_offset, 0, b->ro_offset * sizeof *dst);
+      memset(dst + ns, 0, (k->nro - b->ro_offset - ns) * sizeof *dst);
+      for (size_t s = 0; s < ns; s++) {
+        float complex v = src[reverse ? ns - 1 - s : s];
+        dst[s] = CMPLXF(crealf(v) + 0.0f, cimagf(v) + 0.0f);
+      }
+      continue;
+    }
     for (size_t s = 0; s < ns; s++) {
       float complex v = src[reverse ? ns - 1 - s : s];
       dst[s] = dst[s] * w_old + v * w_new;
@@ -228,8 +242,7 @@ static int place(mr_gadget_ctx *ctx, open_buffer *b, const mr_acquisition *a) {
     if (k->calib == NULL) {
       mr_err e = {0};
       /* Pinned too when the buffer goes up: grappa uploads its lines. */
-      k->calib = b->pin != NULL ? mr_kspace_new_pinned(b->pin, k->nro, k->ne1, k->ne2, k->nch, &e)
-                                : mr_kspace_new(k->nro, k->ne1, k->ne2, k->nch, k->traj_dims, &e);
+      k->calib = mr_kspace_new_gather(b->pin, k->nro, k->ne1, k->ne2, k->nch, k->traj_dims, &e);
       b->calib_count = calloc(k->ne1 * k->ne2, sizeof *b->calib_count);
       if (k->calib == NULL || b->calib_count == NULL)
         return mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "calibration lines: %s",
@@ -266,11 +279,17 @@ static int send(accumulate *s, open_buffer *b, mr_emit *out) {
       break;
     }
   }
-  if (b->dirty != NULL)
+  if (b->dirty != NULL) {
     upload_dirty(s, b); /* the rest of the slice */
+    mr_err e = {0};
+    mr_kspace_wait_uploads(b->k, &e); /* a failure: the buffer goes on from the host */
+  }
   mr_kspace *k = b->k;
   b->k = NULL;
   free_open(b);
+  mr_kspace_zero_unsampled(k); /* its copy on the GPU was zeroed there */
+  if (k->calib != NULL)
+    mr_kspace_zero_unsampled(k->calib);
   mr_message *m = mr_kspace_message(k);
   return m != NULL ? mr_emit_message(out, m) : MR_ENOMEM;
 }

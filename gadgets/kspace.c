@@ -45,9 +45,9 @@ static size_t cached_bytes;
  * small pages made that a TLB miss per channel. */
 #define HUGE_PAGE ((size_t)2 << 20)
 
-/* bytes of zeroed host memory, from the cache when a block of that size is
- * there. */
-static void *samples_alloc(size_t bytes) {
+/* bytes of host memory, zeroed when `zero`, from the cache when a block of
+ * that size is there. */
+static void *samples_alloc(size_t bytes, int zero) {
   if (bytes >= CACHE_MIN) {
     void *p = NULL;
     pthread_mutex_lock(&cache_lock);
@@ -60,7 +60,7 @@ static void *samples_alloc(size_t bytes) {
       }
     pthread_mutex_unlock(&cache_lock);
     if (p != NULL)
-      return memset(p, 0, bytes);
+      return zero ? memset(p, 0, bytes) : p;
   }
   if (bytes >= HUGE_PAGE) {
     void *p = NULL;
@@ -69,7 +69,7 @@ static void *samples_alloc(size_t bytes) {
 #ifdef MADV_HUGEPAGE
     madvise(p, bytes, MADV_HUGEPAGE); /* advice: failing it costs only speed */
 #endif
-    return memset(p, 0, bytes);
+    return zero ? memset(p, 0, bytes) : p;
   }
   return calloc(bytes > 0 ? bytes : 1, 1);
 }
@@ -103,9 +103,9 @@ static void free_host(mr_kspace *k) {
 }
 
 /* A buffer whose samples go to host memory (dev NULL or the CPU; pinned
- * for pin), or to a GPU buffer (dev a GPU). */
+ * for pin; zeroed when `zero`), or to a GPU buffer (dev a GPU). */
 static mr_kspace *make(mr_device *dev, mr_device *pin, size_t nro, size_t ne1, size_t ne2,
-                       size_t nch, int traj_dims, mr_err *err) {
+                       size_t nch, int traj_dims, int zero, mr_err *err) {
   uint64_t bytes = footprint(nro, ne1, ne2, nch, traj_dims);
   char what[128];
   snprintf(what, sizeof what, "a %zux%zux%zu x %zu-channel k-space buffer", nro, ne1, ne2, nch);
@@ -128,9 +128,10 @@ static mr_kspace *make(mr_device *dev, mr_device *pin, size_t nro, size_t ne1, s
     rc = mr_buf_create(dev, n * nch * sizeof *k->data + 1, &k->dev);
   } else if (pin != NULL && mr_host_alloc(pin, n * nch * sizeof *k->data, (void **)&k->data) == 0) {
     k->pinned = pin;
-    memset(k->data, 0, n * nch * sizeof *k->data);
+    if (zero)
+      memset(k->data, 0, n * nch * sizeof *k->data);
   } else {
-    k->data = samples_alloc(n * nch * sizeof *k->data);
+    k->data = samples_alloc(n * nch * sizeof *k->data, zero);
   }
   k->sampled = calloc(ne1 * ne2, 1);
   if (traj_dims > 0)
@@ -147,17 +148,31 @@ static mr_kspace *make(mr_device *dev, mr_device *pin, size_t nro, size_t ne1, s
 
 mr_kspace *mr_kspace_new(size_t nro, size_t ne1, size_t ne2, size_t nch, int traj_dims,
                          mr_err *err) {
-  return make(NULL, NULL, nro, ne1, ne2, nch, traj_dims, err);
+  return make(NULL, NULL, nro, ne1, ne2, nch, traj_dims, 1, err);
 }
 
 mr_kspace *mr_kspace_new_pinned(mr_device *dev, size_t nro, size_t ne1, size_t ne2, size_t nch,
                                 mr_err *err) {
-  return make(NULL, mr_device_is_gpu(dev) ? dev : NULL, nro, ne1, ne2, nch, 0, err);
+  return make(NULL, mr_device_is_gpu(dev) ? dev : NULL, nro, ne1, ne2, nch, 0, 1, err);
+}
+
+mr_kspace *mr_kspace_new_gather(mr_device *pin, size_t nro, size_t ne1, size_t ne2, size_t nch,
+                                int traj_dims, mr_err *err) {
+  return make(NULL, pin != NULL && mr_device_is_gpu(pin) ? pin : NULL, nro, ne1, ne2, nch,
+              traj_dims, 0, err);
+}
+
+void mr_kspace_zero_unsampled(mr_kspace *k) {
+  size_t lines = k->ne1 * k->ne2, stride = mr_kspace_channel_size(k);
+  for (size_t l = 0; l < lines; l++)
+    if (!k->sampled[l])
+      for (size_t c = 0; c < k->nch; c++)
+        memset(k->data + c * stride + l * k->nro, 0, k->nro * sizeof *k->data);
 }
 
 mr_kspace *mr_kspace_new_on(mr_device *dev, size_t nro, size_t ne1, size_t ne2, size_t nch,
                             mr_err *err) {
-  return make(dev, NULL, nro, ne1, ne2, nch, 0, err);
+  return make(dev, NULL, nro, ne1, ne2, nch, 0, 1, err);
 }
 
 void mr_kspace_free(mr_kspace *k) {
@@ -180,7 +195,7 @@ float complex *mr_kspace_host(mr_kspace *k, mr_err *err) {
   uint64_t bytes = samples_bytes(k);
   if (mr_budget_take(bytes, "a k-space buffer's host copy", err) < 0)
     return NULL;
-  k->data = samples_alloc(bytes);
+  k->data = samples_alloc(bytes, 0); /* the download fills every sample */
   int rc = k->data == NULL ? MR_ENOMEM : mr_buf_download(k->dev, 0, k->data, bytes);
   if (rc < 0) {
     samples_free(k->data, bytes);
@@ -270,14 +285,92 @@ int mr_kspace_upload_lines(mr_kspace *k, mr_device *dev, size_t first, size_t co
   /* The run of lines in every channel: rows a channel apart. */
   size_t pitch = mr_kspace_channel_size(k) * sizeof *k->data;
   if (rc == 0)
-    rc = mr_buf_upload_rows(k->dev, first * k->nro * sizeof *k->data, pitch,
-                            k->data + first * k->nro, pitch, count * k->nro * sizeof *k->data,
-                            k->nch);
+    rc = mr_buf_upload_rows_async(k->dev, first * k->nro * sizeof *k->data, pitch,
+                                  k->data + first * k->nro, pitch,
+                                  count * k->nro * sizeof *k->data, k->nch);
+  if (rc < 0) {
+    if (k->dev != NULL)
+      mr_buf_wait_uploads(k->dev); /* earlier copies may still read k->data */
+    drop_device(k);
+    return mr_err_set(err, rc, "uploading k-space lines: %s", mr_device_last_error());
+  }
+  return 0;
+}
+
+int mr_kspace_wait_uploads(mr_kspace *k, mr_err *err) {
+  if (k->dev == NULL)
+    return 0;
+  int rc = mr_buf_wait_uploads(k->dev);
   if (rc < 0) {
     drop_device(k);
     return mr_err_set(err, rc, "uploading k-space lines: %s", mr_device_last_error());
   }
   return 0;
+}
+
+/* Runs of sampled lines: calls each(first, count, at, arg), `at` the
+ * run's first line among the sampled ones, until one fails. */
+static int each_run(const mr_kspace *k, int (*each)(size_t, size_t, size_t, void *), void *arg) {
+  size_t lines = k->ne1 * k->ne2;
+  int rc = 0;
+  for (size_t l = 0, at = 0; rc == 0 && l < lines;) {
+    size_t end = l;
+    while (end < lines && k->sampled[end])
+      end++;
+    if (end > l)
+      rc = each(l, end - l, at, arg);
+    at += end - l;
+    l = end + 1;
+  }
+  return rc;
+}
+
+typedef struct run_copy {
+  mr_kspace *k;
+  mr_buf *buf;
+  size_t lines; /* sampled lines: the buffer's lines per channel */
+} run_copy;
+
+static int gather_run(size_t first, size_t count, size_t at, void *arg) {
+  run_copy *c = arg;
+  size_t row = c->k->nro * sizeof *c->k->data;
+  return mr_buf_upload_rows(c->buf, at * row, c->lines * row, c->k->data + first * c->k->nro,
+                            mr_kspace_channel_size(c->k) * sizeof *c->k->data, count * row,
+                            c->k->nch);
+}
+
+static int scatter_run(size_t first, size_t count, size_t at, void *arg) {
+  run_copy *c = arg;
+  size_t row = c->k->nro * sizeof *c->k->data;
+  return mr_buf_download_rows(c->buf, at * row, c->lines * row, c->k->data + first * c->k->nro,
+                              mr_kspace_channel_size(c->k) * sizeof *c->k->data, count * row,
+                              c->k->nch);
+}
+
+static size_t sampled_lines(const mr_kspace *k) {
+  size_t n = 0;
+  for (size_t l = 0; l < k->ne1 * k->ne2; l++)
+    n += k->sampled[l] != 0;
+  return n;
+}
+
+int mr_kspace_gather_sampled(const mr_kspace *k, mr_device *dev, mr_buf **out, size_t *lines) {
+  *out = NULL;
+  *lines = sampled_lines(k);
+  if (*lines == 0)
+    return 0;
+  run_copy c = {(mr_kspace *)k, NULL, *lines}; /* only read */
+  int rc = mr_buf_create(dev, *lines * k->nro * k->nch * sizeof *k->data, &c.buf);
+  if (rc == 0 && (rc = each_run(k, gather_run, &c)) < 0)
+    mr_buf_destroy(c.buf);
+  if (rc == 0)
+    *out = c.buf;
+  return rc;
+}
+
+int mr_kspace_scatter_sampled(mr_kspace *k, const mr_buf *buf) {
+  run_copy c = {k, (mr_buf *)buf, sampled_lines(k)}; /* only read */
+  return c.lines == 0 ? 0 : each_run(k, scatter_run, &c);
 }
 
 int mr_kspace_hand_on(mr_kspace *k, int on_device, mr_err *err) {

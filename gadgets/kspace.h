@@ -75,6 +75,16 @@ mr_kspace *mr_kspace_new_pinned(mr_device *dev, size_t nro, size_t ne1, size_t n
  * dev only when dev is a GPU (the mask is on the host, zeroed). */
 mr_kspace *mr_kspace_new_on(mr_device *dev, size_t nro, size_t ne1, size_t ne2, size_t nch,
                             mr_err *err);
+/* For a gatherer that fills whole lines: like mr_kspace_new (pinned for
+ * pin when it is a GPU, as mr_kspace_new_pinned; pin may be NULL), with
+ * the samples left undefined, so that no slice pays for zeroing what it
+ * then overwrites. Each line the gatherer marks sampled must have all its
+ * samples written, and it calls mr_kspace_zero_unsampled() before the
+ * buffer is read. */
+mr_kspace *mr_kspace_new_gather(mr_device *pin, size_t nro, size_t ne1, size_t ne2, size_t nch,
+                                int traj_dims, mr_err *err);
+/* Zeroes the host samples of every line not marked sampled. */
+void mr_kspace_zero_unsampled(mr_kspace *k);
 void mr_kspace_free(mr_kspace *k);
 
 /* Copies everything but the samples, the mask and the calibration part
@@ -91,14 +101,35 @@ mr_cfloat *mr_kspace_on(mr_kspace *k, mr_device *dev, mr_err *err);
 float complex *mr_kspace_host(mr_kspace *k, mr_err *err);
 /* After a gadget changed the samples on dev: every other copy is dropped. */
 void mr_kspace_changed_on(mr_kspace *k, mr_device *dev);
-/* Copies lines [first, first + count) (flattened [e2][e1] index) of every
- * channel from the host samples to k's copy on dev (a GPU), making that
- * copy (zeroed, counted against the budget) on the first call. For a
- * gatherer that uploads a buffer in batches while its lines arrive: the
- * device copy is complete only once every line it changed went up. 0, or
- * an error with a line in err (the device copy is dropped then). */
+/* Queues a copy of lines [first, first + count) (flattened [e2][e1] index)
+ * of every channel from the host samples to k's copy on dev (a GPU),
+ * making that copy (zeroed, counted against the budget) on the first call.
+ * For a gatherer that uploads a buffer in batches while its lines arrive:
+ * the device copy is complete only once every line it changed went up.
+ * The copies run while the caller goes on (lines may change meanwhile: a
+ * later copy of a line lands after an earlier one); call
+ * mr_kspace_wait_uploads() before the host samples are freed or k is
+ * passed on. 0, or an error with a line in err (the device copy is dropped
+ * then, after its copies finished). */
 int mr_kspace_upload_lines(mr_kspace *k, mr_device *dev, size_t first, size_t count,
                            mr_err *err);
+/* Waits until the copies queued by mr_kspace_upload_lines() have read the
+ * host samples. 0 when none are queued; an error with a line in err (the
+ * device copy is dropped then). */
+int mr_kspace_wait_uploads(mr_kspace *k, mr_err *err);
+
+/* The sampled lines of k's host samples gathered on dev (a GPU, or the
+ * CPU) into a new buffer, [ch][line][ro] with *lines lines in their order
+ * (0: none, and *out is NULL), a run of lines of every channel per copy:
+ * for per-slice work on a sparse part, such as the calibration lines. The
+ * caller takes *out. 0, or an error code (mr_device_last_error() says
+ * more). */
+int mr_kspace_gather_sampled(const mr_kspace *k, mr_device *dev, struct mr_buf **out,
+                             size_t *lines);
+/* The reverse: the rows of buf, [ch][line][ro] as gathered from a buffer
+ * with k's mask and readout length, into the sampled lines of k's host
+ * samples. 0, or an error code. */
+int mr_kspace_scatter_sampled(mr_kspace *k, const struct mr_buf *buf);
 
 /* Before a gadget passes k on: unless its consumer takes device data
  * (on_device, from handoff.h), the samples are brought to the host and the

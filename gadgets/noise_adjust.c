@@ -19,7 +19,10 @@
  * lines on first) it whitens whole k-space buffers, calibration part
  * included: on the "device" as one matrix product when the buffer is there
  * or goes on to a gadget that works on device data (handoff.h), else line
- * by line on the CPU. The two give the same samples. */
+ * by line on the CPU. The two give the same samples. On the device the
+ * calibration part's sampled lines go up too, are whitened there in one
+ * product and come back (it stays on the host, where grappa calibrates):
+ * the CPU does no per-line work for a GPU session. */
 #include <complex.h>
 #include <limits.h>
 #include <math.h>
@@ -44,6 +47,8 @@ typedef struct noise_adjust {
   int have_white;
   float white_dwell_us;    /* the dwell time `white` was made for */
   float complex *white;    /* [nch][nch] row-major lower: L^-1 */
+  struct mr_buf *white_dev; /* the same on the GPU (s->gpu.dev), or NULL */
+  int white_dev_stale;      /* white changed since white_dev was filled */
   int device, fallback;
   mr_placement gpu;        /* k-space buffers: the "device" parameter */
   int on_device;           /* the k-space's next consumer takes device data */
@@ -148,6 +153,7 @@ static int whitening_for(noise_adjust *s, mr_gadget_ctx *ctx, float dwell_us) {
     return rc;
   s->have_white = 1;
   s->white_dwell_us = dwell_us;
+  s->white_dev_stale = 1;
   return 0;
 }
 
@@ -207,8 +213,54 @@ typedef struct whiten_job {
   mr_kspace *k;
 } whiten_job;
 
+/* L^-1 on dev: uploaded when it changed, else the copy from before. */
+static int white_on(noise_adjust *s, mr_device *dev, const mr_buf **out) {
+  size_t bytes = (size_t)s->nch * s->nch * sizeof(mr_cfloat);
+  if (s->white_dev != NULL && mr_buf_device(s->white_dev) != dev) {
+    mr_buf_destroy(s->white_dev);
+    s->white_dev = NULL;
+  }
+  int rc = 0;
+  if (s->white_dev == NULL) {
+    if ((rc = mr_buf_create(dev, bytes, &s->white_dev)) < 0) {
+      s->white_dev = NULL;
+      return rc;
+    }
+    s->white_dev_stale = 1;
+  }
+  if (s->white_dev_stale && (rc = mr_buf_upload(s->white_dev, 0, s->white, bytes)) < 0)
+    return rc;
+  s->white_dev_stale = 0;
+  *out = s->white_dev;
+  return 0;
+}
+
+/* Whitens the sampled lines of c (host memory) on dev: gathered into one
+ * (lines x readout) x channels matrix, one product, and back into place.
+ * A failure leaves c unchanged unless the copy back failed. */
+static int whiten_calib_on(noise_adjust *s, mr_device *dev, mr_kspace *c, const mr_buf *w) {
+  int n = s->nch;
+  size_t m;
+  mr_buf *x = NULL, *y = NULL;
+  int rc = mr_kspace_gather_sampled(c, dev, &x, &m);
+  if (rc < 0 || x == NULL)
+    return rc;
+  int points = (int)(m * c->nro);
+  if ((rc = mr_buf_create(dev, mr_buf_size(x), &y)) == 0) {
+    mr_cmat xm = {mr_buf_data(x), points, n, points, 0}, wm = {mr_buf_data(w), n, n, n, 0};
+    mr_cmat ym = {mr_buf_data(y), points, n, points, 0};
+    rc = mr_blas_gemm(dev, MR_BLAS_N, MR_BLAS_N, 1, xm, wm, 0, ym, 1);
+  }
+  if (rc == 0)
+    rc = mr_kspace_scatter_sampled(c, y);
+  mr_buf_destroy(x);
+  mr_buf_destroy(y);
+  return rc;
+}
+
 /* The whole buffer as one (points x channels) times (channels x channels)
- * product on dev, into a new buffer that replaces the old one. */
+ * product on dev, into a new buffer that replaces the old one; the
+ * calibration part on dev too, before (its failure leaves k as it was). */
 static int whiten_batch_task(mr_device *dev, void *arg) {
   whiten_job *j = arg;
   mr_kspace *k = j->k;
@@ -218,10 +270,9 @@ static int whiten_batch_task(mr_device *dev, void *arg) {
   mr_cfloat *x = mr_kspace_on(k, dev, &e);
   if (x == NULL)
     return mr_fail(e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
-  mr_buf *w = NULL, *y = NULL;
-  int rc = mr_buf_create(dev, (size_t)n * n * sizeof(mr_cfloat), &w);
-  if (rc == 0)
-    rc = mr_buf_upload(w, 0, j->s->white, (size_t)n * n * sizeof(mr_cfloat));
+  const mr_buf *w = NULL;
+  mr_buf *y = NULL;
+  int rc = white_on(j->s, dev, &w);
   if (rc == 0)
     rc = mr_buf_create(dev, points * (size_t)n * sizeof(mr_cfloat) + 1, &y);
   if (rc == 0) {
@@ -229,7 +280,8 @@ static int whiten_batch_task(mr_device *dev, void *arg) {
     mr_cmat wm = {mr_buf_data(w), n, n, n, 0}, ym = {mr_buf_data(y), (int)points, n, (int)points, 0};
     rc = mr_blas_gemm(dev, MR_BLAS_N, MR_BLAS_N, 1, xm, wm, 0, ym, 1);
   }
-  mr_buf_destroy(w);
+  if (rc == 0 && k->calib != NULL)
+    rc = whiten_calib_on(j->s, dev, k->calib, w);
   if (rc < 0) {
     mr_buf_destroy(y);
     return rc;
@@ -249,7 +301,8 @@ static int run_batch(mr_device *dev, void *arg) {
   if (mr_kspace_host(j->k, &e) == NULL)
     return mr_fail(e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
   mr_kspace_changed_on(j->k, dev);
-  return whiten_lines_cpu(j->s, j->k);
+  int rc = whiten_lines_cpu(j->s, j->k);
+  return rc == 0 && j->k->calib != NULL ? whiten_lines_cpu(j->s, j->k->calib) : rc;
 }
 
 static int whiten_kspace(noise_adjust *s, mr_gadget_ctx *ctx, mr_kspace *k) {
@@ -265,6 +318,11 @@ static int whiten_kspace(noise_adjust *s, mr_gadget_ctx *ctx, mr_kspace *k) {
     return mr_gadget_fail(ctx, MR_ENOTSUP, "k-space of %zu samples per channel: at most %d "
                           "can be prewhitened", points, INT_MAX);
   whiten_job job = {s, k};
+  if (k->calib != NULL && k->calib->data == NULL) {
+    mr_err e = {0};
+    if (mr_kspace_host(k->calib, &e) == NULL)
+      return mr_gadget_fail(ctx, e.code, "%s", e.msg);
+  }
   if (mr_device_is_gpu(dev) && k->traj == NULL &&
       (s->on_device || (k->dev != NULL && mr_buf_device(k->dev) == dev))) {
     if ((rc = mr_placement_run(&s->gpu, ctx, run_batch, &job)) < 0)
@@ -280,12 +338,10 @@ static int whiten_kspace(noise_adjust *s, mr_gadget_ctx *ctx, mr_kspace *k) {
     if (mr_kspace_host(k, &e) == NULL)
       return mr_gadget_fail(ctx, e.code, "%s", e.msg);
     mr_kspace_changed_on(k, s->place.dev);
-    if ((rc = whiten_lines_cpu(s, k)) < 0)
+    if ((rc = whiten_lines_cpu(s, k)) < 0 ||
+        (k->calib != NULL && (rc = whiten_lines_cpu(s, k->calib)) < 0))
       return mr_gadget_fail(ctx, rc, "prewhitening: %s", mr_device_last_error());
   }
-  /* The calibration part lives on the host. */
-  if (k->calib != NULL && (rc = whiten_lines_cpu(s, k->calib)) < 0)
-    return mr_gadget_fail(ctx, rc, "prewhitening: %s", mr_device_last_error());
   return 0;
 }
 
@@ -307,6 +363,7 @@ static void free_noise(noise_adjust *s) {
 static void destroy(void *state) {
   noise_adjust *s = state;
   free_noise(s);
+  mr_buf_destroy(s->white_dev);
   mr_placement_release(&s->place);
   mr_placement_release(&s->gpu);
 }

@@ -13,7 +13,9 @@
  * goes on to a gadget that works on device data (handoff.h), else line by
  * line on the CPU (each line's channels gathered for one transform). Both
  * give the same k-space for symmetric echoes; an asymmetric echo is
- * cropped after accumulate padded it to a centred readout. */
+ * cropped after accumulate padded it to a centred readout. The calibration
+ * part stays on the host (grappa calibrates there); on the device its
+ * sampled lines go up, are cropped in one batch and come back. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +40,7 @@ typedef struct remove_os {
   size_t ns, nout, nch;
   mr_cfloat *tmp, *line;
   mr_fft_plan *bfull, *bcropped; /* a slice's lines in one batch */
+  mr_fft_plan *cfull, *ccropped; /* its calibration lines in one batch */
 } remove_os;
 
 static const mr_param params[] = {MR_PLACEMENT_PARAMS(remove_os)};
@@ -83,7 +86,9 @@ static void drop_plans(remove_os *s) {
 static void drop_batch_plans(remove_os *s) {
   mr_fft_plan_destroy(s->bfull);
   mr_fft_plan_destroy(s->bcropped);
-  s->bfull = s->bcropped = NULL;
+  mr_fft_plan_destroy(s->cfull);
+  mr_fft_plan_destroy(s->ccropped);
+  s->bfull = s->bcropped = s->cfull = s->ccropped = NULL;
 }
 
 static int make_plans(remove_os *s, size_t ns, size_t nout, size_t nch) {
@@ -161,36 +166,60 @@ typedef struct batch_job {
   mr_kspace *out;
 } batch_job;
 
-/* All lines of every channel as one batch on dev: inverse transforms into
- * scratch, the central samples into out, forward transforms in place. */
+/* `batch` readouts of nro samples (in, on dev) cropped to nout each (out):
+ * inverse transforms into scratch, the central samples into out, forward
+ * transforms in place; the plans are kept in *full and *cropped. */
+static int crop_readouts(mr_device *dev, const mr_cfloat *in, size_t nro, size_t batch,
+                         mr_cfloat *out, size_t nout, mr_fft_plan **full, mr_fft_plan **cropped) {
+  mr_fft_opts a = {.rank = 1, .dims = {nro, 1, 1}, .batch = batch};
+  mr_fft_opts b = {.rank = 1, .dims = {nout, 1, 1}, .batch = batch};
+  int rc;
+  if ((rc = mr_fft_plan_keep(dev, &a, full)) < 0 || (rc = mr_fft_plan_keep(dev, &b, cropped)) < 0)
+    return rc;
+  mr_buf *scratch = NULL;
+  rc = mr_buf_create(dev, batch * nro * sizeof(mr_cfloat), &scratch);
+  if (rc == 0)
+    rc = mr_fft_execute(*full, MR_FFT_BACKWARD, in, mr_buf_data(scratch));
+  if (rc == 0) {
+    size_t from[3] = {nro, batch, 1}, at[3] = {nro / 2 - nout / 2, 0, 0}, to[3] = {nout, batch, 1};
+    rc = mr_vec_crop(dev, 1, mr_buf_data(scratch), from, at, out, to);
+  }
+  if (rc == 0)
+    rc = mr_fft_execute(*cropped, MR_FFT_FORWARD, out, out);
+  mr_buf_destroy(scratch);
+  return rc;
+}
+
+/* All lines of every channel as one batch on dev. */
 static int crop_batch_task(mr_device *dev, void *arg) {
   batch_job *j = arg;
-  remove_os *s = j->s;
   mr_kspace *k = j->k;
-  size_t batch = k->nch * k->ne1 * k->ne2, nout = j->out->nro;
   mr_err e = {0};
   const mr_cfloat *in = mr_kspace_on(k, dev, &e);
   mr_cfloat *out = in != NULL ? mr_kspace_on(j->out, dev, &e) : NULL;
   if (out == NULL)
     return mr_fail(e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
-  int rc = 0;
-  mr_fft_opts a = {.rank = 1, .dims = {k->nro, 1, 1}, .batch = batch};
-  mr_fft_opts b = {.rank = 1, .dims = {nout, 1, 1}, .batch = batch};
-  if ((rc = mr_fft_plan_keep(dev, &a, &s->bfull)) < 0 ||
-      (rc = mr_fft_plan_keep(dev, &b, &s->bcropped)) < 0)
+  return crop_readouts(dev, in, k->nro, k->nch * k->ne1 * k->ne2, out, j->out->nro,
+                       &j->s->bfull, &j->s->bcropped);
+}
+
+/* The sampled lines of j->k (host memory) gathered on dev, cropped as one
+ * batch, and put into the same lines of j->out (host memory). */
+static int crop_calib_task(mr_device *dev, void *arg) {
+  batch_job *j = arg;
+  mr_buf *in = NULL, *out = NULL;
+  size_t m;
+  int rc = mr_kspace_gather_sampled(j->k, dev, &in, &m);
+  if (rc < 0 || in == NULL)
     return rc;
-  mr_buf *scratch = NULL;
-  rc = mr_buf_create(dev, batch * k->nro * sizeof(mr_cfloat), &scratch);
+  size_t batch = m * j->k->nch, nout = j->out->nro;
+  if ((rc = mr_buf_create(dev, batch * nout * sizeof(mr_cfloat), &out)) == 0)
+    rc = crop_readouts(dev, mr_buf_data(in), j->k->nro, batch, mr_buf_data(out), nout,
+                       &j->s->cfull, &j->s->ccropped);
   if (rc == 0)
-    rc = mr_fft_execute(s->bfull, MR_FFT_BACKWARD, in, mr_buf_data(scratch));
-  if (rc == 0) {
-    size_t from[3] = {k->nro, batch, 1}, at[3] = {k->nro / 2 - nout / 2, 0, 0},
-           to[3] = {nout, batch, 1};
-    rc = mr_vec_crop(dev, 1, mr_buf_data(scratch), from, at, out, to);
-  }
-  if (rc == 0)
-    rc = mr_fft_execute(s->bcropped, MR_FFT_FORWARD, out, out);
-  mr_buf_destroy(scratch);
+    rc = mr_kspace_scatter_sampled(j->out, out);
+  mr_buf_destroy(in);
+  mr_buf_destroy(out);
   return rc;
 }
 
@@ -206,24 +235,29 @@ static int run_batch(mr_device *dev, void *arg) {
   return crop_lines_cpu(j->s, j->k, j->out);
 }
 
-/* A cropped copy of k (host, CPU line by line), its calibration part too. */
-static mr_kspace *crop_host(remove_os *s, mr_gadget_ctx *ctx, const mr_kspace *k, size_t nout,
-                            int *rc) {
+/* A cropped copy of k (host memory, as is the copy): on dev when a GPU (its
+ * sampled lines in one batch), else line by line on the CPU. */
+static mr_kspace *crop_host(remove_os *s, mr_gadget_ctx *ctx, mr_device *dev, const mr_kspace *k,
+                            size_t nout, int *rc) {
   mr_err e = {0};
-  mr_kspace *out = k->pinned != NULL ? mr_kspace_new_pinned(k->pinned, nout, k->ne1, k->ne2,
-                                                            k->nch, &e)
-                                     : mr_kspace_new(nout, k->ne1, k->ne2, k->nch, 0, &e);
+  /* Each sampled line is written whole; the rest is zeroed after. */
+  mr_kspace *out = mr_kspace_new_gather(k->pinned, nout, k->ne1, k->ne2, k->nch, 0, &e);
   if (out == NULL) {
     *rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
     return NULL;
   }
-  if ((*rc = crop_lines_cpu(s, k, out)) < 0) {
+  memcpy(out->sampled, k->sampled, k->ne1 * k->ne2);
+  batch_job job = {s, (mr_kspace *)k, out}; /* k is only read */
+  *rc = mr_device_is_gpu(dev) ? mr_device_run(dev, crop_calib_task, &job) : MR_EDEVMEM;
+  if (*rc == MR_EDEVMEM) /* the CPU's turn: no GPU, or it is out of memory */
+    *rc = crop_lines_cpu(s, k, out);
+  if (*rc < 0) {
     mr_kspace_free(out);
     *rc = mr_gadget_fail(ctx, *rc, "readout of %zu samples: %s", k->nro, mr_strerror(*rc));
     return NULL;
   }
+  mr_kspace_zero_unsampled(out);
   mr_kspace_copy_meta(out, k);
-  memcpy(out->sampled, k->sampled, k->ne1 * k->ne2);
   return out;
 }
 
@@ -265,10 +299,10 @@ static int process_kspace(remove_os *s, mr_gadget_ctx *ctx, mr_message *msg, mr_
     if (mr_kspace_host(k, &e) == NULL)
       rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
     else
-      o = crop_host(s, ctx, k, nout, &rc);
+      o = crop_host(s, ctx, s->cpu.dev, k, nout, &rc);
   }
-  if (rc == 0 && k->calib != NULL) /* on the host, as ever */
-    o->calib = crop_host(s, ctx, k->calib, nout, &rc);
+  if (rc == 0 && k->calib != NULL) /* on the host, as ever; on the GPU with the rest */
+    o->calib = crop_host(s, ctx, on_gpu ? dev : s->cpu.dev, k->calib, nout, &rc);
   if (rc < 0) {
     mr_kspace_free(o);
     mr_message_unref(msg);

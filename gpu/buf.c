@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "budget.h"
+#include "device_impl.h"
 #include "error.h"
 #include "fail.h"
 
@@ -68,6 +69,16 @@ static int check_range(const mr_buf *buf, size_t at, size_t bytes,
   return 0;
 }
 
+/* Rows of `width` bytes, `pitch` apart in buf from `at` and `other_pitch`
+ * apart on the host, fit both. */
+static int check_rows(const mr_buf *buf, size_t at, size_t pitch, size_t other_pitch,
+                      size_t width, size_t rows, const char *what) {
+  if (width > pitch || width > other_pitch || pitch > (SIZE_MAX - width) / rows)
+    return mr_fail(MR_EINVAL, "buffer %s: %zu rows of %zu bytes, pitches %zu and %zu", what,
+                   rows, width, pitch, other_pitch);
+  return check_range(buf, at, (rows - 1) * pitch + width, what);
+}
+
 int mr_buf_upload(mr_buf *buf, size_t at, const void *src, size_t bytes) {
   int rc = check_range(buf, at, bytes, "upload");
   if (rc < 0 || bytes == 0)
@@ -80,22 +91,60 @@ int mr_buf_upload(mr_buf *buf, size_t at, const void *src, size_t bytes) {
   return 0;
 }
 
-int mr_buf_upload_rows(mr_buf *buf, size_t at, size_t pitch, const void *src,
-                       size_t src_pitch, size_t width, size_t rows) {
+#ifdef MR_HAVE_CUDA
+typedef struct rows_call {
+  mr_buf *buf;
+  size_t at, pitch, src_pitch, width, rows;
+  const void *src;
+} rows_call;
+
+static int queue_rows(void *arg) {
+  rows_call *c = arg;
+  return mr_buf_cuda_upload_rows(c->buf, c->at, c->pitch, c->src, c->src_pitch, c->width,
+                                 c->rows, 0);
+}
+#endif
+
+static int upload_rows(mr_buf *buf, size_t at, size_t pitch, const void *src,
+                       size_t src_pitch, size_t width, size_t rows, int wait) {
   if (rows == 0 || width == 0)
     return 0;
-  if (width > pitch || width > src_pitch || pitch > (SIZE_MAX - width) / rows)
-    return mr_fail(MR_EINVAL, "buffer upload: %zu rows of %zu bytes, pitches %zu and %zu", rows,
-                   width, pitch, src_pitch);
-  int rc = check_range(buf, at, (rows - 1) * pitch + width, "upload");
+  int rc = check_rows(buf, at, pitch, src_pitch, width, rows, "upload");
   if (rc < 0)
     return rc;
 #ifdef MR_HAVE_CUDA
-  if (mr_device_is_gpu(buf->dev))
-    return mr_buf_cuda_upload_rows(buf, at, pitch, src, src_pitch, width, rows);
+  if (mr_device_is_gpu(buf->dev)) {
+    if (wait)
+      return mr_buf_cuda_upload_rows(buf, at, pitch, src, src_pitch, width, rows, 1);
+    /* Straight to the worker: a task from mr_device_run() would end by
+     * synchronising every stream, the copy included. */
+    rows_call c = {buf, at, pitch, src_pitch, width, rows, src};
+    return mr_worker_call(buf->dev->worker, queue_rows, &c);
+  }
+#else
+  (void)wait;
 #endif
   for (size_t r = 0; r < rows; r++)
     memcpy((char *)buf->data + at + r * pitch, (const char *)src + r * src_pitch, width);
+  return 0;
+}
+
+int mr_buf_upload_rows(mr_buf *buf, size_t at, size_t pitch, const void *src,
+                       size_t src_pitch, size_t width, size_t rows) {
+  return upload_rows(buf, at, pitch, src, src_pitch, width, rows, 1);
+}
+
+int mr_buf_upload_rows_async(mr_buf *buf, size_t at, size_t pitch, const void *src,
+                             size_t src_pitch, size_t width, size_t rows) {
+  return upload_rows(buf, at, pitch, src, src_pitch, width, rows, 0);
+}
+
+int mr_buf_wait_uploads(const mr_buf *buf) {
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(buf->dev))
+    return mr_buf_cuda_wait_uploads(buf);
+#endif
+  (void)buf;
   return 0;
 }
 
@@ -108,5 +157,21 @@ int mr_buf_download(const mr_buf *buf, size_t at, void *dst, size_t bytes) {
     return mr_buf_cuda_download(buf, at, dst, bytes);
 #endif
   memcpy(dst, (const char *)buf->data + at, bytes);
+  return 0;
+}
+
+int mr_buf_download_rows(const mr_buf *buf, size_t at, size_t pitch, void *dst,
+                         size_t dst_pitch, size_t width, size_t rows) {
+  if (rows == 0 || width == 0)
+    return 0;
+  int rc = check_rows(buf, at, pitch, dst_pitch, width, rows, "download");
+  if (rc < 0)
+    return rc;
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(buf->dev))
+    return mr_buf_cuda_download_rows(buf, at, pitch, dst, dst_pitch, width, rows);
+#endif
+  for (size_t r = 0; r < rows; r++)
+    memcpy((char *)dst + r * dst_pitch, (const char *)buf->data + at + r * pitch, width);
   return 0;
 }

@@ -50,6 +50,27 @@ int mr_buf_upload_rows(mr_buf *buf, size_t at, size_t pitch, const void *src,
  * work queued before it, and returns once dst holds them. Borrows dst. */
 int mr_buf_download(const mr_buf *buf, size_t at, void *dst, size_t bytes);
 
+/* The same, returning once the copy is queued: from pinned memory the copy
+ * engine may still be reading src, so src must stay allocated (what it
+ * holds may change: the later of two copies to one place lands last) until
+ * mr_buf_wait_uploads(). For a gatherer that uploads in batches and waits
+ * once, when the whole array has gone up. From pageable memory it returns
+ * once src may be reused, as mr_buf_upload_rows does. Borrows src. */
+int mr_buf_upload_rows_async(mr_buf *buf, size_t at, size_t pitch, const void *src,
+                             size_t src_pitch, size_t width, size_t rows);
+
+/* Waits until every upload queued to buf's device so far has read its
+ * source. 0, or the device's error. */
+int mr_buf_wait_uploads(const mr_buf *buf);
+
+/* The reverse of mr_buf_upload_rows: `rows` rows of `width` bytes from buf
+ * at byte offset `at` (rows `pitch` bytes apart) to host memory dst (rows
+ * dst_pitch bytes apart), after the work queued before it; returns once
+ * dst holds them. Into pinned memory this is one copy-engine transfer.
+ * Borrows dst. */
+int mr_buf_download_rows(const mr_buf *buf, size_t at, size_t pitch, void *dst,
+                         size_t dst_pitch, size_t width, size_t rows);
+
 #ifdef __cplusplus
 }
 #endif

@@ -32,7 +32,7 @@ int mr_buf_cuda_download(const mr_buf *buf, size_t at, void *dst, size_t bytes) 
 // Pinned rows go up as one 2D transfer; pageable ones row by row through
 // the staging slots.
 int mr_buf_cuda_upload_rows(mr_buf *buf, size_t at, size_t pitch, const void *src,
-                            size_t src_pitch, size_t width, size_t rows) {
+                            size_t src_pitch, size_t width, size_t rows, int wait) {
   return mr_on_worker(buf->dev, [&] {
     char *dst = static_cast<char *>(buf->data) + at;
     if (!mr_cuda_is_pinned(src)) {
@@ -49,8 +49,39 @@ int mr_buf_cuda_upload_rows(mr_buf *buf, size_t at, size_t pitch, const void *sr
     MR_CU(cudaMemcpy2DAsync(dst, pitch, src, src_pitch, width, rows, cudaMemcpyHostToDevice,
                             c->upload));
     rc = mr_cuda_after(c, c->compute, c->upload);
-    if (rc == 0) // the copy engine reads src: wait before the caller may change it
+    if (rc == 0 && wait) // the copy engine reads src: wait before the caller may change it
       MR_CU(cudaStreamSynchronize(c->upload));
     return rc;
+  });
+}
+
+int mr_buf_cuda_wait_uploads(const mr_buf *buf) {
+  return mr_on_worker(buf->dev, [&] {
+    MR_CU(cudaStreamSynchronize(mr_device_cuda(buf->dev)->upload));
+    return 0;
+  });
+}
+
+// Into pinned memory as one 2D transfer; pageable row by row through the
+// staging slots.
+int mr_buf_cuda_download_rows(const mr_buf *buf, size_t at, size_t pitch, void *dst,
+                              size_t dst_pitch, size_t width, size_t rows) {
+  return mr_on_worker(buf->dev, [&] {
+    const char *src = static_cast<const char *>(buf->data) + at;
+    if (!mr_cuda_is_pinned(dst)) {
+      int rc = 0;
+      for (size_t r = 0; rc == 0 && r < rows; r++)
+        rc = mr_cuda_download(buf->dev, static_cast<char *>(dst) + r * dst_pitch, src + r * pitch,
+                              width);
+      return rc;
+    }
+    mr_cuda_ctx *c = mr_device_cuda(buf->dev);
+    int rc = mr_cuda_after(c, c->download, c->compute);
+    if (rc < 0)
+      return rc;
+    MR_CU(cudaMemcpy2DAsync(dst, dst_pitch, src, pitch, width, rows, cudaMemcpyDeviceToHost,
+                            c->download));
+    MR_CU(cudaStreamSynchronize(c->download));
+    return 0;
   });
 }

@@ -23,8 +23,11 @@ int mr_buf_cuda_alloc(mr_buf *buf);
 void mr_buf_cuda_free(mr_buf *buf);
 int mr_buf_cuda_upload(mr_buf *buf, size_t at, const void *src, size_t bytes);
 int mr_buf_cuda_upload_rows(mr_buf *buf, size_t at, size_t pitch, const void *src,
-                            size_t src_pitch, size_t width, size_t rows);
+                            size_t src_pitch, size_t width, size_t rows, int wait);
+int mr_buf_cuda_wait_uploads(const mr_buf *buf);
 int mr_buf_cuda_download(const mr_buf *buf, size_t at, void *dst, size_t bytes);
+int mr_buf_cuda_download_rows(const mr_buf *buf, size_t at, size_t pitch, void *dst,
+                              size_t dst_pitch, size_t width, size_t rows);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,119 @@
+/* kspace: a buffer's sampled lines gathered into one array on a device and
+ * put back; buffers for a gatherer (samples undefined) and the zeroing of
+ * the lines it never filled. On the CPU device (the GPU's copies are
+ * covered by test_gpu_host's row transfers and test_gadgets_configs --cuda). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "buf.h"
+#include "kspace.h"
+#include "pool.h"
+
+enum { NRO = 4, NE1 = 7, NCH = 3 };
+
+static mr_pool *pool;
+static mr_device *cpu;
+
+static int setup(void **state) {
+  (void)state;
+  mr_pool_opts po = {.gpus = "none"};
+  if (mr_pool_create(&po, &pool, NULL) < 0 || mr_pool_acquire(pool, "cpu", &cpu, NULL) < 0)
+    return -1;
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  mr_pool_release(pool, cpu);
+  mr_pool_destroy(pool);
+  return 0;
+}
+
+static float complex tag(size_t ch, size_t e1, size_t ro) {
+  return (float)(100 * ch + 10 * e1 + ro) + I * (float)ch;
+}
+
+/* Lines 1, 2 and 5 sampled: two runs, gathered in their order. */
+static mr_kspace *tagged_buffer(void) {
+  mr_kspace *k = mr_kspace_new(NRO, NE1, 1, NCH, 0, NULL);
+  assert_non_null(k);
+  for (size_t ch = 0; ch < NCH; ch++)
+    for (size_t e1 = 0; e1 < NE1; e1++)
+      for (size_t ro = 0; ro < NRO; ro++)
+        k->data[(ch * NE1 + e1) * NRO + ro] = tag(ch, e1, ro);
+  k->sampled[1] = k->sampled[2] = k->sampled[5] = 1;
+  return k;
+}
+
+static void gathers_and_scatters_sampled_lines(void **state) {
+  (void)state;
+  static const size_t lines[] = {1, 2, 5};
+  mr_kspace *k = tagged_buffer();
+  mr_buf *b = NULL;
+  size_t m = 0;
+  assert_int_equal(mr_kspace_gather_sampled(k, cpu, &b, &m), 0);
+  assert_int_equal(m, 3);
+  assert_non_null(b);
+  assert_int_equal(mr_buf_size(b), 3 * NRO * NCH * sizeof(float complex));
+  float complex *g = mr_buf_data(b);
+  for (size_t ch = 0; ch < NCH; ch++)
+    for (size_t j = 0; j < 3; j++)
+      for (size_t ro = 0; ro < NRO; ro++) {
+        float complex *v = &g[(ch * 3 + j) * NRO + ro];
+        assert_true(*v == tag(ch, lines[j], ro));
+        *v = -*v;
+      }
+  assert_int_equal(mr_kspace_scatter_sampled(k, b), 0);
+  for (size_t ch = 0; ch < NCH; ch++)
+    for (size_t e1 = 0; e1 < NE1; e1++)
+      for (size_t ro = 0; ro < NRO; ro++) {
+        float complex want = k->sampled[e1] ? -tag(ch, e1, ro) : tag(ch, e1, ro);
+        assert_true(k->data[(ch * NE1 + e1) * NRO + ro] == want);
+      }
+  mr_buf_destroy(b);
+  mr_kspace_free(k);
+}
+
+static void gathers_nothing_without_sampled_lines(void **state) {
+  (void)state;
+  mr_kspace *k = mr_kspace_new(NRO, NE1, 1, NCH, 0, NULL);
+  mr_buf *b = NULL;
+  size_t m = 1;
+  assert_int_equal(mr_kspace_gather_sampled(k, cpu, &b, &m), 0);
+  assert_int_equal(m, 0);
+  assert_null(b);
+  mr_kspace_free(k);
+}
+
+static void zeroes_the_lines_never_filled(void **state) {
+  (void)state;
+  mr_kspace *k = mr_kspace_new_gather(cpu, NRO, NE1, 1, NCH, 0, NULL);
+  assert_non_null(k);
+  memset(k->data, 0x7f, NRO * NE1 * NCH * sizeof *k->data); /* what it may hold */
+  k->sampled[3] = 1;
+  mr_kspace_zero_unsampled(k);
+  for (size_t ch = 0; ch < NCH; ch++)
+    for (size_t e1 = 0; e1 < NE1; e1++)
+      for (size_t ro = 0; ro < NRO; ro++) {
+        float complex v = k->data[(ch * NE1 + e1) * NRO + ro];
+        if (e1 == 3)
+          assert_true(v != 0);
+        else
+          assert_true(v == 0);
+      }
+  mr_kspace_free(k);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(gathers_and_scatters_sampled_lines),
+      cmocka_unit_test(gathers_nothing_without_sampled_lines),
+      cmocka_unit_test(zeroes_the_lines_never_filled),
+  };
+  return cmocka_run_group_tests_name("gadgets_kspace", tests, setup, teardown);
+}
