@@ -46,7 +46,9 @@ for t in "$stage"/tests/test_gpu_*; do
 done
 MR_TEST_GPUS=all step "test_configs_images (GPU)" 240 "$out/gpu-tests.log" \
   "$stage/tests/test_configs_images"
-step "test_gadgets_configs --cuda" 240 "$out/gpu-tests.log" "$stage/tests/test_gadgets_configs" --cuda
+for t in test_gadgets_configs test_gadgets_gridding; do
+  step "$t --cuda" 240 "$out/gpu-tests.log" "$stage/tests/$t" --cuda
+done
 for t in test_server_session test_server_limits test_server_faults test_client_e2e \
          test_client_simulate_e2e; do
   MR_TEST_GPUS=all step "$t (GPU server)" 300 "$out/e2e-tests.log" "$stage/tests/$t"
