@@ -171,9 +171,12 @@ static void add_line(mr_kspace *k, uint16_t *count, const open_buffer *b,
     if (c == 0) {
       memset(dst - b->ro_offset, 0, b->ro_offset * sizeof *dst);
       memset(dst + ns, 0, (k->nro - b->ro_offset - ns) * sizeof *dst);
+      /* Written through the parts: CMPLXF is missing with clang and glibc. */
+      float *parts = (float *)dst;
       for (size_t s = 0; s < ns; s++) {
         float complex v = src[reverse ? ns - 1 - s : s];
-        dst[s] = CMPLXF(crealf(v) + 0.0f, cimagf(v) + 0.0f);
+        parts[2 * s] = crealf(v) + 0.0f;
+        parts[2 * s + 1] = cimagf(v) + 0.0f;
       }
       continue;
     }
