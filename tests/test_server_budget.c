@@ -18,6 +18,7 @@
 
 #include "gadget_harness.h"
 #include "test_support.h"
+#include "wire_assert.h"
 #include "wire_client.h"
 
 /* A /proc/PID/status field in KiB, -1 when unknown. */
@@ -35,12 +36,6 @@ static long status_kib(const mr_test_server *s, const char *field) {
   return kib;
 }
 
-static void send_msg(int fd, mr_message *m) {
-  assert_non_null(m);
-  assert_int_equal(mr_test_send(fd, m), 0);
-  mr_message_unref(m);
-}
-
 /* One session: a 64 x 64 x nz header, `lines` lines of `coils` channels,
  * CLOSE, against --memory-budget budget_mib. */
 static void run_session(int nz, int coils, int lines, int budget_mib) {
@@ -54,12 +49,13 @@ static void run_session(int nz, int coils, int lines, int budget_mib) {
   mr_test_server_start(&s, args);
   long before = status_kib(&s, "VmRSS");
   int fd = mr_test_connect(s.port);
-  send_msg(fd, mr_message_new_config_file("default.xml"));
+  mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
   const char *xml = mr_harness_cartesian_header(64, 64, nz, 64, 64, nz);
-  send_msg(fd, mr_message_new_text(MR_MSG_HEADER, xml, strlen(xml)));
+  mr_test_send_msg(fd, mr_message_new_text(MR_MSG_HEADER, xml, strlen(xml)));
   for (int i = 0; i < lines; i++)
-    send_msg(fd, mr_harness_acquisition(64, coils, i % 64, (nz / 2 + i / 64) % nz, 0, NULL, NULL));
-  send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+    mr_test_send_msg(fd, mr_harness_acquisition(64, coils, i % 64, (nz / 2 + i / 64) % nz, 0,
+                                                NULL, NULL));
+  mr_test_send_msg(fd, mr_message_new(MR_MSG_CLOSE));
   mr_test_reply r;
   mr_test_receive(fd, &r, 60000);
   close(fd);

@@ -18,6 +18,7 @@
 #include "gadget_harness.h"
 #include "test_support.h"
 #include "wire_client.h"
+#include "wire_scan.h"
 
 static mr_test_server server;
 
@@ -41,11 +42,6 @@ static const int rss_meaningful = 0;
 static const int rss_meaningful = 1;
 #endif
 
-static float complex kvalue(int c, int s, void *arg) {
-  int e1 = *(int *)arg;
-  return (1.0f + 0.1f * (float)c) * cexpf(I * 0.3f * (float)(s + e1));
-}
-
 /* One whole session's bytes: config, header, a 32x16 4-coil slice, CLOSE.
  * ends[] receives the offset where each message ends. */
 static uint8_t *session_bytes(size_t *len, size_t *ends, int *nends) {
@@ -56,8 +52,8 @@ static uint8_t *session_bytes(size_t *len, size_t *ends, int *nends) {
   msgs[n++] = mr_message_new_text(MR_MSG_HEADER, xml, strlen(xml));
   for (int e1 = 0; e1 < 16; e1++)
     msgs[n++] = mr_harness_acquisition(32, 4, e1, 0,
-                                       e1 == 15 ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) : 0, kvalue,
-                                       &e1);
+                                       e1 == 15 ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) : 0,
+                                       mr_harness_smooth_line, &e1);
   msgs[n++] = mr_message_new(MR_MSG_CLOSE);
   uint8_t *all = mr_test_encode_all(msgs, n, len, ends);
   for (int i = 0; i < n; i++)
@@ -164,22 +160,7 @@ static void *client_thread(void *arg) {
   worker *w = arg;
   for (int round = 0; round < 10; round++) {
     int fd = mr_test_connect(server.port);
-    mr_message *m = mr_message_new_config_file(w->bad ? "nope.xml" : "default.xml");
-    mr_test_send(fd, m);
-    mr_message_unref(m);
-    const char *xml = mr_harness_cartesian_header(32, 16, 1, 16, 16, 1);
-    m = mr_message_new_text(MR_MSG_HEADER, xml, strlen(xml));
-    mr_test_send(fd, m);
-    mr_message_unref(m);
-    for (int e1 = 0; e1 < 16; e1++) {
-      m = mr_harness_acquisition(32, 4, e1, 0, e1 == 15 ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) : 0,
-                                 kvalue, &e1);
-      mr_test_send(fd, m);
-      mr_message_unref(m);
-    }
-    m = mr_message_new(MR_MSG_CLOSE);
-    mr_test_send(fd, m);
-    mr_message_unref(m);
+    mr_test_send_scan(fd, w->bad ? "nope.xml" : "default.xml", 32, 16, 4);
     mr_test_reply r;
     mr_test_receive(fd, &r, 10000);
     close(fd);

@@ -21,6 +21,7 @@
 #include "encode.h"
 #include "gadget_harness.h"
 #include "test_support.h"
+#include "wire_assert.h"
 #include "wire_client.h"
 
 static mr_test_server server;
@@ -44,12 +45,6 @@ static int stop(void **state) {
   return 0;
 }
 
-static void send_msg(int fd, mr_message *m) {
-  assert_non_null(m);
-  assert_int_equal(mr_test_send(fd, m), 0);
-  mr_message_unref(m);
-}
-
 static mr_message *text(mr_message_kind kind, const char *s) {
   return mr_message_new_text(kind, s, strlen(s));
 }
@@ -61,10 +56,10 @@ static const char *header_xml(void) { return mr_harness_cartesian_header(32, 16,
 static void expect_rejection(mr_message *bad, const char *error) {
   int fd = mr_test_connect(server.port);
   assert_true(fd >= 0);
-  send_msg(fd, mr_message_new_config_file("default.xml"));
-  send_msg(fd, text(MR_MSG_HEADER, header_xml()));
-  send_msg(fd, bad);
-  send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+  mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
+  mr_test_send_msg(fd, text(MR_MSG_HEADER, header_xml()));
+  mr_test_send_msg(fd, bad);
+  mr_test_send_msg(fd, mr_message_new(MR_MSG_CLOSE));
   mr_test_reply r;
   mr_test_receive(fd, &r, 5000);
   close(fd);
@@ -142,9 +137,9 @@ static void test_config_and_header_limits(void **state) {
   for (size_t i = 0; i < 2; i++) {
     int fd = mr_test_connect(server.port);
     if (cases[i].kind == MR_MSG_HEADER)
-      send_msg(fd, mr_message_new_config_file("default.xml"));
-    send_msg(fd, mr_message_new_text(cases[i].kind, big, cases[i].len));
-    send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+      mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
+    mr_test_send_msg(fd, mr_message_new_text(cases[i].kind, big, cases[i].len));
+    mr_test_send_msg(fd, mr_message_new(MR_MSG_CLOSE));
     mr_test_reply r;
     mr_test_receive(fd, &r, 5000);
     close(fd);
@@ -163,7 +158,7 @@ static int64_t elapsed_ms(const struct timespec *t0) {
 static void test_no_close_after_an_error_is_answered_after_the_grace(void **state) {
   (void)state;
   int fd = mr_test_connect(server.port);
-  send_msg(fd, mr_message_new_config_file("nope.xml"));
+  mr_test_send_msg(fd, mr_message_new_config_file("nope.xml"));
   struct timespec t0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   mr_test_reply r;
@@ -192,9 +187,9 @@ static void test_timeouts(void **state) {
   mr_test_reply_free(&r);
   /* Silent mid-stream. */
   fd = mr_test_connect(s.port);
-  send_msg(fd, mr_message_new_config_file("default.xml"));
-  send_msg(fd, text(MR_MSG_HEADER, header_xml()));
-  send_msg(fd, mr_harness_acquisition(32, 2, 0, 0, 0, NULL, NULL));
+  mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
+  mr_test_send_msg(fd, text(MR_MSG_HEADER, header_xml()));
+  mr_test_send_msg(fd, mr_harness_acquisition(32, 2, 0, 0, 0, NULL, NULL));
   mr_test_receive(fd, &r, 5000);
   close(fd);
   assert_true(r.got_close);
@@ -209,11 +204,11 @@ static void test_memory_budget(void **state) {
   const char *const args[] = {"--memory-budget", "1", NULL};
   mr_test_server_start(&s, args);
   int fd = mr_test_connect(s.port);
-  send_msg(fd, mr_message_new_config_file("default.xml"));
+  mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
   /* 512 x 512 x 8 coils x 8 bytes = 16 MiB of k-space against 1 MiB. */
-  send_msg(fd, text(MR_MSG_HEADER, mr_harness_cartesian_header(512, 512, 1, 512, 512, 1)));
-  send_msg(fd, mr_harness_acquisition(512, 8, 0, 0, 0, NULL, NULL));
-  send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+  mr_test_send_msg(fd, text(MR_MSG_HEADER, mr_harness_cartesian_header(512, 512, 1, 512, 512, 1)));
+  mr_test_send_msg(fd, mr_harness_acquisition(512, 8, 0, 0, 0, NULL, NULL));
+  mr_test_send_msg(fd, mr_message_new(MR_MSG_CLOSE));
   mr_test_reply r;
   mr_test_receive(fd, &r, 5000);
   close(fd);
@@ -238,8 +233,8 @@ static void test_client_that_never_reads(void **state) {
   int fd = mr_test_connect(s.port);
   int small = 4096;
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-  send_msg(fd, mr_message_new_config_file("default.xml"));
-  send_msg(fd, text(MR_MSG_HEADER, mr_harness_cartesian_header(256, 128, 1, 256, 128, 1)));
+  mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
+  mr_test_send_msg(fd, text(MR_MSG_HEADER, mr_harness_cartesian_header(256, 128, 1, 256, 128, 1)));
   fcntl(fd, F_SETFL, O_NONBLOCK);
   /* Each repetition is a 256x128 float image back (128 KiB). */
   size_t sent = 0;
@@ -286,8 +281,8 @@ static void test_client_that_never_reads(void **state) {
   close(fd);
   /* And the next client is served. */
   fd = mr_test_connect(s.port);
-  send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 1, "gadgetron::version", 18));
-  send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+  mr_test_send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 1, "gadgetron::version", 18));
+  mr_test_send_msg(fd, mr_message_new(MR_MSG_CLOSE));
   mr_test_reply r;
   mr_test_receive(fd, &r, 5000);
   close(fd);

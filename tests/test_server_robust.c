@@ -33,7 +33,9 @@
 #include "encode.h"
 #include "gadget_harness.h"
 #include "test_support.h"
+#include "wire_assert.h"
 #include "wire_client.h"
+#include "wire_scan.h"
 
 static mr_test_server server; /* default options */
 
@@ -49,17 +51,11 @@ static int stop(void **state) {
   return 0;
 }
 
-static void send_msg(int fd, mr_message *m) {
-  assert_non_null(m);
-  assert_int_equal(mr_test_send(fd, m), 0);
-  mr_message_unref(m);
-}
-
 /* A health check on fd (QUERY gadgetron::version, CLOSE; closes fd):
  * 1 when it was answered. */
 static int ping(int fd) {
-  send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 1, "gadgetron::version", 18));
-  send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+  mr_test_send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 1, "gadgetron::version", 18));
+  mr_test_send_msg(fd, mr_message_new(MR_MSG_CLOSE));
   mr_test_reply r;
   mr_test_receive(fd, &r, 5000);
   close(fd);
@@ -120,21 +116,17 @@ static int wait_log_line(const mr_test_server *s, int port, char *line, size_t c
   return -1;
 }
 
-static float complex kvalue(int c, int s, void *arg) {
-  int e1 = *(int *)arg;
-  return (1.0f + 0.1f * (float)c) * cexpf(I * 0.3f * (float)(s + e1));
-}
-
 /* Header and `reps` repetitions of a 32x16 2-coil slice, one image each. */
 static void send_scan(int fd, int reps) {
   const char *xml = mr_harness_cartesian_header(32, 16, 1, 16, 16, 1);
-  send_msg(fd, mr_message_new_text(MR_MSG_HEADER, xml, strlen(xml)));
+  mr_test_send_msg(fd, mr_message_new_text(MR_MSG_HEADER, xml, strlen(xml)));
   for (int rep = 0; rep < reps; rep++)
     for (int e1 = 0; e1 < 16; e1++) {
-      mr_message *m = mr_harness_acquisition(
-          32, 2, e1, 0, e1 == 15 ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) : 0, kvalue, &e1);
+      mr_message *m =
+          mr_harness_acquisition(32, 2, e1, 0, e1 == 15 ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) : 0,
+                                 mr_harness_smooth_line, &e1);
       m->u.acq.head.idx.repetition = (uint16_t)rep;
-      send_msg(fd, m);
+      mr_test_send_msg(fd, m);
     }
 }
 
@@ -145,9 +137,9 @@ static void test_half_close_after_close_gets_every_image(void **state) {
   int fd = mr_test_connect(server.port);
   assert_true(fd >= 0);
   int port = local_port(fd);
-  send_msg(fd, mr_message_new_config_file("default.xml"));
+  mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
   send_scan(fd, 3);
-  send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+  mr_test_send_msg(fd, mr_message_new(MR_MSG_CLOSE));
   assert_int_equal(shutdown(fd, SHUT_WR), 0);
   mr_test_reply r;
   mr_test_receive(fd, &r, 10000);
@@ -180,7 +172,7 @@ static void test_config_name_with_bytes_after_its_nul(void **state) {
   int fd = mr_test_connect(server.port);
   config_file_raw(fd, "default.xml", 0xa5);
   send_scan(fd, 1);
-  send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+  mr_test_send_msg(fd, mr_message_new(MR_MSG_CLOSE));
   mr_test_reply r;
   mr_test_receive(fd, &r, 10000);
   close(fd);
@@ -201,7 +193,7 @@ static void test_config_name_with_bytes_after_its_nul(void **state) {
   for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
     fd = mr_test_connect(server.port);
     config_file_raw(fd, refused[i].name, 'x');
-    send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+    mr_test_send_msg(fd, mr_message_new(MR_MSG_CLOSE));
     mr_test_receive(fd, &r, 5000);
     close(fd);
     assert_true(r.got_close);
@@ -227,22 +219,7 @@ static void *scanner_main(void *arg) {
       sc->refused++;
       continue;
     }
-    mr_message *m = mr_message_new_config_file("default.xml");
-    mr_test_send(fd, m);
-    mr_message_unref(m);
-    const char *xml = mr_harness_cartesian_header(16, 8, 1, 8, 8, 1);
-    m = mr_message_new_text(MR_MSG_HEADER, xml, strlen(xml));
-    mr_test_send(fd, m);
-    mr_message_unref(m);
-    for (int e1 = 0; e1 < 8; e1++) {
-      m = mr_harness_acquisition(16, 2, e1, 0, e1 == 7 ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) : 0,
-                                 kvalue, &e1);
-      mr_test_send(fd, m);
-      mr_message_unref(m);
-    }
-    m = mr_message_new(MR_MSG_CLOSE);
-    mr_test_send(fd, m);
-    mr_message_unref(m);
+    mr_test_send_scan(fd, "default.xml", 16, 8, 2);
     mr_test_reply r;
     mr_test_receive(fd, &r, 60000);
     close(fd);
@@ -289,7 +266,7 @@ static void test_busy_refusal_text(void **state) {
   /* The start-up probe may still hold the one place for a moment. */
   for (int i = 0; i < 100; i++) {
     held = mr_test_connect(s.port);
-    send_msg(held, mr_message_new_config_file("default.xml"));
+    mr_test_send_msg(held, mr_message_new_config_file("default.xml"));
     mr_test_reply r;
     mr_test_receive(held, &r, 200);
     int refused = r.got_close;
@@ -314,7 +291,7 @@ static void test_busy_refusal_text(void **state) {
   assert_int_equal(wait_log_line(&s, port, line, sizeof line), 0);
   if (strstr(line, "first_error=server busy: 1 connections open") == NULL)
     fail_msg("log line: %s", line);
-  send_msg(held, mr_message_new(MR_MSG_CLOSE));
+  mr_test_send_msg(held, mr_message_new(MR_MSG_CLOSE));
   mr_test_receive(held, &r, 5000);
   assert_true(r.got_close);
   mr_test_reply_free(&r);
@@ -396,7 +373,7 @@ static void test_client_bytes_cannot_forge_log_lines(void **state) {
   int fd = mr_test_connect(server.port);
   int port = local_port(fd);
   config_file_raw(fd, "cartesian\n2099-01-01T00:00:00.000Z info  FORGED\x1b[31m", 0);
-  send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+  mr_test_send_msg(fd, mr_message_new(MR_MSG_CLOSE));
   mr_test_reply r;
   mr_test_receive(fd, &r, 5000);
   close(fd);
@@ -428,7 +405,7 @@ static void test_text_flood_is_summarised(void **state) {
   int fd = mr_test_connect(server.port);
   int port = local_port(fd);
   assert_int_equal(mr_test_send_bytes(fd, all, one_len * TEXTS), 0);
-  send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+  mr_test_send_msg(fd, mr_message_new(MR_MSG_CLOSE));
   mr_test_reply r;
   mr_test_receive(fd, &r, 10000);
   close(fd);
@@ -459,8 +436,8 @@ static void test_health_check_is_not_logged_at_info(void **state) {
   mr_test_reply r;
   int fd = mr_test_connect(server.port);
   int port = local_port(fd);
-  send_msg(fd, mr_message_new_text(MR_MSG_TEXT, "marker", 6));
-  send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+  mr_test_send_msg(fd, mr_message_new_text(MR_MSG_TEXT, "marker", 6));
+  mr_test_send_msg(fd, mr_message_new(MR_MSG_CLOSE));
   mr_test_receive(fd, &r, 5000);
   close(fd);
   mr_test_reply_free(&r);
@@ -493,7 +470,7 @@ static void test_over_limit_length_is_answered_at_once(void **state) {
   };
   for (size_t i = 0; i < 2; i++) {
     int fd = mr_test_connect(server.port);
-    send_msg(fd, mr_message_new_config_file("default.xml"));
+    mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
     int64_t t0 = now_ms();
     assert_int_equal(mr_test_send_bytes(fd, cases[i].bytes, cases[i].len), 0);
     mr_test_reply r;
@@ -519,11 +496,11 @@ static void test_drain_cut_is_told(void **state) {
   mr_test_server_start(&s, args);
   int fd = mr_test_connect(s.port);
   int port = local_port(fd);
-  send_msg(fd, mr_message_new_config_file("default.xml"));
+  mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
   const char *xml = mr_harness_cartesian_header(32, 16, 1, 16, 16, 1);
-  send_msg(fd, mr_message_new_text(MR_MSG_HEADER, xml, strlen(xml)));
+  mr_test_send_msg(fd, mr_message_new_text(MR_MSG_HEADER, xml, strlen(xml)));
   for (int e1 = 0; e1 < 4; e1++)
-    send_msg(fd, mr_harness_acquisition(32, 2, e1, 0, 0, kvalue, &e1));
+    mr_test_send_msg(fd, mr_harness_acquisition(32, 2, e1, 0, 0, mr_harness_smooth_line, &e1));
   usleep(100000);
   kill(s.pid, SIGTERM);
   mr_test_reply r;
@@ -551,7 +528,7 @@ static void test_drain_cut_is_told(void **state) {
 static void test_pipelined_second_session_is_answered(void **state) {
   (void)state;
   int fd = mr_test_connect(server.port);
-  send_msg(fd, mr_message_new_config_file("default.xml"));
+  mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
   send_scan(fd, 1);
   mr_message *msgs[3] = {mr_message_new(MR_MSG_CLOSE), mr_message_new_config_file("default.xml"),
                          mr_message_new(MR_MSG_CLOSE)};

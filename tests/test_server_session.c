@@ -18,6 +18,7 @@
 #include "encode.h"
 #include "gadget_harness.h"
 #include "test_support.h"
+#include "wire_assert.h"
 #include "wire_client.h"
 
 static mr_test_server server;
@@ -41,12 +42,6 @@ static int connect_or_fail(void) {
   return fd;
 }
 
-static void send_msg(int fd, mr_message *m) {
-  assert_non_null(m);
-  assert_int_equal(mr_test_send(fd, m), 0);
-  mr_message_unref(m);
-}
-
 /* Text messages as Python clients send them: with a trailing NUL. */
 static mr_message *text_nul(mr_message_kind kind, const char *s) {
   return mr_message_new_text(kind, s, strlen(s) + 1);
@@ -54,17 +49,12 @@ static mr_message *text_nul(mr_message_kind kind, const char *s) {
 
 static const char *header_xml(void) { return mr_harness_cartesian_header(32, 16, 1, 16, 16, 1); }
 
-/* A point in the middle of the object, so the image is not all zero. */
-static float complex kvalue(int c, int s, void *arg) {
-  int e1 = *(int *)arg;
-  return (1.0f + 0.1f * (float)c) * cexpf(I * 0.3f * (float)(s + e1));
-}
-
 /* Lines from..to-1 of a slice whose last line is 15. */
 static void send_lines(int fd, int from, int to, int ns, int nch) {
   for (int e1 = from; e1 < to; e1++) {
     uint64_t flags = e1 == 15 ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) : 0;
-    send_msg(fd, mr_harness_acquisition(ns, nch, e1, 0, flags, kvalue, &e1));
+    mr_test_send_msg(fd,
+                     mr_harness_acquisition(ns, nch, e1, 0, flags, mr_harness_smooth_line, &e1));
   }
 }
 
@@ -78,12 +68,12 @@ static const mr_message *response(const mr_test_reply *r, uint64_t id) {
 static void test_queries_without_a_scan(void **state) {
   (void)state;
   int fd = connect_or_fail();
-  send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 1, "gadgetron::version", 18));
-  send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 2, "gadgetron::info", 15));
-  send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 3, "mrrecon::configs\0", 17));
-  send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 4, "gadgetron::cuda::devices", 24));
-  send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 5, "no::such::key", 13));
-  send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+  mr_test_send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 1, "gadgetron::version", 18));
+  mr_test_send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 2, "gadgetron::info", 15));
+  mr_test_send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 3, "mrrecon::configs\0", 17));
+  mr_test_send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 4, "gadgetron::cuda::devices", 24));
+  mr_test_send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 5, "no::such::key", 13));
+  mr_test_send_msg(fd, mr_message_new(MR_MSG_CLOSE));
   mr_test_reply r;
   mr_test_receive(fd, &r, 5000);
   close(fd);
@@ -104,17 +94,17 @@ static void test_queries_without_a_scan(void **state) {
 static void test_config_script_text_and_query_mid_stream(void **state) {
   (void)state;
   int fd = connect_or_fail();
-  send_msg(fd, text_nul(MR_MSG_CONFIG_SCRIPT,
+  mr_test_send_msg(fd, text_nul(MR_MSG_CONFIG_SCRIPT,
                         "{\"name\":\"inline\",\"gadgets\":[{\"gadget\":\"remove_oversampling\"},"
                         "{\"gadget\":\"accumulate\"},{\"gadget\":\"fft\"},"
                         "{\"gadget\":\"coil_combine\"},{\"gadget\":\"image_out\",\"series\":3}]}"));
-  send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 10, "gadgetron::version\0", 19));
-  send_msg(fd, text_nul(MR_MSG_HEADER, header_xml()));
+  mr_test_send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 10, "gadgetron::version\0", 19));
+  mr_test_send_msg(fd, text_nul(MR_MSG_HEADER, header_xml()));
   send_lines(fd, 0, 8, 32, 4);
-  send_msg(fd, text_nul(MR_MSG_TEXT, "a note from the scanner"));
-  send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 11, "gadgetron::version", 18));
+  mr_test_send_msg(fd, text_nul(MR_MSG_TEXT, "a note from the scanner"));
+  mr_test_send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 11, "gadgetron::version", 18));
   send_lines(fd, 8, 16, 32, 4);
-  send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+  mr_test_send_msg(fd, mr_message_new(MR_MSG_CLOSE));
   mr_test_reply r;
   mr_test_receive(fd, &r, 10000);
   close(fd);
@@ -146,8 +136,8 @@ static void test_header_less_close(void **state) {
   /* Rule 6: CONFIG then CLOSE runs the chain on empty input. */
   int fd = connect_or_fail();
   char name[1024] = "default.xml";
-  send_msg(fd, mr_message_new_config_file(name));
-  send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+  mr_test_send_msg(fd, mr_message_new_config_file(name));
+  mr_test_send_msg(fd, mr_message_new(MR_MSG_CLOSE));
   mr_test_reply r;
   mr_test_receive(fd, &r, 5000);
   close(fd);
@@ -167,8 +157,8 @@ static void test_noise_dependency_query(void **state) {
                    "<classname>NoiseSummaryGadget</classname><property><name>noise_file</name>"
                    "<value>id1</value></property></gadget></gadgetronStreamConfiguration>";
   /* As Gadgetron's C++ client sends it: no trailing NUL. */
-  send_msg(fd, mr_message_new_text(MR_MSG_CONFIG_SCRIPT, script, sizeof script - 1));
-  send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+  mr_test_send_msg(fd, mr_message_new_text(MR_MSG_CONFIG_SCRIPT, script, sizeof script - 1));
+  mr_test_send_msg(fd, mr_message_new(MR_MSG_CLOSE));
   mr_test_reply r;
   mr_test_receive(fd, &r, 5000);
   close(fd);
@@ -182,50 +172,51 @@ static void test_noise_dependency_query(void **state) {
 /* Each error reaches its client as TEXT then CLOSE, and only then. */
 typedef void (*scenario)(int fd);
 
-static void unknown_config(int fd) { send_msg(fd, mr_message_new_config_file("nope.xml")); }
+static void unknown_config(int fd) { mr_test_send_msg(fd, mr_message_new_config_file("nope.xml")); }
 static void escaping_config(int fd) {
-  send_msg(fd, mr_message_new_config_file("../../etc/passwd"));
+  mr_test_send_msg(fd, mr_message_new_config_file("../../etc/passwd"));
 }
 static void acquisition_first(int fd) {
-  send_msg(fd, mr_message_new_config_file("default.xml"));
+  mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
   send_lines(fd, 0, 1, 16, 1);
 }
 static void second_config(int fd) {
-  send_msg(fd, mr_message_new_config_file("default.xml"));
-  send_msg(fd, mr_message_new_config_file("default.xml"));
+  mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
+  mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
 }
 static void gadgetron_xml_chain(int fd) {
-  send_msg(fd, text_nul(MR_MSG_CONFIG_SCRIPT, "<gadgetronStreamConfiguration/>"));
+  mr_test_send_msg(fd, text_nul(MR_MSG_CONFIG_SCRIPT, "<gadgetronStreamConfiguration/>"));
 }
 static void wrong_json_types(int fd) {
-  send_msg(fd, text_nul(MR_MSG_CONFIG_SCRIPT,
+  mr_test_send_msg(fd, text_nul(MR_MSG_CONFIG_SCRIPT,
                         "{\"name\":\"j\",\"gadgets\":[{\"gadget\":\"accumulate\",\"trigger\":7},"
                         "{\"gadget\":\"fft\"},{\"gadget\":\"image_out\"}]}"));
 }
 static void not_xml_header(int fd) {
-  send_msg(fd, mr_message_new_config_file("default.xml"));
-  send_msg(fd, text_nul(MR_MSG_HEADER, "not xml at all"));
+  mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
+  mr_test_send_msg(fd, text_nul(MR_MSG_HEADER, "not xml at all"));
 }
 static void header_without_encoding(int fd) {
-  send_msg(fd, mr_message_new_config_file("default.xml"));
-  send_msg(fd, text_nul(MR_MSG_HEADER, "<ismrmrdHeader><version>2</version></ismrmrdHeader>"));
+  mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
+  mr_test_send_msg(fd,
+                   text_nul(MR_MSG_HEADER, "<ismrmrdHeader><version>2</version></ismrmrdHeader>"));
 }
 static float complex nan_value(int c, int s, void *arg) {
   (void)c, (void)arg;
   return s == 5 ? NAN : 1.0f;
 }
 static void nan_samples(int fd) {
-  send_msg(fd, mr_message_new_config_file("default.xml"));
-  send_msg(fd, text_nul(MR_MSG_HEADER, header_xml()));
-  send_msg(fd, mr_harness_acquisition(32, 2, 3, 0, 0, nan_value, NULL));
+  mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
+  mr_test_send_msg(fd, text_nul(MR_MSG_HEADER, header_xml()));
+  mr_test_send_msg(fd, mr_harness_acquisition(32, 2, 3, 0, 0, nan_value, NULL));
 }
 static void line_outside_matrix(int fd) {
-  send_msg(fd, mr_message_new_config_file("default.xml"));
-  send_msg(fd, text_nul(MR_MSG_HEADER, header_xml()));
-  send_msg(fd, mr_harness_acquisition(32, 2, 99, 0, 0, NULL, NULL));
+  mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
+  mr_test_send_msg(fd, text_nul(MR_MSG_HEADER, header_xml()));
+  mr_test_send_msg(fd, mr_harness_acquisition(32, 2, 99, 0, 0, NULL, NULL));
 }
 static void response_from_client(int fd) {
-  send_msg(fd, mr_message_new_query(MR_MSG_RESPONSE, 1, "x", 1));
+  mr_test_send_msg(fd, mr_message_new_query(MR_MSG_RESPONSE, 1, "x", 1));
 }
 
 static void test_errors_reach_their_client(void **state) {
@@ -254,7 +245,7 @@ static void test_errors_reach_their_client(void **state) {
     print_message("case: %s\n", cases[i].name);
     int fd = connect_or_fail();
     cases[i].run(fd);
-    send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+    mr_test_send_msg(fd, mr_message_new(MR_MSG_CLOSE));
     mr_test_reply r;
     mr_test_receive(fd, &r, 5000);
     close(fd);
@@ -288,8 +279,8 @@ static void test_client_vanishing_mid_stream(void **state) {
   (void)state;
   for (int i = 0; i < 5; i++) {
     int fd = connect_or_fail();
-    send_msg(fd, mr_message_new_config_file("default.xml"));
-    send_msg(fd, text_nul(MR_MSG_HEADER, header_xml()));
+    mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
+    mr_test_send_msg(fd, text_nul(MR_MSG_HEADER, header_xml()));
     send_lines(fd, 0, 5, 32, 2);
     /* Half an acquisition, then gone. */
     mr_message *m = mr_harness_acquisition(32, 2, 6, 0, 0, NULL, NULL);
@@ -315,7 +306,7 @@ static void test_max_connections(void **state) {
   int served = 0;
   for (int i = 0; i < 100 && !served; i++) {
     int probe = mr_test_connect(small.port);
-    send_msg(probe, mr_message_new(MR_MSG_CLOSE));
+    mr_test_send_msg(probe, mr_message_new(MR_MSG_CLOSE));
     mr_test_reply pr;
     mr_test_receive(probe, &pr, 5000);
     close(probe);
@@ -327,7 +318,7 @@ static void test_max_connections(void **state) {
   assert_true(served);
   int held = mr_test_connect(small.port);
   assert_true(held >= 0);
-  send_msg(held, mr_message_new_config_file("default.xml"));
+  mr_test_send_msg(held, mr_message_new_config_file("default.xml"));
   usleep(100000);
   int fd = mr_test_connect(small.port);
   assert_true(fd >= 0);
@@ -338,7 +329,7 @@ static void test_max_connections(void **state) {
                                           "(--max-connections 1)"));
   assert_true(r.got_close);
   mr_test_reply_free(&r);
-  send_msg(held, mr_message_new(MR_MSG_CLOSE));
+  mr_test_send_msg(held, mr_message_new(MR_MSG_CLOSE));
   mr_test_receive(held, &r, 5000);
   assert_true(r.got_close);
   mr_test_reply_free(&r);
@@ -351,8 +342,8 @@ static void test_sigterm_lets_a_running_scan_finish(void **state) {
   mr_test_server s;
   mr_test_server_start(&s, NULL);
   int fd = mr_test_connect(s.port);
-  send_msg(fd, mr_message_new_config_file("default.xml"));
-  send_msg(fd, text_nul(MR_MSG_HEADER, header_xml()));
+  mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
+  mr_test_send_msg(fd, text_nul(MR_MSG_HEADER, header_xml()));
   send_lines(fd, 0, 8, 32, 2);
   kill(s.pid, SIGTERM);
   int refused = 0; /* no new connections once the signal is handled */
@@ -368,7 +359,7 @@ static void test_sigterm_lets_a_running_scan_finish(void **state) {
   assert_true(refused);
   assert_true(mr_test_server_alive(&s));
   send_lines(fd, 8, 16, 32, 2);
-  send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+  mr_test_send_msg(fd, mr_message_new(MR_MSG_CLOSE));
   mr_test_reply r;
   mr_test_receive(fd, &r, 10000);
   close(fd);

@@ -1,5 +1,6 @@
 #include "gadget_harness.h"
 
+#include <complex.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -86,6 +87,11 @@ const char *mr_harness_cartesian_header(int nx, int ny, int nz, int rx, int ry, 
            "<trajectory>cartesian</trajectory></encoding></ismrmrdHeader>",
            nx, ny, nz, nx, ny, nz, rx, ry, rz, rx, ry, rz, ny - 1, ny / 2, nz - 1, nz / 2);
   return xml;
+}
+
+float complex mr_harness_smooth_line(int c, int s, void *arg) {
+  int e1 = *(int *)arg;
+  return (1.0f + 0.1f * (float)c) * cexpf(I * 0.3f * (float)(s + e1));
 }
 
 mr_message *mr_harness_acquisition(int ns, int nch, int e1, int e2, uint64_t flags,

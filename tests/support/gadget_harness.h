@@ -46,6 +46,11 @@ void mr_harness_close(mr_harness *h);
  * valid until its next call. */
 const char *mr_harness_cartesian_header(int nx, int ny, int nz, int rx, int ry, int rz);
 
+/* Smooth, coil-dependent samples for mr_harness_acquisition (arg: the
+ * line's int e1): a point in the middle of the object, so the image is
+ * not all zero. */
+float complex mr_harness_smooth_line(int c, int s, void *arg);
+
 /* An acquisition of ns samples x nch channels at line (e1, e2) with flags;
  * sample s of channel c is value(c, s, arg) (zeros when value is NULL). */
 mr_message *mr_harness_acquisition(int ns, int nch, int e1, int e2, uint64_t flags,
