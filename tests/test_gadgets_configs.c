@@ -23,6 +23,7 @@
 #include <math.h>
 
 #include "dataset_chain.h"
+#include "gadget_harness.h"
 #include "pool.h"
 #include "test_support.h"
 
@@ -34,15 +35,7 @@ static int cuda;
  * per_line, noise_adjust and remove_oversampling move before accumulate;
  * maps (may be NULL) sets coil_combine's "maps". */
 static char *config_chain(const char *name, int per_line, const char *maps) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/configs/%s.json", mr_test_source_dir(), name);
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  static char text[1 << 16];
-  size_t n = fread(text, 1, sizeof text - 1, f);
-  fclose(f);
-  text[n] = '\0';
-  cJSON *doc = cJSON_Parse(text);
+  cJSON *doc = mr_harness_installed_config(name);
   assert_non_null(doc);
   cJSON *gadgets = cJSON_GetObjectItem(doc, "gadgets");
   if (per_line) {
@@ -172,17 +165,9 @@ static void grappa_r4(void **state) {
 
 int main(int argc, char **argv) {
   cuda = argc > 1 && strcmp(argv[1], "--cuda") == 0;
-  if (cuda) {
-    mr_pool *pool;
-    mr_err err = {0};
-    if (mr_pool_create(&(mr_pool_opts){.gpus = "all", .cpu_threads = 2}, &pool, &err) != 0)
-      pool = NULL;
-    int gpus = pool != NULL ? mr_pool_gpu_count(pool) : 0;
-    mr_pool_destroy(pool);
-    if (gpus == 0) {
-      fprintf(stderr, "skipped: no usable GPU\n");
-      return 77;
-    }
+  if (cuda && !mr_harness_have_gpu()) {
+    fprintf(stderr, "skipped: no usable GPU\n");
+    return 77;
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(cartesian),

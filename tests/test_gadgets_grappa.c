@@ -29,15 +29,7 @@
 /* The gadget list of configs/grappa.json, as JSON text (malloc'd); with
  * whiten = 0 without its noise_adjust entry. */
 static char *grappa_chain(int whiten) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/configs/grappa.json", mr_test_source_dir());
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  static char text[1 << 16];
-  size_t n = fread(text, 1, sizeof text - 1, f);
-  fclose(f);
-  text[n] = '\0';
-  cJSON *doc = cJSON_Parse(text);
+  cJSON *doc = mr_harness_installed_config("grappa");
   assert_non_null(doc);
   cJSON *gadgets = cJSON_GetObjectItem(doc, "gadgets");
   int noise = -1;

@@ -474,13 +474,7 @@ static void gpu_matches_cpu(void **state) {
 
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--cuda") == 0) {
-    mr_pool *pool;
-    mr_err err = {0};
-    if (mr_pool_create(&(mr_pool_opts){.gpus = "all", .cpu_threads = 2}, &pool, &err) != 0)
-      pool = NULL;
-    int gpus = pool != NULL ? mr_pool_gpu_count(pool) : 0;
-    mr_pool_destroy(pool);
-    if (gpus == 0) {
+    if (!mr_harness_have_gpu()) {
       fprintf(stderr, "skipped: no usable GPU\n");
       return 77;
     }

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "test_support.h"
+
 static int collect(void *ctx, mr_message *msg) {
   mr_harness *h = ctx;
   if (h->nout == MR_HARNESS_MAX_OUT) {
@@ -87,6 +89,29 @@ const char *mr_harness_cartesian_header(int nx, int ny, int nz, int rx, int ry, 
            "<trajectory>cartesian</trajectory></encoding></ismrmrdHeader>",
            nx, ny, nz, nx, ny, nz, rx, ry, rz, rx, ry, rz, ny - 1, ny / 2, nz - 1, nz / 2);
   return xml;
+}
+
+cJSON *mr_harness_installed_config(const char *name) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/configs/%s.json", mr_test_source_dir(), name);
+  FILE *f = fopen(path, "rb");
+  if (f == NULL)
+    return NULL;
+  static _Thread_local char text[1 << 16];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = '\0';
+  return cJSON_Parse(text);
+}
+
+int mr_harness_have_gpu(void) {
+  mr_pool *pool = NULL;
+  mr_err err = {0};
+  if (mr_pool_create(&(mr_pool_opts){.gpus = "all", .cpu_threads = 2}, &pool, &err) != 0)
+    return 0;
+  int gpus = mr_pool_gpu_count(pool);
+  mr_pool_destroy(pool);
+  return gpus > 0;
 }
 
 float complex mr_harness_smooth_line(int c, int s, void *arg) {

@@ -46,6 +46,14 @@ void mr_harness_close(mr_harness *h);
  * valid until its next call. */
 const char *mr_harness_cartesian_header(int nx, int ny, int nz, int rx, int ry, int rz);
 
+/* The installed config configs/<name>.json of the source tree, parsed (the
+ * caller frees it with cJSON_Delete); NULL when it cannot be read. */
+cJSON *mr_harness_installed_config(const char *name);
+
+/* 1 when a pool on every GPU can be made and has one (GPU test groups
+ * exit 77 otherwise). */
+int mr_harness_have_gpu(void);
+
 /* Smooth, coil-dependent samples for mr_harness_acquisition (arg: the
  * line's int e1): a point in the middle of the object, so the image is
  * not all zero. */
