@@ -7,7 +7,13 @@ namespace {
 
 constexpr unsigned BLOCK = 256;
 
-__global__ void rss(const float2 *x, size_t ncoils, size_t npixels, float *out) {
+// The root sum of squares as a magnitude (float) or as a complex value
+// with zero phase (float2).
+__device__ inline void put(float *out, float v) { *out = v; }
+__device__ inline void put(float2 *out, float v) { *out = make_float2(v, 0); }
+
+template <typename T>
+__global__ void rss(const float2 *x, size_t ncoils, size_t npixels, T *out) {
   for (size_t p = blockIdx.x * size_t(blockDim.x) + threadIdx.x; p < npixels;
        p += size_t(gridDim.x) * blockDim.x) {
     float sum = 0;
@@ -15,7 +21,7 @@ __global__ void rss(const float2 *x, size_t ncoils, size_t npixels, float *out) 
       float2 v = x[c * npixels + p];
       sum += v.x * v.x + v.y * v.y;
     }
-    out[p] = sqrtf(sum);
+    put(&out[p], sqrtf(sum));
   }
 }
 
@@ -32,18 +38,6 @@ __global__ void combine(const float2 *x, const float2 *s, size_t ncoils, size_t 
       den += w.x * w.x + w.y * w.y;
     }
     out[p] = den > 0 ? make_float2(num.x / den, num.y / den) : make_float2(0, 0);
-  }
-}
-
-__global__ void rss_complex(const float2 *x, size_t ncoils, size_t npixels, float2 *out) {
-  for (size_t p = blockIdx.x * size_t(blockDim.x) + threadIdx.x; p < npixels;
-       p += size_t(gridDim.x) * blockDim.x) {
-    float sum = 0;
-    for (size_t c = 0; c < ncoils; c++) {
-      float2 v = x[c * npixels + p];
-      sum += v.x * v.x + v.y * v.y;
-    }
-    out[p] = make_float2(sqrtf(sum), 0);
   }
 }
 
@@ -93,7 +87,7 @@ __global__ void map_scale(float2 *maps, size_t ncoils, size_t npixels, const flo
 }
 
 int launch_rss(mr_cuda_ctx *c, const void *x, size_t ncoils, size_t npixels, float *out) {
-  rss<<<mr_grid_for(c, npixels, BLOCK), BLOCK, 0, c->compute>>>(
+  rss<float><<<mr_grid_for(c, npixels, BLOCK), BLOCK, 0, c->compute>>>(
       static_cast<const float2 *>(x), ncoils, npixels, out);
   MR_LAUNCHED(rss);
   return 0;
@@ -186,9 +180,9 @@ int mr_coil_cuda_rss_complex(mr_device *dev, const mr_cfloat *x, size_t ncoils,
                              size_t npixels, mr_cfloat *out) {
   return mr_on_worker(dev, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
-    rss_complex<<<mr_grid_for(c, npixels, BLOCK), BLOCK, 0, c->compute>>>(
+    rss<float2><<<mr_grid_for(c, npixels, BLOCK), BLOCK, 0, c->compute>>>(
         reinterpret_cast<const float2 *>(x), ncoils, npixels, reinterpret_cast<float2 *>(out));
-    MR_LAUNCHED(rss_complex);
+    MR_LAUNCHED(rss);
     return 0;
   });
 }
