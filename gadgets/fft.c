@@ -113,11 +113,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
       goto done;
     }
   }
-  a->ref = k->ref;
-  a->fov_mm = k->recon.fov_mm;
-  a->calib_generation = k->calib_generation;
-  mr_message *m = mr_image_array_message(a);
-  rc = m != NULL ? mr_emit_message(out, m) : mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
+  rc = mr_image_array_emit(a, k, ctx, out);
 done:
   mr_message_unref(msg);
   return rc;

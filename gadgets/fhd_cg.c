@@ -512,11 +512,8 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     if ((rc = mr_placement_run(&s->place, ctx, reconstruct, &j)) < 0)
       goto done;
   }
-  a->ref = k->ref;
-  a->fov_mm = k->recon.fov_mm;
-  mr_message *m = mr_image_array_message(a);
+  rc = mr_image_array_emit(a, k, ctx, out);
   a = NULL;
-  rc = m != NULL ? mr_emit_message(out, m) : mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
 done:
   mr_image_array_free(a);
   mr_message_unref(msg);

@@ -5,6 +5,8 @@
 
 #include "budget.h"
 #include "buf.h"
+#include "gadget.h"
+#include "kspace.h"
 
 static uint64_t footprint(const mr_image_array *a) {
   return (uint64_t)a->nx * a->ny * a->nz * a->nch * sizeof(float complex);
@@ -147,4 +149,13 @@ static void free_array(void *p) { mr_image_array_free(p); }
 
 mr_message *mr_image_array_message(mr_image_array *a) {
   return mr_message_new_object(MR_MSG_IMAGE_ARRAY, a, free_array);
+}
+
+int mr_image_array_emit(mr_image_array *a, const mr_kspace *k, mr_gadget_ctx *ctx,
+                        mr_emit *out) {
+  a->ref = k->ref;
+  a->fov_mm = k->recon.fov_mm;
+  a->calib_generation = k->calib_generation;
+  mr_message *m = mr_image_array_message(a);
+  return m != NULL ? mr_emit_message(out, m) : mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
 }

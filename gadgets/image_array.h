@@ -65,6 +65,16 @@ void mr_image_array_copy_meta(mr_image_array *dst, const mr_image_array *src);
  * memory (a is freed then). */
 mr_message *mr_image_array_message(mr_image_array *a);
 
+struct mr_kspace;
+struct mr_gadget_ctx;
+struct mr_emit;
+/* The end of a gadget that makes images from k-space: gives a the geometry,
+ * counters and calibration generation of k, wraps it and hands it to the
+ * rest of the chain (takes a; borrows k). Returns what mr_emit_message()
+ * returns, or the failure, reported through ctx, when out of memory. */
+int mr_image_array_emit(mr_image_array *a, const struct mr_kspace *k,
+                        struct mr_gadget_ctx *ctx, struct mr_emit *out);
+
 static inline size_t mr_image_array_channel_size(const mr_image_array *a) {
   return a->nx * a->ny * a->nz;
 }
