@@ -156,8 +156,7 @@ static open_buffer *open_new(mr_gadget_ctx *ctx, const mr_acquisition *a,
 
 /* Adds the line's samples into buffer k at (e1, e2), averaging repeats.
  * The first time a line comes it is written whole (k's samples start
- * undefined: mr_kspace_new_gather), as the average with zeros would give
- * it: 0 + v (a -0 becomes +0). */
+ * undefined: mr_kspace_new_gather). */
 static void add_line(mr_kspace *k, uint16_t *count, const open_buffer *b,
                      const mr_acquisition *a, size_t e1, size_t e2) {
   const ISMRMRD_AcquisitionHeader *h = &a->head;
@@ -171,13 +170,12 @@ static void add_line(mr_kspace *k, uint16_t *count, const open_buffer *b,
     if (c == 0) {
       memset(dst - b->ro_offset, 0, b->ro_offset * sizeof *dst);
       memset(dst + ns, 0, (k->nro - b->ro_offset - ns) * sizeof *dst);
-      /* Written through the parts: CMPLXF is missing with clang and glibc. */
-      float *parts = (float *)dst;
-      for (size_t s = 0; s < ns; s++) {
-        float complex v = src[reverse ? ns - 1 - s : s];
-        parts[2 * s] = crealf(v) + 0.0f;
-        parts[2 * s + 1] = cimagf(v) + 0.0f;
+      if (!reverse) { /* the common case: a plain copy */
+        memcpy(dst, src, ns * sizeof *dst);
+        continue;
       }
+      for (size_t s = 0; s < ns; s++)
+        dst[s] = src[ns - 1 - s];
       continue;
     }
     for (size_t s = 0; s < ns; s++) {
@@ -282,17 +280,24 @@ static int send(accumulate *s, open_buffer *b, mr_emit *out) {
       break;
     }
   }
+  int on_gpu = 0;
   if (b->dirty != NULL) {
     upload_dirty(s, b); /* the rest of the slice */
     mr_err e = {0};
-    mr_kspace_wait_uploads(b->k, &e); /* a failure: the buffer goes on from the host */
+    /* A failure drops the device copy: the buffer goes on from the host. */
+    on_gpu = mr_kspace_wait_uploads(b->k, &e) == 0 && b->k->dev != NULL;
   }
   mr_kspace *k = b->k;
   b->k = NULL;
   free_open(b);
-  mr_kspace_zero_unsampled(k); /* its copy on the GPU was zeroed there */
-  if (k->calib != NULL)
-    mr_kspace_zero_unsampled(k->calib);
+  /* The copy on the GPU is complete (its unsampled lines were zeroed
+   * there): the host copy goes, and its pinned block back to the cache
+   * for the next slice, instead of zeroing what the host never reads. */
+  if (on_gpu)
+    mr_kspace_changed_on(k, s->place.dev);
+  else
+    mr_kspace_zero_unsampled(k);
+  /* The calibration part's unsampled lines stay undefined (kspace.h). */
   mr_message *m = mr_kspace_message(k);
   return m != NULL ? mr_emit_message(out, m) : MR_ENOMEM;
 }

@@ -53,7 +53,10 @@ typedef struct mr_kspace {
   mr_encoding_space recon;  /* the header's recon space for that encoding */
   mr_encoding_space encoded;
   /* Lines flagged IS_PARALLEL_CALIBRATION(_AND_IMAGING), gathered apart
-   * (GRAPPA's ACS region); NULL when none came. Owned. */
+   * (GRAPPA's ACS region); NULL when none came. Owned. Only its sampled
+   * lines are defined: a calibration region is a few lines of a full-size
+   * buffer, and zeroing the rest cost more than gathering them; readers
+   * read sampled lines only. */
   struct mr_kspace *calib;
   /* Changes when the slice's calibration source changes (see
    * image_array.h); 0 unless a gadget says otherwise. */

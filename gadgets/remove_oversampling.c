@@ -236,11 +236,13 @@ static int run_batch(mr_device *dev, void *arg) {
 }
 
 /* A cropped copy of k (host memory, as is the copy): on dev when a GPU (its
- * sampled lines in one batch), else line by line on the CPU. */
+ * sampled lines in one batch), else line by line on the CPU. The lines k
+ * did not sample are zeroed unless k is a calibration part (only its
+ * sampled lines are defined: kspace.h). */
 static mr_kspace *crop_host(remove_os *s, mr_gadget_ctx *ctx, mr_device *dev, const mr_kspace *k,
-                            size_t nout, int *rc) {
+                            size_t nout, int calib, int *rc) {
   mr_err e = {0};
-  /* Each sampled line is written whole; the rest is zeroed after. */
+  /* Each sampled line is written whole. */
   mr_kspace *out = mr_kspace_new_gather(k->pinned, nout, k->ne1, k->ne2, k->nch, 0, &e);
   if (out == NULL) {
     *rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
@@ -256,7 +258,8 @@ static mr_kspace *crop_host(remove_os *s, mr_gadget_ctx *ctx, mr_device *dev, co
     *rc = mr_gadget_fail(ctx, *rc, "readout of %zu samples: %s", k->nro, mr_strerror(*rc));
     return NULL;
   }
-  mr_kspace_zero_unsampled(out);
+  if (!calib)
+    mr_kspace_zero_unsampled(out);
   mr_kspace_copy_meta(out, k);
   return out;
 }
@@ -299,10 +302,10 @@ static int process_kspace(remove_os *s, mr_gadget_ctx *ctx, mr_message *msg, mr_
     if (mr_kspace_host(k, &e) == NULL)
       rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
     else
-      o = crop_host(s, ctx, s->cpu.dev, k, nout, &rc);
+      o = crop_host(s, ctx, s->cpu.dev, k, nout, 0, &rc);
   }
   if (rc == 0 && k->calib != NULL) /* on the host, as ever; on the GPU with the rest */
-    o->calib = crop_host(s, ctx, on_gpu ? dev : s->cpu.dev, k->calib, nout, &rc);
+    o->calib = crop_host(s, ctx, on_gpu ? dev : s->cpu.dev, k->calib, nout, 1, &rc);
   if (rc < 0) {
     mr_kspace_free(o);
     mr_message_unref(msg);
