@@ -496,6 +496,35 @@ static int advance(mr_decoder *d) {
   return emit(d);
 }
 
+/* A body segment got n more bytes; moves on when it is full. */
+static int body_took(mr_decoder *d, size_t n) {
+  d->seg_have += n;
+  d->offset += n;
+  if (d->seg_have < d->seg[d->cur].len)
+    return 0;
+  d->cur++;
+  d->seg_have = 0;
+  return d->cur == d->nseg ? advance(d) : 0;
+}
+
+size_t mr_decoder_body_room(mr_decoder *d, void **dst) {
+  *dst = NULL;
+  if (d->stage != ST_BODY || d->cur >= d->nseg)
+    return 0;
+  *dst = d->seg[d->cur].dst + d->seg_have;
+  return d->seg[d->cur].len - d->seg_have;
+}
+
+int mr_decoder_received(mr_decoder *d, size_t n) {
+  if (d->stage == ST_FAILED)
+    return d->fatal_code;
+  if (n == 0)
+    return 0;
+  if (d->stage != ST_BODY || d->cur >= d->nseg || n > d->seg[d->cur].len - d->seg_have)
+    return fail(d, MR_EINVAL, "%zu bytes received in place outside a message body", n);
+  return body_took(d, n);
+}
+
 int mr_decoder_feed(mr_decoder *d, const void *bytes, size_t len) {
   const uint8_t *p = bytes;
   if (d->stage == ST_FAILED)
@@ -513,13 +542,18 @@ int mr_decoder_feed(mr_decoder *d, const void *bytes, size_t len) {
       memcpy(d->fixed + d->have, p, n);
       d->have += n;
       break;
-    case ST_BODY:
+    case ST_BODY: {
       n = d->seg[d->cur].len - d->seg_have;
       if (n > len)
         n = len;
       memcpy(d->seg[d->cur].dst + d->seg_have, p, n);
-      d->seg_have += n;
-      break;
+      p += n;
+      len -= n;
+      int rc = body_took(d, n);
+      if (rc != 0)
+        return rc;
+      continue;
+    }
     case ST_SKIP:
       n = d->skip_left < len ? (size_t)d->skip_left : len;
       d->skip_left -= n;
@@ -536,13 +570,6 @@ int mr_decoder_feed(mr_decoder *d, const void *bytes, size_t len) {
     case ST_ID:
     case ST_FIXED:
       done = d->have == d->need;
-      break;
-    case ST_BODY:
-      if (d->seg_have == d->seg[d->cur].len) {
-        d->cur++;
-        d->seg_have = 0;
-        done = d->cur == d->nseg;
-      }
       break;
     case ST_SKIP:
       done = d->skip_left == 0;

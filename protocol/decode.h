@@ -46,6 +46,18 @@ void mr_decoder_destroy(mr_decoder *dec);
  * (text in mr_decoder_error()), or on_message's non-zero return. */
 int mr_decoder_feed(mr_decoder *dec, const void *bytes, size_t len);
 
+/* Receiving in place, without a copy through the caller's buffer: while
+ * the decoder is inside a variable part of a message (an acquisition's
+ * samples, an image's pixels, ...), *dst is where its next bytes belong and
+ * the return value is how many may go there; 0 (and *dst NULL) otherwise.
+ * After receiving n of them there (n <= that room), the caller passes them
+ * on with mr_decoder_received() instead of mr_decoder_feed(). The room
+ * stays valid until the next call of either. */
+size_t mr_decoder_body_room(mr_decoder *dec, void **dst);
+/* The n bytes received in place at mr_decoder_body_room()'s *dst: like
+ * mr_decoder_feed() of those bytes. */
+int mr_decoder_received(mr_decoder *dec, size_t n);
+
 /* The last framing error's text ("" if none). */
 const char *mr_decoder_error(const mr_decoder *dec);
 /* True between messages (no partial message buffered). */

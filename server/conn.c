@@ -1,5 +1,6 @@
 #include "conn.h"
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,13 @@
 #include "write_bufs.h"
 
 #define READ_CHUNK 65536
+/* A message body with at least this much left is received in place, into
+ * the decoder's message (mr_decoder_body_room): the samples of a scan are
+ * copied once, by the kernel, instead of twice. After such a read the next
+ * one takes just a message id and an acquisition header, so that the body
+ * after them is received in place again. */
+#define IN_PLACE_MIN 4096
+#define AFTER_IN_PLACE (2 + sizeof(ISMRMRD_AcquisitionHeader))
 /* Buffers of one write: MR_WRITE_BUF_MAX each, so up to 64 GiB a message. */
 #define WRITE_BUFS 64
 
@@ -50,6 +58,7 @@ typedef struct mr_conn {
   uint64_t bytes_in;   /* received from the socket */
   uint64_t images_out; /* written to the socket */
   char peer[64];
+  int in_place;        /* the last read went into a message body */
   char rbuf[READ_CHUNK];
 } mr_conn;
 
@@ -411,11 +420,16 @@ static void on_rejected(void *ctx, int code, const char *text) {
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   (void)suggested;
   mr_conn *c = h->data;
-  *buf = uv_buf_init(c->rbuf, sizeof c->rbuf);
+  void *body = NULL;
+  size_t room = c->closing || c->framing_lost ? 0 : mr_decoder_body_room(c->dec, &body);
+  if (room >= IN_PLACE_MIN) {
+    *buf = uv_buf_init(body, room > UINT_MAX ? UINT_MAX : (unsigned)room);
+    return;
+  }
+  *buf = uv_buf_init(c->rbuf, c->in_place ? AFTER_IN_PLACE : sizeof c->rbuf);
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
-  (void)buf;
   mr_conn *c = s->data;
   if (nread < 0) {
     stop_reading(c);
@@ -454,7 +468,9 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   }
   if (nread == 0 || c->framing_lost)
     return;
-  int rc = mr_decoder_feed(c->dec, c->rbuf, (size_t)nread);
+  c->in_place = buf->base != c->rbuf;
+  int rc = c->in_place ? mr_decoder_received(c->dec, (size_t)nread)
+                       : mr_decoder_feed(c->dec, c->rbuf, (size_t)nread);
   if (rc < 0) {
     c->framing_lost = 1;
     if (c->pipelined == PIPELINED_NO)

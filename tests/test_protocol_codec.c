@@ -248,6 +248,66 @@ static void test_split_at_every_byte(void **state) {
   free(bytes);
 }
 
+/* A receiver that puts every body byte it can in place (as the server's
+ * connection does), in chunks of `chunk` bytes, and feeds the rest. */
+static void receive_in_place(mr_decoder *d, const uint8_t *bytes, size_t len, size_t chunk) {
+  size_t at = 0;
+  while (at < len) {
+    void *dst;
+    size_t room = mr_decoder_body_room(d, &dst), n = len - at < chunk ? len - at : chunk;
+    if (room > 0) {
+      assert_non_null(dst);
+      if (n > room)
+        n = room;
+      memcpy(dst, bytes + at, n);
+      assert_int_equal(mr_decoder_received(d, n), 0);
+    } else {
+      assert_null(dst);
+      assert_int_equal(mr_decoder_feed(d, bytes + at, n), 0);
+    }
+    at += n;
+  }
+}
+
+static void test_bodies_received_in_place(void **state) {
+  (void)state;
+  mr_message *msgs[16];
+  int n = sample_session(msgs);
+  size_t len;
+  uint8_t *bytes = mr_test_encode_all(msgs, n, &len, NULL);
+  size_t chunks[] = {1, 3, 7, 64, 4096};
+  for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++) {
+    seen s = {0};
+    mr_decoder *d = decoder(&s, NULL);
+    receive_in_place(d, bytes, len, chunks[c]);
+    assert_int_equal(s.nerr, 0);
+    assert_int_equal(s.n, n);
+    for (int i = 0; i < n; i++)
+      assert_same(msgs[i], s.msgs[i]);
+    assert_true(mr_decoder_idle(d));
+    assert_int_equal(mr_decoder_offset(d), len);
+    mr_decoder_destroy(d);
+    seen_clear(&s);
+  }
+  for (int i = 0; i < n; i++)
+    mr_message_unref(msgs[i]);
+  free(bytes);
+}
+
+static void test_received_outside_a_body_is_refused(void **state) {
+  (void)state;
+  seen s = {0};
+  mr_decoder *d = decoder(&s, NULL);
+  void *dst;
+  assert_int_equal(mr_decoder_body_room(d, &dst), 0); /* between messages */
+  assert_null(dst);
+  assert_int_equal(mr_decoder_received(d, 0), 0);
+  assert_int_equal(mr_decoder_received(d, 5), MR_EINVAL);
+  assert_int_equal(mr_decoder_feed(d, "\x01\x00", 2), MR_EINVAL); /* and it stays failed */
+  mr_decoder_destroy(d);
+  seen_clear(&s);
+}
+
 /* ---- byte layouts ---- */
 
 static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8); }
@@ -814,6 +874,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip_every_type),
       cmocka_unit_test(test_split_at_every_byte),
+      cmocka_unit_test(test_bodies_received_in_place),
+      cmocka_unit_test(test_received_outside_a_body_is_refused),
       cmocka_unit_test(test_layout_small_messages),
       cmocka_unit_test(test_layout_acquisition),
       cmocka_unit_test(test_layout_image_counts_trailing_nul),
