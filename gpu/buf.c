@@ -103,6 +103,15 @@ static int queue_rows(void *arg) {
   return mr_buf_cuda_upload_rows(c->buf, c->at, c->pitch, c->src, c->src_pitch, c->width,
                                  c->rows, 0);
 }
+
+/* Posted: nobody waits for the result, mr_buf_wait_uploads() reports it. */
+static int queue_rows_posted(void *arg) {
+  rows_call *c = arg;
+  int rc = queue_rows(c);
+  if (rc < 0 && c->buf->queued_rc == 0)
+    c->buf->queued_rc = rc;
+  return rc;
+}
 #endif
 
 static int upload_rows(mr_buf *buf, size_t at, size_t pitch, const void *src,
@@ -117,8 +126,14 @@ static int upload_rows(mr_buf *buf, size_t at, size_t pitch, const void *src,
     if (wait)
       return mr_buf_cuda_upload_rows(buf, at, pitch, src, src_pitch, width, rows, 1);
     /* Straight to the worker: a task from mr_device_run() would end by
-     * synchronising every stream, the copy included. */
+     * synchronising every stream, the copy included. From pinned memory
+     * the caller does not even wait for its turn on the worker (a long
+     * task of another gadget may be running there): the copy engine reads
+     * src later anyway. Pageable rows go through the staging slots while
+     * the caller waits, so that src may be reused on return. */
     rows_call c = {buf, at, pitch, src_pitch, width, rows, src};
+    if (mr_buf_cuda_is_pinned(src))
+      return mr_worker_post(buf->dev->worker, queue_rows_posted, &c, sizeof c);
     return mr_worker_call(buf->dev->worker, queue_rows, &c);
   }
 #else
@@ -141,8 +156,12 @@ int mr_buf_upload_rows_async(mr_buf *buf, size_t at, size_t pitch, const void *s
 
 int mr_buf_wait_uploads(const mr_buf *buf) {
 #ifdef MR_HAVE_CUDA
-  if (mr_device_is_gpu(buf->dev))
-    return mr_buf_cuda_wait_uploads(buf);
+  if (mr_device_is_gpu(buf->dev)) {
+    int rc = mr_buf_cuda_wait_uploads(buf);
+    if (rc == 0 && buf->queued_rc < 0)
+      rc = mr_fail(buf->queued_rc, "an upload queued earlier failed");
+    return rc;
+  }
 #endif
   (void)buf;
   return 0;

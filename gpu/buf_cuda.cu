@@ -55,6 +55,8 @@ int mr_buf_cuda_upload_rows(mr_buf *buf, size_t at, size_t pitch, const void *sr
   });
 }
 
+int mr_buf_cuda_is_pinned(const void *p) { return mr_cuda_is_pinned(p); }
+
 int mr_buf_cuda_wait_uploads(const mr_buf *buf) {
   return mr_on_worker(buf->dev, [&] {
     MR_CU(cudaStreamSynchronize(mr_device_cuda(buf->dev)->upload));

@@ -14,6 +14,9 @@ struct mr_buf {
   mr_device *dev;
   void *data;
   size_t bytes;
+  /* The first failure of an upload queued without waiting (set on the
+   * worker; read after a call that waited for it). */
+  int queued_rc;
 };
 
 int mr_buf_cpu_alloc(mr_buf *buf);
@@ -25,6 +28,7 @@ int mr_buf_cuda_upload(mr_buf *buf, size_t at, const void *src, size_t bytes);
 int mr_buf_cuda_upload_rows(mr_buf *buf, size_t at, size_t pitch, const void *src,
                             size_t src_pitch, size_t width, size_t rows, int wait);
 int mr_buf_cuda_wait_uploads(const mr_buf *buf);
+int mr_buf_cuda_is_pinned(const void *p);
 int mr_buf_cuda_download(const mr_buf *buf, size_t at, void *dst, size_t bytes);
 int mr_buf_cuda_download_rows(const mr_buf *buf, size_t at, size_t pitch, void *dst,
                               size_t dst_pitch, size_t width, size_t rows);

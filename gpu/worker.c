@@ -7,12 +7,14 @@
 #include "error.h"
 #include "fail.h"
 
-/* One call waiting for the worker; lives on the caller's stack. */
+/* One call for the worker: on the caller's stack while it waits, or on
+ * the heap (with its argument after it) when posted. */
 typedef struct call {
   mr_worker_fn fn;
   void *arg;
   int rc;
   int done;
+  int posted; /* nobody waits: the worker frees it */
   char detail[256];
   struct call *next;
 } call;
@@ -59,6 +61,11 @@ static void *worker_main(void *p) {
     pthread_mutex_unlock(&w->lock);
     mr_fail_set_detail(""); /* a failure without a line must not carry back an old one */
     int r = c->fn(c->arg);
+    if (c->posted) {
+      free(c);
+      pthread_mutex_lock(&w->lock);
+      continue;
+    }
     pthread_mutex_lock(&w->lock);
     c->rc = r;
     if (r < 0)
@@ -117,6 +124,31 @@ int mr_worker_call(mr_worker *w, mr_worker_fn fn, void *arg) {
   if (c.rc < 0)
     mr_fail_set_detail(c.detail);
   return c.rc;
+}
+
+int mr_worker_post(mr_worker *w, mr_worker_fn fn, const void *arg, size_t size) {
+  call *c = malloc(sizeof *c + size);
+  if (c == NULL)
+    return mr_fail(MR_ENOMEM, "worker: out of memory");
+  memset(c, 0, sizeof *c);
+  c->fn = fn;
+  c->arg = c + 1;
+  c->posted = 1;
+  memcpy(c->arg, arg, size);
+  if (current_worker == w) {
+    fn(c->arg);
+    free(c);
+    return 0;
+  }
+  pthread_mutex_lock(&w->lock);
+  if (w->tail != NULL)
+    w->tail->next = c;
+  else
+    w->head = c;
+  w->tail = c;
+  pthread_cond_signal(&w->wake);
+  pthread_mutex_unlock(&w->lock);
+  return 0;
 }
 
 void mr_worker_stop(mr_worker *w, mr_worker_fn fini, void *arg) {

@@ -4,6 +4,8 @@
 #ifndef MR_GPU_WORKER_H
 #define MR_GPU_WORKER_H
 
+#include <stddef.h>
+
 typedef struct mr_worker mr_worker;
 typedef int (*mr_worker_fn)(void *arg);
 
@@ -15,6 +17,14 @@ int mr_worker_start(mr_worker_fn init, void *arg, mr_worker **out);
  * called from the worker itself. A failure's detail line is carried to the
  * calling thread. */
 int mr_worker_call(mr_worker *w, mr_worker_fn fn, void *arg);
+
+/* Queues fn on the worker with a copy of the `size` bytes at arg and
+ * returns at once (runs it directly when called from the worker itself):
+ * for work whose caller need not wait, such as queueing a copy. fn's result
+ * is not returned: fn records a failure where the caller will look after
+ * its next mr_worker_call() (calls run in order). MR_ENOMEM when the copy
+ * cannot be made (fn does not run then). */
+int mr_worker_post(mr_worker *w, mr_worker_fn fn, const void *arg, size_t size);
 
 /* 1 when the calling thread is w's thread. */
 int mr_worker_is_current(const mr_worker *w);

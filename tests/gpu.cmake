@@ -12,4 +12,7 @@ foreach(noun pool host fft coil blas solve vec block)
     TIMEOUT 300 LABELS gpu)
 endforeach()
 
+# The GPU worker thread's queue (plain threads: no GPU needed).
+mr_add_test(test_gpu_worker SOURCES test_gpu_worker.c LIBS mr_gpu Threads::Threads)
+
 add_subdirectory(bench)
