@@ -1,7 +1,7 @@
 # ctest bench_stream_quick (cmake -P): runs `mr-bench stream --quick`
 # against the CPU server only and checks that its JSON is complete: every
 # case is there, either with a skip reason or with the raw copy's and the
-# CPU server's figures as numbers. Timings are not judged.
+# CPU server's figures as numbers (for real-time cases also paced ones). Timings are not judged.
 #   cmake -DBENCH=mr-bench -DCONFIGS=dir -DOUT=file.json -P stream_quick.cmake
 execute_process(COMMAND ${BENCH} stream --quick --gpus none --configs ${CONFIGS} --json ${OUT}
                 RESULT_VARIABLE rc)
@@ -53,6 +53,12 @@ foreach(name cartesian cartesian_cpu4 grappa realtime realtime_cg)
   endforeach()
   if(name STREQUAL "cartesian")
     expect_number(stream cases ${name} reconclient_send cpu wall_ms)
+  endif()
+  if(unit STREQUAL "frames") # real-time cases: once more at a scanner's frame rate
+    foreach(key offered_per_s wall_ms frames_per_s)
+      expect_number(stream cases ${name} cpu_paced ${key})
+    endforeach()
+    expect_number(stream cases ${name} cpu_paced latency_ms p99)
   endif()
   string(JSON wall GET "${case}" cpu wall_ms)
   string(JSON ratio GET "${case}" cpu ratio_to_raw)

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -23,13 +24,28 @@
  * t0 in cut_ms (NaN for cuts never reached). After cap_ms (0: none) it
  * stops at the next cut, sends the CLOSE and sets *capped_at (ms since
  * t0; may be NULL). Returns 0 or -1 (errno). */
-static int write_session(int fd, const stream_session *s, double t0, double cap_ms,
-                         double *cut_ms, stream_timing *t, atomic_llong *capped_at) {
+/* Sleeps until ms after t0 (bench_now_ms's clock). */
+static void sleep_until(double t0, double ms) {
+  double wait = t0 + ms - bench_now_ms();
+  if (wait > 0) {
+    struct timespec ts = {(time_t)(wait / 1e3), (long)(fmod(wait, 1e3) * 1e6)};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static int write_session(int fd, const stream_session *s, double t0, double pace_ms,
+                         double cap_ms, double *cut_ms, stream_timing *t,
+                         atomic_llong *capped_at) {
   size_t at = 0;
+  int unit = 0; /* the unit whose bytes come next */
   for (int i = 0; i < s->ncuts; i++)
     cut_ms[i] = NAN;
   for (int i = 0; i < s->ncuts; i++) {
     size_t end = s->cuts[i];
+    while (unit < s->nunits && s->unit_end[unit] <= at)
+      unit++;
+    if (pace_ms > 0 && unit < s->nunits)
+      sleep_until(t0, pace_ms * unit);
     if (mr_test_send_bytes(fd, s->bytes + at, end - at) < 0)
       return -1;
     t->bytes_sent += end - at;
@@ -149,8 +165,8 @@ static void *receive(void *arg) {
   return NULL;
 }
 
-int stream_replay_server(const stream_session *s, int port, double cap_ms, double drain_ms,
-                         int silence_ms, stream_timing *t) {
+int stream_replay_server(const stream_session *s, int port, double pace_ms, double cap_ms,
+                         double drain_ms, int silence_ms, stream_timing *t) {
   memset(t, 0, sizeof *t);
   t->last_image_ms = NAN;
   t->latency_ms = malloc((size_t)s->nunits * sizeof *t->latency_ms);
@@ -180,7 +196,7 @@ int stream_replay_server(const stream_session *s, int port, double cap_ms, doubl
     free(cut_ms);
     return -1;
   }
-  int wrc = write_session(fd, s, r.t0, cap_ms, cut_ms, t, &r.capped_at);
+  int wrc = write_session(fd, s, r.t0, pace_ms, cap_ms, cut_ms, t, &r.capped_at);
   int werr = errno;
   pthread_join(thread, NULL);
   close(fd);
@@ -261,7 +277,7 @@ int stream_replay_raw(const stream_session *s, stream_timing *t) {
   }
   int fd = mr_test_connect(port);
   double t0 = bench_now_ms();
-  int rc = fd >= 0 ? write_session(fd, s, t0, 0, cut_ms, t, NULL) : -1;
+  int rc = fd >= 0 ? write_session(fd, s, t0, 0, 0, cut_ms, t, NULL) : -1;
   char ack = 1;
   if (rc == 0 && recv(fd, &ack, 1, MSG_WAITALL) != 1)
     rc = -1;

@@ -31,14 +31,17 @@ typedef struct stream_timing {
   char error[512];      /* "" when the session went right */
 } stream_timing;
 
-/* Replays s to the server on 127.0.0.1:port. After cap_ms of sending it
+/* Replays s to the server on 127.0.0.1:port: as fast as the socket takes
+ * it, or, with pace_ms > 0, as a scanner would: unit u's bytes not before
+ * pace_ms * u after the start (a frame rate), so that latency is measured
+ * at that rate rather than behind a backlog. After cap_ms of sending it
  * stops at the next unit's end and sends CLOSE (0: no cap); a server still
  * working drain_ms later is left (t->abandoned, wall_ms NaN). A session the
  * server failed (an ERROR text, no CLOSE, silence for silence_ms, a broken
  * connection) returns -1 with the reason in t->error; t is filled as far
  * as it got either way. Free t with stream_timing_free(). */
-int stream_replay_server(const stream_session *s, int port, double cap_ms, double drain_ms,
-                         int silence_ms, stream_timing *t);
+int stream_replay_server(const stream_session *s, int port, double pace_ms, double cap_ms,
+                         double drain_ms, int silence_ms, stream_timing *t);
 
 /* The raw copy of s's bytes to a discarding sink; -1 with t->error. */
 int stream_replay_raw(const stream_session *s, stream_timing *t);
