@@ -332,7 +332,8 @@ static int gather(gridding *s, mr_gadget_ctx *ctx, const mr_kspace *k, job *j) {
   if (rc == 0)
     rc = mr_scratch_grow(&s->weights, n1 * sizeof *j->w, "the density weights", &e);
   if (rc == 0)
-    rc = mr_scratch_grow(&s->data, n1 * j->nch * sizeof *j->data, "the samples", &e);
+    rc = mr_scratch_grow_pinned(&s->data, s->place.dev, n1 * j->nch * sizeof *j->data,
+                                "the samples", &e);
   if (rc < 0)
     return mr_gadget_fail(ctx, rc, "%zu samples: %s", j->n, mr_err_text(&e, rc));
   j->k = s->next.p;

@@ -2,21 +2,48 @@
 
 #include "budget.h"
 #include "error.h"
+#include "host.h"
 
 int mr_scratch_grow(mr_scratch *s, size_t bytes, const char *what, mr_err *err) {
-  if (bytes <= s->bytes && s->p != NULL)
+  return mr_scratch_grow_pinned(s, NULL, bytes, what, err);
+}
+
+int mr_scratch_grow_pinned(mr_scratch *s, mr_device *dev, size_t bytes, const char *what,
+                           mr_err *err) {
+  mr_device *pin = dev != NULL && mr_device_is_gpu(dev) ? dev : NULL;
+  if (bytes <= s->bytes && s->p != NULL && s->pinned == pin)
     return 0;
-  void *p = mr_budget_alloc(bytes > 0 ? bytes : 1, what, err);
-  if (p == NULL)
-    return err != NULL && err->code < 0 ? err->code : MR_ENOMEM;
-  mr_budget_free(s->p, s->bytes);
+  if (bytes == 0)
+    bytes = 1;
+  void *p = NULL;
+  if (pin == NULL) {
+    p = mr_budget_alloc(bytes, what, err);
+    if (p == NULL)
+      return err != NULL && err->code < 0 ? err->code : MR_ENOMEM;
+  } else {
+    int rc = mr_budget_take(bytes, what, err);
+    if (rc < 0)
+      return rc;
+    if ((rc = mr_host_alloc(pin, bytes, &p)) < 0) {
+      mr_budget_give(bytes);
+      return mr_err_set(err, rc, "out of pinned host memory for %s", what);
+    }
+  }
+  mr_scratch_free(s);
   s->p = p;
-  s->bytes = bytes > 0 ? bytes : 1;
+  s->bytes = bytes;
+  s->pinned = pin;
   return 0;
 }
 
 void mr_scratch_free(mr_scratch *s) {
-  mr_budget_free(s->p, s->bytes);
+  if (s->pinned != NULL) {
+    mr_host_free(s->pinned, s->p);
+    mr_budget_give(s->bytes);
+  } else {
+    mr_budget_free(s->p, s->bytes);
+  }
   s->p = NULL;
   s->bytes = 0;
+  s->pinned = NULL;
 }
