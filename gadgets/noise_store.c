@@ -119,10 +119,12 @@ int mr_noise_store_load(const char *id, mr_noise_stats *out, mr_err *err) {
   char *data = NULL;
   size_t len = 0;
   time_t mtime = 0;
-  int rc = mr_state_read(dirfd, name, max, &data, &len, &mtime, err);
+  mr_err why = {0};
+  int rc = mr_state_read(dirfd, name, max, &data, &len, &mtime, &why);
+  if (rc == MR_ENOENT)
+    return mr_err_set(err, MR_ENOENT, "noise measurement '%s' is not stored", id);
   if (rc < 0)
-    return rc == MR_ENOENT ? mr_err_set(err, MR_ENOENT, "noise measurement '%s' is not stored", id)
-                           : rc;
+    return mr_err_set(err, rc, "stored noise measurement '%s': %s", id, why.msg);
   const mr_state_limits *lim = mr_state_dir_limits();
   if (lim->noise_max_age_s > 0 && time(NULL) - mtime > lim->noise_max_age_s) {
     free(data);
