@@ -226,16 +226,21 @@ static const char *header_with(const char *info) {
   "<measurementDependency><dependencyType>Noise</dependencyType><measurementID>" id             \
   "</measurementID></measurementDependency>"
 
+static char state_dir[256];
+
 static int open_state(void **state) {
   (void)state;
   mr_err e = {0};
-  return mr_state_dir_open(mr_test_tmpdir("noise-adjust"), &mr_state_limits_default, &e);
+  snprintf(state_dir, sizeof state_dir, "%s", mr_test_tmpdir("noise-adjust"));
+  return mr_state_dir_open(state_dir, &mr_state_limits_default, &e);
 }
 
 static int close_state(void **state) {
   (void)state;
   mr_state_dir_close();
-  return 0;
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", state_dir);
+  return system(cmd);
 }
 
 enum { NOISE_LINES = 16, DATA_LINES = 8 };
