@@ -409,12 +409,82 @@ static void dump_stores_the_stream(void **state) {
   free(b.p);
 }
 
+/* A noise scan whose measurementID could name a path: refused with a
+ * line, nothing written outside the store. */
+static void hostile_noise_id_refused(void **state) {
+  (void)state;
+  bytes b = {0};
+  config_file(&b, "default_measurement_dependencies.xml");
+  noise_stream(&b, "../../escaped");
+  int fd = mr_test_connect(server.port);
+  assert_true(fd >= 0);
+  assert_int_equal(mr_test_send_bytes(fd, b.p, b.n), 0);
+  free(b.p);
+  mr_test_reply r;
+  mr_test_receive(fd, &r, 20000);
+  close(fd);
+  assert_true(r.got_close);
+  assert_non_null(mr_test_reply_text(&r, "cannot name a stored noise"));
+  mr_test_reply_free(&r);
+  char path[512];
+  snprintf(path, sizeof path, "%s/../escaped.noise", state_dir);
+  assert_int_equal(access(path, F_OK), -1);
+  query_fails("../../escaped");
+}
+
+static int count_dumps(void) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/dumps", state_dir);
+  DIR *d = opendir(path);
+  assert_non_null(d);
+  int files = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    files += e->d_name[0] != '.' || strncmp(e->d_name, ".tmp-", 5) == 0;
+  closedir(d);
+  return files;
+}
+
+/* --dump-max-mib 1: a longer stream is refused and leaves nothing; two
+ * that fit one by one but not together leave the newer. */
+static void dumps_are_bounded(void **state) {
+  (void)state;
+  assert_int_equal(mr_test_server_stop(&server), 0);
+  const char *args[] = {"--state-dir", state_dir, "--dump-max-mib", "1", NULL};
+  mr_test_server_start(&server, args);
+  const int line_bytes = 2 + 340 + NX * NCH * 8;
+  for (int round = 0; round < 3; round++) {
+    int lines = round == 0 ? (1 << 20) / line_bytes + 10 : (1 << 20) / line_bytes * 2 / 3;
+    bytes b = {0};
+    config_file(&b, "ismrmrd_dump.xml");
+    text_message(&b, 3, header("<measurementID>big</measurementID>"));
+    for (int l = 0; l < lines; l++)
+      acquisition(&b, l % NY, 0);
+    put_id(&b, 4);
+    int fd = mr_test_connect(server.port);
+    assert_true(fd >= 0);
+    assert_int_equal(mr_test_send_bytes(fd, b.p, b.n), 0);
+    free(b.p);
+    mr_test_reply r;
+    mr_test_receive(fd, &r, 20000);
+    close(fd);
+    assert_true(r.got_close);
+    if (round == 0)
+      assert_non_null(mr_test_reply_text(&r, "over the dump limit of 1048576 bytes"));
+    else
+      assert_int_equal(r.n, 1);
+    mr_test_reply_free(&r);
+    assert_int_equal(count_dumps(), round == 0 ? 0 : 1);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(noise_dependency_workflow, setup, teardown),
       cmocka_unit_test_setup_teardown(noise_config_as_xml_script, setup, teardown),
       cmocka_unit_test_setup_teardown(isalive_answers_close, setup, teardown),
       cmocka_unit_test_setup_teardown(dump_stores_the_stream, setup, teardown),
+      cmocka_unit_test_setup_teardown(hostile_noise_id_refused, setup, teardown),
+      cmocka_unit_test_setup_teardown(dumps_are_bounded, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
