@@ -38,14 +38,21 @@ static int open_sub(int root, const char *name, mr_err *err) {
   return fd;
 }
 
-static void remove_stale_tmp(int dirfd) {
+/* A listing of dirfd from its start (its own descriptor), or NULL. */
+static DIR *listing(int dirfd) {
   int fd = dup(dirfd);
   DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-  if (d == NULL) {
-    if (fd >= 0)
-      close(fd);
+  if (d == NULL && fd >= 0)
+    close(fd);
+  if (d != NULL)
+    rewinddir(d);
+  return d;
+}
+
+static void remove_stale_tmp(int dirfd) {
+  DIR *d = listing(dirfd);
+  if (d == NULL)
     return;
-  }
   time_t now = time(NULL);
   struct stat st;
   for (struct dirent *e; (e = readdir(d)) != NULL;)
@@ -204,14 +211,9 @@ static int ends_with(const char *s, const char *suffix) {
 
 void mr_state_prune(int dirfd, const char *suffix, int max_entries, int64_t max_age_s,
                     uint64_t max_bytes) {
-  int fd = dup(dirfd);
-  DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-  if (d == NULL) {
-    if (fd >= 0)
-      close(fd);
+  DIR *d = listing(dirfd);
+  if (d == NULL)
     return;
-  }
-  rewinddir(d);
   entry *list = NULL;
   size_t n = 0, cap = 0;
   uint64_t total = 0;

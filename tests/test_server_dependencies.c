@@ -159,6 +159,16 @@ static size_t exchange(const bytes *b, uint8_t *reply, size_t size) {
   return got;
 }
 
+/* Sends b on a new connection and reads the answer as messages. */
+static void send_and_receive(const bytes *b, mr_test_reply *r) {
+  int fd = mr_test_connect(server.port);
+  assert_true(fd >= 0);
+  assert_int_equal(mr_test_send_bytes(fd, b->p, b->n), 0);
+  mr_test_receive(fd, r, 20000);
+  close(fd);
+  assert_true(r->got_close);
+}
+
 static const uint8_t close_bytes[2] = {4, 0};
 
 /* The query exactly as get_noise_statistics() builds it. */
@@ -280,14 +290,9 @@ static void imaging_scan(const char *config, const char *info, int noise_lines, 
   for (int l = 0; l < NY; l++)
     acquisition(&b, l, 0);
   put_id(&b, 4);
-  int fd = mr_test_connect(server.port);
-  assert_true(fd >= 0);
-  assert_int_equal(mr_test_send_bytes(fd, b.p, b.n), 0);
-  free(b.p);
   mr_test_reply r;
-  mr_test_receive(fd, &r, 20000);
-  close(fd);
-  assert_true(r.got_close);
+  send_and_receive(&b, &r);
+  free(b.p);
   assert_int_equal(mr_test_reply_count(&r, MR_MSG_TEXT), 0);
   assert_int_equal(mr_test_reply_count(&r, MR_MSG_IMAGE), 1);
   const mr_image *im = &r.msgs[0]->u.image;
@@ -416,14 +421,9 @@ static void hostile_noise_id_refused(void **state) {
   bytes b = {0};
   config_file(&b, "default_measurement_dependencies.xml");
   noise_stream(&b, "../../escaped");
-  int fd = mr_test_connect(server.port);
-  assert_true(fd >= 0);
-  assert_int_equal(mr_test_send_bytes(fd, b.p, b.n), 0);
-  free(b.p);
   mr_test_reply r;
-  mr_test_receive(fd, &r, 20000);
-  close(fd);
-  assert_true(r.got_close);
+  send_and_receive(&b, &r);
+  free(b.p);
   assert_non_null(mr_test_reply_text(&r, "cannot name a stored noise"));
   mr_test_reply_free(&r);
   char path[512];
@@ -460,14 +460,9 @@ static void dumps_are_bounded(void **state) {
     for (int l = 0; l < lines; l++)
       acquisition(&b, l % NY, 0);
     put_id(&b, 4);
-    int fd = mr_test_connect(server.port);
-    assert_true(fd >= 0);
-    assert_int_equal(mr_test_send_bytes(fd, b.p, b.n), 0);
-    free(b.p);
     mr_test_reply r;
-    mr_test_receive(fd, &r, 20000);
-    close(fd);
-    assert_true(r.got_close);
+    send_and_receive(&b, &r);
+    free(b.p);
     if (round == 0)
       assert_non_null(mr_test_reply_text(&r, "over the dump limit of 1048576 bytes"));
     else
