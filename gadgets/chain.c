@@ -46,6 +46,10 @@ uint32_t mr_chain_produces(const mr_chain *c) {
   return produced;
 }
 
+int mr_chain_ends_in_sink(const mr_chain *c) {
+  return c->n > 0 && c->nodes[c->n - 1].cls->produces == 0;
+}
+
 int mr_chain_create(const mr_pipeline_config *cfg, uint32_t input, mr_chain **out,
                     mr_err *err) {
   mr_chain *c = calloc(1, sizeof *c);
@@ -86,7 +90,8 @@ int mr_chain_create(const mr_pipeline_config *cfg, uint32_t input, mr_chain **ou
     if ((rc = mr_params_bind(cls, e, nd->state, cfg->name, i, err)) < 0)
       break;
     nd->ctx = (mr_gadget_ctx){.config = cfg->name, .gadget = cls->name, .index = i,
-                              .err = c->err, .history = c->history};
+                              .err = c->err, .history = c->history,
+                              .notes = &c->notes};
     size_t used = strlen(c->history);
     snprintf(c->history + used, sizeof c->history - used, "%s%s", used ? "," : "",
              cls->name);

@@ -43,6 +43,9 @@ int mr_chain_set_pipelined(mr_chain *chain, size_t depth);
 
 /* The kinds the chain's gadgets emit (MR_KIND_BIT()s). */
 uint32_t mr_chain_produces(const mr_chain *chain);
+/* 1 when its last gadget emits nothing (discard, raw_dump): a chain meant
+ * to answer nothing but CLOSE. */
+int mr_chain_ends_in_sink(const mr_chain *chain);
 void mr_chain_destroy(mr_chain *chain);
 
 /* Sets the output and a flag that, once non-zero, makes every later

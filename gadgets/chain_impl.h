@@ -65,6 +65,7 @@ struct mr_chain {
   mr_err *err;
   mr_err own_err; /* until configure gives one */
   char history[512];
+  mr_chain_notes notes;
   /* Pipelined only: the first failure of any stage. Once set, every stage
    * drops what reaches it and skips its flush. */
   atomic_int failed;

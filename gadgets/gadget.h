@@ -49,6 +49,14 @@ typedef struct mr_emit mr_emit;
  * any later gadget reported. */
 int mr_emit_message(mr_emit *out, mr_message *msg);
 
+/* What a gadget tells the gadgets after it about the whole stream. A field
+ * is written once, before the writer emits the first data it concerns, so
+ * a later gadget (on another stage's thread, reached through that stage's
+ * queue) reads it whole. */
+typedef struct mr_chain_notes {
+  char noise[160]; /* noise_adjust's prewhitening: "scan", a stored measurement id, or "" */
+} mr_chain_notes;
+
 /* What a gadget sees of its surroundings. */
 typedef struct mr_gadget_ctx {
   const mr_stream_header *hdr; /* NULL when the client sent no HEADER */
@@ -59,6 +67,7 @@ typedef struct mr_gadget_ctx {
   const char *gadget;          /* this gadget's class name */
   int index;                   /* position in the chain, from 0 */
   const char *history;         /* the chain's gadget names, comma-separated */
+  mr_chain_notes *notes;       /* the chain's (shared by its gadgets) */
 } mr_gadget_ctx;
 
 typedef struct mr_gadget_class {

@@ -92,7 +92,7 @@ static char *meta_xml(const mr_gadget_ctx *ctx, const float *mag, size_t n) {
     lo = hi = 0;
   char config[256];
   xml_escape(ctx->config, config, sizeof config);
-  size_t size = 1024 + sizeof config + 32 * strlen(ctx->history), used = 0;
+  size_t size = 2048 + sizeof config + 32 * strlen(ctx->history), used = 0;
   char *x = malloc(size);
   if (x == NULL)
     return NULL;
@@ -108,8 +108,15 @@ static char *meta_xml(const mr_gadget_ctx *ctx, const float *mag, size_t n) {
     used += (size_t)snprintf(x + used, size - used, "<value>%.*s</value>", (int)len, h);
     h += len + (h[len] == ',');
   }
+  used += (size_t)snprintf(x + used, size - used, "</meta>");
+  if (ctx->notes->noise[0] != '\0') { /* which noise prewhitened the data (noise_adjust) */
+    char noise[sizeof ctx->notes->noise * 6];
+    xml_escape(ctx->notes->noise, noise, sizeof noise);
+    used += (size_t)snprintf(x + used, size - used,
+                             "<meta><name>NoiseSource</name><value>%s</value></meta>", noise);
+  }
   snprintf(x + used, size - used,
-           "</meta><meta><name>WindowCenter</name><value>%g</value></meta>"
+           "<meta><name>WindowCenter</name><value>%g</value></meta>"
            "<meta><name>WindowWidth</name><value>%g</value></meta></ismrmrdMeta>",
            0.5 * ((double)lo + hi), (double)hi - lo);
   return x;

@@ -14,6 +14,15 @@
  * them) are skipped and counted; the client gets one TEXT warning with the
  * count at the end of the stream.
  *
+ * Noise kept across connections (noise_store.h): with "store", the noise
+ * gathered by a session (a noise-only scan: Gadgetron's
+ * default_measurement_dependencies.xml) is stored at its end under the
+ * header's measurementID. A scan that brings no noise lines of its own but
+ * whose header names a Noise measurementDependency uses the stored one
+ * ("use_stored"): its channel count must match (else a TEXT warning, and
+ * no prewhitening), and its dwell time is scaled like the scan's own. The
+ * images' meta says which noise whitened them (image_out: NoiseSource).
+ *
  * Two places in a chain: before accumulate it whitens line by line on the
  * CPU; after accumulate (the installed configs: accumulate passes the noise
  * lines on first) it whitens whole k-space buffers, calibration part
@@ -26,6 +35,7 @@
 #include <complex.h>
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,14 +45,14 @@
 #include "gadget.h"
 #include "handoff.h"
 #include "kspace.h"
+#include "noise_store.h"
 #include "placement.h"
 
 typedef struct noise_adjust {
-  int nch;                 /* channels of the noise lines, 0 before the first */
-  double complex *cov;     /* [nch][nch] lower triangle: sum of x x^H */
-  double fourth;           /* sum of |x|^4 over samples (Ledoit-Wolf) */
-  size_t samples;
-  float noise_dwell_us;
+  mr_noise_stats noise;    /* the noise lines' sums (or a stored noise's) */
+  int store;               /* parameter: store the noise at the end */
+  int use_stored;          /* parameter: use the header's Noise dependency */
+  char dependency[128];    /* its measurement id, "" when none */
   int started;             /* an imaging line came: the covariance is final */
   int have_white;
   float white_dwell_us;    /* the dwell time `white` was made for */
@@ -56,9 +66,17 @@ typedef struct noise_adjust {
   mr_placement place;      /* the CPU: one line is too little for a GPU */
 } noise_adjust;
 
-static const mr_param params[] = {MR_PLACEMENT_PARAMS(noise_adjust)};
+static const mr_param params[] = {
+    {"store", MR_PARAM_BOOL, offsetof(noise_adjust, store), "false", 0, 0, NULL, 0,
+     "store the noise lines' statistics at the end of the stream under the header's "
+     "measurementID (needs --state-dir): a noise-only scan others name as their dependency"},
+    {"use_stored", MR_PARAM_BOOL, offsetof(noise_adjust, use_stored), "true", 0, 0, NULL, 0,
+     "a scan without noise lines whose header names a Noise measurementDependency is "
+     "prewhitened with the stored noise of that measurement"},
+    MR_PLACEMENT_PARAMS(noise_adjust),
+};
 
-static void accumulate_noise(noise_adjust *s, const mr_acquisition *a) {
+static void accumulate_noise(mr_noise_stats *s, const mr_acquisition *a) {
   size_t ns = a->head.number_of_samples;
   int n = s->nch;
   for (size_t t = 0; t < ns; t++) {
@@ -78,7 +96,7 @@ static void accumulate_noise(noise_adjust *s, const mr_acquisition *a) {
  * towards mu I, mu = trace(S) / n: the estimated sampling error of S,
  * sum_t |x_t x_t^H - S|_F^2 / N^2 = (sum_t |x_t|^4 - N |S|_F^2) / N^2,
  * over its distance from mu I, capped at 1. */
-static double shrinkage(const noise_adjust *s, double *mu) {
+static double shrinkage(const mr_noise_stats *s, double *mu) {
   int n = s->nch;
   double N = (double)s->samples, trace = 0, frob = 0;
   for (int i = 0; i < n; i++) {
@@ -98,7 +116,8 @@ static double shrinkage(const noise_adjust *s, double *mu) {
 }
 
 /* white = L^-1 with L L^H = C * scale, C the shrunk sample covariance. */
-static int make_whitening(noise_adjust *s, mr_gadget_ctx *ctx, double scale) {
+static int make_whitening(noise_adjust *g, mr_gadget_ctx *ctx, double scale) {
+  const mr_noise_stats *s = &g->noise;
   int n = s->nch;
   double mu, alpha = shrinkage(s, &mu);
   double norm = (1 - alpha) * scale / (double)s->samples, ridge = alpha * mu * scale;
@@ -114,9 +133,9 @@ static int make_whitening(noise_adjust *s, mr_gadget_ctx *ctx, double scale) {
     if (!(d > 0)) {
       free(l);
       return mr_gadget_fail(ctx, MR_EDATA,
-                            "the noise covariance of %zu noise samples is not positive definite "
+                            "the noise covariance of %llu noise samples is not positive definite "
                             "(channel %d has no noise of its own): cannot prewhiten",
-                            s->samples, j);
+                            (unsigned long long)s->samples, j);
     }
     l[j * n + j] = sqrt(d);
     for (int i = j + 1; i < n; i++) {
@@ -131,12 +150,12 @@ static int make_whitening(noise_adjust *s, mr_gadget_ctx *ctx, double scale) {
     for (int i = 0; i < n; i++) {
       double complex v = i == c ? 1 : 0;
       if (i < c) {
-        s->white[i * n + c] = 0;
+        g->white[i * n + c] = 0;
         continue;
       }
       for (int k = c; k < i; k++)
-        v -= l[i * n + k] * s->white[k * n + c];
-      s->white[i * n + c] = (float complex)(v / creal(l[i * n + i]));
+        v -= l[i * n + k] * g->white[k * n + c];
+      g->white[i * n + c] = (float complex)(v / creal(l[i * n + i]));
     }
   free(l);
   return 0;
@@ -146,8 +165,8 @@ static int make_whitening(noise_adjust *s, mr_gadget_ctx *ctx, double scale) {
 static int whitening_for(noise_adjust *s, mr_gadget_ctx *ctx, float dwell_us) {
   if (s->have_white && s->white_dwell_us == dwell_us)
     return 0;
-  double scale =
-      s->noise_dwell_us > 0 && dwell_us > 0 ? (double)s->noise_dwell_us / dwell_us : 1.0;
+  float noise_dwell_us = s->noise.dwell_us;
+  double scale = noise_dwell_us > 0 && dwell_us > 0 ? (double)noise_dwell_us / dwell_us : 1.0;
   int rc = make_whitening(s, ctx, scale);
   if (rc < 0)
     return rc;
@@ -159,10 +178,10 @@ static int whitening_for(noise_adjust *s, mr_gadget_ctx *ctx, float dwell_us) {
 
 static int whiten(noise_adjust *s, mr_gadget_ctx *ctx, mr_acquisition *a) {
   const ISMRMRD_AcquisitionHeader *h = &a->head;
-  if (h->active_channels != s->nch)
+  if (h->active_channels != s->noise.nch)
     return mr_gadget_fail(ctx, MR_EDATA,
                           "acquisition %u has %u channels, the noise lines had %d",
-                          h->scan_counter, h->active_channels, s->nch);
+                          h->scan_counter, h->active_channels, s->noise.nch);
   if (a->data == NULL)
     return mr_gadget_fail(ctx, MR_EDATA, "acquisition %u carries no samples to prewhiten",
                           h->scan_counter);
@@ -171,7 +190,7 @@ static int whiten(noise_adjust *s, mr_gadget_ctx *ctx, mr_acquisition *a) {
     return rc;
   /* The line as a column-major samples x channels matrix X; `white`
    * read column-major is (L^-1)^T, so the whitened line is X (L^-1)^T. */
-  int ns = h->number_of_samples, n = s->nch;
+  int ns = h->number_of_samples, n = s->noise.nch;
   float complex *y = malloc((size_t)ns * (size_t)n * sizeof *y);
   if (y == NULL)
     return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory prewhitening a line");
@@ -189,7 +208,7 @@ static int whiten(noise_adjust *s, mr_gadget_ctx *ctx, mr_acquisition *a) {
 /* Whitens every sampled line of k (host memory) in place, line by line. */
 static int whiten_lines_cpu(noise_adjust *s, mr_kspace *k) {
   size_t lines = k->ne1 * k->ne2, stride = mr_kspace_channel_size(k);
-  int n = s->nch;
+  int n = s->noise.nch;
   float complex *y = malloc(k->nro * (size_t)n * sizeof *y);
   if (y == NULL)
     return mr_fail(MR_ENOMEM, "out of memory prewhitening a line");
@@ -215,7 +234,7 @@ typedef struct whiten_job {
 
 /* L^-1 on dev: uploaded when it changed, else the copy from before. */
 static int white_on(noise_adjust *s, mr_device *dev, const mr_buf **out) {
-  size_t bytes = (size_t)s->nch * s->nch * sizeof(mr_cfloat);
+  size_t bytes = (size_t)s->noise.nch * s->noise.nch * sizeof(mr_cfloat);
   if (s->white_dev != NULL && mr_buf_device(s->white_dev) != dev) {
     mr_buf_destroy(s->white_dev);
     s->white_dev = NULL;
@@ -239,7 +258,7 @@ static int white_on(noise_adjust *s, mr_device *dev, const mr_buf **out) {
  * (lines x readout) x channels matrix, one product, and back into place.
  * A failure leaves c unchanged unless the copy back failed. */
 static int whiten_calib_on(noise_adjust *s, mr_device *dev, mr_kspace *c, const mr_buf *w) {
-  int n = s->nch;
+  int n = s->noise.nch;
   size_t m;
   mr_buf *x = NULL, *y = NULL;
   int rc = mr_kspace_gather_sampled(c, dev, &x, &m);
@@ -264,7 +283,7 @@ static int whiten_calib_on(noise_adjust *s, mr_device *dev, mr_kspace *c, const 
 static int whiten_batch_task(mr_device *dev, void *arg) {
   whiten_job *j = arg;
   mr_kspace *k = j->k;
-  int n = j->s->nch;
+  int n = j->s->noise.nch;
   size_t points = mr_kspace_channel_size(k);
   mr_err e = {0};
   mr_cfloat *x = mr_kspace_on(k, dev, &e);
@@ -306,9 +325,9 @@ static int run_batch(mr_device *dev, void *arg) {
 }
 
 static int whiten_kspace(noise_adjust *s, mr_gadget_ctx *ctx, mr_kspace *k) {
-  if (k->nch != (size_t)s->nch)
+  if (k->nch != (size_t)s->noise.nch)
     return mr_gadget_fail(ctx, MR_EDATA, "k-space of slice %u has %zu channels, the noise "
-                          "lines had %d", k->ref.idx.slice, k->nch, s->nch);
+                          "lines had %d", k->ref.idx.slice, k->nch, s->noise.nch);
   int rc = whitening_for(s, ctx, k->ref.sample_time_us);
   if (rc < 0)
     return rc;
@@ -348,35 +367,83 @@ static int whiten_kspace(noise_adjust *s, mr_gadget_ctx *ctx, mr_kspace *k) {
 static int configure(void *state, mr_gadget_ctx *ctx) {
   noise_adjust *s = state;
   s->on_device = mr_handoff_on_device(ctx, MR_MSG_KSPACE);
+  for (int i = 0; s->use_stored && i < ctx->hdr->ndependencies; i++)
+    if (strcmp(ctx->hdr->dependencies[i].type, "Noise") == 0)
+      snprintf(s->dependency, sizeof s->dependency, "%s", ctx->hdr->dependencies[i].measurement_id);
   int rc = mr_placement_acquire(&s->place, ctx, MR_PARAM_DEVICE_CPU, MR_FALLBACK_NONE);
   return rc < 0 ? rc : mr_placement_acquire(&s->gpu, ctx, s->device, s->fallback);
 }
 
-static void free_noise(noise_adjust *s) {
-  free(s->cov);
-  free(s->white);
-  s->cov = NULL;
-  s->white = NULL;
-  s->nch = 0;
-}
-
 static void destroy(void *state) {
   noise_adjust *s = state;
-  free_noise(s);
+  mr_noise_stats_free(&s->noise);
+  free(s->white);
   mr_buf_destroy(s->white_dev);
   mr_placement_release(&s->place);
   mr_placement_release(&s->gpu);
+}
+
+static int warn(mr_gadget_ctx *ctx, mr_emit *out, const char *what) {
+  char text[700];
+  int n = snprintf(text, sizeof text, "WARNING: %s: %s", ctx->gadget, what);
+  mr_message *m = mr_message_new_text(MR_MSG_TEXT, text, (size_t)n < sizeof text ? (size_t)n
+                                                                                  : sizeof text - 1);
+  return m != NULL ? mr_emit_message(out, m) : mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
+}
+
+/* The stored noise the header names, for a scan without noise lines of its
+ * own and nch channels; a warning (and no prewhitening) when it is missing
+ * or does not fit. */
+static int adopt_stored(noise_adjust *s, mr_gadget_ctx *ctx, mr_emit *out, size_t nch) {
+  mr_err e = {0};
+  char what[sizeof e.msg + 64];
+  mr_noise_stats stored;
+  int rc = mr_noise_store_load(s->dependency, &stored, &e);
+  if (rc == MR_ENOMEM)
+    return mr_gadget_fail(ctx, rc, "%s", e.msg);
+  if (rc < 0) {
+    snprintf(what, sizeof what, "%s: no prewhitening", e.msg);
+    return warn(ctx, out, what);
+  }
+  if ((size_t)stored.nch != nch) {
+    snprintf(what, sizeof what,
+             "stored noise measurement '%s' has %d channels, the scan %zu: no prewhitening",
+             s->dependency, stored.nch, nch);
+    mr_noise_stats_free(&stored);
+    return warn(ctx, out, what);
+  }
+  s->noise = stored;
+  snprintf(ctx->notes->noise, sizeof ctx->notes->noise, "%s", s->dependency);
+  return 0;
+}
+
+/* The first imaging data (nch channels): the noise is final from here on. */
+static int start_imaging(noise_adjust *s, mr_gadget_ctx *ctx, mr_emit *out, size_t nch) {
+  s->started = 1;
+  int rc = 0;
+  if (s->noise.samples > 0)
+    snprintf(ctx->notes->noise, sizeof ctx->notes->noise, "scan");
+  else if (s->dependency[0] != '\0' && (rc = adopt_stored(s, ctx, out, nch)) < 0)
+    return rc;
+  if (s->noise.samples == 0)
+    return 0;
+  int n = s->noise.nch;
+  if ((s->white = malloc((size_t)n * (size_t)n * sizeof *s->white)) == NULL)
+    return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for a %d-channel whitening", n);
+  return 0;
 }
 
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
   noise_adjust *s = state;
   int rc = 0;
   if (msg->kind == MR_MSG_KSPACE) {
-    s->started = 1;
+    mr_kspace *k = msg->u.object.ptr;
     mr_err e = {0};
-    if (s->samples > 0)
-      rc = whiten_kspace(s, ctx, msg->u.object.ptr);
-    else if ((rc = mr_kspace_hand_on(msg->u.object.ptr, s->on_device, &e)) < 0)
+    if (!s->started)
+      rc = start_imaging(s, ctx, out, k->nch);
+    if (rc == 0 && s->noise.samples > 0)
+      rc = whiten_kspace(s, ctx, k);
+    else if (rc == 0 && (rc = mr_kspace_hand_on(k, s->on_device, &e)) < 0)
       rc = mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
     if (rc < 0) {
       mr_message_unref(msg);
@@ -387,8 +454,11 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   mr_acquisition *a = &msg->u.acq;
   const ISMRMRD_AcquisitionHeader *h = &a->head;
   if (!(h->flags & MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT))) {
-    s->started = 1;
-    if (s->samples > 0 && (rc = whiten(s, ctx, a)) < 0) {
+    if (!s->started)
+      rc = start_imaging(s, ctx, out, h->active_channels);
+    if (rc == 0 && s->noise.samples > 0)
+      rc = whiten(s, ctx, a);
+    if (rc < 0) {
       mr_message_unref(msg);
       return rc;
     }
@@ -397,36 +467,49 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   if (h->number_of_samples == 0 || h->active_channels == 0 || a->data == NULL) {
     s->empty_noise++;
   } else if (!s->started) {
-    if (s->nch == 0) {
-      int n = h->active_channels;
-      s->cov = calloc((size_t)n * n, sizeof *s->cov);
-      s->white = malloc((size_t)n * n * sizeof *s->white);
-      if (s->cov == NULL || s->white == NULL) {
-        free_noise(s);
-        rc = mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for a %d-channel noise covariance", n);
-      } else {
-        s->nch = n;
-        s->noise_dwell_us = h->sample_time_us;
-      }
-    } else if (h->active_channels != s->nch)
+    if (s->noise.nch == 0) {
+      rc = mr_noise_stats_init(&s->noise, h->active_channels, h->sample_time_us);
+      if (rc == MR_EINVAL)
+        rc = mr_gadget_fail(ctx, rc, "noise line %u has %u channels: at most %d are handled",
+                            h->scan_counter, h->active_channels, MR_NOISE_MAX_CHANNELS);
+      else if (rc < 0)
+        rc = mr_gadget_fail(ctx, rc, "out of memory for a %u-channel noise covariance",
+                            h->active_channels);
+    } else if (h->active_channels != s->noise.nch)
       rc = mr_gadget_fail(ctx, MR_EDATA, "noise line %u has %u channels, earlier ones had %d",
-                          h->scan_counter, h->active_channels, s->nch);
+                          h->scan_counter, h->active_channels, s->noise.nch);
     if (rc == 0)
-      accumulate_noise(s, a);
+      accumulate_noise(&s->noise, a);
   }
   mr_message_unref(msg);
   return rc;
 }
 
+/* "store": the noise of this stream, under its header's measurementID. */
+static int store_noise(noise_adjust *s, mr_gadget_ctx *ctx, mr_emit *out) {
+  if (ctx->hdr == NULL)
+    return 0; /* a header-less run (PROTOCOL.md rule 6): nothing came */
+  if (s->noise.samples == 0)
+    return warn(ctx, out, "the stream had no noise lines: nothing stored");
+  if (ctx->hdr->measurement_id[0] == '\0')
+    return mr_gadget_fail(ctx, MR_EDATA, "the header names no measurementInformation/"
+                                         "measurementID to store the noise under");
+  mr_err e = {0};
+  int rc = mr_noise_store_save(ctx->hdr->measurement_id, &s->noise, &e);
+  return rc < 0 ? mr_gadget_fail(ctx, rc, "%s", e.msg) : 0;
+}
+
 static int flush(void *state, mr_gadget_ctx *ctx, mr_emit *out) {
   noise_adjust *s = state;
-  return mr_emit_empty_noise_warning(ctx, out, s->empty_noise);
+  int rc = s->store ? store_noise(s, ctx, out) : 0;
+  return rc < 0 ? rc : mr_emit_empty_noise_warning(ctx, out, s->empty_noise);
 }
 
 const mr_gadget_class mr_gadget_noise_adjust = {
     .name = "noise_adjust",
-    .summary = "prewhitening: coil noise covariance from the noise lines (dwell-time scaled), "
-               "L^-1 applied to every later line; noise lines are not passed on",
+    .summary = "prewhitening: coil noise covariance from the noise lines, or a stored noise "
+               "measurement the header names (dwell-time scaled), L^-1 applied to every later "
+               "line; noise lines are not passed on; optionally stores the noise",
     .params = params,
     .nparams = sizeof params / sizeof *params,
     .state_size = sizeof(noise_adjust),

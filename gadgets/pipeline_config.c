@@ -85,9 +85,11 @@ int mr_pipeline_config_parse(const char *text, size_t len, const char *origin,
    * when a scanner is waiting. */
   mr_chain *probe = NULL;
   rc = mr_chain_create(cfg, MR_CHAIN_WIRE_INPUT, &probe, err);
-  if (rc == 0 && !(mr_chain_produces(probe) & MR_KIND_BIT(MR_MSG_IMAGE)))
+  if (rc == 0 && !(mr_chain_produces(probe) & MR_KIND_BIT(MR_MSG_IMAGE)) &&
+      !mr_chain_ends_in_sink(probe))
     rc = mr_err_set(err, MR_ECONFIG,
-                    "config %s: no gadget produces images (end the chain with image_out)", origin);
+                    "config %s: no gadget produces images (end the chain with image_out, or "
+                    "with discard or raw_dump for a chain that answers nothing)", origin);
   mr_chain_destroy(probe);
   if (rc < 0) {
     mr_pipeline_config_free(cfg);

@@ -14,6 +14,7 @@
 #include "query.h"
 #include "registry.h"
 #include "server.h"
+#include "state_dir.h"
 
 #ifndef MR_CONFIG_DIR
 #define MR_CONFIG_DIR "configs"
@@ -40,6 +41,11 @@ static void usage(FILE *out) {
           "  --memory-budget MIB     k-space, images and compute buffers of all sessions together\n"
           "                          (default: half the machine's memory, or of the container's\n"
           "                          cgroup limit; 0: unlimited)\n"
+          "  --state-dir DIR         where stored noise measurements and raw dumps live\n"
+          "                          (created; default: none, nothing is stored)\n"
+          "  --noise-max-entries N   stored noise measurements kept (default 256)\n"
+          "  --noise-max-age-hours H older ones are not used (default 168)\n"
+          "  --dump-max-mib M        raw stream dumps together (default 1024)\n"
           "  --limit NAME=VALUE      a bound on what clients send (see --limits)\n"
           "  --limits                print every limit and its value, then exit\n"
           "  --describe              print every gadget and its parameters, then exit\n"
@@ -85,11 +91,15 @@ int main(int argc, char **argv) {
   int cpus;
   mr_cgroup_available("", &memory, &cpus);
   int budget_mib = (int)(memory / 2 >> 20);
-  const char *configs_path = MR_CONFIG_DIR, *gpus = "all";
+  const char *configs_path = MR_CONFIG_DIR, *gpus = "all", *state_dir = NULL;
+  mr_state_limits state_limits = mr_state_limits_default;
+  int noise_entries = state_limits.noise_max_entries;
+  int noise_hours = (int)(state_limits.noise_max_age_s / 3600);
+  int dump_mib = (int)(state_limits.dump_max_bytes >> 20);
   int describe = 0, info = 0, show_limits = 0;
   enum { OPT_LISTEN = 256, OPT_CONFIGS, OPT_LOG, OPT_MAXCONN, OPT_GPUS, OPT_DRAIN, OPT_HANDSHAKE,
          OPT_IDLE, OPT_WRITE, OPT_GRACE, OPT_BUDGET, OPT_LIMIT, OPT_LIMITS, OPT_DESCRIBE, OPT_INFO,
-         OPT_VERSION, OPT_HELP };
+         OPT_VERSION, OPT_HELP, OPT_STATE_DIR, OPT_NOISE_ENTRIES, OPT_NOISE_HOURS, OPT_DUMP_MIB };
   static const struct option longopts[] = {
       {"listen", required_argument, NULL, OPT_LISTEN},
       {"configs", required_argument, NULL, OPT_CONFIGS},
@@ -103,6 +113,10 @@ int main(int argc, char **argv) {
       {"grace", required_argument, NULL, OPT_GRACE},
       {"memory-budget", required_argument, NULL, OPT_BUDGET},
       {"limit", required_argument, NULL, OPT_LIMIT},
+      {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+      {"noise-max-entries", required_argument, NULL, OPT_NOISE_ENTRIES},
+      {"noise-max-age-hours", required_argument, NULL, OPT_NOISE_HOURS},
+      {"dump-max-mib", required_argument, NULL, OPT_DUMP_MIB},
       {"limits", no_argument, NULL, OPT_LIMITS},
       {"describe", no_argument, NULL, OPT_DESCRIBE},
       {"info", no_argument, NULL, OPT_INFO},
@@ -180,6 +194,21 @@ int main(int argc, char **argv) {
     case OPT_LIMITS:
       show_limits = 1;
       break;
+    case OPT_STATE_DIR:
+      state_dir = optarg;
+      break;
+    case OPT_NOISE_ENTRIES:
+      if (parse_int("--noise-max-entries", optarg, 1, 1000000, &noise_entries) < 0)
+        return 2;
+      break;
+    case OPT_NOISE_HOURS:
+      if (parse_int("--noise-max-age-hours", optarg, 1, 24 * 365 * 10, &noise_hours) < 0)
+        return 2;
+      break;
+    case OPT_DUMP_MIB:
+      if (parse_int("--dump-max-mib", optarg, 1, INT32_MAX, &dump_mib) < 0)
+        return 2;
+      break;
     case OPT_DESCRIBE:
       describe = 1;
       break;
@@ -220,11 +249,20 @@ int main(int argc, char **argv) {
     fprintf(stderr, "reconserver: %s\n", mr_err_text(&err, rc));
     return 1;
   }
+  state_limits.noise_max_entries = noise_entries;
+  state_limits.noise_max_age_s = (int64_t)noise_hours * 3600;
+  state_limits.dump_max_bytes = (uint64_t)dump_mib << 20;
+  if (state_dir != NULL && (rc = mr_state_dir_open(state_dir, &state_limits, &err)) < 0) {
+    fprintf(stderr, "reconserver: --state-dir: %s\n", mr_err_text(&err, rc));
+    mr_config_dir_free(&configs);
+    return 1;
+  }
   mr_pool_opts popts = {.gpus = gpus, .cpu_threads = cpus, .log = log_pool_line};
   mr_pool *pool = NULL;
   if ((rc = mr_pool_create(&popts, &pool, &err)) < 0) {
     fprintf(stderr, "reconserver: --gpus %s: %s\n", gpus, mr_err_text(&err, rc));
     mr_config_dir_free(&configs);
+    mr_state_dir_close();
     return 1;
   }
   env.configs = &configs;
@@ -239,6 +277,7 @@ int main(int argc, char **argv) {
   }
   mr_pool_destroy(pool);
   mr_config_dir_free(&configs);
+  mr_state_dir_close();
   if (rc < 0) {
     fprintf(stderr, "reconserver: %s\n", mr_err_text(&err, rc));
     return 1;

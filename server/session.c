@@ -8,7 +8,9 @@
 #include <time.h>
 
 #include "chain.h"
+#include "gadgetron_xml.h"
 #include "log.h"
+#include "noise_store.h"
 #include "pool.h"
 #include "query.h"
 #include "stream_header.h"
@@ -31,6 +33,7 @@ typedef struct run {
   mr_session *s;
   enum state state;
   mr_pipeline_config *script; /* a CONFIG_SCRIPT's config (owned) */
+  char dependency[160]; /* the measurement a dependency query asks about */
   mr_chain *chain;
   mr_stream_header hdr;
   int have_hdr;
@@ -131,20 +134,21 @@ static void on_config_file(run *r, const char *name) {
 }
 
 static void on_config_script(run *r, const char *text, size_t len) {
+  mr_err e = {0};
+  int rc;
   if (is_xml(text)) {
     /* Gadgetron's C++ client asks about noise dependencies with an XML
-     * chain naming NoiseSummaryGadget; nothing else in XML is spoken. */
-    if (strstr(text, "NoiseSummaryGadget") != NULL) {
+     * chain naming NoiseSummaryGadget (rule 6); other Gadgetron chains are
+     * translated when every gadget has a counterpart here. */
+    if (mr_gadgetron_xml_noise_query(text, len, r->dependency, sizeof r->dependency) == 1) {
       snprintf(r->s->stats.config, sizeof r->s->stats.config, "noise-dependency-query");
       r->state = DEPENDENCY;
       return;
     }
-    fail(r, "Gadgetron XML stream configurations are not supported: name an installed "
-            "config (CONFIG_FILE) or send a JSON config");
-    return;
+    rc = mr_gadgetron_xml_translate(text, len, &r->script, &e);
+  } else {
+    rc = mr_pipeline_config_parse(text, len, "CONFIG_SCRIPT", &r->script, &e);
   }
-  mr_err e = {0};
-  int rc = mr_pipeline_config_parse(text, len, "CONFIG_SCRIPT", &r->script, &e);
   if (rc < 0) {
     fail(r, "%s", mr_err_text(&e, rc));
     return;
@@ -238,13 +242,37 @@ static void on_query(run *r, const mr_message *m) {
     fail(r, "out of memory answering QUERY '%.100s'", m->u.query.text);
 }
 
-/* Rule 6: the noise-dependency reply. Noise statistics are not stored
- * (yet), so the status is `failed`, which tells the client to go on. */
+/* Rule 6: the noise-dependency reply, as Gadgetron 4's NoiseSummaryGadget
+ * writes it: the stored noise's dwell time, smallest, largest and mean
+ * channel sigma and channel count, then status `success`; status `failed`
+ * alone when that noise is not stored (or unusable), which tells the
+ * client to go on without it. (Gadgetron's mean_sigma is the sum of the
+ * sigmas; ours is their mean.) */
 static void answer_dependency(run *r) {
-  static const char meta[] = "<?xml version=\"1.0\"?><ismrmrdMeta>"
-                             "<meta><name>status</name><value>failed</value></meta>"
-                             "</ismrmrdMeta>";
-  send_to_client(r, mr_message_new_text(MR_MSG_DEPENDENCY_QUERY, meta, sizeof meta - 1));
+  mr_noise_stats noise;
+  mr_err e = {0};
+  char meta[1024];
+  int n;
+  if (mr_noise_store_load(r->dependency, &noise, &e) == 0) {
+    double lo, hi, mean;
+    mr_noise_stats_sigmas(&noise, &lo, &hi, &mean);
+    n = snprintf(meta, sizeof meta,
+                 "<?xml version=\"1.0\"?><ismrmrdMeta>"
+                 "<meta><name>noise_dwell_time_us</name><value>%.9g</value></meta>"
+                 "<meta><name>min_sigma</name><value>%.9g</value></meta>"
+                 "<meta><name>max_sigma</name><value>%.9g</value></meta>"
+                 "<meta><name>mean_sigma</name><value>%.9g</value></meta>"
+                 "<meta><name>channels</name><value>%d</value></meta>"
+                 "<meta><name>status</name><value>success</value></meta></ismrmrdMeta>",
+                 (double)noise.dwell_us, lo, hi, mean, noise.nch);
+    mr_noise_stats_free(&noise);
+  } else {
+    mr_log(MR_LOG_DEBUG, "%s: dependency query: %s", r->s->peer, e.msg);
+    n = snprintf(meta, sizeof meta, "<?xml version=\"1.0\"?><ismrmrdMeta>"
+                                    "<meta><name>status</name><value>failed</value></meta>"
+                                    "</ismrmrdMeta>");
+  }
+  send_to_client(r, mr_message_new_text(MR_MSG_DEPENDENCY_QUERY, meta, (size_t)n));
 }
 
 static void on_close(run *r) {

@@ -1,19 +1,24 @@
 /* noise_adjust: correlated coil noise comes out white (unit variance,
  * uncorrelated) at the noise lines' dwell time and at another one; noise
  * lines are not passed on; streams without noise pass unchanged; bad noise
- * fails clearly. */
+ * fails clearly. A noise stored by one session ("store") whitens a later
+ * scan that names it as its dependency exactly as the same noise lines in
+ * the scan would; a missing one or one of other channels is a warning. */
 #include <complex.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "gadget_harness.h"
+#include "noise_store.h"
+#include "state_dir.h"
 #include "test_support.h"
 
 enum { NCH = 6, NS = 512 };
@@ -205,6 +210,158 @@ static void skips_empty_noise_lines(void **state) {
   free(n);
 }
 
+/* The Cartesian test header with a measurementInformation block. */
+static const char *header_with(const char *info) {
+  static char xml[4096];
+  const char *base = mr_harness_cartesian_header(NS, 8, 1, NS, 8, 1);
+  size_t open = strlen("<ismrmrdHeader>");
+  snprintf(xml, sizeof xml, "%.*s<measurementInformation>%s</measurementInformation>%s",
+           (int)open, base, info, base + open);
+  return xml;
+}
+
+#define DEPENDS_ON(id)                                                                           \
+  "<measurementID>scan_2</measurementID><measurementDependency><dependencyType>SenMap"          \
+  "</dependencyType><measurementID>" id "</measurementID></measurementDependency>"              \
+  "<measurementDependency><dependencyType>Noise</dependencyType><measurementID>" id             \
+  "</measurementID></measurementDependency>"
+
+static char state_dir[256];
+
+static int open_state(void **state) {
+  (void)state;
+  mr_err e = {0};
+  snprintf(state_dir, sizeof state_dir, "%s", mr_test_tmpdir("noise-adjust"));
+  return mr_state_dir_open(state_dir, &mr_state_limits_default, &e);
+}
+
+static int close_state(void **state) {
+  (void)state;
+  mr_state_dir_close();
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", state_dir);
+  return system(cmd);
+}
+
+enum { NOISE_LINES = 16, DATA_LINES = 8 };
+
+/* A noise-only session with "store", as the measurement id noise_1. */
+static void store_noise_session(noise_source *n) {
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, "[{\"gadget\":\"noise_adjust\",\"store\":true}]",
+                                   MR_KIND_BIT(MR_MSG_ACQUISITION)),
+                   0);
+  assert_int_equal(
+      mr_harness_configure(&h, header_with("<measurementID>noise_1</measurementID>")), 0);
+  for (int l = 0; l < NOISE_LINES; l++)
+    assert_int_equal(
+        mr_harness_push(&h, noise_acq(n, MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT), 10.0f)), 0);
+  assert_int_equal(mr_harness_flush(&h), 0);
+  assert_int_equal(h.nout, 0); /* a noise session answers nothing */
+  mr_harness_close(&h);
+}
+
+/* DATA_LINES lines of nch channels at 2.5 us (noise from n, or smooth
+ * lines: mr_harness_smooth_line) through a scan session whose header says
+ * info; with noise_lines, the noise comes first in the scan. */
+static void scan_session(mr_harness *h, const char *info, noise_source *n, int noise_lines,
+                         int nch, int smooth) {
+  assert_int_equal(mr_harness_open(h, "[{\"gadget\":\"noise_adjust\"}]",
+                                   MR_KIND_BIT(MR_MSG_ACQUISITION)),
+                   0);
+  assert_int_equal(mr_harness_configure(h, header_with(info)), 0);
+  for (int l = 0; l < noise_lines; l++)
+    assert_int_equal(
+        mr_harness_push(h, noise_acq(n, MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT), 10.0f)), 0);
+  n->scale = 2; /* sqrt(10 / 2.5): the scan's wider bandwidth */
+  for (int l = 0; l < DATA_LINES; l++) {
+    mr_message *m = !smooth ? noise_acq(n, 0, 2.5f)
+                            : mr_harness_acquisition(NS, nch, l, 0, 0, mr_harness_smooth_line, &l);
+    m->u.acq.head.sample_time_us = 2.5f;
+    assert_int_equal(mr_harness_push(h, m), 0);
+  }
+  assert_int_equal(mr_harness_flush(h), 0);
+}
+
+static void stored_noise_whitens_like_scan_noise(void **state) {
+  (void)state;
+  noise_source *n = malloc(sizeof *n);
+  mixing(n, 11);
+  store_noise_session(n);
+  /* The imaging scan names it and brings no noise of its own. */
+  mr_harness stored, inscan;
+  scan_session(&stored, DEPENDS_ON("noise_1"), n, 0, NCH, 0);
+  /* The same noise lines and data in one scan. */
+  mixing(n, 11);
+  scan_session(&inscan, "", n, NOISE_LINES, NCH, 0);
+  assert_int_equal(stored.nout, DATA_LINES);
+  assert_int_equal(inscan.nout, DATA_LINES);
+  for (int l = 0; l < DATA_LINES; l++)
+    assert_memory_equal(stored.out[l]->u.acq.data, inscan.out[l]->u.acq.data,
+                        NS * NCH * sizeof(float complex));
+  double d = distance_from_identity(&stored);
+  print_message("stored noise, other dwell time: whitened covariance within %.3f of I\n", d);
+  assert_true(d < 0.1);
+  mr_harness_close(&stored);
+  mr_harness_close(&inscan);
+  free(n);
+}
+
+/* A missing noise and one of other channels: a warning, and the data as
+ * it came. */
+static void unusable_stored_noise_warns(void **state) {
+  (void)state;
+  noise_source *n = malloc(sizeof *n);
+  mixing(n, 12);
+  store_noise_session(n);
+  static const struct {
+    const char *info;
+    int nch;
+    const char *warning;
+  } cases[] = {
+      {DEPENDS_ON("noise_9"), NCH, "noise measurement 'noise_9' is not stored: no prewhitening"},
+      {DEPENDS_ON("noise_1"), NCH - 2,
+       "stored noise measurement 'noise_1' has 6 channels, the scan 4: no prewhitening"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    mr_harness h;
+    scan_session(&h, cases[i].info, n, 0, cases[i].nch, 1);
+    assert_int_equal(h.nout, DATA_LINES + 1);
+    assert_int_equal(h.out[0]->kind, MR_MSG_TEXT);
+    assert_non_null(strstr(h.out[0]->u.text, cases[i].warning));
+    int e1 = 3;
+    assert_true(h.out[1 + e1]->u.acq.data[5] == mr_harness_smooth_line(0, 5, &e1));
+    mr_harness_close(&h);
+  }
+  free(n);
+}
+
+/* "store" without a measurementID to store under fails; without a state
+ * directory too. */
+static void store_needs_an_id_and_a_store(void **state) {
+  (void)state;
+  noise_source *n = malloc(sizeof *n);
+  mixing(n, 13);
+  for (int with_dir = 1; with_dir >= 0; with_dir--) {
+    if (!with_dir)
+      mr_state_dir_close();
+    mr_harness h;
+    assert_int_equal(mr_harness_open(&h, "[{\"gadget\":\"noise_adjust\",\"store\":true}]",
+                                     MR_KIND_BIT(MR_MSG_ACQUISITION)),
+                     0);
+    assert_int_equal(mr_harness_configure(&h, header_with(with_dir ? "" : "<measurementID>x"
+                                                                          "</measurementID>")),
+                     0);
+    assert_int_equal(
+        mr_harness_push(&h, noise_acq(n, MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT), 5.0f)), 0);
+    assert_true(mr_harness_flush(&h) < 0);
+    assert_non_null(strstr(h.err.msg, with_dir ? "no measurementInformation/measurementID"
+                                               : "--state-dir"));
+    mr_harness_close(&h);
+  }
+  free(n);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(whitens_same_dwell),
@@ -212,6 +369,10 @@ int main(void) {
       cmocka_unit_test(passes_without_noise),
       cmocka_unit_test(rejects_bad_noise),
       cmocka_unit_test(skips_empty_noise_lines),
+      cmocka_unit_test_setup_teardown(stored_noise_whitens_like_scan_noise, open_state,
+                                      close_state),
+      cmocka_unit_test_setup_teardown(unusable_stored_noise_warns, open_state, close_state),
+      cmocka_unit_test_setup_teardown(store_needs_an_id_and_a_store, open_state, close_state),
   };
   return cmocka_run_group_tests_name("gadgets_noise_adjust", tests, NULL, NULL);
 }

@@ -185,7 +185,10 @@ static void second_config(int fd) {
   mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
 }
 static void gadgetron_xml_chain(int fd) {
-  mr_test_send_msg(fd, text_nul(MR_MSG_CONFIG_SCRIPT, "<gadgetronStreamConfiguration/>"));
+  mr_test_send_msg(fd, text_nul(MR_MSG_CONFIG_SCRIPT,
+                                "<gadgetronStreamConfiguration><gadget><name>PCA</name>"
+                                "<classname>PCACoilGadget</classname></gadget>"
+                                "</gadgetronStreamConfiguration>"));
 }
 static void wrong_json_types(int fd) {
   mr_test_send_msg(fd, text_nul(MR_MSG_CONFIG_SCRIPT,
@@ -230,7 +233,7 @@ static void test_errors_reach_their_client(void **state) {
       {"config name as a path", escaping_config, "refused: a config name is not a path"},
       {"acquisition before header", acquisition_first, "ERROR: ACQUISITION before the HEADER"},
       {"second config", second_config, "a second config (CONFIG_FILE) in one session"},
-      {"Gadgetron XML chain", gadgetron_xml_chain, "XML stream configurations are not supported"},
+      {"Gadgetron XML chain", gadgetron_xml_chain, "gadget 0 'PCA' (PCACoilGadget) has no counterpart"},
       {"JSON config with wrong types", wrong_json_types,
        "gadget 0 'accumulate', key 'trigger': expected one of"},
       {"header that is not XML", not_xml_header, "ISMRMRD header is not XML"},
