@@ -344,13 +344,14 @@ static int gather(gridding *s, mr_gadget_ctx *ctx, const mr_kspace *k, job *j) {
     if (!k->sampled[l])
       continue;
     const float *t = k->traj + l * ro * d;
+    /* Each channel's readout is contiguous on both sides. */
+    for (size_t c = 0; c < j->nch; c++)
+      memcpy(j->data + c * j->n + at, k->data + c * per + l * ro, ro * sizeof *j->data);
     for (size_t i = 0; i < ro; i++, at++) {
       for (int a = 0; a < j->rank; a++)
         j->k[at * j->rank + a] = t[i * d + a];
       if (j->weights_known)
         j->w[at] = t[i * d + j->rank];
-      for (size_t c = 0; c < j->nch; c++)
-        j->data[c * j->n + at] = k->data[c * per + l * ro + i];
     }
     if (j->dk == 0 && ro > 1) {
       double s = 0;
