@@ -133,8 +133,8 @@ static int upload_rows(mr_buf *buf, size_t at, size_t pitch, const void *src,
      * the caller waits, so that src may be reused on return. */
     rows_call c = {buf, at, pitch, src_pitch, width, rows, src};
     if (mr_buf_cuda_is_pinned(src))
-      return mr_worker_post(buf->dev->worker, queue_rows_posted, &c, sizeof c);
-    return mr_worker_call(buf->dev->worker, queue_rows, &c);
+      return mr_worker_post(mr_device_lane(buf->dev)->worker, queue_rows_posted, &c, sizeof c);
+    return mr_worker_call(mr_device_lane(buf->dev)->worker, queue_rows, &c);
   }
 #else
   (void)wait;

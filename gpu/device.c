@@ -1,5 +1,6 @@
 #include "device_impl.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/sysinfo.h>
@@ -15,7 +16,27 @@ int mr_device_is_gpu(const mr_device *dev) { return dev->ordinal >= 0; }
 
 int mr_device_ordinal(const mr_device *dev) { return dev->ordinal; }
 
-struct mr_cuda_ctx *mr_device_cuda(const mr_device *dev) { return dev->cuda; }
+/* The lane whose worker this thread is (NULL elsewhere), and the turn in
+ * which a thread that hands work to GPUs took its lane (-1: not yet). */
+static _Thread_local mr_gpu_lane *own_lane;
+static _Thread_local int turn = -1;
+static atomic_int turns;
+
+void mr_device_enter_lane(mr_gpu_lane *lane) { own_lane = lane; }
+
+mr_gpu_lane *mr_device_lane(mr_device *dev) {
+  if (own_lane != NULL && own_lane->dev == dev)
+    return own_lane;
+  if (turn < 0)
+    turn = atomic_fetch_add(&turns, 1) & 0xffff;
+  return &dev->lanes[turn % dev->nlanes];
+}
+
+struct mr_cuda_ctx *mr_device_cuda(const mr_device *dev) {
+  if (own_lane != NULL && own_lane->dev == dev)
+    return own_lane->cuda;
+  return dev->nlanes > 0 ? dev->lanes[0].cuda : NULL;
+}
 
 mr_cpu_threads *mr_device_threads(const mr_device *dev) { return dev->threads; }
 
@@ -32,30 +53,31 @@ typedef struct task_call {
 static int run_outermost(void *p) {
   task_call *c = p;
   int rc = c->task(c->dev, c->arg);
-  int sync = mr_cuda_ctx_sync(c->dev->cuda);
+  int sync = mr_cuda_ctx_sync(mr_device_cuda(c->dev));
   return rc < 0 ? rc : sync;
 }
 
 static int time_on_worker(void *p) {
   task_call *c = p;
-  return mr_cuda_ctx_time(c->dev->cuda, c->dev, c->task, c->arg, c->warmup,
+  return mr_cuda_ctx_time(mr_device_cuda(c->dev), c->dev, c->task, c->arg, c->warmup,
                           c->reps, c->ms);
 }
 
 static int info_on_worker(void *p) {
   task_call *c = p;
-  return mr_cuda_ctx_info(c->dev->cuda, c->arg);
+  return mr_cuda_ctx_info(mr_device_cuda(c->dev), c->arg);
 }
 #endif
 
 int mr_device_run(mr_device *dev, mr_device_task task, void *arg) {
 #ifdef MR_HAVE_CUDA
-  if (dev->worker != NULL) {
+  if (dev->nlanes > 0) {
+    mr_worker *w = mr_device_lane(dev)->worker;
     /* Inside a task already: the outer task synchronises at its end. */
-    if (mr_worker_is_current(dev->worker))
+    if (mr_worker_is_current(w))
       return task(dev, arg);
     task_call c = {.dev = dev, .task = task, .arg = arg};
-    return mr_worker_call(dev->worker, run_outermost, &c);
+    return mr_worker_call(w, run_outermost, &c);
   }
 #endif
   return task(dev, arg);
@@ -72,10 +94,10 @@ int mr_device_time(mr_device *dev, mr_device_task task, void *arg, int warmup,
   if (warmup < 0 || reps < 1 || ms == NULL)
     return mr_fail(MR_EINVAL, "device time: warmup %d, reps %d", warmup, reps);
 #ifdef MR_HAVE_CUDA
-  if (dev->worker != NULL) {
+  if (dev->nlanes > 0) {
     task_call c = {.dev = dev, .task = task, .arg = arg, .warmup = warmup,
                    .reps = reps, .ms = ms};
-    return mr_worker_call(dev->worker, time_on_worker, &c);
+    return mr_worker_call(mr_device_lane(dev)->worker, time_on_worker, &c);
   }
 #endif
   for (int i = 0; i < warmup + reps; i++) {
@@ -123,9 +145,9 @@ void mr_device_cpu_info(mr_device *dev, mr_device_info *info) {
 int mr_device_info_get(mr_device *dev, mr_device_info *info) {
   memset(info, 0, sizeof *info);
 #ifdef MR_HAVE_CUDA
-  if (dev->worker != NULL) {
+  if (dev->nlanes > 0) {
     task_call c = {.dev = dev, .arg = info};
-    int rc = mr_worker_call(dev->worker, info_on_worker, &c);
+    int rc = mr_worker_call(mr_device_lane(dev)->worker, info_on_worker, &c);
     if (rc < 0)
       return rc;
   } else

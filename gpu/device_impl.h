@@ -13,7 +13,8 @@ extern "C" {
 
 struct mr_cuda_ctx;
 
-/* The GPU's CUDA state (NULL for the CPU); used on its worker only. */
+/* The GPU's CUDA state of the calling worker's lane (NULL for the CPU);
+ * used on the device's workers only. */
 struct mr_cuda_ctx *mr_device_cuda(const mr_device *dev);
 
 /* The pool's CPU threads (any device may use them for host-side loops). */
@@ -27,14 +28,35 @@ mr_cpu_threads *mr_device_threads(const mr_device *dev);
 
 #include "worker.h"
 
+/* A GPU is driven through lanes: each a worker thread with CUDA state of
+ * its own (streams, library handles, FFT plans, staging slots), all on the
+ * device's one memory pool. A thread that hands work to the GPU always
+ * uses the same lane (threads take lanes in turn), so one stage's tasks
+ * stay in order while the stages of a session, and sessions, run on the
+ * GPU side by side instead of queueing behind one another. A task ends
+ * with its lane's streams synchronised, so what it made may be used on any
+ * lane afterwards. */
+typedef struct mr_gpu_lane {
+  struct mr_device *dev;
+  mr_worker *worker;
+  struct mr_cuda_ctx *cuda; /* created on the worker */
+} mr_gpu_lane;
+
 struct mr_device {
   mr_pool *pool;
   int ordinal;                /* CUDA device number; -1 for the CPU */
   atomic_int load;            /* sessions placed; changed under the pool lock */
-  mr_worker *worker;          /* GPU only */
-  struct mr_cuda_ctx *cuda;   /* GPU only; created on the worker */
+  mr_gpu_lane lanes[MR_GPU_LANES_MAX]; /* GPU only */
+  int nlanes;                 /* 0 for the CPU */
   mr_cpu_threads *threads;    /* the pool's, shared */
 };
+
+/* The lane the calling thread uses on dev (a GPU): its own when it is one
+ * of dev's workers. */
+mr_gpu_lane *mr_device_lane(mr_device *dev);
+/* Called first on a lane's worker thread: from then on that thread's
+ * mr_device_cuda(lane->dev) is the lane's. */
+void mr_device_enter_lane(mr_gpu_lane *lane);
 
 /* Fills the pool-independent fields of a CPU device's info. */
 void mr_device_cpu_info(mr_device *dev, mr_device_info *info);

@@ -79,14 +79,21 @@ static int parse_gpus(const char *spec, int *list, size_t *n, int *all, mr_err *
 
 #ifdef MR_HAVE_CUDA
 static int gpu_init(void *p) {
-  mr_device *dev = p;
-  return mr_cuda_ctx_create(dev->ordinal, &dev->cuda);
+  mr_gpu_lane *lane = p;
+  mr_device_enter_lane(lane);
+  return mr_cuda_ctx_create(lane->dev->ordinal, &lane->cuda);
 }
 
 static int gpu_fini(void *p) {
-  mr_device *dev = p;
-  mr_cuda_ctx_destroy(dev->cuda);
+  mr_gpu_lane *lane = p;
+  mr_cuda_ctx_destroy(lane->cuda);
   return 0;
+}
+
+static void stop_lanes(mr_device *dev) {
+  for (int l = 0; l < dev->nlanes; l++)
+    mr_worker_stop(dev->lanes[l].worker, gpu_fini, &dev->lanes[l]);
+  dev->nlanes = 0;
 }
 
 /* Starts a worker for each GPU in list[0..n), or every GPU found if all. */
@@ -116,10 +123,18 @@ static int start_gpus(mr_pool *pool, const mr_pool_opts *opts, int *list,
     dev->pool = pool;
     dev->ordinal = list[i];
     dev->threads = pool->threads;
-    int rc = mr_worker_start(gpu_init, dev, &dev->worker);
-    if (rc < 0)
-      return mr_err_set(err, rc, "gpu %d: %s", list[i], mr_fail_detail());
-    pool->ngpus++;
+    int lanes = opts->gpu_lanes > 0 ? opts->gpu_lanes : MR_GPU_LANES_DEFAULT;
+    if (lanes > MR_GPU_LANES_MAX)
+      lanes = MR_GPU_LANES_MAX;
+    pool->ngpus++; /* stopped with the pool from here on, lanes started or not */
+    for (int l = 0; l < lanes; l++) {
+      dev->lanes[l].dev = dev;
+      int rc = mr_worker_start(gpu_init, &dev->lanes[l], &dev->lanes[l].worker);
+      if (rc < 0)
+        return mr_err_set(err, rc, "gpu %d: %s", list[i], mr_fail_detail());
+      dev->nlanes++;
+    }
+    int rc;
     mr_device_info *info = &pool->gpu_info[i];
     if ((rc = mr_device_info_get(dev, info)) < 0)
       return mr_err_set(err, rc, "gpu %d: %s", list[i], mr_fail_detail());
@@ -182,7 +197,7 @@ void mr_pool_destroy(mr_pool *pool) {
     return;
 #ifdef MR_HAVE_CUDA
   for (int i = 0; i < pool->ngpus; i++)
-    mr_worker_stop(pool->gpus[i].worker, gpu_fini, &pool->gpus[i]);
+    stop_lanes(&pool->gpus[i]);
 #endif
   free(pool->gpus);
   free(pool->gpu_info);

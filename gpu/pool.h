@@ -16,6 +16,9 @@ extern "C" {
 
 typedef struct mr_pool mr_pool;
 
+#define MR_GPU_LANES_DEFAULT 4
+#define MR_GPU_LANES_MAX 8
+
 typedef struct mr_pool_opts {
   /* "all" (every GPU found; the default when NULL), "none" (CPU only), or
    * a comma-separated list of CUDA device numbers, e.g. "0,1". "all" on a
@@ -25,6 +28,10 @@ typedef struct mr_pool_opts {
   /* Threads for CPU operations, the calling thread included; 0: one per
    * online CPU. */
   int cpu_threads;
+  /* Lanes per GPU (device_impl.h: worker threads with streams of their
+   * own, so that stages and sessions overlap on the device); 0: the
+   * default, MR_GPU_LANES_DEFAULT; at most 8. */
+  int gpu_lanes;
   /* Receives the one-line discovery messages; NULL writes them to stderr. */
   void (*log)(void *ctx, const char *line);
   void *log_ctx;

@@ -31,6 +31,8 @@ static void usage(FILE *out) {
           "  --log-level LEVEL       error, warn, info (default) or debug\n"
           "  --max-connections N     concurrent clients (default 64)\n"
           "  --gpus all|none|0,1     GPUs to use (default all; none: CPU only)\n"
+          "  --gpu-lanes N           worker threads with their own streams per GPU, so that\n"
+          "                          stages and sessions overlap on it (default 4, at most 8)\n"
           "  --drain-timeout MS      after SIGTERM, how long running scans may take (default 30000)\n"
           "  --handshake-timeout MS  from connecting to the config (default 30000)\n"
           "  --idle-timeout MS       silence allowed between two messages of a client (default 120000)\n"
@@ -92,6 +94,7 @@ int main(int argc, char **argv) {
   mr_cgroup_available("", &memory, &cpus);
   int budget_mib = (int)(memory / 2 >> 20);
   const char *configs_path = MR_CONFIG_DIR, *gpus = "all", *state_dir = NULL;
+  int gpu_lanes = 0;
   mr_state_limits state_limits = mr_state_limits_default;
   int noise_entries = state_limits.noise_max_entries;
   int noise_hours = (int)(state_limits.noise_max_age_s / 3600);
@@ -99,13 +102,15 @@ int main(int argc, char **argv) {
   int describe = 0, info = 0, show_limits = 0;
   enum { OPT_LISTEN = 256, OPT_CONFIGS, OPT_LOG, OPT_MAXCONN, OPT_GPUS, OPT_DRAIN, OPT_HANDSHAKE,
          OPT_IDLE, OPT_WRITE, OPT_GRACE, OPT_BUDGET, OPT_LIMIT, OPT_LIMITS, OPT_DESCRIBE, OPT_INFO,
-         OPT_VERSION, OPT_HELP, OPT_STATE_DIR, OPT_NOISE_ENTRIES, OPT_NOISE_HOURS, OPT_DUMP_MIB };
+         OPT_VERSION, OPT_HELP, OPT_STATE_DIR, OPT_NOISE_ENTRIES, OPT_NOISE_HOURS, OPT_DUMP_MIB,
+         OPT_GPU_LANES };
   static const struct option longopts[] = {
       {"listen", required_argument, NULL, OPT_LISTEN},
       {"configs", required_argument, NULL, OPT_CONFIGS},
       {"log-level", required_argument, NULL, OPT_LOG},
       {"max-connections", required_argument, NULL, OPT_MAXCONN},
       {"gpus", required_argument, NULL, OPT_GPUS},
+      {"gpu-lanes", required_argument, NULL, OPT_GPU_LANES},
       {"drain-timeout", required_argument, NULL, OPT_DRAIN},
       {"handshake-timeout", required_argument, NULL, OPT_HANDSHAKE},
       {"idle-timeout", required_argument, NULL, OPT_IDLE},
@@ -148,6 +153,10 @@ int main(int argc, char **argv) {
       break;
     case OPT_GPUS:
       gpus = optarg;
+      break;
+    case OPT_GPU_LANES:
+      if (parse_int("--gpu-lanes", optarg, 1, MR_GPU_LANES_MAX, &gpu_lanes) < 0)
+        return 2;
       break;
     case OPT_DRAIN:
       if (parse_int("--drain-timeout", optarg, 0, 86400000, &opt.drain_timeout_ms) < 0)
@@ -257,7 +266,8 @@ int main(int argc, char **argv) {
     mr_config_dir_free(&configs);
     return 1;
   }
-  mr_pool_opts popts = {.gpus = gpus, .cpu_threads = cpus, .log = log_pool_line};
+  mr_pool_opts popts = {.gpus = gpus, .cpu_threads = cpus, .gpu_lanes = gpu_lanes,
+                        .log = log_pool_line};
   mr_pool *pool = NULL;
   if ((rc = mr_pool_create(&popts, &pool, &err)) < 0) {
     fprintf(stderr, "reconserver: --gpus %s: %s\n", gpus, mr_err_text(&err, rc));
