@@ -357,6 +357,24 @@ static int adopt_calibration_lines(mr_kspace *k) {
   return 0;
 }
 
+/* After the filling: the lines within R - 1 of the acquired ones count as
+ * sampled; those further out (what a partial Fourier scan left out) stay
+ * unsampled, for a partial_fourier gadget after grappa (the kernel has no
+ * source lines there: they hold zeros, or a short extrapolation). */
+static void mark_filled(mr_kspace *k, int accel) {
+  size_t lo = k->ne1, hi = 0, reach = (size_t)accel - 1;
+  for (size_t y = 0; y < k->ne1; y++)
+    if (k->sampled[y]) {
+      lo = y < lo ? y : lo;
+      hi = y;
+    }
+  if (lo > hi)
+    return;
+  lo = lo > reach ? lo - reach : 0;
+  hi = hi + reach < k->ne1 ? hi + reach : k->ne1 - 1;
+  memset(k->sampled + lo, 1, hi - lo + 1);
+}
+
 /* Fills msg's k-space (takes msg) with the slice's weights and passes it
  * on. */
 static int fill_and_emit(grappa_gadget *s, mr_gadget_ctx *ctx, slice_state *sl, int accel,
@@ -375,7 +393,7 @@ static int fill_and_emit(grappa_gadget *s, mr_gadget_ctx *ctx, slice_state *sl, 
   fill_job job = {s, &sl->opts, sl->weights, k};
   if ((rc = mr_placement_run(&s->place, ctx, run_fill, &job)) < 0)
     goto done;
-  memset(k->sampled, 1, k->ne1 * k->ne2);
+  mark_filled(k, accel);
   k->calib_generation = sl->generation;
   mr_kspace_free(k->calib);
   k->calib = NULL;

@@ -318,6 +318,36 @@ static void embedded_acs_lines_join(void **state) {
   free(truth);
 }
 
+/* Partial Fourier: the lines the scan left out (more than R - 1 lines
+ * from the acquired ones) stay unsampled after the filling, for a
+ * partial_fourier gadget after grappa. */
+static void partial_fourier_lines_stay_missing(void **state) {
+  (void)state;
+  mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, chain_kspace, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
+  assert_int_equal(mr_harness_configure(&h, accelerated_header("embedded")), 0);
+  assert_int_equal(grappa_phantom_kspace(h.device, NX, NY, NC, 0.0, 1, truth), 0);
+  int a0 = grappa_phantom_acs_start(NY, NACS), first = 30;
+  for (int y = first; y < NY; y++) {
+    int acs = y >= a0 && y < a0 + NACS, imaging = y % R == 0;
+    if (!acs && !imaging)
+      continue;
+    uint64_t f = acs ? MR_FLAG(imaging ? ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION_AND_IMAGING
+                                       : ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION)
+                     : 0;
+    if (y == NY - 1 - (NY - 1) % R)
+      f |= MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE);
+    push_line(&h, truth, y, 0, f);
+  }
+  assert_int_equal(h.nout, 1);
+  const mr_kspace *k = h.out[0]->u.object.ptr;
+  for (int y = 0; y < NY; y++)
+    assert_int_equal(k->sampled[y], y >= first - (R - 1));
+  mr_harness_close(&h);
+  free(truth);
+}
+
 /* The reference scans of a slice are counted: images after a new one carry
  * a new calibration generation (coil_combine then remakes its maps). */
 static void new_reference_scan_new_generation(void **state) {
@@ -475,6 +505,7 @@ int main(void) {
       cmocka_unit_test(embedded_acs_lines_join),
       cmocka_unit_test(clear_errors),
       cmocka_unit_test(new_reference_scan_new_generation),
+      cmocka_unit_test(partial_fourier_lines_stay_missing),
       cmocka_unit_test(interleaved_frames_count_against_budget),
       cmocka_unit_test(interleaved_frames_wait_then_roll),
       cmocka_unit_test(interleaved_frames_that_do_not_cover),
