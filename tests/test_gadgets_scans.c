@@ -67,9 +67,18 @@ static void push(mr_harness *h, mr_message *m) {
 }
 
 /* A Cartesian N x N header whose e1 lines run from e1_min (partial
- * Fourier) to N - 1, centre N / 2. */
-static const char *header(int e1_min) {
+ * Fourier) to N - 1, centre N / 2; accelerated by accel (embedded ACS
+ * lines) when above 1. */
+static const char *header(int e1_min, int accel) {
   static char xml[2048];
+  char parallel[512] = "";
+  if (accel > 1)
+    snprintf(parallel, sizeof parallel,
+             "<parallelImaging><accelerationFactor><kspace_encoding_step_1>%d"
+             "</kspace_encoding_step_1><kspace_encoding_step_2>1</kspace_encoding_step_2>"
+             "</accelerationFactor><calibrationMode>embedded</calibrationMode>"
+             "</parallelImaging>",
+             accel);
   snprintf(xml, sizeof xml,
            "<ismrmrdHeader><encoding>"
            "<encodedSpace><matrixSize><x>%d</x><y>%d</y><z>1</z></matrixSize>"
@@ -78,15 +87,15 @@ static const char *header(int e1_min) {
            "<fieldOfView_mm><x>%d</x><y>%d</y><z>5</z></fieldOfView_mm></reconSpace>"
            "<encodingLimits><kspace_encoding_step_1><minimum>%d</minimum><maximum>%d</maximum>"
            "<center>%d</center></kspace_encoding_step_1></encodingLimits>"
-           "<trajectory>cartesian</trajectory></encoding></ismrmrdHeader>",
-           N, N, N, N, N, N, N, N, e1_min, N - 1, N / 2);
+           "<trajectory>cartesian</trajectory>%s</encoding></ismrmrdHeader>",
+           N, N, N, N, N, N, N, N, e1_min, N - 1, N / 2, parallel);
   return xml;
 }
 
-/* The installed cartesian config's gadgets, with partial_fourier before
- * fft when asked (malloc'd JSON). */
-static char *cartesian_chain(int homodyne) {
-  cJSON *doc = mr_harness_installed_config("cartesian");
+/* An installed config's gadgets, with partial_fourier before fft when
+ * asked (malloc'd JSON). */
+static char *installed_chain(const char *config, int homodyne) {
+  cJSON *doc = mr_harness_installed_config(config);
   assert_non_null(doc);
   cJSON *gadgets = cJSON_GetObjectItem(doc, "gadgets"), *chain = cJSON_CreateArray();
   for (int i = 0; i < cJSON_GetArraySize(gadgets); i++) {
@@ -106,13 +115,17 @@ typedef struct scan {
   mr_cfloat *k; /* the phantom's k-space [coil][line][ro] */
 } scan;
 
-static void scan_open(scan *s, int homodyne, int e1_min) {
-  char *chain = cartesian_chain(homodyne);
+static void scan_open_config(scan *s, const char *config, int homodyne, int e1_min, int accel) {
+  char *chain = installed_chain(config, homodyne);
   assert_int_equal(mr_harness_open(&s->h, chain, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
   free(chain);
-  assert_int_equal(mr_harness_configure(&s->h, header(e1_min)), 0);
+  assert_int_equal(mr_harness_configure(&s->h, header(e1_min, accel)), 0);
   s->k = malloc(sizeof *s->k * NC * N * N);
   assert_int_equal(grappa_phantom_kspace(s->h.device, N, N, NC, 0.0, 3, s->k), 0);
+}
+
+static void scan_open(scan *s, int homodyne, int e1_min) {
+  scan_open_config(s, "cartesian", homodyne, e1_min, 1);
 }
 
 static void scan_close(scan *s) {
@@ -129,10 +142,11 @@ static const mr_image *image(const scan *s, int i) {
   return im;
 }
 
-/* The image of the fully sampled k-space (malloc'd N x N). */
-static float *reference(void) {
+/* The image of the fully sampled k-space through config (malloc'd
+ * N x N). */
+static float *reference_of(const char *config) {
   scan s;
-  scan_open(&s, 0, 0);
+  scan_open_config(&s, config, 0, 0, 1);
   counters n = {0};
   for (int y = 0; y < N; y++)
     push(&s.h, scan_line(s.k, y, &n, 1, 0, y == N - 1 ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) : 0));
@@ -142,6 +156,8 @@ static float *reference(void) {
   scan_close(&s);
   return ref;
 }
+
+static float *reference(void) { return reference_of("cartesian"); }
 
 /* How far image i is from ref, and its intensity relative to ref's. */
 static double error_of(const scan *s, int i, const float *ref, double *scale) {
@@ -305,6 +321,41 @@ static void partial_fourier_zero_filled_and_homodyne(void **state) {
   free(ref);
 }
 
+/* The real scan of issue 14: GRAPPA (R 2, 16 embedded ACS lines) and 5/8
+ * partial Fourier through the installed grappa config; the lines the scan
+ * left out stay out of the GRAPPA filling, for homodyne. */
+static void grappa_with_partial_fourier(void **state) {
+  (void)state;
+  float *ref = reference_of("grappa");
+  int first = 3 * N / 8, R = 2;
+  double err[2];
+  for (int homodyne = 0; homodyne < 2; homodyne++) {
+    scan s;
+    scan_open_config(&s, "grappa", homodyne, first, R);
+    counters n = {0};
+    for (int y = first; y < N; y++) {
+      int acs = y >= N / 2 - 8 && y < N / 2 + 8, imaging = y % R == 0;
+      if (!acs && !imaging)
+        continue;
+      uint64_t f = acs ? MR_FLAG(imaging ? ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION_AND_IMAGING
+                                         : ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION)
+                       : 0;
+      push(&s.h, scan_line(s.k, y, &n, 1, 0,
+                           f | (y == N - R ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) : 0)));
+    }
+    assert_int_equal(s.h.nout, 1);
+    double scale;
+    err[homodyne] = error_of(&s, 0, ref, &scale);
+    print_message("GRAPPA R 2 and 5/8 partial Fourier, %s: NRMSE %.4f, intensity x%.3f\n",
+                  homodyne ? "homodyne" : "zero-filled", err[homodyne], scale);
+    assert_true(fabs(scale - 1) < 0.2);
+    scan_close(&s);
+  }
+  assert_true(err[0] < 0.35);
+  assert_true(err[1] < 0.5 * err[0]);
+  free(ref);
+}
+
 /* An asymmetric echo: the readout starts at N / 4, its centre sample is
  * N / 4 (placed at N / 2); the missing start is zero-filled. */
 static void asymmetric_echo(void **state) {
@@ -336,6 +387,7 @@ int main(void) {
       cmocka_unit_test(averages_are_averaged),
       cmocka_unit_test(navigators_and_phase_correction_kept_out),
       cmocka_unit_test(partial_fourier_zero_filled_and_homodyne),
+      cmocka_unit_test(grappa_with_partial_fourier),
       cmocka_unit_test(asymmetric_echo),
   };
   return cmocka_run_group_tests_name("gadgets_scans", tests, NULL, NULL);
