@@ -231,19 +231,57 @@ static const char *accelerated_header(const char *mode) {
 static const char *chain_kspace =
     "[{\"gadget\":\"accumulate\"},{\"gadget\":\"grappa\"}]";
 
-static void push_line(mr_harness *h, const mr_cfloat *k, int y, int rep, uint64_t flags) {
+/* A harness running chain_kspace under a header with calibration mode
+ * `mode`, and the phantom's k-space (the caller frees it). */
+static mr_cfloat *open_synthetic(mr_harness *h, const char *mode) {
+  mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
+  assert_int_equal(mr_harness_open(h, chain_kspace, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
+  assert_int_equal(mr_harness_configure(h, accelerated_header(mode)), 0);
+  assert_int_equal(grappa_phantom_kspace(h->device, NX, NY, NC, 0.0, 1, truth), 0);
+  return truth;
+}
+
+static int try_line(mr_harness *h, const mr_cfloat *k, int y, int rep, uint64_t flags) {
   line_src l = {k, y};
   mr_message *m = mr_harness_acquisition(NX, NC, y, 0, flags, line_value, &l);
   m->u.acq.head.idx.repetition = (uint16_t)rep;
-  if (mr_harness_push(h, m) != 0)
+  return mr_harness_push(h, m);
+}
+
+static void push_line(mr_harness *h, const mr_cfloat *k, int y, int rep, uint64_t flags) {
+  if (try_line(h, k, y, rep, flags) != 0)
     fail_msg("push: %s", h->err.msg);
 }
 
 /* The accelerated lines of repetition rep from line phase (no ACS), the
- * last one flagged. */
+ * last one flagged; the first push error. */
+static int try_frame(mr_harness *h, const mr_cfloat *k, int rep, int phase) {
+  int rc = 0;
+  for (int y = phase; y < NY && rc == 0; y += R)
+    rc = try_line(h, k, y, rep, y + R >= NY ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) : 0);
+  return rc;
+}
+
 static void push_frame(mr_harness *h, const mr_cfloat *k, int rep, int phase) {
-  for (int y = phase; y < NY; y += R)
-    push_line(h, k, y, rep, y + R >= NY ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) : 0);
+  if (try_frame(h, k, rep, phase) != 0)
+    fail_msg("push: %s", h->err.msg);
+}
+
+/* The lines of an embedded-calibration scan from line first on: every
+ * R-th, and NACS ACS lines around the centre. */
+static void push_embedded(mr_harness *h, const mr_cfloat *k, int first) {
+  int a0 = grappa_phantom_acs_start(NY, NACS);
+  for (int y = first; y < NY; y++) {
+    int acs = y >= a0 && y < a0 + NACS, imaging = y % R == 0;
+    if (!acs && !imaging)
+      continue;
+    uint64_t f = acs ? MR_FLAG(imaging ? ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION_AND_IMAGING
+                                       : ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION)
+                     : 0;
+    if (y == NY - 1 - (NY - 1) % R)
+      f |= MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE);
+    push_line(h, k, y, 0, f);
+  }
 }
 
 static void push_accelerated(mr_harness *h, const mr_cfloat *k, int rep) {
@@ -262,11 +300,8 @@ static double kspace_error(const mr_harness *h, int index, const mr_cfloat *trut
 
 static void separate_reference_and_reuse(void **state) {
   (void)state;
-  mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
   mr_harness h;
-  assert_int_equal(mr_harness_open(&h, chain_kspace, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
-  assert_int_equal(mr_harness_configure(&h, accelerated_header("separate")), 0);
-  assert_int_equal(grappa_phantom_kspace(h.device, NX, NY, NC, 0.0, 1, truth), 0);
+  mr_cfloat *truth = open_synthetic(&h, "separate");
   /* the reference scan: ACS lines alone, its own buffer */
   int a0 = grappa_phantom_acs_start(NY, NACS);
   for (int y = a0; y < a0 + NACS; y++)
@@ -288,23 +323,10 @@ static void separate_reference_and_reuse(void **state) {
 
 static void embedded_acs_lines_join(void **state) {
   (void)state;
-  mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
   mr_harness h;
-  assert_int_equal(mr_harness_open(&h, chain_kspace, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
-  assert_int_equal(mr_harness_configure(&h, accelerated_header("embedded")), 0);
-  assert_int_equal(grappa_phantom_kspace(h.device, NX, NY, NC, 0.0, 1, truth), 0);
+  mr_cfloat *truth = open_synthetic(&h, "embedded");
   int a0 = grappa_phantom_acs_start(NY, NACS);
-  for (int y = 0; y < NY; y++) {
-    int acs = y >= a0 && y < a0 + NACS, imaging = y % R == 0;
-    if (!acs && !imaging)
-      continue;
-    uint64_t f = acs ? MR_FLAG(imaging ? ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION_AND_IMAGING
-                                       : ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION)
-                     : 0;
-    if (y == NY - 1 - (NY - 1) % R)
-      f |= MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE);
-    push_line(&h, truth, y, 0, f);
-  }
+  push_embedded(&h, truth, 0);
   assert_int_equal(h.nout, 1);
   const mr_kspace *k = h.out[0]->u.object.ptr;
   /* calibration-only lines are measured data: kept exactly */
@@ -323,23 +345,10 @@ static void embedded_acs_lines_join(void **state) {
  * partial_fourier gadget after grappa. */
 static void partial_fourier_lines_stay_missing(void **state) {
   (void)state;
-  mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
   mr_harness h;
-  assert_int_equal(mr_harness_open(&h, chain_kspace, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
-  assert_int_equal(mr_harness_configure(&h, accelerated_header("embedded")), 0);
-  assert_int_equal(grappa_phantom_kspace(h.device, NX, NY, NC, 0.0, 1, truth), 0);
-  int a0 = grappa_phantom_acs_start(NY, NACS), first = 30;
-  for (int y = first; y < NY; y++) {
-    int acs = y >= a0 && y < a0 + NACS, imaging = y % R == 0;
-    if (!acs && !imaging)
-      continue;
-    uint64_t f = acs ? MR_FLAG(imaging ? ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION_AND_IMAGING
-                                       : ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION)
-                     : 0;
-    if (y == NY - 1 - (NY - 1) % R)
-      f |= MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE);
-    push_line(&h, truth, y, 0, f);
-  }
+  mr_cfloat *truth = open_synthetic(&h, "embedded");
+  int first = 30;
+  push_embedded(&h, truth, first);
   assert_int_equal(h.nout, 1);
   const mr_kspace *k = h.out[0]->u.object.ptr;
   for (int y = 0; y < NY; y++)
@@ -352,11 +361,8 @@ static void partial_fourier_lines_stay_missing(void **state) {
  * a new calibration generation (coil_combine then remakes its maps). */
 static void new_reference_scan_new_generation(void **state) {
   (void)state;
-  mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
   mr_harness h;
-  assert_int_equal(mr_harness_open(&h, chain_kspace, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
-  assert_int_equal(mr_harness_configure(&h, accelerated_header("separate")), 0);
-  assert_int_equal(grappa_phantom_kspace(h.device, NX, NY, NC, 0.0, 1, truth), 0);
+  mr_cfloat *truth = open_synthetic(&h, "separate");
   int a0 = grappa_phantom_acs_start(NY, NACS);
   for (int scan = 0; scan < 2; scan++) {
     for (int y = a0; y < a0 + NACS; y++)
@@ -377,11 +383,8 @@ static void new_reference_scan_new_generation(void **state) {
  * the union of the last R (a new calibration generation). */
 static void interleaved_frames_wait_then_roll(void **state) {
   (void)state;
-  mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
   mr_harness h;
-  assert_int_equal(mr_harness_open(&h, chain_kspace, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
-  assert_int_equal(mr_harness_configure(&h, accelerated_header("interleaved")), 0);
-  assert_int_equal(grappa_phantom_kspace(h.device, NX, NY, NC, 0.0, 1, truth), 0);
+  mr_cfloat *truth = open_synthetic(&h, "interleaved");
   push_frame(&h, truth, 0, 0);
   push_frame(&h, truth, 1, 1);
   assert_int_equal(h.nout, 0);
@@ -407,28 +410,17 @@ static void interleaved_frames_wait_then_roll(void **state) {
  * its end. */
 static void interleaved_frames_that_do_not_cover(void **state) {
   (void)state;
-  mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
   mr_harness h;
-  assert_int_equal(mr_harness_open(&h, chain_kspace, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
-  assert_int_equal(mr_harness_configure(&h, accelerated_header("interleaved")), 0);
-  assert_int_equal(grappa_phantom_kspace(h.device, NX, NY, NC, 0.0, 1, truth), 0);
+  mr_cfloat *truth = open_synthetic(&h, "interleaved");
   push_frame(&h, truth, 0, 1);
   push_frame(&h, truth, 1, 1);
-  int rc = 0;
-  for (int y = 1; y < NY && rc == 0; y += R) {
-    line_src l = {truth, y};
-    rc = mr_harness_push(&h, mr_harness_acquisition(NX, NC, y, 0,
-                                                    y + R >= NY ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE)
-                                                                : 0,
-                                                    line_value, &l));
-  }
-  assert_int_equal(rc, MR_EDATA);
+  assert_int_equal(try_frame(&h, truth, 2, 1), MR_EDATA);
   assert_non_null(strstr(h.err.msg, "sampled at the same positions"));
   assert_int_equal(h.nout, 0);
   mr_harness_close(&h);
+  free(truth);
 
-  assert_int_equal(mr_harness_open(&h, chain_kspace, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
-  assert_int_equal(mr_harness_configure(&h, accelerated_header("interleaved")), 0);
+  truth = open_synthetic(&h, "interleaved");
   push_frame(&h, truth, 0, 0);
   assert_int_equal(mr_harness_flush(&h), MR_EDATA);
   assert_non_null(strstr(h.err.msg, "ended after 1 interleaved frame"));
@@ -440,23 +432,12 @@ static void interleaved_frames_that_do_not_cover(void **state) {
  * counts against the memory budget, and a refusal names it. */
 static void interleaved_frames_count_against_budget(void **state) {
   (void)state;
-  mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
   mr_harness h;
-  assert_int_equal(mr_harness_open(&h, chain_kspace, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
-  assert_int_equal(mr_harness_configure(&h, accelerated_header("interleaved")), 0);
-  assert_int_equal(grappa_phantom_kspace(h.device, NX, NY, NC, 0.0, 1, truth), 0);
+  mr_cfloat *truth = open_synthetic(&h, "interleaved");
   /* the k-space buffer fits, the frames do not */
   uint64_t kspace = (uint64_t)NX * NY * NC * sizeof(mr_cfloat) + NY;
   mr_budget_set(mr_budget_used() + kspace + kspace / 2);
-  int rc = 0;
-  for (int y = 0; y < NY && rc == 0; y += R) {
-    line_src l = {truth, y};
-    rc = mr_harness_push(&h, mr_harness_acquisition(NX, NC, y, 0,
-                                                    y + R >= NY ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE)
-                                                                : 0,
-                                                    line_value, &l));
-  }
-  assert_int_equal(rc, MR_ELIMIT);
+  assert_int_equal(try_frame(&h, truth, 0, 0), MR_ELIMIT);
   assert_non_null(strstr(h.err.msg, "interleaved calibration frames"));
   mr_harness_close(&h);
   mr_budget_set(0);
