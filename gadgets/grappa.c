@@ -44,7 +44,8 @@ typedef struct slice_state {
    * first (owned messages; at most R - 1). */
   mr_message *waiting[MR_GRAPPA_MAX_ACCEL];
   int nwaiting;
-  uint32_t generation;   /* calibrations made (image_array.h): new ACS lines or a reference scan */
+  uint32_t generation;   /* calibrations made (image_array.h): new ACS lines, a reference
+                            scan, or an interleaved frame */
 } slice_state;
 
 typedef struct grappa_gadget {
@@ -524,9 +525,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     sl->waiting[i] = NULL;
     rc = fill_and_emit(s, ctx, sl, accel, w, out);
   }
-  for (int i = 0; i < sl->nwaiting; i++)
-    mr_message_unref(sl->waiting[i]); /* those left after a failure */
-  sl->nwaiting = 0;
+  waiting_free(sl); /* those left after a failure */
   if (rc < 0)
     goto done;
   return fill_and_emit(s, ctx, sl, accel, msg, out);
