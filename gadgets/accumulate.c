@@ -2,7 +2,8 @@
  * encoding space / slice / contrast / phase / repetition / set, placed by
  * their encoding counters, and sends a buffer on when its trigger line
  * arrives (LAST_IN_SLICE or LAST_IN_REPETITION) or at the end of the
- * stream. Lines repeated with other `average` counters are averaged.
+ * stream; the buffers that trigger completes too go with it (see
+ * send_completed). Lines repeated with other `average` counters are averaged.
  * Noise, navigator, phase-correction and other non-imaging lines are
  * kept out; noise lines go on down the chain as they are, for a
  * noise_adjust placed after accumulate, which whitens whole buffers (those
@@ -302,6 +303,42 @@ static int send(accumulate *s, open_buffer *b, mr_emit *out) {
   return m != NULL ? mr_emit_message(out, m) : MR_ENOMEM;
 }
 
+/* Whether o is completed by the trigger line a of buffer b: scanners flag
+ * only the last acquisition of a slice (or repetition), so on a multi-echo
+ * or multi-set scan only the last echo's or set's last line carries it.
+ * Another buffer of the same encoding and repetition (and, for the slice
+ * trigger, slice and phase) that already holds the trigger's line is done
+ * as well; one that does not (its own flagged line still to come) is not. */
+static int completed_by(const accumulate *s, const open_buffer *o, const open_buffer *b,
+                        const mr_acquisition *a) {
+  if (o == b || o->key[0] != b->key[0] || o->key[4] != b->key[4])
+    return 0;
+  if (s->trigger == TRIGGER_SLICE && (o->key[1] != b->key[1] || o->key[3] != b->key[3]))
+    return 0;
+  long e1 = (long)a->head.idx.kspace_encode_step_1 + o->e1_offset;
+  long e2 = (long)a->head.idx.kspace_encode_step_2 + o->e2_offset;
+  if (e1 < 0 || e1 >= (long)o->k->ne1 || e2 < 0 || e2 >= (long)o->k->ne2)
+    return 0;
+  size_t line = (size_t)e2 * o->k->ne1 + (size_t)e1;
+  return o->count[line] > 0 || (o->calib_count != NULL && o->calib_count[line] > 0);
+}
+
+/* Sends the buffers trigger line a completes, oldest first, then b. */
+static int send_completed(accumulate *s, open_buffer *b, const mr_acquisition *a, mr_emit *out) {
+  for (;;) {
+    open_buffer *oldest = NULL;
+    for (open_buffer *o = s->open; o != NULL; o = o->next)
+      if (completed_by(s, o, b, a))
+        oldest = o;
+    if (oldest == NULL)
+      break;
+    int rc = send(s, oldest, out);
+    if (rc < 0)
+      return rc;
+  }
+  return send(s, b, out);
+}
+
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
   accumulate *s = state;
   const mr_acquisition *a = &msg->u.acq;
@@ -347,7 +384,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
              (s->trigger == TRIGGER_REPETITION &&
               (h->flags & MR_FLAG(ISMRMRD_ACQ_LAST_IN_REPETITION)));
   if (last)
-    rc = send(s, b, out);
+    rc = send_completed(s, b, a, out);
 done:
   mr_message_unref(msg);
   return rc;

@@ -4,8 +4,13 @@
  *   - the buffer's calibration part (lines flagged IS_PARALLEL_CALIBRATION
  *     or _AND_IMAGING: embedded and separate modes; calibration-only lines
  *     of an embedded scan are also measured data and join the k-space);
- *   - else, for interleaved calibration, the lines of consecutive frames of
- *     the slice merged until a centre block is complete;
+ *   - else, when the header's calibration mode is interleaved, the union of
+ *     the last R frames of the slice (repetitions or phases sampled at
+ *     shifted positions; contrasts and sets apart): the run of consecutive
+ *     lines around the k-space centre they cover, at most
+ *     `interleaved_lines` of them, recalibrated with every frame as frames
+ *     roll. The frames before the first complete union wait (at most R - 1
+ *     of them) and are filled with its weights, in their order;
  *   - else the buffer's own longest run of consecutive sampled lines.
  * Weights are kept per slice and reused for later buffers (repetitions,
  * phases) until new calibration lines arrive. A buffer of calibration lines
@@ -28,19 +33,26 @@ enum { METHOD_FUSED, METHOD_HYBRID, METHOD_DIRECT };
 
 typedef struct slice_state {
   struct slice_state *next;
-  int encoding, slice;
+  int encoding, slice, contrast, set; /* contrast, set: interleaved only, else 0 */
   mr_grappa_opts opts;   /* what the weights were made for */
   mr_cfloat *weights;    /* NULL until calibrated */
   mr_cfloat *frames;     /* interleaved: the latest data of each line */
-  uint8_t *frames_seen;  /* [ne1] */
+  uint32_t *frames_stamp;/* [ne1]: the frame that last brought the line (1, 2, ...), 0: none */
+  uint32_t nframes;      /* frames merged */
   size_t frames_nro, frames_ne1, frames_nch; /* 0 while frames is NULL */
-  uint32_t generation;   /* calibrations made (image_array.h): new ACS lines or a reference scan */
+  /* Interleaved frames that came before the first calibration, oldest
+   * first (owned messages; at most R - 1). */
+  mr_message *waiting[MR_GRAPPA_MAX_ACCEL];
+  int nwaiting;
+  uint32_t generation;   /* calibrations made (image_array.h): new ACS lines, a reference
+                            scan, or an interleaved frame */
 } slice_state;
 
 typedef struct grappa_gadget {
   int kernel[2]; /* readout taps, source lines */
   double chi, eta, kappa;
   int segments, method;
+  int interleaved_lines;
   int device, fallback;
   mr_placement place;
   int on_device;        /* the next consumer takes device k-space */
@@ -65,6 +77,11 @@ static const mr_param params[] = {
      "GPU calibration: fused (lagged products, blocked Cholesky of [M; U]), hybrid (lagged "
      "products, cuSOLVER potrf, two TRSMs) or direct (HERK, GEMM, potrf, potrs); the CPU "
      "always solves directly"},
+    {"interleaved_lines", MR_PARAM_INT, offsetof(grappa_gadget, interleaved_lines), "48", 0,
+     65535, NULL, 0,
+     "interleaved calibration: most lines around the k-space centre the union of the last R "
+     "frames calibrates on (at least what the kernel needs; 0: every line it covers). The "
+     "outer lines are mostly noise: calibrating on them makes the kernel worse"},
     MR_PLACEMENT_PARAMS(grappa_gadget),
 };
 
@@ -76,34 +93,46 @@ static int configure(void *state, mr_gadget_ctx *ctx) {
 
 /* The frames kept for the session count against the memory budget. */
 static uint64_t frames_bytes(size_t nro, size_t ne1, size_t nch) {
-  return (uint64_t)nro * ne1 * nch * sizeof(mr_cfloat) + ne1;
+  return (uint64_t)nro * ne1 * nch * sizeof(mr_cfloat) + ne1 * sizeof(uint32_t);
 }
 
 static void frames_free(slice_state *sl) {
   if (sl->frames != NULL)
     mr_budget_give(frames_bytes(sl->frames_nro, sl->frames_ne1, sl->frames_nch));
   free(sl->frames);
-  free(sl->frames_seen);
+  free(sl->frames_stamp);
   sl->frames = NULL;
-  sl->frames_seen = NULL;
+  sl->frames_stamp = NULL;
+  sl->nframes = 0;
   sl->frames_nro = sl->frames_ne1 = sl->frames_nch = 0;
+}
+
+static void waiting_free(slice_state *sl) {
+  for (int i = 0; i < sl->nwaiting; i++)
+    mr_message_unref(sl->waiting[i]);
+  sl->nwaiting = 0;
 }
 
 static void slice_free(slice_state *sl) {
   free(sl->weights);
   frames_free(sl);
+  waiting_free(sl);
   free(sl);
 }
 
-static slice_state *slice_find(grappa_gadget *s, int encoding, int slice) {
+static slice_state *slice_find(grappa_gadget *s, int encoding, int slice, int contrast,
+                               int set) {
   for (slice_state *sl = s->slices; sl != NULL; sl = sl->next)
-    if (sl->encoding == encoding && sl->slice == slice)
+    if (sl->encoding == encoding && sl->slice == slice && sl->contrast == contrast &&
+        sl->set == set)
       return sl;
   slice_state *sl = calloc(1, sizeof *sl);
   if (sl == NULL)
     return NULL;
   sl->encoding = encoding;
   sl->slice = slice;
+  sl->contrast = contrast;
+  sl->set = set;
   sl->next = s->slices;
   s->slices = sl;
   return sl;
@@ -235,27 +264,29 @@ static int calibrate(grappa_gadget *s, mr_gadget_ctx *ctx, slice_state *sl, cons
 }
 
 /* Interleaved calibration: merges k's sampled lines into the slice's
- * frames; returns the first line and length of their centre-most complete
- * run (0 while none). */
-static int merge_frames(mr_gadget_ctx *ctx, slice_state *sl, const mr_kspace *k, size_t *a0,
-                        size_t *nacs) {
+ * frames; returns in *a0, *nacs the run of consecutive lines the last
+ * accel frames brought that holds the k-space centre line (the longest run
+ * when none does), cut to at most max_lines (0: no limit) around the centre
+ * (*nacs 0 while there is none). */
+static int merge_frames(mr_gadget_ctx *ctx, slice_state *sl, const mr_kspace *k, int accel,
+                        int max_lines, size_t *a0, size_t *nacs) {
   size_t per = k->ne1 * k->nro;
   *nacs = 0;
   if (sl->frames == NULL || sl->frames_nro != k->nro || sl->frames_ne1 != k->ne1 ||
       sl->frames_nch != k->nch) {
-    /* Frames, seen flags and sizes change together, or not at all. */
+    /* Frames, stamps and sizes change together, or not at all. */
     frames_free(sl);
     mr_err e = {0};
     if (mr_budget_take(frames_bytes(k->nro, k->ne1, k->nch), "interleaved calibration frames",
                        &e) < 0)
       return mr_gadget_fail(ctx, e.code, "%s", e.msg);
     sl->frames = calloc(per * k->nch, sizeof *sl->frames);
-    sl->frames_seen = calloc(k->ne1, 1);
-    if (sl->frames == NULL || sl->frames_seen == NULL) {
+    sl->frames_stamp = calloc(k->ne1, sizeof *sl->frames_stamp);
+    if (sl->frames == NULL || sl->frames_stamp == NULL) {
       free(sl->frames);
-      free(sl->frames_seen);
+      free(sl->frames_stamp);
       sl->frames = NULL;
-      sl->frames_seen = NULL;
+      sl->frames_stamp = NULL;
       mr_budget_give(frames_bytes(k->nro, k->ne1, k->nch));
       return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for interleaved calibration");
     }
@@ -263,15 +294,44 @@ static int merge_frames(mr_gadget_ctx *ctx, slice_state *sl, const mr_kspace *k,
     sl->frames_ne1 = k->ne1;
     sl->frames_nch = k->nch;
   }
+  uint32_t frame = ++sl->nframes;
   for (size_t y = 0; y < k->ne1; y++) {
     if (!k->sampled[y])
       continue;
     for (size_t c = 0; c < k->nch; c++)
       memcpy(sl->frames + c * per + y * k->nro, k->data + c * per + y * k->nro,
              k->nro * sizeof *sl->frames);
-    sl->frames_seen[y] = 1;
+    sl->frames_stamp[y] = frame;
   }
-  *nacs = longest_run(sl->frames_seen, k->ne1, a0);
+  /* Lines older than the last accel frames are left out. */
+  size_t centre = k->ne1 / 2, best = 0, best0 = 0, run = 0;
+  for (size_t y = 0; y <= k->ne1; y++) {
+    int recent = y < k->ne1 && sl->frames_stamp[y] != 0 &&
+                 frame - sl->frames_stamp[y] < (uint32_t)accel;
+    if (recent) {
+      run++;
+      continue;
+    }
+    size_t start = y - run;
+    int has_centre = centre >= start && centre < y;
+    if (has_centre || (run > best && !(best0 <= centre && centre < best0 + best))) {
+      best = run;
+      best0 = start;
+    }
+    run = 0;
+  }
+  if (max_lines > 0 && best > (size_t)max_lines) {
+    /* max_lines of the run, as centred on the centre line as it allows. */
+    size_t lo = centre >= (size_t)max_lines / 2 ? centre - (size_t)max_lines / 2 : 0;
+    if (lo < best0)
+      lo = best0;
+    if (lo + (size_t)max_lines > best0 + best)
+      lo = best0 + best - (size_t)max_lines;
+    best0 = lo;
+    best = (size_t)max_lines;
+  }
+  *a0 = best0;
+  *nacs = best;
   return 0;
 }
 
@@ -296,6 +356,56 @@ static int adopt_calibration_lines(mr_kspace *k) {
     k->sampled[y] = 1;
   }
   return 0;
+}
+
+/* After the filling: the lines within R - 1 of the acquired ones count as
+ * sampled; those further out (what a partial Fourier scan left out) stay
+ * unsampled, for a partial_fourier gadget after grappa (the kernel has no
+ * source lines there: they hold zeros, or a short extrapolation). */
+static void mark_filled(mr_kspace *k, int accel) {
+  size_t lo = k->ne1, hi = 0, reach = (size_t)accel - 1;
+  for (size_t y = 0; y < k->ne1; y++)
+    if (k->sampled[y]) {
+      lo = y < lo ? y : lo;
+      hi = y;
+    }
+  if (lo > hi)
+    return;
+  lo = lo > reach ? lo - reach : 0;
+  hi = hi + reach < k->ne1 ? hi + reach : k->ne1 - 1;
+  memset(k->sampled + lo, 1, hi - lo + 1);
+}
+
+/* Fills msg's k-space (takes msg) with the slice's weights and passes it
+ * on. */
+static int fill_and_emit(grappa_gadget *s, mr_gadget_ctx *ctx, slice_state *sl, int accel,
+                         mr_message *msg, mr_emit *out) {
+  mr_kspace *k = msg->u.object.ptr;
+  mr_err e = {0};
+  int rc;
+  if (sl->opts.nc != (int)k->nch || sl->opts.nro != (int)k->nro || sl->opts.accel != accel) {
+    rc = mr_gadget_fail(ctx, MR_EDATA,
+                        "slice %d was calibrated for %d coils x %d samples at R %d, this k-space "
+                        "has %zu x %zu at R %d and brings no calibration lines",
+                        sl->slice, sl->opts.nc, sl->opts.nro, sl->opts.accel, k->nch, k->nro,
+                        accel);
+    goto done;
+  }
+  fill_job job = {s, &sl->opts, sl->weights, k};
+  if ((rc = mr_placement_run(&s->place, ctx, run_fill, &job)) < 0)
+    goto done;
+  mark_filled(k, accel);
+  k->calib_generation = sl->generation;
+  mr_kspace_free(k->calib);
+  k->calib = NULL;
+  if ((rc = mr_kspace_hand_on(k, s->on_device, &e)) < 0) {
+    rc = mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
+    goto done;
+  }
+  return mr_emit_message(out, msg);
+done:
+  mr_message_unref(msg);
+  return rc;
 }
 
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
@@ -330,7 +440,12 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
                         MR_GRAPPA_MAX_ACCEL);
     goto done;
   }
-  slice_state *sl = slice_find(s, k->encoding, k->ref.idx.slice);
+  /* Interleaved frames of other contrasts or sets are other images: they
+   * are merged and calibrated apart. */
+  int interleaved = k->calib == NULL && pi->calibration == MR_CALIB_INTERLEAVED;
+  slice_state *sl = slice_find(s, k->encoding, k->ref.idx.slice,
+                               interleaved ? k->ref.idx.contrast : 0,
+                               interleaved ? k->ref.idx.set : 0);
   if (sl == NULL) {
     rc = mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
     goto done;
@@ -340,13 +455,13 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     imaging += k->sampled[y] != 0;
   int separate = pi->calibration == MR_CALIB_SEPARATE || pi->calibration == MR_CALIB_EXTERNAL;
   int calibrated = 0;
+  long need = (long)(s->kernel[1] - 1) * accel + 1;
   if (k->calib != NULL && !separate && (rc = adopt_calibration_lines(k)) < 0) {
     rc = mr_gadget_fail(ctx, rc, "calibration lines onto the GPU: %s", mr_device_last_error());
     goto done;
   }
   /* Calibrating without calibration lines reads the k-space on the host. */
-  if (k->calib == NULL && (pi->calibration == MR_CALIB_INTERLEAVED || sl->weights == NULL) &&
-      mr_kspace_host(k, &e) == NULL) {
+  if (k->calib == NULL && (interleaved || sl->weights == NULL) && mr_kspace_host(k, &e) == NULL) {
     rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
     goto done;
   }
@@ -362,9 +477,11 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     nacs = longest_run(c->sampled, c->ne1, &a0);
     rc = calibrate(s, ctx, sl, k, (const mr_cfloat *)c->data, a0, nacs, accel);
     calibrated = 1;
-  } else if (pi->calibration == MR_CALIB_INTERLEAVED) {
-    if ((rc = merge_frames(ctx, sl, k, &a0, &nacs)) == 0 &&
-        (long)nacs >= (long)(s->kernel[1] - 1) * accel + 1) {
+  } else if (interleaved) {
+    int lines = s->interleaved_lines > 0 && s->interleaved_lines < need ? (int)need
+                                                                        : s->interleaved_lines;
+    if ((rc = merge_frames(ctx, sl, k, accel, lines, &a0, &nacs)) == 0 &&
+        (long)nacs >= need) {
       rc = calibrate(s, ctx, sl, k, sl->frames, a0, nacs, accel);
       calibrated = 1;
     }
@@ -382,35 +499,53 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     mr_message_unref(msg);
     return 0;
   }
+  if (sl->weights == NULL && interleaved) {
+    /* The union of R regularly shifted frames covers every line: a frame
+     * waits for the next ones, unless R frames did not do. */
+    if (sl->nwaiting < accel - 1) {
+      sl->waiting[sl->nwaiting++] = msg;
+      return 0;
+    }
+    rc = mr_gadget_fail(ctx, MR_EDATA,
+                        "slice %d: the last %d interleaved frames cover %zu consecutive lines "
+                        "around the centre, a %d x %d kernel at R %d needs %ld (frames sampled "
+                        "at the same positions?)",
+                        sl->slice, accel, nacs, s->kernel[1], s->kernel[0], accel, need);
+    goto done;
+  }
   if (sl->weights == NULL) {
     rc = mr_gadget_fail(ctx, MR_EDATA,
                         "slice %d: no calibration data yet (no ACS lines, no earlier weights)",
                         sl->slice);
     goto done;
   }
-  if (sl->opts.nc != (int)k->nch || sl->opts.nro != (int)k->nro || sl->opts.accel != accel) {
-    rc = mr_gadget_fail(ctx, MR_EDATA,
-                        "slice %d was calibrated for %d coils x %d samples at R %d, this k-space "
-                        "has %zu x %zu at R %d and brings no calibration lines",
-                        sl->slice, sl->opts.nc, sl->opts.nro, sl->opts.accel, k->nch, k->nro,
-                        accel);
-    goto done;
+  /* Frames that waited for this calibration go first, in their order. */
+  for (int i = 0; i < sl->nwaiting && rc == 0; i++) {
+    mr_message *w = sl->waiting[i];
+    sl->waiting[i] = NULL;
+    rc = fill_and_emit(s, ctx, sl, accel, w, out);
   }
-  fill_job job = {s, &sl->opts, sl->weights, k};
-  if ((rc = mr_placement_run(&s->place, ctx, run_fill, &job)) < 0)
+  waiting_free(sl); /* those left after a failure */
+  if (rc < 0)
     goto done;
-  memset(k->sampled, 1, k->ne1 * k->ne2);
-  k->calib_generation = sl->generation;
-  mr_kspace_free(k->calib);
-  k->calib = NULL;
-  if ((rc = mr_kspace_hand_on(k, s->on_device, &e)) < 0) {
-    rc = mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
-    goto done;
-  }
-  return mr_emit_message(out, msg);
+  return fill_and_emit(s, ctx, sl, accel, msg, out);
 done:
   mr_message_unref(msg);
   return rc;
+}
+
+/* Interleaved frames still waiting at the end never got a calibration. */
+static int flush(void *state, mr_gadget_ctx *ctx, mr_emit *out) {
+  grappa_gadget *s = state;
+  (void)out;
+  for (slice_state *sl = s->slices; sl != NULL; sl = sl->next)
+    if (sl->nwaiting > 0)
+      return mr_gadget_fail(ctx, MR_EDATA,
+                            "slice %d: the stream ended after %d interleaved frame(s) whose "
+                            "lines are too few to calibrate on; the union of R frames "
+                            "sampled at shifted positions is needed",
+                            sl->slice, sl->nwaiting);
+  return 0;
 }
 
 static void destroy(void *state) {
@@ -436,5 +571,6 @@ const mr_gadget_class mr_gadget_grappa = {
     .device_input = MR_KIND_BIT(MR_MSG_KSPACE),
     .configure = configure,
     .process = process,
+    .flush = flush,
     .destroy = destroy,
 };

@@ -16,6 +16,7 @@ extern const mr_gadget_class mr_gadget_gridding;
 extern const mr_gadget_class mr_gadget_frames;
 extern const mr_gadget_class mr_gadget_discard;
 extern const mr_gadget_class mr_gadget_raw_dump;
+extern const mr_gadget_class mr_gadget_partial_fourier;
 
 static const mr_gadget_class *const classes[] = {
     &mr_gadget_remove_oversampling,
@@ -30,6 +31,7 @@ static const mr_gadget_class *const classes[] = {
     &mr_gadget_frames,
     &mr_gadget_discard,
     &mr_gadget_raw_dump,
+    &mr_gadget_partial_fourier,
     NULL,
 };
 

@@ -12,3 +12,10 @@ mr_add_test(test_gadgets_configs SOURCES test_gadgets_configs.c
 add_test(NAME test_gadgets_configs_cuda COMMAND test_gadgets_configs --cuda)
 set_tests_properties(test_gadgets_configs_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
   LABELS gpu)
+
+# Real-scan features (slices, echoes, sets, averages, navigators, partial
+# Fourier, asymmetric echo) through the installed cartesian config.
+mr_add_test(test_gadgets_scans SOURCES test_gadgets_scans.c
+            LIBS mr_gadget_harness mr_test_grappa_phantom)
+mr_add_test(test_gadgets_partial_fourier SOURCES test_gadgets_partial_fourier.c
+            LIBS mr_gadget_harness)

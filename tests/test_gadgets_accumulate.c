@@ -116,6 +116,55 @@ static void test_trigger_end_and_repetition(void **state) {
   mr_harness_close(&h);
 }
 
+static mr_message *echo(int e1, int contrast, int set, uint64_t flags) {
+  mr_message *m = line(8, 1, e1, 0, flags);
+  m->u.acq.head.idx.contrast = (uint16_t)contrast;
+  m->u.acq.head.idx.set = (uint16_t)set;
+  return m;
+}
+
+/* Scanners flag only the last acquisition of a slice: on a multi-echo scan
+ * the last echo of the last line. The other echoes' buffers hold that line
+ * too and go with it, in their order; a set whose own flagged line is
+ * still to come does not. */
+static void test_last_in_slice_completes_the_other_echoes(void **state) {
+  (void)state;
+  mr_harness h;
+  open_accumulate(&h, "slice", 4, 1);
+  for (int slice = 0; slice < 2; slice++)
+    for (int e1 = 0; e1 < 4; e1++)
+      for (int c = 0; c < 3; c++)
+        assert_int_equal(
+            mr_harness_push(&h, with_counters(echo(e1, c, 0,
+                                                   e1 == 3 && c == 2
+                                                       ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE)
+                                                       : 0),
+                                              slice, 0)),
+            0);
+  assert_int_equal(h.nout, 6);
+  for (int i = 0; i < 6; i++) {
+    assert_int_equal(kspace_of(&h, i)->ref.idx.slice, i / 3);
+    assert_int_equal(kspace_of(&h, i)->ref.idx.contrast, i % 3);
+  }
+  mr_harness_close(&h);
+
+  /* two sets line by line, each set's last line flagged */
+  open_accumulate(&h, "slice", 4, 1);
+  for (int e1 = 0; e1 < 4; e1++)
+    for (int set = 0; set < 2; set++) {
+      assert_int_equal(
+          mr_harness_push(&h, echo(e1, 0, set, e1 == 3 ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) : 0)),
+          0);
+      assert_int_equal(h.nout, e1 == 3 ? set + 1 : 0);
+    }
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(kspace_of(&h, i)->ref.idx.set, i);
+    for (int e1 = 0; e1 < 4; e1++)
+      assert_true(kspace_of(&h, i)->sampled[e1]);
+  }
+  mr_harness_close(&h);
+}
+
 static void test_noise_and_navigators_are_kept_out(void **state) {
   (void)state;
   mr_harness h;
@@ -294,6 +343,7 @@ int main(void) {
       cmocka_unit_test(test_places_lines_and_triggers_on_last_in_slice),
       cmocka_unit_test(test_repetitions_and_slices_get_their_own_buffers),
       cmocka_unit_test(test_trigger_end_and_repetition),
+      cmocka_unit_test(test_last_in_slice_completes_the_other_echoes),
       cmocka_unit_test(test_noise_and_navigators_are_kept_out),
       cmocka_unit_test(test_empty_noise_lines_are_skipped_with_one_warning),
       cmocka_unit_test(test_calibration_lines_go_to_calib),

@@ -55,11 +55,21 @@ static float *reconstruct(const char *h5, int whiten, int first_repetition_only,
   return images;
 }
 
-static void generate(const char *path, int coils, int accel, double noise, int noise_scans) {
-  char cmd[1024];
-  snprintf(cmd, sizeof cmd, GENERATOR " -m 128 -c %d -a %d -w 32 -n %g %s -o %s > /dev/null 2>&1",
-           coils, accel, noise, noise_scans ? "-C" : "", path);
+/* acs: the calibration width (-w; 0: none, which the generator's header
+ * calls interleaved calibration). */
+static void generate_frames(const char *path, int coils, int accel, int acs, int repetitions,
+                            double noise, int noise_scans) {
+  char cmd[1024], width[32] = "";
+  if (acs > 0)
+    snprintf(width, sizeof width, "-w %d", acs);
+  snprintf(cmd, sizeof cmd,
+           GENERATOR " -m 128 -c %d -a %d %s -r %d -n %g %s -o %s > /dev/null 2>&1", coils,
+           accel, width, repetitions, noise, noise_scans ? "-C" : "", path);
   assert_int_equal(system(cmd), 0);
+}
+
+static void generate(const char *path, int coils, int accel, double noise, int noise_scans) {
+  generate_frames(path, coils, accel, 32, 1, noise, noise_scans);
 }
 
 static int have_generator(void) {
@@ -135,6 +145,62 @@ static void noise_grid(void **state) {
   }
 }
 
+/* Interleaved calibration (the generator's -a R without -w: R frames
+ * sampled at shifted positions, no ACS lines, calibrationMode interleaved):
+ * every frame comes out, the first R - 1 once the union of R frames
+ * calibrates, and about as close to the fully sampled image as with 32
+ * embedded ACS lines (the same R, coils and noise). */
+static void interleaved_matches_embedded(void **state) {
+  (void)state;
+  if (!have_generator())
+    skip();
+  const char *dir = mr_test_tmpdir("grappa_interleaved");
+  char path[512];
+  print_message("NRMSE vs fully sampled (noiseless), 16 coils:\n"
+                "  R  noise  frames  interleaved (worst frame)  embedded 32 ACS\n");
+  snprintf(path, sizeof path, "%s/full.h5", dir);
+  generate_frames(path, 16, 1, 0, 1, 0, 0);
+  int nref, n;
+  size_t px, px2;
+  float *ref = reconstruct(path, 1, 0, &nref, &px);
+  assert_int_equal(nref, 1);
+  static const struct {
+    int accel, repetitions;
+    double noise;
+  } cases[] = {{2, 1, 0}, {3, 2, 0}, {2, 1, 0.05}, {4, 1, 0.05}};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    int R = cases[c].accel, reps = cases[c].repetitions;
+    double noise = cases[c].noise;
+    snprintf(path, sizeof path, "%s/il%d_%d_%g.h5", dir, R, reps, noise);
+    generate_frames(path, 16, R, 0, reps, noise, noise > 0);
+    float *img = reconstruct(path, 1, 0, &n, &px2);
+    assert_int_equal(n, R * reps); /* every frame */
+    assert_int_equal(px2, px);
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+      double e = mr_test_nrmse_scaled(img + (size_t)i * px, ref, px);
+      worst = e > worst ? e : worst;
+    }
+    free(img);
+    snprintf(path, sizeof path, "%s/emb%d_%d_%g.h5", dir, R, reps, noise);
+    generate_frames(path, 16, R, 32, reps, noise, noise > 0);
+    img = reconstruct(path, 1, 0, &n, &px2);
+    assert_int_equal(n, R * reps);
+    double embedded = 0;
+    for (int i = 0; i < n; i++) {
+      double e = mr_test_nrmse_scaled(img + (size_t)i * px, ref, px);
+      embedded = e > embedded ? e : embedded;
+    }
+    free(img);
+    print_message("  %d  %.2f  %6d  %.4f                     %.4f\n", R, noise, R * reps, worst,
+                  embedded);
+    /* The embedded frames have 32 more measured lines (their ACS lines
+     * join the image): with them left out both are the same to 2%. */
+    assert_true(worst <= (noise > 0 ? 1.4 : 1.1) * embedded);
+  }
+  free(ref);
+}
+
 /* ---- calibration modes on synthetic data ----------------------------- */
 
 enum { NX = 96, NY = 96, NC = 8, NACS = 24, R = 3 };
@@ -165,18 +231,61 @@ static const char *accelerated_header(const char *mode) {
 static const char *chain_kspace =
     "[{\"gadget\":\"accumulate\"},{\"gadget\":\"grappa\"}]";
 
-static void push_line(mr_harness *h, const mr_cfloat *k, int y, int rep, uint64_t flags) {
+/* A harness running chain_kspace under a header with calibration mode
+ * `mode`, and the phantom's k-space (the caller frees it). */
+static mr_cfloat *open_synthetic(mr_harness *h, const char *mode) {
+  mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
+  assert_int_equal(mr_harness_open(h, chain_kspace, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
+  assert_int_equal(mr_harness_configure(h, accelerated_header(mode)), 0);
+  assert_int_equal(grappa_phantom_kspace(h->device, NX, NY, NC, 0.0, 1, truth), 0);
+  return truth;
+}
+
+static int try_line(mr_harness *h, const mr_cfloat *k, int y, int rep, uint64_t flags) {
   line_src l = {k, y};
   mr_message *m = mr_harness_acquisition(NX, NC, y, 0, flags, line_value, &l);
   m->u.acq.head.idx.repetition = (uint16_t)rep;
-  if (mr_harness_push(h, m) != 0)
+  return mr_harness_push(h, m);
+}
+
+static void push_line(mr_harness *h, const mr_cfloat *k, int y, int rep, uint64_t flags) {
+  if (try_line(h, k, y, rep, flags) != 0)
     fail_msg("push: %s", h->err.msg);
 }
 
-/* The accelerated lines of repetition rep (no ACS), the last one flagged. */
+/* The accelerated lines of repetition rep from line phase (no ACS), the
+ * last one flagged; the first push error. */
+static int try_frame(mr_harness *h, const mr_cfloat *k, int rep, int phase) {
+  int rc = 0;
+  for (int y = phase; y < NY && rc == 0; y += R)
+    rc = try_line(h, k, y, rep, y + R >= NY ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) : 0);
+  return rc;
+}
+
+static void push_frame(mr_harness *h, const mr_cfloat *k, int rep, int phase) {
+  if (try_frame(h, k, rep, phase) != 0)
+    fail_msg("push: %s", h->err.msg);
+}
+
+/* The lines of an embedded-calibration scan from line first on: every
+ * R-th, and NACS ACS lines around the centre. */
+static void push_embedded(mr_harness *h, const mr_cfloat *k, int first) {
+  int a0 = grappa_phantom_acs_start(NY, NACS);
+  for (int y = first; y < NY; y++) {
+    int acs = y >= a0 && y < a0 + NACS, imaging = y % R == 0;
+    if (!acs && !imaging)
+      continue;
+    uint64_t f = acs ? MR_FLAG(imaging ? ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION_AND_IMAGING
+                                       : ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION)
+                     : 0;
+    if (y == NY - 1 - (NY - 1) % R)
+      f |= MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE);
+    push_line(h, k, y, 0, f);
+  }
+}
+
 static void push_accelerated(mr_harness *h, const mr_cfloat *k, int rep) {
-  for (int y = 0; y < NY; y += R)
-    push_line(h, k, y, rep, y + R >= NY ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) : 0);
+  push_frame(h, k, rep, 0);
 }
 
 static double kspace_error(const mr_harness *h, int index, const mr_cfloat *truth) {
@@ -191,11 +300,8 @@ static double kspace_error(const mr_harness *h, int index, const mr_cfloat *trut
 
 static void separate_reference_and_reuse(void **state) {
   (void)state;
-  mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
   mr_harness h;
-  assert_int_equal(mr_harness_open(&h, chain_kspace, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
-  assert_int_equal(mr_harness_configure(&h, accelerated_header("separate")), 0);
-  assert_int_equal(grappa_phantom_kspace(h.device, NX, NY, NC, 0.0, 1, truth), 0);
+  mr_cfloat *truth = open_synthetic(&h, "separate");
   /* the reference scan: ACS lines alone, its own buffer */
   int a0 = grappa_phantom_acs_start(NY, NACS);
   for (int y = a0; y < a0 + NACS; y++)
@@ -217,23 +323,10 @@ static void separate_reference_and_reuse(void **state) {
 
 static void embedded_acs_lines_join(void **state) {
   (void)state;
-  mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
   mr_harness h;
-  assert_int_equal(mr_harness_open(&h, chain_kspace, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
-  assert_int_equal(mr_harness_configure(&h, accelerated_header("embedded")), 0);
-  assert_int_equal(grappa_phantom_kspace(h.device, NX, NY, NC, 0.0, 1, truth), 0);
+  mr_cfloat *truth = open_synthetic(&h, "embedded");
   int a0 = grappa_phantom_acs_start(NY, NACS);
-  for (int y = 0; y < NY; y++) {
-    int acs = y >= a0 && y < a0 + NACS, imaging = y % R == 0;
-    if (!acs && !imaging)
-      continue;
-    uint64_t f = acs ? MR_FLAG(imaging ? ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION_AND_IMAGING
-                                       : ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION)
-                     : 0;
-    if (y == NY - 1 - (NY - 1) % R)
-      f |= MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE);
-    push_line(&h, truth, y, 0, f);
-  }
+  push_embedded(&h, truth, 0);
   assert_int_equal(h.nout, 1);
   const mr_kspace *k = h.out[0]->u.object.ptr;
   /* calibration-only lines are measured data: kept exactly */
@@ -247,15 +340,29 @@ static void embedded_acs_lines_join(void **state) {
   free(truth);
 }
 
+/* Partial Fourier: the lines the scan left out (more than R - 1 lines
+ * from the acquired ones) stay unsampled after the filling, for a
+ * partial_fourier gadget after grappa. */
+static void partial_fourier_lines_stay_missing(void **state) {
+  (void)state;
+  mr_harness h;
+  mr_cfloat *truth = open_synthetic(&h, "embedded");
+  int first = 30;
+  push_embedded(&h, truth, first);
+  assert_int_equal(h.nout, 1);
+  const mr_kspace *k = h.out[0]->u.object.ptr;
+  for (int y = 0; y < NY; y++)
+    assert_int_equal(k->sampled[y], y >= first - (R - 1));
+  mr_harness_close(&h);
+  free(truth);
+}
+
 /* The reference scans of a slice are counted: images after a new one carry
  * a new calibration generation (coil_combine then remakes its maps). */
 static void new_reference_scan_new_generation(void **state) {
   (void)state;
-  mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
   mr_harness h;
-  assert_int_equal(mr_harness_open(&h, chain_kspace, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
-  assert_int_equal(mr_harness_configure(&h, accelerated_header("separate")), 0);
-  assert_int_equal(grappa_phantom_kspace(h.device, NX, NY, NC, 0.0, 1, truth), 0);
+  mr_cfloat *truth = open_synthetic(&h, "separate");
   int a0 = grappa_phantom_acs_start(NY, NACS);
   for (int scan = 0; scan < 2; scan++) {
     for (int y = a0; y < a0 + NACS; y++)
@@ -271,27 +378,66 @@ static void new_reference_scan_new_generation(void **state) {
   free(truth);
 }
 
+/* Interleaved frames: the first R - 1 wait for the union of R, then come
+ * out in their order with its weights; every later frame recalibrates on
+ * the union of the last R (a new calibration generation). */
+static void interleaved_frames_wait_then_roll(void **state) {
+  (void)state;
+  mr_harness h;
+  mr_cfloat *truth = open_synthetic(&h, "interleaved");
+  push_frame(&h, truth, 0, 0);
+  push_frame(&h, truth, 1, 1);
+  assert_int_equal(h.nout, 0);
+  push_frame(&h, truth, 2, 2);
+  assert_int_equal(h.nout, 3);
+  push_frame(&h, truth, 3, 0);
+  assert_int_equal(h.nout, 4);
+  assert_int_equal(mr_harness_flush(&h), 0);
+  for (int i = 0; i < 4; i++) {
+    const mr_kspace *k = h.out[i]->u.object.ptr;
+    assert_int_equal(k->ref.idx.repetition, i);
+    assert_int_equal(k->calib_generation, i < 3 ? 1 : 2);
+    double e = kspace_error(&h, i, truth);
+    print_message("interleaved, frame %d: k-space rel error %.4f\n", i, e);
+    assert_true(e < 0.08);
+  }
+  mr_harness_close(&h);
+  free(truth);
+}
+
+/* Frames that never make a union to calibrate on are refused: R frames at
+ * the same positions at once, a stream that ends with frames waiting at
+ * its end. */
+static void interleaved_frames_that_do_not_cover(void **state) {
+  (void)state;
+  mr_harness h;
+  mr_cfloat *truth = open_synthetic(&h, "interleaved");
+  push_frame(&h, truth, 0, 1);
+  push_frame(&h, truth, 1, 1);
+  assert_int_equal(try_frame(&h, truth, 2, 1), MR_EDATA);
+  assert_non_null(strstr(h.err.msg, "sampled at the same positions"));
+  assert_int_equal(h.nout, 0);
+  mr_harness_close(&h);
+  free(truth);
+
+  truth = open_synthetic(&h, "interleaved");
+  push_frame(&h, truth, 0, 0);
+  assert_int_equal(mr_harness_flush(&h), MR_EDATA);
+  assert_non_null(strstr(h.err.msg, "ended after 1 interleaved frame"));
+  mr_harness_close(&h);
+  free(truth);
+}
+
 /* Interleaved calibration keeps a frame per slice for the session: it
  * counts against the memory budget, and a refusal names it. */
 static void interleaved_frames_count_against_budget(void **state) {
   (void)state;
-  mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
   mr_harness h;
-  assert_int_equal(mr_harness_open(&h, chain_kspace, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
-  assert_int_equal(mr_harness_configure(&h, accelerated_header("interleaved")), 0);
-  assert_int_equal(grappa_phantom_kspace(h.device, NX, NY, NC, 0.0, 1, truth), 0);
+  mr_cfloat *truth = open_synthetic(&h, "interleaved");
   /* the k-space buffer fits, the frames do not */
   uint64_t kspace = (uint64_t)NX * NY * NC * sizeof(mr_cfloat) + NY;
   mr_budget_set(mr_budget_used() + kspace + kspace / 2);
-  int rc = 0;
-  for (int y = 0; y < NY && rc == 0; y += R) {
-    line_src l = {truth, y};
-    rc = mr_harness_push(&h, mr_harness_acquisition(NX, NC, y, 0,
-                                                    y + R >= NY ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE)
-                                                                : 0,
-                                                    line_value, &l));
-  }
-  assert_int_equal(rc, MR_ELIMIT);
+  assert_int_equal(try_frame(&h, truth, 0, 0), MR_ELIMIT);
   assert_non_null(strstr(h.err.msg, "interleaved calibration frames"));
   mr_harness_close(&h);
   mr_budget_set(0);
@@ -335,11 +481,15 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(noiseless_matches_fully_sampled),
       cmocka_unit_test(noise_grid),
+      cmocka_unit_test(interleaved_matches_embedded),
       cmocka_unit_test(separate_reference_and_reuse),
       cmocka_unit_test(embedded_acs_lines_join),
       cmocka_unit_test(clear_errors),
       cmocka_unit_test(new_reference_scan_new_generation),
+      cmocka_unit_test(partial_fourier_lines_stay_missing),
       cmocka_unit_test(interleaved_frames_count_against_budget),
+      cmocka_unit_test(interleaved_frames_wait_then_roll),
+      cmocka_unit_test(interleaved_frames_that_do_not_cover),
   };
   return cmocka_run_group_tests_name("gadgets_grappa", tests, NULL, NULL);
 }
