@@ -322,6 +322,35 @@ static void gpu_describe_does_not_wait_for_the_worker(void **state) {
   free(json);
 }
 
+static void *run_round_trip(void *arg) {
+  int *ok = arg;
+  unsigned char src[64] = {7}, dst[64] = {0};
+  round_trip r = {sizeof src, src, dst};
+  *ok = mr_device_run(gpu_test_gpu(), round_trip_task, &r) == 0 && dst[0] == 7;
+  return NULL;
+}
+
+/* A long task of one thread does not hold up another thread's device work:
+ * threads take the GPU's lanes in turn, and the next thread's lane is not
+ * the holder's (before lanes, every task queued behind the one worker). */
+static void gpu_threads_on_other_lanes_are_not_held_up(void **state) {
+  (void)state;
+  holder h = {0};
+  pthread_t th;
+  pthread_create(&th, NULL, run_holder, &h);
+  while (!atomic_load(&h.started))
+    usleep(1000);
+  int ok = 0;
+  pthread_t probe;
+  pthread_create(&probe, NULL, run_round_trip, &ok); /* takes the next lane */
+  pthread_join(probe, NULL);
+  int holder_was_busy = !atomic_load(&h.finished);
+  atomic_store(&h.released, 1);
+  pthread_join(th, NULL);
+  assert_true(ok);
+  assert_true(holder_was_busy);
+}
+
 int main(int argc, char **argv) {
   int cuda = gpu_test_init(argc, argv);
   const struct CMUnitTest cpu_tests[] = {
@@ -337,6 +366,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(gpu_out_of_memory),
       cmocka_unit_test(gpu_tasks_from_threads),
       cmocka_unit_test(gpu_describe_does_not_wait_for_the_worker),
+      cmocka_unit_test(gpu_threads_on_other_lanes_are_not_held_up),
   };
   int failed = cuda ? cmocka_run_group_tests_name("pool_cuda", cuda_tests, NULL, NULL)
                     : cmocka_run_group_tests_name("pool_cpu", cpu_tests, NULL, NULL);
