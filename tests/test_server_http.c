@@ -5,7 +5,8 @@
  * at --max-connections /readyz says busy and the refused client is
  * counted; after SIGTERM /readyz says draining (503) while a session
  * still runs and /healthz stays 200; what /metrics serves passes
- * `promtool check metrics` where Debian's prometheus package is installed. */
+ * `promtool check metrics` where Debian's prometheus package is installed;
+ * --info names the memory budget. */
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -231,8 +232,21 @@ static void busy_and_draining(void **state) {
   assert_int_equal(mr_test_server_stop(&s), 0);
 }
 
+/* What the server sized itself to is visible: --info names the memory
+ * budget (in a container, half its cgroup's limit by default). */
+static void info_shows_the_memory_budget(void **state) {
+  (void)state;
+  char bin[512], out[8192], err[4096];
+  snprintf(bin, sizeof bin, "%s/bin/reconserver", mr_test_binary_dir());
+  const char *argv[] = {bin, "--gpus", "none", "--memory-budget", "300", "--info", NULL};
+  assert_int_equal(mr_test_run(argv, mr_test_tmpdir("mr-info"), out, sizeof out, err, sizeof err),
+                   0);
+  assert_non_null(strstr(out, "memory budget: 300 MiB\n"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(info_shows_the_memory_budget),
       cmocka_unit_test(probes_and_refusals),
       cmocka_unit_test(a_scan_is_counted),
       cmocka_unit_test(busy_and_draining),
