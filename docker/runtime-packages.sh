@@ -7,14 +7,14 @@
 # or no package provides.
 #   runtime-packages.sh PROGRAM...
 set -euo pipefail
+cuda='lib(cuda|cudart|cublas|cublasLt|cufft|cufftw|cusolver|cusparse|curand|nvJitLink|nvrtc)\.so'
 out=$(ldd "$@")
-if grep -q "not found" <<<"$out"; then
+if grep "not found" <<<"$out" | grep -qvE "$cuda"; then
   echo "runtime-packages.sh: unresolved libraries:" >&2
   grep "not found" <<<"$out" >&2
   exit 1
 fi
-cuda='/lib(cuda|cudart|cublas|cublasLt|cufft|cufftw|cusolver|cusparse|curand|nvJitLink|nvrtc)\.so'
-awk '/=> \// {print $3}' <<<"$out" | sort -u | grep -vE "$cuda" | while read -r lib; do
+awk '/=> \// {print $3}' <<<"$out" | sort -u | grep -vE "/$cuda" | while read -r lib; do
   owner=""
   # merged /usr: a library may be registered under /lib or /usr/lib
   for path in "$lib" "$(readlink -f "$lib")" "/usr$lib" "${lib#/usr}"; do

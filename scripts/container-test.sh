@@ -65,24 +65,34 @@ export CONTAINERS_CONF="$work/containers.conf"
 now() { date +%s.%N; }
 elapsed() { echo "$(now) $1" | awk '{printf "%.1f", $1 - $2}'; }
 
+# The kernel may refuse containers (no user namespaces, no overlay, a
+# cgroup setup the runtime rejects, a CI job that is itself an unprivileged
+# container): find out first with an image of just /usr/bin/true, and skip
+# saying why.
+mkdir -p "$work/probe"
+for f in /usr/bin/true $(ldd /usr/bin/true | awk '/\// {print $(NF - 1)}'); do
+  mkdir -p "$work/probe$(dirname "$f")"
+  cp -L "$f" "$work/probe$f"
+done
+tar -C "$work/probe" -cf "$work/probe.tar" .
+if ! podman import "$work/probe.tar" localhost/mrrecon-probe:latest >"$work/probe.log" 2>&1 ||
+   ! podman run --rm --memory 64m localhost/mrrecon-probe:latest /usr/bin/true >>"$work/probe.log" 2>&1; then
+  cat "$work/probe.log" >&2
+  podman rmi -f localhost/mrrecon-probe:latest >/dev/null 2>&1 || true
+  skip "this kernel or host refuses containers (podman import or run failed; see above)"
+fi
+podman rmi -f localhost/mrrecon-probe:latest >/dev/null 2>&1 || true
+
 # The Debian base, once per machine: bookworm's apt variant, imported.
 if ! podman image exists "$base"; then
   say "making $base with mmdebstrap from $mirror"
   t=$(now)
   mmdebstrap --variant=apt --quiet bookworm "$work/base.tar" "$mirror" >"$work/mmdebstrap.log" 2>&1 ||
     { cat "$work/mmdebstrap.log" >&2; fail "mmdebstrap"; }
-  podman import "$work/base.tar" "$base" >/dev/null 2>"$work/import.log" || {
-    cat "$work/import.log" >&2
-    skip "podman cannot import an image here"
-  }
+  podman import "$work/base.tar" "$base" >/dev/null 2>"$work/import.log" ||
+    { cat "$work/import.log" >&2; fail "podman import of the base"; }
   rm -f "$work/base.tar"
   say "base made in $(elapsed "$t") s"
-fi
-# The kernel may refuse containers (no user namespaces, no overlay, a
-# cgroup setup the runtime rejects): say so and skip.
-if ! podman run --rm --memory 64m "$base" true >"$work/probe.log" 2>&1; then
-  cat "$work/probe.log" >&2
-  skip "this kernel or host refuses containers (podman run failed; see above)"
 fi
 
 say "building $image"
