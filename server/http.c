@@ -49,10 +49,10 @@ static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const
   return rc;
 }
 
-static enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned status,
-                                  const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned status,
-                                  const char *fmt, ...) {
+static enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned status, const char *fmt,
+                                  ...) __attribute__((format(printf, 3, 4)));
+static enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned status, const char *fmt,
+                                  ...) {
   char *body = malloc(256);
   if (body == NULL)
     return MHD_NO;
@@ -65,9 +65,8 @@ static enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned status,
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls) {
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls) {
   (void)version;
   (void)upload_data;
   mr_http *http = cls;
@@ -112,11 +111,11 @@ int mr_http_start(const char *spec, struct mr_pool *pool, mr_http **out, mr_err 
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
   if (addr.ss_family == AF_INET6)
     flags |= MHD_USE_IPv6;
-  http->daemon = MHD_start_daemon(
-      flags, 0, NULL, NULL, on_request, http, MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL,
-      MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
-      (unsigned)HTTP_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_TIMEOUT_S,
-      MHD_OPTION_END);
+  http->daemon =
+      MHD_start_daemon(flags, 0, NULL, NULL, on_request, http, MHD_OPTION_EXTERNAL_LOGGER, log_mhd,
+                       NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                       MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTIONS,
+                       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_TIMEOUT_S, MHD_OPTION_END);
   if (http->daemon == NULL) {
     free(http);
     return mr_err_set(err, MR_EIO, "--http %s: cannot listen there (see the log)", spec);

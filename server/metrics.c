@@ -1,6 +1,5 @@
 #include "metrics.h"
 
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,8 +24,8 @@ static const double gadget_bounds[] = {0.0001, 0.001, 0.005, 0.01, 0.05, 0.1, 0.
 /* Buckets are stored non-cumulative (one add per observation) and summed
  * when rendered; the sum is kept in microseconds (an integer add). */
 typedef struct histogram {
-  atomic_uint_fast64_t bucket[SESSION_BUCKETS > GADGET_BUCKETS ? SESSION_BUCKETS + 1
-                                                               : GADGET_BUCKETS + 1];
+  atomic_uint_fast64_t
+      bucket[SESSION_BUCKETS > GADGET_BUCKETS ? SESSION_BUCKETS + 1 : GADGET_BUCKETS + 1];
   atomic_uint_fast64_t count, sum_us;
 } histogram;
 
@@ -41,10 +40,20 @@ typedef struct gadget_slot {
   histogram time;
 } gadget_slot;
 
-static const char *const outcome_names[MR_OUTCOME_COUNT] = {"ok", "error", "cut", "refused"};
+static const char *const outcome_names[MR_OUTCOME_COUNT] = {
+    [MR_OUTCOME_OK] = "ok",
+    [MR_OUTCOME_ERROR] = "error",
+    [MR_OUTCOME_CUT] = "cut",
+    [MR_OUTCOME_REFUSED] = "refused",
+};
 static const char *const error_kind_names[MR_ERRKIND_COUNT] = {
-    "protocol", "limit", "config", "header", "data", "memory",
-    "gpu", "processing", "timeout", "connection", "busy", "shutdown"};
+    [MR_ERRKIND_PROTOCOL] = "protocol", [MR_ERRKIND_LIMIT] = "limit",
+    [MR_ERRKIND_CONFIG] = "config",     [MR_ERRKIND_HEADER] = "header",
+    [MR_ERRKIND_DATA] = "data",         [MR_ERRKIND_MEMORY] = "memory",
+    [MR_ERRKIND_GPU] = "gpu",           [MR_ERRKIND_PROCESSING] = "processing",
+    [MR_ERRKIND_TIMEOUT] = "timeout",   [MR_ERRKIND_CONNECTION] = "connection",
+    [MR_ERRKIND_BUSY] = "busy",         [MR_ERRKIND_SHUTDOWN] = "shutdown",
+};
 
 static struct {
   config_slot configs[MAX_CONFIG_SLOTS];
@@ -177,7 +186,8 @@ int mr_metrics_ready(char *why, size_t size) {
   }
   int state = atomic_load(&m.state);
   if (state != MR_STATE_ACCEPTING) {
-    snprintf(why, size, "%s", state == MR_STATE_STARTING ? "starting" : "draining: no new connections");
+    snprintf(why, size, "%s",
+             state == MR_STATE_STARTING ? "starting" : "draining: no new connections");
     return 0;
   }
   int64_t open = atomic_load_explicit(&m.connections_open, memory_order_relaxed);
@@ -199,45 +209,8 @@ int mr_metrics_ready(char *why, size_t size) {
 
 /* ---- rendering ---- */
 
-typedef struct text {
-  char *s;
-  size_t len, cap;
-  int failed;
-} text;
-
-static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(text *t, const char *fmt, ...) {
-  if (t->failed)
-    return;
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(t->s != NULL ? t->s + t->len : NULL, t->s != NULL ? t->cap - t->len : 0,
-                      fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-      t->failed = 1;
-      return;
-    }
-    if (t->s != NULL && t->len + (size_t)n < t->cap) {
-      t->len += (size_t)n;
-      return;
-    }
-    size_t cap = t->cap > 0 ? t->cap * 2 : 16384;
-    while (cap <= t->len + (size_t)n)
-      cap *= 2;
-    char *s = realloc(t->s, cap);
-    if (s == NULL) {
-      t->failed = 1;
-      return;
-    }
-    t->s = s;
-    t->cap = cap;
-  }
-}
-
-static void family(text *t, const char *name, const char *type, const char *help) {
-  put(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+static void family(FILE *t, const char *name, const char *type, const char *help) {
+  fprintf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 static uint64_t load(atomic_uint_fast64_t *v) {
@@ -260,7 +233,7 @@ static const char *label_value(const char *in, char *out, size_t size) {
   return out;
 }
 
-static void put_histogram(text *t, const char *name, const char *label, const char *raw,
+static void put_histogram(FILE *t, const char *name, const char *label, const char *raw,
                           histogram *h, const double *bounds, size_t nbounds) {
   char value[256];
   label_value(raw, value, sizeof value);
@@ -268,20 +241,20 @@ static void put_histogram(text *t, const char *name, const char *label, const ch
   for (size_t b = 0; b <= nbounds; b++) {
     cumulative += load(&h->bucket[b]);
     if (b < nbounds)
-      put(t, "%s_bucket{%s=\"%s\",le=\"%g\"} %llu\n", name, label, value, bounds[b],
-          (unsigned long long)cumulative);
+      fprintf(t, "%s_bucket{%s=\"%s\",le=\"%g\"} %llu\n", name, label, value, bounds[b],
+              (unsigned long long)cumulative);
     else
-      put(t, "%s_bucket{%s=\"%s\",le=\"+Inf\"} %llu\n", name, label, value,
-          (unsigned long long)cumulative);
+      fprintf(t, "%s_bucket{%s=\"%s\",le=\"+Inf\"} %llu\n", name, label, value,
+              (unsigned long long)cumulative);
   }
   /* Read after the buckets: a concurrent observation never makes the
    * count smaller than the +Inf bucket by more than it adds to both. */
-  put(t, "%s_sum{%s=\"%s\"} %.6f\n", name, label, value, (double)load(&h->sum_us) / 1e6);
-  put(t, "%s_count{%s=\"%s\"} %llu\n", name, label, value,
-      (unsigned long long)(cumulative > load(&h->count) ? cumulative : load(&h->count)));
+  fprintf(t, "%s_sum{%s=\"%s\"} %.6f\n", name, label, value, (double)load(&h->sum_us) / 1e6);
+  fprintf(t, "%s_count{%s=\"%s\"} %llu\n", name, label, value,
+          (unsigned long long)(cumulative > load(&h->count) ? cumulative : load(&h->count)));
 }
 
-static void put_devices(text *t, mr_pool *pool) {
+static void put_devices(FILE *t, mr_pool *pool) {
   int n = mr_pool_gpu_count(pool);
   if (n == 0)
     return;
@@ -291,80 +264,86 @@ static void put_devices(text *t, mr_pool *pool) {
     mr_pool_gpu_info(pool, i, &info[i]);
   family(t, "mrrecon_gpu_memory_total_bytes", "gauge", "Memory of each GPU.");
   for (int i = 0; i < n; i++)
-    put(t, "mrrecon_gpu_memory_total_bytes{gpu=\"%d\"} %zu\n", info[i].ordinal, info[i].mem_total);
+    fprintf(t, "mrrecon_gpu_memory_total_bytes{gpu=\"%d\"} %zu\n", info[i].ordinal,
+            info[i].mem_total);
   family(t, "mrrecon_gpu_memory_used_bytes", "gauge",
          "GPU memory in use: total less free, as the driver reports it.");
   for (int i = 0; i < n; i++)
-    put(t, "mrrecon_gpu_memory_used_bytes{gpu=\"%d\"} %zu\n", info[i].ordinal,
-        info[i].mem_total - (info[i].mem_free < info[i].mem_total ? info[i].mem_free
-                                                                  : info[i].mem_total));
+    fprintf(t, "mrrecon_gpu_memory_used_bytes{gpu=\"%d\"} %zu\n", info[i].ordinal,
+            info[i].mem_total -
+                (info[i].mem_free < info[i].mem_total ? info[i].mem_free : info[i].mem_total));
   family(t, "mrrecon_gpu_sessions", "gauge", "Sessions placed on each GPU.");
   for (int i = 0; i < n; i++)
-    put(t, "mrrecon_gpu_sessions{gpu=\"%d\"} %d\n", info[i].ordinal, info[i].load);
+    fprintf(t, "mrrecon_gpu_sessions{gpu=\"%d\"} %d\n", info[i].ordinal, info[i].load);
 }
 
 int mr_metrics_render(mr_pool *pool, char **out, size_t *len) {
-  text t = {0};
+  char *text = NULL;
+  size_t size = 0;
+  FILE *t = open_memstream(&text, &size);
+  if (t == NULL)
+    return MR_ENOMEM;
   char value[256];
-  family(&t, "mrrecon_up", "gauge", "1 while the server runs.");
-  put(&t, "mrrecon_up 1\n");
-  family(&t, "mrrecon_ready", "gauge", "1 when new scans are accepted (/readyz).");
-  put(&t, "mrrecon_ready %d\n", mr_metrics_ready(NULL, 0));
-  family(&t, "mrrecon_sessions_active", "gauge", "Connections being served.");
-  put(&t, "mrrecon_sessions_active %lld\n",
-      (long long)atomic_load_explicit(&m.connections_open, memory_order_relaxed));
-  family(&t, "mrrecon_max_connections", "gauge", "--max-connections.");
-  put(&t, "mrrecon_max_connections %d\n", m.max_connections);
+  family(t, "mrrecon_up", "gauge", "1 while the server runs.");
+  fprintf(t, "mrrecon_up 1\n");
+  family(t, "mrrecon_ready", "gauge", "1 when new scans are accepted (/readyz).");
+  fprintf(t, "mrrecon_ready %d\n", mr_metrics_ready(NULL, 0));
+  family(t, "mrrecon_sessions_active", "gauge", "Connections being served.");
+  fprintf(t, "mrrecon_sessions_active %lld\n",
+          (long long)atomic_load_explicit(&m.connections_open, memory_order_relaxed));
+  family(t, "mrrecon_max_connections", "gauge", "--max-connections.");
+  fprintf(t, "mrrecon_max_connections %d\n", m.max_connections);
 
-  family(&t, "mrrecon_sessions_total", "counter", "Connections ended, by config and outcome.");
+  family(t, "mrrecon_sessions_total", "counter", "Connections ended, by config and outcome.");
   for (int i = 0; i < m.nconfigs; i++)
     for (int o = 0; o < MR_OUTCOME_COUNT; o++)
-      put(&t, "mrrecon_sessions_total{config=\"%s\",outcome=\"%s\"} %llu\n",
-          label_value(m.configs[i].name, value, sizeof value), outcome_names[o],
-          (unsigned long long)load(&m.configs[i].finished[o]));
-  family(&t, "mrrecon_session_duration_seconds", "histogram",
+      fprintf(t, "mrrecon_sessions_total{config=\"%s\",outcome=\"%s\"} %llu\n",
+              label_value(m.configs[i].name, value, sizeof value), outcome_names[o],
+              (unsigned long long)load(&m.configs[i].finished[o]));
+  family(t, "mrrecon_session_duration_seconds", "histogram",
          "From connecting to the connection's end, by config.");
   for (int i = 0; i < m.nconfigs; i++)
-    put_histogram(&t, "mrrecon_session_duration_seconds", "config", m.configs[i].name,
+    put_histogram(t, "mrrecon_session_duration_seconds", "config", m.configs[i].name,
                   &m.configs[i].latency, session_bounds, SESSION_BUCKETS);
-  family(&t, "mrrecon_gadget_seconds", "histogram",
+  family(t, "mrrecon_gadget_seconds", "histogram",
          "Processing time of a gadget over one session, by gadget.");
   for (int i = 0; i < m.ngadgets; i++)
-    put_histogram(&t, "mrrecon_gadget_seconds", "gadget", m.gadgets[i].name, &m.gadgets[i].time,
+    put_histogram(t, "mrrecon_gadget_seconds", "gadget", m.gadgets[i].name, &m.gadgets[i].time,
                   gadget_bounds, GADGET_BUCKETS);
 
-  family(&t, "mrrecon_received_bytes_total", "counter", "Bytes read from clients.");
-  put(&t, "mrrecon_received_bytes_total %llu\n", (unsigned long long)load(&m.bytes_in));
-  family(&t, "mrrecon_sent_bytes_total", "counter", "Bytes written to clients.");
-  put(&t, "mrrecon_sent_bytes_total %llu\n", (unsigned long long)load(&m.bytes_out));
-  family(&t, "mrrecon_acquisitions_total", "counter", "Acquisitions received.");
-  put(&t, "mrrecon_acquisitions_total %llu\n", (unsigned long long)load(&m.acquisitions));
-  family(&t, "mrrecon_images_total", "counter", "Images written to clients.");
-  put(&t, "mrrecon_images_total %llu\n", (unsigned long long)load(&m.images));
-  family(&t, "mrrecon_errors_total", "counter", "Errors, by kind.");
+  family(t, "mrrecon_received_bytes_total", "counter", "Bytes read from clients.");
+  fprintf(t, "mrrecon_received_bytes_total %llu\n", (unsigned long long)load(&m.bytes_in));
+  family(t, "mrrecon_sent_bytes_total", "counter", "Bytes written to clients.");
+  fprintf(t, "mrrecon_sent_bytes_total %llu\n", (unsigned long long)load(&m.bytes_out));
+  family(t, "mrrecon_acquisitions_total", "counter", "Acquisitions received.");
+  fprintf(t, "mrrecon_acquisitions_total %llu\n", (unsigned long long)load(&m.acquisitions));
+  family(t, "mrrecon_images_total", "counter", "Images written to clients.");
+  fprintf(t, "mrrecon_images_total %llu\n", (unsigned long long)load(&m.images));
+  family(t, "mrrecon_errors_total", "counter", "Errors, by kind.");
   for (int k = 0; k < MR_ERRKIND_COUNT; k++)
-    put(&t, "mrrecon_errors_total{kind=\"%s\"} %llu\n", error_kind_names[k],
-        (unsigned long long)load(&m.errors[k]));
+    fprintf(t, "mrrecon_errors_total{kind=\"%s\"} %llu\n", error_kind_names[k],
+            (unsigned long long)load(&m.errors[k]));
 
-  family(&t, "mrrecon_queue_bytes", "gauge",
+  family(t, "mrrecon_queue_bytes", "gauge",
          "Memory held in the connections' queues: read ahead (inbox), answers not yet written "
          "(outbox).");
-  put(&t, "mrrecon_queue_bytes{queue=\"inbox\"} %lld\n",
-      (long long)atomic_load_explicit(&m.inbox_bytes, memory_order_relaxed));
-  put(&t, "mrrecon_queue_bytes{queue=\"outbox\"} %lld\n",
-      (long long)atomic_load_explicit(&m.outbox_bytes, memory_order_relaxed));
-  family(&t, "mrrecon_memory_budget_bytes", "gauge", "--memory-budget (0: unlimited).");
-  put(&t, "mrrecon_memory_budget_bytes %llu\n", (unsigned long long)mr_budget_limit());
-  family(&t, "mrrecon_memory_budget_used_bytes", "gauge",
+  fprintf(t, "mrrecon_queue_bytes{queue=\"inbox\"} %lld\n",
+          (long long)atomic_load_explicit(&m.inbox_bytes, memory_order_relaxed));
+  fprintf(t, "mrrecon_queue_bytes{queue=\"outbox\"} %lld\n",
+          (long long)atomic_load_explicit(&m.outbox_bytes, memory_order_relaxed));
+  family(t, "mrrecon_memory_budget_bytes", "gauge", "--memory-budget (0: unlimited).");
+  fprintf(t, "mrrecon_memory_budget_bytes %llu\n", (unsigned long long)mr_budget_limit());
+  family(t, "mrrecon_memory_budget_used_bytes", "gauge",
          "Of the memory budget, what the sessions hold now.");
-  put(&t, "mrrecon_memory_budget_used_bytes %llu\n", (unsigned long long)mr_budget_used());
+  fprintf(t, "mrrecon_memory_budget_used_bytes %llu\n", (unsigned long long)mr_budget_used());
   if (pool != NULL)
-    put_devices(&t, pool);
-  if (t.failed || t.s == NULL) {
-    free(t.s);
+    put_devices(t, pool);
+  int failed = ferror(t);
+  if (fclose(t) != 0 || failed || text == NULL) {
+    free(text);
     return MR_ENOMEM;
   }
-  *out = t.s;
-  *len = t.len;
+  *out = text;
+  *len = size;
   return 0;
 }

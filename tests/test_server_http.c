@@ -133,8 +133,8 @@ static void a_scan_is_counted(void **state) {
   assert_true(images >= 1);
   mr_test_reply_free(&r);
 
-  assert_true(scrape_until(port, "mrrecon_sessions_total{config=\"cartesian\",outcome=\"ok\"}",
-                           1) == 1);
+  assert_true(
+      scrape_until(port, "mrrecon_sessions_total{config=\"cartesian\",outcome=\"ok\"}", 1) == 1);
   assert_true(sample(page, "mrrecon_acquisitions_total") == 32);
   assert_true(sample(page, "mrrecon_images_total") == images);
   /* 32 lines of 64 samples x 4 coils of complex floats, at least. */
@@ -179,7 +179,7 @@ static void busy_and_draining(void **state) {
   (void)state;
   mr_test_server s;
   const char *args[] = {"--http", "127.0.0.1:0", "--max-connections", "1", "--drain-timeout",
-                        "20000", NULL};
+                        "20000",  NULL};
   mr_test_server_start(&s, args);
   int port = http_port(&s);
   char body[256];
@@ -208,8 +208,8 @@ static void busy_and_draining(void **state) {
   assert_non_null(mr_test_reply_text(&r, "server busy"));
   mr_test_reply_free(&r);
   assert_true(scrape_until(port, "mrrecon_errors_total{kind=\"busy\"}", 1) == 1);
-  assert_true(scrape_until(port, "mrrecon_sessions_total{config=\"none\",outcome=\"refused\"}",
-                           1) == 1);
+  assert_true(
+      scrape_until(port, "mrrecon_sessions_total{config=\"none\",outcome=\"refused\"}", 1) == 1);
 
   /* SIGTERM: not ready any more, still alive while the session drains. */
   kill(s.pid, SIGTERM);

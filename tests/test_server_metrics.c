@@ -69,12 +69,18 @@ static void sessions_by_config_and_outcome(void **state) {
   /* A client-chosen name never becomes a series of its own. */
   assert_null(strstr(t, "a-script-nobody-installed"));
   /* Cumulative buckets: 0.02 <= 0.05, 0.3 <= 0.5, 7 <= 10. */
-  assert_true(sample(t, "mrrecon_session_duration_seconds_bucket{config=\"cartesian\",le=\"0.01\"}") == 0);
-  assert_true(sample(t, "mrrecon_session_duration_seconds_bucket{config=\"cartesian\",le=\"0.05\"}") == 1);
-  assert_true(sample(t, "mrrecon_session_duration_seconds_bucket{config=\"cartesian\",le=\"0.5\"}") == 2);
-  assert_true(sample(t, "mrrecon_session_duration_seconds_bucket{config=\"cartesian\",le=\"5\"}") == 2);
-  assert_true(sample(t, "mrrecon_session_duration_seconds_bucket{config=\"cartesian\",le=\"10\"}") == 3);
-  assert_true(sample(t, "mrrecon_session_duration_seconds_bucket{config=\"cartesian\",le=\"+Inf\"}") == 3);
+  assert_true(
+      sample(t, "mrrecon_session_duration_seconds_bucket{config=\"cartesian\",le=\"0.01\"}") == 0);
+  assert_true(
+      sample(t, "mrrecon_session_duration_seconds_bucket{config=\"cartesian\",le=\"0.05\"}") == 1);
+  assert_true(
+      sample(t, "mrrecon_session_duration_seconds_bucket{config=\"cartesian\",le=\"0.5\"}") == 2);
+  assert_true(sample(t, "mrrecon_session_duration_seconds_bucket{config=\"cartesian\",le=\"5\"}") ==
+              2);
+  assert_true(
+      sample(t, "mrrecon_session_duration_seconds_bucket{config=\"cartesian\",le=\"10\"}") == 3);
+  assert_true(
+      sample(t, "mrrecon_session_duration_seconds_bucket{config=\"cartesian\",le=\"+Inf\"}") == 3);
   assert_true(sample(t, "mrrecon_session_duration_seconds_count{config=\"cartesian\"}") == 3);
   assert_float_equal(sample(t, "mrrecon_session_duration_seconds_sum{config=\"cartesian\"}"), 7.32,
                      1e-5);
@@ -85,16 +91,16 @@ static void escaped_label_values(void **state) {
   (void)state;
   mr_metrics_session_finished("odd \"name\"\\x", MR_OUTCOME_OK, 1);
   char *t = render();
-  assert_true(sample(t, "mrrecon_sessions_total{config=\"odd \\\"name\\\"\\\\x\",outcome=\"ok\"}") ==
-              1);
+  assert_true(
+      sample(t, "mrrecon_sessions_total{config=\"odd \\\"name\\\"\\\\x\",outcome=\"ok\"}") == 1);
   free(t);
 }
 
 static void gadgets_errors_and_traffic(void **state) {
   (void)state;
-  mr_metrics_gadget_time("fft", 3000000);       /* 3 ms */
-  mr_metrics_gadget_time("fft", 2000000000);    /* 2 s */
-  mr_metrics_gadget_time("no_such_gadget", 1);  /* not a registry name: not counted */
+  mr_metrics_gadget_time("fft", 3000000);      /* 3 ms */
+  mr_metrics_gadget_time("fft", 2000000000);   /* 2 s */
+  mr_metrics_gadget_time("no_such_gadget", 1); /* not a registry name: not counted */
   mr_metrics_error(mr_metrics_error_kind_of(MR_ELIMIT));
   mr_metrics_error(mr_metrics_error_kind_of(MR_EFRAME));
   mr_metrics_error(mr_metrics_error_kind_of(MR_EDEVMEM));
@@ -184,10 +190,8 @@ static void promtool_accepts_the_output(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(sessions_by_config_and_outcome),
-      cmocka_unit_test(escaped_label_values),
-      cmocka_unit_test(gadgets_errors_and_traffic),
-      cmocka_unit_test(readiness),
+      cmocka_unit_test(sessions_by_config_and_outcome), cmocka_unit_test(escaped_label_values),
+      cmocka_unit_test(gadgets_errors_and_traffic),     cmocka_unit_test(readiness),
       cmocka_unit_test(promtool_accepts_the_output),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
