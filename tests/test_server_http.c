@@ -6,7 +6,8 @@
  * counted; after SIGTERM /readyz says draining (503) while a session
  * still runs and /healthz stays 200; what /metrics serves passes
  * `promtool check metrics` where Debian's prometheus package is installed;
- * --info names the memory budget. */
+ * --info names the memory budget; with GPUs (MR_TEST_GPUS), each GPU's
+ * memory and sessions are served. */
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -24,6 +25,7 @@
 #include <cmocka.h>
 #include <netinet/in.h>
 
+#include "gadget_harness.h"
 #include "test_support.h"
 #include "wire_assert.h"
 #include "wire_client.h"
@@ -243,6 +245,25 @@ static void busy_and_draining(void **state) {
   assert_int_equal(exit_status, 0);
 }
 
+/* With GPUs (MR_TEST_GPUS, ctest test_server_http_cuda): each GPU's memory
+ * and sessions, memory read from the driver at scrape time. */
+static void gpu_series(void **state) {
+  (void)state;
+  if (getenv("MR_TEST_GPUS") == NULL || strcmp(getenv("MR_TEST_GPUS"), "none") == 0)
+    skip();
+  mr_test_server s;
+  const char *args[] = {"--http", "127.0.0.1:0", NULL};
+  mr_test_server_start(&s, args);
+  int port = http_port(&s);
+  assert_int_equal(http(port, "GET", "/metrics", page, sizeof page), 200);
+  double total = sample(page, "mrrecon_gpu_memory_total_bytes{gpu=\"0\"}");
+  double used = sample(page, "mrrecon_gpu_memory_used_bytes{gpu=\"0\"}");
+  assert_true(total > 1e9);
+  assert_true(used > 0 && used <= total);
+  assert_true(sample(page, "mrrecon_gpu_sessions{gpu=\"0\"}") == 0);
+  assert_int_equal(mr_test_server_stop(&s), 0);
+}
+
 /* What the server sized itself to is visible: --info names the memory
  * budget (in a container, half its cgroup's limit by default). */
 static void info_shows_the_memory_budget(void **state) {
@@ -256,8 +277,14 @@ static void info_shows_the_memory_budget(void **state) {
 }
 
 int main(void) {
+  const char *gpus = getenv("MR_TEST_GPUS");
+  if (gpus != NULL && strcmp(gpus, "none") != 0 && !mr_harness_have_gpu()) {
+    printf("skipped: no GPU\n");
+    return MR_TEST_SKIP;
+  }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(info_shows_the_memory_budget),
+      cmocka_unit_test(gpu_series),
       cmocka_unit_test(probes_and_refusals),
       cmocka_unit_test(a_scan_is_counted),
       cmocka_unit_test(busy_and_draining),
