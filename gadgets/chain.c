@@ -306,6 +306,13 @@ void mr_chain_timings(const mr_chain *c, char *buf, size_t size) {
                              c->nodes[i].cls->name, (double)c->nodes[i].busy_ns / 1e6);
 }
 
+void mr_chain_each_timing(const mr_chain *c,
+                          void (*each)(void *ctx, const char *gadget, uint64_t busy_ns),
+                          void *ctx) {
+  for (int i = 0; i < c->n; i++)
+    each(ctx, c->nodes[i].cls->name, c->nodes[i].busy_ns);
+}
+
 int mr_gadget_fail(mr_gadget_ctx *ctx, int code, const char *fmt, ...) {
   char what[400];
   va_list ap;

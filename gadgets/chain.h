@@ -76,5 +76,11 @@ void mr_chain_abandon(mr_chain *chain);
  * far (what it emitted is charged to the gadgets downstream). For a
  * pipelined chain, call it after flush or abandon, when no stage runs. */
 void mr_chain_timings(const mr_chain *chain, char *buf, size_t size);
+/* The same times as numbers: each(ctx, gadget class name, nanoseconds) for
+ * every gadget in chain order (the server's metrics). Same rule: only when
+ * no stage runs. */
+void mr_chain_each_timing(const mr_chain *chain,
+                          void (*each)(void *ctx, const char *gadget, uint64_t busy_ns),
+                          void *ctx);
 
 #endif

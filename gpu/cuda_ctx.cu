@@ -171,6 +171,13 @@ int mr_cuda_ctx_info(mr_cuda_ctx *c, mr_device_info *info) {
   return 0;
 }
 
+int mr_cuda_mem_free(int ordinal, size_t *free_bytes) {
+  size_t total;
+  MR_CU(cudaSetDevice(ordinal));
+  MR_CU(cudaMemGetInfo(free_bytes, &total));
+  return 0;
+}
+
 static int time_runs(mr_cuda_ctx *c, mr_device *dev, mr_device_task task, void *arg,
                      int warmup, int reps, double *ms, cudaEvent_t start,
                      cudaEvent_t stop) {

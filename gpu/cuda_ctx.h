@@ -1,6 +1,6 @@
 /* Internal: the CUDA side of a GPU device, as the C files see it. Defined
  * in cuda_ctx.cu; built only with CUDA (MR_HAVE_CUDA). Every function but
- * mr_cuda_count runs on the device's worker thread. */
+ * mr_cuda_count and mr_cuda_mem_free runs on the device's worker thread. */
 #ifndef MR_GPU_CUDA_CTX_H
 #define MR_GPU_CUDA_CTX_H
 
@@ -28,6 +28,11 @@ int mr_cuda_ctx_sync(struct mr_cuda_ctx *ctx);
 
 /* Fills the CUDA fields of info (not load). */
 int mr_cuda_ctx_info(struct mr_cuda_ctx *ctx, mr_device_info *info);
+
+/* Free memory of a device now (cudaMemGetInfo). Unlike the functions
+ * above it may run on any thread: it makes the device current there and
+ * does not wait for queued work. */
+int mr_cuda_mem_free(int ordinal, size_t *free_bytes);
 
 /* mr_device_time() for a GPU, on its worker. */
 int mr_cuda_ctx_time(struct mr_cuda_ctx *ctx, mr_device *dev,

@@ -324,6 +324,19 @@ static void describe_one(text *t, const mr_device_info *d, mr_pool_format fmt,
   put(t, ",\"load\":%d}", d->load);
 }
 
+int mr_pool_gpu_info(mr_pool *pool, int i, mr_device_info *out) {
+  if (i < 0 || i >= pool->ngpus)
+    return MR_EINVAL;
+  *out = pool->gpu_info[i];
+  out->load = atomic_load(&pool->gpus[i].load);
+#ifdef MR_HAVE_CUDA
+  size_t free_bytes;
+  if (mr_cuda_mem_free(out->ordinal, &free_bytes) == 0)
+    out->mem_free = free_bytes;
+#endif
+  return 0;
+}
+
 int mr_pool_describe(mr_pool *pool, mr_pool_format format, char **out) {
   text t = {0};
   if (format == MR_POOL_JSON)

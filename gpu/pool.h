@@ -70,6 +70,12 @@ typedef enum mr_pool_format {
  * never waits behind a session's work there. */
 int mr_pool_describe(mr_pool *pool, mr_pool_format format, char **out);
 
+/* GPU i (0 .. mr_pool_gpu_count()-1) of the pool: its start-up figures, its
+ * current load, and its memory free now as the driver reports it (read on
+ * the calling thread: it never waits behind a session's work). For the
+ * metrics endpoint. 0, or MR_EINVAL for a bad index. */
+int mr_pool_gpu_info(mr_pool *pool, int i, mr_device_info *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 programs="reconserver reconclient mr-load mr-grappa-e2e mr-bench"
-tests="test_server_session test_server_limits test_server_faults test_client_e2e
+tests="test_server_session test_server_limits test_server_faults test_server_http test_client_e2e
        test_client_simulate_e2e test_configs_images test_gadgets_configs test_gadgets_gridding"
 
 cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null

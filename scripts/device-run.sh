@@ -49,8 +49,8 @@ MR_TEST_GPUS=all step "test_configs_images (GPU)" 240 "$out/gpu-tests.log" \
 for t in test_gadgets_configs test_gadgets_gridding; do
   step "$t --cuda" 240 "$out/gpu-tests.log" "$stage/tests/$t" --cuda
 done
-for t in test_server_session test_server_limits test_server_faults test_client_e2e \
-         test_client_simulate_e2e; do
+for t in test_server_session test_server_limits test_server_faults test_server_http \
+         test_client_e2e test_client_simulate_e2e; do
   MR_TEST_GPUS=all step "$t (GPU server)" 300 "$out/e2e-tests.log" "$stage/tests/$t"
 done
 step "mr-grappa-e2e" 180 "$out/grappa-e2e.log" "$stage/bin/mr-grappa-e2e" --gpus all \

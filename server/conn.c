@@ -10,6 +10,7 @@
 #include "decode.h"
 #include "encode.h"
 #include "log.h"
+#include "metrics.h"
 #include "queue.h"
 #include "server.h"
 #include "session.h"
@@ -50,6 +51,7 @@ typedef struct mr_conn {
   int writes_pending;
   int close_queued;   /* a CLOSE of ours went into the socket's write queue */
   int counted;        /* counts as open against --max-connections */
+  int refused;        /* turned away without a session */
   enum { CUT_NO, CUT_PENDING, CUT_TOLD } cut; /* the drain deadline ended the session */
   enum { PIPELINED_NO, PIPELINED_SEEN, PIPELINED_TOLD } pipelined; /* messages after CLOSE */
   int closing;        /* our side is done: shut down, wait for EOF */
@@ -89,6 +91,7 @@ static void uncount(mr_conn *c) {
   if (c->counted) {
     c->counted = 0;
     c->server->nopen--;
+    mr_metrics_connection_closed();
   }
 }
 
@@ -127,6 +130,15 @@ static void log_session(const mr_conn *c) {
          st->errors ? " first_error=" : "", st->first_error);
 }
 
+static void count_session(const mr_conn *c) {
+  mr_metrics_outcome outcome = c->refused         ? MR_OUTCOME_REFUSED
+                               : c->cut != CUT_NO ? MR_OUTCOME_CUT
+                               : c->session.stats.errors ? MR_OUTCOME_ERROR
+                                                         : MR_OUTCOME_OK;
+  mr_metrics_session_finished(c->session.stats.config, outcome,
+                              (double)(uv_now(c->server->loop) - c->start_ms) / 1000.0);
+}
+
 static void on_handle_closed(uv_handle_t *h) {
   mr_conn *c = h->data;
   if (--c->handles_open > 0)
@@ -135,6 +147,7 @@ static void on_handle_closed(uv_handle_t *h) {
     uv_thread_join(&c->thread);
   uncount(c);
   log_session(c);
+  count_session(c);
   *c->pprev = c->next;
   if (c->next != NULL)
     c->next->pprev = c->pprev;
@@ -223,11 +236,13 @@ static int owe_answer(mr_conn *c) {
              "server shutting down: the session was cut before it finished (--drain-timeout "
              "%d ms)",
              c->server->opt.drain_timeout_ms);
+    mr_metrics_error(MR_ERRKIND_SHUTDOWN);
   } else if (c->pipelined == PIPELINED_SEEN && c->close_queued) {
     c->pipelined = PIPELINED_TOLD;
     snprintf(why, sizeof why,
              "a second session on one connection (messages after its CLOSE) is not served: "
              "open a connection for each session");
+    mr_metrics_error(MR_ERRKIND_PROTOCOL);
   } else {
     return 0;
   }
@@ -252,6 +267,7 @@ static void on_write_stall(uv_timer_t *t) {
   mr_conn *c = t->data;
   mr_log(MR_LOG_WARN, "%s: no output written for %d ms (--write-timeout): dropping the client",
          c->peer, c->server->opt.write_timeout_ms);
+  mr_metrics_error(MR_ERRKIND_TIMEOUT);
   c->write_failed = c->peer_eof = 1;
   cancel_session(c);
   /* Closing the socket fails the stuck writes; the rest closes once the
@@ -275,8 +291,12 @@ static void on_written(uv_write_t *req, int status) {
   arm_write_timer(c);
   if (w->bytes > 0)
     mr_queue_release(&c->outbox, w->bytes);
-  if (status == 0 && w->msg->kind == MR_MSG_IMAGE)
+  if (status == 0)
+    mr_metrics_bytes_out(w->enc.total);
+  if (status == 0 && w->msg->kind == MR_MSG_IMAGE) {
     c->images_out++; /* the log counts images the client was sent */
+    mr_metrics_images(1);
+  }
   if (status == 0 && w->msg->kind == MR_MSG_CLOSE)
     uncount(c);
   mr_message_unref(w->msg);
@@ -455,6 +475,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     return;
   }
   c->bytes_in += (uint64_t)nread;
+  mr_metrics_bytes_in((uint64_t)nread);
   if (c->closing) {
     /* Answered already (after an error, maybe before the client's CLOSE):
      * discard what still comes so a client mid-upload never meets a
@@ -521,6 +542,7 @@ static void peer_name(uv_tcp_t *tcp, char *out, size_t size) {
  * thread; what it sends meanwhile is discarded. */
 static void refuse(mr_conn *c, const char *why) {
   note_error(c, why);
+  c->refused = 1;
   c->framing_lost = 1;
   atomic_store(&c->session_done, 1);
   send_error(c, why);
@@ -551,6 +573,8 @@ void mr_conn_accept(mr_server *server, int fd) {
   int busy = server->nopen >= server->opt.max_connections;
   c->counted = !busy;
   server->nopen += c->counted;
+  if (c->counted)
+    mr_metrics_connection_open();
   snprintf(c->peer, sizeof c->peer, "?");
   mr_decoder_callbacks cb = {on_decoded, on_rejected, c};
   int uv_rc = uv_tcp_open(&c->tcp, fd);
@@ -562,6 +586,8 @@ void mr_conn_accept(mr_server *server, int fd) {
   int rc = mr_queue_init(&c->inbox, half);
   if (rc == 0)
     rc = mr_queue_init(&c->outbox, half);
+  c->inbox.count = mr_metrics_inbox_bytes;
+  c->outbox.count = mr_metrics_outbox_bytes;
   if (rc == 0)
     rc = mr_decoder_create(server->env->limits, &cb, &c->dec);
   if (uv_rc != 0 || rc != 0) {
@@ -584,6 +610,7 @@ void mr_conn_accept(mr_server *server, int fd) {
     char why[128];
     snprintf(why, sizeof why, "server busy: %d connections open (--max-connections %d)",
              server->nopen, server->opt.max_connections);
+    mr_metrics_error(MR_ERRKIND_BUSY);
     refuse(c, why);
     return;
   }

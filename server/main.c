@@ -27,6 +27,8 @@ static void usage(FILE *out) {
   fprintf(out,
           "usage: reconserver [options]\n"
           "  --listen ADDR:PORT      where to listen (default 127.0.0.1:9002; [::]:PORT for IPv6)\n"
+          "  --http ADDR:PORT        serve /healthz, /readyz and /metrics (Prometheus) over HTTP\n"
+          "                          there (default: off)\n"
           "  --configs DIR           pipeline configs (default %s)\n"
           "  --log-level LEVEL       error, warn, info (default) or debug\n"
           "  --max-connections N     concurrent clients (default 64)\n"
@@ -100,12 +102,13 @@ int main(int argc, char **argv) {
   int noise_hours = (int)(state_limits.noise_max_age_s / 3600);
   int dump_mib = (int)(state_limits.dump_max_bytes >> 20);
   int describe = 0, info = 0, show_limits = 0;
-  enum { OPT_LISTEN = 256, OPT_CONFIGS, OPT_LOG, OPT_MAXCONN, OPT_GPUS, OPT_DRAIN, OPT_HANDSHAKE,
+  enum { OPT_LISTEN = 256, OPT_HTTP, OPT_CONFIGS, OPT_LOG, OPT_MAXCONN, OPT_GPUS, OPT_DRAIN, OPT_HANDSHAKE,
          OPT_IDLE, OPT_WRITE, OPT_GRACE, OPT_BUDGET, OPT_LIMIT, OPT_LIMITS, OPT_DESCRIBE, OPT_INFO,
          OPT_VERSION, OPT_HELP, OPT_STATE_DIR, OPT_NOISE_ENTRIES, OPT_NOISE_HOURS, OPT_DUMP_MIB,
          OPT_GPU_LANES };
   static const struct option longopts[] = {
       {"listen", required_argument, NULL, OPT_LISTEN},
+      {"http", required_argument, NULL, OPT_HTTP},
       {"configs", required_argument, NULL, OPT_CONFIGS},
       {"log-level", required_argument, NULL, OPT_LOG},
       {"max-connections", required_argument, NULL, OPT_MAXCONN},
@@ -134,6 +137,9 @@ int main(int argc, char **argv) {
     switch (ch) {
     case OPT_LISTEN:
       opt.listen = optarg;
+      break;
+    case OPT_HTTP:
+      opt.http = optarg;
       break;
     case OPT_CONFIGS:
       configs_path = optarg;

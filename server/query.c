@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "pool.h"
 
 static char *devices(const mr_server_env *env, mr_pool_format format) {
@@ -21,6 +22,9 @@ static char *info_text(const mr_server_env *env) {
   fprintf(f, "reconserver %s\n", env->version);
   fprintf(f, "protocol: Gadgetron 4.x / ISMRMRD streaming\n");
   fprintf(f, "cpu cores: %ld\n", sysconf(_SC_NPROCESSORS_ONLN));
+  /* What the server sized itself to (inside a container: its cgroup). */
+  fprintf(f, "memory budget: %llu MiB%s\n", (unsigned long long)(mr_budget_limit() >> 20),
+          mr_budget_limit() == 0 ? " (unlimited)" : "");
   fprintf(f, "configs: %d in %s\n", env->configs->n, env->configs->path);
   char *list = devices(env, MR_POOL_TEXT);
   if (list != NULL) {

@@ -33,6 +33,8 @@ void mr_queue_entry_free(mr_queue_entry *e) {
 }
 
 void mr_queue_destroy(mr_queue *q) {
+  if (q->count != NULL && q->bytes > 0)
+    q->count(-(int64_t)q->bytes);
   while (q->head != NULL) {
     mr_queue_entry *e = q->head;
     q->head = e->next;
@@ -49,6 +51,8 @@ static void append(mr_queue *q, mr_queue_entry *e) {
     q->head = e;
   q->tail = e;
   q->bytes += e->bytes;
+  if (q->count != NULL && e->bytes > 0)
+    q->count((int64_t)e->bytes);
   pthread_cond_broadcast(&q->changed);
 }
 
@@ -117,7 +121,10 @@ mr_queue_entry *mr_queue_pop(mr_queue *q, int timeout_ms) {
 
 int mr_queue_release(mr_queue *q, size_t bytes) {
   pthread_mutex_lock(&q->mu);
-  q->bytes -= bytes < q->bytes ? bytes : q->bytes;
+  size_t released = bytes < q->bytes ? bytes : q->bytes;
+  q->bytes -= released;
+  if (q->count != NULL && released > 0)
+    q->count(-(int64_t)released);
   int resume = q->paused && q->bytes <= q->capacity / 2;
   if (resume)
     q->paused = 0;

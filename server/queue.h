@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "message.h"
 
@@ -28,6 +29,9 @@ typedef struct mr_queue {
   size_t bytes, capacity;
   int closed;
   int paused; /* the producer stopped and waits to hear of room */
+  /* When set (after mr_queue_init), told every change of `bytes`: the
+   * server's metrics sum what all connections hold. */
+  void (*count)(int64_t delta);
 } mr_queue;
 
 int mr_queue_init(mr_queue *q, size_t capacity);

@@ -10,39 +10,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "addr.h"
 #include "conn.h"
+#include "http.h"
 #include "encode.h"
 #include "log.h"
+#include "metrics.h"
 
 /* How often running out of file descriptors is logged, at most. */
 #define FD_REPORT_MS 10000
 /* Out of descriptors with none held in reserve: accepting pauses this long. */
 #define ACCEPT_PAUSE_MS 200
-
-/* "127.0.0.1:9002", "[::1]:9002", "0.0.0.0:9002" -> sockaddr. */
-static int parse_listen(const char *spec, struct sockaddr_storage *ss, mr_err *err) {
-  char host[128];
-  const char *colon = strrchr(spec, ':');
-  if (colon == NULL || colon[1] == '\0')
-    return mr_err_set(err, MR_EINVAL, "--listen '%s': expected ADDR:PORT", spec);
-  size_t hl = (size_t)(colon - spec);
-  if (hl >= sizeof host)
-    return mr_err_set(err, MR_EINVAL, "--listen '%s': address too long", spec);
-  memcpy(host, spec, hl);
-  host[hl] = '\0';
-  char *end;
-  long port = strtol(colon + 1, &end, 10);
-  if (*end != '\0' || port < 0 || port > 65535)
-    return mr_err_set(err, MR_EINVAL, "--listen '%s': port must be 0..65535", spec);
-  if (host[0] == '[' && hl >= 2 && host[hl - 1] == ']') {
-    host[hl - 1] = '\0';
-    if (uv_ip6_addr(host + 1, (int)port, (struct sockaddr_in6 *)ss) == 0)
-      return 0;
-  } else if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)ss) == 0) {
-    return 0;
-  }
-  return mr_err_set(err, MR_EINVAL, "--listen '%s': '%s' is not an IP address", spec, host);
-}
 
 /* Out of file descriptors (EMFILE / ENFILE): the pending client would
  * wait in the backlog with nobody to serve it. The reserve descriptor is
@@ -162,6 +140,7 @@ static void on_signal(uv_signal_t *sig, int signum) {
     return;
   }
   server->stopping = 1;
+  mr_metrics_set_state(MR_STATE_DRAINING);
   mr_log(MR_LOG_INFO, "%s: no new connections; %d session(s) may finish within %d ms",
          strsignal(signum), server->nconns, server->opt.drain_timeout_ms);
   stop_listening(server);
@@ -177,9 +156,19 @@ int mr_server_run(const mr_server_options *opt, const mr_server_env *env, mr_err
   mr_server server = {.opt = *opt, .env = env};
   struct sockaddr_storage addr;
   memset(&addr, 0, sizeof addr);
-  int rc = parse_listen(opt->listen, &addr, err);
+  int rc = mr_addr_parse("--listen", opt->listen, &addr, err);
   if (rc < 0)
     return rc;
+  mr_metrics_init(env->configs, opt->max_connections);
+  /* The health and metrics listener first: it says "starting" until the
+   * protocol port listens, and goes last, so that a drain is seen. */
+  mr_http *http = NULL;
+  if (opt->http != NULL) {
+    if ((rc = mr_http_start(opt->http, env->pool, &http, err)) < 0)
+      return rc;
+    mr_log(MR_LOG_INFO, "health and metrics on http://%s (/healthz, /readyz, /metrics)",
+           mr_http_address(http));
+  }
   /* A client that vanishes mid-write must cost an EPIPE, not the server. */
   signal(SIGPIPE, SIG_IGN);
   uv_loop_t loop;
@@ -217,6 +206,7 @@ int mr_server_run(const mr_server_options *opt, const mr_server_env *env, mr_err
     close_signals(&server);
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
+    mr_http_stop(http);
     return rc;
   }
   server.listener.data = &server;
@@ -224,23 +214,14 @@ int mr_server_run(const mr_server_options *opt, const mr_server_env *env, mr_err
   char bound[128] = "";
   struct sockaddr_storage name;
   socklen_t len = sizeof name;
-  if (getsockname(server.listen_fd, (struct sockaddr *)&name, &len) == 0) {
-    char host[64] = "";
-    int port = 0;
-    if (name.ss_family == AF_INET6) {
-      uv_ip6_name((struct sockaddr_in6 *)&name, host, sizeof host);
-      port = ntohs(((struct sockaddr_in6 *)&name)->sin6_port);
-      snprintf(bound, sizeof bound, "[%s]:%d", host, port);
-    } else {
-      uv_ip4_name((struct sockaddr_in *)&name, host, sizeof host);
-      port = ntohs(((struct sockaddr_in *)&name)->sin_port);
-      snprintf(bound, sizeof bound, "%s:%d", host, port);
-    }
-  }
+  if (getsockname(server.listen_fd, (struct sockaddr *)&name, &len) == 0)
+    mr_addr_format(&name, bound, sizeof bound);
+  mr_metrics_set_state(MR_STATE_ACCEPTING);
   mr_log(MR_LOG_INFO, "reconserver %s listening on %s (%d configs, max %d connections)",
          env->version, bound, env->configs->n, opt->max_connections);
   uv_run(&loop, UV_RUN_DEFAULT);
   uv_loop_close(&loop);
+  mr_http_stop(http);
   if (server.reserve_fd >= 0)
     close(server.reserve_fd);
   mr_log(MR_LOG_INFO, "reconserver stopped");

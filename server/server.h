@@ -16,6 +16,7 @@ typedef struct mr_server_options {
   int drain_timeout_ms;    /* after SIGTERM, before running sessions are cut */
   int close_grace_ms;      /* after our CLOSE, waiting for the peer's EOF */
   int write_timeout_ms;    /* a client that reads none of our output that long is dropped */
+  const char *http;        /* "ADDR:PORT" of the health and metrics listener, or NULL */
 } mr_server_options;
 
 typedef struct mr_server {

@@ -11,6 +11,7 @@
 #include "gadgetron_xml.h"
 #include "log.h"
 #include "noise_store.h"
+#include "metrics.h"
 #include "pool.h"
 #include "query.h"
 #include "stream_header.h"
@@ -52,8 +53,9 @@ static uint64_t now_ms(void) {
   return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
 }
 
-static void record_error(run *r, const char *text) {
+static void record_error(run *r, int code, const char *text) {
   mr_session_stats *st = &r->s->stats;
+  mr_metrics_error(mr_metrics_error_kind_of(code));
   if (st->errors == 0)
     snprintf(st->first_error, sizeof st->first_error, "%s", text);
   st->errors++;
@@ -65,14 +67,15 @@ static void record_error(run *r, const char *text) {
   mr_log(MR_LOG_DEBUG, "%s: error: %s", r->s->peer, text);
 }
 
-static void fail(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail(run *r, const char *fmt, ...) {
+/* An error of the session: code (MR_E*) is its kind for the metrics. */
+static void fail(run *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail(run *r, int code, const char *fmt, ...) {
   char text[600];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(text, sizeof text, fmt, ap);
   va_end(ap);
-  record_error(r, text);
+  record_error(r, code, text);
 }
 
 /* Queues msg for the client (takes it); waits while the outbox is full. */
@@ -96,7 +99,7 @@ static int chain_sink(void *ctx, mr_message *msg) {
 }
 
 static void take_chain_error(run *r, int rc) {
-  fail(r, "%s", mr_err_text(&r->err, rc));
+  fail(r, rc, "%s", mr_err_text(&r->err, rc));
 }
 
 static int is_xml(const char *text) {
@@ -109,12 +112,12 @@ static void start_chain(run *r, const mr_pipeline_config *cfg) {
   mr_err e = {0};
   int rc = mr_chain_create(cfg, MR_CHAIN_WIRE_INPUT, &r->chain, &e);
   if (rc < 0) {
-    fail(r, "%s", mr_err_text(&e, rc));
+    fail(r, rc, "%s", mr_err_text(&e, rc));
     return;
   }
   mr_chain_set_sink(r->chain, chain_sink, r, r->s->cancel);
   if (mr_chain_set_pipelined(r->chain, STAGE_DEPTH) < 0) {
-    fail(r, "out of memory building config '%s'", cfg->name);
+    fail(r, MR_ENOMEM, "out of memory building config '%s'", cfg->name);
     return;
   }
   snprintf(r->s->stats.config, sizeof r->s->stats.config, "%s", cfg->name);
@@ -127,7 +130,7 @@ static void on_config_file(run *r, const char *name) {
   int rc = mr_config_dir_find(r->s->env->configs, name, &cfg, &e);
   if (rc < 0) {
     snprintf(r->s->stats.config, sizeof r->s->stats.config, "%.100s", name);
-    fail(r, "%s", mr_err_text(&e, rc));
+    fail(r, rc, "%s", mr_err_text(&e, rc));
     return;
   }
   start_chain(r, cfg);
@@ -150,7 +153,7 @@ static void on_config_script(run *r, const char *text, size_t len) {
     rc = mr_pipeline_config_parse(text, len, "CONFIG_SCRIPT", &r->script, &e);
   }
   if (rc < 0) {
-    fail(r, "%s", mr_err_text(&e, rc));
+    fail(r, rc, "%s", mr_err_text(&e, rc));
     return;
   }
   start_chain(r, r->script);
@@ -160,12 +163,12 @@ static void on_header(run *r, const mr_message *m) {
   mr_err e = {0};
   int rc = mr_stream_header_parse(m->u.text, m->text_len, &r->hdr, &e);
   if (rc < 0) {
-    fail(r, "%s", mr_err_text(&e, rc));
+    fail(r, rc, "%s", mr_err_text(&e, rc));
     return;
   }
   r->have_hdr = 1;
   if ((rc = mr_pool_acquire(r->s->env->pool, "auto", &r->device, &e)) < 0) {
-    fail(r, "no compute device: %s", mr_err_text(&e, rc));
+    fail(r, rc, "no compute device: %s", mr_err_text(&e, rc));
     return;
   }
   if ((rc = mr_chain_configure(r->chain, &r->hdr, r->s->env->pool, r->device, &r->err)) < 0) {
@@ -183,7 +186,7 @@ static int check_finite(run *r, const mr_acquisition *a) {
     if (!isfinite(f[i])) {
       size_t sample = (i / 2) % a->head.number_of_samples;
       size_t channel = (i / 2) / a->head.number_of_samples;
-      fail(r, "acquisition %u has a %s sample (channel %zu, sample %zu)", a->head.scan_counter,
+      fail(r, MR_EDATA, "acquisition %u has a %s sample (channel %zu, sample %zu)", a->head.scan_counter,
            isnan(f[i]) ? "NaN" : "infinite", channel, sample);
       return MR_EDATA;
     }
@@ -191,7 +194,7 @@ static int check_finite(run *r, const mr_acquisition *a) {
   size_t nt = mr_acquisition_traj_count(&a->head);
   for (size_t i = 0; i < nt; i++) {
     if (!isfinite(a->traj[i])) {
-      fail(r, "acquisition %u has a non-finite trajectory value", a->head.scan_counter);
+      fail(r, MR_EDATA, "acquisition %u has a non-finite trajectory value", a->head.scan_counter);
       return MR_EDATA;
     }
   }
@@ -200,23 +203,25 @@ static int check_finite(run *r, const mr_acquisition *a) {
 
 static void on_data(run *r, mr_message *m) {
   mr_session_stats *st = &r->s->stats;
-  if (m->kind == MR_MSG_ACQUISITION)
+  if (m->kind == MR_MSG_ACQUISITION) {
     st->acquisitions++;
-  else if (m->kind == MR_MSG_WAVEFORM)
+    mr_metrics_acquisitions(1);
+  } else if (m->kind == MR_MSG_WAVEFORM) {
     st->waveforms++;
+  }
   if (r->failed) {
     mr_message_unref(m);
     return;
   }
   if (r->state != STREAMING) {
-    fail(r, "%s before %s", mr_message_kind_name(m->kind),
+    fail(r, MR_ESTATE, "%s before %s", mr_message_kind_name(m->kind),
          r->state == AWAIT_CONFIG ? "a config (CONFIG_FILE or CONFIG_SCRIPT)" : "the HEADER");
     mr_message_unref(m);
     return;
   }
   if (m->kind == MR_MSG_ACQUISITION) {
     if (m->u.acq.head.flags & MR_ACQ_COMPRESSED) {
-      fail(r, "acquisition %u is NHLBI-compressed; this server does not decompress",
+      fail(r, MR_ENOTSUP, "acquisition %u is NHLBI-compressed; this server does not decompress",
            m->u.acq.head.scan_counter);
       mr_message_unref(m);
       return;
@@ -239,7 +244,7 @@ static void on_query(run *r, const mr_message *m) {
                                     : NULL;
   free(answer);
   if (send_to_client(r, resp) == MR_ENOMEM)
-    fail(r, "out of memory answering QUERY '%.100s'", m->u.query.text);
+    fail(r, MR_ENOMEM, "out of memory answering QUERY '%.100s'", m->u.query.text);
 }
 
 /* Rule 6: the noise-dependency reply, as Gadgetron 4's NoiseSummaryGadget
@@ -304,7 +309,7 @@ static void on_message(run *r, mr_message *m) {
   case MR_MSG_CONFIG_FILE:
   case MR_MSG_CONFIG_SCRIPT:
     if (r->state != AWAIT_CONFIG)
-      fail(r, "a second config (%s) in one session", mr_message_kind_name(m->kind));
+      fail(r, MR_ESTATE, "a second config (%s) in one session", mr_message_kind_name(m->kind));
     else if (m->kind == MR_MSG_CONFIG_FILE)
       on_config_file(r, m->u.config_name);
     else
@@ -314,9 +319,9 @@ static void on_message(run *r, mr_message *m) {
     if (r->failed)
       break;
     if (r->state == AWAIT_CONFIG)
-      fail(r, "HEADER before a config (CONFIG_FILE or CONFIG_SCRIPT)");
+      fail(r, MR_ESTATE, "HEADER before a config (CONFIG_FILE or CONFIG_SCRIPT)");
     else if (r->state != AWAIT_HEADER)
-      fail(r, "a second HEADER in one session");
+      fail(r, MR_ESTATE, "a second HEADER in one session");
     else
       on_header(r, m);
     break;
@@ -338,7 +343,7 @@ static void on_message(run *r, mr_message *m) {
     on_close(r);
     break;
   default:
-    fail(r, "%s is a server-to-client message", mr_message_kind_name(m->kind));
+    fail(r, MR_EPROTO, "%s is a server-to-client message", mr_message_kind_name(m->kind));
     break;
   }
   mr_message_unref(m);
@@ -366,11 +371,16 @@ static int wait_budget(const run *r, uint64_t start_ms, const char **why) {
 static void time_out(run *r, const char *why) {
   const mr_server_env *env = r->s->env;
   if (why != NULL && strcmp(why, "handshake") == 0)
-    fail(r, "no config within %d ms of connecting (--handshake-timeout)",
+    fail(r, MR_ETIMEDOUT, "no config within %d ms of connecting (--handshake-timeout)",
          env->handshake_timeout_ms);
   else if (why != NULL)
-    fail(r, "no message for %d ms (--idle-timeout)", env->idle_timeout_ms);
+    fail(r, MR_ETIMEDOUT, "no message for %d ms (--idle-timeout)", env->idle_timeout_ms);
   on_close(r);
+}
+
+static void count_gadget_time(void *ctx, const char *gadget, uint64_t busy_ns) {
+  (void)ctx;
+  mr_metrics_gadget_time(gadget, busy_ns);
 }
 
 void mr_session_run(mr_session *s) {
@@ -397,11 +407,11 @@ void mr_session_run(mr_session *s) {
       e->msg = NULL;
       on_message(&r, m);
     } else if (e->code == MR_ECONN) {
-      record_error(&r, e->text); /* for the log: nobody is left to tell */
+      record_error(&r, e->code, e->text); /* for the log: nobody is left to tell */
       mr_queue_entry_free(e);
       break;
     } else {
-      record_error(&r, e->text);
+      record_error(&r, e->code, e->text);
       /* Nothing more can be read, or the client declared a size over a
        * limit (its body is not waited for): answer now. */
       if (e->code == MR_EFRAME || e->code == MR_ELIMIT)
@@ -412,6 +422,7 @@ void mr_session_run(mr_session *s) {
   if (r.chain != NULL) {
     mr_chain_abandon(r.chain); /* its stages idle before their times are read */
     mr_chain_timings(r.chain, s->stats.gadget_time, sizeof s->stats.gadget_time);
+    mr_chain_each_timing(r.chain, count_gadget_time, NULL);
   }
   mr_chain_destroy(r.chain);
   if (r.device != NULL)

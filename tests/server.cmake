@@ -22,3 +22,9 @@ mr_add_test(test_server_cgroup SOURCES test_server_cgroup.c LIBS mr_server)
 mr_add_test(test_server_robust SOURCES test_server_robust.c
   LIBS mr_wire_scan Threads::Threads TIMEOUT 300)
 mr_add_test(test_server_write_bufs SOURCES test_server_write_bufs.c LIBS mr_server)
+# Issue 13: the health and metrics listener (--http).
+mr_add_test(test_server_metrics SOURCES test_server_metrics.c LIBS mr_server)
+mr_add_test(test_server_http SOURCES test_server_http.c LIBS mr_wire_scan TIMEOUT 120)
+add_test(NAME test_server_http_cuda COMMAND test_server_http)
+set_tests_properties(test_server_http_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS gpu
+  ENVIRONMENT "MR_TEST_GPUS=all;MR_SOURCE_DIR=${CMAKE_SOURCE_DIR};MR_BINARY_DIR=${CMAKE_BINARY_DIR}")

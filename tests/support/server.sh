@@ -1,14 +1,15 @@
 # Sourced by test scripts: start_server BUILD CONFIGS [WRAPPER...] starts
 # reconserver on a free loopback port (port 0; the log says which) with its
 # stderr in $tmp/server.log, and sets $server (pid) and $port. Needs $tmp.
-# CPU only unless $GPUS says otherwise.
+# CPU only unless $GPUS says otherwise; $SERVER_ARGS are added to its
+# command line.
 start_server() {
   build=$1
   configs=$2
   shift 2
   : >"$tmp/server.log" # there before the first look at it
   "$@" "$build/bin/reconserver" --listen 127.0.0.1:0 --configs "$configs" --gpus "${GPUS:-none}" \
-    2>"$tmp/server.log" &
+    ${SERVER_ARGS:-} 2>"$tmp/server.log" &
   server=$!
   port=""
   # Up to 120 s: under valgrind on a loaded 2-core machine start-up alone

@@ -1,0 +1,293 @@
+/* reconserver --http (issue 13, item 3), scraped over real sockets:
+ * /healthz and /readyz answer, other paths and methods are refused; after
+ * a Cartesian scan /metrics counts its session, acquisitions, images,
+ * bytes and gadget times, and an unknown config counts as a config error;
+ * at --max-connections /readyz says busy and the refused client is
+ * counted; after SIGTERM /readyz says draining (503) while a session
+ * still runs and /healthz stays 200; what /metrics serves passes
+ * `promtool check metrics` where Debian's prometheus package is installed;
+ * --info names the memory budget; with GPUs (MR_TEST_GPUS), each GPU's
+ * memory and sessions are served. */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <cmocka.h>
+#include <netinet/in.h>
+
+#include "gadget_harness.h"
+#include "test_support.h"
+#include "wire_assert.h"
+#include "wire_client.h"
+#include "wire_scan.h"
+
+/* The HTTP port the server's log names, waiting up to 10 s for it. */
+static int http_port(const mr_test_server *s) {
+  for (int i = 0; i < 1000; i++) {
+    FILE *f = fopen(s->log, "r");
+    char line[512];
+    int port = 0;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+      const char *p = strstr(line, "health and metrics on http://127.0.0.1:");
+      if (p != NULL)
+        port = atoi(p + strlen("health and metrics on http://127.0.0.1:"));
+    }
+    if (f != NULL)
+      fclose(f);
+    if (port > 0)
+      return port;
+    usleep(10000);
+  }
+  fail_msg("no HTTP port in %s", s->log);
+  return -1;
+}
+
+/* One request; returns the status code and the body (NUL-terminated, cut
+ * to size). */
+static int http(int port, const char *method, const char *path, char *body, size_t size) {
+  int fd = mr_test_connect(port);
+  assert_true(fd >= 0);
+  char req[256];
+  int n = snprintf(req, sizeof req, "%s %s HTTP/1.0\r\nHost: localhost\r\n\r\n", method, path);
+  assert_int_equal(mr_test_send_bytes(fd, req, (size_t)n), 0);
+  static char resp[1 << 20];
+  size_t len = 0;
+  ssize_t got;
+  while (len < sizeof resp - 1 && (got = recv(fd, resp + len, sizeof resp - 1 - len, 0)) > 0)
+    len += (size_t)got;
+  close(fd);
+  resp[len] = '\0';
+  int status = 0;
+  assert_int_equal(sscanf(resp, "HTTP/1.%*d %d", &status), 1);
+  const char *start = strstr(resp, "\r\n\r\n");
+  snprintf(body, size, "%s", start != NULL ? start + 4 : "");
+  return status;
+}
+
+static char page[1 << 20];
+
+/* The value of the sample `series` in a /metrics page, or -1. */
+static double sample(const char *text, const char *series) {
+  size_t n = strlen(series);
+  for (const char *p = text; p != NULL && *p != '\0';) {
+    if (strncmp(p, series, n) == 0 && p[n] == ' ')
+      return strtod(p + n + 1, NULL);
+    p = strchr(p, '\n');
+    p = p != NULL ? p + 1 : NULL;
+  }
+  return -1;
+}
+
+/* Scrapes until series reaches want (the server counts a session when
+ * its connection is closed, just after the client saw CLOSE), up to 10 s. */
+static double scrape_until(int port, const char *series, double want) {
+  double v = -1;
+  for (int i = 0; i < 500; i++) {
+    assert_int_equal(http(port, "GET", "/metrics", page, sizeof page), 200);
+    if ((v = sample(page, series)) >= want)
+      return v;
+    usleep(20000);
+  }
+  return v;
+}
+
+static void probes_and_refusals(void **state) {
+  (void)state;
+  mr_test_server s;
+  const char *args[] = {"--http", "127.0.0.1:0", NULL};
+  mr_test_server_start(&s, args);
+  int port = http_port(&s);
+  char body[256];
+  assert_int_equal(http(port, "GET", "/healthz", body, sizeof body), 200);
+  assert_string_equal(body, "ok\n");
+  assert_int_equal(http(port, "GET", "/readyz", body, sizeof body), 200);
+  assert_string_equal(body, "ready\n");
+  assert_int_equal(http(port, "HEAD", "/readyz", body, sizeof body), 200);
+  assert_int_equal(http(port, "GET", "/nothing", body, sizeof body), 404);
+  assert_int_equal(http(port, "POST", "/metrics", body, sizeof body), 405);
+  assert_int_equal(mr_test_server_stop(&s), 0);
+}
+
+static void a_scan_is_counted(void **state) {
+  (void)state;
+  mr_test_server s;
+  const char *args[] = {"--http", "127.0.0.1:0", NULL};
+  mr_test_server_start(&s, args);
+  int port = http_port(&s);
+
+  int fd = mr_test_connect(s.port);
+  assert_int_equal(mr_test_send_scan(fd, "cartesian", 64, 32, 4), 0);
+  mr_test_reply r;
+  mr_test_receive(fd, &r, 30000);
+  close(fd);
+  assert_true(r.got_close);
+  int images = mr_test_reply_count(&r, MR_MSG_IMAGE);
+  assert_true(images >= 1);
+  mr_test_reply_free(&r);
+
+  assert_true(
+      scrape_until(port, "mrrecon_sessions_total{config=\"cartesian\",outcome=\"ok\"}", 1) == 1);
+  assert_true(sample(page, "mrrecon_acquisitions_total") == 32);
+  assert_true(sample(page, "mrrecon_images_total") == images);
+  /* 32 lines of 64 samples x 4 coils of complex floats, at least. */
+  assert_true(sample(page, "mrrecon_received_bytes_total") > 32 * 64 * 4 * 8);
+  assert_true(sample(page, "mrrecon_sent_bytes_total") > 32 * 32 * 4);
+  assert_true(sample(page, "mrrecon_gadget_seconds_count{gadget=\"fft\"}") == 1);
+  assert_true(sample(page, "mrrecon_gadget_seconds_count{gadget=\"accumulate\"}") == 1);
+  assert_true(sample(page, "mrrecon_session_duration_seconds_count{config=\"cartesian\"}") == 1);
+  assert_true(sample(page, "mrrecon_sessions_active") == 0);
+  assert_true(sample(page, "mrrecon_queue_bytes{queue=\"inbox\"}") == 0);
+  assert_true(sample(page, "mrrecon_queue_bytes{queue=\"outbox\"}") == 0);
+
+  /* An unknown config: the client's error, counted by kind. */
+  fd = mr_test_connect(s.port);
+  mr_test_send_msg(fd, mr_message_new_config_file("no-such-config"));
+  mr_test_send_msg(fd, mr_message_new(MR_MSG_CLOSE));
+  mr_test_receive(fd, &r, 10000);
+  close(fd);
+  assert_non_null(mr_test_reply_text(&r, "no-such-config"));
+  mr_test_reply_free(&r);
+  assert_true(scrape_until(port, "mrrecon_errors_total{kind=\"config\"}", 1) == 1);
+  assert_true(scrape_until(port, "mrrecon_sessions_total{config=\"other\",outcome=\"error\"}", 1) ==
+              1);
+
+  if (mr_test_have_tool("promtool")) {
+    const char *dir = mr_test_tmpdir("mr-http");
+    char path[600], cmd[700], out[4096], err[4096];
+    snprintf(path, sizeof path, "%s/metrics.txt", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(page, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "promtool check metrics < '%s'", path);
+    const char *argv[] = {"sh", "-c", cmd, NULL};
+    if (mr_test_run(argv, dir, out, sizeof out, err, sizeof err) != 0)
+      fail_msg("promtool check metrics: %s%s", out, err);
+  }
+  assert_int_equal(mr_test_server_stop(&s), 0);
+}
+
+static void busy_and_draining(void **state) {
+  (void)state;
+  mr_test_server s;
+  const char *args[] = {"--http", "127.0.0.1:0", "--max-connections", "1", "--drain-timeout",
+                        "20000",  NULL};
+  mr_test_server_start(&s, args);
+  int port = http_port(&s);
+  char body[256];
+  /* The start-up probe (a connection that says nothing) must be gone
+   * before one session can hold the only slot. */
+  for (int i = 0; i < 500; i++) {
+    assert_int_equal(http(port, "GET", "/metrics", page, sizeof page), 200);
+    if (sample(page, "mrrecon_sessions_total{config=\"none\",outcome=\"ok\"}") +
+            sample(page, "mrrecon_sessions_total{config=\"none\",outcome=\"error\"}") >=
+        1)
+      break;
+    usleep(20000);
+  }
+
+  /* One session holds the only slot: a config, no CLOSE yet. */
+  int held = mr_test_connect(s.port);
+  mr_test_send_msg(held, mr_message_new_config_file("cartesian"));
+  assert_true(scrape_until(port, "mrrecon_sessions_active", 1) == 1);
+  assert_int_equal(http(port, "GET", "/readyz", body, sizeof body), 503);
+  assert_non_null(strstr(body, "busy"));
+
+  int refused = mr_test_connect(s.port);
+  mr_test_reply r;
+  mr_test_receive(refused, &r, 10000);
+  close(refused);
+  assert_non_null(mr_test_reply_text(&r, "server busy"));
+  mr_test_reply_free(&r);
+  assert_true(scrape_until(port, "mrrecon_errors_total{kind=\"busy\"}", 1) == 1);
+  assert_true(
+      scrape_until(port, "mrrecon_sessions_total{config=\"none\",outcome=\"refused\"}", 1) == 1);
+
+  /* SIGTERM: not ready any more, still alive while the session drains. */
+  kill(s.pid, SIGTERM);
+  int status = 0;
+  for (int i = 0; i < 500; i++) {
+    status = http(port, "GET", "/readyz", body, sizeof body);
+    if (strstr(body, "draining") != NULL)
+      break;
+    usleep(10000);
+  }
+  assert_int_equal(status, 503);
+  assert_non_null(strstr(body, "draining"));
+  assert_int_equal(http(port, "GET", "/healthz", body, sizeof body), 200);
+  assert_true(mr_test_server_alive(&s));
+
+  mr_test_send_msg(held, mr_message_new(MR_MSG_CLOSE));
+  mr_test_receive(held, &r, 10000);
+  close(held);
+  assert_true(r.got_close);
+  mr_test_reply_free(&r);
+  /* Drained, it exits 0 by itself (mr_test_server_stop's second SIGTERM
+   * could land after the server let go of its handlers). */
+  int exit_status = -1;
+  for (int i = 0; i < 1000 && exit_status < 0; i++) {
+    int wstatus;
+    if (waitpid(s.pid, &wstatus, WNOHANG) == s.pid)
+      exit_status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+    else
+      usleep(10000);
+  }
+  assert_int_equal(exit_status, 0);
+}
+
+/* With GPUs (MR_TEST_GPUS, ctest test_server_http_cuda): each GPU's memory
+ * and sessions, memory read from the driver at scrape time. */
+static void gpu_series(void **state) {
+  (void)state;
+  if (getenv("MR_TEST_GPUS") == NULL || strcmp(getenv("MR_TEST_GPUS"), "none") == 0)
+    skip();
+  mr_test_server s;
+  const char *args[] = {"--http", "127.0.0.1:0", NULL};
+  mr_test_server_start(&s, args);
+  int port = http_port(&s);
+  assert_int_equal(http(port, "GET", "/metrics", page, sizeof page), 200);
+  double total = sample(page, "mrrecon_gpu_memory_total_bytes{gpu=\"0\"}");
+  double used = sample(page, "mrrecon_gpu_memory_used_bytes{gpu=\"0\"}");
+  assert_true(total > 1e9);
+  assert_true(used > 0 && used <= total);
+  assert_true(sample(page, "mrrecon_gpu_sessions{gpu=\"0\"}") == 0);
+  assert_int_equal(mr_test_server_stop(&s), 0);
+}
+
+/* What the server sized itself to is visible: --info names the memory
+ * budget (in a container, half its cgroup's limit by default). */
+static void info_shows_the_memory_budget(void **state) {
+  (void)state;
+  char bin[512], out[8192], err[4096];
+  snprintf(bin, sizeof bin, "%s/bin/reconserver", mr_test_binary_dir());
+  const char *argv[] = {bin, "--gpus", "none", "--memory-budget", "300", "--info", NULL};
+  assert_int_equal(mr_test_run(argv, mr_test_tmpdir("mr-info"), out, sizeof out, err, sizeof err),
+                   0);
+  assert_non_null(strstr(out, "memory budget: 300 MiB\n"));
+}
+
+int main(void) {
+  const char *gpus = getenv("MR_TEST_GPUS");
+  if (gpus != NULL && strcmp(gpus, "none") != 0 && !mr_harness_have_gpu()) {
+    printf("skipped: no GPU\n");
+    return MR_TEST_SKIP;
+  }
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(info_shows_the_memory_budget),
+      cmocka_unit_test(gpu_series),
+      cmocka_unit_test(probes_and_refusals),
+      cmocka_unit_test(a_scan_is_counted),
+      cmocka_unit_test(busy_and_draining),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
