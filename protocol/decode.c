@@ -199,11 +199,10 @@ static int after_fixed_acquisition(mr_decoder *d) {
     return fail(d, MR_ELIMIT, "ACQUISITION (scan_counter %u): its size does not fit in memory",
                 h.scan_counter);
   int compressed = (h.flags & MR_ACQ_COMPRESSED) != 0;
-  if (compressed)
-    data_bytes = 0;
   /* What to skip if rejected; a compressed line's size field comes later,
    * so only its trajectory can be skipped now, and a compressed line over a
-   * limit is therefore a framing error. */
+   * limit is therefore a framing error. Its samples are checked at the
+   * size they will have once decompressed. */
   uint64_t total = traj_bytes + data_bytes;
   const char *why = NULL, *name = NULL;
   uint64_t value = 0, limit = 0;
@@ -237,6 +236,9 @@ static int after_fixed_acquisition(mr_decoder *d) {
   }
   d->msg = mr_message_new_acquisition(&h);
   if (d->msg == NULL) {
+    if (compressed) /* its length is not known yet: it cannot be skipped */
+      return fail(d, MR_ENOMEM, "out of memory for a compressed ACQUISITION (scan_counter %u)",
+                  h.scan_counter);
     reject(d, MR_ENOMEM, total, "out of memory for an ACQUISITION of %llu bytes",
            (unsigned long long)total);
     return 0;

@@ -49,15 +49,26 @@ static int encode_image(const mr_image *im, mr_encoded *e, uint8_t *p) {
 
 static int encode_acquisition(const mr_acquisition *a, mr_encoded *e,
                               uint8_t *p) {
-  if (a->head.flags & MR_ACQ_COMPRESSED)
-    return MR_ENOTSUP;
   uint64_t traj_bytes, data_bytes;
   if (mr_payload_acquisition(&a->head, &traj_bytes, &data_bytes) < 0 ||
-      (traj_bytes > 0 && a->traj == NULL) || (data_bytes > 0 && a->data == NULL))
+      (traj_bytes > 0 && a->traj == NULL))
     return MR_EINVAL;
   memcpy(p, &a->head, sizeof a->head);
   add(e, e->head, (size_t)(p + sizeof a->head - e->head));
   add(e, a->traj, (size_t)traj_bytes);
+  if (a->head.flags & MR_ACQ_COMPRESSED) {
+    /* NHLBI-compressed samples (nhlbi.h): u32 size, then the block. The
+     * size goes in the head buffer's spare room after the header. */
+    if (a->compressed == NULL)
+      return MR_EINVAL;
+    uint8_t *size = p + sizeof a->head;
+    wr32(size, a->compressed_bytes);
+    add(e, size, 4);
+    add(e, a->compressed, a->compressed_bytes);
+    return 0;
+  }
+  if (data_bytes > 0 && a->data == NULL)
+    return MR_EINVAL;
   add(e, a->data, (size_t)data_bytes);
   return 0;
 }

@@ -9,6 +9,7 @@
 
 #include "chain.h"
 #include "log.h"
+#include "nhlbi.h"
 #include "pool.h"
 #include "query.h"
 #include "stream_header.h"
@@ -212,10 +213,12 @@ static void on_data(run *r, mr_message *m) {
   }
   if (m->kind == MR_MSG_ACQUISITION) {
     if (m->u.acq.head.flags & MR_ACQ_COMPRESSED) {
-      fail(r, "acquisition %u is NHLBI-compressed; this server does not decompress",
-           m->u.acq.head.scan_counter);
-      mr_message_unref(m);
-      return;
+      mr_err e = {0};
+      if (mr_acquisition_decompress(&m->u.acq, &e) < 0) {
+        fail(r, "acquisition %u: %s", m->u.acq.head.scan_counter, e.msg);
+        mr_message_unref(m);
+        return;
+      }
     }
     if (check_finite(r, &m->u.acq) < 0) {
       mr_message_unref(m);

@@ -22,3 +22,6 @@ mr_add_test(test_server_cgroup SOURCES test_server_cgroup.c LIBS mr_server)
 mr_add_test(test_server_robust SOURCES test_server_robust.c
   LIBS mr_wire_scan Threads::Threads TIMEOUT 300)
 mr_add_test(test_server_write_bufs SOURCES test_server_write_bufs.c LIBS mr_server)
+# Issue 14: NHLBI-compressed streams (Gadgetron's client -P / -T).
+mr_add_test(test_server_nhlbi SOURCES test_server_nhlbi.c
+  LIBS mr_wire_client mr_gadget_harness mr_client TIMEOUT 120)

@@ -437,6 +437,33 @@ static void test_compressed_acquisition_is_carried(void **state) {
   seen_clear(&s);
 }
 
+/* What protocol/encode.c writes for a compressed acquisition reads back
+ * as the same header, trajectory and block. */
+static void test_compressed_acquisition_round_trip(void **state) {
+  (void)state;
+  mr_message *m = sample_acquisition(2, 3, 8);
+  m->u.acq.head.flags |= MR_ACQ_COMPRESSED;
+  m->u.acq.compressed = malloc(5);
+  memcpy(m->u.acq.compressed, "abcde", 5);
+  m->u.acq.compressed_bytes = 5;
+  mr_encoded e;
+  assert_int_equal(mr_encode(m, &e), 0);
+  assert_int_equal(e.total, 2 + 340 + 2 * 8 * 4 + 4 + 5);
+  seen s = {0};
+  mr_decoder *d = decoder(&s, NULL);
+  for (int i = 0; i < e.npieces; i++)
+    assert_int_equal(mr_decoder_feed(d, e.piece[i].base, e.piece[i].len), 0);
+  assert_int_equal(s.n, 1);
+  mr_acquisition *a = &s.msgs[0]->u.acq;
+  assert_memory_equal(&a->head, &m->u.acq.head, 340);
+  assert_memory_equal(a->traj, m->u.acq.traj, 2 * 8 * 4);
+  assert_int_equal(a->compressed_bytes, 5);
+  assert_memory_equal(a->compressed, "abcde", 5);
+  mr_decoder_destroy(d);
+  seen_clear(&s);
+  mr_message_unref(m);
+}
+
 /* ---- malformed inputs ---- */
 
 typedef struct bad_case {
@@ -555,6 +582,15 @@ static void test_malformed_table(void **state) {
   c->len += 4 * 16 * 8;
   c->rejected = MR_ELIMIT;
   c->text = "size in bytes 512 is over the limit acquisition_bytes = 256";
+
+  c = &cases[n++];
+  c->name = "compressed acquisition over limit once decompressed";
+  c->len = acq_bytes(c->bytes, 0, 4, 16, MR_ACQ_COMPRESSED);
+  put32(c->bytes + c->len, 4);
+  c->len += 8;
+  c->fatal = MR_ELIMIT;
+  c->text = "compressed ACQUISITION (scan_counter 5): size in bytes 512 is over the limit "
+            "acquisition_bytes = 256";
 
   c = &cases[n++];
   c->name = "image attributes over limit";
@@ -823,6 +859,7 @@ int main(void) {
       cmocka_unit_test(test_config_name_ends_at_its_nul),
       cmocka_unit_test(test_over_limit_length_is_reported_before_its_body),
       cmocka_unit_test(test_compressed_acquisition_is_carried),
+      cmocka_unit_test(test_compressed_acquisition_round_trip),
       cmocka_unit_test(test_malformed_table),
       cmocka_unit_test(test_truncated_message_waits),
       cmocka_unit_test(test_encoder_refuses_chain_objects),
