@@ -14,6 +14,7 @@ extern const mr_gadget_class mr_gadget_noise_adjust;
 extern const mr_gadget_class mr_gadget_grappa;
 extern const mr_gadget_class mr_gadget_gridding;
 extern const mr_gadget_class mr_gadget_frames;
+extern const mr_gadget_class mr_gadget_dicom_out;
 
 static const mr_gadget_class *const classes[] = {
     &mr_gadget_remove_oversampling,
@@ -26,6 +27,7 @@ static const mr_gadget_class *const classes[] = {
     &mr_gadget_grappa,
     &mr_gadget_gridding,
     &mr_gadget_frames,
+    &mr_gadget_dicom_out,
     NULL,
 };
 

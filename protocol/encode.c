@@ -120,6 +120,24 @@ int mr_encode(const mr_message *m, mr_encoded *e) {
     return encode_acquisition(&m->u.acq, e, p);
   case MR_MSG_IMAGE:
     return encode_image(&m->u.image, e, p);
+  case MR_MSG_DICOM: {
+    /* u32 nbytes | the file | u64 name length, name, u64 meta length (in
+     * the head buffer after the first 6 bytes) | the meta XML. */
+    const mr_dicom *f = &m->u.dicom;
+    size_t name_len = strlen(f->name), attr_len = strlen(f->attributes);
+    if ((f->nbytes > 0 && f->bytes == NULL) || name_len > MR_ENCODE_HEAD_MAX - 6 - 16)
+      return MR_EINVAL;
+    p = wr32(p, f->nbytes);
+    add(e, e->head, 6);
+    add(e, f->bytes, f->nbytes);
+    uint8_t *tail = p;
+    p = wr64(p, name_len);
+    memcpy(p, f->name, name_len);
+    p = wr64(p + name_len, attr_len);
+    add(e, tail, (size_t)(p - tail));
+    add(e, f->attributes, attr_len);
+    return 0;
+  }
   case MR_MSG_WAVEFORM: {
     uint64_t bytes;
     if (mr_payload_waveform(&m->u.waveform.head, &bytes) < 0 ||

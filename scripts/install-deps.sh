@@ -7,7 +7,7 @@ set -eu
 PACKAGES="build-essential cmake pkg-config
   libuv1-dev libcjson-dev libismrmrd-dev ismrmrd-tools libhdf5-dev hdf5-tools
   libfftw3-dev libopenblas-dev liblapacke-dev libxml2-dev libpng-dev
-  libcmocka-dev bart clang libclang-rt-14-dev valgrind"
+  libcmocka-dev bart clang libclang-rt-14-dev valgrind libdcmtk-dev dcmtk"
 
 missing=""
 for p in $PACKAGES; do

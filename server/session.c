@@ -83,11 +83,11 @@ static int send_to_client(run *r, mr_message *msg) {
   return rc;
 }
 
-/* The end of the chain: images and TEXT go to the client; acquisitions and
+/* The end of the chain: images, DICOM files and TEXT go to the client; acquisitions and
  * waveforms that passed every gadget, and chain objects nobody consumed,
  * stop here (ids 1008 and 1026 never go to a client: rule 1). */
 static int chain_sink(void *ctx, mr_message *msg) {
-  if (msg->kind == MR_MSG_IMAGE || msg->kind == MR_MSG_TEXT)
+  if (msg->kind == MR_MSG_IMAGE || msg->kind == MR_MSG_DICOM || msg->kind == MR_MSG_TEXT)
     return send_to_client(ctx, msg);
   mr_message_unref(msg);
   return 0;

@@ -1,4 +1,5 @@
-foreach(t chain pipeline accumulate kspace remove_oversampling fft coil_combine image_out frames placement)
+foreach(t chain pipeline accumulate kspace remove_oversampling fft coil_combine image_out frames placement
+    dicom_out)
   mr_add_test(test_gadgets_${t} SOURCES test_gadgets_${t}.c LIBS mr_gadget_harness)
 endforeach()
 

@@ -1,0 +1,241 @@
+/* dicom_out (and protocol/dicom_image.h): images through the gadget, each
+ * DICOM file read back with dcmdump (skipped without it): patient, study
+ * and series from the header, geometry from the image header, pixel values
+ * within half a rescale step of the image's, one file per plane, one
+ * series UID per image series. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "gadget_harness.h"
+
+static const char subject[] =
+    "<subjectInformation><patientName>Doe^Jane</patientName><patientID>PID-7</patientID>"
+    "<patientBirthdate>1980-02-29</patientBirthdate><patientGender>F</patientGender>"
+    "</subjectInformation><studyInformation><studyDate>2024-05-17</studyDate>"
+    "<studyTime>14:03:27</studyTime><studyID>S1</studyID>"
+    "<studyInstanceUID>1.2.3.4.5</studyInstanceUID></studyInformation>"
+    "<measurementInformation><measurementID>M1</measurementID>"
+    "<patientPosition>HFS</patientPosition><protocolName>t1\\evil\t</protocolName>"
+    "<seriesInstanceUIDRoot>1.2.3.9</seriesInstanceUIDRoot></measurementInformation>";
+
+/* The harness's Cartesian header with the patient and study inserted. */
+static char *header(void) {
+  const char *base = mr_harness_cartesian_header(8, 8, 1, 8, 8, 1);
+  const char *open = strstr(base, "<ismrmrdHeader");
+  const char *end = strchr(open, '>') + 1;
+  size_t n = strlen(base) + sizeof subject;
+  char *x = malloc(n);
+  snprintf(x, n, "%.*s%s%s", (int)(end - base), base, subject, end);
+  return x;
+}
+
+static mr_message *image(uint16_t nx, uint16_t ny, uint16_t nz, uint16_t series, uint16_t index) {
+  ISMRMRD_ImageHeader h;
+  ismrmrd_init_image_header(&h);
+  h.data_type = ISMRMRD_FLOAT;
+  h.image_type = ISMRMRD_IMTYPE_MAGNITUDE;
+  h.matrix_size[0] = nx;
+  h.matrix_size[1] = ny;
+  h.matrix_size[2] = nz;
+  h.channels = 1;
+  h.field_of_view[0] = 10.0f * nx;
+  h.field_of_view[1] = 20.0f * ny;
+  h.field_of_view[2] = 5.0f * nz;
+  const float pos[3] = {10, -20, 30}, read[3] = {0, 1, 0}, phase[3] = {0, 0, -1},
+              slice[3] = {-1, 0, 0};
+  memcpy(h.position, pos, sizeof pos);
+  memcpy(h.read_dir, read, sizeof read);
+  memcpy(h.phase_dir, phase, sizeof phase);
+  memcpy(h.slice_dir, slice, sizeof slice);
+  h.image_series_index = series;
+  h.image_index = index;
+  mr_message *m = mr_message_new_image(&h, "<ismrmrdMeta></ismrmrdMeta>");
+  float *px = m->u.image.data;
+  for (size_t i = 0; i < (size_t)nx * ny * nz; i++)
+    px[i] = (float)(1000.0 * fabs(sin(0.7 * (double)i + index)));
+  return m;
+}
+
+typedef struct dump {
+  char text[1 << 16];
+} dump;
+
+/* dcmdump of bytes, every value printed in full. */
+static void run_dcmdump(const mr_dicom *f, dump *d) {
+  char path[] = "/tmp/mr-dicom-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, f->bytes, f->nbytes), (ssize_t)f->nbytes);
+  close(fd);
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "dcmdump +L %s 2>&1", path);
+  FILE *p = popen(cmd, "r");
+  size_t n = fread(d->text, 1, sizeof d->text - 1, p);
+  d->text[n] = '\0';
+  assert_int_equal(pclose(p), 0);
+  unlink(path);
+}
+
+/* The value of tag "(gggg,eeee)": the text between [ ] or after the VR. */
+static void value(const dump *d, const char *tag, char *out, size_t size) {
+  const char *line = strstr(d->text, tag);
+  assert_non_null(line);
+  const char *v = line + strlen(tag) + 4; /* " XX " */
+  const char *end;
+  if (*v == '[') {
+    v++;
+    end = strchr(v, ']');
+  } else {
+    end = strstr(v, " #");
+  }
+  assert_non_null(end);
+  while (end > v && end[-1] == ' ')
+    end--;
+  snprintf(out, size, "%.*s", (int)(end - v), v);
+}
+
+static void numbers(const dump *d, const char *tag, double *out, int n) {
+  char v[256];
+  value(d, tag, v, sizeof v);
+  char *p = v;
+  for (int i = 0; i < n; i++) {
+    out[i] = strtod(p, &p);
+    assert_true(i + 1 == n || *p++ == '\\');
+  }
+}
+
+static void check_file(const mr_message *dcm, const mr_message *img, unsigned plane) {
+  dump *d = malloc(sizeof *d);
+  run_dcmdump(&dcm->u.dicom, d);
+  char v[256];
+  value(d, "(0010,0010)", v, sizeof v);
+  assert_string_equal(v, "Doe^Jane");
+  value(d, "(0010,0020)", v, sizeof v);
+  assert_string_equal(v, "PID-7");
+  value(d, "(0010,0030)", v, sizeof v);
+  assert_string_equal(v, "19800229");
+  value(d, "(0008,0020)", v, sizeof v);
+  assert_string_equal(v, "20240517");
+  value(d, "(0020,000d)", v, sizeof v);
+  assert_string_equal(v, "1.2.3.4.5");
+  value(d, "(0018,1030)", v, sizeof v); /* the separator and control byte dropped */
+  assert_string_equal(v, "t1evil");
+  value(d, "(0018,5100)", v, sizeof v);
+  assert_string_equal(v, "HFS");
+  char want[64];
+  snprintf(want, sizeof want, "1.2.3.9.%u", img->u.image.head.image_series_index);
+  value(d, "(0020,000e)", v, sizeof v);
+  assert_string_equal(v, want);
+  value(d, "(0008,0016)", v, sizeof v);
+  assert_string_equal(v, "=MRImageStorage");
+
+  const ISMRMRD_ImageHeader *h = &img->u.image.head;
+  double dx = 10, dy = 20, dz = 5, z = plane - 0.5 * (h->matrix_size[2] - 1);
+  double pos[3], orient[6], spacing[2], thick;
+  numbers(d, "(0020,0032)", pos, 3);
+  numbers(d, "(0020,0037)", orient, 6);
+  numbers(d, "(0028,0030)", spacing, 2);
+  numbers(d, "(0018,0050)", &thick, 1);
+  for (int k = 0; k < 3; k++) {
+    double expect = h->position[k] + (-0.5 * h->field_of_view[0] + 0.5 * dx) * h->read_dir[k] +
+                    (-0.5 * h->field_of_view[1] + 0.5 * dy) * h->phase_dir[k] +
+                    z * dz * h->slice_dir[k];
+    assert_true(fabs(pos[k] - expect) < 1e-4);
+    assert_true(fabs(orient[k] - h->read_dir[k]) < 1e-6);
+    assert_true(fabs(orient[3 + k] - h->phase_dir[k]) < 1e-6);
+  }
+  assert_true(fabs(spacing[0] - dy) < 1e-6 && fabs(spacing[1] - dx) < 1e-6);
+  assert_true(fabs(thick - dz) < 1e-6);
+  double rows, cols, slope, intercept;
+  numbers(d, "(0028,0010)", &rows, 1);
+  numbers(d, "(0028,0011)", &cols, 1);
+  assert_true(rows == h->matrix_size[1] && cols == h->matrix_size[0]);
+  numbers(d, "(0028,1053)", &slope, 1);
+  numbers(d, "(0028,1052)", &intercept, 1);
+  assert_true(slope > 0);
+  /* Pixels: OW words in hex, row by row. */
+  const char *ow = strstr(d->text, "(7fe0,0010) OW ");
+  assert_non_null(ow);
+  ow += strlen("(7fe0,0010) OW ");
+  size_t n = (size_t)h->matrix_size[0] * h->matrix_size[1];
+  const float *px = (const float *)img->u.image.data + n * plane;
+  for (size_t i = 0; i < n; i++) {
+    char *next;
+    unsigned long stored = strtoul(ow, &next, 16);
+    assert_true(next > ow);
+    assert_true(fabs(stored * slope + intercept - px[i]) <= 0.5 * slope * 1.0001 + 1e-9);
+    ow = next + (*next == '\\');
+  }
+  free(d);
+}
+
+static void test_images_to_dicom_files(void **state) {
+  (void)state;
+  if (system("dcmdump --version >/dev/null 2>&1") != 0)
+    skip();
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, "[{\"gadget\": \"dicom_out\", \"images\": true}]",
+                                   MR_KIND_BIT(MR_MSG_IMAGE)),
+                   0);
+  char *xml = header();
+  assert_int_equal(mr_harness_configure(&h, xml), 0);
+  free(xml);
+  mr_message *a = image(6, 4, 1, 3, 2), *b = image(4, 4, 2, 3, 3), *c = image(5, 3, 1, 4, 1);
+  mr_message_ref(a);
+  mr_message_ref(b);
+  mr_message_ref(c);
+  assert_int_equal(mr_harness_push(&h, a), 0);
+  assert_int_equal(mr_harness_push(&h, b), 0);
+  assert_int_equal(mr_harness_push(&h, c), 0);
+  assert_int_equal(mr_harness_flush(&h), 0);
+  /* a: 1 file, b: 2 planes, c: 1 file; each image passed on after its files. */
+  assert_int_equal(h.nout, 4 + 3);
+  const mr_message *files[4];
+  int nf = 0;
+  for (int i = 0; i < h.nout; i++)
+    if (h.out[i]->kind == MR_MSG_DICOM)
+      files[nf++] = h.out[i];
+  assert_int_equal(nf, 4);
+  check_file(files[0], a, 0);
+  check_file(files[1], b, 0);
+  check_file(files[2], b, 1);
+  check_file(files[3], c, 0);
+  assert_string_equal(files[0]->u.dicom.name, "image_3_000002");
+  assert_string_equal(files[2]->u.dicom.name, "image_3_000003_1");
+  assert_string_equal(files[0]->u.dicom.attributes, "<ismrmrdMeta></ismrmrdMeta>");
+  mr_message_unref(a);
+  mr_message_unref(b);
+  mr_message_unref(c);
+  mr_harness_close(&h);
+}
+
+/* A pixel that is not finite is an error naming the image, not a file. */
+static void test_non_finite_pixel_refused(void **state) {
+  (void)state;
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, "[{\"gadget\": \"dicom_out\"}]", MR_KIND_BIT(MR_MSG_IMAGE)),
+                   0);
+  assert_int_equal(mr_harness_configure(&h, NULL), 0);
+  mr_message *m = image(4, 4, 1, 1, 9);
+  ((float *)m->u.image.data)[5] = NAN;
+  assert_int_equal(mr_harness_push(&h, m), MR_EDATA);
+  assert_non_null(strstr(h.err.msg, "image 9 has a pixel that is not finite"));
+  mr_harness_close(&h);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_images_to_dicom_files),
+      cmocka_unit_test(test_non_finite_pixel_refused),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
