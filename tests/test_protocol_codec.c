@@ -131,6 +131,10 @@ static int sample_session(mr_message **out) {
   out[n++] = sample_image(ISMRMRD_CXFLOAT, NULL);
   out[n++] = mr_message_new_query(MR_MSG_RESPONSE, 99, "4.7.2", 5);
   out[n++] = mr_message_new_text(MR_MSG_DEPENDENCY_QUERY, "<ismrmrdMeta/>", 14);
+  uint8_t *file = malloc(5);
+  memcpy(file, "DICM!", 5);
+  out[n++] = mr_message_new_dicom(file, 5, "image_1_000001", "<ismrmrdMeta/>");
+  out[n++] = mr_message_new_dicom(malloc(1), 0, NULL, NULL);
   out[n++] = mr_message_new(MR_MSG_CLOSE);
   for (int i = 0; i < n; i++)
     assert_non_null(out[i]);
@@ -175,6 +179,12 @@ static void assert_same(const mr_message *a, const mr_message *b) {
     assert_string_equal(aa, ab);
     break;
   }
+  case MR_MSG_DICOM:
+    assert_int_equal(a->u.dicom.nbytes, b->u.dicom.nbytes);
+    assert_memory_equal(a->u.dicom.bytes, b->u.dicom.bytes, a->u.dicom.nbytes);
+    assert_string_equal(a->u.dicom.name, b->u.dicom.name);
+    assert_string_equal(a->u.dicom.attributes, b->u.dicom.attributes);
+    break;
   case MR_MSG_WAVEFORM:
     assert_int_equal(a->u.waveform.head.waveform_id, b->u.waveform.head.waveform_id);
     assert_int_equal(a->u.waveform.head.number_of_samples, b->u.waveform.head.number_of_samples);
@@ -309,6 +319,20 @@ static void test_layout_small_messages(void **state) {
   memcpy(want + 10, "<x", 2);
   m = mr_message_new_text(MR_MSG_DEPENDENCY_QUERY, "<x", 2);
   check_encoding(m, want, 12);
+  mr_message_unref(m);
+  /* DICOM_WITHNAME: id 1018, u32 size, the file, u64 name length, name,
+   * u64 meta length, meta (as Gadgetron's DICOM writer). */
+  put16(want, 1018);
+  put32(want + 2, 3);
+  memcpy(want + 6, "abc", 3);
+  put64(want + 9, 2);
+  memcpy(want + 17, "nm", 2);
+  put64(want + 19, 1);
+  want[27] = 'x';
+  uint8_t *file = malloc(3);
+  memcpy(file, "abc", 3);
+  m = mr_message_new_dicom(file, 3, "nm", "x");
+  check_encoding(m, want, 28);
   mr_message_unref(m);
   /* CLOSE: the id alone. */
   put16(want, 4);
@@ -591,6 +615,25 @@ static void test_malformed_table(void **state) {
   c->fatal = MR_ELIMIT;
   c->text = "compressed ACQUISITION (scan_counter 5): size in bytes 512 is over the limit "
             "acquisition_bytes = 256";
+
+  c = &cases[n++];
+  c->name = "DICOM file over the image limit";
+  put16(c->bytes, 1018);
+  put32(c->bytes + 2, 65);
+  c->len = 6;
+  c->fatal = MR_ELIMIT;
+  c->text = "DICOM file of 65 bytes is over the limit image_bytes = 64";
+
+  c = &cases[n++];
+  c->name = "DICOM meta over the attribute limit";
+  put16(c->bytes, 1018);
+  put32(c->bytes + 2, 1);
+  c->bytes[6] = 'd';
+  put64(c->bytes + 7, 0);
+  put64(c->bytes + 15, 9);
+  c->len = 23;
+  c->fatal = MR_ELIMIT;
+  c->text = "DICOM meta of 9 bytes is over the limit attribute_bytes = 8";
 
   c = &cases[n++];
   c->name = "image attributes over limit";
