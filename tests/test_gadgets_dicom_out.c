@@ -11,10 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "dcmdump.h"
 #include "gadget_harness.h"
 
 static const char subject[] =
@@ -65,122 +65,36 @@ static mr_message *image(uint16_t nx, uint16_t ny, uint16_t nz, uint16_t series,
   return m;
 }
 
-typedef struct dump {
-  char text[1 << 16];
-} dump;
-
-/* dcmdump of bytes, every value printed in full. */
-static void run_dcmdump(const mr_dicom *f, dump *d) {
-  char path[] = "/tmp/mr-dicom-XXXXXX";
-  int fd = mkstemp(path);
-  assert_true(fd >= 0);
-  assert_int_equal(write(fd, f->bytes, f->nbytes), (ssize_t)f->nbytes);
-  close(fd);
-  char cmd[256];
-  snprintf(cmd, sizeof cmd, "dcmdump +L %s 2>&1", path);
-  FILE *p = popen(cmd, "r");
-  size_t n = fread(d->text, 1, sizeof d->text - 1, p);
-  d->text[n] = '\0';
-  assert_int_equal(pclose(p), 0);
-  unlink(path);
-}
-
-/* The value of tag "(gggg,eeee)": the text between [ ] or after the VR. */
-static void value(const dump *d, const char *tag, char *out, size_t size) {
-  const char *line = strstr(d->text, tag);
-  assert_non_null(line);
-  const char *v = line + strlen(tag) + 4; /* " XX " */
-  const char *end;
-  if (*v == '[') {
-    v++;
-    end = strchr(v, ']');
-  } else {
-    end = strstr(v, " #");
-  }
-  assert_non_null(end);
-  while (end > v && end[-1] == ' ')
-    end--;
-  snprintf(out, size, "%.*s", (int)(end - v), v);
-}
-
-static void numbers(const dump *d, const char *tag, double *out, int n) {
-  char v[256];
-  value(d, tag, v, sizeof v);
-  char *p = v;
-  for (int i = 0; i < n; i++) {
-    out[i] = strtod(p, &p);
-    assert_true(i + 1 == n || *p++ == '\\');
-  }
-}
-
 static void check_file(const mr_message *dcm, const mr_message *img, unsigned plane) {
-  dump *d = malloc(sizeof *d);
-  run_dcmdump(&dcm->u.dicom, d);
+  char *d = mr_test_dcmdump_bytes(dcm->u.dicom.bytes, dcm->u.dicom.nbytes);
+  assert_non_null(d);
+  const struct {
+    const char *tag, *want;
+  } strings[] = {
+      {"(0010,0010)", "Doe^Jane"}, {"(0010,0020)", "PID-7"},       {"(0010,0030)", "19800229"},
+      {"(0010,0040)", "F"},        {"(0008,0020)", "20240517"},    {"(0008,0030)", "140327"},
+      {"(0020,000d)", "1.2.3.4.5"}, {"(0018,5100)", "HFS"},        {"(0008,0060)", "MR"},
+      {"(0008,0016)", "=MRImageStorage"},
+      {"(0018,1030)", "t1evil"}, /* the separator and the control byte dropped */
+  };
   char v[256];
-  value(d, "(0010,0010)", v, sizeof v);
-  assert_string_equal(v, "Doe^Jane");
-  value(d, "(0010,0020)", v, sizeof v);
-  assert_string_equal(v, "PID-7");
-  value(d, "(0010,0030)", v, sizeof v);
-  assert_string_equal(v, "19800229");
-  value(d, "(0008,0020)", v, sizeof v);
-  assert_string_equal(v, "20240517");
-  value(d, "(0020,000d)", v, sizeof v);
-  assert_string_equal(v, "1.2.3.4.5");
-  value(d, "(0018,1030)", v, sizeof v); /* the separator and control byte dropped */
-  assert_string_equal(v, "t1evil");
-  value(d, "(0018,5100)", v, sizeof v);
-  assert_string_equal(v, "HFS");
+  for (size_t i = 0; i < sizeof strings / sizeof *strings; i++) {
+    assert_int_equal(mr_test_dcm_value(d, strings[i].tag, v, sizeof v), 0);
+    assert_string_equal(v, strings[i].want);
+  }
   char want[64];
   snprintf(want, sizeof want, "1.2.3.9.%u", img->u.image.head.image_series_index);
-  value(d, "(0020,000e)", v, sizeof v);
+  assert_int_equal(mr_test_dcm_value(d, "(0020,000e)", v, sizeof v), 0);
   assert_string_equal(v, want);
-  value(d, "(0008,0016)", v, sizeof v);
-  assert_string_equal(v, "=MRImageStorage");
-
-  const ISMRMRD_ImageHeader *h = &img->u.image.head;
-  double dx = 10, dy = 20, dz = 5, z = plane - 0.5 * (h->matrix_size[2] - 1);
-  double pos[3], orient[6], spacing[2], thick;
-  numbers(d, "(0020,0032)", pos, 3);
-  numbers(d, "(0020,0037)", orient, 6);
-  numbers(d, "(0028,0030)", spacing, 2);
-  numbers(d, "(0018,0050)", &thick, 1);
-  for (int k = 0; k < 3; k++) {
-    double expect = h->position[k] + (-0.5 * h->field_of_view[0] + 0.5 * dx) * h->read_dir[k] +
-                    (-0.5 * h->field_of_view[1] + 0.5 * dy) * h->phase_dir[k] +
-                    z * dz * h->slice_dir[k];
-    assert_true(fabs(pos[k] - expect) < 1e-4);
-    assert_true(fabs(orient[k] - h->read_dir[k]) < 1e-6);
-    assert_true(fabs(orient[3 + k] - h->phase_dir[k]) < 1e-6);
-  }
-  assert_true(fabs(spacing[0] - dy) < 1e-6 && fabs(spacing[1] - dx) < 1e-6);
-  assert_true(fabs(thick - dz) < 1e-6);
-  double rows, cols, slope, intercept;
-  numbers(d, "(0028,0010)", &rows, 1);
-  numbers(d, "(0028,0011)", &cols, 1);
-  assert_true(rows == h->matrix_size[1] && cols == h->matrix_size[0]);
-  numbers(d, "(0028,1053)", &slope, 1);
-  numbers(d, "(0028,1052)", &intercept, 1);
-  assert_true(slope > 0);
-  /* Pixels: OW words in hex, row by row. */
-  const char *ow = strstr(d->text, "(7fe0,0010) OW ");
-  assert_non_null(ow);
-  ow += strlen("(7fe0,0010) OW ");
-  size_t n = (size_t)h->matrix_size[0] * h->matrix_size[1];
-  const float *px = (const float *)img->u.image.data + n * plane;
-  for (size_t i = 0; i < n; i++) {
-    char *next;
-    unsigned long stored = strtoul(ow, &next, 16);
-    assert_true(next > ow);
-    assert_true(fabs(stored * slope + intercept - px[i]) <= 0.5 * slope * 1.0001 + 1e-9);
-    ow = next + (*next == '\\');
-  }
+  const char *why = mr_test_dcm_matches(d, &img->u.image.head, img->u.image.data, plane);
+  if (why != NULL)
+    fail_msg("%s", why);
   free(d);
 }
 
 static void test_images_to_dicom_files(void **state) {
   (void)state;
-  if (system("dcmdump --version >/dev/null 2>&1") != 0)
+  if (!mr_test_have_dcmdump())
     skip();
   mr_harness h;
   assert_int_equal(mr_harness_open(&h, "[{\"gadget\": \"dicom_out\", \"images\": true}]",
