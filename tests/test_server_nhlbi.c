@@ -77,13 +77,20 @@ static void kspace_extent(float *top, double *norm) {
   }
   *norm = sqrt(*norm);
 }
-/* Sends the scan in mode md; returns the magnitude image (N x N). */
-static float *reconstruct(const mode *md, float top) {
+
+/* A connection that has sent the cartesian config and the scan's header. */
+static int open_scan(void) {
   int fd = mr_test_connect(server.port);
   assert_true(fd >= 0);
   mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
   const char *xml = mr_harness_cartesian_header(2 * N, N, 1, N, N, 1);
   mr_test_send_msg(fd, mr_message_new_text(MR_MSG_HEADER, xml, strlen(xml)));
+  return fd;
+}
+
+/* Sends the scan in mode md; returns the magnitude image (N x N). */
+static float *reconstruct(const mode *md, float top) {
+  int fd = open_scan();
   for (int e1 = 0; e1 < N; e1++) {
     mr_message *m = phantom_line(e1);
     if (md->bits > 0 || md->tolerance > 0)
@@ -155,11 +162,7 @@ static void test_compressed_images_match_plain(void **state) {
  * with the acquisition named. */
 static void test_bad_block_is_an_error(void **state) {
   (void)state;
-  int fd = mr_test_connect(server.port);
-  assert_true(fd >= 0);
-  mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
-  const char *xml = mr_harness_cartesian_header(2 * N, N, 1, N, N, 1);
-  mr_test_send_msg(fd, mr_message_new_text(MR_MSG_HEADER, xml, strlen(xml)));
+  int fd = open_scan();
   mr_message *m = phantom_line(0);
   assert_int_equal(mr_test_nhlbi_compress_acquisition(m, 12, 0), 0);
   m->u.acq.head.scan_counter = 77;
