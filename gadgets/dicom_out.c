@@ -13,6 +13,7 @@
 
 typedef struct dicom_out {
   int images;
+  int ready; /* the study is read and DCMTK can write */
   mr_dicom_study study;
 } dicom_out;
 
@@ -21,17 +22,25 @@ static const mr_param params[] = {
      "also send the ISMRMRD images on"},
 };
 
-static int configure(void *state, mr_gadget_ctx *ctx) {
-  dicom_out *s = state;
-  int rc = mr_dicom_study_init(&s->study, ctx->hdr != NULL ? ctx->hdr->xml : NULL, ctx->err);
-  return rc < 0 ? mr_gadget_fail(ctx, rc, "%s", mr_err_text(ctx->err, rc)) : 0;
+/* Once, from configure (or the first image of a header-less chain). */
+static int prepare(dicom_out *s, mr_gadget_ctx *ctx) {
+  mr_err e = {0};
+  int rc = mr_dicom_can_write(&e);
+  if (rc == 0)
+    rc = mr_dicom_study_init(&s->study, ctx->hdr != NULL ? ctx->hdr->xml : NULL, &e);
+  if (rc < 0)
+    return mr_gadget_fail(ctx, rc, "%s", e.msg);
+  s->ready = 1;
+  return 0;
 }
+
+static int configure(void *state, mr_gadget_ctx *ctx) { return prepare(state, ctx); }
 
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
   dicom_out *s = state;
   const mr_image *im = &msg->u.image;
   unsigned planes = mr_dicom_planes(im);
-  int rc = 0;
+  int rc = s->ready ? 0 : prepare(s, ctx);
   for (unsigned p = 0; p < planes && rc == 0; p++) {
     uint8_t *bytes = NULL;
     uint32_t len = 0;
@@ -60,7 +69,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
 
 const mr_gadget_class mr_gadget_dicom_out = {
     .name = "dicom_out",
-    .summary = "turns images into DICOM MR Image files sent as Gadgetron's DICOM writer does (1018)",
+    .summary = "images -> DICOM MR Image files, sent as Gadgetron's DICOM writer does (1018)",
     .params = params,
     .nparams = sizeof params / sizeof *params,
     .state_size = sizeof(dicom_out),

@@ -9,6 +9,7 @@ extern "C" { /* error.h and dicom_study.h are C headers */
 
 #include <dcmtk/config/osconfig.h>
 #include <dcmtk/dcmdata/dcdeftag.h>
+#include <dcmtk/dcmdata/dcdict.h>
 #include <dcmtk/dcmdata/dcfilefo.h>
 #include <dcmtk/dcmdata/dcostrmb.h>
 #include <dcmtk/dcmdata/dcuid.h>
@@ -138,8 +139,21 @@ void fill(writer &w, const mr_dicom_plane *p, const mr_dicom_study *st, const ch
 
 } // namespace
 
+extern "C" int mr_dicom_ready(mr_err *err) {
+  if (dcmDataDict.isDictionaryLoaded())
+    return 0;
+  const char *path = std::getenv("DCMDICTPATH");
+  return mr_err_set(err, MR_EIO,
+                    "DICOM: DCMTK's data dictionary is not loaded (DCMDICTPATH=%s; the default "
+                    "is %s)",
+                    path != nullptr ? path : "unset", DCM_DICT_DEFAULT_PATH);
+}
+
 extern "C" int mr_dicom_write(const mr_dicom_plane *p, const mr_dicom_study *st, uint8_t **out,
                               uint32_t *len, mr_err *err) {
+  int rc = mr_dicom_ready(err);
+  if (rc < 0)
+    return rc;
   char sop_uid[MR_DICOM_UID_MAX];
   mr_dicom_new_uid(sop_uid);
   DcmFileFormat file;

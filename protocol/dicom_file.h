@@ -29,6 +29,10 @@ typedef struct mr_dicom_plane {
   unsigned series_number, instance_number, acquisition_number;
 } mr_dicom_plane;
 
+/* 0 when DCMTK can write files (its data dictionary is loaded: from
+ * DCMDICTPATH, or the package's default path), else MR_EIO with err. */
+int mr_dicom_ready(mr_err *err);
+
 /* Writes the file into a new buffer (*out, *len; the caller frees it).
  * 0, or MR_EIO / MR_ENOMEM with err. */
 int mr_dicom_write(const mr_dicom_plane *p, const mr_dicom_study *st, uint8_t **out,

@@ -11,6 +11,8 @@
 #include "dicom_file.h"
 #include "message.h"
 
+int mr_dicom_can_write(mr_err *err) { return mr_dicom_ready(err); }
+
 unsigned mr_dicom_planes(const mr_image *im) {
   return (unsigned)im->head.matrix_size[2] * im->head.channels;
 }

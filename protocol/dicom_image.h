@@ -30,6 +30,10 @@ extern "C" {
 
 struct mr_image;
 
+/* 0 when DICOM files can be written (DCMTK's data dictionary is
+ * loaded), else MR_EIO with err. */
+int mr_dicom_can_write(mr_err *err);
+
 /* How many DICOM files an image makes: matrix_size[2] x channels. */
 unsigned mr_dicom_planes(const struct mr_image *im);
 

@@ -101,8 +101,8 @@ static void get_date(xmlXPathContext *ctx, const char *path, char *dst) {
   get(ctx, path, v, sizeof v);
   dst[0] = '\0';
   int y, m, d;
-  if (sscanf(v, "%4d-%2d-%2d", &y, &m, &d) == 3 && y >= 0 && y <= 9999 && m >= 1 && m <= 12 && d >= 1 &&
-      d <= 31)
+  if (sscanf(v, "%4d-%2d-%2d", &y, &m, &d) == 3 && y >= 0 && y <= 9999 && m >= 1 && m <= 12 &&
+      d >= 1 && d <= 31)
     snprintf(dst, 9, "%04d%02d%02d", y, m, d);
 }
 

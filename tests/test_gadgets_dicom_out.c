@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -146,8 +148,32 @@ static void test_non_finite_pixel_refused(void **state) {
   mr_harness_close(&h);
 }
 
+/* Without DCMTK's data dictionary the chain fails when it is configured,
+ * with a line naming the dictionary (in a child, and before this process
+ * has used DCMTK: the dictionary is loaded once per process). */
+static void test_missing_dictionary_is_a_config_error(void **state) {
+  (void)state;
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    setenv("DCMDICTPATH", "/nonexistent/dicom.dic", 1);
+    mr_harness h;
+    int ok = mr_harness_open(&h, "[{\"gadget\": \"dicom_out\"}]", MR_KIND_BIT(MR_MSG_IMAGE)) == 0 &&
+             mr_harness_configure(&h, mr_harness_cartesian_header(8, 8, 1, 8, 8, 1)) == MR_EIO &&
+             strstr(h.err.msg, "data dictionary is not loaded (DCMDICTPATH=/nonexistent") != NULL;
+    if (!ok)
+      fprintf(stderr, "child: %s\n", h.err.msg);
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      /* First: before this process loads the dictionary. */
+      cmocka_unit_test(test_missing_dictionary_is_a_config_error),
       cmocka_unit_test(test_images_to_dicom_files),
       cmocka_unit_test(test_non_finite_pixel_refused),
   };

@@ -4,8 +4,8 @@
  *
  * A few hand-made sessions (queries only, the noise-dependency query, a
  * JSON CONFIG_SCRIPT, a header-less CLOSE, Python-style NUL-terminated
- * strings, NHLBI-compressed lines), seeds of the NHLBI decoder, and, for each ISMRMRD file, the session reconclient would send
- * for it. */
+ * strings, NHLBI-compressed lines), seeds of the NHLBI decoder, and, for
+ * each ISMRMRD file, the session reconclient would send for it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

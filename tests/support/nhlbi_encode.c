@@ -50,7 +50,8 @@ int mr_test_nhlbi_precision(const float *v, size_t n, unsigned bits, uint8_t **o
   float largest = largest_magnitude(v, n);
   float scale = top / largest; /* +inf when all are 0 */
   /* Above 24 bits the float product may round past the top integer. */
-  while (isfinite(scale) && (double)llrintf(largest * scale) > (double)((UINT64_C(1) << (bits - 1)) - 1))
+  const double top_int = (double)((UINT64_C(1) << (bits - 1)) - 1);
+  while (isfinite(scale) && (double)llrintf(largest * scale) > top_int)
     scale = nextafterf(scale, 0.0f);
   return pack(v, n, scale, bits, out, len);
 }
