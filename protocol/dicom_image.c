@@ -68,17 +68,19 @@ static double norm(const float v[3]) {
   return sqrt((double)v[0] * v[0] + (double)v[1] * v[1] + (double)v[2] * v[2]);
 }
 
-static void geometry(const ISMRMRD_ImageHeader *in, unsigned z, mr_dicom_plane *p) {
-  /* Directions that are not unit vectors (ISMRMRD's phantom generator
-   * leaves them zero) are taken as the scanner axes: DICOM needs some. */
-  ISMRMRD_ImageHeader axes = *in;
-  const ISMRMRD_ImageHeader *h = &axes;
-  if (fabs(norm(in->read_dir) - 1) > 1e-3 || fabs(norm(in->phase_dir) - 1) > 1e-3 ||
-      fabs(norm(in->slice_dir) - 1) > 1e-3) {
+static void geometry(const ISMRMRD_ImageHeader *h, unsigned z, mr_dicom_plane *p) {
+  /* Copied out: the packed header's floats may be misaligned. Directions
+   * that are not unit vectors (ISMRMRD's phantom generator leaves them
+   * zero) are taken as the scanner axes: DICOM needs some. */
+  float read[3], phase[3], slice[3];
+  memcpy(read, h->read_dir, sizeof read);
+  memcpy(phase, h->phase_dir, sizeof phase);
+  memcpy(slice, h->slice_dir, sizeof slice);
+  if (fabs(norm(read) - 1) > 1e-3 || fabs(norm(phase) - 1) > 1e-3 || fabs(norm(slice) - 1) > 1e-3) {
     static const float x[3] = {1, 0, 0}, y[3] = {0, 1, 0}, zz[3] = {0, 0, 1};
-    memcpy(axes.read_dir, x, sizeof x);
-    memcpy(axes.phase_dir, y, sizeof y);
-    memcpy(axes.slice_dir, zz, sizeof zz);
+    memcpy(read, x, sizeof x);
+    memcpy(phase, y, sizeof y);
+    memcpy(slice, zz, sizeof zz);
   }
   double dx = (double)h->field_of_view[0] / h->matrix_size[0];
   double dy = (double)h->field_of_view[1] / h->matrix_size[1];
@@ -88,11 +90,10 @@ static void geometry(const ISMRMRD_ImageHeader *in, unsigned z, mr_dicom_plane *
   double off_z = ((double)z - 0.5 * (h->matrix_size[2] - 1)) * dz;
   double normal = 0;
   for (int k = 0; k < 3; k++) {
-    p->position[k] = h->position[k] + off_x * h->read_dir[k] + off_y * h->phase_dir[k] +
-                     off_z * h->slice_dir[k];
-    p->orientation[k] = h->read_dir[k];
-    p->orientation[3 + k] = h->phase_dir[k];
-    normal += (h->position[k] + off_z * h->slice_dir[k]) * h->slice_dir[k];
+    p->position[k] = h->position[k] + off_x * read[k] + off_y * phase[k] + off_z * slice[k];
+    p->orientation[k] = read[k];
+    p->orientation[3 + k] = phase[k];
+    normal += (h->position[k] + off_z * slice[k]) * slice[k];
   }
   p->pixel_spacing[0] = dy;
   p->pixel_spacing[1] = dx;

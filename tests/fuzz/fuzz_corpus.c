@@ -4,8 +4,9 @@
  *
  * A few hand-made sessions (queries only, the noise-dependency query, a
  * JSON CONFIG_SCRIPT, a header-less CLOSE, Python-style NUL-terminated
- * strings, NHLBI-compressed lines), seeds of the NHLBI decoder, and, for
- * each ISMRMRD file, the session reconclient would send for it. */
+ * strings, NHLBI-compressed lines, a server's DICOM message), seeds of
+ * the NHLBI decoder, and, for each ISMRMRD file, the session reconclient
+ * would send for it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +124,20 @@ static void hand_made(const char *dir) {
   s = open_stream(dir, "cartesian_nhlbi_compressed", SIZE_MAX);
   put(&s, mr_message_new_config_file("default.xml"));
   synthetic_scan(&s, 0, 1);
+  fclose(s.f);
+
+  /* What a server answers with a DICOM writer (message 1018), for the
+   * decoder; the session refuses it from a client. */
+  s = open_stream(dir, "dicom_from_server", SIZE_MAX);
+  uint8_t *file = malloc(132);
+  if (file != NULL) {
+    memset(file, 0, 132);
+    memcpy(file + 128, "DICM", 4);
+  }
+  put(&s, file != NULL ? mr_message_new_dicom(file, 132, "image_1_000001",
+                                              "<ismrmrdMeta></ismrmrdMeta>")
+                       : NULL);
+  put(&s, mr_message_new(MR_MSG_CLOSE));
   fclose(s.f);
 
   nhlbi_seed(dir, "nhlbi_precision_3bits", 5, 1, 3, 0);

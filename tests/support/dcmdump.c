@@ -98,10 +98,16 @@ const char *mr_test_dcm_matches(const char *dump, const ISMRMRD_ImageHeader *h, 
          dz = h->field_of_view[2] / h->matrix_size[2];
   if (fabs(spacing[0] - dy) > 1e-4 || fabs(spacing[1] - dx) > 1e-4 || fabs(thick - dz) > 1e-4)
     return "PixelSpacing or SliceThickness differ from field_of_view / matrix_size";
-  float axes[3][3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
-  const float *r = axes[0], *p = axes[1], *s = axes[2];
-  if (unit(h->read_dir) && unit(h->phase_dir) && unit(h->slice_dir))
-    r = h->read_dir, p = h->phase_dir, s = h->slice_dir;
+  /* Copied out: the packed header's floats may be misaligned. */
+  float r[3] = {1, 0, 0}, p[3] = {0, 1, 0}, s[3] = {0, 0, 1}, hr[3], hp[3], hs[3];
+  memcpy(hr, h->read_dir, sizeof hr);
+  memcpy(hp, h->phase_dir, sizeof hp);
+  memcpy(hs, h->slice_dir, sizeof hs);
+  if (unit(hr) && unit(hp) && unit(hs)) {
+    memcpy(r, hr, sizeof r);
+    memcpy(p, hp, sizeof p);
+    memcpy(s, hs, sizeof s);
+  }
   double z = (double)(plane % h->matrix_size[2]) - 0.5 * (h->matrix_size[2] - 1);
   for (int k = 0; k < 3; k++) {
     double want = h->position[k] - (0.5 * h->field_of_view[0] - 0.5 * dx) * r[k] -
