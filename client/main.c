@@ -32,7 +32,10 @@ static void usage(FILE *out) {
           "  -g, --in-group NAME     dataset group in DATA.h5 (default dataset)\n"
           "  -G, --out-group NAME    group for the images in FILE (default: the config name);\n"
           "                          an existing group is never appended to\n"
-          "      --png DIR           also write each 2D image as an 8-bit PNG into DIR\n",
+          "      --png DIR           also write each 2D image as an 8-bit PNG into DIR\n"
+          "      --dicom DIR         where the server's DICOM files go (default .), named as\n"
+          "                          Gadgetron's client names them: GROUP_000000.dcm, ...\n"
+          "      --dicom-images      also write each image as DICOM files into the --dicom DIR\n",
           DEFAULT_TIMEOUT_MS);
 }
 
@@ -127,13 +130,15 @@ int main(int argc, char **argv) {
       .port = 9002,
       .timeout_ms = DEFAULT_TIMEOUT_MS,
   };
-  enum { OPT_PNG = 256 };
+  enum { OPT_PNG = 256, OPT_DICOM, OPT_DICOM_IMAGES };
   static const struct option longopts[] = {
       {"address", required_argument, NULL, 'a'},  {"port", required_argument, NULL, 'p'},
       {"timeout", required_argument, NULL, 't'},  {"config", required_argument, NULL, 'c'},
       {"config-file", required_argument, NULL, 'C'}, {"out", required_argument, NULL, 'o'},
       {"in-group", required_argument, NULL, 'g'}, {"out-group", required_argument, NULL, 'G'},
       {"png", required_argument, NULL, OPT_PNG},  {"help", no_argument, NULL, 'h'},
+      {"dicom", required_argument, NULL, OPT_DICOM},
+      {"dicom-images", no_argument, NULL, OPT_DICOM_IMAGES},
       {NULL, 0, NULL, 0},
   };
   /* getopt sees the command as its argv[0]. */
@@ -172,6 +177,12 @@ int main(int argc, char **argv) {
       break;
     case OPT_PNG:
       o.png_dir = optarg;
+      break;
+    case OPT_DICOM:
+      o.dicom_dir = optarg;
+      break;
+    case OPT_DICOM_IMAGES:
+      o.dicom_images = 1;
       break;
     case 'h':
       usage(stdout);

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "dataset.h"
+#include "dicom_dir.h"
 #include "wire_limits.h"
 #include "net.h"
 #include "output.h"
@@ -23,6 +24,7 @@ typedef struct sending {
   char *script; /* the CONFIG_SCRIPT text, or NULL */
   mr_dataset *ds;
   mr_output *out;
+  mr_dicom_dir dicom;
   int stage; /* 0: config, 1: header, 2: data */
 } sending;
 
@@ -48,6 +50,8 @@ static int next_message(void *ctx, mr_message **out, mr_err *err) {
 
 static int on_image(void *ctx, const mr_message *m, mr_err *err) {
   sending *s = ctx;
+  if (m->kind == MR_MSG_DICOM)
+    return mr_dicom_dir_save(&s->dicom, m, err);
   if (m->kind != MR_MSG_IMAGE)
     return mr_err_set(err, MR_EPROTO, "protocol violation: the server sent %s, never asked for",
                       mr_message_kind_name(m->kind));
@@ -59,6 +63,8 @@ static int on_image(void *ctx, const mr_message *m, mr_err *err) {
              (unsigned)index);
     rc = mr_preview_write(s->o->png_dir, stem, &m->u.image, err);
   }
+  if (rc == 0)
+    rc = mr_dicom_dir_convert(&s->dicom, m, err);
   return rc;
 }
 
@@ -131,7 +137,9 @@ int mr_send_run(const mr_send_options *o, mr_send_report *rep, mr_err *err) {
   if ((o->config_script != NULL && (rc = read_script(o->config_script, &s.script, err)) < 0) ||
       (rc = mr_dataset_open(o->data_path, o->in_group, &s.ds, err)) < 0 ||
       (rc = mr_output_open(o->out_path, rep->out_group, &s.out, err)) < 0 ||
-      (o->png_dir != NULL && (rc = make_dir(o->png_dir, err)) < 0))
+      (o->png_dir != NULL && (rc = make_dir(o->png_dir, err)) < 0) ||
+      (rc = mr_dicom_dir_open(&s.dicom, o->dicom_dir != NULL ? o->dicom_dir : ".",
+                              rep->out_group, o->dicom_images, mr_dataset_header(s.ds), err)) < 0)
     goto done;
   int64_t start = mr_net_now_ms();
   if ((rc = mr_net_connect(&net, o->host, o->port, o->timeout_ms, err)) < 0)

@@ -14,6 +14,8 @@ typedef struct mr_send_options {
   const char *out_path;
   const char *out_group;     /* NULL: the config's name (see mr_send_default_group) */
   const char *png_dir;       /* NULL: no PNGs */
+  const char *dicom_dir;     /* the server's DICOM files go here; NULL: "." */
+  int dicom_images;          /* also make DICOM files of its ordinary images (dicom_dir) */
   const char *host;
   int port;
   int timeout_ms;            /* silence allowed from the server */

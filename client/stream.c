@@ -126,6 +126,7 @@ static int on_message(void *ctx, mr_message *m) {
     rc = 1;
     break;
   case MR_MSG_IMAGE:
+  case MR_MSG_DICOM:
     atomic_fetch_add(&r->stats->images, 1);
     /* fall through */
   case MR_MSG_RESPONSE:

@@ -17,6 +17,7 @@ extern const mr_gadget_class mr_gadget_frames;
 extern const mr_gadget_class mr_gadget_discard;
 extern const mr_gadget_class mr_gadget_raw_dump;
 extern const mr_gadget_class mr_gadget_partial_fourier;
+extern const mr_gadget_class mr_gadget_dicom_out;
 
 static const mr_gadget_class *const classes[] = {
     &mr_gadget_remove_oversampling,
@@ -32,6 +33,7 @@ static const mr_gadget_class *const classes[] = {
     &mr_gadget_discard,
     &mr_gadget_raw_dump,
     &mr_gadget_partial_fourier,
+    &mr_gadget_dicom_out,
     NULL,
 };
 

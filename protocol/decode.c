@@ -33,6 +33,7 @@ struct mr_decoder {
   size_t seg_have;
   int body_pass;       /* how many segment lists this message has had */
   uint8_t size_u32[4]; /* compressed-size field of an acquisition */
+  uint8_t len_u64[8];  /* a DICOM message's name and meta lengths */
   uint64_t skip_left;  /* ST_SKIP: bytes to discard */
   char reject[256];    /* reason for a message being skipped */
   uint64_t offset, msg_start;
@@ -134,6 +135,8 @@ static size_t fixed_size(uint16_t id) {
     return 16;
   case MR_ID_DEPENDENCY_QUERY:
     return 8;
+  case MR_ID_DICOM:
+    return 4;
   case MR_ID_ACQUISITION:
     return sizeof(ISMRMRD_AcquisitionHeader);
   case MR_ID_IMAGE:
@@ -199,11 +202,10 @@ static int after_fixed_acquisition(mr_decoder *d) {
     return fail(d, MR_ELIMIT, "ACQUISITION (scan_counter %u): its size does not fit in memory",
                 h.scan_counter);
   int compressed = (h.flags & MR_ACQ_COMPRESSED) != 0;
-  if (compressed)
-    data_bytes = 0;
   /* What to skip if rejected; a compressed line's size field comes later,
    * so only its trajectory can be skipped now, and a compressed line over a
-   * limit is therefore a framing error. */
+   * limit is therefore a framing error. Its samples are checked at the
+   * size they will have once decompressed. */
   uint64_t total = traj_bytes + data_bytes;
   const char *why = NULL, *name = NULL;
   uint64_t value = 0, limit = 0;
@@ -237,6 +239,9 @@ static int after_fixed_acquisition(mr_decoder *d) {
   }
   d->msg = mr_message_new_acquisition(&h);
   if (d->msg == NULL) {
+    if (compressed) /* its length is not known yet: it cannot be skipped */
+      return fail(d, MR_ENOMEM, "out of memory for a compressed ACQUISITION (scan_counter %u)",
+                  h.scan_counter);
     reject(d, MR_ENOMEM, total, "out of memory for an ACQUISITION of %llu bytes",
            (unsigned long long)total);
     return 0;
@@ -347,6 +352,52 @@ static int after_fixed_waveform(mr_decoder *d) {
   return 0;
 }
 
+/* A DICOM message (1018) comes in three passes: the file and the name's
+ * length, the name and the meta's length, the meta. Its lengths arrive one
+ * by one, so one over its limit cannot be skipped: a framing error. */
+#define MR_DICOM_NAME_MAX 4096
+static int after_fixed_dicom(mr_decoder *d) {
+  uint32_t n = rd32(d->fixed);
+  if (n > d->lim.image_bytes)
+    return fail(d, MR_ELIMIT, "DICOM file of %u bytes is over the limit image_bytes = %llu", n,
+                (unsigned long long)d->lim.image_bytes);
+  d->msg = mr_message_new(MR_MSG_DICOM);
+  uint8_t *bytes = d->msg != NULL ? malloc(n > 0 ? n : 1) : NULL;
+  if (bytes == NULL)
+    return fail(d, MR_ENOMEM, "out of memory for a DICOM file of %u bytes", n);
+  d->msg->u.dicom.bytes = bytes;
+  d->msg->u.dicom.nbytes = n;
+  add_segment(d, bytes, n);
+  add_segment(d, d->len_u64, 8);
+  return 0;
+}
+
+/* Pass 1 of a DICOM message: the name; pass 2: the meta. */
+static int after_dicom_length(mr_decoder *d) {
+  mr_dicom *f = &d->msg->u.dicom;
+  uint64_t len = rd64(d->len_u64);
+  int name = d->body_pass == 1;
+  uint64_t max = name ? MR_DICOM_NAME_MAX : d->lim.attribute_bytes;
+  if (len > max)
+    return fail(d, MR_ELIMIT, "DICOM %s of %llu bytes is over the limit %s = %llu",
+                name ? "name" : "meta", (unsigned long long)len,
+                name ? "4096" : "attribute_bytes", (unsigned long long)max);
+  char *t = calloc((size_t)len + 1, 1);
+  if (t == NULL)
+    return fail(d, MR_ENOMEM, "out of memory for a DICOM %s of %llu bytes",
+                name ? "name" : "meta", (unsigned long long)len);
+  d->nseg = d->cur = 0;
+  d->seg_have = 0;
+  add_segment(d, t, (size_t)len);
+  if (name) {
+    f->name = t;
+    add_segment(d, d->len_u64, 8);
+  } else {
+    f->attributes = t;
+  }
+  return 0;
+}
+
 /* The name is a C string in a fixed field: what follows its NUL is not
  * read (ISMRMRD's own client leaves uninitialised bytes there), as
  * Gadgetron does. */
@@ -409,6 +460,8 @@ static int after_fixed(mr_decoder *d) {
     return after_fixed_image(d);
   case MR_ID_WAVEFORM:
     return after_fixed_waveform(d);
+  case MR_ID_DICOM:
+    return after_fixed_dicom(d);
   }
   return fail(d, MR_EPROTO, "unknown message id %u", d->id);
 }
@@ -431,6 +484,10 @@ static int after_body(mr_decoder *d) {
   case MR_MSG_ACQUISITION:
     if ((m->u.acq.head.flags & MR_ACQ_COMPRESSED) && d->body_pass == 1)
       return after_compressed_size(d);
+    break;
+  case MR_MSG_DICOM:
+    if (d->body_pass <= 2)
+      return after_dicom_length(d);
     break;
   case MR_MSG_IMAGE: {
     /* Gadgetron counts and sends a trailing NUL in the attributes. */

@@ -49,15 +49,26 @@ static int encode_image(const mr_image *im, mr_encoded *e, uint8_t *p) {
 
 static int encode_acquisition(const mr_acquisition *a, mr_encoded *e,
                               uint8_t *p) {
-  if (a->head.flags & MR_ACQ_COMPRESSED)
-    return MR_ENOTSUP;
   uint64_t traj_bytes, data_bytes;
   if (mr_payload_acquisition(&a->head, &traj_bytes, &data_bytes) < 0 ||
-      (traj_bytes > 0 && a->traj == NULL) || (data_bytes > 0 && a->data == NULL))
+      (traj_bytes > 0 && a->traj == NULL))
     return MR_EINVAL;
   memcpy(p, &a->head, sizeof a->head);
   add(e, e->head, (size_t)(p + sizeof a->head - e->head));
   add(e, a->traj, (size_t)traj_bytes);
+  if (a->head.flags & MR_ACQ_COMPRESSED) {
+    /* NHLBI-compressed samples (nhlbi.h): u32 size, then the block. The
+     * size goes in the head buffer's spare room after the header. */
+    if (a->compressed == NULL)
+      return MR_EINVAL;
+    uint8_t *size = p + sizeof a->head;
+    wr32(size, a->compressed_bytes);
+    add(e, size, 4);
+    add(e, a->compressed, a->compressed_bytes);
+    return 0;
+  }
+  if (data_bytes > 0 && a->data == NULL)
+    return MR_EINVAL;
   add(e, a->data, (size_t)data_bytes);
   return 0;
 }
@@ -109,6 +120,24 @@ int mr_encode(const mr_message *m, mr_encoded *e) {
     return encode_acquisition(&m->u.acq, e, p);
   case MR_MSG_IMAGE:
     return encode_image(&m->u.image, e, p);
+  case MR_MSG_DICOM: {
+    /* u32 nbytes | the file | u64 name length, name, u64 meta length (in
+     * the head buffer after the first 6 bytes) | the meta XML. */
+    const mr_dicom *f = &m->u.dicom;
+    size_t name_len = strlen(f->name), attr_len = strlen(f->attributes);
+    if ((f->nbytes > 0 && f->bytes == NULL) || name_len > MR_ENCODE_HEAD_MAX - 6 - 16)
+      return MR_EINVAL;
+    p = wr32(p, f->nbytes);
+    add(e, e->head, 6);
+    add(e, f->bytes, f->nbytes);
+    uint8_t *tail = p;
+    p = wr64(p, name_len);
+    memcpy(p, f->name, name_len);
+    p = wr64(p + name_len, attr_len);
+    add(e, tail, (size_t)(p - tail));
+    add(e, f->attributes, attr_len);
+    return 0;
+  }
   case MR_MSG_WAVEFORM: {
     uint64_t bytes;
     if (mr_payload_waveform(&m->u.waveform.head, &bytes) < 0 ||

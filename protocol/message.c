@@ -20,6 +20,7 @@ static const struct {
     [MR_MSG_DEPENDENCY_QUERY] = {MR_ID_DEPENDENCY_QUERY, "DEPENDENCY_QUERY"},
     [MR_MSG_IMAGE] = {MR_ID_IMAGE, "IMAGE"},
     [MR_MSG_WAVEFORM] = {MR_ID_WAVEFORM, "WAVEFORM"},
+    [MR_MSG_DICOM] = {MR_ID_DICOM, "DICOM"},
     [MR_MSG_KSPACE] = {0, "KSPACE"},
     [MR_MSG_IMAGE_ARRAY] = {0, "IMAGE_ARRAY"},
 };
@@ -162,6 +163,25 @@ size_t mr_waveform_data_count(const ISMRMRD_WaveformHeader *head) {
   return (size_t)head->channels * head->number_of_samples;
 }
 
+mr_message *mr_message_new_dicom(uint8_t *bytes, uint32_t nbytes, const char *name,
+                                 const char *attributes) {
+  mr_message *m = mr_message_new(MR_MSG_DICOM);
+  if (m == NULL) {
+    free(bytes);
+    return NULL;
+  }
+  m->u.dicom.bytes = bytes;
+  m->u.dicom.nbytes = nbytes;
+  m->u.dicom.name = copy_text(name != NULL ? name : "", name != NULL ? strlen(name) : 0);
+  m->u.dicom.attributes =
+      copy_text(attributes != NULL ? attributes : "", attributes != NULL ? strlen(attributes) : 0);
+  if (m->u.dicom.name == NULL || m->u.dicom.attributes == NULL) {
+    mr_message_unref(m);
+    return NULL;
+  }
+  return m;
+}
+
 mr_message *mr_message_new_waveform(const ISMRMRD_WaveformHeader *head) {
   mr_message *m = mr_message_new(MR_MSG_WAVEFORM);
   if (m == NULL)
@@ -217,6 +237,11 @@ static void free_payload(mr_message *m) {
     break;
   case MR_MSG_WAVEFORM:
     free(m->u.waveform.data);
+    break;
+  case MR_MSG_DICOM:
+    free(m->u.dicom.bytes);
+    free(m->u.dicom.name);
+    free(m->u.dicom.attributes);
     break;
   case MR_MSG_KSPACE:
   case MR_MSG_IMAGE_ARRAY:

@@ -35,6 +35,7 @@ enum mr_wire_id {
   MR_ID_QUERY = 6,
   MR_ID_RESPONSE = 7,
   MR_ID_ACQUISITION = 1008,
+  MR_ID_DICOM = 1018, /* DICOM_WITHNAME */
   MR_ID_DEPENDENCY_QUERY = 1019,
   MR_ID_IMAGE = 1022,
   MR_ID_WAVEFORM = 1026,
@@ -57,6 +58,7 @@ typedef enum mr_message_kind {
   MR_MSG_DEPENDENCY_QUERY,
   MR_MSG_IMAGE,
   MR_MSG_WAVEFORM,
+  MR_MSG_DICOM, /* a DICOM file with a name (Gadgetron's DICOM writer, id 1018) */
   /* Never on the wire: objects gadgets pass along a chain. Their payload
    * types are defined by gadgets/ (protocol/ only carries and frees them). */
   MR_MSG_KSPACE,      /* a k-space buffer (gadgets/kspace.h) */
@@ -87,6 +89,15 @@ typedef struct mr_waveform {
   uint32_t *data; /* [channels][number_of_samples] */
 } mr_waveform;
 
+/* Id 1018 on the wire: u32 nbytes, the file, u64 name length, the name,
+ * u64 meta length, the ISMRMRD meta XML (both without a NUL). */
+typedef struct mr_dicom {
+  uint8_t *bytes; /* the DICOM file (Part 10: preamble, DICM, meta, data set) */
+  uint32_t nbytes;
+  char *name;       /* NUL-terminated, maybe empty */
+  char *attributes; /* ISMRMRD meta XML, NUL-terminated, maybe empty */
+} mr_dicom;
+
 typedef struct mr_query {
   uint64_t correlation_id;
   char *text;
@@ -108,6 +119,7 @@ typedef struct mr_message {
     mr_acquisition acq;
     mr_image image;
     mr_waveform waveform;
+    mr_dicom dicom;
     mr_object object;
   } u;
   size_t text_len; /* strlen of u.text / u.query.text */
@@ -134,6 +146,10 @@ mr_message *mr_message_new_image(const ISMRMRD_ImageHeader *head,
                                  const char *attributes);
 /* A waveform with room for head's data. */
 mr_message *mr_message_new_waveform(const ISMRMRD_WaveformHeader *head);
+/* A DICOM message: takes bytes (malloc'ed, nbytes long), copies name and
+ * attributes (NULL: empty). NULL when out of memory (bytes freed). */
+mr_message *mr_message_new_dicom(uint8_t *bytes, uint32_t nbytes, const char *name,
+                                 const char *attributes);
 /* A chain object; takes ptr (freed with free_fn on the last unref). */
 mr_message *mr_message_new_object(mr_message_kind kind, void *ptr,
                                   void (*free_fn)(void *));

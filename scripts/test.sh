@@ -30,7 +30,7 @@ cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE valgrind
 
-CC=clang cmake -S . -B build-fuzz -DMR_FUZZ=ON -DMR_CUDA=OFF \
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DMR_FUZZ=ON -DMR_CUDA=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build-fuzz -j"$jobs" --target fuzz_decoder fuzz_session mr-fuzz-corpus
+cmake --build build-fuzz -j"$jobs" --target fuzz_decoder fuzz_session fuzz_nhlbi mr-fuzz-corpus
 ctest --test-dir build-fuzz --output-on-failure -R '^fuzz_'

@@ -175,6 +175,9 @@ size_t mr_queue_message_bytes(const mr_message *m) {
   case MR_MSG_WAVEFORM:
     b += mr_waveform_data_count(&m->u.waveform.head) * sizeof(uint32_t);
     break;
+  case MR_MSG_DICOM:
+    b += m->u.dicom.nbytes + strlen(m->u.dicom.name) + strlen(m->u.dicom.attributes);
+    break;
   default:
     b += m->text_len;
     break;

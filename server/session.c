@@ -12,6 +12,7 @@
 #include "log.h"
 #include "noise_store.h"
 #include "metrics.h"
+#include "nhlbi.h"
 #include "pool.h"
 #include "query.h"
 #include "stream_header.h"
@@ -88,11 +89,11 @@ static int send_to_client(run *r, mr_message *msg) {
   return rc;
 }
 
-/* The end of the chain: images and TEXT go to the client; acquisitions and
+/* The end of the chain: images, DICOM files and TEXT go to the client; acquisitions and
  * waveforms that passed every gadget, and chain objects nobody consumed,
  * stop here (ids 1008 and 1026 never go to a client: rule 1). */
 static int chain_sink(void *ctx, mr_message *msg) {
-  if (msg->kind == MR_MSG_IMAGE || msg->kind == MR_MSG_TEXT)
+  if (msg->kind == MR_MSG_IMAGE || msg->kind == MR_MSG_DICOM || msg->kind == MR_MSG_TEXT)
     return send_to_client(ctx, msg);
   mr_message_unref(msg);
   return 0;
@@ -221,10 +222,12 @@ static void on_data(run *r, mr_message *m) {
   }
   if (m->kind == MR_MSG_ACQUISITION) {
     if (m->u.acq.head.flags & MR_ACQ_COMPRESSED) {
-      fail(r, MR_ENOTSUP, "acquisition %u is NHLBI-compressed; this server does not decompress",
-           m->u.acq.head.scan_counter);
-      mr_message_unref(m);
-      return;
+      mr_err e = {0};
+      if (mr_acquisition_decompress(&m->u.acq, &e) < 0) {
+        fail(r, e.code, "acquisition %u: %s", m->u.acq.head.scan_counter, e.msg);
+        mr_message_unref(m);
+        return;
+      }
     }
     if (check_finite(r, &m->u.acq) < 0) {
       mr_message_unref(m);

@@ -13,3 +13,8 @@ endforeach()
 mr_add_test(test_client_e2e SOURCES test_client_e2e.c LIBS mr_wire_client ISMRMRD::ISMRMRD
             TIMEOUT 120)
 add_dependencies(test_client_e2e reconclient reconserver)
+
+# Issue 14: DICOM from the server (1018) and from images, checked with dcmdump.
+mr_add_test(test_client_dicom SOURCES test_client_dicom.c
+            LIBS mr_wire_client mr_test_dcmdump ISMRMRD::ISMRMRD TIMEOUT 120)
+add_dependencies(test_client_dicom reconclient reconserver)

@@ -1,6 +1,8 @@
 foreach(t chain pipeline accumulate kspace remove_oversampling fft coil_combine image_out frames placement)
   mr_add_test(test_gadgets_${t} SOURCES test_gadgets_${t}.c LIBS mr_gadget_harness)
 endforeach()
+mr_add_test(test_gadgets_dicom_out SOURCES test_gadgets_dicom_out.c
+  LIBS mr_gadget_harness mr_test_dcmdump)
 
 # The installed Cartesian configs end to end: per-slice against per-line on
 # the CPU; with --cuda the GPU chain against the CPU chain.

@@ -28,3 +28,6 @@ mr_add_test(test_server_http SOURCES test_server_http.c LIBS mr_wire_scan TIMEOU
 add_test(NAME test_server_http_cuda COMMAND test_server_http)
 set_tests_properties(test_server_http_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS gpu
   ENVIRONMENT "MR_TEST_GPUS=all;MR_SOURCE_DIR=${CMAKE_SOURCE_DIR};MR_BINARY_DIR=${CMAKE_BINARY_DIR}")
+# Issue 14: NHLBI-compressed streams (Gadgetron's client -P / -T).
+mr_add_test(test_server_nhlbi SOURCES test_server_nhlbi.c
+  LIBS mr_wire_client mr_gadget_harness mr_client TIMEOUT 120)

@@ -131,6 +131,10 @@ static int sample_session(mr_message **out) {
   out[n++] = sample_image(ISMRMRD_CXFLOAT, NULL);
   out[n++] = mr_message_new_query(MR_MSG_RESPONSE, 99, "4.7.2", 5);
   out[n++] = mr_message_new_text(MR_MSG_DEPENDENCY_QUERY, "<ismrmrdMeta/>", 14);
+  uint8_t *file = malloc(5);
+  memcpy(file, "DICM!", 5);
+  out[n++] = mr_message_new_dicom(file, 5, "image_1_000001", "<ismrmrdMeta/>");
+  out[n++] = mr_message_new_dicom(malloc(1), 0, NULL, NULL);
   out[n++] = mr_message_new(MR_MSG_CLOSE);
   for (int i = 0; i < n; i++)
     assert_non_null(out[i]);
@@ -175,6 +179,12 @@ static void assert_same(const mr_message *a, const mr_message *b) {
     assert_string_equal(aa, ab);
     break;
   }
+  case MR_MSG_DICOM:
+    assert_int_equal(a->u.dicom.nbytes, b->u.dicom.nbytes);
+    assert_memory_equal(a->u.dicom.bytes, b->u.dicom.bytes, a->u.dicom.nbytes);
+    assert_string_equal(a->u.dicom.name, b->u.dicom.name);
+    assert_string_equal(a->u.dicom.attributes, b->u.dicom.attributes);
+    break;
   case MR_MSG_WAVEFORM:
     assert_int_equal(a->u.waveform.head.waveform_id, b->u.waveform.head.waveform_id);
     assert_int_equal(a->u.waveform.head.number_of_samples, b->u.waveform.head.number_of_samples);
@@ -370,6 +380,20 @@ static void test_layout_small_messages(void **state) {
   m = mr_message_new_text(MR_MSG_DEPENDENCY_QUERY, "<x", 2);
   check_encoding(m, want, 12);
   mr_message_unref(m);
+  /* DICOM_WITHNAME: id 1018, u32 size, the file, u64 name length, name,
+   * u64 meta length, meta (as Gadgetron's DICOM writer). */
+  put16(want, 1018);
+  put32(want + 2, 3);
+  memcpy(want + 6, "abc", 3);
+  put64(want + 9, 2);
+  memcpy(want + 17, "nm", 2);
+  put64(want + 19, 1);
+  want[27] = 'x';
+  uint8_t *file = malloc(3);
+  memcpy(file, "abc", 3);
+  m = mr_message_new_dicom(file, 3, "nm", "x");
+  check_encoding(m, want, 28);
+  mr_message_unref(m);
   /* CLOSE: the id alone. */
   put16(want, 4);
   m = mr_message_new(MR_MSG_CLOSE);
@@ -497,6 +521,33 @@ static void test_compressed_acquisition_is_carried(void **state) {
   seen_clear(&s);
 }
 
+/* What protocol/encode.c writes for a compressed acquisition reads back
+ * as the same header, trajectory and block. */
+static void test_compressed_acquisition_round_trip(void **state) {
+  (void)state;
+  mr_message *m = sample_acquisition(2, 3, 8);
+  m->u.acq.head.flags |= MR_ACQ_COMPRESSED;
+  m->u.acq.compressed = malloc(5);
+  memcpy(m->u.acq.compressed, "abcde", 5);
+  m->u.acq.compressed_bytes = 5;
+  mr_encoded e;
+  assert_int_equal(mr_encode(m, &e), 0);
+  assert_int_equal(e.total, 2 + 340 + 2 * 8 * 4 + 4 + 5);
+  seen s = {0};
+  mr_decoder *d = decoder(&s, NULL);
+  for (int i = 0; i < e.npieces; i++)
+    assert_int_equal(mr_decoder_feed(d, e.piece[i].base, e.piece[i].len), 0);
+  assert_int_equal(s.n, 1);
+  mr_acquisition *a = &s.msgs[0]->u.acq;
+  assert_memory_equal(&a->head, &m->u.acq.head, 340);
+  assert_memory_equal(a->traj, m->u.acq.traj, 2 * 8 * 4);
+  assert_int_equal(a->compressed_bytes, 5);
+  assert_memory_equal(a->compressed, "abcde", 5);
+  mr_decoder_destroy(d);
+  seen_clear(&s);
+  mr_message_unref(m);
+}
+
 /* ---- malformed inputs ---- */
 
 typedef struct bad_case {
@@ -615,6 +666,34 @@ static void test_malformed_table(void **state) {
   c->len += 4 * 16 * 8;
   c->rejected = MR_ELIMIT;
   c->text = "size in bytes 512 is over the limit acquisition_bytes = 256";
+
+  c = &cases[n++];
+  c->name = "compressed acquisition over limit once decompressed";
+  c->len = acq_bytes(c->bytes, 0, 4, 16, MR_ACQ_COMPRESSED);
+  put32(c->bytes + c->len, 4);
+  c->len += 8;
+  c->fatal = MR_ELIMIT;
+  c->text = "compressed ACQUISITION (scan_counter 5): size in bytes 512 is over the limit "
+            "acquisition_bytes = 256";
+
+  c = &cases[n++];
+  c->name = "DICOM file over the image limit";
+  put16(c->bytes, 1018);
+  put32(c->bytes + 2, 65);
+  c->len = 6;
+  c->fatal = MR_ELIMIT;
+  c->text = "DICOM file of 65 bytes is over the limit image_bytes = 64";
+
+  c = &cases[n++];
+  c->name = "DICOM meta over the attribute limit";
+  put16(c->bytes, 1018);
+  put32(c->bytes + 2, 1);
+  c->bytes[6] = 'd';
+  put64(c->bytes + 7, 0);
+  put64(c->bytes + 15, 9);
+  c->len = 23;
+  c->fatal = MR_ELIMIT;
+  c->text = "DICOM meta of 9 bytes is over the limit attribute_bytes = 8";
 
   c = &cases[n++];
   c->name = "image attributes over limit";
@@ -885,6 +964,7 @@ int main(void) {
       cmocka_unit_test(test_config_name_ends_at_its_nul),
       cmocka_unit_test(test_over_limit_length_is_reported_before_its_body),
       cmocka_unit_test(test_compressed_acquisition_is_carried),
+      cmocka_unit_test(test_compressed_acquisition_round_trip),
       cmocka_unit_test(test_malformed_table),
       cmocka_unit_test(test_truncated_message_waits),
       cmocka_unit_test(test_encoder_refuses_chain_objects),

@@ -4,8 +4,9 @@
  *
  * A few hand-made sessions (queries only, the noise-dependency query, a
  * JSON CONFIG_SCRIPT, a header-less CLOSE, Python-style NUL-terminated
- * strings) and, for each ISMRMRD file, the session reconclient would send
- * for it. */
+ * strings, NHLBI-compressed lines, a server's DICOM message), seeds of
+ * the NHLBI decoder, and, for each ISMRMRD file, the session reconclient
+ * would send for it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "dataset.h"
 #include "encode.h"
 #include "gadget_harness.h"
+#include "nhlbi_encode.h"
 
 typedef struct stream {
   FILE *f;
@@ -50,12 +52,39 @@ static float complex ramp(int c, int s, void *arg) {
   return (float)(s - 4) + I * (float)c;
 }
 
-static void synthetic_scan(stream *s, int nul) {
+/* compress: 0 plain, else NHLBI lines alternating -P 12 and -T 0.01. */
+static void synthetic_scan(stream *s, int nul, int compress) {
   put(s, text(MR_MSG_HEADER, mr_harness_cartesian_header(16, 8, 1, 8, 8, 1), nul));
-  for (int e1 = 0; e1 < 8; e1++)
-    put(s, mr_harness_acquisition(16, 2, e1, 0, e1 == 7 ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) : 0,
-                                  ramp, NULL));
+  for (int e1 = 0; e1 < 8; e1++) {
+    mr_message *m = mr_harness_acquisition(
+        16, 2, e1, 0, e1 == 7 ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) : 0, ramp, NULL);
+    if (compress && m != NULL)
+      mr_test_nhlbi_compress_acquisition(m, e1 % 2 ? 12 : 0, 0.01f);
+    put(s, m);
+  }
   put(s, mr_message_new(MR_MSG_CLOSE));
+}
+
+/* A seed of the nhlbi target: u16 samples, u8 channels, the block. */
+static void nhlbi_seed(const char *dir, const char *name, int samples, int channels,
+                       unsigned bits, float tolerance) {
+  size_t n = 2 * (size_t)samples * channels;
+  float *v = malloc(n * sizeof *v);
+  for (size_t i = 0; i < n; i++)
+    v[i] = (float)((int)(i * 37 % 101) - 50) * 0.75f;
+  uint8_t *block = NULL;
+  size_t len = 0;
+  int rc = bits > 0 ? mr_test_nhlbi_precision(v, n, bits, &block, &len)
+                    : mr_test_nhlbi_tolerance(v, n, tolerance, &block, &len);
+  stream s = open_stream(dir, name, SIZE_MAX);
+  uint8_t head[3] = {(uint8_t)samples, (uint8_t)(samples >> 8), (uint8_t)channels};
+  if (rc == 0) {
+    fwrite(head, 1, 3, s.f);
+    fwrite(block, 1, len, s.f);
+  }
+  fclose(s.f);
+  free(block);
+  free(v);
 }
 
 static void hand_made(const char *dir) {
@@ -84,13 +113,36 @@ static void hand_made(const char *dir) {
                "{\"gadget\":\"coil_combine\"},{\"gadget\":\"image_out\",\"type\":\"complex\"}]}",
                1));
   put(&s, text(MR_MSG_TEXT, "hello", 1));
-  synthetic_scan(&s, 1);
+  synthetic_scan(&s, 1, 0);
   fclose(s.f);
 
   s = open_stream(dir, "cartesian_synthetic", SIZE_MAX);
   put(&s, mr_message_new_config_file("default.xml"));
-  synthetic_scan(&s, 0);
+  synthetic_scan(&s, 0, 0);
   fclose(s.f);
+
+  s = open_stream(dir, "cartesian_nhlbi_compressed", SIZE_MAX);
+  put(&s, mr_message_new_config_file("default.xml"));
+  synthetic_scan(&s, 0, 1);
+  fclose(s.f);
+
+  /* What a server answers with a DICOM writer (message 1018), for the
+   * decoder; the session refuses it from a client. */
+  s = open_stream(dir, "dicom_from_server", SIZE_MAX);
+  uint8_t *file = malloc(132);
+  if (file != NULL) {
+    memset(file, 0, 132);
+    memcpy(file + 128, "DICM", 4);
+  }
+  put(&s, file != NULL ? mr_message_new_dicom(file, 132, "image_1_000001",
+                                              "<ismrmrdMeta></ismrmrdMeta>")
+                       : NULL);
+  put(&s, mr_message_new(MR_MSG_CLOSE));
+  fclose(s.f);
+
+  nhlbi_seed(dir, "nhlbi_precision_3bits", 5, 1, 3, 0);
+  nhlbi_seed(dir, "nhlbi_precision_16bits", 16, 2, 16, 0);
+  nhlbi_seed(dir, "nhlbi_tolerance", 32, 3, 0, 0.3f);
 }
 
 /* The session for one ISMRMRD file, cut off at cap bytes of data. */
