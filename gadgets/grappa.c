@@ -342,20 +342,29 @@ static int adopt_calibration_lines(mr_kspace *k) {
   if (c->nro != k->nro || c->ne1 != k->ne1 || c->nch != k->nch || c->ne2 != k->ne2)
     return 0;
   size_t per = k->ne1 * k->nro, row = k->nro * sizeof *k->data;
-  for (size_t y = 0; y < k->ne1; y++) {
-    if (!c->sampled[y] || k->sampled[y])
+  int rc = 0, queued = 0;
+  /* Run by run of such lines: one copy of every channel's run each, queued
+   * on the device without waiting, and one wait at the end. */
+  for (size_t y = 0; rc == 0 && y < k->ne1;) {
+    if (!c->sampled[y] || k->sampled[y]) {
+      y++;
       continue;
+    }
+    size_t end = y;
+    while (end < k->ne1 && c->sampled[end] && !k->sampled[end])
+      k->sampled[end++] = 1;
     for (size_t ch = 0; k->data != NULL && ch < k->nch; ch++)
-      memcpy(k->data + ch * per + y * k->nro, c->data + ch * per + y * k->nro, row);
-    int rc = k->dev == NULL ? 0
-                            : mr_buf_upload_rows(k->dev, y * row, per * sizeof *k->data,
-                                                 c->data + y * k->nro, per * sizeof *k->data,
-                                                 row, k->nch);
-    if (rc < 0)
-      return rc;
-    k->sampled[y] = 1;
+      memcpy(k->data + ch * per + y * k->nro, c->data + ch * per + y * k->nro, (end - y) * row);
+    if (k->dev != NULL) {
+      rc = mr_buf_upload_rows_async(k->dev, y * row, per * sizeof *k->data, c->data + y * k->nro,
+                                    per * sizeof *k->data, (end - y) * row, k->nch);
+      queued = 1;
+    }
+    y = end;
   }
-  return 0;
+  /* The copies read c's samples, which go with c. */
+  int wait = queued ? mr_buf_wait_uploads(k->dev) : 0;
+  return rc < 0 ? rc : wait;
 }
 
 /* After the filling: the lines within R - 1 of the acquired ones count as
