@@ -20,11 +20,15 @@
  * rounding) or from the NUFFT (gpu/nufft.h, "nufft", to nufft_tolerance):
  * the same sums, the second far faster on large problems.
  *
- * Q depends on the trajectory alone (the book's point): it is kept, and
- * the operators built from it (when first needed), while later buffers
- * bring the same trajectory (and matrix, coil count and device); F^H D is
- * per scan. The NUFFT plans are kept from buffer to buffer too, and given
- * only new positions.
+ * Q depends on the trajectory alone (the book's point): it is kept while
+ * later buffers bring the same trajectory (and matrix, coil count and
+ * device); F^H D is per scan. The operators built from it (when first
+ * needed) are kept while the shape stays, and a new trajectory only remakes
+ * their kernels in place from the new Q (mr_toeplitz_set_q). The NUFFT
+ * plans are kept from buffer to buffer too, and given only new positions.
+ * On a GPU a buffer's samples go up once; Q, F^H D, the right-hand side and
+ * the solves stay on the device, and only the finished images come back
+ * (the coil images behind new maps too: the maps are made on the host).
  *
  * Maps ("estimate") come from every "maps_every"-th buffer and are reused
  * for the buffers between while the matrix and coils stay: a real-time
@@ -56,18 +60,20 @@
 enum { MAPS_NONE, MAPS_ESTIMATE };
 enum { SUMS_DIRECT, SUMS_NUFFT };
 
-/* Q of the last trajectory, and the operators made from it. */
+/* Q of the last trajectory, and the operators made for its shape (device,
+ * sums, rank, matrix and sample count: lambda scales with the count). */
 typedef struct op_cache {
   mr_device *dev;
   int sums;
   int rank;
   size_t n[3], m;
   int valid;          /* k and q hold a trajectory's */
-  mr_scratch k;       /* [m][rank] */
-  mr_scratch q;       /* on the doubled grid, host */
+  mr_scratch k;       /* [m][rank], host: to recognise the trajectory */
+  mr_buf *q;          /* on the doubled grid, on dev */
   mr_toeplitz *op;    /* one coil's, or NULL until needed */
   mr_toeplitz *sense; /* through maps ("estimate"), for sense_coils coils */
   size_t sense_coils;
+  unsigned op_q, sense_q; /* the positions generation each kernel holds */
   unsigned sense_maps; /* the maps generation sense holds (0: none) */
 } op_cache;
 
@@ -96,8 +102,11 @@ typedef struct fhd_cg {
   op_cache cache;
   unsigned positions; /* generation of cache.k, from 1 */
   kept_plan q_plan, fhd_plan;
-  mr_scratch k, data, fhd; /* a buffer's positions, samples and F^H D */
-  mr_cfloat *ones;    /* [ones_n] */
+  mr_scratch k, data; /* a buffer's positions and samples */
+  mr_scratch sums_out; /* direct sums' host output, before it goes to the device */
+  /* On the solve's device, kept: [ones_n] ones (Q's samples), the samples,
+   * F^H D and coil images [coils][nvox]. */
+  mr_buf *ones, *data_dev, *fhd, *img;
   size_t ones_n;
   /* The last estimated maps [coils][nvox] (generation sens_gen, 0: none),
    * and the buffers since they were made. */
@@ -135,20 +144,19 @@ static int configure(void *state, mr_gadget_ctx *ctx) {
   return mr_placement_acquire(&s->place, ctx, s->device, s->fallback);
 }
 
-/* Drops the operators; keeps the arrays for the next trajectory. */
+/* Drops the operators and Q; keeps the positions array. */
 static void cache_reset(op_cache *c) {
   mr_toeplitz_destroy(c->op);
   mr_toeplitz_destroy(c->sense);
-  mr_scratch k = c->k, q = c->q;
+  mr_buf_destroy(c->q);
+  mr_scratch k = c->k;
   memset(c, 0, sizeof *c);
   c->k = k;
-  c->q = q;
 }
 
 static void cache_clear(op_cache *c) {
   cache_reset(c);
   mr_scratch_free(&c->k);
-  mr_scratch_free(&c->q);
 }
 
 static void plan_clear(kept_plan *kp) {
@@ -170,37 +178,67 @@ typedef struct job {
   mr_cfloat *out;    /* [coils or 1][nvox], host */
 } job;
 
+/* b holding at least `bytes` on dev, kept for the next buffers. */
+static int keep_buf(mr_buf **b, mr_device *dev, size_t bytes) {
+  if (*b != NULL && mr_buf_device(*b) == dev && mr_buf_size(*b) >= bytes)
+    return 0;
+  mr_buf_destroy(*b);
+  *b = NULL;
+  return mr_buf_create(dev, bytes, b);
+}
+
+/* At least m ones on dev, in s->ones. */
+static int keep_ones(fhd_cg *s, mr_device *dev, size_t m) {
+  if (s->ones != NULL && mr_buf_device(s->ones) == dev && s->ones_n >= m)
+    return 0;
+  s->ones_n = 0;
+  int rc = keep_buf(&s->ones, dev, m * sizeof(mr_cfloat));
+  mr_cfloat *ones = rc == 0 ? malloc(m * sizeof *ones) : NULL;
+  if (rc == 0 && ones == NULL)
+    rc = MR_ENOMEM;
+  for (size_t j = 0; rc == 0 && j < m; j++)
+    ones[j] = 1;
+  if (rc == 0)
+    rc = mr_buf_upload(s->ones, 0, ones, m * sizeof *ones);
+  free(ones);
+  s->ones_n = rc == 0 ? m : 0;
+  return rc;
+}
+
 /* out[b][voxels] = sum_j data[b][j] exp(+2 pi i k_j . x) on an n grid, by
  * direct sums or the NUFFT (the plan kept in kp, given the positions k of
- * generation s->positions once); data NULL: all ones (Q). */
+ * generation s->positions once); data (host) NULL: all ones (Q). out is a
+ * buffer on dev. */
 static int adjoint_sums(fhd_cg *s, kept_plan *kp, mr_device *dev, int rank, const size_t n[3],
                         size_t m, const float *k, size_t batch, const mr_cfloat *data,
-                        mr_cfloat *out) {
+                        mr_buf *out) {
   int rc;
   if (s->sums == SUMS_DIRECT) {
+    size_t out_bytes = batch * n[0] * n[1] * n[2] * sizeof(mr_cfloat);
     mr_fhd_opts fo = {.rank = rank, .grid = {n[0], n[1], n[2]}, .batch = batch};
     mr_fhd_plan *plan = NULL;
-    rc = mr_fhd_plan_create(dev, &fo, &plan);
+    rc = mr_scratch_grow(&s->sums_out, out_bytes, "the direct sums", NULL);
+    if (rc == 0)
+      rc = mr_fhd_plan_create(dev, &fo, &plan);
     if (rc == 0)
       rc = mr_fhd_set_points(plan, m, k);
     if (rc == 0)
-      rc = mr_fhd_adjoint(plan, data, NULL, out);
+      rc = mr_fhd_adjoint(plan, data, NULL, s->sums_out.p);
     mr_fhd_plan_destroy(plan);
-    return rc;
+    return rc == 0 ? mr_buf_upload(out, 0, s->sums_out.p, out_bytes) : rc;
   }
+  const mr_cfloat *in;
   if (data == NULL) {
-    if (s->ones_n < m) {
-      mr_cfloat *ones = malloc(m * sizeof *ones);
-      if (ones == NULL)
-        return MR_ENOMEM;
-      for (size_t j = 0; j < m; j++)
-        ones[j] = 1;
-      free(s->ones);
-      s->ones = ones;
-      s->ones_n = m;
-    }
-    data = s->ones;
+    rc = keep_ones(s, dev, m);
+    in = rc == 0 ? mr_buf_data(s->ones) : NULL;
+  } else {
+    rc = keep_buf(&s->data_dev, dev, batch * m * sizeof *data);
+    if (rc == 0)
+      rc = mr_buf_upload(s->data_dev, 0, data, batch * m * sizeof *data);
+    in = rc == 0 ? mr_buf_data(s->data_dev) : NULL;
   }
+  if (rc < 0)
+    return rc;
   mr_nufft_opts no = {.rank = rank, .dims = {n[0], n[1], n[2]}, .batch = batch,
                       .tol = s->nufft_tolerance};
   if (kp->plan == NULL || kp->dev != dev || kp->opts.rank != rank ||
@@ -217,26 +255,30 @@ static int adjoint_sums(fhd_cg *s, kept_plan *kp, mr_device *dev, int rank, cons
       return rc;
     kp->points = s->positions;
   }
-  return mr_nufft_execute_host(kp->plan, MR_NUFFT_ADJOINT, data, out);
+  return mr_nufft_execute(kp->plan, MR_NUFFT_ADJOINT, in, mr_buf_data(out));
 }
 
 /* Q for p's trajectory on dev: the kept one, or a fresh one (a new
- * positions generation). */
+ * positions generation); a new shape drops the operators too. */
 static int q_for(fhd_cg *s, mr_device *dev, const problem *p) {
   op_cache *c = &s->cache;
   size_t kbytes = p->m * p->rank * sizeof *p->k;
-  if (c->valid && c->dev == dev && c->sums == s->sums && c->rank == p->rank && c->m == p->m &&
-      memcmp(c->n, p->n, sizeof c->n) == 0 && memcmp(c->k.p, p->k, kbytes) == 0)
+  int same_shape = c->valid && c->dev == dev && c->sums == s->sums && c->rank == p->rank &&
+                   c->m == p->m && memcmp(c->n, p->n, sizeof c->n) == 0;
+  if (same_shape && memcmp(c->k.p, p->k, kbytes) == 0)
     return 0;
-  cache_reset(c);
+  if (!same_shape)
+    cache_reset(c);
+  c->valid = 0;
   s->positions++;
   size_t big[3] = {2 * p->n[0], 2 * p->n[1], p->rank == 3 ? 2 * p->n[2] : 1};
-  int rc = mr_scratch_grow(&c->q, big[0] * big[1] * big[2] * sizeof(mr_cfloat), "Q", NULL);
+  int rc = c->q != NULL ? 0
+                        : mr_buf_create(dev, big[0] * big[1] * big[2] * sizeof(mr_cfloat), &c->q);
   if (rc == 0)
     rc = mr_scratch_grow(&c->k, kbytes, "Q's positions", NULL);
   if (rc == 0) {
     memcpy(c->k.p, p->k, kbytes);
-    rc = adjoint_sums(s, &s->q_plan, dev, p->rank, big, p->m, p->k, 1, NULL, c->q.p);
+    rc = adjoint_sums(s, &s->q_plan, dev, p->rank, big, p->m, p->k, 1, NULL, c->q);
   }
   if (rc < 0)
     return rc;
@@ -250,7 +292,8 @@ static int q_for(fhd_cg *s, mr_device *dev, const problem *p) {
 }
 
 /* The operator for p (coils 0: one coil's; else through maps for that
- * many coils), built from Q when first needed. */
+ * many coils), made for the shape when first needed and given the current
+ * trajectory's Q when it holds an older one. */
 static int operator_for(fhd_cg *s, mr_device *dev, const problem *p, size_t coils,
                         mr_toeplitz **out) {
   op_cache *c = &s->cache;
@@ -258,6 +301,7 @@ static int operator_for(fhd_cg *s, mr_device *dev, const problem *p, size_t coil
   if (rc < 0)
     return rc;
   mr_toeplitz **t = coils == 0 ? &c->op : &c->sense;
+  unsigned *held = coils == 0 ? &c->op_q : &c->sense_q;
   if (coils > 0 && c->sense != NULL && c->sense_coils != coils) {
     mr_toeplitz_destroy(c->sense);
     c->sense = NULL;
@@ -268,12 +312,19 @@ static int operator_for(fhd_cg *s, mr_device *dev, const problem *p, size_t coil
                            .lambda = s->lambda * (double)p->m, /* Q(0): F^H F's trace / N */
                            .reg = s->regularizer ? MR_REG_FINITE_DIFFERENCE : MR_REG_IDENTITY,
                            .coils = coils};
-    if ((rc = mr_toeplitz_create(dev, &to, c->q.p, t)) < 0)
+    *held = 0;
+    if ((rc = mr_toeplitz_create(dev, &to, NULL, t)) < 0)
       return rc;
     if (coils > 0) {
       c->sense_coils = coils;
       c->sense_maps = 0;
     }
+  }
+  if (*held != s->positions) {
+    *held = 0;
+    if ((rc = mr_toeplitz_set_q(*t, mr_buf_data(c->q))) < 0)
+      return rc;
+    *held = s->positions;
   }
   *out = *t;
   return 0;
@@ -330,33 +381,14 @@ static int estimate_maps(mr_device *dev, const problem *p, const mr_cfloat *img,
   return 0;
 }
 
-/* b holding at least `bytes` on dev, kept for the next buffers. */
-static int keep_buf(mr_buf **b, mr_device *dev, size_t bytes) {
-  if (*b != NULL && mr_buf_device(*b) == dev && mr_buf_size(*b) >= bytes)
-    return 0;
-  mr_buf_destroy(*b);
-  *b = NULL;
-  return mr_buf_create(dev, bytes, b);
-}
-
 /* x = A^-1 b (`iterations` at most) for each of `count` right-hand sides
- * in host memory, through the kept device vectors. */
+ * [count][nvox], b and x on dev. */
 static int solve_all(fhd_cg *s, mr_device *dev, mr_toeplitz *op, int iterations,
                      size_t nvox, size_t count, const mr_cfloat *b, mr_cfloat *x) {
-  size_t bytes = nvox * sizeof(mr_cfloat);
-  int rc = keep_buf(&s->cg_b, dev, bytes);
-  if (rc == 0)
-    rc = keep_buf(&s->cg_x, dev, bytes);
-  mr_buf *bb = s->cg_b, *bx = s->cg_x;
   mr_cg_opts co = {.max_iterations = iterations, .tolerance = s->tolerance};
-  for (size_t i = 0; rc == 0 && i < count; i++) {
-    rc = mr_buf_upload(bb, 0, b + i * nvox, bytes);
-    if (rc == 0)
-      rc = mr_cg_solve(dev, nvox, mr_toeplitz_apply_op, op, mr_buf_data(bb), mr_buf_data(bx),
-                       &co, NULL);
-    if (rc == 0)
-      rc = mr_buf_download(bx, 0, x + i * nvox, bytes);
-  }
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < count; i++)
+    rc = mr_cg_solve(dev, nvox, mr_toeplitz_apply_op, op, b + i * nvox, x + i * nvox, &co, NULL);
   return rc;
 }
 
@@ -367,16 +399,18 @@ static int maps_due(const fhd_cg *s, const problem *p) {
          memcmp(s->sens_n, p->n, sizeof s->sens_n) != 0 || s->since_maps >= s->maps_every;
 }
 
-/* New maps from the coils' own solves (fhd: their F^H D). */
+/* New maps from the coils' own solves (fhd: their F^H D on dev), made on
+ * the host from the coil images. */
 static int refresh_maps(fhd_cg *s, mr_device *dev, const problem *p, const mr_cfloat *fhd) {
   mr_toeplitz *op;
   int rc = operator_for(s, dev, p, 0, &op);
   if (rc < 0)
     return rc;
-  mr_cfloat *img = malloc(p->coils * p->nvox * sizeof *img);
+  size_t bytes = p->coils * p->nvox * sizeof(mr_cfloat);
+  mr_cfloat *img = malloc(bytes);
   if (s->sens_coils * s->sens_n[0] * s->sens_n[1] * s->sens_n[2] != p->coils * p->nvox) {
     free(s->sens);
-    s->sens = malloc(p->coils * p->nvox * sizeof *s->sens);
+    s->sens = malloc(bytes);
     s->sens_gen = 0;
   }
   if (img == NULL || s->sens == NULL) {
@@ -388,7 +422,9 @@ static int refresh_maps(fhd_cg *s, mr_device *dev, const problem *p, const mr_cf
   s->sens_coils = p->coils;
   memcpy(s->sens_n, p->n, sizeof s->sens_n);
   s->sens_gen = 0; /* until estimated */
-  rc = solve_all(s, dev, op, MAP_ITERATIONS, p->nvox, p->coils, fhd, img);
+  rc = solve_all(s, dev, op, MAP_ITERATIONS, p->nvox, p->coils, fhd, mr_buf_data(s->img));
+  if (rc == 0)
+    rc = mr_buf_download(s->img, 0, img, bytes);
   if (rc == 0)
     rc = estimate_maps(dev, p, img, s->sens);
   free(img);
@@ -399,45 +435,61 @@ static int refresh_maps(fhd_cg *s, mr_device *dev, const problem *p, const mr_cf
   return 0;
 }
 
+/* One image through the maps: b = sum_c S_c^H F^H D_c, solved, into out
+ * (host). */
+static int solve_sense(fhd_cg *s, mr_device *dev, const problem *p, const mr_cfloat *fhd,
+                       mr_cfloat *out) {
+  mr_toeplitz *op;
+  size_t bytes = p->nvox * sizeof(mr_cfloat);
+  int rc = operator_for(s, dev, p, p->coils, &op);
+  if (rc == 0 && s->cache.sense_maps != s->sens_gen) {
+    rc = mr_toeplitz_set_maps(op, s->sens);
+    s->cache.sense_maps = rc == 0 ? s->sens_gen : 0;
+  }
+  if (rc == 0)
+    rc = keep_buf(&s->cg_b, dev, bytes);
+  if (rc == 0)
+    rc = keep_buf(&s->cg_x, dev, bytes);
+  if (rc == 0)
+    rc = mr_toeplitz_combine(op, fhd, mr_buf_data(s->cg_b));
+  if (rc == 0)
+    rc = solve_all(s, dev, op, s->iterations, p->nvox, 1, mr_buf_data(s->cg_b),
+                   mr_buf_data(s->cg_x));
+  if (rc == 0)
+    rc = mr_buf_download(s->cg_x, 0, out, bytes);
+  return rc;
+}
+
 /* One buffer's reconstruction, as one device task: its operations queue
  * on the worker without a hand-off each. */
 static int reconstruct_task(mr_device *dev, void *arg) {
   job *j = arg;
   fhd_cg *s = j->s;
   const problem *p = j->p;
+  size_t bytes = p->coils * p->nvox * sizeof(mr_cfloat);
   int rc = q_for(s, dev, p);
+  if (rc == 0)
+    rc = keep_buf(&s->fhd, dev, bytes);
+  if (rc == 0)
+    rc = keep_buf(&s->img, dev, bytes);
+  if (rc == 0)
+    rc = adjoint_sums(s, &s->fhd_plan, dev, p->rank, p->n, p->m, p->k, p->coils, p->data,
+                      s->fhd);
   if (rc < 0)
     return rc;
-  if ((rc = mr_scratch_grow(&s->fhd, p->coils * p->nvox * sizeof(mr_cfloat), "F^H D", NULL)) < 0)
-    return rc;
-  mr_cfloat *fhd = s->fhd.p;
-  rc = adjoint_sums(s, &s->fhd_plan, dev, p->rank, p->n, p->m, p->k, p->coils, p->data, fhd);
-  mr_toeplitz *op;
-  if (rc == 0 && s->maps == MAPS_NONE) {
+  const mr_cfloat *fhd = mr_buf_data(s->fhd);
+  if (s->maps == MAPS_NONE) {
+    mr_toeplitz *op;
     rc = operator_for(s, dev, p, 0, &op);
     if (rc == 0)
-      rc = solve_all(s, dev, op, s->iterations, p->nvox, p->coils, fhd, j->out);
-  } else if (rc == 0) {
-    if (maps_due(s, p))
-      rc = refresh_maps(s, dev, p, fhd);
-    if (rc == 0)
-      rc = operator_for(s, dev, p, p->coils, &op);
-    if (rc == 0 && s->cache.sense_maps != s->sens_gen) {
-      rc = mr_toeplitz_set_maps(op, s->sens);
-      s->cache.sense_maps = rc == 0 ? s->sens_gen : 0;
-    }
-    if (rc == 0) { /* b = sum_c S_c^H F^H D_c, into the first coil's place */
-      const mr_cfloat *maps = s->sens;
-      for (size_t i = 0; i < p->nvox; i++) {
-        float complex b = 0;
-        for (size_t c = 0; c < p->coils; c++)
-          b += conjf(maps[c * p->nvox + i]) * fhd[c * p->nvox + i];
-        fhd[i] = b;
-      }
-      rc = solve_all(s, dev, op, s->iterations, p->nvox, 1, fhd, j->out);
-    }
-    s->since_maps++;
+      rc = solve_all(s, dev, op, s->iterations, p->nvox, p->coils, fhd, mr_buf_data(s->img));
+    return rc == 0 ? mr_buf_download(s->img, 0, j->out, bytes) : rc;
   }
+  if (maps_due(s, p))
+    rc = refresh_maps(s, dev, p, fhd);
+  if (rc == 0)
+    rc = solve_sense(s, dev, p, fhd, j->out);
+  s->since_maps++;
   return rc;
 }
 
@@ -525,11 +577,14 @@ static void destroy(void *state) {
   cache_clear(&s->cache);
   plan_clear(&s->q_plan);
   plan_clear(&s->fhd_plan);
-  free(s->ones);
   free(s->sens);
   mr_scratch_free(&s->k);
   mr_scratch_free(&s->data);
-  mr_scratch_free(&s->fhd);
+  mr_scratch_free(&s->sums_out);
+  mr_buf_destroy(s->ones);
+  mr_buf_destroy(s->data_dev);
+  mr_buf_destroy(s->fhd);
+  mr_buf_destroy(s->img);
   mr_buf_destroy(s->cg_b);
   mr_buf_destroy(s->cg_x);
   mr_placement_release(&s->place);

@@ -45,13 +45,26 @@ typedef struct mr_toeplitz mr_toeplitz;
 
 /* Builds the operator on dev (borrowed) from q (host memory, borrowed):
  * Q of the trajectory on the grid of 2n voxels per axis, as mr_fhd_adjoint
- * computes it with no data (with the weights W). The caller takes *out. */
+ * computes it with no data (with the weights W); q NULL: Q comes later, by
+ * mr_toeplitz_set_q, before the first apply. The caller takes *out. */
 int mr_toeplitz_create(mr_device *dev, const mr_toeplitz_opts *opts, const mr_cfloat *q,
                        mr_toeplitz **out);
+
+/* Gives the operator the Q of a new trajectory of the same shape, q in the
+ * operator's device memory (mr_buf memory for a GPU, host memory for the
+ * CPU), borrowed: the kernel is remade in place (no allocation, no
+ * transfer; FFT plans and coil maps kept), for a stream whose trajectory
+ * changes every frame. */
+int mr_toeplitz_set_q(mr_toeplitz *t, const mr_cfloat *q);
 
 /* Sets the coil maps: maps[coils][voxels] in host memory (copied). Needed
  * before the first apply when opts.coils > 0. */
 int mr_toeplitz_set_maps(mr_toeplitz *t, const mr_cfloat *maps);
+
+/* out = sum_c S_c^H x_c for coil images x [coils][voxels], with the maps
+ * set: the right-hand side of SENSE from each coil's F^H D. x and out on
+ * the operator's device, not overlapping; borrows both. */
+int mr_toeplitz_combine(mr_toeplitz *t, const mr_cfloat *x, mr_cfloat *out);
 
 /* y = A x for one image; x and y on the operator's device, not
  * overlapping. Borrows both. */
