@@ -1,41 +1,33 @@
 /* Conjugate gradient (cg.h): Hestenes-Stiefel, with the residual updated
- * by recursion (one apply of A per iteration). */
+ * by recursion (one apply of A per iteration). This is the CPU's loop; a
+ * GPU runs the same recursion with its scalars on the device
+ * (cg_cuda.cu). */
 #include <complex.h>
 #include <math.h>
 #include <stdlib.h>
 
 #include "buf.h"
 #include "cg.h"
+#include "cg_impl.h"
 #include "error.h"
 #include "fail.h"
 #include "vec.h"
 
-typedef struct solve_job {
-  size_t n;
-  mr_cg_operator apply;
-  void *op;
-  const mr_cfloat *b;
-  mr_cfloat *x;
-  mr_cg_opts o;
-  mr_cg_report report;
-} solve_job;
+typedef mr_cg_job solve_job;
 
-/* Below this relative residual a float solve has nothing left to gain: a
- * step that breaks down there (p^H A p non-positive or non-finite, a step
- * length or residual that overflows) is rounding noise - A's rounding-level
- * eigenvalues, or p underflowing - not an indefinite A, and the solve ends
- * with the iterate it has. */
-#define ROUNDING_RESIDUAL 1e-5
+int mr_cg_breakdown_fail(const char *what, double value, int iteration, double residual) {
+  return mr_fail(MR_ENUMERIC,
+                 "cg: %s = %g at iteration %d (relative residual %.2g): A is not positive "
+                 "definite",
+                 what, value, iteration, residual);
+}
 
 /* A step broke down: 0 (stop; the answer is what the solve has) at
  * rounding level, else the error. */
 static int breakdown(const solve_job *j, const char *what, double value) {
-  if (j->report.residual <= ROUNDING_RESIDUAL)
+  if (j->report.residual <= MR_CG_ROUNDING_RESIDUAL)
     return 0;
-  return mr_fail(MR_ENUMERIC,
-                 "cg: %s = %g at iteration %d (relative residual %.2g): A is not positive "
-                 "definite",
-                 what, value, j->report.iterations + 1, j->report.residual);
+  return mr_cg_breakdown_fail(what, value, j->report.iterations + 1, j->report.residual);
 }
 
 /* With tolerance 0 every iteration runs, and past convergence float CG
@@ -115,6 +107,10 @@ static int solve(mr_device *dev, solve_job *j, mr_cfloat *r, mr_cfloat *p, mr_cf
 
 static int solve_task(mr_device *dev, void *arg) {
   solve_job *j = arg;
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(dev))
+    return mr_cg_cuda_solve(dev, j);
+#endif
   mr_buf *work = NULL;
   int keep_best = j->o.tolerance == 0;
   int rc = mr_buf_create(dev, (3 + (size_t)keep_best) * j->n * sizeof(mr_cfloat), &work);
