@@ -46,6 +46,7 @@
 
 #include "buf.h"
 #include "cg.h"
+#include "coil.h"
 #include "fft.h"
 #include "fhd.h"
 #include "gadget.h"
@@ -56,6 +57,7 @@
 #include "positions.h"
 #include "scratch.h"
 #include "toeplitz.h"
+#include "vec.h"
 
 enum { MAPS_NONE, MAPS_ESTIMATE };
 enum { SUMS_DIRECT, SUMS_NUFFT };
@@ -115,6 +117,11 @@ typedef struct fhd_cg {
   unsigned sens_gen, sens_made;
   int since_maps;
   mr_buf *cg_b, *cg_x; /* one right-hand side and solution on the device, kept */
+  /* A GPU's map estimate: FFT plan, maps, the window (for window_n) and
+   * the per-voxel scale, kept. */
+  mr_fft_plan *maps_fft;
+  mr_buf *maps_dev, *window, *scale;
+  size_t window_n[3];
 } fhd_cg;
 
 static const mr_param params[] = {
@@ -336,6 +343,19 @@ static int operator_for(fhd_cg *s, mr_device *dev, const problem *p, size_t coil
  * zero where that sum is under 5% of its peak (outside the object, where
  * a ratio of small numbers means nothing: the solve then keeps those
  * voxels at zero). */
+static double map_window(const problem *p, size_t i) {
+  const double cutoff = 0.125; /* cycles per pixel */
+  double r2 = 0;
+  size_t pos[3] = {i % p->n[0], i / p->n[0] % p->n[1], i / p->n[0] / p->n[1]};
+  for (int d = 0; d < p->rank; d++) {
+    double f = ((double)pos[d] - (double)(p->n[d] / 2)) / (double)p->n[d];
+    r2 += f * f;
+  }
+  double r = sqrt(r2);
+  return r < cutoff ? pow(cos(M_PI * r / (2 * cutoff)), 2) : 0;
+}
+
+/* On the host (the CPU), img and maps in host memory. */
 static int estimate_maps(mr_device *dev, const problem *p, const mr_cfloat *img,
                          mr_cfloat *maps) {
   mr_fft_opts fo = {.rank = p->rank, .dims = {p->n[0], p->n[1], p->n[2]}, .batch = p->coils};
@@ -347,15 +367,8 @@ static int estimate_maps(mr_device *dev, const problem *p, const mr_cfloat *img,
     mr_fft_plan_destroy(plan);
     return rc;
   }
-  const double cutoff = 0.125; /* cycles per pixel */
   for (size_t i = 0; i < p->nvox; i++) {
-    double r2 = 0;
-    size_t pos[3] = {i % p->n[0], i / p->n[0] % p->n[1], i / p->n[0] / p->n[1]};
-    for (int d = 0; d < p->rank; d++) {
-      double f = ((double)pos[d] - (double)(p->n[d] / 2)) / (double)p->n[d];
-      r2 += f * f;
-    }
-    double r = sqrt(r2), w = r < cutoff ? pow(cos(M_PI * r / (2 * cutoff)), 2) : 0;
+    double w = map_window(p, i);
     for (size_t c = 0; c < p->coils; c++)
       maps[c * p->nvox + i] *= (float)w;
   }
@@ -379,6 +392,64 @@ static int estimate_maps(mr_device *dev, const problem *p, const mr_cfloat *img,
       maps[c * p->nvox + i] *= inv;
   }
   return 0;
+}
+
+/* The same on a GPU from the coil images img on it, into maps (host):
+ * transforms, window and scaling there (the window kept per shape), the
+ * root sum of squares down to the host for the peak and the scale. */
+static int estimate_maps_gpu(fhd_cg *s, mr_device *dev, const problem *p, const mr_cfloat *img,
+                             mr_cfloat *maps) {
+  size_t nvox = p->nvox, coils = p->coils;
+  mr_fft_opts fo = {.rank = p->rank, .dims = {p->n[0], p->n[1], p->n[2]}, .batch = coils};
+  int new_shape = s->window == NULL || memcmp(s->window_n, p->n, sizeof s->window_n) != 0;
+  int rc = mr_fft_plan_keep(dev, &fo, &s->maps_fft);
+  if (rc == 0)
+    rc = keep_buf(&s->maps_dev, dev, coils * nvox * sizeof(mr_cfloat));
+  if (rc == 0 && (rc = keep_buf(&s->scale, dev, nvox * sizeof(mr_cfloat))) == 0 &&
+      (new_shape || mr_buf_device(s->window) != dev))
+    rc = keep_buf(&s->window, dev, nvox * sizeof(mr_cfloat));
+  mr_cfloat *host = rc == 0 ? malloc(nvox * sizeof *host) : NULL;
+  float *rss = rc == 0 ? malloc(nvox * sizeof *rss) : NULL;
+  if (rc == 0 && (host == NULL || rss == NULL))
+    rc = MR_ENOMEM;
+  if (rc == 0 && (new_shape || mr_buf_device(s->window) != dev)) {
+    memset(s->window_n, 0, sizeof s->window_n);
+    for (size_t i = 0; i < nvox; i++)
+      host[i] = (float)map_window(p, i);
+    rc = mr_buf_upload(s->window, 0, host, nvox * sizeof *host);
+    if (rc == 0)
+      memcpy(s->window_n, p->n, sizeof s->window_n);
+  }
+  mr_cfloat *m = rc == 0 ? mr_buf_data(s->maps_dev) : NULL, *scale = NULL;
+  if (rc == 0)
+    rc = mr_fft_execute(s->maps_fft, MR_FFT_FORWARD, img, m);
+  for (size_t c = 0; rc == 0 && c < coils; c++)
+    rc = mr_vec_mul(dev, nvox, mr_buf_data(s->window), m + c * nvox, m + c * nvox);
+  if (rc == 0)
+    rc = mr_fft_execute(s->maps_fft, MR_FFT_BACKWARD, m, m);
+  if (rc == 0) { /* the root sum of squares, as floats, through the scale's memory */
+    scale = mr_buf_data(s->scale);
+    rc = mr_coil_rss(dev, m, coils, nvox, (float *)scale);
+  }
+  if (rc == 0)
+    rc = mr_buf_download(s->scale, 0, rss, nvox * sizeof *rss);
+  if (rc == 0) {
+    double peak = 0;
+    for (size_t i = 0; i < nvox; i++)
+      peak = fmax(peak, (double)rss[i] * rss[i]);
+    for (size_t i = 0; i < nvox; i++) {
+      double ss = (double)rss[i] * rss[i];
+      host[i] = ss > 0.05 * 0.05 * peak ? (float)(1 / sqrt(ss)) : 0;
+    }
+    rc = mr_buf_upload(s->scale, 0, host, nvox * sizeof *host);
+  }
+  for (size_t c = 0; rc == 0 && c < coils; c++)
+    rc = mr_vec_mul(dev, nvox, scale, m + c * nvox, m + c * nvox);
+  if (rc == 0)
+    rc = mr_buf_download(s->maps_dev, 0, maps, coils * nvox * sizeof *maps);
+  free(host);
+  free(rss);
+  return rc;
 }
 
 /* x = A^-1 b (`iterations` at most) for each of `count` right-hand sides
@@ -407,14 +478,12 @@ static int refresh_maps(fhd_cg *s, mr_device *dev, const problem *p, const mr_cf
   if (rc < 0)
     return rc;
   size_t bytes = p->coils * p->nvox * sizeof(mr_cfloat);
-  mr_cfloat *img = malloc(bytes);
   if (s->sens_coils * s->sens_n[0] * s->sens_n[1] * s->sens_n[2] != p->coils * p->nvox) {
     free(s->sens);
     s->sens = malloc(bytes);
     s->sens_gen = 0;
   }
-  if (img == NULL || s->sens == NULL) {
-    free(img);
+  if (s->sens == NULL) {
     s->sens_gen = 0;
     s->sens_coils = 0;
     return MR_ENOMEM;
@@ -422,12 +491,11 @@ static int refresh_maps(fhd_cg *s, mr_device *dev, const problem *p, const mr_cf
   s->sens_coils = p->coils;
   memcpy(s->sens_n, p->n, sizeof s->sens_n);
   s->sens_gen = 0; /* until estimated */
+  const mr_cfloat *img = mr_buf_data(s->img); /* host memory for the CPU */
   rc = solve_all(s, dev, op, MAP_ITERATIONS, p->nvox, p->coils, fhd, mr_buf_data(s->img));
   if (rc == 0)
-    rc = mr_buf_download(s->img, 0, img, bytes);
-  if (rc == 0)
-    rc = estimate_maps(dev, p, img, s->sens);
-  free(img);
+    rc = mr_device_is_gpu(dev) ? estimate_maps_gpu(s, dev, p, img, s->sens)
+                               : estimate_maps(dev, p, img, s->sens);
   if (rc < 0)
     return rc;
   s->sens_gen = ++s->sens_made;
@@ -527,16 +595,20 @@ static int gather(fhd_cg *s, mr_gadget_ctx *ctx, const mr_kspace *k, problem *p)
     return mr_gadget_fail(ctx, grown, "%zu samples: %s", p->m, mr_err_text(&e, grown));
   p->k = s->k.p;
   p->data = s->data.p;
-  size_t at = 0, per = mr_kspace_channel_size(k);
+  /* Line by line and coil by coil: whole readouts are contiguous on both
+   * sides (sample by sample, the coils' strides made this a cache miss
+   * per value). */
+  size_t at = 0, per = mr_kspace_channel_size(k), row = k->nro * sizeof *p->data;
   for (size_t l = 0; l < nlines; l++) {
     if (!k->sampled[l])
       continue;
-    for (size_t r = 0; r < k->nro; r++, at++) {
+    for (size_t r = 0; r < k->nro; r++) {
       const float *t = k->traj + (l * k->nro + r) * (size_t)k->traj_dims;
-      memcpy(p->k + at * p->rank, t, (size_t)p->rank * sizeof *t);
-      for (size_t c = 0; c < p->coils; c++)
-        p->data[c * p->m + at] = k->data[c * per + l * k->nro + r];
+      memcpy(p->k + (at + r) * p->rank, t, (size_t)p->rank * sizeof *t);
     }
+    for (size_t c = 0; c < p->coils; c++)
+      memcpy(p->data + c * p->m + at, k->data + c * per + l * k->nro, row);
+    at += k->nro;
   }
   return 0;
 }
@@ -585,6 +657,10 @@ static void destroy(void *state) {
   mr_buf_destroy(s->data_dev);
   mr_buf_destroy(s->fhd);
   mr_buf_destroy(s->img);
+  mr_fft_plan_destroy(s->maps_fft);
+  mr_buf_destroy(s->maps_dev);
+  mr_buf_destroy(s->window);
+  mr_buf_destroy(s->scale);
   mr_buf_destroy(s->cg_b);
   mr_buf_destroy(s->cg_x);
   mr_placement_release(&s->place);
