@@ -1,11 +1,13 @@
 // Conjugate gradient on a GPU (cg_impl.h): the recursion of cg.c with
 // alpha, beta, the residual and every test on them computed by one-block
 // kernels from reductions left on the device, so an iteration is the
-// operator's launches and five of ours, with no wait for the host. A solve
-// that stops (tolerance met, breakdown at rounding level, or an error)
-// sets `done` and the later launches do nothing; the host reads the state
-// back at the end, and every POLL iterations to skip those launches.
+// operator's launches and five of ours, with no wait for the host, for
+// every system of a batch at once. A system that stops (tolerance met,
+// breakdown at rounding level, or an error) sets its `done` and the later
+// launches leave it alone; the host reads the states back at the end, and
+// every POLL iterations to skip launches once all have stopped.
 #include <cmath>
+#include <cstdlib>
 
 #include "cg_impl.h"
 #include "cuda_internal.cuh"
@@ -41,50 +43,58 @@ __device__ double block_sum(double v) {
   return s;
 }
 
-// partial[block] = sum |x|^2 (y null) or sum Re(conj(x) y), in double.
+// Every kernel below serves all systems: blockIdx.y (or blockIdx.x for the
+// one-block steps) is the system, vectors are [system][n].
+
+// partial[system][block] = sum |x|^2 (y null) or sum Re(conj(x) y), in double.
 __global__ void partial_sums(size_t n, const float2 *x, const float2 *y, double *partial) {
+  size_t at = blockIdx.y * n;
   double s = 0;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x) {
-    float2 v = x[i], w = y != nullptr ? y[i] : v;
+    float2 v = x[at + i], w = y != nullptr ? y[at + i] : v;
     s += double(v.x) * w.x + double(v.y) * w.y;
   }
   s = block_sum(s);
   if (threadIdx.x == 0)
-    partial[blockIdx.x] = s;
+    partial[blockIdx.y * PARTS + blockIdx.x] = s;
 }
 
-__device__ double total(const double *partial) { return block_sum(partial[threadIdx.x]); }
+// The system's total of its PARTS partial sums, in thread 0.
+__device__ double total(const double *partial) {
+  return block_sum(partial[blockIdx.x * PARTS + threadIdx.x]);
+}
 
 // r = b - ax (ax null: r = b, x = 0); p = r.
 __global__ void residual_start(size_t n, const float2 *b, const float2 *ax, float2 *x, float2 *r,
                                float2 *p) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x) {
-    float2 v = b[i];
+    size_t k = blockIdx.y * n + i;
+    float2 v = b[k];
     if (ax != nullptr) {
-      v.x -= ax[i].x;
-      v.y -= ax[i].y;
+      v.x -= ax[k].x;
+      v.y -= ax[k].y;
     } else {
-      x[i] = make_float2(0, 0);
+      x[k] = make_float2(0, 0);
     }
-    r[i] = v;
-    p[i] = v;
+    r[k] = v;
+    p[k] = v;
   }
 }
 
-__global__ void start(state *s, const double *part_bb, const double *part_rr, double tolerance,
-                      int keep_best) {
+__global__ void start(state *states, const double *part_bb, const double *part_rr,
+                      double tolerance, int keep_best) {
   double bb = total(part_bb), rr = total(part_rr);
   if (threadIdx.x != 0)
     return;
+  state *s = states + blockIdx.x;
   *s = state{};
   s->bb = bb;
   s->rr = rr;
   s->residual = bb > 0 ? sqrt(rr / bb) : 0;
   s->best = INFINITY;
-  s->improved = keep_best && bb > 0 && s->residual < s->best;
-  if (s->improved)
+  if (keep_best && bb > 0 && s->residual < s->best)
     s->best = s->residual;
   s->done = !(bb > 0) || !(s->residual > tolerance);
 }
@@ -100,10 +110,11 @@ __device__ void breakdown(state *s, int what, double value) {
   s->fail_residual = s->residual;
 }
 
-__global__ void step_alpha(state *s, const double *part_pap) {
+__global__ void step_alpha(state *states, const double *part_pap) {
   double sum = total(part_pap);
   if (threadIdx.x != 0)
     return;
+  state *s = states + blockIdx.x;
   s->improved = 0;
   s->revert = 0;
   if (s->done)
@@ -116,30 +127,34 @@ __global__ void step_alpha(state *s, const double *part_pap) {
 }
 
 // x += alpha p, r -= alpha ap, and the partial sums of |r|^2.
-__global__ void update(size_t n, const state *s, const float2 *p, const float2 *ap, float2 *x,
-                       float2 *r, double *part_rr) {
+__global__ void update(size_t n, const state *states, const float2 *p, const float2 *ap,
+                       float2 *x, float2 *r, double *part_rr) {
+  const state *s = states + blockIdx.y;
   if (s->done)
     return;
   float alpha = s->alpha;
   double sum = 0;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x) {
-    float2 v = x[i], w = r[i], pi = p[i], api = ap[i];
+    size_t k = blockIdx.y * n + i;
+    float2 v = x[k], w = r[k], pi = p[k], api = ap[k];
     v.x += alpha * pi.x;
     v.y += alpha * pi.y;
     w.x -= alpha * api.x;
     w.y -= alpha * api.y;
-    x[i] = v;
-    r[i] = w;
+    x[k] = v;
+    r[k] = w;
     sum += double(w.x) * w.x + double(w.y) * w.y;
   }
   sum = block_sum(sum);
   if (threadIdx.x == 0)
-    part_rr[blockIdx.x] = sum;
+    part_rr[blockIdx.y * PARTS + blockIdx.x] = sum;
 }
 
-__global__ void step_beta(state *s, const double *part_rr, double tolerance, int keep_best) {
+__global__ void step_beta(state *states, const double *part_rr, double tolerance,
+                          int keep_best) {
   double rr_next = total(part_rr);
+  state *s = states + blockIdx.x;
   if (threadIdx.x != 0 || s->done)
     return;
   if (!isfinite(rr_next)) { // back to the last finite iterate
@@ -159,103 +174,104 @@ __global__ void step_beta(state *s, const double *part_rr, double tolerance, int
 }
 
 // p = beta p + r; x_best = x after an improvement; x -= alpha p to revert.
-__global__ void step_end(size_t n, const state *s, const float2 *r, float2 *p, float2 *x,
+__global__ void step_end(size_t n, const state *states, const float2 *r, float2 *p, float2 *x,
                          float2 *x_best) {
+  const state *s = states + blockIdx.y;
   int revert = s->revert, improved = s->improved, more = !s->done;
   float alpha = s->alpha, beta = s->beta;
   if (!revert && !improved && !more)
     return;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x) {
-    float2 pi = p[i];
+    size_t k = blockIdx.y * n + i;
+    float2 pi = p[k];
     if (revert) {
-      x[i].x -= alpha * pi.x;
-      x[i].y -= alpha * pi.y;
+      x[k].x -= alpha * pi.x;
+      x[k].y -= alpha * pi.y;
     }
     if (improved)
-      x_best[i] = x[i];
+      x_best[k] = x[k];
     if (more) {
-      float2 ri = r[i];
-      p[i] = make_float2(beta * pi.x + ri.x, beta * pi.y + ri.y);
+      float2 ri = r[k];
+      p[k] = make_float2(beta * pi.x + ri.x, beta * pi.y + ri.y);
     }
   }
-}
-
-// What the host needs of the state.
-struct readback {
-  int done, fail, fail_iteration, iterations;
-  double residual, best, fail_value, fail_residual, bb;
-};
-
-__global__ void export_state(const state *s, readback *out) {
-  *out = readback{s->done,     s->fail, s->fail_iteration, s->iterations,   s->residual,
-                  s->best,     s->fail_value, s->fail_residual, s->bb};
 }
 
 struct workspace {
   float2 *r, *p, *ap, *x_best;
   state *s;
   double *part_a, *part_b;
-  readback *back;
+  state *host; // the states read back
 };
 
-int read_state(mr_cuda_ctx *c, const workspace &w, readback *out) {
-  export_state<<<1, 1, 0, c->compute>>>(w.s, w.back);
-  MR_LAUNCHED(export_state);
-  MR_CU(cudaMemcpyAsync(out, w.back, sizeof *out, cudaMemcpyDeviceToHost, c->compute));
+// The states into w.host; *all_done when every system has stopped.
+int read_states(mr_cuda_ctx *c, size_t count, const workspace &w, bool *all_done) {
+  MR_CU(cudaMemcpyAsync(w.host, w.s, count * sizeof(state), cudaMemcpyDeviceToHost,
+                        c->compute));
   MR_CU(cudaStreamSynchronize(c->compute));
+  *all_done = true;
+  for (size_t i = 0; i < count; i++)
+    *all_done = *all_done && w.host[i].done;
   return 0;
 }
 
 int run(mr_device *dev, mr_cg_job *j, const workspace &w) {
   mr_cuda_ctx *c = mr_device_cuda(dev);
-  size_t n = j->n;
-  unsigned grid = mr_grid_for(c, n, BLOCK);
+  size_t n = j->n, count = j->count;
+  dim3 grid(mr_grid_for(c, n, BLOCK), unsigned(count)), parts(PARTS, unsigned(count));
+  unsigned systems = unsigned(count);
   int keep_best = j->o.tolerance == 0;
   double tol = j->o.tolerance;
   auto *b = reinterpret_cast<const float2 *>(j->b);
   auto *x = reinterpret_cast<float2 *>(j->x);
+  auto *ap = reinterpret_cast<mr_cfloat *>(w.ap);
   int rc = 0;
-  if (j->o.warm_start && (rc = j->apply(j->op, j->x, reinterpret_cast<mr_cfloat *>(w.ap))) < 0)
+  if (j->o.warm_start && (rc = j->apply(j->op, count, j->x, ap)) < 0)
     return rc;
   residual_start<<<grid, BLOCK, 0, c->compute>>>(n, b, j->o.warm_start ? w.ap : nullptr, x, w.r,
                                                   w.p);
   MR_LAUNCHED(residual_start);
-  partial_sums<<<PARTS, BLOCK, 0, c->compute>>>(n, b, nullptr, w.part_a);
-  partial_sums<<<PARTS, BLOCK, 0, c->compute>>>(n, w.r, nullptr, w.part_b);
-  start<<<1, BLOCK, 0, c->compute>>>(w.s, w.part_a, w.part_b, tol, keep_best);
+  partial_sums<<<parts, BLOCK, 0, c->compute>>>(n, b, nullptr, w.part_a);
+  partial_sums<<<parts, BLOCK, 0, c->compute>>>(n, w.r, nullptr, w.part_b);
+  start<<<systems, BLOCK, 0, c->compute>>>(w.s, w.part_a, w.part_b, tol, keep_best);
   MR_LAUNCHED(start);
-  if (keep_best)
-    MR_CU(cudaMemcpyAsync(w.x_best, x, n * sizeof(float2), cudaMemcpyDeviceToDevice, c->compute));
-  readback back;
+  if (keep_best) // a system that never improves (b = 0) keeps x
+    MR_CU(cudaMemcpyAsync(w.x_best, x, count * n * sizeof(float2), cudaMemcpyDeviceToDevice,
+                          c->compute));
+  bool all_done = false;
   for (int it = 0; it < j->o.max_iterations; it++) {
     if (it > 0 && it % POLL == 0) {
-      if ((rc = read_state(c, w, &back)) < 0)
+      if ((rc = read_states(c, count, w, &all_done)) < 0)
         return rc;
-      if (back.done)
+      if (all_done)
         break;
     }
-    if ((rc = j->apply(j->op, reinterpret_cast<mr_cfloat *>(w.p),
-                       reinterpret_cast<mr_cfloat *>(w.ap))) < 0)
+    if ((rc = j->apply(j->op, count, reinterpret_cast<mr_cfloat *>(w.p), ap)) < 0)
       return rc;
-    partial_sums<<<PARTS, BLOCK, 0, c->compute>>>(n, w.p, w.ap, w.part_a);
-    step_alpha<<<1, BLOCK, 0, c->compute>>>(w.s, w.part_a);
-    update<<<PARTS, BLOCK, 0, c->compute>>>(n, w.s, w.p, w.ap, x, w.r, w.part_b);
-    step_beta<<<1, BLOCK, 0, c->compute>>>(w.s, w.part_b, tol, keep_best);
+    partial_sums<<<parts, BLOCK, 0, c->compute>>>(n, w.p, w.ap, w.part_a);
+    step_alpha<<<systems, BLOCK, 0, c->compute>>>(w.s, w.part_a);
+    update<<<parts, BLOCK, 0, c->compute>>>(n, w.s, w.p, w.ap, x, w.r, w.part_b);
+    step_beta<<<systems, BLOCK, 0, c->compute>>>(w.s, w.part_b, tol, keep_best);
     step_end<<<grid, BLOCK, 0, c->compute>>>(n, w.s, w.r, w.p, x, w.x_best);
     MR_LAUNCHED(cg_iteration);
   }
-  if ((rc = read_state(c, w, &back)) < 0)
+  if ((rc = read_states(c, count, w, &all_done)) < 0)
     return rc;
-  j->report.iterations = back.iterations;
-  j->report.residual = back.residual;
-  if (back.fail != FAIL_NONE)
-    return mr_cg_breakdown_fail(back.fail == FAIL_PAP ? "p^H A p" : "|r|^2", back.fail_value,
-                                back.fail_iteration, back.fail_residual);
-  if (!keep_best || !(back.bb > 0))
-    return 0;
-  j->report.residual = back.best;
-  MR_CU(cudaMemcpyAsync(x, w.x_best, n * sizeof(float2), cudaMemcpyDeviceToDevice, c->compute));
+  for (size_t i = 0; i < count; i++) {
+    const state &s = w.host[i];
+    if (s.fail != FAIL_NONE)
+      return mr_cg_breakdown_fail(s.fail == FAIL_PAP ? "p^H A p" : "|r|^2", s.fail_value,
+                                  s.fail_iteration, s.fail_residual);
+    double residual = keep_best && s.bb > 0 ? s.best : s.residual;
+    if (s.iterations > j->report.iterations)
+      j->report.iterations = s.iterations;
+    if (i == 0 || residual > j->report.residual)
+      j->report.residual = residual;
+  }
+  if (keep_best)
+    MR_CU(cudaMemcpyAsync(x, w.x_best, count * n * sizeof(float2), cudaMemcpyDeviceToDevice,
+                          c->compute));
   return 0;
 }
 
@@ -264,9 +280,10 @@ int run(mr_device *dev, mr_cg_job *j, const workspace &w) {
 int mr_cg_cuda_solve(mr_device *dev, mr_cg_job *j) {
   return mr_on_worker(dev, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
-    size_t n = j->n, vec = n * sizeof(float2), align = 256;
+    size_t vec = j->count * j->n * sizeof(float2), align = 256;
     size_t vec_bytes = (vec + align - 1) / align * align;
-    size_t bytes = 4 * vec_bytes + 2 * PARTS * sizeof(double) + sizeof(state) + sizeof(readback);
+    size_t bytes = 4 * vec_bytes + 2 * j->count * PARTS * sizeof(double) +
+                   j->count * sizeof(state);
     char *base = nullptr;
     int rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&base), bytes);
     if (rc < 0)
@@ -277,10 +294,15 @@ int mr_cg_cuda_solve(mr_device *dev, mr_cg_job *j) {
     w.ap = reinterpret_cast<float2 *>(base + 2 * vec_bytes);
     w.x_best = reinterpret_cast<float2 *>(base + 3 * vec_bytes);
     w.part_a = reinterpret_cast<double *>(base + 4 * vec_bytes);
-    w.part_b = w.part_a + PARTS;
-    w.s = reinterpret_cast<state *>(w.part_b + PARTS);
-    w.back = reinterpret_cast<readback *>(w.s + 1);
+    w.part_b = w.part_a + j->count * PARTS;
+    w.s = reinterpret_cast<state *>(w.part_b + j->count * PARTS);
+    w.host = static_cast<state *>(malloc(j->count * sizeof(state)));
+    if (w.host == nullptr) {
+      mr_cuda_free(c, base);
+      return mr_fail(MR_ENOMEM, "cg: out of memory");
+    }
     rc = run(dev, j, w);
+    free(w.host);
     mr_cuda_free(c, base);
     return rc;
   });

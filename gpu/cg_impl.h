@@ -16,9 +16,10 @@ extern "C" {
  * with the iterate it has. */
 #define MR_CG_ROUNDING_RESIDUAL 1e-5
 
+/* count systems of n values (mr_cg_solve: one, through an adapter). */
 typedef struct mr_cg_job {
-  size_t n;
-  mr_cg_operator apply;
+  size_t n, count;
+  mr_cg_batch_operator apply;
   void *op;
   const mr_cfloat *b;
   mr_cfloat *x;
@@ -30,10 +31,11 @@ typedef struct mr_cg_job {
  * value) at which iteration, from which residual. */
 int mr_cg_breakdown_fail(const char *what, double value, int iteration, double residual);
 
-/* The whole solve on a GPU, inside a task on its worker: the same
- * recursion as the CPU's, with alpha and beta computed and tested on the
- * device, so the loop queues without waiting for a reduction; the state
- * is read back once at the end (and every 16 iterations, to stop early). */
+/* The whole solve of every system on a GPU, inside a task on its worker:
+ * the same recursion as the CPU's, with alpha and beta computed and tested
+ * on the device, so the loop queues without waiting for a reduction; the
+ * state is read back once at the end (and every 16 iterations, to stop
+ * early). */
 int mr_cg_cuda_solve(mr_device *dev, mr_cg_job *j);
 
 #ifdef __cplusplus

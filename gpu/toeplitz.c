@@ -31,6 +31,10 @@ struct mr_toeplitz {
   mr_buf *tmp;     /* [coils][nvox] */
   mr_fft_plan *fft;  /* doubled grid, `images` per execute */
   mr_fft_plan *fft1; /* doubled grid, one per execute */
+  /* Batched applies without maps on a GPU: batch_count per transform. */
+  mr_fft_plan *fft_batch;
+  mr_buf *work_batch; /* [batch_count or more][nbig] */
+  size_t batch_count;
   int have_q, have_maps;
 };
 
@@ -240,22 +244,48 @@ static int apply_maps(mr_toeplitz *t, const mr_cfloat *x, mr_cfloat *y) {
 }
 
 #ifdef MR_HAVE_CUDA
-/* The same on a GPU, every coil in each launch: expand (S_c x, padded),
- * transform, times K, transform back, gather (crop, conj(S_c), sum). */
-static int apply_fused(mr_toeplitz *t, const mr_cfloat *x, mr_cfloat *y) {
+/* The transform and work area for `count` images without maps, made (or
+ * grown) when first needed and kept. */
+static int batch_for(mr_toeplitz *t, size_t count) {
+  if (t->batch_count == count)
+    return 0;
+  t->batch_count = 0;
+  size_t bytes = count * t->nbig * sizeof(mr_cfloat);
+  mr_fft_opts fo = {.rank = t->o.rank, .dims = {t->big[0], t->big[1], t->big[2]}, .batch = count};
+  int rc = mr_fft_plan_keep(t->dev, &fo, &t->fft_batch);
+  if (rc == 0 && (t->work_batch == NULL || mr_buf_size(t->work_batch) < bytes)) {
+    mr_buf_destroy(t->work_batch);
+    t->work_batch = NULL;
+    rc = mr_buf_create(t->dev, bytes, &t->work_batch);
+  }
+  t->batch_count = rc == 0 ? count : 0;
+  return rc;
+}
+
+/* The same on a GPU, every coil (or every image of a batch) in each
+ * launch: expand (S_c x, padded), transform, times K, transform back,
+ * gather (crop, conj(S_c), sum). */
+static int apply_fused(mr_toeplitz *t, size_t count, const mr_cfloat *x, mr_cfloat *y) {
   mr_cfloat *w = ptr(t->work);
   const mr_cfloat *maps = t->o.coils > 0 ? ptr(t->maps) : NULL;
   mr_fft_plan *fft = t->o.coils > 0 ? t->fft : t->fft1;
+  size_t images = maps != NULL ? t->images : count;
   int identity = maps != NULL && t->o.lambda > 0 && t->o.reg == MR_REG_IDENTITY;
-  int rc = mr_toeplitz_cuda_expand(t->dev, t->images, maps, x, t->dims, t->big, w);
+  int rc = 0;
+  if (maps == NULL && count > 1 && (rc = batch_for(t, count)) == 0) {
+    w = ptr(t->work_batch);
+    fft = t->fft_batch;
+  }
+  if (rc == 0)
+    rc = mr_toeplitz_cuda_expand(t->dev, images, maps, x, t->dims, t->big, w);
   if (rc == 0)
     rc = mr_fft_execute(fft, MR_FFT_FORWARD, w, w);
   if (rc == 0)
-    rc = mr_toeplitz_cuda_kernel_mul(t->dev, t->images, t->nbig, ptr(t->kernel), w);
+    rc = mr_toeplitz_cuda_kernel_mul(t->dev, images, t->nbig, ptr(t->kernel), w);
   if (rc == 0)
     rc = mr_fft_execute(fft, MR_FFT_BACKWARD, w, w);
   if (rc == 0)
-    rc = mr_toeplitz_cuda_gather(t->dev, t->images, maps, w, t->dims, t->big,
+    rc = mr_toeplitz_cuda_gather(t->dev, images, maps, w, t->dims, t->big,
                                  identity ? x : NULL, (float)t->o.lambda, y);
   if (rc == 0 && maps != NULL && t->o.lambda > 0 && !identity)
     rc = add_differences(t, x, y);
@@ -265,30 +295,45 @@ static int apply_fused(mr_toeplitz *t, const mr_cfloat *x, mr_cfloat *y) {
 
 typedef struct apply_job {
   mr_toeplitz *t;
+  size_t count;
   const mr_cfloat *x;
   mr_cfloat *y;
 } apply_job;
 
 static int apply_task(mr_device *dev, void *arg) {
   apply_job *j = arg;
+  mr_toeplitz *t = j->t;
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(dev))
-    return apply_fused(j->t, j->x, j->y);
+    return apply_fused(t, j->count, j->x, j->y);
 #else
   (void)dev;
 #endif
-  if (j->t->o.coils > 0)
-    return apply_maps(j->t, j->x, j->y);
-  return convolve(j->t, j->t->fft1, 1, j->x, j->t->kernel, j->y);
+  if (t->o.coils > 0)
+    return apply_maps(t, j->x, j->y);
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < j->count; i++)
+    rc = convolve(t, t->fft1, 1, j->x + i * t->nvox, t->kernel, j->y + i * t->nvox);
+  return rc;
 }
 
-int mr_toeplitz_apply(mr_toeplitz *t, const mr_cfloat *x, mr_cfloat *y) {
+int mr_toeplitz_apply_batch(mr_toeplitz *t, size_t count, const mr_cfloat *x, mr_cfloat *y) {
   if (t->o.coils > 0 && !t->have_maps)
     return mr_fail(MR_EINVAL, "toeplitz: no coil maps set");
   if (!t->have_q)
     return mr_fail(MR_EINVAL, "toeplitz: no Q set");
-  apply_job j = {t, x, y};
+  if (count < 1 || (t->o.coils > 0 && count != 1))
+    return mr_fail(MR_EINVAL, "toeplitz: a batch of %zu images (%zu coils)", count, t->o.coils);
+  apply_job j = {t, count, x, y};
   return mr_device_run(t->dev, apply_task, &j);
+}
+
+int mr_toeplitz_apply(mr_toeplitz *t, const mr_cfloat *x, mr_cfloat *y) {
+  return mr_toeplitz_apply_batch(t, 1, x, y);
+}
+
+int mr_toeplitz_apply_batch_op(void *op, size_t count, const mr_cfloat *x, mr_cfloat *y) {
+  return mr_toeplitz_apply_batch(op, count, x, y);
 }
 
 static int combine_task(mr_device *dev, void *arg) {
@@ -306,7 +351,7 @@ static int combine_task(mr_device *dev, void *arg) {
 int mr_toeplitz_combine(mr_toeplitz *t, const mr_cfloat *x, mr_cfloat *out) {
   if (t->o.coils == 0 || !t->have_maps)
     return mr_fail(MR_EINVAL, "toeplitz: combining coils needs maps");
-  apply_job j = {t, x, out};
+  apply_job j = {t, 1, x, out};
   return mr_device_run(t->dev, combine_task, &j);
 }
 
@@ -323,6 +368,8 @@ void mr_toeplitz_destroy(mr_toeplitz *t) {
     return;
   mr_fft_plan_destroy(t->fft);
   mr_fft_plan_destroy(t->fft1);
+  mr_fft_plan_destroy(t->fft_batch);
+  mr_buf_destroy(t->work_batch);
   mr_buf_destroy(t->kernel);
   mr_buf_destroy(t->reg);
   mr_buf_destroy(t->stencil);

@@ -70,14 +70,21 @@ int mr_toeplitz_combine(mr_toeplitz *t, const mr_cfloat *x, mr_cfloat *out);
  * overlapping. Borrows both. */
 int mr_toeplitz_apply(mr_toeplitz *t, const mr_cfloat *x, mr_cfloat *y);
 
+/* y_i = A x_i for `count` images x, y [count][voxels] on the operator's
+ * device, of an operator made without coils (with coils count must be 1):
+ * on a GPU in one pass of batched transforms, on the CPU one by one. */
+int mr_toeplitz_apply_batch(mr_toeplitz *t, size_t count, const mr_cfloat *x, mr_cfloat *y);
+
 /* Voxels of one image. */
 size_t mr_toeplitz_voxels(const mr_toeplitz *t);
 mr_device *mr_toeplitz_device(const mr_toeplitz *t);
 
 void mr_toeplitz_destroy(mr_toeplitz *t);
 
-/* The adapter mr_cg_solve (cg.h) takes: op is an mr_toeplitz. */
+/* The adapters mr_cg_solve and mr_cg_solve_batch (cg.h) take: op is an
+ * mr_toeplitz. */
 int mr_toeplitz_apply_op(void *op, const mr_cfloat *x, mr_cfloat *y);
+int mr_toeplitz_apply_batch_op(void *op, size_t count, const mr_cfloat *x, mr_cfloat *y);
 
 #ifdef __cplusplus
 }

@@ -45,9 +45,10 @@ __global__ void expand(size_t count, const float2 *maps, const float2 *x, box g,
     float2 v = make_float2(0, 0);
     if (ix < g.n[0] && iy < g.n[1] && iz < g.n[2]) {
       size_t vox = (iz * g.n[1] + iy) * g.n[0] + ix;
-      v = x[vox];
       if (maps != nullptr)
-        v = mul(maps[c * g.nvox + vox], v);
+        v = mul(maps[c * g.nvox + vox], x[vox]);
+      else
+        v = x[c * g.nvox + vox];
     }
     work[i] = v;
   }
@@ -59,13 +60,17 @@ __global__ void kernel_mul(size_t count, size_t nbig, const float2 *kernel, floa
     work[i] = mul(work[i], kernel[i % nbig]);
 }
 
+// With maps: y = sum_c conj(S_c) crop(in_c) (+ lambda x), one image. Without:
+// y_c = crop(in_c) (+ lambda x_c) for each of the count images.
 __global__ void gather(size_t count, const float2 *maps, const float2 *in, box g,
                        const float2 *x, float lambda, float2 *y) {
-  for (size_t v = blockIdx.x * size_t(blockDim.x) + threadIdx.x; v < g.nvox;
-       v += size_t(gridDim.x) * blockDim.x) {
+  size_t images = maps != nullptr ? 1 : count;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < images * g.nvox;
+       i += size_t(gridDim.x) * blockDim.x) {
+    size_t v = i % g.nvox, image = i / g.nvox;
     size_t ix = v % g.n[0], iy = v / g.n[0] % g.n[1], iz = v / g.n[0] / g.n[1];
     size_t src = ((iz + g.at[2]) * g.big[1] + iy + g.at[1]) * g.big[0] + ix + g.at[0];
-    float2 s = in[src];
+    float2 s = in[image * g.nbig + src];
     if (maps != nullptr) {
       s = conj_mul(maps[v], s);
       for (size_t c = 1; c < count; c++) {
@@ -75,11 +80,11 @@ __global__ void gather(size_t count, const float2 *maps, const float2 *in, box g
       }
     }
     if (x != nullptr) {
-      float2 w = x[v];
+      float2 w = x[i];
       s.x += lambda * w.x;
       s.y += lambda * w.y;
     }
-    y[v] = s;
+    y[i] = s;
   }
 }
 
@@ -116,7 +121,8 @@ int mr_toeplitz_cuda_gather(mr_device *dev, size_t count, const mr_cfloat *maps,
   return mr_on_worker(dev, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     box g = box_of(n, big);
-    gather<<<mr_grid_for(c, g.nvox, BLOCK), BLOCK, 0, c->compute>>>(
+    size_t images = maps != nullptr ? 1 : count;
+    gather<<<mr_grid_for(c, images * g.nvox, BLOCK), BLOCK, 0, c->compute>>>(
         count, reinterpret_cast<const float2 *>(maps), reinterpret_cast<const float2 *>(in), g,
         reinterpret_cast<const float2 *>(x), lambda, reinterpret_cast<float2 *>(y));
     MR_LAUNCHED(gather);

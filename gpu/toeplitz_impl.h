@@ -14,7 +14,8 @@
 extern "C" {
 #endif
 
-/* work[c] = pad(S_c x) for c < count (maps NULL: pad(x)), zeros around. */
+/* work[c] = pad(S_c x) for c < count (maps NULL: pad(x_c), x [count][n]),
+ * zeros around. */
 int mr_toeplitz_cuda_expand(mr_device *dev, size_t count, const mr_cfloat *maps,
                             const mr_cfloat *x, const size_t n[3], const size_t big[3],
                             mr_cfloat *work);
@@ -23,8 +24,9 @@ int mr_toeplitz_cuda_expand(mr_device *dev, size_t count, const mr_cfloat *maps,
 int mr_toeplitz_cuda_kernel_mul(mr_device *dev, size_t count, size_t nbig,
                                 const mr_cfloat *kernel, mr_cfloat *work);
 
-/* y = sum_c conj(S_c) crop(in_c) + lambda x (maps NULL: crop(in_0), one
- * image; x NULL: no lambda term). big == n: no crop. */
+/* y = sum_c conj(S_c) crop(in_c) + lambda x, one image (maps NULL:
+ * y_c = crop(in_c) + lambda x_c for each of count images; x NULL: no
+ * lambda term). big == n: no crop. */
 int mr_toeplitz_cuda_gather(mr_device *dev, size_t count, const mr_cfloat *maps,
                             const mr_cfloat *in, const size_t n[3], const size_t big[3],
                             const mr_cfloat *x, float lambda, mr_cfloat *y);
