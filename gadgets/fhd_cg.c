@@ -401,18 +401,20 @@ static int estimate_maps_gpu(fhd_cg *s, mr_device *dev, const problem *p, const 
                              mr_cfloat *maps) {
   size_t nvox = p->nvox, coils = p->coils;
   mr_fft_opts fo = {.rank = p->rank, .dims = {p->n[0], p->n[1], p->n[2]}, .batch = coils};
-  int new_shape = s->window == NULL || memcmp(s->window_n, p->n, sizeof s->window_n) != 0;
+  int new_window = s->window == NULL || mr_buf_device(s->window) != dev ||
+                   memcmp(s->window_n, p->n, sizeof s->window_n) != 0;
   int rc = mr_fft_plan_keep(dev, &fo, &s->maps_fft);
   if (rc == 0)
     rc = keep_buf(&s->maps_dev, dev, coils * nvox * sizeof(mr_cfloat));
-  if (rc == 0 && (rc = keep_buf(&s->scale, dev, nvox * sizeof(mr_cfloat))) == 0 &&
-      (new_shape || mr_buf_device(s->window) != dev))
+  if (rc == 0)
+    rc = keep_buf(&s->scale, dev, nvox * sizeof(mr_cfloat));
+  if (rc == 0 && new_window)
     rc = keep_buf(&s->window, dev, nvox * sizeof(mr_cfloat));
   mr_cfloat *host = rc == 0 ? malloc(nvox * sizeof *host) : NULL;
   float *rss = rc == 0 ? malloc(nvox * sizeof *rss) : NULL;
   if (rc == 0 && (host == NULL || rss == NULL))
     rc = MR_ENOMEM;
-  if (rc == 0 && (new_shape || mr_buf_device(s->window) != dev)) {
+  if (rc == 0 && new_window) {
     memset(s->window_n, 0, sizeof s->window_n);
     for (size_t i = 0; i < nvox; i++)
       host[i] = (float)map_window(p, i);
