@@ -26,9 +26,10 @@
  * needed) are kept while the shape stays, and a new trajectory only remakes
  * their kernels in place from the new Q (mr_toeplitz_set_q). The NUFFT
  * plans are kept from buffer to buffer too, and given only new positions.
- * On a GPU a buffer's samples go up once; Q, F^H D, the right-hand side and
- * the solves stay on the device, and only the finished images come back
- * (the coil images behind new maps too: the maps are made on the host).
+ * On a GPU a buffer's samples go up once; Q, F^H D, the right-hand side,
+ * the solves and the map estimate stay on the device, and only the
+ * finished images come back (and new maps, once every maps_every buffers,
+ * which go up again to the SENSE operator).
  *
  * Maps ("estimate") come from every "maps_every"-th buffer and are reused
  * for the buffers between while the matrix and coils stay: a real-time

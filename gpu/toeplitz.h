@@ -14,8 +14,10 @@
  * image (a convolution too, so it joins Q's transform at no cost; with
  * maps it gets a transform of its own).
  *
- * Built on fft.h, block.h and vec.h alone, so it runs on the CPU and on a
- * GPU alike; apply takes and gives memory on the operator's device. */
+ * Built on fft.h, block.h and vec.h, so it runs on the CPU and on a GPU
+ * alike (a GPU does the per-coil steps in fused passes of its own,
+ * toeplitz_cuda.cu); apply takes and gives memory on the operator's
+ * device. */
 #ifndef MR_GPU_TOEPLITZ_H
 #define MR_GPU_TOEPLITZ_H
 
