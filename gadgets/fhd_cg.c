@@ -177,7 +177,7 @@ typedef struct problem {
   int rank;
   size_t n[3], nvox, m, coils;
   float *k;          /* [m][rank] */
-  mr_cfloat *data;   /* [coils][m] */
+  const mr_cfloat *data; /* [coils][m]: gathered, or the buffer's own */
 } problem;
 
 typedef struct job {
@@ -566,8 +566,10 @@ static int reconstruct(mr_device *dev, void *arg) {
   return mr_device_run(dev, reconstruct_task, arg);
 }
 
-/* Gathers the sampled lines of k into p (rank from the recon matrix). */
-static int gather(fhd_cg *s, mr_gadget_ctx *ctx, const mr_kspace *k, problem *p) {
+/* Gathers the sampled lines of k into p (rank from the recon matrix); the
+ * samples of a buffer whose every line was sampled are used where they
+ * are (in host memory: downloaded first if they live on a device only). */
+static int gather(fhd_cg *s, mr_gadget_ctx *ctx, mr_kspace *k, problem *p) {
   p->rank = k->recon.matrix.z > 1 ? 3 : 2;
   if (k->traj_dims < p->rank)
     return mr_gadget_fail(ctx, MR_EDATA,
@@ -588,18 +590,23 @@ static int gather(fhd_cg *s, mr_gadget_ctx *ctx, const mr_kspace *k, problem *p)
     lines += k->sampled[l] != 0;
   p->coils = k->nch;
   p->m = lines * k->nro;
+  size_t per = mr_kspace_channel_size(k), row = k->nro * sizeof *p->data;
+  int every_line = per == p->m;
   mr_err e = {0};
+  if (mr_kspace_host(k, &e) == NULL)
+    return mr_gadget_fail(ctx, e.code, "%s", e.msg);
   int grown = mr_scratch_grow(&s->k, p->m * p->rank * sizeof *p->k, "the positions", &e);
-  if (grown == 0)
+  if (grown == 0 && !every_line)
     grown = mr_scratch_grow(&s->data, p->m * p->coils * sizeof *p->data, "the samples", &e);
   if (grown < 0)
     return mr_gadget_fail(ctx, grown, "%zu samples: %s", p->m, mr_err_text(&e, grown));
   p->k = s->k.p;
-  p->data = s->data.p;
+  p->data = every_line ? k->data : s->data.p;
   /* Line by line and coil by coil: whole readouts are contiguous on both
    * sides (sample by sample, the coils' strides made this a cache miss
    * per value). */
-  size_t at = 0, per = mr_kspace_channel_size(k), row = k->nro * sizeof *p->data;
+  mr_cfloat *data = s->data.p;
+  size_t at = 0;
   for (size_t l = 0; l < nlines; l++) {
     if (!k->sampled[l])
       continue;
@@ -607,8 +614,8 @@ static int gather(fhd_cg *s, mr_gadget_ctx *ctx, const mr_kspace *k, problem *p)
       const float *t = k->traj + (l * k->nro + r) * (size_t)k->traj_dims;
       memcpy(p->k + (at + r) * p->rank, t, (size_t)p->rank * sizeof *t);
     }
-    for (size_t c = 0; c < p->coils; c++)
-      memcpy(p->data + c * p->m + at, k->data + c * per + l * k->nro, row);
+    for (size_t c = 0; !every_line && c < p->coils; c++)
+      memcpy(data + c * p->m + at, k->data + c * per + l * k->nro, row);
     at += k->nro;
   }
   return 0;
@@ -616,7 +623,7 @@ static int gather(fhd_cg *s, mr_gadget_ctx *ctx, const mr_kspace *k, problem *p)
 
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
   fhd_cg *s = state;
-  const mr_kspace *k = msg->u.object.ptr;
+  mr_kspace *k = msg->u.object.ptr;
   problem p = {0};
   mr_image_array *a = NULL;
   int rc;
