@@ -20,11 +20,16 @@
  * rounding) or from the NUFFT (gpu/nufft.h, "nufft", to nufft_tolerance):
  * the same sums, the second far faster on large problems.
  *
- * Q depends on the trajectory alone (the book's point): it is kept, and
- * the operators built from it (when first needed), while later buffers
- * bring the same trajectory (and matrix, coil count and device); F^H D is
- * per scan. The NUFFT plans are kept from buffer to buffer too, and given
- * only new positions.
+ * Q depends on the trajectory alone (the book's point): it is kept while
+ * later buffers bring the same trajectory (and matrix, coil count and
+ * device); F^H D is per scan. The operators built from it (when first
+ * needed) are kept while the shape stays, and a new trajectory only remakes
+ * their kernels in place from the new Q (mr_toeplitz_set_q). The NUFFT
+ * plans are kept from buffer to buffer too, and given only new positions.
+ * On a GPU a buffer's samples go up once; Q, F^H D, the right-hand side,
+ * the solves and the map estimate stay on the device, and only the
+ * finished images come back (and new maps, once every maps_every buffers,
+ * which go up again to the SENSE operator).
  *
  * Maps ("estimate") come from every "maps_every"-th buffer and are reused
  * for the buffers between while the matrix and coils stay: a real-time
@@ -42,6 +47,7 @@
 
 #include "buf.h"
 #include "cg.h"
+#include "coil.h"
 #include "fft.h"
 #include "fhd.h"
 #include "gadget.h"
@@ -52,22 +58,25 @@
 #include "positions.h"
 #include "scratch.h"
 #include "toeplitz.h"
+#include "vec.h"
 
 enum { MAPS_NONE, MAPS_ESTIMATE };
 enum { SUMS_DIRECT, SUMS_NUFFT };
 
-/* Q of the last trajectory, and the operators made from it. */
+/* Q of the last trajectory, and the operators made for its shape (device,
+ * sums, rank, matrix and sample count: lambda scales with the count). */
 typedef struct op_cache {
   mr_device *dev;
   int sums;
   int rank;
   size_t n[3], m;
   int valid;          /* k and q hold a trajectory's */
-  mr_scratch k;       /* [m][rank] */
-  mr_scratch q;       /* on the doubled grid, host */
+  mr_scratch k;       /* [m][rank], host: to recognise the trajectory */
+  mr_buf *q;          /* on the doubled grid, on dev */
   mr_toeplitz *op;    /* one coil's, or NULL until needed */
   mr_toeplitz *sense; /* through maps ("estimate"), for sense_coils coils */
   size_t sense_coils;
+  unsigned op_q, sense_q; /* the positions generation each kernel holds */
   unsigned sense_maps; /* the maps generation sense holds (0: none) */
 } op_cache;
 
@@ -96,8 +105,11 @@ typedef struct fhd_cg {
   op_cache cache;
   unsigned positions; /* generation of cache.k, from 1 */
   kept_plan q_plan, fhd_plan;
-  mr_scratch k, data, fhd; /* a buffer's positions, samples and F^H D */
-  mr_cfloat *ones;    /* [ones_n] */
+  mr_scratch k, data; /* a buffer's positions and samples */
+  mr_scratch sums_out; /* direct sums' host output, before it goes to the device */
+  /* On the solve's device, kept: [ones_n] ones (Q's samples), the samples,
+   * F^H D and coil images [coils][nvox]. */
+  mr_buf *ones, *data_dev, *fhd, *img;
   size_t ones_n;
   /* The last estimated maps [coils][nvox] (generation sens_gen, 0: none),
    * and the buffers since they were made. */
@@ -106,6 +118,11 @@ typedef struct fhd_cg {
   unsigned sens_gen, sens_made;
   int since_maps;
   mr_buf *cg_b, *cg_x; /* one right-hand side and solution on the device, kept */
+  /* A GPU's map estimate: FFT plan, maps, the window (for window_n) and
+   * the per-voxel scale, kept. */
+  mr_fft_plan *maps_fft;
+  mr_buf *maps_dev, *window, *scale;
+  size_t window_n[3];
 } fhd_cg;
 
 static const mr_param params[] = {
@@ -135,20 +152,19 @@ static int configure(void *state, mr_gadget_ctx *ctx) {
   return mr_placement_acquire(&s->place, ctx, s->device, s->fallback);
 }
 
-/* Drops the operators; keeps the arrays for the next trajectory. */
+/* Drops the operators and Q; keeps the positions array. */
 static void cache_reset(op_cache *c) {
   mr_toeplitz_destroy(c->op);
   mr_toeplitz_destroy(c->sense);
-  mr_scratch k = c->k, q = c->q;
+  mr_buf_destroy(c->q);
+  mr_scratch k = c->k;
   memset(c, 0, sizeof *c);
   c->k = k;
-  c->q = q;
 }
 
 static void cache_clear(op_cache *c) {
   cache_reset(c);
   mr_scratch_free(&c->k);
-  mr_scratch_free(&c->q);
 }
 
 static void plan_clear(kept_plan *kp) {
@@ -161,7 +177,7 @@ typedef struct problem {
   int rank;
   size_t n[3], nvox, m, coils;
   float *k;          /* [m][rank] */
-  mr_cfloat *data;   /* [coils][m] */
+  const mr_cfloat *data; /* [coils][m]: gathered, or the buffer's own */
 } problem;
 
 typedef struct job {
@@ -170,37 +186,67 @@ typedef struct job {
   mr_cfloat *out;    /* [coils or 1][nvox], host */
 } job;
 
+/* b holding at least `bytes` on dev, kept for the next buffers. */
+static int keep_buf(mr_buf **b, mr_device *dev, size_t bytes) {
+  if (*b != NULL && mr_buf_device(*b) == dev && mr_buf_size(*b) >= bytes)
+    return 0;
+  mr_buf_destroy(*b);
+  *b = NULL;
+  return mr_buf_create(dev, bytes, b);
+}
+
+/* At least m ones on dev, in s->ones. */
+static int keep_ones(fhd_cg *s, mr_device *dev, size_t m) {
+  if (s->ones != NULL && mr_buf_device(s->ones) == dev && s->ones_n >= m)
+    return 0;
+  s->ones_n = 0;
+  int rc = keep_buf(&s->ones, dev, m * sizeof(mr_cfloat));
+  mr_cfloat *ones = rc == 0 ? malloc(m * sizeof *ones) : NULL;
+  if (rc == 0 && ones == NULL)
+    rc = MR_ENOMEM;
+  for (size_t j = 0; rc == 0 && j < m; j++)
+    ones[j] = 1;
+  if (rc == 0)
+    rc = mr_buf_upload(s->ones, 0, ones, m * sizeof *ones);
+  free(ones);
+  s->ones_n = rc == 0 ? m : 0;
+  return rc;
+}
+
 /* out[b][voxels] = sum_j data[b][j] exp(+2 pi i k_j . x) on an n grid, by
  * direct sums or the NUFFT (the plan kept in kp, given the positions k of
- * generation s->positions once); data NULL: all ones (Q). */
+ * generation s->positions once); data (host) NULL: all ones (Q). out is a
+ * buffer on dev. */
 static int adjoint_sums(fhd_cg *s, kept_plan *kp, mr_device *dev, int rank, const size_t n[3],
                         size_t m, const float *k, size_t batch, const mr_cfloat *data,
-                        mr_cfloat *out) {
+                        mr_buf *out) {
   int rc;
   if (s->sums == SUMS_DIRECT) {
+    size_t out_bytes = batch * n[0] * n[1] * n[2] * sizeof(mr_cfloat);
     mr_fhd_opts fo = {.rank = rank, .grid = {n[0], n[1], n[2]}, .batch = batch};
     mr_fhd_plan *plan = NULL;
-    rc = mr_fhd_plan_create(dev, &fo, &plan);
+    rc = mr_scratch_grow(&s->sums_out, out_bytes, "the direct sums", NULL);
+    if (rc == 0)
+      rc = mr_fhd_plan_create(dev, &fo, &plan);
     if (rc == 0)
       rc = mr_fhd_set_points(plan, m, k);
     if (rc == 0)
-      rc = mr_fhd_adjoint(plan, data, NULL, out);
+      rc = mr_fhd_adjoint(plan, data, NULL, s->sums_out.p);
     mr_fhd_plan_destroy(plan);
-    return rc;
+    return rc == 0 ? mr_buf_upload(out, 0, s->sums_out.p, out_bytes) : rc;
   }
+  const mr_cfloat *in;
   if (data == NULL) {
-    if (s->ones_n < m) {
-      mr_cfloat *ones = malloc(m * sizeof *ones);
-      if (ones == NULL)
-        return MR_ENOMEM;
-      for (size_t j = 0; j < m; j++)
-        ones[j] = 1;
-      free(s->ones);
-      s->ones = ones;
-      s->ones_n = m;
-    }
-    data = s->ones;
+    rc = keep_ones(s, dev, m);
+    in = rc == 0 ? mr_buf_data(s->ones) : NULL;
+  } else {
+    rc = keep_buf(&s->data_dev, dev, batch * m * sizeof *data);
+    if (rc == 0)
+      rc = mr_buf_upload(s->data_dev, 0, data, batch * m * sizeof *data);
+    in = rc == 0 ? mr_buf_data(s->data_dev) : NULL;
   }
+  if (rc < 0)
+    return rc;
   mr_nufft_opts no = {.rank = rank, .dims = {n[0], n[1], n[2]}, .batch = batch,
                       .tol = s->nufft_tolerance};
   if (kp->plan == NULL || kp->dev != dev || kp->opts.rank != rank ||
@@ -217,26 +263,30 @@ static int adjoint_sums(fhd_cg *s, kept_plan *kp, mr_device *dev, int rank, cons
       return rc;
     kp->points = s->positions;
   }
-  return mr_nufft_execute_host(kp->plan, MR_NUFFT_ADJOINT, data, out);
+  return mr_nufft_execute(kp->plan, MR_NUFFT_ADJOINT, in, mr_buf_data(out));
 }
 
 /* Q for p's trajectory on dev: the kept one, or a fresh one (a new
- * positions generation). */
+ * positions generation); a new shape drops the operators too. */
 static int q_for(fhd_cg *s, mr_device *dev, const problem *p) {
   op_cache *c = &s->cache;
   size_t kbytes = p->m * p->rank * sizeof *p->k;
-  if (c->valid && c->dev == dev && c->sums == s->sums && c->rank == p->rank && c->m == p->m &&
-      memcmp(c->n, p->n, sizeof c->n) == 0 && memcmp(c->k.p, p->k, kbytes) == 0)
+  int same_shape = c->valid && c->dev == dev && c->sums == s->sums && c->rank == p->rank &&
+                   c->m == p->m && memcmp(c->n, p->n, sizeof c->n) == 0;
+  if (same_shape && memcmp(c->k.p, p->k, kbytes) == 0)
     return 0;
-  cache_reset(c);
+  if (!same_shape)
+    cache_reset(c);
+  c->valid = 0;
   s->positions++;
   size_t big[3] = {2 * p->n[0], 2 * p->n[1], p->rank == 3 ? 2 * p->n[2] : 1};
-  int rc = mr_scratch_grow(&c->q, big[0] * big[1] * big[2] * sizeof(mr_cfloat), "Q", NULL);
+  int rc = c->q != NULL ? 0
+                        : mr_buf_create(dev, big[0] * big[1] * big[2] * sizeof(mr_cfloat), &c->q);
   if (rc == 0)
     rc = mr_scratch_grow(&c->k, kbytes, "Q's positions", NULL);
   if (rc == 0) {
     memcpy(c->k.p, p->k, kbytes);
-    rc = adjoint_sums(s, &s->q_plan, dev, p->rank, big, p->m, p->k, 1, NULL, c->q.p);
+    rc = adjoint_sums(s, &s->q_plan, dev, p->rank, big, p->m, p->k, 1, NULL, c->q);
   }
   if (rc < 0)
     return rc;
@@ -250,7 +300,8 @@ static int q_for(fhd_cg *s, mr_device *dev, const problem *p) {
 }
 
 /* The operator for p (coils 0: one coil's; else through maps for that
- * many coils), built from Q when first needed. */
+ * many coils), made for the shape when first needed and given the current
+ * trajectory's Q when it holds an older one. */
 static int operator_for(fhd_cg *s, mr_device *dev, const problem *p, size_t coils,
                         mr_toeplitz **out) {
   op_cache *c = &s->cache;
@@ -258,6 +309,7 @@ static int operator_for(fhd_cg *s, mr_device *dev, const problem *p, size_t coil
   if (rc < 0)
     return rc;
   mr_toeplitz **t = coils == 0 ? &c->op : &c->sense;
+  unsigned *held = coils == 0 ? &c->op_q : &c->sense_q;
   if (coils > 0 && c->sense != NULL && c->sense_coils != coils) {
     mr_toeplitz_destroy(c->sense);
     c->sense = NULL;
@@ -268,12 +320,19 @@ static int operator_for(fhd_cg *s, mr_device *dev, const problem *p, size_t coil
                            .lambda = s->lambda * (double)p->m, /* Q(0): F^H F's trace / N */
                            .reg = s->regularizer ? MR_REG_FINITE_DIFFERENCE : MR_REG_IDENTITY,
                            .coils = coils};
-    if ((rc = mr_toeplitz_create(dev, &to, c->q.p, t)) < 0)
+    *held = 0;
+    if ((rc = mr_toeplitz_create(dev, &to, NULL, t)) < 0)
       return rc;
     if (coils > 0) {
       c->sense_coils = coils;
       c->sense_maps = 0;
     }
+  }
+  if (*held != s->positions) {
+    *held = 0;
+    if ((rc = mr_toeplitz_set_q(*t, mr_buf_data(c->q))) < 0)
+      return rc;
+    *held = s->positions;
   }
   *out = *t;
   return 0;
@@ -285,6 +344,19 @@ static int operator_for(fhd_cg *s, mr_device *dev, const problem *p, size_t coil
  * zero where that sum is under 5% of its peak (outside the object, where
  * a ratio of small numbers means nothing: the solve then keeps those
  * voxels at zero). */
+static double map_window(const problem *p, size_t i) {
+  const double cutoff = 0.125; /* cycles per pixel */
+  double r2 = 0;
+  size_t pos[3] = {i % p->n[0], i / p->n[0] % p->n[1], i / p->n[0] / p->n[1]};
+  for (int d = 0; d < p->rank; d++) {
+    double f = ((double)pos[d] - (double)(p->n[d] / 2)) / (double)p->n[d];
+    r2 += f * f;
+  }
+  double r = sqrt(r2);
+  return r < cutoff ? pow(cos(M_PI * r / (2 * cutoff)), 2) : 0;
+}
+
+/* On the host (the CPU), img and maps in host memory. */
 static int estimate_maps(mr_device *dev, const problem *p, const mr_cfloat *img,
                          mr_cfloat *maps) {
   mr_fft_opts fo = {.rank = p->rank, .dims = {p->n[0], p->n[1], p->n[2]}, .batch = p->coils};
@@ -296,15 +368,8 @@ static int estimate_maps(mr_device *dev, const problem *p, const mr_cfloat *img,
     mr_fft_plan_destroy(plan);
     return rc;
   }
-  const double cutoff = 0.125; /* cycles per pixel */
   for (size_t i = 0; i < p->nvox; i++) {
-    double r2 = 0;
-    size_t pos[3] = {i % p->n[0], i / p->n[0] % p->n[1], i / p->n[0] / p->n[1]};
-    for (int d = 0; d < p->rank; d++) {
-      double f = ((double)pos[d] - (double)(p->n[d] / 2)) / (double)p->n[d];
-      r2 += f * f;
-    }
-    double r = sqrt(r2), w = r < cutoff ? pow(cos(M_PI * r / (2 * cutoff)), 2) : 0;
+    double w = map_window(p, i);
     for (size_t c = 0; c < p->coils; c++)
       maps[c * p->nvox + i] *= (float)w;
   }
@@ -330,34 +395,73 @@ static int estimate_maps(mr_device *dev, const problem *p, const mr_cfloat *img,
   return 0;
 }
 
-/* b holding at least `bytes` on dev, kept for the next buffers. */
-static int keep_buf(mr_buf **b, mr_device *dev, size_t bytes) {
-  if (*b != NULL && mr_buf_device(*b) == dev && mr_buf_size(*b) >= bytes)
-    return 0;
-  mr_buf_destroy(*b);
-  *b = NULL;
-  return mr_buf_create(dev, bytes, b);
+/* The same on a GPU from the coil images img on it, into maps (host):
+ * transforms, window and scaling there (the window kept per shape), the
+ * root sum of squares down to the host for the peak and the scale. */
+static int estimate_maps_gpu(fhd_cg *s, mr_device *dev, const problem *p, const mr_cfloat *img,
+                             mr_cfloat *maps) {
+  size_t nvox = p->nvox, coils = p->coils;
+  mr_fft_opts fo = {.rank = p->rank, .dims = {p->n[0], p->n[1], p->n[2]}, .batch = coils};
+  int new_window = s->window == NULL || mr_buf_device(s->window) != dev ||
+                   memcmp(s->window_n, p->n, sizeof s->window_n) != 0;
+  int rc = mr_fft_plan_keep(dev, &fo, &s->maps_fft);
+  if (rc == 0)
+    rc = keep_buf(&s->maps_dev, dev, coils * nvox * sizeof(mr_cfloat));
+  if (rc == 0)
+    rc = keep_buf(&s->scale, dev, nvox * sizeof(mr_cfloat));
+  if (rc == 0 && new_window)
+    rc = keep_buf(&s->window, dev, nvox * sizeof(mr_cfloat));
+  mr_cfloat *host = rc == 0 ? malloc(nvox * sizeof *host) : NULL;
+  float *rss = rc == 0 ? malloc(nvox * sizeof *rss) : NULL;
+  if (rc == 0 && (host == NULL || rss == NULL))
+    rc = MR_ENOMEM;
+  if (rc == 0 && new_window) {
+    memset(s->window_n, 0, sizeof s->window_n);
+    for (size_t i = 0; i < nvox; i++)
+      host[i] = (float)map_window(p, i);
+    rc = mr_buf_upload(s->window, 0, host, nvox * sizeof *host);
+    if (rc == 0)
+      memcpy(s->window_n, p->n, sizeof s->window_n);
+  }
+  mr_cfloat *m = rc == 0 ? mr_buf_data(s->maps_dev) : NULL, *scale = NULL;
+  if (rc == 0)
+    rc = mr_fft_execute(s->maps_fft, MR_FFT_FORWARD, img, m);
+  for (size_t c = 0; rc == 0 && c < coils; c++)
+    rc = mr_vec_mul(dev, nvox, mr_buf_data(s->window), m + c * nvox, m + c * nvox);
+  if (rc == 0)
+    rc = mr_fft_execute(s->maps_fft, MR_FFT_BACKWARD, m, m);
+  if (rc == 0) { /* the root sum of squares, as floats, through the scale's memory */
+    scale = mr_buf_data(s->scale);
+    rc = mr_coil_rss(dev, m, coils, nvox, (float *)scale);
+  }
+  if (rc == 0)
+    rc = mr_buf_download(s->scale, 0, rss, nvox * sizeof *rss);
+  if (rc == 0) {
+    double peak = 0;
+    for (size_t i = 0; i < nvox; i++)
+      peak = fmax(peak, (double)rss[i] * rss[i]);
+    for (size_t i = 0; i < nvox; i++) {
+      double ss = (double)rss[i] * rss[i];
+      host[i] = ss > 0.05 * 0.05 * peak ? (float)(1 / sqrt(ss)) : 0;
+    }
+    rc = mr_buf_upload(s->scale, 0, host, nvox * sizeof *host);
+  }
+  for (size_t c = 0; rc == 0 && c < coils; c++)
+    rc = mr_vec_mul(dev, nvox, scale, m + c * nvox, m + c * nvox);
+  if (rc == 0)
+    rc = mr_buf_download(s->maps_dev, 0, maps, coils * nvox * sizeof *maps);
+  free(host);
+  free(rss);
+  return rc;
 }
 
 /* x = A^-1 b (`iterations` at most) for each of `count` right-hand sides
- * in host memory, through the kept device vectors. */
+ * [count][nvox], b and x on dev: on a GPU in one batched solve (the coils'
+ * solves behind maps: one loop, not one per coil). */
 static int solve_all(fhd_cg *s, mr_device *dev, mr_toeplitz *op, int iterations,
                      size_t nvox, size_t count, const mr_cfloat *b, mr_cfloat *x) {
-  size_t bytes = nvox * sizeof(mr_cfloat);
-  int rc = keep_buf(&s->cg_b, dev, bytes);
-  if (rc == 0)
-    rc = keep_buf(&s->cg_x, dev, bytes);
-  mr_buf *bb = s->cg_b, *bx = s->cg_x;
   mr_cg_opts co = {.max_iterations = iterations, .tolerance = s->tolerance};
-  for (size_t i = 0; rc == 0 && i < count; i++) {
-    rc = mr_buf_upload(bb, 0, b + i * nvox, bytes);
-    if (rc == 0)
-      rc = mr_cg_solve(dev, nvox, mr_toeplitz_apply_op, op, mr_buf_data(bb), mr_buf_data(bx),
-                       &co, NULL);
-    if (rc == 0)
-      rc = mr_buf_download(bx, 0, x + i * nvox, bytes);
-  }
-  return rc;
+  return mr_cg_solve_batch(dev, nvox, count, mr_toeplitz_apply_batch_op, op, b, x, &co, NULL);
 }
 
 /* Whether this buffer estimates new maps: none yet, another shape, or
@@ -367,20 +471,20 @@ static int maps_due(const fhd_cg *s, const problem *p) {
          memcmp(s->sens_n, p->n, sizeof s->sens_n) != 0 || s->since_maps >= s->maps_every;
 }
 
-/* New maps from the coils' own solves (fhd: their F^H D). */
+/* New maps from the coils' own solves (fhd: their F^H D on dev), made on
+ * the host from the coil images. */
 static int refresh_maps(fhd_cg *s, mr_device *dev, const problem *p, const mr_cfloat *fhd) {
   mr_toeplitz *op;
   int rc = operator_for(s, dev, p, 0, &op);
   if (rc < 0)
     return rc;
-  mr_cfloat *img = malloc(p->coils * p->nvox * sizeof *img);
+  size_t bytes = p->coils * p->nvox * sizeof(mr_cfloat);
   if (s->sens_coils * s->sens_n[0] * s->sens_n[1] * s->sens_n[2] != p->coils * p->nvox) {
     free(s->sens);
-    s->sens = malloc(p->coils * p->nvox * sizeof *s->sens);
+    s->sens = malloc(bytes);
     s->sens_gen = 0;
   }
-  if (img == NULL || s->sens == NULL) {
-    free(img);
+  if (s->sens == NULL) {
     s->sens_gen = 0;
     s->sens_coils = 0;
     return MR_ENOMEM;
@@ -388,15 +492,41 @@ static int refresh_maps(fhd_cg *s, mr_device *dev, const problem *p, const mr_cf
   s->sens_coils = p->coils;
   memcpy(s->sens_n, p->n, sizeof s->sens_n);
   s->sens_gen = 0; /* until estimated */
-  rc = solve_all(s, dev, op, MAP_ITERATIONS, p->nvox, p->coils, fhd, img);
+  const mr_cfloat *img = mr_buf_data(s->img); /* host memory for the CPU */
+  rc = solve_all(s, dev, op, MAP_ITERATIONS, p->nvox, p->coils, fhd, mr_buf_data(s->img));
   if (rc == 0)
-    rc = estimate_maps(dev, p, img, s->sens);
-  free(img);
+    rc = mr_device_is_gpu(dev) ? estimate_maps_gpu(s, dev, p, img, s->sens)
+                               : estimate_maps(dev, p, img, s->sens);
   if (rc < 0)
     return rc;
   s->sens_gen = ++s->sens_made;
   s->since_maps = 0;
   return 0;
+}
+
+/* One image through the maps: b = sum_c S_c^H F^H D_c, solved, into out
+ * (host). */
+static int solve_sense(fhd_cg *s, mr_device *dev, const problem *p, const mr_cfloat *fhd,
+                       mr_cfloat *out) {
+  mr_toeplitz *op;
+  size_t bytes = p->nvox * sizeof(mr_cfloat);
+  int rc = operator_for(s, dev, p, p->coils, &op);
+  if (rc == 0 && s->cache.sense_maps != s->sens_gen) {
+    rc = mr_toeplitz_set_maps(op, s->sens);
+    s->cache.sense_maps = rc == 0 ? s->sens_gen : 0;
+  }
+  if (rc == 0)
+    rc = keep_buf(&s->cg_b, dev, bytes);
+  if (rc == 0)
+    rc = keep_buf(&s->cg_x, dev, bytes);
+  if (rc == 0)
+    rc = mr_toeplitz_combine(op, fhd, mr_buf_data(s->cg_b));
+  if (rc == 0)
+    rc = solve_all(s, dev, op, s->iterations, p->nvox, 1, mr_buf_data(s->cg_b),
+                   mr_buf_data(s->cg_x));
+  if (rc == 0)
+    rc = mr_buf_download(s->cg_x, 0, out, bytes);
+  return rc;
 }
 
 /* One buffer's reconstruction, as one device task: its operations queue
@@ -405,39 +535,30 @@ static int reconstruct_task(mr_device *dev, void *arg) {
   job *j = arg;
   fhd_cg *s = j->s;
   const problem *p = j->p;
+  size_t bytes = p->coils * p->nvox * sizeof(mr_cfloat);
   int rc = q_for(s, dev, p);
+  if (rc == 0)
+    rc = keep_buf(&s->fhd, dev, bytes);
+  if (rc == 0)
+    rc = keep_buf(&s->img, dev, bytes);
+  if (rc == 0)
+    rc = adjoint_sums(s, &s->fhd_plan, dev, p->rank, p->n, p->m, p->k, p->coils, p->data,
+                      s->fhd);
   if (rc < 0)
     return rc;
-  if ((rc = mr_scratch_grow(&s->fhd, p->coils * p->nvox * sizeof(mr_cfloat), "F^H D", NULL)) < 0)
-    return rc;
-  mr_cfloat *fhd = s->fhd.p;
-  rc = adjoint_sums(s, &s->fhd_plan, dev, p->rank, p->n, p->m, p->k, p->coils, p->data, fhd);
-  mr_toeplitz *op;
-  if (rc == 0 && s->maps == MAPS_NONE) {
+  const mr_cfloat *fhd = mr_buf_data(s->fhd);
+  if (s->maps == MAPS_NONE) {
+    mr_toeplitz *op;
     rc = operator_for(s, dev, p, 0, &op);
     if (rc == 0)
-      rc = solve_all(s, dev, op, s->iterations, p->nvox, p->coils, fhd, j->out);
-  } else if (rc == 0) {
-    if (maps_due(s, p))
-      rc = refresh_maps(s, dev, p, fhd);
-    if (rc == 0)
-      rc = operator_for(s, dev, p, p->coils, &op);
-    if (rc == 0 && s->cache.sense_maps != s->sens_gen) {
-      rc = mr_toeplitz_set_maps(op, s->sens);
-      s->cache.sense_maps = rc == 0 ? s->sens_gen : 0;
-    }
-    if (rc == 0) { /* b = sum_c S_c^H F^H D_c, into the first coil's place */
-      const mr_cfloat *maps = s->sens;
-      for (size_t i = 0; i < p->nvox; i++) {
-        float complex b = 0;
-        for (size_t c = 0; c < p->coils; c++)
-          b += conjf(maps[c * p->nvox + i]) * fhd[c * p->nvox + i];
-        fhd[i] = b;
-      }
-      rc = solve_all(s, dev, op, s->iterations, p->nvox, 1, fhd, j->out);
-    }
-    s->since_maps++;
+      rc = solve_all(s, dev, op, s->iterations, p->nvox, p->coils, fhd, mr_buf_data(s->img));
+    return rc == 0 ? mr_buf_download(s->img, 0, j->out, bytes) : rc;
   }
+  if (maps_due(s, p))
+    rc = refresh_maps(s, dev, p, fhd);
+  if (rc == 0)
+    rc = solve_sense(s, dev, p, fhd, j->out);
+  s->since_maps++;
   return rc;
 }
 
@@ -445,8 +566,10 @@ static int reconstruct(mr_device *dev, void *arg) {
   return mr_device_run(dev, reconstruct_task, arg);
 }
 
-/* Gathers the sampled lines of k into p (rank from the recon matrix). */
-static int gather(fhd_cg *s, mr_gadget_ctx *ctx, const mr_kspace *k, problem *p) {
+/* Gathers the sampled lines of k into p (rank from the recon matrix); the
+ * samples of a buffer whose every line was sampled are used where they
+ * are (in host memory: downloaded first if they live on a device only). */
+static int gather(fhd_cg *s, mr_gadget_ctx *ctx, mr_kspace *k, problem *p) {
   p->rank = k->recon.matrix.z > 1 ? 3 : 2;
   if (k->traj_dims < p->rank)
     return mr_gadget_fail(ctx, MR_EDATA,
@@ -467,31 +590,40 @@ static int gather(fhd_cg *s, mr_gadget_ctx *ctx, const mr_kspace *k, problem *p)
     lines += k->sampled[l] != 0;
   p->coils = k->nch;
   p->m = lines * k->nro;
+  size_t per = mr_kspace_channel_size(k), row = k->nro * sizeof *p->data;
+  int every_line = per == p->m;
   mr_err e = {0};
+  if (mr_kspace_host(k, &e) == NULL)
+    return mr_gadget_fail(ctx, e.code, "%s", e.msg);
   int grown = mr_scratch_grow(&s->k, p->m * p->rank * sizeof *p->k, "the positions", &e);
-  if (grown == 0)
+  if (grown == 0 && !every_line)
     grown = mr_scratch_grow(&s->data, p->m * p->coils * sizeof *p->data, "the samples", &e);
   if (grown < 0)
     return mr_gadget_fail(ctx, grown, "%zu samples: %s", p->m, mr_err_text(&e, grown));
   p->k = s->k.p;
-  p->data = s->data.p;
-  size_t at = 0, per = mr_kspace_channel_size(k);
+  p->data = every_line ? k->data : s->data.p;
+  /* Line by line and coil by coil: whole readouts are contiguous on both
+   * sides (sample by sample, the coils' strides made this a cache miss
+   * per value). */
+  mr_cfloat *data = s->data.p;
+  size_t at = 0;
   for (size_t l = 0; l < nlines; l++) {
     if (!k->sampled[l])
       continue;
-    for (size_t r = 0; r < k->nro; r++, at++) {
+    for (size_t r = 0; r < k->nro; r++) {
       const float *t = k->traj + (l * k->nro + r) * (size_t)k->traj_dims;
-      memcpy(p->k + at * p->rank, t, (size_t)p->rank * sizeof *t);
-      for (size_t c = 0; c < p->coils; c++)
-        p->data[c * p->m + at] = k->data[c * per + l * k->nro + r];
+      memcpy(p->k + (at + r) * p->rank, t, (size_t)p->rank * sizeof *t);
     }
+    for (size_t c = 0; !every_line && c < p->coils; c++)
+      memcpy(data + c * p->m + at, k->data + c * per + l * k->nro, row);
+    at += k->nro;
   }
   return 0;
 }
 
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
   fhd_cg *s = state;
-  const mr_kspace *k = msg->u.object.ptr;
+  mr_kspace *k = msg->u.object.ptr;
   problem p = {0};
   mr_image_array *a = NULL;
   int rc;
@@ -525,11 +657,18 @@ static void destroy(void *state) {
   cache_clear(&s->cache);
   plan_clear(&s->q_plan);
   plan_clear(&s->fhd_plan);
-  free(s->ones);
   free(s->sens);
   mr_scratch_free(&s->k);
   mr_scratch_free(&s->data);
-  mr_scratch_free(&s->fhd);
+  mr_scratch_free(&s->sums_out);
+  mr_buf_destroy(s->ones);
+  mr_buf_destroy(s->data_dev);
+  mr_buf_destroy(s->fhd);
+  mr_buf_destroy(s->img);
+  mr_fft_plan_destroy(s->maps_fft);
+  mr_buf_destroy(s->maps_dev);
+  mr_buf_destroy(s->window);
+  mr_buf_destroy(s->scale);
   mr_buf_destroy(s->cg_b);
   mr_buf_destroy(s->cg_x);
   mr_placement_release(&s->place);

@@ -1,41 +1,33 @@
 /* Conjugate gradient (cg.h): Hestenes-Stiefel, with the residual updated
- * by recursion (one apply of A per iteration). */
+ * by recursion (one apply of A per iteration). This is the CPU's loop; a
+ * GPU runs the same recursion with its scalars on the device
+ * (cg_cuda.cu). */
 #include <complex.h>
 #include <math.h>
 #include <stdlib.h>
 
 #include "buf.h"
 #include "cg.h"
+#include "cg_impl.h"
 #include "error.h"
 #include "fail.h"
 #include "vec.h"
 
-typedef struct solve_job {
-  size_t n;
-  mr_cg_operator apply;
-  void *op;
-  const mr_cfloat *b;
-  mr_cfloat *x;
-  mr_cg_opts o;
-  mr_cg_report report;
-} solve_job;
+typedef mr_cg_job solve_job;
 
-/* Below this relative residual a float solve has nothing left to gain: a
- * step that breaks down there (p^H A p non-positive or non-finite, a step
- * length or residual that overflows) is rounding noise - A's rounding-level
- * eigenvalues, or p underflowing - not an indefinite A, and the solve ends
- * with the iterate it has. */
-#define ROUNDING_RESIDUAL 1e-5
+int mr_cg_breakdown_fail(const char *what, double value, int iteration, double residual) {
+  return mr_fail(MR_ENUMERIC,
+                 "cg: %s = %g at iteration %d (relative residual %.2g): A is not positive "
+                 "definite",
+                 what, value, iteration, residual);
+}
 
 /* A step broke down: 0 (stop; the answer is what the solve has) at
  * rounding level, else the error. */
 static int breakdown(const solve_job *j, const char *what, double value) {
-  if (j->report.residual <= ROUNDING_RESIDUAL)
+  if (j->report.residual <= MR_CG_ROUNDING_RESIDUAL)
     return 0;
-  return mr_fail(MR_ENUMERIC,
-                 "cg: %s = %g at iteration %d (relative residual %.2g): A is not positive "
-                 "definite",
-                 what, value, j->report.iterations + 1, j->report.residual);
+  return mr_cg_breakdown_fail(what, value, j->report.iterations + 1, j->report.residual);
 }
 
 /* With tolerance 0 every iteration runs, and past convergence float CG
@@ -57,7 +49,7 @@ static int solve(mr_device *dev, solve_job *j, mr_cfloat *r, mr_cfloat *p, mr_cf
   if (rc < 0)
     return rc;
   if (j->o.warm_start) {
-    rc = j->apply(j->op, j->x, ap); /* r = b - A x */
+    rc = j->apply(j->op, 1, j->x, ap); /* r = b - A x */
     if (rc == 0)
       rc = mr_vec_copy(dev, n, j->b, r);
     if (rc == 0)
@@ -79,7 +71,7 @@ static int solve(mr_device *dev, solve_job *j, mr_cfloat *r, mr_cfloat *p, mr_cf
     return rc;
   while (j->report.iterations < j->o.max_iterations && j->report.residual > j->o.tolerance) {
     mr_cfloat pap;
-    if ((rc = j->apply(j->op, p, ap)) < 0 || (rc = mr_vec_dot(dev, n, p, ap, &pap)) < 0)
+    if ((rc = j->apply(j->op, 1, p, ap)) < 0 || (rc = mr_vec_dot(dev, n, p, ap, &pap)) < 0)
       return rc;
     float alpha = (float)(rr / crealf(pap));
     if (!(crealf(pap) > 0) || !isfinite(alpha)) {
@@ -113,27 +105,65 @@ static int solve(mr_device *dev, solve_job *j, mr_cfloat *r, mr_cfloat *p, mr_cf
   return mr_vec_copy(dev, n, x_best, j->x);
 }
 
-static int solve_task(mr_device *dev, void *arg) {
-  solve_job *j = arg;
+/* The systems one after another (the CPU). */
+static int solve_each(mr_device *dev, solve_job *j) {
   mr_buf *work = NULL;
   int keep_best = j->o.tolerance == 0;
   int rc = mr_buf_create(dev, (3 + (size_t)keep_best) * j->n * sizeof(mr_cfloat), &work);
   if (rc < 0)
     return rc;
   mr_cfloat *w = mr_buf_data(work);
-  rc = solve(dev, j, w, w + j->n, w + 2 * j->n, keep_best ? w + 3 * j->n : NULL);
+  for (size_t i = 0; rc == 0 && i < j->count; i++) {
+    solve_job one = *j;
+    one.b += i * j->n;
+    one.x += i * j->n;
+    one.report = (mr_cg_report){0};
+    rc = solve(dev, &one, w, w + j->n, w + 2 * j->n, keep_best ? w + 3 * j->n : NULL);
+    if (one.report.iterations > j->report.iterations)
+      j->report.iterations = one.report.iterations;
+    if (i == 0 || one.report.residual > j->report.residual)
+      j->report.residual = one.report.residual;
+  }
   mr_buf_destroy(work);
   return rc;
 }
 
-int mr_cg_solve(mr_device *dev, size_t n, mr_cg_operator apply, void *op, const mr_cfloat *b,
-                mr_cfloat *x, const mr_cg_opts *opts, mr_cg_report *report) {
-  if (n < 1 || opts->max_iterations < 1 || !(opts->tolerance >= 0))
-    return mr_fail(MR_EINVAL, "cg: %zu values, %d iterations, tolerance %g", n,
+static int solve_task(mr_device *dev, void *arg) {
+  solve_job *j = arg;
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(dev))
+    return mr_cg_cuda_solve(dev, j);
+#endif
+  return solve_each(dev, j);
+}
+
+int mr_cg_solve_batch(mr_device *dev, size_t n, size_t count, mr_cg_batch_operator apply,
+                      void *op, const mr_cfloat *b, mr_cfloat *x, const mr_cg_opts *opts,
+                      mr_cg_report *report) {
+  if (n < 1 || count < 1 || opts->max_iterations < 1 || !(opts->tolerance >= 0))
+    return mr_fail(MR_EINVAL, "cg: %zu x %zu values, %d iterations, tolerance %g", count, n,
                    opts->max_iterations, opts->tolerance);
-  solve_job j = {.n = n, .apply = apply, .op = op, .b = b, .x = x, .o = *opts};
+  solve_job j = {.n = n, .count = count, .apply = apply, .op = op, .b = b, .x = x, .o = *opts};
   int rc = mr_device_run(dev, solve_task, &j);
   if (report != NULL)
     *report = j.report;
   return rc;
+}
+
+/* One system's operator as a batch operator (count is always 1). */
+typedef struct single {
+  mr_cg_operator apply;
+  void *op;
+} single;
+
+static int apply_single(void *arg, size_t count, const mr_cfloat *x, mr_cfloat *y) {
+  (void)count;
+  const single *s = arg;
+  return s->apply(s->op, x, y);
+}
+
+int mr_cg_solve(mr_device *dev, size_t n, mr_cg_operator apply, void *op, const mr_cfloat *b,
+                mr_cfloat *x, const mr_cg_opts *opts, mr_cg_report *report) {
+  single s = {apply, op};
+  return mr_cg_solve_batch(dev, n, 1, apply_single, &s, b, x, opts, report);
 }

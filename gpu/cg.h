@@ -45,6 +45,19 @@ typedef struct mr_cg_report {
 int mr_cg_solve(mr_device *dev, size_t n, mr_cg_operator apply, void *op, const mr_cfloat *b,
                 mr_cfloat *x, const mr_cg_opts *opts, mr_cg_report *report);
 
+/* y_i = A x_i for `count` vectors x, y [count][n] on the solve's device. */
+typedef int (*mr_cg_batch_operator)(void *op, size_t count, const mr_cfloat *x, mr_cfloat *y);
+
+/* Solves `count` independent systems A x_i = b_i (b, x [count][n]) as
+ * mr_cg_solve solves one, each with its own step lengths and its own stop:
+ * the CPU one after another (apply with count 1), a GPU in one loop that
+ * applies A to every vector at once. report (may be NULL): the most
+ * iterations and the largest residual of any system; an error is the
+ * first failing system's. Borrows b, x and op. */
+int mr_cg_solve_batch(mr_device *dev, size_t n, size_t count, mr_cg_batch_operator apply,
+                      void *op, const mr_cfloat *b, mr_cfloat *x, const mr_cg_opts *opts,
+                      mr_cg_report *report);
+
 #ifdef __cplusplus
 }
 #endif

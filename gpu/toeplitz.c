@@ -6,10 +6,8 @@
  * F_c^-1, crop. Both grids centre at n/2 (fft.h, block.h), which is where
  * fhd.h puts the origin, so lag s of q sits at index s + n of the doubled
  * grid and padding and cropping keep every voxel's position. */
-#include <complex.h>
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "block.h"
 #include "buf.h"
@@ -17,6 +15,7 @@
 #include "fail.h"
 #include "fft.h"
 #include "toeplitz.h"
+#include "toeplitz_impl.h"
 #include "vec.h"
 
 struct mr_toeplitz {
@@ -26,41 +25,59 @@ struct mr_toeplitz {
   size_t nvox, nbig, images; /* images per transform: coils, or 1 */
   mr_buf *kernel;  /* K of Q, with lambda R folded in when there are no maps */
   mr_buf *reg;     /* K of lambda R alone: maps with finite differences */
+  mr_buf *stencil; /* {lambda, 2 lambda}: R's stencil values, added on the device */
   mr_buf *work;    /* [images][nbig] */
   mr_buf *maps;    /* [coils][nvox] */
   mr_buf *tmp;     /* [coils][nvox] */
   mr_fft_plan *fft;  /* doubled grid, `images` per execute */
   mr_fft_plan *fft1; /* doubled grid, one per execute */
-  int have_maps;
+  /* Batched applies without maps on a GPU: batch_count per transform. */
+  mr_fft_plan *fft_batch;
+  mr_buf *work_batch; /* [batch_count or more][nbig] */
+  size_t batch_count;
+  int have_q, have_maps;
 };
 
 static mr_cfloat *ptr(const mr_buf *b) { return mr_buf_data(b); }
 
-/* Adds lambda R's convolution kernel (a stencil at the origin) to q. */
-static void add_stencil(const mr_toeplitz *t, float complex *q, double lambda) {
+/* Whether lambda R joins Q's kernel (no maps), or has one of its own. */
+static int folds(const mr_toeplitz *t) { return t->o.coils == 0 && t->o.lambda > 0; }
+
+/* Adds lambda R's convolution kernel (a stencil at the origin) to q on the
+ * device, one value at a time in the order a host loop would add them. */
+static int add_stencil(const mr_toeplitz *t, mr_cfloat *q) {
   size_t cx = t->big[0] / 2, cy = t->big[1] / 2, cz = t->big[2] / 2;
   size_t o = (cz * t->big[1] + cy) * t->big[0] + cx;
-  if (t->o.reg == MR_REG_IDENTITY) {
-    q[o] += (float)lambda;
-    return;
-  }
+  const mr_cfloat *lambda = ptr(t->stencil), *twice = lambda + 1;
+  if (t->o.reg == MR_REG_IDENTITY)
+    return mr_vec_axpy(t->dev, 1, 1.0f, lambda, q + o);
   size_t step[3] = {1, t->big[0], t->big[0] * t->big[1]};
-  for (int d = 0; d < t->o.rank; d++) {
-    q[o] += (float)(2 * lambda);
-    q[o - step[d]] -= (float)lambda;
-    q[o + step[d]] -= (float)lambda;
+  int rc = 0;
+  for (int d = 0; rc == 0 && d < t->o.rank; d++) {
+    rc = mr_vec_axpy(t->dev, 1, 1.0f, twice, q + o);
+    if (rc == 0)
+      rc = mr_vec_axpy(t->dev, 1, -1.0f, lambda, q + o - step[d]);
+    if (rc == 0)
+      rc = mr_vec_axpy(t->dev, 1, -1.0f, lambda, q + o + step[d]);
   }
+  return rc;
 }
 
-/* K = sqrt(P) F_c(q) on the device, from q in host memory. */
-static int make_kernel(mr_toeplitz *t, const float complex *q, mr_buf **out) {
-  int rc = mr_buf_create(t->dev, t->nbig * sizeof(mr_cfloat), out);
+/* K = sqrt(P) F_c(q + stencil) into kernel, q on the device (it may be
+ * the kernel's own memory; NULL: the stencil alone). */
+static int load_kernel(mr_toeplitz *t, const mr_cfloat *q, int stencil, mr_buf *kernel) {
+  mr_cfloat *k = ptr(kernel);
+  int rc = 0;
+  if (q == NULL)
+    rc = mr_vec_zero(t->dev, t->nbig, k);
+  else if (q != k)
+    rc = mr_vec_copy(t->dev, t->nbig, q, k);
+  if (rc == 0 && stencil)
+    rc = add_stencil(t, k);
   if (rc == 0)
-    rc = mr_buf_upload(*out, 0, q, t->nbig * sizeof(mr_cfloat));
+    rc = mr_fft_execute(t->fft1, MR_FFT_FORWARD, k, k);
   if (rc == 0)
-    rc = mr_fft_execute(t->fft1, MR_FFT_FORWARD, ptr(*out), ptr(*out));
-  if (rc == 0)
-    rc = mr_vec_scale(t->dev, t->nbig, (mr_cfloat)sqrtf((float)t->nbig), ptr(*out));
+    rc = mr_vec_scale(t->dev, t->nbig, (mr_cfloat)sqrtf((float)t->nbig), k);
   return rc;
 }
 
@@ -72,20 +89,23 @@ static int build(mr_toeplitz *t, const mr_cfloat *q) {
     rc = mr_fft_plan_create(t->dev, &fo, &t->fft);
   if (rc == 0)
     rc = mr_buf_create(t->dev, t->images * t->nbig * sizeof(mr_cfloat), &t->work);
-  if (rc < 0)
-    return rc;
-  float complex *host = malloc(t->nbig * sizeof *host);
-  if (host == NULL)
-    return mr_fail(MR_ENOMEM, "toeplitz: out of memory for %zu voxels", t->nbig);
-  memcpy(host, q, t->nbig * sizeof *host);
-  int fold = t->o.coils == 0 && t->o.lambda > 0;
-  if (fold)
-    add_stencil(t, host, t->o.lambda);
-  rc = make_kernel(t, host, &t->kernel);
+  if (rc == 0)
+    rc = mr_buf_create(t->dev, t->nbig * sizeof(mr_cfloat), &t->kernel);
+  if (rc == 0 && t->o.lambda > 0) {
+    mr_cfloat values[2] = {(float)t->o.lambda, (float)(2 * t->o.lambda)};
+    rc = mr_buf_create(t->dev, sizeof values, &t->stencil);
+    if (rc == 0)
+      rc = mr_buf_upload(t->stencil, 0, values, sizeof values);
+  }
+  if (rc == 0 && q != NULL)
+    rc = mr_buf_upload(t->kernel, 0, q, t->nbig * sizeof(mr_cfloat));
+  if (rc == 0 && q != NULL)
+    rc = load_kernel(t, ptr(t->kernel), folds(t), t->kernel);
+  t->have_q = rc == 0 && q != NULL;
   if (rc == 0 && t->o.coils > 0 && t->o.lambda > 0 && t->o.reg == MR_REG_FINITE_DIFFERENCE) {
-    memset(host, 0, t->nbig * sizeof *host);
-    add_stencil(t, host, t->o.lambda);
-    rc = make_kernel(t, host, &t->reg);
+    rc = mr_buf_create(t->dev, t->nbig * sizeof(mr_cfloat), &t->reg);
+    if (rc == 0)
+      rc = load_kernel(t, NULL, 1, t->reg);
   }
   if (rc == 0 && t->o.coils > 0) {
     size_t bytes = t->o.coils * t->nvox * sizeof(mr_cfloat);
@@ -93,7 +113,6 @@ static int build(mr_toeplitz *t, const mr_cfloat *q) {
     if (rc == 0)
       rc = mr_buf_create(t->dev, bytes, &t->tmp);
   }
-  free(host);
   return rc;
 }
 
@@ -143,6 +162,24 @@ int mr_toeplitz_create(mr_device *dev, const mr_toeplitz_opts *opts, const mr_cf
   return 0;
 }
 
+typedef struct q_job {
+  mr_toeplitz *t;
+  const mr_cfloat *q;
+} q_job;
+
+static int set_q_task(mr_device *dev, void *arg) {
+  (void)dev;
+  q_job *j = arg;
+  return load_kernel(j->t, j->q, folds(j->t), j->t->kernel);
+}
+
+int mr_toeplitz_set_q(mr_toeplitz *t, const mr_cfloat *q) {
+  q_job j = {t, q};
+  int rc = mr_device_run(t->dev, set_q_task, &j);
+  t->have_q = rc == 0;
+  return rc;
+}
+
 int mr_toeplitz_set_maps(mr_toeplitz *t, const mr_cfloat *maps) {
   if (t->o.coils == 0)
     return mr_fail(MR_EINVAL, "toeplitz: maps for an operator made without coils");
@@ -167,7 +204,28 @@ static int convolve(mr_toeplitz *t, mr_fft_plan *fft, size_t count, const mr_cfl
   return rc;
 }
 
-/* sum_c S_c^H T (S_c x) + lambda R x. */
+/* out = sum_c conj(S_c) img_c, through tmp (out may be img's first coil). */
+static int combine_cpu(mr_toeplitz *t, const mr_cfloat *img, mr_cfloat *out) {
+  mr_cfloat *s = ptr(t->maps), *tmp = ptr(t->tmp);
+  size_t n = t->nvox, coils = t->o.coils;
+  int rc = 0;
+  for (size_t c = 0; rc == 0 && c < coils; c++)
+    rc = mr_vec_conj_mul(t->dev, n, s + c * n, img + c * n, tmp + c * n);
+  if (rc == 0)
+    rc = mr_vec_copy(t->dev, n, tmp, out);
+  for (size_t c = 1; rc == 0 && c < coils; c++)
+    rc = mr_vec_axpy(t->dev, n, 1.0f, tmp + c * n, out);
+  return rc;
+}
+
+/* The finite-difference term with maps: y += lambda R x by its own kernel. */
+static int add_differences(mr_toeplitz *t, const mr_cfloat *x, mr_cfloat *y) {
+  mr_cfloat *tmp = ptr(t->tmp);
+  int rc = convolve(t, t->fft1, 1, x, t->reg, tmp);
+  return rc == 0 ? mr_vec_axpy(t->dev, t->nvox, 1.0f, tmp, y) : rc;
+}
+
+/* sum_c S_c^H T (S_c x) + lambda R x, a vec.h call per coil (the CPU). */
 static int apply_maps(mr_toeplitz *t, const mr_cfloat *x, mr_cfloat *y) {
   mr_cfloat *s = ptr(t->maps), *tmp = ptr(t->tmp);
   size_t n = t->nvox, coils = t->o.coils;
@@ -176,39 +234,125 @@ static int apply_maps(mr_toeplitz *t, const mr_cfloat *x, mr_cfloat *y) {
     rc = mr_vec_mul(t->dev, n, s + c * n, x, tmp + c * n);
   if (rc == 0)
     rc = convolve(t, t->fft, coils, tmp, t->kernel, tmp);
-  for (size_t c = 0; rc == 0 && c < coils; c++)
-    rc = mr_vec_conj_mul(t->dev, n, s + c * n, tmp + c * n, tmp + c * n);
   if (rc == 0)
-    rc = mr_vec_copy(t->dev, n, tmp, y);
-  for (size_t c = 1; rc == 0 && c < coils; c++)
-    rc = mr_vec_axpy(t->dev, n, 1.0f, tmp + c * n, y);
+    rc = combine_cpu(t, tmp, y);
   if (rc < 0 || t->o.lambda == 0)
     return rc;
   if (t->o.reg == MR_REG_IDENTITY)
     return mr_vec_axpy(t->dev, n, (mr_cfloat)(float)t->o.lambda, x, y);
-  rc = convolve(t, t->fft1, 1, x, t->reg, tmp);
-  return rc == 0 ? mr_vec_axpy(t->dev, n, 1.0f, tmp, y) : rc;
+  return add_differences(t, x, y);
 }
+
+#ifdef MR_HAVE_CUDA
+/* The transform and work area for `count` images without maps, made (or
+ * grown) when first needed and kept. */
+static int batch_for(mr_toeplitz *t, size_t count) {
+  if (t->batch_count == count)
+    return 0;
+  t->batch_count = 0;
+  size_t bytes = count * t->nbig * sizeof(mr_cfloat);
+  mr_fft_opts fo = {.rank = t->o.rank, .dims = {t->big[0], t->big[1], t->big[2]}, .batch = count};
+  int rc = mr_fft_plan_keep(t->dev, &fo, &t->fft_batch);
+  if (rc == 0 && (t->work_batch == NULL || mr_buf_size(t->work_batch) < bytes)) {
+    mr_buf_destroy(t->work_batch);
+    t->work_batch = NULL;
+    rc = mr_buf_create(t->dev, bytes, &t->work_batch);
+  }
+  t->batch_count = rc == 0 ? count : 0;
+  return rc;
+}
+
+/* The same on a GPU, every coil (or every image of a batch) in each
+ * launch: expand (S_c x, padded), transform, times K, transform back,
+ * gather (crop, conj(S_c), sum). */
+static int apply_fused(mr_toeplitz *t, size_t count, const mr_cfloat *x, mr_cfloat *y) {
+  mr_cfloat *w = ptr(t->work);
+  const mr_cfloat *maps = t->o.coils > 0 ? ptr(t->maps) : NULL;
+  mr_fft_plan *fft = t->o.coils > 0 ? t->fft : t->fft1;
+  size_t images = maps != NULL ? t->images : count;
+  int identity = maps != NULL && t->o.lambda > 0 && t->o.reg == MR_REG_IDENTITY;
+  int rc = 0;
+  if (maps == NULL && count > 1 && (rc = batch_for(t, count)) == 0) {
+    w = ptr(t->work_batch);
+    fft = t->fft_batch;
+  }
+  if (rc == 0)
+    rc = mr_toeplitz_cuda_expand(t->dev, images, maps, x, t->dims, t->big, w);
+  if (rc == 0)
+    rc = mr_fft_execute(fft, MR_FFT_FORWARD, w, w);
+  if (rc == 0)
+    rc = mr_toeplitz_cuda_kernel_mul(t->dev, images, t->nbig, ptr(t->kernel), w);
+  if (rc == 0)
+    rc = mr_fft_execute(fft, MR_FFT_BACKWARD, w, w);
+  if (rc == 0)
+    rc = mr_toeplitz_cuda_gather(t->dev, images, maps, w, t->dims, t->big,
+                                 identity ? x : NULL, (float)t->o.lambda, y);
+  if (rc == 0 && maps != NULL && t->o.lambda > 0 && !identity)
+    rc = add_differences(t, x, y);
+  return rc;
+}
+#endif
 
 typedef struct apply_job {
   mr_toeplitz *t;
+  size_t count;
   const mr_cfloat *x;
   mr_cfloat *y;
 } apply_job;
 
 static int apply_task(mr_device *dev, void *arg) {
-  (void)dev;
   apply_job *j = arg;
-  if (j->t->o.coils > 0)
-    return apply_maps(j->t, j->x, j->y);
-  return convolve(j->t, j->t->fft1, 1, j->x, j->t->kernel, j->y);
+  mr_toeplitz *t = j->t;
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(dev))
+    return apply_fused(t, j->count, j->x, j->y);
+#else
+  (void)dev;
+#endif
+  if (t->o.coils > 0)
+    return apply_maps(t, j->x, j->y);
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < j->count; i++)
+    rc = convolve(t, t->fft1, 1, j->x + i * t->nvox, t->kernel, j->y + i * t->nvox);
+  return rc;
+}
+
+int mr_toeplitz_apply_batch(mr_toeplitz *t, size_t count, const mr_cfloat *x, mr_cfloat *y) {
+  if (t->o.coils > 0 && !t->have_maps)
+    return mr_fail(MR_EINVAL, "toeplitz: no coil maps set");
+  if (!t->have_q)
+    return mr_fail(MR_EINVAL, "toeplitz: no Q set");
+  if (count < 1 || (t->o.coils > 0 && count != 1))
+    return mr_fail(MR_EINVAL, "toeplitz: a batch of %zu images (%zu coils)", count, t->o.coils);
+  apply_job j = {t, count, x, y};
+  return mr_device_run(t->dev, apply_task, &j);
 }
 
 int mr_toeplitz_apply(mr_toeplitz *t, const mr_cfloat *x, mr_cfloat *y) {
-  if (t->o.coils > 0 && !t->have_maps)
-    return mr_fail(MR_EINVAL, "toeplitz: no coil maps set");
-  apply_job j = {t, x, y};
-  return mr_device_run(t->dev, apply_task, &j);
+  return mr_toeplitz_apply_batch(t, 1, x, y);
+}
+
+int mr_toeplitz_apply_batch_op(void *op, size_t count, const mr_cfloat *x, mr_cfloat *y) {
+  return mr_toeplitz_apply_batch(op, count, x, y);
+}
+
+static int combine_task(mr_device *dev, void *arg) {
+  apply_job *j = arg;
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(dev))
+    return mr_toeplitz_cuda_gather(dev, j->t->o.coils, ptr(j->t->maps), j->x, j->t->dims,
+                                   j->t->dims, NULL, 0, j->y);
+#else
+  (void)dev;
+#endif
+  return combine_cpu(j->t, j->x, j->y);
+}
+
+int mr_toeplitz_combine(mr_toeplitz *t, const mr_cfloat *x, mr_cfloat *out) {
+  if (t->o.coils == 0 || !t->have_maps)
+    return mr_fail(MR_EINVAL, "toeplitz: combining coils needs maps");
+  apply_job j = {t, 1, x, out};
+  return mr_device_run(t->dev, combine_task, &j);
 }
 
 int mr_toeplitz_apply_op(void *op, const mr_cfloat *x, mr_cfloat *y) {
@@ -224,8 +368,11 @@ void mr_toeplitz_destroy(mr_toeplitz *t) {
     return;
   mr_fft_plan_destroy(t->fft);
   mr_fft_plan_destroy(t->fft1);
+  mr_fft_plan_destroy(t->fft_batch);
+  mr_buf_destroy(t->work_batch);
   mr_buf_destroy(t->kernel);
   mr_buf_destroy(t->reg);
+  mr_buf_destroy(t->stencil);
   mr_buf_destroy(t->work);
   mr_buf_destroy(t->maps);
   mr_buf_destroy(t->tmp);

@@ -3,7 +3,9 @@
  * equations, built from Q and F^H D, satisfies them with F^H F applied
  * exactly (direct sums in double) to a relative residual <= 1e-4, in 2D
  * and 3D, with each regularizer and with coil maps. --cuda: the same with
- * F^H D, Q, the operator and the solve on the GPU. */
+ * F^H D, Q, the operator and the solve on the GPU, and the GPU's loop
+ * (scalars on the device) against the CPU's on diagonal systems; a batch
+ * of systems solved together against each alone, on both. */
 #include <complex.h>
 #include <math.h>
 #include <setjmp.h>
@@ -66,6 +68,160 @@ static void cpu_indefinite(void **state) {
                    MR_ENUMERIC);
   o.max_iterations = 0;
   assert_int_equal(mr_cg_solve(gpu_test_cpu(), 4, apply_diagonal, &a, b, x, &o, NULL), MR_EINVAL);
+}
+
+/* y = d x with d on the solve's device (vec.h): an operator for either
+ * device, so the GPU's loop (scalars on the device) meets the same
+ * systems as the CPU's. */
+typedef struct device_diagonal {
+  mr_device *dev;
+  size_t n;
+  const mr_cfloat *d;
+} device_diagonal;
+
+static int apply_device_diagonal(void *op, const mr_cfloat *x, mr_cfloat *y) {
+  const device_diagonal *a = op;
+  return mr_vec_mul(a->dev, a->n, a->d, x, y);
+}
+
+/* Solves d x = b on dev (x from x0 when warm); x comes back in x. */
+static int diagonal_solve(mr_device *dev, size_t n, const float *d, const mr_cfloat *b,
+                          mr_cfloat *x, const mr_cg_opts *o, mr_cg_report *r) {
+  mr_cfloat *dc = malloc(n * sizeof *dc);
+  for (size_t i = 0; i < n; i++)
+    dc[i] = d[i];
+  size_t bytes = n * sizeof(mr_cfloat);
+  mr_buf *bd = gpu_test_upload(dev, dc, bytes), *bb = gpu_test_upload(dev, b, bytes);
+  mr_buf *bx = gpu_test_upload(dev, x, bytes);
+  device_diagonal a = {dev, n, mr_buf_data(bd)};
+  int rc = mr_cg_solve(dev, n, apply_device_diagonal, &a, mr_buf_data(bb), mr_buf_data(bx), o, r);
+  GPU_OK(mr_buf_download(bx, 0, x, bytes));
+  mr_buf_destroy(bd);
+  mr_buf_destroy(bb);
+  mr_buf_destroy(bx);
+  free(dc);
+  return rc;
+}
+
+/* The GPU's loop against the CPU's on diagonal systems: the same
+ * iterations and residuals to float rounding, the same answers; a warm
+ * start from the answer; tolerance 0 (the best iterate); an indefinite
+ * system fails on both. */
+static void cuda_diagonal_matches_cpu(void **state) {
+  (void)state;
+  enum { N = 5000 };
+  float *d = malloc(N * sizeof *d);
+  mr_cfloat *b = malloc(N * sizeof *b), *xc = calloc(N, sizeof *xc), *xg = calloc(N, sizeof *xg);
+  for (int i = 0; i < N; i++)
+    d[i] = 1.0f + (float)(i % 37) * 0.25f;
+  gpu_test_random(b, N, 3);
+  /* The last one converges: the warm start below begins at its answer. */
+  const mr_cg_opts opts[] = {{.max_iterations = 7, .tolerance = 1e-9},
+                             {.max_iterations = 20, .tolerance = 1e-4},
+                             {.max_iterations = 60, .tolerance = 0},
+                             {.max_iterations = 50, .tolerance = 1e-6}};
+  for (size_t k = 0; k < sizeof opts / sizeof *opts; k++) {
+    mr_cg_report rc, rg;
+    GPU_OK(diagonal_solve(gpu_test_cpu(), N, d, b, xc, &opts[k], &rc));
+    GPU_OK(diagonal_solve(gpu_test_gpu(), N, d, b, xg, &opts[k], &rg));
+    print_message("diagonal, %d iterations at most, tolerance %g: CPU %d iterations, residual "
+                  "%.3e; GPU %d, %.3e\n",
+                  opts[k].max_iterations, opts[k].tolerance, rc.iterations, rc.residual,
+                  rg.iterations, rg.residual);
+    if (opts[k].tolerance == 0) { /* both run into rounding level, by different paths */
+      assert_true(rc.residual <= 1e-5 && rg.residual <= 1e-5);
+    } else {
+      assert_true(abs(rc.iterations - rg.iterations) <= 1);
+      assert_true(fabs(log10(rg.residual / rc.residual)) < 0.1);
+    }
+    assert_true(mr_test_rel_error_c(xg, xc, N) < 1e-4);
+  }
+  mr_cg_opts warm = {.max_iterations = 50, .tolerance = 1e-6, .warm_start = 1};
+  mr_cg_report r;
+  GPU_OK(diagonal_solve(gpu_test_gpu(), N, d, b, xg, &warm, &r));
+  assert_true(r.iterations <= 1);
+
+  float bad[4] = {1, -2, 3, 1};
+  mr_cfloat b4[4] = {0, 1, 0, 0}, x4[4] = {0};
+  mr_cg_opts o = {.max_iterations = 10, .tolerance = 1e-6};
+  assert_int_equal(diagonal_solve(gpu_test_gpu(), 4, bad, b4, x4, &o, NULL), MR_ENUMERIC);
+  print_message("indefinite: %s\n", mr_device_last_error());
+  free(d);
+  free(b);
+  free(xc);
+  free(xg);
+}
+
+/* y_i = d x_i for count vectors: the batch form of device_diagonal. */
+static int apply_device_diagonal_batch(void *op, size_t count, const mr_cfloat *x,
+                                       mr_cfloat *y) {
+  const device_diagonal *a = op;
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < count; i++)
+    rc = mr_vec_mul(a->dev, a->n, a->d, x + i * a->n, y + i * a->n);
+  return rc;
+}
+
+/* A batch of systems (one with b = 0) solved together answers as each
+ * solved alone: the same x (bit for bit on the CPU), the most iterations
+ * and the largest residual in the report. */
+static void check_batch(mr_device *dev) {
+  enum { N = 3000, COUNT = 4 };
+  float *d = malloc(N * sizeof *d);
+  mr_cfloat *dc = malloc(N * sizeof *dc), *b = calloc(COUNT * N, sizeof *b);
+  mr_cfloat *xb = malloc(COUNT * N * sizeof *xb), *x1 = calloc(N, sizeof *x1);
+  for (int i = 0; i < N; i++)
+    dc[i] = d[i] = 1.0f + (float)(i % 29) * 0.5f;
+  for (int k = 0; k < COUNT; k++)
+    if (k != 2)
+      gpu_test_random(b + k * N, N, 40 + k);
+  size_t bytes = N * sizeof(mr_cfloat);
+  mr_buf *bd = gpu_test_upload(dev, dc, bytes), *bb = gpu_test_upload(dev, b, COUNT * bytes);
+  mr_buf *bx = NULL;
+  GPU_OK(mr_buf_create(dev, COUNT * bytes, &bx));
+  device_diagonal a = {dev, N, mr_buf_data(bd)};
+  mr_cg_opts o = {.max_iterations = 40, .tolerance = 1e-5};
+  mr_cg_report all, one;
+  GPU_OK(mr_cg_solve_batch(dev, N, COUNT, apply_device_diagonal_batch, &a, mr_buf_data(bb),
+                           mr_buf_data(bx), &o, &all));
+  GPU_OK(mr_buf_download(bx, 0, xb, COUNT * bytes));
+  int most = 0;
+  double largest = 0;
+  for (int k = 0; k < COUNT; k++) {
+    GPU_OK(diagonal_solve(dev, N, d, b + k * N, x1, &o, &one));
+    most = one.iterations > most ? one.iterations : most;
+    largest = one.residual > largest ? one.residual : largest;
+    if (k == 2) {
+      for (int i = 0; i < N; i++)
+        assert_true(xb[k * N + i] == 0);
+    } else if (mr_device_is_gpu(dev)) {
+      assert_true(mr_test_rel_error_c(xb + k * N, x1, N) < 1e-6);
+    } else {
+      assert_memory_equal(xb + k * N, x1, bytes);
+    }
+  }
+  print_message("batch of %d: %d iterations, residual %.3e; alone: %d, %.3e\n", COUNT,
+                all.iterations, all.residual, most, largest);
+  assert_int_equal(all.iterations, most);
+  assert_true(fabs(all.residual - largest) <= 1e-3 * largest);
+  mr_buf_destroy(bd);
+  mr_buf_destroy(bb);
+  mr_buf_destroy(bx);
+  free(d);
+  free(dc);
+  free(b);
+  free(xb);
+  free(x1);
+}
+
+static void cpu_batch(void **state) {
+  (void)state;
+  check_batch(gpu_test_cpu());
+}
+
+static void cuda_batch(void **state) {
+  (void)state;
+  check_batch(gpu_test_gpu());
 }
 
 typedef struct problem {
@@ -326,11 +482,14 @@ int main(int argc, char **argv) {
   const struct CMUnitTest cpu_tests[] = {
       cmocka_unit_test(cpu_diagonal),
       cmocka_unit_test(cpu_indefinite),
+      cmocka_unit_test(cpu_batch),
       cmocka_unit_test(cpu_normal_equations),
       cmocka_unit_test(cpu_tolerance_zero),
       cmocka_unit_test(cpu_single_precision_psnr),
   };
   const struct CMUnitTest cuda_tests[] = {
+      cmocka_unit_test(cuda_diagonal_matches_cpu),
+      cmocka_unit_test(cuda_batch),
       cmocka_unit_test(cuda_normal_equations),
       cmocka_unit_test(cuda_tolerance_zero),
       cmocka_unit_test(cuda_hardware_trig_psnr),

@@ -1,7 +1,10 @@
 /* toeplitz.h: the Toeplitz-embedded normal operator against the exact one
  * (direct sums in double), 2D and 3D, odd and even sizes, each
- * regularizer, with and without coil maps. --cuda: the same on the GPU,
- * with Q from the GPU's direct sums. */
+ * regularizer, with and without coil maps; an operator made for another
+ * trajectory and given this one's Q in place (mr_toeplitz_set_q, Q in
+ * device memory) answers the same; the coil combination against a host
+ * sum; a batch of images against one at a time. --cuda: the same on the
+ * GPU, with Q from the GPU's direct sums. */
 #include <complex.h>
 #include <math.h>
 #include <setjmp.h>
@@ -52,6 +55,53 @@ static mr_cfloat *q_of(mr_device *dev, int rank, const size_t n[3], size_t m, co
   return q;
 }
 
+/* mr_toeplitz_combine against sum_c conj(S_c) x_c on the host. */
+static void check_combine(mr_device *dev, mr_toeplitz *t, size_t coils, size_t nvox,
+                          const mr_cfloat *maps) {
+  mr_cfloat *x = malloc(coils * nvox * sizeof *x), *want = calloc(nvox, sizeof *want);
+  mr_cfloat *got = malloc(nvox * sizeof *got);
+  gpu_test_random(x, coils * nvox, 23);
+  for (size_t c = 0; c < coils; c++)
+    for (size_t i = 0; i < nvox; i++)
+      want[i] += conjf(maps[c * nvox + i]) * x[c * nvox + i];
+  mr_buf *bx = gpu_test_upload(dev, x, coils * nvox * sizeof *x), *bout = NULL;
+  GPU_OK(mr_buf_create(dev, nvox * sizeof *got, &bout));
+  GPU_OK(mr_toeplitz_combine(t, mr_buf_data(bx), mr_buf_data(bout)));
+  GPU_OK(mr_buf_download(bout, 0, got, nvox * sizeof *got));
+  assert_true(mr_test_rel_error_c(got, want, nvox) < 1e-6);
+  mr_buf_destroy(bx);
+  mr_buf_destroy(bout);
+  free(x);
+  free(want);
+  free(got);
+}
+
+/* mr_toeplitz_apply_batch of 3 images against 3 applies (bit for bit on
+ * the CPU, which runs them one by one). */
+static void check_batch(mr_device *dev, mr_toeplitz *t, size_t nvox) {
+  enum { COUNT = 3 };
+  size_t bytes = nvox * sizeof(mr_cfloat);
+  mr_cfloat *x = malloc(COUNT * bytes), *all = malloc(COUNT * bytes), *one = malloc(bytes);
+  gpu_test_random(x, COUNT * nvox, 24);
+  mr_buf *bx = gpu_test_upload(dev, x, COUNT * bytes), *by = NULL;
+  GPU_OK(mr_buf_create(dev, COUNT * bytes, &by));
+  GPU_OK(mr_toeplitz_apply_batch(t, COUNT, mr_buf_data(bx), mr_buf_data(by)));
+  GPU_OK(mr_buf_download(by, 0, all, COUNT * bytes));
+  for (size_t i = 0; i < COUNT; i++) {
+    GPU_OK(mr_toeplitz_apply(t, (mr_cfloat *)mr_buf_data(bx) + i * nvox, mr_buf_data(by)));
+    GPU_OK(mr_buf_download(by, 0, one, bytes));
+    if (mr_device_is_gpu(dev))
+      assert_true(mr_test_rel_error_c(all + i * nvox, one, nvox) < 1e-6);
+    else
+      assert_memory_equal(all + i * nvox, one, bytes);
+  }
+  mr_buf_destroy(bx);
+  mr_buf_destroy(by);
+  free(x);
+  free(all);
+  free(one);
+}
+
 static void check_setup(mr_device *dev, const setup *s) {
   size_t m = (size_t)s->spokes * s->samples;
   size_t nvox = s->n[0] * s->n[1] * (s->rank == 3 ? s->n[2] : 1);
@@ -69,33 +119,52 @@ static void check_setup(mr_device *dev, const setup *s) {
                     want);
 
   mr_cfloat *q = q_of(dev, s->rank, s->n, m, k, w);
+  size_t nbig = 8 * nvox / (s->rank == 3 ? 1 : 2);
   mr_toeplitz_opts o = {.rank = s->rank,
                         .n = {s->n[0], s->n[1], s->n[2]},
                         .lambda = s->lambda,
                         .reg = s->reg,
                         .coils = coils};
-  mr_toeplitz *t = NULL;
-  GPU_OK(mr_toeplitz_create(dev, &o, q, &t));
-  assert_int_equal(mr_toeplitz_voxels(t), nvox);
-  if (coils > 0)
-    GPU_OK(mr_toeplitz_set_maps(t, maps));
   size_t bytes = nvox * sizeof(mr_cfloat);
-  if (mr_device_is_gpu(dev)) {
-    mr_buf *bx = gpu_test_upload(dev, x, bytes), *by = NULL;
-    GPU_OK(mr_buf_create(dev, bytes, &by));
+  mr_buf *bx = gpu_test_upload(dev, x, bytes), *by = NULL, *bq = NULL;
+  GPU_OK(mr_buf_create(dev, bytes, &by));
+  /* 0: made from this Q; 1: made from another trajectory's (all weights
+   * 2) and given this one's in place, from device memory. */
+  for (int in_place = 0; in_place < 2; in_place++) {
+    mr_toeplitz *t = NULL;
+    if (in_place) {
+      float *w2 = malloc(m * sizeof *w2);
+      for (size_t i = 0; i < m; i++)
+        w2[i] = 2;
+      mr_cfloat *other = q_of(dev, s->rank, s->n, m, k, w2);
+      GPU_OK(mr_toeplitz_create(dev, &o, other, &t));
+      bq = gpu_test_upload(dev, q, nbig * sizeof(mr_cfloat));
+      GPU_OK(mr_toeplitz_set_q(t, mr_buf_data(bq)));
+      free(w2);
+      free(other);
+    } else {
+      GPU_OK(mr_toeplitz_create(dev, &o, q, &t));
+    }
+    assert_int_equal(mr_toeplitz_voxels(t), nvox);
+    if (coils > 0)
+      GPU_OK(mr_toeplitz_set_maps(t, maps));
     GPU_OK(mr_toeplitz_apply(t, mr_buf_data(bx), mr_buf_data(by)));
     GPU_OK(mr_buf_download(by, 0, got, bytes));
-    mr_buf_destroy(bx);
-    mr_buf_destroy(by);
-  } else {
-    GPU_OK(mr_toeplitz_apply(t, x, got));
+    double err = mr_test_rel_error_c(got, want, nvox);
+    print_message("%dD %zux%zux%zu lambda %.1f %s, %zu coils%s: %.2e\n", s->rank, s->n[0],
+                  s->n[1], s->n[2], s->lambda,
+                  s->reg == MR_REG_IDENTITY ? "identity" : "differences", coils,
+                  in_place ? ", Q in place" : "", err);
+    assert_true(err < 1e-5);
+    if (coils > 0 && in_place)
+      check_combine(dev, t, coils, nvox, maps);
+    if (coils == 0 && in_place)
+      check_batch(dev, t, nvox);
+    mr_toeplitz_destroy(t);
   }
-  double err = mr_test_rel_error_c(got, want, nvox);
-  print_message("%dD %zux%zux%zu lambda %.1f %s, %zu coils: %.2e\n", s->rank, s->n[0], s->n[1],
-                s->n[2], s->lambda, s->reg == MR_REG_IDENTITY ? "identity" : "differences",
-                coils, err);
-  assert_true(err < 1e-5);
-  mr_toeplitz_destroy(t);
+  mr_buf_destroy(bx);
+  mr_buf_destroy(by);
+  mr_buf_destroy(bq);
   free(q);
   free(k);
   free(w);
@@ -122,6 +191,13 @@ static void cpu_bad_input(void **state) {
   GPU_OK(mr_toeplitz_create(gpu_test_cpu(), &o, q, &t));
   mr_cfloat x[16] = {0}, y[16];
   assert_int_equal(mr_toeplitz_apply(t, x, y), MR_EINVAL); /* no maps yet */
+  assert_int_equal(mr_toeplitz_combine(t, x, y), MR_EINVAL);
+  mr_toeplitz_destroy(t);
+  o.coils = 0;
+  GPU_OK(mr_toeplitz_create(gpu_test_cpu(), &o, NULL, &t)); /* Q to come */
+  assert_int_equal(mr_toeplitz_apply(t, x, y), MR_EINVAL);
+  GPU_OK(mr_toeplitz_set_q(t, q));
+  GPU_OK(mr_toeplitz_apply(t, x, y));
   mr_toeplitz_destroy(t);
 }
 
