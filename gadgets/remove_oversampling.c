@@ -162,7 +162,7 @@ static int crop_line(remove_os *s, const mr_cfloat *in, mr_cfloat *out, size_t o
 
 /* Lines of a block halved together: enough readouts for the pool's threads
  * to share one transform, few enough to stay in the cache. */
-#define HALVE_LINES 8
+#define HALVE_LINES 4
 
 /* Halving applies: the readout of nro samples goes to nout, both even. */
 static int halves(size_t nro, size_t nout) { return nro == 2 * nout && nout % 2 == 0; }
@@ -218,9 +218,17 @@ static int halve_block(remove_os *s, mr_fft_plan *plan, const mr_cfloat *const *
     }
   /* Rows past n of a block plan keep earlier values: transformed, unused. */
   int rc = mr_fft_execute(plan, MR_FFT_BACKWARD, s->odd, s->odd);
-  for (size_t r = 0; rc == 0 && r < n * nch; r++)
-    for (size_t i = 0; i < m; i++)
-      s->odd[r * m + i] *= s->twist[i];
+  for (size_t r = 0; rc == 0 && r < n * nch; r++) {
+    /* as floats: C's complex product checks for infinities and does not
+     * vectorise */
+    float *v = (float *)(s->odd + r * m);
+    const float *g = (const float *)s->twist;
+    for (size_t i = 0; i < 2 * m; i += 2) {
+      float re = v[i] * g[i] - v[i + 1] * g[i + 1], im = v[i] * g[i + 1] + v[i + 1] * g[i];
+      v[i] = re;
+      v[i + 1] = im;
+    }
+  }
   if (rc == 0)
     rc = mr_fft_execute(plan, MR_FFT_FORWARD, s->odd, s->odd);
   const float half = (float)M_SQRT1_2;
