@@ -10,10 +10,13 @@
  * CPU (one line is too little work for a GPU); after accumulate (the
  * installed configs) it takes whole k-space buffers and crops every line
  * of a slice in one batch: on the "device" when the buffer is there or
- * goes on to a gadget that works on device data (handoff.h), else line by
- * line on the CPU (each line's channels gathered for one transform). Both
- * give the same k-space for symmetric echoes; an asymmetric echo is
- * cropped after accumulate padded it to a centred readout. The calibration
+ * goes on to a gadget that works on device data (handoff.h), else on the
+ * CPU. On the CPU a 2x oversampled readout is halved by two transforms of
+ * half its length (halve_block), blocks of lines at a time; any other
+ * factor goes line by line (each line's channels gathered for one
+ * transform). Both places give the same k-space for symmetric echoes; an
+ * asymmetric echo is cropped after accumulate padded it to a centred
+ * readout. The calibration
  * part stays on the host (grappa calibrates there); on the device its
  * sampled lines go up, are cropped in one batch and come back. */
 #include <math.h>
