@@ -19,11 +19,12 @@ typedef struct shape {
   size_t batch;
 } shape;
 
-/* Even, odd and mixed sizes in each rank. */
+/* Even, odd and mixed sizes in each rank; rows and columns that do not
+ * fill the CPU's last block of lines (16 at a time). */
 static const shape shapes[] = {
     {1, {32, 1, 1}, 4}, {1, {7, 1, 1}, 3},  {2, {16, 12, 1}, 3},
     {2, {15, 9, 1}, 2}, {2, {10, 7, 1}, 2}, {3, {8, 6, 4}, 2},
-    {3, {5, 6, 3}, 2},
+    {3, {5, 6, 3}, 2},  {2, {20, 6, 1}, 3}, {3, {18, 4, 6}, 1},
 };
 
 static size_t array_len(const shape *s) { return s->n[0] * s->n[1] * s->n[2]; }
