@@ -48,14 +48,17 @@ static const char *const frames_data[] = {"reconclient", "simulate", "--trajecto
 
 /* The GPU path is held to the CPU's images: 1e-5 wherever the chain is a
  * fixed sequence of transforms. The iterative ones are not: 30 (10) CG
- * iterations amplify the float differences of the GPU's NUFFT (measured
- * on the H100: 9.9e-5 relative L2 for iterative), and realtime_cg's maps,
+ * iterations amplify the float differences of the GPU's NUFFT, whose
+ * spreading adds with atomics in no fixed order, so the GPU's own images
+ * differ from run to run (measured on the H100 for iterative, one build,
+ * five runs: 1.2e-4, 1.4e-4, 1.45e-4, 2.4e-4, 2.8e-4 relative L2; the
+ * solve stops at a relative residual of 1e-4), and realtime_cg's maps,
  * estimated with a mask threshold from a 1e-4 NUFFT, move edge pixels in
- * and out of the object (1.2e-2). */
+ * and out of the object (1.1e-2 .. 1.3e-2). */
 static const config_case cases[] = {
     {"cartesian", cartesian_data, 1e-5, 1e-5}, {"grappa", grappa_data, 1e-5, 1e-5},
     {"radial", golden_data, 1e-5, 1e-5},       {"spiral", spiral_data, 1e-5, 1e-5},
-    {"iterative", golden_data, 1e-5, 2e-4},    {"realtime", frames_data, 1e-5, 1e-5},
+    {"iterative", golden_data, 1e-5, 5e-4},    {"realtime", frames_data, 1e-5, 1e-5},
     {"realtime_cg", frames_data, 1e-5, 2e-2},
 };
 
