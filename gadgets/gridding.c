@@ -316,7 +316,8 @@ static int run_gridding(mr_device *dev, void *arg) {
 }
 
 /* Positions (and trajectory weights) of the acquired readouts into j, in
- * the gadget's kept arrays, once they are checked. */
+ * the gadget's kept arrays, once they are checked; room for the samples
+ * (weigh_samples fills it). */
 static int gather(gridding *s, mr_gadget_ctx *ctx, const mr_kspace *k, job *j) {
   int rc = mr_positions_check(ctx, k, j->rank, j->weights_known, j->dims, "encoded");
   if (rc < 0)
@@ -328,7 +329,8 @@ static int gather(gridding *s, mr_gadget_ctx *ctx, const mr_kspace *k, job *j) {
   j->spokes = lines;
   size_t n1 = j->n > 0 ? j->n : 1;
   mr_err e = {0};
-  rc = mr_scratch_grow(&s->next, n1 * (size_t)j->rank * sizeof *j->k, "the positions", &e);
+  rc = mr_scratch_grow_pinned(&s->next, s->place.dev, n1 * (size_t)j->rank * sizeof *j->k,
+                              "the positions", &e);
   if (rc == 0)
     rc = mr_scratch_grow(&s->weights, n1 * sizeof *j->w, "the density weights", &e);
   if (rc == 0)
@@ -339,14 +341,11 @@ static int gather(gridding *s, mr_gadget_ctx *ctx, const mr_kspace *k, job *j) {
   j->k = s->next.p;
   j->w = s->weights.p;
   j->data = s->data.p;
-  size_t at = 0, per = mr_kspace_channel_size(k);
+  size_t at = 0;
   for (size_t l = 0; l < k->ne1 * k->ne2; l++) {
     if (!k->sampled[l])
       continue;
     const float *t = k->traj + l * ro * d;
-    /* Each channel's readout is contiguous on both sides. */
-    for (size_t c = 0; c < j->nch; c++)
-      memcpy(j->data + c * j->n + at, k->data + c * per + l * ro, ro * sizeof *j->data);
     for (size_t i = 0; i < ro; i++, at++) {
       for (int a = 0; a < j->rank; a++)
         j->k[at * j->rank + a] = t[i * d + a];
@@ -361,6 +360,25 @@ static int gather(gridding *s, mr_gadget_ctx *ctx, const mr_kspace *k, job *j) {
     }
   }
   return 0;
+}
+
+/* The acquired readouts' samples times their density weights into
+ * j->data ([nch][n]), one pass: each channel's readout is contiguous on
+ * both sides. */
+static void weigh_samples(const mr_kspace *k, job *j) {
+  size_t at = 0, per = mr_kspace_channel_size(k), ro = k->nro;
+  for (size_t l = 0; l < k->ne1 * k->ne2; l++) {
+    if (!k->sampled[l])
+      continue;
+    const float *w = j->w + at;
+    for (size_t c = 0; c < j->nch; c++) {
+      const float complex *src = k->data + c * per + l * ro;
+      mr_cfloat *dst = j->data + c * j->n + at;
+      for (size_t i = 0; i < ro; i++)
+        dst[i] = src[i] * w[i];
+    }
+    at += ro;
+  }
 }
 
 /* The method "auto" stands for, and whether the trajectory has weights. */
@@ -448,9 +466,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     s->weights_method = j.density;
   }
   recon_size(k, &j, j.rs);
-  for (size_t c = 0; c < j.nch; c++)
-    for (size_t i = 0; i < j.n; i++)
-      j.data[c * j.n + i] *= j.w[i];
+  weigh_samples(k, &j);
   if ((rc = mr_placement_run(&s->place, ctx, run_gridding, &j)) < 0)
     goto done;
   a = j.out;
