@@ -302,21 +302,31 @@ static void *run_holder(void *arg) {
   return NULL;
 }
 
+/* Starts a thread whose task holds its GPU lane until release_holder(). */
+static void start_holder(holder *h, pthread_t *th) {
+  pthread_create(th, NULL, run_holder, h);
+  while (!atomic_load(&h->started))
+    usleep(1000);
+}
+
+/* Lets the holder's task end; 1 when it was still running until then. */
+static int release_holder(holder *h, pthread_t th) {
+  int was_busy = !atomic_load(&h->finished);
+  atomic_store(&h->released, 1);
+  pthread_join(th, NULL);
+  return was_busy;
+}
+
 /* The devices query (gadgetron::cuda::devices) is answered while another
  * session's work occupies the GPU's worker: it never queues behind it. */
 static void gpu_describe_does_not_wait_for_the_worker(void **state) {
   (void)state;
   holder h = {0};
   pthread_t th;
-  pthread_create(&th, NULL, run_holder, &h);
-  while (!atomic_load(&h.started))
-    usleep(1000);
+  start_holder(&h, &th);
   char *json = NULL;
   GPU_OK(mr_pool_describe(gpu_test_pool(), MR_POOL_JSON, &json));
-  int worker_was_busy = !atomic_load(&h.finished);
-  atomic_store(&h.released, 1);
-  pthread_join(th, NULL);
-  assert_true(worker_was_busy);
+  assert_true(release_holder(&h, th));
   assert_non_null(strstr(json, "\"kind\":\"cuda\""));
   assert_non_null(strstr(json, "\"memory_total\":"));
   free(json);
@@ -337,18 +347,13 @@ static void gpu_threads_on_other_lanes_are_not_held_up(void **state) {
   (void)state;
   holder h = {0};
   pthread_t th;
-  pthread_create(&th, NULL, run_holder, &h);
-  while (!atomic_load(&h.started))
-    usleep(1000);
+  start_holder(&h, &th);
   int ok = 0;
   pthread_t probe;
   pthread_create(&probe, NULL, run_round_trip, &ok); /* takes the next lane */
   pthread_join(probe, NULL);
-  int holder_was_busy = !atomic_load(&h.finished);
-  atomic_store(&h.released, 1);
-  pthread_join(th, NULL);
+  assert_true(release_holder(&h, th));
   assert_true(ok);
-  assert_true(holder_was_busy);
 }
 
 int main(int argc, char **argv) {
