@@ -3,6 +3,8 @@ foreach(t chain pipeline accumulate kspace remove_oversampling fft coil_combine 
 endforeach()
 mr_add_test(test_gadgets_dicom_out SOURCES test_gadgets_dicom_out.c
   LIBS mr_gadget_harness mr_test_dcmdump)
+# scale: the worked example of docs/writing-a-gadget.md.
+mr_add_test(test_gadgets_scale SOURCES test_gadgets_scale.c LIBS mr_gadget_harness)
 
 # The installed Cartesian configs end to end: per-slice against per-line on
 # the CPU; with --cuda the GPU chain against the CPU chain.
