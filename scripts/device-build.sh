@@ -13,20 +13,11 @@
 #   REFERENCE=FILE  the reference NUFFT library's tarball (cufinufft-sm90.tar.xz),
 #                   staged for the nufft area to time beside ours
 set -euo pipefail
+# shellcheck source=scripts/device-areas.sh
+. "$(dirname "$0")/device-areas.sh"
+device_check_args "$0" "$@"
 cd "$(dirname "$0")/.."
-all_areas="tests e2e stream bench gpu grappa nufft fhd"
-
-usage() { sed -n '2,/^set /{/^# shellcheck/d;/^#/s/^# \{0,1\}//p}' "$0"; }
-for a in "$@"; do
-  case $a in
-  -h | --help) usage; exit 0 ;;
-  esac
-  case " $all_areas " in
-  *" $a "*) ;;
-  *) echo "device-build.sh: unknown area '$a' (areas: $all_areas)" >&2; usage >&2; exit 2 ;;
-  esac
-done
-areas=${*:-$all_areas}
+areas=${*:-$device_areas}
 
 build="build-device"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null

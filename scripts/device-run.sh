@@ -27,17 +27,9 @@
 # Runs what scripts/device-build.sh staged for those areas (STAGE=dir: a
 # stage elsewhere).
 set -uo pipefail
-all_areas="tests e2e stream bench gpu grappa nufft fhd"
-usage() { sed -n '2,/^set /{/^# shellcheck/d;/^#/s/^# \{0,1\}//p}' "$0"; }
-for a in "$@"; do
-  case $a in
-  -h | --help) usage; exit 0 ;;
-  esac
-  case " $all_areas " in
-  *" $a "*) ;;
-  *) echo "device-run.sh: unknown area '$a' (areas: $all_areas)" >&2; usage >&2; exit 2 ;;
-  esac
-done
+# shellcheck source=scripts/device-areas.sh
+. "$(dirname "$0")/device-areas.sh"
+device_check_args "$0" "$@"
 areas=${*:-tests}
 out=${OUT:-out}
 mkdir -p "$out"
