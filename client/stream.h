@@ -3,7 +3,7 @@
  * decodes the server's messages until the server's CLOSE.
  *
  * Images are therefore received while acquisitions are still going out
- * (PROTOCOL.md rule 3). The stream itself handles TEXT (each printed on
+ * (docs/protocol.md rule 3). The stream itself handles TEXT (each printed on
  * stderr; one beginning "ERROR:" counts as a server error) and CLOSE, and
  * treats any message a server must not send as a protocol violation. */
 #ifndef MR_CLIENT_STREAM_H

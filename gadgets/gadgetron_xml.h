@@ -39,7 +39,7 @@
 #define MR_GADGETRON_NOISE_PREFIX "GadgetronNoiseCovarianceMatrix_"
 
 /* 1 when text is Gadgetron's noise-dependency query (a chain with a
- * NoiseSummaryGadget; PROTOCOL.md rule 6), with the measurement id it asks
+ * NoiseSummaryGadget; docs/protocol.md rule 6), with the measurement id it asks
  * about in id (its noise_file property, the prefix removed; "" when it has
  * none); 0 for any other text. */
 int mr_gadgetron_xml_noise_query(const char *text, size_t len, char *id, size_t size);

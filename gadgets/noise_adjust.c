@@ -488,7 +488,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
 /* "store": the noise of this stream, under its header's measurementID. */
 static int store_noise(noise_adjust *s, mr_gadget_ctx *ctx, mr_emit *out) {
   if (ctx->hdr == NULL)
-    return 0; /* a header-less run (PROTOCOL.md rule 6): nothing came */
+    return 0; /* a header-less run (docs/protocol.md rule 6): nothing came */
   if (s->noise.samples == 0)
     return warn(ctx, out, "the stream had no noise lines: nothing stored");
   if (ctx->hdr->measurement_id[0] == '\0')

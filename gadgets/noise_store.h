@@ -2,7 +2,7 @@
  * (Gadgetron's `default_measurement_dependencies.xml`) measured, stored
  * under its header's measurementID in the state directory (state_dir.h),
  * for a later scan whose header names it as its Noise dependency, and for
- * Gadgetron's dependency query (PROTOCOL.md rule 6).
+ * Gadgetron's dependency query (docs/protocol.md rule 6).
  *
  * What is kept are the sums noise_adjust gathers (not a finished
  * covariance), so a stored noise whitens exactly as the same lines would

@@ -9,6 +9,7 @@ extern const mr_gadget_class mr_gadget_accumulate;
 extern const mr_gadget_class mr_gadget_fft;
 extern const mr_gadget_class mr_gadget_coil_combine;
 extern const mr_gadget_class mr_gadget_image_out;
+extern const mr_gadget_class mr_gadget_scale;
 extern const mr_gadget_class mr_gadget_fhd_cg;
 extern const mr_gadget_class mr_gadget_noise_adjust;
 extern const mr_gadget_class mr_gadget_grappa;
@@ -25,6 +26,7 @@ static const mr_gadget_class *const classes[] = {
     &mr_gadget_fft,
     &mr_gadget_coil_combine,
     &mr_gadget_image_out,
+    &mr_gadget_scale,
     &mr_gadget_fhd_cg,
     &mr_gadget_noise_adjust,
     &mr_gadget_grappa,

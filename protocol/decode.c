@@ -161,7 +161,7 @@ static int emit(mr_decoder *d) {
   return d->cb.on_message(d->cb.ctx, m);
 }
 
-/* Rule 4 of PROTOCOL.md: Python clients send a trailing NUL, C++ clients
+/* Rule 4 of docs/protocol.md: Python clients send a trailing NUL, C++ clients
  * do not; both mean the same text. */
 static void strip_trailing_nuls(char *text, size_t *len) {
   while (*len > 0 && text[*len - 1] == '\0')

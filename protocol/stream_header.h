@@ -1,6 +1,6 @@
 /* The ISMRMRD XML header, parsed (libxml2) into what gadgets need.
  *
- * The XML text is kept exactly as received (PROTOCOL.md rule 9: never
+ * The XML text is kept exactly as received (docs/protocol.md rule 9: never
  * re-serialize it). Only the fields below are read; everything else stays
  * in `xml` for whoever needs it. */
 #ifndef MR_PROTOCOL_STREAM_HEADER_H

@@ -1,43 +1,77 @@
 #!/usr/bin/env bash
-# The whole project's check on the H100, part 1 (here): builds for sm_90
-# (Release) into build-device/, stages the programs the device run needs
-# in build-device/stage/ (bin/ for the servers and tools, tests/ for the
-# test programs, as MR_BINARY_DIR expects), and bundles their shared
-# libraries — and ISMRMRD's reference tools with theirs, which that
-# machine lacks — into stage/libs.tar.xz (compressed: OpenBLAS and ICU
-# alone would overrun the 64 MiB a run may carry). Part 2 is
-# scripts/device-run.sh.
+# The check on the GPU device machine, part 1 (here): builds for the H100
+# (sm_90, Release) into build-device/ what the named areas run, stages it in
+# build-device/stage/ (bin/ for the servers and tools, tests/ for the test
+# programs, as MR_BINARY_DIR expects) and bundles their shared libraries -
+# and ISMRMRD's reference tools with theirs, which that machine lacks - into
+# stage/libs.tar.xz (compressed: OpenBLAS and ICU alone would overrun the
+# 64 MiB a run may carry). Part 2, on the device: scripts/device-run.sh.
 #
-# usage: scripts/device-build.sh
+# usage: scripts/device-build.sh [AREA...]     (no AREA: every area)
+#   areas: tests e2e stream bench gpu grappa nufft fhd
+#          (scripts/device-run.sh --help says what each runs)
+#   REFERENCE=FILE  the reference NUFFT library's tarball (cufinufft-sm90.tar.xz),
+#                   staged for the nufft area to time beside ours
 set -euo pipefail
+# shellcheck source=scripts/device-areas.sh
+. "$(dirname "$0")/device-areas.sh"
+device_check_args "$0" "$@"
 cd "$(dirname "$0")/.."
-programs="reconserver reconclient mr-load mr-grappa-e2e mr-bench"
-tests="test_server_session test_server_limits test_server_faults test_server_http test_client_e2e
-       test_client_simulate_e2e test_configs_images test_gadgets_configs test_gadgets_gridding"
+areas=${*:-$device_areas}
 
-cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
-grep -q '^MR_CUDA:BOOL=ON' build-device/CMakeCache.txt || { echo "build-device has MR_CUDA off" >&2; exit 1; }
-# The programs behind ctest's `gpu` label (test_gpu_fft_cuda runs test_gpu_fft).
-gpu_tests=$(ctest --test-dir build-device -N -L gpu | sed -n 's/.*Test *#[0-9]*: \(test_gpu_[a-z_]*\)_cuda$/\1/p')
-cmake --build build-device -j"$(nproc)" --target $programs $tests $gpu_tests
+build="build-device"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+grep -q '^MR_CUDA:BOOL=ON' "$build/CMakeCache.txt" || { echo "$build has MR_CUDA off" >&2; exit 1; }
 
-stage=build-device/stage
+# What each area runs (scripts/device-run.sh). The gpu/ test programs are
+# those behind ctest's `gpu` label (test_gpu_fft_cuda runs test_gpu_fft
+# --cuda), so a new one is staged without editing this list.
+gpu_tests=$(ctest --test-dir "$build" -N -L gpu |
+  sed -n 's/.*Test *#[0-9]*: \(test_gpu_[a-z_]*\)_cuda$/\1/p' | sort -u)
+e2e="reconserver reconclient mr-load mr-grappa-e2e test_server_session test_server_limits
+     test_server_faults test_server_http test_client_e2e test_client_simulate_e2e"
+targets=""
+for a in $areas; do
+  case $a in
+  tests) targets="$targets $e2e $gpu_tests test_gadgets_configs test_gadgets_gridding
+                  test_configs_images" ;;
+  e2e) targets="$targets $e2e" ;;
+  stream | bench) targets="$targets mr-bench reconserver reconclient" ;;
+  gpu) targets="$targets mr-bench test_gpu_pool test_gpu_host test_gpu_fft test_gpu_coil
+                test_gpu_blas test_gpu_solve test_gpu_vec test_gpu_block" ;;
+  grappa) targets="$targets mr-bench mr-grappa-e2e reconserver test_gpu_grappa" ;;
+  nufft) targets="$targets mr-bench test_gpu_nufft" ;;
+  fhd) targets="$targets mr-bench test_gpu_fhd test_gpu_toeplitz test_gpu_cg test_gadgets_fhd_cg" ;;
+  esac
+done
+# shellcheck disable=SC2086 # one target a word
+targets=$(printf '%s\n' $targets | sort -u | tr '\n' ' ')
+# shellcheck disable=SC2086
+cmake --build "$build" -j"$(nproc)" --target $targets
+
+stage=$build/stage
 rm -rf "$stage"
 mkdir -p "$stage/bin" "$stage/tests"
-for p in $programs; do cp "build-device/bin/$p" "$stage/bin/"; done
-for t in $tests; do cp "build-device/tests/$t" "$stage/tests/"; done
-for t in $gpu_tests; do cp "build-device/tests/$t" "$stage/tests/"; done
+for t in $targets; do
+  if [ -x "$build/bin/$t" ]; then cp "$build/bin/$t" "$stage/bin/"; else cp "$build/tests/$t" "$stage/tests/"; fi
+done
 cp /usr/bin/ismrmrd_generate_cartesian_shepp_logan /usr/bin/ismrmrd_recon_cartesian_2d "$stage/bin/"
 strip "$stage"/bin/* "$stage"/tests/*
-rm -rf build-device/libs
-scripts/bundle-libs.sh build-device/libs "$stage"/bin/* "$stage"/tests/*
-tar -cJf "$stage/libs.tar.xz" -C build-device/libs .
+rm -rf "$build/libs"
+scripts/bundle-libs.sh "$build/libs" "$stage"/bin/* "$stage"/tests/*
+tar -cJf "$stage/libs.tar.xz" -C "$build/libs" .
+[ -z "${REFERENCE:-}" ] || install -m 644 "$REFERENCE" "$stage/cufinufft-sm90.tar.xz"
+echo "$areas" | tr ' ' '\n' | sed '/^$/d' >"$stage/areas"
+for t in $gpu_tests; do # the gpu/ tests whose CUDA group the tests area runs
+  [ -x "$stage/tests/$t" ] && echo "$t"
+done >"$stage/gpu-tests"
 du -sh "$stage"
 
-cat <<'CALL'
+cat <<CALL
 
-Now call the device tool's `run` with:
-  command:   scripts/device-run.sh tests     (then again with: bench)
-  carry:     ["build-device/stage"]
+Now call the device tool's \`run\`, once per area or a few areas a call (a
+call must end within its 600 s; tests alone takes most of one), with:
+  command:   scripts/device-run.sh AREA...     (staged: $areas)
+  carry:     ["$stage"]
   timeout_s: 600
 CALL

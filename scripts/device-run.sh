@@ -1,71 +1,208 @@
 #!/usr/bin/env bash
-# The whole project's check on the H100, part 2 (on the device machine; see
-# scripts/device-build.sh), in two calls that each fit one run:
-#   tests: every gpu/ test's CUDA group; every installed config's images on
-#          the GPU against the stored ones; the server and client end-to-end
-#          tests with a GPU server; GRAPPA end to end; mr-load's 32 clients x
-#          20 scans on a GPU server.
-#   bench: `mr-bench stream` (GPU and CPU servers against a raw loopback
-#          copy, JSON in $OUT/stream-h100.json) and `mr-bench nufft`.
-# Results under $OUT, a summary printed last; exit 0 when every step passed.
-#   usage: scripts/device-run.sh tests|bench
+# shellcheck disable=SC2317 # the area_* functions are called by name
+# The check on the GPU device machine, part 2 (there, from the repository
+# root, with build-device/stage carried; see scripts/device-build.sh). Each
+# area's steps, results under $OUT, a summary printed last; exit 0 when
+# every step passed. Benchmarks write $OUT/<subcommand>-h100.json, the
+# names of tests/bench/results/.
+#
+# usage: scripts/device-run.sh [AREA...]      (no AREA: tests)
+#   tests   every gpu/ test's CUDA group (ctest label gpu), the Cartesian
+#           and gridding gadgets' CUDA groups, the installed configs' images
+#           on the GPU against the stored ones; then e2e
+#   e2e     the server and client end-to-end tests against a GPU server;
+#           GRAPPA end to end (mr-grappa-e2e); mr-load's 32 clients x 20
+#           scans on a GPU server
+#   bench   stream, and `mr-bench nufft`
+#   stream  `mr-bench stream`: GPU and CPU servers against a raw loopback copy
+#   gpu     gpu/'s core tests, CPU and CUDA groups, the CUDA groups under
+#           compute-sanitizer memcheck; `mr-bench gpu`
+#   grappa  test_gpu_grappa (CPU and CUDA); `mr-bench grappa`; mr-grappa-e2e
+#   nufft   test_gpu_nufft --cuda, then under memcheck, racecheck and
+#           initcheck; `mr-bench nufft` (beside the reference library when
+#           staged); an nsys timeline of one 3D case where nsys exists
+#   fhd     the fhd, toeplitz and cg tests (CPU and CUDA) and the fhd_cg
+#           gadget's; memcheck; `mr-bench fhd`; an Nsight Compute profile of
+#           the recurrence kernel on the book's problem where ncu exists
+# Runs what scripts/device-build.sh staged for those areas (STAGE=dir: a
+# stage elsewhere).
 set -uo pipefail
-mode=${1:-tests}
+# shellcheck source=scripts/device-areas.sh
+. "$(dirname "$0")/device-areas.sh"
+device_check_args "$0" "$@"
+areas=${*:-tests}
 out=${OUT:-out}
 mkdir -p "$out"
-stage=$PWD/build-device/stage
+stage=$(cd "${STAGE:-build-device/stage}" 2>/dev/null && pwd) ||
+  { echo "device-run.sh: no stage (run scripts/device-build.sh, carry build-device/stage)" >&2; exit 1; }
+for a in $areas; do
+  grep -qx "$a" "$stage/areas" ||
+    { echo "device-run.sh: area $a was not staged (staged: $(tr '\n' ' ' <"$stage/areas"))" >&2; exit 1; }
+done
 tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 mkdir "$tmp/libs" && tar -xJf "$stage/libs.tar.xz" -C "$tmp/libs"
 export LD_LIBRARY_PATH=$tmp/libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PATH=$stage/bin:$PATH MR_SOURCE_DIR=$PWD MR_BINARY_DIR=$stage
+bin=$stage/bin
+tests=$stage/tests
 
-nvidia-smi -L | tee "$out/device.txt"
+{
+  nvidia-smi -L
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu,memory.used,memory.total --format=csv
+  nproc
+} >"$out/device.txt" 2>&1
+cat "$out/device.txt"
+
 failed=0
 summary=$out/summary.txt
 : >"$summary"
-step() { # name, limit (s), log, command...
+step() { # NAME LIMIT_S LOG COMMAND...: runs it, its output appended to LOG
   local name=$1 limit=$2 log=$3 t0=$SECONDS
   shift 3
   timeout "$limit" "$@" >>"$log" 2>&1
   local rc=$?
-  [ $rc -eq 0 ] || failed=1
+  [ "$rc" -eq 0 ] || failed=1
   echo "$name: rc $rc, $((SECONDS - t0)) s" | tee -a "$summary"
 }
+# optional NAME LIMIT_S LOG COMMAND...: a step whose failure is reported but
+# fails nothing (a profiler that stops the program it profiles).
+optional() {
+  local was=$failed
+  step "$@"
+  failed=$was
+}
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+# sanitize NAME LIMIT_S LOG TOOL PROGRAM ARGS...: under compute-sanitizer.
+sanitize() {
+  local name=$1 limit=$2 log=$3 tool=$4
+  shift 4
+  if [ -x "$sanitizer" ]; then
+    step "$name $tool" "$limit" "$log" "$sanitizer" --tool "$tool" --error-exitcode 99 "$@"
+  else
+    echo "$name $tool: compute-sanitizer not found" | tee -a "$summary"
+  fi
+}
+# cpu_and_cuda LOG TEST...: each test program's CPU group, then its CUDA group.
+cpu_and_cuda() {
+  local log=$1 t
+  shift
+  for t in "$@"; do
+    step "$t (CPU)" 120 "$log" "$tests/$t"
+    step "$t --cuda" 240 "$log" "$tests/$t" --cuda
+  done
+}
 
-if [ "$mode" = bench ]; then
-  step "mr-bench stream" 480 "$out/stream.log" "$stage/bin/mr-bench" stream --configs "$PWD/configs" \
+area_tests() {
+  local t
+  while read -r t; do
+    step "$t --cuda" 240 "$out/gpu-tests.log" "$tests/$t" --cuda
+  done <"$stage/gpu-tests"
+  for t in test_gadgets_configs test_gadgets_gridding; do
+    step "$t --cuda" 240 "$out/gpu-tests.log" "$tests/$t" --cuda
+  done
+  MR_TEST_GPUS=all step "test_configs_images (GPU)" 240 "$out/gpu-tests.log" \
+    "$tests/test_configs_images"
+  echo "---- config images"; grep -E "relative L2" "$out/gpu-tests.log"
+  area_e2e
+}
+
+area_e2e() {
+  local t
+  for t in test_server_session test_server_limits test_server_faults test_server_http \
+           test_client_e2e test_client_simulate_e2e; do
+    MR_TEST_GPUS=all step "$t (GPU server)" 300 "$out/e2e-tests.log" "$tests/$t"
+  done
+  step "mr-grappa-e2e" 180 "$out/grappa-e2e.log" "$bin/mr-grappa-e2e" --gpus all \
+    --json "$out/grappa-e2e.json"
+  # shellcheck disable=SC1091,SC2154 # server.sh sets $server and $port
+  (
+    . "$PWD/tests/support/server.sh"
+    GPUS=all start_server "$stage" "$PWD/configs" || exit 1
+    step "mr-load 32 x 20 (GPU server)" 300 "$out/load.json" "$bin/mr-load" -p "$port" -c 32 -n 20
+    kill -TERM "$server"; wait "$server"
+    cp "$tmp/server.log" "$out/server-load.log"
+    exit "$failed"
+  ) || failed=1
+  echo "---- failures"; grep -E "FAILED|ERROR" "$out"/*-tests.log | head -20
+  echo "---- load"; cat "$out/load.json"
+  echo "---- grappa e2e"; cat "$out/grappa-e2e.json" 2>/dev/null
+}
+
+area_stream() {
+  step "mr-bench stream" 480 "$out/stream.log" "$bin/mr-bench" stream --configs "$PWD/configs" \
     --json "$out/stream-h100.json"
-  step "mr-bench nufft" 100 "$out/nufft.log" "$stage/bin/mr-bench" nufft --json "$out/nufft-h100.json"
-  echo "---- summary"; cat "$summary"
-  rm -rf "$tmp"
-  exit $failed
-fi
+}
 
-for t in "$stage"/tests/test_gpu_*; do
-  step "$(basename "$t") --cuda" 240 "$out/gpu-tests.log" "$t" --cuda
-done
-MR_TEST_GPUS=all step "test_configs_images (GPU)" 240 "$out/gpu-tests.log" \
-  "$stage/tests/test_configs_images"
-for t in test_gadgets_configs test_gadgets_gridding; do
-  step "$t --cuda" 240 "$out/gpu-tests.log" "$stage/tests/$t" --cuda
-done
-for t in test_server_session test_server_limits test_server_faults test_server_http \
-         test_client_e2e test_client_simulate_e2e; do
-  MR_TEST_GPUS=all step "$t (GPU server)" 300 "$out/e2e-tests.log" "$stage/tests/$t"
-done
-step "mr-grappa-e2e" 180 "$out/grappa-e2e.log" "$stage/bin/mr-grappa-e2e" --gpus all \
-  --json "$out/grappa-e2e.json"
+area_bench() {
+  area_stream
+  step "mr-bench nufft" 100 "$out/nufft.log" "$bin/mr-bench" nufft --json "$out/nufft-h100.json"
+}
 
-. "$PWD/tests/support/server.sh"
-GPUS=all start_server "$stage" "$PWD/configs"
-step "mr-load 32 x 20 (GPU server)" 300 "$out/load.json" "$stage/bin/mr-load" -p "$port" -c 32 -n 20
-kill -TERM "$server"; wait "$server"
-cp "$tmp/server.log" "$out/server-load.log"
+area_gpu() {
+  local t names="test_gpu_pool test_gpu_host test_gpu_fft test_gpu_coil test_gpu_blas
+                 test_gpu_solve test_gpu_vec test_gpu_block"
+  # shellcheck disable=SC2086
+  cpu_and_cuda "$out/gpu-tests.log" $names
+  for t in $names; do
+    # The pool test runs the GPU out of memory on purpose: those API errors
+    # are its subject, not findings.
+    local api=all
+    [ "$t" = test_gpu_pool ] && api=no
+    sanitize "$t" 150 "$out/sanitizer.log" memcheck --report-api-errors "$api" "$tests/$t" --cuda
+  done
+  step "mr-bench gpu" 300 "$out/gpu-bench.log" "$bin/mr-bench" gpu --json "$out/gpu-h100.json"
+}
 
-echo "---- failures"; grep -E "FAILED|ERROR" "$out"/*-tests.log | head -20
-echo "---- config images"; grep -E "relative L2" "$out/gpu-tests.log"
-echo "---- load"; cat "$out/load.json"
-echo "---- grappa e2e"; cat "$out/grappa-e2e.json" 2>/dev/null
+area_grappa() {
+  cpu_and_cuda "$out/grappa-tests.log" test_gpu_grappa
+  step "mr-bench grappa" 300 "$out/grappa-bench.log" "$bin/mr-bench" grappa \
+    --json "$out/grappa-h100.json"
+  step "mr-grappa-e2e" 120 "$out/grappa-e2e.log" "$bin/mr-grappa-e2e" --gpus all \
+    --json "$out/grappa-e2e.json"
+}
+
+area_nufft() {
+  local tool
+  step "test_gpu_nufft --cuda" 90 "$out/nufft-tests.log" \
+    "$tests/test_gpu_nufft" --cuda
+  for tool in memcheck racecheck initcheck; do
+    sanitize test_gpu_nufft 150 "$out/sanitizer.log" "$tool" \
+      "$tests/test_gpu_nufft" --cuda
+  done
+  if [ -f "$stage/cufinufft-sm90.tar.xz" ]; then
+    tar -xJf "$stage/cufinufft-sm90.tar.xz" -C "$tmp"
+    export LD_LIBRARY_PATH=$tmp/cufpkg:$LD_LIBRARY_PATH MR_BENCH_CUFINUFFT=$tmp/cufpkg/libcufinufft.so
+  fi
+  step "mr-bench nufft" 200 "$out/nufft-bench.log" "$bin/mr-bench" nufft \
+    --json "$out/nufft-h100.json"
+  local nsys
+  nsys=$(command -v nsys || ls /usr/local/cuda/bin/nsys 2>/dev/null || true)
+  [ -z "$nsys" ] || MR_BENCH_NUFFT_CASE=4 optional "nsys (3D case)" 200 \
+    "$out/nsys.log" "$nsys" profile --stats=true -o "$out/nsys-3d" "$bin/mr-bench" nufft \
+    --json /dev/null
+}
+
+area_fhd() {
+  local t
+  cpu_and_cuda "$out/fhd-tests.log" test_gpu_fhd test_gpu_toeplitz test_gpu_cg
+  step "test_gadgets_fhd_cg" 60 "$out/fhd-tests.log" "$tests/test_gadgets_fhd_cg"
+  for t in test_gpu_toeplitz test_gpu_fhd; do
+    sanitize "$t" 90 "$out/sanitizer.log" memcheck "$tests/$t" --cuda
+  done
+  step "mr-bench fhd" 200 "$out/fhd-bench.log" "$bin/mr-bench" fhd --json "$out/fhd-h100.json"
+  # The 13th recurrence launch of the bench is the book's problem
+  # (128^3 x 284,592); the profiler stops the bench there.
+  local ncu
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
+  [ -z "$ncu" ] || optional "ncu (recurrence kernel)" 90 "$out/ncu.txt" "$ncu" --set full \
+    -k regex:recurrence --launch-skip 12 --launch-count 1 --kill yes "$bin/mr-bench" fhd \
+    --json /dev/null
+}
+
+for a in $areas; do
+  echo "==== $a"
+  "area_$a"
+done
 echo "---- summary"; cat "$summary"
-rm -rf "$tmp"
 exit $failed

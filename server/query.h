@@ -1,4 +1,4 @@
-/* Answers to QUERY keys (PROTOCOL.md rule 5). */
+/* Answers to QUERY keys (docs/protocol.md rule 5). */
 #ifndef MR_SERVER_QUERY_H
 #define MR_SERVER_QUERY_H
 

@@ -6,7 +6,7 @@
  * the gadget chain, answers QUERY, and puts what goes back to the client
  * in the outbox (waiting when it is full: that is the backpressure on the
  * chain). A failure is that client's alone: it becomes a TEXT error after
- * the client's CLOSE, then CLOSE (PROTOCOL.md rules 1-2). */
+ * the client's CLOSE, then CLOSE (docs/protocol.md rules 1-2). */
 #ifndef MR_SERVER_SESSION_H
 #define MR_SERVER_SESSION_H
 

@@ -2,19 +2,19 @@
 # reconclient against reconserver on loopback.
 
 # Decodes the PNGs the client writes, for the preview tests.
-add_library(mr_test_client_png STATIC test_client_png_read.c)
-target_include_directories(mr_test_client_png PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
+add_library(mr_test_client_png STATIC client/test_client_png_read.c)
+target_include_directories(mr_test_client_png PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/client)
 target_link_libraries(mr_test_client_png PUBLIC PkgConfig::PNG)
 
 foreach(noun dataset output stream preview readahead)
-  mr_add_test(test_client_${noun} SOURCES test_client_${noun}.c LIBS mr_client mr_test_client_png)
+  mr_add_test(test_client_${noun} SOURCES client/test_client_${noun}.c LIBS mr_client mr_test_client_png)
 endforeach()
 
-mr_add_test(test_client_e2e SOURCES test_client_e2e.c LIBS mr_wire_client ISMRMRD::ISMRMRD
+mr_add_test(test_client_e2e SOURCES client/test_client_e2e.c LIBS mr_wire_client ISMRMRD::ISMRMRD
             TIMEOUT 120)
 add_dependencies(test_client_e2e reconclient reconserver)
 
 # Issue 14: DICOM from the server (1018) and from images, checked with dcmdump.
-mr_add_test(test_client_dicom SOURCES test_client_dicom.c
+mr_add_test(test_client_dicom SOURCES client/test_client_dicom.c
             LIBS mr_wire_client mr_test_dcmdump ISMRMRD::ISMRMRD TIMEOUT 120)
 add_dependencies(test_client_dicom reconclient reconserver)

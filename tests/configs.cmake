@@ -1,6 +1,6 @@
 # Every installed config against its stored images (tests/data/config_images),
 # on the CPU and, labelled gpu, on the GPU (skips without one).
-mr_add_test(test_configs_images SOURCES test_configs_images.c LIBS mr_gadgets mr_client
+mr_add_test(test_configs_images SOURCES configs/test_configs_images.c LIBS mr_gadgets mr_client
             TIMEOUT 300)
 add_dependencies(test_configs_images reconclient)
 add_test(NAME test_configs_images_cuda COMMAND test_configs_images)

@@ -1,15 +1,17 @@
 foreach(t chain pipeline accumulate kspace remove_oversampling fft coil_combine image_out frames placement)
-  mr_add_test(test_gadgets_${t} SOURCES test_gadgets_${t}.c LIBS mr_gadget_harness)
+  mr_add_test(test_gadgets_${t} SOURCES gadgets/test_gadgets_${t}.c LIBS mr_gadget_harness)
 endforeach()
-mr_add_test(test_gadgets_dicom_out SOURCES test_gadgets_dicom_out.c
+mr_add_test(test_gadgets_dicom_out SOURCES gadgets/test_gadgets_dicom_out.c
   LIBS mr_gadget_harness mr_test_dcmdump)
+# scale: the worked example of docs/writing-a-gadget.md.
+mr_add_test(test_gadgets_scale SOURCES gadgets/test_gadgets_scale.c LIBS mr_gadget_harness)
 
 # The installed Cartesian configs end to end: per-slice against per-line on
 # the CPU; with --cuda the GPU chain against the CPU chain.
 add_library(mr_test_dataset_chain STATIC support/dataset_chain.c)
 target_link_libraries(mr_test_dataset_chain PUBLIC mr_gadget_harness mr_client
                       PkgConfig::CMOCKA)
-mr_add_test(test_gadgets_configs SOURCES test_gadgets_configs.c
+mr_add_test(test_gadgets_configs SOURCES gadgets/test_gadgets_configs.c
             LIBS mr_test_dataset_chain TIMEOUT 120)
 add_test(NAME test_gadgets_configs_cuda COMMAND test_gadgets_configs --cuda)
 set_tests_properties(test_gadgets_configs_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
@@ -17,7 +19,7 @@ set_tests_properties(test_gadgets_configs_cuda PROPERTIES SKIP_RETURN_CODE 77 TI
 
 # Real-scan features (slices, echoes, sets, averages, navigators, partial
 # Fourier, asymmetric echo) through the installed cartesian config.
-mr_add_test(test_gadgets_scans SOURCES test_gadgets_scans.c
+mr_add_test(test_gadgets_scans SOURCES gadgets/test_gadgets_scans.c
             LIBS mr_gadget_harness mr_test_grappa_phantom)
-mr_add_test(test_gadgets_partial_fourier SOURCES test_gadgets_partial_fourier.c
+mr_add_test(test_gadgets_partial_fourier SOURCES gadgets/test_gadgets_partial_fourier.c
             LIBS mr_gadget_harness)

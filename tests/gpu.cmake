@@ -1,11 +1,11 @@
 # Tests of gpu/. Each program runs its CPU group by default and its CUDA
 # group with --cuda; the CUDA runs carry the label `gpu` and skip (exit 77)
 # on machines without a usable GPU.
-add_library(mr_test_gpu_common STATIC test_gpu_common.c)
+add_library(mr_test_gpu_common STATIC support/test_gpu_common.c)
 target_link_libraries(mr_test_gpu_common PUBLIC mr_gpu mr_test_support PkgConfig::CMOCKA)
 
 foreach(noun pool host fft coil blas solve vec block)
-  mr_add_test(test_gpu_${noun} SOURCES test_gpu_${noun}.c
+  mr_add_test(test_gpu_${noun} SOURCES gpu/test_gpu_${noun}.c
               LIBS mr_test_gpu_common mr_gpu m)
   add_test(NAME test_gpu_${noun}_cuda COMMAND test_gpu_${noun} --cuda)
   set_tests_properties(test_gpu_${noun}_cuda PROPERTIES SKIP_RETURN_CODE 77
@@ -13,6 +13,6 @@ foreach(noun pool host fft coil blas solve vec block)
 endforeach()
 
 # The GPU worker thread's queue (plain threads: no GPU needed).
-mr_add_test(test_gpu_worker SOURCES test_gpu_worker.c LIBS mr_gpu Threads::Threads)
+mr_add_test(test_gpu_worker SOURCES gpu/test_gpu_worker.c LIBS mr_gpu Threads::Threads)
 
 add_subdirectory(bench)

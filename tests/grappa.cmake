@@ -1,16 +1,16 @@
 # GRAPPA: gpu/grappa.h, the noise_adjust and grappa gadgets, weighted coil
 # combination. A synthetic multi-coil phantom serves the tests and mr-bench.
-add_library(mr_test_grappa_phantom STATIC grappa_phantom.c)
-target_include_directories(mr_test_grappa_phantom PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
+add_library(mr_test_grappa_phantom STATIC support/grappa_phantom.c)
+target_include_directories(mr_test_grappa_phantom PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/support)
 target_link_libraries(mr_test_grappa_phantom PUBLIC mr_gpu m)
 
-mr_add_test(test_gpu_grappa SOURCES test_gpu_grappa.c
+mr_add_test(test_gpu_grappa SOURCES gpu/test_gpu_grappa.c
             LIBS mr_test_gpu_common mr_test_grappa_phantom mr_gpu m)
 add_test(NAME test_gpu_grappa_cuda COMMAND test_gpu_grappa --cuda)
 set_tests_properties(test_gpu_grappa_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS gpu)
 
-mr_add_test(test_gadgets_noise_adjust SOURCES test_gadgets_noise_adjust.c LIBS mr_gadget_harness)
-mr_add_test(test_gadgets_grappa SOURCES test_gadgets_grappa.c
+mr_add_test(test_gadgets_noise_adjust SOURCES gadgets/test_gadgets_noise_adjust.c LIBS mr_gadget_harness)
+mr_add_test(test_gadgets_grappa SOURCES gadgets/test_gadgets_grappa.c
             LIBS mr_test_dataset_chain mr_test_grappa_phantom TIMEOUT 120)
 
 # GRAPPA end to end through reconserver (a benchmark program, not a test).

@@ -7,7 +7,14 @@ add_test(NAME load_small COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/load/run_load.sh
          ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR} -c 8 -n 3 -m 32 -k 4)
 set_tests_properties(load_small PROPERTIES TIMEOUT 120)
 
-# Every program's --help, and mr-load counting only successful scans.
+# Every program's --help and refusal of unknown options, and mr-load
+# counting only successful scans. With MR_FUZZ the fuzz targets are
+# libFuzzer's programs, which have options of their own.
+if(MR_FUZZ)
+  set(MR_FUZZ_DRIVERS ON)
+else()
+  set(MR_FUZZ_DRIVERS OFF)
+endif()
 add_test(NAME programs_cli COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/load/programs_cli.sh
-         ${CMAKE_BINARY_DIR})
+         ${CMAKE_BINARY_DIR} ${MR_FUZZ_DRIVERS})
 set_tests_properties(programs_cli PROPERTIES TIMEOUT 180)

@@ -4,30 +4,30 @@ target_link_libraries(mr_wire_client PUBLIC mr_test_support)
 add_library(mr_wire_scan STATIC support/wire_scan.c)
 target_link_libraries(mr_wire_scan PUBLIC mr_wire_client mr_gadget_harness)
 
-mr_add_test(test_server_session SOURCES test_server_session.c
+mr_add_test(test_server_session SOURCES server/test_server_session.c
   LIBS mr_wire_client mr_gadget_harness TIMEOUT 120)
-mr_add_test(test_server_limits SOURCES test_server_limits.c
+mr_add_test(test_server_limits SOURCES server/test_server_limits.c
   LIBS mr_wire_client mr_gadget_harness TIMEOUT 120)
 
 # The end-to-end run under valgrind memcheck (skips without valgrind).
 add_test(NAME valgrind_e2e COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/valgrind_e2e.sh
          ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
 set_tests_properties(valgrind_e2e PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS valgrind)
-mr_add_test(test_server_faults SOURCES test_server_faults.c
+mr_add_test(test_server_faults SOURCES server/test_server_faults.c
   LIBS mr_wire_scan Threads::Threads TIMEOUT 300)
-mr_add_test(test_server_budget SOURCES test_server_budget.c
+mr_add_test(test_server_budget SOURCES server/test_server_budget.c
   LIBS mr_wire_client mr_gadget_harness TIMEOUT 300)
-mr_add_test(test_server_cgroup SOURCES test_server_cgroup.c LIBS mr_server)
+mr_add_test(test_server_cgroup SOURCES server/test_server_cgroup.c LIBS mr_server)
 # Issue 12: outside clients and abusive sessions.
-mr_add_test(test_server_robust SOURCES test_server_robust.c
+mr_add_test(test_server_robust SOURCES server/test_server_robust.c
   LIBS mr_wire_scan Threads::Threads TIMEOUT 300)
-mr_add_test(test_server_write_bufs SOURCES test_server_write_bufs.c LIBS mr_server)
+mr_add_test(test_server_write_bufs SOURCES server/test_server_write_bufs.c LIBS mr_server)
 # Issue 13: the health and metrics listener (--http).
-mr_add_test(test_server_metrics SOURCES test_server_metrics.c LIBS mr_server)
-mr_add_test(test_server_http SOURCES test_server_http.c LIBS mr_wire_scan TIMEOUT 120)
+mr_add_test(test_server_metrics SOURCES server/test_server_metrics.c LIBS mr_server)
+mr_add_test(test_server_http SOURCES server/test_server_http.c LIBS mr_wire_scan TIMEOUT 120)
 add_test(NAME test_server_http_cuda COMMAND test_server_http)
 set_tests_properties(test_server_http_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS gpu
   ENVIRONMENT "MR_TEST_GPUS=all;MR_SOURCE_DIR=${CMAKE_SOURCE_DIR};MR_BINARY_DIR=${CMAKE_BINARY_DIR}")
 # Issue 14: NHLBI-compressed streams (Gadgetron's client -P / -T).
-mr_add_test(test_server_nhlbi SOURCES test_server_nhlbi.c
+mr_add_test(test_server_nhlbi SOURCES server/test_server_nhlbi.c
   LIBS mr_wire_client mr_gadget_harness mr_client TIMEOUT 120)

@@ -64,6 +64,13 @@ static void usage(FILE *f) {
              "--coils 32 --matrix 256 --accel 4 --acs 24.\n");
 }
 
+/* A whole decimal number in 0..100000, or -1 (atoi would take "x" as 0). */
+static int parse_size(const char *text) {
+  char *end;
+  long v = strtol(text, &end, 10);
+  return *text != '\0' && *end == '\0' && v >= 0 && v <= 100000 ? (int)v : -1;
+}
+
 int main(int argc, char **argv) {
   const char *gpus = "all", *out = NULL;
   int slices = 20, nc = 32, n = 256, accel = 4, nacs = 24;
@@ -73,27 +80,28 @@ int main(int argc, char **argv) {
       return 0;
     }
   }
-  if (argc % 2 == 0) { /* every option takes a value */
+  if (argc % 2 == 0) {
+    fprintf(stderr, "mr-grappa-e2e: every option takes a value (%s has none)\n", argv[argc - 1]);
     usage(stderr);
     return 2;
   }
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (strcmp(argv[i], "--gpus") == 0)
+    int *size = strcmp(argv[i], "--slices") == 0  ? &slices
+                : strcmp(argv[i], "--coils") == 0 ? &nc
+                : strcmp(argv[i], "--matrix") == 0 ? &n
+                : strcmp(argv[i], "--accel") == 0 ? &accel
+                : strcmp(argv[i], "--acs") == 0   ? &nacs
+                                                  : NULL;
+    if (strcmp(argv[i], "--gpus") == 0) {
       gpus = argv[i + 1];
-    else if (strcmp(argv[i], "--slices") == 0)
-      slices = atoi(argv[i + 1]);
-    else if (strcmp(argv[i], "--coils") == 0)
-      nc = atoi(argv[i + 1]);
-    else if (strcmp(argv[i], "--matrix") == 0)
-      n = atoi(argv[i + 1]);
-    else if (strcmp(argv[i], "--accel") == 0)
-      accel = atoi(argv[i + 1]);
-    else if (strcmp(argv[i], "--acs") == 0)
-      nacs = atoi(argv[i + 1]);
-    else if (strcmp(argv[i], "--json") == 0)
+    } else if (strcmp(argv[i], "--json") == 0) {
       out = argv[i + 1];
-    else {
+    } else if (size == NULL) {
       fprintf(stderr, "mr-grappa-e2e: unknown argument %s\n", argv[i]);
+      usage(stderr);
+      return 2;
+    } else if ((*size = parse_size(argv[i + 1])) < 0) {
+      fprintf(stderr, "mr-grappa-e2e: %s takes a whole number, not '%s'\n", argv[i], argv[i + 1]);
       return 2;
     }
   }

@@ -113,13 +113,18 @@ int main(int argc, char **argv) {
     } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       usage(stdout);
       return 0;
+    } else if (argv[i][0] == '-') { /* unknown, or a known one without its value */
+      fprintf(stderr, "mr-bench: unknown option '%s', or its value is missing or invalid\n",
+              argv[i]);
+      usage(stderr);
+      return 2;
     } else {
       int found = 0;
       for (int c = 0; c < NCOMMANDS; c++)
         if (strcmp(argv[i], commands[c].name) == 0)
           chosen[c] = found = any = 1;
       if (!found) {
-        fprintf(stderr, "mr-bench: unknown argument '%s'\n", argv[i]);
+        fprintf(stderr, "mr-bench: unknown subcommand '%s'\n", argv[i]);
         usage(stderr);
         return 2;
       }

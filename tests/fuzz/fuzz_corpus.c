@@ -168,9 +168,26 @@ static int from_dataset(const char *dir, const char *path, int index) {
   return 0;
 }
 
+static void usage(FILE *f) {
+  fprintf(f, "usage: mr-fuzz-corpus OUTDIR [DATA.h5 ...]\n"
+             "writes the fuzzers' seed sessions into OUTDIR (which must exist): hand-made\n"
+             "ones, NHLBI decoder seeds, and the session reconclient sends for each DATA.h5\n");
+}
+
 int main(int argc, char **argv) {
+  if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    usage(stdout);
+    return 0;
+  }
+  /* It takes no options: anything like one is a mistake, not a folder. */
+  for (int i = 1; i < argc; i++)
+    if (argv[i][0] == '-') {
+      fprintf(stderr, "mr-fuzz-corpus: unknown option '%s'\n", argv[i]);
+      usage(stderr);
+      return 2;
+    }
   if (argc < 2) {
-    fprintf(stderr, "usage: mr-fuzz-corpus OUTDIR [DATA.h5 ...]\n");
+    usage(stderr);
     return 2;
   }
   hand_made(argv[1]);

@@ -27,8 +27,25 @@ static int replay_file(const char *path) {
   return 0;
 }
 
+static void usage(FILE *f, const char *self) {
+  fprintf(f, "usage: %s [FILE|DIR ...]\n"
+             "replays each file, and each file in each folder, through the fuzz target\n"
+             "(paths that do not exist are passed over: a target may have no regressions)\n",
+             self);
+}
+
 int main(int argc, char **argv) {
   int files = 0, failed = 0;
+  if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    usage(stdout, argv[0]);
+    return 0;
+  }
+  for (int i = 1; i < argc; i++)
+    if (argv[i][0] == '-') {
+      fprintf(stderr, "%s: unknown option '%s'\n", argv[0], argv[i]);
+      usage(stderr, argv[0]);
+      return 2;
+    }
   for (int i = 1; i < argc; i++) {
     struct stat st;
     if (stat(argv[i], &st) != 0)

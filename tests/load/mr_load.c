@@ -12,6 +12,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,39 +160,48 @@ static void usage(FILE *f) {
              "is checked by content. Prints JSON; scans_per_s counts successful scans only.\n");
 }
 
+/* A whole decimal integer in 0..INT32_MAX, or -1 (atoi would take "x" as 0). */
+static int parse_count(const char *text) {
+  char *end;
+  long v = strtol(text, &end, 10);
+  return *text != '\0' && *end == '\0' && v >= 0 && v <= INT32_MAX ? (int)v : -1;
+}
+
 int main(int argc, char **argv) {
   load cfg = {.port = 9002, .clients = 32, .scans = 20, .matrix = 64, .coils = 8};
   static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
   int ch;
   while ((ch = getopt_long(argc, argv, "p:c:n:m:k:h", longopts, NULL)) != -1) {
+    int *field = ch == 'p' ? &cfg.port
+                 : ch == 'c' ? &cfg.clients
+                 : ch == 'n' ? &cfg.scans
+                 : ch == 'm' ? &cfg.matrix
+                 : ch == 'k' ? &cfg.coils
+                             : NULL;
     if (ch == 'h') {
       usage(stdout);
       return 0;
     }
-    int v = atoi(optarg);
-    switch (ch) {
-    case 'p':
-      cfg.port = v;
-      break;
-    case 'c':
-      cfg.clients = v;
-      break;
-    case 'n':
-      cfg.scans = v;
-      break;
-    case 'm':
-      cfg.matrix = v;
-      break;
-    case 'k':
-      cfg.coils = v;
-      break;
-    default:
+    if (field == NULL) { /* an unknown option, or one without its value */
       usage(stderr);
       return 2;
     }
+    if ((*field = parse_count(optarg)) < 0) {
+      fprintf(stderr, "mr-load: -%c takes a non-negative integer, not '%s'\n", ch, optarg);
+      return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "mr-load: unexpected argument '%s'\n", argv[optind]);
+    usage(stderr);
+    return 2;
+  }
+  if (cfg.port < 1 || cfg.port > 65535) {
+    fprintf(stderr, "mr-load: -p takes a port in 1..65535\n");
+    return 2;
   }
   if (cfg.clients < 1 || cfg.scans < 1 || cfg.matrix < 8 || cfg.coils < 1 ||
-      cfg.clients * cfg.scans > (cfg.matrix - 2) * (cfg.matrix - 2)) {
+      (long long)cfg.clients * cfg.scans > (long long)(cfg.matrix - 2) * (cfg.matrix - 2)) {
     fprintf(stderr, "mr-load: need clients*scans <= (matrix-2)^2 distinct pixels\n");
     return 2;
   }
