@@ -91,7 +91,7 @@ int mr_chain_create(const mr_pipeline_config *cfg, uint32_t input, mr_chain **ou
       break;
     nd->ctx = (mr_gadget_ctx){.config = cfg->name, .gadget = cls->name, .index = i,
                               .err = c->err, .history = c->history,
-                              .notes = &c->notes};
+                              .notes = &c->notes, .failed = &c->failed};
     size_t used = strlen(c->history);
     snprintf(c->history + used, sizeof c->history - used, "%s%s", used ? "," : "",
              cls->name);
@@ -132,6 +132,8 @@ void mr_chain_set_sink(mr_chain *c, mr_chain_sink sink, void *ctx,
   c->sink = sink;
   c->sink_ctx = ctx;
   c->cancel = cancel;
+  for (int i = 0; i < c->n; i++)
+    c->nodes[i].ctx.cancel = cancel;
 }
 
 int mr_chain_configure(mr_chain *c, const mr_stream_header *hdr,

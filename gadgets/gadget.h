@@ -10,6 +10,7 @@
 #ifndef MR_GADGETS_GADGET_H
 #define MR_GADGETS_GADGET_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,7 @@ typedef enum mr_param_type {
   MR_PARAM_ENUM,   /* int: index of the JSON string within `choices` */
   MR_PARAM_INTS,   /* int[count], each within [min, max] */
   MR_PARAM_DEVICE, /* int: MR_DEVICE_AUTO, MR_DEVICE_CPU or a GPU index */
+  MR_PARAM_TEXT,   /* char[count]: a JSON string of fewer than `count` bytes */
 } mr_param_type;
 
 /* Values of an MR_PARAM_DEVICE parameter ("auto", "cpu", or N >= 0). */
@@ -39,7 +41,7 @@ typedef struct mr_param {
   const char *def;    /* the default, as JSON text ("4", "\"rss\"", "[5,4]") */
   double min, max;    /* INT, DOUBLE, INTS */
   const char *choices;/* ENUM: "rss|weighted" */
-  size_t count;       /* INTS: number of elements */
+  size_t count;       /* INTS: number of elements; TEXT: buffer bytes */
   const char *help;
 } mr_param;
 
@@ -68,6 +70,11 @@ typedef struct mr_gadget_ctx {
   int index;                   /* position in the chain, from 0 */
   const char *history;         /* the chain's gadget names, comma-separated */
   mr_chain_notes *notes;       /* the chain's (shared by its gadgets) */
+  /* Non-zero once the client went away (may be NULL) or any gadget of a
+   * pipelined chain failed: a gadget that waits on something outside the
+   * chain (external) checks these so it never holds a session's end. */
+  const atomic_int *cancel;
+  const atomic_int *failed;
 } mr_gadget_ctx;
 
 typedef struct mr_gadget_class {
@@ -82,6 +89,9 @@ typedef struct mr_gadget_class {
    * are, through mr_kspace_on() / mr_image_array_on(): a GPU gadget before
    * it may leave them on the device (handoff.h). */
   uint32_t device_input;
+  /* 1: in a pipelined chain it runs on a stage thread of its own even
+   * though it handles wire kinds (it waits on a peer process). */
+  int own_stage;
   /* Once, after the HEADER (or at CLOSE when none came), before data.
    * May be NULL. */
   int (*configure)(void *state, mr_gadget_ctx *ctx);

@@ -7,15 +7,17 @@
 #include "chain_impl.h"
 
 /* A stage starts at a gadget that handles a chain object: per-slice work,
- * as opposed to the per-line work on what the wire brings. */
-static int starts_stage(const mr_gadget_class *cls) {
-  return (cls->accepts & ~(uint32_t)MR_CHAIN_WIRE_INPUT) != 0;
+ * as opposed to the per-line work on what the wire brings; and at a gadget
+ * that waits on a peer (own_stage), even at the head of the chain, so the
+ * pipeline thread keeps taking the client's messages meanwhile. */
+static int starts_stage(const mr_gadget_class *cls, int index) {
+  return cls->own_stage || (index > 0 && (cls->accepts & ~(uint32_t)MR_CHAIN_WIRE_INPUT) != 0);
 }
 
 int mr_stages_plan(mr_chain *c, size_t depth) {
   int n = 1;
   for (int i = 0; i < c->n; i++) {
-    if (i > 0 && depth > 0 && starts_stage(c->nodes[i].cls))
+    if (depth > 0 && starts_stage(c->nodes[i].cls, i))
       n++;
     c->nodes[i].stage = n - 1;
   }
