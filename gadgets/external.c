@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "external_link.h"
@@ -121,13 +122,17 @@ static int peer_failed(external *s, mr_gadget_ctx *ctx, int rc, const mr_err *wh
   s->link = NULL;
   if (rc == MR_ECANCELED || (ctx->failed != NULL && atomic_load(ctx->failed)))
     return rc; /* the session is over, or failed elsewhere first: nothing to add */
-  char tail[MR_PROGRAM_LINE_BYTES + 40] = "";
+  char tail[MR_PROGRAM_LINE_BYTES + 80] = "";
   if (s->have_program) {
-    char last[MR_PROGRAM_LINE_BYTES];
-    mr_program_end(&s->program, 200, last, sizeof last);
+    char last[MR_PROGRAM_LINE_BYTES], how[48] = "";
+    int status = mr_program_end(&s->program, 200, last, sizeof last);
     s->have_program = 0;
-    if (last[0] != '\0')
-      snprintf(tail, sizeof tail, " (its last stderr line: %s)", last);
+    if (status >= 0 && WIFEXITED(status))
+      snprintf(how, sizeof how, "; it exited with status %d", WEXITSTATUS(status));
+    else if (status >= 0 && WIFSIGNALED(status))
+      snprintf(how, sizeof how, "; it died of signal %d", WTERMSIG(status));
+    snprintf(tail, sizeof tail, "%s%s%s", how, last[0] != '\0' ? "; its last stderr line: " : "",
+             last);
   }
   return mr_gadget_fail(ctx, rc, "%s%s", mr_err_text(why, rc), tail);
 }

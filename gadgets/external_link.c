@@ -199,6 +199,8 @@ static void *writer_main(void *arg) {
     pthread_mutex_lock(&l->mu);
     if (rc < 0)
       set_fault(l, rc, "a message for it could not be encoded: %s", mr_strerror(rc));
+    else if ((err == EPIPE || err == ECONNRESET) && !l->stopping && !l->peer_closed)
+      set_fault(l, MR_ECONN, "closed the connection before its CLOSE");
     else if (err != 0 && !l->stopping && !l->peer_closed)
       set_fault(l, MR_ECONN, "sending failed: %s", strerror(err));
     pthread_mutex_unlock(&l->mu);

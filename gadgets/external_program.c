@@ -201,16 +201,17 @@ int mr_program_start(const char *name, const char *args, mr_program *p, int *fd,
   return 0;
 }
 
-void mr_program_end(mr_program *p, int grace_ms, char *last, size_t size) {
+int mr_program_end(mr_program *p, int grace_ms, char *last, size_t size) {
   if (p->pid <= 0)
-    return;
-  int status;
+    return -1;
+  int status = 0;
   pid_t got = 0;
   for (int waited = 0; (got = waitpid(p->pid, &status, WNOHANG)) == 0 && waited < grace_ms;
        waited += 5)
     nanosleep(&(struct timespec){0, 5000000}, NULL);
   kill(-p->pid, SIGKILL); /* its process group: whatever it started too */
-  if (got == 0)
+  int killed = got == 0;
+  if (killed)
     while (waitpid(p->pid, &status, 0) < 0 && errno == EINTR)
       ;
   p->pid = -1;
@@ -223,4 +224,5 @@ void mr_program_end(mr_program *p, int grace_ms, char *last, size_t size) {
   if (last != NULL)
     snprintf(last, size, "%s", p->last_line);
   pthread_mutex_destroy(&p->mu);
+  return killed ? -1 : status;
 }

@@ -47,7 +47,8 @@ int mr_program_start(const char *name, const char *args, mr_program *p, int *fd,
 /* Waits up to grace_ms for it to exit by itself, then kills its process
  * group; reaps it, reads the rest of its stderr and stops the relay. Its
  * last stderr line, escaped, goes into last (size bytes; "" when none;
- * last may be NULL). */
-void mr_program_end(mr_program *p, int grace_ms, char *last, size_t size);
+ * last may be NULL). Returns its wait status when it ended by itself
+ * within grace_ms, -1 when it had to be killed. */
+int mr_program_end(mr_program *p, int grace_ms, char *last, size_t size);
 
 #endif

@@ -410,7 +410,7 @@ static void expect_program_failure(const char *extra, const char *why) {
 static void test_program_crash_shows_its_stderr(void **state) {
   (void)state;
   program_dir("step", "echo 'step: out of cheese' >&2\nexit 3");
-  expect_program_failure("", "out of cheese");
+  expect_program_failure("", "exited with status 3; its last stderr line: step: out of cheese");
 }
 
 static void test_program_that_hangs_is_killed_and_reaped(void **state) {
