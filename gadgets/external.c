@@ -198,6 +198,8 @@ static int connect_peer(external *s, int *fd_out, mr_err *err) {
   return 0;
 }
 
+static void wake_stage(void *ctx) { mr_gadget_wake(ctx); }
+
 static int configure(void *state, mr_gadget_ctx *ctx) {
   external *s = state;
   if ((s->connect[0] != '\0') == (s->execute[0] != '\0'))
@@ -214,9 +216,12 @@ static int configure(void *state, mr_gadget_ctx *ctx) {
       return mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
     snprintf(s->peer, sizeof s->peer, "peer %s", s->connect);
   }
+  /* What the peer sends is emitted as it arrives (wake), not only when
+   * the next message for it comes. */
   mr_link_opts o = {.depth = (size_t)s->queue, .idle_ms = s->idle_timeout_ms,
                     .total_ms = s->total_timeout_ms, .peer = s->peer,
-                    .cancel = ctx->cancel, .failed = ctx->failed};
+                    .cancel = ctx->cancel, .failed = ctx->failed,
+                    .notify = wake_stage, .notify_ctx = ctx};
   if ((rc = mr_link_start(fd, &o, &s->link, &e)) < 0)
     return peer_failed(s, ctx, rc, &e);
   delivery d = {.s = s, .ctx = ctx};
@@ -245,6 +250,15 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   }
   delivery d = {.s = s, .ctx = ctx, .out = out};
   int rc = mr_link_send(s->link, msg, deliver, &d, &d.err);
+  return rc < 0 ? peer_failed(s, ctx, rc, &d.err) : 0;
+}
+
+static int wake(void *state, mr_gadget_ctx *ctx, mr_emit *out) {
+  external *s = state;
+  if (s->link == NULL)
+    return 0;
+  delivery d = {.s = s, .ctx = ctx, .out = out};
+  int rc = mr_link_poll(s->link, deliver, &d, &d.err);
   return rc < 0 ? peer_failed(s, ctx, rc, &d.err) : 0;
 }
 
@@ -289,6 +303,7 @@ const mr_gadget_class mr_gadget_external = {
     .own_stage = 1,
     .configure = configure,
     .process = process,
+    .wake = wake,
     .flush = flush,
     .destroy = destroy,
 };

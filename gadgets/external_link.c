@@ -88,6 +88,8 @@ static void set_fault(mr_link *l, int code, const char *fmt, ...) {
   mr_err_set(&l->why, code, "%s: %s", l->peer, what);
   l->fault = code;
   pthread_cond_broadcast(&l->changed);
+  if (l->opts.notify != NULL && !l->stopping)
+    l->opts.notify(l->opts.notify_ctx);
 }
 
 static int on_message(void *ctx, mr_message *msg) {
@@ -105,6 +107,8 @@ static int on_message(void *ctx, mr_message *msg) {
   pthread_mutex_unlock(&l->mu);
   if (stop)
     mr_message_unref(msg);
+  else if (l->opts.notify != NULL)
+    l->opts.notify(l->opts.notify_ctx);
   /* Nothing after its CLOSE is read. */
   return stop || closed ? 1 : 0;
 }
@@ -313,6 +317,17 @@ int mr_link_send(mr_link *l, mr_message *msg, mr_link_deliver deliver, void *ctx
   }
   pthread_mutex_unlock(&l->mu);
   mr_message_unref(msg);
+  return rc;
+}
+
+int mr_link_poll(mr_link *l, mr_link_deliver deliver, void *ctx, mr_err *err) {
+  pthread_mutex_lock(&l->mu);
+  int rc = deliver_arrived(l, deliver, ctx);
+  if (rc > 0)
+    rc = mr_err_set(err, MR_EPROTO, "%s: sent CLOSE before it had our CLOSE", l->peer);
+  else if (rc == 0 && l->fault)
+    rc = mr_err_set(err, l->fault, "%s", l->why.msg);
+  pthread_mutex_unlock(&l->mu);
   return rc;
 }
 

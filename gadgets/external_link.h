@@ -24,6 +24,11 @@ typedef struct mr_link_opts {
   int total_ms;       /* from start to the peer's CLOSE */
   const char *peer;   /* how errors name the peer ("127.0.0.1:9020", "program x (pid 12)") */
   const atomic_int *cancel, *failed; /* stop waiting once either is non-zero (may be NULL) */
+  /* Called from the link's threads, never blocking, when a message from
+   * the peer is queued or the connection failed (may be NULL): the owner
+   * then calls mr_link_poll() on its own thread. */
+  void (*notify)(void *ctx);
+  void *notify_ctx;
 } mr_link_opts;
 
 /* Receives what the peer sent, on the waiting thread (takes msg). A
@@ -37,6 +42,10 @@ int mr_link_start(int fd, const mr_link_opts *opts, mr_link **out, mr_err *err);
 /* Queues msg for the peer (takes it), waiting while the send queue is full;
  * whatever the peer sent meanwhile, and before, is delivered first. */
 int mr_link_send(mr_link *l, mr_message *msg, mr_link_deliver deliver, void *ctx, mr_err *err);
+
+/* Delivers what the peer has sent so far, without waiting; reports a
+ * failed connection, or a CLOSE from the peer before ours. */
+int mr_link_poll(mr_link *l, mr_link_deliver deliver, void *ctx, mr_err *err);
 
 /* Delivers what the peer sends until its CLOSE (after our CLOSE went out). */
 int mr_link_finish(mr_link *l, mr_link_deliver deliver, void *ctx, mr_err *err);

@@ -75,6 +75,7 @@ typedef struct mr_gadget_ctx {
    * chain (external) checks these so it never holds a session's end. */
   const atomic_int *cancel;
   const atomic_int *failed;
+  void *stage; /* the runtime's (chain_impl.h): its stage thread, or NULL */
 } mr_gadget_ctx;
 
 typedef struct mr_gadget_class {
@@ -99,9 +100,19 @@ typedef struct mr_gadget_class {
   int (*process)(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out);
   /* End of stream: emit whatever is still held. May be NULL. */
   int (*flush)(void *state, mr_gadget_ctx *ctx, mr_emit *out);
+  /* Runs on its stage's thread after mr_gadget_wake(): emits what came
+   * from outside the chain meanwhile (external's peer). May be NULL. */
+  int (*wake)(void *state, mr_gadget_ctx *ctx, mr_emit *out);
   /* Frees what the state holds (not the state itself). May be NULL. */
   void (*destroy)(void *state);
 } mr_gadget_class;
+
+/* From any thread, never blocking: has the gadget's wake() called soon on
+ * its stage's thread (once for any number of calls before it runs). Does
+ * nothing for a gadget without a stage thread of its own (a synchronous
+ * chain): it then catches up in its next process() or flush(). Valid until
+ * the gadget's destroy() returns. */
+void mr_gadget_wake(mr_gadget_ctx *ctx);
 
 /* Reports a failure of the current gadget: writes "config, gadget: ..."
  * into ctx->err and returns code. */

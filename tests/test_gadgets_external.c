@@ -318,6 +318,33 @@ static void test_images_post_processed_in_both_modes(void **state) {
   stop_example_server(&l);
 }
 
+/* An answer is passed on as soon as it comes, not when the next message
+ * for the peer does: one image in, its copy out while nothing else moves. */
+static void test_answers_flow_without_more_input(void **state) {
+  (void)state;
+  assert_int_equal(mr_external_dir_set(example_dir, &(mr_err){0}), 0);
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, "[{\"gadget\":\"external\",\"execute\":\"mrd_step.py\","
+                                       "\"send\":\"images\",\"config\":\"passthrough\"}]",
+                                   MR_CHAIN_WIRE_INPUT),
+                   0);
+  assert_int_equal(mr_harness_set_pipelined(&h, DEPTH), 0);
+  assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(2 * N, N, 1, N, N, 1)),
+                   0);
+  ISMRMRD_ImageHeader head;
+  ismrmrd_init_image_header(&head);
+  head.data_type = ISMRMRD_FLOAT;
+  head.matrix_size[0] = head.matrix_size[1] = 4;
+  head.matrix_size[2] = head.channels = 1;
+  assert_int_equal(mr_harness_push(&h, mr_message_new_image(&head, NULL)), 0);
+  for (int waited = 0; __atomic_load_n(&h.nout, __ATOMIC_ACQUIRE) == 0 && waited < 10000;
+       waited += 10)
+    usleep(10000);
+  assert_int_equal(__atomic_load_n(&h.nout, __ATOMIC_ACQUIRE), 1);
+  assert_int_equal(mr_harness_flush(&h), 0);
+  mr_harness_close(&h);
+}
+
 /* A failure of the peer: the chain fails with a line naming the external
  * step and containing `why`. */
 static void expect_failure(const char *entry, const char *why) {
@@ -477,6 +504,7 @@ int main(void) {
       cmocka_unit_test(test_execute_recon_matches_our_chain),
       cmocka_unit_test(test_connect_recon_matches_our_chain),
       cmocka_unit_test(test_images_post_processed_in_both_modes),
+      cmocka_unit_test(test_answers_flow_without_more_input),
   };
   return failed + cmocka_run_group_tests_name("external: the example step", example, NULL, NULL);
 }
