@@ -51,10 +51,10 @@ typedef struct external {
 static const mr_param params[] = {
     {"connect", MR_PARAM_TEXT, offsetof(external, connect), "\"\"", 0, 0, NULL,
      sizeof ((external *)0)->connect,
-     "HOST:PORT of a running MRD server to send to (or execute)"},
+     "HOST:PORT of a running MRD server to hand the data to (this or execute)"},
     {"execute", MR_PARAM_TEXT, offsetof(external, execute), "\"\"", 0, 0, NULL,
      sizeof ((external *)0)->execute,
-     "NAME of a program in the server's --external-dir to start, one per session"},
+     "NAME of a program in the server's --external-dir to start per session (this or connect)"},
     {"args", MR_PARAM_TEXT, offsetof(external, args), "\"\"", 0, 0, NULL,
      sizeof ((external *)0)->args, "the program's arguments, separated by spaces"},
     {"config", MR_PARAM_TEXT, offsetof(external, config), "\"default.xml\"", 0, 0, NULL,

@@ -183,6 +183,8 @@ void mr_params_describe(const mr_gadget_class *cls, FILE *out) {
       fprintf(out, " range %g..%g", p->min, p->max);
     else if (p->type == MR_PARAM_DEVICE)
       fprintf(out, " \"auto\", \"cpu\" or a GPU index");
+    else if (p->type == MR_PARAM_TEXT)
+      fprintf(out, " at most %zu bytes", p->count - 1);
     fprintf(out, "\n  %-18s %s\n", "", p->help);
   }
 }

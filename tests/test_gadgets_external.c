@@ -479,6 +479,23 @@ static void test_exactly_one_mode(void **state) {
                  "exactly one of connect and execute");
 }
 
+/* Text parameters (MR_PARAM_TEXT): a string, shorter than its buffer. */
+static void test_text_parameters_are_checked(void **state) {
+  (void)state;
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, "[{\"gadget\":\"external\",\"connect\":9020}]",
+                                   MR_CHAIN_WIRE_INPUT),
+                   MR_ECONFIG);
+  assert_non_null(strstr(h.err.msg, "key 'connect': expected a string"));
+  mr_harness_close(&h);
+  char entry[400] = "[{\"gadget\":\"external\",\"execute\":\"";
+  memset(entry + strlen(entry), 'x', 200); /* the name buffer holds 127 */
+  strcat(entry, "\"}]");
+  assert_int_equal(mr_harness_open(&h, entry, MR_CHAIN_WIRE_INPUT), MR_ECONFIG);
+  assert_non_null(strstr(h.err.msg, "key 'execute': longer than 127 bytes"));
+  mr_harness_close(&h);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   snprintf(example_dir, sizeof example_dir, "%s/examples/external", mr_test_source_dir());
@@ -494,6 +511,7 @@ int main(void) {
       cmocka_unit_test(test_execute_refuses_names_outside_the_directory),
       cmocka_unit_test(test_execute_needs_an_external_dir),
       cmocka_unit_test(test_exactly_one_mode),
+      cmocka_unit_test(test_text_parameters_are_checked),
   };
   int failed = cmocka_run_group_tests_name("external: misbehaving peers", misbehaving, NULL, NULL);
   if (!mr_test_have_tool("python3")) {
