@@ -44,7 +44,7 @@ typedef struct external {
   mr_program program;
   int have_program;
   int failed;
-  int replies;
+  int replies, texts;
   char peer[300];
 } external;
 
@@ -62,7 +62,7 @@ static const mr_param params[] = {
     {"send", MR_PARAM_ENUM, offsetof(external, send), "\"acquisitions\"", 0, 0,
      "acquisitions|images|both", 0, "what goes to the peer (the rest passes this step)"},
     {"expect", MR_PARAM_ENUM, offsetof(external, expect), "\"images\"", 0, 0,
-     "acquisitions|images|both", 0, "what the peer may send back (TEXT is logged)"},
+     "acquisitions|images|both", 0, "what the peer may send back (TEXT is logged: the first 100, 300 bytes each)"},
     {"queue", MR_PARAM_INT, offsetof(external, queue), "8", 2, 1024, NULL, 0,
      "messages held each way between this step and its peer"},
     {"connect_timeout_ms", MR_PARAM_INT, offsetof(external, connect_timeout_ms), "5000", 1,
@@ -91,21 +91,26 @@ typedef struct delivery {
 static int deliver(void *arg, mr_message *msg) {
   delivery *d = arg;
   external *s = d->s;
-  if (msg->kind == MR_MSG_TEXT) {
-    mr_external_log(s->peer, msg->u.text);
-    mr_message_unref(msg);
-    return 0;
-  }
   int rc = 0;
-  if (!(kind_mask(s->expect) & MR_KIND_BIT(msg->kind)))
-    rc = mr_err_set(&d->err, MR_EPROTO, "%s: sent %s, but this step expects %s", s->peer,
-                    mr_message_kind_name(msg->kind), kinds_names[s->expect]);
-  else if (++s->replies > s->max_replies)
+  if (++s->replies > s->max_replies) {
     rc = mr_err_set(&d->err, MR_ELIMIT, "%s: sent more than %d messages (max_replies)",
                     s->peer, s->max_replies);
-  else if (d->out == NULL)
+  } else if (msg->kind == MR_MSG_TEXT) {
+    /* For the log, bounded like a program's stderr. */
+    if (s->texts++ < MR_PROGRAM_LOG_LINES) {
+      char line[MR_PROGRAM_LINE_BYTES];
+      snprintf(line, sizeof line, "%s", msg->u.text);
+      mr_external_log(s->peer, line);
+    }
+    mr_message_unref(msg);
+    return 0;
+  } else if (!(kind_mask(s->expect) & MR_KIND_BIT(msg->kind))) {
+    rc = mr_err_set(&d->err, MR_EPROTO, "%s: sent %s, but this step expects %s", s->peer,
+                    mr_message_kind_name(msg->kind), kinds_names[s->expect]);
+  } else if (d->out == NULL) {
     rc = mr_err_set(&d->err, MR_EPROTO, "%s: sent %s before it had our HEADER", s->peer,
                     mr_message_kind_name(msg->kind));
+  }
   if (rc < 0) {
     mr_message_unref(msg);
     return rc;

@@ -170,7 +170,17 @@ static void stop_example_server(listener *l) {
 
 /* ---- misbehaving peers (connect mode), in a thread ------------------ */
 
-enum behaviour { DIES_MID_SCAN, NEVER_ANSWERS, GARBAGE, FLOODS };
+enum behaviour { DIES_MID_SCAN, NEVER_ANSWERS, GARBAGE, FLOODS, WRONG_KIND, EARLY_CLOSE };
+
+/* Sends one message (takes it). */
+static void send_message(int fd, mr_message *m) {
+  uint8_t *bytes;
+  size_t len;
+  assert_int_equal(mr_encode_flat(m, &bytes, &len), 0);
+  mr_message_unref(m);
+  send(fd, bytes, len, MSG_NOSIGNAL);
+  free(bytes);
+}
 
 typedef struct fake_peer {
   enum behaviour how;
@@ -208,6 +218,19 @@ static void *fake_peer_main(void *arg) {
     drain(fd, 0);
     break;
   }
+  case WRONG_KIND: { /* an acquisition, where images are expected */
+    ISMRMRD_AcquisitionHeader a;
+    ismrmrd_init_acquisition_header(&a);
+    a.number_of_samples = 4;
+    a.active_channels = a.available_channels = 1;
+    send_message(fd, mr_message_new_acquisition(&a));
+    drain(fd, 0);
+    break;
+  }
+  case EARLY_CLOSE: /* done before it has heard anything */
+    send_message(fd, mr_message_new(MR_MSG_CLOSE));
+    drain(fd, 0);
+    break;
   case FLOODS: { /* small images, without end, without reading */
     ISMRMRD_ImageHeader h;
     ismrmrd_init_image_header(&h);
@@ -368,24 +391,23 @@ static void fake_peer_case(enum behaviour how, const char *extra, const char *wh
   stop_fake_peer(&p); /* its thread ended: our side let go of the connection */
 }
 
-static void test_peer_dies_mid_scan(void **state) {
-  (void)state;
-  fake_peer_case(DIES_MID_SCAN, "", "closed the connection before its CLOSE");
-}
+typedef struct peer_case {
+  enum behaviour how;
+  const char *extra, *why; /* more keys for the step; what the error says */
+} peer_case;
 
-static void test_peer_never_answers(void **state) {
-  (void)state;
-  fake_peer_case(NEVER_ANSWERS, ",\"idle_timeout_ms\":300", "idle_timeout_ms");
-}
+static const peer_case dies_mid_scan = {DIES_MID_SCAN, "", "closed the connection before its CLOSE"};
+static const peer_case never_answers = {NEVER_ANSWERS, ",\"idle_timeout_ms\":300",
+                                        "idle_timeout_ms"};
+static const peer_case answers_garbage = {GARBAGE, "", "not the MRD protocol"};
+static const peer_case floods_images = {FLOODS, ",\"max_replies\":20", "max_replies"};
+static const peer_case sends_a_kind_not_expected = {
+    WRONG_KIND, "", "sent ACQUISITION, but this step expects images"};
+static const peer_case closes_before_us = {EARLY_CLOSE, "", "sent CLOSE before it had our CLOSE"};
 
-static void test_peer_answers_garbage(void **state) {
-  (void)state;
-  fake_peer_case(GARBAGE, "", "not the MRD protocol");
-}
-
-static void test_peer_floods_images(void **state) {
-  (void)state;
-  fake_peer_case(FLOODS, ",\"max_replies\":20", "max_replies");
+static void test_misbehaving_peer(void **state) {
+  const peer_case *c = *state;
+  fake_peer_case(c->how, c->extra, c->why);
 }
 
 static void test_nobody_listening(void **state) {
@@ -500,10 +522,12 @@ int main(void) {
   signal(SIGPIPE, SIG_IGN);
   snprintf(example_dir, sizeof example_dir, "%s/examples/external", mr_test_source_dir());
   const struct CMUnitTest misbehaving[] = {
-      cmocka_unit_test(test_peer_dies_mid_scan),
-      cmocka_unit_test(test_peer_never_answers),
-      cmocka_unit_test(test_peer_answers_garbage),
-      cmocka_unit_test(test_peer_floods_images),
+      cmocka_unit_test_prestate(test_misbehaving_peer, (void *)&dies_mid_scan),
+      cmocka_unit_test_prestate(test_misbehaving_peer, (void *)&never_answers),
+      cmocka_unit_test_prestate(test_misbehaving_peer, (void *)&answers_garbage),
+      cmocka_unit_test_prestate(test_misbehaving_peer, (void *)&floods_images),
+      cmocka_unit_test_prestate(test_misbehaving_peer, (void *)&sends_a_kind_not_expected),
+      cmocka_unit_test_prestate(test_misbehaving_peer, (void *)&closes_before_us),
       cmocka_unit_test(test_nobody_listening),
       cmocka_unit_test(test_program_crash_shows_its_stderr),
       cmocka_unit_test(test_program_that_hangs_is_killed_and_reaped),
