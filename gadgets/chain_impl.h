@@ -5,8 +5,8 @@
  * pipelined chain (mr_chain_set_pipelined) is cut into stages: stage 0 runs
  * on the pushing thread, and a new stage, with a thread and a bounded inbox
  * of its own, starts at every later gadget that handles a chain object
- * (k-space, image arrays): per-line work, per-slice math and the end of the
- * chain then overlap. Messages move between stages hop by hop, through
+ * (k-space, image arrays), and at any gadget with own_stage (external):
+ * per-line work, per-slice math and the end of the chain then overlap. Messages move between stages hop by hop, through
  * every stage in between, so everything reaches the sink in the order a
  * synchronous chain would deliver it. */
 #ifndef MR_GADGETS_CHAIN_IMPL_H

@@ -139,6 +139,7 @@ typedef struct stream_bench {
   dataset_file files[NCASES];
   int nfiles;
   int failures; /* sessions that failed: the exit status */
+  char no_external[PATH_MAX]; /* why cartesian_external cannot run, or "" */
 } stream_bench;
 
 /* ---- paths ---------------------------------------------------------- */
@@ -476,7 +477,9 @@ static void run_case(stream_bench *b, const stream_case *c) {
       b->failures++;
       continue;
     }
-    if (has == 0)
+    if (has == 0 && strcmp(c->config, "cartesian_external") == 0 && b->no_external[0] != '\0')
+      snprintf(why, sizeof why, "%s", b->no_external);
+    else if (has == 0)
       snprintf(why, sizeof why, "the servers have no config '%s' (not in this build)", c->config);
     use[k] = has == 1;
     any |= use[k];
@@ -604,15 +607,18 @@ static const char *configs_dir(const bench_ctx *ctx) {
 }
 
 /* The example external step's directory (for the cartesian_external
- * case): examples/external here, else in the source tree; NULL when
- * neither exists or there is no python3 to run it. */
-static const char *external_dir(void) {
+ * case): examples/external here, else in the source tree; NULL, with the
+ * reason in why, when neither exists or there is no python3 to run it. */
+static const char *external_dir(char *why, size_t size) {
+  snprintf(why, size, "no python3 on PATH for the example external step");
   if (!mr_test_have_tool("python3"))
     return NULL;
   if (is_dir("examples/external"))
     return "examples/external";
-  return is_dir(MR_BENCH_SOURCE_EXAMPLES "/external") ? MR_BENCH_SOURCE_EXAMPLES "/external"
-                                                        : NULL;
+  if (is_dir(MR_BENCH_SOURCE_EXAMPLES "/external"))
+    return MR_BENCH_SOURCE_EXAMPLES "/external";
+  snprintf(why, size, "no examples/external here nor in the source tree");
+  return NULL;
 }
 
 /* A configs directory in tmp: links to every config of `configs` and to
@@ -694,13 +700,16 @@ int bench_stream(const bench_ctx *ctx) {
   }
   /* The external case's config beside the others, its program's directory
    * for --external-dir; without them that case is skipped (no config). */
-  const char *ext = external_dir();
+  const char *ext = external_dir(b.no_external, sizeof b.no_external);
   char ext_configs[PATH_MAX + 32];
   if (ext != NULL && configs_with_external(configs, ext, b.tmp, ext_configs,
                                            sizeof ext_configs) == 0) {
     configs = ext_configs;
+    b.no_external[0] = '\0';
     json_str(j, "external_dir", ext);
   } else {
+    if (ext != NULL)
+      snprintf(b.no_external, sizeof b.no_external, "cannot link the configs in %.900s", b.tmp);
     ext = NULL;
   }
   json_open(j, "servers", '{');
