@@ -1,7 +1,7 @@
 #!/bin/bash
 # The external step through a real server and client: the example Python
 # step in both modes (execute from --external-dir, connect to it running
-# as a server), its images reaching reconclient; a client that vanishes
+# as a server) and a reconserver as the peer, images reaching reconclient; a client that vanishes
 # mid-scan and a peer that is not there give no leftover process; the
 # client of a failed step gets a line naming it.
 #   external_e2e.sh BUILD_DIR SOURCE_DIR
@@ -13,7 +13,9 @@ tmp=$(mktemp -d)
 py=""
 trap 'kill "$server" $py 2>/dev/null || true; rm -rf "$tmp"' EXIT
 . "$src/tests/support/server.sh"
-SERVER_ARGS="--external-dir $src/examples/external" start_server "$build" "$src/examples/external/configs"
+mkdir "$tmp/configs"
+cp "$src/examples/external/configs/"*.json "$src/configs/cartesian.json" "$tmp/configs/"
+SERVER_ARGS="--external-dir $src/examples/external" start_server "$build" "$tmp/configs"
 client="$build/bin/reconclient"
 "$client" simulate --trajectory cartesian --matrix 64 --coils 4 -o "$tmp/phantom.h5" >/dev/null
 
@@ -44,6 +46,11 @@ pyport=$(sed -n 's/listening on //p' "$tmp/py.out")
 printf '{"name":"connect","gadgets":[{"gadget":"external","connect":"127.0.0.1:%s"}]}' \
   "$pyport" >"$tmp/connect.json"
 send -C "$tmp/connect.json"
+
+# Another reconserver as the peer (this one: a session of its own).
+printf '{"name":"self","gadgets":[{"gadget":"external","connect":"127.0.0.1:%s","config":"cartesian"}]}' \
+  "$port" >"$tmp/self.json"
+send -C "$tmp/self.json"
 
 # A peer that is not there: the client's error names the step.
 kill "$py"; wait "$py" 2>/dev/null || true; py=""

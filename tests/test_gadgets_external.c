@@ -410,6 +410,8 @@ typedef struct peer_case {
 static const peer_case dies_mid_scan = {DIES_MID_SCAN, "", "closed the connection before its CLOSE"};
 static const peer_case never_answers = {NEVER_ANSWERS, ",\"idle_timeout_ms\":300",
                                         "idle_timeout_ms"};
+static const peer_case takes_too_long = {NEVER_ANSWERS, ",\"total_timeout_ms\":300",
+                                         "no CLOSE within 300 ms (total_timeout_ms)"};
 static const peer_case answers_garbage = {GARBAGE, "", "not the MRD protocol"};
 static const peer_case floods_images = {FLOODS, ",\"max_replies\":20", "max_replies"};
 static const peer_case sends_a_kind_not_expected = {
@@ -535,6 +537,7 @@ int main(void) {
   const struct CMUnitTest misbehaving[] = {
       cmocka_unit_test_prestate(test_misbehaving_peer, (void *)&dies_mid_scan),
       cmocka_unit_test_prestate(test_misbehaving_peer, (void *)&never_answers),
+      cmocka_unit_test_prestate(test_misbehaving_peer, (void *)&takes_too_long),
       cmocka_unit_test_prestate(test_misbehaving_peer, (void *)&answers_garbage),
       cmocka_unit_test_prestate(test_misbehaving_peer, (void *)&floods_images),
       cmocka_unit_test_prestate(test_misbehaving_peer, (void *)&sends_a_kind_not_expected),
