@@ -127,6 +127,7 @@ static void *reader_main(void *arg) {
     ssize_t n = recv(l->fd, buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR)
       continue;
+    int why = n < 0 ? errno : 0;
     pthread_mutex_lock(&l->mu);
     int stop = l->stopping || l->fault;
     if (n > 0)
@@ -134,7 +135,7 @@ static void *reader_main(void *arg) {
     else if (!stop && n == 0)
       set_fault(l, MR_ECONN, "closed the connection before its CLOSE");
     else if (!stop)
-      set_fault(l, MR_ECONN, "receiving failed: %s", strerror(errno));
+      set_fault(l, MR_ECONN, "receiving failed: %s", strerror(why));
     pthread_mutex_unlock(&l->mu);
     if (n <= 0 || stop)
       return NULL;
