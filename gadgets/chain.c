@@ -91,7 +91,7 @@ int mr_chain_create(const mr_pipeline_config *cfg, uint32_t input, mr_chain **ou
       break;
     nd->ctx = (mr_gadget_ctx){.config = cfg->name, .gadget = cls->name, .index = i,
                               .err = c->err, .history = c->history,
-                              .notes = &c->notes};
+                              .notes = &c->notes, .failed = &c->failed};
     size_t used = strlen(c->history);
     snprintf(c->history + used, sizeof c->history - used, "%s%s", used ? "," : "",
              cls->name);
@@ -118,6 +118,7 @@ void mr_chain_destroy(mr_chain *c) {
       nd->cls->destroy(nd->state);
     free(nd->state);
   }
+  mr_stages_free(c);
   free(c->nodes);
   free(c->stages);
   pthread_mutex_destroy(&c->mu);
@@ -132,6 +133,8 @@ void mr_chain_set_sink(mr_chain *c, mr_chain_sink sink, void *ctx,
   c->sink = sink;
   c->sink_ctx = ctx;
   c->cancel = cancel;
+  for (int i = 0; i < c->n; i++)
+    c->nodes[i].ctx.cancel = cancel;
 }
 
 int mr_chain_configure(mr_chain *c, const mr_stream_header *hdr,
@@ -190,6 +193,11 @@ static int process_step(node *nd, mr_message *msg, mr_emit *out) {
 static int flush_step(node *nd, mr_message *msg, mr_emit *out) {
   (void)msg;
   return nd->cls->flush(nd->state, &nd->ctx, out);
+}
+
+static int wake_step(node *nd, mr_message *msg, mr_emit *out) {
+  (void)msg;
+  return nd->cls->wake(nd->state, &nd->ctx, out);
 }
 
 static int pipelined(const mr_chain *c) { return c->nstages > 1; }
@@ -282,6 +290,20 @@ int mr_chain_flush_stage(mr_chain *c, stage *st) {
       return rc;
   }
   return 0;
+}
+
+void mr_chain_wake_stage(mr_chain *c, stage *st) {
+  for (int i = st->first; i < st->end && !atomic_load(&c->failed); i++) {
+    node *nd = &c->nodes[i];
+    if (nd->cls->wake == NULL)
+      continue;
+    mr_emit out = {c, st, i + 1};
+    int rc = timed(st, nd, wake_step, NULL, &out);
+    if (rc < 0 && atomic_load(&c->failed) == 0) {
+      mr_gadget_fail(&nd->ctx, rc, "%s", mr_strerror(rc));
+      mr_chain_failed(c, rc, nd->ctx.err);
+    }
+  }
 }
 
 int mr_chain_flush(mr_chain *c) {

@@ -28,7 +28,8 @@ int mr_chain_create(const mr_pipeline_config *cfg, uint32_t input, mr_chain **ou
 
 /* Runs the chain as a pipeline of stages (chain_impl.h has the picture):
  * the pushing thread runs the gadgets up to the first one that handles a
- * chain object (k-space, image arrays); from there each such gadget starts
+ * chain object (k-space, image arrays); from there each such gadget (and
+ * a gadget whose class asks for one, own_stage, wherever it stands) starts
  * a stage with a thread of its own and an inbox of `depth` messages, so
  * receiving, per-line work, per-slice math and the sink overlap. Order is
  * kept, and a full inbox makes the stage before it wait (backpressure).

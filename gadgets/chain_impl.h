@@ -5,8 +5,8 @@
  * pipelined chain (mr_chain_set_pipelined) is cut into stages: stage 0 runs
  * on the pushing thread, and a new stage, with a thread and a bounded inbox
  * of its own, starts at every later gadget that handles a chain object
- * (k-space, image arrays): per-line work, per-slice math and the end of the
- * chain then overlap. Messages move between stages hop by hop, through
+ * (k-space, image arrays), and at any gadget with own_stage (external):
+ * per-line work, per-slice math and the end of the chain then overlap. Messages move between stages hop by hop, through
  * every stage in between, so everything reaches the sink in the order a
  * synchronous chain would deliver it. */
 #ifndef MR_GADGETS_CHAIN_IMPL_H
@@ -29,6 +29,7 @@ typedef struct node {
 enum item_kind {
   ITEM_MESSAGE, /* deliver msg from gadget `from` on */
   ITEM_FLUSH,   /* end of stream: flush this stage's gadgets, pass it on */
+  ITEM_WAKE,    /* mr_gadget_wake(): run this stage's gadgets' wake() */
 };
 
 typedef struct stage_item {
@@ -49,6 +50,7 @@ typedef struct stage {
   stage_item *ring;
   size_t cap, head, count;
   int closed;
+  int wake; /* mr_gadget_wake() was called (under mu) */
   pthread_t thread;
 } stage;
 
@@ -87,6 +89,8 @@ struct mr_emit {
 int mr_chain_deliver(mr_chain *c, stage *st, int from, mr_message *msg);
 /* Flushes the gadgets of st in order (their output flows on). */
 int mr_chain_flush_stage(mr_chain *c, stage *st);
+/* Runs the wake() of the gadgets of st that have one. */
+void mr_chain_wake_stage(mr_chain *c, stage *st);
 /* Records the first failure of a pipelined chain; returns code. */
 int mr_chain_failed(mr_chain *c, int code, const mr_err *why);
 
@@ -101,5 +105,8 @@ int mr_stages_hand(mr_chain *c, int to, stage_item item);
 void mr_stages_flush(mr_chain *c);
 /* Stops and joins the threads, dropping whatever is still queued. */
 void mr_stages_stop(mr_chain *c);
+/* Frees the stages' inboxes and locks: after the gadgets are destroyed
+ * (a gadget's own thread may call mr_gadget_wake() until then). */
+void mr_stages_free(mr_chain *c);
 
 #endif

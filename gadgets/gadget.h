@@ -10,6 +10,7 @@
 #ifndef MR_GADGETS_GADGET_H
 #define MR_GADGETS_GADGET_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,7 @@ typedef enum mr_param_type {
   MR_PARAM_ENUM,   /* int: index of the JSON string within `choices` */
   MR_PARAM_INTS,   /* int[count], each within [min, max] */
   MR_PARAM_DEVICE, /* int: MR_DEVICE_AUTO, MR_DEVICE_CPU or a GPU index */
+  MR_PARAM_TEXT,   /* char[count]: a JSON string of fewer than `count` bytes */
 } mr_param_type;
 
 /* Values of an MR_PARAM_DEVICE parameter ("auto", "cpu", or N >= 0). */
@@ -39,7 +41,7 @@ typedef struct mr_param {
   const char *def;    /* the default, as JSON text ("4", "\"rss\"", "[5,4]") */
   double min, max;    /* INT, DOUBLE, INTS */
   const char *choices;/* ENUM: "rss|weighted" */
-  size_t count;       /* INTS: number of elements */
+  size_t count;       /* INTS: number of elements; TEXT: buffer bytes */
   const char *help;
 } mr_param;
 
@@ -68,6 +70,12 @@ typedef struct mr_gadget_ctx {
   int index;                   /* position in the chain, from 0 */
   const char *history;         /* the chain's gadget names, comma-separated */
   mr_chain_notes *notes;       /* the chain's (shared by its gadgets) */
+  /* Non-zero once the client went away (may be NULL) or any gadget of a
+   * pipelined chain failed: a gadget that waits on something outside the
+   * chain (external) checks these so it never holds a session's end. */
+  const atomic_int *cancel;
+  const atomic_int *failed;
+  void *stage; /* the runtime's (chain_impl.h): its stage thread, or NULL */
 } mr_gadget_ctx;
 
 typedef struct mr_gadget_class {
@@ -82,6 +90,9 @@ typedef struct mr_gadget_class {
    * are, through mr_kspace_on() / mr_image_array_on(): a GPU gadget before
    * it may leave them on the device (handoff.h). */
   uint32_t device_input;
+  /* 1: in a pipelined chain it runs on a stage thread of its own even
+   * though it handles wire kinds (it waits on a peer process). */
+  int own_stage;
   /* Once, after the HEADER (or at CLOSE when none came), before data.
    * May be NULL. */
   int (*configure)(void *state, mr_gadget_ctx *ctx);
@@ -89,9 +100,19 @@ typedef struct mr_gadget_class {
   int (*process)(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out);
   /* End of stream: emit whatever is still held. May be NULL. */
   int (*flush)(void *state, mr_gadget_ctx *ctx, mr_emit *out);
+  /* Runs on its stage's thread after mr_gadget_wake(): emits what came
+   * from outside the chain meanwhile (external's peer). May be NULL. */
+  int (*wake)(void *state, mr_gadget_ctx *ctx, mr_emit *out);
   /* Frees what the state holds (not the state itself). May be NULL. */
   void (*destroy)(void *state);
 } mr_gadget_class;
+
+/* From any thread, never blocking: has the gadget's wake() called soon on
+ * its stage's thread (once for any number of calls before it runs). Does
+ * nothing for a gadget without a stage thread of its own (a synchronous
+ * chain): it then catches up in its next process() or flush(). Valid until
+ * the gadget's destroy() returns. */
+void mr_gadget_wake(mr_gadget_ctx *ctx);
 
 /* Reports a failure of the current gadget: writes "config, gadget: ..."
  * into ctx->err and returns code. */

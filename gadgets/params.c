@@ -37,6 +37,8 @@ static const char *type_name(mr_param_type t) {
     return "integer array";
   case MR_PARAM_DEVICE:
     return "device";
+  case MR_PARAM_TEXT:
+    return "text";
   }
   return "?";
 }
@@ -119,6 +121,13 @@ static int bind_one(const bind_ctx *b, const mr_param *p, const cJSON *v, void *
       return 0;
     }
     return bad(b, p, "expected \"auto\", \"cpu\" or a GPU index");
+  case MR_PARAM_TEXT:
+    if (!cJSON_IsString(v))
+      return bad(b, p, "expected a string");
+    if (strlen(v->valuestring) >= p->count)
+      return bad(b, p, "longer than %zu bytes", p->count - 1);
+    strcpy(dst, v->valuestring);
+    return 0;
   }
   return bad(b, p, "unknown parameter type");
 }
@@ -174,6 +183,8 @@ void mr_params_describe(const mr_gadget_class *cls, FILE *out) {
       fprintf(out, " range %g..%g", p->min, p->max);
     else if (p->type == MR_PARAM_DEVICE)
       fprintf(out, " \"auto\", \"cpu\" or a GPU index");
+    else if (p->type == MR_PARAM_TEXT)
+      fprintf(out, " at most %zu bytes", p->count - 1);
     fprintf(out, "\n  %-18s %s\n", "", p->help);
   }
 }

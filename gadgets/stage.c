@@ -7,15 +7,17 @@
 #include "chain_impl.h"
 
 /* A stage starts at a gadget that handles a chain object: per-slice work,
- * as opposed to the per-line work on what the wire brings. */
-static int starts_stage(const mr_gadget_class *cls) {
-  return (cls->accepts & ~(uint32_t)MR_CHAIN_WIRE_INPUT) != 0;
+ * as opposed to the per-line work on what the wire brings; and at a gadget
+ * that waits on a peer (own_stage), even at the head of the chain, so the
+ * pipeline thread keeps taking the client's messages meanwhile. */
+static int starts_stage(const mr_gadget_class *cls, int index) {
+  return cls->own_stage || (index > 0 && (cls->accepts & ~(uint32_t)MR_CHAIN_WIRE_INPUT) != 0);
 }
 
 int mr_stages_plan(mr_chain *c, size_t depth) {
   int n = 1;
   for (int i = 0; i < c->n; i++) {
-    if (i > 0 && depth > 0 && starts_stage(c->nodes[i].cls))
+    if (depth > 0 && starts_stage(c->nodes[i].cls, i))
       n++;
     c->nodes[i].stage = n - 1;
   }
@@ -50,19 +52,27 @@ int mr_stages_plan(mr_chain *c, size_t depth) {
     for (int i = st[s].first; i < st[s].end; i++)
       c->nodes[i].ctx.err = &st[s].err;
   }
+  for (int i = 0; i < c->n; i++) {
+    int s = c->nodes[i].stage;
+    c->nodes[i].ctx.stage = s > 0 ? &st[s] : NULL;
+  }
   free(c->stages);
   c->stages = st;
   c->nstages = n;
   return 0;
 }
 
-/* Takes the next item; 0 when the inbox is closed and empty. */
+/* Takes the next item (a wake when one is due and nothing is queued); 0
+ * when the inbox is closed and empty. */
 static int take(stage *st, stage_item *out) {
   pthread_mutex_lock(&st->mu);
-  while (st->count == 0 && !st->closed)
+  while (st->count == 0 && !st->closed && !st->wake)
     pthread_cond_wait(&st->changed, &st->mu);
-  int got = st->count > 0;
-  if (got) {
+  int got = st->count > 0 || (st->wake && !st->closed);
+  if (st->count == 0 && got) {
+    *out = (stage_item){.kind = ITEM_WAKE};
+    st->wake = 0;
+  } else if (got) {
     *out = st->ring[st->head];
     st->head = (st->head + 1) % st->cap;
     st->count--;
@@ -117,6 +127,11 @@ static void *stage_main(void *arg) {
       mr_chain_deliver(c, st, it.from, it.msg); /* failures are recorded there */
       continue;
     }
+    if (it.kind == ITEM_WAKE) {
+      if (!atomic_load(&c->failed))
+        mr_chain_wake_stage(c, st);
+      continue;
+    }
     if (!atomic_load(&c->failed))
       mr_chain_flush_stage(c, st);
     pass_flush(c, st);
@@ -163,8 +178,24 @@ void mr_stages_stop(mr_chain *c) {
     stage *st = &c->stages[s];
     for (; st->count > 0; st->count--, st->head = (st->head + 1) % st->cap)
       mr_message_unref(st->ring[st->head].msg);
+  }
+}
+
+void mr_stages_free(mr_chain *c) {
+  for (int s = 1; s < c->nstages; s++) {
+    stage *st = &c->stages[s];
     free(st->ring);
     pthread_mutex_destroy(&st->mu);
     pthread_cond_destroy(&st->changed);
   }
+}
+
+void mr_gadget_wake(mr_gadget_ctx *ctx) {
+  stage *st = ctx->stage;
+  if (st == NULL)
+    return;
+  pthread_mutex_lock(&st->mu);
+  st->wake = 1;
+  pthread_cond_broadcast(&st->changed);
+  pthread_mutex_unlock(&st->mu);
 }

@@ -9,7 +9,8 @@ PACKAGES="build-essential cmake pkg-config
   libfftw3-dev libopenblas-dev liblapacke-dev libxml2-dev libpng-dev
   libcmocka-dev bart clang libclang-rt-14-dev valgrind libdcmtk-dev dcmtk
   libmicrohttpd-dev prometheus
-  podman runc mmdebstrap haproxy curl docker-compose python3-kubernetes python3-yaml"
+  podman runc mmdebstrap haproxy curl docker-compose python3-kubernetes python3-yaml
+  python3 procps"
 # kubectl (for kubectl kustomize) from Debian unless one is installed
 # already (another vendor's package would conflict with it).
 command -v kubectl >/dev/null || PACKAGES="$PACKAGES kubernetes-client"

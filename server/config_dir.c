@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "file_name.h"
 #include "wire_limits.h"
 
 static int read_file(const char *path, char **text, size_t *len, mr_err *err) {
@@ -122,18 +123,9 @@ void mr_config_dir_free(mr_config_dir *dir) {
   memset(dir, 0, sizeof *dir);
 }
 
-static int name_is_safe(const char *name) {
-  if (name[0] == '\0' || strstr(name, "..") != NULL)
-    return 0;
-  for (const unsigned char *p = (const unsigned char *)name; *p != '\0'; p++)
-    if (*p == '/' || *p == '\\' || *p < 0x20 || *p == 0x7f)
-      return 0;
-  return 1;
-}
-
 int mr_config_dir_find(const mr_config_dir *dir, const char *name,
                        const mr_pipeline_config **out, mr_err *err) {
-  if (!name_is_safe(name))
+  if (!mr_file_name_is_safe(name))
     return mr_err_set(err, MR_EINVAL,
                       "config name '%.100s' refused: a config name is not a path", name);
   for (int i = 0; i < dir->n; i++) {

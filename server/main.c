@@ -14,6 +14,7 @@
 #include "query.h"
 #include "registry.h"
 #include "server.h"
+#include "external_program.h"
 #include "state_dir.h"
 
 #ifndef MR_CONFIG_DIR
@@ -47,6 +48,8 @@ static void usage(FILE *out) {
           "                          cgroup limit; 0: unlimited)\n"
           "  --state-dir DIR         where stored noise measurements and raw dumps live\n"
           "                          (created; default: none, nothing is stored)\n"
+          "  --external-dir DIR      programs the external gadget may start (execute: NAME),\n"
+          "                          by name (default: none, execute is refused)\n"
           "  --noise-max-entries N   stored noise measurements kept (default 256)\n"
           "  --noise-max-age-hours H older ones are not used (default 168)\n"
           "  --dump-max-mib M        raw stream dumps together (default 1024)\n"
@@ -61,6 +64,11 @@ static void usage(FILE *out) {
 static void log_pool_line(void *ctx, const char *line) {
   (void)ctx;
   mr_log(MR_LOG_INFO, "%s", line);
+}
+
+/* A line an external step's program wrote to its stderr (mr_log escapes it). */
+static void log_external_line(const char *who, const char *line) {
+  mr_log(MR_LOG_WARN, "external %s: %s", who, line);
 }
 
 static void print_limit(void *ctx, const char *name, uint64_t value) {
@@ -96,6 +104,7 @@ int main(int argc, char **argv) {
   mr_cgroup_available("", &memory, &cpus);
   int budget_mib = (int)(memory / 2 >> 20);
   const char *configs_path = MR_CONFIG_DIR, *gpus = "all", *state_dir = NULL;
+  const char *external_dir = NULL;
   int gpu_lanes = 0;
   mr_state_limits state_limits = mr_state_limits_default;
   int noise_entries = state_limits.noise_max_entries;
@@ -105,7 +114,7 @@ int main(int argc, char **argv) {
   enum { OPT_LISTEN = 256, OPT_HTTP, OPT_CONFIGS, OPT_LOG, OPT_MAXCONN, OPT_GPUS, OPT_DRAIN, OPT_HANDSHAKE,
          OPT_IDLE, OPT_WRITE, OPT_GRACE, OPT_BUDGET, OPT_LIMIT, OPT_LIMITS, OPT_DESCRIBE, OPT_INFO,
          OPT_VERSION, OPT_HELP, OPT_STATE_DIR, OPT_NOISE_ENTRIES, OPT_NOISE_HOURS, OPT_DUMP_MIB,
-         OPT_GPU_LANES };
+         OPT_GPU_LANES, OPT_EXTERNAL_DIR };
   static const struct option longopts[] = {
       {"listen", required_argument, NULL, OPT_LISTEN},
       {"http", required_argument, NULL, OPT_HTTP},
@@ -122,6 +131,7 @@ int main(int argc, char **argv) {
       {"memory-budget", required_argument, NULL, OPT_BUDGET},
       {"limit", required_argument, NULL, OPT_LIMIT},
       {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+      {"external-dir", required_argument, NULL, OPT_EXTERNAL_DIR},
       {"noise-max-entries", required_argument, NULL, OPT_NOISE_ENTRIES},
       {"noise-max-age-hours", required_argument, NULL, OPT_NOISE_HOURS},
       {"dump-max-mib", required_argument, NULL, OPT_DUMP_MIB},
@@ -212,6 +222,9 @@ int main(int argc, char **argv) {
     case OPT_STATE_DIR:
       state_dir = optarg;
       break;
+    case OPT_EXTERNAL_DIR:
+      external_dir = optarg;
+      break;
     case OPT_NOISE_ENTRIES:
       if (parse_int("--noise-max-entries", optarg, 1, 1000000, &noise_entries) < 0)
         return 2;
@@ -258,8 +271,14 @@ int main(int argc, char **argv) {
   mr_budget_set((uint64_t)budget_mib << 20);
 
   mr_err err = {0};
+  int rc = mr_external_dir_set(external_dir, &err);
+  if (rc < 0) {
+    fprintf(stderr, "reconserver: --external-dir: %s\n", mr_err_text(&err, rc));
+    return 1;
+  }
+  mr_external_log_set(log_external_line);
   mr_config_dir configs;
-  int rc = mr_config_dir_load(configs_path, &configs, &err);
+  rc = mr_config_dir_load(configs_path, &configs, &err);
   if (rc < 0) {
     fprintf(stderr, "reconserver: %s\n", mr_err_text(&err, rc));
     return 1;

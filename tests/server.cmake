@@ -31,3 +31,8 @@ set_tests_properties(test_server_http_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOU
 # Issue 14: NHLBI-compressed streams (Gadgetron's client -P / -T).
 mr_add_test(test_server_nhlbi SOURCES server/test_server_nhlbi.c
   LIBS mr_wire_client mr_gadget_harness mr_client TIMEOUT 120)
+
+# The external step through reconserver and reconclient (examples/external).
+add_test(NAME external_e2e COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/external_e2e.sh
+         ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
+set_tests_properties(external_e2e PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)

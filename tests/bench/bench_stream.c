@@ -15,6 +15,7 @@
  * session that fails is reported as "error" and makes the bench exit 1.
  * The issue's targets appear as "target" members beside the figures, never
  * asserted. */
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <limits.h>
@@ -75,6 +76,14 @@ static const stream_case cases[] = {
      {{"ratio_to_raw", "<= 1.5 (H100)"}},
      {{NULL, NULL}},
      {"gpu_speedup_over_cpu", ">= 3 (H100)"}, 0, {{NULL, NULL}}},
+    {"cartesian_external",
+     "the cartesian case's data and chain with a no-op external step after it: every image to "
+     "the example Python step (examples/external/mrd_step.py, started per session from "
+     "--external-dir, its start included) and back untouched; compare with the cartesian case",
+     "cartesian_external", "slices", ISMRMRD_TOOL, "-m 256 -c 32 -r 10", "-m 64 -c 4 -r 2", 0, 0,
+     {{NULL, NULL}},
+     {{NULL, NULL}},
+     {NULL, NULL}, 0, {{NULL, NULL}}},
     {"cartesian_cpu4", "256x256, 32 coils, readout oversampling 2, 4 repetitions, CPU server only",
      "cartesian", "slices", ISMRMRD_TOOL, "-m 256 -c 32 -r 4", "-m 64 -c 4 -r 2", 1, 0,
      {{NULL, NULL}},
@@ -130,6 +139,7 @@ typedef struct stream_bench {
   dataset_file files[NCASES];
   int nfiles;
   int failures; /* sessions that failed: the exit status */
+  char no_external[PATH_MAX]; /* why cartesian_external cannot run, or "" */
 } stream_bench;
 
 /* ---- paths ---------------------------------------------------------- */
@@ -467,7 +477,9 @@ static void run_case(stream_bench *b, const stream_case *c) {
       b->failures++;
       continue;
     }
-    if (has == 0)
+    if (has == 0 && strcmp(c->config, "cartesian_external") == 0 && b->no_external[0] != '\0')
+      snprintf(why, sizeof why, "%s", b->no_external);
+    else if (has == 0)
       snprintf(why, sizeof why, "the servers have no config '%s' (not in this build)", c->config);
     use[k] = has == 1;
     any |= use[k];
@@ -594,6 +606,51 @@ static const char *configs_dir(const bench_ctx *ctx) {
   return MR_BENCH_SOURCE_CONFIGS;
 }
 
+/* The example external step's directory (for the cartesian_external
+ * case): examples/external here, else in the source tree; NULL, with the
+ * reason in why, when neither exists or there is no python3 to run it. */
+static const char *external_dir(char *why, size_t size) {
+  snprintf(why, size, "no python3 on PATH for the example external step");
+  if (!mr_test_have_tool("python3"))
+    return NULL;
+  if (is_dir("examples/external"))
+    return "examples/external";
+  if (is_dir(MR_BENCH_SOURCE_EXAMPLES "/external"))
+    return MR_BENCH_SOURCE_EXAMPLES "/external";
+  snprintf(why, size, "no examples/external here nor in the source tree");
+  return NULL;
+}
+
+/* A configs directory in tmp: links to every config of `configs` and to
+ * the external example's cartesian_external.json. 0, or -1 (then the
+ * servers run without the external case). */
+static int configs_with_external(const char *configs, const char *ext, const char *tmp,
+                                 char *out, size_t size) {
+  snprintf(out, size, "%s/configs", tmp);
+  if (mkdir(out, 0755) != 0)
+    return -1;
+  DIR *d = opendir(configs);
+  if (d == NULL)
+    return -1;
+  char from[PATH_MAX * 2], to[PATH_MAX * 2], target[PATH_MAX];
+  int rc = 0;
+  for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;) {
+    size_t n = strlen(e->d_name);
+    if (e->d_name[0] == '.' || n < 5 || strcmp(e->d_name + n - 5, ".json") != 0)
+      continue;
+    snprintf(from, sizeof from, "%s/%s", configs, e->d_name);
+    snprintf(to, sizeof to, "%s/%s", out, e->d_name);
+    if (realpath(from, target) == NULL || symlink(target, to) != 0)
+      rc = -1;
+  }
+  closedir(d);
+  snprintf(from, sizeof from, "%s/configs/cartesian_external.json", ext);
+  snprintf(to, sizeof to, "%s/cartesian_external.json", out);
+  if (rc == 0 && (realpath(from, target) == NULL || symlink(target, to) != 0))
+    rc = -1;
+  return rc;
+}
+
 int bench_stream(const bench_ctx *ctx) {
   bench_json *j = ctx->json;
   stream_bench b = {.ctx = ctx, .j = j};
@@ -625,8 +682,8 @@ int bench_stream(const bench_ctx *ctx) {
   char unknown[64];
   if (unknown_case(ctx->cases, unknown, sizeof unknown)) {
     char msg[200];
-    snprintf(msg, sizeof msg, "--case: no case '%s' (cases: cartesian, cartesian_cpu4, grappa, "
-                              "realtime, realtime_cg)", unknown);
+    snprintf(msg, sizeof msg, "--case: no case '%s' (cases: cartesian, cartesian_external, "
+                              "cartesian_cpu4, grappa, realtime, realtime_cg)", unknown);
     json_str(j, "error", msg);
     fprintf(stderr, "mr-bench: stream: %s\n", msg);
     return -1;
@@ -641,6 +698,20 @@ int bench_stream(const bench_ctx *ctx) {
     json_str(j, "error", "cannot make a temporary directory");
     return -1;
   }
+  /* The external case's config beside the others, its program's directory
+   * for --external-dir; without them that case is skipped (no config). */
+  const char *ext = external_dir(b.no_external, sizeof b.no_external);
+  char ext_configs[PATH_MAX + 32];
+  if (ext != NULL && configs_with_external(configs, ext, b.tmp, ext_configs,
+                                           sizeof ext_configs) == 0) {
+    configs = ext_configs;
+    b.no_external[0] = '\0';
+    json_str(j, "external_dir", ext);
+  } else {
+    if (ext != NULL)
+      snprintf(b.no_external, sizeof b.no_external, "cannot link the configs in %.900s", b.tmp);
+    ext = NULL;
+  }
   json_open(j, "servers", '{');
   for (int k = 0; k < NSERVERS; k++) {
     json_open(j, server_names[k], '{');
@@ -648,8 +719,8 @@ int bench_stream(const bench_ctx *ctx) {
     snprintf(log, sizeof log, "%s/reconserver-%s.log", b.tmp, server_names[k]);
     if (k == GPU && mr_pool_gpu_count(ctx->pool) == 0) {
       json_str(j, "skipped", "no GPU found (or mr-bench --gpus none)");
-    } else if (stream_server_start(&b.servers[k], server, configs, server_gpus[k], log, why,
-                                   sizeof why) < 0) {
+    } else if (stream_server_start(&b.servers[k], server, configs, server_gpus[k], ext, log,
+                                   why, sizeof why) < 0) {
       json_str(j, "error", why);
       b.failures++;
     } else {

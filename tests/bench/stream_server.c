@@ -40,7 +40,8 @@ static int logged_port(const char *path) {
 }
 
 int stream_server_start(stream_server *s, const char *bin, const char *configs, const char *gpus,
-                        const char *log_path, char *why, size_t why_size) {
+                        const char *external_dir, const char *log_path, char *why,
+                        size_t why_size) {
   memset(s, 0, sizeof *s);
   snprintf(s->log_path, sizeof s->log_path, "%s", log_path);
   int log = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -49,7 +50,7 @@ int stream_server_start(stream_server *s, const char *bin, const char *configs, 
     return -1;
   }
   const char *argv[] = {bin, "--listen", "127.0.0.1:0", "--configs", configs, "--gpus", gpus,
-                        NULL};
+                        external_dir != NULL ? "--external-dir" : NULL, external_dir, NULL};
   s->pid = fork();
   if (s->pid == 0) {
     dup2(log, STDERR_FILENO);
