@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "copy_uncached.h"
 #include "gadget.h"
 #include "handoff.h"
 #include "kspace.h"
@@ -171,8 +172,8 @@ static void add_line(mr_kspace *k, uint16_t *count, const open_buffer *b,
     if (c == 0) {
       memset(dst - b->ro_offset, 0, b->ro_offset * sizeof *dst);
       memset(dst + ns, 0, (k->nro - b->ro_offset - ns) * sizeof *dst);
-      if (!reverse) { /* the common case: a plain copy */
-        memcpy(dst, src, ns * sizeof *dst);
+      if (!reverse) { /* the common case: a plain copy, not through the cache */
+        mr_copy_uncached(dst, src, ns * sizeof *dst);
         continue;
       }
       for (size_t s = 0; s < ns; s++)
@@ -197,6 +198,7 @@ static void add_line(mr_kspace *k, uint16_t *count, const open_buffer *b,
  * is not the scan's: the buffer goes on from the host. */
 static void upload_dirty(accumulate *s, open_buffer *b) {
   size_t lines = b->k->ne1 * b->k->ne2;
+  mr_copy_uncached_fence(); /* the copy engine reads what add_line wrote */
   mr_err e = {0};
   for (size_t l = 0; l < lines && b->dirty != NULL;) {
     if (!b->dirty[l]) {
@@ -288,6 +290,7 @@ static int send(accumulate *s, open_buffer *b, mr_emit *out) {
     /* A failure drops the device copy: the buffer goes on from the host. */
     on_gpu = mr_kspace_wait_uploads(b->k, &e) == 0 && b->k->dev != NULL;
   }
+  mr_copy_uncached_fence(); /* the next gadget's thread reads the lines */
   mr_kspace *k = b->k;
   b->k = NULL;
   free_open(b);

@@ -26,5 +26,5 @@ mr_add_test(test_gadgets_partial_fourier SOURCES gadgets/test_gadgets_partial_fo
 
 # The external gadget: the example Python step in both modes, misbehaving
 # peers and programs, the --external-dir allow-list.
-mr_add_test(test_gadgets_external SOURCES test_gadgets_external.c
+mr_add_test(test_gadgets_external SOURCES gadgets/test_gadgets_external.c
             LIBS mr_gadget_harness mr_client TIMEOUT 120)
