@@ -470,10 +470,13 @@ void mr_nufft_cuda_free_points(mr_cuda_ctx *c, mr_nufft_cuda *s) {
   mr_cuda_free(c, s->offset);
   mr_cuda_free(c, s->entries);
   mr_cuda_free(c, s->subs);
+  mr_cuda_free(c, s->scratch);
   s->pos = nullptr;
   s->offset = nullptr;
   s->entries = nullptr;
   s->subs = nullptr;
+  s->scratch = nullptr;
+  s->cap_pos = s->cap_entries = s->cap_subs = s->cap_scratch = 0;
 }
 
 int mr_nufft_cuda_create(mr_nufft_plan *p) {

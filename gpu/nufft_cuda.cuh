@@ -19,6 +19,11 @@ struct mr_nufft_cuda {
   float4 *offset = nullptr;
   int *entries = nullptr;
   int4 *subs = nullptr;
+  // What those arrays and the binning scratch can hold (elements; bytes for
+  // the scratch): a new trajectory of no more points reuses them, so a
+  // real-time stream allocates nothing per frame.
+  size_t cap_pos = 0, cap_entries = 0, cap_subs = 0, cap_scratch = 0;
+  void *scratch = nullptr;
   int coils_per_block = 1; // of the spreading tile
   int pitch[2] = {0, 0};   // tile row and plane pitch (cells)
   int tile_cells = 0;      // per coil, a multiple of 4
@@ -29,7 +34,8 @@ inline mr_nufft_cuda *mr_nufft_cuda_state(const mr_nufft_plan *p) {
   return static_cast<mr_nufft_cuda *>(p->impl);
 }
 
-// Frees the binned positions (stream-ordered) and clears the pointers.
+// Frees the binned positions and the binning scratch (stream-ordered) and
+// clears the pointers and capacities.
 void mr_nufft_cuda_free_points(mr_cuda_ctx *c, mr_nufft_cuda *s);
 
 #endif

@@ -265,11 +265,24 @@ int bin_points(const mr_nufft_plan *p, mr_cuda_ctx *c, mr_nufft_cuda *s, size_t 
   return mr_cuda_download(p->dev, totals, f.starts + nbins, sizeof *totals);
 }
 
+// Makes *p hold at least `want` elements of T (stream-ordered; the old
+// contents are not kept), growing *cap.
+template <class T> int keep(mr_cuda_ctx *c, T **p, size_t *cap, size_t want) {
+  if (*p != nullptr && *cap >= want)
+    return 0;
+  mr_cuda_free(c, *p);
+  *p = nullptr;
+  *cap = 0;
+  int rc = mr_cuda_alloc(c, reinterpret_cast<void **>(p), (want > 0 ? want : 1) * sizeof(T));
+  if (rc == 0)
+    *cap = want;
+  return rc;
+}
+
 int set_points_on_worker(mr_nufft_plan *p, size_t n, const float *k, bool k_on_host) {
   mr_cuda_ctx *c = mr_device_cuda(p->dev);
   mr_nufft_cuda *s = mr_nufft_cuda_state(p);
   mr_nufft_points &pts = p->points;
-  mr_nufft_cuda_free_points(c, s);
   const mr_nufft_geom &g = p->geom;
   pts.nbins = size_t(g.nbins[0]) * g.nbins[1] * g.nbins[2];
   const int most = most_touched(g);
@@ -280,19 +293,23 @@ int set_points_on_worker(mr_nufft_plan *p, size_t n, const float *k, bool k_on_h
                                        sum4(), make_int4(0, 0, 0, 0), int(pts.nbins + 1)));
   carve lay;
   f.lay(lay, n, pts.nbins, most, k_on_host, g.rank);
-  int rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&lay.base), lay.used);
-  if (rc < 0)
+  int rc = keep(c, reinterpret_cast<char **>(&s->scratch), &s->cap_scratch, lay.used);
+  size_t cap_pos = s->cap_pos;
+  if (rc == 0)
+    rc = keep(c, &s->pos, &s->cap_pos, n);
+  if (rc == 0) // pos and offset always have the same capacity
+    rc = keep(c, &s->offset, &cap_pos, n);
+  if (rc == 0)
+    rc = keep(c, &s->entries, &s->cap_entries, most_entries);
+  if (rc == 0) // at most one piece per bin, and one more per full piece of entries
+    rc = keep(c, &s->subs, &s->cap_subs, pts.nbins + most_entries / MR_NUFFT_MAX_SUB_ENTRIES);
+  if (rc < 0) {
+    mr_nufft_cuda_free_points(c, s);
     return rc;
+  }
+  lay.base = static_cast<char *>(s->scratch);
   lay.used = 0;
   f.lay(lay, n, pts.nbins, most, k_on_host, g.rank);
-  rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&s->pos), n * sizeof(int4));
-  if (rc == 0)
-    rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&s->offset), n * sizeof(float4));
-  if (rc == 0)
-    rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&s->entries), most_entries * sizeof(int));
-  if (rc == 0) // at most one piece per bin, and one more per full piece of entries
-    rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&s->subs),
-                       (pts.nbins + most_entries / MR_NUFFT_MAX_SUB_ENTRIES) * sizeof(int4));
   int4 totals = make_int4(0, 0, 0, 0);
   if (rc == 0)
     rc = bin_points(p, c, s, n, k, k_on_host, f, &totals);
@@ -303,7 +320,6 @@ int set_points_on_worker(mr_nufft_plan *p, size_t n, const float *k, bool k_on_h
     pts.nentries = size_t(totals.y);
     pts.nsubs = size_t(totals.z);
   }
-  mr_cuda_free(c, lay.base);
   if (rc < 0) {
     mr_cuda_ctx_sync(c); // nothing queued may still use what is freed
     mr_nufft_cuda_free_points(c, s);
