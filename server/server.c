@@ -220,6 +220,14 @@ int mr_server_run(const mr_server_options *opt, const mr_server_env *env, mr_err
   mr_log(MR_LOG_INFO, "reconserver %s listening on %s (%d configs, max %d connections)",
          env->version, bound, env->configs->n, opt->max_connections);
   uv_run(&loop, UV_RUN_DEFAULT);
+  /* Drained: the loop ended because the signal handles closed, and libuv
+   * gave SIGTERM and SIGINT back their default action, which would turn a
+   * late second signal (an orchestrator repeating itself) into a kill
+   * while the rest shuts down (the GPU lanes' teardown takes a while).
+   * The loop's last iteration, between the handles' closing and here,
+   * stays such a window. */
+  signal(SIGTERM, SIG_IGN);
+  signal(SIGINT, SIG_IGN);
   uv_loop_close(&loop);
   mr_http_stop(http);
   if (server.reserve_fd >= 0)

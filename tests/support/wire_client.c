@@ -106,6 +106,10 @@ long mr_test_server_rss_kib(const mr_test_server *s) {
 
 int mr_test_server_stop(mr_test_server *s) {
   kill(s->pid, SIGTERM);
+  return mr_test_server_wait(s);
+}
+
+int mr_test_server_wait(mr_test_server *s) {
   for (int i = 0; i < 1000; i++) {
     int status;
     pid_t r = waitpid(s->pid, &status, WNOHANG);

@@ -20,6 +20,10 @@ typedef struct mr_test_server {
 void mr_test_server_start(mr_test_server *s, const char *const *extra_args);
 /* SIGTERM, then waits; returns the exit status (-1 if it did not exit). */
 int mr_test_server_stop(mr_test_server *s);
+/* Waits (up to 10 s, then SIGKILL) for a server told to stop already, e.g.
+ * one that got its SIGTERM from the test, without signalling it again;
+ * its exit code as mr_test_server_stop() gives it. */
+int mr_test_server_wait(mr_test_server *s);
 /* The server's resident memory (VmRSS) in KiB, -1 when unknown. */
 long mr_test_server_rss_kib(const mr_test_server *s);
 /* 1 while the process runs. */
