@@ -1,8 +1,8 @@
 /* fhd_cg: non-Cartesian k-space buffers to images by iterative
  * reconstruction (Kirk & Hwu ch. 14; Stone et al. 2008): conjugate
  * gradient on the normal equations (F^H F + lambda W^H W) rho = F^H D, with
- * F^H D from direct sums (gpu/fhd.h) and F^H F applied through Q on the
- * doubled grid (gpu/toeplitz.h), so no iteration passes over the samples.
+ * F^H D from direct sums (gpu/iterative/fhd.h) and F^H F applied through Q on the
+ * doubled grid (gpu/iterative/toeplitz.h), so no iteration passes over the samples.
  *
  * The trajectory comes with the buffer (kspace.h: cycles per pixel of the
  * recon matrix); its first 2 (2D) or 3 (3D) components are used, a further
@@ -17,7 +17,7 @@
  * undo undersampling that each coil alone cannot.
  *
  * F^H D and Q come from direct sums ("fhd": "direct", exact to float
- * rounding) or from the NUFFT (gpu/nufft.h, "nufft", to nufft_tolerance):
+ * rounding) or from the NUFFT (gpu/nufft/nufft.h, "nufft", to nufft_tolerance):
  * the same sums, the second far faster on large problems.
  *
  * Q depends on the trajectory alone (the book's point): it is kept while

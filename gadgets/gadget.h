@@ -62,7 +62,7 @@ typedef struct mr_chain_notes {
 /* What a gadget sees of its surroundings. */
 typedef struct mr_gadget_ctx {
   const mr_stream_header *hdr; /* NULL when the client sent no HEADER */
-  struct mr_pool *pool;        /* compute backend (gpu/pool.h) */
+  struct mr_pool *pool;        /* compute backend (gpu/core/pool.h) */
   struct mr_device *device;    /* the session's placement ("auto") */
   mr_err *err;                 /* one line for the client on failure */
   const char *config;          /* config name, for messages */

@@ -1,6 +1,6 @@
 /* grappa: fills the lines an accelerated Cartesian scan skipped (acceleration
  * along e1 from the header's parallelImaging section) and hands a full
- * k-space on. The kernel is calibrated (gpu/grappa.h) on the ACS lines:
+ * k-space on. The kernel is calibrated (gpu/grappa/grappa.h) on the ACS lines:
  *   - the buffer's calibration part (lines flagged IS_PARALLEL_CALIBRATION
  *     or _AND_IMAGING: embedded and separate modes; calibration-only lines
  *     of an embedded scan are also measured data and join the k-space);

@@ -1,7 +1,7 @@
 /* gridding: non-Cartesian k-space buffers to coil images. The samples of
  * every acquired readout, at their trajectory positions (cycles per pixel
  * of the encoded matrix, in [-0.5, 0.5)), are density compensated and
- * gridded by the adjoint NUFFT (gpu/nufft.h) onto the encoded matrix, all
+ * gridded by the adjoint NUFFT (gpu/nufft/nufft.h) onto the encoded matrix, all
  * coils in one plan, then cropped to the recon matrix.
  *
  * Density weights ("density"): "trajectory" reads them from the trajectory's

@@ -3,7 +3,7 @@
  * image_out turns them into IMAGE messages). Travels as MR_MSG_IMAGE_ARRAY.
  *
  * Where the pixels live: in host memory (`data`), on a device (`dev`, an
- * mr_buf from gpu/buf.h), or both. A GPU gadget that hands its result to a
+ * mr_buf from gpu/core/buf.h), or both. A GPU gadget that hands its result to a
  * gadget which also works on the device (see handoff.h) leaves it on the
  * device only; mr_image_array_on() gives the pixels on the device a
  * consumer works on, copying them across once when they live elsewhere.

@@ -3,7 +3,7 @@
  * gridding consume them). Travels as an MR_MSG_KSPACE message.
  *
  * Where the samples live: in host memory (`data`), on a device (`dev`, an
- * mr_buf from gpu/buf.h), or both; host samples may be pinned for a GPU. A GPU gadget that hands the buffer to a
+ * mr_buf from gpu/core/buf.h), or both; host samples may be pinned for a GPU. A GPU gadget that hands the buffer to a
  * gadget which also works on the device (handoff.h) may leave the samples
  * there only; mr_kspace_on() gives them on the device a consumer works on,
  * copying them across once when they live elsewhere. The mask, the

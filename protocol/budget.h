@@ -1,7 +1,7 @@
 /* The server-wide memory budget for the big allocations a client's data
  * decides the size of: k-space buffers, image arrays, the gadgets' full-size
- * scratch (mr_budget_alloc), the compute backend's host buffers (gpu/buf.c
- * on the CPU, gpu/host.c). Each is counted before it is allocated, so the
+ * scratch (mr_budget_alloc), the compute backend's host buffers (gpu/core/buf.c
+ * on the CPU, gpu/core/host.c). Each is counted before it is allocated, so the
  * sessions together never hold more than the budget in these: a header that
  * announces a 16k x 16k x 512-coil matrix gets a clear error instead of an
  * out-of-memory kill that would take every other scan with it. */

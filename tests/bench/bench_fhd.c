@@ -1,5 +1,5 @@
-/* mr-bench fhd: the direct F^H D and Q sums (gpu/fhd.h) and the CG solve
- * (gpu/toeplitz.h, gpu/cg.h) at the sizes of the sources: Parboil mri-q
+/* mr-bench fhd: the direct F^H D and Q sums (gpu/iterative/fhd.h) and the CG solve
+ * (gpu/iterative/toeplitz.h, gpu/iterative/cg.h) at the sizes of the sources: Parboil mri-q
  * (32^3 voxels x 3,072 samples; 64^3 x 2,048) and Kirk & Hwu's problem
  * (128^3 voxels x 284,592 samples), GPU and CPU in the same run.
  *
@@ -11,7 +11,7 @@
  * kernels run on the Parboil sizes; on the book's problem only the last of
  * them (hardware sin/cos) and the two past it. The CPU sums the book's
  * problem over a 1/64 sample subset and reports the rate (the full time
- * follows from it). The same sums through the NUFFT (gpu/nufft.h) are
+ * follows from it). The same sums through the NUFFT (gpu/nufft/nufft.h) are
  * timed as its own benchmark times it: execute on device-resident data,
  * plan and point setup apart. */
 #include <complex.h>

@@ -1,4 +1,4 @@
-/* The worker thread behind each GPU (gpu/worker.h): calls run one at a
+/* The worker thread behind each GPU (gpu/core/worker.h): calls run one at a
  * time in order; posted calls do not make the caller wait, run in their
  * place in that order, with a copy of their argument. No GPU needed. */
 #include <pthread.h>
