@@ -93,14 +93,25 @@ static char *read_log(const mr_test_server *s) {
   return text;
 }
 
-/* The log line naming peer port `port` (the connection's summary is
- * written when it is gone, so wait for it); copied into line. */
-static int wait_log_line(const mr_test_server *s, int port, char *line, size_t cap) {
+/* How much the server has logged so far: a connection's summary line comes
+ * after this, if measured before it connects. */
+static size_t log_length(const mr_test_server *s) {
+  char *log = read_log(s);
+  size_t n = strlen(log);
+  free(log);
+  return n;
+}
+
+/* The log line naming peer port `port` after byte `since` of the log (the
+ * connection's summary is written when it is gone, so wait for it; an
+ * earlier connection may have had the same port); copied into line. */
+static int wait_log_line(const mr_test_server *s, int port, size_t since, char *line,
+                         size_t cap) {
   char needle[32];
   snprintf(needle, sizeof needle, "127.0.0.1:%d config=", port);
   for (int i = 0; i < 500; i++) {
     char *log = read_log(s);
-    const char *hit = strstr(log, needle);
+    const char *hit = strlen(log) >= since ? strstr(log + since, needle) : NULL;
     if (hit != NULL) {
       const char *begin = hit;
       while (begin > log && begin[-1] != '\n')
@@ -134,6 +145,7 @@ static void send_scan(int fd, int reps) {
  * CLOSE and go on reading. */
 static void test_half_close_after_close_gets_every_image(void **state) {
   (void)state;
+  size_t since = log_length(&server);
   int fd = mr_test_connect(server.port);
   assert_true(fd >= 0);
   int port = local_port(fd);
@@ -151,7 +163,7 @@ static void test_half_close_after_close_gets_every_image(void **state) {
   mr_test_reply_free(&r);
   /* The log's image count is what reached the socket. */
   char line[2048];
-  assert_int_equal(wait_log_line(&server, port, line, sizeof line), 0);
+  assert_int_equal(wait_log_line(&server, port, since, line, sizeof line), 0);
   if (strstr(line, " images=3 ") == NULL || strstr(line, " errors=0") == NULL)
     fail_msg("log line: %s", line);
 }
@@ -278,6 +290,7 @@ static void test_busy_refusal_text(void **state) {
     usleep(20000);
   }
   assert_true(held >= 0);
+  size_t since = log_length(&s);
   int fd = mr_test_connect(s.port);
   int port = local_port(fd);
   mr_test_reply r;
@@ -288,7 +301,7 @@ static void test_busy_refusal_text(void **state) {
   assert_string_equal(text, "ERROR: server busy: 1 connections open (--max-connections 1)");
   mr_test_reply_free(&r);
   char line[2048];
-  assert_int_equal(wait_log_line(&s, port, line, sizeof line), 0);
+  assert_int_equal(wait_log_line(&s, port, since, line, sizeof line), 0);
   if (strstr(line, "first_error=server busy: 1 connections open") == NULL)
     fail_msg("log line: %s", line);
   mr_test_send_msg(held, mr_message_new(MR_MSG_CLOSE));
@@ -370,6 +383,7 @@ static void test_query_flooders_keep_memory_bounded(void **state) {
  * line, and ESC never reaches the log. */
 static void test_client_bytes_cannot_forge_log_lines(void **state) {
   (void)state;
+  size_t since = log_length(&server);
   int fd = mr_test_connect(server.port);
   int port = local_port(fd);
   config_file_raw(fd, "cartesian\n2099-01-01T00:00:00.000Z info  FORGED\x1b[31m", 0);
@@ -380,7 +394,7 @@ static void test_client_bytes_cannot_forge_log_lines(void **state) {
   assert_true(r.got_close);
   mr_test_reply_free(&r);
   char line[2048];
-  assert_int_equal(wait_log_line(&server, port, line, sizeof line), 0);
+  assert_int_equal(wait_log_line(&server, port, since, line, sizeof line), 0);
   assert_non_null(strstr(line, "cartesian\\n2099-01-01T00:00:00.000Z info  FORGED\\x1b[31m"));
   char *log = read_log(&server);
   assert_null(strstr(log, "\n2099-"));
@@ -402,6 +416,7 @@ static void test_text_flood_is_summarised(void **state) {
   uint8_t *all = malloc(one_len * TEXTS);
   for (int i = 0; i < TEXTS; i++)
     memcpy(all + i * one_len, one, one_len);
+  size_t since = log_length(&server);
   int fd = mr_test_connect(server.port);
   int port = local_port(fd);
   assert_int_equal(mr_test_send_bytes(fd, all, one_len * TEXTS), 0);
@@ -414,7 +429,7 @@ static void test_text_flood_is_summarised(void **state) {
   free(all);
   free(one);
   char line[2048];
-  assert_int_equal(wait_log_line(&server, port, line, sizeof line), 0);
+  assert_int_equal(wait_log_line(&server, port, since, line, sizeof line), 0);
   if (strstr(line, " texts=10000 first_text=\"hello\"") == NULL ||
       strstr(line, " bytes_in=110002 ") == NULL)
     fail_msg("log line: %s", line);
@@ -434,6 +449,7 @@ static void test_health_check_is_not_logged_at_info(void **state) {
   assert_true(ping(check));
   /* A session that does log, after the ping has gone. */
   mr_test_reply r;
+  size_t since = log_length(&server);
   int fd = mr_test_connect(server.port);
   int port = local_port(fd);
   mr_test_send_msg(fd, mr_message_new_text(MR_MSG_TEXT, "marker", 6));
@@ -442,7 +458,7 @@ static void test_health_check_is_not_logged_at_info(void **state) {
   close(fd);
   mr_test_reply_free(&r);
   char line[2048];
-  assert_int_equal(wait_log_line(&server, port, line, sizeof line), 0);
+  assert_int_equal(wait_log_line(&server, port, since, line, sizeof line), 0);
   usleep(200000);
   char needle[32];
   snprintf(needle, sizeof needle, "127.0.0.1:%d ", ping_port);
@@ -494,6 +510,7 @@ static void test_drain_cut_is_told(void **state) {
   mr_test_server s;
   const char *const args[] = {"--drain-timeout", "300", NULL};
   mr_test_server_start(&s, args);
+  size_t since = log_length(&s);
   int fd = mr_test_connect(s.port);
   int port = local_port(fd);
   mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
@@ -512,7 +529,7 @@ static void test_drain_cut_is_told(void **state) {
   assert_true(strncmp(text, "ERROR: server shutting down: ", 29) == 0);
   mr_test_reply_free(&r);
   char line[2048];
-  assert_int_equal(wait_log_line(&s, port, line, sizeof line), 0);
+  assert_int_equal(wait_log_line(&s, port, since, line, sizeof line), 0);
   if (strstr(line, " errors=1") == NULL || strstr(line, "first_error=server shutting down") == NULL)
     fail_msg("log line: %s", line);
   /* The server ends by itself (a second SIGTERM could meet it past its
