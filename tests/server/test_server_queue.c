@@ -87,16 +87,23 @@ static void *push_waiting(void *arg) {
   return NULL;
 }
 
+/* A full queue of capacity 100 holding `first`, and a thread whose push
+ * waits for room there. */
+static void fill_and_start_pusher(mr_queue *q, const char *first, pusher *p, pthread_t *t) {
+  assert_int_equal(mr_queue_init(q, 100), 0);
+  assert_int_equal(mr_queue_push(q, text(first), 100, 1), 0);
+  p->q = q;
+  assert_int_equal(pthread_create(t, NULL, push_waiting, p), 0);
+  usleep(50000); /* it waits (or has not begun: either way it pushes after) */
+}
+
 /* The pipeline thread writing images waits for room instead. */
 static void test_a_waiting_producer_goes_on_when_room_is_made(void **state) {
   (void)state;
   mr_queue q;
-  assert_int_equal(mr_queue_init(&q, 100), 0);
-  assert_int_equal(mr_queue_push(&q, text("first"), 100, 1), 0);
-  pusher p = {.q = &q};
+  pusher p = {0};
   pthread_t t;
-  assert_int_equal(pthread_create(&t, NULL, push_waiting, &p), 0);
-  usleep(50000);
+  fill_and_start_pusher(&q, "first", &p, &t);
   assert_false(atomic_load(&p.done)); /* full: it waits */
   mr_queue_entry *e = mr_queue_pop(&q, 0);
   mr_queue_release(&q, e->bytes);
@@ -116,12 +123,9 @@ static void test_a_waiting_producer_goes_on_when_room_is_made(void **state) {
 static void test_closing_releases_a_waiting_producer_and_drains(void **state) {
   (void)state;
   mr_queue q;
-  assert_int_equal(mr_queue_init(&q, 100), 0);
-  assert_int_equal(mr_queue_push(&q, text("kept"), 100, 1), 0);
-  pusher p = {.q = &q};
+  pusher p = {0};
   pthread_t t;
-  assert_int_equal(pthread_create(&t, NULL, push_waiting, &p), 0);
-  usleep(50000);
+  fill_and_start_pusher(&q, "kept", &p, &t);
   mr_queue_close(&q);
   pthread_join(t, NULL);
   assert_int_equal(p.rc, MR_ECANCELED);
