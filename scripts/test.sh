@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 jobs=$(nproc)
 
-scripts/build.sh
+# Warnings are errors in every build of the test command.
+MR_CMAKE_ARGS=-DMR_WERROR=ON scripts/build.sh
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 # Deployment: three replicas behind HAProxy (seconds), then the container
@@ -25,12 +26,13 @@ skippable() {
 skippable scripts/scaleout-test.sh build
 skippable scripts/container-test.sh build
 
-cmake -S . -B build-asan -DMR_SANITIZE=ON -DMR_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
+cmake -S . -B build-asan -DMR_SANITIZE=ON -DMR_CUDA=OFF -DMR_WERROR=ON -DCMAKE_BUILD_TYPE=Debug \
+  >/dev/null
 cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE valgrind
 
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -DMR_FUZZ=ON -DMR_CUDA=OFF \
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DMR_FUZZ=ON -DMR_CUDA=OFF -DMR_WERROR=ON \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-fuzz -j"$jobs" --target fuzz_decoder fuzz_session fuzz_nhlbi mr-fuzz-corpus
 ctest --test-dir build-fuzz --output-on-failure -R '^fuzz_'

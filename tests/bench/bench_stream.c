@@ -478,7 +478,7 @@ static void run_case(stream_bench *b, const stream_case *c) {
       continue;
     }
     if (has == 0 && strcmp(c->config, "cartesian_external") == 0 && b->no_external[0] != '\0')
-      snprintf(why, sizeof why, "%s", b->no_external);
+      snprintf(why, sizeof why, "%.900s", b->no_external);
     else if (has == 0)
       snprintf(why, sizeof why, "the servers have no config '%s' (not in this build)", c->config);
     use[k] = has == 1;
