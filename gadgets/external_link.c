@@ -132,7 +132,7 @@ static void *reader_main(void *arg) {
     int stop = l->stopping || l->fault;
     if (n > 0)
       l->moved_ns = now_ns();
-    else if (!stop && n == 0)
+    else if (!stop && (n == 0 || why == ECONNRESET)) /* a peer that dies with our bytes unread resets */
       set_fault(l, MR_ECONN, "closed the connection before its CLOSE");
     else if (!stop)
       set_fault(l, MR_ECONN, "receiving failed: %s", strerror(why));
