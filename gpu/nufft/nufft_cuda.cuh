@@ -23,7 +23,7 @@ struct mr_nufft_cuda {
   // the scratch): a new trajectory of no more points reuses them, so a
   // real-time stream allocates nothing per frame.
   size_t cap_pos = 0, cap_entries = 0, cap_subs = 0, cap_scratch = 0;
-  void *scratch = nullptr;
+  char *scratch = nullptr;
   int coils_per_block = 1; // of the spreading tile
   int pitch[2] = {0, 0};   // tile row and plane pitch (cells)
   int tile_cells = 0;      // per coil, a multiple of 4

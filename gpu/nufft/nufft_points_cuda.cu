@@ -293,7 +293,7 @@ int set_points_on_worker(mr_nufft_plan *p, size_t n, const float *k, bool k_on_h
                                        sum4(), make_int4(0, 0, 0, 0), int(pts.nbins + 1)));
   carve lay;
   f.lay(lay, n, pts.nbins, most, k_on_host, g.rank);
-  int rc = keep(c, reinterpret_cast<char **>(&s->scratch), &s->cap_scratch, lay.used);
+  int rc = keep(c, &s->scratch, &s->cap_scratch, lay.used);
   size_t cap_pos = s->cap_pos;
   if (rc == 0)
     rc = keep(c, &s->pos, &s->cap_pos, n);
@@ -307,7 +307,7 @@ int set_points_on_worker(mr_nufft_plan *p, size_t n, const float *k, bool k_on_h
     mr_nufft_cuda_free_points(c, s);
     return rc;
   }
-  lay.base = static_cast<char *>(s->scratch);
+  lay.base = s->scratch;
   lay.used = 0;
   f.lay(lay, n, pts.nbins, most, k_on_host, g.rank);
   int4 totals = make_int4(0, 0, 0, 0);
