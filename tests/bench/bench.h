@@ -53,6 +53,22 @@ int bench_stream(const bench_ctx *ctx);
 int bench_devices(const bench_ctx *ctx, mr_device **cpu, mr_device **gpu);
 void bench_devices_release(const bench_ctx *ctx, mr_device *cpu, mr_device *gpu);
 
+/* The H100 SXM's datasheet peaks, against which every kernel's work is set. */
+#define BENCH_PEAK_FP32_GFLOPS 67000.0 /* FP32 without tensor cores */
+#define BENCH_PEAK_FP64_GFLOPS 34000.0 /* FP64 without tensor cores */
+#define BENCH_PEAK_HBM_GBPS 3350.0     /* HBM3 */
+
+/* Writes, as members of the open object, the physical limits of one timed
+ * kernel: the work it must do (gflop, counted from the algorithm, not from
+ * what a library does) and the bytes it must move through device memory
+ * (mbyte: each input read once, each output written once), the rates
+ * reached in `ms`, their fractions of the peaks, and which peak is nearer
+ * ("bound": "memory" or "compute"), so the next step is visible. `fp64`
+ * sets the work against the FP64 peak. Keys are prefixed with `prefix`
+ * (e.g. "gpu_"). */
+void bench_limits(bench_json *j, const char *prefix, double gflop, double mbyte, double ms,
+                  int fp64);
+
 /* Median of n values (n >= 1); reorders v. */
 double bench_median(double *v, int n);
 

@@ -19,8 +19,6 @@
 #include "raw_cuda.h"
 #endif
 
-#define PEAK_FP32_GFLOPS 67000.0 /* H100 SXM, FP32 without tensor cores */
-#define PEAK_HBM_GBPS 3350.0     /* H100 SXM, HBM3 */
 
 #define GPU_WARMUP 3
 #define GPU_REPS 10
@@ -326,8 +324,8 @@ static int measure(kase *k, mr_device *dev, double *ms, double host_ms[2]) {
 static void summary_line(const kase *k, double gpu_ms, double raw_ms, double cpu_ms) {
   fprintf(stderr, "%-8s %-22s %9.4f %9.4f %9.4f %10.3f %8.1fx %6.1f%% %6.1f%%\n", k->op,
           k->shape, gpu_ms, raw_ms, k->issue_raw_ms, cpu_ms, cpu_ms / gpu_ms,
-          100.0 * k->gflop / gpu_ms * 1e3 / PEAK_FP32_GFLOPS,
-          100.0 * k->mbyte / gpu_ms / PEAK_HBM_GBPS);
+          100.0 * k->gflop / gpu_ms * 1e3 / BENCH_PEAK_FP32_GFLOPS,
+          100.0 * k->mbyte / gpu_ms / BENCH_PEAK_HBM_GBPS);
 }
 
 /* ms: gpu, raw, cpu, host pageable, host pinned */
@@ -352,10 +350,7 @@ static int run_case(const bench_ctx *ctx, kase *k, mr_device *gpu, mr_device *cp
   json_num(j, "gflop", k->gflop);
   json_num(j, "mbyte", k->mbyte);
   json_num(j, "gpu_ms", gpu_ms);
-  json_num(j, "gpu_gflops", k->gflop / gpu_ms * 1e3);
-  json_num(j, "gpu_gbps", k->mbyte / gpu_ms);
-  json_num(j, "gpu_pct_fp32_peak", 100.0 * k->gflop / gpu_ms * 1e3 / PEAK_FP32_GFLOPS);
-  json_num(j, "gpu_pct_hbm_peak", 100.0 * k->mbyte / gpu_ms / PEAK_HBM_GBPS);
+  bench_limits(j, "gpu_", k->gflop, k->mbyte, gpu_ms, 0);
   json_num(j, "raw_ms", raw_ms);
   json_num(j, "wrapper_overhead_pct", 100.0 * (gpu_ms - raw_ms) / raw_ms);
   json_num(j, "issue_raw_ms", k->issue_raw_ms);
@@ -469,8 +464,8 @@ int bench_gpu(const bench_ctx *ctx) {
   bench_json *j = ctx->json;
   describe(j, "gpu", gpu);
   describe(j, "cpu", cpu);
-  json_num(j, "peak_fp32_gflops", PEAK_FP32_GFLOPS);
-  json_num(j, "peak_hbm_gbps", PEAK_HBM_GBPS);
+  json_num(j, "peak_fp32_gflops", BENCH_PEAK_FP32_GFLOPS);
+  json_num(j, "peak_hbm_gbps", BENCH_PEAK_HBM_GBPS);
   json_str(j, "timing",
            "GPU: CUDA events on the worker's compute stream, median of 10 after 3 "
            "warm-up runs; CPU: monotonic clock, median of 3 after 1; gpu_host_ms: "

@@ -59,3 +59,24 @@ void json_str(bench_json *j, const char *key, const char *s) {
   }
   fputc('"', j->f);
 }
+
+void bench_limits(bench_json *j, const char *prefix, double gflop, double mbyte, double ms,
+                  int fp64) {
+  char key[64];
+  double gflops = gflop / ms * 1e3, gbps = mbyte / ms;
+  double pct_flop = 100.0 * gflops / (fp64 ? BENCH_PEAK_FP64_GFLOPS : BENCH_PEAK_FP32_GFLOPS);
+  double pct_hbm = 100.0 * gbps / BENCH_PEAK_HBM_GBPS;
+  snprintf(key, sizeof key, "%sgflops", prefix);
+  json_num(j, key, gflops);
+  snprintf(key, sizeof key, "%sgbps", prefix);
+  json_num(j, key, gbps);
+  snprintf(key, sizeof key, "%spct_%s_peak", prefix, fp64 ? "fp64" : "fp32");
+  json_num(j, key, pct_flop);
+  snprintf(key, sizeof key, "%spct_hbm_peak", prefix);
+  json_num(j, key, pct_hbm);
+  snprintf(key, sizeof key, "%sbound", prefix);
+  if (isfinite(ms))
+    json_str(j, key, pct_hbm >= pct_flop ? "memory" : "compute");
+  else
+    json_num(j, key, NAN); /* not timed: null */
+}
