@@ -2,7 +2,8 @@
 # docker/compose.yaml as Compose reads it (Debian's docker-compose; no
 # daemon needed): both profiles are valid; the CPU profile asks for no
 # NVIDIA device; no service publishes a fixed host port (so it can be
-# scaled); every service has a memory limit twice its --memory-budget.
+# scaled); every service has a memory limit twice its --memory-budget and
+# a named volume (shared by its replicas) for the state directory.
 # Skips (77) without docker-compose.
 #   compose_config.sh SOURCE_DIR
 set -eu
@@ -33,6 +34,10 @@ for path in sys.argv[1:]:
             problems.append(f"{name}: needs mem_limit and --memory-budget")
         elif int(cmd[cmd.index("--memory-budget") + 1]) * 2**20 * 2 != int(m.group(1)) * units[m.group(2)]:
             problems.append(f"{name}: mem_limit {limit} is not twice --memory-budget")
+        vols = [v if isinstance(v, str) else f"{v.get('source')}:{v.get('target')}"
+                for v in s.get("volumes", [])]
+        if not any(v.split(":")[1] == "/var/lib/mrrecon" and not v.startswith("/") for v in vols):
+            problems.append(f"{name}: no named volume for the state directory /var/lib/mrrecon")
         gpu = "nvidia" in str(s.get("deploy", ""))
         if active and profile == "cpu" and gpu:
             problems.append(f"{name}: the cpu profile reserves an NVIDIA device")

@@ -4,7 +4,8 @@
 # held to what docs/deploy.md promises: GPU base with nvidia.com/gpu, a CPU
 # overlay without, numeric non-root user, readiness and liveness probes on
 # the --http port, a grace period above the drain timeout, a Service, a
-# PodDisruptionBudget and the Prometheus scrape annotations.
+# PodDisruptionBudget, the Prometheus scrape annotations and the state
+# directory on a claim the replicas share.
 # Skips (77) without kubectl or python3-kubernetes.
 #   k8s_manifests.sh SOURCE_DIR
 set -eu
@@ -29,7 +30,8 @@ problems = []
 def need(cond, what):
     if not cond:
         problems.append(what)
-need({"Deployment", "Service", "PodDisruptionBudget"} <= set(docs), "Deployment, Service and PDB")
+need({"Deployment", "Service", "PodDisruptionBudget", "PersistentVolumeClaim"} <= set(docs),
+     "Deployment, Service, PDB and the state's claim")
 pod = docs["Deployment"]["spec"]["template"]
 spec = pod["spec"]
 c = spec["containers"][0]
@@ -44,6 +46,14 @@ need(spec.get("terminationGracePeriodSeconds", 30) * 1000 > drain_ms,
      "terminationGracePeriodSeconds above --drain-timeout")
 need(pod["metadata"].get("annotations", {}).get("prometheus.io/scrape") == "true",
      "Prometheus scrape annotation")
+# --state-dir (the image's entrypoint) on a claim every replica can share
+mounts = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
+volumes = {v["name"]: v for v in spec.get("volumes", [])}
+claim = volumes.get(mounts.get("/var/lib/mrrecon"), {}).get("persistentVolumeClaim", {})
+need(claim.get("claimName") == docs.get("PersistentVolumeClaim", {}).get("metadata", {}).get("name"),
+     "/var/lib/mrrecon on the state's claim")
+need("ReadWriteMany" in docs.get("PersistentVolumeClaim", {}).get("spec", {}).get("accessModes", []),
+     "a state claim replicas can share (ReadWriteMany)")
 gpus = c.get("resources", {}).get("limits", {}).get("nvidia.com/gpu")
 if variant == "base":
     need(gpus is not None and int(gpus) >= 1, "nvidia.com/gpu in the base")
