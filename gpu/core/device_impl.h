@@ -42,9 +42,24 @@ typedef struct mr_gpu_lane {
   struct mr_cuda_ctx *cuda; /* created on the worker */
 } mr_gpu_lane;
 
+/* A pretend GPU (mr_pool_opts.fake_gpus): the CPU's implementations
+ * behind a GPU's place in the pool, with memory of its own to run out of
+ * and failures to inject, so placement and fallback are tested without a
+ * GPU. */
+typedef struct mr_fake_gpu {
+  size_t mem_limit;      /* bytes its buffers may hold */
+  atomic_size_t mem_used;
+  /* Fault injection (mr_pool_fake_fault): tasks and buffers still to
+   * succeed before each one fails with fail_code; -1: none fails. */
+  atomic_int fail_after;
+  int fail_code;
+} mr_fake_gpu;
+
 struct mr_device {
   mr_pool *pool;
-  int ordinal;                /* CUDA device number; -1 for the CPU */
+  int ordinal;                /* CUDA device number (a fake GPU's number); -1 for the CPU */
+  int index;                  /* place among the pool's GPUs; -1 for the CPU */
+  mr_fake_gpu *fake;          /* a pretend GPU; NULL otherwise */
   atomic_int load;            /* sessions placed; changed under the pool lock */
   mr_gpu_lane lanes[MR_GPU_LANES_MAX]; /* GPU only */
   int nlanes;                 /* 0 for the CPU */
@@ -60,6 +75,16 @@ void mr_device_enter_lane(mr_gpu_lane *lane);
 
 /* Fills the pool-independent fields of a CPU device's info. */
 void mr_device_cpu_info(mr_device *dev, mr_device_info *info);
+/* Fills a fake GPU's info (its memory as its budget stands now). */
+void mr_device_fake_info(mr_device *dev, mr_device_info *info);
+
+/* A fake GPU's injected fault: 0 while none is due, else the code to fail
+ * with (counting this call against fail_after). 0 for any other device. */
+int mr_device_fake_fault(mr_device *dev, const char *what);
+/* Takes / gives back `bytes` of a fake GPU's memory: MR_EDEVMEM when it
+ * does not have them. Both do nothing (0) for any other device. */
+int mr_device_fake_take(mr_device *dev, size_t bytes);
+void mr_device_fake_give(mr_device *dev, size_t bytes);
 #endif
 
 #endif
