@@ -84,7 +84,7 @@ typedef struct solve_case {
 } solve_case;
 
 /* A = one device's operator and the split one on the first `parts`
- * devices; y = A x and a 12-iteration CG solve of A x = b with each. */
+ * devices; y = A x and an 8-iteration CG solve of A x = b with each. */
 static void compare(const problem *p, size_t parts) {
   mr_toeplitz_opts o = opts_of(p);
   mr_device *d0 = devs[0];
@@ -107,7 +107,7 @@ static void compare(const problem *p, size_t parts) {
   double apply_err = mr_test_rel_error_c(got, want, p->nvox);
 
   /* CG-SENSE: b = A x, solved from 0 with each operator. */
-  mr_cg_opts co = {.max_iterations = 12};
+  mr_cg_opts co = {.max_iterations = 8};
   GPU_OK(mr_cg_solve_batch(d0, p->nvox, 1, mr_toeplitz_apply_batch_op, one, mr_buf_data(by),
                            mr_buf_data(bx), &co, NULL));
   GPU_OK(mr_buf_download(bx, 0, want, bytes));
