@@ -1,0 +1,50 @@
+#!/bin/bash
+# reconserver with several fake GPUs (--fake-gpus: the CPU's code placed as
+# GPUs), one left out with --gpus: the devices query and /metrics show
+# exactly the ones kept, concurrent sessions all succeed on them, and while
+# sessions run they are spread over both (sessions per GPU in /metrics).
+#   fake_gpus.sh BUILD_DIR SOURCE_DIR
+set -eu
+build=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'kill "$server" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+. "$src/tests/support/server.sh"
+http_port=$(( 20000 + $$ % 20000 ))
+GPUS=0,2 SERVER_ARGS="--fake-gpus 3 --fake-gpu-memory 512 --http 127.0.0.1:$http_port" \
+  start_server "$build" "$src/configs"
+
+metrics() { # GET /metrics over bash's /dev/tcp
+  exec 3<>"/dev/tcp/127.0.0.1/$http_port"
+  printf 'GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n' >&3
+  cat <&3
+  exec 3<&-
+}
+fail() { echo "FAIL: $*"; cat "$tmp/server.log"; exit 1; }
+
+m=$(metrics)
+echo "$m" | grep -q '^mrrecon_gpu_memory_total_bytes{gpu="0"} 536870912$' || fail "gpu 0 memory"
+echo "$m" | grep -q '^mrrecon_gpu_sessions{gpu="2"} 0$' || fail "gpu 2 listed"
+echo "$m" | grep -q 'gpu="1"' && fail "gpu 1 was left out with --gpus"
+
+# Sessions spread: watch /metrics while a load runs; both GPUs must be seen
+# busy (each client's scans are sessions of their own).
+"$build/bin/mr-load" -p "$port" -c 6 -n 4 -m 48 -k 4 >"$tmp/load.json" &
+load=$!
+seen0=0
+seen2=0
+while kill -0 "$load" 2>/dev/null; do
+  m=$(metrics)
+  echo "$m" | grep -q '^mrrecon_gpu_sessions{gpu="0"} [1-9]' && seen0=1
+  echo "$m" | grep -q '^mrrecon_gpu_sessions{gpu="2"} [1-9]' && seen2=1
+  sleep 0.05
+done
+wait "$load" || fail "mr-load: $(cat "$tmp/load.json")"
+grep -q '"errors": *0' "$tmp/load.json" || fail "load errors: $(cat "$tmp/load.json")"
+[ "$seen0$seen2" = 11 ] || fail "sessions not seen on both GPUs (gpu 0: $seen0, gpu 2: $seen2)"
+m=$(metrics)
+echo "$m" | grep -q '^mrrecon_gpu_sessions{gpu="0"} 0$' || fail "gpu 0 load not given back"
+echo "$m" | grep -q '^mrrecon_gpu_sessions{gpu="2"} 0$' || fail "gpu 2 load not given back"
+kill -TERM "$server"
+wait "$server" || fail "server exit"
+echo "ok: sessions on fake GPUs 0 and 2"
