@@ -33,6 +33,8 @@ struct mr_toeplitz_split {
   part parts[MAX_PARTS];
   mr_cfloat *host_x; /* x, for the devices after the first */
   mr_buf *sum;       /* on the first device: the others' partial sums */
+  mr_buf *maps_all;  /* on the first device: every coil's map, to combine */
+  int have_maps;
   const mr_cfloat *q, *maps; /* during create and set_maps */
 };
 
@@ -112,8 +114,10 @@ int mr_toeplitz_split_create(mr_device *const *devs, size_t ndev, const mr_toepl
     rc = on_part(&s->parts[i], make_part);
   if (rc == 0 && s->nparts > 1)
     rc = mr_host_alloc(devs[0], bytes_of(s), (void **)&s->host_x);
-  if (rc == 0 && s->nparts > 1)
+  if (rc == 0)
     rc = mr_buf_create(devs[0], bytes_of(s), &s->sum);
+  if (rc == 0)
+    rc = mr_buf_create(devs[0], opts->coils * bytes_of(s), &s->maps_all);
   s->q = NULL;
   if (rc < 0) {
     mr_toeplitz_split_destroy(s);
@@ -129,6 +133,25 @@ int mr_toeplitz_split_set_maps(mr_toeplitz_split *s, const mr_cfloat *maps) {
   for (size_t i = 0; rc == 0 && i < s->nparts; i++)
     rc = on_part(&s->parts[i], set_part_maps);
   s->maps = NULL;
+  if (rc == 0)
+    rc = mr_buf_upload(s->maps_all, 0, maps, s->o.coils * bytes_of(s));
+  s->have_maps = rc == 0;
+  return rc;
+}
+
+int mr_toeplitz_split_combine(mr_toeplitz_split *s, const mr_cfloat *x, mr_cfloat *out) {
+  if (!s->have_maps)
+    return mr_fail(MR_EINVAL, "toeplitz split: combining coils needs maps");
+  mr_device *first = s->parts[0].dev;
+  const mr_cfloat *maps = mr_buf_data(s->maps_all);
+  mr_cfloat *tmp = mr_buf_data(s->sum);
+  size_t n = s->nvox;
+  int rc = mr_vec_conj_mul(first, n, maps, x, out);
+  for (size_t c = 1; rc == 0 && c < s->o.coils; c++) {
+    rc = mr_vec_conj_mul(first, n, maps + c * n, x + c * n, tmp);
+    if (rc == 0)
+      rc = mr_vec_axpy(first, n, 1.0f, tmp, out);
+  }
   return rc;
 }
 
@@ -155,6 +178,8 @@ static int part_result(void *arg) {
 }
 
 int mr_toeplitz_split_apply(mr_toeplitz_split *s, const mr_cfloat *x, mr_cfloat *y) {
+  if (!s->have_maps)
+    return mr_fail(MR_EINVAL, "toeplitz split: no coil maps set");
   mr_device *first = s->parts[0].dev;
   size_t n = s->nvox, posted = 1;
   int rc = s->nparts > 1 ? mr_device_download(first, s->host_x, x, bytes_of(s)) : 0;
@@ -201,6 +226,7 @@ void mr_toeplitz_split_destroy(mr_toeplitz_split *s) {
       mr_worker_stop(p->helper, nothing, NULL);
   }
   mr_buf_destroy(s->sum);
+  mr_buf_destroy(s->maps_all);
   if (s->nparts > 0)
     mr_host_free(s->parts[0].dev, s->host_x);
   free(s);

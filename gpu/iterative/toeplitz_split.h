@@ -33,9 +33,15 @@ typedef struct mr_toeplitz_split mr_toeplitz_split;
 int mr_toeplitz_split_create(mr_device *const *devs, size_t ndev, const mr_toeplitz_opts *opts,
                              const mr_cfloat *q, mr_toeplitz_split **out);
 
-/* Sets the maps[coils][voxels] (host memory, copied), each device its
- * coils'. */
+/* Sets the maps[coils][voxels] (host memory, copied): each device its
+ * coils', and the first device all of them (for the combination). Needed
+ * before the first apply. */
 int mr_toeplitz_split_set_maps(mr_toeplitz_split *s, const mr_cfloat *maps);
+
+/* out = sum_c S_c^H x_c for coil images x [coils][voxels] on the first
+ * device (the right-hand side of SENSE, as mr_toeplitz_combine makes it),
+ * out there too, not overlapping x; borrows both. */
+int mr_toeplitz_split_combine(mr_toeplitz_split *s, const mr_cfloat *x, mr_cfloat *out);
 
 /* y = A x for one image, x and y on the first device, not overlapping;
  * borrows both. May be called inside a task on the first device. */

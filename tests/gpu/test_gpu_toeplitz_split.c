@@ -84,7 +84,7 @@ typedef struct solve_case {
 } solve_case;
 
 /* A = one device's operator and the split one on the first `parts`
- * devices; y = A x and an 8-iteration CG solve of A x = b with each. */
+ * devices; the coil combination, y = A x and an 8-iteration CG solve of A x = b with each. */
 static void compare(const problem *p, size_t parts) {
   mr_toeplitz_opts o = opts_of(p);
   mr_device *d0 = devs[0];
@@ -93,13 +93,25 @@ static void compare(const problem *p, size_t parts) {
   GPU_OK(mr_toeplitz_create(d0, &o, p->q, &one));
   GPU_OK(mr_toeplitz_set_maps(one, p->maps));
   GPU_OK(mr_toeplitz_split_create(devs, parts, &o, p->q, &split));
+  mr_buf *bx = gpu_test_upload(d0, p->x, p->nvox * sizeof(mr_cfloat)), *by = NULL, *bs = NULL;
+  GPU_OK(mr_buf_create(d0, p->nvox * sizeof(mr_cfloat), &by));
+  assert_int_equal(mr_toeplitz_split_apply(split, mr_buf_data(bx), mr_buf_data(by)),
+                   MR_EINVAL); /* no maps yet */
   GPU_OK(mr_toeplitz_split_set_maps(split, p->maps));
   assert_int_equal(mr_toeplitz_split_devices(split), parts < p->coils ? parts : p->coils);
   size_t bytes = p->nvox * sizeof(mr_cfloat);
-  mr_buf *bx = gpu_test_upload(d0, p->x, bytes), *by = NULL, *bs = NULL;
-  GPU_OK(mr_buf_create(d0, bytes, &by));
   GPU_OK(mr_buf_create(d0, bytes, &bs));
   mr_cfloat *want = malloc(bytes), *got = malloc(bytes);
+
+  /* The right-hand side's combination of coil images (the maps as images). */
+  mr_buf *coil_images = gpu_test_upload(d0, p->maps, p->coils * bytes);
+  GPU_OK(mr_toeplitz_combine(one, mr_buf_data(coil_images), mr_buf_data(by)));
+  GPU_OK(mr_toeplitz_split_combine(split, mr_buf_data(coil_images), mr_buf_data(bs)));
+  GPU_OK(mr_buf_download(by, 0, want, bytes));
+  GPU_OK(mr_buf_download(bs, 0, got, bytes));
+  assert_true(mr_test_rel_error_c(got, want, p->nvox) < 1e-6);
+  mr_buf_destroy(coil_images);
+
   GPU_OK(mr_toeplitz_apply(one, mr_buf_data(bx), mr_buf_data(by)));
   GPU_OK(mr_toeplitz_split_apply(split, mr_buf_data(bx), mr_buf_data(bs)));
   GPU_OK(mr_buf_download(by, 0, want, bytes));
