@@ -22,14 +22,18 @@ int mr_device_ordinal(const mr_device *dev) { return dev->ordinal; }
 /* The lane whose worker this thread is (NULL elsewhere), and the turn in
  * which a thread that hands work to GPUs took its lane (-1: not yet). */
 static _Thread_local mr_gpu_lane *own_lane;
-static _Thread_local int turn = -1;
+static _Thread_local int turn = -1, helper;
 static atomic_int turns;
 
 void mr_device_enter_lane(mr_gpu_lane *lane) { own_lane = lane; }
 
+void mr_device_become_helper(void) { helper = 1; }
+
 mr_gpu_lane *mr_device_lane(mr_device *dev) {
   if (own_lane != NULL && own_lane->dev == dev)
     return own_lane;
+  if (helper && dev->helper_lane)
+    return &dev->lanes[dev->nlanes];
   if (turn < 0)
     turn = atomic_fetch_add(&turns, 1) & 0xffff;
   return &dev->lanes[turn % dev->nlanes];

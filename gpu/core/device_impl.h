@@ -61,14 +61,23 @@ struct mr_device {
   int index;                  /* place among the pool's GPUs; -1 for the CPU */
   mr_fake_gpu *fake;          /* a pretend GPU; NULL otherwise */
   atomic_int load;            /* sessions placed; changed under the pool lock */
-  mr_gpu_lane lanes[MR_GPU_LANES_MAX]; /* GPU only */
+  /* GPU only: nlanes lanes, then (helper_lane 1: a pool of several GPUs)
+   * the lane of the threads marked by mr_device_become_helper. */
+  mr_gpu_lane lanes[MR_GPU_LANES_MAX + 1];
   int nlanes;                 /* 0 for the CPU */
+  int helper_lane;
   mr_cpu_threads *threads;    /* the pool's, shared */
 };
 
 /* The lane the calling thread uses on dev (a GPU): its own when it is one
- * of dev's workers. */
+ * of dev's workers, the helpers' lane for a helper. */
 mr_gpu_lane *mr_device_lane(mr_device *dev);
+/* Marks the calling thread as a helper: a thread that drives a device for
+ * a task waiting on another one (a scan split across GPUs). Its calls go
+ * to each GPU's helpers' lane, where no task ever waits on another device,
+ * so two scans split across the same GPUs the other way round never wait
+ * for each other's lanes. */
+void mr_device_become_helper(void);
 /* Called first on a lane's worker thread: from then on that thread's
  * mr_device_cuda(lane->dev) is the lane's. */
 void mr_device_enter_lane(mr_gpu_lane *lane);

@@ -94,9 +94,9 @@ static int gpu_fini(void *p) {
 }
 
 static void stop_lanes(mr_device *dev) {
-  for (int l = 0; l < dev->nlanes; l++)
+  for (int l = 0; l < dev->nlanes + dev->helper_lane; l++)
     mr_worker_stop(dev->lanes[l].worker, gpu_fini, &dev->lanes[l]);
-  dev->nlanes = 0;
+  dev->nlanes = dev->helper_lane = 0;
 }
 
 /* Starts a worker for each GPU in list[0..n), or every GPU found if all. */
@@ -131,12 +131,17 @@ static int start_gpus(mr_pool *pool, const mr_pool_opts *opts, int *list,
     if (lanes > MR_GPU_LANES_MAX)
       lanes = MR_GPU_LANES_MAX;
     pool->ngpus++; /* stopped with the pool from here on, lanes started or not */
-    for (int l = 0; l < lanes; l++) {
+    /* With several GPUs a scan may be split across them: one more lane,
+     * for its helpers (device_impl.h). */
+    for (int l = 0; l < lanes + (n > 1); l++) {
       dev->lanes[l].dev = dev;
       int rc = mr_worker_start(gpu_init, &dev->lanes[l], &dev->lanes[l].worker);
       if (rc < 0)
         return mr_err_set(err, rc, "gpu %d: %s", list[i], mr_fail_detail());
-      dev->nlanes++;
+      if (l < lanes)
+        dev->nlanes++;
+      else
+        dev->helper_lane = 1;
     }
     int rc;
     mr_device_info *info = &pool->gpu_info[i];

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "buf.h"
+#include "device_impl.h"
 #include "error.h"
 #include "fail.h"
 #include "host.h"
@@ -42,6 +43,13 @@ static size_t bytes_of(const mr_toeplitz_split *s) { return s->nvox * sizeof(mr_
 
 static int nothing(void *arg) {
   (void)arg;
+  return 0;
+}
+
+/* A helper's start: its GPU calls go to the helpers' lanes. */
+static int become_helper(void *arg) {
+  (void)arg;
+  mr_device_become_helper();
   return 0;
 }
 
@@ -109,7 +117,7 @@ int mr_toeplitz_split_create(mr_device *const *devs, size_t ndev, const mr_toepl
     p->coils = base + (i < extra);
   }
   for (size_t i = 1; rc == 0 && i < s->nparts; i++)
-    rc = mr_worker_start(nothing, NULL, &s->parts[i].helper);
+    rc = mr_worker_start(become_helper, NULL, &s->parts[i].helper);
   for (size_t i = 0; rc == 0 && i < s->nparts; i++)
     rc = on_part(&s->parts[i], make_part);
   if (rc == 0 && s->nparts > 1)

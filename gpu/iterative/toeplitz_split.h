@@ -11,7 +11,10 @@
  *
  * The devices may be real GPUs, fake ones (pool.h) or logical devices of
  * one GPU (share_gpus); each device other than the first gets a helper
- * thread that drives it. */
+ * thread that drives it, on the GPU's helpers' lane (device_impl.h): a
+ * solve on the first device waits for its helpers inside its task, and a
+ * helper queued behind another scan's waiting task, split the other way
+ * round, would wait for ever. */
 #ifndef MR_GPU_TOEPLITZ_SPLIT_H
 #define MR_GPU_TOEPLITZ_SPLIT_H
 

@@ -3,9 +3,12 @@
  * each regularizer and uneven coil shares; a device failing mid-solve
  * fails the solve (no hang). The CPU group splits across fake GPUs
  * (pool.h); --cuda across two logical devices of GPU 0 (share_gpus), so
- * the transfers and the reduction run through CUDA. */
+ * the transfers and the reduction run through CUDA. Two scans split the
+ * other way round at once finish (crossed_splits; on a GPU with one lane
+ * per device this hung before helpers had a lane of their own). */
 #include <complex.h>
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -180,6 +183,57 @@ static void device_fails_mid_solve(void **state) {
   free_problem(&p);
 }
 
+typedef struct crossed {
+  mr_device *order[2];
+  const problem *p;
+  int rc;
+} crossed;
+
+/* Solves, split across order[0] then order[1]. */
+static void *solve_split(void *arg) {
+  crossed *c = arg;
+  const problem *p = c->p;
+  mr_toeplitz_opts o = opts_of(p);
+  mr_toeplitz_split *split = NULL;
+  size_t bytes = p->nvox * sizeof(mr_cfloat);
+  mr_buf *bb = NULL, *bx = NULL;
+  c->rc = mr_toeplitz_split_create(c->order, 2, &o, p->q, &split);
+  if (c->rc == 0)
+    c->rc = mr_toeplitz_split_set_maps(split, p->maps);
+  if (c->rc == 0)
+    c->rc = mr_buf_create(c->order[0], bytes, &bb);
+  if (c->rc == 0)
+    c->rc = mr_buf_create(c->order[0], bytes, &bx);
+  if (c->rc == 0)
+    c->rc = mr_buf_upload(bb, 0, p->x, bytes);
+  mr_cg_opts co = {.max_iterations = 10};
+  for (int i = 0; c->rc == 0 && i < 20; i++)
+    c->rc = mr_cg_solve_batch(c->order[0], p->nvox, 1, mr_toeplitz_split_apply_op, split,
+                              mr_buf_data(bb), mr_buf_data(bx), &co, NULL);
+  mr_buf_destroy(bb);
+  mr_buf_destroy(bx);
+  mr_toeplitz_split_destroy(split);
+  return NULL;
+}
+
+/* Two scans split across the same two devices the other way round, at
+ * once, one lane each: each solve's task waits on the other device while
+ * holding its own, so helpers that queued on the ordinary lanes would
+ * wait for each other for ever (the helpers' lane keeps them apart). */
+static void crossed_splits(void **state) {
+  (void)state;
+  problem p = make_problem(4, 0.3, MR_REG_IDENTITY);
+  crossed a = {{devs[0], devs[1]}, &p, 0}, b = {{devs[1], devs[0]}, &p, 0};
+  pthread_t ta, tb;
+  pthread_create(&ta, NULL, solve_split, &a);
+  pthread_create(&tb, NULL, solve_split, &b);
+  pthread_join(ta, NULL);
+  pthread_join(tb, NULL);
+  GPU_OK(a.rc);
+  GPU_OK(b.rc);
+  free_problem(&p);
+}
+
 static void bad_input(void **state) {
   (void)state;
   mr_toeplitz_opts o = {.rank = 3, .n = {4, 4, 4}, .coils = 0};
@@ -198,6 +252,7 @@ int main(int argc, char **argv) {
   if (cuda) {
     o.gpus = "0,0";
     o.share_gpus = 1;
+    o.gpu_lanes = 1; /* crossed_splits: every task on a device in one lane */
   } else {
     o.fake_gpus = 3;
   }
@@ -214,10 +269,12 @@ int main(int argc, char **argv) {
     }
   const struct CMUnitTest cpu_tests[] = {
       cmocka_unit_test(split_matches_one),
+      cmocka_unit_test(crossed_splits),
       cmocka_unit_test(device_fails_mid_solve),
       cmocka_unit_test(bad_input),
   };
-  const struct CMUnitTest cuda_tests[] = {cmocka_unit_test(split_matches_one)};
+  const struct CMUnitTest cuda_tests[] = {cmocka_unit_test(split_matches_one),
+                                          cmocka_unit_test(crossed_splits)};
   int rc = cuda ? cmocka_run_group_tests(cuda_tests, NULL, NULL)
                 : cmocka_run_group_tests(cpu_tests, NULL, NULL);
   for (size_t i = 0; i < ndevs; i++)

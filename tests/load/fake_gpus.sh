@@ -1,8 +1,9 @@
 #!/bin/bash
 # reconserver with several fake GPUs (--fake-gpus: the CPU's code placed as
-# GPUs), one left out with --gpus: the devices query and /metrics show
-# exactly the ones kept, concurrent sessions all succeed on them, and while
-# sessions run they are spread over both (sessions per GPU in /metrics).
+# GPUs), one left out with --gpus: /metrics shows exactly the ones kept,
+# and 4 sessions open at once (mr-load -w: each waits before its CLOSE)
+# are placed 2 and 2 (the least loaded GPU each time), all succeed, and
+# give their places back.
 #   fake_gpus.sh BUILD_DIR SOURCE_DIR
 set -eu
 build=$1
@@ -27,21 +28,19 @@ echo "$m" | grep -q '^mrrecon_gpu_memory_total_bytes{gpu="0"} 536870912$' || fai
 echo "$m" | grep -q '^mrrecon_gpu_sessions{gpu="2"} 0$' || fail "gpu 2 listed"
 echo "$m" | grep -q 'gpu="1"' && fail "gpu 1 was left out with --gpus"
 
-# Sessions spread: watch /metrics while a load runs; both GPUs must be seen
-# busy (each client's scans are sessions of their own).
-"$build/bin/mr-load" -p "$port" -c 6 -n 4 -m 48 -k 4 >"$tmp/load.json" &
+# Watch /metrics while the 4 sessions are open together.
+"$build/bin/mr-load" -p "$port" -c 4 -n 1 -m 32 -k 4 -w 3000 >"$tmp/load.json" &
 load=$!
-seen0=0
-seen2=0
-while kill -0 "$load" 2>/dev/null; do
+spread=0
+while kill -0 "$load" 2>/dev/null && [ $spread = 0 ]; do
   m=$(metrics)
-  echo "$m" | grep -q '^mrrecon_gpu_sessions{gpu="0"} [1-9]' && seen0=1
-  echo "$m" | grep -q '^mrrecon_gpu_sessions{gpu="2"} [1-9]' && seen2=1
+  echo "$m" | grep -q '^mrrecon_gpu_sessions{gpu="0"} 2$' &&
+    echo "$m" | grep -q '^mrrecon_gpu_sessions{gpu="2"} 2$' && spread=1
   sleep 0.05
 done
 wait "$load" || fail "mr-load: $(cat "$tmp/load.json")"
 grep -q '"errors": *0' "$tmp/load.json" || fail "load errors: $(cat "$tmp/load.json")"
-[ "$seen0$seen2" = 11 ] || fail "sessions not seen on both GPUs (gpu 0: $seen0, gpu 2: $seen2)"
+[ $spread = 1 ] || fail "4 open sessions were never placed 2 and 2: $(echo "$m" | grep gpu_sessions)"
 m=$(metrics)
 echo "$m" | grep -q '^mrrecon_gpu_sessions{gpu="0"} 0$' || fail "gpu 0 load not given back"
 echo "$m" | grep -q '^mrrecon_gpu_sessions{gpu="2"} 0$' || fail "gpu 2 load not given back"
