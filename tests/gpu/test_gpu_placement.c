@@ -13,14 +13,7 @@
 
 #include <cmocka.h>
 
-#include "gpu.h"
-
-#define GPU_OK(call)                                                         \
-  do {                                                                       \
-    int gpu_ok_rc_ = (call);                                                 \
-    if (gpu_ok_rc_ != 0)                                                     \
-      fail_msg("%s = %d: %s", #call, gpu_ok_rc_, mr_device_last_error());    \
-  } while (0)
+#include "test_gpu_common.h"
 
 static void quiet(void *ctx, const char *line) {
   (void)ctx;
