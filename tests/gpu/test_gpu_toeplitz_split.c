@@ -2,8 +2,9 @@
  * as one device's within 1e-5, applied and in a CG-SENSE solve, 3D, with
  * each regularizer and uneven coil shares; a device failing mid-solve
  * fails the solve (no hang). The CPU group splits across fake GPUs
- * (pool.h); --cuda across two logical devices of GPU 0 (share_gpus), so
- * the transfers and the reduction run through CUDA. Two scans split the
+ * (pool.h); --cuda across every GPU of a machine with several (up to 8),
+ * else two logical devices of GPU 0 (share_gpus), so the transfers and
+ * the reduction run through CUDA. Two scans split the
  * other way round at once finish (crossed_splits; on a GPU with one lane
  * per device this hung before helpers had a lane of their own). */
 #include <complex.h>
@@ -27,7 +28,7 @@
 #include "toeplitz_split.h"
 
 static mr_pool *pool;
-static mr_device *devs[3];
+static mr_device *devs[8];
 static size_t ndevs;
 
 typedef struct problem {
@@ -246,22 +247,35 @@ static void bad_input(void **state) {
   assert_null(s);
 }
 
+/* The pool the group runs on: 3 fake GPUs; --cuda every GPU of a machine
+ * with several, else GPU 0 twice. One lane each: crossed_splits then has
+ * every task of a device in one lane. */
+static int make_pool(int cuda, mr_err *err) {
+  mr_pool_opts o = {.cpu_threads = 2, .gpu_lanes = 1, .log = quiet};
+  if (!cuda) {
+    o.fake_gpus = 3;
+    return mr_pool_create(&o, &pool, err);
+  }
+  o.gpus = "all";
+  if (mr_pool_create(&o, &pool, err) == 0 && mr_pool_gpu_count(pool) >= 2)
+    return 0;
+  mr_pool_destroy(pool);
+  pool = NULL;
+  o.gpus = "0,0";
+  o.share_gpus = 1;
+  return mr_pool_create(&o, &pool, err);
+}
+
 int main(int argc, char **argv) {
   int cuda = argc > 1 && strcmp(argv[1], "--cuda") == 0;
-  mr_pool_opts o = {.cpu_threads = 2, .log = quiet};
-  if (cuda) {
-    o.gpus = "0,0";
-    o.share_gpus = 1;
-    o.gpu_lanes = 1; /* crossed_splits: every task on a device in one lane */
-  } else {
-    o.fake_gpus = 3;
-  }
   mr_err err = {0};
-  if (mr_pool_create(&o, &pool, &err) < 0) {
+  if (make_pool(cuda, &err) < 0) {
     printf("skipped: %s\n", err.msg);
     return cuda ? 77 : 1;
   }
   ndevs = (size_t)mr_pool_gpu_count(pool);
+  if (ndevs > 8)
+    ndevs = 8;
   for (size_t i = 0; i < ndevs; i++)
     if (mr_pool_acquire_other(pool, devs, i, &devs[i], &err) < 0) {
       printf("%s\n", err.msg);
