@@ -393,7 +393,10 @@ static void describe_one(text *t, const mr_device_info *d, const char *kind,
                          mr_pool_format fmt, int first) {
   const double gib = 1073741824.0;
   if (fmt == MR_POOL_TEXT) {
-    if (d->ordinal >= 0)
+    if (strcmp(kind, "fake") == 0)
+      put(t, "gpu %d: %s, memory %.1f GiB (%.1f GiB free), sessions %d\n", d->ordinal, d->name,
+          d->mem_total / gib, d->mem_free / gib, d->load);
+    else if (d->ordinal >= 0)
       put(t, "gpu %d: %s, compute capability %d.%d, %d SMs, memory %.1f GiB "
              "(%.1f GiB free), sessions %d\n",
           d->ordinal, d->name, d->cc_major, d->cc_minor, d->units,
