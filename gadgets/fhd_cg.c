@@ -31,6 +31,13 @@
  * finished images come back (and new maps, once every maps_every buffers,
  * which go up again to the SENSE operator).
  *
+ * "gpus": N > 1 splits the SENSE solve ("estimate") by coils across the
+ * session's GPU and the N - 1 least loaded others of the pool
+ * (gpu/iterative/toeplitz_split.h; taken at the first such solve, kept to
+ * the end), for one large 3D scan on several GPUs; the same image as one
+ * GPU's to float rounding. Fewer when the pool has fewer; on the CPU (and
+ * after a fallback to it) the solve is not split.
+ *
  * Maps ("estimate") come from every "maps_every"-th buffer and are reused
  * for the buffers between while the matrix and coils stay: a real-time
  * stream (frames.c) with a new trajectory per frame then pays for the
@@ -55,9 +62,11 @@
 #include "kspace.h"
 #include "nufft.h"
 #include "placement.h"
+#include "pool.h"
 #include "positions.h"
 #include "scratch.h"
 #include "toeplitz.h"
+#include "toeplitz_split.h"
 #include "vec.h"
 
 enum { MAPS_NONE, MAPS_ESTIMATE };
@@ -88,6 +97,9 @@ typedef struct kept_plan {
   mr_nufft_opts opts;
   unsigned points;
 } kept_plan;
+
+/* Most GPUs one SENSE solve is split across. */
+#define MAX_SPLIT 16
 
 /* Per-coil iterations behind the coil images that maps are estimated
  * from: enough for a low-pass view, which converges first. */
@@ -123,6 +135,17 @@ typedef struct fhd_cg {
   mr_fft_plan *maps_fft;
   mr_buf *maps_dev, *window, *scale;
   size_t window_n[3];
+  /* "gpus" > 1: the other GPUs (taken once) and the split SENSE operator,
+   * made on split_dev for the positions generation split_q, with the maps
+   * of generation split_maps; Q goes through q_host to it. */
+  int gpus;
+  mr_device *others[MAX_SPLIT - 1];
+  size_t nothers;
+  int others_taken;
+  mr_toeplitz_split *split;
+  mr_device *split_dev;
+  unsigned split_q, split_maps;
+  mr_scratch q_host;
 } fhd_cg;
 
 static const mr_param params[] = {
@@ -144,6 +167,9 @@ static const mr_param params[] = {
     {"maps_every", MR_PARAM_INT, offsetof(fhd_cg, maps_every), "1", 1, 1000000, NULL, 0,
      "sensitivities \"estimate\": estimate the maps from every N-th buffer (frame) and reuse "
      "them for those between"},
+    {"gpus", MR_PARAM_INT, offsetof(fhd_cg, gpus), "1", 1, MAX_SPLIT, NULL, 0,
+     "sensitivities \"estimate\": split the SENSE solve by coils across this many GPUs (the "
+     "session's and the least loaded others; fewer when the pool has fewer)"},
     MR_PLACEMENT_PARAMS(fhd_cg),
 };
 
@@ -299,6 +325,14 @@ static int q_for(fhd_cg *s, mr_device *dev, const problem *p) {
   return 0;
 }
 
+static mr_toeplitz_opts operator_opts(const fhd_cg *s, const problem *p, size_t coils) {
+  return (mr_toeplitz_opts){.rank = p->rank,
+                            .n = {p->n[0], p->n[1], p->n[2]},
+                            .lambda = s->lambda * (double)p->m, /* Q(0): F^H F's trace / N */
+                            .reg = s->regularizer ? MR_REG_FINITE_DIFFERENCE : MR_REG_IDENTITY,
+                            .coils = coils};
+}
+
 /* The operator for p (coils 0: one coil's; else through maps for that
  * many coils), made for the shape when first needed and given the current
  * trajectory's Q when it holds an older one. */
@@ -315,11 +349,7 @@ static int operator_for(fhd_cg *s, mr_device *dev, const problem *p, size_t coil
     c->sense = NULL;
   }
   if (*t == NULL) {
-    mr_toeplitz_opts to = {.rank = p->rank,
-                           .n = {p->n[0], p->n[1], p->n[2]},
-                           .lambda = s->lambda * (double)p->m, /* Q(0): F^H F's trace / N */
-                           .reg = s->regularizer ? MR_REG_FINITE_DIFFERENCE : MR_REG_IDENTITY,
-                           .coils = coils};
+    mr_toeplitz_opts to = operator_opts(s, p, coils);
     *held = 0;
     if ((rc = mr_toeplitz_create(dev, &to, NULL, t)) < 0)
       return rc;
@@ -504,10 +534,83 @@ static int refresh_maps(fhd_cg *s, mr_device *dev, const problem *p, const mr_cf
   return 0;
 }
 
+/* dev and the other GPUs a split solve runs on (taken from the pool at
+ * the first, the least loaded; one may be dev itself after a fallback:
+ * left out). Returns how many. */
+static size_t split_devices(fhd_cg *s, struct mr_pool *pool, mr_device *dev,
+                            mr_device **devs) {
+  if (!s->others_taken) {
+    s->others_taken = 1;
+    mr_device *held[MAX_SPLIT] = {dev};
+    for (size_t n = 1; n < (size_t)s->gpus; n++) {
+      if (mr_pool_acquire_other(pool, held, n, &held[n], NULL) < 0)
+        break; /* no more GPUs */
+      s->others[s->nothers++] = held[n];
+    }
+  }
+  size_t n = 0;
+  devs[n++] = dev;
+  for (size_t i = 0; i < s->nothers; i++)
+    if (s->others[i] != dev)
+      devs[n++] = s->others[i];
+  return n;
+}
+
+/* The split SENSE operator for p on dev and the other GPUs: remade from
+ * Q (through the host) for a new trajectory, given new maps when there
+ * are. */
+static int split_for(fhd_cg *s, mr_device *dev, const problem *p) {
+  int rc = q_for(s, dev, p);
+  if (rc == 0 && (s->split == NULL || s->split_dev != dev || s->split_q != s->positions)) {
+    mr_toeplitz_split_destroy(s->split);
+    s->split = NULL;
+    s->split_maps = 0;
+    size_t qbytes = 2 * p->n[0] * 2 * p->n[1] * (p->rank == 3 ? 2 * p->n[2] : 1) *
+                    sizeof(mr_cfloat);
+    rc = mr_scratch_grow(&s->q_host, qbytes, "Q for the split solve", NULL);
+    if (rc == 0)
+      rc = mr_device_download(dev, s->q_host.p, mr_buf_data(s->cache.q), qbytes);
+    mr_device *devs[MAX_SPLIT];
+    size_t ndev = split_devices(s, s->place.pool, dev, devs);
+    mr_toeplitz_opts to = operator_opts(s, p, p->coils);
+    if (rc == 0)
+      rc = mr_toeplitz_split_create(devs, ndev, &to, s->q_host.p, &s->split);
+    s->split_dev = dev;
+    s->split_q = s->positions;
+  }
+  if (rc == 0 && s->split_maps != s->sens_gen) {
+    rc = mr_toeplitz_split_set_maps(s->split, s->sens);
+    s->split_maps = rc == 0 ? s->sens_gen : 0;
+  }
+  return rc;
+}
+
+/* solve_sense across GPUs. */
+static int solve_sense_split(fhd_cg *s, mr_device *dev, const problem *p, const mr_cfloat *fhd,
+                             mr_cfloat *out) {
+  size_t bytes = p->nvox * sizeof(mr_cfloat);
+  int rc = split_for(s, dev, p);
+  if (rc == 0)
+    rc = keep_buf(&s->cg_b, dev, bytes);
+  if (rc == 0)
+    rc = keep_buf(&s->cg_x, dev, bytes);
+  if (rc == 0)
+    rc = mr_toeplitz_split_combine(s->split, fhd, mr_buf_data(s->cg_b));
+  mr_cg_opts co = {.max_iterations = s->iterations, .tolerance = s->tolerance};
+  if (rc == 0)
+    rc = mr_cg_solve_batch(dev, p->nvox, 1, mr_toeplitz_split_apply_op, s->split,
+                           mr_buf_data(s->cg_b), mr_buf_data(s->cg_x), &co, NULL);
+  if (rc == 0)
+    rc = mr_buf_download(s->cg_x, 0, out, bytes);
+  return rc;
+}
+
 /* One image through the maps: b = sum_c S_c^H F^H D_c, solved, into out
  * (host). */
 static int solve_sense(fhd_cg *s, mr_device *dev, const problem *p, const mr_cfloat *fhd,
                        mr_cfloat *out) {
+  if (s->gpus > 1 && mr_device_gpu_index(dev) >= 0)
+    return solve_sense_split(s, dev, p, fhd, out);
   mr_toeplitz *op;
   size_t bytes = p->nvox * sizeof(mr_cfloat);
   int rc = operator_for(s, dev, p, p->coils, &op);
@@ -671,6 +774,10 @@ static void destroy(void *state) {
   mr_buf_destroy(s->scale);
   mr_buf_destroy(s->cg_b);
   mr_buf_destroy(s->cg_x);
+  mr_toeplitz_split_destroy(s->split);
+  mr_scratch_free(&s->q_host);
+  for (size_t i = 0; i < s->nothers; i++)
+    mr_pool_release(s->place.pool, s->others[i]);
   mr_placement_release(&s->place);
 }
 

@@ -31,7 +31,9 @@ void mr_placement_release(mr_placement *p) {
     mr_pool_release(p->pool, p->dev);
   if (p->cpu != NULL)
     mr_pool_release(p->pool, p->cpu);
-  p->dev = p->cpu = NULL;
+  if (p->other != NULL)
+    mr_pool_release(p->pool, p->other);
+  p->dev = p->cpu = p->other = NULL;
 }
 
 int mr_placement_run(mr_placement *p, mr_gadget_ctx *ctx, int (*op)(mr_device *, void *),
@@ -40,17 +42,34 @@ int mr_placement_run(mr_placement *p, mr_gadget_ctx *ctx, int (*op)(mr_device *,
    * one (another gadget's, an earlier scan's) must not be reported. */
   mr_device_clear_error();
   int rc = op(p->dev, arg);
-  if (rc != MR_EDEVMEM || p->fallback != MR_FALLBACK_CPU || !mr_device_is_gpu(p->dev))
+  int gpu_failed = rc == MR_EDEVMEM || (rc == MR_EDEVICE && p->fallback == MR_FALLBACK_GPU);
+  if (!gpu_failed || p->fallback == MR_FALLBACK_NONE || mr_device_gpu_index(p->dev) < 0)
     return rc < 0 ? mr_gadget_fail(ctx, rc, "%s", mr_device_last_error()[0] != '\0'
                                                        ? mr_device_last_error()
                                                        : mr_strerror(rc))
                   : rc;
+  int first = rc;
+  if (p->fallback == MR_FALLBACK_GPU) {
+    /* Without another GPU in the pool, on to the CPU. */
+    if (p->other == NULL)
+      (void)mr_pool_acquire_other(p->pool, &p->dev, 1, &p->other, NULL);
+    if (p->other != NULL) {
+      mr_device_clear_error();
+      rc = op(p->other, arg);
+      if (rc != MR_EDEVMEM && rc != MR_EDEVICE)
+        return rc < 0 ? mr_gadget_fail(ctx, rc, "%s on GPU %d; on GPU %d: %s",
+                                       mr_strerror(first), mr_device_ordinal(p->dev),
+                                       mr_device_ordinal(p->other), mr_strerror(rc))
+                      : rc;
+    }
+  }
   if (p->cpu == NULL) {
     mr_err e = {0};
     if (mr_pool_acquire(p->pool, "cpu", &p->cpu, &e) < 0)
-      return mr_gadget_fail(ctx, MR_EDEVMEM, "GPU out of memory, and no CPU to fall back on");
+      return mr_gadget_fail(ctx, first, "%s, and no CPU to fall back on", mr_strerror(first));
   }
   rc = op(p->cpu, arg);
-  return rc < 0 ? mr_gadget_fail(ctx, rc, "GPU out of memory; on the CPU: %s", mr_strerror(rc))
+  return rc < 0 ? mr_gadget_fail(ctx, rc, "%s; on the CPU: %s", mr_strerror(first),
+                                 mr_strerror(rc))
                 : rc;
 }

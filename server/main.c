@@ -34,6 +34,9 @@ static void usage(FILE *out) {
           "  --log-level LEVEL       error, warn, info (default) or debug\n"
           "  --max-connections N     concurrent clients (default 64)\n"
           "  --gpus all|none|0,1     GPUs to use (default all; none: CPU only)\n"
+          "  --fake-gpus N           tests: N pretend GPUs running the CPU's code, placed and\n"
+          "                          reported as GPUs 0..N-1 (--gpus picks among them)\n"
+          "  --fake-gpu-memory MIB   memory of each fake GPU (default 1024)\n"
           "  --gpu-lanes N           worker threads with their own streams per GPU, so that\n"
           "                          stages and sessions overlap on it (default 4, at most 8)\n"
           "  --drain-timeout MS      after SIGTERM, how long running scans may take (default 30000)\n"
@@ -105,7 +108,7 @@ int main(int argc, char **argv) {
   int budget_mib = (int)(memory / 2 >> 20);
   const char *configs_path = MR_CONFIG_DIR, *gpus = "all", *state_dir = NULL;
   const char *external_dir = NULL;
-  int gpu_lanes = 0;
+  int gpu_lanes = 0, fake_gpus = 0, fake_gpu_mib = 1024;
   mr_state_limits state_limits = mr_state_limits_default;
   int noise_entries = state_limits.noise_max_entries;
   int noise_hours = (int)(state_limits.noise_max_age_s / 3600);
@@ -114,7 +117,7 @@ int main(int argc, char **argv) {
   enum { OPT_LISTEN = 256, OPT_HTTP, OPT_CONFIGS, OPT_LOG, OPT_MAXCONN, OPT_GPUS, OPT_DRAIN, OPT_HANDSHAKE,
          OPT_IDLE, OPT_WRITE, OPT_GRACE, OPT_BUDGET, OPT_LIMIT, OPT_LIMITS, OPT_DESCRIBE, OPT_INFO,
          OPT_VERSION, OPT_HELP, OPT_STATE_DIR, OPT_NOISE_ENTRIES, OPT_NOISE_HOURS, OPT_DUMP_MIB,
-         OPT_GPU_LANES, OPT_EXTERNAL_DIR };
+         OPT_GPU_LANES, OPT_EXTERNAL_DIR, OPT_FAKE_GPUS, OPT_FAKE_GPU_MEMORY };
   static const struct option longopts[] = {
       {"listen", required_argument, NULL, OPT_LISTEN},
       {"http", required_argument, NULL, OPT_HTTP},
@@ -123,6 +126,8 @@ int main(int argc, char **argv) {
       {"max-connections", required_argument, NULL, OPT_MAXCONN},
       {"gpus", required_argument, NULL, OPT_GPUS},
       {"gpu-lanes", required_argument, NULL, OPT_GPU_LANES},
+      {"fake-gpus", required_argument, NULL, OPT_FAKE_GPUS},
+      {"fake-gpu-memory", required_argument, NULL, OPT_FAKE_GPU_MEMORY},
       {"drain-timeout", required_argument, NULL, OPT_DRAIN},
       {"handshake-timeout", required_argument, NULL, OPT_HANDSHAKE},
       {"idle-timeout", required_argument, NULL, OPT_IDLE},
@@ -172,6 +177,14 @@ int main(int argc, char **argv) {
       break;
     case OPT_GPU_LANES:
       if (parse_int("--gpu-lanes", optarg, 1, MR_GPU_LANES_MAX, &gpu_lanes) < 0)
+        return 2;
+      break;
+    case OPT_FAKE_GPUS:
+      if (parse_int("--fake-gpus", optarg, 1, 64, &fake_gpus) < 0)
+        return 2;
+      break;
+    case OPT_FAKE_GPU_MEMORY:
+      if (parse_int("--fake-gpu-memory", optarg, 1, INT32_MAX, &fake_gpu_mib) < 0)
         return 2;
       break;
     case OPT_DRAIN:
@@ -292,6 +305,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   mr_pool_opts popts = {.gpus = gpus, .cpu_threads = cpus, .gpu_lanes = gpu_lanes,
+                        .fake_gpus = fake_gpus,
+                        .fake_gpu_memory = (size_t)fake_gpu_mib << 20,
                         .log = log_pool_line};
   mr_pool *pool = NULL;
   if ((rc = mr_pool_create(&popts, &pool, &err)) < 0) {

@@ -4,7 +4,7 @@
 add_library(mr_test_iterative STATIC support/iterative_support.c)
 target_link_libraries(mr_test_iterative PUBLIC mr_test_gpu_common mr_gpu)
 
-foreach(noun fhd toeplitz cg)
+foreach(noun fhd toeplitz toeplitz_split cg)
   mr_add_test(test_gpu_${noun} SOURCES gpu/test_gpu_${noun}.c LIBS mr_test_iterative m)
   add_test(NAME test_gpu_${noun}_cuda COMMAND test_gpu_${noun} --cuda)
   set_tests_properties(test_gpu_${noun}_cuda PROPERTIES SKIP_RETURN_CODE 77

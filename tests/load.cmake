@@ -18,3 +18,9 @@ endif()
 add_test(NAME programs_cli COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/load/programs_cli.sh
          ${CMAKE_BINARY_DIR} ${MR_FUZZ_DRIVERS})
 set_tests_properties(programs_cli PROPERTIES TIMEOUT 180)
+
+# Several GPUs in one server without a GPU: --fake-gpus, one left out with
+# --gpus; sessions spread over the rest (/metrics per GPU).
+add_test(NAME load_fake_gpus COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/load/fake_gpus.sh
+         ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
+set_tests_properties(load_fake_gpus PROPERTIES TIMEOUT 120)

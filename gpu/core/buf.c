@@ -13,17 +13,24 @@ int mr_buf_create(mr_device *dev, size_t bytes, mr_buf **out) {
   /* A CPU buffer is host memory: the server's memory budget counts it
    * (GPU memory has its own bound, MR_EDEVMEM). */
   int host = !mr_device_is_gpu(dev);
+  /* A fake GPU's buffer is host memory too, counted against both its own
+   * memory (MR_EDEVMEM, as a GPU's would be) and the budget. */
+  int rc = mr_device_fake_fault(dev, "buffer");
+  if (rc < 0 || (rc = mr_device_fake_take(dev, bytes)) < 0)
+    return rc;
   mr_err e = {0};
-  if (host && mr_budget_take(bytes, "a compute buffer on the CPU", &e) < 0)
+  if (host && mr_budget_take(bytes, "a compute buffer on the CPU", &e) < 0) {
+    mr_device_fake_give(dev, bytes);
     return mr_fail(e.code, "%s", e.msg);
+  }
   mr_buf *buf = malloc(sizeof *buf);
   if (buf == NULL) {
     if (host)
       mr_budget_give(bytes);
+    mr_device_fake_give(dev, bytes);
     return mr_fail(MR_ENOMEM, "buffer: out of memory");
   }
   *buf = (mr_buf){.dev = dev, .bytes = bytes};
-  int rc;
 #ifdef MR_HAVE_CUDA
   if (!host)
     rc = mr_buf_cuda_alloc(buf);
@@ -33,6 +40,7 @@ int mr_buf_create(mr_device *dev, size_t bytes, mr_buf **out) {
   if (rc < 0) {
     if (host)
       mr_budget_give(bytes);
+    mr_device_fake_give(dev, bytes);
     free(buf);
     return rc;
   }
@@ -51,6 +59,7 @@ void mr_buf_destroy(mr_buf *buf) {
   {
     mr_buf_cpu_free(buf);
     mr_budget_give(buf->bytes);
+    mr_device_fake_give(buf->dev, buf->bytes);
   }
   free(buf);
 }

@@ -29,6 +29,14 @@ int mr_buf_cuda_download(const mr_buf *buf, size_t at, void *dst, size_t bytes) 
   });
 }
 
+int mr_buf_cuda_copy_up(mr_device *dev, void *dst, const void *host, size_t bytes) {
+  return mr_on_worker(dev, [&] { return mr_cuda_upload(dev, dst, host, bytes); });
+}
+
+int mr_buf_cuda_copy_down(mr_device *dev, void *host, const void *src, size_t bytes) {
+  return mr_on_worker(dev, [&] { return mr_cuda_download(dev, host, src, bytes); });
+}
+
 // Pinned rows go up as one 2D transfer; pageable ones row by row through
 // the staging slots.
 int mr_buf_cuda_upload_rows(mr_buf *buf, size_t at, size_t pitch, const void *src,

@@ -6,27 +6,34 @@
 #include <sys/sysinfo.h>
 #include <time.h>
 
+#include "buf_impl.h"
 #include "error.h"
 #include "fail.h"
 #ifdef MR_HAVE_CUDA
 #include "cuda_ctx.h"
 #endif
 
-int mr_device_is_gpu(const mr_device *dev) { return dev->ordinal >= 0; }
+int mr_device_is_gpu(const mr_device *dev) { return dev->ordinal >= 0 && dev->fake == NULL; }
+
+int mr_device_gpu_index(const mr_device *dev) { return dev->index; }
 
 int mr_device_ordinal(const mr_device *dev) { return dev->ordinal; }
 
 /* The lane whose worker this thread is (NULL elsewhere), and the turn in
  * which a thread that hands work to GPUs took its lane (-1: not yet). */
 static _Thread_local mr_gpu_lane *own_lane;
-static _Thread_local int turn = -1;
+static _Thread_local int turn = -1, helper;
 static atomic_int turns;
 
 void mr_device_enter_lane(mr_gpu_lane *lane) { own_lane = lane; }
 
+void mr_device_become_helper(void) { helper = 1; }
+
 mr_gpu_lane *mr_device_lane(mr_device *dev) {
   if (own_lane != NULL && own_lane->dev == dev)
     return own_lane;
+  if (helper && dev->helper_lane)
+    return &dev->lanes[dev->nlanes];
   if (turn < 0)
     turn = atomic_fetch_add(&turns, 1) & 0xffff;
   return &dev->lanes[turn % dev->nlanes];
@@ -69,7 +76,42 @@ static int info_on_worker(void *p) {
 }
 #endif
 
+int mr_device_fake_fault(mr_device *dev, const char *what) {
+  mr_fake_gpu *f = dev->fake;
+  if (f == NULL)
+    return 0;
+  int left = atomic_load(&f->fail_after);
+  while (left > 0 && !atomic_compare_exchange_weak(&f->fail_after, &left, left - 1))
+    ;
+  if (left != 0)
+    return 0;
+  return mr_fail(f->fail_code, "%s on fake GPU %d: injected fault (%s)", what, dev->ordinal,
+                 mr_strerror(f->fail_code));
+}
+
+int mr_device_fake_take(mr_device *dev, size_t bytes) {
+  mr_fake_gpu *f = dev->fake;
+  if (f == NULL)
+    return 0;
+  size_t used = atomic_load(&f->mem_used);
+  do {
+    if (bytes > f->mem_limit - used)
+      return mr_fail(MR_EDEVMEM,
+                     "cannot allocate %zu bytes on fake GPU %d: %zu of its %zu bytes in use",
+                     bytes, dev->ordinal, used, f->mem_limit);
+  } while (!atomic_compare_exchange_weak(&f->mem_used, &used, used + bytes));
+  return 0;
+}
+
+void mr_device_fake_give(mr_device *dev, size_t bytes) {
+  if (dev->fake != NULL)
+    atomic_fetch_sub(&dev->fake->mem_used, bytes);
+}
+
 int mr_device_run(mr_device *dev, mr_device_task task, void *arg) {
+  int fault = mr_device_fake_fault(dev, "task");
+  if (fault < 0)
+    return fault;
 #ifdef MR_HAVE_CUDA
   if (dev->nlanes > 0) {
     mr_worker *w = mr_device_lane(dev)->worker;
@@ -131,6 +173,15 @@ static void cpu_model(char *name, size_t cap) {
   fclose(f);
 }
 
+void mr_device_fake_info(mr_device *dev, mr_device_info *info) {
+  info->ordinal = dev->ordinal;
+  snprintf(info->name, sizeof info->name, "fake GPU %d (the CPU's implementations)",
+           dev->ordinal);
+  info->mem_total = dev->fake->mem_limit;
+  info->mem_free = dev->fake->mem_limit - atomic_load(&dev->fake->mem_used);
+  info->units = mr_cpu_threads_count(dev->threads);
+}
+
 void mr_device_cpu_info(mr_device *dev, mr_device_info *info) {
   info->ordinal = -1;
   cpu_model(info->name, sizeof info->name);
@@ -144,16 +195,45 @@ void mr_device_cpu_info(mr_device *dev, mr_device_info *info) {
 
 int mr_device_info_get(mr_device *dev, mr_device_info *info) {
   memset(info, 0, sizeof *info);
+  if (dev->fake != NULL)
+    mr_device_fake_info(dev, info);
+  else if (dev->nlanes == 0)
+    mr_device_cpu_info(dev, info);
 #ifdef MR_HAVE_CUDA
-  if (dev->nlanes > 0) {
+  else {
     task_call c = {.dev = dev, .arg = info};
     int rc = mr_worker_call(mr_device_lane(dev)->worker, info_on_worker, &c);
     if (rc < 0)
       return rc;
-  } else
+  }
 #endif
-    mr_device_cpu_info(dev, info);
   /* A snapshot: load may change as soon as it is read. */
   info->load = atomic_load(&dev->load);
+  return 0;
+}
+
+int mr_device_upload(mr_device *dev, void *dst, const void *host, size_t bytes) {
+  if (bytes == 0)
+    return 0;
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(dev))
+    return mr_buf_cuda_copy_up(dev, dst, host, bytes);
+#else
+  (void)dev;
+#endif
+  memcpy(dst, host, bytes);
+  return 0;
+}
+
+int mr_device_download(mr_device *dev, void *host, const void *src, size_t bytes) {
+  if (bytes == 0)
+    return 0;
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(dev))
+    return mr_buf_cuda_copy_down(dev, host, src, bytes);
+#else
+  (void)dev;
+#endif
+  memcpy(host, src, bytes);
   return 0;
 }

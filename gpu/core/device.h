@@ -40,11 +40,27 @@ typedef struct mr_device_info {
 /* A unit of work for mr_device_run(): returns 0 or a negative MR_E* code. */
 typedef int (*mr_device_task)(mr_device *dev, void *arg);
 
-/* 1 for a GPU, 0 for the CPU. */
+/* 1 for a GPU that runs the CUDA backend, 0 for the CPU and for a fake
+ * GPU (pool.h: a pretend one, which runs the CPU's implementations): what
+ * operations dispatch on. */
 int mr_device_is_gpu(const mr_device *dev);
 
-/* CUDA device number, or -1 for the CPU. */
+/* The device's place among the pool's GPUs, 0 .. mr_pool_gpu_count()-1,
+ * for a real or a fake GPU; -1 for the CPU: what placement, fallback and
+ * reports go by. */
+int mr_device_gpu_index(const mr_device *dev);
+
+/* CUDA device number (a fake GPU's own number), or -1 for the CPU. Two
+ * logical devices on one GPU (pool.h, share_gpus) have the same. */
 int mr_device_ordinal(const mr_device *dev);
+
+/* Copies `bytes` between host memory and memory on dev (a pointer into an
+ * mr_buf of dev, or an offset into one): for code that has the pointer an
+ * operation was given, such as an operator split across devices. Upload
+ * returns once host may be reused, download once host holds the bytes,
+ * both ordered after the work queued on dev before them. Borrow both. */
+int mr_device_upload(mr_device *dev, void *dst, const void *host, size_t bytes);
+int mr_device_download(mr_device *dev, void *host, const void *src, size_t bytes);
 
 /* Runs task(dev, arg) on dev's worker (directly when already there, and on
  * the calling thread for the CPU), waits for it and for all the device work

@@ -27,6 +27,7 @@ struct mr_pool {
    * query must never wait behind another session's work on that worker.
    * memory_free is therefore as of start-up. */
   mr_device_info *gpu_info;
+  mr_fake_gpu *fakes; /* [ngpus] for a pool of fake GPUs, else NULL */
 };
 
 static void say(const mr_pool_opts *opts, const char *fmt, ...)
@@ -44,8 +45,10 @@ static void say(const mr_pool_opts *opts, const char *fmt, ...) {
     fprintf(stderr, "%s\n", line);
 }
 
-/* Parses "all" | "none" | "N,M,...": *all for all, else the list of *n. */
-static int parse_gpus(const char *spec, int *list, size_t *n, int *all, mr_err *err) {
+/* Parses "all" | "none" | "N,M,...": *all for all, else the list of *n
+ * (a number may repeat when share). */
+static int parse_gpus(const char *spec, int share, int *list, size_t *n, int *all,
+                      mr_err *err) {
   *n = 0;
   *all = strcmp(spec, "all") == 0;
   if (*all)
@@ -63,7 +66,7 @@ static int parse_gpus(const char *spec, int *list, size_t *n, int *all, mr_err *
     if (v >= MAX_GPUS || *n == MAX_GPUS)
       return mr_err_set(err, MR_EINVAL, "--gpus '%s': device %ld is out of range",
                         spec, v);
-    for (size_t i = 0; i < *n; i++)
+    for (size_t i = 0; i < *n && !share; i++)
       if (list[i] == v)
         return mr_err_set(err, MR_EINVAL, "--gpus '%s': device %ld twice", spec, v);
     list[(*n)++] = (int)v;
@@ -91,9 +94,9 @@ static int gpu_fini(void *p) {
 }
 
 static void stop_lanes(mr_device *dev) {
-  for (int l = 0; l < dev->nlanes; l++)
+  for (int l = 0; l < dev->nlanes + dev->helper_lane; l++)
     mr_worker_stop(dev->lanes[l].worker, gpu_fini, &dev->lanes[l]);
-  dev->nlanes = 0;
+  dev->nlanes = dev->helper_lane = 0;
 }
 
 /* Starts a worker for each GPU in list[0..n), or every GPU found if all. */
@@ -122,17 +125,23 @@ static int start_gpus(mr_pool *pool, const mr_pool_opts *opts, int *list,
     mr_device *dev = &pool->gpus[i];
     dev->pool = pool;
     dev->ordinal = list[i];
+    dev->index = (int)i;
     dev->threads = pool->threads;
     int lanes = opts->gpu_lanes > 0 ? opts->gpu_lanes : MR_GPU_LANES_DEFAULT;
     if (lanes > MR_GPU_LANES_MAX)
       lanes = MR_GPU_LANES_MAX;
     pool->ngpus++; /* stopped with the pool from here on, lanes started or not */
-    for (int l = 0; l < lanes; l++) {
+    /* With several GPUs a scan may be split across them: one more lane,
+     * for its helpers (device_impl.h). */
+    for (int l = 0; l < lanes + (n > 1); l++) {
       dev->lanes[l].dev = dev;
       int rc = mr_worker_start(gpu_init, &dev->lanes[l], &dev->lanes[l].worker);
       if (rc < 0)
         return mr_err_set(err, rc, "gpu %d: %s", list[i], mr_fail_detail());
-      dev->nlanes++;
+      if (l < lanes)
+        dev->nlanes++;
+      else
+        dev->helper_lane = 1;
     }
     int rc;
     mr_device_info *info = &pool->gpu_info[i];
@@ -146,13 +155,54 @@ static int start_gpus(mr_pool *pool, const mr_pool_opts *opts, int *list,
 }
 #endif
 
+/* Makes the fake GPUs in list[0..n) (every one of opts->fake_gpus if
+ * all): the CPU's implementations in a GPU's place (pool.h). */
+static int start_fakes(mr_pool *pool, const mr_pool_opts *opts, int *list, size_t n, int all,
+                       mr_err *err) {
+  if (opts->fake_gpus > MAX_GPUS)
+    return mr_err_set(err, MR_EINVAL, "fake GPUs: %d, at most %d", opts->fake_gpus, MAX_GPUS);
+  if (all) {
+    n = (size_t)opts->fake_gpus;
+    for (size_t i = 0; i < n; i++)
+      list[i] = (int)i;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (list[i] >= opts->fake_gpus)
+      return mr_err_set(err, MR_ENOENT, "--gpus: no device %d (%d fake GPUs)", list[i],
+                        opts->fake_gpus);
+  pool->gpus = calloc(n, sizeof *pool->gpus);
+  pool->gpu_info = calloc(n, sizeof *pool->gpu_info);
+  pool->fakes = calloc(n, sizeof *pool->fakes);
+  if (pool->gpus == NULL || pool->gpu_info == NULL || pool->fakes == NULL)
+    return mr_err_set(err, MR_ENOMEM, "gpu pool: out of memory");
+  size_t memory = opts->fake_gpu_memory > 0 ? opts->fake_gpu_memory : (size_t)1 << 30;
+  for (size_t i = 0; i < n; i++) {
+    mr_fake_gpu *f = &pool->fakes[i];
+    f->mem_limit = memory;
+    atomic_init(&f->mem_used, 0);
+    atomic_init(&f->fail_after, -1);
+    mr_device *dev = &pool->gpus[i];
+    dev->pool = pool;
+    dev->ordinal = list[i];
+    dev->index = (int)i;
+    dev->fake = f;
+    dev->threads = pool->threads;
+    mr_device_fake_info(dev, &pool->gpu_info[i]);
+    pool->ngpus++;
+  }
+  say(opts, "gpu: %zu fake GPUs (the CPU's implementations), %.1f GiB each", n,
+      memory / 1073741824.0);
+  return 0;
+}
+
 int mr_pool_create(const mr_pool_opts *opts, mr_pool **out, mr_err *err) {
   const mr_pool_opts none = {0};
   if (opts == NULL)
     opts = &none;
   int list[MAX_GPUS], all;
   size_t n;
-  int rc = parse_gpus(opts->gpus != NULL ? opts->gpus : "all", list, &n, &all, err);
+  int rc = parse_gpus(opts->gpus != NULL ? opts->gpus : "all", opts->share_gpus, list, &n,
+                      &all, err);
   if (rc < 0)
     return rc;
   mr_pool *pool = calloc(1, sizeof *pool);
@@ -171,8 +221,15 @@ int mr_pool_create(const mr_pool_opts *opts, mr_pool **out, mr_err *err) {
   }
   pool->cpu.pool = pool;
   pool->cpu.ordinal = -1;
+  pool->cpu.index = -1;
   pool->cpu.threads = pool->threads;
-  if (all || n > 0) {
+  if (opts->fake_gpus > 0 && (all || n > 0)) {
+    rc = start_fakes(pool, opts, list, n, all, err);
+    if (rc < 0) {
+      mr_pool_destroy(pool);
+      return rc;
+    }
+  } else if (all || n > 0) {
 #ifdef MR_HAVE_CUDA
     rc = start_gpus(pool, opts, list, n, all, err);
     if (rc < 0) {
@@ -201,6 +258,7 @@ void mr_pool_destroy(mr_pool *pool) {
 #endif
   free(pool->gpus);
   free(pool->gpu_info);
+  free(pool->fakes);
   mr_cpu_threads_destroy(pool->threads);
   pthread_mutex_destroy(&pool->lock);
   free(pool);
@@ -223,8 +281,9 @@ int mr_pool_acquire(mr_pool *pool, const char *want, mr_device **out,
     char *end;
     long ordinal = strtol(want, &end, 10);
     if (isdigit((unsigned char)want[0]) && *end == '\0')
-      for (int i = 0; i < pool->ngpus; i++)
-        if (pool->gpus[i].ordinal == ordinal)
+      for (int i = 0; i < pool->ngpus; i++) /* shared GPUs: the least loaded of its devices */
+        if (pool->gpus[i].ordinal == ordinal &&
+            (dev == NULL || atomic_load(&pool->gpus[i].load) < atomic_load(&dev->load)))
           dev = &pool->gpus[i];
   }
   if (dev != NULL)
@@ -238,6 +297,38 @@ int mr_pool_acquire(mr_pool *pool, const char *want, mr_device **out,
                       want);
   }
   *out = dev;
+  return 0;
+}
+
+int mr_pool_acquire_other(mr_pool *pool, mr_device *const *held, size_t nheld,
+                          mr_device **out, mr_err *err) {
+  mr_device *dev = NULL;
+  pthread_mutex_lock(&pool->lock);
+  for (int i = 0; i < pool->ngpus; i++) {
+    mr_device *g = &pool->gpus[i];
+    int taken = 0;
+    for (size_t h = 0; h < nheld && !taken; h++)
+      taken = held[h] == g;
+    if (!taken && (dev == NULL || atomic_load(&g->load) < atomic_load(&dev->load)))
+      dev = g;
+  }
+  if (dev != NULL)
+    atomic_fetch_add(&dev->load, 1);
+  pthread_mutex_unlock(&pool->lock);
+  if (dev == NULL)
+    return mr_err_set(err, MR_ENOENT, "no other GPU in the pool (%d GPUs, %zu held)",
+                      pool->ngpus, nheld);
+  *out = dev;
+  return 0;
+}
+
+int mr_pool_fake_fault(mr_pool *pool, int index, int after, int code) {
+  if (pool->fakes == NULL || index < 0 || index >= pool->ngpus || (after >= 0 && code >= 0))
+    return mr_fail(MR_EINVAL, "fake fault: device %d of %d fake GPUs, code %d", index,
+                   pool->fakes != NULL ? pool->ngpus : 0, code);
+  mr_fake_gpu *f = &pool->fakes[index];
+  f->fail_code = code;
+  atomic_store(&f->fail_after, after < 0 ? -1 : after);
   return 0;
 }
 
@@ -298,11 +389,14 @@ static void put_json_string(text *t, const char *s) {
   put(t, "\"");
 }
 
-static void describe_one(text *t, const mr_device_info *d, mr_pool_format fmt,
-                         int first) {
+static void describe_one(text *t, const mr_device_info *d, const char *kind,
+                         mr_pool_format fmt, int first) {
   const double gib = 1073741824.0;
   if (fmt == MR_POOL_TEXT) {
-    if (d->ordinal >= 0)
+    if (strcmp(kind, "fake") == 0)
+      put(t, "gpu %d: %s, memory %.1f GiB (%.1f GiB free), sessions %d\n", d->ordinal, d->name,
+          d->mem_total / gib, d->mem_free / gib, d->load);
+    else if (d->ordinal >= 0)
       put(t, "gpu %d: %s, compute capability %d.%d, %d SMs, memory %.1f GiB "
              "(%.1f GiB free), sessions %d\n",
           d->ordinal, d->name, d->cc_major, d->cc_minor, d->units,
@@ -312,8 +406,8 @@ static void describe_one(text *t, const mr_device_info *d, mr_pool_format fmt,
           d->name, d->units, d->mem_total / gib, d->mem_free / gib, d->load);
     return;
   }
-  put(t, "%s{\"kind\":\"%s\",\"index\":%d,\"name\":", first ? "" : ",",
-      d->ordinal >= 0 ? "cuda" : "cpu", d->ordinal);
+  put(t, "%s{\"kind\":\"%s\",\"index\":%d,\"name\":", first ? "" : ",", kind,
+      d->ordinal);
   put_json_string(t, d->name);
   put(t, ",\"memory_total\":%zu,\"memory_free\":%zu", d->mem_total, d->mem_free);
   if (d->ordinal >= 0)
@@ -329,6 +423,10 @@ int mr_pool_gpu_info(mr_pool *pool, int i, mr_device_info *out) {
     return MR_EINVAL;
   *out = pool->gpu_info[i];
   out->load = atomic_load(&pool->gpus[i].load);
+  if (pool->fakes != NULL) {
+    mr_device_fake_info(&pool->gpus[i], out);
+    return 0;
+  }
 #ifdef MR_HAVE_CUDA
   size_t free_bytes;
   if (mr_cuda_mem_free(out->ordinal, &free_bytes) == 0)
@@ -343,9 +441,13 @@ int mr_pool_describe(mr_pool *pool, mr_pool_format format, char **out) {
     put(&t, "{\"devices\":[");
   for (int i = 0; i <= pool->ngpus; i++) {
     mr_device_info info;
+    const char *kind = "cpu";
     if (i < pool->ngpus) {
       info = pool->gpu_info[i];
       info.load = atomic_load(&pool->gpus[i].load);
+      kind = pool->fakes != NULL ? "fake" : "cuda";
+      if (pool->fakes != NULL)
+        mr_device_fake_info(&pool->gpus[i], &info);
     } else {
       int rc = mr_device_info_get(&pool->cpu, &info); /* no worker: read here */
       if (rc < 0) {
@@ -353,7 +455,7 @@ int mr_pool_describe(mr_pool *pool, mr_pool_format format, char **out) {
         return rc;
       }
     }
-    describe_one(&t, &info, format, i == 0);
+    describe_one(&t, &info, kind, format, i == 0);
   }
   if (format == MR_POOL_JSON)
     put(&t, "]}");

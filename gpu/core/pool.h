@@ -32,6 +32,19 @@ typedef struct mr_pool_opts {
    * own, so that stages and sessions overlap on the device); 0: the
    * default, MR_GPU_LANES_DEFAULT; at most 8. */
   int gpu_lanes;
+  /* Tests and CI: N pretend GPUs (at most 64) instead of the CUDA devices.
+   * Each runs the CPU's implementations (mr_device_is_gpu() says 0) but is
+   * placed, budgeted, described and counted as GPU 0..N-1 (its memory is
+   * fake_gpu_memory bytes, out of memory is MR_EDEVMEM; faults can be
+   * injected, mr_pool_fake_fault), and gpus picks among them as among
+   * real ones. 0: the real GPUs. */
+  int fake_gpus;
+  size_t fake_gpu_memory; /* bytes per fake GPU; 0: 1 GiB */
+  /* 1: a GPU listed more than once in gpus ("0,0") becomes that many
+   * logical devices on it, each with lanes (streams, handles) of its own,
+   * placed and used as separate GPUs: to run the code that splits a scan
+   * across GPUs on a machine with one. 0: a repeated number is an error. */
+  int share_gpus;
   /* Receives the one-line discovery messages; NULL writes them to stderr. */
   void (*log)(void *ctx, const char *line);
   void *log_ctx;
@@ -55,8 +68,23 @@ int mr_pool_gpu_count(const mr_pool *pool);
 int mr_pool_acquire(mr_pool *pool, const char *want, mr_device **out,
                     mr_err *err);
 
-/* Ends a placement made by mr_pool_acquire(). */
+/* Places one more device for a session or scan that holds held[0..nheld)
+ * already (NULL entries and the CPU ignored): the least loaded GPU of the
+ * pool not among them, for a scan split across GPUs or a fallback from a
+ * GPU that failed. MR_ENOENT when every GPU is held. Adds one to its load;
+ * give it back with mr_pool_release(). */
+int mr_pool_acquire_other(mr_pool *pool, mr_device *const *held, size_t nheld,
+                          mr_device **out, mr_err *err);
+
+/* Ends a placement made by mr_pool_acquire() or mr_pool_acquire_other(). */
 void mr_pool_release(mr_pool *pool, mr_device *dev);
+
+/* Fault injection on fake GPU `index` (a pool made with fake_gpus): after
+ * `after` more of its tasks (mr_device_run) and buffer creations succeed,
+ * each one fails with `code` (MR_EDEVICE: the GPU failed; MR_EDEVMEM: out
+ * of memory) until called again; after < 0 clears it. MR_EINVAL for a
+ * device that is not a fake GPU. */
+int mr_pool_fake_fault(mr_pool *pool, int index, int after, int code);
 
 typedef enum mr_pool_format {
   MR_POOL_TEXT, /* one line per device, for reconserver --info */

@@ -35,6 +35,7 @@ typedef struct bench_ctx {
   const char *server;  /* the reconserver binary */
   const char *configs; /* the configs directory the servers get */
   const char *cases;   /* comma-separated case names to run */
+  const char *gpus;    /* mr-bench --gpus: the GPU server's --gpus (stream) */
   int rounds;          /* best of this many rounds */
 } bench_ctx;
 
@@ -46,6 +47,7 @@ int bench_grappa(const bench_ctx *ctx);
 int bench_fhd(const bench_ctx *ctx);
 int bench_nufft(const bench_ctx *ctx);
 int bench_stream(const bench_ctx *ctx);
+int bench_split(const bench_ctx *ctx);
 
 /* Takes the CPU and, when the pool has one, GPU 0 (*gpu NULL otherwise)
  * and records their names in the open object ("gpu", "cpu",

@@ -1,8 +1,9 @@
 /* mr-bench stream: whole sessions end to end through reconserver on
  * loopback, against a raw copy of the same bytes (issue 11, part 5).
  *
- * The bench starts its own servers (a GPU server `--gpus all` when the
- * pool has a GPU, a CPU server `--gpus none`), generates each case's data
+ * The bench starts its own servers (a GPU server with mr-bench's --gpus,
+ * all by default, when the pool has a GPU, a CPU server `--gpus none`),
+ * generates each case's data
  * with the Debian/our own tools into a temporary directory, loads it into
  * memory as the bytes `reconclient send` would write (stream_session.h),
  * and only then times: per case a raw loopback copy of those bytes to a
@@ -45,7 +46,6 @@
 
 enum { GPU, CPU, NSERVERS };
 static const char *const server_names[NSERVERS] = {"gpu", "cpu"};
-static const char *const server_gpus[NSERVERS] = {"all", "none"};
 
 typedef struct target {
   const char *key, *value;
@@ -712,6 +712,10 @@ int bench_stream(const bench_ctx *ctx) {
       snprintf(b.no_external, sizeof b.no_external, "cannot link the configs in %.900s", b.tmp);
     ext = NULL;
   }
+  /* The GPU server gets mr-bench's --gpus (all by default): run once per
+   * GPU count (--gpus 0, --gpus 0,1, ...) for the table per count. */
+  const char *server_gpus[NSERVERS] = {
+      ctx->gpus != NULL && strcmp(ctx->gpus, "none") != 0 ? ctx->gpus : "all", "none"};
   json_open(j, "servers", '{');
   for (int k = 0; k < NSERVERS; k++) {
     json_open(j, server_names[k], '{');
@@ -725,7 +729,7 @@ int bench_stream(const bench_ctx *ctx) {
       b.failures++;
     } else {
       b.running[k] = 1;
-      char args[64];
+      char args[300];
       snprintf(args, sizeof args, "--gpus %s", server_gpus[k]);
       json_str(j, "args", args);
     }

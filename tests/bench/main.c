@@ -22,6 +22,7 @@ static const struct {
     {"fhd", "direct F^H D and Q (the book's kernels and past them), CG on the Toeplitz operator", bench_fhd},
     {"grappa", "GRAPPA calibration (32-128 coils; CPU, GPU fused, library chain) and a whole slice", bench_grappa},
     {"nufft", "NUFFT types 1 and 2, 2D and 3D, tol 1e-4 and 1e-6, GPU against CPU and the reference library", bench_nufft},
+    {"split", "one 3D CG-SENSE scan split by coils across 1, 2, ... of the pool's GPUs", bench_split},
     {"stream", "end to end: sessions from memory through a GPU and a CPU reconserver against a raw loopback copy", bench_stream},
 };
 
@@ -76,7 +77,9 @@ static void usage(FILE *f) {
              "                [--rounds N] [--server PATH] [--configs DIR] [--case NAME,...]\n"
              "  --quick      small sizes: checks that everything runs, measures nothing\n"
              "  --json FILE  write the JSON there instead of stdout\n"
-             "  --gpus SPEC  all (default), none, or a list like 0,1\n"
+             "  --gpus SPEC  all (default), none, or a list like 0,1 (0,0: two logical\n"
+             "               devices of GPU 0)\n"
+             "  --fake-gpus N  N pretend GPUs running the CPU's code (split: checks it runs)\n"
              "  --rounds N   stream: best of N rounds (default 3, --quick 1)\n"
              "  --server PATH  stream: the reconserver binary (default: next to mr-bench)\n"
              "  --configs DIR  stream: the servers' configs (default ./configs, else the source tree's)\n"
@@ -94,7 +97,7 @@ static void log_line(void *ctx, const char *line) {
 int main(int argc, char **argv) {
   int chosen[NCOMMANDS] = {0}, any = 0, quick = 0;
   const char *out = NULL, *gpus = "all", *server = NULL, *configs = NULL, *cases = NULL;
-  int rounds = 0;
+  int rounds = 0, fake_gpus = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--quick") == 0) {
       quick = 1;
@@ -102,6 +105,8 @@ int main(int argc, char **argv) {
       out = argv[++i];
     } else if (strcmp(argv[i], "--gpus") == 0 && i + 1 < argc) {
       gpus = argv[++i];
+    } else if (strcmp(argv[i], "--fake-gpus") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0) {
+      fake_gpus = atoi(argv[++i]);
     } else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0) {
       rounds = atoi(argv[++i]);
     } else if (strcmp(argv[i], "--server") == 0 && i + 1 < argc) {
@@ -135,7 +140,10 @@ int main(int argc, char **argv) {
     perror(out);
     return 1;
   }
-  mr_pool_opts opts = {.gpus = gpus, .log = log_line};
+  /* A GPU listed twice ("0,0") is two logical devices of it: the split
+   * bench's multi-device path on a one-GPU machine. */
+  mr_pool_opts opts = {.gpus = gpus, .share_gpus = 1, .fake_gpus = fake_gpus,
+                       .log = log_line};
   mr_pool *pool;
   mr_err err = {0};
   if (mr_pool_create(&opts, &pool, &err) != 0) {
@@ -143,7 +151,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   bench_json json = {.f = f};
-  bench_ctx ctx = {.pool = pool, .quick = quick, .json = &json, .server = server,
+  bench_ctx ctx = {.pool = pool, .quick = quick, .json = &json, .server = server, .gpus = gpus,
                    .configs = configs, .cases = cases, .rounds = rounds};
   int rc = 0;
   json_open(&json, NULL, '{');

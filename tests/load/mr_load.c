@@ -1,7 +1,7 @@
 /* mr-load: concurrent clients against one reconserver, each scan checked
  * by content, throughput and latency as JSON.
  *
- *   mr-load -p PORT [-c CLIENTS] [-n SCANS] [-m MATRIX] [-k COILS]
+ *   mr-load -p PORT [-c CLIENTS] [-n SCANS] [-m MATRIX] [-k COILS] [-w MS]
  *
  * Every scan is a point source at a pixel of its own (client and scan
  * number decide where), so its image must peak exactly there: an image
@@ -25,6 +25,7 @@
 
 typedef struct load {
   int port, clients, scans, matrix, coils;
+  int wait_ms; /* between a scan's last acquisition and its CLOSE */
 } load;
 
 typedef struct client {
@@ -117,6 +118,8 @@ static void run_scan(client *c, int scan) {
     }
     put(fd, m, &c->bytes_sent);
   }
+  if (cfg->wait_ms > 0) /* a scanner still acquiring: the session stays open */
+    nanosleep(&(struct timespec){cfg->wait_ms / 1000, cfg->wait_ms % 1000 * 1000000L}, NULL);
   double t0 = now_s();
   put(fd, mr_message_new(MR_MSG_CLOSE), &c->bytes_sent);
   mr_test_reply r;
@@ -154,10 +157,12 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: mr-load -p PORT [-c CLIENTS] [-n SCANS] [-m MATRIX] [-k COILS]\n"
+  fprintf(f, "usage: mr-load -p PORT [-c CLIENTS] [-n SCANS] [-m MATRIX] [-k COILS] [-w MS]\n"
              "CLIENTS concurrent clients (default 32) each run SCANS scans (default 20) of a\n"
              "MATRIX x MATRIX (default 64) COILS-coil (default 8) Cartesian slice; every image\n"
-             "is checked by content. Prints JSON; scans_per_s counts successful scans only.\n");
+             "is checked by content. Prints JSON; scans_per_s counts successful scans only.\n"
+             "-w MS: each scan waits MS ms after its last line before its CLOSE (default 0),\n"
+             "so that many sessions are open at once.\n");
 }
 
 /* A whole decimal integer in 0..INT32_MAX, or -1 (atoi would take "x" as 0). */
@@ -171,12 +176,13 @@ int main(int argc, char **argv) {
   load cfg = {.port = 9002, .clients = 32, .scans = 20, .matrix = 64, .coils = 8};
   static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
   int ch;
-  while ((ch = getopt_long(argc, argv, "p:c:n:m:k:h", longopts, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, "p:c:n:m:k:w:h", longopts, NULL)) != -1) {
     int *field = ch == 'p' ? &cfg.port
                  : ch == 'c' ? &cfg.clients
                  : ch == 'n' ? &cfg.scans
                  : ch == 'm' ? &cfg.matrix
                  : ch == 'k' ? &cfg.coils
+                 : ch == 'w' ? &cfg.wait_ms
                              : NULL;
     if (ch == 'h') {
       usage(stdout);

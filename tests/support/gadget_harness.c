@@ -21,6 +21,11 @@ int mr_harness_open(mr_harness *h, const char *gadgets, uint32_t input) {
 }
 
 int mr_harness_open_gpus(mr_harness *h, const char *gadgets, uint32_t input, const char *gpus) {
+  return mr_harness_open_pool(h, gadgets, input, &(mr_pool_opts){.gpus = gpus});
+}
+
+int mr_harness_open_pool(mr_harness *h, const char *gadgets, uint32_t input,
+                         const mr_pool_opts *opts) {
   memset(h, 0, sizeof *h);
   mr_err_clear(&h->err);
   h->cfg.name = "test";
@@ -29,9 +34,9 @@ int mr_harness_open_gpus(mr_harness *h, const char *gadgets, uint32_t input, con
   if (h->cfg.doc == NULL || !cJSON_IsArray(h->cfg.doc))
     return mr_err_set(&h->err, MR_ECONFIG, "harness: gadgets are not a JSON array");
   h->cfg.gadgets = h->cfg.doc;
-  int rc = mr_pool_create(&(mr_pool_opts){.gpus = gpus, .cpu_threads = 2,
-                                          .log = NULL},
-                          &h->pool, &h->err);
+  mr_pool_opts o = *opts;
+  o.cpu_threads = 2;
+  int rc = mr_pool_create(&o, &h->pool, &h->err);
   if (rc < 0)
     return rc;
   rc = mr_chain_create(&h->cfg, input, &h->chain, &h->err);

@@ -33,6 +33,10 @@ int mr_harness_open(mr_harness *h, const char *gadgets, uint32_t input);
 int mr_harness_set_pipelined(mr_harness *h, size_t depth);
 /* The same on a pool of the given GPUs ("all", "0,1"; "none" as above). */
 int mr_harness_open_gpus(mr_harness *h, const char *gadgets, uint32_t input, const char *gpus);
+/* The same on a pool made with opts (its cpu_threads set to 2): fake GPUs,
+ * say. */
+int mr_harness_open_pool(mr_harness *h, const char *gadgets, uint32_t input,
+                         const mr_pool_opts *opts);
 /* Configures it with a header (XML text); NULL configures header-less. */
 int mr_harness_configure(mr_harness *h, const char *header_xml);
 /* Pushes msg (takes it). */

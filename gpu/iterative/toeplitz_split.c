@@ -1,0 +1,241 @@
+/* The Toeplitz operator split across devices by coils (toeplitz_split.h). */
+#include "toeplitz_split.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "buf.h"
+#include "device_impl.h"
+#include "error.h"
+#include "fail.h"
+#include "host.h"
+#include "vec.h"
+#include "worker.h"
+
+#define MAX_PARTS 16
+
+typedef struct part {
+  struct mr_toeplitz_split *s;
+  mr_device *dev;
+  size_t first, coils; /* its coils: first .. first + coils - 1 */
+  mr_toeplitz *op;
+  /* Devices after the first: the thread that drives this one, x as sent
+   * to it, its partial y, and that y back in host memory. */
+  mr_worker *helper;
+  mr_buf *x, *y;
+  mr_cfloat *host_y;
+  int rc; /* the last apply's, read after waiting for it, */
+  char detail[256]; /* with its detail line */
+} part;
+
+struct mr_toeplitz_split {
+  mr_toeplitz_opts o;
+  size_t nvox, nparts;
+  part parts[MAX_PARTS];
+  mr_cfloat *host_x; /* x, for the devices after the first */
+  mr_buf *sum;       /* on the first device: the others' partial sums */
+  mr_buf *maps_all;  /* on the first device: every coil's map, to combine */
+  int have_maps;
+  const mr_cfloat *q, *maps; /* during create and set_maps */
+};
+
+static size_t bytes_of(const mr_toeplitz_split *s) { return s->nvox * sizeof(mr_cfloat); }
+
+static int nothing(void *arg) {
+  (void)arg;
+  return 0;
+}
+
+/* A helper's start: its GPU calls go to the helpers' lanes. */
+static int become_helper(void *arg) {
+  (void)arg;
+  mr_device_become_helper();
+  return 0;
+}
+
+/* Makes part p's operator (on its helper, when it has one, so the device
+ * sees the thread that will drive it). */
+static int make_part(void *arg) {
+  part *p = arg;
+  mr_toeplitz_split *s = p->s;
+  mr_toeplitz_opts o = s->o;
+  o.coils = p->coils;
+  if (p != &s->parts[0])
+    o.lambda = 0; /* lambda R once, on the first device */
+  int rc = mr_toeplitz_create(p->dev, &o, s->q, &p->op);
+  if (rc == 0 && p != &s->parts[0]) {
+    rc = mr_buf_create(p->dev, bytes_of(s), &p->x);
+    if (rc == 0)
+      rc = mr_buf_create(p->dev, bytes_of(s), &p->y);
+    if (rc == 0)
+      rc = mr_host_alloc(p->dev, bytes_of(s), (void **)&p->host_y);
+  }
+  return rc;
+}
+
+static int free_part(void *arg) {
+  part *p = arg;
+  mr_toeplitz_destroy(p->op);
+  mr_buf_destroy(p->x);
+  mr_buf_destroy(p->y);
+  mr_host_free(p->dev, p->host_y);
+  return 0;
+}
+
+static int set_part_maps(void *arg) {
+  part *p = arg;
+  return mr_toeplitz_set_maps(p->op, p->s->maps + p->first * p->s->nvox);
+}
+
+/* Runs fn(p) on p's helper, or here for the first device. */
+static int on_part(part *p, mr_worker_fn fn) {
+  return p->helper != NULL ? mr_worker_call(p->helper, fn, p) : fn(p);
+}
+
+int mr_toeplitz_split_create(mr_device *const *devs, size_t ndev, const mr_toeplitz_opts *opts,
+                             const mr_cfloat *q, mr_toeplitz_split **out) {
+  if (ndev < 1 || ndev > MAX_PARTS || opts->coils < 1 || q == NULL)
+    return mr_fail(MR_EINVAL, "toeplitz split: %zu devices (1 to %d), %zu coils, Q %s", ndev,
+                   MAX_PARTS, opts->coils, q != NULL ? "given" : "missing");
+  mr_toeplitz_split *s = calloc(1, sizeof *s);
+  if (s == NULL)
+    return mr_fail(MR_ENOMEM, "toeplitz split: out of memory");
+  s->o = *opts;
+  s->nvox = 1;
+  for (int d = 0; d < opts->rank && d < 3; d++)
+    s->nvox *= opts->n[d];
+  s->nparts = ndev < opts->coils ? ndev : opts->coils;
+  s->q = q;
+  int rc = 0;
+  for (size_t i = 0; i < s->nparts; i++) {
+    part *p = &s->parts[i];
+    p->s = s;
+    p->dev = devs[i];
+    /* Coils dealt as evenly as they go: the first coils % nparts get one more. */
+    size_t base = opts->coils / s->nparts, extra = opts->coils % s->nparts;
+    p->first = i * base + (i < extra ? i : extra);
+    p->coils = base + (i < extra);
+  }
+  for (size_t i = 1; rc == 0 && i < s->nparts; i++)
+    rc = mr_worker_start(become_helper, NULL, &s->parts[i].helper);
+  for (size_t i = 0; rc == 0 && i < s->nparts; i++)
+    rc = on_part(&s->parts[i], make_part);
+  if (rc == 0 && s->nparts > 1)
+    rc = mr_host_alloc(devs[0], bytes_of(s), (void **)&s->host_x);
+  if (rc == 0)
+    rc = mr_buf_create(devs[0], bytes_of(s), &s->sum);
+  if (rc == 0)
+    rc = mr_buf_create(devs[0], opts->coils * bytes_of(s), &s->maps_all);
+  s->q = NULL;
+  if (rc < 0) {
+    mr_toeplitz_split_destroy(s);
+    return rc;
+  }
+  *out = s;
+  return 0;
+}
+
+int mr_toeplitz_split_set_maps(mr_toeplitz_split *s, const mr_cfloat *maps) {
+  s->maps = maps;
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < s->nparts; i++)
+    rc = on_part(&s->parts[i], set_part_maps);
+  s->maps = NULL;
+  if (rc == 0)
+    rc = mr_buf_upload(s->maps_all, 0, maps, s->o.coils * bytes_of(s));
+  s->have_maps = rc == 0;
+  return rc;
+}
+
+int mr_toeplitz_split_combine(mr_toeplitz_split *s, const mr_cfloat *x, mr_cfloat *out) {
+  if (!s->have_maps)
+    return mr_fail(MR_EINVAL, "toeplitz split: combining coils needs maps");
+  mr_device *first = s->parts[0].dev;
+  const mr_cfloat *maps = mr_buf_data(s->maps_all);
+  mr_cfloat *tmp = mr_buf_data(s->sum);
+  size_t n = s->nvox;
+  int rc = mr_vec_conj_mul(first, n, maps, x, out);
+  for (size_t c = 1; rc == 0 && c < s->o.coils; c++) {
+    rc = mr_vec_conj_mul(first, n, maps + c * n, x + c * n, tmp);
+    if (rc == 0)
+      rc = mr_vec_axpy(first, n, 1.0f, tmp, out);
+  }
+  return rc;
+}
+
+/* A device after the first: x from host memory, its part, y back. */
+static int apply_part(void *arg) {
+  part *p = *(part **)arg;
+  size_t bytes = bytes_of(p->s);
+  mr_cfloat *x = mr_buf_data(p->x), *y = mr_buf_data(p->y);
+  int rc = mr_device_upload(p->dev, x, p->s->host_x, bytes);
+  if (rc == 0)
+    rc = mr_toeplitz_apply(p->op, x, y);
+  if (rc == 0)
+    rc = mr_device_download(p->dev, p->host_y, y, bytes);
+  p->rc = rc;
+  if (rc < 0)
+    snprintf(p->detail, sizeof p->detail, "%s", mr_fail_detail());
+  return rc;
+}
+
+/* The apply's result, its line carried to the waiting thread. */
+static int part_result(void *arg) {
+  part *p = arg;
+  return p->rc < 0 ? mr_fail(p->rc, "%s", p->detail) : 0;
+}
+
+int mr_toeplitz_split_apply(mr_toeplitz_split *s, const mr_cfloat *x, mr_cfloat *y) {
+  if (!s->have_maps)
+    return mr_fail(MR_EINVAL, "toeplitz split: no coil maps set");
+  mr_device *first = s->parts[0].dev;
+  size_t n = s->nvox, posted = 1;
+  int rc = s->nparts > 1 ? mr_device_download(first, s->host_x, x, bytes_of(s)) : 0;
+  for (; rc == 0 && posted < s->nparts; posted++) {
+    part *p = &s->parts[posted];
+    p->rc = 0;
+    rc = mr_worker_post(p->helper, apply_part, &p, sizeof p);
+  }
+  if (rc == 0)
+    rc = mr_toeplitz_apply(s->parts[0].op, x, y); /* while the others run theirs */
+  /* Every posted apply reads host_x: wait for each, whatever failed. */
+  for (size_t i = 1; i < posted; i++) {
+    int part_rc = mr_worker_call(s->parts[i].helper, part_result, &s->parts[i]);
+    if (rc == 0)
+      rc = part_rc;
+  }
+  if (rc < 0 || s->nparts == 1)
+    return rc;
+  mr_cfloat *total = s->parts[1].host_y;
+  for (size_t i = 2; i < s->nparts; i++)
+    for (size_t v = 0; v < n; v++)
+      total[v] += s->parts[i].host_y[v];
+  mr_cfloat *sum = mr_buf_data(s->sum);
+  rc = mr_device_upload(first, sum, total, bytes_of(s));
+  return rc == 0 ? mr_vec_axpy(first, n, 1.0f, sum, y) : rc;
+}
+
+int mr_toeplitz_split_apply_op(void *op, size_t count, const mr_cfloat *x, mr_cfloat *y) {
+  if (count != 1)
+    return mr_fail(MR_EINVAL, "toeplitz split: a batch of %zu images (coil maps: 1)", count);
+  return mr_toeplitz_split_apply(op, x, y);
+}
+
+size_t mr_toeplitz_split_devices(const mr_toeplitz_split *s) { return s->nparts; }
+
+void mr_toeplitz_split_destroy(mr_toeplitz_split *s) {
+  if (s == NULL)
+    return;
+  for (size_t i = 0; i < s->nparts; i++) {
+    part *p = &s->parts[i];
+    if (i == 0 || p->helper != NULL)
+      on_part(p, free_part);
+    if (p->helper != NULL)
+      mr_worker_stop(p->helper, nothing, NULL);
+  }
+  mr_buf_destroy(s->sum);
+  mr_buf_destroy(s->maps_all);
+  if (s->nparts > 0)
+    mr_host_free(s->parts[0].dev, s->host_x);
+  free(s);
+}
