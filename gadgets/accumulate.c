@@ -55,9 +55,8 @@ typedef struct accumulate {
 } accumulate;
 
 static const mr_param params[] = {
-    {"trigger", MR_PARAM_ENUM, offsetof(accumulate, trigger), "\"slice\"", 0, 0,
-     "slice|repetition|end", 0,
-     "send a buffer on at LAST_IN_SLICE, at LAST_IN_REPETITION, or only at the end"},
+    MR_PARAM_ENUM(accumulate, trigger, "trigger", "\"slice\"", "slice|repetition|end",
+        "send a buffer on at LAST_IN_SLICE, at LAST_IN_REPETITION, or only at the end"),
     MR_PLACEMENT_PARAMS(accumulate),
 };
 

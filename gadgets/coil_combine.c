@@ -58,15 +58,14 @@ typedef struct coil_combine {
 } coil_combine;
 
 static const mr_param params[] = {
-    {"method", MR_PARAM_ENUM, offsetof(coil_combine, method), "\"rss\"", 0, 0, "rss|weighted", 0,
-     "rss: root sum of squares; weighted: sensitivity-weighted with maps from the k-space centre"},
-    {"calib_size", MR_PARAM_INTS, offsetof(coil_combine, calib), "[24, 24]", 4, 1024, NULL, 2,
-     "weighted: readout samples and lines (and, in 3D, partitions) of the k-space centre the "
-     "maps come from"},
-    {"maps", MR_PARAM_ENUM, offsetof(coil_combine, maps_rule), "\"slice\"", 0, 0, "slice|image",
-     0,
-     "weighted: maps made once per slice (remade when the shape, the coils or the calibration "
-     "change) or from every image"},
+    MR_PARAM_ENUM(coil_combine, method, "method", "\"rss\"", "rss|weighted",
+        "rss: root sum of squares; weighted: sensitivity-weighted with maps from the k-space centre"),
+    MR_PARAM_INTS(coil_combine, calib, "calib_size", "[24, 24]", 4, 1024,
+        "weighted: readout samples and lines (and, in 3D, partitions) of the k-space centre the "
+        "maps come from"),
+    MR_PARAM_ENUM(coil_combine, maps_rule, "maps", "\"slice\"", "slice|image",
+        "weighted: maps made once per slice (remade when the shape, the coils or the calibration "
+        "change) or from every image"),
     MR_PLACEMENT_PARAMS(coil_combine),
 };
 

@@ -18,8 +18,7 @@ typedef struct dicom_out {
 } dicom_out;
 
 static const mr_param params[] = {
-    {"images", MR_PARAM_BOOL, offsetof(dicom_out, images), "false", 0, 1, NULL, 0,
-     "also send the ISMRMRD images on"},
+    MR_PARAM_BOOL(dicom_out, images, "images", "false", "also send the ISMRMRD images on"),
 };
 
 /* Once, from configure (or the first image of a header-less chain). */

@@ -126,24 +126,23 @@ typedef struct fhd_cg {
 } fhd_cg;
 
 static const mr_param params[] = {
-    {"iterations", MR_PARAM_INT, offsetof(fhd_cg, iterations), "20", 1, 10000, NULL, 0,
-     "most conjugate-gradient iterations"},
-    {"tolerance", MR_PARAM_DOUBLE, offsetof(fhd_cg, tolerance), "1e-4", 0, 1, NULL, 0,
-     "stop once ||b - A x|| <= tolerance ||b|| (0: always run every iteration)"},
-    {"lambda", MR_PARAM_DOUBLE, offsetof(fhd_cg, lambda), "0", 0, 1e6, NULL, 0,
-     "regularization weight, relative to F^H F's mean eigenvalue (the number of samples)"},
-    {"regularizer", MR_PARAM_ENUM, offsetof(fhd_cg, regularizer), "\"identity\"", 0, 0,
-     "identity|differences", 0,
-     "W: identity (Tikhonov) or finite differences along each axis"},
-    {"sensitivities", MR_PARAM_ENUM, offsetof(fhd_cg, maps), "\"none\"", 0, 0, "none|estimate", 0,
-     "none: a solve per coil, coil images out; estimate: maps from the scan, one image out"},
-    {"fhd", MR_PARAM_ENUM, offsetof(fhd_cg, sums), "\"direct\"", 0, 0, "direct|nufft", 0,
-     "F^H D and Q by direct sums (exact) or by the NUFFT (fast, to nufft_tolerance)"},
-    {"nufft_tolerance", MR_PARAM_DOUBLE, offsetof(fhd_cg, nufft_tolerance), "1e-6", 1e-6, 1e-1,
-     NULL, 0, "relative accuracy of the NUFFT's F^H D and Q"},
-    {"maps_every", MR_PARAM_INT, offsetof(fhd_cg, maps_every), "1", 1, 1000000, NULL, 0,
-     "sensitivities \"estimate\": estimate the maps from every N-th buffer (frame) and reuse "
-     "them for those between"},
+    MR_PARAM_INT(fhd_cg, iterations, "iterations", "20", 1, 10000,
+        "most conjugate-gradient iterations"),
+    MR_PARAM_DOUBLE(fhd_cg, tolerance, "tolerance", "1e-4", 0, 1,
+        "stop once ||b - A x|| <= tolerance ||b|| (0: always run every iteration)"),
+    MR_PARAM_DOUBLE(fhd_cg, lambda, "lambda", "0", 0, 1e6,
+        "regularization weight, relative to F^H F's mean eigenvalue (the number of samples)"),
+    MR_PARAM_ENUM(fhd_cg, regularizer, "regularizer", "\"identity\"", "identity|differences",
+        "W: identity (Tikhonov) or finite differences along each axis"),
+    MR_PARAM_ENUM(fhd_cg, maps, "sensitivities", "\"none\"", "none|estimate",
+        "none: a solve per coil, coil images out; estimate: maps from the scan, one image out"),
+    MR_PARAM_ENUM(fhd_cg, sums, "fhd", "\"direct\"", "direct|nufft",
+        "F^H D and Q by direct sums (exact) or by the NUFFT (fast, to nufft_tolerance)"),
+    MR_PARAM_DOUBLE(fhd_cg, nufft_tolerance, "nufft_tolerance", "1e-6", 1e-6, 1e-1,
+        "relative accuracy of the NUFFT's F^H D and Q"),
+    MR_PARAM_INT(fhd_cg, maps_every, "maps_every", "1", 1, 1000000,
+        "sensitivities \"estimate\": estimate the maps from every N-th buffer (frame) and reuse "
+        "them for those between"),
     MR_PLACEMENT_PARAMS(fhd_cg),
 };
 

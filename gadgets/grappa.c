@@ -62,26 +62,24 @@ typedef struct grappa_gadget {
 } grappa_gadget;
 
 static const mr_param params[] = {
-    {"kernel", MR_PARAM_INTS, offsetof(grappa_gadget, kernel), "[5, 4]", 1, 15, NULL, 2,
-     "kernel size: readout taps, source lines (the seed's K_RO x K_PE = 5 x 4)"},
-    {"chi", MR_PARAM_DOUBLE, offsetof(grappa_gadget, chi), "1e-4", 0, 1, NULL, 0,
-     "regularisation: lambda = chi * trace(A A^H) / unknowns"},
-    {"eta", MR_PARAM_DOUBLE, offsetof(grappa_gadget, eta), "1", 0, 4, NULL, 0,
-     "normalisation: each PE position's equations scaled by power^(-eta/2)"},
-    {"kappa", MR_PARAM_DOUBLE, offsetof(grappa_gadget, kappa), "0", 0, 0.9, NULL, 0,
-     "power clipping: share of the strongest equations left out"},
-    {"segments", MR_PARAM_INT, offsetof(grappa_gadget, segments), "1", 1,
-     MR_GRAPPA_MAX_SEGMENTS, NULL, 0, "readout segments calibrated apart"},
-    {"method", MR_PARAM_ENUM, offsetof(grappa_gadget, method), "\"fused\"", 0, 0,
-     "fused|hybrid|direct", 0,
-     "GPU calibration: fused (lagged products, blocked Cholesky of [M; U]), hybrid (lagged "
-     "products, cuSOLVER potrf, two TRSMs) or direct (HERK, GEMM, potrf, potrs); the CPU "
-     "always solves directly"},
-    {"interleaved_lines", MR_PARAM_INT, offsetof(grappa_gadget, interleaved_lines), "48", 0,
-     65535, NULL, 0,
-     "interleaved calibration: most lines around the k-space centre the union of the last R "
-     "frames calibrates on (at least what the kernel needs; 0: every line it covers). The "
-     "outer lines are mostly noise: calibrating on them makes the kernel worse"},
+    MR_PARAM_INTS(grappa_gadget, kernel, "kernel", "[5, 4]", 1, 15,
+        "kernel size: readout taps, source lines (the seed's K_RO x K_PE = 5 x 4)"),
+    MR_PARAM_DOUBLE(grappa_gadget, chi, "chi", "1e-4", 0, 1,
+        "regularisation: lambda = chi * trace(A A^H) / unknowns"),
+    MR_PARAM_DOUBLE(grappa_gadget, eta, "eta", "1", 0, 4,
+        "normalisation: each PE position's equations scaled by power^(-eta/2)"),
+    MR_PARAM_DOUBLE(grappa_gadget, kappa, "kappa", "0", 0, 0.9,
+        "power clipping: share of the strongest equations left out"),
+    MR_PARAM_INT(grappa_gadget, segments, "segments", "1", 1, MR_GRAPPA_MAX_SEGMENTS,
+        "readout segments calibrated apart"),
+    MR_PARAM_ENUM(grappa_gadget, method, "method", "\"fused\"", "fused|hybrid|direct",
+        "GPU calibration: fused (lagged products, blocked Cholesky of [M; U]), hybrid (lagged "
+        "products, cuSOLVER potrf, two TRSMs) or direct (HERK, GEMM, potrf, potrs); the CPU "
+        "always solves directly"),
+    MR_PARAM_INT(grappa_gadget, interleaved_lines, "interleaved_lines", "48", 0, 65535,
+        "interleaved calibration: most lines around the k-space centre the union of the last R "
+        "frames calibrates on (at least what the kernel needs; 0: every line it covers). The "
+        "outer lines are mostly noise: calibrating on them makes the kernel worse"),
     MR_PLACEMENT_PARAMS(grappa_gadget),
 };
 

@@ -67,12 +67,12 @@ typedef struct noise_adjust {
 } noise_adjust;
 
 static const mr_param params[] = {
-    {"store", MR_PARAM_BOOL, offsetof(noise_adjust, store), "false", 0, 0, NULL, 0,
-     "store the noise lines' statistics at the end of the stream under the header's "
-     "measurementID (needs --state-dir): a noise-only scan others name as their dependency"},
-    {"use_stored", MR_PARAM_BOOL, offsetof(noise_adjust, use_stored), "true", 0, 0, NULL, 0,
-     "a scan without noise lines whose header names a Noise measurementDependency is "
-     "prewhitened with the stored noise of that measurement"},
+    MR_PARAM_BOOL(noise_adjust, store, "store", "false",
+        "store the noise lines' statistics at the end of the stream under the header's "
+        "measurementID (needs --state-dir): a noise-only scan others name as their dependency"),
+    MR_PARAM_BOOL(noise_adjust, use_stored, "use_stored", "true",
+        "a scan without noise lines whose header names a Noise measurementDependency is "
+        "prewhitened with the stored noise of that measurement"),
     MR_PLACEMENT_PARAMS(noise_adjust),
 };
 

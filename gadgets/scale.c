@@ -22,13 +22,12 @@ typedef struct scale {
 } scale;
 
 static const mr_param params[] = {
-    {"mode", MR_PARAM_ENUM, offsetof(scale, mode), "\"factor\"", 0, 0, "factor|max", 0,
-     "factor: every pixel times `factor`; max: each image scaled so that its largest "
-     "magnitude is `max`"},
-    {"factor", MR_PARAM_DOUBLE, offsetof(scale, factor), "1", 1e-12, 1e12, NULL, 0,
-     "the constant of mode factor"},
-    {"max", MR_PARAM_DOUBLE, offsetof(scale, max), "4095", 1e-12, 1e12, NULL, 0,
-     "the largest magnitude of each image in mode max"},
+    MR_PARAM_ENUM(scale, mode, "mode", "\"factor\"", "factor|max",
+        "factor: every pixel times `factor`; max: each image scaled so that its largest "
+        "magnitude is `max`"),
+    MR_PARAM_DOUBLE(scale, factor, "factor", "1", 1e-12, 1e12, "the constant of mode factor"),
+    MR_PARAM_DOUBLE(scale, max, "max", "4095", 1e-12, 1e12,
+        "the largest magnitude of each image in mode max"),
 };
 
 /* The largest magnitude among n pixels (complex when cx). */
