@@ -349,7 +349,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   if (h->flags & MR_KSPACE_KEPT_OUT) {
     if (h->flags & MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT)) {
       if (h->number_of_samples > 0 && h->active_channels > 0 && a->data != NULL)
-        return mr_emit_message(out, msg);
+        return mr_emit_message(out, mr_message_ref(msg));
       s->empty_noise++;
     }
     goto done;
@@ -388,7 +388,6 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   if (last)
     rc = send_completed(s, b, a, out);
 done:
-  mr_message_unref(msg);
   return rc;
 }
 

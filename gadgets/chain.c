@@ -245,6 +245,7 @@ int mr_chain_deliver(mr_chain *c, stage *st, int from, mr_message *msg) {
       return hand_on(c, st, i, msg);
     mr_emit out = {c, st, i + 1};
     int rc = timed(st, nd, process_step, msg, &out);
+    mr_message_unref(msg); /* process() borrowed it, whatever it returned (gadget.h) */
     if (rc < 0 && atomic_load(&c->failed) == 0) {
       mr_gadget_fail(&nd->ctx, rc, "%s", mr_strerror(rc));
       return mr_chain_failed(c, rc, nd->ctx.err);

@@ -212,7 +212,6 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     mr_image_array_copy_meta(a, job.in);
   else
     mr_image_array_free(a);
-  mr_message_unref(msg);
   if (rc < 0)
     return rc;
   mr_message *m = mr_image_array_message(a);

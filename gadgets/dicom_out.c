@@ -61,8 +61,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
                    : mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for a DICOM message");
   }
   if (rc == 0 && s->images)
-    return mr_emit_message(out, msg);
-  mr_message_unref(msg);
+    return mr_emit_message(out, mr_message_ref(msg));
   return rc;
 }
 

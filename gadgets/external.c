@@ -244,14 +244,12 @@ static int configure(void *state, mr_gadget_ctx *ctx) {
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
   external *s = state;
   if (!(kind_mask(s->send) & MR_KIND_BIT(msg->kind)))
-    return mr_emit_message(out, msg);
-  if (s->link == NULL) {
-    mr_message_unref(msg);
+    return mr_emit_message(out, mr_message_ref(msg));
+  if (s->link == NULL)
     return s->failed ? MR_ECANCELED
                      : mr_gadget_fail(ctx, MR_ESTATE, "data before the stream's HEADER");
-  }
   delivery d = {.s = s, .ctx = ctx, .out = out};
-  int rc = mr_link_send(s->link, msg, deliver, &d, &d.err);
+  int rc = mr_link_send(s->link, mr_message_ref(msg), deliver, &d, &d.err);
   return rc < 0 ? peer_failed(s, ctx, rc, &d.err) : 0;
 }
 

@@ -202,7 +202,6 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   if ((s->held == s->k && s->fresh >= s->s) || last)
     rc = send_frame(s, ctx, out);
 done:
-  mr_message_unref(msg);
   return rc;
 }
 

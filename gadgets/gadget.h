@@ -4,9 +4,17 @@
  * its state struct before any data is read), the message kinds it handles
  * and the kinds it emits. The chain (chain.h) gives every message to the
  * first gadget that accepts its kind; messages a gadget does not accept
- * pass it untouched. process() takes ownership of the message and may emit
- * any number of messages downstream through mr_emit_message(); it runs on the
- * connection's pipeline thread, synchronously. */
+ * pass it untouched. process() may emit any number of messages downstream
+ * through mr_emit_message(); it runs on the connection's pipeline thread,
+ * synchronously.
+ *
+ * Ownership: process() borrows its message. The chain drops its reference
+ * when process() returns, whatever it returns, so no exit path of a gadget
+ * frees it; a gadget that passes the message on, or keeps it for later,
+ * takes a reference of its own: mr_emit_message(out, mr_message_ref(msg)).
+ * What a gadget makes is its own until it emits it (emitting takes it, and
+ * on an error too). On failure a gadget returns a negative MR_E* code with
+ * its line in ctx->err (mr_gadget_fail()); the chain stops delivering. */
 #ifndef MR_GADGETS_GADGET_H
 #define MR_GADGETS_GADGET_H
 
@@ -155,7 +163,7 @@ typedef struct mr_gadget_class {
   /* Once, after the HEADER (or at CLOSE when none came), before data.
    * May be NULL. */
   int (*configure)(void *state, mr_gadget_ctx *ctx);
-  /* Takes msg. */
+  /* Borrows msg (see the top of this file). */
   int (*process)(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out);
   /* End of stream: emit whatever is still held. May be NULL. */
   int (*flush)(void *state, mr_gadget_ctx *ctx, mr_emit *out);

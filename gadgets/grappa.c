@@ -429,7 +429,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
       rc = mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
       goto done;
     }
-    return mr_emit_message(out, msg);
+    return mr_emit_message(out, mr_message_ref(msg));
   }
   if (k->traj != NULL) {
     rc = mr_gadget_fail(ctx, MR_EDATA, "got non-Cartesian k-space: GRAPPA needs Cartesian lines");
@@ -503,14 +503,13 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
    * coil maps made from earlier images are stale. */
   sl->generation += (uint32_t)calibrated;
   if (imaging == 0) { /* a reference scan alone */
-    mr_message_unref(msg);
     return 0;
   }
   if (sl->weights == NULL && interleaved) {
     /* The union of R regularly shifted frames covers every line: a frame
      * waits for the next ones, unless R frames did not do. */
     if (sl->nwaiting < accel - 1) {
-      sl->waiting[sl->nwaiting++] = msg;
+      sl->waiting[sl->nwaiting++] = mr_message_ref(msg);
       return 0;
     }
     rc = mr_gadget_fail(ctx, MR_EDATA,
@@ -535,9 +534,8 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   waiting_free(sl); /* those left after a failure */
   if (rc < 0)
     goto done;
-  return fill_and_emit(s, ctx, sl, accel, msg, out);
+  return fill_and_emit(s, ctx, sl, accel, mr_message_ref(msg), out);
 done:
-  mr_message_unref(msg);
   return rc;
 }
 

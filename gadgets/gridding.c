@@ -477,7 +477,6 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   a = NULL;
 done:
   mr_image_array_free(a);
-  mr_message_unref(msg);
   return rc;
 }
 

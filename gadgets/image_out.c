@@ -208,7 +208,6 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   }
   rc = mr_emit_message(out, im);
 done:
-  mr_message_unref(msg);
   return rc;
 }
 

@@ -445,11 +445,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
       rc = whiten_kspace(s, ctx, k);
     else if (rc == 0 && (rc = mr_kspace_hand_on(k, s->on_device, &e)) < 0)
       rc = mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
-    if (rc < 0) {
-      mr_message_unref(msg);
-      return rc;
-    }
-    return mr_emit_message(out, msg);
+    return rc < 0 ? rc : mr_emit_message(out, mr_message_ref(msg));
   }
   mr_acquisition *a = &msg->u.acq;
   const ISMRMRD_AcquisitionHeader *h = &a->head;
@@ -458,11 +454,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
       rc = start_imaging(s, ctx, out, h->active_channels);
     if (rc == 0 && s->noise.samples > 0)
       rc = whiten(s, ctx, a);
-    if (rc < 0) {
-      mr_message_unref(msg);
-      return rc;
-    }
-    return mr_emit_message(out, msg);
+    return rc < 0 ? rc : mr_emit_message(out, mr_message_ref(msg));
   }
   if (h->number_of_samples == 0 || h->active_channels == 0 || a->data == NULL) {
     s->empty_noise++;
@@ -481,7 +473,6 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     if (rc == 0)
       accumulate_noise(&s->noise, a);
   }
-  mr_message_unref(msg);
   return rc;
 }
 

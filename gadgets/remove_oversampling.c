@@ -396,11 +396,9 @@ static int process_kspace(remove_os *s, mr_gadget_ctx *ctx, mr_message *msg, mr_
   if (ratio == 1.0 || k->traj != NULL || k->nro < 2) {
     mr_err e = {0};
     int rc = mr_kspace_hand_on(k, s->on_device, &e);
-    if (rc < 0) {
-      mr_message_unref(msg);
+    if (rc < 0)
       return mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
-    }
-    return mr_emit_message(out, msg);
+    return mr_emit_message(out, mr_message_ref(msg));
   }
   size_t nout = (size_t)lround(k->nro * ratio);
   if (nout == 0)
@@ -434,7 +432,6 @@ static int process_kspace(remove_os *s, mr_gadget_ctx *ctx, mr_message *msg, mr_
     o->calib = crop_host(s, ctx, on_gpu ? dev : s->cpu.dev, k->calib, nout, 1, &rc);
   if (rc < 0) {
     mr_kspace_free(o);
-    mr_message_unref(msg);
     return rc;
   }
   mr_kspace_copy_meta(o, k);
@@ -442,7 +439,6 @@ static int process_kspace(remove_os *s, mr_gadget_ctx *ctx, mr_message *msg, mr_
   crop_header(&o->ref, nout, ratio);
   if (o->calib != NULL)
     crop_header(&o->calib->ref, nout, ratio);
-  mr_message_unref(msg);
   mr_message *m = mr_kspace_message(o);
   return m != NULL ? mr_emit_message(out, m) : mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
 }
@@ -455,7 +451,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   double ratio = h->encoding_space_ref < MR_MAX_ENCODINGS ? s->ratio[h->encoding_space_ref] : 1.0;
   if (ratio == 1.0 || h->number_of_samples == 0 ||
       (h->flags & MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT)))
-    return mr_emit_message(out, msg);
+    return mr_emit_message(out, mr_message_ref(msg));
   size_t ns = h->number_of_samples, nch = h->active_channels;
   size_t nout = (size_t)lround(ns * ratio);
   if (nout == 0)
@@ -472,7 +468,6 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   if (rc == 0)
     rc = halving ? halve_block(s, s->half_line, &in, &to, 1, ns, nout)
                  : crop_line(s, in, to, nout);
-  mr_message_unref(msg);
   if (rc < 0) {
     mr_message_unref(m);
     return mr_gadget_fail(ctx, rc, "readout of %zu samples: %s", ns, mr_strerror(rc));
