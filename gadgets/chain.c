@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "chain_impl.h"
+#include "device.h"
 #include "params.h"
 #include "registry.h"
 
@@ -344,4 +345,10 @@ int mr_gadget_fail(mr_gadget_ctx *ctx, int code, const char *fmt, ...) {
   va_end(ap);
   return mr_err_set(ctx->err, code, "config '%s', gadget %d '%s': %s", ctx->config,
                     ctx->index, ctx->gadget, what);
+}
+
+int mr_gadget_fail_device(mr_gadget_ctx *ctx, int code, const char *what) {
+  mr_err e = {0};
+  mr_device_error(&e, code, what);
+  return mr_gadget_fail(ctx, code, "%s", e.msg);
 }

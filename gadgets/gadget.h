@@ -185,5 +185,9 @@ void mr_gadget_wake(mr_gadget_ctx *ctx);
  * into ctx->err and returns code. */
 int mr_gadget_fail(mr_gadget_ctx *ctx, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The same for a failed gpu/ call: "config, gadget: what: <what gpu/ said
+ * about it>" (what NULL: gpu/'s line alone), through mr_device_error()
+ * (gpu/core/device.h). */
+int mr_gadget_fail_device(mr_gadget_ctx *ctx, int code, const char *what);
 
 #endif

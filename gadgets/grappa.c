@@ -464,7 +464,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   int calibrated = 0;
   long need = (long)(s->kernel[1] - 1) * accel + 1;
   if (k->calib != NULL && !separate && (rc = adopt_calibration_lines(k)) < 0) {
-    rc = mr_gadget_fail(ctx, rc, "calibration lines onto the GPU: %s", mr_device_last_error());
+    rc = mr_gadget_fail_device(ctx, rc, "calibration lines onto the GPU");
     goto done;
   }
   /* Calibrating without calibration lines reads the k-space on the host. */

@@ -198,7 +198,7 @@ static int whiten(noise_adjust *s, mr_gadget_ctx *ctx, mr_acquisition *a) {
   rc = mr_blas_gemm(s->place.dev, MR_BLAS_N, MR_BLAS_N, 1, x, w, 0, out, 1);
   if (rc < 0) {
     free(y);
-    return mr_gadget_fail(ctx, rc, "prewhitening: %s", mr_device_last_error());
+    return mr_gadget_fail_device(ctx, rc, "prewhitening");
   }
   free(a->data);
   a->data = y;
@@ -359,7 +359,7 @@ static int whiten_kspace(noise_adjust *s, mr_gadget_ctx *ctx, mr_kspace *k) {
     mr_kspace_changed_on(k, s->place.dev);
     if ((rc = whiten_lines_cpu(s, k)) < 0 ||
         (k->calib != NULL && (rc = whiten_lines_cpu(s, k->calib)) < 0))
-      return mr_gadget_fail(ctx, rc, "prewhitening: %s", mr_device_last_error());
+      return mr_gadget_fail_device(ctx, rc, "prewhitening");
   }
   return 0;
 }

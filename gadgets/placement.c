@@ -41,10 +41,7 @@ int mr_placement_run(mr_placement *p, mr_gadget_ctx *ctx, int (*op)(mr_device *,
   mr_device_clear_error();
   int rc = op(p->dev, arg);
   if (rc != MR_EDEVMEM || p->fallback != MR_FALLBACK_CPU || !mr_device_is_gpu(p->dev))
-    return rc < 0 ? mr_gadget_fail(ctx, rc, "%s", mr_device_last_error()[0] != '\0'
-                                                       ? mr_device_last_error()
-                                                       : mr_strerror(rc))
-                  : rc;
+    return rc < 0 ? mr_gadget_fail_device(ctx, rc, NULL) : rc;
   if (p->cpu == NULL) {
     mr_err e = {0};
     if (mr_pool_acquire(p->pool, "cpu", &p->cpu, &e) < 0)

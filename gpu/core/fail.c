@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "device.h"
+#include "error.h"
 
 static _Thread_local char detail[256];
 
@@ -20,6 +21,13 @@ const char *mr_fail_detail(void) { return detail; }
 
 void mr_fail_set_detail(const char *line) {
   snprintf(detail, sizeof detail, "%s", line);
+}
+
+int mr_device_error(mr_err *err, int code, const char *what) {
+  const char *why = detail[0] != '\0' ? detail : mr_strerror(code);
+  if (what == NULL)
+    return mr_err_set(err, code, "%s", why);
+  return mr_err_set(err, code, "%s: %s", what, why);
 }
 
 const char *mr_device_last_error(void) { return detail; }

@@ -1,5 +1,9 @@
-/* Internal: the per-thread detail line behind mr_device_last_error().
- * C and C++ (the .cu files report library failures through it). */
+/* Internal: the per-thread detail line behind mr_device_error() (device.h
+ * says who reads it). Written by gpu/ and by the tasks it runs (a gadget's
+ * step given to mr_device_run(), through mr_placement_run()): a task has no
+ * mr_err of its own, so this is how its failure's text reaches the thread
+ * that asked for the work. C and C++ (the .cu files report library
+ * failures through it). */
 #ifndef MR_GPU_FAIL_H
 #define MR_GPU_FAIL_H
 
