@@ -180,9 +180,11 @@ static int combine_task(mr_device *dev, void *arg) {
     rc = mr_coil_rss_complex(dev, x, in->nch, n, out);
   } else {
     slice_maps *m = slice_entry(s, in);
-    rc = m == NULL ? mr_fail(MR_ENOMEM, "out of memory for coil maps") : 0;
-    if (rc == 0 && !maps_current(s, m, in, dev))
-      rc = make_maps(s, dev, m, in, x);
+    if (m == NULL) {
+      mr_image_array_free(a);
+      return mr_fail(MR_ENOMEM, "out of memory for coil maps");
+    }
+    rc = maps_current(s, m, in, dev) ? 0 : make_maps(s, dev, m, in, x);
     if (rc == 0)
       rc = mr_coil_combine(dev, x, mr_buf_data(m->maps), in->nch, n, out);
   }

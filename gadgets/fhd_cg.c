@@ -40,6 +40,7 @@
  * Positions are checked first: a component outside [-0.75, 0.75] (1.5
  * times the [-0.5, 0.5) of the recon matrix's k-space) or not finite is
  * refused, naming the line, sample and value. */
+#include <assert.h>
 #include <complex.h>
 #include <math.h>
 #include <stdlib.h>
@@ -347,6 +348,7 @@ static double map_window(const problem *p, size_t i) {
   const double cutoff = 0.125; /* cycles per pixel */
   double r2 = 0;
   size_t pos[3] = {i % p->n[0], i / p->n[0] % p->n[1], i / p->n[0] / p->n[1]};
+  assert(p->rank == 2 || p->rank == 3); /* set from the matrix: 2D or 3D */
   for (int d = 0; d < p->rank; d++) {
     double f = ((double)pos[d] - (double)(p->n[d] / 2)) / (double)p->n[d];
     r2 += f * f;

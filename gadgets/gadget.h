@@ -185,6 +185,13 @@ void mr_gadget_wake(mr_gadget_ctx *ctx);
  * into ctx->err and returns code. */
 int mr_gadget_fail(mr_gadget_ctx *ctx, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+#ifdef __clang_analyzer__
+/* The static analyzer does not follow calls into variadic functions, and
+ * would take `return mr_gadget_fail(...)` for a possible success: for it
+ * alone, the call says what it returns (code is a plain expression at
+ * every call). */
+#define mr_gadget_fail(ctx, code, ...) (mr_gadget_fail((ctx), (code), __VA_ARGS__), (code))
+#endif
 /* The same for a failed gpu/ call: "config, gadget: what: <what gpu/ said
  * about it>" (what NULL: gpu/'s line alone), through mr_device_error()
  * (gpu/core/device.h). */

@@ -403,7 +403,7 @@ static int resolve_density(gridding *s, mr_gadget_ctx *ctx, const mr_kspace *k, 
 static void keep_positions(gridding *s, job *j) {
   size_t bytes = j->n * (size_t)j->rank * sizeof *j->k;
   if (s->pos.p != NULL && s->pos_n == j->n && s->pos_rank == j->rank &&
-      memcmp(s->pos.p, j->k, bytes) == 0) {
+      (bytes == 0 || memcmp(s->pos.p, j->k, bytes) == 0)) { /* no positions: k may be NULL */
     j->k = s->pos.p;
     return;
   }

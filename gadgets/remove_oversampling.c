@@ -371,7 +371,7 @@ static mr_kspace *crop_host(remove_os *s, mr_gadget_ctx *ctx, mr_device *dev, co
   /* Each sampled line is written whole. */
   mr_kspace *out = mr_kspace_new_gather(k->pinned, nout, k->ne1, k->ne2, k->nch, 0, &e);
   if (out == NULL) {
-    *rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
+    *rc = mr_gadget_fail(ctx, e.code < 0 ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
     return NULL;
   }
   memcpy(out->sampled, k->sampled, k->ne1 * k->ne2);
@@ -412,19 +412,21 @@ static int process_kspace(remove_os *s, mr_gadget_ctx *ctx, mr_message *msg, mr_
     mr_err e = {0};
     o = mr_kspace_new_on(dev, nout, k->ne1, k->ne2, k->nch, &e);
     if (o == NULL)
-      rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
+      rc = mr_gadget_fail(ctx, e.code < 0 ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
     batch_job job = {s, k, o};
     if (rc == 0 && (rc = mr_placement_run(&s->place, ctx, run_batch, &job)) == 0 &&
         !s->on_device) {
       if (mr_kspace_host(o, &e) == NULL)
-        rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
+        rc = mr_gadget_fail(ctx, e.code < 0 ? e.code : MR_ENOMEM, "%s",
+                            mr_err_text(&e, MR_ENOMEM));
       else
         mr_kspace_changed_on(o, s->cpu.dev); /* the host copy is the one */
     }
   } else {
     mr_err e = {0};
     if (mr_kspace_host(k, &e) == NULL)
-      rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
+      rc = mr_gadget_fail(ctx, e.code < 0 ? e.code : MR_ENOMEM, "%s",
+                          mr_err_text(&e, MR_ENOMEM));
     else
       o = crop_host(s, ctx, s->cpu.dev, k, nout, 0, &rc);
   }

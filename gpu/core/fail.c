@@ -9,7 +9,7 @@
 
 static _Thread_local char detail[256];
 
-int mr_fail(int code, const char *fmt, ...) {
+int(mr_fail)(int code, const char *fmt, ...) { /* () for fail.h's analyzer macro */
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(detail, sizeof detail, fmt, ap);
