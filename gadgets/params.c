@@ -162,16 +162,19 @@ typedef struct defaults {
   struct defaults *next;
   const mr_gadget_class *cls;
   mr_err err;            /* code 0, or why a default does not bind (a bug in the table) */
-  unsigned char image[]; /* state_size bytes; only the parameters' values are meaningful */
+  unsigned char *image;  /* state_size bytes, aligned as the state; only the parameters'
+                            values are meaningful */
 } defaults;
 
 static pthread_mutex_t defaults_mu = PTHREAD_MUTEX_INITIALIZER;
 static defaults *defaults_made;
 
 static defaults *defaults_make(const mr_gadget_class *cls) {
-  defaults *d = calloc(1, sizeof *d + cls->state_size);
-  if (d == NULL)
+  defaults *d = calloc(1, sizeof *d);
+  if (d == NULL || (d->image = calloc(1, cls->state_size > 0 ? cls->state_size : 1)) == NULL) {
+    free(d);
     return NULL;
+  }
   d->cls = cls;
   mr_err why = {0};
   bind_ctx b = {cls, "(defaults)", 0, &why};
