@@ -337,7 +337,8 @@ void mr_chain_each_timing(const mr_chain *c,
     each(ctx, c->nodes[i].cls->name, c->nodes[i].busy_ns);
 }
 
-int(mr_gadget_fail)(mr_gadget_ctx *ctx, int code, const char *fmt, ...) { /* () for gadget.h's analyzer macro */
+/* The name in parentheses: gadget.h's macro for the analyzer is not expanded. */
+int(mr_gadget_fail)(mr_gadget_ctx *ctx, int code, const char *fmt, ...) {
   char what[400];
   va_list ap;
   va_start(ap, fmt);

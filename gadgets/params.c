@@ -8,7 +8,7 @@
 
 typedef struct bind_ctx {
   const mr_gadget_class *cls;
-  const char *config;
+  const char *config; /* NULL: binding the class's defaults (the line is the bare reason) */
   int index;
   mr_err *err;
 } bind_ctx;
@@ -21,6 +21,8 @@ static int bad(const bind_ctx *b, const mr_param *p, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
+  if (b->config == NULL)
+    return mr_err_set(b->err, MR_ECONFIG, "%s", what);
   return mr_err_set(b->err, MR_ECONFIG, "config '%s', gadget %d '%s', key '%s': %s",
                     b->config, b->index, b->cls->name, p->name, what);
 }
@@ -177,13 +179,13 @@ static defaults *defaults_make(const mr_gadget_class *cls) {
   }
   d->cls = cls;
   mr_err why = {0};
-  bind_ctx b = {cls, "(defaults)", 0, &why};
+  bind_ctx b = {cls, NULL, 0, &why};
   for (size_t i = 0; i < cls->nparams && d->err.code == 0; i++) {
     const mr_param *p = &cls->params[i];
     cJSON *def = cJSON_Parse(p->def);
     if (def == NULL || bind_one(&b, p, def, d->image) < 0)
-      mr_err_set(&d->err, MR_EINVAL, "gadget '%s': the default of '%s' (%s) %s", cls->name,
-                 p->name, p->def, def == NULL ? "is not JSON" : why.msg);
+      mr_err_set(&d->err, MR_EINVAL, "gadget '%s': the default of '%s' (%s): %s", cls->name,
+                 p->name, p->def, def == NULL ? "not JSON" : why.msg);
     cJSON_Delete(def);
   }
   return d;
@@ -244,7 +246,8 @@ void mr_params_describe(const mr_gadget_class *cls, FILE *out) {
     fprintf(out, "  %-18s %-14s default %-10s", p->name, type_name(p->type), p->def);
     if (p->type == MR_PARAM_TYPE_ENUM)
       fprintf(out, " one of %s", p->choices);
-    else if (p->type == MR_PARAM_TYPE_INT || p->type == MR_PARAM_TYPE_DOUBLE || p->type == MR_PARAM_TYPE_INTS)
+    else if (p->type == MR_PARAM_TYPE_INT || p->type == MR_PARAM_TYPE_DOUBLE ||
+             p->type == MR_PARAM_TYPE_INTS)
       fprintf(out, " range %g..%g", p->min, p->max);
     else if (p->type == MR_PARAM_TYPE_DEVICE)
       fprintf(out, " \"auto\", \"cpu\" or a GPU index");

@@ -9,7 +9,8 @@
 
 static _Thread_local char detail[256];
 
-int(mr_fail)(int code, const char *fmt, ...) { /* () for fail.h's analyzer macro */
+/* The name in parentheses: fail.h's macro for the analyzer is not expanded. */
+int(mr_fail)(int code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(detail, sizeof detail, fmt, ap);
