@@ -55,9 +55,8 @@ typedef struct accumulate {
 } accumulate;
 
 static const mr_param params[] = {
-    {"trigger", MR_PARAM_ENUM, offsetof(accumulate, trigger), "\"slice\"", 0, 0,
-     "slice|repetition|end", 0,
-     "send a buffer on at LAST_IN_SLICE, at LAST_IN_REPETITION, or only at the end"},
+    MR_PARAM_ENUM(accumulate, trigger, "trigger", "\"slice\"", "slice|repetition|end",
+        "send a buffer on at LAST_IN_SLICE, at LAST_IN_REPETITION, or only at the end"),
     MR_PLACEMENT_PARAMS(accumulate),
 };
 
@@ -243,14 +242,19 @@ static int place(mr_gadget_ctx *ctx, open_buffer *b, const mr_acquisition *a) {
                            MR_FLAG(ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION_AND_IMAGING))) != 0;
   int imaging = !(h->flags & MR_FLAG(ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION));
   if (calib) {
-    if (k->calib == NULL) {
+    if (b->calib_count == NULL) { /* the first calibration line: k->calib is NULL too */
       mr_err e = {0};
       /* Pinned too when the buffer goes up: grappa uploads its lines. */
       k->calib = mr_kspace_new_gather(b->pin, k->nro, k->ne1, k->ne2, k->nch, k->traj_dims, &e);
       b->calib_count = calloc(k->ne1 * k->ne2, sizeof *b->calib_count);
-      if (k->calib == NULL || b->calib_count == NULL)
+      if (k->calib == NULL || b->calib_count == NULL) { /* neither, so the two stay paired */
+        mr_kspace_free(k->calib);
+        k->calib = NULL;
+        free(b->calib_count);
+        b->calib_count = NULL;
         return mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "calibration lines: %s",
                               e.code ? e.msg : "out of memory");
+      }
       k->calib->ref = k->ref;
       k->calib->encoding = k->encoding;
       k->calib->recon = k->recon;
@@ -350,7 +354,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   if (h->flags & MR_KSPACE_KEPT_OUT) {
     if (h->flags & MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT)) {
       if (h->number_of_samples > 0 && h->active_channels > 0 && a->data != NULL)
-        return mr_emit_message(out, msg);
+        return mr_emit_message(out, mr_message_ref(msg));
       s->empty_noise++;
     }
     goto done;
@@ -389,7 +393,6 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   if (last)
     rc = send_completed(s, b, a, out);
 done:
-  mr_message_unref(msg);
   return rc;
 }
 

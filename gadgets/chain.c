@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "chain_impl.h"
+#include "device.h"
 #include "params.h"
 #include "registry.h"
 
@@ -245,6 +246,7 @@ int mr_chain_deliver(mr_chain *c, stage *st, int from, mr_message *msg) {
       return hand_on(c, st, i, msg);
     mr_emit out = {c, st, i + 1};
     int rc = timed(st, nd, process_step, msg, &out);
+    mr_message_unref(msg); /* process() borrowed it, whatever it returned (gadget.h) */
     if (rc < 0 && atomic_load(&c->failed) == 0) {
       mr_gadget_fail(&nd->ctx, rc, "%s", mr_strerror(rc));
       return mr_chain_failed(c, rc, nd->ctx.err);
@@ -335,7 +337,8 @@ void mr_chain_each_timing(const mr_chain *c,
     each(ctx, c->nodes[i].cls->name, c->nodes[i].busy_ns);
 }
 
-int mr_gadget_fail(mr_gadget_ctx *ctx, int code, const char *fmt, ...) {
+/* The name in parentheses: gadget.h's macro for the analyzer is not expanded. */
+int(mr_gadget_fail)(mr_gadget_ctx *ctx, int code, const char *fmt, ...) {
   char what[400];
   va_list ap;
   va_start(ap, fmt);
@@ -343,4 +346,10 @@ int mr_gadget_fail(mr_gadget_ctx *ctx, int code, const char *fmt, ...) {
   va_end(ap);
   return mr_err_set(ctx->err, code, "config '%s', gadget %d '%s': %s", ctx->config,
                     ctx->index, ctx->gadget, what);
+}
+
+int mr_gadget_fail_device(mr_gadget_ctx *ctx, int code, const char *what) {
+  mr_err e = {0};
+  mr_device_error(&e, code, what);
+  return mr_gadget_fail(ctx, code, "%s", e.msg);
 }

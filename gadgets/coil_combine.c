@@ -58,15 +58,14 @@ typedef struct coil_combine {
 } coil_combine;
 
 static const mr_param params[] = {
-    {"method", MR_PARAM_ENUM, offsetof(coil_combine, method), "\"rss\"", 0, 0, "rss|weighted", 0,
-     "rss: root sum of squares; weighted: sensitivity-weighted with maps from the k-space centre"},
-    {"calib_size", MR_PARAM_INTS, offsetof(coil_combine, calib), "[24, 24]", 4, 1024, NULL, 2,
-     "weighted: readout samples and lines (and, in 3D, partitions) of the k-space centre the "
-     "maps come from"},
-    {"maps", MR_PARAM_ENUM, offsetof(coil_combine, maps_rule), "\"slice\"", 0, 0, "slice|image",
-     0,
-     "weighted: maps made once per slice (remade when the shape, the coils or the calibration "
-     "change) or from every image"},
+    MR_PARAM_ENUM(coil_combine, method, "method", "\"rss\"", "rss|weighted",
+        "rss: root sum of squares; weighted: sensitivity-weighted with maps from the k-space centre"),
+    MR_PARAM_INTS(coil_combine, calib, "calib_size", "[24, 24]", 4, 1024,
+        "weighted: readout samples and lines (and, in 3D, partitions) of the k-space centre the "
+        "maps come from"),
+    MR_PARAM_ENUM(coil_combine, maps_rule, "maps", "\"slice\"", "slice|image",
+        "weighted: maps made once per slice (remade when the shape, the coils or the calibration "
+        "change) or from every image"),
     MR_PLACEMENT_PARAMS(coil_combine),
 };
 
@@ -181,9 +180,11 @@ static int combine_task(mr_device *dev, void *arg) {
     rc = mr_coil_rss_complex(dev, x, in->nch, n, out);
   } else {
     slice_maps *m = slice_entry(s, in);
-    rc = m == NULL ? mr_fail(MR_ENOMEM, "out of memory for coil maps") : 0;
-    if (rc == 0 && !maps_current(s, m, in, dev))
-      rc = make_maps(s, dev, m, in, x);
+    if (m == NULL) {
+      mr_image_array_free(a);
+      return mr_fail(MR_ENOMEM, "out of memory for coil maps");
+    }
+    rc = maps_current(s, m, in, dev) ? 0 : make_maps(s, dev, m, in, x);
     if (rc == 0)
       rc = mr_coil_combine(dev, x, mr_buf_data(m->maps), in->nch, n, out);
   }
@@ -213,7 +214,6 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     mr_image_array_copy_meta(a, job.in);
   else
     mr_image_array_free(a);
-  mr_message_unref(msg);
   if (rc < 0)
     return rc;
   mr_message *m = mr_image_array_message(a);

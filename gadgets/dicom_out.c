@@ -18,8 +18,7 @@ typedef struct dicom_out {
 } dicom_out;
 
 static const mr_param params[] = {
-    {"images", MR_PARAM_BOOL, offsetof(dicom_out, images), "false", 0, 1, NULL, 0,
-     "also send the ISMRMRD images on"},
+    MR_PARAM_BOOL(dicom_out, images, "images", "false", "also send the ISMRMRD images on"),
 };
 
 /* Once, from configure (or the first image of a header-less chain). */
@@ -62,8 +61,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
                    : mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for a DICOM message");
   }
   if (rc == 0 && s->images)
-    return mr_emit_message(out, msg);
-  mr_message_unref(msg);
+    return mr_emit_message(out, mr_message_ref(msg));
   return rc;
 }
 

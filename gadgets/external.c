@@ -49,30 +49,27 @@ typedef struct external {
 } external;
 
 static const mr_param params[] = {
-    {"connect", MR_PARAM_TEXT, offsetof(external, connect), "\"\"", 0, 0, NULL,
-     sizeof ((external *)0)->connect,
-     "HOST:PORT of a running MRD server to hand the data to (this or execute)"},
-    {"execute", MR_PARAM_TEXT, offsetof(external, execute), "\"\"", 0, 0, NULL,
-     sizeof ((external *)0)->execute,
-     "NAME of a program in the server's --external-dir to start per session (this or connect)"},
-    {"args", MR_PARAM_TEXT, offsetof(external, args), "\"\"", 0, 0, NULL,
-     sizeof ((external *)0)->args, "the program's arguments, separated by spaces"},
-    {"config", MR_PARAM_TEXT, offsetof(external, config), "\"default.xml\"", 0, 0, NULL,
-     sizeof ((external *)0)->config, "the CONFIG_FILE name sent to the peer"},
-    {"send", MR_PARAM_ENUM, offsetof(external, send), "\"acquisitions\"", 0, 0,
-     "acquisitions|images|both", 0, "what goes to the peer (the rest passes this step)"},
-    {"expect", MR_PARAM_ENUM, offsetof(external, expect), "\"images\"", 0, 0,
-     "acquisitions|images|both", 0, "what the peer may send back (TEXT is logged: the first 100, 300 bytes each)"},
-    {"queue", MR_PARAM_INT, offsetof(external, queue), "8", 2, 1024, NULL, 0,
-     "messages held each way between this step and its peer"},
-    {"connect_timeout_ms", MR_PARAM_INT, offsetof(external, connect_timeout_ms), "5000", 1,
-     600000, NULL, 0, "connecting to the peer"},
-    {"idle_timeout_ms", MR_PARAM_INT, offsetof(external, idle_timeout_ms), "30000", 1,
-     3600000, NULL, 0, "waiting on the peer with no byte moving either way"},
-    {"total_timeout_ms", MR_PARAM_INT, offsetof(external, total_timeout_ms), "600000", 1,
-     86400000, NULL, 0, "from the start of the session to the peer's CLOSE"},
-    {"max_replies", MR_PARAM_INT, offsetof(external, max_replies), "1000000", 1, 1000000000,
-     NULL, 0, "messages the peer may send in one session"},
+    MR_PARAM_TEXT(external, connect, "connect", "\"\"",
+        "HOST:PORT of a running MRD server to hand the data to (this or execute)"),
+    MR_PARAM_TEXT(external, execute, "execute", "\"\"",
+        "NAME of a program in the server's --external-dir to start per session (this or connect)"),
+    MR_PARAM_TEXT(external, args, "args", "\"\"", "the program's arguments, separated by spaces"),
+    MR_PARAM_TEXT(external, config, "config", "\"default.xml\"",
+        "the CONFIG_FILE name sent to the peer"),
+    MR_PARAM_ENUM(external, send, "send", "\"acquisitions\"", "acquisitions|images|both",
+        "what goes to the peer (the rest passes this step)"),
+    MR_PARAM_ENUM(external, expect, "expect", "\"images\"", "acquisitions|images|both",
+        "what the peer may send back (TEXT is logged: the first 100, 300 bytes each)"),
+    MR_PARAM_INT(external, queue, "queue", "8", 2, 1024,
+        "messages held each way between this step and its peer"),
+    MR_PARAM_INT(external, connect_timeout_ms, "connect_timeout_ms", "5000", 1, 600000,
+        "connecting to the peer"),
+    MR_PARAM_INT(external, idle_timeout_ms, "idle_timeout_ms", "30000", 1, 3600000,
+        "waiting on the peer with no byte moving either way"),
+    MR_PARAM_INT(external, total_timeout_ms, "total_timeout_ms", "600000", 1, 86400000,
+        "from the start of the session to the peer's CLOSE"),
+    MR_PARAM_INT(external, max_replies, "max_replies", "1000000", 1, 1000000000,
+        "messages the peer may send in one session"),
 };
 
 static uint32_t kind_mask(int kinds) {
@@ -247,14 +244,12 @@ static int configure(void *state, mr_gadget_ctx *ctx) {
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
   external *s = state;
   if (!(kind_mask(s->send) & MR_KIND_BIT(msg->kind)))
-    return mr_emit_message(out, msg);
-  if (s->link == NULL) {
-    mr_message_unref(msg);
+    return mr_emit_message(out, mr_message_ref(msg));
+  if (s->link == NULL)
     return s->failed ? MR_ECANCELED
                      : mr_gadget_fail(ctx, MR_ESTATE, "data before the stream's HEADER");
-  }
   delivery d = {.s = s, .ctx = ctx, .out = out};
-  int rc = mr_link_send(s->link, msg, deliver, &d, &d.err);
+  int rc = mr_link_send(s->link, mr_message_ref(msg), deliver, &d, &d.err);
   return rc < 0 ? peer_failed(s, ctx, rc, &d.err) : 0;
 }
 

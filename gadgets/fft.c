@@ -115,7 +115,6 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   }
   rc = mr_image_array_emit(a, k, ctx, out);
 done:
-  mr_message_unref(msg);
   return rc;
 }
 

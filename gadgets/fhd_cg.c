@@ -47,6 +47,7 @@
  * Positions are checked first: a component outside [-0.75, 0.75] (1.5
  * times the [-0.5, 0.5) of the recon matrix's k-space) or not finite is
  * refused, naming the line, sample and value. */
+#include <assert.h>
 #include <complex.h>
 #include <math.h>
 #include <stdlib.h>
@@ -149,27 +150,26 @@ typedef struct fhd_cg {
 } fhd_cg;
 
 static const mr_param params[] = {
-    {"iterations", MR_PARAM_INT, offsetof(fhd_cg, iterations), "20", 1, 10000, NULL, 0,
-     "most conjugate-gradient iterations"},
-    {"tolerance", MR_PARAM_DOUBLE, offsetof(fhd_cg, tolerance), "1e-4", 0, 1, NULL, 0,
-     "stop once ||b - A x|| <= tolerance ||b|| (0: always run every iteration)"},
-    {"lambda", MR_PARAM_DOUBLE, offsetof(fhd_cg, lambda), "0", 0, 1e6, NULL, 0,
-     "regularization weight, relative to F^H F's mean eigenvalue (the number of samples)"},
-    {"regularizer", MR_PARAM_ENUM, offsetof(fhd_cg, regularizer), "\"identity\"", 0, 0,
-     "identity|differences", 0,
-     "W: identity (Tikhonov) or finite differences along each axis"},
-    {"sensitivities", MR_PARAM_ENUM, offsetof(fhd_cg, maps), "\"none\"", 0, 0, "none|estimate", 0,
-     "none: a solve per coil, coil images out; estimate: maps from the scan, one image out"},
-    {"fhd", MR_PARAM_ENUM, offsetof(fhd_cg, sums), "\"direct\"", 0, 0, "direct|nufft", 0,
-     "F^H D and Q by direct sums (exact) or by the NUFFT (fast, to nufft_tolerance)"},
-    {"nufft_tolerance", MR_PARAM_DOUBLE, offsetof(fhd_cg, nufft_tolerance), "1e-6", 1e-6, 1e-1,
-     NULL, 0, "relative accuracy of the NUFFT's F^H D and Q"},
-    {"maps_every", MR_PARAM_INT, offsetof(fhd_cg, maps_every), "1", 1, 1000000, NULL, 0,
-     "sensitivities \"estimate\": estimate the maps from every N-th buffer (frame) and reuse "
-     "them for those between"},
-    {"gpus", MR_PARAM_INT, offsetof(fhd_cg, gpus), "1", 1, MAX_SPLIT, NULL, 0,
-     "sensitivities \"estimate\": split the SENSE solve by coils across this many GPUs (the "
-     "session's and the least loaded others; fewer when the pool has fewer)"},
+    MR_PARAM_INT(fhd_cg, iterations, "iterations", "20", 1, 10000,
+        "most conjugate-gradient iterations"),
+    MR_PARAM_DOUBLE(fhd_cg, tolerance, "tolerance", "1e-4", 0, 1,
+        "stop once ||b - A x|| <= tolerance ||b|| (0: always run every iteration)"),
+    MR_PARAM_DOUBLE(fhd_cg, lambda, "lambda", "0", 0, 1e6,
+        "regularization weight, relative to F^H F's mean eigenvalue (the number of samples)"),
+    MR_PARAM_ENUM(fhd_cg, regularizer, "regularizer", "\"identity\"", "identity|differences",
+        "W: identity (Tikhonov) or finite differences along each axis"),
+    MR_PARAM_ENUM(fhd_cg, maps, "sensitivities", "\"none\"", "none|estimate",
+        "none: a solve per coil, coil images out; estimate: maps from the scan, one image out"),
+    MR_PARAM_ENUM(fhd_cg, sums, "fhd", "\"direct\"", "direct|nufft",
+        "F^H D and Q by direct sums (exact) or by the NUFFT (fast, to nufft_tolerance)"),
+    MR_PARAM_DOUBLE(fhd_cg, nufft_tolerance, "nufft_tolerance", "1e-6", 1e-6, 1e-1,
+        "relative accuracy of the NUFFT's F^H D and Q"),
+    MR_PARAM_INT(fhd_cg, maps_every, "maps_every", "1", 1, 1000000,
+        "sensitivities \"estimate\": estimate the maps from every N-th buffer (frame) and reuse "
+        "them for those between"),
+    MR_PARAM_INT(fhd_cg, gpus, "gpus", "1", 1, MAX_SPLIT,
+        "sensitivities \"estimate\": split the SENSE solve by coils across this many GPUs (the "
+        "session's and the least loaded others; fewer when the pool has fewer)"),
     MR_PLACEMENT_PARAMS(fhd_cg),
 };
 
@@ -378,6 +378,7 @@ static double map_window(const problem *p, size_t i) {
   const double cutoff = 0.125; /* cycles per pixel */
   double r2 = 0;
   size_t pos[3] = {i % p->n[0], i / p->n[0] % p->n[1], i / p->n[0] / p->n[1]};
+  assert(p->rank == 2 || p->rank == 3); /* set from the matrix: 2D or 3D */
   for (int d = 0; d < p->rank; d++) {
     double f = ((double)pos[d] - (double)(p->n[d] / 2)) / (double)p->n[d];
     r2 += f * f;
@@ -751,7 +752,6 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   a = NULL;
 done:
   mr_image_array_free(a);
-  mr_message_unref(msg);
   return rc;
 }
 

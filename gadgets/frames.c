@@ -48,14 +48,14 @@ typedef struct frames {
 } frames;
 
 static const mr_param params[] = {
-    {"spokes", MR_PARAM_INT, offsetof(frames, spokes), "0", 0, 65536, NULL, 0,
-     "readouts per frame (K); 0: the header's kspace_encoding_step_1 maximum + 1"},
-    {"step", MR_PARAM_INT, offsetof(frames, step), "0", 0, 65536, NULL, 0,
-     "sliding window: a new frame every `step` readouts over the last K; 0: step = K (no "
-     "overlap)"},
-    {"partial", MR_PARAM_ENUM, offsetof(frames, partial), "\"emit\"", 0, 0, "emit|drop", 0,
-     "at the end of the stream, fewer than K readouts since the last frame: send them as a "
-     "frame, or drop them"},
+    MR_PARAM_INT(frames, spokes, "spokes", "0", 0, 65536,
+        "readouts per frame (K); 0: the header's kspace_encoding_step_1 maximum + 1"),
+    MR_PARAM_INT(frames, step, "step", "0", 0, 65536,
+        "sliding window: a new frame every `step` readouts over the last K; 0: step = K (no "
+        "overlap)"),
+    MR_PARAM_ENUM(frames, partial, "partial", "\"emit\"", "emit|drop",
+        "at the end of the stream, fewer than K readouts since the last frame: send them as a "
+        "frame, or drop them"),
 };
 
 static int configure(void *state, mr_gadget_ctx *ctx) {
@@ -202,7 +202,6 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   if ((s->held == s->k && s->fresh >= s->s) || last)
     rc = send_frame(s, ctx, out);
 done:
-  mr_message_unref(msg);
   return rc;
 }
 

@@ -4,9 +4,17 @@
  * its state struct before any data is read), the message kinds it handles
  * and the kinds it emits. The chain (chain.h) gives every message to the
  * first gadget that accepts its kind; messages a gadget does not accept
- * pass it untouched. process() takes ownership of the message and may emit
- * any number of messages downstream through mr_emit_message(); it runs on the
- * connection's pipeline thread, synchronously. */
+ * pass it untouched. process() may emit any number of messages downstream
+ * through mr_emit_message(); it runs on the connection's pipeline thread,
+ * synchronously.
+ *
+ * Ownership: process() borrows its message. The chain drops its reference
+ * when process() returns, whatever it returns, so no exit path of a gadget
+ * frees it; a gadget that passes the message on, or keeps it for later,
+ * takes a reference of its own: mr_emit_message(out, mr_message_ref(msg)).
+ * What a gadget makes is its own until it emits it (emitting takes it, and
+ * on an error too). On failure a gadget returns a negative MR_E* code with
+ * its line in ctx->err (mr_gadget_fail()); the chain stops delivering. */
 #ifndef MR_GADGETS_GADGET_H
 #define MR_GADGETS_GADGET_H
 
@@ -21,19 +29,22 @@
 struct mr_pool;
 
 typedef enum mr_param_type {
-  MR_PARAM_BOOL,   /* int: 0 or 1 */
-  MR_PARAM_INT,    /* int, within [min, max] */
-  MR_PARAM_DOUBLE, /* double, within [min, max] */
-  MR_PARAM_ENUM,   /* int: index of the JSON string within `choices` */
-  MR_PARAM_INTS,   /* int[count], each within [min, max] */
-  MR_PARAM_DEVICE, /* int: MR_DEVICE_AUTO, MR_DEVICE_CPU or a GPU index */
-  MR_PARAM_TEXT,   /* char[count]: a JSON string of fewer than `count` bytes */
+  MR_PARAM_TYPE_BOOL,   /* int: 0 or 1 */
+  MR_PARAM_TYPE_INT,    /* int, within [min, max] */
+  MR_PARAM_TYPE_DOUBLE, /* double, within [min, max] */
+  MR_PARAM_TYPE_ENUM,   /* int: index of the JSON string within `choices` */
+  MR_PARAM_TYPE_INTS,   /* int[count], each within [min, max] */
+  MR_PARAM_TYPE_DEVICE, /* int: MR_DEVICE_AUTO, MR_DEVICE_CPU or a GPU index */
+  MR_PARAM_TYPE_TEXT,   /* char[count]: a JSON string of fewer than `count` bytes */
 } mr_param_type;
 
 /* Values of an MR_PARAM_DEVICE parameter ("auto", "cpu", or N >= 0). */
 #define MR_PARAM_DEVICE_AUTO (-1)
 #define MR_PARAM_DEVICE_CPU (-2)
 
+/* One entry of a class's parameter table. Written with the MR_PARAM_*()
+ * macros below, never by hand: they compute the offset and refuse to
+ * compile when the field is not of the C type the entry writes. */
 typedef struct mr_param {
   const char *name;
   mr_param_type type;
@@ -44,6 +55,62 @@ typedef struct mr_param {
   size_t count;       /* INTS: number of elements; TEXT: buffer bytes */
   const char *help;
 } mr_param;
+
+/* 0, after a compile-time check that `ok` holds for st's field: a struct
+ * declared inside sizeof is where C11 lets a _Static_assert stand within an
+ * expression (an initialiser's). */
+#define MR_PARAM_FIELD_CHECK(st, field, ok, what)                                               \
+  (0 * sizeof(struct {                                                                          \
+     _Static_assert(ok, "parameter field " #st "." #field " must be " what);                    \
+     char unused;                                                                               \
+   }))
+/* Is st's field (an lvalue, not evaluated) of type T? */
+#define MR_PARAM_FIELD_IS(st, field, T) _Generic(((st *)0)->field, T: 1, default: 0)
+/* Is st's field an array of T (the count is the field's own)? */
+#define MR_PARAM_FIELD_ARRAY_OF(st, field, T)                                                   \
+  _Generic(&((st *)0)->field, T(*)[sizeof(((st *)0)->field) / sizeof(T)]: 1, default: 0)
+
+#define MR_PARAM_ENTRY(st, field, key, t, dflt, lo, hi, options, n, text)                       \
+  {.name = (key), .type = (t), .offset = offsetof(st, field), .def = (dflt), .min = (lo),       \
+   .max = (hi), .choices = (options), .count = (n), .help = (text)}
+#define MR_PARAM_INT_FIELD(st, field)                                                           \
+  MR_PARAM_FIELD_CHECK(st, field, MR_PARAM_FIELD_IS(st, field, int), "an int")
+
+/* The entries, one per type. st is the gadget's state struct, field the
+ * member the value lands in, key the JSON name, dflt the default as JSON
+ * text (what --describe prints), text the help line. */
+#define MR_PARAM_BOOL(st, field, key, dflt, text)                                               \
+  MR_PARAM_ENTRY(st, field, key, MR_PARAM_TYPE_BOOL, dflt, 0, 1, NULL,                          \
+                 MR_PARAM_INT_FIELD(st, field), text)
+#define MR_PARAM_INT(st, field, key, dflt, lo, hi, text)                                        \
+  MR_PARAM_ENTRY(st, field, key, MR_PARAM_TYPE_INT, dflt, lo, hi, NULL,                         \
+                 MR_PARAM_INT_FIELD(st, field), text)
+#define MR_PARAM_DOUBLE(st, field, key, dflt, lo, hi, text)                                     \
+  MR_PARAM_ENTRY(st, field, key, MR_PARAM_TYPE_DOUBLE, dflt, lo, hi, NULL,                      \
+                 MR_PARAM_FIELD_CHECK(st, field, MR_PARAM_FIELD_IS(st, field, double),          \
+                                      "a double"),                                              \
+                 text)
+/* choices: "a|b|c"; the field gets the index of the one the JSON names. */
+#define MR_PARAM_ENUM(st, field, key, dflt, options, text)                                      \
+  MR_PARAM_ENTRY(st, field, key, MR_PARAM_TYPE_ENUM, dflt, 0, 0, options,                       \
+                 MR_PARAM_INT_FIELD(st, field), text)
+/* field: an int array; the JSON array must have as many elements. */
+#define MR_PARAM_INTS(st, field, key, dflt, lo, hi, text)                                       \
+  MR_PARAM_ENTRY(st, field, key, MR_PARAM_TYPE_INTS, dflt, lo, hi, NULL,                        \
+                 sizeof(((st *)0)->field) / sizeof(int) +                                       \
+                     MR_PARAM_FIELD_CHECK(st, field, MR_PARAM_FIELD_ARRAY_OF(st, field, int),   \
+                                          "an int array"),                                      \
+                 text)
+#define MR_PARAM_DEVICE(st, field, key, dflt, text)                                             \
+  MR_PARAM_ENTRY(st, field, key, MR_PARAM_TYPE_DEVICE, dflt, 0, 0, NULL,                        \
+                 MR_PARAM_INT_FIELD(st, field), text)
+/* field: a char array; the string must leave room for its NUL. */
+#define MR_PARAM_TEXT(st, field, key, dflt, text)                                               \
+  MR_PARAM_ENTRY(st, field, key, MR_PARAM_TYPE_TEXT, dflt, 0, 0, NULL,                          \
+                 sizeof(((st *)0)->field) +                                                     \
+                     MR_PARAM_FIELD_CHECK(st, field, MR_PARAM_FIELD_ARRAY_OF(st, field, char),  \
+                                          "a char array"),                                      \
+                 text)
 
 /* Where a gadget sends what it produces. */
 typedef struct mr_emit mr_emit;
@@ -96,7 +163,7 @@ typedef struct mr_gadget_class {
   /* Once, after the HEADER (or at CLOSE when none came), before data.
    * May be NULL. */
   int (*configure)(void *state, mr_gadget_ctx *ctx);
-  /* Takes msg. */
+  /* Borrows msg (see the top of this file). */
   int (*process)(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out);
   /* End of stream: emit whatever is still held. May be NULL. */
   int (*flush)(void *state, mr_gadget_ctx *ctx, mr_emit *out);
@@ -118,5 +185,16 @@ void mr_gadget_wake(mr_gadget_ctx *ctx);
  * into ctx->err and returns code. */
 int mr_gadget_fail(mr_gadget_ctx *ctx, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+#ifdef __clang_analyzer__
+/* The static analyzer does not follow calls into variadic functions, and
+ * would take `return mr_gadget_fail(...)` for a possible success: for it
+ * alone, the call says what it returns (code is a plain expression at
+ * every call). */
+#define mr_gadget_fail(ctx, code, ...) (mr_gadget_fail((ctx), (code), __VA_ARGS__), (code))
+#endif
+/* The same for a failed gpu/ call: "config, gadget: what: <what gpu/ said
+ * about it>" (what NULL: gpu/'s line alone), through mr_device_error()
+ * (gpu/core/device.h). */
+int mr_gadget_fail_device(mr_gadget_ctx *ctx, int code, const char *what);
 
 #endif

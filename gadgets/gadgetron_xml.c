@@ -266,8 +266,10 @@ int mr_gadgetron_xml_translate(const char *text, size_t len, mr_pipeline_config 
              p.classes);
     cJSON_AddStringToObject(cfg, "name", "gadgetron-xml");
     cJSON_AddStringToObject(cfg, "description", description);
-    if ((json = cJSON_PrintUnformatted(cfg)) == NULL)
-      rc = mr_err_set(err, MR_ENOMEM, "out of memory translating a Gadgetron XML config");
+    if ((json = cJSON_PrintUnformatted(cfg)) == NULL) {
+      mr_err_set(err, MR_ENOMEM, "out of memory translating a Gadgetron XML config");
+      rc = MR_ENOMEM;
+    }
   }
   cJSON_Delete(cfg);
   if (rc == 0)

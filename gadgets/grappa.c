@@ -62,26 +62,24 @@ typedef struct grappa_gadget {
 } grappa_gadget;
 
 static const mr_param params[] = {
-    {"kernel", MR_PARAM_INTS, offsetof(grappa_gadget, kernel), "[5, 4]", 1, 15, NULL, 2,
-     "kernel size: readout taps, source lines (the seed's K_RO x K_PE = 5 x 4)"},
-    {"chi", MR_PARAM_DOUBLE, offsetof(grappa_gadget, chi), "1e-4", 0, 1, NULL, 0,
-     "regularisation: lambda = chi * trace(A A^H) / unknowns"},
-    {"eta", MR_PARAM_DOUBLE, offsetof(grappa_gadget, eta), "1", 0, 4, NULL, 0,
-     "normalisation: each PE position's equations scaled by power^(-eta/2)"},
-    {"kappa", MR_PARAM_DOUBLE, offsetof(grappa_gadget, kappa), "0", 0, 0.9, NULL, 0,
-     "power clipping: share of the strongest equations left out"},
-    {"segments", MR_PARAM_INT, offsetof(grappa_gadget, segments), "1", 1,
-     MR_GRAPPA_MAX_SEGMENTS, NULL, 0, "readout segments calibrated apart"},
-    {"method", MR_PARAM_ENUM, offsetof(grappa_gadget, method), "\"fused\"", 0, 0,
-     "fused|hybrid|direct", 0,
-     "GPU calibration: fused (lagged products, blocked Cholesky of [M; U]), hybrid (lagged "
-     "products, cuSOLVER potrf, two TRSMs) or direct (HERK, GEMM, potrf, potrs); the CPU "
-     "always solves directly"},
-    {"interleaved_lines", MR_PARAM_INT, offsetof(grappa_gadget, interleaved_lines), "48", 0,
-     65535, NULL, 0,
-     "interleaved calibration: most lines around the k-space centre the union of the last R "
-     "frames calibrates on (at least what the kernel needs; 0: every line it covers). The "
-     "outer lines are mostly noise: calibrating on them makes the kernel worse"},
+    MR_PARAM_INTS(grappa_gadget, kernel, "kernel", "[5, 4]", 1, 15,
+        "kernel size: readout taps, source lines (the seed's K_RO x K_PE = 5 x 4)"),
+    MR_PARAM_DOUBLE(grappa_gadget, chi, "chi", "1e-4", 0, 1,
+        "regularisation: lambda = chi * trace(A A^H) / unknowns"),
+    MR_PARAM_DOUBLE(grappa_gadget, eta, "eta", "1", 0, 4,
+        "normalisation: each PE position's equations scaled by power^(-eta/2)"),
+    MR_PARAM_DOUBLE(grappa_gadget, kappa, "kappa", "0", 0, 0.9,
+        "power clipping: share of the strongest equations left out"),
+    MR_PARAM_INT(grappa_gadget, segments, "segments", "1", 1, MR_GRAPPA_MAX_SEGMENTS,
+        "readout segments calibrated apart"),
+    MR_PARAM_ENUM(grappa_gadget, method, "method", "\"fused\"", "fused|hybrid|direct",
+        "GPU calibration: fused (lagged products, blocked Cholesky of [M; U]), hybrid (lagged "
+        "products, cuSOLVER potrf, two TRSMs) or direct (HERK, GEMM, potrf, potrs); the CPU "
+        "always solves directly"),
+    MR_PARAM_INT(grappa_gadget, interleaved_lines, "interleaved_lines", "48", 0, 65535,
+        "interleaved calibration: most lines around the k-space centre the union of the last R "
+        "frames calibrates on (at least what the kernel needs; 0: every line it covers). The "
+        "outer lines are mostly noise: calibrating on them makes the kernel worse"),
     MR_PLACEMENT_PARAMS(grappa_gadget),
 };
 
@@ -431,7 +429,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
       rc = mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
       goto done;
     }
-    return mr_emit_message(out, msg);
+    return mr_emit_message(out, mr_message_ref(msg));
   }
   if (k->traj != NULL) {
     rc = mr_gadget_fail(ctx, MR_EDATA, "got non-Cartesian k-space: GRAPPA needs Cartesian lines");
@@ -466,7 +464,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   int calibrated = 0;
   long need = (long)(s->kernel[1] - 1) * accel + 1;
   if (k->calib != NULL && !separate && (rc = adopt_calibration_lines(k)) < 0) {
-    rc = mr_gadget_fail(ctx, rc, "calibration lines onto the GPU: %s", mr_device_last_error());
+    rc = mr_gadget_fail_device(ctx, rc, "calibration lines onto the GPU");
     goto done;
   }
   /* Calibrating without calibration lines reads the k-space on the host. */
@@ -505,14 +503,13 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
    * coil maps made from earlier images are stale. */
   sl->generation += (uint32_t)calibrated;
   if (imaging == 0) { /* a reference scan alone */
-    mr_message_unref(msg);
     return 0;
   }
   if (sl->weights == NULL && interleaved) {
     /* The union of R regularly shifted frames covers every line: a frame
      * waits for the next ones, unless R frames did not do. */
     if (sl->nwaiting < accel - 1) {
-      sl->waiting[sl->nwaiting++] = msg;
+      sl->waiting[sl->nwaiting++] = mr_message_ref(msg);
       return 0;
     }
     rc = mr_gadget_fail(ctx, MR_EDATA,
@@ -537,9 +534,8 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   waiting_free(sl); /* those left after a failure */
   if (rc < 0)
     goto done;
-  return fill_and_emit(s, ctx, sl, accel, msg, out);
+  return fill_and_emit(s, ctx, sl, accel, mr_message_ref(msg), out);
 done:
-  mr_message_unref(msg);
   return rc;
 }
 

@@ -83,16 +83,14 @@ typedef struct gridding {
 } gridding;
 
 static const mr_param params[] = {
-    {"tolerance", MR_PARAM_DOUBLE, offsetof(gridding, tolerance), "1e-4", 1e-6, 1e-1, NULL, 0,
-     "relative accuracy of the NUFFT against the exact sums"},
-    {"density", MR_PARAM_ENUM, offsetof(gridding, density), "\"auto\"", 0, 0,
-     "auto|trajectory|radial|pipe_menon|none", 0,
-     "density weights: from the trajectory's extra component, analytic radial, Pipe-Menon "
-     "iteration, none; auto picks in that order (radial only for a radial header)"},
-    {"iterations", MR_PARAM_INT, offsetof(gridding, iterations), "20", 1, 1000, NULL, 0,
-     "Pipe-Menon iterations"},
-    {"upsampling", MR_PARAM_DOUBLE, offsetof(gridding, upsampling), "0", 0, 2, NULL, 0,
-     "NUFFT grid oversampling, 1.25 .. 2; 0 chooses by dimension and tolerance"},
+    MR_PARAM_DOUBLE(gridding, tolerance, "tolerance", "1e-4", 1e-6, 1e-1,
+        "relative accuracy of the NUFFT against the exact sums"),
+    MR_PARAM_ENUM(gridding, density, "density", "\"auto\"", "auto|trajectory|radial|pipe_menon|none",
+        "density weights: from the trajectory's extra component, analytic radial, Pipe-Menon "
+        "iteration, none; auto picks in that order (radial only for a radial header)"),
+    MR_PARAM_INT(gridding, iterations, "iterations", "20", 1, 1000, "Pipe-Menon iterations"),
+    MR_PARAM_DOUBLE(gridding, upsampling, "upsampling", "0", 0, 2,
+        "NUFFT grid oversampling, 1.25 .. 2; 0 chooses by dimension and tolerance"),
     MR_PLACEMENT_PARAMS(gridding),
 };
 
@@ -405,7 +403,7 @@ static int resolve_density(gridding *s, mr_gadget_ctx *ctx, const mr_kspace *k, 
 static void keep_positions(gridding *s, job *j) {
   size_t bytes = j->n * (size_t)j->rank * sizeof *j->k;
   if (s->pos.p != NULL && s->pos_n == j->n && s->pos_rank == j->rank &&
-      memcmp(s->pos.p, j->k, bytes) == 0) {
+      (bytes == 0 || memcmp(s->pos.p, j->k, bytes) == 0)) { /* no positions: k may be NULL */
     j->k = s->pos.p;
     return;
   }
@@ -479,7 +477,6 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   a = NULL;
 done:
   mr_image_array_free(a);
-  mr_message_unref(msg);
   return rc;
 }
 

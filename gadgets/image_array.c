@@ -54,7 +54,9 @@ static int alloc_device(mr_image_array *a, mr_device *dev, mr_err *err) {
   if (rc < 0) {
     mr_budget_give(footprint(a));
     a->dev = NULL;
-    return mr_err_set(err, rc, "%s on the GPU: %s", what, mr_device_last_error());
+    char where[sizeof what + 16];
+    snprintf(where, sizeof where, "%s on the GPU", what);
+    return mr_device_error(err, rc, where);
   }
   return 0;
 }
@@ -99,7 +101,7 @@ float complex *mr_image_array_host(mr_image_array *a, mr_err *err) {
     return NULL;
   int rc = mr_buf_download(a->dev, 0, a->data, footprint(a));
   if (rc < 0) {
-    mr_err_set(err, rc, "downloading an image array: %s", mr_device_last_error());
+    mr_device_error(err, rc, "downloading an image array");
     return NULL;
   }
   return a->data;
@@ -133,7 +135,7 @@ mr_cfloat *mr_image_array_on(mr_image_array *a, mr_device *dev, mr_err *err) {
     return NULL;
   int rc = mr_buf_upload(a->dev, 0, a->data, footprint(a));
   if (rc < 0) {
-    mr_err_set(err, rc, "uploading an image array: %s", mr_device_last_error());
+    mr_device_error(err, rc, "uploading an image array");
     return NULL;
   }
   return mr_buf_data(a->dev);

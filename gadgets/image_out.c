@@ -22,10 +22,10 @@ typedef struct image_out {
 } image_out;
 
 static const mr_param params[] = {
-    {"type", MR_PARAM_ENUM, offsetof(image_out, kind), "\"magnitude\"", 0, 0,
-     "magnitude|complex|phase|real|imag", 0, "pixel type sent to the client"},
-    {"series", MR_PARAM_INT, offsetof(image_out, series), "1", 0, 65535, NULL, 0,
-     "image_series_index of every image (the client's output group image_<series>)"},
+    MR_PARAM_ENUM(image_out, kind, "type", "\"magnitude\"", "magnitude|complex|phase|real|imag",
+        "pixel type sent to the client"),
+    MR_PARAM_INT(image_out, series, "series", "1", 0, 65535,
+        "image_series_index of every image (the client's output group image_<series>)"),
 };
 
 static const uint16_t image_types[] = {
@@ -208,7 +208,6 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   }
   rc = mr_emit_message(out, im);
 done:
-  mr_message_unref(msg);
   return rc;
 }
 

@@ -201,8 +201,10 @@ float complex *mr_kspace_host(mr_kspace *k, mr_err *err) {
     samples_free(k->data, bytes);
     k->data = NULL;
     mr_budget_give(bytes);
-    mr_err_set(err, rc, "downloading a k-space buffer: %s",
-               rc == MR_ENOMEM ? "out of memory" : mr_device_last_error());
+    if (rc == MR_ENOMEM) /* the host copy: no gpu/ line explains it */
+      mr_err_set(err, rc, "downloading a k-space buffer: out of memory");
+    else
+      mr_device_error(err, rc, "downloading a k-space buffer");
     return NULL;
   }
   return k->data;
@@ -230,7 +232,7 @@ mr_cfloat *mr_kspace_on(mr_kspace *k, mr_device *dev, mr_err *err) {
   if (rc < 0) {
     k->dev = NULL;
     mr_budget_give(bytes);
-    mr_err_set(err, rc, "a k-space buffer on the GPU: %s", mr_device_last_error());
+    mr_device_error(err, rc, "a k-space buffer on the GPU");
     return NULL;
   }
   return mr_buf_data(k->dev);
@@ -278,7 +280,7 @@ int mr_kspace_upload_lines(mr_kspace *k, mr_device *dev, size_t first, size_t co
     if ((rc = mr_buf_create(dev, bytes > 0 ? bytes : 1, &k->dev)) < 0) {
       k->dev = NULL;
       mr_budget_give(bytes);
-      return mr_err_set(err, rc, "a k-space buffer on the GPU: %s", mr_device_last_error());
+      return mr_device_error(err, rc, "a k-space buffer on the GPU");
     }
     rc = mr_vec_zero(dev, mr_kspace_channel_size(k) * k->nch, mr_buf_data(k->dev));
   }
@@ -292,7 +294,7 @@ int mr_kspace_upload_lines(mr_kspace *k, mr_device *dev, size_t first, size_t co
     if (k->dev != NULL)
       mr_buf_wait_uploads(k->dev); /* earlier copies may still read k->data */
     drop_device(k);
-    return mr_err_set(err, rc, "uploading k-space lines: %s", mr_device_last_error());
+    return mr_device_error(err, rc, "uploading k-space lines");
   }
   return 0;
 }
@@ -303,7 +305,7 @@ int mr_kspace_wait_uploads(mr_kspace *k, mr_err *err) {
   int rc = mr_buf_wait_uploads(k->dev);
   if (rc < 0) {
     drop_device(k);
-    return mr_err_set(err, rc, "uploading k-space lines: %s", mr_device_last_error());
+    return mr_device_error(err, rc, "uploading k-space lines");
   }
   return 0;
 }

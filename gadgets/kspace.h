@@ -125,8 +125,8 @@ int mr_kspace_wait_uploads(mr_kspace *k, mr_err *err);
  * CPU) into a new buffer, [ch][line][ro] with *lines lines in their order
  * (0: none, and *out is NULL), a run of lines of every channel per copy:
  * for per-slice work on a sparse part, such as the calibration lines. The
- * caller takes *out. 0, or an error code (mr_device_last_error() says
- * more). */
+ * caller takes *out. 0, or an error code (gpu/'s detail line says more:
+ * report it with mr_device_error() or mr_gadget_fail_device()). */
 int mr_kspace_gather_sampled(const mr_kspace *k, mr_device *dev, struct mr_buf **out,
                              size_t *lines);
 /* The reverse: the rows of buf, [ch][line][ro] as gathered from a buffer

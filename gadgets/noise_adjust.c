@@ -67,12 +67,12 @@ typedef struct noise_adjust {
 } noise_adjust;
 
 static const mr_param params[] = {
-    {"store", MR_PARAM_BOOL, offsetof(noise_adjust, store), "false", 0, 0, NULL, 0,
-     "store the noise lines' statistics at the end of the stream under the header's "
-     "measurementID (needs --state-dir): a noise-only scan others name as their dependency"},
-    {"use_stored", MR_PARAM_BOOL, offsetof(noise_adjust, use_stored), "true", 0, 0, NULL, 0,
-     "a scan without noise lines whose header names a Noise measurementDependency is "
-     "prewhitened with the stored noise of that measurement"},
+    MR_PARAM_BOOL(noise_adjust, store, "store", "false",
+        "store the noise lines' statistics at the end of the stream under the header's "
+        "measurementID (needs --state-dir): a noise-only scan others name as their dependency"),
+    MR_PARAM_BOOL(noise_adjust, use_stored, "use_stored", "true",
+        "a scan without noise lines whose header names a Noise measurementDependency is "
+        "prewhitened with the stored noise of that measurement"),
     MR_PLACEMENT_PARAMS(noise_adjust),
 };
 
@@ -198,7 +198,7 @@ static int whiten(noise_adjust *s, mr_gadget_ctx *ctx, mr_acquisition *a) {
   rc = mr_blas_gemm(s->place.dev, MR_BLAS_N, MR_BLAS_N, 1, x, w, 0, out, 1);
   if (rc < 0) {
     free(y);
-    return mr_gadget_fail(ctx, rc, "prewhitening: %s", mr_device_last_error());
+    return mr_gadget_fail_device(ctx, rc, "prewhitening");
   }
   free(a->data);
   a->data = y;
@@ -359,7 +359,7 @@ static int whiten_kspace(noise_adjust *s, mr_gadget_ctx *ctx, mr_kspace *k) {
     mr_kspace_changed_on(k, s->place.dev);
     if ((rc = whiten_lines_cpu(s, k)) < 0 ||
         (k->calib != NULL && (rc = whiten_lines_cpu(s, k->calib)) < 0))
-      return mr_gadget_fail(ctx, rc, "prewhitening: %s", mr_device_last_error());
+      return mr_gadget_fail_device(ctx, rc, "prewhitening");
   }
   return 0;
 }
@@ -445,11 +445,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
       rc = whiten_kspace(s, ctx, k);
     else if (rc == 0 && (rc = mr_kspace_hand_on(k, s->on_device, &e)) < 0)
       rc = mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
-    if (rc < 0) {
-      mr_message_unref(msg);
-      return rc;
-    }
-    return mr_emit_message(out, msg);
+    return rc < 0 ? rc : mr_emit_message(out, mr_message_ref(msg));
   }
   mr_acquisition *a = &msg->u.acq;
   const ISMRMRD_AcquisitionHeader *h = &a->head;
@@ -458,11 +454,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
       rc = start_imaging(s, ctx, out, h->active_channels);
     if (rc == 0 && s->noise.samples > 0)
       rc = whiten(s, ctx, a);
-    if (rc < 0) {
-      mr_message_unref(msg);
-      return rc;
-    }
-    return mr_emit_message(out, msg);
+    return rc < 0 ? rc : mr_emit_message(out, mr_message_ref(msg));
   }
   if (h->number_of_samples == 0 || h->active_channels == 0 || a->data == NULL) {
     s->empty_noise++;
@@ -481,7 +473,6 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     if (rc == 0)
       accumulate_noise(&s->noise, a);
   }
-  mr_message_unref(msg);
   return rc;
 }
 

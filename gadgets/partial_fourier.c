@@ -138,7 +138,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   size_t below = c - lo, above = hi - c, m = below < above ? below : above;
   size_t longer = below > above ? below : above;
   if (longer - m <= 1) /* even (an even ne1 has one line more below) */
-    return mr_emit_message(out, msg);
+    return mr_emit_message(out, mr_message_ref(msg));
   if (m < MIN_SYMMETRIC) {
     rc = mr_gadget_fail(ctx, MR_EDATA,
                         "lines %zu to %zu of %zu: %zu lines on the short side of the centre, "
@@ -162,10 +162,9 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     goto done;
   free(ramp);
   memset(k->sampled, 1, k->ne1 * k->ne2);
-  return mr_emit_message(out, msg);
+  return mr_emit_message(out, mr_message_ref(msg));
 done:
   free(ramp);
-  mr_message_unref(msg);
   return rc;
 }
 

@@ -44,10 +44,7 @@ int mr_placement_run(mr_placement *p, mr_gadget_ctx *ctx, int (*op)(mr_device *,
   int rc = op(p->dev, arg);
   int gpu_failed = rc == MR_EDEVMEM || (rc == MR_EDEVICE && p->fallback == MR_FALLBACK_GPU);
   if (!gpu_failed || p->fallback == MR_FALLBACK_NONE || mr_device_gpu_index(p->dev) < 0)
-    return rc < 0 ? mr_gadget_fail(ctx, rc, "%s", mr_device_last_error()[0] != '\0'
-                                                       ? mr_device_last_error()
-                                                       : mr_strerror(rc))
-                  : rc;
+    return rc < 0 ? mr_gadget_fail_device(ctx, rc, NULL) : rc;
   int first = rc;
   if (p->fallback == MR_FALLBACK_GPU) {
     /* Without another GPU in the pool, on to the CPU. */

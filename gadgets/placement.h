@@ -14,11 +14,11 @@ enum { MR_FALLBACK_CPU, MR_FALLBACK_NONE, MR_FALLBACK_GPU };
 /* The two parameter-table entries every device-using gadget carries, for a
  * state struct with `int device, fallback` members. */
 #define MR_PLACEMENT_PARAMS(type)                                                                \
-  {"device", MR_PARAM_DEVICE, offsetof(type, device), "\"auto\"", 0, 0, NULL, 0,                \
-   "where the math runs: \"auto\" (least loaded GPU, else CPU), \"cpu\", or a GPU index"},      \
-  {"fallback", MR_PARAM_ENUM, offsetof(type, fallback), "\"cpu\"", 0, 0, "cpu|none|gpu", 0,     \
-   "on GPU out-of-memory: retry on the CPU, or report the error; \"gpu\": on out-of-memory "  \
-   "or a GPU failure, retry on another GPU, then on the CPU"}
+  MR_PARAM_DEVICE(type, device, "device", "\"auto\"",                                            \
+      "where the math runs: \"auto\" (least loaded GPU, else CPU), \"cpu\", or a GPU index"),    \
+  MR_PARAM_ENUM(type, fallback, "fallback", "\"cpu\"", "cpu|none|gpu",                            \
+      "on GPU out-of-memory: retry on the CPU, or report the error; \"gpu\": on out-of-memory "  \
+      "or a GPU failure, retry on another GPU, then on the CPU")
 
 typedef struct mr_placement {
   struct mr_pool *pool;

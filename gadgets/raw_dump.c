@@ -73,9 +73,7 @@ static int configure(void *state, mr_gadget_ctx *ctx) {
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
   (void)out;
   raw_dump *s = state;
-  int rc = s->open ? write_message(s, ctx, msg) : 0;
-  mr_message_unref(msg);
-  return rc;
+  return s->open ? write_message(s, ctx, msg) : 0;
 }
 
 static int flush(void *state, mr_gadget_ctx *ctx, mr_emit *out) {

@@ -371,7 +371,7 @@ static mr_kspace *crop_host(remove_os *s, mr_gadget_ctx *ctx, mr_device *dev, co
   /* Each sampled line is written whole. */
   mr_kspace *out = mr_kspace_new_gather(k->pinned, nout, k->ne1, k->ne2, k->nch, 0, &e);
   if (out == NULL) {
-    *rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
+    *rc = mr_gadget_fail(ctx, e.code < 0 ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
     return NULL;
   }
   memcpy(out->sampled, k->sampled, k->ne1 * k->ne2);
@@ -396,11 +396,9 @@ static int process_kspace(remove_os *s, mr_gadget_ctx *ctx, mr_message *msg, mr_
   if (ratio == 1.0 || k->traj != NULL || k->nro < 2) {
     mr_err e = {0};
     int rc = mr_kspace_hand_on(k, s->on_device, &e);
-    if (rc < 0) {
-      mr_message_unref(msg);
+    if (rc < 0)
       return mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
-    }
-    return mr_emit_message(out, msg);
+    return mr_emit_message(out, mr_message_ref(msg));
   }
   size_t nout = (size_t)lround(k->nro * ratio);
   if (nout == 0)
@@ -414,19 +412,21 @@ static int process_kspace(remove_os *s, mr_gadget_ctx *ctx, mr_message *msg, mr_
     mr_err e = {0};
     o = mr_kspace_new_on(dev, nout, k->ne1, k->ne2, k->nch, &e);
     if (o == NULL)
-      rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
+      rc = mr_gadget_fail(ctx, e.code < 0 ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
     batch_job job = {s, k, o};
     if (rc == 0 && (rc = mr_placement_run(&s->place, ctx, run_batch, &job)) == 0 &&
         !s->on_device) {
       if (mr_kspace_host(o, &e) == NULL)
-        rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
+        rc = mr_gadget_fail(ctx, e.code < 0 ? e.code : MR_ENOMEM, "%s",
+                            mr_err_text(&e, MR_ENOMEM));
       else
         mr_kspace_changed_on(o, s->cpu.dev); /* the host copy is the one */
     }
   } else {
     mr_err e = {0};
     if (mr_kspace_host(k, &e) == NULL)
-      rc = mr_gadget_fail(ctx, e.code, "%s", e.msg);
+      rc = mr_gadget_fail(ctx, e.code < 0 ? e.code : MR_ENOMEM, "%s",
+                          mr_err_text(&e, MR_ENOMEM));
     else
       o = crop_host(s, ctx, s->cpu.dev, k, nout, 0, &rc);
   }
@@ -434,7 +434,6 @@ static int process_kspace(remove_os *s, mr_gadget_ctx *ctx, mr_message *msg, mr_
     o->calib = crop_host(s, ctx, on_gpu ? dev : s->cpu.dev, k->calib, nout, 1, &rc);
   if (rc < 0) {
     mr_kspace_free(o);
-    mr_message_unref(msg);
     return rc;
   }
   mr_kspace_copy_meta(o, k);
@@ -442,7 +441,6 @@ static int process_kspace(remove_os *s, mr_gadget_ctx *ctx, mr_message *msg, mr_
   crop_header(&o->ref, nout, ratio);
   if (o->calib != NULL)
     crop_header(&o->calib->ref, nout, ratio);
-  mr_message_unref(msg);
   mr_message *m = mr_kspace_message(o);
   return m != NULL ? mr_emit_message(out, m) : mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
 }
@@ -455,7 +453,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   double ratio = h->encoding_space_ref < MR_MAX_ENCODINGS ? s->ratio[h->encoding_space_ref] : 1.0;
   if (ratio == 1.0 || h->number_of_samples == 0 ||
       (h->flags & MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT)))
-    return mr_emit_message(out, msg);
+    return mr_emit_message(out, mr_message_ref(msg));
   size_t ns = h->number_of_samples, nch = h->active_channels;
   size_t nout = (size_t)lround(ns * ratio);
   if (nout == 0)
@@ -472,7 +470,6 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   if (rc == 0)
     rc = halving ? halve_block(s, s->half_line, &in, &to, 1, ns, nout)
                  : crop_line(s, in, to, nout);
-  mr_message_unref(msg);
   if (rc < 0) {
     mr_message_unref(m);
     return mr_gadget_fail(ctx, rc, "readout of %zu samples: %s", ns, mr_strerror(rc));

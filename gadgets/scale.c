@@ -22,13 +22,12 @@ typedef struct scale {
 } scale;
 
 static const mr_param params[] = {
-    {"mode", MR_PARAM_ENUM, offsetof(scale, mode), "\"factor\"", 0, 0, "factor|max", 0,
-     "factor: every pixel times `factor`; max: each image scaled so that its largest "
-     "magnitude is `max`"},
-    {"factor", MR_PARAM_DOUBLE, offsetof(scale, factor), "1", 1e-12, 1e12, NULL, 0,
-     "the constant of mode factor"},
-    {"max", MR_PARAM_DOUBLE, offsetof(scale, max), "4095", 1e-12, 1e12, NULL, 0,
-     "the largest magnitude of each image in mode max"},
+    MR_PARAM_ENUM(scale, mode, "mode", "\"factor\"", "factor|max",
+        "factor: every pixel times `factor`; max: each image scaled so that its largest "
+        "magnitude is `max`"),
+    MR_PARAM_DOUBLE(scale, factor, "factor", "1", 1e-12, 1e12, "the constant of mode factor"),
+    MR_PARAM_DOUBLE(scale, max, "max", "4095", 1e-12, 1e12,
+        "the largest magnitude of each image in mode max"),
 };
 
 /* The largest magnitude among n pixels (complex when cx). */
@@ -45,20 +44,16 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   const scale *s = state;
   const mr_image *in = &msg->u.image;
   uint16_t type = in->head.data_type;
-  if (type != ISMRMRD_FLOAT && type != ISMRMRD_CXFLOAT) {
-    mr_message_unref(msg);
+  if (type != ISMRMRD_FLOAT && type != ISMRMRD_CXFLOAT)
     return mr_gadget_fail(ctx, MR_ENOTSUP,
                           "images of ISMRMRD data type %u: only float (%d) and complex float "
                           "(%d) can be scaled", (unsigned)type, ISMRMRD_FLOAT, ISMRMRD_CXFLOAT);
-  }
   /* A message may be shared (a reference kept by an earlier gadget), so
    * the scaled pixels go into a new one rather than over the old ones. */
   mr_message *scaled = mr_message_new_image(&in->head, in->attributes);
-  if (scaled == NULL) {
-    mr_message_unref(msg);
+  if (scaled == NULL)
     return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for a %zu-byte image",
                           in->data_bytes);
-  }
   int cx = type == ISMRMRD_CXFLOAT;
   size_t pixels = in->data_bytes / (cx ? 2 * sizeof(float) : sizeof(float));
   const float *src = in->data;
@@ -73,7 +68,6 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     dst[i] = (float)(k * src[i]);
     overflow |= isinf(dst[i]) && !isinf(src[i]);
   }
-  mr_message_unref(msg);
   if (overflow) { /* never send an image that is not what was asked for */
     mr_message_unref(scaled);
     return mr_gadget_fail(ctx, MR_EDATA, "scaling by %g overflows float pixels", k);

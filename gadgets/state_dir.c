@@ -243,7 +243,8 @@ void mr_state_prune(int dirfd, const char *suffix, int max_entries, int64_t max_
     n++;
   }
   closedir(d);
-  qsort(list, n, sizeof *list, oldest_first);
+  if (n > 1) /* list is NULL when nothing matched: qsort wants an array */
+    qsort(list, n, sizeof *list, oldest_first);
   size_t left = n;
   for (size_t i = 0; i < n; i++) {
     int over = (max_entries > 0 && left > (size_t)max_entries) ||

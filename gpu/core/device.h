@@ -25,6 +25,7 @@ extern "C" {
 #endif
 
 typedef struct mr_device mr_device;
+struct mr_err;
 
 typedef struct mr_device_info {
   int ordinal;       /* CUDA device number; -1 for the CPU */
@@ -78,13 +79,24 @@ int mr_device_time(mr_device *dev, mr_device_task task, void *arg, int warmup,
 /* Fills *info (memory figures are read now). */
 int mr_device_info_get(mr_device *dev, mr_device_info *info);
 
-/* The detail line of the last failed gpu/ call made on this thread, e.g.
- * "cufftExecC2C: CUFFT_INTERNAL_ERROR (fft_cuda.cu:120)"; "" when none. A
- * failure on a GPU worker is reported to the thread that asked for the work.
- * Valid until this thread's next gpu/ call. A gpu/ call that fails without
- * a line of its own leaves an older one in place: clear it before the calls
- * whose failure is to be explained (the GPU worker does so before each
- * task it runs). */
+/* Errors. A gpu/ call returns a negative MR_E* code and leaves a detail
+ * line on the calling thread, e.g. "cufftExecC2C: CUFFT_INTERNAL_ERROR
+ * (fft_cuda.cu:120)"; a failure on a GPU worker (a task's too: a task
+ * explains its own failures with mr_fail(), gpu/core/fail.h) is carried to
+ * the thread that asked for the work. The line is gpu/'s internal detail:
+ * what reports a failure to a client folds it into its mr_err with
+ * mr_device_error(), the one place the two meet, and never reads it
+ * itself. A gpu/ call that fails without a line of its own leaves an older
+ * one in place: clear it before the calls whose failure is to be explained
+ * (the GPU worker does so before each task it runs). */
+
+/* Writes "what: <detail line>" into err (what NULL: the line alone), or
+ * "what: <mr_strerror(code)>" when the line is empty, and returns code. As
+ * mr_err_set(), keeps an error err already holds. */
+int mr_device_error(struct mr_err *err, int code, const char *what);
+/* This thread's detail line ("" when none), for gpu/'s own tests and
+ * benchmarks; code that reports to a client uses mr_device_error(). Valid
+ * until this thread's next gpu/ call. */
 const char *mr_device_last_error(void);
 /* Empties this thread's detail line. */
 void mr_device_clear_error(void);

@@ -1,6 +1,9 @@
 /* The gadget framework: parameter binding and its errors, config parsing,
- * chain type checks, pass-through, flush order, --describe. */
+ * defaults parsed once per class, chain type checks, pass-through, flush
+ * order, a failing gadget's message released by the chain, --describe. */
+#include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -24,12 +27,12 @@ typedef struct probe_state {
 } probe_state;
 
 static const mr_param probe_params[] = {
-    {"flag", MR_PARAM_BOOL, offsetof(probe_state, flag), "false", 0, 0, NULL, 0, "a bool"},
-    {"count", MR_PARAM_INT, offsetof(probe_state, count), "3", 1, 10, NULL, 0, "an int"},
-    {"lambda", MR_PARAM_DOUBLE, offsetof(probe_state, lambda), "1e-4", 0, 1, NULL, 0, "a double"},
-    {"mode", MR_PARAM_ENUM, offsetof(probe_state, mode), "\"b\"", 0, 0, "a|b|c", 0, "an enum"},
-    {"kernel", MR_PARAM_INTS, offsetof(probe_state, kernel), "[4,5]", 1, 9, NULL, 2, "two ints"},
-    {"device", MR_PARAM_DEVICE, offsetof(probe_state, device), "\"auto\"", 0, 0, NULL, 0, "dev"},
+    MR_PARAM_BOOL(probe_state, flag, "flag", "false", "a bool"),
+    MR_PARAM_INT(probe_state, count, "count", "3", 1, 10, "an int"),
+    MR_PARAM_DOUBLE(probe_state, lambda, "lambda", "1e-4", 0, 1, "a double"),
+    MR_PARAM_ENUM(probe_state, mode, "mode", "\"b\"", "a|b|c", "an enum"),
+    MR_PARAM_INTS(probe_state, kernel, "kernel", "[4,5]", 1, 9, "two ints"),
+    MR_PARAM_DEVICE(probe_state, device, "device", "\"auto\"", "dev"),
 };
 
 static const mr_gadget_class probe = {
@@ -100,6 +103,92 @@ static void test_params_errors_name_config_gadget_and_key(void **state) {
     assert_int_equal(bind(cases[i].json, &st, &e), MR_ECONFIG);
     if (strstr(e.msg, cases[i].error) == NULL)
       fail_msg("%s: '%s' lacks '%s'", cases[i].json, e.msg, cases[i].error);
+  }
+}
+
+/* cJSON's allocations, counted: the defaults are parsed on a class's first
+ * bind, never again. */
+static size_t json_allocs;
+static void *counting_malloc(size_t n) {
+  json_allocs++;
+  return malloc(n);
+}
+
+static void test_params_defaults_parsed_once(void **state) {
+  (void)state;
+  probe_state st;
+  mr_err e;
+  assert_int_equal(mr_params_bind(&probe, NULL, &st, "cfg", 0, &e), 0);
+  cJSON_Hooks hooks = {counting_malloc, free};
+  cJSON_InitHooks(&hooks);
+  json_allocs = 0;
+  memset(&st, 0, sizeof st);
+  int rc = mr_params_bind(&probe, NULL, &st, "cfg", 0, &e);
+  cJSON_InitHooks(NULL);
+  assert_int_equal(rc, 0);
+  assert_int_equal(json_allocs, 0);
+  assert_int_equal(st.count, 3);
+  assert_int_equal(st.kernel[1], 5);
+}
+
+/* A table whose default does not bind is a bug of its class: every bind
+ * fails, naming the class, the key and the default. */
+static const mr_param broken_params[] = {
+    MR_PARAM_INT(probe_state, count, "count", "30", 1, 10, "an int"),
+};
+static const mr_gadget_class broken = {
+    .name = "broken",
+    .summary = "test class with a default outside its range",
+    .params = broken_params,
+    .nparams = 1,
+    .state_size = sizeof(probe_state),
+};
+
+static void test_params_bad_default_fails_every_bind(void **state) {
+  (void)state;
+  for (int i = 0; i < 2; i++) {
+    probe_state st;
+    mr_err e = {0};
+    assert_int_equal(mr_params_bind(&broken, NULL, &st, "cfg", 0, &e), MR_EINVAL);
+    assert_string_equal(e.msg, "gadget 'broken': the default of 'count' (30): 30 is outside 1..10");
+  }
+}
+
+/* Chains are built on many connections' threads at once: the first binds
+ * of a class race to make its defaults. */
+static const mr_param race_params[] = {
+    MR_PARAM_DOUBLE(probe_state, lambda, "lambda", "0.25", 0, 1, "a double"),
+    MR_PARAM_INTS(probe_state, kernel, "kernel", "[7, 8]", 1, 9, "two ints"),
+};
+static const mr_gadget_class race = {
+    .name = "race",
+    .summary = "test class bound from several threads at once",
+    .params = race_params,
+    .nparams = 2,
+    .state_size = sizeof(probe_state),
+};
+
+static void *bind_race(void *arg) {
+  probe_state *st = arg;
+  mr_err e;
+  return mr_params_bind(&race, NULL, st, "cfg", 0, &e) == 0 ? st : NULL;
+}
+
+static void test_params_first_binds_race(void **state) {
+  (void)state;
+  enum { N = 8 };
+  pthread_t t[N];
+  probe_state st[N];
+  memset(st, 0, sizeof st);
+  for (int i = 0; i < N; i++)
+    assert_int_equal(pthread_create(&t[i], NULL, bind_race, &st[i]), 0);
+  for (int i = 0; i < N; i++) {
+    void *got = NULL;
+    pthread_join(t[i], &got);
+    assert_ptr_equal(got, &st[i]);
+    assert_float_equal(st[i].lambda, 0.25, 0);
+    assert_int_equal(st[i].kernel[0], 7);
+    assert_int_equal(st[i].kernel[1], 8);
   }
 }
 
@@ -224,6 +313,51 @@ static void test_gadget_error_names_config_and_gadget(void **state) {
   mr_harness_close(&h);
 }
 
+/* ---- ownership: a gadget that fails leaks nothing ---- */
+
+/* A 2 x 2 image of 16-bit pixels: scale refuses it. */
+static mr_message *ushort_image(void) {
+  ISMRMRD_ImageHeader h;
+  ismrmrd_init_image_header(&h);
+  h.data_type = ISMRMRD_USHORT;
+  h.matrix_size[0] = h.matrix_size[1] = 2;
+  h.matrix_size[2] = h.channels = 1;
+  mr_message *m = mr_message_new_image(&h, NULL);
+  assert_non_null(m);
+  return m;
+}
+
+/* Pushes msg (holding a reference of our own) into a chain that fails on
+ * it, synchronous (depth 0) or pipelined: once the push has returned, ours
+ * is the only reference left, whichever gadgets saw it and passed it on
+ * before one failed. ASan's leak check (scripts/test.sh) sees the rest. */
+static void push_failing(const char *gadgets, uint32_t input, size_t depth, mr_message *msg,
+                         int want, const char *why) {
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, gadgets, input), 0);
+  assert_int_equal(mr_harness_set_pipelined(&h, depth), 0);
+  assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(8, 8, 1, 8, 8, 1)), 0);
+  assert_int_equal(mr_harness_push(&h, mr_message_ref(msg)), want);
+  assert_int_equal(atomic_load(&msg->refs), 1);
+  assert_non_null(strstr(h.err.msg, why));
+  assert_int_equal(h.nout, 0);
+  mr_harness_close(&h);
+  mr_message_unref(msg);
+}
+
+static void test_failing_gadget_leaks_nothing(void **state) {
+  (void)state;
+  for (size_t depth = 0; depth <= 2; depth += 2) {
+    /* The first gadget that sees it fails. */
+    push_failing("[{\"gadget\":\"scale\"}]", MR_KIND_BIT(MR_MSG_IMAGE), depth, ushort_image(),
+                 MR_ENOTSUP, "gadget 0 'scale': images of ISMRMRD data type");
+    /* One gadget passes it on (a reference of its own), the next fails. */
+    push_failing("[{\"gadget\":\"remove_oversampling\"},{\"gadget\":\"accumulate\"}]",
+                 MR_CHAIN_WIRE_INPUT, depth, mr_harness_acquisition(8, 2, 40, 0, 0, NULL, NULL),
+                 MR_EDATA, "gadget 1 'accumulate': acquisition");
+  }
+}
+
 static void test_describe_lists_every_gadget(void **state) {
   (void)state;
   char *text = NULL;
@@ -243,12 +377,16 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_params_defaults_and_values),
       cmocka_unit_test(test_params_errors_name_config_gadget_and_key),
+      cmocka_unit_test(test_params_defaults_parsed_once),
+      cmocka_unit_test(test_params_bad_default_fails_every_bind),
+      cmocka_unit_test(test_params_first_binds_race),
       cmocka_unit_test(test_config_parses_and_matches_aliases),
       cmocka_unit_test(test_config_errors),
       cmocka_unit_test(test_installed_configs_parse),
       cmocka_unit_test(test_unhandled_messages_pass_through),
       cmocka_unit_test(test_header_less_run_flushes_nothing),
       cmocka_unit_test(test_gadget_error_names_config_and_gadget),
+      cmocka_unit_test(test_failing_gadget_leaks_nothing),
       cmocka_unit_test(test_describe_lists_every_gadget),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,11 +2,13 @@
  * older gpu/ line left on the thread (issue 12, item 13: an MR_ENOMEM
  * without a line was reported with an earlier, unrelated GPU message); a
  * GPU that fails or runs out of memory mid-scan hands the step to another
- * GPU or the CPU (fake GPUs with injected faults). */
+ * GPU or the CPU (fake GPUs with injected faults); gpu/'s line folded into
+ * a gadget's error (mr_gadget_fail_device). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -131,8 +133,47 @@ static void test_cpu_fallback_from_fake_gpu(void **state) {
   mr_pool_destroy(pool);
 }
 
+/* The one way gpu/'s line reaches a client's error: folded into an mr_err
+ * with what the gadget was doing, or the code's text when gpu/ said
+ * nothing. */
+static void test_gpu_line_folded_into_the_error(void **state) {
+  (void)state;
+  mr_pool_opts po = {.gpus = "none"};
+  mr_pool *pool = NULL;
+  assert_int_equal(mr_pool_create(&po, &pool, NULL), 0);
+  mr_device *cpu = NULL;
+  assert_int_equal(mr_pool_acquire(pool, "cpu", &cpu, NULL), 0);
+  mr_err err = {0};
+  mr_gadget_ctx ctx = {.err = &err, .config = "test", .gadget = "fold", .index = 3};
+
+  mr_device_clear_error();
+  int rc = gpu_call_fails(cpu, NULL);
+  assert_int_equal(mr_gadget_fail_device(&ctx, rc, "timing"), MR_EINVAL);
+  assert_string_equal(err.msg, "config 'test', gadget 3 'fold': timing: device time: warmup -1, "
+                               "reps 0");
+  mr_err_clear(&err);
+  assert_int_equal(mr_device_error(&err, rc, NULL), MR_EINVAL);
+  assert_string_equal(err.msg, "device time: warmup -1, reps 0");
+
+  /* The first error is kept, as mr_err_set() keeps it. */
+  assert_int_equal(mr_device_error(&err, MR_EDATA, "later"), MR_EDATA);
+  assert_int_equal(err.code, MR_EINVAL);
+
+  mr_device_clear_error();
+  mr_err_clear(&err);
+  assert_int_equal(mr_gadget_fail_device(&ctx, MR_EDEVMEM, "uploading"), MR_EDEVMEM);
+  char want[256];
+  snprintf(want, sizeof want, "config 'test', gadget 3 'fold': uploading: %s",
+           mr_strerror(MR_EDEVMEM));
+  assert_string_equal(err.msg, want);
+
+  mr_pool_release(pool, cpu);
+  mr_pool_destroy(pool);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_gpu_line_folded_into_the_error),
       cmocka_unit_test(test_old_gpu_line_not_reported),
       cmocka_unit_test(test_failed_gpu_falls_back_to_another),
       cmocka_unit_test(test_cpu_fallback_from_fake_gpu),
