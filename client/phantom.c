@@ -1,5 +1,6 @@
 #include "phantom.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stddef.h>
 
@@ -30,6 +31,7 @@ typedef struct placed {
 } placed;
 
 static placed place(const shape *s, int rank, int n) {
+  assert(rank == 2 || rank == 3);
   double half = 0.5 * n, t = s->degrees * M_PI / 180.0;
   placed p = {.axis = {s->a * half, s->b * half, rank == 3 ? s->c * half : 1.0},
               .centre = {s->x0 * half, s->y0 * half, rank == 3 ? s->z0 * half : 0.0},
@@ -46,6 +48,7 @@ static void unrotate(const placed *p, const double v[3], double out[3]) {
 }
 
 double mr_phantom_value(int rank, int n, const double r[3]) {
+  assert(rank == 2 || rank == 3);
   double sum = 0;
   for (size_t i = 0; i < NSHAPES; i++) {
     placed p = place(&shepp_logan[i], rank, n);
@@ -95,6 +98,7 @@ double complex mr_phantom_ft(int rank, int n, const double k[3]) {
 
 /* Coil c's direction u, its cross direction v and its phase. */
 static void coil_axes(int rank, int c, int ncoils, double u[3], double v[3], double *phase) {
+  assert(rank == 2 || rank == 3);
   double t = 2 * M_PI * c / ncoils;
   double up = rank == 3 && ncoils > 1 ? (c % 2 ? -0.5 : 0.5) : 0.0;
   double norm = sqrt(1 + up * up);
@@ -111,6 +115,7 @@ static void coil_axes(int rank, int c, int ncoils, double u[3], double v[3], dou
 #define PHASE 0.3
 
 double complex mr_phantom_coil(int rank, int n, int c, int ncoils, const double r[3]) {
+  assert(rank == 2 || rank == 3);
   double u[3], v[3], phase, us = 0, vs = 0;
   coil_axes(rank, c, ncoils, u, v, &phase);
   for (int a = 0; a < rank; a++) {
@@ -123,6 +128,7 @@ double complex mr_phantom_coil(int rank, int n, int c, int ncoils, const double 
 
 /* F of the object moved by shift pixels, at k. */
 static double complex shifted_ft(int rank, int n, const double k[3], const double shift[3]) {
+  assert(rank == 2 || rank == 3);
   double phase = 0;
   for (int a = 0; a < rank; a++)
     phase += k[a] * shift[a];

@@ -1,5 +1,6 @@
 #include "preview.h"
 
+#include <assert.h>
 #include <complex.h>
 #include <math.h>
 #include <stdio.h>
@@ -92,7 +93,8 @@ int mr_preview_write(const char *dir, const char *stem, const mr_image *im, mr_e
     return mr_err_set(err, MR_EDATA, "image %s has no pixels", stem);
   size_t nx = h->matrix_size[0], ny = h->matrix_size[1], nz = h->matrix_size[2];
   size_t nc = h->channels, plane = nx * ny, n = im->data_bytes / mr_image_pixel_bytes(h->data_type);
-  float *mag = malloc(n * sizeof *mag), *sorted = malloc(n * sizeof *sorted);
+  assert(nc * nz * plane == n); /* mr_payload_image_matches */
+  float *mag = calloc(n, sizeof *mag), *sorted = malloc(n * sizeof *sorted);
   uint8_t *gray = malloc(plane);
   int rc = 0;
   if (mag == NULL || sorted == NULL || gray == NULL) {
@@ -104,7 +106,7 @@ int mr_preview_write(const char *dir, const char *stem, const mr_image *im, mr_e
     mag[i] = isfinite(m) ? m : 0.0f;
   }
   memcpy(sorted, mag, n * sizeof *mag);
-  float lo, hi;
+  float lo = 0, hi = 0;
   window(sorted, n, &lo, &hi);
   float scale = hi > lo ? 255.0f / (hi - lo) : 0.0f;
   for (size_t c = 0; c < nc && rc == 0; c++) {

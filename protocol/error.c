@@ -29,7 +29,7 @@ const char *mr_errname(int code) {
   return "EUNKNOWN";
 }
 
-int mr_err_set(mr_err *e, int code, const char *fmt, ...) {
+int(mr_err_set)(mr_err *e, int code, const char *fmt, ...) {
   if (e == NULL || e->code != 0)
     return code;
   e->code = code;

@@ -51,6 +51,12 @@ typedef struct mr_err {
  * (the root cause is the useful line), and code is still returned. */
 int mr_err_set(mr_err *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+#ifdef __clang_analyzer__
+/* The static analyzer does not follow calls into variadic functions, and
+ * would take `return mr_err_set(...)` for a possible success: for it alone,
+ * the call says what it returns (as mr_gadget_fail and mr_fail do). */
+#define mr_err_set(e, code, ...) (mr_err_set((e), (code), __VA_ARGS__), (code))
+#endif
 
 /* Clears e for reuse. */
 void mr_err_clear(mr_err *e);

@@ -21,7 +21,7 @@ int mr_payload_acquisition(const ISMRMRD_AcquisitionHeader *h, uint64_t *traj_by
                            uint64_t *data_bytes) {
   uint64_t traj[] = {h->trajectory_dimensions, h->number_of_samples, sizeof(float)};
   uint64_t data[] = {h->active_channels, h->number_of_samples, sizeof(float complex)};
-  uint64_t t, d;
+  uint64_t t = 0, d = 0;
   int rc = product(traj, 3, &t);
   if (rc == 0)
     rc = product(data, 3, &d);

@@ -1,5 +1,6 @@
 #include "config_dir.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,8 +46,10 @@ static int compare_names(const void *a, const void *b) {
 
 /* Each name and alias may be claimed by one config only. */
 static int check_unique(const mr_config_dir *dir, mr_err *err) {
+  assert(dir->n == 0 || (dir->configs != NULL && dir->files != NULL));
   for (int i = 0; i < dir->n; i++) {
-    const mr_pipeline_config *a = dir->configs[i];
+    const mr_pipeline_config *a = dir->configs[i]; /* parsed: never NULL */
+    assert(a != NULL);
     for (int j = 0; j < i; j++) {
       const mr_pipeline_config *b = dir->configs[j];
       const char *clash = mr_pipeline_config_matches(b, a->name) ? a->name : NULL;
@@ -82,7 +85,8 @@ int mr_config_dir_load(const char *path, mr_config_dir *dir, mr_err *err) {
   }
   closedir(d);
   if (rc == 0) {
-    qsort(names, (size_t)count, sizeof *names, compare_names);
+    if (count > 0)
+      qsort(names, (size_t)count, sizeof *names, compare_names);
     dir->path = strdup(path);
     dir->configs = calloc((size_t)count + 1, sizeof *dir->configs);
     dir->files = calloc((size_t)count + 1, sizeof *dir->files);
@@ -113,6 +117,7 @@ int mr_config_dir_load(const char *path, mr_config_dir *dir, mr_err *err) {
 }
 
 void mr_config_dir_free(mr_config_dir *dir) {
+  assert(dir->n == 0 || (dir->configs != NULL && dir->files != NULL));
   for (int i = 0; i < dir->n; i++) {
     mr_pipeline_config_free(dir->configs[i]);
     free(dir->files[i]);

@@ -44,7 +44,7 @@ static int track_best(mr_device *dev, solve_job *j, double *best, mr_cfloat *x_b
 static int solve(mr_device *dev, solve_job *j, mr_cfloat *r, mr_cfloat *p, mr_cfloat *ap,
                  mr_cfloat *x_best) {
   size_t n = j->n;
-  double bb, rr;
+  double bb = 0, rr = 0;
   int rc = mr_vec_sumsq(dev, n, j->b, &bb);
   if (rc < 0)
     return rc;

@@ -8,6 +8,7 @@
  * revolutions (in double, or in fixed point on a grid), then works in
  * float; on a grid it runs the GPU's recurrence (fhd.h, MR_FHD_RECURRENCE)
  * so the CPU tests check that arithmetic too. */
+#include <assert.h>
 #include <complex.h>
 #include <math.h>
 #include <stdint.h>
@@ -54,6 +55,7 @@ static void voxel_at(const mr_fhd_plan *p, size_t n, double x[3]) {
 static double phase(const mr_fhd_plan *p, size_t m, const double x[3]) {
   const float *k = p->k + m * (size_t)p->opts.rank;
   double t = 0;
+  assert(p->opts.rank >= 1 && p->opts.rank <= 3);
   for (int d = 0; d < p->opts.rank; d++) {
     double q = k[d] * x[d];
     t += q - nearbyint(q);

@@ -6,6 +6,7 @@
  * F_c^-1, crop. Both grids centre at n/2 (fft.h, block.h), which is where
  * fhd.h puts the origin, so lag s of q sits at index s + n of the doubled
  * grid and padding and cropping keep every voxel's position. */
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -52,6 +53,7 @@ static int add_stencil(const mr_toeplitz *t, mr_cfloat *q) {
   if (t->o.reg == MR_REG_IDENTITY)
     return mr_vec_axpy(t->dev, 1, 1.0f, lambda, q + o);
   size_t step[3] = {1, t->big[0], t->big[0] * t->big[1]};
+  assert(t->o.rank >= 1 && t->o.rank <= 3);
   int rc = 0;
   for (int d = 0; rc == 0 && d < t->o.rank; d++) {
     rc = mr_vec_axpy(t->dev, 1, 1.0f, twice, q + o);
