@@ -7,9 +7,11 @@
  * ASan's leak check that it freed it). A watchdog, unreferenced so that it
  * never keeps the loop alive, fails a test that hangs. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -41,6 +43,7 @@ typedef struct client {
   /* What went out. */
   int writes_queued, writes_done, write_errors;
   int shutdowns;          /* uv_shutdown callbacks */
+  int closed;             /* uv_close callbacks */
   void (*after_last_write)(struct client *cl); /* once every queued write is done */
   char rbuf[65536];
 } client;
@@ -66,7 +69,10 @@ typedef struct client_write {
   uint8_t *bytes;
 } client_write;
 
-static void on_client_closed(uv_handle_t *h) { (void)h; }
+static void on_client_closed(uv_handle_t *h) {
+  client *cl = h->data;
+  cl->closed++;
+}
 
 static void client_close(client *cl) {
   if (!uv_is_closing((uv_handle_t *)&cl->pipe))
@@ -188,14 +194,18 @@ static void client_send_scan(client *cl, int nx, int ny, int reps) {
 
 /* ---- the server around the connection ---- */
 
+/* A hang: the connection would hold its handles, and the teardown could
+ * not end the loop either, so stop here. */
 static void on_watchdog(uv_timer_t *t) {
   (void)t;
-  fail_msg("the loop still runs after %d ms", WATCHDOG_MS);
+  fprintf(stderr, "the loop still runs after %d ms: a connection did not close\n", WATCHDOG_MS);
+  abort();
 }
 
 static int group_setup(void **state) {
   (void)state;
   mr_log_set_level(MR_LOG_WARN);
+  signal(SIGPIPE, SIG_IGN); /* as mr_server_run: a vanished peer costs an EPIPE */
   mr_err err = {0};
   const char *src = getenv("MR_SOURCE_DIR");
   char path[4096];
@@ -256,6 +266,7 @@ static void run_to_the_end(fixture *f) {
   assert_int_equal(f->server.nconns, 0);
   assert_null(f->server.conns);
   assert_int_equal(f->server.nopen, 0);
+  assert_int_equal(f->cl.closed, 1);
 }
 
 static int teardown(void **state) {
@@ -290,16 +301,16 @@ static void test_close_then_half_close_gets_every_image(void **state) {
   assert_int_equal(f->cl.read_errors, 0);
 }
 
-/* The client goes away mid-scan, without its CLOSE: the session is
- * cancelled at once (not at the 30 s idle timeout, which the watchdog
- * would see) and the connection frees everything. */
+/* The client goes away mid-scan, without its CLOSE: its EOF alone (no
+ * answer was due, so no failed write) cancels the session at once, not at
+ * the 30 s idle timeout, which the watchdog would see; the connection
+ * frees everything. */
 static void test_a_peer_vanishing_mid_scan_cancels_the_session(void **state) {
   fixture *f = *state;
   connect_client(f);
   client_send(&f->cl, mr_message_new_config_file("default.xml"));
   client_send_header(&f->cl, 32, 16);
-  client_send_lines(&f->cl, 32, 16, 0, 16, 1);
-  client_send_lines(&f->cl, 32, 16, 1, 8, 0); /* half a repetition */
+  client_send_lines(&f->cl, 32, 16, 0, 8, 0); /* half a slice: no image to fail on */
   f->cl.after_last_write = client_close;
   run_to_the_end(f);
   assert_int_equal(f->cl.write_errors, 0);
@@ -405,6 +416,45 @@ static void test_a_client_that_does_not_read_pauses_receiving(void **state) {
   assert_int_equal(f->cl.eofs, 1);
 }
 
+/* A client that never reads past --write-timeout is dropped: the socket
+ * closed under its running session (whose pipeline thread waits on the
+ * full outbox), its writes fail, and once the session thread has noticed
+ * the cancel everything is freed. */
+static void test_a_client_that_never_reads_is_dropped(void **state) {
+  fixture *f = *state;
+  f->limits.connection_bytes = 128 * 1024;
+  f->server.opt.write_timeout_ms = 200;
+  connect_client(f);
+  client_send_scan(&f->cl, 128, 64, BP_REPS);
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  f->cl.after_last_write = client_close;
+  run_to_the_end(f);
+  assert_true(f->cl.write_errors > 0); /* the socket was closed on it */
+  assert_true(f->cl.writes_done < f->cl.writes_queued);
+}
+
+/* Messages after the CLOSE start a second session, which is not served:
+ * the first is answered in full, then the client is told, then CLOSE;
+ * a client that half-closed after sending all that still reads it. */
+static void test_a_second_session_after_close_is_told(void **state) {
+  fixture *f = *state;
+  connect_client(f);
+  client_read(&f->cl);
+  client_send_scan(&f->cl, 32, 16, 1);
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  client_send(&f->cl, mr_message_new_config_file("default.xml"));
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  f->cl.after_last_write = client_half_close;
+  run_to_the_end(f);
+  assert_int_equal(f->cl.shutdowns, 1);
+  assert_int_equal(f->cl.images, 1);
+  assert_int_equal(f->cl.texts, 1);
+  if (strstr(f->cl.first_text, "ERROR: a second session on one connection") == NULL)
+    fail_msg("TEXT: %s", f->cl.first_text);
+  assert_int_equal(f->cl.closes, 2); /* the first session's, then the connection's */
+  assert_int_equal(f->cl.eofs, 1);
+}
+
 /* ---- drain ---- */
 
 /* The signal handles of a stopping server, which the connection closing
@@ -470,6 +520,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_garbage_after_the_nul_of_a_config_name, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_a_client_that_does_not_read_pauses_receiving, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_a_client_that_never_reads_is_dropped, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_a_second_session_after_close_is_told, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_the_drain_deadline_cuts_a_running_session, setup,
                                       teardown),
