@@ -27,6 +27,57 @@
 /* Buffers of one write: MR_WRITE_BUF_MAX each, so up to 64 GiB a message. */
 #define WRITE_BUFS 64
 
+/* A connection is three small state machines, each changed only through
+ * its enter function, which aborts on a step its table does not list (as
+ * libuv asserts its handles' states): a close-ordering bug stops the
+ * server where it happens instead of surfacing later as a use-after-free.
+ *
+ * Its life, in the order of closing (docs/protocol.md rule 2). The steps:
+ *   SERVING   -> ANSWERING  the session thread stopped (or the client was refused)
+ *   ANSWERING -> LINGERING  everything written, our CLOSE last: our side shut
+ *   SERVING   -> DROPPED    no write completed for --write-timeout: socket closed
+ *   ANSWERING -> DROPPED    (the same while writing the last answers)
+ *   LINGERING -> CLOSING    the client's EOF, a quiet grace period, the idle limit
+ *   ANSWERING -> CLOSING    answered with the client already gone (EOF, failure)
+ *   DROPPED   -> CLOSING    the session thread stopped
+ *   SERVING   -> CLOSING    the connection could not be set up
+ */
+typedef enum conn_life {
+  LIFE_SERVING,   /* the session thread runs: messages in, answers out */
+  LIFE_ANSWERING, /* the session is over (or never began: refused); its last answers, and
+                     any the connection owes (owe_answer), are being written */
+  LIFE_LINGERING, /* our CLOSE is written and our side shut: the client's bytes are
+                     discarded until its EOF or a quiet grace period */
+  LIFE_DROPPED,   /* the socket was closed under a running session (write stall); the
+                     rest closes once the session thread has stopped */
+  LIFE_CLOSING,   /* the handles are closing; the connection is freed with the last */
+  LIFE_STATES
+} conn_life;
+
+/* The client's side of the socket, as the connection reads it. */
+typedef enum conn_client {
+  CLIENT_SENDING,       /* before its CLOSE: bytes decoded into the inbox */
+  CLIENT_GARBLED,       /* before its CLOSE, framing lost (or the client refused): bytes
+                           read and discarded */
+  CLIENT_CLOSED,        /* its CLOSE is in; bytes still decoded, to see a second session */
+  CLIENT_CLOSED_GARBLED,/* after its CLOSE, a second session or bytes that do not frame:
+                           read and discarded */
+  CLIENT_HALF_CLOSED,   /* it shut its side after its CLOSE (socat, nc -N): nothing more to
+                           read, our answer still goes out */
+  CLIENT_LEFT,          /* it shut its side before its CLOSE: the session is cancelled */
+  CLIENT_LOST,          /* the socket failed or was dropped: nothing more read or written */
+  CLIENT_STATES
+} conn_client;
+
+/* Receiving, and the backpressure on it. */
+typedef enum conn_reading {
+  READING_OFF,  /* not reading: the inbox is full, or there is nothing more to read */
+  READING_ON,   /* uv_read_start is in effect */
+  READING_HELD, /* stopped while the outbox is full: reading resumes once the client has
+                   read it down to half */
+  READING_STATES
+} conn_reading;
+
 typedef struct mr_conn {
   uv_tcp_t tcp;
   uv_async_t async;
@@ -41,21 +92,18 @@ typedef struct mr_conn {
   uv_thread_t thread;
   int has_thread;
   atomic_int cancel;
-  atomic_int session_done;
-  int got_close;      /* the decoder delivered the client's CLOSE */
-  int reading;        /* uv_read_start is in effect */
-  int read_held;      /* reading stopped until the outbox drains */
-  int peer_eof;       /* nothing more to read: the peer shut its side, or the socket failed */
-  int write_failed;   /* nothing more can be written: the socket failed or was dropped */
-  int framing_lost;   /* decoder failed: discard whatever else arrives */
+  atomic_int session_done; /* set by the session thread; the loop acts on it (life) */
+  conn_life life;
+  conn_client client;
+  conn_reading reading;
   int writes_pending;
   int close_queued;   /* a CLOSE of ours went into the socket's write queue */
   int counted;        /* counts as open against --max-connections */
   int refused;        /* turned away without a session */
+  /* What the connection owes its client after the session's answer: */
   enum { CUT_NO, CUT_PENDING, CUT_TOLD } cut; /* the drain deadline ended the session */
   enum { PIPELINED_NO, PIPELINED_SEEN, PIPELINED_TOLD } pipelined; /* messages after CLOSE */
-  int closing;        /* our side is done: shut down, wait for EOF */
-  uint64_t closing_since_ms;
+  uint64_t closing_since_ms; /* entered LINGERING */
   uint64_t start_ms;
   uint64_t bytes_in;   /* received from the socket */
   uint64_t images_out; /* written to the socket */
@@ -81,6 +129,89 @@ _Static_assert(sizeof(write_req) + sizeof(mr_message) + sizeof(mr_queue_entry) <
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void maybe_finish(mr_conn *c);
+
+/* ---- states ---- */
+
+#define STEP(to) (1u << (to))
+
+typedef struct state_machine {
+  const char *what;
+  const char *const *names;
+  const unsigned *steps; /* steps[from]: the states `from` may go to */
+} state_machine;
+
+static const char *const life_names[LIFE_STATES] = {"serving", "answering", "lingering",
+                                                    "dropped", "closing"};
+static const unsigned life_steps[LIFE_STATES] = {
+    [LIFE_SERVING] = STEP(LIFE_ANSWERING) | STEP(LIFE_DROPPED) | STEP(LIFE_CLOSING),
+    [LIFE_ANSWERING] = STEP(LIFE_LINGERING) | STEP(LIFE_DROPPED) | STEP(LIFE_CLOSING),
+    [LIFE_LINGERING] = STEP(LIFE_CLOSING),
+    [LIFE_DROPPED] = STEP(LIFE_CLOSING),
+    [LIFE_CLOSING] = 0,
+};
+static const state_machine life_machine = {"life", life_names, life_steps};
+
+static const char *const client_names[CLIENT_STATES] = {
+    "sending", "garbled", "closed", "closed-garbled", "half-closed", "left", "lost"};
+static const unsigned client_steps[CLIENT_STATES] = {
+    [CLIENT_SENDING] = STEP(CLIENT_GARBLED) | STEP(CLIENT_CLOSED) | STEP(CLIENT_LEFT) |
+                       STEP(CLIENT_LOST),
+    [CLIENT_GARBLED] = STEP(CLIENT_LEFT) | STEP(CLIENT_LOST),
+    [CLIENT_CLOSED] = STEP(CLIENT_CLOSED_GARBLED) | STEP(CLIENT_HALF_CLOSED) | STEP(CLIENT_LOST),
+    [CLIENT_CLOSED_GARBLED] = STEP(CLIENT_HALF_CLOSED) | STEP(CLIENT_LOST),
+    [CLIENT_HALF_CLOSED] = STEP(CLIENT_LOST),
+    [CLIENT_LEFT] = STEP(CLIENT_LOST),
+    [CLIENT_LOST] = 0,
+};
+static const state_machine client_machine = {"client", client_names, client_steps};
+
+static const char *const reading_names[READING_STATES] = {"off", "on", "held"};
+static const unsigned reading_steps[READING_STATES] = {
+    [READING_OFF] = STEP(READING_ON),
+    [READING_ON] = STEP(READING_OFF) | STEP(READING_HELD),
+    [READING_HELD] = STEP(READING_ON) | STEP(READING_OFF),
+};
+static const state_machine reading_machine = {"reading", reading_names, reading_steps};
+
+/* A step the table does not list is a bug in this file: say which and stop. */
+static void check_step(const mr_conn *c, const state_machine *m, int from, int to) {
+  if (m->steps[from] & STEP(to))
+    return;
+  mr_log(MR_LOG_ERROR, "%s: connection %s state cannot go from %s to %s", c->peer, m->what,
+         m->names[from], m->names[to]);
+  abort();
+}
+
+static void enter_life(mr_conn *c, conn_life to) {
+  check_step(c, &life_machine, (int)c->life, (int)to);
+  c->life = to;
+}
+
+static void enter_client(mr_conn *c, conn_client to) {
+  check_step(c, &client_machine, (int)c->client, (int)to);
+  c->client = to;
+}
+
+static void enter_reading(mr_conn *c, conn_reading to) {
+  check_step(c, &reading_machine, (int)c->reading, (int)to);
+  c->reading = to;
+}
+
+/* The client sends no more (its EOF, or the socket gone). */
+static int client_done(const mr_conn *c) {
+  return c->client == CLIENT_HALF_CLOSED || c->client == CLIENT_LEFT || c->client == CLIENT_LOST;
+}
+
+/* Its bytes still go to the decoder. */
+static int client_decoded(const mr_conn *c) {
+  return c->life != LIFE_LINGERING && (c->client == CLIENT_SENDING || c->client == CLIENT_CLOSED);
+}
+
+/* The socket failed or was dropped: from any state but that one. */
+static void lose_client(mr_conn *c) {
+  if (c->client != CLIENT_LOST)
+    enter_client(c, CLIENT_LOST);
+}
 
 /* ---- counting ---- */
 
@@ -166,6 +297,7 @@ static void close_handle(uv_handle_t *h) {
 
 /* Only once the session thread is done: it signals through the async. */
 static void close_all(mr_conn *c) {
+  enter_life(c, LIFE_CLOSING);
   close_handle((uv_handle_t *)&c->tcp);
   close_handle((uv_handle_t *)&c->async);
   close_handle((uv_handle_t *)&c->timer);
@@ -195,28 +327,33 @@ static void on_grace_timeout(uv_timer_t *t) {
 static void on_shutdown(uv_shutdown_t *req, int status) {
   mr_conn *c = req->data;
   free(req);
-  if (status < 0)
+  /* Closing the socket cancels a shutdown still pending: already CLOSING. */
+  if (status < 0 && c->life == LIFE_LINGERING)
     close_all(c);
 }
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
 /* Our CLOSE is written. Rule 2: shut our side and keep reading until the
  * peer closes, so a client still sending never meets a reset. */
 static void begin_closing(mr_conn *c) {
-  c->closing = 1;
-  c->closing_since_ms = uv_now(c->server->loop);
   uncount(c);
-  if (c->peer_eof || c->write_failed) {
+  if (client_done(c)) { /* nothing to wait for (or nothing to wait with) */
     close_all(c);
     return;
   }
+  enter_life(c, LIFE_LINGERING);
+  c->closing_since_ms = uv_now(c->server->loop);
   uv_shutdown_t *req = malloc(sizeof *req);
   if (req == NULL || (req->data = c, uv_shutdown(req, (uv_stream_t *)&c->tcp, on_shutdown)) < 0) {
     free(req);
     close_all(c);
     return;
   }
-  if (!c->reading && uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
-    c->reading = 1;
+  /* Read (and discard) whatever still comes, the outbox no longer matters. */
+  if (c->reading != READING_ON && uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
+    enter_reading(c, READING_ON);
   uv_timer_start(&c->timer, on_grace_timeout, (uint64_t)c->server->opt.close_grace_ms, 0);
 }
 
@@ -250,8 +387,14 @@ static int owe_answer(mr_conn *c) {
   return send_error(c, why) == 0;
 }
 
+/* Every path that may end the session's part comes here: the session
+ * thread stopped, a write completed, the client left. */
 static void maybe_finish(mr_conn *c) {
-  if (c->closing || !atomic_load(&c->session_done) || c->writes_pending > 0 ||
+  if (!atomic_load(&c->session_done))
+    return;
+  if (c->life == LIFE_SERVING)
+    enter_life(c, LIFE_ANSWERING);
+  if ((c->life != LIFE_ANSWERING && c->life != LIFE_DROPPED) || c->writes_pending > 0 ||
       mr_queue_bytes(&c->outbox) > 0)
     return;
   if (owe_answer(c))
@@ -268,15 +411,19 @@ static void on_write_stall(uv_timer_t *t) {
   mr_log(MR_LOG_WARN, "%s: no output written for %d ms (--write-timeout): dropping the client",
          c->peer, c->server->opt.write_timeout_ms);
   mr_metrics_error(MR_ERRKIND_TIMEOUT);
-  c->write_failed = c->peer_eof = 1;
+  lose_client(c);
   cancel_session(c);
+  enter_life(c, LIFE_DROPPED);
+  if (c->reading != READING_OFF)
+    enter_reading(c, READING_OFF);
   /* Closing the socket fails the stuck writes; the rest closes once the
    * session thread has noticed the cancel (maybe_finish). */
   close_handle((uv_handle_t *)&c->tcp);
 }
 
+/* Armed while writes are pending on a live socket (SERVING, ANSWERING). */
 static void arm_write_timer(mr_conn *c) {
-  if (c->writes_pending > 0)
+  if (c->writes_pending > 0 && (c->life == LIFE_SERVING || c->life == LIFE_ANSWERING))
     uv_timer_start(&c->write_timer, on_write_stall, (uint64_t)c->server->opt.write_timeout_ms, 0);
   else
     uv_timer_stop(&c->write_timer);
@@ -288,7 +435,6 @@ static void on_written(uv_write_t *req, int status) {
   write_req *w = (write_req *)req;
   mr_conn *c = w->conn;
   c->writes_pending--;
-  arm_write_timer(c);
   if (w->bytes > 0)
     mr_queue_release(&c->outbox, w->bytes);
   if (status == 0)
@@ -301,11 +447,14 @@ static void on_written(uv_write_t *req, int status) {
     uncount(c);
   mr_message_unref(w->msg);
   free(w);
-  if (status < 0 && !c->write_failed) {
+  if (c->life == LIFE_CLOSING)
+    return; /* cancelled by the socket's closing: nothing left to drive */
+  if (status < 0 && c->client != CLIENT_LOST) {
     mr_log(MR_LOG_DEBUG, "%s: write failed: %s", c->peer, uv_strerror(status));
-    c->write_failed = 1;
+    lose_client(c);
     cancel_session(c);
   }
+  arm_write_timer(c);
   start_reading(c);
   maybe_finish(c);
 }
@@ -315,7 +464,9 @@ static void on_written(uv_write_t *req, int status) {
  * answers, which never went through it. */
 static int write_message(mr_conn *c, mr_message *msg, size_t counted) {
   write_req *w = calloc(1, sizeof *w);
-  int rc = w == NULL ? MR_ENOMEM : c->write_failed ? MR_ECONN : mr_encode(msg, &w->enc);
+  int rc = w == NULL                    ? MR_ENOMEM
+           : c->client == CLIENT_LOST ? MR_ECONN
+                                      : mr_encode(msg, &w->enc);
   if (rc == 0) {
     uv_buf_t bufs[WRITE_BUFS];
     int n = mr_write_bufs(&w->enc, bufs, WRITE_BUFS);
@@ -392,20 +543,20 @@ static void wake_loop(void *ctx) {
  * read again until the outbox has drained to half, so what a connection
  * holds stays within its two queues' bounds. */
 static void start_reading(mr_conn *c) {
-  if (c->reading || c->peer_eof || c->write_failed || c->closing || mr_queue_full(&c->inbox))
+  if (c->reading == READING_ON || client_done(c) ||
+      (c->life != LIFE_SERVING && c->life != LIFE_ANSWERING) || mr_queue_full(&c->inbox))
     return;
   size_t out = mr_queue_bytes(&c->outbox);
-  if (c->read_held ? out > c->outbox.capacity / 2 : out >= c->outbox.capacity)
+  if (c->reading == READING_HELD ? out > c->outbox.capacity / 2 : out >= c->outbox.capacity)
     return;
-  if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0) {
-    c->reading = 1;
-    c->read_held = 0;
-  }
+  if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
+    enter_reading(c, READING_ON);
 }
 
-static void stop_reading(mr_conn *c) {
+/* to: READING_OFF, or READING_HELD (until the outbox drains). */
+static void stop_reading(mr_conn *c, conn_reading to) {
   uv_read_stop((uv_stream_t *)&c->tcp);
-  c->reading = 0;
+  enter_reading(c, to);
 }
 
 /* A message after the client's CLOSE starts a second session on the same
@@ -414,24 +565,26 @@ static void stop_reading(mr_conn *c) {
 static int after_close(mr_conn *c) {
   if (c->pipelined == PIPELINED_NO)
     c->pipelined = PIPELINED_SEEN;
+  if (c->client == CLIENT_CLOSED)
+    enter_client(c, CLIENT_CLOSED_GARBLED);
   return MR_ECANCELED; /* stops the decoder: the rest is discarded */
 }
 
 static int on_decoded(void *ctx, mr_message *msg) {
   mr_conn *c = ctx;
-  if (c->got_close) {
+  if (c->client != CLIENT_SENDING) {
     mr_message_unref(msg);
     return after_close(c);
   }
   if (msg->kind == MR_MSG_CLOSE)
-    c->got_close = 1;
+    enter_client(c, CLIENT_CLOSED);
   return mr_queue_push(&c->inbox, msg, mr_queue_message_bytes(msg), 0) == MR_ENOMEM ? MR_ENOMEM
                                                                                     : 0;
 }
 
 static void on_rejected(void *ctx, int code, const char *text) {
   mr_conn *c = ctx;
-  if (c->got_close)
+  if (c->client != CLIENT_SENDING)
     after_close(c);
   else
     mr_queue_push_event(&c->inbox, code, text);
@@ -441,7 +594,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   (void)suggested;
   mr_conn *c = h->data;
   void *body = NULL;
-  size_t room = c->closing || c->framing_lost ? 0 : mr_decoder_body_room(c->dec, &body);
+  size_t room = client_decoded(c) ? mr_decoder_body_room(c->dec, &body) : 0;
   if (room >= IN_PLACE_MIN) {
     *buf = uv_buf_init(body, room > UINT_MAX ? UINT_MAX : (unsigned)room);
     return;
@@ -449,66 +602,78 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   *buf = uv_buf_init(c->rbuf, c->in_place ? AFTER_IN_PLACE : sizeof c->rbuf);
 }
 
+/* The client's EOF, or the socket failed. */
+static void on_read_end(mr_conn *c, ssize_t nread) {
+  stop_reading(c, READING_OFF);
+  if (nread != UV_EOF) {
+    mr_log(MR_LOG_DEBUG, "%s: read failed: %s", c->peer, uv_strerror((int)nread));
+    lose_client(c);
+  } else if (c->client == CLIENT_SENDING || c->client == CLIENT_GARBLED) {
+    enter_client(c, CLIENT_LEFT);
+  } else if (c->client == CLIENT_CLOSED || c->client == CLIENT_CLOSED_GARBLED) {
+    enter_client(c, CLIENT_HALF_CLOSED);
+  }
+  if (c->life == LIFE_LINGERING) {
+    close_all(c);
+    return;
+  }
+  /* A client may shut its side after its CLOSE and still read our answer
+   * (socat, nc -N): writing goes on until our CLOSE is out. One that
+   * leaves before its CLOSE is gone. */
+  if (c->client != CLIENT_HALF_CLOSED) {
+    mr_queue_push_event(&c->inbox, MR_ECONN, nread == UV_EOF
+                                                 ? "the client left before its CLOSE"
+                                                 : "the connection failed before the client's CLOSE");
+    cancel_session(c);
+  }
+  maybe_finish(c);
+}
+
+/* Answered already (after an error, maybe before the client's CLOSE):
+ * what still comes is discarded so a client mid-upload never meets a
+ * reset; the grace counts from the last byte, within the idle limit. */
+static void on_read_lingering(mr_conn *c, ssize_t nread) {
+  if (uv_now(c->server->loop) - c->closing_since_ms > (uint64_t)c->server->env->idle_timeout_ms)
+    close_all(c);
+  else if (nread > 0)
+    uv_timer_start(&c->timer, on_grace_timeout, (uint64_t)c->server->opt.close_grace_ms, 0);
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   mr_conn *c = s->data;
   if (nread < 0) {
-    stop_reading(c);
-    c->peer_eof = 1;
-    if (nread != UV_EOF) {
-      c->write_failed = 1;
-      mr_log(MR_LOG_DEBUG, "%s: read failed: %s", c->peer, uv_strerror((int)nread));
-    }
-    if (c->closing) {
-      close_all(c);
-      return;
-    }
-    /* A client may shut its side after its CLOSE and still read our
-     * answer (socat, nc -N): writing goes on until our CLOSE is out. One
-     * that leaves before its CLOSE is gone. */
-    if (!c->got_close || nread != UV_EOF) {
-      mr_queue_push_event(&c->inbox, MR_ECONN, nread == UV_EOF
-                                                   ? "the client left before its CLOSE"
-                                                   : "the connection failed before the client's CLOSE");
-      cancel_session(c);
-    }
-    maybe_finish(c);
+    on_read_end(c, nread);
     return;
   }
   c->bytes_in += (uint64_t)nread;
   mr_metrics_bytes_in((uint64_t)nread);
-  if (c->closing) {
-    /* Answered already (after an error, maybe before the client's CLOSE):
-     * discard what still comes so a client mid-upload never meets a
-     * reset; the grace counts from the last byte, within the idle limit. */
-    if (uv_now(c->server->loop) - c->closing_since_ms >
-        (uint64_t)c->server->env->idle_timeout_ms)
-      close_all(c);
-    else if (nread > 0)
-      uv_timer_start(&c->timer, on_grace_timeout, (uint64_t)c->server->opt.close_grace_ms, 0);
+  if (c->life == LIFE_LINGERING) {
+    on_read_lingering(c, nread);
     return;
   }
-  if (nread == 0 || c->framing_lost)
+  if (nread == 0 || !client_decoded(c))
     return;
   c->in_place = buf->base != c->rbuf;
   int rc = c->in_place ? mr_decoder_received(c->dec, (size_t)nread)
                        : mr_decoder_feed(c->dec, c->rbuf, (size_t)nread);
-  if (rc < 0) {
-    c->framing_lost = 1;
-    if (c->pipelined == PIPELINED_NO)
-      mr_queue_push_event(&c->inbox, MR_EFRAME,
-                          rc == MR_ENOMEM ? "out of memory reading a message"
-                                          : mr_decoder_error(c->dec));
+  /* A second session after the CLOSE stopped the decoder (after_close,
+   * CLOSED_GARBLED already); anything else that does not frame is told to
+   * the session. */
+  if (rc < 0 && (c->client == CLIENT_SENDING || c->client == CLIENT_CLOSED)) {
+    mr_queue_push_event(&c->inbox, MR_EFRAME,
+                        rc == MR_ENOMEM ? "out of memory reading a message"
+                                        : mr_decoder_error(c->dec));
+    enter_client(c, c->client == CLIENT_SENDING ? CLIENT_GARBLED : CLIENT_CLOSED_GARBLED);
   }
   if (mr_queue_full(&c->inbox)) {
     mr_queue_pause(&c->inbox);
-    stop_reading(c);
+    stop_reading(c, READING_OFF);
     /* The session may have drained the queue between the check and the
      * pause; look again so we never sleep on a queue nobody will wake. */
     if (!mr_queue_full(&c->inbox))
       uv_async_send(&c->async);
   } else if (mr_queue_full(&c->outbox)) {
-    stop_reading(c);
-    c->read_held = 1; /* on_written reads again once the client has read */
+    stop_reading(c, READING_HELD); /* on_written reads again once the client has read */
   }
 }
 
@@ -543,7 +708,7 @@ static void peer_name(uv_tcp_t *tcp, char *out, size_t size) {
 static void refuse(mr_conn *c, const char *why) {
   note_error(c, why);
   c->refused = 1;
-  c->framing_lost = 1;
+  enter_client(c, CLIENT_GARBLED); /* what it sends meanwhile is discarded */
   atomic_store(&c->session_done, 1);
   send_error(c, why);
   maybe_finish(c);
@@ -594,7 +759,7 @@ void mr_conn_accept(mr_server *server, int fd) {
     mr_log(MR_LOG_ERROR, "cannot accept a connection: %s",
            uv_rc != 0 ? uv_strerror(uv_rc) : mr_strerror(rc));
     atomic_store(&c->session_done, 1);
-    c->peer_eof = c->write_failed = 1;
+    enter_client(c, CLIENT_LOST);
     close_all(c);
     return;
   }
@@ -605,7 +770,7 @@ void mr_conn_accept(mr_server *server, int fd) {
                             .peer = c->peer};
   mr_log(MR_LOG_DEBUG, "%s: connected", c->peer);
   if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
-    c->reading = 1;
+    enter_reading(c, READING_ON);
   if (busy) {
     char why[128];
     snprintf(why, sizeof why, "server busy: %d connections open (--max-connections %d)",

@@ -10,7 +10,11 @@
 struct mr_server;
 
 /* Serves the accepted socket fd (takes it). When the server is at
- * --max-connections the client is told so (TEXT, CLOSE) and let go. */
+ * --max-connections the client is told so (TEXT, CLOSE) and let go. Any
+ * connected stream socket will do, and of the server only its loop, opt,
+ * env, counts and connection list are used (and, once it is stopping, its
+ * signal handles: mr_server_conn_closed), so tests/server/test_server_conn.c
+ * serves one end of a socketpair from a hand-built mr_server. */
 void mr_conn_accept(struct mr_server *server, int fd);
 
 /* Ends every connection's session early (server shutting down past its

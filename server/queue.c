@@ -65,8 +65,11 @@ int mr_queue_push(mr_queue *q, mr_message *msg, size_t bytes, int wait) {
   e->msg = msg;
   e->bytes = bytes;
   pthread_mutex_lock(&q->mu);
-  while (wait && !q->closed && q->bytes >= q->capacity)
+  while (wait && !q->closed && q->bytes >= q->capacity) {
+    q->waiting++;
     pthread_cond_wait(&q->changed, &q->mu);
+    q->waiting--;
+  }
   if (q->closed) {
     pthread_mutex_unlock(&q->mu);
     mr_queue_entry_free(e);
@@ -183,4 +186,11 @@ size_t mr_queue_message_bytes(const mr_message *m) {
     break;
   }
   return b;
+}
+
+int mr_queue_waiting(mr_queue *q) {
+  pthread_mutex_lock(&q->mu);
+  int n = q->waiting;
+  pthread_mutex_unlock(&q->mu);
+  return n;
 }

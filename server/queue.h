@@ -29,6 +29,7 @@ typedef struct mr_queue {
   size_t bytes, capacity;
   int closed;
   int paused; /* the producer stopped and waits to hear of room */
+  int waiting; /* producers blocked in mr_queue_push for room (mr_queue_waiting) */
   /* When set (after mr_queue_init), told every change of `bytes`: the
    * server's metrics sum what all connections hold. */
   void (*count)(int64_t delta);
@@ -64,6 +65,9 @@ int mr_queue_full(mr_queue *q);
 size_t mr_queue_bytes(mr_queue *q);
 /* Wakes everyone; later pushes fail, pops drain what is left. */
 void mr_queue_close(mr_queue *q);
+/* How many producers wait in mr_queue_push for room now: what a test
+ * waits on before it makes room, instead of sleeping. */
+int mr_queue_waiting(mr_queue *q);
 
 /* What a queued message holds besides its payload: the message struct,
  * its queue entry, the write request that sends an answer (conn.c checks

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
-#include <unistd.h>
+#include <sched.h>
 
 #include "error.h"
 #include "message.h"
@@ -94,7 +94,8 @@ static void fill_and_start_pusher(mr_queue *q, const char *first, pusher *p, pth
   assert_int_equal(mr_queue_push(q, text(first), 100, 1), 0);
   p->q = q;
   assert_int_equal(pthread_create(t, NULL, push_waiting, p), 0);
-  usleep(50000); /* it waits (or has not begun: either way it pushes after) */
+  while (mr_queue_waiting(q) == 0)
+    sched_yield(); /* until it waits for room */
 }
 
 /* The pipeline thread writing images waits for room instead. */

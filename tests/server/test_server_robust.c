@@ -518,7 +518,11 @@ static void test_drain_cut_is_told(void **state) {
   mr_test_send_msg(fd, mr_message_new_text(MR_MSG_HEADER, xml, strlen(xml)));
   for (int e1 = 0; e1 < 4; e1++)
     mr_test_send_msg(fd, mr_harness_acquisition(32, 2, e1, 0, 0, mr_harness_smooth_line, &e1));
-  usleep(100000);
+  /* Answered: the session runs and has taken the lines before. */
+  mr_test_send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 1, "gadgetron::version", 18));
+  mr_message *answer = mr_test_receive_kind(fd, MR_MSG_RESPONSE, 5000);
+  assert_non_null(answer);
+  mr_message_unref(answer);
   kill(s.pid, SIGTERM);
   mr_test_reply r;
   mr_test_receive(fd, &r, 10000);

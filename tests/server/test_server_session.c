@@ -322,7 +322,11 @@ static void test_max_connections(void **state) {
   int held = mr_test_connect(small.port);
   assert_true(held >= 0);
   mr_test_send_msg(held, mr_message_new_config_file("default.xml"));
-  usleep(100000);
+  /* Answered: it is served, and holds the only slot. */
+  mr_test_send_msg(held, mr_message_new_query(MR_MSG_QUERY, 1, "gadgetron::version", 18));
+  mr_message *answer = mr_test_receive_kind(held, MR_MSG_RESPONSE, 5000);
+  assert_non_null(answer);
+  mr_message_unref(answer);
   int fd = mr_test_connect(small.port);
   assert_true(fd >= 0);
   mr_test_reply r;

@@ -178,6 +178,37 @@ void mr_test_receive(int fd, mr_test_reply *r, int timeout_ms) {
   mr_decoder_destroy(d);
 }
 
+typedef struct wanted {
+  mr_message_kind kind;
+  mr_message *msg;
+} wanted;
+
+static int on_wanted(void *ctx, mr_message *m) {
+  wanted *w = ctx;
+  if (w->msg == NULL && m->kind == w->kind)
+    w->msg = m;
+  else
+    mr_message_unref(m);
+  return 0;
+}
+
+mr_message *mr_test_receive_kind(int fd, mr_message_kind kind, int timeout_ms) {
+  wanted w = {kind, NULL};
+  mr_decoder_callbacks cb = {on_wanted, NULL, &w};
+  mr_decoder *d = NULL;
+  if (mr_decoder_create(NULL, &cb, &d) != 0)
+    return NULL;
+  while (w.msg == NULL) {
+    struct pollfd p = {fd, POLLIN, 0};
+    char byte;
+    if (poll(&p, 1, timeout_ms) <= 0 || recv(fd, &byte, 1, 0) != 1 ||
+        mr_decoder_feed(d, &byte, 1) != 0)
+      break;
+  }
+  mr_decoder_destroy(d);
+  return w.msg;
+}
+
 int mr_test_reply_count(const mr_test_reply *r, mr_message_kind kind) {
   int n = 0;
   for (int i = 0; i < r->n; i++)

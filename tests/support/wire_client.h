@@ -46,6 +46,12 @@ typedef struct mr_test_reply {
 /* Reads messages until the server's CLOSE (then until EOF), or timeout_ms
  * of silence. */
 void mr_test_receive(int fd, mr_test_reply *r, int timeout_ms);
+/* Reads until one message of `kind` has arrived (others are dropped), or
+ * timeout_ms of silence, or EOF; returns it (the caller unrefs it) or
+ * NULL. One byte at a time, so that nothing after it is taken from the
+ * socket: for small answers on a connection read further afterwards (a
+ * QUERY's RESPONSE, proof that the session has taken what came before). */
+mr_message *mr_test_receive_kind(int fd, mr_message_kind kind, int timeout_ms);
 /* Counts messages of a kind. */
 int mr_test_reply_count(const mr_test_reply *r, mr_message_kind kind);
 /* The first TEXT containing needle, or NULL. */

@@ -1,0 +1,517 @@
+/* server/conn.c in process, in libuv's test style: one uv_loop_t runs the
+ * connection under test (mr_conn_accept on one end of a socketpair, with a
+ * hand-built mr_server around it) and its client (a uv_pipe_t on the other
+ * end); the test counts the client's callbacks and reads its messages. No
+ * server process, no sleeps: the loop ends when every handle is closed,
+ * which is itself the proof that the connection let go of everything (and
+ * ASan's leak check that it freed it). A watchdog, unreferenced so that it
+ * never keeps the loop alive, aborts a test that hangs. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <cmocka.h>
+
+#include <uv.h>
+
+#include "config_dir.h"
+#include "conn.h"
+#include "decode.h"
+#include "encode.h"
+#include "error.h"
+#include "gadget_harness.h"
+#include "log.h"
+#include "metrics.h"
+#include "pool.h"
+#include "server.h"
+
+#define WATCHDOG_MS 20000
+
+typedef struct client {
+  uv_pipe_t pipe;
+  mr_decoder *dec;
+  /* What came back. */
+  int images, texts, closes, eofs, read_errors;
+  char first_text[300];
+  /* What went out. */
+  int writes_queued, writes_done, write_errors;
+  int shutdowns;          /* uv_shutdown callbacks */
+  int closed;             /* uv_close callbacks */
+  void (*after_last_write)(struct client *cl); /* once every queued write is done */
+  char rbuf[65536];
+} client;
+
+typedef struct fixture {
+  uv_loop_t loop;
+  mr_server server;
+  mr_server_env env;
+  mr_limits limits;
+  uv_timer_t watchdog;
+  client cl;
+} fixture;
+
+static mr_config_dir configs;
+static mr_pool *pool;
+static fixture *current; /* the test being run, for the client's callbacks */
+
+/* ---- the client ---- */
+
+typedef struct client_write {
+  uv_write_t req;
+  client *cl;
+  uint8_t *bytes;
+} client_write;
+
+static void on_client_closed(uv_handle_t *h) {
+  client *cl = h->data;
+  cl->closed++;
+}
+
+static void client_close(client *cl) {
+  if (!uv_is_closing((uv_handle_t *)&cl->pipe))
+    uv_close((uv_handle_t *)&cl->pipe, on_client_closed);
+}
+
+static void on_client_written(uv_write_t *req, int status) {
+  client_write *w = (client_write *)req;
+  client *cl = w->cl;
+  free(w->bytes);
+  free(w);
+  if (status < 0)
+    cl->write_errors++;
+  else
+    cl->writes_done++;
+  if (cl->writes_done + cl->write_errors == cl->writes_queued && cl->after_last_write != NULL) {
+    void (*then)(client *) = cl->after_last_write;
+    cl->after_last_write = NULL;
+    then(cl);
+  }
+}
+
+/* Queues raw bytes (takes them). */
+static void client_send_bytes(client *cl, uint8_t *bytes, size_t len) {
+  client_write *w = calloc(1, sizeof *w);
+  assert_non_null(w);
+  w->cl = cl;
+  w->bytes = bytes;
+  uv_buf_t buf = uv_buf_init((char *)bytes, (unsigned)len);
+  assert_int_equal(uv_write(&w->req, (uv_stream_t *)&cl->pipe, &buf, 1, on_client_written), 0);
+  cl->writes_queued++;
+}
+
+/* Queues msg's encoding (takes msg). */
+static void client_send(client *cl, mr_message *msg) {
+  assert_non_null(msg);
+  uint8_t *bytes;
+  size_t len;
+  assert_int_equal(mr_encode_flat(msg, &bytes, &len), 0);
+  mr_message_unref(msg);
+  client_send_bytes(cl, bytes, len);
+}
+
+static int on_reply(void *ctx, mr_message *msg) {
+  client *cl = ctx;
+  cl->images += msg->kind == MR_MSG_IMAGE;
+  cl->closes += msg->kind == MR_MSG_CLOSE;
+  if (msg->kind == MR_MSG_TEXT && cl->texts++ == 0)
+    snprintf(cl->first_text, sizeof cl->first_text, "%s", msg->u.text);
+  mr_message_unref(msg);
+  return 0;
+}
+
+static void on_client_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  (void)suggested;
+  client *cl = h->data;
+  *buf = uv_buf_init(cl->rbuf, sizeof cl->rbuf);
+}
+
+/* Reads until the server's EOF, then lets go of its end. */
+static void on_client_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+  client *cl = s->data;
+  if (nread == UV_EOF) {
+    cl->eofs++;
+    client_close(cl);
+  } else if (nread < 0) {
+    cl->read_errors++;
+    client_close(cl);
+  } else if (nread > 0) {
+    assert_int_equal(mr_decoder_feed(cl->dec, buf->base, (size_t)nread), 0);
+  }
+}
+
+static void client_read(client *cl) {
+  assert_int_equal(uv_read_start((uv_stream_t *)&cl->pipe, on_client_alloc, on_client_read), 0);
+}
+
+static void on_client_shutdown(uv_shutdown_t *req, int status) {
+  client *cl = req->data;
+  free(req);
+  assert_int_equal(status, 0);
+  cl->shutdowns++;
+}
+
+/* After its CLOSE: shuts its side and goes on reading (socat, nc -N). */
+static void client_half_close(client *cl) {
+  uv_shutdown_t *req = malloc(sizeof *req);
+  assert_non_null(req);
+  req->data = cl;
+  assert_int_equal(uv_shutdown(req, (uv_stream_t *)&cl->pipe, on_client_shutdown), 0);
+}
+
+static void client_send_header(client *cl, int nx, int ny) {
+  const char *xml = mr_harness_cartesian_header(nx, ny, 1, nx / 2, ny, 1);
+  client_send(cl, mr_message_new_text(MR_MSG_HEADER, xml, strlen(xml)));
+}
+
+/* Repetition rep of an nx x ny single-coil scan: one image back, when
+ * `last` flags its last line. */
+static void client_send_lines(client *cl, int nx, int ny, int rep, int lines, int last) {
+  for (int e1 = 0; e1 < lines; e1++) {
+    mr_message *m = mr_harness_acquisition(
+        nx, 1, e1, 0, last && e1 == ny - 1 ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) : 0,
+        mr_harness_smooth_line, &e1);
+    assert_non_null(m);
+    m->u.acq.head.idx.repetition = (uint16_t)rep;
+    client_send(cl, m);
+  }
+}
+
+/* CONFIG_FILE default.xml, the header, reps whole repetitions. */
+static void client_send_scan(client *cl, int nx, int ny, int reps) {
+  client_send(cl, mr_message_new_config_file("default.xml"));
+  client_send_header(cl, nx, ny);
+  for (int rep = 0; rep < reps; rep++)
+    client_send_lines(cl, nx, ny, rep, ny, 1);
+}
+
+/* ---- the server around the connection ---- */
+
+/* A hang: the connection would hold its handles, and the teardown could
+ * not end the loop either, so stop here. */
+static void on_watchdog(uv_timer_t *t) {
+  (void)t;
+  fprintf(stderr, "the loop still runs after %d ms: a connection did not close\n", WATCHDOG_MS);
+  abort();
+}
+
+static int group_setup(void **state) {
+  (void)state;
+  mr_log_set_level(MR_LOG_WARN);
+  signal(SIGPIPE, SIG_IGN); /* as mr_server_run: a vanished peer costs an EPIPE */
+  mr_err err = {0};
+  const char *src = getenv("MR_SOURCE_DIR");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/configs", src != NULL ? src : ".");
+  if (mr_config_dir_load(path, &configs, &err) < 0)
+    fail_msg("configs: %s", err.msg);
+  mr_pool_opts popts = {.gpus = "none", .cpu_threads = 1};
+  if (mr_pool_create(&popts, &pool, &err) < 0)
+    fail_msg("pool: %s", err.msg);
+  mr_metrics_init(&configs, 4);
+  return 0;
+}
+
+static int group_teardown(void **state) {
+  (void)state;
+  mr_pool_destroy(pool);
+  mr_config_dir_free(&configs);
+  return 0;
+}
+
+static int setup(void **state) {
+  fixture *f = calloc(1, sizeof *f);
+  assert_non_null(f);
+  assert_int_equal(uv_loop_init(&f->loop), 0);
+  f->limits = mr_limits_default;
+  f->env = (mr_server_env){.configs = &configs, .pool = pool, .limits = &f->limits,
+                           .version = "test", .handshake_timeout_ms = 30000,
+                           .idle_timeout_ms = 30000, .error_grace_ms = 100};
+  f->server = (mr_server){.loop = &f->loop, .listen_fd = -1, .reserve_fd = -1, .env = &f->env,
+                          .opt = {.max_connections = 4, .drain_timeout_ms = 1000,
+                                  .close_grace_ms = 5000, .write_timeout_ms = 10000}};
+  uv_timer_init(&f->loop, &f->watchdog);
+  uv_timer_start(&f->watchdog, on_watchdog, WATCHDOG_MS, 0);
+  uv_unref((uv_handle_t *)&f->watchdog);
+  mr_decoder_callbacks cb = {on_reply, NULL, &f->cl};
+  assert_int_equal(mr_decoder_create(NULL, &cb, &f->cl.dec), 0);
+  current = f;
+  *state = f;
+  return 0;
+}
+
+/* Connects the client to a new connection: the seam is mr_conn_accept on
+ * any connected stream socket, here one end of a socketpair. */
+static void connect_client(fixture *f) {
+  int sv[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  mr_conn_accept(&f->server, sv[0]);
+  assert_int_equal(f->server.nconns, 1);
+  assert_int_equal(uv_pipe_init(&f->loop, &f->cl.pipe, 0), 0);
+  assert_int_equal(uv_pipe_open(&f->cl.pipe, sv[1]), 0);
+  f->cl.pipe.data = &f->cl;
+}
+
+/* Runs the loop until every handle but the watchdog is closed: the
+ * connection is freed (mr_server_conn_closed counted it out). */
+static void run_to_the_end(fixture *f) {
+  assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(f->server.nconns, 0);
+  assert_null(f->server.conns);
+  assert_int_equal(f->server.nopen, 0);
+  assert_int_equal(f->cl.closed, 1);
+}
+
+/* What a client that read to the end got: images, TEXTs (the first one
+ * containing `text` when given), CLOSEs, and then the server's EOF. */
+static void expect_reply(const client *cl, int images, int texts, const char *text, int closes) {
+  assert_int_equal(cl->images, images);
+  assert_int_equal(cl->texts, texts);
+  if (text != NULL && strstr(cl->first_text, text) == NULL)
+    fail_msg("TEXT: '%s', not '%s'", cl->first_text, text);
+  assert_int_equal(cl->closes, closes);
+  assert_int_equal(cl->eofs, 1);
+  assert_int_equal(cl->read_errors, 0);
+}
+
+static int teardown(void **state) {
+  fixture *f = *state;
+  uv_close((uv_handle_t *)&f->watchdog, NULL);
+  uv_run(&f->loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&f->loop), 0);
+  mr_decoder_destroy(f->cl.dec);
+  free(f);
+  current = NULL;
+  return 0;
+}
+
+/* ---- tests ---- */
+
+/* Rule 2 as socat and nc -N speak it: the client half-closes right after
+ * its CLOSE and still reads every image and the server's CLOSE. */
+static void test_close_then_half_close_gets_every_image(void **state) {
+  fixture *f = *state;
+  connect_client(f);
+  client_read(&f->cl);
+  client_send_scan(&f->cl, 32, 16, 4);
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  f->cl.after_last_write = client_half_close;
+  run_to_the_end(f);
+  assert_int_equal(f->cl.write_errors, 0);
+  assert_int_equal(f->cl.shutdowns, 1);
+  expect_reply(&f->cl, 4, 0, NULL, 1);
+}
+
+/* The client goes away mid-scan, without its CLOSE: its EOF alone (no
+ * answer was due, so no failed write) cancels the session at once, not at
+ * the 30 s idle timeout, which the watchdog would see; the connection
+ * frees everything. */
+static void test_a_peer_vanishing_mid_scan_cancels_the_session(void **state) {
+  fixture *f = *state;
+  connect_client(f);
+  client_send(&f->cl, mr_message_new_config_file("default.xml"));
+  client_send_header(&f->cl, 32, 16);
+  client_send_lines(&f->cl, 32, 16, 0, 8, 0); /* half a slice: no image to fail on */
+  f->cl.after_last_write = client_close;
+  run_to_the_end(f);
+  assert_int_equal(f->cl.write_errors, 0);
+  assert_int_equal(f->cl.eofs, 0); /* it never read */
+}
+
+/* A message id nobody knows: the stream cannot be followed (its CLOSE
+ * behind the junk is never read), the client hears why, then CLOSE, and
+ * the connection closes in order. */
+static void test_a_malformed_message_is_answered_and_closed(void **state) {
+  fixture *f = *state;
+  connect_client(f);
+  client_read(&f->cl);
+  client_send(&f->cl, mr_message_new_config_file("default.xml"));
+  client_send_header(&f->cl, 32, 16);
+  uint8_t *junk = malloc(64);
+  assert_non_null(junk);
+  memset(junk, 0x77, 64); /* id 0x7777 */
+  client_send_bytes(&f->cl, junk, 64);
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  expect_reply(&f->cl, 0, 1, "unknown message id 30583", 1);
+}
+
+/* Real clients send the config name in a fixed 1024-byte field with
+ * whatever follows its NUL: that garbage is not part of the name. */
+static void test_garbage_after_the_nul_of_a_config_name(void **state) {
+  fixture *f = *state;
+  connect_client(f);
+  client_read(&f->cl);
+  mr_message *config = mr_message_new_config_file("default.xml");
+  uint8_t *bytes;
+  size_t len;
+  assert_int_equal(mr_encode_flat(config, &bytes, &len), 0);
+  mr_message_unref(config);
+  size_t name_end = 2 + strlen("default.xml") + 1; /* id, name, NUL */
+  assert_true(len > name_end);
+  memset(bytes + name_end, 0xA5, len - name_end);
+  client_send_bytes(&f->cl, bytes, len);
+  client_send_header(&f->cl, 32, 16);
+  client_send_lines(&f->cl, 32, 16, 0, 16, 1);
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  expect_reply(&f->cl, 1, 0, NULL, 1);
+}
+
+/* ---- backpressure ---- */
+
+#define BP_REPS 64
+#define BP_QUIET_TICKS 10
+#define BP_TICK_MS 20
+
+typedef struct stall_watch {
+  uv_timer_t timer;
+  int last_done, quiet;
+  size_t queued_at_stall; /* client bytes not yet taken when it began to read */
+} stall_watch;
+
+/* The client sends a scan whose images outgrow the connection's outbox
+ * and the socket buffers, reading nothing: the connection stops receiving,
+ * so the client's writes stop completing. Once none has for a while, it
+ * reads; receiving resumes and everything arrives. */
+static void on_stall_tick(uv_timer_t *t) {
+  stall_watch *w = t->data;
+  client *cl = &current->cl;
+  if (cl->writes_done != w->last_done) {
+    w->last_done = cl->writes_done;
+    w->quiet = 0;
+    return;
+  }
+  if (++w->quiet < BP_QUIET_TICKS)
+    return;
+  w->queued_at_stall = uv_stream_get_write_queue_size((uv_stream_t *)&cl->pipe);
+  uv_close((uv_handle_t *)t, NULL);
+  client_read(cl);
+}
+
+static void test_a_client_that_does_not_read_pauses_receiving(void **state) {
+  fixture *f = *state;
+  f->limits.connection_bytes = 128 * 1024; /* 64 KiB outbox: four 16 KiB images */
+  connect_client(f);
+  stall_watch w = {0};
+  uv_timer_init(&f->loop, &w.timer);
+  w.timer.data = &w;
+  uv_timer_start(&w.timer, on_stall_tick, BP_TICK_MS, BP_TICK_MS);
+  client_send_scan(&f->cl, 128, 64, BP_REPS); /* 64 x 64 float images back */
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  assert_true(w.queued_at_stall > 0); /* backpressure reached the client */
+  assert_int_equal(f->cl.write_errors, 0);
+  assert_int_equal(f->cl.writes_done, f->cl.writes_queued);
+  expect_reply(&f->cl, BP_REPS, 0, NULL, 1);
+}
+
+/* A client that never reads past --write-timeout is dropped: the socket
+ * closed under its running session (whose pipeline thread waits on the
+ * full outbox), its writes fail, and once the session thread has noticed
+ * the cancel everything is freed. */
+static void test_a_client_that_never_reads_is_dropped(void **state) {
+  fixture *f = *state;
+  f->limits.connection_bytes = 128 * 1024;
+  f->server.opt.write_timeout_ms = 200;
+  connect_client(f);
+  client_send_scan(&f->cl, 128, 64, BP_REPS);
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  f->cl.after_last_write = client_close;
+  run_to_the_end(f);
+  assert_true(f->cl.write_errors > 0); /* the socket was closed on it */
+  assert_true(f->cl.writes_done < f->cl.writes_queued);
+}
+
+/* Messages after the CLOSE start a second session, which is not served:
+ * the first is answered in full, then the client is told, then CLOSE;
+ * a client that half-closed after sending all that still reads it. */
+static void test_a_second_session_after_close_is_told(void **state) {
+  fixture *f = *state;
+  connect_client(f);
+  client_read(&f->cl);
+  client_send_scan(&f->cl, 32, 16, 1);
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  client_send(&f->cl, mr_message_new_config_file("default.xml"));
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  f->cl.after_last_write = client_half_close;
+  run_to_the_end(f);
+  assert_int_equal(f->cl.shutdowns, 1);
+  /* CLOSE twice: the first session's, then the connection's */
+  expect_reply(&f->cl, 1, 1, "ERROR: a second session on one connection", 2);
+}
+
+/* ---- drain ---- */
+
+/* The signal handles of a stopping server, which the connection closing
+ * last closes (mr_server_conn_closed): they are what ends its loop. */
+static void stop_the_server(fixture *f) {
+  uv_signal_init(&f->loop, &f->server.sigterm);
+  uv_signal_init(&f->loop, &f->server.sigint);
+  uv_timer_init(&f->loop, &f->server.drain_timer);
+  f->server.stopping = 1;
+}
+
+static void cut_at_the_deadline(client *cl) {
+  (void)cl;
+  mr_conn_cancel_all(&current->server);
+}
+
+/* SIGTERM's deadline passes under a running session: the client is told
+ * the session was cut, then CLOSE; the last connection gone, the server's
+ * own handles close. */
+static void test_the_drain_deadline_cuts_a_running_session(void **state) {
+  fixture *f = *state;
+  stop_the_server(f);
+  connect_client(f);
+  client_read(&f->cl);
+  client_send(&f->cl, mr_message_new_config_file("default.xml"));
+  client_send_header(&f->cl, 32, 16);
+  client_send_lines(&f->cl, 32, 16, 0, 8, 0); /* no CLOSE: it would run on */
+  f->cl.after_last_write = cut_at_the_deadline;
+  run_to_the_end(f);
+  expect_reply(&f->cl, 0, 1, "ERROR: server shutting down", 1);
+  assert_true(uv_is_closing((uv_handle_t *)&f->server.sigterm));
+}
+
+/* A session that ends before the deadline is served in full while the
+ * server drains. */
+static void test_a_draining_server_finishes_a_session(void **state) {
+  fixture *f = *state;
+  stop_the_server(f);
+  connect_client(f);
+  client_read(&f->cl);
+  client_send_scan(&f->cl, 32, 16, 2);
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  expect_reply(&f->cl, 2, 0, NULL, 1);
+  assert_true(uv_is_closing((uv_handle_t *)&f->server.sigterm));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_close_then_half_close_gets_every_image, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_a_peer_vanishing_mid_scan_cancels_the_session, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_a_malformed_message_is_answered_and_closed, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_garbage_after_the_nul_of_a_config_name, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_a_client_that_does_not_read_pauses_receiving, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_a_client_that_never_reads_is_dropped, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_a_second_session_after_close_is_told, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_the_drain_deadline_cuts_a_running_session, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_a_draining_server_finishes_a_session, setup,
+                                      teardown),
+  };
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
