@@ -96,6 +96,16 @@ size_t mr_grappa_weights_count(const mr_grappa_opts *opts);
 int mr_grappa_calibrate(mr_grappa_plan *plan, const mr_cfloat *acs, size_t coil_stride,
                         mr_cfloat *weights);
 
+/* mr_grappa_calibrate, waited for, with the time of its two steps: building
+ * the normal equations (powers, normalisation, clipping, [M; U]) into
+ * *build_ms and solving them (factor, triangular solves, the weights) into
+ * *solve_ms. On a GPU device time between CUDA events around the calls
+ * issued one by one (not replayed as the graph, so their sum exceeds a
+ * replay by the launch gaps; the direct method is not split: MR_EINVAL);
+ * on the CPU the monotonic clock. For benchmarks. Borrows all. */
+int mr_grappa_calibrate_steps(mr_grappa_plan *plan, const mr_cfloat *acs, size_t coil_stride,
+                              mr_cfloat *weights, double *build_ms, double *solve_ms);
+
 /* Waits for the plan's device and returns MR_ENUMERIC (with a detail line)
  * when the last calibration met a non-positive-definite system, else 0. */
 int mr_grappa_status(mr_grappa_plan *plan);
