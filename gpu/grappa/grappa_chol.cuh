@@ -33,4 +33,12 @@ int mr_grappa_chol_init(void);
 int mr_grappa_chol_factor(mr_cuda_ctx *c, const mr_grappa_chol_side &side, double2 *g, int na,
                           int ns, int nseg, size_t seg_stride, int *status);
 
+// After mr_grappa_chol_factor: W (nt x ns per segment, at w + s ldw ns,
+// leading dimension ldw >= nt) with W L = G21 (so W = U M^-1), the rows
+// G21 (ns .. ns + nt) of g overwritten on the way; inv receives the
+// inverses of the diagonal tiles (nseg * ns / TILE tiles of TILE^2
+// values). Queued on the compute stream.
+int mr_grappa_chol_solve(mr_cuda_ctx *c, double2 *g, int na, int ns, int nt, int nseg,
+                         size_t seg_stride, double2 *inv, double2 *w, int ldw);
+
 #endif

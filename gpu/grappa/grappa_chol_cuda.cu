@@ -1,4 +1,5 @@
-// The blocked right-looking Cholesky of the fused GRAPPA calibration, in
+// The blocked right-looking Cholesky of the fused GRAPPA calibration, and
+// the solve that follows it, in
 // double precision (realistic ACS data make M ill-conditioned: a single-
 // precision factor leaves weights errors of 1e-2; the products below run on
 // the H100's FP64 tensor cores, as fast as FP32 without them). The
@@ -17,6 +18,10 @@
 // at 32 / 64 / 128 coils, measured in single precision) panels of 256 beat
 // 64 by 1% / 2% / 7%, 512 tied with 256, one GEMM for the whole trailing
 // update instead of HERK + GEMM lost at 128 coils, and look-ahead gained 3%.
+// The solve W L = U L^-H that remains goes backwards over the column tiles
+// with their inverses (all tiles inverted at once, in one launch): two
+// ZGEMMs a tile, where cuBLAS's ZTRSM with the few (n_tgt) rows of U walks
+// the columns in a kernel a tile of 30 us each (H100, 32 coils).
 #include "grappa_chol.cuh"
 
 namespace {
@@ -79,6 +84,48 @@ __global__ void __launch_bounds__(THREADS) chol_diag(double2 *g, int ld, int k0,
   }
   if (bad && threadIdx.x == 0)
     atomicOr(status, 1);
+}
+
+// L_kk^-1 of every diagonal tile (block k of segment blockIdx.y) into
+// inv + (seg * tiles + k) NB^2 (column-major, ld NB), by forward
+// substitution on all NB columns at once: after step i, row i of x is final
+// but for its division by L_ii. Thread (r, grp) as in chol_diag.
+constexpr size_t INV_SHARED = 2 * NB * NB * sizeof(double2);
+
+__global__ void __launch_bounds__(THREADS)
+    invert_tiles(const double2 *g, int ld, size_t seg_stride, double2 *inv) {
+  extern __shared__ double2 l[]; // l[c * NB + r]: L_kk (r, c)
+  double2 *x = l + NB * NB;
+  const int r = threadIdx.x % NB, grp = threadIdx.x / NB, k0 = blockIdx.x * NB;
+  const double2 *blk = g + blockIdx.y * seg_stride + size_t(k0) * ld + k0;
+  for (int c = grp; c < NB; c += G) {
+    l[c * NB + r] = blk[size_t(c) * ld + r];
+    x[c * NB + r] = make_double2(r == c ? 1.0 : 0.0, 0.0);
+  }
+  for (int i = 0; i < NB; i++) {
+    __syncthreads();
+    if (r > i) {
+      double2 li = l[i * NB + r];
+      double s = 1.0 / l[i * NB + i].x;
+      double2 f = make_double2(li.x * s, li.y * s);
+#pragma unroll
+      for (int t = 0; t < PER; t++) {
+        int j = grp + t * G;
+        if (j <= i) {
+          double2 xi = x[j * NB + i], xr = x[j * NB + r];
+          x[j * NB + r] = make_double2(xr.x - (f.x * xi.x - f.y * xi.y),
+                                       xr.y - (f.x * xi.y + f.y * xi.x));
+        }
+      }
+    }
+  }
+  __syncthreads();
+  double2 *out = inv + (size_t(blockIdx.y) * gridDim.x + blockIdx.x) * NB * NB;
+  double s = 1.0 / l[r * NB + r].x;
+  for (int c = grp; c < NB; c += G) {
+    double2 v = x[c * NB + r];
+    out[c * NB + r] = make_double2(v.x * s, v.y * s);
+  }
 }
 
 // C (rows x cols at (r0, c0)) -= A A'^H with A the rows [r0, ..) and A' the
@@ -161,6 +208,35 @@ int factor_one(mr_cuda_ctx *c, const mr_grappa_chol_side &side, double2 *g, int 
 int mr_grappa_chol_init(void) {
   MR_CU(cudaFuncSetAttribute(chol_diag, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(DIAG_SHARED)));
+  MR_CU(cudaFuncSetAttribute(invert_tiles, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(INV_SHARED)));
+  return 0;
+}
+
+int mr_grappa_chol_solve(mr_cuda_ctx *c, double2 *g, int na, int ns, int nt, int nseg,
+                         size_t seg_stride, double2 *inv, double2 *w, int ldw) {
+  const int tiles = ns / NB;
+  invert_tiles<<<dim3(unsigned(tiles), unsigned(nseg)), THREADS, INV_SHARED, c->compute>>>(
+      g, na, seg_stride, inv);
+  MR_LAUNCHED(invert_tiles);
+  const cuDoubleComplex one = make_cuDoubleComplex(1, 0), zero = make_cuDoubleComplex(0, 0),
+                        minus = make_cuDoubleComplex(-1, 0);
+  for (int s = 0; s < nseg; s++) {
+    auto *gc = reinterpret_cast<cuDoubleComplex *>(g + s * seg_stride);
+    auto *ws = reinterpret_cast<cuDoubleComplex *>(w + s * size_t(ldw) * ns);
+    auto *is = reinterpret_cast<const cuDoubleComplex *>(inv + size_t(s) * tiles * NB * NB);
+    for (int k = tiles - 1; k >= 0; k--) {
+      const int k0 = k * NB;
+      // W_k = (G21_k, updated by every later block) L_kk^-1
+      MR_CUBLAS(cublasZgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, nt, NB, NB, &one,
+                            gc + size_t(k0) * na + ns, na, is + size_t(k) * NB * NB, NB, &zero,
+                            ws + size_t(k0) * ldw, ldw));
+      // G21_j -= W_k L_kj for the blocks j < k
+      if (k0 > 0)
+        MR_CUBLAS(cublasZgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, nt, k0, NB, &minus,
+                              ws + size_t(k0) * ldw, ldw, gc + k0, na, &one, gc + ns, na));
+    }
+  }
   return 0;
 }
 

@@ -10,8 +10,8 @@
 // (R-1) nc x kpe nc outputs, split along the inner dimension so that the
 // small outputs still fill the GPU; then [M; U] is assembled, corrected,
 // regularised, factored by one blocked Cholesky sweep (grappa_chol_cuda.cu),
-// and a triangular solve gives W (the hybrid method factors M with cuSOLVER
-// and applies L^-H by a second TRSM instead). From the normalised rows on,
+// and a blocked backward solve with the inverted diagonal tiles gives W
+// (the hybrid method factors M with cuSOLVER and solves by two TRSMs). From the normalised rows on,
 // everything is in double precision: realistic ACS data (smooth coil
 // sensitivities, a little noise) make M so ill-conditioned at chi = 1e-4
 // that single precision, in the products as much as in the factor, leaves
@@ -63,6 +63,8 @@ struct scratch {
   double2 *fs_sum = nullptr, *ft_sum = nullptr; // [nseg][kro][...] (= fs, ft for one piece)
   double2 *gm = nullptr;                 // [nseg][ns][na]
   double2 *corr = nullptr;               // [nseg][ncorr][na]
+  double2 *inv = nullptr;                // fused: [nseg][ns / TILE][TILE^2], L_kk^-1
+  double2 *wsol = nullptr;               // fused: [nseg][ns][n_tgt], W
   const double2 **ptrs = nullptr;        // batched-GEMM pointer arrays
   int *status = nullptr;                 // [0]: flags; [1 + s]: potrf info (hybrid)
   cuDoubleComplex *potrf_work = nullptr; // hybrid: cuSOLVER's workspace
@@ -396,18 +398,19 @@ __global__ void regularise(mr_grappa_geom g, fused_shape f, float chi, double2 *
     m[size_t(r) * f.na + r].x += lambda;
 }
 
-// weights[s] (n_src x n_tgt) = W^H with W the n_tgt x n_src block at row ns
-// of [M; U] after the solve: a 32 x 32 tile per block through shared memory.
-__global__ void export_weights(mr_grappa_geom g, fused_shape f, const double2 *gm,
+// weights[s] (n_src x n_tgt) = W^H with W (n_tgt x n_src, leading dimension
+// ldw, segments stride apart) after the solve: a 32 x 32 tile per block
+// through shared memory.
+__global__ void export_weights(mr_grappa_geom g, const double2 *wsol, int ldw, size_t stride,
                                mr_cfloat *weights) {
   __shared__ double2 tile[32][33];
   const int s = blockIdx.z, t0 = blockIdx.x * 32, src0 = blockIdx.y * 32;
-  const double2 *w = gm + size_t(s) * f.ns * f.na + f.ns;
+  const double2 *w = wsol + size_t(s) * stride;
   mr_cfloat *out = weights + size_t(s) * g.n_src * g.n_tgt;
   for (int y = threadIdx.y; y < 32; y += blockDim.y) {
     int t = t0 + threadIdx.x, src = src0 + y;
     if (t < g.n_tgt && src < g.n_src)
-      tile[y][threadIdx.x] = w[size_t(src) * f.na + t];
+      tile[y][threadIdx.x] = w[size_t(src) * ldw + t];
   }
   __syncthreads();
   for (int y = threadIdx.y; y < 32; y += blockDim.y) {
@@ -483,7 +486,8 @@ template <class T> int alloc(mr_cuda_ctx *c, T **p, size_t count) {
 
 void release(mr_cuda_ctx *c, scratch *s) {
   void *all[] = {s->line_power, s->col_power, s->psi, s->discard, s->dropped, s->zs, s->zt,
-                 s->fs, s->ft, s->gm, s->corr, s->ptrs, s->status, s->potrf_work};
+                 s->fs, s->ft, s->gm, s->corr, s->inv, s->wsol, s->ptrs, s->status,
+                 s->potrf_work};
   if (s->exec != nullptr)
     cudaGraphExecDestroy(s->exec);
   if (s->side.stream != nullptr)
@@ -580,7 +584,9 @@ int create(mr_cuda_ctx *c, mr_grappa_plan *p, scratch *s) {
     rc = alloc(c, &s->potrf_work, size_t(std::max(s->potrf_lwork, 1)));
   }
   if (rc == 0 && p->opts.method == MR_GRAPPA_FUSED) {
-    if ((rc = mr_grappa_chol_init()) < 0)
+    if ((rc = mr_grappa_chol_init()) < 0 ||
+        (rc = alloc(c, &s->inv, size_t(f.ns) * TILE * g.nseg)) < 0 ||
+        (rc = alloc(c, &s->wsol, size_t(f.ns) * nt * g.nseg)) < 0)
       return rc;
     MR_CU(cudaStreamCreateWithFlags(&s->side.stream, cudaStreamNonBlocking));
     MR_CU(cudaEventCreateWithFlags(&s->side.fork, cudaEventDisableTiming));
@@ -680,17 +686,19 @@ int fused_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs, siz
                                    s->potrf_work, s->potrf_lwork, s->status + 1 + sg));
       MR_CUBLAS(cublasZtrsm(c->blas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_C,
                             CUBLAS_DIAG_NON_UNIT, nt, g.n_src, &one, m, f.na, m + f.ns, f.na));
+      MR_CUBLAS(cublasZtrsm(c->blas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
+                            CUBLAS_DIAG_NON_UNIT, nt, g.n_src, &one, m, f.na, m + f.ns, f.na));
     }
   } else if ((rc = mr_grappa_chol_factor(c, s->side, s->gm, f.na, f.ns, g.nseg, gsize,
-                                         s->status)) < 0)
+                                         s->status)) < 0 ||
+             (rc = mr_grappa_chol_solve(c, s->gm, f.na, f.ns, nt, g.nseg, gsize, s->inv,
+                                        s->wsol, nt)) < 0)
     return rc;
-  for (int sg = 0; sg < g.nseg; sg++) {
-    cuDoubleComplex *m = reinterpret_cast<cuDoubleComplex *>(s->gm) + sg * gsize;
-    MR_CUBLAS(cublasZtrsm(c->blas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
-                          CUBLAS_DIAG_NON_UNIT, nt, g.n_src, &one, m, f.na, m + f.ns, f.na));
-  }
+  const bool fused = p->opts.method == MR_GRAPPA_FUSED;
   dim3 tiles(unsigned((nt + 31) / 32), unsigned((g.n_src + 31) / 32), unsigned(g.nseg));
-  export_weights<<<tiles, dim3(32, 8), 0, c->compute>>>(g, f, s->gm, weights);
+  export_weights<<<tiles, dim3(32, 8), 0, c->compute>>>(
+      g, fused ? s->wsol : s->gm + f.ns, fused ? nt : f.na,
+      fused ? size_t(f.ns) * nt : gsize, weights);
   MR_LAUNCHED(export_weights);
   return 0;
 }
