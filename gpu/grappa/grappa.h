@@ -105,7 +105,9 @@ int mr_grappa_calibrate(mr_grappa_plan *plan, const mr_cfloat *acs, size_t coil_
  * *solve_ms. On a GPU device time between CUDA events around the calls
  * issued one by one (not replayed as the graph, so their sum exceeds a
  * replay by the launch gaps; the direct method is not split: MR_EINVAL);
- * on the CPU the monotonic clock. For benchmarks. Borrows all. */
+ * on the CPU the monotonic clock. A non-positive-definite system shows in
+ * mr_grappa_status(), as after mr_grappa_calibrate(). For benchmarks.
+ * Borrows all. */
 int mr_grappa_calibrate_steps(mr_grappa_plan *plan, const mr_cfloat *acs, size_t coil_stride,
                               mr_cfloat *weights, double *build_ms, double *solve_ms);
 
