@@ -3,7 +3,6 @@
  * ZPOSV), and the gather/scatter of filling. The powers are summed in
  * double in a fixed order that the GPU backend repeats exactly, so both
  * clip the same equations. */
-#define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
 #include <complex.h>
 #include <lapacke.h>
