@@ -8,7 +8,6 @@
 #include <lapacke.h>
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "device_impl.h"
