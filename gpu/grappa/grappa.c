@@ -1,5 +1,6 @@
-/* GRAPPA plans: option checks, the shape, the direct calibration (any
- * device, through blas.h and solve.h), the fused one's dispatch, and the
+/* GRAPPA plans: option checks, the shape, the calibration's dispatch (the
+ * CPU's in double precision; on a GPU the fused and hybrid methods, or the
+ * direct one through blas.h and solve.h in single precision), and the
  * filling of missing lines (im2col, one GEMM per segment, scatter). */
 #include <stdint.h>
 #include <stdlib.h>
@@ -132,23 +133,6 @@ const mr_grappa_opts *mr_grappa_plan_opts(const mr_grappa_plan *p) { return &p->
 
 /* ---- backend dispatch ------------------------------------------------- */
 
-static int prepare(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride) {
-#ifdef MR_HAVE_CUDA
-  if (mr_device_is_gpu(p->dev))
-    return mr_grappa_cuda_prepare(p, acs, coil_stride);
-#endif
-  return mr_grappa_cpu_prepare(p, acs, coil_stride);
-}
-
-static int build(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride, int s,
-                 mr_cfloat *a, mr_cfloat *b) {
-#ifdef MR_HAVE_CUDA
-  if (mr_device_is_gpu(p->dev))
-    return mr_grappa_cuda_build(p, acs, coil_stride, s, a, b);
-#endif
-  return mr_grappa_cpu_build(p, acs, coil_stride, s, a, b);
-}
-
 static int im2col(mr_grappa_plan *p, const mr_cfloat *kspace, int ne1, const int *lines,
                   int nblk, int x0, int x1, mr_cfloat *src) {
 #ifdef MR_HAVE_CUDA
@@ -169,6 +153,7 @@ static int scatter(mr_grappa_plan *p, const mr_cfloat *tv, const int *lines, int
 
 /* ---- calibration ------------------------------------------------------ */
 
+#ifdef MR_HAVE_CUDA
 typedef struct direct_scratch {
   mr_buf *a, *b, *m;
 } direct_scratch;
@@ -180,7 +165,7 @@ static int calibrate_segment(mr_grappa_plan *p, const mr_cfloat *acs, size_t coi
   const mr_grappa_geom *g = &p->g;
   int n = g->npe * mr_grappa_seg_positions(g, s);
   mr_cfloat *a = mr_buf_data(d->a), *b = mr_buf_data(d->b), *m = mr_buf_data(d->m);
-  int rc = build(p, acs, coil_stride, s, a, b);
+  int rc = mr_grappa_cuda_build(p, acs, coil_stride, s, a, b);
   mr_cmat am = {a, g->n_src, n, g->n_src, 0}, bm = {b, g->n_tgt, n, g->n_tgt, 0};
   mr_cmat mm = {m, g->n_src, g->n_src, g->n_src, 0}, xm = {x, g->n_src, g->n_tgt, g->n_src, 0};
   if (rc == 0)
@@ -203,7 +188,7 @@ static int calibrate_direct(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil
   const mr_grappa_geom *g = &p->g;
   size_t most = (size_t)g->npe * g->nro_max;
   direct_scratch d = {0};
-  int rc = prepare(p, acs, coil_stride);
+  int rc = mr_grappa_cuda_prepare(p, acs, coil_stride);
   if (rc == 0)
     rc = mr_buf_create(p->dev, (size_t)g->n_src * most * sizeof(mr_cfloat), &d.a);
   if (rc == 0)
@@ -218,6 +203,7 @@ static int calibrate_direct(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil
   mr_buf_destroy(d.m);
   return rc;
 }
+#endif
 
 int mr_grappa_calibrate(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
                         mr_cfloat *weights) {
@@ -225,10 +211,27 @@ int mr_grappa_calibrate(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_str
     return mr_fail(MR_EINVAL, "grappa: coil stride %zu is less than %d ACS lines of %d",
                    coil_stride, p->g.nacs, p->g.nro);
 #ifdef MR_HAVE_CUDA
-  if (mr_device_is_gpu(p->dev) && p->opts.method != MR_GRAPPA_DIRECT)
-    return mr_grappa_cuda_fused(p, acs, coil_stride, weights);
+  if (mr_device_is_gpu(p->dev))
+    return p->opts.method == MR_GRAPPA_DIRECT ? calibrate_direct(p, acs, coil_stride, weights)
+                                              : mr_grappa_cuda_fused(p, acs, coil_stride, weights);
 #endif
-  return calibrate_direct(p, acs, coil_stride, weights);
+  return mr_grappa_cpu_calibrate(p, acs, coil_stride, weights, NULL, NULL);
+}
+
+int mr_grappa_calibrate_steps(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
+                              mr_cfloat *weights, double *build_ms, double *solve_ms) {
+  *build_ms = *solve_ms = 0;
+  if (coil_stride < (size_t)p->g.nacs * p->g.nro)
+    return mr_fail(MR_EINVAL, "grappa: coil stride %zu is less than %d ACS lines of %d",
+                   coil_stride, p->g.nacs, p->g.nro);
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(p->dev)) {
+    if (p->opts.method == MR_GRAPPA_DIRECT)
+      return mr_fail(MR_EINVAL, "grappa: the direct method on a GPU is not timed by steps");
+    return mr_grappa_cuda_fused_steps(p, acs, coil_stride, weights, build_ms, solve_ms);
+  }
+#endif
+  return mr_grappa_cpu_calibrate(p, acs, coil_stride, weights, build_ms, solve_ms);
 }
 
 int mr_grappa_status(mr_grappa_plan *p) {

@@ -12,7 +12,7 @@
  * of equations with the largest p_col is discarded (power clipping); then
  *   W = U (M + lambda I)^-1,  M = A A^H,  U = B A^H,  lambda = chi trace(M)/n
  * per readout segment. The CPU solves the normal equations directly (HERK,
- * GEMM, Cholesky); the GPU builds them from lagged products of the ACS data
+ * GEMM, Cholesky, in double precision); the GPU builds them from lagged products of the ACS data
  * (the readout taps make A block Toeplitz) and solves them without host
  * synchronisation, by cuSOLVER (hybrid) or by one Cholesky of [M; U] shared
  * by all right-hand sides (fused).
@@ -44,11 +44,14 @@ extern "C" {
 typedef enum mr_grappa_method {
   MR_GRAPPA_FUSED,   /* GPU: lagged products, blocked Cholesky of [M; U]
                         shared by all right-hand sides (own diagonal tiles,
-                        cuBLAS TRSM/CHERK/CGEMM), one TRSM (CPU: direct) */
-  MR_GRAPPA_HYBRID,  /* GPU: lagged products, cuSOLVER potrf, two TRSMs
-                        (CPU: direct) */
+                        cuBLAS TRSM/HERK/GEMM), a blocked backward solve
+                        with the inverted diagonal tiles; double precision
+                        (CPU: direct, double precision) */
+  MR_GRAPPA_HYBRID,  /* GPU: lagged products, cuSOLVER potrf, two TRSMs;
+                        double precision (CPU: direct, double precision) */
   MR_GRAPPA_DIRECT,  /* explicit A and B, HERK + GEMM, potrf + potrs: the
-                        plain library chain, the reference */
+                        plain library chain, in single precision on a GPU
+                        (CPU: double precision) */
 } mr_grappa_method;
 
 typedef struct mr_grappa_opts {
@@ -95,6 +98,18 @@ size_t mr_grappa_weights_count(const mr_grappa_opts *opts);
  * (e.g. ACS lines without signal) shows in mr_grappa_status(). Borrows all. */
 int mr_grappa_calibrate(mr_grappa_plan *plan, const mr_cfloat *acs, size_t coil_stride,
                         mr_cfloat *weights);
+
+/* mr_grappa_calibrate, waited for, with the time of its two steps: building
+ * the normal equations (powers, normalisation, clipping, [M; U]) into
+ * *build_ms and solving them (factor, triangular solves, the weights) into
+ * *solve_ms. On a GPU device time between CUDA events around the calls
+ * issued one by one (not replayed as the graph, so their sum exceeds a
+ * replay by the launch gaps; the direct method is not split: MR_EINVAL);
+ * on the CPU the monotonic clock. A non-positive-definite system shows in
+ * mr_grappa_status(), as after mr_grappa_calibrate(). For benchmarks.
+ * Borrows all. */
+int mr_grappa_calibrate_steps(mr_grappa_plan *plan, const mr_cfloat *acs, size_t coil_stride,
+                              mr_cfloat *weights, double *build_ms, double *solve_ms);
 
 /* Waits for the plan's device and returns MR_ENUMERIC (with a detail line)
  * when the last calibration met a non-positive-definite system, else 0. */

@@ -19,14 +19,26 @@ struct mr_grappa_chol_side {
   cudaEvent_t fork, join;
 };
 
-// Factors, for each of nseg matrices g + s * seg_stride (column-major, na
+// Lets the diagonal-tile kernel take its shared memory; once per device
+// before the first factorisation (not inside a graph capture).
+int mr_grappa_chol_init(void);
+
+// Factors, in double precision, for each of nseg matrices g + s * seg_stride (column-major, na
 // rows, ns columns, leading dimension na), the leading ns x ns block
 // G11 = L11 L11^H in place (lower triangle; the upper one is left
 // unspecified) and turns the rows below it, G21, into G21 L11^-H. A
 // non-positive pivot sets bit 0 of *status (device memory). Queued on the
 // compute stream (own kernels and cuBLAS, part of it on side), nothing
 // waited for; the cuBLAS handle is left on the compute stream.
-int mr_grappa_chol_factor(mr_cuda_ctx *c, const mr_grappa_chol_side &side, float2 *g, int na,
+int mr_grappa_chol_factor(mr_cuda_ctx *c, const mr_grappa_chol_side &side, double2 *g, int na,
                           int ns, int nseg, size_t seg_stride, int *status);
+
+// After mr_grappa_chol_factor: W (nt x ns per segment, at w + s ldw ns,
+// leading dimension ldw >= nt) with W L = G21 (so W = U M^-1), the rows
+// G21 (ns .. ns + nt) of g overwritten on the way; inv receives the
+// inverses of the diagonal tiles (nseg * ns / TILE tiles of TILE^2
+// values). Queued on the compute stream.
+int mr_grappa_chol_solve(mr_cuda_ctx *c, double2 *g, int na, int ns, int nt, int nseg,
+                         size_t seg_stride, double2 *inv, double2 *w, int ldw);
 
 #endif

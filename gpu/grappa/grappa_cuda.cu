@@ -10,9 +10,16 @@
 // (R-1) nc x kpe nc outputs, split along the inner dimension so that the
 // small outputs still fill the GPU; then [M; U] is assembled, corrected,
 // regularised, factored by one blocked Cholesky sweep (grappa_chol_cuda.cu),
-// and a triangular solve gives W (the hybrid method factors M with cuSOLVER
-// and applies L^-H by a second TRSM instead). Everything is queued on the
-// compute stream, captured once as a CUDA graph and replayed.
+// and a blocked backward solve with the inverted diagonal tiles gives W
+// (the hybrid method factors M with cuSOLVER and solves by two TRSMs). From the normalised rows on,
+// everything is in double precision: realistic ACS data (smooth coil
+// sensitivities, a little noise) make M so ill-conditioned at chi = 1e-4
+// that single precision, in the products as much as in the factor, leaves
+// weights errors near 1e-2 against a double-precision solve; in double
+// they are at the rounding of the float weights. cuBLAS runs the double
+// products on the H100's FP64 tensor cores (67 TFLOP/s, the FP32 rate
+// without tensor cores). Everything is queued on the compute stream,
+// captured once as a CUDA graph and replayed.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -45,19 +52,22 @@ struct scratch {
   // prepare
   double *line_power = nullptr; // [nacs][nro]
   double *col_power = nullptr;  // [nseg][npe * nro_max], equation q = i n + c
-  float *psi = nullptr;         // [nseg][npe]
+  double *psi = nullptr;        // [nseg][npe]
   uint8_t *discard = nullptr;   // [nseg][npe * nro_max]
   int *dropped = nullptr;       // [nseg][ndisc_max]: the discarded q, ascending
   // fused
   fused_shape f{};
-  float2 *zs = nullptr, *zt = nullptr;  // [nseg][lt][nb_src], [nseg][lt][n_tgt]
-  float2 *fs = nullptr, *ft = nullptr;  // per piece: [nseg][nchunk][kro][...]
-  float2 *fs_sum = nullptr, *ft_sum = nullptr; // [nseg][kro][...] (= fs, ft for one piece)
-  float2 *gm = nullptr;                 // [nseg][ns][na]
-  float2 *corr = nullptr;               // [nseg][ncorr][na]
-  const float2 **ptrs = nullptr;        // batched-GEMM pointer arrays
-  int *status = nullptr;                // [0]: flags; [1 + s]: potrf info (hybrid)
-  cuComplex *potrf_work = nullptr;      // hybrid: cuSOLVER's workspace
+  // fused, all in double precision
+  double2 *zs = nullptr, *zt = nullptr;  // [nseg][lt][nb_src], [nseg][lt][n_tgt]
+  double2 *fs = nullptr, *ft = nullptr;  // per piece: [nseg][nchunk][kro][...]
+  double2 *fs_sum = nullptr, *ft_sum = nullptr; // [nseg][kro][...] (= fs, ft for one piece)
+  double2 *gm = nullptr;                 // [nseg][ns][na]
+  double2 *corr = nullptr;               // [nseg][ncorr][na]
+  double2 *inv = nullptr;                // fused: [nseg][ns / TILE][TILE^2], L_kk^-1
+  double2 *wsol = nullptr;               // fused: [nseg][ns][n_tgt], W
+  const double2 **ptrs = nullptr;        // batched-GEMM pointer arrays
+  int *status = nullptr;                 // [0]: flags; [1 + s]: potrf info (hybrid)
+  cuDoubleComplex *potrf_work = nullptr; // hybrid: cuSOLVER's workspace
   int potrf_lwork = 0;
   // The calibration as a CUDA graph, replayed while the arguments repeat;
   // no_graph once capturing failed (the calls then run directly).
@@ -105,7 +115,7 @@ __global__ void column_powers(mr_grappa_geom g, const double *lp, double *out) {
 }
 
 // One warp per (segment, PE position): psi = (sum of its powers)^(-eta/2).
-__global__ void normalisation(mr_grappa_geom g, float eta, const double *cp, float *psi) {
+__global__ void normalisation(mr_grappa_geom g, float eta, const double *cp, double *psi) {
   const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
   if (warp >= g.nseg * g.npe)
     return;
@@ -117,7 +127,7 @@ __global__ void normalisation(mr_grappa_geom g, float eta, const double *cp, flo
   for (int o = 16; o > 0; o >>= 1)
     sum += __shfl_down_sync(0xffffffffu, sum, o);
   if (lane == 0)
-    psi[warp] = sum > 0 ? float(pow(sum, -0.5 * double(eta))) : 0.0f;
+    psi[warp] = sum > 0 ? pow(sum, -0.5 * double(eta)) : 0.0;
 }
 
 // Exclusive prefix sum of flag over the block; *total receives the sum.
@@ -213,7 +223,7 @@ __global__ void __launch_bounds__(SELECT_THREADS)
 // ---- the explicit matrices (direct method) ------------------------------
 
 __global__ void build_explicit(mr_grappa_geom g, int s, const mr_cfloat *acs, size_t cs,
-                               const float *psi, const uint8_t *discard, float2 *a, float2 *b) {
+                               const double *psi, const uint8_t *discard, float2 *a, float2 *b) {
   const int n = g.c0[s + 1] - g.c0[s], c0 = g.c0[s], eqs = g.npe * n;
   const size_t na = size_t(g.n_src) * eqs, total = na + size_t(g.n_tgt) * eqs;
   const uint8_t *mark = discard + size_t(s) * g.npe * g.nro_max;
@@ -223,7 +233,7 @@ __global__ void build_explicit(mr_grappa_geom g, int s, const mr_cfloat *acs, si
     size_t e2 = in_a ? e : e - na;
     int rows = in_a ? g.n_src : g.n_tgt, r = int(e2 % rows), q = int(e2 / rows);
     int i = q / n, c = q % n;
-    float w = mark[q] ? 0.0f : psi[s * g.npe + i];
+    float w = mark[q] ? 0.0f : float(psi[s * g.npe + i]);
     size_t at;
     if (in_a) {
       int bb = r / g.kro, j = r % g.kro, k = bb / g.kpe, p = bb % g.kpe;
@@ -243,7 +253,7 @@ __global__ void build_explicit(mr_grappa_geom g, int s, const mr_cfloat *acs, si
 // t = coil (R-1) + m - 1 (line i + dpe + m), sample c0 + w at column
 // pad + i pitch + w, w < the window; zero elsewhere.
 __global__ void build_rows(mr_grappa_geom g, fused_shape f, const mr_cfloat *acs, size_t cs,
-                           const float *psi, float2 *zs, float2 *zt) {
+                           const double *psi, double2 *zs, double2 *zt) {
   const size_t per_seg_s = size_t(f.lt) * g.nb_src, per_seg_t = size_t(f.lt) * g.n_tgt;
   const size_t ns_all = per_seg_s * g.nseg, total = ns_all + per_seg_t * g.nseg;
   for (size_t e = blockIdx.x * size_t(blockDim.x) + threadIdx.x; e < total;
@@ -252,7 +262,7 @@ __global__ void build_rows(mr_grappa_geom g, fused_shape f, const mr_cfloat *acs
     size_t e2 = src ? e : e - ns_all, per = src ? per_seg_s : per_seg_t;
     int rows = src ? g.nb_src : g.n_tgt;
     int s = int(e2 / per), r = int(e2 % per % rows), t = int(e2 % per / rows) - f.pad;
-    float2 v = make_float2(0.0f, 0.0f);
+    double2 v = make_double2(0.0, 0.0);
     int i = t / f.pitch, w = t % f.pitch, width = g.c0[s + 1] - g.c0[s] + g.kro - 1;
     if (t >= 0 && i < g.npe && w < width) {
       int k, line;
@@ -264,21 +274,21 @@ __global__ void build_rows(mr_grappa_geom g, fused_shape f, const mr_cfloat *acs
         line = i + g.dpe + r % (g.accel - 1) + 1;
       }
       mr_cfloat a = acs[k * cs + size_t(line) * g.nro + g.c0[s] + w];
-      float scale = psi[s * g.npe + i];
-      v = make_float2(scale * a.re, scale * a.im);
+      double scale = psi[s * g.npe + i];
+      v = make_double2(scale * a.re, scale * a.im);
     }
     (src ? zs : zt)[e2] = v;
   }
 }
 
 // out[s][d][...] = sum over pieces of part[s][piece][d][...].
-__global__ void sum_pieces(const float2 *part, int nchunk, size_t per_piece, int nseg,
-                           float2 *out) {
+__global__ void sum_pieces(const double2 *part, int nchunk, size_t per_piece, int nseg,
+                           double2 *out) {
   for (size_t e = blockIdx.x * size_t(blockDim.x) + threadIdx.x; e < per_piece * nseg;
        e += size_t(gridDim.x) * blockDim.x) {
     size_t s = e / per_piece, o = e % per_piece;
-    const float2 *p = part + s * nchunk * per_piece + o;
-    float2 v = p[0];
+    const double2 *p = part + s * nchunk * per_piece + o;
+    double2 v = p[0];
     for (int c = 1; c < nchunk; c++) {
       v.x += p[c * per_piece].x;
       v.y += p[c * per_piece].y;
@@ -289,19 +299,19 @@ __global__ void sum_pieces(const float2 *part, int nchunk, size_t per_piece, int
 
 // [M; U] from the lagged sums: column c = (b', j'), row r = (b, j) of M
 // (rows below ns: targets t of U); padding gets the identity / zeros.
-__global__ void assemble(mr_grappa_geom g, fused_shape f, const float2 *fs, const float2 *ft,
-                         float2 *gm) {
+__global__ void assemble(mr_grappa_geom g, fused_shape f, const double2 *fs, const double2 *ft,
+                         double2 *gm) {
   const size_t per_seg = size_t(f.ns) * f.na, nb = g.nb_src;
   for (size_t e = blockIdx.x * size_t(blockDim.x) + threadIdx.x; e < per_seg * g.nseg;
        e += size_t(gridDim.x) * blockDim.x) {
     int s = int(e / per_seg), r = int(e % per_seg % f.na), c = int(e % per_seg / f.na);
-    float2 v = make_float2(0.0f, 0.0f);
+    double2 v = make_double2(0.0, 0.0);
     if (c >= g.n_src) {
       if (r == c)
-        v.x = 1.0f;
+        v.x = 1.0;
     } else if (r < g.n_src) {
       int b = r / g.kro, j = r % g.kro, b2 = c / g.kro, j2 = c % g.kro, d = j2 - j;
-      const float2 *lag = fs + (size_t(s) * g.kro + (d >= 0 ? d : -d)) * nb * nb;
+      const double2 *lag = fs + (size_t(s) * g.kro + (d >= 0 ? d : -d)) * nb * nb;
       if (d >= 0)
         v = lag[size_t(b2) * nb + b];
       else {
@@ -320,8 +330,8 @@ __global__ void assemble(mr_grappa_geom g, fused_shape f, const float2 *fs, cons
 // [n, n + pad) of each PE position (the lagged sums include them, A does
 // not), then the dropped equations; rows as in [M; U], normalised.
 __global__ void build_corrections(mr_grappa_geom g, fused_shape f, const mr_cfloat *acs,
-                                  size_t cs, const float *psi, const int *dropped,
-                                  float2 *corr) {
+                                  size_t cs, const double *psi, const int *dropped,
+                                  double2 *corr) {
   const size_t per_seg = size_t(f.ncorr) * f.na;
   for (size_t e = blockIdx.x * size_t(blockDim.x) + threadIdx.x; e < per_seg * g.nseg;
        e += size_t(gridDim.x) * blockDim.x) {
@@ -351,11 +361,11 @@ __global__ void build_corrections(mr_grappa_geom g, fused_shape f, const mr_cflo
       line = i + g.dpe + t % (g.accel - 1) + 1;
       w = pos + g.dro;
     }
-    float2 v = make_float2(0.0f, 0.0f);
+    double2 v = make_double2(0.0, 0.0);
     if (live && k >= 0 && w >= 0 && w < width) {
       mr_cfloat a = acs[k * cs + size_t(line) * g.nro + g.c0[s] + w];
-      float scale = psi[s * g.npe + i];
-      v = make_float2(scale * a.re, scale * a.im);
+      double scale = psi[s * g.npe + i];
+      v = make_double2(scale * a.re, scale * a.im);
     }
     corr[e] = v;
   }
@@ -363,10 +373,10 @@ __global__ void build_corrections(mr_grappa_geom g, fused_shape f, const mr_cflo
 
 // lambda = chi trace(M) / n_src onto M's diagonal, one block per segment;
 // a trace of zero (no signal) sets bit 1 of *status.
-__global__ void regularise(mr_grappa_geom g, fused_shape f, float chi, float2 *gm,
+__global__ void regularise(mr_grappa_geom g, fused_shape f, float chi, double2 *gm,
                            int *status) {
   __shared__ double part[THREADS];
-  float2 *m = gm + size_t(blockIdx.x) * f.ns * f.na;
+  double2 *m = gm + size_t(blockIdx.x) * f.ns * f.na;
   double sum = 0;
   for (int r = threadIdx.x; r < g.n_src; r += blockDim.x)
     sum += m[size_t(r) * f.na + r].x;
@@ -383,30 +393,31 @@ __global__ void regularise(mr_grappa_geom g, fused_shape f, float chi, float2 *g
       atomicOr(status, 2);
     return;
   }
-  float lambda = float(double(chi) * trace / g.n_src);
+  double lambda = double(chi) * trace / g.n_src;
   for (int r = threadIdx.x; r < g.n_src; r += blockDim.x)
     m[size_t(r) * f.na + r].x += lambda;
 }
 
-// weights[s] (n_src x n_tgt) = W^H with W the n_tgt x n_src block at row ns
-// of [M; U] after the solve: a 32 x 32 tile per block through shared memory.
-__global__ void export_weights(mr_grappa_geom g, fused_shape f, const float2 *gm,
+// weights[s] (n_src x n_tgt) = W^H with W (n_tgt x n_src, leading dimension
+// ldw, segments stride apart) after the solve: a 32 x 32 tile per block
+// through shared memory.
+__global__ void export_weights(mr_grappa_geom g, const double2 *wsol, int ldw, size_t stride,
                                mr_cfloat *weights) {
-  __shared__ float2 tile[32][33];
+  __shared__ double2 tile[32][33];
   const int s = blockIdx.z, t0 = blockIdx.x * 32, src0 = blockIdx.y * 32;
-  const float2 *w = gm + size_t(s) * f.ns * f.na + f.ns;
+  const double2 *w = wsol + size_t(s) * stride;
   mr_cfloat *out = weights + size_t(s) * g.n_src * g.n_tgt;
   for (int y = threadIdx.y; y < 32; y += blockDim.y) {
     int t = t0 + threadIdx.x, src = src0 + y;
     if (t < g.n_tgt && src < g.n_src)
-      tile[y][threadIdx.x] = w[size_t(src) * f.na + t];
+      tile[y][threadIdx.x] = w[size_t(src) * ldw + t];
   }
   __syncthreads();
   for (int y = threadIdx.y; y < 32; y += blockDim.y) {
     int src = src0 + threadIdx.x, t = t0 + y;
     if (t < g.n_tgt && src < g.n_src) {
-      float2 v = tile[threadIdx.x][y];
-      out[size_t(t) * g.n_src + src] = mr_cfloat{v.x, -v.y};
+      double2 v = tile[threadIdx.x][y];
+      out[size_t(t) * g.n_src + src] = mr_cfloat{float(v.x), float(-v.y)};
     }
   }
 }
@@ -475,7 +486,8 @@ template <class T> int alloc(mr_cuda_ctx *c, T **p, size_t count) {
 
 void release(mr_cuda_ctx *c, scratch *s) {
   void *all[] = {s->line_power, s->col_power, s->psi, s->discard, s->dropped, s->zs, s->zt,
-                 s->fs, s->ft, s->gm, s->corr, s->ptrs, s->status, s->potrf_work};
+                 s->fs, s->ft, s->gm, s->corr, s->inv, s->wsol, s->ptrs, s->status,
+                 s->potrf_work};
   if (s->exec != nullptr)
     cudaGraphExecDestroy(s->exec);
   if (s->side.stream != nullptr)
@@ -497,14 +509,14 @@ void release(mr_cuda_ctx *c, scratch *s) {
 int fill_pointers(mr_cuda_ctx *c, const mr_grappa_geom &g, scratch *s) {
   const fused_shape &f = s->f;
   const size_t items = size_t(g.nseg) * f.nchunk * g.kro, nb = g.nb_src, nt = g.n_tgt;
-  const float2 **host = static_cast<const float2 **>(malloc(6 * items * sizeof *host));
+  const double2 **host = static_cast<const double2 **>(malloc(6 * items * sizeof *host));
   if (host == nullptr)
     return mr_fail(MR_ENOMEM, "grappa: out of memory");
   for (int sg = 0; sg < g.nseg; sg++)
     for (int ch = 0; ch < f.nchunk; ch++)
       for (int d = 0; d < g.kro; d++) {
         size_t it = (size_t(sg) * f.nchunk + ch) * g.kro + d;
-        const float2 *zs = s->zs + size_t(sg) * f.lt * nb, *zt = s->zt + size_t(sg) * f.lt * nt;
+        const double2 *zs = s->zs + size_t(sg) * f.lt * nb, *zt = s->zt + size_t(sg) * f.lt * nt;
         size_t col = size_t(f.pad) + size_t(ch) * f.kc;
         host[it] = zs + col * nb;
         host[items + it] = zs + (col + d) * nb;
@@ -566,12 +578,16 @@ int create(mr_cuda_ctx *c, mr_grappa_plan *p, scratch *s) {
   if (rc == 0)
     rc = alloc(c, &s->status, 1 + size_t(g.nseg));
   if (rc == 0 && p->opts.method == MR_GRAPPA_HYBRID) {
-    MR_CUSOLVER(cusolverDnCpotrf_bufferSize(c->solver, CUBLAS_FILL_MODE_LOWER, g.n_src,
-                                            reinterpret_cast<cuComplex *>(s->gm), f.na,
+    MR_CUSOLVER(cusolverDnZpotrf_bufferSize(c->solver, CUBLAS_FILL_MODE_LOWER, g.n_src,
+                                            reinterpret_cast<cuDoubleComplex *>(s->gm), f.na,
                                             &s->potrf_lwork));
     rc = alloc(c, &s->potrf_work, size_t(std::max(s->potrf_lwork, 1)));
   }
   if (rc == 0 && p->opts.method == MR_GRAPPA_FUSED) {
+    if ((rc = mr_grappa_chol_init()) < 0 ||
+        (rc = alloc(c, &s->inv, size_t(f.ns) * TILE * g.nseg)) < 0 ||
+        (rc = alloc(c, &s->wsol, size_t(f.ns) * nt * g.nseg)) < 0)
+      return rc;
     MR_CU(cudaStreamCreateWithFlags(&s->side.stream, cudaStreamNonBlocking));
     MR_CU(cudaEventCreateWithFlags(&s->side.fork, cudaEventDisableTiming));
     MR_CU(cudaEventCreateWithFlags(&s->side.join, cudaEventDisableTiming));
@@ -602,18 +618,19 @@ int prepare_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs, s
   return 0;
 }
 
-int gemm_batched(mr_cuda_ctx *c, int m, int n, int k, const float2 *const *a, int lda,
-                 const float2 *const *b, int ldb, float2 *const *out, int ldc, int count) {
-  const cuComplex one = make_cuComplex(1, 0), zero = make_cuComplex(0, 0);
-  MR_CUBLAS(cublasCgemmBatched(c->blas, CUBLAS_OP_N, CUBLAS_OP_C, m, n, k, &one,
-                               reinterpret_cast<const cuComplex *const *>(a), lda,
-                               reinterpret_cast<const cuComplex *const *>(b), ldb, &zero,
-                               reinterpret_cast<cuComplex *const *>(out), ldc, count));
+int gemm_batched(mr_cuda_ctx *c, int m, int n, int k, const double2 *const *a, int lda,
+                 const double2 *const *b, int ldb, double2 *const *out, int ldc, int count) {
+  const cuDoubleComplex one = make_cuDoubleComplex(1, 0), zero = make_cuDoubleComplex(0, 0);
+  MR_CUBLAS(cublasZgemmBatched(c->blas, CUBLAS_OP_N, CUBLAS_OP_C, m, n, k, &one,
+                               reinterpret_cast<const cuDoubleComplex *const *>(a), lda,
+                               reinterpret_cast<const cuDoubleComplex *const *>(b), ldb, &zero,
+                               reinterpret_cast<cuDoubleComplex *const *>(out), ldc, count));
   return 0;
 }
 
+// built (may be null) is recorded once [M; U] is built and regularised.
 int fused_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs, size_t cs,
-                    mr_cfloat *weights) {
+                    mr_cfloat *weights, cudaEvent_t built) {
   const mr_grappa_geom &g = p->g;
   scratch *s = state(p);
   const fused_shape &f = s->f;
@@ -625,8 +642,8 @@ int fused_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs, siz
   size_t zn = size_t(f.lt) * (nb + nt) * g.nseg;
   build_rows<<<grid(c, zn), THREADS, 0, c->compute>>>(g, f, acs, cs, s->psi, s->zs, s->zt);
   MR_LAUNCHED(build_rows);
-  float2 *const *ptrs = const_cast<float2 *const *>(s->ptrs);
-  const float2 *const *cptrs = s->ptrs;
+  double2 *const *ptrs = const_cast<double2 *const *>(s->ptrs);
+  const double2 *const *cptrs = s->ptrs;
   if ((rc = gemm_batched(c, nb, nb, f.kc, cptrs, nb, cptrs + items, nb, ptrs + 2 * items, nb,
                          items)) < 0 ||
       (rc = gemm_batched(c, nt, nb, f.kc, cptrs + 3 * items, nt, cptrs + 4 * items, nb,
@@ -649,35 +666,39 @@ int fused_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs, siz
     build_corrections<<<grid(c, size_t(f.ncorr) * f.na * g.nseg), THREADS, 0, c->compute>>>(
         g, f, acs, cs, s->psi, s->dropped, s->corr);
     MR_LAUNCHED(build_corrections);
-    const cuComplex minus = make_cuComplex(-1, 0), one = make_cuComplex(1, 0);
-    auto *corr = reinterpret_cast<const cuComplex *>(s->corr);
-    MR_CUBLAS(cublasCgemmStridedBatched(
+    const cuDoubleComplex minus = make_cuDoubleComplex(-1, 0), one = make_cuDoubleComplex(1, 0);
+    auto *corr = reinterpret_cast<const cuDoubleComplex *>(s->corr);
+    MR_CUBLAS(cublasZgemmStridedBatched(
         c->blas, CUBLAS_OP_N, CUBLAS_OP_C, f.na, f.ns, f.ncorr, &minus, corr, f.na,
         (long long)f.ncorr * f.na, corr, f.na, (long long)f.ncorr * f.na, &one,
-        reinterpret_cast<cuComplex *>(s->gm), f.na, (long long)gsize, g.nseg));
+        reinterpret_cast<cuDoubleComplex *>(s->gm), f.na, (long long)gsize, g.nseg));
   }
   regularise<<<unsigned(g.nseg), THREADS, 0, c->compute>>>(g, f, p->opts.chi, s->gm, s->status);
   MR_LAUNCHED(regularise);
-  const cuComplex one = make_cuComplex(1, 0);
+  if (built != nullptr)
+    MR_CU(cudaEventRecord(built, c->compute));
+  const cuDoubleComplex one = make_cuDoubleComplex(1, 0);
   if (p->opts.method == MR_GRAPPA_HYBRID) {
     // M = L L^H by cuSOLVER, then U L^-H and (U L^-H) L^-1 by two TRSMs
     for (int sg = 0; sg < g.nseg; sg++) {
-      cuComplex *m = reinterpret_cast<cuComplex *>(s->gm) + sg * gsize;
-      MR_CUSOLVER(cusolverDnCpotrf(c->solver, CUBLAS_FILL_MODE_LOWER, g.n_src, m, f.na,
+      cuDoubleComplex *m = reinterpret_cast<cuDoubleComplex *>(s->gm) + sg * gsize;
+      MR_CUSOLVER(cusolverDnZpotrf(c->solver, CUBLAS_FILL_MODE_LOWER, g.n_src, m, f.na,
                                    s->potrf_work, s->potrf_lwork, s->status + 1 + sg));
-      MR_CUBLAS(cublasCtrsm(c->blas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_C,
+      MR_CUBLAS(cublasZtrsm(c->blas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_C,
+                            CUBLAS_DIAG_NON_UNIT, nt, g.n_src, &one, m, f.na, m + f.ns, f.na));
+      MR_CUBLAS(cublasZtrsm(c->blas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
                             CUBLAS_DIAG_NON_UNIT, nt, g.n_src, &one, m, f.na, m + f.ns, f.na));
     }
   } else if ((rc = mr_grappa_chol_factor(c, s->side, s->gm, f.na, f.ns, g.nseg, gsize,
-                                         s->status)) < 0)
+                                         s->status)) < 0 ||
+             (rc = mr_grappa_chol_solve(c, s->gm, f.na, f.ns, nt, g.nseg, gsize, s->inv,
+                                        s->wsol, nt)) < 0)
     return rc;
-  for (int sg = 0; sg < g.nseg; sg++) {
-    cuComplex *m = reinterpret_cast<cuComplex *>(s->gm) + sg * gsize;
-    MR_CUBLAS(cublasCtrsm(c->blas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
-                          CUBLAS_DIAG_NON_UNIT, nt, g.n_src, &one, m, f.na, m + f.ns, f.na));
-  }
+  const bool fused = p->opts.method == MR_GRAPPA_FUSED;
   dim3 tiles(unsigned((nt + 31) / 32), unsigned((g.n_src + 31) / 32), unsigned(g.nseg));
-  export_weights<<<tiles, dim3(32, 8), 0, c->compute>>>(g, f, s->gm, weights);
+  export_weights<<<tiles, dim3(32, 8), 0, c->compute>>>(
+      g, fused ? s->wsol : s->gm + f.ns, fused ? nt : f.na,
+      fused ? size_t(f.ns) * nt : gsize, weights);
   MR_LAUNCHED(export_weights);
   return 0;
 }
@@ -701,7 +722,7 @@ int calibrate_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs,
     }
     cudaGraph_t graph = nullptr;
     MR_CU(cudaStreamBeginCapture(c->compute, cudaStreamCaptureModeThreadLocal));
-    int rc = fused_on_worker(c, p, acs, cs, weights);
+    int rc = fused_on_worker(c, p, acs, cs, weights, nullptr);
     cudaError_t e = cudaStreamEndCapture(c->compute, &graph);
     if (rc == 0 && e == cudaSuccess)
       e = cudaGraphInstantiate(&s->exec, graph, 0);
@@ -718,7 +739,34 @@ int calibrate_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs,
     s->no_graph = true;
     cudaGetLastError();
   }
-  return fused_on_worker(c, p, acs, cs, weights);
+  return fused_on_worker(c, p, acs, cs, weights, nullptr);
+}
+
+// The calibration's calls directly (not as the graph), between events.
+int steps_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs, size_t cs,
+                    mr_cfloat *weights, double *build_ms, double *solve_ms) {
+  cudaEvent_t ev[3] = {nullptr, nullptr, nullptr};
+  cudaError_t e = cudaSuccess;
+  for (int i = 0; i < 3 && e == cudaSuccess; i++)
+    e = cudaEventCreate(&ev[i]);
+  int rc = e == cudaSuccess ? 0 : mr_cuda_fail(e, "cudaEventCreate", __FILE__, __LINE__);
+  if (rc == 0 && (e = cudaEventRecord(ev[0], c->compute)) != cudaSuccess)
+    rc = mr_cuda_fail(e, "cudaEventRecord", __FILE__, __LINE__);
+  if (rc == 0)
+    rc = fused_on_worker(c, p, acs, cs, weights, ev[1]);
+  if (rc == 0 && (e = cudaEventRecord(ev[2], c->compute)) == cudaSuccess)
+    e = cudaEventSynchronize(ev[2]);
+  float t01 = 0, t12 = 0;
+  if (rc == 0 && e == cudaSuccess && (e = cudaEventElapsedTime(&t01, ev[0], ev[1])) == cudaSuccess)
+    e = cudaEventElapsedTime(&t12, ev[1], ev[2]);
+  if (rc == 0 && e != cudaSuccess)
+    rc = mr_cuda_fail(e, "cudaEventElapsedTime(grappa steps)", __FILE__, __LINE__);
+  for (cudaEvent_t x : ev)
+    if (x != nullptr)
+      cudaEventDestroy(x);
+  *build_ms = t01;
+  *solve_ms = t12;
+  return rc;
 }
 
 } // namespace
@@ -777,6 +825,14 @@ int mr_grappa_cuda_fused(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_st
                          mr_cfloat *weights) {
   return mr_on_worker(p->dev, [&] {
     return calibrate_on_worker(mr_device_cuda(p->dev), p, acs, coil_stride, weights);
+  });
+}
+
+int mr_grappa_cuda_fused_steps(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
+                               mr_cfloat *weights, double *build_ms, double *solve_ms) {
+  return mr_on_worker(p->dev, [&] {
+    return steps_on_worker(mr_device_cuda(p->dev), p, acs, coil_stride, weights, build_ms,
+                           solve_ms);
   });
 }
 

@@ -50,11 +50,6 @@ struct mr_grappa_plan {
 
 /* Each backend (prefix mr_grappa_cpu_ / mr_grappa_cuda_):
  *   create/destroy  scratch for one calibration
- *   prepare         per segment and PE position the normalisation psi, and
- *                   which equations power clipping discards (in scratch)
- *   build           after prepare: explicit A (n_src x positions) and B
- *                   (n_tgt x positions) of segment s, normalised, the
- *                   discarded equations zero (column q = i * positions + c)
  *   im2col          source vectors of blocks lines[0..nblk) (a block is a
  *                   sampled line s of the pattern) for samples [x0, x1):
  *                   column (x - x0) * nblk + b of s (n_src x ..., dense)
@@ -64,9 +59,12 @@ struct mr_grappa_plan {
  * Device arrays (lines, sampled) live on the plan's device. */
 int mr_grappa_cpu_create(mr_grappa_plan *p);
 void mr_grappa_cpu_destroy(mr_grappa_plan *p);
-int mr_grappa_cpu_prepare(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride);
-int mr_grappa_cpu_build(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride, int s,
-                        mr_cfloat *a, mr_cfloat *b);
+/* The whole calibration in double precision (A, B, M and the factor), the
+ * weights rounded to float at the end; build_ms / solve_ms (may be NULL)
+ * receive the time of building the normal equations (with prepare) and of
+ * solving them. */
+int mr_grappa_cpu_calibrate(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
+                            mr_cfloat *weights, double *build_ms, double *solve_ms);
 int mr_grappa_cpu_im2col(mr_grappa_plan *p, const mr_cfloat *kspace, int ne1,
                          const int *lines, int nblk, int x0, int x1, mr_cfloat *src);
 int mr_grappa_cpu_scatter(mr_grappa_plan *p, const mr_cfloat *tv, const int *lines, int nblk,
@@ -74,6 +72,11 @@ int mr_grappa_cpu_scatter(mr_grappa_plan *p, const mr_cfloat *tv, const int *lin
 
 int mr_grappa_cuda_create(mr_grappa_plan *p);
 void mr_grappa_cuda_destroy(mr_grappa_plan *p);
+/* The direct method's pieces: prepare (per segment and PE position the
+ * normalisation psi, and which equations power clipping discards, in
+ * scratch), then per segment the explicit A (n_src x positions) and B
+ * (n_tgt x positions), normalised, the discarded equations zero (column
+ * q = i * positions + c), in single precision. */
 int mr_grappa_cuda_prepare(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride);
 int mr_grappa_cuda_build(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride, int s,
                          mr_cfloat *a, mr_cfloat *b);
@@ -84,6 +87,11 @@ int mr_grappa_cuda_scatter(mr_grappa_plan *p, const mr_cfloat *tv, const int *li
 /* The whole fused calibration, queued (prepare included). */
 int mr_grappa_cuda_fused(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
                          mr_cfloat *weights);
+/* The same, not as the graph and waited for; *build_ms and *solve_ms
+ * receive the device time of building [M; U] (prepare included) and of
+ * solving it (factor, triangular solve, export). */
+int mr_grappa_cuda_fused_steps(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
+                               mr_cfloat *weights, double *build_ms, double *solve_ms);
 /* MR_ENUMERIC when the last fused calibration met a non-positive pivot. */
 int mr_grappa_cuda_status(mr_grappa_plan *p);
 

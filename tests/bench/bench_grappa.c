@@ -1,10 +1,15 @@
 /* mr-bench grappa: GRAPPA calibration at the seed's Table 5.1 configuration
  * (Ncol 512, R 4, 24 ACS lines, kernel 4 x 5, chi 1e-4, eta 1) for 32, 64
- * and 128 coils, on the CPU, on the GPU fused, on the GPU as the plain
- * library chain (explicit A and B, HERK + GEMM, potrf + potrs through gpu/)
- * and as raw cuBLAS/cuSOLVER calls; then a whole 2D slice (256 x 256, 32
- * coils, R 4): upload, calibration, filling, FFT, RSS combination and
- * download. Data: the synthetic phantom with 2% noise. */
+ * and 128 coils, on the CPU (double precision), on the GPU fused and hybrid
+ * (double precision), on the GPU as the plain library chain (explicit A and
+ * B, HERK + GEMM, potrf + potrs through gpu/, single precision) and as raw
+ * cuBLAS/cuSOLVER calls; each with its weights error (eq. 5.1) against the
+ * CPU's double-precision solve on realistic ACS data (the synthetic
+ * phantom through smooth coil sensitivities, 2% noise), the time of its
+ * steps (building the normal equations, solving them; the filling of a
+ * 256-line k-space with the weights) and their physical limits. Then a
+ * whole 2D slice (256 x 256, 32 coils, R 4): upload, calibration, filling,
+ * FFT, RSS combination and download. */
 #include <complex.h>
 #include <math.h>
 #include <stdio.h>
@@ -51,13 +56,34 @@ static int time_median(mr_device *dev, mr_device_task task, void *arg, int warmu
   return rc;
 }
 
-/* Calibration on the GPU with device-resident ACS data: median ms, and the
- * weights (host) for the error against the CPU. */
+/* The median build and solve times of reps calls of
+ * mr_grappa_calibrate_steps (after one unmeasured call). */
+static int time_steps(const calib_arg *a, int reps, double *build, double *solve) {
+  double b[64], s[64];
+  int rc = mr_grappa_calibrate_steps(a->plan, a->acs, a->coil_stride, a->weights, b, s);
+  for (int r = 0; rc == 0 && r < reps; r++)
+    rc = mr_grappa_calibrate_steps(a->plan, a->acs, a->coil_stride, a->weights, b + r, s + r);
+  if (rc == 0) {
+    *build = bench_median(b, reps);
+    *solve = bench_median(s, reps);
+  }
+  return rc;
+}
+
+typedef struct timings {
+  double ms, build_ms, solve_ms; /* NaN where not measured */
+} timings;
+
+/* Calibration on the GPU with device-resident ACS data: median ms (and by
+ * step for the methods that split), and the weights (host) for the error
+ * against the CPU; weights_dev (may be NULL) receives the device buffer
+ * of the weights (the caller takes it). */
 static int gpu_calibration(mr_device *gpu, const mr_grappa_opts *o, const mr_cfloat *acs,
-                           size_t per_coil, double *ms, mr_cfloat *weights) {
+                           size_t per_coil, timings *t, mr_cfloat *weights, mr_buf **weights_dev) {
   size_t nw = mr_grappa_weights_count(o);
   mr_grappa_plan *plan = NULL;
   mr_buf *da = NULL, *dw = NULL;
+  *t = (timings){NAN, NAN, NAN};
   int rc = mr_grappa_plan_create(gpu, o, &plan);
   if (rc == 0)
     rc = mr_buf_create(gpu, per_coil * o->nc * sizeof(mr_cfloat), &da);
@@ -68,32 +94,123 @@ static int gpu_calibration(mr_device *gpu, const mr_grappa_opts *o, const mr_cfl
   calib_arg a = {plan, da != NULL ? mr_buf_data(da) : NULL, per_coil,
                  dw != NULL ? mr_buf_data(dw) : NULL};
   if (rc == 0)
-    rc = time_median(gpu, calib_task, &a, GPU_WARMUP, GPU_REPS, ms);
+    rc = time_median(gpu, calib_task, &a, GPU_WARMUP, GPU_REPS, &t->ms);
   if (rc == 0)
     rc = mr_grappa_status(plan);
+  if (rc == 0 && o->method != MR_GRAPPA_DIRECT)
+    rc = time_steps(&a, GPU_REPS, &t->build_ms, &t->solve_ms);
   if (rc == 0)
     rc = mr_buf_download(dw, 0, weights, nw * sizeof(mr_cfloat));
   mr_buf_destroy(da);
-  mr_buf_destroy(dw);
+  if (weights_dev != NULL && rc == 0)
+    *weights_dev = dw;
+  else
+    mr_buf_destroy(dw);
   mr_grappa_plan_destroy(plan);
   return rc;
 }
 
+typedef struct apply_arg {
+  mr_grappa_plan *plan;
+  const mr_cfloat *weights;
+  const uint8_t *sampled;
+  int ny;
+  mr_cfloat *kspace;
+} apply_arg;
+
+/* Filling is idempotent (sources are sampled lines, never filled ones), so
+ * repetitions need no fresh copy of the k-space. */
+static int apply_task(mr_device *dev, void *p) {
+  (void)dev;
+  apply_arg *a = p;
+  return mr_grappa_apply(a->plan, a->weights, a->sampled, (size_t)a->ny, a->kspace, NULL);
+}
+
+/* The median time of filling the undersampled k (nc x ny x nro, host) on
+ * the GPU with the weights already there. */
+static int gpu_apply(mr_device *gpu, const mr_grappa_opts *o, mr_buf *weights,
+                     const mr_cfloat *k, const uint8_t *sampled, int ny, double *ms) {
+  size_t n = (size_t)o->nc * ny * o->nro;
+  mr_grappa_plan *plan = NULL;
+  mr_buf *dk = NULL;
+  int rc = mr_grappa_plan_create(gpu, o, &plan);
+  if (rc == 0)
+    rc = mr_buf_create(gpu, n * sizeof(mr_cfloat), &dk);
+  if (rc == 0)
+    rc = mr_buf_upload(dk, 0, k, n * sizeof(mr_cfloat));
+  apply_arg a = {plan, mr_buf_data(weights), sampled, ny, dk != NULL ? mr_buf_data(dk) : NULL};
+  if (rc == 0)
+    rc = time_median(gpu, apply_task, &a, GPU_WARMUP, GPU_REPS, ms);
+  mr_buf_destroy(dk);
+  mr_grappa_plan_destroy(plan);
+  return rc;
+}
+
+/* The work of each step as the algorithm counts it (complex multiply-add:
+ * 8 flops) and the bytes it must move, for bench_limits(). */
+typedef struct step_work {
+  double build_gflop, build_mbyte; /* kro lagged products of the source rows
+                                      with the source and target rows; the
+                                      ACS read, [M; U] written (double) */
+  double solve_gflop, solve_mbyte; /* Cholesky of M, two triangular solves
+                                      of the n_tgt right-hand sides; [M; U]
+                                      read, the weights written (float) */
+  double apply_gflop, apply_mbyte; /* n_tgt x n_src per missing block and
+                                      sample; the k-space read and written
+                                      once */
+} step_work;
+
+static step_work work_of(const mr_grappa_opts *o, int ny, int nblk) {
+  double ns = (double)o->kpe * o->kro * o->nc, nt = (double)(o->accel - 1) * o->nc;
+  double nb = (double)o->kpe * o->nc;
+  double eqs = (double)(o->nacs - (o->kpe - 1) * o->accel) * (o->nro - o->kro + 1);
+  step_work w;
+  w.build_gflop = 8.0 * o->kro * nb * (nb + nt) * eqs / 1e9;
+  w.build_mbyte = ((double)o->nc * o->nacs * o->nro * 8 + ns * (ns + nt) * 16) / 1e6;
+  w.solve_gflop = (4.0 / 3.0 * ns * ns * ns + 8.0 * nt * ns * ns) / 1e9;
+  w.solve_mbyte = (ns * (ns + nt) * 16 + ns * nt * 8) / 1e6;
+  w.apply_gflop = 8.0 * nt * ns * (double)nblk * o->nro / 1e9;
+  w.apply_mbyte = 2.0 * o->nc * ny * o->nro * 8 / 1e6;
+  return w;
+}
+
+static void write_limits(bench_json *j, const char *prefix, double gflop, double mbyte,
+                         double ms, int fp64) {
+  char key[64];
+  snprintf(key, sizeof key, "%sgflop", prefix);
+  json_num(j, key, gflop);
+  snprintf(key, sizeof key, "%smbyte", prefix);
+  json_num(j, key, mbyte);
+  bench_limits(j, prefix, gflop, mbyte, ms, fp64);
+}
+
 static int calibration_case(const bench_ctx *ctx, mr_device *cpu, mr_device *gpu, int nc) {
   bench_json *j = ctx->json;
-  const int nro = ctx->quick ? 128 : 512, nacs = 24, accel = 4;
+  const int nro = ctx->quick ? 128 : 512, nacs = 24, accel = 4, ny = ctx->quick ? 64 : 256;
   mr_grappa_opts o = mr_grappa_opts_default(nc, nro, nacs, accel);
   size_t per_coil = (size_t)nacs * nro, nw = mr_grappa_weights_count(&o);
-  int ny = 64;
-  mr_cfloat *k = malloc((size_t)nc * ny * nro * sizeof *k);
+  size_t nk = (size_t)nc * ny * nro;
+  mr_cfloat *k = malloc(nk * sizeof *k), *under = malloc(nk * sizeof *under);
   mr_cfloat *acs = malloc(per_coil * nc * sizeof *acs);
   mr_cfloat *w_cpu = malloc(nw * sizeof *w_cpu), *w_gpu = malloc(nw * sizeof *w_gpu);
-  if (k == NULL || acs == NULL || w_cpu == NULL || w_gpu == NULL)
+  uint8_t *sampled = malloc((size_t)ny);
+  if (k == NULL || under == NULL || acs == NULL || w_cpu == NULL || w_gpu == NULL ||
+      sampled == NULL)
     return MR_ENOMEM;
   int rc = grappa_phantom_kspace(cpu, nro, ny, nc, 0.02, 9, k);
-  int a0 = grappa_phantom_acs_start(ny, nacs);
+  int a0 = grappa_phantom_acs_start(ny, nacs), nblk = 0;
   for (int c = 0; rc == 0 && c < nc; c++)
     memcpy(acs + c * per_coil, k + ((size_t)c * ny + a0) * nro, per_coil * sizeof *acs);
+  grappa_phantom_pattern(ny, accel, 0, nacs, sampled);
+  for (size_t i = 0; i < nk; i++)
+    under[i] = sampled[(i / nro) % ny] ? k[i] : 0;
+  for (int y = 0; y < ny - 1; y += accel) /* blocks with a missing line after them */
+    for (int m = 1; m < accel && y + m < ny; m++)
+      if (!sampled[y + m]) {
+        nblk++;
+        break;
+      }
+  step_work work = work_of(&o, ny, nblk);
   json_open(j, NULL, '{');
   json_int(j, "coils", nc);
   json_int(j, "ncol", nro);
@@ -102,44 +219,85 @@ static int calibration_case(const bench_ctx *ctx, mr_device *cpu, mr_device *gpu
   json_str(j, "kernel", "4 x 5");
   json_int(j, "unknowns", (long long)o.kpe * o.kro * nc);
   json_int(j, "equations", (long long)(nacs - (o.kpe - 1) * accel) * (nro - o.kro + 1));
-  /* CPU (the direct solve) */
+  json_int(j, "apply_lines", ny);
+  json_int(j, "apply_blocks", nblk);
+  /* CPU: the double-precision solve every error below is against */
   mr_grappa_plan *plan = NULL;
-  double ms = NAN;
+  double ms = NAN, build = NAN, solve = NAN;
   if (rc == 0)
     rc = mr_grappa_plan_create(cpu, &o, &plan);
   calib_arg a = {plan, acs, per_coil, w_cpu};
   if (rc == 0)
     rc = time_median(cpu, calib_task, &a, 1, CPU_REPS, &ms);
+  if (rc == 0)
+    rc = time_steps(&a, CPU_REPS, &build, &solve);
   mr_grappa_plan_destroy(plan);
   json_num(j, "cpu_ms", ms);
-  fprintf(stderr, "mr-bench grappa: %d coils: CPU %.2f ms\n", nc, ms);
+  json_num(j, "cpu_build_ms", build);
+  json_num(j, "cpu_solve_ms", solve);
+  fprintf(stderr, "mr-bench grappa: %d coils: CPU %.2f ms (build %.2f, solve %.2f)\n", nc, ms,
+          build, solve);
   if (rc == 0 && gpu != NULL) {
     static const mr_grappa_method methods[] = {MR_GRAPPA_FUSED, MR_GRAPPA_HYBRID,
                                                MR_GRAPPA_DIRECT};
     static const char *names[] = {"fused", "hybrid", "library_chain"};
+    mr_buf *w_dev = NULL;
     for (int m = 0; rc == 0 && m < 3; m++) {
       char key[64];
+      timings t;
       o.method = methods[m];
-      rc = gpu_calibration(gpu, &o, acs, per_coil, &ms, w_gpu);
+      rc = gpu_calibration(gpu, &o, acs, per_coil, &t, w_gpu, m == 0 ? &w_dev : NULL);
+      if (rc == MR_ENUMERIC && methods[m] == MR_GRAPPA_DIRECT) {
+        /* single precision may find M + lambda I not positive definite */
+        json_str(j, "gpu_library_chain_failed", mr_device_last_error());
+        mr_device_clear_error();
+        rc = 0;
+        t = (timings){NAN, NAN, NAN};
+        for (size_t i = 0; i < nw; i++)
+          w_gpu[i] = NAN;
+      }
       double err = rc == 0 ? grappa_rel_error_51(w_gpu, w_cpu, nw) : NAN;
       snprintf(key, sizeof key, "gpu_%s_ms", names[m]);
-      json_num(j, key, ms);
+      json_num(j, key, t.ms);
       snprintf(key, sizeof key, "gpu_%s_eq51_error", names[m]);
       json_num(j, key, err);
-      fprintf(stderr, "mr-bench grappa: %d coils: GPU %s %.3f ms (eq. 5.1 error %.2e)\n", nc,
-              names[m], ms, err);
+      if (methods[m] != MR_GRAPPA_DIRECT) {
+        snprintf(key, sizeof key, "gpu_%s_build_ms", names[m]);
+        json_num(j, key, t.build_ms);
+        snprintf(key, sizeof key, "gpu_%s_solve_ms", names[m]);
+        json_num(j, key, t.solve_ms);
+      }
+      if (methods[m] == MR_GRAPPA_FUSED) {
+        write_limits(j, "gpu_fused_build_", work.build_gflop, work.build_mbyte, t.build_ms, 1);
+        write_limits(j, "gpu_fused_solve_", work.solve_gflop, work.solve_mbyte, t.solve_ms, 1);
+        write_limits(j, "gpu_fused_", work.build_gflop + work.solve_gflop,
+                     work.build_mbyte + work.solve_mbyte, t.ms, 1);
+      }
+      fprintf(stderr,
+              "mr-bench grappa: %d coils: GPU %s %.3f ms (build %.3f, solve %.3f by steps; "
+              "eq. 5.1 error %.2e)\n",
+              nc, names[m], t.ms, t.build_ms, t.solve_ms, err);
     }
+    /* filling with the fused weights */
+    o.method = MR_GRAPPA_FUSED;
+    double apply = NAN;
+    if (rc == 0)
+      rc = gpu_apply(gpu, &o, w_dev, under, sampled, ny, &apply);
+    mr_buf_destroy(w_dev);
+    json_num(j, "gpu_apply_ms", apply);
+    write_limits(j, "gpu_apply_", work.apply_gflop, work.apply_mbyte, apply, 0);
+    fprintf(stderr, "mr-bench grappa: %d coils: GPU apply (%d lines) %.3f ms\n", nc, ny, apply);
     /* the seed's own test input: random ACS data, well conditioned */
     random_fill(acs, per_coil * nc, 11);
     if (rc == 0) {
       mr_grappa_plan *cp = NULL;
-      o.method = MR_GRAPPA_FUSED;
+      timings t;
       rc = mr_grappa_plan_create(cpu, &o, &cp);
       if (rc == 0)
         rc = mr_grappa_calibrate(cp, acs, per_coil, w_cpu);
       mr_grappa_plan_destroy(cp);
       if (rc == 0)
-        rc = gpu_calibration(gpu, &o, acs, per_coil, &ms, w_gpu);
+        rc = gpu_calibration(gpu, &o, acs, per_coil, &t, w_gpu, NULL);
       double err = rc == 0 ? grappa_rel_error_51(w_gpu, w_cpu, nw) : NAN;
       json_num(j, "gpu_fused_eq51_error_random_acs", err);
       fprintf(stderr, "mr-bench grappa: %d coils: random ACS, fused eq. 5.1 error %.2e\n", nc,
@@ -152,17 +310,19 @@ static int calibration_case(const bench_ctx *ctx, mr_device *cpu, mr_device *gpu
     int eqs = (nacs - (o.kpe - 1) * accel) * (nro - o.kro + 1);
     int ordinal = mr_device_ordinal(gpu);
     double herk = raw_cherk_ms(ordinal, ns, eqs, GPU_REPS);
-    double solve = raw_solve_ms(ordinal, ns, nt, GPU_REPS);
+    double rsolve = raw_solve_ms(ordinal, ns, nt, GPU_REPS);
     json_num(j, "raw_cherk_ms", herk);
-    json_num(j, "raw_potrf_potrs_ms", solve);
-    json_num(j, "raw_cherk_plus_solve_ms", herk + solve);
+    json_num(j, "raw_potrf_potrs_ms", rsolve);
+    json_num(j, "raw_cherk_plus_solve_ms", herk + rsolve);
 #endif
   }
   json_close(j, '}');
   free(k);
+  free(under);
   free(acs);
   free(w_cpu);
   free(w_gpu);
+  free(sampled);
   return rc;
 }
 
@@ -305,6 +465,9 @@ int bench_grappa(const bench_ctx *ctx) {
   mr_device_info info;
   if (gpu != NULL && mr_device_info_get(gpu, &info) == 0)
     json_str(ctx->json, "gpu", info.name);
+  json_str(ctx->json, "error_reference",
+           "eq. 5.1 against the CPU calibration in double precision (ZHERK, ZGEMM, ZPOSV) on "
+           "the phantom's ACS lines (smooth coil sensitivities, 2% noise)");
   json_open(ctx->json, "calibration", '[');
   const int coils[] = {32, 64, 128}, quick_coils[] = {8, 16};
   int rc = 0;

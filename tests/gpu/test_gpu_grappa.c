@@ -1,7 +1,8 @@
 /* grappa.h: calibration against the seed's Alg. 4.3 written out in double
- * precision, exact filling of data a kernel predicts exactly, option
- * checks; with --cuda, the GPU (direct, fused, hybrid) against the CPU by the
- * seed's error measure (eq. 5.1). */
+ * precision, on random and on realistic (ill-conditioned) ACS data, exact
+ * filling of data a kernel predicts exactly, option checks; with --cuda,
+ * the GPU (direct, fused, hybrid) against the CPU by the seed's error
+ * measure (eq. 5.1). */
 #include <complex.h>
 #include <math.h>
 #include <setjmp.h>
@@ -159,6 +160,30 @@ static void matches_reference(void **state) {
   free(acs);
 }
 
+/* Realistic ACS data (a phantom through smooth coil sensitivities, 2%
+ * noise) make the normal equations ill-conditioned at chi = 1e-4: a
+ * single-precision solve is off by 4e-3 here (2e-2 at 32 coils), the
+ * double-precision calibration must stay within the seed's 1e-4. */
+static void matches_reference_on_phantom(void **state) {
+  (void)state;
+  enum { NC = 16, NX = 96, NY = 40, NACS = 24, R = 4 };
+  mr_grappa_opts o = mr_grappa_opts_default(NC, NX, NACS, R);
+  size_t cs = (size_t)NY * NX, nw = mr_grappa_weights_count(&o);
+  mr_cfloat *k = malloc(cs * NC * sizeof *k), *want = malloc(nw * sizeof *want);
+  GPU_OK(grappa_phantom_kspace(gpu_test_cpu(), NX, NY, NC, 0.02, 3, k));
+  const mr_cfloat *acs = k + (size_t)grappa_phantom_acs_start(NY, NACS) * NX;
+  reference(&o, acs, cs, want);
+  mr_cfloat *got = calibrate(gpu_test_cpu(), &o, acs, cs);
+  double err = grappa_rel_error_51(got, want, nw);
+  print_message("CPU against the double-precision Alg. 4.3 on the phantom: eq. 5.1 error "
+                "%.2e\n",
+                err);
+  assert_true(err < 1e-4);
+  free(got);
+  free(want);
+  free(k);
+}
+
 /* Each coil sees the same nq plane waves (point sources) with its own
  * weights: a kernel predicts every line exactly, so GRAPPA must fill the
  * missing lines with the true values (away from the edges, where sources
@@ -266,14 +291,12 @@ static void cpu_no_signal(void **state) {
 
 /* ---- CUDA group ---------------------------------------------------------
  *
- * On random ACS data (the seed's test input, a well-conditioned system) the
- * GPU must match the CPU to the seed's 1e-4 (eq. 5.1). Realistic data are
- * ill-conditioned at chi = 1e-4: two single-precision solves then differ by
- * more (the plain library chain on the GPU by some 1e-2 at 32 coils), so
- * there the other paths are held to that chain's accuracy, within a factor
- * of two: with power clipping the lagged paths subtract the strongest
- * equations from their sums, which costs some of the precision the direct
- * path keeps by zeroing them (H100: 9.2e-3 fused against 5.1e-3). */
+ * The CPU solves in double precision. The fused and hybrid GPU methods do
+ * too and must match it to the seed's 1e-4 (eq. 5.1) on random ACS data
+ * (the seed's test input, a well-conditioned system) and on realistic,
+ * ill-conditioned data alike. The direct method is the plain single-
+ * precision library chain: 1e-4 on random data, on realistic data only
+ * what single precision gives there (2e-2 at 32 coils on the H100). */
 
 /* Calibrates on both devices and compares by eq. 5.1. */
 static double gpu_against_cpu(const mr_grappa_opts *o, const mr_cfloat *acs, size_t cs) {
@@ -325,14 +348,10 @@ static void gpu_matches_cpu(void **state) {
     static const mr_grappa_method methods[] = {MR_GRAPPA_DIRECT, MR_GRAPPA_FUSED,
                                                MR_GRAPPA_HYBRID};
     static const char *names[] = {"library chain", "fused", "hybrid"};
-    double chain = 0;
     for (int m = 0; m < 3; m++) {
       o.method = methods[m];
-      double err = gpu_against_cpu(&o, acs, cs), bound = 1e-4;
-      if (m == 0)
-        chain = err;
-      if (k->phantom && 2 * chain > bound)
-        bound = 2 * chain;
+      double err = gpu_against_cpu(&o, acs, cs);
+      double bound = k->phantom && methods[m] == MR_GRAPPA_DIRECT ? 5e-2 : 1e-4;
       print_message("%-34s %-13s: eq. 5.1 error %.2e (bound %.1e)\n", k->what, names[m], err,
                     bound);
       if (!(err <= bound))
@@ -388,6 +407,7 @@ int main(int argc, char **argv) {
   int cuda = gpu_test_init(argc, argv);
   const struct CMUnitTest cpu_tests[] = {
       cmocka_unit_test(matches_reference),
+      cmocka_unit_test(matches_reference_on_phantom),
       cmocka_unit_test(fills_predictable_data),
       cmocka_unit_test(rejects_bad_options),
       cmocka_unit_test(cpu_no_signal),
