@@ -74,67 +74,35 @@ static void reference(const shape *s, int sign, int plain, const mr_cfloat *in,
   free(x);
 }
 
-static void cpu_matches_reference(void **state) {
-  (void)state;
-  for (size_t t = 0; t < sizeof shapes / sizeof *shapes; t++) {
-    const shape *s = &shapes[t];
-    size_t total = s->batch * array_len(s);
-    mr_fft_plan *plan;
-    mr_fft_opts o = opts_of(s);
-    GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &plan));
-    mr_cfloat *in = malloc(total * sizeof *in), *copy = malloc(total * sizeof *in);
-    mr_cfloat *out = malloc(total * sizeof *in), *ref = malloc(total * sizeof *in);
-    for (int dir = -1; dir <= 1; dir += 2) {
-      gpu_test_random(in, total, (unsigned)(t * 2 + (dir > 0)));
-      memcpy(copy, in, total * sizeof *in);
-      reference(s, dir, 0, in, ref);
-      /* out of place: in unchanged */
-      GPU_OK(mr_fft_execute(plan, dir, in, out));
-      double err = mr_test_rel_error_c(out, ref, total);
-      if (err > 1e-5)
-        fail_msg("shape %zu dir %d out of place: rel error %g", t, dir, err);
-      assert_memory_equal(in, copy, total * sizeof *in);
-      /* in place */
-      GPU_OK(mr_fft_execute(plan, dir, copy, copy));
-      err = mr_test_rel_error_c(copy, ref, total);
-      if (err > 1e-5)
-        fail_msg("shape %zu dir %d in place: rel error %g", t, dir, err);
-    }
-    free(in);
-    free(copy);
-    free(out);
-    free(ref);
-    mr_fft_plan_destroy(plan);
-  }
-}
-
-/* A plain plan of s against the DFT sum alone (no shifts, no scale), out
- * of place (in unchanged) and in place; made by mr_fft_plan_keep from a
- * centred plan of the same shape, which must give way to a new one. */
-static void check_plain_cpu(const shape *s, unsigned seed) {
+/* The CPU plan of s (plain or centred) against the literal reference, out
+ * of place (in unchanged) and in place. The plan comes from
+ * mr_fft_plan_keep after one of the other kind for the same shape, which
+ * must give way. */
+static void check_cpu(const shape *s, unsigned seed, int plain) {
   size_t total = s->batch * array_len(s);
   mr_fft_opts o = opts_of(s);
   mr_fft_plan *plan = NULL;
+  o.plain = !plain;
   GPU_OK(mr_fft_plan_keep(gpu_test_cpu(), &o, &plan));
-  o.plain = 1;
+  o.plain = plain;
   GPU_OK(mr_fft_plan_keep(gpu_test_cpu(), &o, &plan));
   mr_cfloat *in = malloc(total * sizeof *in), *copy = malloc(total * sizeof *in);
   mr_cfloat *out = malloc(total * sizeof *in), *ref = malloc(total * sizeof *in);
   for (int dir = -1; dir <= 1; dir += 2) {
     gpu_test_random(in, total, seed + (dir > 0));
     memcpy(copy, in, total * sizeof *in);
-    reference(s, dir, 1, in, ref);
+    reference(s, dir, plain, in, ref);
     GPU_OK(mr_fft_execute(plan, dir, in, out));
     double err = mr_test_rel_error_c(out, ref, total);
     if (err > 1e-5)
-      fail_msg("shape %zux%zux%zu dir %d plain out of place: rel error %g", s->n[0], s->n[1],
-               s->n[2], dir, err);
+      fail_msg("shape %zux%zux%zu plain %d dir %d out of place: rel error %g", s->n[0],
+               s->n[1], s->n[2], plain, dir, err);
     assert_memory_equal(in, copy, total * sizeof *in);
     GPU_OK(mr_fft_execute(plan, dir, copy, copy));
     err = mr_test_rel_error_c(copy, ref, total);
     if (err > 1e-5)
-      fail_msg("shape %zux%zux%zu dir %d plain in place: rel error %g", s->n[0], s->n[1],
-               s->n[2], dir, err);
+      fail_msg("shape %zux%zux%zu plain %d dir %d in place: rel error %g", s->n[0], s->n[1],
+               s->n[2], plain, dir, err);
   }
   free(in);
   free(copy);
@@ -143,12 +111,19 @@ static void check_plain_cpu(const shape *s, unsigned seed) {
   mr_fft_plan_destroy(plan);
 }
 
+static void cpu_matches_reference(void **state) {
+  (void)state;
+  for (size_t t = 0; t < sizeof shapes / sizeof *shapes; t++)
+    check_cpu(&shapes[t], (unsigned)(t * 2), 0);
+}
+
+/* Plain plans: the DFT sum alone, no shifts, no scale. */
 static void cpu_plain_matches_reference(void **state) {
   (void)state;
   for (size_t t = 0; t < sizeof shapes / sizeof *shapes; t++)
-    check_plain_cpu(&shapes[t], (unsigned)(t * 2));
+    check_cpu(&shapes[t], (unsigned)(t * 2), 1);
   const shape no_rows = {2, {1, 8, 1}, 2}; /* nx 1: the CPU makes no row pass */
-  check_plain_cpu(&no_rows, 77);
+  check_cpu(&no_rows, 77, 1);
 }
 
 /* fft.h's fold for even shapes: centred(x) = t * plain(s * x) / sqrt(N)
