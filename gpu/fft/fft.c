@@ -31,7 +31,7 @@ int mr_fft_plan_create(mr_device *dev, const mr_fft_opts *opts,
 int mr_fft_plan_keep(mr_device *dev, const mr_fft_opts *opts, mr_fft_plan **plan) {
   const mr_fft_plan *p = *plan;
   int same = p != NULL && p->dev == dev && p->shape.rank == opts->rank &&
-             p->shape.batch == opts->batch;
+             p->shape.batch == opts->batch && p->shape.plain == (opts->plain != 0);
   for (int d = 0; same && d < 3; d++)
     same = p->shape.n[d] == (d < opts->rank ? opts->dims[d] : 1);
   if (same)

@@ -7,7 +7,9 @@
  * both sit at index n/2 of each dimension: execute computes
  * fftshift(fft(ifftshift(x))) with fftshift/ifftshift built in, for even and
  * odd sizes. Scaling is unitary, 1/sqrt(nx*ny*nz) both ways, so
- * BACKWARD(FORWARD(x)) == x.
+ * BACKWARD(FORWARD(x)) == x. A plain plan (mr_fft_opts.plain) does neither:
+ * it is the library's transform as it is, for callers that fold both into
+ * their own kernels (below).
  *
  * Convention for reconstruction: image = BACKWARD (exp(+i), FFTW_BACKWARD)
  * transform of k-space; FORWARD takes an image to k-space. */
@@ -34,7 +36,25 @@ typedef struct mr_fft_opts {
   int rank;         /* 1, 2 or 3 */
   size_t dims[3];   /* {nx, ny, nz}; dimensions past rank are ignored */
   size_t batch;     /* arrays per execute, >= 1 */
+  int plain;        /* 1: the library's own transform, uncentred (origin at
+                     * index 0) and unscaled, for a caller that folds the
+                     * centering and the scale into its own kernels (below) */
 } mr_fft_opts;
+
+/* Folding the centering into neighbouring kernels (plain plans). On a GPU
+ * the centred transform is cuFFT plus one pass over the data (two for odd
+ * sizes): 1.23-1.46 times cuFFT alone for even sizes, 1.59 for an odd one
+ * (mr-bench gpu, centered_over_raw). cuFFT's LTO callbacks cost about as
+ * much as that pass or more even when they do nothing (raw_*_callback*_ms).
+ * A caller whose own kernels write the transform's input and read its
+ * output can do the centering there for free. For a shape whose every
+ * dimension is even, with a = n/2 per dimension and N = nx ny nz:
+ *   centred(x)[k] = t[k] * plain(s * x)[k] / sqrt(N),
+ *   s[m] = (-1)^(mx + my + mz),  t[k] = (-1)^(kx + ky + kz + ax + ay + az),
+ * the same in both directions. Between two transforms (e.g. forward, a
+ * product with a kernel, backward) t of the first times s of the second is
+ * the constant (-1)^(ax + ay + az), so only the first input and the last
+ * output take signs. Odd sizes need phase ramps instead (fft_impl.h). */
 
 /* Makes a plan for opts on dev (borrowed; it must outlive the plan). Plans
  * come from a per-device cache, so making the same shape again is cheap.

@@ -269,8 +269,10 @@ int mr_fft_cpu_execute(mr_fft_plan *p, mr_fft_direction dir, const mr_cfloat *in
   mr_cpu_threads *threads = mr_device_threads(p->dev);
   size_t nx = s->n[0], ny = s->n[1], rows = s->len * s->batch / nx, planes = rows / ny;
   pass a = {.s = s, .c = c, .d = dir == MR_FFT_FORWARD ? 0 : 1, .in = in, .out = out,
-            .centre = s->even};
-  if (!s->even) { /* centring by phase ramps around the passes */
+            .centre = s->even && !s->plain};
+  if (s->plain && nx == 1 && in != out) /* no row pass to bring in over */
+    memcpy(out, in, s->len * s->batch * sizeof *out);
+  if (s->ramp != NULL) { /* centring by phase ramps around the passes */
     a.ramp = (const float complex *)mr_fft_shape_ramp(s, dir, 0);
     mr_cpu_parallel_for(threads, rows, GRAIN_SAMPLES / nx + 1, ramp_rows, &a);
     a.in = out;
@@ -289,7 +291,7 @@ int mr_fft_cpu_execute(mr_fft_plan *p, mr_fft_direction dir, const mr_cfloat *in
     columns(threads, &a, 2, s->batch);
   if (atomic_load(&a.failed))
     return mr_fail(MR_ENOMEM, "fft: out of memory");
-  if (!s->even) {
+  if (s->ramp != NULL) {
     a.in = NULL;
     a.ramp = (const float complex *)mr_fft_shape_ramp(s, dir, 1);
     mr_cpu_parallel_for(threads, rows, GRAIN_SAMPLES / nx + 1, ramp_rows, &a);

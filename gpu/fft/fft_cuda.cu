@@ -1,5 +1,5 @@
-// The GPU transform: one centering kernel (two for odd shapes) around an
-// in-place cuFFT plan from the worker's cache.
+// The GPU transform: one centering kernel (two for odd shapes; none for
+// plain plans) around an in-place cuFFT plan from the worker's cache.
 #include "cuda_internal.cuh"
 #include "fft_impl.h"
 
@@ -92,13 +92,18 @@ int transform(mr_cuda_ctx *c, const mr_fft_plan *p, mr_fft_direction dir,
     n[d] = (long long)s->n[s->rank - 1 - d]; // cuFFT wants the slowest first
   cufftHandle h;
   int rc = mr_cuda_fft_plan(c, s->rank, n, (long long)batch, &h);
-  if (rc == 0)
+  if (rc < 0)
+    return rc;
+  if (!s->plain)
     rc = centre_stage(c, p, dir, in, out, batch, 0);
+  else if (in != out) // the transform below is in place, in out
+    MR_CU(cudaMemcpyAsync(out, in, batch * s->len * sizeof(float2), cudaMemcpyDeviceToDevice,
+                          c->compute));
   if (rc < 0)
     return rc;
   cufftComplex *data = reinterpret_cast<cufftComplex *>(out);
   MR_CUFFT(cufftExecC2C(h, data, data, dir == MR_FFT_FORWARD ? CUFFT_FORWARD : CUFFT_INVERSE));
-  return s->even ? 0 : centre_stage(c, p, dir, out, out, batch, 1);
+  return s->even || s->plain ? 0 : centre_stage(c, p, dir, out, out, batch, 1);
 }
 
 } // namespace
@@ -111,7 +116,7 @@ int mr_fft_cuda_create(mr_fft_plan *p) {
   int rc = mr_on_worker(p->dev, [&] {
     mr_cuda_ctx *c = mr_device_cuda(p->dev);
     const mr_fft_shape *s = &p->shape;
-    if (!s->even) {
+    if (s->ramp != NULL) {
       size_t bytes = 4 * s->ramp_len * sizeof(float2);
       int r = mr_cuda_alloc(c, reinterpret_cast<void **>(&f->ramp), bytes);
       if (r == 0)

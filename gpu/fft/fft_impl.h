@@ -27,8 +27,9 @@ typedef struct mr_fft_shape {
   size_t batch;
   size_t len;     /* nx * ny * nz: one array */
   int even;       /* every transformed dimension even: the one-pass form */
-  float scale;    /* 1 / sqrt(len) */
-  /* Odd shapes only (else NULL): the pre and post factors per dimension as
+  int plain;      /* no centering, no scale (mr_fft_opts.plain) */
+  float scale;    /* 1 / sqrt(len); 1 for plain shapes */
+  /* Odd centred shapes only (else NULL): the pre and post factors per dimension as
    * interleaved complex floats, laid out [direction][stage][nx + ny + nz]
    * with direction 0 forward, 1 backward and stage 0 pre, 1 post. */
   float *ramp;

@@ -20,7 +20,7 @@ static void unit_phase(float *c, size_t num, size_t n, int sign) {
 
 int mr_fft_shape_init(mr_fft_shape *shape, const mr_fft_opts *opts) {
   *shape = (mr_fft_shape){.rank = opts->rank, .n = {1, 1, 1}, .batch = opts->batch,
-                          .len = 1, .even = 1};
+                          .len = 1, .even = 1, .plain = opts->plain != 0};
   if (opts->rank < 1 || opts->rank > 3)
     return mr_fail(MR_EINVAL, "fft: rank %d (expected 1, 2 or 3)", opts->rank);
   if (opts->batch < 1 || opts->batch > MAX_DIM)
@@ -36,8 +36,8 @@ int mr_fft_shape_init(mr_fft_shape *shape, const mr_fft_opts *opts) {
   }
   if (shape->len > SIZE_MAX / 8 / shape->batch)
     return mr_fail(MR_EINVAL, "fft: %zu arrays of %zu", shape->batch, shape->len);
-  shape->scale = (float)(1.0 / sqrt((double)shape->len));
-  if (shape->even)
+  shape->scale = shape->plain ? 1.0f : (float)(1.0 / sqrt((double)shape->len));
+  if (shape->even || shape->plain)
     return 0;
   shape->ramp_len = shape->n[0] + shape->n[1] + shape->n[2];
   shape->ramp = malloc(4 * shape->ramp_len * 2 * sizeof(float));

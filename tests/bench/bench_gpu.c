@@ -1,6 +1,9 @@
 /* mr-bench gpu: the operations of gpu/ at reconstruction sizes, on the GPU
  * and the CPU in the same run, with the raw CUDA library calls underneath
  * (the wrappers' overhead) and the reference times given in issue 3.
+ * centered_over_raw: the centred FFT's time over cuFFT's uncentred one;
+ * beside it cuFFT with identity LTO callbacks, the floor under a centering
+ * folded into cuFFT's loads and stores.
  *
  * Rates are counted from the work an operation must do, not from what a
  * library does: FFT 5 N log2 N flops per array; HERK 4 n^2 k; GEMM 8 n^2 k;
@@ -128,15 +131,25 @@ static double fft_raw(const kase *k, int ordinal) {
     n[d] = (int)k->dims[k->rank - 1 - d];
   return raw_cufft_ms(ordinal, k->rank, n, (int)k->batch, GPU_REPS);
 }
+
+static double fft_raw_callbacks(const kase *k, int ordinal, int which) {
+  int n[3];
+  for (int d = 0; d < k->rank; d++)
+    n[d] = (int)k->dims[k->rank - 1 - d];
+  return raw_cufft_callback_ms(ordinal, k->rank, n, (int)k->batch, which, GPU_REPS);
+}
 #endif
 
 static kase fft_case(int rank, size_t nx, size_t ny, size_t nz, size_t batch, double issue_ms) {
   kase k = {.op = rank == 2 ? "fft2d" : "fft3d", .rank = rank, .dims = {nx, ny, nz},
             .batch = batch, .issue_raw_ms = issue_ms, .prepare = fft_prepare,
             .task = fft_task, .host_task = fft_host_task,
-            .note = "centered backward transform in place; gpu_host_ms: from and to "
-                    "pageable host memory, gpu_host_pinned_ms: pinned (mr_host_alloc); "
-                    "both include PCIe both ways"};
+            .note = "centered backward transform in place; raw_ms: cuFFT alone, uncentered; "
+                    "raw_*_callback*_ms: the same cuFFT transform with identity LTO "
+                    "callbacks (load, store, both; null: cuFFT could not plan it), what a "
+                    "centering folded into cuFFT's callbacks would cost at the least; "
+                    "gpu_host_ms: from and to pageable host memory, gpu_host_pinned_ms: "
+                    "pinned (mr_host_alloc); both include PCIe both ways"};
 #ifdef MR_HAVE_CUDA
   k.raw = fft_raw;
 #endif
@@ -278,7 +291,7 @@ static kase rss_case(size_t pixels, size_t coils) {
             .prepare = coil_prepare, .task = rss_task,
             .note = "root sum of squares over coils; memory bound"};
   snprintf(k.shape, sizeof k.shape, "%zu pixels x %zu coils", pixels, coils);
-  k.gflop = 3.0 * pixels * coils / 1e9;
+  k.gflop = 4.0 * pixels * coils / 1e9; /* |x|^2 summed: 2 mul, 2 add a sample */
   k.mbyte = (pixels * coils * sizeof(mr_cfloat) + pixels * sizeof(float)) / 1e6;
   return k;
 }
@@ -332,6 +345,7 @@ static void summary_line(const kase *k, double gpu_ms, double raw_ms, double cpu
 static int run_case(const bench_ctx *ctx, kase *k, mr_device *gpu, mr_device *cpu,
                     double ms[5]) {
   double gpu_ms = NAN, host_ms[2] = {NAN, NAN}, raw_ms = NAN, cpu_ms = NAN;
+  double callback_ms[3] = {NAN, NAN, NAN}; /* FFT: raw with load, store, both callbacks */
   fprintf(stderr, "mr-bench: %s %s\n", k->op, k->shape);
   int rc = 0;
   if (gpu != NULL) {
@@ -339,6 +353,9 @@ static int run_case(const bench_ctx *ctx, kase *k, mr_device *gpu, mr_device *cp
 #ifdef MR_HAVE_CUDA
     if (rc == 0 && k->raw != NULL && (raw_ms = k->raw(k, mr_device_ordinal(gpu))) < 0)
       raw_ms = NAN;
+    for (int c = 0; rc == 0 && k->prepare == fft_prepare && c < 3; c++)
+      if ((callback_ms[c] = fft_raw_callbacks(k, mr_device_ordinal(gpu), c + 1)) < 0)
+        callback_ms[c] = NAN;
 #endif
   }
   if (rc == 0)
@@ -354,6 +371,13 @@ static int run_case(const bench_ctx *ctx, kase *k, mr_device *gpu, mr_device *cp
   json_num(j, "raw_ms", raw_ms);
   json_num(j, "wrapper_overhead_pct", 100.0 * (gpu_ms - raw_ms) / raw_ms);
   json_num(j, "issue_raw_ms", k->issue_raw_ms);
+  if (k->prepare == fft_prepare) {
+    static const char *const keys[3] = {"raw_load_callback_ms", "raw_store_callback_ms",
+                                        "raw_both_callbacks_ms"};
+    json_num(j, "centered_over_raw", gpu_ms / raw_ms);
+    for (int c = 0; c < 3; c++)
+      json_num(j, keys[c], callback_ms[c]);
+  }
   if (k->host_task != NULL) {
     json_num(j, "gpu_host_ms", host_ms[0]);
     json_num(j, "gpu_host_pinned_ms", host_ms[1]);
@@ -477,6 +501,13 @@ int bench_gpu(const bench_ctx *ctx) {
   int q = ctx->quick;
   cases[n++] = fft_case(2, q ? 64 : 256, q ? 64 : 256, 1, q ? 4 : 32, q ? NAN : 0.024);
   cases[n++] = fft_case(3, q ? 32 : 256, q ? 32 : 256, q ? 32 : 256, 1, q ? NAN : 0.32);
+  /* 3D over coils; the 2D NUFFT's oversampled grid (2 x 256, 8 coils); an
+   * even size that is no power of two; an odd one (the general path: a pass
+   * before and after cuFFT, against one for even sizes). */
+  cases[n++] = fft_case(3, q ? 16 : 128, q ? 16 : 128, q ? 16 : 128, q ? 2 : 8, NAN);
+  cases[n++] = fft_case(2, q ? 64 : 512, q ? 64 : 512, 1, q ? 2 : 8, NAN);
+  cases[n++] = fft_case(2, q ? 40 : 320, q ? 40 : 320, 1, q ? 4 : 32, NAN);
+  cases[n++] = fft_case(2, q ? 63 : 255, q ? 63 : 255, 1, q ? 4 : 32, NAN);
   cases[n++] = blas_case(1, q ? 64 : 640, q ? 300 : 6000, q ? NAN : 0.46);
   cases[n++] = blas_case(1, q ? 128 : 2560, q ? 300 : 6000, q ? NAN : 3.4);
   cases[n++] = blas_case(0, q ? 64 : 640, q ? 300 : 6000, NAN);

@@ -3,11 +3,13 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cufft.h>
+#include <cufftXt.h>
 #include <cusolverDn.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "bench.h"
+#include "raw_cufft_callback_fatbin.h"
 
 #define WARMUP 3
 
@@ -86,7 +88,8 @@ static int fft_op(void *p) {
   return cufftExecC2C(f->plan, f->data, f->data, CUFFT_INVERSE) == CUFFT_SUCCESS ? 0 : -1;
 }
 
-double raw_cufft_ms(int ordinal, int rank, const int *n, int batch, int reps) {
+/* which: 0 no callbacks, else 1 load, 2 store, 3 both. */
+static double raw_fft(int ordinal, int rank, const int *n, int batch, int which, int reps) {
   double result = -1;
   fft_arg f = {0};
   int planned = 0;
@@ -96,15 +99,41 @@ double raw_cufft_ms(int ordinal, int rank, const int *n, int batch, int reps) {
   CU(cudaSetDevice(ordinal));
   f.data = random_device(len * (size_t)batch, 1);
   CHECK(f.data != NULL, "random data");
-  CHECK(cufftPlanMany(&f.plan, rank, (int *)n, NULL, 1, (int)len, NULL, 1, (int)len,
-                      CUFFT_C2C, batch) == CUFFT_SUCCESS, "cufftPlanMany");
-  planned = 1;
+  if (which == 0) {
+    CHECK(cufftPlanMany(&f.plan, rank, (int *)n, NULL, 1, (int)len, NULL, 1, (int)len,
+                        CUFFT_C2C, batch) == CUFFT_SUCCESS, "cufftPlanMany");
+    planned = 1;
+  } else {
+    size_t work;
+    CHECK(cufftCreate(&f.plan) == CUFFT_SUCCESS, "cufftCreate");
+    planned = 1;
+    if (which & 1)
+      CHECK(cufftXtSetJITCallback(f.plan, "raw_load", raw_cufft_callback_fatbin,
+                                  sizeof raw_cufft_callback_fatbin, CUFFT_CB_LD_COMPLEX,
+                                  NULL) == CUFFT_SUCCESS, "cufftXtSetJITCallback (load)");
+    if (which & 2)
+      CHECK(cufftXtSetJITCallback(f.plan, "raw_store", raw_cufft_callback_fatbin,
+                                  sizeof raw_cufft_callback_fatbin, CUFFT_CB_ST_COMPLEX,
+                                  NULL) == CUFFT_SUCCESS, "cufftXtSetJITCallback (store)");
+    CHECK(cufftMakePlanMany(f.plan, rank, (int *)n, NULL, 1, (int)len, NULL, 1, (int)len,
+                            CUFFT_C2C, batch, &work) == CUFFT_SUCCESS,
+          "cufftMakePlanMany with callbacks");
+  }
   result = time_op(0, fft_op, &f, reps);
 fail:
   if (planned)
     cufftDestroy(f.plan);
   cudaFree(f.data);
   return result;
+}
+
+double raw_cufft_ms(int ordinal, int rank, const int *n, int batch, int reps) {
+  return raw_fft(ordinal, rank, n, batch, 0, reps);
+}
+
+double raw_cufft_callback_ms(int ordinal, int rank, const int *n, int batch, int which,
+                             int reps) {
+  return raw_fft(ordinal, rank, n, batch, which, reps);
 }
 
 typedef struct blas_arg {

@@ -10,6 +10,11 @@
 /* cufftExecC2C, in place, over batch arrays of n[0..rank) (slowest first). */
 double raw_cufft_ms(int ordinal, int rank, const int *n, int batch, int reps);
 
+/* The same with identity LTO callbacks that cuFFT links into its kernels
+ * at plan time (raw_cufft_callback.cu): `which` 1 load, 2 store, 3 both. */
+double raw_cufft_callback_ms(int ordinal, int rank, const int *n, int batch, int which,
+                             int reps);
+
 /* cublasCherk: C (n x n, lower) = A^H A with A k x n. */
 double raw_cherk_ms(int ordinal, int n, int k, int reps);
 

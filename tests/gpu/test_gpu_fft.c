@@ -35,9 +35,11 @@ static mr_fft_opts opts_of(const shape *s) {
 }
 
 /* One centered 1-D DFT along dimension d of every array, in double, done
- * literally: ifftshift, the plain DFT sum, fftshift, 1/sqrt(n). */
-static void centered_dft_dim(double complex *x, const shape *s, int d, int sign) {
-  size_t n = s->n[d], a = n / 2;
+ * literally: ifftshift, the plain DFT sum, fftshift, 1/sqrt(n); or with
+ * plain set the DFT sum alone. */
+static void dft_dim(double complex *x, const shape *s, int d, int sign, int plain) {
+  size_t n = s->n[d], a = plain ? 0 : n / 2;
+  double scale = plain ? 1.0 : 1.0 / sqrt((double)n);
   size_t stride = d == 0 ? 1 : d == 1 ? s->n[0] : s->n[0] * s->n[1];
   size_t lines = s->batch * array_len(s) / n;
   double complex *in = malloc(n * sizeof *in), *out = malloc(n * sizeof *out);
@@ -50,7 +52,7 @@ static void centered_dft_dim(double complex *x, const shape *s, int d, int sign)
       double complex sum = 0;
       for (size_t i = 0; i < n; i++)
         sum += in[i] * cexp(sign * 2.0 * M_PI * I * (double)((k * i) % n) / n);
-      out[k] = sum / sqrt((double)n);
+      out[k] = sum * scale;
     }
     for (size_t k = 0; k < n; k++)
       x[base + k * stride] = out[(k + n - a) % n]; /* fftshift */
@@ -59,50 +61,108 @@ static void centered_dft_dim(double complex *x, const shape *s, int d, int sign)
   free(out);
 }
 
-static void reference(const shape *s, int sign, const mr_cfloat *in,
+static void reference(const shape *s, int sign, int plain, const mr_cfloat *in,
                       mr_cfloat *out) {
   size_t total = s->batch * array_len(s);
   double complex *x = malloc(total * sizeof *x);
   for (size_t i = 0; i < total; i++)
     x[i] = in[i];
   for (int d = 0; d < s->rank; d++)
-    centered_dft_dim(x, s, d, sign);
+    dft_dim(x, s, d, sign, plain);
   for (size_t i = 0; i < total; i++)
     out[i] = (float complex)x[i];
   free(x);
 }
 
+/* The CPU plan of s (plain or centred) against the literal reference, out
+ * of place (in unchanged) and in place. The plan comes from
+ * mr_fft_plan_keep after one of the other kind for the same shape, which
+ * must give way. */
+static void check_cpu(const shape *s, unsigned seed, int plain) {
+  size_t total = s->batch * array_len(s);
+  mr_fft_opts o = opts_of(s);
+  mr_fft_plan *plan = NULL;
+  o.plain = !plain;
+  GPU_OK(mr_fft_plan_keep(gpu_test_cpu(), &o, &plan));
+  o.plain = plain;
+  GPU_OK(mr_fft_plan_keep(gpu_test_cpu(), &o, &plan));
+  mr_cfloat *in = malloc(total * sizeof *in), *copy = malloc(total * sizeof *in);
+  mr_cfloat *out = malloc(total * sizeof *in), *ref = malloc(total * sizeof *in);
+  for (int dir = -1; dir <= 1; dir += 2) {
+    gpu_test_random(in, total, seed + (dir > 0));
+    memcpy(copy, in, total * sizeof *in);
+    reference(s, dir, plain, in, ref);
+    GPU_OK(mr_fft_execute(plan, dir, in, out));
+    double err = mr_test_rel_error_c(out, ref, total);
+    if (err > 1e-5)
+      fail_msg("shape %zux%zux%zu plain %d dir %d out of place: rel error %g", s->n[0],
+               s->n[1], s->n[2], plain, dir, err);
+    assert_memory_equal(in, copy, total * sizeof *in);
+    GPU_OK(mr_fft_execute(plan, dir, copy, copy));
+    err = mr_test_rel_error_c(copy, ref, total);
+    if (err > 1e-5)
+      fail_msg("shape %zux%zux%zu plain %d dir %d in place: rel error %g", s->n[0], s->n[1],
+               s->n[2], plain, dir, err);
+  }
+  free(in);
+  free(copy);
+  free(out);
+  free(ref);
+  mr_fft_plan_destroy(plan);
+}
+
 static void cpu_matches_reference(void **state) {
+  (void)state;
+  for (size_t t = 0; t < sizeof shapes / sizeof *shapes; t++)
+    check_cpu(&shapes[t], (unsigned)(t * 2), 0);
+}
+
+/* Plain plans: the DFT sum alone, no shifts, no scale. */
+static void cpu_plain_matches_reference(void **state) {
+  (void)state;
+  for (size_t t = 0; t < sizeof shapes / sizeof *shapes; t++)
+    check_cpu(&shapes[t], (unsigned)(t * 2), 1);
+  const shape no_rows = {2, {1, 8, 1}, 2}; /* nx 1: the CPU makes no row pass */
+  check_cpu(&no_rows, 77, 1);
+}
+
+/* fft.h's fold for even shapes: centred(x) = t * plain(s * x) / sqrt(N)
+ * with the checkerboard signs s and t, in both directions. */
+static void checkerboard_fold(void **state) {
   (void)state;
   for (size_t t = 0; t < sizeof shapes / sizeof *shapes; t++) {
     const shape *s = &shapes[t];
-    size_t total = s->batch * array_len(s);
-    mr_fft_plan *plan;
+    if (s->n[0] % 2 || s->n[1] % 2 || s->n[2] % 2)
+      continue;
+    size_t total = s->batch * array_len(s), nx = s->n[0], ny = s->n[1], nz = s->n[2];
     mr_fft_opts o = opts_of(s);
-    GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &plan));
-    mr_cfloat *in = malloc(total * sizeof *in), *copy = malloc(total * sizeof *in);
-    mr_cfloat *out = malloc(total * sizeof *in), *ref = malloc(total * sizeof *in);
+    mr_fft_plan *centred, *plain;
+    GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &centred));
+    o.plain = 1;
+    GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &plain));
+    mr_cfloat *x = malloc(total * sizeof *x), *ref = malloc(total * sizeof *x);
+    int flip = (int)((nx / 2 + ny / 2 + nz / 2) % 2);
     for (int dir = -1; dir <= 1; dir += 2) {
-      gpu_test_random(in, total, (unsigned)(t * 2 + (dir > 0)));
-      memcpy(copy, in, total * sizeof *in);
-      reference(s, dir, in, ref);
-      /* out of place: in unchanged */
-      GPU_OK(mr_fft_execute(plan, dir, in, out));
-      double err = mr_test_rel_error_c(out, ref, total);
+      gpu_test_random(x, total, (unsigned)(50 + t));
+      GPU_OK(mr_fft_execute(centred, dir, x, ref));
+      for (size_t i = 0; i < total; i++) {
+        size_t m = i % nx + i / nx % ny + i / nx / ny % nz;
+        x[i] *= m % 2 ? -1.0f : 1.0f;
+      }
+      GPU_OK(mr_fft_execute(plain, dir, x, x));
+      float scale = (float)(1.0 / sqrt((double)array_len(s)));
+      for (size_t i = 0; i < total; i++) {
+        size_t k = i % nx + i / nx % ny + i / nx / ny % nz;
+        x[i] *= (k + (size_t)flip) % 2 ? -scale : scale;
+      }
+      double err = mr_test_rel_error_c(x, ref, total);
       if (err > 1e-5)
-        fail_msg("shape %zu dir %d out of place: rel error %g", t, dir, err);
-      assert_memory_equal(in, copy, total * sizeof *in);
-      /* in place */
-      GPU_OK(mr_fft_execute(plan, dir, copy, copy));
-      err = mr_test_rel_error_c(copy, ref, total);
-      if (err > 1e-5)
-        fail_msg("shape %zu dir %d in place: rel error %g", t, dir, err);
+        fail_msg("shape %zu dir %d: the fold is off by %g", t, dir, err);
     }
-    free(in);
-    free(copy);
-    free(out);
+    free(x);
     free(ref);
-    mr_fft_plan_destroy(plan);
+    mr_fft_plan_destroy(centred);
+    mr_fft_plan_destroy(plain);
   }
 }
 
@@ -165,13 +225,16 @@ static void bad_shapes(void **state) {
   assert_null(plan);
 }
 
-/* The GPU against the CPU, device-resident and from host memory. */
+/* The GPU against the CPU, device-resident and from host memory; centred
+ * plans, then plain ones. */
 static void cuda_matches_cpu(void **state) {
   (void)state;
-  for (size_t t = 0; t < sizeof shapes / sizeof *shapes; t++) {
+  for (size_t u = 0; u < 2 * sizeof shapes / sizeof *shapes; u++) {
+    size_t t = u % (sizeof shapes / sizeof *shapes);
     const shape *s = &shapes[t];
     size_t total = s->batch * array_len(s), bytes = total * sizeof(mr_cfloat);
     mr_fft_opts o = opts_of(s);
+    o.plain = u >= sizeof shapes / sizeof *shapes;
     mr_fft_plan *cpu_plan, *gpu_plan;
     GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &cpu_plan));
     GPU_OK(mr_fft_plan_create(gpu_test_gpu(), &o, &gpu_plan));
@@ -185,18 +248,18 @@ static void cuda_matches_cpu(void **state) {
       mr_cfloat *got = gpu_test_download(b), *kept = gpu_test_download(a);
       double err = mr_test_rel_error_c(got, ref, total);
       if (err > 1e-5)
-        fail_msg("shape %zu dir %d out of place: rel error %g", t, dir, err);
+        fail_msg("shape %zu (plain %d) dir %d out of place: rel error %g", t, o.plain, dir, err);
       assert_memory_equal(kept, in, bytes);
       free(got);
       GPU_OK(mr_fft_execute(gpu_plan, dir, mr_buf_data(a), mr_buf_data(a)));
       got = gpu_test_download(a);
       err = mr_test_rel_error_c(got, ref, total);
       if (err > 1e-5)
-        fail_msg("shape %zu dir %d in place: rel error %g", t, dir, err);
+        fail_msg("shape %zu (plain %d) dir %d in place: rel error %g", t, o.plain, dir, err);
       GPU_OK(mr_fft_execute_host(gpu_plan, dir, in, host_out));
       err = mr_test_rel_error_c(host_out, ref, total);
       if (err > 1e-5)
-        fail_msg("shape %zu dir %d from host: rel error %g", t, dir, err);
+        fail_msg("shape %zu (plain %d) dir %d from host: rel error %g", t, o.plain, dir, err);
       free(got);
       free(kept);
       mr_buf_destroy(a);
@@ -236,6 +299,8 @@ int main(int argc, char **argv) {
   int cuda = gpu_test_init(argc, argv);
   const struct CMUnitTest cpu_tests[] = {
       cmocka_unit_test(cpu_matches_reference),
+      cmocka_unit_test(cpu_plain_matches_reference),
+      cmocka_unit_test(checkerboard_fold),
       cmocka_unit_test(centre_convention),
       cmocka_unit_test(unaligned_round_trip),
       cmocka_unit_test(bad_shapes),
