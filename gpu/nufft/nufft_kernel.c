@@ -27,6 +27,13 @@ void mr_nufft_kernel_choose(double tol, double sigma, int *width, double *beta) 
   *beta = per_width * w;
 }
 
+double mr_nufft_kernel_least_sigma(double tol, int width) {
+  /* mr_nufft_kernel_choose's law solved for sigma, at a width a hair under
+   * `width` so that the law's ceiling gives `width` back */
+  double q = log(4.0 / tol) / (M_PI * (width - 0.01));
+  return q < 1 ? 1.0 / (1.0 - q * q) : INFINITY;
+}
+
 /* Nodes and weights of n-point Gauss-Legendre quadrature on [-1, 1]:
  * Newton's method on the Legendre recurrence from Chebyshev guesses. */
 static void gauss_legendre(int n, double *x, double *wt) {

@@ -20,8 +20,8 @@
 #include "nufft.h"
 #ifdef MR_HAVE_CUDA
 #include "device_impl.h"
-#include "nufft_impl.h"
 #endif
+#include "nufft_impl.h"
 #include "nufft_support.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
@@ -339,6 +339,48 @@ static void automatic_upsampling_meets_tol(void **state) {
     }
 }
 
+/* Among the automatic upsampling's candidates is the least one that keeps
+ * the kernel width of upsampling 2 (the same spreading on a smaller grid),
+ * wherever it reaches the tolerance; a plan there meets the tolerance
+ * against the exact DFT. */
+static void middle_upsampling_keeps_width(void **state) {
+  (void)state;
+  const shape *s = &shapes[2]; /* 3D */
+  problem p;
+  problem_make(&p, s, NULL, 5);
+  static const double sweep[] = {1e-2, 1e-4};
+  for (size_t i = 0; i < sizeof sweep / sizeof *sweep; i++) {
+    mr_nufft_opts o = {.rank = 3, .dims = {s->dims[0], s->dims[1], s->dims[2]},
+                       .batch = s->batch, .tol = sweep[i]};
+    mr_nufft_plan *automatic, *at2, *middle;
+    GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &automatic));
+    double sigma = 0;
+    for (int c = 0; c < automatic->ncandidates; c++)
+      if (automatic->candidates[c] > 1.25 && automatic->candidates[c] < 2.0)
+        sigma = automatic->candidates[c];
+    mr_nufft_plan_destroy(automatic);
+    assert_true(sigma > 1.25);
+    o.upsampling = 2.0;
+    GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &at2));
+    o.upsampling = sigma;
+    GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &middle));
+    GPU_OK(mr_nufft_set_points(middle, s->npoints, p.k));
+    mr_nufft_info i2, im;
+    mr_nufft_info_get(at2, &i2);
+    mr_nufft_info_get(middle, &im);
+    double err = both_directions(&p, middle, gpu_test_cpu(), HOST_MEMORY);
+    print_message("3D tol %.0e: middle upsampling %.2f, grid %zu (2: %zu), width %d (2: %d), "
+                  "rel error %.2e\n", sweep[i], sigma, im.grid[0], i2.grid[0], im.width,
+                  i2.width, err);
+    assert_int_equal(im.width, i2.width);
+    assert_true(im.grid[0] < i2.grid[0]);
+    assert_true(err <= sweep[i]);
+    mr_nufft_plan_destroy(at2);
+    mr_nufft_plan_destroy(middle);
+  }
+  problem_free(&p);
+}
+
 static void cuda_matches_dft(void **state) {
   (void)state;
   matches_dft(gpu_test_gpu(), DEVICE_POINTERS);
@@ -504,7 +546,7 @@ static void cuda_points_match_host(void **state) {
     mr_nufft_plan *plan;
     GPU_OK(mr_nufft_plan_create(gpu, &o, &plan));
     mr_nufft_points host = {0}, dev = {0};
-    GPU_OK(mr_nufft_points_build(&plan->geom, n, k, MR_NUFFT_MAX_SUB_ENTRIES,
+    GPU_OK(mr_nufft_points_build(&plan->geom, n, k, mr_nufft_sub_entries(&plan->geom, n),
                                  mr_device_threads(gpu), &host));
     size_t bytes = (n > 0 ? n : 1) * (size_t)o.rank * sizeof *k;
     for (int from = 0; from < 3; from++) { /* pageable host, pinned host, device */
@@ -613,7 +655,7 @@ static void cuda_automatic_upsampling(void **state) {
   GPU_OK(mr_nufft_set_points(first, s.npoints, p.k));
   mr_nufft_info a, b;
   mr_nufft_info_get(first, &a);
-  assert_true(a.upsampling == 1.25 || a.upsampling == 2.0);
+  assert_true(a.upsampling >= 1.25 && a.upsampling <= 2.0);
   double err = both_directions(&p, first, gpu_test_gpu(), DEVICE_POINTERS);
   print_message("automatic: upsampling %.2f, rel error %.2e\n", a.upsampling, err);
   assert_true(err <= 1e-4);
@@ -643,6 +685,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(points_replaced),   cmocka_unit_test(bad_arguments),
       cmocka_unit_test(density_cartesian), cmocka_unit_test(density_radial),
       cmocka_unit_test(automatic_upsampling_meets_tol),
+      cmocka_unit_test(middle_upsampling_keeps_width),
   };
   const struct CMUnitTest cuda_tests[] = {
       cmocka_unit_test(cuda_matches_dft),
