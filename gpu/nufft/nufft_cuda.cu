@@ -171,12 +171,7 @@ __global__ void __launch_bounds__(THREADS) spread_kernel(spread_args a) {
       sval[e * cb + c] = a.in[size_t(c0 + c) * a.npoints + spos[e].w];
     }
     __syncthreads();
-    // Each warp takes a contiguous run of the batch: neighbouring entries
-    // are often neighbouring samples of one spoke or spiral arm, whose
-    // footprints overlap almost entirely, and warps adding into the same
-    // cells at once make the shared atomics retry.
-    const int run = (nb + WARPS - 1) / WARPS, end = min(nb, (warp + 1) * run);
-    for (int e = warp * run; e < end; e++)
+    for (int e = warp; e < nb; e += WARPS)
       spread_one<RANK>(a, b0, ext, spos[e], soff[e], sval + e * cb, nc, ker, re, im);
   }
   __syncthreads();
