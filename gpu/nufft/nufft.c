@@ -129,7 +129,7 @@ static int configure(mr_nufft_plan *p, const mr_nufft_opts *o, double sigma) {
 
 /* The automatic upsampling: of 1.25, 2 and the least upsampling that keeps
  * 2's kernel width (mr_nufft_kernel_least_sigma, rounded up to 0.01; the
- * same spreading work on a smaller grid: 3D 128^3 at 1e-4 is 1.47, a 188^3
+ * same spreading work on a smaller grid: 3D 128^3 at 1e-4 is 1.69, a 216^3
  * FFT instead of 256^3), those that reach the tolerance in single
  * precision become the candidates (none: refused, rather than a plan that
  * misses its tolerance); then the GPU's remembered choice for this shape,

@@ -402,20 +402,32 @@ static void write_limits(bench_json *j, const nufft_case *c, const ours *o) {
                adj ? scale_mb : kernel_mb, o->stage[2], 0);
 }
 
+#define NCASE_TOLS (sizeof case_tols / sizeof *case_tols)
+
 /* The buffers of one trajectory, shape and type. */
 typedef struct group {
   nufft_case c; /* tol unset */
   float *k;
-  mr_cfloat *in, *out, *out_cpu, *out_ref;
+  /* out: ours at each case's tolerance, then at the ladder's other rungs */
+  mr_cfloat *in, *out[NCASE_TOLS + 1], *out_cpu, *out_ref;
   exact_subset exact;
   ours ladder[NLADDER];
 } group;
 
-/* One case of the group: tolerance tol, at ladder index at. */
-static int run_case(const bench_ctx *ctx, group *g, size_t at, mr_device *gpu, mr_device *cpu) {
+/* Index of tol in the ladder (every case's tol is on it). */
+static size_t ladder_index(double tol) {
+  size_t i = 0;
+  while (i + 1 < NLADDER && ladder_tols[i] != tol)
+    i++;
+  return i;
+}
+
+/* Case t of the group, after its ladder ran. */
+static int run_case(const bench_ctx *ctx, group *g, size_t t, mr_device *gpu, mr_device *cpu) {
   nufft_case c = g->c;
-  c.tol = ladder_tols[at];
-  const ours *o = &g->ladder[at];
+  c.tol = case_tols[t];
+  const ours *o = &g->ladder[ladder_index(c.tol)];
+  const mr_cfloat *out = g->out[t];
   const int adj = c.dir == MR_NUFFT_ADJOINT;
   size_t nout = (adj ? image_size(&c) : c.npoints) * c.coils;
   char shape[64];
@@ -437,7 +449,7 @@ static int run_case(const bench_ctx *ctx, group *g, size_t at, mr_device *gpu, m
       rc = measure(cpu, &c, g->k, g->in, 0, g->out_cpu, &scratch, &cpu_ms, NULL, &cst);
     if (rc == 0) {
       cpu_error = exact_error(g->out_cpu, &g->exact);
-      cpu_diff = rel_diff(g->out, g->out_cpu, nout);
+      cpu_diff = rel_diff(out, g->out_cpu, nout);
     }
   }
   nufft_reference_result ref = {-1, NAN, NAN, NAN, NAN, {NAN, NAN, NAN}};
@@ -447,7 +459,7 @@ static int run_case(const bench_ctx *ctx, group *g, size_t at, mr_device *gpu, m
     size_t dims[3] = {c.n, c.n, c.n};
     if (nufft_reference_run(mr_device_ordinal(gpu), adj ? 1 : 2, c.rank, dims, c.coils,
                             c.npoints, g->k, g->in, g->out_ref, c.tol, GPU_REPS, &ref) == 0) {
-      ref_diff = rel_diff(g->out, g->out_ref, nout);
+      ref_diff = rel_diff(out, g->out_ref, nout);
       ref_error = exact_error(g->out_ref, &g->exact);
     }
   }
@@ -545,19 +557,20 @@ static int run_group(const bench_ctx *ctx, group *g, mr_device *gpu, mr_device *
     nufft_case at = *c;
     at.tol = ladder_tols[i];
     ours *o = &g->ladder[i];
-    int is_case = 0;
-    for (size_t t = 0; t < sizeof case_tols / sizeof *case_tols; t++)
-      is_case |= case_tols[t] == at.tol;
+    size_t t = 0; /* the case of this tolerance, NCASE_TOLS if none */
+    while (t < NCASE_TOLS && case_tols[t] != at.tol)
+      t++;
+    mr_cfloat *out = g->out[t];
     o->st = (set_times){NAN, NAN, NAN, NAN};
     for (int s = 0; s < 3; s++)
       o->stage[s] = NAN;
-    rc = measure(dev, &at, g->k, g->in, 0, g->out, &o->info, &o->ms,
-                 gpu != NULL ? o->stage : NULL, is_case ? &o->st : NULL);
-    o->error = exact_error(g->out, &g->exact);
-    /* the case runs next while out holds its output */
-    if (rc == 0 && is_case)
-      rc = run_case(ctx, g, i, gpu, cpu);
+    rc = measure(dev, &at, g->k, g->in, 0, out, &o->info, &o->ms, gpu != NULL ? o->stage : NULL,
+                 t < NCASE_TOLS ? &o->st : NULL);
+    o->error = exact_error(out, &g->exact);
   }
+  /* after the whole ladder: each case compares with all of it */
+  for (size_t t = 0; rc == 0 && t < NCASE_TOLS; t++)
+    rc = run_case(ctx, g, t, gpu, cpu);
   return rc;
 }
 
@@ -593,10 +606,12 @@ int bench_nufft(const bench_ctx *ctx) {
     size_t most = (npix > sh->npoints ? npix : sh->npoints) * sh->coils;
     group g = {.k = malloc(sh->npoints * sh->rank * sizeof(float)),
                .in = malloc(most * sizeof(mr_cfloat)),
-               .out = malloc(most * sizeof(mr_cfloat)),
                .out_cpu = malloc(most * sizeof(mr_cfloat)),
                .out_ref = malloc(most * sizeof(mr_cfloat))};
-    if (g.k == NULL || g.in == NULL || g.out == NULL || g.out_cpu == NULL || g.out_ref == NULL)
+    int ok = g.k != NULL && g.in != NULL && g.out_cpu != NULL && g.out_ref != NULL;
+    for (size_t t = 0; t <= NCASE_TOLS; t++)
+      ok &= (g.out[t] = malloc(most * sizeof(mr_cfloat))) != NULL;
+    if (!ok)
       rc = MR_ENOMEM;
     for (size_t t = 0; rc == 0 && t < sizeof trajectories / sizeof *trajectories; t++)
       for (int type = 1; rc == 0 && type <= 2; type++, index++) {
@@ -608,7 +623,8 @@ int bench_nufft(const bench_ctx *ctx) {
       }
     free(g.k);
     free(g.in);
-    free(g.out);
+    for (size_t t = 0; t <= NCASE_TOLS; t++)
+      free(g.out[t]);
     free(g.out_cpu);
     free(g.out_ref);
   }
