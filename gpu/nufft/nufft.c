@@ -128,9 +128,9 @@ static int configure(mr_nufft_plan *p, const mr_nufft_opts *o, double sigma) {
 }
 
 /* The automatic upsampling: of 1.25, 2 and the least upsampling that keeps
- * 2's kernel width (mr_nufft_kernel_least_sigma, rounded up to 0.01; the
- * same spreading work on a smaller grid: 3D 128^3 at 1e-4 is 1.69, a 216^3
- * FFT instead of 256^3), those that reach the tolerance in single
+ * 2's kernel width (mr_nufft_kernel_least_sigma; the same spreading work on
+ * a smaller grid: 3D 128^3 at 1e-4 is 1.5624, a 200^3 FFT instead of
+ * 256^3), those that reach the tolerance in single
  * precision become the candidates (none: refused, rather than a plan that
  * misses its tolerance); then the GPU's remembered choice for this shape,
  * else the rule by rank (or, where the rule's upsampling misses the
@@ -140,7 +140,7 @@ static int configure_automatic(mr_nufft_plan *p, const mr_nufft_opts *o) {
   int width2;
   double beta2;
   mr_nufft_kernel_choose(o->tol, 2.0, &width2, &beta2);
-  double middle = ceil(100.0 * mr_nufft_kernel_least_sigma(o->tol, width2)) / 100.0;
+  double middle = mr_nufft_kernel_least_sigma(o->tol, width2);
   double sigmas[3] = {1.25, middle, 2.0};
   int gpu = mr_device_is_gpu(p->dev);
   p->ncandidates = 0;
