@@ -382,6 +382,45 @@ static void middle_upsampling_keeps_width(void **state) {
   problem_free(&p);
 }
 
+/* A crowded bin is cut into pieces of about four average bins' entries
+ * (within 256 .. 1024), so that its thread blocks finish with the others;
+ * on uniform points no bin is cut. */
+static void crowded_bins_cut_small(void **state) {
+  (void)state;
+  enum { SPOKES = 30, SAMPLES = 256, RANDOM = 5000 };
+  mr_nufft_opts o = {.rank = 2, .dims = {128, 128}, .batch = 1, .tol = 1e-4, .upsampling = 2.0};
+  mr_nufft_plan *plan;
+  GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &plan));
+  float *k = malloc(2 * (RANDOM > SPOKES * SAMPLES ? RANDOM : SPOKES * SAMPLES) * sizeof *k);
+  for (int radial = 0; radial < 2; radial++) {
+    size_t n = radial ? SPOKES * SAMPLES : RANDOM;
+    if (radial)
+      nufft_test_radial_points(k, SPOKES, SAMPLES);
+    else
+      nufft_test_random_points(k, n, 2, 17);
+    size_t piece = mr_nufft_sub_entries(&plan->geom, n), largest = 0;
+    mr_nufft_points pts = {0};
+    GPU_OK(mr_nufft_points_build(&plan->geom, n, k, piece, mr_device_threads(gpu_test_cpu()),
+                                 &pts));
+    for (size_t s = 0; s < pts.nsubs; s++) {
+      size_t e = (size_t)(pts.subs[s][2] - pts.subs[s][1]);
+      largest = e > largest ? e : largest;
+    }
+    print_message("%s: %zu entries in %zu bins, pieces of %zu: %zu pieces, largest %zu\n",
+                  radial ? "radial" : "random", pts.nentries, pts.nbins, piece, pts.nsubs,
+                  largest);
+    assert_true(piece >= MR_NUFFT_MIN_SUB_ENTRIES && piece < MR_NUFFT_MAX_SUB_ENTRIES);
+    assert_true(largest <= piece);
+    if (radial)
+      assert_true(pts.nsubs > pts.nbins); /* the centre's bins are cut */
+    else
+      assert_int_equal(pts.nsubs, pts.nbins);
+    mr_nufft_points_free(&pts);
+  }
+  free(k);
+  mr_nufft_plan_destroy(plan);
+}
+
 static void cuda_matches_dft(void **state) {
   (void)state;
   matches_dft(gpu_test_gpu(), DEVICE_POINTERS);
@@ -687,6 +726,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(density_cartesian), cmocka_unit_test(density_radial),
       cmocka_unit_test(automatic_upsampling_meets_tol),
       cmocka_unit_test(middle_upsampling_keeps_width),
+      cmocka_unit_test(crowded_bins_cut_small),
   };
   const struct CMUnitTest cuda_tests[] = {
       cmocka_unit_test(cuda_matches_dft),
