@@ -18,9 +18,7 @@
 #include "density.h"
 #include "host.h"
 #include "nufft.h"
-#ifdef MR_HAVE_CUDA
 #include "device_impl.h"
-#endif
 #include "nufft_impl.h"
 #include "nufft_support.h"
 #include "test_gpu_common.h"
