@@ -178,7 +178,7 @@ area_nufft() {
     --json "$out/nufft-h100.json"
   local nsys
   nsys=$(command -v nsys || ls /usr/local/cuda/bin/nsys 2>/dev/null || true)
-  [ -z "$nsys" ] || MR_BENCH_NUFFT_CASE=4 optional "nsys (3D case)" 200 \
+  [ -z "$nsys" ] || MR_BENCH_NUFFT_CASE=8 optional "nsys (3D case)" 200 \
     "$out/nsys.log" "$nsys" profile --stats=true -o "$out/nsys-3d" "$bin/mr-bench" nufft \
     --json /dev/null
 }

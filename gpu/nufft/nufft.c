@@ -127,16 +127,26 @@ static int configure(mr_nufft_plan *p, const mr_nufft_opts *o, double sigma) {
   return make_deapod(p, gpu ? 1.0 : sqrt(grid));
 }
 
-/* The automatic upsampling: of 1.25 and 2, those that reach the tolerance
- * in single precision become the candidates (none: refused, rather than a
- * plan that misses its tolerance); then the GPU's remembered choice for
- * this shape, else the rule by rank, with a measurement at the first
- * set_points when both candidates qualify (nufft_sigma.c). */
+/* The automatic upsampling: of 1.25, 2 and the least upsampling that keeps
+ * 2's kernel width (mr_nufft_kernel_least_sigma; the same spreading work on
+ * a smaller grid: 3D 128^3 at 1e-4 is 1.5624, a 200^3 FFT instead of
+ * 256^3), those that reach the tolerance in single
+ * precision become the candidates (none: refused, rather than a plan that
+ * misses its tolerance); then the GPU's remembered choice for this shape,
+ * else the rule by rank (or, where the rule's upsampling misses the
+ * tolerance, the largest candidate), with a measurement at the first
+ * set_points when several candidates qualify (nufft_sigma.c). */
 static int configure_automatic(mr_nufft_plan *p, const mr_nufft_opts *o) {
-  static const double sigmas[2] = {1.25, 2.0};
+  int width2;
+  double beta2;
+  mr_nufft_kernel_choose(o->tol, 2.0, &width2, &beta2);
+  double middle = mr_nufft_kernel_least_sigma(o->tol, width2);
+  double sigmas[3] = {1.25, middle, 2.0};
   int gpu = mr_device_is_gpu(p->dev);
   p->ncandidates = 0;
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < 3; i++) {
+    if (i == 1 && !(middle > 1.25 && middle < 2.0))
+      continue;
     int rc = configure(p, o, sigmas[i]);
     if (rc < 0)
       return rc;
@@ -149,10 +159,13 @@ static int configure_automatic(mr_nufft_plan *p, const mr_nufft_opts *o) {
                    "upsampling (about %.1e at 2); ask for a larger tolerance",
                    o->tol, p->float_floor);
   double sigma = mr_nufft_sigma_rule(o->rank);
+  int rule_reaches = 0;
+  for (int i = 0; i < p->ncandidates; i++)
+    rule_reaches |= p->candidates[i] == sigma;
+  if (!rule_reaches) /* the rule's choice cannot reach tol: the largest */
+    sigma = p->candidates[p->ncandidates - 1];
   if (gpu && !mr_nufft_sigma_remembered(p->dev, o, &sigma))
     p->measure_upsampling = p->ncandidates > 1;
-  if (p->ncandidates == 1) /* the rule's choice cannot reach tol: the other */
-    sigma = p->candidates[0];
   return configure(p, o, sigma);
 }
 
@@ -254,7 +267,7 @@ static int set_points(mr_nufft_plan *p, size_t npoints, const float *k, int k_on
 #endif
   {
     (void)k_on_host; /* the CPU's device memory is host memory */
-    rc = mr_nufft_points_build(&p->geom, npoints, k, MR_NUFFT_MAX_SUB_ENTRIES,
+    rc = mr_nufft_points_build(&p->geom, npoints, k, mr_nufft_sub_entries(&p->geom, npoints),
                                mr_device_threads(p->dev), &p->points);
   }
   if (rc < 0) {

@@ -45,8 +45,9 @@ typedef struct mr_nufft_opts {
   size_t dims[3];    /* image {nx, ny, nz}; dimensions past rank are ignored */
   size_t batch;      /* transforms per execute, >= 1 */
   double tol;        /* requested relative error, 1e-6 .. 1e-1 */
-  double upsampling; /* grid oversampling, 1.25 .. 2.0; 0: the faster of 1.25 and 2
-                        that reaches tol (measured on a GPU, see set_points) */
+  double upsampling; /* grid oversampling, 1.25 .. 2.0; 0: the fastest of 1.25, 2
+                        and the least that keeps 2's kernel width, of those
+                        that reach tol (measured on a GPU, see set_points) */
   /* The type the automatic upsampling is made fast for: 0 (the default)
    * both together; MR_NUFFT_ADJOINT or MR_NUFFT_FORWARD for a plan that
    * runs that type alone (it still runs both). */

@@ -27,7 +27,7 @@ struct mr_nufft_plan {
   /* Automatic upsampling not yet settled: the first set_points measures
    * the candidates (nufft_sigma.c). */
   int measure_upsampling;
-  double candidates[2]; /* the upsamplings that reach the tolerance */
+  double candidates[3]; /* the upsamplings that reach the tolerance */
   int ncandidates;
   mr_nufft_points points;
   int have_points;
@@ -43,9 +43,6 @@ int mr_nufft_sigma_remembered(mr_device *dev, const mr_nufft_opts *o, double *up
 int mr_nufft_sigma_measure(mr_device *dev, const mr_nufft_opts *o, const double *candidates,
                            int ncandidates, size_t n, const float *k, int k_on_host,
                            double *upsampling);
-
-/* Largest bin piece one GPU thread block spreads (nufft_points.h). */
-#define MR_NUFFT_MAX_SUB_ENTRIES 1024
 
 /* The backends. create: grid memory and FFT plan; set_points: place and
  * bin the positions on the device (k in host memory when k_on_host, else

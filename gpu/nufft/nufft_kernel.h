@@ -13,6 +13,12 @@
  * under tol (nufft_kernel.c). Width is clamped to 2 .. MR_NUFFT_MAX_WIDTH. */
 void mr_nufft_kernel_choose(double tol, double sigma, int *width, double *beta);
 
+/* The least grid oversampling at which a kernel of `width` reaches half
+ * of tol by the same error law (above 1 always; the caller keeps it within the
+ * upsamplings it allows). With the width chosen at 2, this grid is the
+ * smallest that keeps that width: a smaller FFT for the same spreading. */
+double mr_nufft_kernel_least_sigma(double tol, int width);
+
 /* phi_hat(xi[i]) = integral of phi(x) exp(-2 pi i xi x) dx over the
  * support |x| <= w/2, for n frequencies xi (cycles per grid step), by
  * Gauss-Legendre quadrature. phi is even, so the result is real. */

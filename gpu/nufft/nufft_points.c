@@ -17,6 +17,20 @@ void mr_nufft_points_free(mr_nufft_points *p) {
   memset(p, 0, sizeof *p);
 }
 
+size_t mr_nufft_sub_entries(const mr_nufft_geom *g, size_t npoints) {
+  /* a footprint of w touches 1 + (w - 1) / bin bins along a dimension on
+   * average */
+  double per_point = 1, bins = 1;
+  for (int d = 0; d < g->rank; d++) {
+    per_point *= 1.0 + (double)(g->width - 1) / g->bin[d];
+    bins *= g->nbins[d];
+  }
+  double want = 4.0 * (double)npoints * per_point / bins;
+  if (!(want >= MR_NUFFT_MIN_SUB_ENTRIES))
+    return MR_NUFFT_MIN_SUB_ENTRIES;
+  return want < MR_NUFFT_MAX_SUB_ENTRIES ? (size_t)want : MR_NUFFT_MAX_SUB_ENTRIES;
+}
+
 void mr_nufft_bin_box(const mr_nufft_geom *g, size_t b, int b0[3], int ext[3]) {
   size_t idx[3] = {b % (size_t)g->nbins[0], b / (size_t)g->nbins[0] % (size_t)g->nbins[1],
                    b / ((size_t)g->nbins[0] * (size_t)g->nbins[1])};

@@ -48,6 +48,18 @@ int mr_nufft_points_build(const mr_nufft_geom *g, size_t npoints, const float *k
                           size_t max_entries, mr_cpu_threads *t, mr_nufft_points *out);
 void mr_nufft_points_free(mr_nufft_points *p);
 
+/* Largest and least bin piece one GPU thread block spreads. */
+#define MR_NUFFT_MAX_SUB_ENTRIES 1024
+#define MR_NUFFT_MIN_SUB_ENTRIES 256
+
+/* The piece size (max_entries) for npoints positions on g: four times a
+ * bin's expected share of the entries, within MR_NUFFT_MIN_SUB_ENTRIES ..
+ * MR_NUFFT_MAX_SUB_ENTRIES. A crowded bin (the centre of a
+ * radial, spiral or Parboil trajectory) is then cut into pieces of at most
+ * four average bins' work, instead of leaving its thread blocks running
+ * long after the others; on a uniform trajectory no bin is cut. */
+size_t mr_nufft_sub_entries(const mr_nufft_geom *g, size_t npoints);
+
 /* Bin b's first grid index and extent along each dimension. */
 void mr_nufft_bin_box(const mr_nufft_geom *g, size_t b, int b0[3], int ext[3]);
 

@@ -10,7 +10,7 @@
 //      atomic count per bin, aggregated per warp (a warp's samples often
 //      share their bins); it keeps the slots. A position that is not finite
 //      raises a flag.
-//   2. per bin, its subproblems: one per MR_NUFFT_MAX_SUB_ENTRIES entries.
+//   2. per bin, its subproblems: one per mr_nufft_sub_entries() entries.
 //   3. one exclusive scan over the bins' {samples, entries, subproblems,
 //      flag} gives where each bin's samples, entries and subproblems start
 //      (the last element: the totals and the flag).
@@ -247,8 +247,8 @@ int bin_points(const mr_nufft_plan *p, mr_cuda_ctx *c, mr_nufft_cuda *s, size_t 
   int rc = upload_and_place(p, c, g, n, k, k_on_host, f);
   if (rc < 0)
     return rc;
-  count_subs_kernel<<<bin_blocks, BLOCK, 0, c->compute>>>(f.counts, int(nbins),
-                                                          MR_NUFFT_MAX_SUB_ENTRIES);
+  const int pieces = int(mr_nufft_sub_entries(&g, n));
+  count_subs_kernel<<<bin_blocks, BLOCK, 0, c->compute>>>(f.counts, int(nbins), pieces);
   MR_LAUNCHED(count_subs_kernel);
   size_t bytes = f.cub_bytes;
   MR_CU(cub::DeviceScan::ExclusiveScan(f.cub, bytes, f.counts, f.starts, sum4(),
@@ -259,8 +259,7 @@ int bin_points(const mr_nufft_plan *p, mr_cuda_ctx *c, mr_nufft_cuda *s, size_t 
         s->entries);
     MR_LAUNCHED(scatter_kernel);
   }
-  subs_kernel<<<bin_blocks, BLOCK, 0, c->compute>>>(f.starts, int(nbins),
-                                                    MR_NUFFT_MAX_SUB_ENTRIES, s->subs);
+  subs_kernel<<<bin_blocks, BLOCK, 0, c->compute>>>(f.starts, int(nbins), pieces, s->subs);
   MR_LAUNCHED(subs_kernel);
   return mr_cuda_download(p->dev, totals, f.starts + nbins, sizeof *totals);
 }
@@ -302,7 +301,8 @@ int set_points_on_worker(mr_nufft_plan *p, size_t n, const float *k, bool k_on_h
   if (rc == 0)
     rc = keep(c, &s->entries, &s->cap_entries, most_entries);
   if (rc == 0) // at most one piece per bin, and one more per full piece of entries
-    rc = keep(c, &s->subs, &s->cap_subs, pts.nbins + most_entries / MR_NUFFT_MAX_SUB_ENTRIES);
+    rc = keep(c, &s->subs, &s->cap_subs,
+              pts.nbins + most_entries / mr_nufft_sub_entries(&g, n));
   if (rc < 0) {
     mr_nufft_cuda_free_points(c, s);
     return rc;

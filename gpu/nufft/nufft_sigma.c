@@ -1,11 +1,12 @@
 /* The automatic grid oversampling of a GPU NUFFT plan: measured, once per
  * shape and device, and remembered for the life of the process.
  *
- * Which of 1.25 and 2 is faster depends on the sample density, the
+ * Which upsampling is faster depends on the sample density, the
  * tolerance and the type, not on the rank alone: 1.25 makes a smaller FFT
  * and a wider kernel, 2 the reverse (3D 128^3 with 284,592 points at 1e-4:
  * type 1 took 1.051 ms at 1.25 and 0.978 ms at 2, while type 2 was twice
- * as fast at 1.25). So the first set_points of an automatic plan whose
+ * as fast at 1.25), and the least upsampling that keeps 2's width
+ * (nufft.c) often beats both for type 1 (0.82 ms there). So the first set_points of an automatic plan whose
  * shape (device, rank, dims, batch, tol, tune_for) has not been seen times
  * one type 1 and one type 2 transform (only the type opts.tune_for names,
  * if it names one) at each upsampling that meets the tolerance, on the
@@ -13,10 +14,10 @@
  * unless the other is faster by more than 5%, so that near-ties, which
  * timing noise would decide, give the same plan every time (the results
  * of the two differ within the tolerance; Pipe-Menon's weights, which
- * follow the kernel, differ more). It costs two throw-away
+ * follow the kernel, differ more). It costs up to three throw-away
  * plans, their cuFFT plans and a few transforms once per shape (about 250
- * ms on the H100 at 256^2 x 8 and 128^3, most of it making the cuFFT plans
- * of both grid sizes; the chosen one stays in the device's plan cache);
+ * ms on the H100 at 256^2 x 8 and 128^3 for two, most of it making the
+ * cuFFT plans of the grid sizes; the chosen one stays in the device's plan cache);
  * every later plan of that shape takes the remembered choice at creation
  * and never measures. An explicit upsampling skips all this. The CPU keeps
  * the rule the H100 measurements gave before (2 in 2D, 1.25 in 3D) without
@@ -24,6 +25,7 @@
  * set_points. */
 #include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "buf.h"
@@ -114,8 +116,18 @@ static int time_upsampling(mr_device *dev, const mr_nufft_opts *o, double sigma,
     rc = mr_buf_create(dev, nsamples * sizeof(mr_cfloat), &samples);
   if (rc == 0)
     rc = mr_buf_create(dev, nimage * sizeof(mr_cfloat), &image);
+  /* Samples of 1, not 0: adding zeros never makes the spreading's shared
+   * float atomics (compare-and-swap loops) retry, so zeros would time the
+   * crowded bins of radial and spiral trajectories as if nothing
+   * contended, and favour the smaller grids where they contend most. */
+  mr_cfloat *ones = rc == 0 ? malloc(nsamples * sizeof *ones) : NULL;
+  if (rc == 0 && ones == NULL)
+    rc = mr_fail(MR_ENOMEM, "nufft: out of memory");
+  for (size_t i = 0; rc == 0 && i < nsamples; i++)
+    ones[i] = 1;
   if (rc == 0)
-    rc = mr_vec_zero(dev, nsamples, mr_buf_data(samples));
+    rc = mr_buf_upload(samples, 0, ones, nsamples * sizeof *ones);
+  free(ones);
   if (rc == 0)
     rc = mr_vec_zero(dev, nimage, mr_buf_data(image));
   *ms = 0;

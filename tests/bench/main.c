@@ -2,6 +2,7 @@
  *
  *   mr-bench [SUBCOMMAND...] [--quick] [--json FILE] [--gpus SPEC]
  *            [--rounds N] [--server PATH] [--configs DIR] [--case NAME,...]
+ *            [--reference FILE]
  *
  * With no subcommand every one runs. Each subcommand's results are one
  * member of the top-level object, named after it. Later areas add a line to
@@ -21,7 +22,7 @@ static const struct {
     {"gpu", "FFT, HERK/GEMM, solve and coil combination, GPU against CPU", bench_gpu},
     {"fhd", "direct F^H D and Q (the book's kernels and past them), CG on the Toeplitz operator", bench_fhd},
     {"grappa", "GRAPPA calibration (32-128 coils; CPU, GPU fused, library chain) and a whole slice", bench_grappa},
-    {"nufft", "NUFFT types 1 and 2, 2D and 3D, tol 1e-4 and 1e-6, GPU against CPU and the reference library", bench_nufft},
+    {"nufft", "NUFFT types 1 and 2, 2D and 3D, four trajectories, tol 1e-2 .. 1e-6, GPU against CPU and the reference library, errors against the exact sum", bench_nufft},
     {"split", "one 3D CG-SENSE scan split by coils across 1, 2, ... of the pool's GPUs", bench_split},
     {"stream", "end to end: sessions from memory through a GPU and a CPU reconserver against a raw loopback copy", bench_stream},
 };
@@ -75,6 +76,7 @@ double bench_now_ms(void) {
 static void usage(FILE *f) {
   fprintf(f, "usage: mr-bench [SUBCOMMAND...] [--quick] [--json FILE] [--gpus SPEC]\n"
              "                [--rounds N] [--server PATH] [--configs DIR] [--case NAME,...]\n"
+             "                [--reference FILE]\n"
              "  --quick      small sizes: checks that everything runs, measures nothing\n"
              "  --json FILE  write the JSON there instead of stdout\n"
              "  --gpus SPEC  all (default), none, or a list like 0,1 (0,0: two logical\n"
@@ -84,6 +86,7 @@ static void usage(FILE *f) {
              "  --server PATH  stream: the reconserver binary (default: next to mr-bench)\n"
              "  --configs DIR  stream: the servers' configs (default ./configs, else the source tree's)\n"
              "  --case NAME,...  stream: only these cases (default all)\n"
+             "  --reference FILE  nufft: the reference library (libcufinufft.so) to run beside ours\n"
              "subcommands (all when none is named):\n");
   for (int i = 0; i < NCOMMANDS; i++)
     fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].what);
@@ -115,6 +118,8 @@ int main(int argc, char **argv) {
       configs = argv[++i];
     } else if (strcmp(argv[i], "--case") == 0 && i + 1 < argc) {
       cases = argv[++i];
+    } else if (strcmp(argv[i], "--reference") == 0 && i + 1 < argc) {
+      setenv("MR_BENCH_CUFINUFFT", argv[++i], 1); /* read by nufft_reference.c */
     } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       usage(stdout);
       return 0;

@@ -124,6 +124,8 @@ int nufft_reference_run(int ordinal, int type, int rank, const size_t *dims, siz
                         int reps, nufft_reference_result *r) {
   r->method = -1;
   r->execute_ms = r->set_points_ms = r->set_points_best_ms = r->upsampling = NAN;
+  for (int m = 0; m < 3; m++)
+    r->execute_ms_by_method[m] = NAN;
   const ref_api *api = load();
   if (api == NULL || cudaSetDevice(ordinal) != cudaSuccess)
     return -1;
@@ -157,6 +159,7 @@ int nufft_reference_run(int ordinal, int type, int rank, const size_t *dims, siz
       cudaGetLastError();
       continue;
     }
+    r->execute_ms_by_method[method - 1] = exec_ms;
     if (!(set_ms >= r->set_points_best_ms))
       r->set_points_best_ms = set_ms;
     if (!(exec_ms >= r->execute_ms)) {

@@ -17,6 +17,7 @@ typedef struct nufft_reference_result {
   double set_points_ms;  /* median, wall clock to the end of its device work */
   double set_points_best_ms; /* fastest set_points over the methods */
   double upsampling;     /* the library's option after its defaults */
+  double execute_ms_by_method[3]; /* methods 1, 2, 3; NaN where one did not run */
 } nufft_reference_result;
 
 /* 1 when the library loads: MR_BENCH_CUFINUFFT names it, else

@@ -18,10 +18,8 @@
 #include "density.h"
 #include "host.h"
 #include "nufft.h"
-#ifdef MR_HAVE_CUDA
 #include "device_impl.h"
 #include "nufft_impl.h"
-#endif
 #include "nufft_support.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
@@ -339,6 +337,88 @@ static void automatic_upsampling_meets_tol(void **state) {
     }
 }
 
+/* Among the automatic upsampling's candidates is the least one that keeps
+ * the kernel width of upsampling 2 (the same spreading on a smaller grid),
+ * wherever it reaches the tolerance; a plan there meets the tolerance
+ * against the exact DFT. */
+static void middle_upsampling_keeps_width(void **state) {
+  (void)state;
+  static const shape cube = {3, {32, 32, 32}, 1, 1000}; /* grids of 24 round up alike */
+  const shape *s = &cube;
+  problem p;
+  problem_make(&p, s, NULL, 5);
+  static const double sweep[] = {1e-2, 1e-4};
+  for (size_t i = 0; i < sizeof sweep / sizeof *sweep; i++) {
+    mr_nufft_opts o = {.rank = 3, .dims = {s->dims[0], s->dims[1], s->dims[2]},
+                       .batch = s->batch, .tol = sweep[i]};
+    mr_nufft_plan *automatic, *at2, *middle;
+    GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &automatic));
+    double sigma = 0;
+    for (int c = 0; c < automatic->ncandidates; c++)
+      if (automatic->candidates[c] > 1.25 && automatic->candidates[c] < 2.0)
+        sigma = automatic->candidates[c];
+    mr_nufft_plan_destroy(automatic);
+    assert_true(sigma > 1.25);
+    o.upsampling = 2.0;
+    GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &at2));
+    o.upsampling = sigma;
+    GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &middle));
+    GPU_OK(mr_nufft_set_points(middle, s->npoints, p.k));
+    mr_nufft_info i2, im;
+    mr_nufft_info_get(at2, &i2);
+    mr_nufft_info_get(middle, &im);
+    double err = both_directions(&p, middle, gpu_test_cpu(), HOST_MEMORY);
+    print_message("3D tol %.0e: middle upsampling %.2f, grid %zu (2: %zu), width %d (2: %d), "
+                  "rel error %.2e\n", sweep[i], sigma, im.grid[0], i2.grid[0], im.width,
+                  i2.width, err);
+    assert_int_equal(im.width, i2.width);
+    assert_true(im.grid[0] < i2.grid[0]);
+    assert_true(err <= sweep[i]);
+    mr_nufft_plan_destroy(at2);
+    mr_nufft_plan_destroy(middle);
+  }
+  problem_free(&p);
+}
+
+/* A crowded bin is cut into pieces of about four average bins' entries
+ * (within 256 .. 1024), so that its thread blocks finish with the others;
+ * on uniform points no bin is cut. */
+static void crowded_bins_cut_small(void **state) {
+  (void)state;
+  enum { SPOKES = 30, SAMPLES = 256, RANDOM = 5000 };
+  mr_nufft_opts o = {.rank = 2, .dims = {128, 128}, .batch = 1, .tol = 1e-4, .upsampling = 2.0};
+  mr_nufft_plan *plan;
+  GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &plan));
+  float *k = malloc(2 * (RANDOM > SPOKES * SAMPLES ? RANDOM : SPOKES * SAMPLES) * sizeof *k);
+  for (int radial = 0; radial < 2; radial++) {
+    size_t n = radial ? SPOKES * SAMPLES : RANDOM;
+    if (radial)
+      nufft_test_radial_points(k, SPOKES, SAMPLES);
+    else
+      nufft_test_random_points(k, n, 2, 17);
+    size_t piece = mr_nufft_sub_entries(&plan->geom, n), largest = 0;
+    mr_nufft_points pts = {0};
+    GPU_OK(mr_nufft_points_build(&plan->geom, n, k, piece, mr_device_threads(gpu_test_cpu()),
+                                 &pts));
+    for (size_t s = 0; s < pts.nsubs; s++) {
+      size_t e = (size_t)(pts.subs[s][2] - pts.subs[s][1]);
+      largest = e > largest ? e : largest;
+    }
+    print_message("%s: %zu entries in %zu bins, pieces of %zu: %zu pieces, largest %zu\n",
+                  radial ? "radial" : "random", pts.nentries, pts.nbins, piece, pts.nsubs,
+                  largest);
+    assert_true(piece >= MR_NUFFT_MIN_SUB_ENTRIES && piece < MR_NUFFT_MAX_SUB_ENTRIES);
+    assert_true(largest <= piece);
+    if (radial)
+      assert_true(pts.nsubs > pts.nbins); /* the centre's bins are cut */
+    else
+      assert_int_equal(pts.nsubs, pts.nbins);
+    mr_nufft_points_free(&pts);
+  }
+  free(k);
+  mr_nufft_plan_destroy(plan);
+}
+
 static void cuda_matches_dft(void **state) {
   (void)state;
   matches_dft(gpu_test_gpu(), DEVICE_POINTERS);
@@ -504,7 +584,7 @@ static void cuda_points_match_host(void **state) {
     mr_nufft_plan *plan;
     GPU_OK(mr_nufft_plan_create(gpu, &o, &plan));
     mr_nufft_points host = {0}, dev = {0};
-    GPU_OK(mr_nufft_points_build(&plan->geom, n, k, MR_NUFFT_MAX_SUB_ENTRIES,
+    GPU_OK(mr_nufft_points_build(&plan->geom, n, k, mr_nufft_sub_entries(&plan->geom, n),
                                  mr_device_threads(gpu), &host));
     size_t bytes = (n > 0 ? n : 1) * (size_t)o.rank * sizeof *k;
     for (int from = 0; from < 3; from++) { /* pageable host, pinned host, device */
@@ -613,7 +693,7 @@ static void cuda_automatic_upsampling(void **state) {
   GPU_OK(mr_nufft_set_points(first, s.npoints, p.k));
   mr_nufft_info a, b;
   mr_nufft_info_get(first, &a);
-  assert_true(a.upsampling == 1.25 || a.upsampling == 2.0);
+  assert_true(a.upsampling >= 1.25 && a.upsampling <= 2.0);
   double err = both_directions(&p, first, gpu_test_gpu(), DEVICE_POINTERS);
   print_message("automatic: upsampling %.2f, rel error %.2e\n", a.upsampling, err);
   assert_true(err <= 1e-4);
@@ -643,6 +723,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(points_replaced),   cmocka_unit_test(bad_arguments),
       cmocka_unit_test(density_cartesian), cmocka_unit_test(density_radial),
       cmocka_unit_test(automatic_upsampling_meets_tol),
+      cmocka_unit_test(middle_upsampling_keeps_width),
+      cmocka_unit_test(crowded_bins_cut_small),
   };
   const struct CMUnitTest cuda_tests[] = {
       cmocka_unit_test(cuda_matches_dft),
