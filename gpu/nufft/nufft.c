@@ -1,5 +1,6 @@
 /* NUFFT plans: the kernel, grid and bin choices, deapodization, and the
  * dispatch to the CPU or CUDA backend. */
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,7 @@ static void make_geom(const mr_nufft_opts *o, double sigma, int centered, mr_nuf
   int w;
   double beta;
   mr_nufft_kernel_choose(o->tol, sigma, &w, &beta);
+  assert(w >= 2 && (o->rank == 2 || o->rank == 3)); /* checked options */
   memset(g, 0, sizeof *g);
   g->rank = o->rank;
   g->width = w;

@@ -3,6 +3,7 @@
  * its own grid cells: no locks, and the same bins and clipping the GPU
  * uses), interpolation one sorted sample at a time, and the centered FFT of
  * fft.h on the grid (origin n/2, scale folded into the deapodization). */
+#include <assert.h>
 #include <complex.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,7 @@ static void spread_bins(void *arg, size_t begin, size_t end) {
   const mr_nufft_points *pts = &p->points;
   nufft_cpu *c = p->impl;
   size_t cells = (size_t)g->bin[0] * g->bin[1] * g->bin[2], G = grid_size(g);
+  assert(g->rank == 2 || g->rank == 3);
   float complex *tile = malloc(cells * a->nvec * sizeof *tile);
   if (tile == NULL) {
     a->failed = 1;
