@@ -8,7 +8,7 @@
 # 64 MiB a run may carry). Part 2, on the device: scripts/device-run.sh.
 #
 # usage: scripts/device-build.sh [AREA...]     (no AREA: every area)
-#   areas: tests e2e stream bench gpu grappa nufft fhd
+#   areas: tests e2e stream bench gpu grappa nufft fhd multigpu
 #          (scripts/device-run.sh --help says what each runs)
 #   REFERENCE=FILE  the reference NUFFT library's tarball (cufinufft-sm90.tar.xz),
 #                   staged for the nufft area to time beside ours
@@ -42,6 +42,8 @@ for a in $areas; do
   grappa) targets="$targets mr-bench mr-grappa-e2e reconserver test_gpu_grappa" ;;
   nufft) targets="$targets mr-bench test_gpu_nufft" ;;
   fhd) targets="$targets mr-bench test_gpu_fhd test_gpu_toeplitz test_gpu_cg test_gadgets_fhd_cg" ;;
+  multigpu) targets="$targets mr-bench reconserver reconclient mr-load test_gpu_pool
+                     test_gpu_placement test_gpu_toeplitz_split" ;;
   esac
 done
 # shellcheck disable=SC2086 # one target a word

@@ -24,6 +24,12 @@
 #   fhd     the fhd, toeplitz and cg tests (CPU and CUDA) and the fhd_cg
 #           gadget's; memcheck; `mr-bench fhd`; an Nsight Compute profile of
 #           the recurrence kernel on the book's problem where ncu exists
+#   multigpu  the pool, placement and split tests on every GPU; then per GPU
+#           count (1, 2, 4, ... up to the machine's; on one GPU: 1, and 2
+#           logical devices of it) `mr-bench split` (one 3D CG-SENSE scan
+#           split by coils), and where each GPU is a GPU of its own,
+#           mr-load's 32 clients x 20 scans of 256x256x16 against a server
+#           on those GPUs: split-<N>gpu.json, load-<N>gpu.json
 # Runs what scripts/device-build.sh staged for those areas (STAGE=dir: a
 # stage elsewhere).
 set -uo pipefail
@@ -198,6 +204,39 @@ area_fhd() {
   [ -z "$ncu" ] || optional "ncu (recurrence kernel)" 90 "$out/ncu.txt" "$ncu" --set full \
     -k regex:recurrence --launch-skip 12 --launch-count 1 --kill yes "$bin/mr-bench" fhd \
     --json /dev/null
+}
+
+area_multigpu() {
+  cpu_and_cuda "$out/multigpu-tests.log" test_gpu_pool test_gpu_placement test_gpu_toeplitz_split
+  local n lists="" list i
+  n=$(nvidia-smi -L | grep -c '^GPU')
+  if [ "$n" -le 1 ]; then
+    lists="0 0,0" # the split's code path on two logical devices of one GPU
+  else
+    for i in 1 2 4 8; do
+      [ "$i" -le "$n" ] && lists="$lists $(seq -s, 0 $((i - 1)))"
+    done
+  fi
+  for list in $lists; do
+    local tag
+    tag="$(echo "$list" | tr ',' '\n' | wc -l)gpu"
+    [ "$list" = 0,0 ] && tag=2shared
+    step "mr-bench split --gpus $list" 200 "$out/multigpu-bench.log" "$bin/mr-bench" split \
+      --gpus "$list" --json "$out/split-$tag.json"
+    # Sessions per second per GPU count; reconserver takes each GPU once.
+    [ "$tag" = 2shared ] && continue
+    # shellcheck disable=SC1091,SC2154 # server.sh sets $server and $port
+    (
+      . "$PWD/tests/support/server.sh"
+      GPUS=$list start_server "$stage" "$PWD/configs" || exit 1
+      step "mr-load 32 x 20 --gpus $list" 300 "$out/load-$tag.json" "$bin/mr-load" -p "$port" \
+        -c 32 -n 20 -m 256 -k 16
+      kill -TERM "$server"; wait "$server"
+      exit "$failed"
+    ) || failed=1
+  done
+  echo "---- split and load per GPU count"
+  for f in "$out"/split-*.json "$out"/load-*.json; do [ -f "$f" ] && echo "$f" && cat "$f"; done
 }
 
 for a in $areas; do
