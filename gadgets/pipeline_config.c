@@ -111,6 +111,16 @@ void mr_pipeline_config_free(mr_pipeline_config *cfg) {
   free(cfg);
 }
 
+int mr_pipeline_config_uses(const mr_pipeline_config *cfg, const char *gadget) {
+  const cJSON *g;
+  cJSON_ArrayForEach(g, cfg->gadgets) {
+    const cJSON *cls = cJSON_GetObjectItemCaseSensitive(g, "gadget");
+    if (cJSON_IsString(cls) && strcmp(cls->valuestring, gadget) == 0)
+      return 1;
+  }
+  return 0;
+}
+
 int mr_pipeline_config_matches(const mr_pipeline_config *cfg, const char *name) {
   if (strcmp(cfg->name, name) == 0)
     return 1;

@@ -32,6 +32,9 @@ int mr_pipeline_config_parse(const char *text, size_t len, const char *origin,
                              mr_pipeline_config **out, mr_err *err);
 void mr_pipeline_config_free(mr_pipeline_config *cfg);
 
+/* True when the config's chain has a gadget of class `gadget`. */
+int mr_pipeline_config_uses(const mr_pipeline_config *cfg, const char *gadget);
+
 /* True when `name` is the config's name or one of its aliases. */
 int mr_pipeline_config_matches(const mr_pipeline_config *cfg, const char *name);
 

@@ -53,6 +53,9 @@ static void usage(FILE *out) {
           "                          (created; default: none, nothing is stored)\n"
           "  --external-dir DIR      programs the external gadget may start (execute: NAME),\n"
           "                          by name (default: none, execute is refused)\n"
+          "  --allow-script-external a client's own CONFIG_SCRIPT may use the external gadget\n"
+          "                          (default: only installed configs may: it connects to any\n"
+          "                          address and starts programs from --external-dir)\n"
           "  --noise-max-entries N   stored noise measurements kept (default 256)\n"
           "  --noise-max-age-hours H older ones are not used (default 168)\n"
           "  --dump-max-mib M        raw stream dumps together (default 1024)\n"
@@ -117,7 +120,8 @@ int main(int argc, char **argv) {
   enum { OPT_LISTEN = 256, OPT_HTTP, OPT_CONFIGS, OPT_LOG, OPT_MAXCONN, OPT_GPUS, OPT_DRAIN, OPT_HANDSHAKE,
          OPT_IDLE, OPT_WRITE, OPT_GRACE, OPT_BUDGET, OPT_LIMIT, OPT_LIMITS, OPT_DESCRIBE, OPT_INFO,
          OPT_VERSION, OPT_HELP, OPT_STATE_DIR, OPT_NOISE_ENTRIES, OPT_NOISE_HOURS, OPT_DUMP_MIB,
-         OPT_GPU_LANES, OPT_EXTERNAL_DIR, OPT_FAKE_GPUS, OPT_FAKE_GPU_MEMORY };
+         OPT_GPU_LANES, OPT_EXTERNAL_DIR, OPT_SCRIPT_EXTERNAL, OPT_FAKE_GPUS,
+         OPT_FAKE_GPU_MEMORY };
   static const struct option longopts[] = {
       {"listen", required_argument, NULL, OPT_LISTEN},
       {"http", required_argument, NULL, OPT_HTTP},
@@ -137,6 +141,7 @@ int main(int argc, char **argv) {
       {"limit", required_argument, NULL, OPT_LIMIT},
       {"state-dir", required_argument, NULL, OPT_STATE_DIR},
       {"external-dir", required_argument, NULL, OPT_EXTERNAL_DIR},
+      {"allow-script-external", no_argument, NULL, OPT_SCRIPT_EXTERNAL},
       {"noise-max-entries", required_argument, NULL, OPT_NOISE_ENTRIES},
       {"noise-max-age-hours", required_argument, NULL, OPT_NOISE_HOURS},
       {"dump-max-mib", required_argument, NULL, OPT_DUMP_MIB},
@@ -237,6 +242,9 @@ int main(int argc, char **argv) {
       break;
     case OPT_EXTERNAL_DIR:
       external_dir = optarg;
+      break;
+    case OPT_SCRIPT_EXTERNAL:
+      env.script_external = 1;
       break;
     case OPT_NOISE_ENTRIES:
       if (parse_int("--noise-max-entries", optarg, 1, 1000000, &noise_entries) < 0)

@@ -157,6 +157,13 @@ static void on_config_script(run *r, const char *text, size_t len) {
     fail(r, rc, "%s", mr_err_text(&e, rc));
     return;
   }
+  if (!r->s->env->script_external && mr_pipeline_config_uses(r->script, "external")) {
+    fail(r, MR_ECONFIG,
+         "a CONFIG_SCRIPT may not use the external gadget (it connects to addresses and "
+         "starts programs on the server): use an installed config, or start the server "
+         "with --allow-script-external");
+    return;
+  }
   start_chain(r, r->script);
 }
 

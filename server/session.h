@@ -28,6 +28,11 @@ typedef struct mr_server_env {
   int handshake_timeout_ms; /* connection to config */
   int idle_timeout_ms;      /* between two messages of a client */
   int error_grace_ms;       /* after an error, for the client's CLOSE */
+  /* A client's CONFIG_SCRIPT may use the external gadget, which connects
+   * to any address the server can reach and starts programs from
+   * --external-dir (--allow-script-external). 0: only installed configs
+   * may. */
+  int script_external;
 } mr_server_env;
 
 /* What the session saw, for the connection's log line (the connection

@@ -15,7 +15,10 @@ trap 'kill "$server" $py 2>/dev/null || true; rm -rf "$tmp"' EXIT
 . "$src/tests/support/server.sh"
 mkdir "$tmp/configs"
 cp "$src/examples/external/configs/"*.json "$src/configs/cartesian.json" "$tmp/configs/"
-SERVER_ARGS="--external-dir $src/examples/external" start_server "$build" "$tmp/configs"
+# Its own CONFIG_SCRIPTs below use the external gadget: allowed explicitly
+# (test_server_session checks that a default server refuses them).
+SERVER_ARGS="--external-dir $src/examples/external --allow-script-external" \
+  start_server "$build" "$tmp/configs"
 client="$build/bin/reconclient"
 "$client" simulate --trajectory cartesian --matrix 64 --coils 4 -o "$tmp/phantom.h5" >/dev/null
 

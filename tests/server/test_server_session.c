@@ -218,6 +218,13 @@ static void line_outside_matrix(int fd) {
   mr_test_send_msg(fd, text_nul(MR_MSG_HEADER, header_xml()));
   mr_test_send_msg(fd, mr_harness_acquisition(32, 2, 99, 0, 0, NULL, NULL));
 }
+/* The external gadget connects anywhere and starts programs: a default
+ * server lets only its installed configs use it. */
+static void script_with_external(int fd) {
+  mr_test_send_msg(fd, text_nul(MR_MSG_CONFIG_SCRIPT,
+                                "{\"name\":\"x\",\"gadgets\":[{\"gadget\":\"external\","
+                                "\"connect\":\"127.0.0.1:9\"}]}"));
+}
 static void response_from_client(int fd) {
   mr_test_send_msg(fd, mr_message_new_query(MR_MSG_RESPONSE, 1, "x", 1));
 }
@@ -241,6 +248,8 @@ static void test_errors_reach_their_client(void **state) {
       {"NaN samples", nan_samples, "acquisition 0 has a NaN sample (channel 0, sample 5)"},
       {"line outside the matrix", line_outside_matrix,
        "'accumulate': acquisition 0: line (99, 0) is outside"},
+      {"CONFIG_SCRIPT with the external gadget", script_with_external,
+       "a CONFIG_SCRIPT may not use the external gadget"},
       {"server message from a client", response_from_client,
        "RESPONSE is a server-to-client message"},
   };
