@@ -10,11 +10,15 @@ foreach(noun dataset output stream preview readahead)
   mr_add_test(test_client_${noun} SOURCES client/test_client_${noun}.c LIBS mr_client mr_test_client_png)
 endforeach()
 
-mr_add_test(test_client_e2e SOURCES client/test_client_e2e.c LIBS mr_wire_client ISMRMRD::ISMRMRD
-            TIMEOUT 120)
+# reconserver and reconclient side by side in a temporary folder, and the
+# images they write read back (the end-to-end tests).
+add_library(mr_test_client_env STATIC support/client_env.c)
+target_link_libraries(mr_test_client_env PUBLIC mr_wire_client ISMRMRD::ISMRMRD)
+
+mr_add_test(test_client_e2e SOURCES client/test_client_e2e.c LIBS mr_test_client_env TIMEOUT 120)
 add_dependencies(test_client_e2e reconclient reconserver)
 
 # Issue 14: DICOM from the server (1018) and from images, checked with dcmdump.
 mr_add_test(test_client_dicom SOURCES client/test_client_dicom.c
-            LIBS mr_wire_client mr_test_dcmdump ISMRMRD::ISMRMRD TIMEOUT 120)
+            LIBS mr_test_client_env mr_test_dcmdump TIMEOUT 120)
 add_dependencies(test_client_dicom reconclient reconserver)

@@ -25,5 +25,5 @@ set_tests_properties(test_gadgets_gridding_cuda PROPERTIES SKIP_RETURN_CODE 77 T
                      LABELS gpu)
 
 mr_add_test(test_client_simulate_e2e SOURCES client/test_client_simulate_e2e.c
-            LIBS mr_wire_client mr_test_phantom_support ISMRMRD::ISMRMRD TIMEOUT 240)
+            LIBS mr_test_client_env mr_test_phantom_support TIMEOUT 240)
 add_dependencies(test_client_simulate_e2e reconclient reconserver)

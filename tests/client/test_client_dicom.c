@@ -18,11 +18,10 @@
 #include <ismrmrd/dataset.h>
 
 #include "dcmdump.h"
+#include "client_env.h"
 #include "test_support.h"
-#include "wire_client.h"
 
-static mr_test_server server;
-static char dir[256], port[16], client[512];
+static mr_test_client_env env;
 static char out[65536], err[65536];
 
 static int setup(void **state) {
@@ -31,23 +30,20 @@ static int setup(void **state) {
     fprintf(stderr, "skipped: needs ismrmrd-tools and dcmtk (dcmdump)\n");
     exit(MR_TEST_SKIP);
   }
-  snprintf(dir, sizeof dir, "%s", mr_test_tmpdir("mr-client-dicom"));
-  snprintf(client, sizeof client, "%s/bin/reconclient", mr_test_binary_dir());
-  mr_test_server_start(&server, NULL);
-  snprintf(port, sizeof port, "%d", server.port);
+  mr_test_client_env_start(&env, "mr-client-dicom");
   return 0;
 }
 
 static int teardown(void **state) {
   (void)state;
-  mr_test_server_stop(&server);
+  mr_test_client_env_stop(&env);
   return 0;
 }
 
 /* The dump of dir/name, checked against image im (plane 0). */
 static void check(const char *name, const ISMRMRD_Image *im) {
   char path[600];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
+  mr_test_client_path(&env, path, sizeof path, name);
   char *d = mr_test_dcmdump(path);
   if (d == NULL)
     fail_msg("dcmdump cannot read %s", path);
@@ -63,31 +59,21 @@ static void check(const char *name, const ISMRMRD_Image *im) {
 static void test_dicom_files_match_the_hdf5_images(void **state) {
   (void)state;
   char data[512], result[512], dcm[512];
-  snprintf(data, sizeof data, "%s/phantom.h5", dir);
-  snprintf(result, sizeof result, "%s/out.h5", dir);
-  snprintf(dcm, sizeof dcm, "%s/dcm", dir);
+  mr_test_client_path(&env, data, sizeof data, "phantom.h5");
+  mr_test_client_path(&env, result, sizeof result, "out.h5");
+  mr_test_client_path(&env, dcm, sizeof dcm, "dcm");
   const char *gen[] = {"ismrmrd_generate_cartesian_shepp_logan", "-m", "64", "-c", "4", "-r", "2",
                        "-o", data, NULL};
-  assert_int_equal(mr_test_run(gen, dir, out, sizeof out, err, sizeof err), 0);
-  const char *send[] = {client, "send",  data, "-p", port, "-c", "default_dicom.xml", "-o", result,
-                        "-G",   "dicom", "--dicom", dcm, "--dicom-images", NULL};
-  int rc = mr_test_run(send, dir, out, sizeof out, err, sizeof err);
+  assert_int_equal(mr_test_run(gen, env.dir, out, sizeof out, err, sizeof err), 0);
+  const char *send[] = {"send", data, "-p", env.port, "-c", "default_dicom.xml", "-o", result,
+                        "-G", "dicom", "--dicom", dcm, "--dicom-images", NULL};
+  int rc = mr_test_reconclient(&env, send, out, sizeof out, err, sizeof err);
   if (rc != 0)
     fprintf(stderr, "reconclient: %s", err);
   assert_int_equal(rc, 0);
 
-  ISMRMRD_Dataset ds;
-  assert_int_equal(ismrmrd_init_dataset(&ds, result, "dicom"), 0);
-  assert_int_equal(ismrmrd_open_dataset(&ds, false), 0);
-  assert_int_equal(ismrmrd_get_number_of_images(&ds, "image_1"), 2);
   ISMRMRD_Image im[2];
-  for (int i = 0; i < 2; i++) {
-    ismrmrd_init_image(&im[i]);
-    assert_int_equal(ismrmrd_read_image(&ds, "image_1", (uint32_t)i, &im[i]), 0);
-  }
-  ismrmrd_close_dataset(&ds);
-  free(ds.filename);
-  free(ds.groupname);
+  assert_int_equal(mr_test_read_images(result, "dicom", "image_1", im, 2), 2);
 
   /* The server's files, in arrival order as Gadgetron's client names
    * them, with their meta; then the client's own from the images. */
@@ -95,7 +81,7 @@ static void test_dicom_files_match_the_hdf5_images(void **state) {
   for (int i = 0; i < 2; i++) {
     snprintf(name, sizeof name, "dcm/dicom_%06d.dcm", i);
     check(name, &im[i]);
-    snprintf(name, sizeof name, "%s/dcm/dicom_%06d_attrib.xml", dir, i);
+    snprintf(name, sizeof name, "%s/dcm/dicom_%06d_attrib.xml", env.dir, i);
     assert_int_equal(access(name, R_OK), 0);
     snprintf(name, sizeof name, "dcm/dicom_image_1_%u.dcm", im[i].head.image_index);
     check(name, &im[i]);

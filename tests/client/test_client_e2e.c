@@ -20,25 +20,19 @@
 
 #include <ismrmrd/dataset.h>
 
+#include "client_env.h"
 #include "test_support.h"
-#include "wire_client.h"
 
-static mr_test_server server;
-static char dir[256], port[16], client[512];
+static mr_test_client_env env;
 
 static char out[65536], err[65536];
 
 static int run_client(const char *const *args) {
-  const char *argv[32] = {client};
-  int n = 1;
-  for (int i = 0; args[i] != NULL && n < 31; i++)
-    argv[n++] = args[i];
-  argv[n] = NULL;
-  return mr_test_run(argv, dir, out, sizeof out, err, sizeof err);
+  return mr_test_reconclient(&env, args, out, sizeof out, err, sizeof err);
 }
 
 static void path_in(char *buf, size_t size, const char *name) {
-  snprintf(buf, size, "%s/%s", dir, name);
+  mr_test_client_path(&env, buf, size, name);
 }
 
 static void phantom(const char *name, const char *reps) {
@@ -46,7 +40,7 @@ static void phantom(const char *name, const char *reps) {
   path_in(path, sizeof path, name);
   const char *gen[] = {"ismrmrd_generate_cartesian_shepp_logan", "-m", "128", "-c", "8", "-r",
                        reps, "-o", path, NULL};
-  assert_int_equal(mr_test_run(gen, dir, out, sizeof out, err, sizeof err), 0);
+  assert_int_equal(mr_test_run(gen, env.dir, out, sizeof out, err, sizeof err), 0);
 }
 
 typedef struct read_images {
@@ -55,18 +49,7 @@ typedef struct read_images {
 } read_images;
 
 static void read_all(const char *path, const char *group, const char *var, read_images *r) {
-  ISMRMRD_Dataset d;
-  assert_int_equal(ismrmrd_init_dataset(&d, path, group), 0);
-  assert_int_equal(ismrmrd_open_dataset(&d, false), 0);
-  r->n = ismrmrd_get_number_of_images(&d, var);
-  assert_true(r->n <= 8);
-  for (uint32_t i = 0; i < r->n; i++) {
-    ismrmrd_init_image(&r->im[i]);
-    assert_int_equal(ismrmrd_read_image(&d, var, i, &r->im[i]), 0);
-  }
-  ismrmrd_close_dataset(&d);
-  free(d.filename);
-  free(d.groupname);
+  r->n = mr_test_read_images(path, group, var, r->im, 8);
 }
 
 static void free_all(read_images *r) {
@@ -81,16 +64,13 @@ static int setup(void **state) {
     fprintf(stderr, "skipped: the ISMRMRD tools (ismrmrd-tools) are not installed\n");
     exit(MR_TEST_SKIP);
   }
-  snprintf(dir, sizeof dir, "%s", mr_test_tmpdir("mr-client-e2e"));
-  snprintf(client, sizeof client, "%s/bin/reconclient", mr_test_binary_dir());
-  mr_test_server_start(&server, NULL);
-  snprintf(port, sizeof port, "%d", server.port);
+  mr_test_client_env_start(&env, "mr-client-e2e");
   return 0;
 }
 
 static int teardown(void **state) {
   (void)state;
-  mr_test_server_stop(&server);
+  mr_test_client_env_stop(&env);
   return 0;
 }
 
@@ -102,9 +82,9 @@ static void test_matches_reference(void **state) {
   path_in(result, sizeof result, "out.h5");
   path_in(pngs, sizeof pngs, "png");
   const char *recon[] = {"ismrmrd_recon_cartesian_2d", data, NULL};
-  assert_int_equal(mr_test_run(recon, dir, out, sizeof out, err, sizeof err), 0);
+  assert_int_equal(mr_test_run(recon, env.dir, out, sizeof out, err, sizeof err), 0);
 
-  const char *send[] = {"send", data, "-p", port, "-o", result, "--png", pngs, NULL};
+  const char *send[] = {"send", data, "-p", env.port, "-o", result, "--png", pngs, NULL};
   int rc = run_client(send);
   if (rc != 0)
     fprintf(stderr, "reconclient: %s", err);
@@ -145,7 +125,7 @@ static void test_repetitions(void **state) {
   phantom("reps.h5", "4");
   path_in(data, sizeof data, "reps.h5");
   path_in(result, sizeof result, "reps-out.h5");
-  const char *send[] = {"send", data, "-p", port, "-o", result, "-G", "reps", NULL};
+  const char *send[] = {"send", data, "-p", env.port, "-o", result, "-G", "reps", NULL};
   assert_int_equal(run_client(send), 0);
   read_images ours;
   read_all(result, "reps", "image_1", &ours);
@@ -170,11 +150,11 @@ static void test_interleaved_grappa(void **state) {
                             "-n", "0", "-o", full, NULL};
   const char *gen_il[] = {"ismrmrd_generate_cartesian_shepp_logan", "-m", "128", "-c", "8",
                           "-n", "0", "-a", "2", "-o", il, NULL};
-  assert_int_equal(mr_test_run(gen_full, dir, out, sizeof out, err, sizeof err), 0);
-  assert_int_equal(mr_test_run(gen_il, dir, out, sizeof out, err, sizeof err), 0);
-  const char *send_full[] = {"send", full, "-p", port, "-c", "Generic_Cartesian_Grappa.xml",
+  assert_int_equal(mr_test_run(gen_full, env.dir, out, sizeof out, err, sizeof err), 0);
+  assert_int_equal(mr_test_run(gen_il, env.dir, out, sizeof out, err, sizeof err), 0);
+  const char *send_full[] = {"send", full, "-p", env.port, "-c", "Generic_Cartesian_Grappa.xml",
                              "-o", full_out, NULL};
-  const char *send_il[] = {"send", il, "-p", port, "-c", "Generic_Cartesian_Grappa.xml",
+  const char *send_il[] = {"send", il, "-p", env.port, "-c", "Generic_Cartesian_Grappa.xml",
                            "-o", il_out, NULL};
   assert_int_equal(run_client(send_full), 0);
   int rc = run_client(send_il);
@@ -207,8 +187,8 @@ static void test_config_script(void **state) {
   path_in(config, sizeof config, "mine.json");
   snprintf(src, sizeof src, "%s/configs/cartesian.json", mr_test_source_dir());
   const char *copy[] = {"cp", src, config, NULL};
-  assert_int_equal(mr_test_run(copy, dir, out, sizeof out, err, sizeof err), 0);
-  const char *send[] = {"send", data, "-p", port, "-o", result, "-C", config, NULL};
+  assert_int_equal(mr_test_run(copy, env.dir, out, sizeof out, err, sizeof err), 0);
+  const char *send[] = {"send", data, "-p", env.port, "-o", result, "-C", config, NULL};
   assert_int_equal(run_client(send), 0);
   read_images ours;
   read_all(result, "mine", "image_1", &ours); /* the group is named after the file */
@@ -241,7 +221,7 @@ static void test_waveforms(void **state) {
   ismrmrd_close_dataset(&d);
   free(d.filename);
   free(d.groupname);
-  const char *send[] = {"send", data, "-p", port, "-o", result, NULL};
+  const char *send[] = {"send", data, "-p", env.port, "-o", result, NULL};
   assert_int_equal(run_client(send), 0);
   assert_non_null(strstr(out, "1 image -> "));
   assert_non_null(strstr(out, "128 acquisitions, 10 waveforms"));
@@ -249,14 +229,14 @@ static void test_waveforms(void **state) {
 
 static void test_queries(void **state) {
   (void)state;
-  const char *ping[] = {"ping", "-p", port, "-t", "2000", NULL};
+  const char *ping[] = {"ping", "-p", env.port, "-t", "2000", NULL};
   assert_int_equal(run_client(ping), 0);
   assert_non_null(strstr(out, "answered in"));
-  const char *info[] = {"info", "-p", port, NULL};
+  const char *info[] = {"info", "-p", env.port, NULL};
   assert_int_equal(run_client(info), 0);
   assert_non_null(strstr(out, "reconserver"));
   assert_non_null(strstr(out, "cuda devices: "));
-  const char *configs[] = {"configs", "-p", port, NULL};
+  const char *configs[] = {"configs", "-p", env.port, NULL};
   assert_int_equal(run_client(configs), 0);
   assert_non_null(strstr(out, "cartesian  (also: default.xml"));
 }
@@ -268,7 +248,7 @@ static void test_failures(void **state) {
   path_in(data, sizeof data, "fail.h5");
   path_in(result, sizeof result, "fail-out.h5");
 
-  const char *bad_config[] = {"send", data, "-p", port, "-o", result, "-c", "nosuch", NULL};
+  const char *bad_config[] = {"send", data, "-p", env.port, "-o", result, "-c", "nosuch", NULL};
   assert_int_equal(run_client(bad_config), 1);
   assert_non_null(strstr(err, "server: ERROR: "));
   assert_non_null(strstr(err, "reconclient: the server reported an error: "));

@@ -22,37 +22,23 @@
 #include "dataset.h"
 #include "phantom_support.h"
 #include "simulate.h"
+#include "client_env.h"
 #include "test_support.h"
-#include "wire_client.h"
 
-static mr_test_server server;
-static char dir[256], port[16], client[512];
+static mr_test_client_env env;
 
 /* Runs reconclient with args (NULL-terminated), output to the test's log. */
 static int reconclient(const char *const *args) {
-  const char *argv[32] = {client};
-  int n = 1;
-  for (int i = 0; args[i] != NULL && n < 31; i++)
-    argv[n++] = args[i];
-  argv[n] = NULL;
-  return mr_test_run(argv, NULL, NULL, 0, NULL, 0);
+  return mr_test_reconclient(&env, args, NULL, 0, NULL, 0);
 }
 
 static void path_in(char *buf, size_t size, const char *name) {
-  snprintf(buf, size, "%s/%s", dir, name);
+  mr_test_client_path(&env, buf, size, name);
 }
 
 /* The one image of group/image_1 in path. */
 static void read_image(const char *path, const char *group, ISMRMRD_Image *im) {
-  ISMRMRD_Dataset d;
-  assert_int_equal(ismrmrd_init_dataset(&d, path, group), 0);
-  assert_int_equal(ismrmrd_open_dataset(&d, false), 0);
-  assert_int_equal(ismrmrd_get_number_of_images(&d, "image_1"), 1);
-  ismrmrd_init_image(im);
-  assert_int_equal(ismrmrd_read_image(&d, "image_1", 0, im), 0);
-  ismrmrd_close_dataset(&d);
-  free(d.filename);
-  free(d.groupname);
+  assert_int_equal(mr_test_read_images(path, group, "image_1", im, 1), 1);
 }
 
 /* Simulates, sends through config, and returns the NRMSE of the image
@@ -68,7 +54,7 @@ static double round_trip(const char *trajectory, const char *config, int n, int 
   const char *sim[] = {"simulate", "--trajectory", trajectory, "--matrix", nstr, "--coils", cstr,
                        "--noise", "0.001", "-o", data, NULL};
   assert_int_equal(reconclient(sim), 0);
-  const char *send[] = {"send", data, "-p", port, "-c", config, "-o", out, NULL};
+  const char *send[] = {"send", data, "-p", env.port, "-c", config, "-o", out, NULL};
   assert_int_equal(reconclient(send), 0);
   ISMRMRD_Image im;
   read_image(out, config, &im);
@@ -86,16 +72,13 @@ static double round_trip(const char *trajectory, const char *config, int n, int 
 
 static int setup(void **state) {
   (void)state;
-  snprintf(dir, sizeof dir, "%s", mr_test_tmpdir("mr-simulate-e2e"));
-  snprintf(client, sizeof client, "%s/bin/reconclient", mr_test_binary_dir());
-  mr_test_server_start(&server, NULL);
-  snprintf(port, sizeof port, "%d", server.port);
+  mr_test_client_env_start(&env, "mr-simulate-e2e");
   return 0;
 }
 
 static int teardown(void **state) {
   (void)state;
-  mr_test_server_stop(&server);
+  mr_test_client_env_stop(&env);
   return 0;
 }
 
@@ -121,7 +104,7 @@ static void golden_3d(void **state) {
   const char *sim[] = {"simulate", "--trajectory", "golden", "--3d", "--matrix", "16",
                        "--coils", "2", "-o", data, NULL};
   assert_int_equal(reconclient(sim), 0);
-  const char *send[] = {"send", data, "-p", port, "-c", "radial", "-o", out, NULL};
+  const char *send[] = {"send", data, "-p", env.port, "-c", "radial", "-o", out, NULL};
   assert_int_equal(reconclient(send), 0);
   ISMRMRD_Image im;
   read_image(out, "radial", &im);
@@ -151,8 +134,8 @@ static float *truths(void) {
  * checks every frame; returns the largest NRMSE against its own frame. */
 static double stream(const char *config, const char *trajectory, int spokes, double bound) {
   char data[512], out[512], sp[16], fr[16], nn[16], cc[16];
-  snprintf(data, sizeof data, "%s/%s-%s-%d.h5", dir, config, trajectory, spokes);
-  snprintf(out, sizeof out, "%s/%s-%s-%d-out.h5", dir, config, trajectory, spokes);
+  snprintf(data, sizeof data, "%s/%s-%s-%d.h5", env.dir, config, trajectory, spokes);
+  snprintf(out, sizeof out, "%s/%s-%s-%d-out.h5", env.dir, config, trajectory, spokes);
   snprintf(sp, sizeof sp, "%d", spokes);
   snprintf(fr, sizeof fr, "%d", FRAMES);
   snprintf(nn, sizeof nn, "%d", N);
@@ -161,7 +144,7 @@ static double stream(const char *config, const char *trajectory, int spokes, dou
                        "--spokes", sp, "--frames", fr, "--moving", "--noise", "0.001",
                        "-o", data, NULL};
   assert_int_equal(reconclient(sim), 0);
-  const char *send[] = {"send", data, "-p", port, "-c", config, "-o", out, NULL};
+  const char *send[] = {"send", data, "-p", env.port, "-c", config, "-o", out, NULL};
   assert_int_equal(reconclient(send), 0);
   ISMRMRD_Dataset d;
   assert_int_equal(ismrmrd_init_dataset(&d, out, config), 0);
@@ -206,7 +189,7 @@ static double stream(const char *config, const char *trajectory, int spokes, dou
 static void absurd_trajectory(void **state) {
   (void)state;
   char data[512], nn[16];
-  snprintf(data, sizeof data, "%s/absurd.h5", dir);
+  path_in(data, sizeof data, "absurd.h5");
   snprintf(nn, sizeof nn, "%d", 16);
   const char *sim[] = {"simulate", "--trajectory", "golden", "--matrix", nn, "--coils", "2",
                        "--spokes", "30", "--frames", "2", "-o", data, NULL};
@@ -216,7 +199,7 @@ static void absurd_trajectory(void **state) {
     mr_dataset *ds;
     mr_err err = {0};
     assert_int_equal(mr_dataset_open(data, "dataset", &ds, &err), 0);
-    int fd = mr_test_connect(server.port);
+    int fd = mr_test_connect(env.server.port);
     assert_true(fd >= 0);
     mr_message *m = mr_message_new_config_file(configs[c]);
     assert_int_equal(mr_test_send(fd, m), 0);
@@ -277,12 +260,12 @@ static void realtime_gridding(void **state) {
   /* the frames gadget gathers what accumulate gathers per repetition: the
    * radial config (accumulate + gridding) makes the same images */
   char data[512], out[512];
-  snprintf(data, sizeof data, "%s/realtime-golden-100.h5", dir);
-  snprintf(out, sizeof out, "%s/radial-golden-100-out.h5", dir);
-  const char *send[] = {"send", data, "-p", port, "-c", "radial", "-o", out, NULL};
+  path_in(data, sizeof data, "realtime-golden-100.h5");
+  path_in(out, sizeof out, "radial-golden-100-out.h5");
+  const char *send[] = {"send", data, "-p", env.port, "-c", "radial", "-o", out, NULL};
   assert_int_equal(reconclient(send), 0);
   float *a = images(out, "radial", FRAMES);
-  snprintf(out, sizeof out, "%s/realtime-golden-100-out.h5", dir);
+  path_in(out, sizeof out, "realtime-golden-100-out.h5");
   float *b = images(out, "realtime", FRAMES);
   double e = mr_test_rel_error_f(b, a, (size_t)FRAMES * N * N);
   print_message("realtime vs radial (accumulate per repetition): rel difference %.2e\n", e);
