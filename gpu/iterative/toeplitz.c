@@ -206,18 +206,10 @@ static int convolve(mr_toeplitz *t, mr_fft_plan *fft, size_t count, const mr_cfl
   return rc;
 }
 
-/* out = sum_c conj(S_c) img_c, through tmp (out may be img's first coil). */
+/* out = sum_c conj(S_c) img_c, through t->tmp (img may be t->tmp itself;
+ * out may not). */
 static int combine_cpu(mr_toeplitz *t, const mr_cfloat *img, mr_cfloat *out) {
-  mr_cfloat *s = ptr(t->maps), *tmp = ptr(t->tmp);
-  size_t n = t->nvox, coils = t->o.coils;
-  int rc = 0;
-  for (size_t c = 0; rc == 0 && c < coils; c++)
-    rc = mr_vec_conj_mul(t->dev, n, s + c * n, img + c * n, tmp + c * n);
-  if (rc == 0)
-    rc = mr_vec_copy(t->dev, n, tmp, out);
-  for (size_t c = 1; rc == 0 && c < coils; c++)
-    rc = mr_vec_axpy(t->dev, n, 1.0f, tmp + c * n, out);
-  return rc;
+  return mr_vec_conj_mul_sum(t->dev, t->o.coils, t->nvox, ptr(t->maps), img, ptr(t->tmp), out);
 }
 
 /* The finite-difference term with maps: y += lambda R x by its own kernel. */

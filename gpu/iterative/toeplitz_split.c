@@ -150,17 +150,8 @@ int mr_toeplitz_split_set_maps(mr_toeplitz_split *s, const mr_cfloat *maps) {
 int mr_toeplitz_split_combine(mr_toeplitz_split *s, const mr_cfloat *x, mr_cfloat *out) {
   if (!s->have_maps)
     return mr_fail(MR_EINVAL, "toeplitz split: combining coils needs maps");
-  mr_device *first = s->parts[0].dev;
-  const mr_cfloat *maps = mr_buf_data(s->maps_all);
-  mr_cfloat *tmp = mr_buf_data(s->sum);
-  size_t n = s->nvox;
-  int rc = mr_vec_conj_mul(first, n, maps, x, out);
-  for (size_t c = 1; rc == 0 && c < s->o.coils; c++) {
-    rc = mr_vec_conj_mul(first, n, maps + c * n, x + c * n, tmp);
-    if (rc == 0)
-      rc = mr_vec_axpy(first, n, 1.0f, tmp, out);
-  }
-  return rc;
+  return mr_vec_conj_mul_sum(s->parts[0].dev, s->o.coils, s->nvox, mr_buf_data(s->maps_all), x,
+                             mr_buf_data(s->sum), out);
 }
 
 /* A device after the first: x from host memory, its part, y back. */

@@ -36,6 +36,17 @@ int mr_vec_conj_mul(mr_device *dev, size_t n, const mr_cfloat *x,
   return run(dev, &v);
 }
 
+int mr_vec_conj_mul_sum(mr_device *dev, size_t count, size_t n, const mr_cfloat *s,
+                        const mr_cfloat *x, mr_cfloat *tmp, mr_cfloat *out) {
+  int rc = mr_vec_conj_mul(dev, n, s, x, out);
+  for (size_t c = 1; rc == 0 && c < count; c++) {
+    rc = mr_vec_conj_mul(dev, n, s + c * n, x + c * n, tmp);
+    if (rc == 0)
+      rc = mr_vec_axpy(dev, n, 1.0f, tmp, out);
+  }
+  return rc;
+}
+
 int mr_vec_abs(mr_device *dev, size_t n, const mr_cfloat *x, float *out) {
   mr_vec_args v = {.kind = MR_VEC_ABS, .n = n, .x = x, .fout = out};
   return run(dev, &v);

@@ -29,6 +29,13 @@ int mr_vec_mul(mr_device *dev, size_t n, const mr_cfloat *x,
 int mr_vec_conj_mul(mr_device *dev, size_t n, const mr_cfloat *x,
                     const mr_cfloat *y, mr_cfloat *out);
 
+/* out = sum_c conj(s_c) x_c over `count` arrays of n samples (s and x
+ * [count][n]: coil maps and coil images give SENSE's coil combination),
+ * through tmp (n samples of scratch). tmp may be x's first array, which is
+ * then overwritten; out must not be tmp. Borrows all. */
+int mr_vec_conj_mul_sum(mr_device *dev, size_t count, size_t n, const mr_cfloat *s,
+                        const mr_cfloat *x, mr_cfloat *tmp, mr_cfloat *out);
+
 /* out = |x| (float magnitudes) */
 int mr_vec_abs(mr_device *dev, size_t n, const mr_cfloat *x, float *out);
 

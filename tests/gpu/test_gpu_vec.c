@@ -1,5 +1,5 @@
 /* vec.h: every elementwise operation and reduction against double loops;
- * with --cuda, the GPU against the CPU. */
+ * the coil sum built on them; with --cuda, the GPU against the CPU. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -144,6 +144,28 @@ static void cuda_matches_cpu(void **state) {
   free(ref);
 }
 
+/* sum_c conj(s_c) x_c over 4 arrays against a double loop, with its own
+ * scratch and with x's first array as the scratch (as the Toeplitz
+ * operator's apply passes it). */
+static void cpu_conj_mul_sum(void **state) {
+  (void)state;
+  enum { COUNT = 4, LEN = 1001 };
+  mr_cfloat s[COUNT * LEN], x[COUNT * LEN], tmp[LEN], out[LEN];
+  gpu_test_random(s, COUNT * LEN, 7);
+  gpu_test_random(x, COUNT * LEN, 8);
+  mr_cfloat want[LEN];
+  for (size_t i = 0; i < LEN; i++) {
+    double complex sum = 0;
+    for (size_t c = 0; c < COUNT; c++)
+      sum += conj((double complex)s[c * LEN + i]) * x[c * LEN + i];
+    want[i] = (float complex)sum;
+  }
+  GPU_OK(mr_vec_conj_mul_sum(gpu_test_cpu(), COUNT, LEN, s, x, tmp, out));
+  assert_true(mr_test_rel_error_c(out, want, LEN) < 1e-6);
+  GPU_OK(mr_vec_conj_mul_sum(gpu_test_cpu(), COUNT, LEN, s, x, x, out));
+  assert_true(mr_test_rel_error_c(out, want, LEN) < 1e-6);
+}
+
 /* Crops 3 arrays of 9 x 7 x 5 to 4 x 3 x 2 at (2, 3, 1). */
 static const size_t crop_in[3] = {9, 7, 5}, crop_at[3] = {2, 3, 1}, crop_out[3] = {4, 3, 2};
 enum { CROP_BATCH = 3, CROP_IN = 9 * 7 * 5, CROP_OUT = 4 * 3 * 2 };
@@ -186,6 +208,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(cpu_ops),
       cmocka_unit_test(empty_is_a_no_op),
       cmocka_unit_test(cpu_crop),
+      cmocka_unit_test(cpu_conj_mul_sum),
   };
   const struct CMUnitTest cuda_tests[] = {
       cmocka_unit_test(cuda_matches_cpu),
