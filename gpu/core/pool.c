@@ -266,6 +266,24 @@ void mr_pool_destroy(mr_pool *pool) {
 
 int mr_pool_gpu_count(const mr_pool *pool) { return pool->ngpus; }
 
+/* The least loaded of the pool's GPUs that have `ordinal` (any when < 0;
+ * a shared GPU is several devices) and are not among held[0..nheld); the
+ * first of equals; NULL when none. Under the pool's lock. */
+static mr_device *least_loaded(mr_pool *pool, long ordinal, mr_device *const *held,
+                               size_t nheld) {
+  mr_device *dev = NULL;
+  for (int i = 0; i < pool->ngpus; i++) {
+    mr_device *g = &pool->gpus[i];
+    int taken = 0;
+    for (size_t h = 0; h < nheld && !taken; h++)
+      taken = held[h] == g;
+    if (!taken && (ordinal < 0 || g->ordinal == ordinal) &&
+        (dev == NULL || atomic_load(&g->load) < atomic_load(&dev->load)))
+      dev = g;
+  }
+  return dev;
+}
+
 int mr_pool_acquire(mr_pool *pool, const char *want, mr_device **out,
                     mr_err *err) {
   mr_device *dev = NULL;
@@ -273,18 +291,14 @@ int mr_pool_acquire(mr_pool *pool, const char *want, mr_device **out,
   if (strcmp(want, "cpu") == 0) {
     dev = &pool->cpu;
   } else if (strcmp(want, "auto") == 0) {
-    dev = &pool->cpu;
-    for (int i = 0; i < pool->ngpus; i++)
-      if (dev == &pool->cpu || atomic_load(&pool->gpus[i].load) < atomic_load(&dev->load))
-        dev = &pool->gpus[i];
+    dev = least_loaded(pool, -1, NULL, 0);
+    if (dev == NULL)
+      dev = &pool->cpu;
   } else {
     char *end;
     long ordinal = strtol(want, &end, 10);
     if (isdigit((unsigned char)want[0]) && *end == '\0')
-      for (int i = 0; i < pool->ngpus; i++) /* shared GPUs: the least loaded of its devices */
-        if (pool->gpus[i].ordinal == ordinal &&
-            (dev == NULL || atomic_load(&pool->gpus[i].load) < atomic_load(&dev->load)))
-          dev = &pool->gpus[i];
+      dev = least_loaded(pool, ordinal, NULL, 0);
   }
   if (dev != NULL)
     atomic_fetch_add(&dev->load, 1);
@@ -302,16 +316,8 @@ int mr_pool_acquire(mr_pool *pool, const char *want, mr_device **out,
 
 int mr_pool_acquire_other(mr_pool *pool, mr_device *const *held, size_t nheld,
                           mr_device **out, mr_err *err) {
-  mr_device *dev = NULL;
   pthread_mutex_lock(&pool->lock);
-  for (int i = 0; i < pool->ngpus; i++) {
-    mr_device *g = &pool->gpus[i];
-    int taken = 0;
-    for (size_t h = 0; h < nheld && !taken; h++)
-      taken = held[h] == g;
-    if (!taken && (dev == NULL || atomic_load(&g->load) < atomic_load(&dev->load)))
-      dev = g;
-  }
+  mr_device *dev = least_loaded(pool, -1, held, nheld);
   if (dev != NULL)
     atomic_fetch_add(&dev->load, 1);
   pthread_mutex_unlock(&pool->lock);
