@@ -570,7 +570,7 @@ static int split_for(fhd_cg *s, mr_device *dev, const problem *p) {
                     sizeof(mr_cfloat);
     rc = mr_scratch_grow(&s->q_host, qbytes, "Q for the split solve", NULL);
     if (rc == 0)
-      rc = mr_device_download(dev, s->q_host.p, mr_buf_data(s->cache.q), qbytes);
+      rc = mr_buf_download(s->cache.q, 0, s->q_host.p, qbytes);
     mr_device *devs[MAX_SPLIT];
     size_t ndev = split_devices(s, s->place.pool, dev, devs);
     mr_toeplitz_opts to = operator_opts(s, p, p->coils);

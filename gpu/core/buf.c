@@ -90,14 +90,7 @@ static int check_rows(const mr_buf *buf, size_t at, size_t pitch, size_t other_p
 
 int mr_buf_upload(mr_buf *buf, size_t at, const void *src, size_t bytes) {
   int rc = check_range(buf, at, bytes, "upload");
-  if (rc < 0 || bytes == 0)
-    return rc;
-#ifdef MR_HAVE_CUDA
-  if (mr_device_is_gpu(buf->dev))
-    return mr_buf_cuda_upload(buf, at, src, bytes);
-#endif
-  memcpy((char *)buf->data + at, src, bytes);
-  return 0;
+  return rc < 0 ? rc : mr_device_upload(buf->dev, (char *)buf->data + at, src, bytes);
 }
 
 #ifdef MR_HAVE_CUDA
@@ -178,14 +171,7 @@ int mr_buf_wait_uploads(const mr_buf *buf) {
 
 int mr_buf_download(const mr_buf *buf, size_t at, void *dst, size_t bytes) {
   int rc = check_range(buf, at, bytes, "download");
-  if (rc < 0 || bytes == 0)
-    return rc;
-#ifdef MR_HAVE_CUDA
-  if (mr_device_is_gpu(buf->dev))
-    return mr_buf_cuda_download(buf, at, dst, bytes);
-#endif
-  memcpy(dst, (const char *)buf->data + at, bytes);
-  return 0;
+  return rc < 0 ? rc : mr_device_download(buf->dev, dst, (const char *)buf->data + at, bytes);
 }
 
 int mr_buf_download_rows(const mr_buf *buf, size_t at, size_t pitch, void *dst,

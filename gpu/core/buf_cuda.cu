@@ -16,19 +16,6 @@ void mr_buf_cuda_free(mr_buf *buf) {
   });
 }
 
-int mr_buf_cuda_upload(mr_buf *buf, size_t at, const void *src, size_t bytes) {
-  return mr_on_worker(buf->dev, [&] {
-    return mr_cuda_upload(buf->dev, static_cast<char *>(buf->data) + at, src, bytes);
-  });
-}
-
-int mr_buf_cuda_download(const mr_buf *buf, size_t at, void *dst, size_t bytes) {
-  return mr_on_worker(buf->dev, [&] {
-    return mr_cuda_download(buf->dev, dst, static_cast<const char *>(buf->data) + at,
-                            bytes);
-  });
-}
-
 int mr_buf_cuda_copy_up(mr_device *dev, void *dst, const void *host, size_t bytes) {
   return mr_on_worker(dev, [&] { return mr_cuda_upload(dev, dst, host, bytes); });
 }

@@ -24,13 +24,12 @@ void mr_buf_cpu_free(mr_buf *buf);
 
 int mr_buf_cuda_alloc(mr_buf *buf);
 void mr_buf_cuda_free(mr_buf *buf);
-int mr_buf_cuda_upload(mr_buf *buf, size_t at, const void *src, size_t bytes);
 int mr_buf_cuda_upload_rows(mr_buf *buf, size_t at, size_t pitch, const void *src,
                             size_t src_pitch, size_t width, size_t rows, int wait);
 int mr_buf_cuda_wait_uploads(const mr_buf *buf);
 int mr_buf_cuda_is_pinned(const void *p);
-int mr_buf_cuda_download(const mr_buf *buf, size_t at, void *dst, size_t bytes);
-/* mr_device_upload / mr_device_download on a GPU (raw device pointers). */
+/* mr_device_upload / mr_device_download on a GPU (raw device pointers;
+ * mr_buf_upload and mr_buf_download come through them too). */
 int mr_buf_cuda_copy_up(mr_device *dev, void *dst, const void *host, size_t bytes);
 int mr_buf_cuda_copy_down(mr_device *dev, void *host, const void *src, size_t bytes);
 int mr_buf_cuda_download_rows(const mr_buf *buf, size_t at, size_t pitch, void *dst,
