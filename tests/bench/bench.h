@@ -63,7 +63,8 @@ void bench_devices_release(const bench_ctx *ctx, mr_device *cpu, mr_device *gpu)
 /* Writes, as members of the open object, the physical limits of one timed
  * kernel: the work it must do (gflop, counted from the algorithm, not from
  * what a library does) and the bytes it must move through device memory
- * (mbyte: each input read once, each output written once), the rates
+ * (mbyte: each input read once, each output written once), both written
+ * too, the rates
  * reached in `ms`, their fractions of the peaks, and which peak is nearer
  * ("bound": "memory" or "compute"), so the next step is visible. `fp64`
  * sets the work against the FP64 peak. Keys are prefixed with `prefix`

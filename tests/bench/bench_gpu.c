@@ -364,8 +364,6 @@ static int run_case(const bench_ctx *ctx, kase *k, mr_device *gpu, mr_device *cp
   json_open(j, NULL, '{');
   json_str(j, "op", k->op);
   json_str(j, "shape", k->shape);
-  json_num(j, "gflop", k->gflop);
-  json_num(j, "mbyte", k->mbyte);
   json_num(j, "gpu_ms", gpu_ms);
   bench_limits(j, "gpu_", k->gflop, k->mbyte, gpu_ms, 0);
   json_num(j, "raw_ms", raw_ms);

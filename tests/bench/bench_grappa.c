@@ -174,16 +174,6 @@ static step_work work_of(const mr_grappa_opts *o, int ny, int nblk) {
   return w;
 }
 
-static void write_limits(bench_json *j, const char *prefix, double gflop, double mbyte,
-                         double ms, int fp64) {
-  char key[64];
-  snprintf(key, sizeof key, "%sgflop", prefix);
-  json_num(j, key, gflop);
-  snprintf(key, sizeof key, "%smbyte", prefix);
-  json_num(j, key, mbyte);
-  bench_limits(j, prefix, gflop, mbyte, ms, fp64);
-}
-
 static int calibration_case(const bench_ctx *ctx, mr_device *cpu, mr_device *gpu, int nc) {
   bench_json *j = ctx->json;
   const int nro = ctx->quick ? 128 : 512, nacs = 24, accel = 4, ny = ctx->quick ? 64 : 256;
@@ -268,9 +258,9 @@ static int calibration_case(const bench_ctx *ctx, mr_device *cpu, mr_device *gpu
         json_num(j, key, t.solve_ms);
       }
       if (methods[m] == MR_GRAPPA_FUSED) {
-        write_limits(j, "gpu_fused_build_", work.build_gflop, work.build_mbyte, t.build_ms, 1);
-        write_limits(j, "gpu_fused_solve_", work.solve_gflop, work.solve_mbyte, t.solve_ms, 1);
-        write_limits(j, "gpu_fused_", work.build_gflop + work.solve_gflop,
+        bench_limits(j, "gpu_fused_build_", work.build_gflop, work.build_mbyte, t.build_ms, 1);
+        bench_limits(j, "gpu_fused_solve_", work.solve_gflop, work.solve_mbyte, t.solve_ms, 1);
+        bench_limits(j, "gpu_fused_", work.build_gflop + work.solve_gflop,
                      work.build_mbyte + work.solve_mbyte, t.ms, 1);
       }
       fprintf(stderr,
@@ -285,7 +275,7 @@ static int calibration_case(const bench_ctx *ctx, mr_device *cpu, mr_device *gpu
       rc = gpu_apply(gpu, &o, w_dev, under, sampled, ny, &apply);
     mr_buf_destroy(w_dev);
     json_num(j, "gpu_apply_ms", apply);
-    write_limits(j, "gpu_apply_", work.apply_gflop, work.apply_mbyte, apply, 0);
+    bench_limits(j, "gpu_apply_", work.apply_gflop, work.apply_mbyte, apply, 0);
     fprintf(stderr, "mr-bench grappa: %d coils: GPU apply (%d lines) %.3f ms\n", nc, ny, apply);
     /* the seed's own test input: random ACS data, well conditioned */
     random_fill(acs, per_coil * nc, 11);

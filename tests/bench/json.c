@@ -66,6 +66,10 @@ void bench_limits(bench_json *j, const char *prefix, double gflop, double mbyte,
   double gflops = gflop / ms * 1e3, gbps = mbyte / ms;
   double pct_flop = 100.0 * gflops / (fp64 ? BENCH_PEAK_FP64_GFLOPS : BENCH_PEAK_FP32_GFLOPS);
   double pct_hbm = 100.0 * gbps / BENCH_PEAK_HBM_GBPS;
+  snprintf(key, sizeof key, "%sgflop", prefix);
+  json_num(j, key, gflop);
+  snprintf(key, sizeof key, "%smbyte", prefix);
+  json_num(j, key, mbyte);
   snprintf(key, sizeof key, "%sgflops", prefix);
   json_num(j, key, gflops);
   snprintf(key, sizeof key, "%sgbps", prefix);
