@@ -6,9 +6,10 @@
  * and a wider kernel, 2 the reverse (3D 128^3 with 284,592 points at 1e-4:
  * type 1 took 1.051 ms at 1.25 and 0.978 ms at 2, while type 2 was twice
  * as fast at 1.25), and the least upsampling that keeps 2's width
- * (nufft.c) often beats both for type 1 (0.82 ms there). So the first set_points of an automatic plan whose
- * shape (device, rank, dims, batch, tol, tune_for) has not been seen times
- * one type 1 and one type 2 transform (only the type opts.tune_for names,
+ * (nufft.c) often beats both for type 1 (0.82 ms there). So the first
+ * set_points of an automatic plan whose shape (device, rank, dims, batch,
+ * tol, tune_for) has not been seen times one type 1 and one type 2
+ * transform (only the type opts.tune_for names,
  * if it names one) at each upsampling that meets the tolerance, on the
  * plan's own points, and keeps the faster sum; the rule's choice (below)
  * unless the other is faster by more than 5%, so that near-ties, which
@@ -17,8 +18,8 @@
  * follow the kernel, differ more). It costs up to three throw-away
  * plans, their cuFFT plans and a few transforms once per shape (about 250
  * ms on the H100 at 256^2 x 8 and 128^3 for two, most of it making the
- * cuFFT plans of the grid sizes; the chosen one stays in the device's plan cache);
- * every later plan of that shape takes the remembered choice at creation
+ * cuFFT plans of the grid sizes; the chosen one stays in the device's plan
+ * cache); every later plan of that shape takes the remembered choice at creation
  * and never measures. An explicit upsampling skips all this. The CPU keeps
  * the rule the H100 measurements gave before (2 in 2D, 1.25 in 3D) without
  * measuring: its transforms take too long to time at the first
