@@ -72,6 +72,10 @@ void bench_devices_release(const bench_ctx *ctx, mr_device *cpu, mr_device *gpu)
 void bench_limits(bench_json *j, const char *prefix, double gflop, double mbyte, double ms,
                   int fp64);
 
+/* n complex samples with parts uniform in [-1, 1), the same for the same
+ * seed in every run (a 64-bit linear congruential generator). */
+void bench_random_fill(mr_cfloat *x, size_t n, unsigned seed);
+
 /* Median of n values (n >= 1); reorders v. */
 double bench_median(double *v, int n);
 

@@ -67,22 +67,13 @@ static void release(kase *k) {
   }
 }
 
-static void random_fill(mr_cfloat *x, size_t n, unsigned seed) {
-  uint64_t s = 0x9E3779B97F4A7C15ull * (seed + 1);
-  float *f = (float *)x;
-  for (size_t i = 0; i < 2 * n; i++) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    f[i] = (float)((s >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
-  }
-}
-
 /* A buffer of n complex samples on dev holding random data (never zeros:
  * they can hide unwritten outputs and run faster than real data). */
 static int random_buf(mr_device *dev, size_t n, unsigned seed, mr_buf **out) {
   mr_cfloat *host = malloc(n * sizeof *host);
   if (host == NULL)
     return MR_ENOMEM;
-  random_fill(host, n, seed);
+  bench_random_fill(host, n, seed);
   int rc = mr_buf_create(dev, n * sizeof *host, out);
   if (rc == 0)
     rc = mr_buf_upload(*out, 0, host, n * sizeof *host);
@@ -106,7 +97,7 @@ static int fft_prepare(kase *k, mr_device *dev) {
     rc = k->host[i] == NULL ? MR_ENOMEM : mr_host_alloc(dev, n * sizeof(mr_cfloat),
                                                          (void **)&k->pinned[i]);
     if (rc == 0) {
-      random_fill(k->host[i], n, 2);
+      bench_random_fill(k->host[i], n, 2);
       memcpy(k->pinned[i], k->host[i], n * sizeof(mr_cfloat));
     }
   }
@@ -219,7 +210,7 @@ static int solve_prepare(kase *k, mr_device *dev) {
   mr_cfloat *a = malloc(nn * sizeof *a);
   if (a == NULL)
     return MR_ENOMEM;
-  random_fill(a, nn, 6);
+  bench_random_fill(a, nn, 6);
   /* Hermitian, diagonally dominant with a positive diagonal: HPD */
   for (int j = 0; j < k->n; j++) {
     a[(size_t)j * k->n + j] = 3.0f * k->n;
@@ -421,7 +412,7 @@ static int transfers(const bench_ctx *ctx, mr_device *gpu) {
     mr_buf *b = NULL;
     rc = pinned ? mr_host_alloc(gpu, bytes, &host) : ((host = malloc(bytes)) ? 0 : MR_ENOMEM);
     if (rc == 0) {
-      random_fill(host, bytes / sizeof(mr_cfloat), 9);
+      bench_random_fill(host, bytes / sizeof(mr_cfloat), 9);
       rc = mr_buf_create(gpu, bytes, &b);
     }
     for (int up = 1; rc == 0 && up >= 0; up--) {

@@ -28,14 +28,6 @@ static void gaussian_q(const size_t n[3], mr_cfloat *q) {
       }
 }
 
-static void random_fill(mr_cfloat *v, size_t count, unsigned seed) {
-  unsigned long long s = 0x9E3779B97F4A7C15ull * (seed + 1);
-  for (size_t i = 0; i < 2 * count; i++) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    ((float *)v)[i] = (float)((s >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
-  }
-}
-
 /* One device count: fills the open object. */
 static int run_count(bench_json *j, mr_device *const *devs, size_t count,
                      const mr_toeplitz_opts *o, const mr_cfloat *q, const mr_cfloat *maps,
@@ -118,8 +110,8 @@ int bench_split(const bench_ctx *ctx) {
     json_int(j, "n", (long long)side);
     json_int(j, "coils", (long long)coils);
     gaussian_q(o.n, q);
-    random_fill(maps, coils * nvox, 1);
-    random_fill(x, nvox, 2);
+    bench_random_fill(maps, coils * nvox, 1);
+    bench_random_fill(x, nvox, 2);
     json_open(j, "counts", '[');
     double one_apply = 0, one_cg = 0;
     for (size_t count = 1; rc == 0 && count <= ndev; count++) {

@@ -7,6 +7,7 @@
  * With no subcommand every one runs. Each subcommand's results are one
  * member of the top-level object, named after it. Later areas add a line to
  * the table below. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,15 @@ double bench_median(double *v, int n) {
       v[k - 1] = t;
     }
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void bench_random_fill(mr_cfloat *x, size_t n, unsigned seed) {
+  uint64_t s = 0x9E3779B97F4A7C15ull * (seed + 1);
+  float *f = (float *)x;
+  for (size_t i = 0; i < 2 * n; i++) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    f[i] = (float)((s >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+  }
 }
 
 double bench_now_ms(void) {
