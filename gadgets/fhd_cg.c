@@ -273,8 +273,9 @@ static int adjoint_sums(fhd_cg *s, kept_plan *kp, mr_device *dev, int rank, cons
   }
   if (rc < 0)
     return rc;
+  /* this plan only ever runs the adjoint: tune its upsampling for that (as mr-bench fhd does) */
   mr_nufft_opts no = {.rank = rank, .dims = {n[0], n[1], n[2]}, .batch = batch,
-                      .tol = s->nufft_tolerance};
+                      .tol = s->nufft_tolerance, .tune_for = MR_NUFFT_ADJOINT};
   if (kp->plan == NULL || kp->dev != dev || kp->opts.rank != rank ||
       memcmp(kp->opts.dims, no.dims, sizeof no.dims) != 0 || kp->opts.batch != batch) {
     plan_clear(kp);
