@@ -43,8 +43,8 @@ typedef struct mr_fft_opts {
 
 /* Folding the centering into neighbouring kernels (plain plans). On a GPU
  * the centred transform is cuFFT plus one pass over the data (two for odd
- * sizes): 1.27-1.39 times cuFFT alone for even sizes, 1.62 for an odd one
- * (mr-bench gpu, centered_over_raw); a plain plan is cuFFT alone (0.99-1.04,
+ * sizes): 1.24-1.34 times cuFFT alone for even sizes, 1.61 for an odd one
+ * (mr-bench gpu, centered_over_raw); a plain plan is cuFFT alone (0.96-1.04,
  * plain_over_raw). cuFFT's LTO callbacks cost about as much as that pass
  * or more even when they do nothing (raw_*_callback*_ms). A caller whose
  * own kernels write the transform's input and read its output can do the
@@ -58,8 +58,8 @@ typedef struct mr_fft_opts {
  * output take signs. A convolution needs none at all: shift its kernel by
  * a instead, i.e. multiply the kernel's plain spectrum once by
  * (-1)^(kx + ky + kz) (the Toeplitz operator, gpu/iterative/toeplitz.c:
- * its apply is 0.93-0.99 of cuFFT plus its own passes where the transforms
- * dominate, the centred form 1.15-1.24; mr-bench gpu, toeplitz). Odd sizes
+ * its apply is 0.96-1.07 of cuFFT plus its own passes, the centred form
+ * 1.21-1.32; mr-bench gpu, toeplitz). Odd sizes
  * need phase ramps instead (fft_impl.h). */
 
 /* Makes a plan for opts on dev (borrowed; it must outlive the plan). Plans
