@@ -43,18 +43,24 @@ typedef struct mr_fft_opts {
 
 /* Folding the centering into neighbouring kernels (plain plans). On a GPU
  * the centred transform is cuFFT plus one pass over the data (two for odd
- * sizes): 1.23-1.46 times cuFFT alone for even sizes, 1.59 for an odd one
- * (mr-bench gpu, centered_over_raw). cuFFT's LTO callbacks cost about as
- * much as that pass or more even when they do nothing (raw_*_callback*_ms).
- * A caller whose own kernels write the transform's input and read its
- * output can do the centering there for free. For a shape whose every
- * dimension is even, with a = n/2 per dimension and N = nx ny nz:
+ * sizes): 1.24-1.34 times cuFFT alone for even sizes, 1.61 for an odd one
+ * (mr-bench gpu, centered_over_raw); a plain plan is cuFFT alone (0.96-1.04,
+ * plain_over_raw). cuFFT's LTO callbacks cost about as much as that pass
+ * or more even when they do nothing (raw_*_callback*_ms). A caller whose
+ * own kernels write the transform's input and read its output can do the
+ * centering there for free. For a shape whose every dimension is even,
+ * with a = n/2 per dimension and N = nx ny nz:
  *   centred(x)[k] = t[k] * plain(s * x)[k] / sqrt(N),
  *   s[m] = (-1)^(mx + my + mz),  t[k] = (-1)^(kx + ky + kz + ax + ay + az),
  * the same in both directions. Between two transforms (e.g. forward, a
  * product with a kernel, backward) t of the first times s of the second is
  * the constant (-1)^(ax + ay + az), so only the first input and the last
- * output take signs. Odd sizes need phase ramps instead (fft_impl.h). */
+ * output take signs. A convolution needs none at all: shift its kernel by
+ * a instead, i.e. multiply the kernel's plain spectrum once by
+ * (-1)^(kx + ky + kz) (the Toeplitz operator, gpu/iterative/toeplitz.c:
+ * its apply is 0.96-1.07 of cuFFT plus its own passes, the centred form
+ * 1.21-1.32; mr-bench gpu, toeplitz). Odd sizes
+ * need phase ramps instead (fft_impl.h). */
 
 /* Makes a plan for opts on dev (borrowed; it must outlive the plan). Plans
  * come from a per-device cache, so making the same shape again is cheap.

@@ -1,11 +1,18 @@
 /* The Toeplitz-embedded normal operator (toeplitz.h).
  *
- * With the centered unitary FFT F_c of fft.h on P = prod(2n) voxels, a
- * circular convolution is x (*) q = sqrt(P) F_c^-1(F_c x . F_c q), so the
- * stored kernel is K = sqrt(P) F_c(q) and an apply is pad, F_c, times K,
- * F_c^-1, crop. Both grids centre at n/2 (fft.h, block.h), which is where
- * fhd.h puts the origin, so lag s of q sits at index s + n of the doubled
- * grid and padding and cropping keep every voxel's position. */
+ * Both grids centre at n/2 (block.h pads and crops around the centres),
+ * which is where fhd.h puts the origin: lag s of q sits at index s + n of
+ * the doubled grid (2n per axis, P voxels), so padding and cropping keep
+ * every voxel's position and the operator is the circular convolution of
+ * the padded image with q'[s] = q[s + n] (indices mod 2n). With fft.h's
+ * plain transforms F and F^-1 (unscaled: F^-1 F = P),
+ *   x (*) q' = F^-1(F x . F q') / P,
+ * so the stored kernel is K = F(q') / P = (-1)^(kx + ky + kz) F(q) / P
+ * (a shift by half the grid is that checkerboard sign on the spectrum) and
+ * an apply is pad, F, times K, F^-1, crop: the centred transforms' shift
+ * passes and scales drop out (a product of two spectra does not care where
+ * the zero frequency sits), leaving cuFFT and the passes the operator
+ * needs anyway. The doubled grid is always even. */
 #include <assert.h>
 #include <math.h>
 #include <stdlib.h>
@@ -65,8 +72,23 @@ static int add_stencil(const mr_toeplitz *t, mr_cfloat *q) {
   return rc;
 }
 
-/* K = sqrt(P) F_c(q + stencil) into kernel, q on the device (it may be
- * the kernel's own memory; NULL: the stencil alone). */
+/* k[j] *= scale (-1)^(jx + jy + jz) over the doubled grid: the GPU in one
+ * launch, the CPU (k in host memory) in a loop. */
+static int checkerboard(const mr_toeplitz *t, float scale, mr_cfloat *k) {
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(t->dev))
+    return mr_toeplitz_cuda_checkerboard(t->dev, t->big, scale, k);
+#endif
+  const size_t *b = t->big;
+  for (size_t z = 0, j = 0; z < b[2]; z++)
+    for (size_t y = 0; y < b[1]; y++)
+      for (size_t x = 0; x < b[0]; x++, j++)
+        k[j] *= (x + y + z) % 2 ? -scale : scale;
+  return 0;
+}
+
+/* K = (-1)^(kx + ky + kz) F(q + stencil) / P into kernel, q on the
+ * device (it may be the kernel's own memory; NULL: the stencil alone). */
 static int load_kernel(mr_toeplitz *t, const mr_cfloat *q, int stencil, mr_buf *kernel) {
   mr_cfloat *k = ptr(kernel);
   int rc = 0;
@@ -79,12 +101,13 @@ static int load_kernel(mr_toeplitz *t, const mr_cfloat *q, int stencil, mr_buf *
   if (rc == 0)
     rc = mr_fft_execute(t->fft1, MR_FFT_FORWARD, k, k);
   if (rc == 0)
-    rc = mr_vec_scale(t->dev, t->nbig, (mr_cfloat)sqrtf((float)t->nbig), k);
+    rc = checkerboard(t, 1.0f / (float)t->nbig, k);
   return rc;
 }
 
 static int build(mr_toeplitz *t, const mr_cfloat *q) {
-  mr_fft_opts fo = {.rank = t->o.rank, .dims = {t->big[0], t->big[1], t->big[2]}, .batch = 1};
+  mr_fft_opts fo = {.rank = t->o.rank, .dims = {t->big[0], t->big[1], t->big[2]}, .batch = 1,
+                    .plain = 1};
   int rc = mr_fft_plan_create(t->dev, &fo, &t->fft1);
   fo.batch = t->images;
   if (rc == 0)
@@ -190,7 +213,7 @@ int mr_toeplitz_set_maps(mr_toeplitz *t, const mr_cfloat *maps) {
   return rc;
 }
 
-/* crop(F_c^-1(K F_c(pad(src)))) for `count` images, through work. */
+/* crop(F^-1(K F(pad(src)))) for `count` images, through work. */
 static int convolve(mr_toeplitz *t, mr_fft_plan *fft, size_t count, const mr_cfloat *src,
                     const mr_buf *kernel, mr_cfloat *dst) {
   mr_cfloat *w = ptr(t->work);
@@ -245,7 +268,8 @@ static int batch_for(mr_toeplitz *t, size_t count) {
     return 0;
   t->batch_count = 0;
   size_t bytes = count * t->nbig * sizeof(mr_cfloat);
-  mr_fft_opts fo = {.rank = t->o.rank, .dims = {t->big[0], t->big[1], t->big[2]}, .batch = count};
+  mr_fft_opts fo = {.rank = t->o.rank, .dims = {t->big[0], t->big[1], t->big[2]}, .batch = count,
+                    .plain = 1};
   int rc = mr_fft_plan_keep(t->dev, &fo, &t->fft_batch);
   if (rc == 0 && (t->work_batch == NULL || mr_buf_size(t->work_batch) < bytes)) {
     mr_buf_destroy(t->work_batch);

@@ -60,6 +60,15 @@ __global__ void kernel_mul(size_t count, size_t nbig, const float2 *kernel, floa
     work[i] = mul(work[i], kernel[i % nbig]);
 }
 
+__global__ void checkerboard(box g, float scale, float2 *k) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < g.nbig;
+       i += size_t(gridDim.x) * blockDim.x) {
+    size_t parity = i % g.big[0] + i / g.big[0] % g.big[1] + i / g.big[0] / g.big[1];
+    float f = parity % 2 ? -scale : scale;
+    k[i] = make_float2(f * k[i].x, f * k[i].y);
+  }
+}
+
 // With maps: y = sum_c conj(S_c) crop(in_c) (+ lambda x), one image. Without:
 // y_c = crop(in_c) (+ lambda x_c) for each of the count images.
 __global__ void gather(size_t count, const float2 *maps, const float2 *in, box g,
@@ -111,6 +120,18 @@ int mr_toeplitz_cuda_kernel_mul(mr_device *dev, size_t count, size_t nbig,
     kernel_mul<<<mr_grid_for(c, count * nbig, BLOCK), BLOCK, 0, c->compute>>>(
         count, nbig, reinterpret_cast<const float2 *>(kernel), reinterpret_cast<float2 *>(work));
     MR_LAUNCHED(kernel_mul);
+    return 0;
+  });
+}
+
+int mr_toeplitz_cuda_checkerboard(mr_device *dev, const size_t big[3], float scale,
+                                  mr_cfloat *k) {
+  return mr_on_worker(dev, [&] {
+    mr_cuda_ctx *c = mr_device_cuda(dev);
+    box g = box_of(big, big);
+    checkerboard<<<mr_grid_for(c, g.nbig, BLOCK), BLOCK, 0, c->compute>>>(
+        g, scale, reinterpret_cast<float2 *>(k));
+    MR_LAUNCHED(checkerboard);
     return 0;
   });
 }

@@ -24,6 +24,12 @@ int mr_toeplitz_cuda_expand(mr_device *dev, size_t count, const mr_cfloat *maps,
 int mr_toeplitz_cuda_kernel_mul(mr_device *dev, size_t count, size_t nbig,
                                 const mr_cfloat *kernel, mr_cfloat *work);
 
+/* k[j] *= scale (-1)^(jx + jy + jz) over the grid big: the shift by half
+ * the grid that makes the kernel's spectrum one for plain transforms
+ * (toeplitz.c). */
+int mr_toeplitz_cuda_checkerboard(mr_device *dev, const size_t big[3], float scale,
+                                  mr_cfloat *k);
+
 /* y = sum_c conj(S_c) crop(in_c) + lambda x, one image (maps NULL:
  * y_c = crop(in_c) + lambda x_c for each of count images; x NULL: no
  * lambda term). big == n: no crop. */

@@ -81,17 +81,25 @@ fail:
 typedef struct fft_arg {
   cufftHandle plan;
   cuComplex *data;
+  int round_trips; /* 0: one inverse transform; else this many forward + inverse */
 } fft_arg;
 
 static int fft_op(void *p) {
   fft_arg *f = p;
-  return cufftExecC2C(f->plan, f->data, f->data, CUFFT_INVERSE) == CUFFT_SUCCESS ? 0 : -1;
+  if (f->round_trips == 0)
+    return cufftExecC2C(f->plan, f->data, f->data, CUFFT_INVERSE) == CUFFT_SUCCESS ? 0 : -1;
+  for (int i = 0; i < f->round_trips; i++)
+    if (cufftExecC2C(f->plan, f->data, f->data, CUFFT_FORWARD) != CUFFT_SUCCESS ||
+        cufftExecC2C(f->plan, f->data, f->data, CUFFT_INVERSE) != CUFFT_SUCCESS)
+      return -1;
+  return 0;
 }
 
-/* which: 0 no callbacks, else 1 load, 2 store, 3 both. */
-static double raw_fft(int ordinal, int rank, const int *n, int batch, int which, int reps) {
+/* which: 0 no callbacks, else 1 load, 2 store, 3 both. Per call of fft_op. */
+static double raw_fft(int ordinal, int rank, const int *n, int batch, int which,
+                      int round_trips, int reps) {
   double result = -1;
-  fft_arg f = {0};
+  fft_arg f = {.round_trips = round_trips};
   int planned = 0;
   size_t len = 1;
   for (int d = 0; d < rank; d++)
@@ -128,12 +136,18 @@ fail:
 }
 
 double raw_cufft_ms(int ordinal, int rank, const int *n, int batch, int reps) {
-  return raw_fft(ordinal, rank, n, batch, 0, reps);
+  return raw_fft(ordinal, rank, n, batch, 0, 0, reps);
+}
+
+double raw_cufft_round_trip_ms(int ordinal, int rank, const int *n, int batch, int repeat,
+                               int reps) {
+  double ms = raw_fft(ordinal, rank, n, batch, 0, repeat, reps);
+  return ms < 0 ? ms : ms / repeat;
 }
 
 double raw_cufft_callback_ms(int ordinal, int rank, const int *n, int batch, int which,
                              int reps) {
-  return raw_fft(ordinal, rank, n, batch, which, reps);
+  return raw_fft(ordinal, rank, n, batch, which, 0, reps);
 }
 
 typedef struct blas_arg {

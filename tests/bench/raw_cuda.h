@@ -10,6 +10,13 @@
 /* cufftExecC2C, in place, over batch arrays of n[0..rank) (slowest first). */
 double raw_cufft_ms(int ordinal, int rank, const int *n, int batch, int reps);
 
+/* cufftExecC2C forward then inverse, in place, `repeat` times back to back
+ * in each timing: the time of one round trip with the GPU kept busy (no
+ * launch gap between them). The unscaled data grow without bound (to inf
+ * in time): on the GPU a transform's time does not depend on its values. */
+double raw_cufft_round_trip_ms(int ordinal, int rank, const int *n, int batch, int repeat,
+                               int reps);
+
 /* The same with identity LTO callbacks that cuFFT links into its kernels
  * at plan time (raw_cufft_callback.cu): `which` 1 load, 2 store, 3 both. */
 double raw_cufft_callback_ms(int ordinal, int rank, const int *n, int batch, int which,
