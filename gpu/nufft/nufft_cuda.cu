@@ -26,12 +26,12 @@
 // for a piece of 1024 entries): 1e-6 to 5e-6 of relative error in 3D,
 // where the kernel's taps are small (3D radial at tol 1e-5 measured
 // 1.2e-5 against 8e-6 in float). So below a tolerance of 1e-4 a third
-// plane holds the contributions' rounding
-// remainders, scaled again, the real and the imaginary one in 16 bits
-// each of one integer (one add for both; their sums stay within 15 bits,
-// and a sum of packed pairs is the pair of sums): a further 2^-5 (1024
-// entries) to 2^-13 (256) of that step. Integer sums are exact and do not
-// depend on the order of the adds, so the spreading is deterministic too.
+// plane holds the contributions' rounding remainders, scaled again, the
+// real and the imaginary one in 16 bits each of one integer (one add for
+// both; their sums stay within 15 bits, and a sum of packed pairs is the
+// pair of sums): a further 2^-5 (1024 entries) to 2^-7 (256) of that step
+// and finer for fewer entries. Integer sums are exact and do not depend on
+// the order of the adds, so the spreading is deterministic too.
 //
 // Interpolation (FORWARD) runs one thread per sample in sorted order, so a
 // warp's footprints overlap and its grid reads hit the cache.
@@ -187,7 +187,7 @@ __device__ __forceinline__ void spread_one(const spread_args &a, const int b0[3]
   __syncwarp();
   // Lane (x, r) takes column x of the clipped box in rows r, r + step, ...
   // of its cnt[1] x cnt[2] rows (y fastest), step = 32 / cnt[0] rows a
-  // pass (lanes past step cnt[0] idle: at most 2 of 32 up to width 8), so
+  // pass (lanes past step cnt[0] idle: at most 4 of 32 up to width 8), so
   // that it keeps its x tap in a register and steps y and z by adds. (An
   // earlier walk took cell i = lane, lane + 32, ... of the whole box, two
   // quotients a cell; walking z per lane, with the x-y kernel product
