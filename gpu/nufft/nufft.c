@@ -19,8 +19,9 @@
 #define BIN_2D 32
 #define BIN_3D 16
 
-/* Smallest even size >= target with no prime factor above 5 (fast for
- * FFTW and cuFFT alike). */
+/* Smallest even size >= target with no prime factor above 7 (fast for
+ * FFTW and cuFFT alike; 7 gives 224, between 216 and 240, for the middle
+ * upsampling of 128^3 at 1e-6). */
 static int fft_size(int target) {
   for (int n = target + (target & 1);; n += 2) {
     int m = n;
@@ -30,6 +31,8 @@ static int fft_size(int target) {
       m /= 3;
     while (m % 5 == 0)
       m /= 5;
+    while (m % 7 == 0)
+      m /= 7;
     if (m == 1)
       return n;
   }

@@ -8,11 +8,30 @@
 // GPU itself (nufft_points.h, nufft_points_cuda.cu), are staged through
 // shared memory a batch at a time (so their loads are in flight
 // together), and each warp adds one sample's
-// footprint, clipped to the bin, with its lanes on neighbouring cells:
-// shared atomics on split real and imaginary planes, the kernel evaluated
-// once per tap and shared through shared memory. A block
-// then stores its own cells: no atomics on the grid and no zeroing pass,
-// except for the pieces of a crowded bin, which add.
+// footprint, clipped to the bin, with its lanes on neighbouring cells,
+// the kernel evaluated once per tap and shared through shared memory. A
+// block then stores its own cells: no atomics on the grid and no zeroing
+// pass, except for the pieces of a crowded bin, which add.
+//
+// The tile accumulates in fixed point, in 32-bit integers on split real
+// and imaginary planes: a shared-memory integer add is one native
+// instruction, where a float atomicAdd on shared memory compiles to a
+// compare-and-swap loop that retries wherever footprints overlap (near
+// the k-space centre of radial and spiral trajectories: those loops were
+// most of the spreading time). Each block scales its coils' samples so that
+// one contribution stays under 2^22 and the sum of all of its entries
+// under 2^30 (from each coil's largest |re|, |im| over the block's entries,
+// found first), and converts back to float when it stores. One plane
+// rounds each contribution to 2^-22 of the coil's largest sample (2^-20
+// for a piece of 1024 entries): 1e-6 to 5e-6 of relative error in 3D,
+// where the kernel's taps are small (3D radial at tol 1e-5 measured
+// 1.2e-5 against 8e-6 in float). So below a tolerance of 1e-4 a third
+// plane holds the contributions' rounding remainders, scaled again, the
+// real and the imaginary one in 16 bits each of one integer (one add for
+// both; their sums stay within 15 bits, and a sum of packed pairs is the
+// pair of sums): a further 2^-5 (1024 entries) to 2^-7 (256) of that step
+// and finer for fewer entries. Integer sums are exact and do not depend on
+// the order of the adds, so the spreading is deterministic too.
 //
 // Interpolation (FORWARD) runs one thread per sample in sorted order, so a
 // warp's footprints overlap and its grid reads hit the cache.
@@ -20,6 +39,7 @@
 // The FFT is cuFFT's, uncentred (grid origin 0), unnormalised; deapodizing
 // and cropping (or padding) are one pass each, launched over rows so that no
 // thread divides.
+#include <initializer_list>
 #include <new>
 
 #include "cuda_internal.cuh"
@@ -32,9 +52,20 @@ constexpr int WARPS = THREADS / 32;
 constexpr int BATCH = 256;                     // samples staged per round
 constexpr int MAX_COILS_PER_BLOCK = 8;
 constexpr size_t TILE_BUDGET = size_t(80) << 10; // bytes of tile per block
+// Fixed point: x + MAGIC (1.5 x 2^23) holds round(x) in its low mantissa
+// bits for |x| < 2^22, so one FFMA converts (and rounds) a contribution.
+constexpr float MAGIC = 12582912.0f;
+constexpr int MAGIC_BITS = 0x4B400000;
+constexpr float CONTRIBUTION_BOUND = 4.1e6f; // just under 2^22
+constexpr float SUM_BOUND = 1073741824.0f;   // 2^30: no sum overflows 2^31
+constexpr float REMAINDER_SUM_BOUND = 32767.0f; // a 16-bit half of the third plane
+static_assert(MR_NUFFT_MAX_SUB_ENTRIES <= 16383, "a piece's remainder sums must fit 15 bits");
+// Tolerances below this keep the rounding remainders (the wide tile).
+constexpr double WIDE_BELOW_TOL = 1e-4;
 constexpr int ROW_THREADS = 128;                // deapodize and pad passes
 // A spreading block's shared memory at most: the tile budget (a tile never
-// passes it: 16^3 x 17/16 cells or 32 x 63 cells of one coil is less),
+// passes it: 16^3 x 17/16 cells or 32 x 63 cells of one coil, three planes
+// of 4 bytes, is less),
 // staged samples for 8 coils, kernel taps. Every plan raises the kernels'
 // limit to this same value, so plans of different sizes never undo
 // each other's setting.
@@ -67,6 +98,9 @@ geom_args geom_of(const mr_nufft_geom &g) {
   return a;
 }
 
+// Integer planes of a spreading tile per coil.
+template <bool WIDE> constexpr int PLANES = WIDE ? 3 : 2;
+
 __device__ inline float component(const float4 &v, int d) {
   return d == 0 ? v.x : d == 1 ? v.y : v.z;
 }
@@ -96,51 +130,130 @@ struct spread_args {
   int coils_per_block, pitch0, pitch1, tile_cells;
 };
 
+__device__ __forceinline__ int fixed_point(float x_plus_magic) {
+  return __float_as_int(x_plus_magic) - MAGIC_BITS;
+}
+
+// Adds k v (v: a sample already scaled to fixed point) into a cell of the
+// tile: acc[0] real, acc[cells] imaginary; when WIDE, acc[2 cells] their
+// rounding remainders times `wide`, the real one in the low 16 bits and
+// the imaginary one above.
+template <bool WIDE>
+__device__ __forceinline__ void add_fixed(int *acc, int cells, float k, float2 v, float wide) {
+  float r = fmaf(k, v.x, MAGIC), i = fmaf(k, v.y, MAGIC);
+  atomicAdd(acc, fixed_point(r));
+  atomicAdd(acc + cells, fixed_point(i));
+  if (WIDE) {
+    // the remainder k v - round(k v), exact in one FMA, in [-1/2, 1/2]
+    float rr = fmaf(k, v.x, MAGIC - r), ri = fmaf(k, v.y, MAGIC - i);
+    unsigned lr = unsigned(fixed_point(fmaf(rr, wide, MAGIC)));
+    unsigned li = unsigned(fixed_point(fmaf(ri, wide, MAGIC)));
+    atomicAdd(reinterpret_cast<unsigned *>(acc + 2 * cells), lr + (li << 16));
+  }
+}
+
+// The real and imaginary remainder sums of a packed third-plane cell.
+__device__ __forceinline__ float2 unpack_remainders(int packed) {
+  int re = int(short(packed & 0xffff)); // its sum is within 15 bits
+  return make_float2(float(re), float((packed - re) >> 16));
+}
+
+// i / n for 0 <= i < 4096 and 1 <= n <= 16, given inv = 1 / n to a few
+// ulp: (i + 0.5) / n lies at least 1/32 from an integer, far more than
+// the rounding.
+__device__ __forceinline__ int small_quotient(int i, float inv) {
+  return int((float(i) + 0.5f) * inv);
+}
+
 // One sample's footprint, clipped to the block's bin, added by one warp.
-template <int RANK>
-__device__ __forceinline__ void spread_one(const spread_args &a, const int b0[3], const int ext[3], int4 s,
-                           float4 off, const float2 *vals, int nc, float *ker, float *re,
-                           float *im) {
+template <int RANK, bool WIDE>
+__device__ __forceinline__ void spread_one(const spread_args &a, const int b0[3], const int ext[3],
+                                           int4 s, float4 off, const float2 *vals, int nc,
+                                           float *ker, int *acc, float wide) {
   const int lane = threadIdx.x & 31;
   int lo[3] = {0, 0, 0}, cnt[3] = {1, 1, 1}, tap[3] = {0, 0, 0};
 #pragma unroll
   for (int d = 0; d < RANK; d++)
     cnt[d] = mr_nufft_clip(component(s, d), a.g.w, a.g.nf[d], b0[d], ext[d], &lo[d], &tap[d]);
-  for (int l = lane; l < RANK * MR_NUFFT_MAX_WIDTH; l += 32) {
-    int d = l / MR_NUFFT_MAX_WIDTH, j = l % MR_NUFFT_MAX_WIDTH;
+  // The taps' kernel values, ker[d ks + j], one lane each: a stride of w
+  // where all ranks' taps fit one pass of the warp.
+  const int ks = RANK * a.g.w <= 32 ? a.g.w : MR_NUFFT_MAX_WIDTH;
+  for (int l = lane; l < RANK * ks; l += 32) {
+    int d = (l >= ks) + (l >= 2 * ks), j = l - d * ks;
     if (j < pick(cnt, d))
       ker[l] = mr_nufft_kernel(component(off, d) - float(pick(tap, d) + j), a.g.inv_half_width,
                                a.g.beta);
   }
   __syncwarp();
-  const int total = cnt[0] * cnt[1] * cnt[2];
-  // Lane i takes cell i of the clipped box, x fastest; (i + 0.5) / n in
-  // float is far enough from an integer for the quotient to be exact here
-  // (i < 4096, n <= 16). (Walking z per lane instead, with the x-y kernel
-  // product kept, measured 20% slower: fewer lanes busy on small boxes.)
-  const float inv0 = 1.0f / float(cnt[0]), inv1 = 1.0f / float(cnt[1]);
-  for (int i = lane; i < total; i += 32) {
-    int q = int((float(i) + 0.5f) * inv0), x = i - q * cnt[0], y = q, z = 0;
-    if (RANK == 3) {
-      z = int((float(q) + 0.5f) * inv1);
-      y = q - z * cnt[1];
-    }
-    float k = ker[x] * ker[MR_NUFFT_MAX_WIDTH + y];
-    if (RANK == 3)
-      k *= ker[2 * MR_NUFFT_MAX_WIDTH + z];
-    int cell = ((lo[2] + z) * a.pitch1 + lo[1] + y) * a.pitch0 + lo[0] + x;
-    for (int c = 0; c < nc; c++) {
-      float2 v = vals[c];
-      atomicAdd(&re[c * a.tile_cells + cell], k * v.x);
-      atomicAdd(&im[c * a.tile_cells + cell], k * v.y);
+  // Lane (x, r) takes column x of the clipped box in rows r, r + step, ...
+  // of its cnt[1] x cnt[2] rows (y fastest), step = 32 / cnt[0] rows a
+  // pass (lanes past step cnt[0] idle: at most 4 of 32 up to width 8), so
+  // that it keeps its x tap in a register and steps y and z by adds. (An
+  // earlier walk took cell i = lane, lane + 32, ... of the whole box, two
+  // quotients a cell; walking z per lane, with the x-y kernel product
+  // kept, measured 20% slower: fewer lanes busy on small boxes.)
+  const float inv0 = __fdividef(1.0f, float(cnt[0])), inv1 = __fdividef(1.0f, float(cnt[1]));
+  const int step = small_quotient(32, inv0), r0 = small_quotient(lane, inv0);
+  const int x = lane - r0 * cnt[0], rows = cnt[1] * cnt[2];
+  if (r0 < step) {
+    const float kx = ker[x];
+    // row r = z cnt[1] + y, 0 <= y < cnt[1]; a step of rows adds
+    // step_z planes and step_y rows, with at most one carry
+    const int step_z = RANK == 3 ? small_quotient(step, inv1) : 0;
+    const int step_y = step - step_z * cnt[1];
+    int z = RANK == 3 ? small_quotient(r0, inv1) : 0, y = r0 - z * cnt[1];
+    for (int r = r0; r < rows; r += step) {
+      float k = kx * ker[ks + y];
+      if (RANK == 3)
+        k *= ker[2 * ks + z];
+      int cell = ((lo[2] + z) * a.pitch1 + lo[1] + y) * a.pitch0 + lo[0] + x;
+      for (int c = 0; c < nc; c++)
+        add_fixed<WIDE>(acc + c * PLANES<WIDE> * a.tile_cells + cell, a.tile_cells, k, vals[c],
+                        wide);
+      y += step_y;
+      z += step_z;
+      if (RANK == 3 && y >= cnt[1]) {
+        y -= cnt[1];
+        z++;
+      }
     }
   }
   __syncwarp();
 }
 
-template <int RANK>
+// Each coil's largest |re| or |im| over the entries of a subproblem, as
+// float bits (non-negative floats order as their bits), into peak[c]
+// (zeroed by the caller).
+__device__ void coil_peaks(const spread_args &a, int4 sub, int c0, int nc, unsigned *peak) {
+  unsigned m[MAX_COILS_PER_BLOCK];
+#pragma unroll
+  for (int c = 0; c < MAX_COILS_PER_BLOCK; c++)
+    m[c] = 0;
+  for (int e = sub.y + threadIdx.x; e < sub.z; e += THREADS) {
+    const float2 *v = a.in + size_t(c0) * a.npoints + a.pos[a.entries[e]].w;
+#pragma unroll
+    for (int c = 0; c < MAX_COILS_PER_BLOCK; c++)
+      if (c < nc) {
+        float2 u = v[size_t(c) * a.npoints];
+        m[c] = max(m[c], __float_as_uint(fmaxf(fabsf(u.x), fabsf(u.y))));
+      }
+  }
+#pragma unroll
+  for (int c = 0; c < MAX_COILS_PER_BLOCK; c++)
+    if (c < nc) { // the same for the whole block
+      unsigned w = m[c];
+      for (int o = 16; o > 0; o >>= 1)
+        w = max(w, __shfl_xor_sync(0xffffffffu, w, o));
+      if ((threadIdx.x & 31) == 0 && w != 0)
+        atomicMax(&peak[c], w);
+    }
+}
+
+template <int RANK, bool WIDE>
 __global__ void __launch_bounds__(THREADS) spread_kernel(spread_args a) {
   extern __shared__ float4 shared4[];
+  __shared__ unsigned peak[MAX_COILS_PER_BLOCK];
+  __shared__ float scale[MAX_COILS_PER_BLOCK], unscale[MAX_COILS_PER_BLOCK];
   const int4 sub = a.subs[blockIdx.x];
   const int c0 = blockIdx.y * a.coils_per_block;
   const int nc = min(a.coils_per_block, a.nvec - c0);
@@ -148,15 +261,31 @@ __global__ void __launch_bounds__(THREADS) spread_kernel(spread_args a) {
   int b0[3], ext[3];
   bin_box(a.g, sub.x, b0, ext);
 
-  float *re = reinterpret_cast<float *>(shared4);
-  float *im = re + cb * a.tile_cells;
-  int4 *spos = reinterpret_cast<int4 *>(im + cb * a.tile_cells); // tile_cells % 4 == 0
+  // [coil][plane][cell]: real, imaginary (, their remainders)
+  int *acc = reinterpret_cast<int *>(shared4);
+  int4 *spos = reinterpret_cast<int4 *>(acc + PLANES<WIDE> * cb * a.tile_cells); // cells % 4 == 0
   float4 *soff = reinterpret_cast<float4 *>(spos + BATCH);
   float2 *sval = reinterpret_cast<float2 *>(soff + BATCH);
   float *ker = reinterpret_cast<float *>(sval + BATCH * cb) + warp * 3 * MR_NUFFT_MAX_WIDTH;
 
-  for (int i = tid; i < 2 * cb * a.tile_cells; i += THREADS)
-    re[i] = 0.0f;
+  for (int i = tid; i < PLANES<WIDE> * cb * a.tile_cells; i += THREADS)
+    acc[i] = 0;
+  if (tid < MAX_COILS_PER_BLOCK)
+    peak[tid] = 0;
+  __syncthreads();
+  coil_peaks(a, sub, c0, nc, peak);
+  // A cell takes at most one contribution per entry, each at most the
+  // coil's peak (the kernel is at most 1).
+  const float entries = float(max(sub.z - sub.y, 1));
+  const float bound = fminf(CONTRIBUTION_BOUND, SUM_BOUND / entries);
+  // and a remainder at most 1/2 of the wide scale, rounded
+  const float wide = fmaxf(REMAINDER_SUM_BOUND / entries - 1.0f, 1.0f);
+  __syncthreads();
+  if (tid < nc) {
+    float m = __uint_as_float(peak[tid]);
+    scale[tid] = m > 0.0f ? bound / m : 0.0f;
+    unscale[tid] = m / bound;
+  }
   for (int first = sub.y; first < sub.z; first += BATCH) {
     const int nb = min(BATCH, sub.z - first);
     __syncthreads(); // the tile is zeroed, the last round's samples are used
@@ -168,15 +297,17 @@ __global__ void __launch_bounds__(THREADS) spread_kernel(spread_args a) {
     __syncthreads();
     for (int i = tid; i < nb * nc; i += THREADS) {
       int e = i % nb, c = i / nb;
-      sval[e * cb + c] = a.in[size_t(c0 + c) * a.npoints + spos[e].w];
+      float2 v = a.in[size_t(c0 + c) * a.npoints + spos[e].w];
+      sval[e * cb + c] = make_float2(v.x * scale[c], v.y * scale[c]);
     }
     __syncthreads();
     for (int e = warp; e < nb; e += WARPS)
-      spread_one<RANK>(a, b0, ext, spos[e], soff[e], sval + e * cb, nc, ker, re, im);
+      spread_one<RANK, WIDE>(a, b0, ext, spos[e], soff[e], sval + e * cb, nc, ker, acc, wide);
   }
   __syncthreads();
 
   const bool split = sub.w != 0;
+  const float inv_wide = 1.0f / wide;
   for (int row = warp; row < ext[1] * ext[2]; row += WARPS) {
     int y = row % ext[1], z = row / ext[1];
     size_t base = (size_t(b0[2] + z) * a.g.nf[1] + b0[1] + y) * a.g.nf[0] + b0[0];
@@ -184,7 +315,15 @@ __global__ void __launch_bounds__(THREADS) spread_kernel(spread_args a) {
     for (int x = threadIdx.x & 31; x < ext[0]; x += 32)
       for (int c = 0; c < nc; c++) {
         float2 *dst = a.grid + size_t(c0 + c) * a.grid_size + base + x;
-        float vr = re[c * a.tile_cells + tbase + x], vi = im[c * a.tile_cells + tbase + x];
+        const int *q = acc + c * PLANES<WIDE> * a.tile_cells + tbase + x;
+        float vr = float(q[0]), vi = float(q[a.tile_cells]);
+        if (WIDE) {
+          float2 rem = unpack_remainders(q[2 * a.tile_cells]);
+          vr += rem.x * inv_wide;
+          vi += rem.y * inv_wide;
+        }
+        vr *= unscale[c];
+        vi *= unscale[c];
         if (split) {
           atomicAdd(&dst->x, vr);
           atomicAdd(&dst->y, vi);
@@ -353,10 +492,9 @@ int launch_spread(const mr_nufft_plan *p, mr_cuda_ctx *c, const float2 *in, int 
     MR_LAUNCHED(zero_split_bins);
   }
   dim3 blocks(unsigned(pts.nsubs), unsigned((nvec + a.coils_per_block - 1) / a.coils_per_block));
-  if (p->geom.rank == 2)
-    spread_kernel<2><<<blocks, THREADS, s->smem, c->compute>>>(a);
-  else
-    spread_kernel<3><<<blocks, THREADS, s->smem, c->compute>>>(a);
+  auto kernel = p->geom.rank == 2 ? (s->wide ? spread_kernel<2, true> : spread_kernel<2, false>)
+                                  : (s->wide ? spread_kernel<3, true> : spread_kernel<3, false>);
+  kernel<<<blocks, THREADS, s->smem, c->compute>>>(a);
   MR_LAUNCHED(spread_kernel);
   return 0;
 }
@@ -493,7 +631,8 @@ int mr_nufft_cuda_create(mr_nufft_plan *p) {
   s->pitch[0] = g.rank == 2 ? g.bin[0] + ((g.width - g.bin[0]) % 32 + 32) % 32 : g.bin[0] + 1;
   s->pitch[1] = g.bin[1];
   s->tile_cells = (s->pitch[0] * s->pitch[1] * g.bin[2] + 3) / 4 * 4;
-  size_t per_coil = size_t(s->tile_cells) * sizeof(float2);
+  s->wide = p->opts.tol < WIDE_BELOW_TOL;
+  size_t per_coil = size_t(s->tile_cells) * (s->wide ? PLANES<true> : PLANES<false>) * sizeof(int);
   size_t fit = TILE_BUDGET / per_coil;
   size_t cb = fit < p->batch ? fit : p->batch;
   s->coils_per_block = int(cb < 1 ? 1 : cb > MAX_COILS_PER_BLOCK ? MAX_COILS_PER_BLOCK : cb);
@@ -508,10 +647,10 @@ int mr_nufft_cuda_create(mr_nufft_plan *p) {
   p->impl = s;
   int rc = mr_on_worker(p->dev, [&] {
     mr_cuda_ctx *c = mr_device_cuda(p->dev);
-    MR_CU(cudaFuncSetAttribute(spread_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               int(MAX_SMEM)));
-    MR_CU(cudaFuncSetAttribute(spread_kernel<3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               int(MAX_SMEM)));
+    for (auto kernel : {spread_kernel<2, false>, spread_kernel<2, true>, spread_kernel<3, false>,
+                        spread_kernel<3, true>})
+      MR_CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 int(MAX_SMEM)));
     size_t dbytes = (size_t(g.n[0]) + g.n[1] + g.n[2]) * sizeof(float);
     int r = mr_cuda_alloc(c, reinterpret_cast<void **>(&s->grid),
                           grid_cells(g) * p->batch * sizeof(float2));

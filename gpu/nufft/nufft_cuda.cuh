@@ -27,6 +27,7 @@ struct mr_nufft_cuda {
   int coils_per_block = 1; // of the spreading tile
   int pitch[2] = {0, 0};   // tile row and plane pitch (cells)
   int tile_cells = 0;      // per coil, a multiple of 4
+  bool wide = false;       // tile keeps rounding remainders (nufft_cuda.cu)
   size_t smem = 0;         // spreading block's shared memory
 };
 

@@ -117,10 +117,9 @@ static int time_upsampling(mr_device *dev, const mr_nufft_opts *o, double sigma,
     rc = mr_buf_create(dev, nsamples * sizeof(mr_cfloat), &samples);
   if (rc == 0)
     rc = mr_buf_create(dev, nimage * sizeof(mr_cfloat), &image);
-  /* Samples of 1, not 0: adding zeros never makes the spreading's shared
-   * float atomics (compare-and-swap loops) retry, so zeros would time the
-   * crowded bins of radial and spiral trajectories as if nothing
-   * contended, and favour the smaller grids where they contend most. */
+  /* Samples of 1, not 0: data, not silence, as the transforms will see
+   * (the spreading scales each coil by its largest sample; a silent coil
+   * is a degenerate case). */
   mr_cfloat *ones = rc == 0 ? malloc(nsamples * sizeof *ones) : NULL;
   if (rc == 0 && ones == NULL)
     rc = mr_fail(MR_ENOMEM, "nufft: out of memory");

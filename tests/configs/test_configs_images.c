@@ -3,7 +3,10 @@
  * runs it) and the images must match the ones stored in
  * tests/data/config_images/ to 1e-5 relative (L2). The stored images were
  * made by the chains before the streaming work (CPU path; the realtime
- * configs' when they were added); the GPU run
+ * configs' when they were added; iterative's and realtime_cg's again when
+ * the NUFFT kernel's exponent lost its cancellation, a 3e-7 change in its
+ * values that their CG solves carried to 2e-4 and, through the maps' mask,
+ * 9e-3); the GPU run
  * (MR_TEST_GPUS=all, ctest label gpu) is held to the same references
  * (the iterative configs more loosely: see cases[]).
  *
