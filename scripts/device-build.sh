@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The check on the GPU device machine, part 1 (here): builds for the H100
 # (sm_90, Release) into build-device/ what the named areas run, stages it in
-# build-device/stage/ (bin/ for the servers and tools, tests/ for the test
+# build-device/stage/ (programs.tar.xz: bin/ for the servers and tools, tests/ for the test
 # programs, as MR_BINARY_DIR expects) and bundles their shared libraries -
 # and ISMRMRD's reference tools with theirs, which that machine lacks - into
 # stage/libs.tar.xz (compressed: OpenBLAS and ICU alone would overrun the
@@ -67,6 +67,12 @@ echo "$areas" | tr ' ' '\n' | sed '/^$/d' >"$stage/areas"
 for t in $gpu_tests; do # the gpu/ tests whose CUDA group the tests area runs
   [ -x "$stage/tests/$t" ] && echo "$t"
 done >"$stage/gpu-tests"
+# The programs as one xz stream with a dictionary larger than all of them:
+# each links the same CUDA kernels, so the copies compress to almost
+# nothing (every area: 40 MB of programs in 2 MB), where the folders alone
+# would overrun the 64 MiB a run may carry. device-run.sh unpacks them.
+tar -cf - -C "$stage" bin tests | xz -9 -T1 >"$stage/programs.tar.xz"
+rm -rf "$stage/bin" "$stage/tests"
 du -sh "$stage"
 
 cat <<CALL

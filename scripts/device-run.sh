@@ -47,11 +47,13 @@ for a in $areas; do
 done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-mkdir "$tmp/libs" && tar -xJf "$stage/libs.tar.xz" -C "$tmp/libs"
+mkdir "$tmp/libs" "$tmp/programs" && tar -xJf "$stage/libs.tar.xz" -C "$tmp/libs" &&
+  tar -xJf "$stage/programs.tar.xz" -C "$tmp/programs" || exit 1
 export LD_LIBRARY_PATH=$tmp/libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export PATH=$stage/bin:$PATH MR_SOURCE_DIR=$PWD MR_BINARY_DIR=$stage
-bin=$stage/bin
-tests=$stage/tests
+# MR_BINARY_DIR: where the tests look for bin/ and tests/ (unpacked, not the stage)
+export PATH=$tmp/programs/bin:$PATH MR_SOURCE_DIR=$PWD MR_BINARY_DIR=$tmp/programs
+bin=$tmp/programs/bin
+tests=$tmp/programs/tests
 
 {
   nvidia-smi -L
@@ -124,7 +126,7 @@ area_e2e() {
   # shellcheck disable=SC1091,SC2154 # server.sh sets $server and $port
   (
     . "$PWD/tests/support/server.sh"
-    GPUS=all start_server "$stage" "$PWD/configs" || exit 1
+    GPUS=all start_server "$tmp/programs" "$PWD/configs" || exit 1
     step "mr-load 32 x 20 (GPU server)" 300 "$out/load.json" "$bin/mr-load" -p "$port" -c 32 -n 20
     kill -TERM "$server"; wait "$server"
     cp "$tmp/server.log" "$out/server-load.log"
@@ -229,7 +231,7 @@ area_multigpu() {
     # shellcheck disable=SC1091,SC2154 # server.sh sets $server and $port
     (
       . "$PWD/tests/support/server.sh"
-      GPUS=$list start_server "$stage" "$PWD/configs" || exit 1
+      GPUS=$list start_server "$tmp/programs" "$PWD/configs" || exit 1
       step "mr-load 32 x 20 --gpus $list" 300 "$out/load-$tag.json" "$bin/mr-load" -p "$port" \
         -c 32 -n 20 -m 256 -k 16
       kill -TERM "$server"; wait "$server"
