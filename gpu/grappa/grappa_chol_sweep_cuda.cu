@@ -25,13 +25,17 @@ namespace {
 
 constexpr int NB = MR_GRAPPA_CHOL_TILE;
 constexpr int THREADS = 256;
-constexpr int PR = 32;           // rows per piece of a product
+#ifndef MR_GRAPPA_SWEEP_PR
+#define MR_GRAPPA_SWEEP_PR 16
+#endif
+constexpr int PR = MR_GRAPPA_SWEEP_PR; // rows per piece of a product
+constexpr int RPT = PR / 16;           // of them per thread
 constexpr int COLS = NB / 4;     // columns per thread in the diagonal tile
 constexpr int LDY = NB + 1;       // the tile in shared memory, padded: no bank conflicts
 constexpr size_t SHARED = (size_t(NB) * LDY + size_t(PR) * NB) * sizeof(double2);
 
 static_assert(THREADS == 4 * NB, "the diagonal tile takes four threads a row");
-static_assert(THREADS == 16 * PR / 2, "a product takes 16 threads a row pair");
+static_assert(THREADS == 256 && PR % 16 == 0, "a product takes 16 threads a column");
 
 // c + a conj(b)
 __device__ inline double2 add_mul_conj(double2 c, double2 a, double2 b) {
@@ -60,7 +64,8 @@ __device__ bool factor_invert_tile(const double2 *g, int na, int k0, double2 *in
 #pragma unroll
   for (int t = 0; t < COLS; t++) {
     const int q = grp + 4 * t;
-    z[t] = q <= r ? blk[size_t(q) * na + r] : make_double2(0.0, 0.0);
+    // past L1: with the look-ahead, other blocks wrote the tile just now
+    z[t] = q <= r ? __ldcg(blk + size_t(q) * na + r) : make_double2(0.0, 0.0);
   }
   bool bad = false;
   for (int c = 0; c < NB; c++) {
@@ -83,28 +88,29 @@ __device__ bool factor_invert_tile(const double2 *g, int na, int k0, double2 *in
     }
     if (threadIdx.x == 0)
       piv[c] = d;
-    if (r > c) {
-      const double s = -1.0 / d;
-      const double2 a = col[b + r];
-      const double2 f = make_double2(a.x * s, a.y * s); // -a_rc / a_cc
+    // Selects, no branches: the rows of a warp differ in which of their
+    // columns take part, and divergent branches in this loop made the
+    // tile cost about 110 us on the H100.
+    const bool below = r > c;
+    const double s = -1.0 / d;
+    const double2 a = col[b + r];
+    const double2 f = make_double2(a.x * s, a.y * s); // -a_rc / a_cc
+    // column c turns into y: y_rc = 0 - f y_cc below the pivot, y_cc = 1
+    const double2 yc = below ? f : make_double2(1.0, 0.0);
+    const bool turn = r >= c;
 #pragma unroll
-      for (int t = 0; t < COLS; t++) {
-        const int q = grp + 4 * t;
-        if (q == c) {
-          z[t] = f; // y_rc = 0 - f y_cc, y_cc = 1
-        } else if (q < c || q <= r) {
-          // q < c: y_rq += f y_cq; q > c: a_rq += f conj(a_qc)
-          const double2 v = (q < c ? row : col)[b + q];
-          const double vy = q < c ? v.y : -v.y;
-          z[t].x += f.x * v.x - f.y * vy;
-          z[t].y += f.x * vy + f.y * v.x;
-        }
-      }
-    } else if (r == c) {
-#pragma unroll
-      for (int t = 0; t < COLS; t++)
-        if (grp + 4 * t == c)
-          z[t] = make_double2(1.0, 0.0);
+    for (int t = 0; t < COLS; t++) {
+      const int q = grp + 4 * t;
+      // q < c: y_rq += f y_cq; c < q <= r: a_rq += f conj(a_qc)
+      const bool y_part = q < c;
+      const double2 v = (y_part ? row : col)[b + q];
+      const double vy = y_part ? v.y : -v.y;
+      const double nx = fma(f.x, v.x, fma(-f.y, vy, z[t].x));
+      const double ny = fma(f.x, vy, fma(f.y, v.x, z[t].y));
+      const bool update = below && (y_part || (q > c && q <= r));
+      const bool turned = turn && q == c;
+      z[t].x = turned ? yc.x : update ? nx : z[t].x;
+      z[t].y = turned ? yc.y : update ? ny : z[t].y;
     }
   }
   __syncthreads(); // piv complete
@@ -121,10 +127,10 @@ __device__ bool factor_invert_tile(const double2 *g, int na, int k0, double2 *in
 
 // acc = X Y^H for the piece X (PR x NB: X(r, m) = x[m ldx + r]) and the
 // tile Y (NB x NB: Y(q, m) = y[m ldy + q], or, adjoint, conj(y[q ldy + m])),
-// both through shared memory. Thread (tr, cg) gets rows tr, tr + 16 and
+// both through shared memory. Thread (tr, cg) gets rows tr + 16 h and
 // columns cg + 16 u.
 __device__ void piece_product(const double2 *x, int ldx, const double2 *y, int ldy,
-                              bool adjoint, double2 *sh, double2 acc[2][4]) {
+                              bool adjoint, double2 *sh, double2 acc[RPT][4]) {
   double2 *ys = sh, *xs = sh + NB * LDY;
   __syncthreads(); // the last product is done with sh
   for (int e = threadIdx.x; e < NB * NB; e += THREADS) {
@@ -141,27 +147,31 @@ __device__ void piece_product(const double2 *x, int ldx, const double2 *y, int l
   __syncthreads();
   const int tr = threadIdx.x % 16, cg = threadIdx.x / 16;
 #pragma unroll
-  for (int h = 0; h < 2; h++)
+  for (int h = 0; h < RPT; h++)
 #pragma unroll
     for (int u = 0; u < 4; u++)
       acc[h][u] = make_double2(0.0, 0.0);
 #pragma unroll 4
   for (int m = 0; m < NB; m++) {
-    const double2 x0 = xs[m * PR + tr], x1 = xs[m * PR + tr + 16];
+    double2 xr[RPT];
+#pragma unroll
+    for (int h = 0; h < RPT; h++)
+      xr[h] = xs[m * PR + tr + 16 * h];
 #pragma unroll
     for (int u = 0; u < 4; u++) {
       const double2 v = ys[m * LDY + cg + 16 * u];
-      acc[0][u] = add_mul_conj(acc[0][u], x0, v);
-      acc[1][u] = add_mul_conj(acc[1][u], x1, v);
+#pragma unroll
+      for (int h = 0; h < RPT; h++)
+        acc[h][u] = add_mul_conj(acc[h][u], xr[h], v);
     }
   }
 }
 
 // The piece C (PR x NB at c, ld ldc) = acc, or -= acc.
-__device__ void piece_store(double2 *c, int ldc, const double2 acc[2][4], bool subtract) {
+__device__ void piece_store(double2 *c, int ldc, const double2 acc[RPT][4], bool subtract) {
   const int tr = threadIdx.x % 16, cg = threadIdx.x / 16;
 #pragma unroll
-  for (int h = 0; h < 2; h++)
+  for (int h = 0; h < RPT; h++)
 #pragma unroll
     for (int u = 0; u < 4; u++) {
       double2 *p = c + size_t(cg + 16 * u) * ldc + tr + 16 * h;
@@ -181,6 +191,7 @@ struct sweep_args {
   int upieces;  // of them below ns: ceil(nt / PR)
   double2 *inv; // ns / NB tiles of NB^2
   int *status;
+  int *ready;   // look-ahead: diagonal pieces updated so far
   unsigned long long *stamps; // per barrier, %globaltimer of block 0 (or null)
 };
 
@@ -192,26 +203,63 @@ __device__ inline void stamp(const sweep_args &a, int n) {
   }
 }
 
+#ifndef MR_GRAPPA_SWEEP_LOOKAHEAD
+#define MR_GRAPPA_SWEEP_LOOKAHEAD 1
+#endif
+
+// Item it of the trailing update at step k: a piece of column tile j > k,
+// counted from the diagonal down, loses L_ik L_jk^H.
+__device__ void update_item(const sweep_args &a, int k, int it, double2 *sh,
+                            double2 acc[RPT][4]) {
+  const int k0 = k * NB, na = a.na;
+  int j = k + 1, rest = it;
+  while (rest >= a.pieces - j * NB / PR) {
+    rest -= a.pieces - j * NB / PR;
+    j++;
+  }
+  const int r0 = (j * NB / PR + rest) * PR;
+  double2 *g = a.g;
+  piece_product(g + size_t(k0) * na + r0, na, g + size_t(k0) * na + j * NB, na, false, sh, acc);
+  piece_store(g + size_t(j) * NB * na + r0, na, acc, true);
+}
+
+__device__ void diag(const sweep_args &a, int k, double2 *sh) {
+  if (!factor_invert_tile(a.g, a.na, k * NB, a.inv + size_t(k) * NB * NB, sh) &&
+      threadIdx.x == 0)
+    atomicOr(a.status, 1);
+}
+
 __global__ void __launch_bounds__(THREADS, 1) chol_sweep(sweep_args a) {
   extern __shared__ double2 sh[];
   cg::grid_group grid = cg::this_grid();
-  const int tiles = a.ns / NB, na = a.na;
+  const int tiles = a.ns / NB, na = a.na, dp = NB / PR; // dp: pieces of a diagonal tile
+  // Look-ahead: the pieces of the next diagonal tile are updated first (by
+  // blocks 0 .. dp - 1), and block 0, once they are, factors that tile
+  // while the other blocks update the rest.
+  const bool ahead = MR_GRAPPA_SWEEP_LOOKAHEAD && int(gridDim.x) > dp;
   double2 *g = a.g;
-  double2 acc[2][4];
+  double2 acc[RPT][4];
   int n = 0;
   stamp(a, n++);
+  if (blockIdx.x == 0) {
+    if (threadIdx.x == 0)
+      *a.ready = 0; // others touch it after the barrier below
+    diag(a, 0, sh);
+  }
   for (int k = 0; k < tiles; k++) {
     const int k0 = k * NB;
-    double2 *inv = a.inv + size_t(k) * NB * NB;
-    if (blockIdx.x == 0 && !factor_invert_tile(g, na, k0, inv, sh) && threadIdx.x == 0)
-      atomicOr(a.status, 1);
-    grid.sync();
+    if (k > 0 && !ahead) {
+      if (blockIdx.x == 0)
+        diag(a, k, sh);
+    }
+    if (k == 0 || !ahead)
+      grid.sync();
     stamp(a, n++);
     // panel: pieces below the tile
     const int first = (k0 + NB) / PR;
     for (int it = blockIdx.x; it < a.pieces - first; it += gridDim.x) {
       double2 *x = g + size_t(k0) * na + size_t(first + it) * PR;
-      piece_product(x, na, inv, NB, false, sh, acc);
+      piece_product(x, na, a.inv + size_t(k) * NB * NB, NB, false, sh, acc);
       piece_store(x, na, acc, false);
     }
     grid.sync();
@@ -220,16 +268,31 @@ __global__ void __launch_bounds__(THREADS, 1) chol_sweep(sweep_args a) {
     int items = 0;
     for (int j = k + 1; j < tiles; j++)
       items += a.pieces - j * NB / PR;
-    for (int it = blockIdx.x; it < items; it += gridDim.x) {
-      int j = k + 1, rest = it;
-      while (rest >= a.pieces - j * NB / PR) {
-        rest -= a.pieces - j * NB / PR;
-        j++;
+    if (ahead && k + 1 < tiles) {
+      if (int(blockIdx.x) < dp)
+        update_item(a, k, blockIdx.x, sh, acc);
+      if (blockIdx.x == 0) {
+        if (threadIdx.x == 0) {
+          const int want = (k + 1) * (dp - 1);
+          while (*reinterpret_cast<volatile int *>(a.ready) < want)
+            ;
+          __threadfence();
+        }
+        __syncthreads();
+        diag(a, k + 1, sh);
+      } else {
+        if (int(blockIdx.x) < dp) {
+          __threadfence();
+          __syncthreads();
+          if (threadIdx.x == 0)
+            atomicAdd(a.ready, 1);
+        }
+        for (int it = dp + blockIdx.x - 1; it < items; it += gridDim.x - 1)
+          update_item(a, k, it, sh, acc);
       }
-      const int r0 = (j * NB / PR + rest) * PR;
-      piece_product(g + size_t(k0) * na + r0, na, g + size_t(k0) * na + j * NB, na, false, sh,
-                    acc);
-      piece_store(g + size_t(j) * NB * na + r0, na, acc, true);
+    } else {
+      for (int it = blockIdx.x; it < items; it += gridDim.x)
+        update_item(a, k, it, sh, acc);
     }
     grid.sync();
     stamp(a, n++);
@@ -282,7 +345,7 @@ int mr_grappa_chol_sweep_init(int *grid) {
 int mr_grappa_chol_sweep_stamps(int ns) { return 4 * (ns / NB) + 1; }
 
 int mr_grappa_chol_sweep(mr_cuda_ctx *c, int grid, double2 *g, int na, int ns, int nt, int nseg,
-                         size_t seg_stride, double2 *inv, int *status,
+                         size_t seg_stride, double2 *inv, int *status, int *ready,
                          unsigned long long *stamps) {
   if (grid < 1)
     return mr_fail(MR_EINVAL, "grappa: no block of the solve fits on the device");
@@ -294,6 +357,7 @@ int mr_grappa_chol_sweep(mr_cuda_ctx *c, int grid, double2 *g, int na, int ns, i
                  (nt + PR - 1) / PR,
                  inv + size_t(s) * (ns / NB) * NB * NB,
                  status,
+                 ready,
                  s == 0 ? stamps : nullptr};
     void *args[] = {&a};
     MR_CU(cudaLaunchCooperativeKernel(reinterpret_cast<const void *>(chol_sweep), dim3(grid),

@@ -36,7 +36,10 @@ constexpr int SELECT_THREADS = 1024;
 constexpr int TILE = MR_GRAPPA_CHOL_TILE;
 // The fused solve runs as one cooperative kernel up to this many column
 // tiles, through the library above.
-constexpr int SWEEP_MAX_TILES = 1000;
+#ifndef MR_GRAPPA_SWEEP_MAX_TILES
+#define MR_GRAPPA_SWEEP_MAX_TILES 24
+#endif
+constexpr int SWEEP_MAX_TILES = MR_GRAPPA_SWEEP_MAX_TILES;
 
 int round_up(int n, int m) { return (n + m - 1) / m * m; }
 
@@ -73,6 +76,7 @@ struct scratch {
   int sweep_grid = 0;                    // fused: blocks of the solve's kernel
   const double2 **ptrs = nullptr;        // batched-GEMM pointer arrays
   int *status = nullptr;                 // [0]: flags; [1 + s]: potrf info (hybrid)
+  int *ready = nullptr;                  // fused: the solve kernel's counter
   cuDoubleComplex *potrf_work = nullptr; // hybrid: cuSOLVER's workspace
   int potrf_lwork = 0;
   // The calibration as a CUDA graph, replayed while the arguments repeat;
@@ -492,7 +496,7 @@ template <class T> int alloc(mr_cuda_ctx *c, T **p, size_t count) {
 
 void release(mr_cuda_ctx *c, scratch *s) {
   void *all[] = {s->line_power, s->col_power, s->psi, s->discard, s->dropped, s->zs, s->zt,
-                 s->fs, s->ft, s->gm, s->corr, s->inv, s->wsol, s->stamps, s->ptrs, s->status,
+                 s->fs, s->ft, s->gm, s->corr, s->inv, s->wsol, s->stamps, s->ptrs, s->status, s->ready,
                  s->potrf_work};
   if (s->exec != nullptr)
     cudaGraphExecDestroy(s->exec);
@@ -590,14 +594,15 @@ int create(mr_cuda_ctx *c, mr_grappa_plan *p, scratch *s) {
     rc = alloc(c, &s->potrf_work, size_t(std::max(s->potrf_lwork, 1)));
   }
   if (rc == 0 && p->opts.method == MR_GRAPPA_FUSED) {
-    if ((rc = mr_grappa_chol_sweep_init(&s->sweep_grid)) < 0 ||
-        (rc = alloc(c, &s->stamps, size_t(mr_grappa_chol_sweep_stamps(f.ns)))) < 0)
+    if ((rc = alloc(c, &s->inv, size_t(f.ns) * TILE * g.nseg)) < 0 ||
+        (rc = mr_grappa_chol_sweep_init(&s->sweep_grid)) < 0 ||
+        (rc = alloc(c, &s->stamps, size_t(mr_grappa_chol_sweep_stamps(f.ns)))) < 0 ||
+        (rc = alloc(c, &s->ready, 1)) < 0)
       return rc;
     s->sweep = f.ns / TILE <= SWEEP_MAX_TILES;
     if (s->sweep)
       return fill_pointers(c, g, s);
     if ((rc = mr_grappa_chol_init()) < 0 ||
-        (rc = alloc(c, &s->inv, size_t(f.ns) * TILE * g.nseg)) < 0 ||
         (rc = alloc(c, &s->wsol, size_t(f.ns) * nt * g.nseg)) < 0)
       return rc;
     MR_CU(cudaStreamCreateWithFlags(&s->side.stream, cudaStreamNonBlocking));
@@ -703,7 +708,7 @@ int fused_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs, siz
     }
   } else if (s->sweep) {
     if ((rc = mr_grappa_chol_sweep(c, s->sweep_grid, s->gm, f.na, f.ns, nt, g.nseg, gsize, s->inv,
-                                   s->status, s->stamps)) < 0)
+                                   s->status, s->ready, s->stamps)) < 0)
       return rc;
   } else if ((rc = mr_grappa_chol_factor(c, s->side, s->gm, f.na, f.ns, g.nseg, gsize,
                                          s->status)) < 0 ||
