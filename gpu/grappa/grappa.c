@@ -234,15 +234,6 @@ int mr_grappa_calibrate_steps(mr_grappa_plan *p, const mr_cfloat *acs, size_t co
   return mr_grappa_cpu_calibrate(p, acs, coil_stride, weights, build_ms, solve_ms);
 }
 
-int mr_grappa_solve_phases_of(mr_grappa_plan *p, mr_grappa_solve_phases *out) {
-  *out = (mr_grappa_solve_phases){0, 0, 0, 0, 0};
-#ifdef MR_HAVE_CUDA
-  if (mr_device_is_gpu(p->dev) && p->opts.method == MR_GRAPPA_FUSED)
-    return mr_grappa_cuda_phases(p, out);
-#endif
-  return mr_fail(MR_EINVAL, "grappa: phases are timed for the fused method on a GPU only");
-}
-
 int mr_grappa_status(mr_grappa_plan *p) {
   (void)p;
 #ifdef MR_HAVE_CUDA

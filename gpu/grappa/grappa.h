@@ -111,20 +111,6 @@ int mr_grappa_calibrate(mr_grappa_plan *plan, const mr_cfloat *acs, size_t coil_
 int mr_grappa_calibrate_steps(mr_grappa_plan *plan, const mr_cfloat *acs, size_t coil_stride,
                               mr_cfloat *weights, double *build_ms, double *solve_ms);
 
-/* The fused method's solve on a GPU, phase by phase, from the last
- * calibration (waited for): the solve is one kernel (up to a size; beyond
- * it the library chain, which reports MR_EINVAL here, as do other methods
- * and devices) whose block 0 stamps the GPU clock at every grid-wide
- * barrier. Per column tile of 64 (steps of them): factoring and inverting
- * the diagonal tile, the panel below it, the trailing update; then the
- * backward solve's steps. Microseconds summed over the steps, segment 0.
- * For benchmarks. */
-typedef struct mr_grappa_solve_phases {
-  int steps;
-  double diag_us, panel_us, update_us, backward_us;
-} mr_grappa_solve_phases;
-int mr_grappa_solve_phases_of(mr_grappa_plan *plan, mr_grappa_solve_phases *out);
-
 /* Waits for the plan's device and returns MR_ENUMERIC (with a detail line)
  * when the last calibration met a non-positive-definite system, else 0. */
 int mr_grappa_status(mr_grappa_plan *plan);

@@ -41,25 +41,4 @@ int mr_grappa_chol_factor(mr_cuda_ctx *c, const mr_grappa_chol_side &side, doubl
 int mr_grappa_chol_solve(mr_cuda_ctx *c, double2 *g, int na, int ns, int nt, int nseg,
                          size_t seg_stride, double2 *inv, double2 *w, int ldw);
 
-// The solve in one cooperative kernel (grappa_chol_sweep_cuda.cu): once
-// per device, lets the kernel take its shared memory and sets *grid to the
-// blocks that fit on the device at once.
-int mr_grappa_chol_sweep_init(int *grid);
-
-// Entries of the stamps array below for ns columns.
-int mr_grappa_chol_sweep_stamps(int ns);
-
-// For each segment as mr_grappa_chol_factor and mr_grappa_chol_solve
-// together, but W (nt x ns) lands in place of G21 (rows ns .. ns + nt of
-// g, leading dimension na), the diagonal tiles of g are left unspecified,
-// and nothing of L_kk is kept but its inverse (in inv). ready: one int of
-// device memory the kernel's blocks count on. stamps (device,
-// may be null) receives for segment 0 the %globaltimer (ns) at the start
-// and after every phase: per column tile diagonal, panel, update, then
-// the backward solve's ns / TILE phases. One launch per segment on the
-// compute stream, grid blocks (from mr_grappa_chol_sweep_init).
-int mr_grappa_chol_sweep(mr_cuda_ctx *c, int grid, double2 *g, int na, int ns, int nt, int nseg,
-                         size_t seg_stride, double2 *inv, int *status, int *ready,
-                         unsigned long long *stamps);
-
 #endif

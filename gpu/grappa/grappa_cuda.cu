@@ -34,12 +34,6 @@ namespace {
 constexpr int THREADS = 256;
 constexpr int SELECT_THREADS = 1024;
 constexpr int TILE = MR_GRAPPA_CHOL_TILE;
-// The fused solve runs as one cooperative kernel up to this many column
-// tiles, through the library above.
-#ifndef MR_GRAPPA_SWEEP_MAX_TILES
-#define MR_GRAPPA_SWEEP_MAX_TILES 24
-#endif
-constexpr int SWEEP_MAX_TILES = MR_GRAPPA_SWEEP_MAX_TILES;
 
 int round_up(int n, int m) { return (n + m - 1) / m * m; }
 
@@ -70,13 +64,9 @@ struct scratch {
   double2 *gm = nullptr;                 // [nseg][ns][na]
   double2 *corr = nullptr;               // [nseg][ncorr][na]
   double2 *inv = nullptr;                // fused: [nseg][ns / TILE][TILE^2], L_kk^-1
-  double2 *wsol = nullptr;               // fused by the library: [nseg][ns][n_tgt], W
-  bool sweep = false;                    // fused: the solve in one kernel
-  unsigned long long *stamps = nullptr;  // fused: the solve's phase boundaries (segment 0)
-  int sweep_grid = 0;                    // fused: blocks of the solve's kernel
+  double2 *wsol = nullptr;               // fused: [nseg][ns][n_tgt], W
   const double2 **ptrs = nullptr;        // batched-GEMM pointer arrays
   int *status = nullptr;                 // [0]: flags; [1 + s]: potrf info (hybrid)
-  int *ready = nullptr;                  // fused: the solve kernel's counter
   cuDoubleComplex *potrf_work = nullptr; // hybrid: cuSOLVER's workspace
   int potrf_lwork = 0;
   // The calibration as a CUDA graph, replayed while the arguments repeat;
@@ -496,7 +486,7 @@ template <class T> int alloc(mr_cuda_ctx *c, T **p, size_t count) {
 
 void release(mr_cuda_ctx *c, scratch *s) {
   void *all[] = {s->line_power, s->col_power, s->psi, s->discard, s->dropped, s->zs, s->zt,
-                 s->fs, s->ft, s->gm, s->corr, s->inv, s->wsol, s->stamps, s->ptrs, s->status, s->ready,
+                 s->fs, s->ft, s->gm, s->corr, s->inv, s->wsol, s->ptrs, s->status,
                  s->potrf_work};
   if (s->exec != nullptr)
     cudaGraphExecDestroy(s->exec);
@@ -594,15 +584,8 @@ int create(mr_cuda_ctx *c, mr_grappa_plan *p, scratch *s) {
     rc = alloc(c, &s->potrf_work, size_t(std::max(s->potrf_lwork, 1)));
   }
   if (rc == 0 && p->opts.method == MR_GRAPPA_FUSED) {
-    if ((rc = alloc(c, &s->inv, size_t(f.ns) * TILE * g.nseg)) < 0 ||
-        (rc = mr_grappa_chol_sweep_init(&s->sweep_grid)) < 0 ||
-        (rc = alloc(c, &s->stamps, size_t(mr_grappa_chol_sweep_stamps(f.ns)))) < 0 ||
-        (rc = alloc(c, &s->ready, 1)) < 0)
-      return rc;
-    s->sweep = f.ns / TILE <= SWEEP_MAX_TILES;
-    if (s->sweep)
-      return fill_pointers(c, g, s);
     if ((rc = mr_grappa_chol_init()) < 0 ||
+        (rc = alloc(c, &s->inv, size_t(f.ns) * TILE * g.nseg)) < 0 ||
         (rc = alloc(c, &s->wsol, size_t(f.ns) * nt * g.nseg)) < 0)
       return rc;
     MR_CU(cudaStreamCreateWithFlags(&s->side.stream, cudaStreamNonBlocking));
@@ -706,16 +689,12 @@ int fused_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs, siz
       MR_CUBLAS(cublasZtrsm(c->blas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
                             CUBLAS_DIAG_NON_UNIT, nt, g.n_src, &one, m, f.na, m + f.ns, f.na));
     }
-  } else if (s->sweep) {
-    if ((rc = mr_grappa_chol_sweep(c, s->sweep_grid, s->gm, f.na, f.ns, nt, g.nseg, gsize, s->inv,
-                                   s->status, s->ready, s->stamps)) < 0)
-      return rc;
   } else if ((rc = mr_grappa_chol_factor(c, s->side, s->gm, f.na, f.ns, g.nseg, gsize,
                                          s->status)) < 0 ||
              (rc = mr_grappa_chol_solve(c, s->gm, f.na, f.ns, nt, g.nseg, gsize, s->inv,
                                         s->wsol, nt)) < 0)
     return rc;
-  const bool fused = p->opts.method == MR_GRAPPA_FUSED && !s->sweep;
+  const bool fused = p->opts.method == MR_GRAPPA_FUSED;
   dim3 tiles(unsigned((nt + 31) / 32), unsigned((g.n_src + 31) / 32), unsigned(g.nseg));
   export_weights<<<tiles, dim3(32, 8), 0, c->compute>>>(
       g, fused ? s->wsol : s->gm + f.ns, fused ? nt : f.na,
@@ -873,36 +852,6 @@ int mr_grappa_cuda_status(mr_grappa_plan *p) {
     if (flag & 1)
       return mr_fail(MR_ENUMERIC,
                      "grappa: the calibration system is not positive definite (raise chi)");
-    return 0;
-  });
-}
-
-int mr_grappa_cuda_phases(mr_grappa_plan *p, mr_grappa_solve_phases *out) {
-  return mr_on_worker(p->dev, [&] {
-    mr_cuda_ctx *c = mr_device_cuda(p->dev);
-    scratch *s = state(p);
-    if (!s->sweep)
-      return mr_fail(MR_EINVAL, "grappa: the solve runs through the library chain");
-    const int tiles = s->f.ns / TILE, n = mr_grappa_chol_sweep_stamps(s->f.ns);
-    unsigned long long *t = static_cast<unsigned long long *>(malloc(n * sizeof *t));
-    if (t == nullptr)
-      return mr_fail(MR_ENOMEM, "grappa: out of memory");
-    cudaError_t e = cudaMemcpyAsync(t, s->stamps, n * sizeof *t, cudaMemcpyDeviceToHost,
-                                    c->compute);
-    if (e == cudaSuccess)
-      e = cudaStreamSynchronize(c->compute);
-    if (e != cudaSuccess) {
-      free(t);
-      return mr_cuda_fail(e, "cudaMemcpyAsync(grappa stamps)", __FILE__, __LINE__);
-    }
-    out->steps = tiles;
-    for (int k = 0; k < tiles; k++) {
-      out->diag_us += (t[3 * k + 1] - t[3 * k]) * 1e-3;
-      out->panel_us += (t[3 * k + 2] - t[3 * k + 1]) * 1e-3;
-      out->update_us += (t[3 * k + 3] - t[3 * k + 2]) * 1e-3;
-    }
-    out->backward_us = (t[n - 1] - t[3 * tiles]) * 1e-3;
-    free(t);
     return 0;
   });
 }

@@ -92,9 +92,6 @@ int mr_grappa_cuda_fused(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_st
  * solving it (factor, triangular solve, export). */
 int mr_grappa_cuda_fused_steps(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
                                mr_cfloat *weights, double *build_ms, double *solve_ms);
-/* mr_grappa_solve_phases_of for the fused method (MR_EINVAL where the
- * solve runs through the library chain). */
-int mr_grappa_cuda_phases(mr_grappa_plan *p, mr_grappa_solve_phases *out);
 /* MR_ENUMERIC when the last fused calibration met a non-positive pivot. */
 int mr_grappa_cuda_status(mr_grappa_plan *p);
 

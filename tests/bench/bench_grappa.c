@@ -72,7 +72,6 @@ static int time_steps(const calib_arg *a, int reps, double *build, double *solve
 
 typedef struct timings {
   double ms, build_ms, solve_ms; /* NaN where not measured */
-  mr_grappa_solve_phases phases;  /* steps 0 where not measured */
 } timings;
 
 /* Calibration on the GPU with device-resident ACS data: median ms (and by
@@ -84,7 +83,7 @@ static int gpu_calibration(mr_device *gpu, const mr_grappa_opts *o, const mr_cfl
   size_t nw = mr_grappa_weights_count(o);
   mr_grappa_plan *plan = NULL;
   mr_buf *da = NULL, *dw = NULL;
-  *t = (timings){NAN, NAN, NAN, {0, 0, 0, 0, 0}};
+  *t = (timings){NAN, NAN, NAN};
   int rc = mr_grappa_plan_create(gpu, o, &plan);
   if (rc == 0)
     rc = mr_buf_create(gpu, per_coil * o->nc * sizeof(mr_cfloat), &da);
@@ -100,11 +99,6 @@ static int gpu_calibration(mr_device *gpu, const mr_grappa_opts *o, const mr_cfl
     rc = mr_grappa_status(plan);
   if (rc == 0 && o->method != MR_GRAPPA_DIRECT)
     rc = time_steps(&a, GPU_REPS, &t->build_ms, &t->solve_ms);
-  if (rc == 0 && o->method == MR_GRAPPA_FUSED &&
-      mr_grappa_solve_phases_of(plan, &t->phases) < 0) {
-    mr_device_clear_error(); /* the solve through the library chain: no phases */
-    t->phases.steps = 0;
-  }
   if (rc == 0)
     rc = mr_buf_download(dw, 0, weights, nw * sizeof(mr_cfloat));
   mr_buf_destroy(da);
@@ -248,7 +242,7 @@ static int calibration_case(const bench_ctx *ctx, mr_device *cpu, mr_device *gpu
         json_str(j, "gpu_library_chain_failed", mr_device_last_error());
         mr_device_clear_error();
         rc = 0;
-        t = (timings){NAN, NAN, NAN, {0, 0, 0, 0, 0}};
+        t = (timings){NAN, NAN, NAN};
         for (size_t i = 0; i < nw; i++)
           w_gpu[i] = NAN;
       }
@@ -268,21 +262,6 @@ static int calibration_case(const bench_ctx *ctx, mr_device *cpu, mr_device *gpu
         bench_limits(j, "gpu_fused_solve_", work.solve_gflop, work.solve_mbyte, t.solve_ms, 1);
         bench_limits(j, "gpu_fused_", work.build_gflop + work.solve_gflop,
                      work.build_mbyte + work.solve_mbyte, t.ms, 1);
-        if (t.phases.steps > 0) {
-          /* the solve kernel's phases per column tile of 64 (the last
-           * calibration by steps, GPU clock at its grid-wide barriers) */
-          const mr_grappa_solve_phases *ph = &t.phases;
-          json_num(j, "gpu_fused_solve_tiles", ph->steps);
-          json_num(j, "gpu_fused_solve_diag_us_per_tile", ph->diag_us / ph->steps);
-          json_num(j, "gpu_fused_solve_panel_us_per_tile", ph->panel_us / ph->steps);
-          json_num(j, "gpu_fused_solve_update_us_per_tile", ph->update_us / ph->steps);
-          json_num(j, "gpu_fused_solve_backward_us_per_tile", ph->backward_us / ph->steps);
-          fprintf(stderr,
-                  "mr-bench grappa: %d coils: solve kernel per tile (%d): diag %.1f, panel "
-                  "%.1f, update %.1f, backward %.1f us\n",
-                  nc, ph->steps, ph->diag_us / ph->steps, ph->panel_us / ph->steps,
-                  ph->update_us / ph->steps, ph->backward_us / ph->steps);
-        }
       }
       fprintf(stderr,
               "mr-bench grappa: %d coils: GPU %s %.3f ms (build %.3f, solve %.3f by steps; "
