@@ -39,7 +39,7 @@ constexpr int LDS = NB + 1;   // odd: a row and a column of 16-byte elements hit
 constexpr int THREADS = 512;  // 16 warps: 4 per SM partition
 constexpr int GROUPS = THREADS / 64; // thread groups of 64 rows (or columns)
 constexpr unsigned FULL = 0xffffffffu;
-constexpr size_t TILE_SHARED = 2 * size_t(NB) * LDS * sizeof(double2);
+constexpr size_t TILE_SHARED = 2 * size_t(NB) * LDS * sizeof(double2) + NB * sizeof(double);
 
 __device__ inline double2 sub_mul_conj(double2 c, double2 a, double2 b) {
   // c - a conj(b)
@@ -57,65 +57,70 @@ __device__ inline double2 shfl2(double2 v, int lane) {
 
 // One warp: the SUB x SUB block at (J, J) of the tile a (already updated
 // by the sub-panels left of it) becomes its factor L_JJ (lower triangle),
-// and the same block of x its inverse L_JJ^-1 (upper triangle zero). Lane
-// r (and r + 16, which repeats it) holds row r in registers; a column step
-// is one shuffle of the pivot, one reciprocal square root, and shuffles of
-// the column for the update: no barrier, no division chain. Entries above
+// and the same block of x its inverse L_JJ^-1 (upper triangle zero); rsq
+// [J, J + SUB) receives 1 / L_cc. Lane (r, h) holds half h of row r in
+// registers; a column step is one shuffle of the pivot, one reciprocal
+// square root, and shuffles of the column for the update: no barrier, no
+// division. The loops over the columns stay rolled (the registers shift
+// by one column a step instead of being indexed by it): unrolled, the
+// straight-line code of a single warp ran at the speed of instruction
+// fetches (a first version took 45 us for the whole tile). Entries above
 // the diagonal are never read (selects, not products, keep them out), so
 // the tile's upper triangle may hold anything. Returns true where a pivot
 // was not positive (it is then taken as 1 and the factor is garbage).
-__device__ bool factor_sub(double2 *a, double2 *x, int J, int lane) {
-  const int r = lane & (SUB - 1);
+__device__ bool factor_sub(double2 *a, double2 *x, double *rsq, int J, int lane) {
+  constexpr int HALF = SUB / 2;
+  const int r = lane & (SUB - 1), h = lane >> 4;
   bool bad = false;
-  {
-    double2 v[SUB];
+  double2 v[HALF]; // at step c: columns c + HALF h + q of row r
 #pragma unroll
-    for (int q = 0; q < SUB; q++)
-      v[q] = a[(J + q) * LDS + J + r];
-#pragma unroll
-    for (int c = 0; c < SUB; c++) {
-      double d = __shfl_sync(FULL, v[c].x, c);
-      if (!(d > 0.0)) { // NaN too; the same d in every lane
-        bad = true;
-        d = 1.0;
-      }
-      const double rs = rsqrt(d);
-      const double2 m = r > c ? make_double2(v[c].x * rs, v[c].y * rs) : make_double2(0.0, 0.0);
-      v[c] = r == c ? make_double2(d * rs, 0.0) : m;
-#pragma unroll
-      for (int q = c + 1; q < SUB; q++)
-        v[q] = sub_mul_conj(v[q], m, shfl2(m, q));
+  for (int q = 0; q < HALF; q++)
+    v[q] = a[(J + HALF * h + q) * LDS + J + r];
+#pragma unroll 1
+  for (int c = 0; c < SUB; c++) {
+    double d = __shfl_sync(FULL, v[0].x, c);
+    if (!(d > 0.0)) { // NaN too; the same d in every lane
+      bad = true;
+      d = 1.0;
     }
-    if (lane < SUB) {
+    const double rs = rsqrt(d);
+    const double2 m0 = r > c ? make_double2(v[0].x * rs, v[0].y * rs) : make_double2(0.0, 0.0);
+    const double2 m = shfl2(m0, r); // L_rc, from the lane of half 0
+    if (lane < SUB && r >= c)
+      a[(J + c) * LDS + J + r] = r == c ? make_double2(d * rs, 0.0) : m;
+    if (lane == 0)
+      rsq[J + c] = rs;
 #pragma unroll
-      for (int q = 0; q < SUB; q++)
-        if (q <= r)
-          a[(J + q) * LDS + J + r] = v[q];
-    }
+    for (int q = 0; q < HALF; q++) // column c + HALF h + q loses L_rc conj(L_qc)
+      v[q] = sub_mul_conj(v[q], m, shfl2(m, (c + HALF * h + q) & (SUB - 1)));
+    const double2 next = shfl2(v[0], lane ^ 16); // half 1's first column moves to half 0
+#pragma unroll
+    for (int q = 0; q < HALF - 1; q++)
+      v[q] = v[q + 1];
+    v[HALF - 1] = next;
   }
   __syncwarp();
   // L z = I column by column: row c of z is final (but for its division by
-  // L_cc) at step c; the rows below lose (L_rc / L_cc) z_c.
-  double2 z[SUB];
+  // L_cc) at step c; the rows below lose (L_rc / L_cc) z_c. Lane (r, h)
+  // holds columns HALF h + q of row r.
+  double2 z[HALF];
 #pragma unroll
-  for (int q = 0; q < SUB; q++)
-    z[q] = make_double2(q == r ? 1.0 : 0.0, 0.0);
+  for (int q = 0; q < HALF; q++)
+    z[q] = make_double2(HALF * h + q == r ? 1.0 : 0.0, 0.0);
   double scale = 1.0;
-#pragma unroll
+#pragma unroll 1
   for (int c = 0; c < SUB; c++) {
-    const double ic = 1.0 / a[(J + c) * LDS + J + c].x;
+    const double ic = rsq[J + c];
     const double2 l = a[(J + c) * LDS + J + r];
     const double2 f = r > c ? make_double2(l.x * ic, l.y * ic) : make_double2(0.0, 0.0);
     scale = r == c ? ic : scale;
 #pragma unroll
-    for (int q = 0; q <= c; q++)
-      z[q] = sub_mul(z[q], f, shfl2(z[q], c));
+    for (int q = 0; q < HALF; q++)
+      z[q] = sub_mul(z[q], f, shfl2(z[q], c + 16 * h));
   }
-  if (lane < SUB) {
 #pragma unroll
-    for (int q = 0; q < SUB; q++)
-      x[(J + q) * LDS + J + r] = make_double2(z[q].x * scale, z[q].y * scale);
-  }
+  for (int q = 0; q < HALF; q++)
+    x[(J + HALF * h + q) * LDS + J + r] = make_double2(z[q].x * scale, z[q].y * scale);
   return bad;
 }
 
@@ -143,6 +148,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
   extern __shared__ double2 sm[];
   double2 *a = sm, *x = sm + NB * LDS; // element (r, c) at c * LDS + r
+  double *rsq = reinterpret_cast<double *>(x + NB * LDS); // 1 / L_cc
   double2 *blk = g + size_t(k0) * ld + k0;
   const int t = threadIdx.x, lane = t & 31, w = t >> 5;
   for (int e = t; e < NB * NB; e += THREADS) {
@@ -155,11 +161,11 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int row = ((w >> 2) & 1) * 32 + lane, grp = (w & 3) + 4 * (w >> 3);
   bool bad = false;
   __syncthreads();
-#pragma unroll
+#pragma unroll 1
   for (int j = 0; j < NB / SUB; j++) {
     const int J = j * SUB, K = J + SUB; // this sub-panel: columns [J, K)
     if (w == 0)
-      bad |= factor_sub(a, x, J, lane);
+      bad |= factor_sub(a, x, rsq, J, lane);
     __syncthreads();
     // The rows below, L_rJ = A_rJ L_JJ^-H (row r >= K, columns J + grp,
     // J + grp + 8), and x's rows [J, K), L_JJ^-1 B (column col < J).
@@ -256,8 +262,9 @@ int trailing(mr_cuda_ctx *c, cuDoubleComplex *gc, int na, int ns, int k0, int k,
 // (L_kk^-1 into inv_k), then the rows below it, [k0 + NB, na), become
 // A_ik L_kk^-H: one ZGEMM with the inverse (on the FP64 tensor cores)
 // instead of cuBLAS's ZTRSM, which walks the tile's columns.
+// mid (may be null) is recorded between the two.
 int tile_step(mr_cuda_ctx *c, cuDoubleComplex *gc, int na, int k0, double2 *inv_k,
-              double2 *below, int *status) {
+              double2 *below, int *status, cudaEvent_t mid = nullptr) {
   const int k1 = k0 + NB, rows = na - k1;
   const size_t per_block = size_t(THREADS) * 8;
   const unsigned copiers = unsigned(
@@ -265,6 +272,8 @@ int tile_step(mr_cuda_ctx *c, cuDoubleComplex *gc, int na, int k0, double2 *inv_
   chol_tile<<<rows > 0 ? 1 + copiers : 1, THREADS, TILE_SHARED, c->compute>>>(
       reinterpret_cast<double2 *>(gc), na, k0, rows, inv_k, below, status);
   MR_LAUNCHED(chol_tile);
+  if (mid != nullptr)
+    MR_CU(cudaEventRecord(mid, c->compute));
   if (rows > 0) {
     const cuDoubleComplex one = make_cuDoubleComplex(1, 0), zero = make_cuDoubleComplex(0, 0);
     MR_CUBLAS(cublasZgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_C, rows, NB, NB, &one,
@@ -368,12 +377,14 @@ int mr_grappa_chol_factor(mr_cuda_ctx *c, const mr_grappa_chol_side &side, doubl
   return 0;
 }
 
-int mr_grappa_cuda_chol_tile(mr_device *dev, int rows, double *panel, double *inv) {
+int mr_grappa_cuda_chol_tile(mr_device *dev, int rows, double *panel, double *inv,
+                             double *tile_ms, double *below_ms) {
   return mr_on_worker(dev, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     const size_t n = size_t(rows) * NB;
     double2 *g = nullptr, *below = nullptr, *iv = nullptr;
     int *status = nullptr, flag = 0;
+    cudaEvent_t ev[3] = {nullptr, nullptr, nullptr};
     int rc = mr_grappa_chol_init();
     if (rc == 0)
       rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&g), n * sizeof(double2));
@@ -385,19 +396,34 @@ int mr_grappa_cuda_chol_tile(mr_device *dev, int rows, double *panel, double *in
       rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&status), sizeof(int));
     if (rc == 0) {
       rc = [&] {
+        for (cudaEvent_t &e : ev)
+          MR_CU(cudaEventCreate(&e));
         MR_CU(cudaMemcpyAsync(g, panel, n * sizeof(double2), cudaMemcpyHostToDevice, c->compute));
         MR_CU(cudaMemsetAsync(status, 0, sizeof(int), c->compute));
-        int r = tile_step(c, reinterpret_cast<cuDoubleComplex *>(g), rows, 0, iv, below, status);
+        MR_CU(cudaEventRecord(ev[0], c->compute));
+        int r = tile_step(c, reinterpret_cast<cuDoubleComplex *>(g), rows, 0, iv, below, status,
+                          ev[1]);
         if (r < 0)
           return r;
+        MR_CU(cudaEventRecord(ev[2], c->compute));
         MR_CU(cudaMemcpyAsync(panel, g, n * sizeof(double2), cudaMemcpyDeviceToHost, c->compute));
         MR_CU(cudaMemcpyAsync(inv, iv, size_t(NB) * NB * sizeof(double2),
                               cudaMemcpyDeviceToHost, c->compute));
         MR_CU(cudaMemcpyAsync(&flag, status, sizeof(int), cudaMemcpyDeviceToHost, c->compute));
         MR_CU(cudaStreamSynchronize(c->compute));
+        float t0 = 0, t1 = 0;
+        MR_CU(cudaEventElapsedTime(&t0, ev[0], ev[1]));
+        MR_CU(cudaEventElapsedTime(&t1, ev[1], ev[2]));
+        if (tile_ms != nullptr)
+          *tile_ms = t0;
+        if (below_ms != nullptr)
+          *below_ms = t1;
         return 0;
       }();
     }
+    for (cudaEvent_t e : ev)
+      if (e != nullptr)
+        cudaEventDestroy(e);
     mr_cuda_free(c, g);
     mr_cuda_free(c, below);
     mr_cuda_free(c, iv);

@@ -295,8 +295,9 @@ static void tile_step_needs_gpu(void **state) {
   (void)state;
   enum { T = MR_GRAPPA_TILE };
   double *panel = calloc(2 * T * T, sizeof *panel), *inv = calloc(2 * T * T, sizeof *inv);
-  assert_int_equal(mr_grappa_chol_tile(gpu_test_cpu(), T, panel, inv), MR_EINVAL);
-  assert_int_equal(mr_grappa_chol_tile(gpu_test_cpu(), T - 1, panel, inv), MR_EINVAL);
+  assert_int_equal(mr_grappa_chol_tile(gpu_test_cpu(), T, panel, inv, NULL, NULL), MR_EINVAL);
+  assert_int_equal(mr_grappa_chol_tile(gpu_test_cpu(), T - 1, panel, inv, NULL, NULL),
+                   MR_EINVAL);
   free(panel);
   free(inv);
 }
@@ -444,7 +445,7 @@ static void gpu_tile_step(void **state) {
       }
       a[c * ROWS + r] = got[c * ROWS + r] = v;
     }
-  GPU_OK(mr_grappa_chol_tile(gpu_test_gpu(), ROWS, (double *)got, (double *)inv));
+  GPU_OK(mr_grappa_chol_tile(gpu_test_gpu(), ROWS, (double *)got, (double *)inv, NULL, NULL));
   double e_llh = 0, n_a = 0, e_inv = 0, e_below = 0, n_below = 0;
   for (int c = 0; c < T; c++) {
     assert_true(creal(got[c * ROWS + c]) > 0 && cimag(got[c * ROWS + c]) == 0);
@@ -471,7 +472,8 @@ static void gpu_tile_step(void **state) {
       n_below = fmax(n_below, cabs(a[c * ROWS + r]));
     }
   }
-  print_message("tile step: |L L^H - A| %.1e of %.1e, |L L^-1 - I| %.1e, |X L^H - B| %.1e of %.1e\n",
+  print_message("tile step: |L L^H - A| %.1e of %.1e, |L L^-1 - I| %.1e, "
+                "|X L^H - B| %.1e of %.1e\n",
                 e_llh, n_a, e_inv, e_below, n_below);
   assert_true(e_llh <= 1e-13 * n_a);
   assert_true(e_inv <= 1e-8);
@@ -480,8 +482,9 @@ static void gpu_tile_step(void **state) {
   for (int c = 0; c < T; c++)
     for (int r = c; r < ROWS; r++)
       got[c * ROWS + r] = r == c ? -1.0 : 0.0;
-  assert_int_equal(mr_grappa_chol_tile(gpu_test_gpu(), ROWS, (double *)got, (double *)inv),
-                   MR_ENUMERIC);
+  assert_int_equal(
+      mr_grappa_chol_tile(gpu_test_gpu(), ROWS, (double *)got, (double *)inv, NULL, NULL),
+      MR_ENUMERIC);
   free(b);
   free(a);
   free(got);
