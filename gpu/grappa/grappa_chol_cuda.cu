@@ -22,8 +22,9 @@
 // update instead of HERK + GEMM lost at 128 coils, and look-ahead gained 3%.
 // The tile steps are a dependent chain (10 at 32 coils, 40 at 128), so
 // their latency sets the solve's time: the tile kernel avoids a barrier
-// per column, and the product with the inverse replaces cuBLAS's ZTRSM,
-// which walks the tile's columns (30 us a tile on the H100, 32 coils).
+// per column, and the product with the inverse (6-20 us on the H100)
+// replaces cuBLAS's ZTRSM, which walks the tile's columns (30 us a tile,
+// 32 coils).
 // The solve W L = U L^-H that remains goes backwards over the column tiles
 // with the same inverses: two ZGEMMs a tile.
 #include "grappa_chol.cuh"
@@ -39,7 +40,7 @@ constexpr int LDS = NB + 1;   // odd: a row and a column of 16-byte elements hit
 constexpr int THREADS = 512;  // 16 warps: 4 per SM partition
 constexpr int GROUPS = THREADS / 64; // thread groups of 64 rows (or columns)
 constexpr unsigned FULL = 0xffffffffu;
-constexpr size_t TILE_SHARED = 2 * size_t(NB) * LDS * sizeof(double2) + NB * sizeof(double);
+constexpr size_t TILE_SHARED = 2 * size_t(NB) * LDS * sizeof(double2);
 
 __device__ inline double2 sub_mul_conj(double2 c, double2 a, double2 b) {
   // c - a conj(b)
@@ -57,70 +58,71 @@ __device__ inline double2 shfl2(double2 v, int lane) {
 
 // One warp: the SUB x SUB block at (J, J) of the tile a (already updated
 // by the sub-panels left of it) becomes its factor L_JJ (lower triangle),
-// and the same block of x its inverse L_JJ^-1 (upper triangle zero); rsq
-// [J, J + SUB) receives 1 / L_cc. Lane (r, h) holds half h of row r in
-// registers; a column step is one shuffle of the pivot, one reciprocal
-// square root, and shuffles of the column for the update: no barrier, no
-// division. The loops over the columns stay rolled (the registers shift
-// by one column a step instead of being indexed by it): unrolled, the
-// straight-line code of a single warp ran at the speed of instruction
-// fetches (a first version took 45 us for the whole tile). Entries above
+// and the same block of x its inverse L_JJ^-1 (upper triangle zero). Lane
+// r (and r + 16, which repeats it) holds row r in registers; a column step
+// is one shuffle of the pivot, one reciprocal square root, and shuffles of
+// the column for the update: no barrier, no division chain. Entries above
 // the diagonal are never read (selects, not products, keep them out), so
 // the tile's upper triangle may hold anything. Returns true where a pivot
 // was not positive (it is then taken as 1 and the factor is garbage).
-__device__ bool factor_sub(double2 *a, double2 *x, double *rsq, int J, int lane) {
-  constexpr int HALF = SUB / 2;
-  const int r = lane & (SUB - 1), h = lane >> 4;
+// This warp's work is most of the tile kernel's time (H100: the kernel
+// takes 45 us, its other warps wait at the barrier for two thirds of their
+// cycles): some 2,000 dependent instructions a block, shuffles and FP64 at
+// 18 cycles an instruction. A variant with the column loops rolled (the
+// registers shifting a column a step, a row's halves in two lanes) took
+// 47 us; the code's size is not what bounds it.
+__device__ bool factor_sub(double2 *a, double2 *x, int J, int lane) {
+  const int r = lane & (SUB - 1);
   bool bad = false;
-  double2 v[HALF]; // at step c: columns c + HALF h + q of row r
+  {
+    double2 v[SUB];
 #pragma unroll
-  for (int q = 0; q < HALF; q++)
-    v[q] = a[(J + HALF * h + q) * LDS + J + r];
-#pragma unroll 1
-  for (int c = 0; c < SUB; c++) {
-    double d = __shfl_sync(FULL, v[0].x, c);
-    if (!(d > 0.0)) { // NaN too; the same d in every lane
-      bad = true;
-      d = 1.0;
+    for (int q = 0; q < SUB; q++)
+      v[q] = a[(J + q) * LDS + J + r];
+#pragma unroll
+    for (int c = 0; c < SUB; c++) {
+      double d = __shfl_sync(FULL, v[c].x, c);
+      if (!(d > 0.0)) { // NaN too; the same d in every lane
+        bad = true;
+        d = 1.0;
+      }
+      const double rs = rsqrt(d);
+      const double2 m = r > c ? make_double2(v[c].x * rs, v[c].y * rs) : make_double2(0.0, 0.0);
+      v[c] = r == c ? make_double2(d * rs, 0.0) : m;
+#pragma unroll
+      for (int q = c + 1; q < SUB; q++)
+        v[q] = sub_mul_conj(v[q], m, shfl2(m, q));
     }
-    const double rs = rsqrt(d);
-    const double2 m0 = r > c ? make_double2(v[0].x * rs, v[0].y * rs) : make_double2(0.0, 0.0);
-    const double2 m = shfl2(m0, r); // L_rc, from the lane of half 0
-    if (lane < SUB && r >= c)
-      a[(J + c) * LDS + J + r] = r == c ? make_double2(d * rs, 0.0) : m;
-    if (lane == 0)
-      rsq[J + c] = rs;
+    if (lane < SUB) {
 #pragma unroll
-    for (int q = 0; q < HALF; q++) // column c + HALF h + q loses L_rc conj(L_qc)
-      v[q] = sub_mul_conj(v[q], m, shfl2(m, (c + HALF * h + q) & (SUB - 1)));
-    const double2 next = shfl2(v[0], lane ^ 16); // half 1's first column moves to half 0
-#pragma unroll
-    for (int q = 0; q < HALF - 1; q++)
-      v[q] = v[q + 1];
-    v[HALF - 1] = next;
+      for (int q = 0; q < SUB; q++)
+        if (q <= r)
+          a[(J + q) * LDS + J + r] = v[q];
+    }
   }
   __syncwarp();
   // L z = I column by column: row c of z is final (but for its division by
-  // L_cc) at step c; the rows below lose (L_rc / L_cc) z_c. Lane (r, h)
-  // holds columns HALF h + q of row r.
-  double2 z[HALF];
+  // L_cc) at step c; the rows below lose (L_rc / L_cc) z_c.
+  double2 z[SUB];
 #pragma unroll
-  for (int q = 0; q < HALF; q++)
-    z[q] = make_double2(HALF * h + q == r ? 1.0 : 0.0, 0.0);
+  for (int q = 0; q < SUB; q++)
+    z[q] = make_double2(q == r ? 1.0 : 0.0, 0.0);
   double scale = 1.0;
-#pragma unroll 1
+#pragma unroll
   for (int c = 0; c < SUB; c++) {
-    const double ic = rsq[J + c];
+    const double ic = 1.0 / a[(J + c) * LDS + J + c].x;
     const double2 l = a[(J + c) * LDS + J + r];
     const double2 f = r > c ? make_double2(l.x * ic, l.y * ic) : make_double2(0.0, 0.0);
     scale = r == c ? ic : scale;
 #pragma unroll
-    for (int q = 0; q < HALF; q++)
-      z[q] = sub_mul(z[q], f, shfl2(z[q], c + 16 * h));
+    for (int q = 0; q <= c; q++)
+      z[q] = sub_mul(z[q], f, shfl2(z[q], c));
   }
+  if (lane < SUB) {
 #pragma unroll
-  for (int q = 0; q < HALF; q++)
-    x[(J + HALF * h + q) * LDS + J + r] = make_double2(z[q].x * scale, z[q].y * scale);
+    for (int q = 0; q < SUB; q++)
+      x[(J + q) * LDS + J + r] = make_double2(z[q].x * scale, z[q].y * scale);
+  }
   return bad;
 }
 
@@ -132,6 +134,9 @@ __device__ bool factor_sub(double2 *a, double2 *x, double *rsq, int J, int lane)
 // A L_JJ^-H and the sub-panel's rows of x into L_JJ^-1 (B), and update the
 // trailing tile and the rows of x below by the sub-panel (each thread one
 // row, reading the other operand as a broadcast). Four barriers a sub-panel.
+// H100: 45 us a tile (the previous kernel with a barrier a column and
+// cuBLAS ZTRSM for the rows below: 60-85 us a tile step with the panel's
+// ZGEMM); the product of the rows below with the inverse takes 6-20 us.
 // Blocks 1.. copy the rows below the tile, [k0 + NB, k0 + NB + below_rows)
 // of the same columns, into below (ld ld) for the product with L^-H that
 // follows (cuBLAS cannot multiply in place).
@@ -148,7 +153,6 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
   extern __shared__ double2 sm[];
   double2 *a = sm, *x = sm + NB * LDS; // element (r, c) at c * LDS + r
-  double *rsq = reinterpret_cast<double *>(x + NB * LDS); // 1 / L_cc
   double2 *blk = g + size_t(k0) * ld + k0;
   const int t = threadIdx.x, lane = t & 31, w = t >> 5;
   for (int e = t; e < NB * NB; e += THREADS) {
@@ -161,11 +165,11 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int row = ((w >> 2) & 1) * 32 + lane, grp = (w & 3) + 4 * (w >> 3);
   bool bad = false;
   __syncthreads();
-#pragma unroll 1
+#pragma unroll
   for (int j = 0; j < NB / SUB; j++) {
     const int J = j * SUB, K = J + SUB; // this sub-panel: columns [J, K)
     if (w == 0)
-      bad |= factor_sub(a, x, rsq, J, lane);
+      bad |= factor_sub(a, x, J, lane);
     __syncthreads();
     // The rows below, L_rJ = A_rJ L_JJ^-H (row r >= K, columns J + grp,
     // J + grp + 8), and x's rows [J, K), L_JJ^-1 B (column col < J).
