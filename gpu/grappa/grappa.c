@@ -234,6 +234,22 @@ int mr_grappa_calibrate_steps(mr_grappa_plan *p, const mr_cfloat *acs, size_t co
   return mr_grappa_cpu_calibrate(p, acs, coil_stride, weights, build_ms, solve_ms);
 }
 
+int mr_grappa_chol_tile(mr_device *dev, int rows, double *panel, double *inv, double *tile_ms,
+                        double *below_ms) {
+  if (rows < MR_GRAPPA_TILE)
+    return mr_fail(MR_EINVAL, "grappa: a tile step needs %d rows, not %d", MR_GRAPPA_TILE, rows);
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(dev))
+    return mr_grappa_cuda_chol_tile(dev, rows, panel, inv, tile_ms, below_ms);
+#endif
+  (void)panel;
+  (void)inv;
+  (void)dev;
+  (void)tile_ms;
+  (void)below_ms;
+  return mr_fail(MR_EINVAL, "grappa: the tile step is the GPU factorisation's");
+}
+
 int mr_grappa_status(mr_grappa_plan *p) {
   (void)p;
 #ifdef MR_HAVE_CUDA

@@ -6,8 +6,10 @@
 // matrix is [M; U] (M Hermitian, U the right-hand sides as extra rows), so
 // one sweep factors M and applies L^-H to U. Two levels: panels of PANEL
 // columns, each factored in tiles of NB columns,
-//   diag:   one thread block factors the diagonal tile in shared memory;
-//   TRSM:   the rows below, of M and of U, become A_ik L_kk^-H (cuBLAS);
+//   tile:   one thread block factors the diagonal tile in shared memory
+//           and inverts it (chol_tile);
+//   below:  the rows below, of M and of U, become A_ik L_kk^-H, one ZGEMM
+//           with that inverse;
 //   inner:  the panel's columns right of the tile lose L_ik L_jk^H (ZGEMM);
 // then the columns right of the panel lose the panel's product with itself
 // (ZHERK on M's lower part and ZGEMM on the U rows, with the panel's width
@@ -18,114 +20,225 @@
 // at 32 / 64 / 128 coils, measured in single precision) panels of 256 beat
 // 64 by 1% / 2% / 7%, 512 tied with 256, one GEMM for the whole trailing
 // update instead of HERK + GEMM lost at 128 coils, and look-ahead gained 3%.
+// The tile steps are a dependent chain (10 at 32 coils, 40 at 128), so
+// their latency sets the solve's time: the tile kernel avoids a barrier
+// per column, and the product with the inverse (6-20 us on the H100)
+// replaces cuBLAS's ZTRSM, which walks the tile's columns (30 us a tile,
+// 32 coils).
 // The solve W L = U L^-H that remains goes backwards over the column tiles
-// with their inverses (all tiles inverted at once, in one launch): two
-// ZGEMMs a tile, where cuBLAS's ZTRSM with the few (n_tgt) rows of U walks
-// the columns in a kernel a tile of 30 us each (H100, 32 coils).
+// with the same inverses: two ZGEMMs a tile.
 #include "grappa_chol.cuh"
+
+#include <algorithm>
 
 namespace {
 
 constexpr int NB = MR_GRAPPA_CHOL_TILE;
 constexpr int PANEL = 4 * NB;
-constexpr int THREADS = 1024;
-constexpr int G = THREADS / NB, PER = NB / G;
+constexpr int SUB = 16;       // columns of a sub-panel of the diagonal tile
+constexpr int LDS = NB + 1;   // odd: a row and a column of 16-byte elements hit distinct banks
+constexpr int THREADS = 512;  // 16 warps: 4 per SM partition
+constexpr int GROUPS = THREADS / 64; // thread groups of 64 rows (or columns)
+constexpr unsigned FULL = 0xffffffffu;
+constexpr size_t TILE_SHARED = 2 * size_t(NB) * LDS * sizeof(double2);
 
 __device__ inline double2 sub_mul_conj(double2 c, double2 a, double2 b) {
   // c - a conj(b)
   return make_double2(c.x - (a.x * b.x + a.y * b.y), c.y - (a.y * b.x - a.x * b.y));
 }
 
-// The NB x NB diagonal tile at (k0, k0) of g: L in place of its lower
-// triangle. Thread (r, grp) owns row r of the columns congruent to grp
-// modulo G; one barrier per column. The columns are kept unscaled while
-// they update the rest (a_rq -= a_rc conj(a_qc) / a_cc) and divided by the
-// root of their pivot at the end. The tile (64 KiB in double) lives in
-// dynamic shared memory, above the 48 KiB a static array may take.
-constexpr size_t DIAG_SHARED = NB * NB * sizeof(double2) + NB * sizeof(double);
-
-__global__ void __launch_bounds__(THREADS) chol_diag(double2 *g, int ld, int k0, int *status) {
-  extern __shared__ double2 a[]; // a[c * NB + r]: element (r, c); then piv
-  double *piv = reinterpret_cast<double *>(a + NB * NB);
-  const int r = threadIdx.x % NB, grp = threadIdx.x / NB;
-  double2 *blk = g + size_t(k0) * ld + k0;
-  for (int c = grp; c < NB; c += G)
-    a[c * NB + r] = blk[size_t(c) * ld + r];
-  bool bad = false;
-  for (int c = 0; c < NB; c++) {
-    __syncthreads(); // column c is final
-    double d = a[c * NB + c].x;
-    if (!(d > 0.0)) { // NaN too
-      bad = true;
-      d = 1.0;
-    }
-    if (r > c) {
-      double s = 1.0 / d;
-      double2 x = a[c * NB + r];
-      x = make_double2(x.x * s, x.y * s);
-#pragma unroll
-      for (int t = 0; t < PER; t++) {
-        int q = c + 1 + grp + t * G;
-        if (q <= r)
-          a[q * NB + r] = sub_mul_conj(a[q * NB + r], x, a[c * NB + q]);
-      }
-    }
-  }
-  __syncthreads();
-  if (threadIdx.x < NB) {
-    double d = a[threadIdx.x * NB + threadIdx.x].x;
-    piv[threadIdx.x] = d > 0.0 ? sqrt(d) : 1.0;
-  }
-  __syncthreads();
-  for (int c = grp; c <= r; c += G) {
-    double2 v = a[c * NB + r];
-    double s = 1.0 / piv[c];
-    blk[size_t(c) * ld + r] = r == c ? make_double2(piv[c], 0.0) : make_double2(v.x * s, v.y * s);
-  }
-  if (bad && threadIdx.x == 0)
-    atomicOr(status, 1);
+__device__ inline double2 sub_mul(double2 c, double2 a, double2 b) {
+  // c - a b
+  return make_double2(c.x - (a.x * b.x - a.y * b.y), c.y - (a.x * b.y + a.y * b.x));
 }
 
-// L_kk^-1 of every diagonal tile (block k of segment blockIdx.y) into
-// inv + (seg * tiles + k) NB^2 (column-major, ld NB), by forward
-// substitution on all NB columns at once: after step i, row i of x is final
-// but for its division by L_ii. Thread (r, grp) as in chol_diag.
-constexpr size_t INV_SHARED = 2 * NB * NB * sizeof(double2);
+__device__ inline double2 shfl2(double2 v, int lane) {
+  return make_double2(__shfl_sync(FULL, v.x, lane), __shfl_sync(FULL, v.y, lane));
+}
 
-__global__ void __launch_bounds__(THREADS)
-    invert_tiles(const double2 *g, int ld, size_t seg_stride, double2 *inv) {
-  extern __shared__ double2 l[]; // l[c * NB + r]: L_kk (r, c)
-  double2 *x = l + NB * NB;
-  const int r = threadIdx.x % NB, grp = threadIdx.x / NB, k0 = blockIdx.x * NB;
-  const double2 *blk = g + blockIdx.y * seg_stride + size_t(k0) * ld + k0;
-  for (int c = grp; c < NB; c += G) {
-    l[c * NB + r] = blk[size_t(c) * ld + r];
-    x[c * NB + r] = make_double2(r == c ? 1.0 : 0.0, 0.0);
-  }
-  for (int i = 0; i < NB; i++) {
-    __syncthreads();
-    if (r > i) {
-      double2 li = l[i * NB + r];
-      double s = 1.0 / l[i * NB + i].x;
-      double2 f = make_double2(li.x * s, li.y * s);
+// One warp: the SUB x SUB block at (J, J) of the tile a (already updated
+// by the sub-panels left of it) becomes its factor L_JJ (lower triangle),
+// and the same block of x its inverse L_JJ^-1 (upper triangle zero). Lane
+// r (and r + 16, which repeats it) holds row r in registers; a column step
+// is one shuffle of the pivot, one reciprocal square root, and shuffles of
+// the column for the update: no barrier, no division chain. Entries above
+// the diagonal are never read (selects, not products, keep them out), so
+// the tile's upper triangle may hold anything. Returns true where a pivot
+// was not positive (it is then taken as 1 and the factor is garbage).
+// This warp's work is most of the tile kernel's time (H100: the kernel
+// takes 45 us, its other warps wait at the barrier for two thirds of their
+// cycles): some 2,000 dependent instructions a block, shuffles and FP64 at
+// 18 cycles an instruction. A variant with the column loops rolled (the
+// registers shifting a column a step, a row's halves in two lanes) took
+// 47 us; the code's size is not what bounds it.
+__device__ bool factor_sub(double2 *a, double2 *x, int J, int lane) {
+  const int r = lane & (SUB - 1);
+  bool bad = false;
+  {
+    double2 v[SUB];
 #pragma unroll
-      for (int t = 0; t < PER; t++) {
-        int j = grp + t * G;
-        if (j <= i) {
-          double2 xi = x[j * NB + i], xr = x[j * NB + r];
-          x[j * NB + r] = make_double2(xr.x - (f.x * xi.x - f.y * xi.y),
-                                       xr.y - (f.x * xi.y + f.y * xi.x));
-        }
+    for (int q = 0; q < SUB; q++)
+      v[q] = a[(J + q) * LDS + J + r];
+#pragma unroll
+    for (int c = 0; c < SUB; c++) {
+      double d = __shfl_sync(FULL, v[c].x, c);
+      if (!(d > 0.0)) { // NaN too; the same d in every lane
+        bad = true;
+        d = 1.0;
       }
+      const double rs = rsqrt(d);
+      const double2 m = r > c ? make_double2(v[c].x * rs, v[c].y * rs) : make_double2(0.0, 0.0);
+      v[c] = r == c ? make_double2(d * rs, 0.0) : m;
+#pragma unroll
+      for (int q = c + 1; q < SUB; q++)
+        v[q] = sub_mul_conj(v[q], m, shfl2(m, q));
+    }
+    if (lane < SUB) {
+#pragma unroll
+      for (int q = 0; q < SUB; q++)
+        if (q <= r)
+          a[(J + q) * LDS + J + r] = v[q];
     }
   }
-  __syncthreads();
-  double2 *out = inv + (size_t(blockIdx.y) * gridDim.x + blockIdx.x) * NB * NB;
-  double s = 1.0 / l[r * NB + r].x;
-  for (int c = grp; c < NB; c += G) {
-    double2 v = x[c * NB + r];
-    out[c * NB + r] = make_double2(v.x * s, v.y * s);
+  __syncwarp();
+  // L z = I column by column: row c of z is final (but for its division by
+  // L_cc) at step c; the rows below lose (L_rc / L_cc) z_c.
+  double2 z[SUB];
+#pragma unroll
+  for (int q = 0; q < SUB; q++)
+    z[q] = make_double2(q == r ? 1.0 : 0.0, 0.0);
+  double scale = 1.0;
+#pragma unroll
+  for (int c = 0; c < SUB; c++) {
+    const double ic = 1.0 / a[(J + c) * LDS + J + c].x;
+    const double2 l = a[(J + c) * LDS + J + r];
+    const double2 f = r > c ? make_double2(l.x * ic, l.y * ic) : make_double2(0.0, 0.0);
+    scale = r == c ? ic : scale;
+#pragma unroll
+    for (int q = 0; q <= c; q++)
+      z[q] = sub_mul(z[q], f, shfl2(z[q], c));
   }
+  if (lane < SUB) {
+#pragma unroll
+    for (int q = 0; q < SUB; q++)
+      x[(J + q) * LDS + J + r] = make_double2(z[q].x * scale, z[q].y * scale);
+  }
+  return bad;
+}
+
+// The NB x NB diagonal tile at (k0, k0) of g: L in place of its lower
+// triangle, and L^-1 (column-major, ld NB, upper triangle zero) into inv.
+// In shared memory (a: the tile, x: the inverse growing from I), in four
+// sub-panels of SUB columns: one warp factors and inverts the SUB x SUB
+// diagonal block (factor_sub); then all threads turn the rows below into
+// A L_JJ^-H and the sub-panel's rows of x into L_JJ^-1 (B), and update the
+// trailing tile and the rows of x below by the sub-panel (each thread one
+// row, reading the other operand as a broadcast). Four barriers a sub-panel.
+// H100: 45 us a tile (the previous kernel with a barrier a column and
+// cuBLAS ZTRSM for the rows below: 60-85 us a tile step with the panel's
+// ZGEMM); the product of the rows below with the inverse takes 6-20 us.
+// Blocks 1.. copy the rows below the tile, [k0 + NB, k0 + NB + below_rows)
+// of the same columns, into below (ld ld) for the product with L^-H that
+// follows (cuBLAS cannot multiply in place).
+__global__ void __launch_bounds__(THREADS, 1)
+    chol_tile(double2 *g, int ld, int k0, int below_rows, double2 *inv, double2 *below,
+              int *status) {
+  if (blockIdx.x > 0) {
+    const size_t n = size_t(below_rows) * NB, step = size_t(gridDim.x - 1) * blockDim.x;
+    for (size_t e = (blockIdx.x - 1) * size_t(blockDim.x) + threadIdx.x; e < n; e += step) {
+      const size_t c = e / below_rows, r = e % below_rows;
+      below[c * ld + r] = g[(k0 + c) * ld + k0 + NB + r];
+    }
+    return;
+  }
+  extern __shared__ double2 sm[];
+  double2 *a = sm, *x = sm + NB * LDS; // element (r, c) at c * LDS + r
+  double2 *blk = g + size_t(k0) * ld + k0;
+  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+  for (int e = t; e < NB * NB; e += THREADS) {
+    const int r = e % NB, c = e / NB;
+    a[c * LDS + r] = blk[size_t(c) * ld + r];
+    x[c * LDS + r] = make_double2(r == c ? 1.0 : 0.0, 0.0);
+  }
+  // Thread (row, grp): each of the four warps of an SM partition takes a
+  // different half of the rows and group, so the partitions share the work.
+  const int row = ((w >> 2) & 1) * 32 + lane, grp = (w & 3) + 4 * (w >> 3);
+  bool bad = false;
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < NB / SUB; j++) {
+    const int J = j * SUB, K = J + SUB; // this sub-panel: columns [J, K)
+    if (w == 0)
+      bad |= factor_sub(a, x, J, lane);
+    __syncthreads();
+    // The rows below, L_rJ = A_rJ L_JJ^-H (row r >= K, columns J + grp,
+    // J + grp + 8), and x's rows [J, K), L_JJ^-1 B (column col < J).
+    double2 p0 = make_double2(0, 0), p1 = p0, b0 = p0, b1 = p0;
+    const int i0 = grp, i1 = grp + GROUPS;
+    if (K < NB && row >= K) {
+#pragma unroll
+      for (int k = 0; k < SUB; k++) {
+        const double2 v = a[(J + k) * LDS + row];
+        p0 = sub_mul_conj(p0, v, x[(J + k) * LDS + J + i0]);
+        p1 = sub_mul_conj(p1, v, x[(J + k) * LDS + J + i1]);
+      }
+    }
+    if (row < J) {
+#pragma unroll
+      for (int k = 0; k < SUB; k++) {
+        const double2 v = x[row * LDS + J + k];
+        b0 = sub_mul(b0, x[(J + k) * LDS + J + i0], v);
+        b1 = sub_mul(b1, x[(J + k) * LDS + J + i1], v);
+      }
+    }
+    __syncthreads();
+    if (K < NB && row >= K) { // the sums were formed negated
+      a[(J + i0) * LDS + row] = make_double2(-p0.x, -p0.y);
+      a[(J + i1) * LDS + row] = make_double2(-p1.x, -p1.y);
+    }
+    if (row < J) {
+      x[row * LDS + J + i0] = make_double2(-b0.x, -b0.y);
+      x[row * LDS + J + i1] = make_double2(-b1.x, -b1.y);
+    }
+    __syncthreads();
+    if (K < NB && row >= K) {
+      double2 l[SUB];
+#pragma unroll
+      for (int k = 0; k < SUB; k++)
+        l[k] = a[(J + k) * LDS + row];
+      // the trailing tile's lower triangle: column c of this row
+#pragma unroll
+      for (int i = 0; i < (NB - K) / GROUPS; i++) {
+        const int c = K + grp + i * GROUPS;
+        if (c <= row) {
+          double2 s = a[c * LDS + row];
+#pragma unroll
+          for (int k = 0; k < SUB; k++)
+            s = sub_mul_conj(s, l[k], a[(J + k) * LDS + c]);
+          a[c * LDS + row] = s;
+        }
+      }
+      // the rows of x below: column col of this row loses L_rJ x's rows [J, K)
+#pragma unroll
+      for (int i = 0; i < K / GROUPS; i++) {
+        const int col = grp + i * GROUPS;
+        double2 s = x[col * LDS + row];
+#pragma unroll
+        for (int k = 0; k < SUB; k++)
+          s = sub_mul(s, l[k], x[col * LDS + J + k]);
+        x[col * LDS + row] = s;
+      }
+    }
+    __syncthreads(); // before the next sub-panel's diagonal block is read
+  }
+  for (int e = t; e < NB * NB; e += THREADS) {
+    const int r = e % NB, c = e / NB;
+    if (c <= r)
+      blk[size_t(c) * ld + r] = a[c * LDS + r];
+    inv[c * NB + r] = x[c * LDS + r];
+  }
+  if (bad && t == 0)
+    atomicOr(status, 1);
 }
 
 // C (rows x cols at (r0, c0)) -= A A'^H with A the rows [r0, ..) and A' the
@@ -149,35 +262,56 @@ int trailing(mr_cuda_ctx *c, cuDoubleComplex *gc, int na, int ns, int k0, int k,
   return gemm_update(c, gc, na, k0, k, ns, na - ns, c0, ns - c0);
 }
 
+// One tile step: the diagonal tile at (k0, k0) factored and inverted
+// (L_kk^-1 into inv_k), then the rows below it, [k0 + NB, na), become
+// A_ik L_kk^-H: one ZGEMM with the inverse (on the FP64 tensor cores)
+// instead of cuBLAS's ZTRSM, which walks the tile's columns.
+// mid (may be null) is recorded between the two.
+int tile_step(mr_cuda_ctx *c, cuDoubleComplex *gc, int na, int k0, double2 *inv_k,
+              double2 *below, int *status, cudaEvent_t mid = nullptr) {
+  const int k1 = k0 + NB, rows = na - k1;
+  const size_t per_block = size_t(THREADS) * 8;
+  const unsigned copiers = unsigned(
+      std::min<size_t>(64, std::max<size_t>(1, (size_t(rows) * NB + per_block - 1) / per_block)));
+  chol_tile<<<rows > 0 ? 1 + copiers : 1, THREADS, TILE_SHARED, c->compute>>>(
+      reinterpret_cast<double2 *>(gc), na, k0, rows, inv_k, below, status);
+  MR_LAUNCHED(chol_tile);
+  if (mid != nullptr)
+    MR_CU(cudaEventRecord(mid, c->compute));
+  if (rows > 0) {
+    const cuDoubleComplex one = make_cuDoubleComplex(1, 0), zero = make_cuDoubleComplex(0, 0);
+    MR_CUBLAS(cublasZgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_C, rows, NB, NB, &one,
+                          reinterpret_cast<const cuDoubleComplex *>(below), na,
+                          reinterpret_cast<const cuDoubleComplex *>(inv_k), NB, &zero,
+                          gc + size_t(k0) * na + k1, na));
+  }
+  return 0;
+}
+
 // Columns [p0, p1), rows [p0, na), already updated by everything left of
-// them: factored tile by tile.
-int factor_panel(mr_cuda_ctx *c, cuDoubleComplex *gc, int na, int p0, int p1, int *status) {
-  const cuDoubleComplex one = make_cuDoubleComplex(1, 0);
+// them: factored tile by tile; inv receives the tiles' inverses (tile k at
+// inv + k NB^2).
+int factor_panel(mr_cuda_ctx *c, cuDoubleComplex *gc, int na, int p0, int p1, double2 *inv,
+                 double2 *below, int *status) {
   for (int k0 = p0; k0 < p1; k0 += NB) {
     const int k1 = k0 + NB;
-    chol_diag<<<1, THREADS, DIAG_SHARED, c->compute>>>(reinterpret_cast<double2 *>(gc), na, k0,
-                                                       status);
-    MR_LAUNCHED(chol_diag);
-    MR_CUBLAS(cublasZtrsm(c->blas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_C,
-                          CUBLAS_DIAG_NON_UNIT, na - k1, NB, &one, gc + size_t(k0) * na + k0, na,
-                          gc + size_t(k0) * na + k1, na));
-    if (k1 < p1) {
-      int rc = gemm_update(c, gc, na, k0, NB, k1, na - k1, k1, p1 - k1);
-      if (rc < 0)
-        return rc;
-    }
+    int rc = tile_step(c, gc, na, k0, inv + size_t(k0 / NB) * NB * NB, below, status);
+    if (rc == 0 && k1 < p1)
+      rc = gemm_update(c, gc, na, k0, NB, k1, na - k1, k1, p1 - k1);
+    if (rc < 0)
+      return rc;
   }
   return 0;
 }
 
 int factor_one(mr_cuda_ctx *c, const mr_grappa_chol_side &side, double2 *g, int na, int ns,
-               int *status) {
+               double2 *inv, double2 *below, int *status) {
   auto *gc = reinterpret_cast<cuDoubleComplex *>(g);
   bool pending = false; // trailing work on the side stream not yet joined
   int rc = 0;
   for (int p0 = 0; rc == 0 && p0 < ns; p0 += PANEL) {
     const int p1 = ns - p0 < PANEL ? ns : p0 + PANEL;
-    if ((rc = factor_panel(c, gc, na, p0, p1, status)) < 0 || p1 >= ns)
+    if ((rc = factor_panel(c, gc, na, p0, p1, inv, below, status)) < 0 || p1 >= ns)
       break;
     // The next panel's columns (all their rows) here, once the side stream
     // has finished its update of them; the rest there.
@@ -206,19 +340,14 @@ int factor_one(mr_cuda_ctx *c, const mr_grappa_chol_side &side, double2 *g, int 
 } // namespace
 
 int mr_grappa_chol_init(void) {
-  MR_CU(cudaFuncSetAttribute(chol_diag, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(DIAG_SHARED)));
-  MR_CU(cudaFuncSetAttribute(invert_tiles, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(INV_SHARED)));
+  MR_CU(cudaFuncSetAttribute(chol_tile, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(TILE_SHARED)));
   return 0;
 }
 
 int mr_grappa_chol_solve(mr_cuda_ctx *c, double2 *g, int na, int ns, int nt, int nseg,
-                         size_t seg_stride, double2 *inv, double2 *w, int ldw) {
+                         size_t seg_stride, const double2 *inv, double2 *w, int ldw) {
   const int tiles = ns / NB;
-  invert_tiles<<<dim3(unsigned(tiles), unsigned(nseg)), THREADS, INV_SHARED, c->compute>>>(
-      g, na, seg_stride, inv);
-  MR_LAUNCHED(invert_tiles);
   const cuDoubleComplex one = make_cuDoubleComplex(1, 0), zero = make_cuDoubleComplex(0, 0),
                         minus = make_cuDoubleComplex(-1, 0);
   for (int s = 0; s < nseg; s++) {
@@ -241,11 +370,70 @@ int mr_grappa_chol_solve(mr_cuda_ctx *c, double2 *g, int na, int ns, int nt, int
 }
 
 int mr_grappa_chol_factor(mr_cuda_ctx *c, const mr_grappa_chol_side &side, double2 *g, int na,
-                          int ns, int nseg, size_t seg_stride, int *status) {
+                          int ns, int nseg, size_t seg_stride, double2 *inv, double2 *below,
+                          int *status) {
+  const size_t per_seg = size_t(ns / NB) * NB * NB;
   for (int s = 0; s < nseg; s++) {
-    int rc = factor_one(c, side, g + s * seg_stride, na, ns, status);
+    int rc = factor_one(c, side, g + s * seg_stride, na, ns, inv + s * per_seg, below, status);
     if (rc < 0)
       return rc;
   }
   return 0;
+}
+
+int mr_grappa_cuda_chol_tile(mr_device *dev, int rows, double *panel, double *inv,
+                             double *tile_ms, double *below_ms) {
+  return mr_on_worker(dev, [&] {
+    mr_cuda_ctx *c = mr_device_cuda(dev);
+    const size_t n = size_t(rows) * NB;
+    double2 *g = nullptr, *below = nullptr, *iv = nullptr;
+    int *status = nullptr, flag = 0;
+    cudaEvent_t ev[3] = {nullptr, nullptr, nullptr};
+    int rc = mr_grappa_chol_init();
+    if (rc == 0)
+      rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&g), n * sizeof(double2));
+    if (rc == 0)
+      rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&below), n * sizeof(double2));
+    if (rc == 0)
+      rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&iv), size_t(NB) * NB * sizeof(double2));
+    if (rc == 0)
+      rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&status), sizeof(int));
+    if (rc == 0) {
+      rc = [&] {
+        for (cudaEvent_t &e : ev)
+          MR_CU(cudaEventCreate(&e));
+        MR_CU(cudaMemcpyAsync(g, panel, n * sizeof(double2), cudaMemcpyHostToDevice, c->compute));
+        MR_CU(cudaMemsetAsync(status, 0, sizeof(int), c->compute));
+        MR_CU(cudaEventRecord(ev[0], c->compute));
+        int r = tile_step(c, reinterpret_cast<cuDoubleComplex *>(g), rows, 0, iv, below, status,
+                          ev[1]);
+        if (r < 0)
+          return r;
+        MR_CU(cudaEventRecord(ev[2], c->compute));
+        MR_CU(cudaMemcpyAsync(panel, g, n * sizeof(double2), cudaMemcpyDeviceToHost, c->compute));
+        MR_CU(cudaMemcpyAsync(inv, iv, size_t(NB) * NB * sizeof(double2),
+                              cudaMemcpyDeviceToHost, c->compute));
+        MR_CU(cudaMemcpyAsync(&flag, status, sizeof(int), cudaMemcpyDeviceToHost, c->compute));
+        MR_CU(cudaStreamSynchronize(c->compute));
+        float t0 = 0, t1 = 0;
+        MR_CU(cudaEventElapsedTime(&t0, ev[0], ev[1]));
+        MR_CU(cudaEventElapsedTime(&t1, ev[1], ev[2]));
+        if (tile_ms != nullptr)
+          *tile_ms = t0;
+        if (below_ms != nullptr)
+          *below_ms = t1;
+        return 0;
+      }();
+    }
+    for (cudaEvent_t e : ev)
+      if (e != nullptr)
+        cudaEventDestroy(e);
+    mr_cuda_free(c, g);
+    mr_cuda_free(c, below);
+    mr_cuda_free(c, iv);
+    mr_cuda_free(c, status);
+    if (rc == 0 && flag != 0)
+      rc = mr_fail(MR_ENUMERIC, "grappa: a diagonal tile is not positive definite");
+    return rc;
+  });
 }

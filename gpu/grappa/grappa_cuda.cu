@@ -64,6 +64,7 @@ struct scratch {
   double2 *gm = nullptr;                 // [nseg][ns][na]
   double2 *corr = nullptr;               // [nseg][ncorr][na]
   double2 *inv = nullptr;                // fused: [nseg][ns / TILE][TILE^2], L_kk^-1
+  double2 *below = nullptr;              // fused: [TILE][na], the rows below a diagonal tile
   double2 *wsol = nullptr;               // fused: [nseg][ns][n_tgt], W
   const double2 **ptrs = nullptr;        // batched-GEMM pointer arrays
   int *status = nullptr;                 // [0]: flags; [1 + s]: potrf info (hybrid)
@@ -486,7 +487,7 @@ template <class T> int alloc(mr_cuda_ctx *c, T **p, size_t count) {
 
 void release(mr_cuda_ctx *c, scratch *s) {
   void *all[] = {s->line_power, s->col_power, s->psi, s->discard, s->dropped, s->zs, s->zt,
-                 s->fs, s->ft, s->gm, s->corr, s->inv, s->wsol, s->ptrs, s->status,
+                 s->fs, s->ft, s->gm, s->corr, s->inv, s->below, s->wsol, s->ptrs, s->status,
                  s->potrf_work};
   if (s->exec != nullptr)
     cudaGraphExecDestroy(s->exec);
@@ -586,6 +587,7 @@ int create(mr_cuda_ctx *c, mr_grappa_plan *p, scratch *s) {
   if (rc == 0 && p->opts.method == MR_GRAPPA_FUSED) {
     if ((rc = mr_grappa_chol_init()) < 0 ||
         (rc = alloc(c, &s->inv, size_t(f.ns) * TILE * g.nseg)) < 0 ||
+        (rc = alloc(c, &s->below, size_t(f.na) * TILE)) < 0 ||
         (rc = alloc(c, &s->wsol, size_t(f.ns) * nt * g.nseg)) < 0)
       return rc;
     MR_CU(cudaStreamCreateWithFlags(&s->side.stream, cudaStreamNonBlocking));
@@ -690,7 +692,7 @@ int fused_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs, siz
                             CUBLAS_DIAG_NON_UNIT, nt, g.n_src, &one, m, f.na, m + f.ns, f.na));
     }
   } else if ((rc = mr_grappa_chol_factor(c, s->side, s->gm, f.na, f.ns, g.nseg, gsize,
-                                         s->status)) < 0 ||
+                                         s->inv, s->below, s->status)) < 0 ||
              (rc = mr_grappa_chol_solve(c, s->gm, f.na, f.ns, nt, g.nseg, gsize, s->inv,
                                         s->wsol, nt)) < 0)
     return rc;

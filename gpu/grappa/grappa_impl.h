@@ -95,6 +95,24 @@ int mr_grappa_cuda_fused_steps(mr_grappa_plan *p, const mr_cfloat *acs, size_t c
 /* MR_ENUMERIC when the last fused calibration met a non-positive pivot. */
 int mr_grappa_cuda_status(mr_grappa_plan *p);
 
+/* Block order of the GPU's blocked Cholesky factorisation. */
+enum { MR_GRAPPA_TILE = 64 };
+
+/* For tests: one tile step of the GPU factorisation on dev. panel (rows x
+ * MR_GRAPPA_TILE, column-major, complex doubles as re/im pairs, rows >=
+ * MR_GRAPPA_TILE; its top square Hermitian, only the lower triangle read)
+ * is overwritten with L (lower triangle; the upper one left as it was)
+ * and, below it, the rows times L^-H; inv (MR_GRAPPA_TILE^2 complex)
+ * receives L^-1, its upper triangle zero. tile_ms and below_ms (may be
+ * NULL) receive the device time of the tile's kernel and of the product of
+ * the rows below with the inverse (mr-bench grappa). MR_ENUMERIC for a
+ * non-positive pivot, MR_EINVAL on a CPU device. The CUDA twin has the
+ * same contract. */
+int mr_grappa_chol_tile(mr_device *dev, int rows, double *panel, double *inv, double *tile_ms,
+                        double *below_ms);
+int mr_grappa_cuda_chol_tile(mr_device *dev, int rows, double *panel, double *inv,
+                             double *tile_ms, double *below_ms);
+
 #ifdef __cplusplus
 }
 #endif

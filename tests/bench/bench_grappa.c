@@ -18,6 +18,7 @@
 
 #include "bench.h"
 #include "grappa.h"
+#include "grappa_impl.h"
 #include "grappa_phantom.h"
 #ifdef MR_HAVE_CUDA
 #include "raw_cuda.h"
@@ -174,6 +175,44 @@ static step_work work_of(const mr_grappa_opts *o, int ny, int nblk) {
   return w;
 }
 
+/* One tile step of the fused factorisation alone, the first of the
+ * calibration's (the diagonal tile and all the rows of [M; U] below it): the
+ * tile's kernel (factor and inverse) and the product of the rows below
+ * with the inverse, best of GPU_REPS. The tile is diagonally dominant (its
+ * values do not change the time). */
+static int tile_step_case(bench_json *j, mr_device *gpu, const mr_grappa_opts *o) {
+  const int t = MR_GRAPPA_TILE;
+  int ns = (o->kpe * o->kro * o->nc + t - 1) / t * t;
+  int rows = ns + ((o->accel - 1) * o->nc + t - 1) / t * t;
+  size_t n = (size_t)rows * t;
+  double complex *panel = malloc(n * sizeof *panel), *work = malloc(n * sizeof *work),
+                 *inv = malloc((size_t)t * t * sizeof *inv);
+  int rc = panel == NULL || work == NULL || inv == NULL ? MR_ENOMEM : 0;
+  for (int c = 0; rc == 0 && c < t; c++)
+    for (int r = 0; r < rows; r++)
+      panel[(size_t)c * rows + r] =
+          r == c ? t : 0.25 * sin(0.7 * r + 1.3 * c) + 0.25 * I * cos(0.3 * r - c);
+  double best_tile = INFINITY, best_below = INFINITY;
+  for (int rep = 0; rc == 0 && rep < GPU_REPS; rep++) {
+    double tile_ms, below_ms;
+    memcpy(work, panel, n * sizeof *work);
+    rc = mr_grappa_chol_tile(gpu, rows, (double *)work, (double *)inv, &tile_ms, &below_ms);
+    best_tile = fmin(best_tile, tile_ms);
+    best_below = fmin(best_below, below_ms);
+  }
+  json_int(j, "gpu_tile_rows", rows);
+  json_num(j, "gpu_tile_kernel_us", rc == 0 ? best_tile * 1e3 : NAN);
+  json_num(j, "gpu_tile_below_us", rc == 0 ? best_below * 1e3 : NAN);
+  fprintf(stderr,
+          "mr-bench grappa: %d coils: one tile step: kernel %.1f us, the %d rows below "
+          "times L^-H %.1f us\n",
+          o->nc, best_tile * 1e3, rows - t, best_below * 1e3);
+  free(panel);
+  free(work);
+  free(inv);
+  return rc;
+}
+
 static int calibration_case(const bench_ctx *ctx, mr_device *cpu, mr_device *gpu, int nc) {
   bench_json *j = ctx->json;
   const int nro = ctx->quick ? 128 : 512, nacs = 24, accel = 4, ny = ctx->quick ? 64 : 256;
@@ -268,6 +307,8 @@ static int calibration_case(const bench_ctx *ctx, mr_device *cpu, mr_device *gpu
               "eq. 5.1 error %.2e)\n",
               nc, names[m], t.ms, t.build_ms, t.solve_ms, err);
     }
+    if (rc == 0)
+      rc = tile_step_case(j, gpu, &o);
     /* filling with the fused weights */
     o.method = MR_GRAPPA_FUSED;
     double apply = NAN;

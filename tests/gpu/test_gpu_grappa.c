@@ -2,7 +2,8 @@
  * precision, on random and on realistic (ill-conditioned) ACS data, exact
  * filling of data a kernel predicts exactly, option checks; with --cuda,
  * the GPU (direct, fused, hybrid) against the CPU by the seed's error
- * measure (eq. 5.1). */
+ * measure (eq. 5.1), and one tile step of the GPU's factorisation (factor,
+ * inverse, the rows below) against its defining identities. */
 #include <complex.h>
 #include <math.h>
 #include <setjmp.h>
@@ -16,6 +17,7 @@
 #include <cmocka.h>
 
 #include "grappa.h"
+#include "grappa_impl.h"
 #include "grappa_phantom.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
@@ -289,6 +291,17 @@ static void cpu_no_signal(void **state) {
   no_signal_is_numeric_failure(gpu_test_cpu(), MR_GRAPPA_DIRECT);
 }
 
+static void tile_step_needs_gpu(void **state) {
+  (void)state;
+  enum { T = MR_GRAPPA_TILE };
+  double *panel = calloc(2 * T * T, sizeof *panel), *inv = calloc(2 * T * T, sizeof *inv);
+  assert_int_equal(mr_grappa_chol_tile(gpu_test_cpu(), T, panel, inv, NULL, NULL), MR_EINVAL);
+  assert_int_equal(mr_grappa_chol_tile(gpu_test_cpu(), T - 1, panel, inv, NULL, NULL),
+                   MR_EINVAL);
+  free(panel);
+  free(inv);
+}
+
 /* ---- CUDA group ---------------------------------------------------------
  *
  * The CPU solves in double precision. The fused and hybrid GPU methods do
@@ -396,6 +409,88 @@ static void gpu_fill_matches_cpu(void **state) {
   free(gpu);
 }
 
+/* Uniform in [-0.5, 0.5) (xorshift64). */
+static double uniform(uint64_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return (double)(*s >> 11) / 9007199254740992.0 - 0.5;
+}
+
+/* One tile step of the GPU factorisation: an ill-conditioned Hermitian
+ * tile like M's (B B^H / T + 1e-6 I with B of rank 48: a condition number
+ * near 1e6), NaN above its diagonal (never to be read), and 70 rows below
+ * it. Checked in double on the host:
+ * L L^H = A, L L^-1 = I with L^-1's upper triangle zero, and (the rows
+ * below after) L^H = (the rows below before). */
+static void gpu_tile_step(void **state) {
+  (void)state;
+  enum { T = MR_GRAPPA_TILE, ROWS = T + 70 };
+  double complex *b = malloc(T * T * sizeof *b), *a = malloc(ROWS * T * sizeof *a),
+                 *got = malloc(ROWS * T * sizeof *got), *inv = malloc(T * T * sizeof *inv);
+  uint64_t seed = 12345;
+  for (int i = 0; i < T * T; i++) /* columns 48.. zero: rank 48 */
+    b[i] = i < 48 * T ? uniform(&seed) + I * uniform(&seed) : 0;
+  for (int c = 0; c < T; c++)
+    for (int r = 0; r < ROWS; r++) {
+      double complex v = 0;
+      if (r >= T)
+        v = uniform(&seed) + I * uniform(&seed);
+      else if (r < c)
+        v = NAN;
+      else {
+        for (int k = 0; k < T; k++)
+          v += b[k * T + r] * conj(b[k * T + c]);
+        v = v / T + (r == c ? 1e-6 : 0);
+      }
+      a[c * ROWS + r] = got[c * ROWS + r] = v;
+    }
+  GPU_OK(mr_grappa_chol_tile(gpu_test_gpu(), ROWS, (double *)got, (double *)inv, NULL, NULL));
+  double e_llh = 0, n_a = 0, e_inv = 0, e_below = 0, n_below = 0;
+  for (int c = 0; c < T; c++) {
+    assert_true(creal(got[c * ROWS + c]) > 0 && cimag(got[c * ROWS + c]) == 0);
+    for (int r = 0; r < T; r++) {
+      if (r < c)
+        assert_true(inv[c * T + r] == 0);
+      if (r >= c) { /* (L L^H)(r, c) against A */
+        double complex s = 0;
+        for (int k = 0; k <= c; k++)
+          s += got[k * ROWS + r] * conj(got[k * ROWS + c]);
+        e_llh = fmax(e_llh, cabs(s - a[c * ROWS + r]));
+        n_a = fmax(n_a, cabs(a[c * ROWS + r]));
+      }
+      double complex s = 0; /* (L L^-1)(r, c) */
+      for (int k = c; k <= r; k++)
+        s += got[k * ROWS + r] * inv[c * T + k];
+      e_inv = fmax(e_inv, cabs(s - (r == c ? 1.0 : 0.0)));
+    }
+    for (int r = T; r < ROWS; r++) { /* (X L^H)(r, c), X the rows below after */
+      double complex s = 0;
+      for (int k = 0; k <= c; k++)
+        s += got[k * ROWS + r] * conj(got[k * ROWS + c]);
+      e_below = fmax(e_below, cabs(s - a[c * ROWS + r]));
+      n_below = fmax(n_below, cabs(a[c * ROWS + r]));
+    }
+  }
+  print_message("tile step: |L L^H - A| %.1e of %.1e, |L L^-1 - I| %.1e, "
+                "|X L^H - B| %.1e of %.1e\n",
+                e_llh, n_a, e_inv, e_below, n_below);
+  assert_true(e_llh <= 1e-13 * n_a);
+  assert_true(e_inv <= 1e-8);
+  assert_true(e_below <= 1e-8 * n_below);
+  /* a tile that is not positive definite */
+  for (int c = 0; c < T; c++)
+    for (int r = c; r < ROWS; r++)
+      got[c * ROWS + r] = r == c ? -1.0 : 0.0;
+  assert_int_equal(
+      mr_grappa_chol_tile(gpu_test_gpu(), ROWS, (double *)got, (double *)inv, NULL, NULL),
+      MR_ENUMERIC);
+  free(b);
+  free(a);
+  free(got);
+  free(inv);
+}
+
 static void gpu_no_signal(void **state) {
   (void)state;
   no_signal_is_numeric_failure(gpu_test_gpu(), MR_GRAPPA_FUSED);
@@ -411,11 +506,13 @@ int main(int argc, char **argv) {
       cmocka_unit_test(fills_predictable_data),
       cmocka_unit_test(rejects_bad_options),
       cmocka_unit_test(cpu_no_signal),
+      cmocka_unit_test(tile_step_needs_gpu),
   };
   const struct CMUnitTest cuda_tests[] = {
       cmocka_unit_test(gpu_matches_cpu),
       cmocka_unit_test(gpu_fill_matches_cpu),
       cmocka_unit_test(gpu_no_signal),
+      cmocka_unit_test(gpu_tile_step),
   };
   int failed = cuda ? cmocka_run_group_tests_name("grappa_cuda", cuda_tests, NULL, NULL)
                     : cmocka_run_group_tests_name("grappa_cpu", cpu_tests, NULL, NULL);
