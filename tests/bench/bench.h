@@ -58,19 +58,26 @@ void bench_devices_release(const bench_ctx *ctx, mr_device *cpu, mr_device *gpu)
 /* The H100 SXM's datasheet peaks, against which every kernel's work is set. */
 #define BENCH_PEAK_FP32_GFLOPS 67000.0 /* FP32 without tensor cores */
 #define BENCH_PEAK_FP64_GFLOPS 34000.0 /* FP64 without tensor cores */
+#define BENCH_PEAK_FP64_TENSOR_GFLOPS 67000.0 /* FP64 on the tensor cores (DGEMM/ZGEMM) */
 #define BENCH_PEAK_HBM_GBPS 3350.0     /* HBM3 */
+
+/* The arithmetic peak a kernel's work is set against: the units it runs on. */
+typedef enum bench_peak {
+  BENCH_FP32,       /* single precision, CUDA cores */
+  BENCH_FP64,       /* double precision, CUDA cores */
+  BENCH_FP64_TENSOR /* double precision products on the tensor cores (cuBLAS ZGEMM/ZHERK) */
+} bench_peak;
 
 /* Writes, as members of the open object, the physical limits of one timed
  * kernel: the work it must do (gflop, counted from the algorithm, not from
  * what a library does) and the bytes it must move through device memory
  * (mbyte: each input read once, each output written once), both written
- * too, the rates
- * reached in `ms`, their fractions of the peaks, and which peak is nearer
- * ("bound": "memory" or "compute"), so the next step is visible. `fp64`
- * sets the work against the FP64 peak. Keys are prefixed with `prefix`
+ * too, the rates reached in `ms`, their fractions of the peaks (`peak`:
+ * the arithmetic one), and which peak is nearer ("bound": "memory" or
+ * "compute"), so the next step is visible. Keys are prefixed with `prefix`
  * (e.g. "gpu_"). */
 void bench_limits(bench_json *j, const char *prefix, double gflop, double mbyte, double ms,
-                  int fp64);
+                  bench_peak peak);
 
 /* n complex samples with parts uniform in [-1, 1), the same for the same
  * seed in every run (a 64-bit linear congruential generator). */

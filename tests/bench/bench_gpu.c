@@ -370,7 +370,7 @@ static int run_case(const bench_ctx *ctx, kase *k, mr_device *gpu, mr_device *cp
   json_str(j, "op", k->op);
   json_str(j, "shape", k->shape);
   json_num(j, "gpu_ms", gpu_ms);
-  bench_limits(j, "gpu_", k->gflop, k->mbyte, gpu_ms, 0);
+  bench_limits(j, "gpu_", k->gflop, k->mbyte, gpu_ms, BENCH_FP32);
   json_num(j, "raw_ms", raw_ms);
   json_num(j, "wrapper_overhead_pct", 100.0 * (gpu_ms - raw_ms) / raw_ms);
   json_num(j, "issue_raw_ms", k->issue_raw_ms);

@@ -297,10 +297,13 @@ static int calibration_case(const bench_ctx *ctx, mr_device *cpu, mr_device *gpu
         json_num(j, key, t.solve_ms);
       }
       if (methods[m] == MR_GRAPPA_FUSED) {
-        bench_limits(j, "gpu_fused_build_", work.build_gflop, work.build_mbyte, t.build_ms, 1);
-        bench_limits(j, "gpu_fused_solve_", work.solve_gflop, work.solve_mbyte, t.solve_ms, 1);
+        /* the products of both steps are ZGEMM/ZHERK on the FP64 tensor cores */
+        bench_limits(j, "gpu_fused_build_", work.build_gflop, work.build_mbyte, t.build_ms,
+                     BENCH_FP64_TENSOR);
+        bench_limits(j, "gpu_fused_solve_", work.solve_gflop, work.solve_mbyte, t.solve_ms,
+                     BENCH_FP64_TENSOR);
         bench_limits(j, "gpu_fused_", work.build_gflop + work.solve_gflop,
-                     work.build_mbyte + work.solve_mbyte, t.ms, 1);
+                     work.build_mbyte + work.solve_mbyte, t.ms, BENCH_FP64_TENSOR);
       }
       fprintf(stderr,
               "mr-bench grappa: %d coils: GPU %s %.3f ms (build %.3f, solve %.3f by steps; "
@@ -316,7 +319,7 @@ static int calibration_case(const bench_ctx *ctx, mr_device *cpu, mr_device *gpu
       rc = gpu_apply(gpu, &o, w_dev, under, sampled, ny, &apply);
     mr_buf_destroy(w_dev);
     json_num(j, "gpu_apply_ms", apply);
-    bench_limits(j, "gpu_apply_", work.apply_gflop, work.apply_mbyte, apply, 0);
+    bench_limits(j, "gpu_apply_", work.apply_gflop, work.apply_mbyte, apply, BENCH_FP32);
     fprintf(stderr, "mr-bench grappa: %d coils: GPU apply (%d lines) %.3f ms\n", nc, ny, apply);
     /* the seed's own test input: random ACS data, well conditioned */
     random_fill(acs, per_coil * nc, 11);

@@ -394,12 +394,12 @@ static void write_limits(bench_json *j, const nufft_case *c, const ours *o) {
   double kernel_mb = samples_mb + points_mb + grid_mb, fft_mb = 2 * grid_mb;
   double scale_mb = adj ? 2 * image_mb : image_mb + grid_mb;
   bench_limits(j, "gpu_", kernel_gflop + fft_gflop + scale_gflop, kernel_mb + fft_mb + scale_mb,
-               o->ms, 0);
+               o->ms, BENCH_FP32);
   bench_limits(j, adj ? "gpu_spread_" : "gpu_pad_", adj ? kernel_gflop : scale_gflop,
-               adj ? kernel_mb : scale_mb, o->stage[0], 0);
-  bench_limits(j, "gpu_fft_", fft_gflop, fft_mb, o->stage[1], 0);
+               adj ? kernel_mb : scale_mb, o->stage[0], BENCH_FP32);
+  bench_limits(j, "gpu_fft_", fft_gflop, fft_mb, o->stage[1], BENCH_FP32);
   bench_limits(j, adj ? "gpu_crop_" : "gpu_interp_", adj ? scale_gflop : kernel_gflop,
-               adj ? scale_mb : kernel_mb, o->stage[2], 0);
+               adj ? scale_mb : kernel_mb, o->stage[2], BENCH_FP32);
 }
 
 #define NCASE_TOLS (sizeof case_tols / sizeof *case_tols)

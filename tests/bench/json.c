@@ -61,10 +61,16 @@ void json_str(bench_json *j, const char *key, const char *s) {
 }
 
 void bench_limits(bench_json *j, const char *prefix, double gflop, double mbyte, double ms,
-                  int fp64) {
+                  bench_peak peak) {
+  static const struct {
+    const char *name;
+    double gflops;
+  } peaks[] = {[BENCH_FP32] = {"fp32", BENCH_PEAK_FP32_GFLOPS},
+               [BENCH_FP64] = {"fp64", BENCH_PEAK_FP64_GFLOPS},
+               [BENCH_FP64_TENSOR] = {"fp64_tensor", BENCH_PEAK_FP64_TENSOR_GFLOPS}};
   char key[64];
   double gflops = gflop / ms * 1e3, gbps = mbyte / ms;
-  double pct_flop = 100.0 * gflops / (fp64 ? BENCH_PEAK_FP64_GFLOPS : BENCH_PEAK_FP32_GFLOPS);
+  double pct_flop = 100.0 * gflops / peaks[peak].gflops;
   double pct_hbm = 100.0 * gbps / BENCH_PEAK_HBM_GBPS;
   snprintf(key, sizeof key, "%sgflop", prefix);
   json_num(j, key, gflop);
@@ -74,7 +80,7 @@ void bench_limits(bench_json *j, const char *prefix, double gflop, double mbyte,
   json_num(j, key, gflops);
   snprintf(key, sizeof key, "%sgbps", prefix);
   json_num(j, key, gbps);
-  snprintf(key, sizeof key, "%spct_%s_peak", prefix, fp64 ? "fp64" : "fp32");
+  snprintf(key, sizeof key, "%spct_%s_peak", prefix, peaks[peak].name);
   json_num(j, key, pct_flop);
   snprintf(key, sizeof key, "%spct_hbm_peak", prefix);
   json_num(j, key, pct_hbm);
