@@ -2,9 +2,9 @@
 # shellcheck disable=SC2317 # the area_* functions are called by name
 # The check on the GPU device machine, part 2 (there, from the repository
 # root, with build-device/stage carried; see scripts/device-build.sh). Each
-# area's steps, results under $OUT, a summary printed last; exit 0 when
-# every step passed. Benchmarks write $OUT/<subcommand>-h100.json, the
-# names of tests/bench/results/.
+# area's steps, results under $OUT (the logs in $OUT/logs.tar.gz), a
+# summary printed last; exit 0 when every step passed. Benchmarks write
+# $OUT/<subcommand>-h100.json, the names of tests/bench/results/.
 #
 # usage: scripts/device-run.sh [AREA...]      (no AREA: tests)
 #   tests   every gpu/ test's CUDA group (ctest label gpu), the Cartesian
@@ -247,4 +247,14 @@ for a in $areas; do
   "area_$a"
 done
 echo "---- summary"; cat "$summary"
+# The run tool brings back only a few files from $OUT: the results (the
+# benchmarks' JSON, the summary) stay as they are, the logs go into one
+# archive beside them.
+(
+  cd "$out" || exit
+  logs=$(find . -maxdepth 1 -type f ! -name '*-h100.json' ! -name 'split-*.json' \
+    ! -name 'load-*.json' ! -name summary.txt ! -name logs.tar.gz -printf '%f\n')
+  # shellcheck disable=SC2086 # file names made here, without spaces
+  [ -z "$logs" ] || tar -czf logs.tar.gz --remove-files $logs
+)
 exit $failed
