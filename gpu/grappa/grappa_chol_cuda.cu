@@ -35,12 +35,10 @@ namespace {
 
 constexpr int NB = MR_GRAPPA_CHOL_TILE;
 constexpr int PANEL = 4 * NB;
-constexpr int SUB = 8;        // columns of a sub-panel of the diagonal tile
+constexpr int SUB = 16;       // columns of a sub-panel of the diagonal tile
 constexpr int LDS = NB + 1;   // odd: a row and a column of 16-byte elements hit distinct banks
 constexpr int THREADS = 512;  // 16 warps: 4 per SM partition
 constexpr int GROUPS = THREADS / 64; // thread groups of 64 rows (or columns)
-constexpr int PER = SUB / GROUPS;    // a sub-panel's columns per thread group
-static_assert(PER >= 1 && PER * GROUPS == SUB && NB % SUB == 0, "sub-panels and thread groups");
 constexpr unsigned FULL = 0xffffffffu;
 constexpr size_t TILE_SHARED = 2 * size_t(NB) * LDS * sizeof(double2);
 
@@ -61,60 +59,69 @@ __device__ inline double2 shfl2(double2 v, int lane) {
 // One warp: the SUB x SUB block at (J, J) of the tile a (already updated
 // by the sub-panels left of it) becomes its factor L_JJ (lower triangle),
 // and the same block of x its inverse L_JJ^-1 (upper triangle zero). Lane
-// r (and r + SUB, ..., which repeat it) holds row r of both in registers.
-// Column step c: one shuffle of the pivot, one reciprocal square root
-// rs_c (1 / L_cc, which the inverse reuses: no division), shuffles of the
-// column for the update; and the inverse's step c (L z = I: the rows below
-// c lose (L_rc / L_cc) z_c) in the same loop, so its chain interleaves with
-// the factor's. No barrier. Entries above the diagonal are never read
-// (selects, not products, keep them out), so the tile's upper triangle may
-// hold anything. Returns true where a pivot was not positive (it is then
-// taken as 1 and the factor is garbage).
-// With SUB 16 (four sub-panels) this warp's work was most of the kernel's
-// time (H100: 41-45 us a tile, the other warps waiting at the barrier two
-// thirds of their cycles; 18 cycles an issued instruction; 128 registers
-// with spills): blocks of 8 hold a quarter of the registers and half the
-// shuffles per column.
+// r (and r + 16, which repeats it) holds row r in registers; a column step
+// is one shuffle of the pivot, one reciprocal square root, and shuffles of
+// the column for the update: no barrier, no division chain. Entries above
+// the diagonal are never read (selects, not products, keep them out), so
+// the tile's upper triangle may hold anything. Returns true where a pivot
+// was not positive (it is then taken as 1 and the factor is garbage).
+// This warp's work is most of the tile kernel's time (H100: the kernel
+// takes 45 us, its other warps wait at the barrier for two thirds of their
+// cycles): some 2,000 dependent instructions a block, shuffles and FP64 at
+// 18 cycles an instruction. A variant with the column loops rolled (the
+// registers shifting a column a step, a row's halves in two lanes) took
+// 47 us; the code's size is not what bounds it.
 __device__ bool factor_sub(double2 *a, double2 *x, int J, int lane) {
   const int r = lane & (SUB - 1);
   bool bad = false;
-  double2 v[SUB], z[SUB];
-  double rs[SUB];
+  {
+    double2 v[SUB];
 #pragma unroll
-  for (int q = 0; q < SUB; q++) {
-    v[q] = a[(J + q) * LDS + J + r];
-    z[q] = make_double2(q == r ? 1.0 : 0.0, 0.0);
+    for (int q = 0; q < SUB; q++)
+      v[q] = a[(J + q) * LDS + J + r];
+#pragma unroll
+    for (int c = 0; c < SUB; c++) {
+      double d = __shfl_sync(FULL, v[c].x, c);
+      if (!(d > 0.0)) { // NaN too; the same d in every lane
+        bad = true;
+        d = 1.0;
+      }
+      const double rs = rsqrt(d);
+      const double2 m = r > c ? make_double2(v[c].x * rs, v[c].y * rs) : make_double2(0.0, 0.0);
+      v[c] = r == c ? make_double2(d * rs, 0.0) : m;
+#pragma unroll
+      for (int q = c + 1; q < SUB; q++)
+        v[q] = sub_mul_conj(v[q], m, shfl2(m, q));
+    }
+    if (lane < SUB) {
+#pragma unroll
+      for (int q = 0; q < SUB; q++)
+        if (q <= r)
+          a[(J + q) * LDS + J + r] = v[q];
+    }
   }
+  __syncwarp();
+  // L z = I column by column: row c of z is final (but for its division by
+  // L_cc) at step c; the rows below lose (L_rc / L_cc) z_c.
+  double2 z[SUB];
+#pragma unroll
+  for (int q = 0; q < SUB; q++)
+    z[q] = make_double2(q == r ? 1.0 : 0.0, 0.0);
+  double scale = 1.0;
 #pragma unroll
   for (int c = 0; c < SUB; c++) {
-    double d = __shfl_sync(FULL, v[c].x, c);
-    if (!(d > 0.0)) { // NaN too; the same d in every lane
-      bad = true;
-      d = 1.0;
-    }
-    rs[c] = rsqrt(d);
-    const double2 m = r > c ? make_double2(v[c].x * rs[c], v[c].y * rs[c]) : make_double2(0.0, 0.0);
-    v[c] = r == c ? make_double2(d * rs[c], 0.0) : m;
-#pragma unroll
-    for (int q = c + 1; q < SUB; q++)
-      v[q] = sub_mul_conj(v[q], m, shfl2(m, q));
-    // the inverse: row c of z is final (but for its factor rs_c) here
-    const double2 f = make_double2(m.x * rs[c], m.y * rs[c]);
+    const double ic = 1.0 / a[(J + c) * LDS + J + c].x;
+    const double2 l = a[(J + c) * LDS + J + r];
+    const double2 f = r > c ? make_double2(l.x * ic, l.y * ic) : make_double2(0.0, 0.0);
+    scale = r == c ? ic : scale;
 #pragma unroll
     for (int q = 0; q <= c; q++)
       z[q] = sub_mul(z[q], f, shfl2(z[q], c));
   }
-  double scale = rs[0];
-#pragma unroll
-  for (int q = 1; q < SUB; q++)
-    scale = r == q ? rs[q] : scale;
   if (lane < SUB) {
 #pragma unroll
-    for (int q = 0; q < SUB; q++) {
-      if (q <= r)
-        a[(J + q) * LDS + J + r] = v[q];
+    for (int q = 0; q < SUB; q++)
       x[(J + q) * LDS + J + r] = make_double2(z[q].x * scale, z[q].y * scale);
-    }
   }
   return bad;
 }
@@ -164,40 +171,34 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (w == 0)
       bad |= factor_sub(a, x, J, lane);
     __syncthreads();
-    // The rows below, L_rJ = A_rJ L_JJ^-H (row r >= K, columns J + grp +
-    // i GROUPS), and x's rows [J, K), L_JJ^-1 B (column col < J).
-    double2 p[PER], b[PER];
-#pragma unroll
-    for (int i = 0; i < PER; i++)
-      p[i] = b[i] = make_double2(0, 0);
+    // The rows below, L_rJ = A_rJ L_JJ^-H (row r >= K, columns J + grp,
+    // J + grp + 8), and x's rows [J, K), L_JJ^-1 B (column col < J).
+    double2 p0 = make_double2(0, 0), p1 = p0, b0 = p0, b1 = p0;
+    const int i0 = grp, i1 = grp + GROUPS;
     if (K < NB && row >= K) {
 #pragma unroll
       for (int k = 0; k < SUB; k++) {
         const double2 v = a[(J + k) * LDS + row];
-#pragma unroll
-        for (int i = 0; i < PER; i++)
-          p[i] = sub_mul_conj(p[i], v, x[(J + k) * LDS + J + grp + i * GROUPS]);
+        p0 = sub_mul_conj(p0, v, x[(J + k) * LDS + J + i0]);
+        p1 = sub_mul_conj(p1, v, x[(J + k) * LDS + J + i1]);
       }
     }
     if (row < J) {
 #pragma unroll
       for (int k = 0; k < SUB; k++) {
         const double2 v = x[row * LDS + J + k];
-#pragma unroll
-        for (int i = 0; i < PER; i++)
-          b[i] = sub_mul(b[i], x[(J + k) * LDS + J + grp + i * GROUPS], v);
+        b0 = sub_mul(b0, x[(J + k) * LDS + J + i0], v);
+        b1 = sub_mul(b1, x[(J + k) * LDS + J + i1], v);
       }
     }
     __syncthreads();
     if (K < NB && row >= K) { // the sums were formed negated
-#pragma unroll
-      for (int i = 0; i < PER; i++)
-        a[(J + grp + i * GROUPS) * LDS + row] = make_double2(-p[i].x, -p[i].y);
+      a[(J + i0) * LDS + row] = make_double2(-p0.x, -p0.y);
+      a[(J + i1) * LDS + row] = make_double2(-p1.x, -p1.y);
     }
     if (row < J) {
-#pragma unroll
-      for (int i = 0; i < PER; i++)
-        x[row * LDS + J + grp + i * GROUPS] = make_double2(-b[i].x, -b[i].y);
+      x[row * LDS + J + i0] = make_double2(-b0.x, -b0.y);
+      x[row * LDS + J + i1] = make_double2(-b1.x, -b1.y);
     }
     __syncthreads();
     if (K < NB && row >= K) {
