@@ -70,7 +70,10 @@ __device__ inline double2 shfl2(double2 v, int lane) {
 // cycles): some 2,000 dependent instructions a block, shuffles and FP64 at
 // 18 cycles an instruction. A variant with the column loops rolled (the
 // registers shifting a column a step, a row's halves in two lanes) took
-// 47 us; the code's size is not what bounds it.
+// 47 us; the code's size is not what bounds it. Sub-panels of 8 columns
+// (factor and inverse in one loop, 1 / L_cc from the rsqrt, no spills
+// where this kernel spills 20 bytes at 128 registers) took 47.5-49.7 us
+// against 40.7-42.4: the extra sub-panels cost more than they saved.
 __device__ bool factor_sub(double2 *a, double2 *x, int J, int lane) {
   const int r = lane & (SUB - 1);
   bool bad = false;
