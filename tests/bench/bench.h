@@ -43,6 +43,10 @@ typedef struct bench_ctx {
 typedef int (*bench_fn)(const bench_ctx *ctx);
 
 int bench_gpu(const bench_ctx *ctx);
+#ifdef MR_HAVE_CUDA
+/* mr-bench gpu's "toeplitz" rows on gpu (bench_toeplitz.c). */
+int bench_gpu_toeplitz(const bench_ctx *ctx, mr_device *gpu);
+#endif
 int bench_grappa(const bench_ctx *ctx);
 int bench_fhd(const bench_ctx *ctx);
 int bench_nufft(const bench_ctx *ctx);
@@ -82,6 +86,11 @@ void bench_limits(bench_json *j, const char *prefix, double gflop, double mbyte,
 /* n complex samples with parts uniform in [-1, 1), the same for the same
  * seed in every run (a 64-bit linear congruential generator). */
 void bench_random_fill(mr_cfloat *x, size_t n, unsigned seed);
+
+/* A new buffer (*out, the caller's) of n such samples, seed's, on dev:
+ * random data, never zeros, which can hide unwritten outputs and run faster
+ * than real data. */
+int bench_random_buf(mr_device *dev, size_t n, unsigned seed, mr_buf **out);
 
 /* Median of n values (n >= 1); reorders v. */
 double bench_median(double *v, int n);

@@ -4,10 +4,10 @@
  * centered_over_raw: the centred FFT's time over cuFFT's uncentred one;
  * beside it cuFFT with identity LTO callbacks, the floor under a centering
  * folded into cuFFT's loads and stores, and the plain plan (plain_over_raw:
- * the wrapper around cuFFT alone). "toeplitz": one apply of the Toeplitz
- * operator (gpu/iterative/toeplitz.h), which folds the centering into its
- * own kernels, against the same steps with centred transforms and against
- * the floor of cuFFT plus the operator's elementwise passes.
+ * the wrapper around cuFFT alone). "toeplitz" (bench_toeplitz.c): one
+ * apply of the Toeplitz operator, which folds the centering into its own
+ * kernels, against the same steps with centred transforms and against the
+ * floor of cuFFT plus the operator's elementwise passes.
  *
  * Rates are counted from the work an operation must do, not from what a
  * library does: FFT 5 N log2 N flops per array; HERK 4 n^2 k; GEMM 8 n^2 k;
@@ -24,8 +24,6 @@
 #include "bench.h"
 #ifdef MR_HAVE_CUDA
 #include "raw_cuda.h"
-#include "toeplitz.h"
-#include "toeplitz_impl.h"
 #endif
 
 
@@ -74,20 +72,6 @@ static void release(kase *k) {
   }
 }
 
-/* A buffer of n complex samples on dev holding random data (never zeros:
- * they can hide unwritten outputs and run faster than real data). */
-static int random_buf(mr_device *dev, size_t n, unsigned seed, mr_buf **out) {
-  mr_cfloat *host = malloc(n * sizeof *host);
-  if (host == NULL)
-    return MR_ENOMEM;
-  bench_random_fill(host, n, seed);
-  int rc = mr_buf_create(dev, n * sizeof *host, out);
-  if (rc == 0)
-    rc = mr_buf_upload(*out, 0, host, n * sizeof *host);
-  free(host);
-  return rc;
-}
-
 static mr_cfloat *data(const kase *k, int i) { return mr_buf_data(k->buf[i]); }
 
 /* ---- FFT ---------------------------------------------------------------- */
@@ -98,7 +82,7 @@ static int fft_prepare(kase *k, mr_device *dev) {
   size_t n = k->dims[0] * k->dims[1] * k->dims[2] * k->batch;
   int rc = mr_fft_plan_create(dev, &o, &k->plan);
   if (rc == 0)
-    rc = random_buf(dev, n, 1, &k->buf[0]);
+    rc = bench_random_buf(dev, n, 1, &k->buf[0]);
   for (int i = 0; rc == 0 && mr_device_is_gpu(dev) && !k->plain && i < 2; i++) {
     k->host[i] = malloc(n * sizeof(mr_cfloat));
     rc = k->host[i] == NULL ? MR_ENOMEM : mr_host_alloc(dev, n * sizeof(mr_cfloat),
@@ -164,11 +148,11 @@ static kase fft_case(int rank, size_t nx, size_t ny, size_t nz, size_t batch, do
 
 static int blas_prepare(kase *k, mr_device *dev) {
   size_t a = (size_t)k->k * k->n, c = (size_t)k->n * k->n;
-  int rc = random_buf(dev, a, 3, &k->buf[0]);
+  int rc = bench_random_buf(dev, a, 3, &k->buf[0]);
   if (rc == 0)
-    rc = random_buf(dev, a, 4, &k->buf[1]);
+    rc = bench_random_buf(dev, a, 4, &k->buf[1]);
   if (rc == 0)
-    rc = random_buf(dev, c, 5, &k->buf[2]);
+    rc = bench_random_buf(dev, c, 5, &k->buf[2]);
   return rc;
 }
 
@@ -230,7 +214,7 @@ static int solve_prepare(kase *k, mr_device *dev) {
     rc = mr_buf_upload(k->buf[0], 0, a, nn * sizeof *a);
   free(a);
   if (rc == 0)
-    rc = random_buf(dev, nb, 7, &k->buf[1]);
+    rc = bench_random_buf(dev, nb, 7, &k->buf[1]);
   if (rc == 0)
     rc = mr_buf_create(dev, nn * sizeof(mr_cfloat), &k->buf[2]);
   if (rc == 0)
@@ -274,7 +258,7 @@ static kase solve_case(int n, int nrhs) {
 /* ---- coil combination ----------------------------------------------------- */
 
 static int coil_prepare(kase *k, mr_device *dev) {
-  int rc = random_buf(dev, k->dims[0] * k->batch, 8, &k->buf[0]);
+  int rc = bench_random_buf(dev, k->dims[0] * k->batch, 8, &k->buf[0]);
   if (rc == 0)
     rc = mr_buf_create(dev, k->dims[0] * sizeof(float), &k->buf[1]);
   return rc;
@@ -463,248 +447,6 @@ static int transfers(const bench_ctx *ctx, mr_device *gpu) {
   return rc;
 }
 
-#ifdef MR_HAVE_CUDA
-/* ---- Toeplitz operator ------------------------------------------------------ */
-
-/* One apply of the Toeplitz operator (lambda 0) on an image of n, with
- * `coils` random maps (0: none), on the doubled grid. Three ways:
- * folded, the operator itself (plain transforms, the centering folded into
- * its kernel); centred, the same launches with fft.h's centred transforms
- * (expand, centred forward, times sqrt(P) F_c(q), centred backward,
- * gather: the operator before the fold); the floor, the operator's three
- * elementwise passes alone plus cuFFT forward and backward of the same
- * batch called directly (raw_cufft_round_trip_ms). Each is timed
- * TOEPLITZ_REPEAT times back to back and divided, as CG runs its applies
- * (its scalars stay on the device: no host wait between them), so that
- * no piece carries the gap before its first launch: timed one at a time,
- * the floor's separately timed pieces would each carry it. */
-#define TOEPLITZ_REPEAT 20
-
-typedef struct toeplitz_run {
-  mr_device *dev;
-  size_t dims[3], big[3], nvox, nbig, images, coils;
-  mr_toeplitz *op;
-  mr_fft_plan *centred, *centred1; /* `images` per execute; one */
-  mr_buf *x, *y, *maps, *work, *kernel;
-} toeplitz_run;
-
-static const mr_cfloat *maps_of(const toeplitz_run *r) {
-  return r->coils > 0 ? mr_buf_data(r->maps) : NULL;
-}
-
-static int folded_once(mr_device *dev, void *p) {
-  (void)dev;
-  toeplitz_run *r = p;
-  return mr_toeplitz_apply(r->op, mr_buf_data(r->x), mr_buf_data(r->y));
-}
-
-/* The three elementwise passes, with the centred transforms between them
- * when `centred` is set. */
-static int toeplitz_steps(toeplitz_run *r, int centred) {
-  mr_cfloat *w = mr_buf_data(r->work);
-  int rc = mr_toeplitz_cuda_expand(r->dev, r->images, maps_of(r), mr_buf_data(r->x), r->dims,
-                                   r->big, w);
-  if (rc == 0 && centred)
-    rc = mr_fft_execute(r->centred, MR_FFT_FORWARD, w, w);
-  if (rc == 0)
-    rc = mr_toeplitz_cuda_kernel_mul(r->dev, r->images, r->nbig, mr_buf_data(r->kernel), w);
-  if (rc == 0 && centred)
-    rc = mr_fft_execute(r->centred, MR_FFT_BACKWARD, w, w);
-  if (rc == 0)
-    rc = mr_toeplitz_cuda_gather(r->dev, r->images, maps_of(r), w, r->dims, r->big, NULL, 0,
-                                 mr_buf_data(r->y));
-  return rc;
-}
-
-static int centred_once(mr_device *dev, void *p) {
-  (void)dev;
-  return toeplitz_steps(p, 1);
-}
-
-static int passes_once(mr_device *dev, void *p) {
-  (void)dev;
-  return toeplitz_steps(p, 0);
-}
-
-/* TOEPLITZ_REPEAT of each, back to back. */
-static int repeat(mr_device_task once, mr_device *dev, void *p) {
-  int rc = 0;
-  for (int i = 0; rc == 0 && i < TOEPLITZ_REPEAT; i++)
-    rc = once(dev, p);
-  return rc;
-}
-
-static int folded_task(mr_device *dev, void *p) { return repeat(folded_once, dev, p); }
-static int centred_task(mr_device *dev, void *p) { return repeat(centred_once, dev, p); }
-static int passes_task(mr_device *dev, void *p) { return repeat(passes_once, dev, p); }
-
-/* The centred operator's kernel sqrt(P) F_c(q), q already in r->kernel. */
-static int centred_kernel_task(mr_device *dev, void *p) {
-  toeplitz_run *r = p;
-  mr_cfloat *k = mr_buf_data(r->kernel);
-  int rc = mr_fft_execute(r->centred1, MR_FFT_FORWARD, k, k);
-  return rc == 0 ? mr_vec_scale(dev, r->nbig, (mr_cfloat)sqrtf((float)r->nbig), k) : rc;
-}
-
-static int toeplitz_prepare(toeplitz_run *r, mr_device *gpu, int rank, size_t side,
-                            size_t coils) {
-  *r = (toeplitz_run){.dev = gpu, .nvox = 1, .nbig = 1, .coils = coils,
-                      .images = coils > 0 ? coils : 1};
-  for (int d = 0; d < 3; d++) {
-    r->dims[d] = d < rank ? side : 1;
-    r->big[d] = 2 * r->dims[d] - (d >= rank);
-    r->nvox *= r->dims[d];
-    r->nbig *= r->big[d];
-  }
-  mr_toeplitz_opts o = {.rank = rank, .n = {r->dims[0], r->dims[1], r->dims[2]},
-                        .reg = MR_REG_IDENTITY, .coils = coils};
-  mr_fft_opts fo = {.rank = rank, .dims = {r->big[0], r->big[1], r->big[2]},
-                    .batch = r->images};
-  mr_cfloat *q = malloc(r->nbig * sizeof *q), *maps = malloc(r->images * r->nvox * sizeof *q);
-  int rc = q != NULL && maps != NULL ? 0 : MR_ENOMEM;
-  if (rc == 0) {
-    bench_random_fill(q, r->nbig, 11);
-    bench_random_fill(maps, r->images * r->nvox, 12);
-    rc = mr_toeplitz_create(gpu, &o, q, &r->op);
-  }
-  if (rc == 0 && coils > 0)
-    rc = mr_toeplitz_set_maps(r->op, maps);
-  if (rc == 0)
-    rc = mr_buf_create(gpu, r->images * r->nvox * sizeof *q, &r->maps);
-  if (rc == 0)
-    rc = mr_buf_upload(r->maps, 0, maps, r->images * r->nvox * sizeof *q);
-  if (rc == 0)
-    rc = mr_fft_plan_create(gpu, &fo, &r->centred);
-  fo.batch = 1;
-  if (rc == 0)
-    rc = mr_fft_plan_create(gpu, &fo, &r->centred1);
-  if (rc == 0)
-    rc = random_buf(gpu, r->nbig, 11, &r->kernel); /* the same values as q */
-  if (rc == 0)
-    rc = mr_device_run(gpu, centred_kernel_task, r);
-  if (rc == 0)
-    rc = random_buf(gpu, r->nvox, 13, &r->x);
-  if (rc == 0)
-    rc = mr_buf_create(gpu, r->nvox * sizeof *q, &r->y);
-  if (rc == 0)
-    rc = mr_buf_create(gpu, r->images * r->nbig * sizeof *q, &r->work);
-  free(q);
-  free(maps);
-  return rc;
-}
-
-static void toeplitz_release(toeplitz_run *r) {
-  mr_toeplitz_destroy(r->op);
-  mr_fft_plan_destroy(r->centred);
-  mr_fft_plan_destroy(r->centred1);
-  mr_buf_destroy(r->x);
-  mr_buf_destroy(r->y);
-  mr_buf_destroy(r->maps);
-  mr_buf_destroy(r->work);
-  mr_buf_destroy(r->kernel);
-}
-
-/* The output of `task` (host memory, nvox values). */
-static int toeplitz_output(toeplitz_run *r, mr_device_task task, mr_cfloat *out) {
-  int rc = mr_device_run(r->dev, task, r);
-  return rc == 0 ? mr_buf_download(r->y, 0, out, r->nvox * sizeof *out) : rc;
-}
-
-static double rel_diff(const mr_cfloat *a, const mr_cfloat *b, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; i++) {
-    num += pow(cabs((double complex)a[i] - b[i]), 2);
-    den += pow(cabs((double complex)b[i]), 2);
-  }
-  return sqrt(num / den);
-}
-
-typedef struct toeplitz_shape {
-  int rank;
-  size_t side, coils; /* the image's side in every dimension; 0 coils: no maps */
-} toeplitz_shape;
-
-static int toeplitz_row(const bench_ctx *ctx, mr_device *gpu, const toeplitz_shape *shape) {
-  int rank = shape->rank;
-  size_t coils = shape->coils;
-  toeplitz_run r;
-  double ms[3] = {NAN, NAN, NAN}, t[GPU_REPS], raw = NAN, diff = NAN; /* folded, centred, passes */
-  mr_device_task tasks[3] = {folded_task, centred_task, passes_task};
-  int rc = toeplitz_prepare(&r, gpu, rank, shape->side, coils);
-  for (int i = 0; rc == 0 && i < 3; i++)
-    if ((rc = mr_device_time(gpu, tasks[i], &r, GPU_WARMUP, GPU_REPS, t)) == 0)
-      ms[i] = bench_median(t, GPU_REPS) / TOEPLITZ_REPEAT;
-  mr_cfloat *a = malloc(r.nvox * sizeof *a), *b = malloc(r.nvox * sizeof *b);
-  if (rc == 0)
-    rc = a != NULL && b != NULL ? toeplitz_output(&r, folded_once, a) : MR_ENOMEM;
-  if (rc == 0 && (rc = toeplitz_output(&r, centred_once, b)) == 0)
-    diff = rel_diff(a, b, r.nvox);
-  int n[3];
-  for (int d = 0; d < rank; d++)
-    n[d] = (int)r.big[rank - 1 - d];
-  if (rc == 0 && (raw = raw_cufft_round_trip_ms(mr_device_ordinal(gpu), rank, n, (int)r.images,
-                                                TOEPLITZ_REPEAT, GPU_REPS)) < 0)
-    raw = NAN;
-  if (rc < 0)
-    fprintf(stderr, "mr-bench: toeplitz: %s (%s)\n", mr_strerror(rc), mr_device_last_error());
-  char image[64], grid[64];
-  snprintf(image, sizeof image, rank == 2 ? "%zux%zu" : "%zux%zux%zu", r.dims[0], r.dims[1],
-           r.dims[2]);
-  snprintf(grid, sizeof grid, rank == 2 ? "%zux%zu x %zu" : "%zux%zux%zu x %zu", r.big[0],
-           r.big[1], rank == 2 ? r.images : r.big[2], r.images);
-  double floor_ms = raw + ms[2];
-  fprintf(stderr, "toeplitz %-10s coils %2zu: folded %.4f centred %.4f floor %.4f ms "
-          "(%.3f, %.3f of the floor)\n", image, coils, ms[0], ms[1], floor_ms,
-          ms[0] / floor_ms, ms[1] / floor_ms);
-  bench_json *j = ctx->json;
-  json_open(j, NULL, '{');
-  json_str(j, "image", image);
-  json_int(j, "coils", (long long)coils);
-  json_str(j, "doubled_grid", grid);
-  json_num(j, "folded_ms", ms[0]);
-  json_num(j, "centred_ms", ms[1]);
-  json_num(j, "passes_ms", ms[2]);
-  json_num(j, "raw_cufft_round_trip_ms", raw);
-  json_num(j, "floor_ms", floor_ms);
-  json_num(j, "folded_over_floor", ms[0] / floor_ms);
-  json_num(j, "centred_over_floor", ms[1] / floor_ms);
-  json_num(j, "centred_over_folded", ms[1] / ms[0]);
-  json_num(j, "folded_vs_centred_rel_diff", diff);
-  json_close(j, '}');
-  free(a);
-  free(b);
-  toeplitz_release(&r);
-  return rc;
-}
-
-static int toeplitz_rows(const bench_ctx *ctx, mr_device *gpu) {
-  /* rank, image side, coils: the stream's 2-D CG-SENSE frame (128^2, 16
-   * coils) and a larger one, mr-bench fhd's 3-D problems (64^3 and its
-   * CG's 128^3), with and without coils. */
-  static const toeplitz_shape full[] = {{2, 128, 0}, {2, 128, 16}, {2, 256, 0}, {2, 256, 16},
-                                        {3, 64, 0},  {3, 64, 8},   {3, 128, 0}};
-  static const toeplitz_shape quick[] = {{2, 16, 0}, {2, 16, 2}, {3, 8, 0}, {3, 8, 2}};
-  const toeplitz_shape *shapes = ctx->quick ? quick : full;
-  size_t count = ctx->quick ? 4 : sizeof full / sizeof *full;
-  bench_json *j = ctx->json;
-  json_str(j, "toeplitz_note",
-           "one apply of the Toeplitz operator, lambda 0, random Q, maps and image; folded: "
-           "the operator (plain cuFFT plans, the centering folded into its kernel); centred: "
-           "the same launches with fft.h's centred transforms (the operator before the "
-           "fold); passes: its three elementwise launches alone (expand, times the kernel, "
-           "gather); raw_cufft_round_trip_ms: cuFFT forward and inverse of the same batch, "
-           "called directly; floor: passes plus that round trip; each the time of one of "
-           "20 run back to back (as CG runs its applies); folded_vs_centred_rel_diff: their "
-           "outputs against each other");
-  json_open(j, "toeplitz", '[');
-  int rc = 0;
-  for (size_t i = 0; rc == 0 && i < count; i++)
-    rc = toeplitz_row(ctx, gpu, &shapes[i]);
-  json_close(j, ']');
-  return rc;
-}
-#endif
-
 static void describe(bench_json *j, const char *key, mr_device *dev) {
   mr_device_info info;
   if (dev == NULL || mr_device_info_get(dev, &info) != 0)
@@ -779,7 +521,7 @@ int bench_gpu(const bench_ctx *ctx) {
               cases[i].op, cases[i].shape, ms[i][3], ms[i][4]);
 #ifdef MR_HAVE_CUDA
   if (rc == 0 && gpu != NULL)
-    rc = toeplitz_rows(ctx, gpu);
+    rc = bench_gpu_toeplitz(ctx, gpu);
 #endif
   if (rc == 0 && gpu != NULL)
     rc = transfers(ctx, gpu);

@@ -77,6 +77,18 @@ void bench_random_fill(mr_cfloat *x, size_t n, unsigned seed) {
   }
 }
 
+int bench_random_buf(mr_device *dev, size_t n, unsigned seed, mr_buf **out) {
+  mr_cfloat *host = malloc(n * sizeof *host);
+  if (host == NULL)
+    return MR_ENOMEM;
+  bench_random_fill(host, n, seed);
+  int rc = mr_buf_create(dev, n * sizeof *host, out);
+  if (rc == 0)
+    rc = mr_buf_upload(*out, 0, host, n * sizeof *host);
+  free(host);
+  return rc;
+}
+
 double bench_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
