@@ -235,13 +235,14 @@ int mr_grappa_calibrate_steps(mr_grappa_plan *p, const mr_cfloat *acs, size_t co
 }
 
 int mr_grappa_chol_tile(mr_device *dev, int rows, double *panel, double *inv, double *tile_ms,
-                        double *below_ms) {
+                        double *below_ms, double *phase_us) {
   if (rows < MR_GRAPPA_TILE)
     return mr_fail(MR_EINVAL, "grappa: a tile step needs %d rows, not %d", MR_GRAPPA_TILE, rows);
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(dev))
-    return mr_grappa_cuda_chol_tile(dev, rows, panel, inv, tile_ms, below_ms);
+    return mr_grappa_cuda_chol_tile(dev, rows, panel, inv, tile_ms, below_ms, phase_us);
 #endif
+  (void)phase_us;
   (void)panel;
   (void)inv;
   (void)dev;

@@ -41,6 +41,7 @@ constexpr int THREADS = 512;  // 16 warps: 4 per SM partition
 constexpr int GROUPS = THREADS / 64; // thread groups of 64 rows (or columns)
 constexpr unsigned FULL = 0xffffffffu;
 constexpr size_t TILE_SHARED = 2 * size_t(NB) * LDS * sizeof(double2);
+constexpr int STAMPS = MR_GRAPPA_TILE_PHASES + 1; // a stamped tile kernel's clock64() stamps
 
 __device__ inline double2 sub_mul_conj(double2 c, double2 a, double2 b) {
   // c - a conj(b)
@@ -50,6 +51,12 @@ __device__ inline double2 sub_mul_conj(double2 c, double2 a, double2 b) {
 __device__ inline double2 sub_mul(double2 c, double2 a, double2 b) {
   // c - a b
   return make_double2(c.x - (a.x * b.x - a.y * b.y), c.y - (a.x * b.y + a.y * b.x));
+}
+
+__device__ inline unsigned long long globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
 }
 
 __device__ inline double2 shfl2(double2 v, int lane) {
@@ -74,7 +81,12 @@ __device__ inline double2 shfl2(double2 v, int lane) {
 // (factor and inverse in one loop, 1 / L_cc from the rsqrt, no spills
 // where this kernel spills 20 bytes at 128 registers) took 47.5-49.7 us
 // against 40.7-42.4: the extra sub-panels cost more than they saved.
-__device__ bool factor_sub(double2 *a, double2 *x, int J, int lane) {
+// Measured by phase (mr-bench grappa, gpu_tile_phase_us) a 16-column factor
+// takes 2.9 us and the inverse 2.3 (0.18 and 0.14 us a column step), 21 of
+// the block's 38 us. The inverse's column steps inside the factor's (1 /
+// L_cc from the rsqrt, L_rc from the registers: two chains interleaved)
+// took 48 us against 41: 100 bytes of spills, and no overlap gained.
+__device__ bool factor_sub(double2 *a, double2 *x, int J, int lane, long long *stamp_factor) {
   const int r = lane & (SUB - 1);
   bool bad = false;
   {
@@ -104,6 +116,8 @@ __device__ bool factor_sub(double2 *a, double2 *x, int J, int lane) {
     }
   }
   __syncwarp();
+  if (stamp_factor != nullptr && lane == 0)
+    *stamp_factor = clock64();
   // L z = I column by column: row c of z is final (but for its division by
   // L_cc) at step c; the rows below lose (L_rc / L_cc) z_c.
   double2 z[SUB];
@@ -143,9 +157,10 @@ __device__ bool factor_sub(double2 *a, double2 *x, int J, int lane) {
 // Blocks 1.. copy the rows below the tile, [k0 + NB, k0 + NB + below_rows)
 // of the same columns, into below (ld ld) for the product with L^-H that
 // follows (cuBLAS cannot multiply in place).
+template <bool Stamped>
 __global__ void __launch_bounds__(THREADS, 1)
     chol_tile(double2 *g, int ld, int k0, int below_rows, double2 *inv, double2 *below,
-              int *status) {
+              int *status, long long *stamps) {
   if (blockIdx.x > 0) {
     const size_t n = size_t(below_rows) * NB, step = size_t(gridDim.x - 1) * blockDim.x;
     for (size_t e = (blockIdx.x - 1) * size_t(blockDim.x) + threadIdx.x; e < n; e += step) {
@@ -153,6 +168,14 @@ __global__ void __launch_bounds__(THREADS, 1)
       below[c * ld + r] = g[(k0 + c) * ld + k0 + NB + r];
     }
     return;
+  }
+  // Stamped (the test hook only): thread 0 writes clock64() at each phase
+  // boundary (MR_GRAPPA_TILE_PHASES in grappa_impl.h says which), and the
+  // global timer at entry and end, which turn the cycles into time.
+  const bool stamper = Stamped && threadIdx.x == 0;
+  if (stamper) {
+    stamps[0] = clock64();
+    stamps[STAMPS] = (long long)globaltimer_ns();
   }
   extern __shared__ double2 sm[];
   double2 *a = sm, *x = sm + NB * LDS; // element (r, c) at c * LDS + r
@@ -168,12 +191,19 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int row = ((w >> 2) & 1) * 32 + lane, grp = (w & 3) + 4 * (w >> 3);
   bool bad = false;
   __syncthreads();
+  if (stamper)
+    stamps[1] = clock64();
 #pragma unroll
   for (int j = 0; j < NB / SUB; j++) {
     const int J = j * SUB, K = J + SUB; // this sub-panel: columns [J, K)
+    long long *st = Stamped ? stamps + 2 + 6 * j : nullptr; // see MR_GRAPPA_TILE_PHASES
     if (w == 0)
-      bad |= factor_sub(a, x, J, lane);
+      bad |= factor_sub(a, x, J, lane, Stamped ? st : nullptr);
+    if (stamper)
+      st[1] = clock64();
     __syncthreads();
+    if (stamper)
+      st[2] = clock64();
     // The rows below, L_rJ = A_rJ L_JJ^-H (row r >= K, columns J + grp,
     // J + grp + 8), and x's rows [J, K), L_JJ^-1 B (column col < J).
     double2 p0 = make_double2(0, 0), p1 = p0, b0 = p0, b1 = p0;
@@ -195,6 +225,8 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
     }
     __syncthreads();
+    if (stamper)
+      st[3] = clock64();
     if (K < NB && row >= K) { // the sums were formed negated
       a[(J + i0) * LDS + row] = make_double2(-p0.x, -p0.y);
       a[(J + i1) * LDS + row] = make_double2(-p1.x, -p1.y);
@@ -204,6 +236,8 @@ __global__ void __launch_bounds__(THREADS, 1)
       x[row * LDS + J + i1] = make_double2(-b1.x, -b1.y);
     }
     __syncthreads();
+    if (stamper)
+      st[4] = clock64();
     if (K < NB && row >= K) {
       double2 l[SUB];
 #pragma unroll
@@ -233,6 +267,8 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
     }
     __syncthreads(); // before the next sub-panel's diagonal block is read
+    if (stamper)
+      st[5] = clock64();
   }
   for (int e = t; e < NB * NB; e += THREADS) {
     const int r = e % NB, c = e / NB;
@@ -242,7 +278,18 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
   if (bad && t == 0)
     atomicOr(status, 1);
+  if (Stamped) {
+    __syncthreads();
+    if (stamper) {
+      stamps[STAMPS - 1] = clock64();
+      stamps[STAMPS + 1] = (long long)globaltimer_ns();
+    }
+  }
 }
+
+// The tile kernel as the calibration runs it, and stamped (the test hook's).
+using tile_kernel = void (*)(double2 *, int, int, int, double2 *, double2 *, int *, long long *);
+const tile_kernel tile_kernels[2] = {chol_tile<false>, chol_tile<true>};
 
 // C (rows x cols at (r0, c0)) -= A A'^H with A the rows [r0, ..) and A' the
 // rows [c0, ..) of columns [k0, k0 + k): the full block, both triangles.
@@ -270,14 +317,18 @@ int trailing(mr_cuda_ctx *c, cuDoubleComplex *gc, int na, int ns, int k0, int k,
 // A_ik L_kk^-H: one ZGEMM with the inverse (on the FP64 tensor cores)
 // instead of cuBLAS's ZTRSM, which walks the tile's columns.
 // mid (may be null) is recorded between the two.
+// stamps (may be null; the test hook's): the stamped tile kernel runs,
+// writing there.
 int tile_step(mr_cuda_ctx *c, cuDoubleComplex *gc, int na, int k0, double2 *inv_k,
-              double2 *below, int *status, cudaEvent_t mid = nullptr) {
+              double2 *below, int *status, cudaEvent_t mid = nullptr,
+              long long *stamps = nullptr) {
   const int k1 = k0 + NB, rows = na - k1;
   const size_t per_block = size_t(THREADS) * 8;
   const unsigned copiers = unsigned(
       std::min<size_t>(64, std::max<size_t>(1, (size_t(rows) * NB + per_block - 1) / per_block)));
-  chol_tile<<<rows > 0 ? 1 + copiers : 1, THREADS, TILE_SHARED, c->compute>>>(
-      reinterpret_cast<double2 *>(gc), na, k0, rows, inv_k, below, status);
+  tile_kernels[stamps != nullptr]<<<rows > 0 ? 1 + copiers : 1, THREADS, TILE_SHARED,
+                                     c->compute>>>(
+      reinterpret_cast<double2 *>(gc), na, k0, rows, inv_k, below, status, stamps);
   MR_LAUNCHED(chol_tile);
   if (mid != nullptr)
     MR_CU(cudaEventRecord(mid, c->compute));
@@ -343,8 +394,8 @@ int factor_one(mr_cuda_ctx *c, const mr_grappa_chol_side &side, double2 *g, int 
 } // namespace
 
 int mr_grappa_chol_init(void) {
-  MR_CU(cudaFuncSetAttribute(chol_tile, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(TILE_SHARED)));
+  for (tile_kernel k : tile_kernels)
+    MR_CU(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(TILE_SHARED)));
   return 0;
 }
 
@@ -385,12 +436,13 @@ int mr_grappa_chol_factor(mr_cuda_ctx *c, const mr_grappa_chol_side &side, doubl
 }
 
 int mr_grappa_cuda_chol_tile(mr_device *dev, int rows, double *panel, double *inv,
-                             double *tile_ms, double *below_ms) {
+                             double *tile_ms, double *below_ms, double *phase_us) {
   return mr_on_worker(dev, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     const size_t n = size_t(rows) * NB;
     double2 *g = nullptr, *below = nullptr, *iv = nullptr;
     int *status = nullptr, flag = 0;
+    long long *stamps = nullptr, st[STAMPS + 2];
     cudaEvent_t ev[3] = {nullptr, nullptr, nullptr};
     int rc = mr_grappa_chol_init();
     if (rc == 0)
@@ -401,6 +453,8 @@ int mr_grappa_cuda_chol_tile(mr_device *dev, int rows, double *panel, double *in
       rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&iv), size_t(NB) * NB * sizeof(double2));
     if (rc == 0)
       rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&status), sizeof(int));
+    if (rc == 0 && phase_us != nullptr)
+      rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&stamps), sizeof st);
     if (rc == 0) {
       rc = [&] {
         for (cudaEvent_t &e : ev)
@@ -409,7 +463,7 @@ int mr_grappa_cuda_chol_tile(mr_device *dev, int rows, double *panel, double *in
         MR_CU(cudaMemsetAsync(status, 0, sizeof(int), c->compute));
         MR_CU(cudaEventRecord(ev[0], c->compute));
         int r = tile_step(c, reinterpret_cast<cuDoubleComplex *>(g), rows, 0, iv, below, status,
-                          ev[1]);
+                          ev[1], stamps);
         if (r < 0)
           return r;
         MR_CU(cudaEventRecord(ev[2], c->compute));
@@ -417,6 +471,8 @@ int mr_grappa_cuda_chol_tile(mr_device *dev, int rows, double *panel, double *in
         MR_CU(cudaMemcpyAsync(inv, iv, size_t(NB) * NB * sizeof(double2),
                               cudaMemcpyDeviceToHost, c->compute));
         MR_CU(cudaMemcpyAsync(&flag, status, sizeof(int), cudaMemcpyDeviceToHost, c->compute));
+        if (stamps != nullptr)
+          MR_CU(cudaMemcpyAsync(st, stamps, sizeof st, cudaMemcpyDeviceToHost, c->compute));
         MR_CU(cudaStreamSynchronize(c->compute));
         float t0 = 0, t1 = 0;
         MR_CU(cudaEventElapsedTime(&t0, ev[0], ev[1]));
@@ -425,6 +481,12 @@ int mr_grappa_cuda_chol_tile(mr_device *dev, int rows, double *panel, double *in
           *tile_ms = t0;
         if (below_ms != nullptr)
           *below_ms = t1;
+        if (phase_us != nullptr) { // cycles to microseconds by the global timer's span
+          const double us_per_cycle =
+              double(st[STAMPS + 1] - st[STAMPS]) * 1e-3 / double(st[STAMPS - 1] - st[0]);
+          for (int i = 0; i < MR_GRAPPA_TILE_PHASES; i++)
+            phase_us[i] = double(st[i + 1] - st[i]) * us_per_cycle;
+        }
         return 0;
       }();
     }
@@ -435,6 +497,7 @@ int mr_grappa_cuda_chol_tile(mr_device *dev, int rows, double *panel, double *in
     mr_cuda_free(c, below);
     mr_cuda_free(c, iv);
     mr_cuda_free(c, status);
+    mr_cuda_free(c, stamps);
     if (rc == 0 && flag != 0)
       rc = mr_fail(MR_ENUMERIC, "grappa: a diagonal tile is not positive definite");
     return rc;

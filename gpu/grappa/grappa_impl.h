@@ -98,6 +98,15 @@ int mr_grappa_cuda_status(mr_grappa_plan *p);
 /* Block order of the GPU's blocked Cholesky factorisation. */
 enum { MR_GRAPPA_TILE = 64 };
 
+/* phase_us of the hook: the diagonal-tile block's time by phase, measured
+ * with clock64() at each boundary by thread 0 (in the warp that factors):
+ * [0] loading the tile, then for each of the 4 sub-panels of 16 columns
+ * (at 1 + 6 j) the warp's factor, its inverse, the barrier after it,
+ * the rows below and the inverse's rows (all warps, to a barrier), their
+ * write back (to a barrier), the trailing update (to a barrier); [25]
+ * storing L and the inverse. */
+#define MR_GRAPPA_TILE_PHASES 26
+
 /* For tests: one tile step of the GPU factorisation on dev. panel (rows x
  * MR_GRAPPA_TILE, column-major, complex doubles as re/im pairs, rows >=
  * MR_GRAPPA_TILE; its top square Hermitian, only the lower triangle read)
@@ -105,13 +114,15 @@ enum { MR_GRAPPA_TILE = 64 };
  * and, below it, the rows times L^-H; inv (MR_GRAPPA_TILE^2 complex)
  * receives L^-1, its upper triangle zero. tile_ms and below_ms (may be
  * NULL) receive the device time of the tile's kernel and of the product of
- * the rows below with the inverse (mr-bench grappa). MR_ENUMERIC for a
- * non-positive pivot, MR_EINVAL on a CPU device. The CUDA twin has the
- * same contract. */
+ * the rows below with the inverse (mr-bench grappa). phase_us (may be
+ * NULL; MR_GRAPPA_TILE_PHASES entries) receives the tile kernel's phases,
+ * from a stamped build of the kernel (tile_ms then includes the stamps).
+ * MR_ENUMERIC for a non-positive pivot, MR_EINVAL on a CPU device. The
+ * CUDA twin has the same contract. */
 int mr_grappa_chol_tile(mr_device *dev, int rows, double *panel, double *inv, double *tile_ms,
-                        double *below_ms);
+                        double *below_ms, double *phase_us);
 int mr_grappa_cuda_chol_tile(mr_device *dev, int rows, double *panel, double *inv,
-                             double *tile_ms, double *below_ms);
+                             double *tile_ms, double *below_ms, double *phase_us);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -295,8 +296,9 @@ static void tile_step_needs_gpu(void **state) {
   (void)state;
   enum { T = MR_GRAPPA_TILE };
   double *panel = calloc(2 * T * T, sizeof *panel), *inv = calloc(2 * T * T, sizeof *inv);
-  assert_int_equal(mr_grappa_chol_tile(gpu_test_cpu(), T, panel, inv, NULL, NULL), MR_EINVAL);
-  assert_int_equal(mr_grappa_chol_tile(gpu_test_cpu(), T - 1, panel, inv, NULL, NULL),
+  assert_int_equal(mr_grappa_chol_tile(gpu_test_cpu(), T, panel, inv, NULL, NULL, NULL),
+                   MR_EINVAL);
+  assert_int_equal(mr_grappa_chol_tile(gpu_test_cpu(), T - 1, panel, inv, NULL, NULL, NULL),
                    MR_EINVAL);
   free(panel);
   free(inv);
@@ -422,10 +424,12 @@ static double uniform(uint64_t *s) {
  * near 1e6), NaN above its diagonal (never to be read), and 70 rows below
  * it. Checked in double on the host:
  * L L^H = A, L L^-1 = I with L^-1's upper triangle zero, and (the rows
- * below after) L^H = (the rows below before). */
-static void gpu_tile_step(void **state) {
-  (void)state;
+ * below after) L^H = (the rows below before). Stamped (phase times asked
+ * for: each phase's time is non-negative, and they sum to no more than the
+ * kernel's) or not. */
+static void tile_step(bool stamped) {
   enum { T = MR_GRAPPA_TILE, ROWS = T + 70 };
+  double phase[MR_GRAPPA_TILE_PHASES], tile_ms = 0, sum = 0;
   double complex *b = malloc(T * T * sizeof *b), *a = malloc(ROWS * T * sizeof *a),
                  *got = malloc(ROWS * T * sizeof *got), *inv = malloc(T * T * sizeof *inv);
   uint64_t seed = 12345;
@@ -445,7 +449,16 @@ static void gpu_tile_step(void **state) {
       }
       a[c * ROWS + r] = got[c * ROWS + r] = v;
     }
-  GPU_OK(mr_grappa_chol_tile(gpu_test_gpu(), ROWS, (double *)got, (double *)inv, NULL, NULL));
+  GPU_OK(mr_grappa_chol_tile(gpu_test_gpu(), ROWS, (double *)got, (double *)inv, &tile_ms, NULL,
+                             stamped ? phase : NULL));
+  for (int i = 0; stamped && i < MR_GRAPPA_TILE_PHASES; i++) {
+    assert_true(phase[i] >= 0);
+    sum += phase[i];
+  }
+  if (stamped) {
+    print_message("stamped: kernel %.1f us, phases %.1f us\n", tile_ms * 1e3, sum);
+    assert_true(sum > 0 && sum <= tile_ms * 1e3 * 1.05);
+  }
   double e_llh = 0, n_a = 0, e_inv = 0, e_below = 0, n_below = 0;
   for (int c = 0; c < T; c++) {
     assert_true(creal(got[c * ROWS + c]) > 0 && cimag(got[c * ROWS + c]) == 0);
@@ -472,9 +485,9 @@ static void gpu_tile_step(void **state) {
       n_below = fmax(n_below, cabs(a[c * ROWS + r]));
     }
   }
-  print_message("tile step: |L L^H - A| %.1e of %.1e, |L L^-1 - I| %.1e, "
+  print_message("tile step%s: |L L^H - A| %.1e of %.1e, |L L^-1 - I| %.1e, "
                 "|X L^H - B| %.1e of %.1e\n",
-                e_llh, n_a, e_inv, e_below, n_below);
+                stamped ? " (stamped)" : "", e_llh, n_a, e_inv, e_below, n_below);
   assert_true(e_llh <= 1e-13 * n_a);
   assert_true(e_inv <= 1e-8);
   assert_true(e_below <= 1e-8 * n_below);
@@ -482,13 +495,19 @@ static void gpu_tile_step(void **state) {
   for (int c = 0; c < T; c++)
     for (int r = c; r < ROWS; r++)
       got[c * ROWS + r] = r == c ? -1.0 : 0.0;
-  assert_int_equal(
-      mr_grappa_chol_tile(gpu_test_gpu(), ROWS, (double *)got, (double *)inv, NULL, NULL),
-      MR_ENUMERIC);
+  assert_int_equal(mr_grappa_chol_tile(gpu_test_gpu(), ROWS, (double *)got, (double *)inv, NULL,
+                                       NULL, NULL),
+                   MR_ENUMERIC);
   free(b);
   free(a);
   free(got);
   free(inv);
+}
+
+static void gpu_tile_step(void **state) {
+  (void)state;
+  tile_step(false);
+  tile_step(true);
 }
 
 static void gpu_no_signal(void **state) {
