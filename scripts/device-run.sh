@@ -62,6 +62,9 @@ tests=$tmp/programs/tests
 } >"$out/device.txt" 2>&1
 cat "$out/device.txt"
 
+# Files already in $OUT (the caller's own log, say) are left out of the
+# logs' archive at the end.
+before=$(find "$out" -maxdepth 1 -type f -printf '%f\n')
 failed=0
 summary=$out/summary.txt
 : >"$summary"
@@ -253,7 +256,8 @@ echo "---- summary"; cat "$summary"
 (
   cd "$out" || exit
   logs=$(find . -maxdepth 1 -type f ! -name '*-h100.json' ! -name 'split-*.json' \
-    ! -name 'load-*.json' ! -name summary.txt ! -name logs.tar.gz -printf '%f\n')
+    ! -name 'load-*.json' ! -name summary.txt ! -name logs.tar.gz -printf '%f\n' |
+    grep -vxF -e "$before" -e logs.tar.gz)
   # shellcheck disable=SC2086 # file names made here, without spaces
   [ -z "$logs" ] || tar -czf logs.tar.gz --remove-files $logs
 )
