@@ -40,6 +40,7 @@
 #include "host.h"
 #include "nufft.h"
 #include "nufft_reference.h"
+#include "test_support.h"
 #ifdef MR_HAVE_CUDA
 #include "nufft_impl.h"
 #endif
@@ -294,15 +295,6 @@ static int measure(mr_device *dev, const nufft_case *c, const float *k, const mr
   return rc;
 }
 
-static double rel_diff(const mr_cfloat *a, const mr_cfloat *b, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; i++) {
-    num += cabsf(a[i] - b[i]) * (double)cabsf(a[i] - b[i]);
-    den += cabsf(b[i]) * (double)cabsf(b[i]);
-  }
-  return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
 /* The exact answers, in double, at EXACT_SUBSET random elements of the
  * output (indices into the output [coils][pixels or samples]). */
 typedef struct exact_subset {
@@ -449,7 +441,7 @@ static int run_case(const bench_ctx *ctx, group *g, size_t t, mr_device *gpu, mr
       rc = measure(cpu, &c, g->k, g->in, 0, g->out_cpu, &scratch, &cpu_ms, NULL, &cst);
     if (rc == 0) {
       cpu_error = exact_error(g->out_cpu, &g->exact);
-      cpu_diff = rel_diff(out, g->out_cpu, nout);
+      cpu_diff = mr_test_rel_error_c(out, g->out_cpu, nout);
     }
   }
   nufft_reference_result ref = {-1, NAN, NAN, NAN, NAN, {NAN, NAN, NAN}};
@@ -459,7 +451,7 @@ static int run_case(const bench_ctx *ctx, group *g, size_t t, mr_device *gpu, mr
     size_t dims[3] = {c.n, c.n, c.n};
     if (nufft_reference_run(mr_device_ordinal(gpu), adj ? 1 : 2, c.rank, dims, c.coils,
                             c.npoints, g->k, g->in, g->out_ref, c.tol, GPU_REPS, &ref) == 0) {
-      ref_diff = rel_diff(out, g->out_ref, nout);
+      ref_diff = mr_test_rel_error_c(out, g->out_ref, nout);
       ref_error = exact_error(g->out_ref, &g->exact);
     }
   }

@@ -2,13 +2,13 @@
  * (gpu/iterative/toeplitz.h), which folds the FFT's centering into its own
  * kernels, against the same steps with centred transforms and against the
  * floor of cuFFT plus the operator's elementwise passes. */
-#include <complex.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "bench.h"
 #include "raw_cuda.h"
+#include "test_support.h"
 #include "toeplitz.h"
 #include "toeplitz_impl.h"
 
@@ -160,15 +160,6 @@ static int toeplitz_output(toeplitz_run *r, mr_device_task task, mr_cfloat *out)
   return rc == 0 ? mr_buf_download(r->y, 0, out, r->nvox * sizeof *out) : rc;
 }
 
-static double rel_diff(const mr_cfloat *a, const mr_cfloat *b, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; i++) {
-    num += pow(cabs((double complex)a[i] - b[i]), 2);
-    den += pow(cabs((double complex)b[i]), 2);
-  }
-  return sqrt(num / den);
-}
-
 typedef struct toeplitz_shape {
   int rank;
   size_t side, coils; /* the image's side in every dimension; 0 coils: no maps */
@@ -188,7 +179,7 @@ static int toeplitz_row(const bench_ctx *ctx, mr_device *gpu, const toeplitz_sha
   if (rc == 0)
     rc = a != NULL && b != NULL ? toeplitz_output(&r, folded_once, a) : MR_ENOMEM;
   if (rc == 0 && (rc = toeplitz_output(&r, centred_once, b)) == 0)
-    diff = rel_diff(a, b, r.nvox);
+    diff = mr_test_rel_error_c(a, b, r.nvox);
   int n[3];
   for (int d = 0; d < rank; d++)
     n[d] = (int)r.big[rank - 1 - d];
