@@ -24,6 +24,7 @@
 #include "net.h"
 #include "query.h"
 #include "stream.h"
+#include "test_support.h"
 
 /* ---- the fake server: one connection, one scripted behaviour ---- */
 
@@ -327,14 +328,8 @@ static void test_early_close(void **state) {
  * the client's source holds its CLOSE back until the sink has the image.
  * A client that only reads after sending would wait forever. */
 static void image_first(int fd) {
-  ISMRMRD_ImageHeader h;
-  ismrmrd_init_image_header(&h);
-  h.data_type = ISMRMRD_FLOAT;
-  h.matrix_size[0] = h.matrix_size[1] = 8;
-  h.matrix_size[2] = h.channels = 1;
-  mr_message *im = mr_message_new_image(&h, NULL);
+  mr_message *im = mr_test_image(ISMRMRD_FLOAT, 8, 8, NULL);
   assert_non_null(im);
-  memset(im->u.image.data, 0, im->u.image.data_bytes);
   put(fd, im);
   if (serve(fd, 0))
     put(fd, mr_message_new(MR_MSG_CLOSE));

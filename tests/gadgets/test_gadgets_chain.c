@@ -317,12 +317,7 @@ static void test_gadget_error_names_config_and_gadget(void **state) {
 
 /* A 2 x 2 image of 16-bit pixels: scale refuses it. */
 static mr_message *ushort_image(void) {
-  ISMRMRD_ImageHeader h;
-  ismrmrd_init_image_header(&h);
-  h.data_type = ISMRMRD_USHORT;
-  h.matrix_size[0] = h.matrix_size[1] = 2;
-  h.matrix_size[2] = h.channels = 1;
-  mr_message *m = mr_message_new_image(&h, NULL);
+  mr_message *m = mr_test_image(ISMRMRD_USHORT, 2, 2, NULL);
   assert_non_null(m);
   return m;
 }

@@ -233,12 +233,7 @@ static void *fake_peer_main(void *arg) {
     break;
   case FLOODS: { /* once it has our HEADER: small images, without end, without reading */
     drain(fd, 1026 + 6 + strlen(mr_harness_cartesian_header(2 * N, N, 1, N, N, 1)));
-    ISMRMRD_ImageHeader h;
-    ismrmrd_init_image_header(&h);
-    h.data_type = ISMRMRD_FLOAT;
-    h.matrix_size[0] = h.matrix_size[1] = 4;
-    h.matrix_size[2] = h.channels = 1;
-    mr_message *m = mr_message_new_image(&h, NULL);
+    mr_message *m = mr_test_image(ISMRMRD_FLOAT, 4, 4, NULL);
     uint8_t *bytes;
     size_t len;
     assert_int_equal(mr_encode_flat(m, &bytes, &len), 0);

@@ -72,12 +72,7 @@ static void expect_rejection(mr_message *bad, const char *error) {
 }
 
 static mr_message *image_of(uint16_t nx, const char *attr) {
-  ISMRMRD_ImageHeader h;
-  ismrmrd_init_image_header(&h);
-  h.data_type = ISMRMRD_FLOAT;
-  h.matrix_size[0] = nx;
-  h.matrix_size[1] = h.matrix_size[2] = h.channels = 1;
-  return mr_message_new_image(&h, attr);
+  return mr_test_image(ISMRMRD_FLOAT, nx, 1, attr);
 }
 
 static void test_every_limit_over_the_wire(void **state) {

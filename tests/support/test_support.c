@@ -157,6 +157,16 @@ int mr_test_have_tool(const char *tool) {
   return found;
 }
 
+mr_message *mr_test_image(uint16_t data_type, uint16_t nx, uint16_t ny, const char *attributes) {
+  ISMRMRD_ImageHeader h;
+  ismrmrd_init_image_header(&h);
+  h.data_type = data_type;
+  h.matrix_size[0] = nx;
+  h.matrix_size[1] = ny;
+  h.matrix_size[2] = h.channels = 1;
+  return mr_message_new_image(&h, attributes);
+}
+
 void mr_test_wrapped_image_header(ISMRMRD_ImageHeader *h) {
   ismrmrd_init_image_header(h);
   h->data_type = ISMRMRD_FLOAT;

@@ -37,6 +37,13 @@ uint8_t *mr_test_encode_all(struct mr_message *const *msgs, int n, size_t *len, 
 struct ISMRMRD_ImageHeader;
 void mr_test_wrapped_image_header(struct ISMRMRD_ImageHeader *h);
 
+/* A new IMAGE message (the caller's) of one channel, nx x ny pixels of
+ * ISMRMRD data_type, zeros, with attributes (NULL: none); NULL when the
+ * header is refused. */
+struct mr_message;
+struct mr_message *mr_test_image(uint16_t data_type, uint16_t nx, uint16_t ny,
+                                 const char *attributes);
+
 /* The source tree root (MR_SOURCE_DIR from ctest, else "."). */
 const char *mr_test_source_dir(void);
 /* The build tree root (MR_BINARY_DIR from ctest, else "build"). */
