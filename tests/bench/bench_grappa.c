@@ -231,7 +231,7 @@ static int tile_step_case(bench_json *j, mr_device *gpu, const mr_grappa_opts *o
     if (rc == 0 && stamped && tile_ms < best_stamped) {
       best_stamped = tile_ms;
       memcpy(best_phase, phase, sizeof phase);
-    } else if (!stamped) {
+    } else if (rc == 0 && !stamped) {
       best_tile = fmin(best_tile, tile_ms);
       best_below = fmin(best_below, below_ms);
     }
