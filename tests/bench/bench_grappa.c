@@ -26,13 +26,6 @@
 #endif
 
 #define GPU_WARMUP 3
-
-/* Uniform random complex samples in [-1, 1]^2 (the seed tested on such). */
-static void random_fill(mr_cfloat *x, size_t n, unsigned seed) {
-  srand(seed);
-  for (size_t i = 0; i < n; i++)
-    x[i] = (2.0f * rand() / RAND_MAX - 1) + I * (2.0f * rand() / RAND_MAX - 1);
-}
 #define GPU_REPS 20
 #define CPU_REPS 3
 
@@ -361,7 +354,7 @@ static int calibration_case(const bench_ctx *ctx, mr_device *cpu, mr_device *gpu
     bench_limits(j, "gpu_apply_", work.apply_gflop, work.apply_mbyte, apply, BENCH_FP32);
     fprintf(stderr, "mr-bench grappa: %d coils: GPU apply (%d lines) %.3f ms\n", nc, ny, apply);
     /* the seed's own test input: random ACS data, well conditioned */
-    random_fill(acs, per_coil * nc, 11);
+    bench_random_fill(acs, per_coil * nc, 11);
     if (rc == 0) {
       mr_grappa_plan *cp = NULL;
       timings t;
