@@ -1,17 +1,20 @@
-foreach(t chain pipeline accumulate kspace remove_oversampling fft coil_combine image_out frames placement)
-  mr_add_test(test_gadgets_${t} SOURCES gadgets/test_gadgets_${t}.c LIBS mr_gadget_harness)
+foreach(t runtime/chain runtime/pipeline runtime/placement data/kspace cartesian/accumulate
+          cartesian/remove_oversampling cartesian/fft output/coil_combine output/image_out
+          noncartesian/frames)
+  get_filename_component(name ${t} NAME)
+  mr_add_test(test_gadgets_${name} SOURCES gadgets/${t}.c LIBS mr_gadget_harness)
 endforeach()
-mr_add_test(test_gadgets_dicom_out SOURCES gadgets/test_gadgets_dicom_out.c
+mr_add_test(test_gadgets_dicom_out SOURCES gadgets/output/test_gadgets_dicom_out.c
   LIBS mr_gadget_harness mr_test_dcmdump)
 # scale: the worked example of docs/writing-a-gadget.md.
-mr_add_test(test_gadgets_scale SOURCES gadgets/test_gadgets_scale.c LIBS mr_gadget_harness)
+mr_add_test(test_gadgets_scale SOURCES gadgets/output/test_gadgets_scale.c LIBS mr_gadget_harness)
 
 # The installed Cartesian configs end to end: per-slice against per-line on
 # the CPU; with --cuda the GPU chain against the CPU chain.
 add_library(mr_test_dataset_chain STATIC support/dataset_chain.c)
 target_link_libraries(mr_test_dataset_chain PUBLIC mr_gadget_harness mr_client
                       PkgConfig::CMOCKA)
-mr_add_test(test_gadgets_configs SOURCES gadgets/test_gadgets_configs.c
+mr_add_test(test_gadgets_configs SOURCES gadgets/runtime/test_gadgets_configs.c
             LIBS mr_test_dataset_chain TIMEOUT 120)
 add_test(NAME test_gadgets_configs_cuda COMMAND test_gadgets_configs --cuda)
 set_tests_properties(test_gadgets_configs_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
@@ -19,12 +22,12 @@ set_tests_properties(test_gadgets_configs_cuda PROPERTIES SKIP_RETURN_CODE 77 TI
 
 # Real-scan features (slices, echoes, sets, averages, navigators, partial
 # Fourier, asymmetric echo) through the installed cartesian config.
-mr_add_test(test_gadgets_scans SOURCES gadgets/test_gadgets_scans.c
+mr_add_test(test_gadgets_scans SOURCES gadgets/cartesian/test_gadgets_scans.c
             LIBS mr_gadget_harness mr_test_grappa_phantom)
-mr_add_test(test_gadgets_partial_fourier SOURCES gadgets/test_gadgets_partial_fourier.c
+mr_add_test(test_gadgets_partial_fourier SOURCES gadgets/cartesian/test_gadgets_partial_fourier.c
             LIBS mr_gadget_harness)
 
 # The external gadget: the example Python step in both modes, misbehaving
 # peers and programs, the --external-dir allow-list.
-mr_add_test(test_gadgets_external SOURCES gadgets/test_gadgets_external.c
+mr_add_test(test_gadgets_external SOURCES gadgets/external/test_gadgets_external.c
             LIBS mr_gadget_harness mr_client TIMEOUT 120)

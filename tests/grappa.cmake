@@ -9,8 +9,8 @@ mr_add_test(test_gpu_grappa SOURCES gpu/test_gpu_grappa.c
 add_test(NAME test_gpu_grappa_cuda COMMAND test_gpu_grappa --cuda)
 set_tests_properties(test_gpu_grappa_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS gpu)
 
-mr_add_test(test_gadgets_noise_adjust SOURCES gadgets/test_gadgets_noise_adjust.c LIBS mr_gadget_harness)
-mr_add_test(test_gadgets_grappa SOURCES gadgets/test_gadgets_grappa.c
+mr_add_test(test_gadgets_noise_adjust SOURCES gadgets/cartesian/test_gadgets_noise_adjust.c LIBS mr_gadget_harness)
+mr_add_test(test_gadgets_grappa SOURCES gadgets/cartesian/test_gadgets_grappa.c
             LIBS mr_test_dataset_chain mr_test_grappa_phantom TIMEOUT 120)
 
 # GRAPPA end to end through reconserver (a benchmark program, not a test).

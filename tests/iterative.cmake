@@ -11,10 +11,10 @@ foreach(noun fhd toeplitz toeplitz_split cg)
     TIMEOUT 300 LABELS gpu)
 endforeach()
 
-mr_add_test(test_gadgets_fhd_cg SOURCES gadgets/test_gadgets_fhd_cg.c
+mr_add_test(test_gadgets_fhd_cg SOURCES gadgets/noncartesian/test_gadgets_fhd_cg.c
             LIBS mr_gadget_harness mr_test_iterative m)
 
 # PSNR of the iterative reconstruction against the book's baseline and
 # density-compensated gridding (simulated data); --table prints them all.
-mr_add_test(test_iterative_psnr SOURCES gadgets/test_iterative_psnr.c
+mr_add_test(test_iterative_psnr SOURCES gadgets/noncartesian/test_iterative_psnr.c
             LIBS mr_gadget_harness mr_test_iterative m)

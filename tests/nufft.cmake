@@ -18,7 +18,7 @@ add_library(mr_test_phantom_support STATIC support/phantom_support.c)
 target_include_directories(mr_test_phantom_support PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/support)
 target_link_libraries(mr_test_phantom_support PUBLIC mr_client mr_test_support)
 
-mr_add_test(test_gadgets_gridding SOURCES gadgets/test_gadgets_gridding.c
+mr_add_test(test_gadgets_gridding SOURCES gadgets/noncartesian/test_gadgets_gridding.c
             LIBS mr_gadget_harness mr_client mr_test_nufft_support mr_test_phantom_support)
 add_test(NAME test_gadgets_gridding_cuda COMMAND test_gadgets_gridding --cuda)
 set_tests_properties(test_gadgets_gridding_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
