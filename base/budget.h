@@ -5,8 +5,8 @@
  * sessions together never hold more than the budget in these: a header that
  * announces a 16k x 16k x 512-coil matrix gets a clear error instead of an
  * out-of-memory kill that would take every other scan with it. */
-#ifndef MR_PROTOCOL_BUDGET_H
-#define MR_PROTOCOL_BUDGET_H
+#ifndef MR_BASE_BUDGET_H
+#define MR_BASE_BUDGET_H
 
 #include <stddef.h>
 #include <stdint.h>

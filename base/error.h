@@ -4,8 +4,8 @@
  * Where the caller needs to tell a user *what* went wrong (which key of which
  * gadget, which limit, which byte) the function also takes an mr_err and
  * writes one line into it with mr_err_set(). */
-#ifndef MR_PROTOCOL_ERROR_H
-#define MR_PROTOCOL_ERROR_H
+#ifndef MR_BASE_ERROR_H
+#define MR_BASE_ERROR_H
 
 #include <stddef.h>
 

@@ -1,8 +1,10 @@
 foreach(t runtime/chain runtime/pipeline runtime/placement data/kspace cartesian/accumulate
           cartesian/remove_oversampling cartesian/fft output/coil_combine output/image_out
           noncartesian/frames)
+  get_filename_component(room ${t} DIRECTORY)
   get_filename_component(name ${t} NAME)
-  mr_add_test(test_gadgets_${name} SOURCES gadgets/${t}.c LIBS mr_gadget_harness)
+  mr_add_test(test_gadgets_${name} SOURCES gadgets/${room}/test_gadgets_${name}.c
+              LIBS mr_gadget_harness)
 endforeach()
 mr_add_test(test_gadgets_dicom_out SOURCES gadgets/output/test_gadgets_dicom_out.c
   LIBS mr_gadget_harness mr_test_dcmdump)

@@ -3,7 +3,7 @@
  * Kirk & Hwu ch. 14 (Fig. 14.4), on the CPU (the pool's threads, single or
  * double precision) or a GPU.
  *
- * Conventions, shared with gadgets/kspace.h trajectories and fft.h:
+ * Conventions, shared with gadgets/data/kspace.h trajectories and fft.h:
  *   k_m  sample positions, `rank` components each, in cycles per pixel
  *        (the Nyquist band is [-0.5, 0.5));
  *   x_n  voxel positions in pixels. On a grid of {nx, ny, nz} voxels, voxel

@@ -1,4 +1,4 @@
-/* The external gadget (gadgets/external.c): the example Python step
+/* The external gadget (gadgets/external/external.c): the example Python step
  * (examples/external/mrd_step.py) in both modes against the phantom, its
  * images compared with our own chain's; peers that die mid-scan, never
  * answer, answer garbage or flood images, each ending the session with a

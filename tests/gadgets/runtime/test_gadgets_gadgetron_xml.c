@@ -1,4 +1,4 @@
-/* Gadgetron XML configs as CONFIG_SCRIPT (gadgets/gadgetron_xml.h): the
+/* Gadgetron XML configs as CONFIG_SCRIPT (gadgets/runtime/gadgetron_xml.h): the
  * stock chains whose every gadget has a counterpart become our chains
  * (both XML forms), the others are refused with a line naming the gadget;
  * the dependency query is recognised and its measurement id read. */

@@ -1,4 +1,4 @@
-/* The noise store (gadgets/noise_store.h, state_dir.h): what is saved
+/* The noise store (gadgets/store/noise_store.h, state_dir.h): what is saved
  * loads back bit for bit, also after the directory is closed and opened
  * again (a restart); hostile ids never name a file; a link in the folder
  * is neither followed on load nor written through on save; files appear
