@@ -1,4 +1,6 @@
-/* Everything a gadget needs from gpu/, in one include. */
+/* The core of gpu/ in one include (devices, buffers, FFT, BLAS, solvers,
+ * vectors, coils): what the tests and benchmarks share. Gadgets include the
+ * room headers they use. */
 #ifndef MR_GPU_GPU_H
 #define MR_GPU_GPU_H
 

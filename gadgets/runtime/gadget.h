@@ -5,8 +5,9 @@
  * and the kinds it emits. The chain (chain.h) gives every message to the
  * first gadget that accepts its kind; messages a gadget does not accept
  * pass it untouched. process() may emit any number of messages downstream
- * through mr_emit_message(); it runs on the connection's pipeline thread,
- * synchronously.
+ * through mr_emit_message(); it runs on the thread of its stage (stage.c:
+ * the connection's pipeline thread for per-line gadgets, one thread per
+ * later stage), one message at a time.
  *
  * Ownership: process() borrows its message. The chain drops its reference
  * when process() returns, whatever it returns, so no exit path of a gadget
