@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -180,22 +181,36 @@ static void refuses_damaged_files(void **state) {
   mr_noise_stats_free(&s);
 }
 
-static void removes_stale_temporary_files(void **state) {
+/* A temporary file no writer holds was left by a server that died: removed
+ * at start, however new (issue 27 item 8); one a live writer holds (its
+ * flock, as mr_state_file_begin takes it; here another server sharing the
+ * directory) stays, however old. */
+static void removes_abandoned_temporary_files(void **state) {
   (void)state;
   const char *names[] = {".tmp-1-1", ".tmp-1-2"};
+  int held = -1;
   for (int i = 0; i < 2; i++) {
     char path[400];
     noise_path(names[i], path, sizeof path);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fclose(f);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    if (i == 1) {
+      assert_int_equal(flock(fd, LOCK_EX), 0);
+      held = fd;
+    } else {
+      close(fd);
+    }
   }
-  set_age(".tmp-1-1", 2 * 3600); /* a crash's leftover */
+  set_age(".tmp-1-2", 2 * 3600);
   mr_err e = {0};
   mr_state_dir_close();
   assert_int_equal(mr_state_dir_open(dir, &mr_state_limits_default, &e), 0);
   assert_int_equal(count_files("noise", ".tmp-1-1"), 0);
-  assert_int_equal(count_files("noise", ".tmp-1-2"), 1); /* maybe being written */
+  assert_int_equal(count_files("noise", ".tmp-1-2"), 1);
+  close(held); /* its writer dies */
+  mr_state_dir_close();
+  assert_int_equal(mr_state_dir_open(dir, &mr_state_limits_default, &e), 0);
+  assert_int_equal(count_files("noise", ".tmp-1-2"), 0);
 }
 
 static void keeps_count_and_age_bounds(void **state) {
@@ -247,7 +262,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(refuses_hostile_ids, open_store, close_store),
       cmocka_unit_test_setup_teardown(never_follows_links, open_store, close_store),
       cmocka_unit_test_setup_teardown(refuses_damaged_files, open_store, close_store),
-      cmocka_unit_test_setup_teardown(removes_stale_temporary_files, open_store, close_store),
+      cmocka_unit_test_setup_teardown(removes_abandoned_temporary_files, open_store, close_store),
       cmocka_unit_test_setup_teardown(keeps_count_and_age_bounds, open_store, close_store),
       cmocka_unit_test_setup_teardown(without_state_dir, open_store, close_store),
   };
