@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
 #include "net.h"
 #include "query.h"
 #include "send.h"
@@ -92,13 +93,18 @@ static int cmd_query(const char *command, const char *host, int port, int timeou
   int64_t start = mr_net_now_ms();
   int rc = mr_query_ask(host, port, timeout_ms, keys, n, answers, &err);
   if (rc == 0) {
+    /* What a server answers is escaped: it must not drive the terminal. */
     if (keys == version) {
-      printf("server version %s at %s:%d answered in %lld ms\n", answers[0], host, port,
+      printf("server version ");
+      mr_escape_write(stdout, answers[0], strlen(answers[0]), MR_ESCAPE_KEEP_UTF8);
+      printf(" at %s:%d answered in %lld ms\n", host, port,
              (long long)(mr_net_now_ms() - start));
     } else if (keys == info) {
       size_t len = strlen(answers[0]);
-      printf("%s%s", answers[0], len > 0 && answers[0][len - 1] == '\n' ? "" : "\n");
-      printf("cuda devices: %s\n", answers[1]);
+      mr_escape_write(stdout, answers[0], len, MR_ESCAPE_KEEP_LINES | MR_ESCAPE_KEEP_UTF8);
+      printf("%scuda devices: ", len > 0 && answers[0][len - 1] == '\n' ? "" : "\n");
+      mr_escape_write(stdout, answers[1], strlen(answers[1]), MR_ESCAPE_KEEP_UTF8);
+      printf("\n");
     } else {
       rc = mr_query_print_configs(answers[0], stdout, &err);
     }

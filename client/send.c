@@ -164,8 +164,10 @@ int mr_send_run(const mr_send_options *o, mr_send_report *rep, mr_err *err) {
   if (rc < 0)
     goto done;
   if (res.server_errors > 0)
-    rc = mr_err_set(err, MR_EPROTO, "the server reported %s: %s",
-                    res.server_errors > 1 ? "errors, the first" : "an error", res.first_error);
+    rc = res.server_errors > 1
+             ? mr_err_set(err, MR_EPROTO, "the server reported %d errors (the others above), "
+                                          "the first: %s", res.server_errors, res.first_error)
+             : mr_err_set(err, MR_EPROTO, "the server reported an error: %s", res.first_error);
   else if (rep->images == 0)
     rc = mr_err_set(err, MR_EDATA, "no image arrived: the server closed after %llu acquisitions",
                     (unsigned long long)rep->acquisitions);
