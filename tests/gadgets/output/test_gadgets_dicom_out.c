@@ -18,6 +18,7 @@
 
 #include "dcmdump.h"
 #include "gadget_harness.h"
+#include "wire_limits.h"
 
 static const char subject[] =
     "<subjectInformation><patientName>Doe^Jane</patientName><patientID>PID-7</patientID>"
@@ -148,6 +149,34 @@ static void test_non_finite_pixel_refused(void **state) {
   mr_harness_close(&h);
 }
 
+/* Issue 27 item 12: a client's own 1x1x4000 image is not 4000 DICOM
+ * files: past the dicom_planes limit it is refused, naming the limit; the
+ * installed limits decide. */
+static void test_planes_over_the_limit_refused(void **state) {
+  (void)state;
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, "[{\"gadget\": \"dicom_out\"}]", MR_KIND_BIT(MR_MSG_IMAGE)),
+                   0);
+  assert_int_equal(mr_harness_configure(&h, NULL), 0);
+  assert_int_equal(mr_harness_push(&h, image(1, 1, 4000, 1, 7)), MR_ELIMIT);
+  assert_non_null(strstr(h.err.msg, "image 7 of series 1 has 4000 planes"));
+  assert_non_null(strstr(h.err.msg, "dicom_planes limit of 1024"));
+  assert_int_equal(h.nout, 0);
+  mr_harness_close(&h);
+
+  mr_limits lower = mr_limits_default;
+  assert_int_equal(mr_limits_set(&lower, "dicom_planes", "2"), 0);
+  mr_limits_install(&lower);
+  assert_int_equal(mr_harness_open(&h, "[{\"gadget\": \"dicom_out\"}]", MR_KIND_BIT(MR_MSG_IMAGE)),
+                   0);
+  assert_int_equal(mr_harness_configure(&h, NULL), 0);
+  assert_int_equal(mr_harness_push(&h, image(4, 4, 2, 1, 1)), 0);
+  assert_int_equal(mr_harness_push(&h, image(4, 4, 3, 1, 2)), MR_ELIMIT);
+  assert_int_equal(h.nout, 2);
+  mr_harness_close(&h);
+  mr_limits_install(&mr_limits_default);
+}
+
 /* Without DCMTK's data dictionary the chain fails when it is configured,
  * with a line naming the dictionary (in a child, and before this process
  * has used DCMTK: the dictionary is loaded once per process). */
@@ -176,6 +205,7 @@ int main(void) {
       cmocka_unit_test(test_missing_dictionary_is_a_config_error),
       cmocka_unit_test(test_images_to_dicom_files),
       cmocka_unit_test(test_non_finite_pixel_refused),
+      cmocka_unit_test(test_planes_over_the_limit_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
