@@ -183,6 +183,8 @@ static void read_header(mr_dicom_study *st, xmlXPathContext *c) {
   st->te_ms = get_number(c, "sequenceParameters/TE");
   st->ti_ms = get_number(c, "sequenceParameters/TI");
   st->flip_deg = get_number(c, "sequenceParameters/flipAngle_deg");
+  double etl = get_number(c, "encoding/echoTrainLength");
+  st->echo_train_length = etl >= 1 && etl <= 65535 ? (unsigned)etl : 0;
 }
 
 int mr_dicom_study_init(mr_dicom_study *st, const char *xml, mr_err *err) {
