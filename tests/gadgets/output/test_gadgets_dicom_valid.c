@@ -113,9 +113,7 @@ static void test_files_pass_dciodvfy(void **state) {
     errors += validate(h.out[0], dir, (int)i);
     mr_harness_close(&h);
   }
-  char cmd[700];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  assert_int_equal(system(cmd), 0);
+  mr_test_remove_tree(dir);
   assert_int_equal(errors, 0);
 }
 

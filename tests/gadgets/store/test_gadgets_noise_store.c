@@ -41,9 +41,7 @@ static int open_store(void **state) {
 static int close_store(void **state) {
   (void)state;
   mr_state_dir_close();
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  assert_int_equal(system(cmd), 0);
+  mr_test_remove_tree(dir);
   return 0;
 }
 

@@ -30,9 +30,7 @@ static int open_dir(void **state) {
 static int close_dir(void **state) {
   (void)state;
   mr_state_dir_close();
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  assert_int_equal(system(cmd), 0);
+  mr_test_remove_tree(dir);
   return 0;
 }
 
