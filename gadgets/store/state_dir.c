@@ -25,7 +25,7 @@ const mr_state_limits mr_state_limits_default = {
  * written (reserved by their writers) and those stored (as of the last
  * listing, plus what was committed since). Guarded by folder_lock. */
 typedef struct folder {
-  int fd; /* -1 when closed */
+  int fd, lock_fd; /* -1 when closed */
   uint64_t reserved, stored;
 } folder;
 
@@ -33,38 +33,62 @@ static struct {
   int root; /* -1 when closed */
   folder noise, dumps;
   mr_state_limits limits;
-} state = {-1, {-1, 0, 0}, {-1, 0, 0}, {0}};
+} state = {-1, {-1, -1, 0, 0}, {-1, -1, 0, 0}, {0}};
 
 /* Creating, committing and pruning files of a folder are done holding this
  * lock (so two sessions' prunes never undercount what the other removed,
  * and a temporary file is locked the moment it exists), and flock on the
- * folder (so are those of another server sharing the directory). */
+ * folder's LOCK_FILE (so are those of another server sharing the
+ * directory; a file opened for writing, as NFS's emulation of flock
+ * wants). */
 static pthread_mutex_t folder_mutex = PTHREAD_MUTEX_INITIALIZER;
 
-static void folder_lock(int dirfd) {
-  pthread_mutex_lock(&folder_mutex);
-  while (flock(dirfd, LOCK_EX) != 0 && errno == EINTR)
-    ;
-}
-
-static void folder_unlock(int dirfd) {
-  flock(dirfd, LOCK_UN);
-  pthread_mutex_unlock(&folder_mutex);
-}
+#define LOCK_FILE ".lock"
 
 static folder *folder_of(int dirfd) {
   return dirfd == state.noise.fd ? &state.noise : dirfd == state.dumps.fd ? &state.dumps : NULL;
 }
 
+static void folder_lock(int dirfd) {
+  pthread_mutex_lock(&folder_mutex);
+  folder *fo = folder_of(dirfd);
+  while (fo != NULL && flock(fo->lock_fd, LOCK_EX) != 0 && errno == EINTR)
+    ;
+}
+
+static void folder_unlock(int dirfd) {
+  folder *fo = folder_of(dirfd);
+  if (fo != NULL)
+    flock(fo->lock_fd, LOCK_UN);
+  pthread_mutex_unlock(&folder_mutex);
+}
+
 static atomic_uint tmp_counter;
 
-static int open_sub(int root, const char *name, mr_err *err) {
+/* Opens (creating them) the folder name of root and its lock file into
+ * *f; *f stays closed on failure. */
+static int open_folder(int root, const char *name, folder *f, mr_err *err) {
+  *f = (folder){-1, -1, 0, 0};
   if (mkdirat(root, name, 0700) != 0 && errno != EEXIST)
     return mr_err_set(err, MR_EIO, "state directory: cannot create %s: %m", name);
   int fd = openat(root, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)
     return mr_err_set(err, MR_EIO, "state directory: cannot open %s: %m", name);
-  return fd;
+  int lock_fd = openat(fd, LOCK_FILE, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (lock_fd < 0) {
+    close(fd);
+    return mr_err_set(err, MR_EIO, "state directory: cannot open %s/" LOCK_FILE ": %m", name);
+  }
+  *f = (folder){fd, lock_fd, 0, 0};
+  return 0;
+}
+
+static void close_folder(folder *f) {
+  if (f->fd >= 0)
+    close(f->fd);
+  if (f->lock_fd >= 0)
+    close(f->lock_fd);
+  *f = (folder){-1, -1, 0, 0};
 }
 
 /* A listing of dirfd from its start (its own descriptor), or NULL. */
@@ -88,7 +112,7 @@ static void remove_abandoned_tmp(int dirfd) {
   for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
     if (strncmp(e->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) != 0)
       continue;
-    int fd = openat(dirfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    int fd = openat(dirfd, e->d_name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
       unlinkat(dirfd, e->d_name, 0);
     if (fd >= 0)
@@ -106,30 +130,27 @@ int mr_state_dir_open(const char *path, const mr_state_limits *limits, mr_err *e
   int root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (root < 0)
     return mr_err_set(err, MR_EIO, "cannot open state directory %s: %m", path);
-  int noise = open_sub(root, "noise", err);
-  int dumps = noise >= 0 ? open_sub(root, "dumps", err) : -1;
-  if (noise < 0 || dumps < 0) {
-    if (noise >= 0)
-      close(noise);
+  int rc = open_folder(root, "noise", &state.noise, err);
+  if (rc == 0)
+    rc = open_folder(root, "dumps", &state.dumps, err);
+  if (rc < 0) {
+    close_folder(&state.noise);
     close(root);
-    return noise < 0 ? noise : dumps;
+    return rc;
   }
-  remove_abandoned_tmp(noise);
-  remove_abandoned_tmp(dumps);
   state.root = root;
-  state.noise = (folder){noise, 0, 0};
-  state.dumps = (folder){dumps, 0, 0};
   state.limits = *limits;
+  remove_abandoned_tmp(state.noise.fd);
+  remove_abandoned_tmp(state.dumps.fd);
   return 0;
 }
 
 void mr_state_dir_close(void) {
-  int *fds[] = {&state.root, &state.noise.fd, &state.dumps.fd};
-  for (size_t i = 0; i < sizeof fds / sizeof *fds; i++) {
-    if (*fds[i] >= 0)
-      close(*fds[i]);
-    *fds[i] = -1;
-  }
+  if (state.root >= 0)
+    close(state.root);
+  state.root = -1;
+  close_folder(&state.noise);
+  close_folder(&state.dumps);
 }
 
 int mr_state_dir_fd(const char *sub) {

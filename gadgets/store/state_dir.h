@@ -68,9 +68,10 @@ int mr_state_file_reserve(mr_state_file *f, uint64_t bytes, const mr_state_bound
 int mr_state_file_write(mr_state_file *f, const void *data, size_t len, mr_err *err);
 /* Syncs the file, renames it to name (replacing one of that name), syncs
  * the folder and, when keep is not NULL, prunes the folder to keep's
- * bounds, all under one lock (of the process, and flock of the folder for
- * other servers sharing it): the file committed last is the newest, and
- * it is never the one pruned. The file is closed either way. */
+ * bounds, all under one lock (the process's, and flock of the folder's
+ * `.lock` file for other servers sharing it): the file committed last is
+ * the newest, and it is never the one pruned. The file is closed either
+ * way. */
 int mr_state_file_commit(mr_state_file *f, const char *name, const mr_state_bounds *keep,
                          mr_err *err);
 /* Closes and removes the temporary file. */

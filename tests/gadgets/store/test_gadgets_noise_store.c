@@ -55,6 +55,7 @@ static void make_stats(mr_noise_stats *s, double seed) {
       s->cov[i * NCH + j] = i == j ? 4096.0 * (1 + i + seed) : (i - j) * seed + I * (i + j);
 }
 
+/* The files of sub starting with prefix, the folder's own lock aside. */
 static int count_files(const char *sub, const char *prefix) {
   char path[300];
   snprintf(path, sizeof path, "%s/%s", dir, sub);
@@ -63,7 +64,7 @@ static int count_files(const char *sub, const char *prefix) {
   int n = 0;
   for (struct dirent *e; (e = readdir(d)) != NULL;)
     if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
-        strncmp(e->d_name, prefix, strlen(prefix)) == 0)
+        strcmp(e->d_name, ".lock") != 0 && strncmp(e->d_name, prefix, strlen(prefix)) == 0)
       n++;
   closedir(d);
   return n;
