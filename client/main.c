@@ -1,9 +1,11 @@
 /* reconclient: talks to a reconstruction server (ours or Gadgetron 4.x). */
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
 #include "net.h"
 #include "query.h"
 #include "send.h"
@@ -35,8 +37,10 @@ static void usage(FILE *out) {
           "      --png DIR           also write each 2D image as an 8-bit PNG into DIR\n"
           "      --dicom DIR         where the server's DICOM files go (default .), named as\n"
           "                          Gadgetron's client names them: GROUP_000000.dcm, ...\n"
-          "      --dicom-images      also write each image as DICOM files into the --dicom DIR\n",
-          DEFAULT_TIMEOUT_MS);
+          "      --dicom-images      also write each image as DICOM files into the --dicom DIR\n"
+          "      --max-files N       write at most N files into the PNG and DICOM folders\n"
+          "                          together; more fails the command (default %u)\n",
+          DEFAULT_TIMEOUT_MS, MR_SEND_MAX_FILES);
 }
 
 static int parse_int(const char *flag, const char *text, int min, int max, int *out) {
@@ -92,13 +96,18 @@ static int cmd_query(const char *command, const char *host, int port, int timeou
   int64_t start = mr_net_now_ms();
   int rc = mr_query_ask(host, port, timeout_ms, keys, n, answers, &err);
   if (rc == 0) {
+    /* What a server answers is escaped: it must not drive the terminal. */
     if (keys == version) {
-      printf("server version %s at %s:%d answered in %lld ms\n", answers[0], host, port,
+      printf("server version ");
+      mr_escape_write(stdout, answers[0], strlen(answers[0]), MR_ESCAPE_KEEP_UTF8);
+      printf(" at %s:%d answered in %lld ms\n", host, port,
              (long long)(mr_net_now_ms() - start));
     } else if (keys == info) {
       size_t len = strlen(answers[0]);
-      printf("%s%s", answers[0], len > 0 && answers[0][len - 1] == '\n' ? "" : "\n");
-      printf("cuda devices: %s\n", answers[1]);
+      mr_escape_write(stdout, answers[0], len, MR_ESCAPE_KEEP_LINES | MR_ESCAPE_KEEP_UTF8);
+      printf("%scuda devices: ", len > 0 && answers[0][len - 1] == '\n' ? "" : "\n");
+      mr_escape_write(stdout, answers[1], strlen(answers[1]), MR_ESCAPE_KEEP_UTF8);
+      printf("\n");
     } else {
       rc = mr_query_print_configs(answers[0], stdout, &err);
     }
@@ -130,7 +139,7 @@ int main(int argc, char **argv) {
       .port = 9002,
       .timeout_ms = DEFAULT_TIMEOUT_MS,
   };
-  enum { OPT_PNG = 256, OPT_DICOM, OPT_DICOM_IMAGES };
+  enum { OPT_PNG = 256, OPT_DICOM, OPT_DICOM_IMAGES, OPT_MAX_FILES };
   static const struct option longopts[] = {
       {"address", required_argument, NULL, 'a'},  {"port", required_argument, NULL, 'p'},
       {"timeout", required_argument, NULL, 't'},  {"config", required_argument, NULL, 'c'},
@@ -139,6 +148,7 @@ int main(int argc, char **argv) {
       {"png", required_argument, NULL, OPT_PNG},  {"help", no_argument, NULL, 'h'},
       {"dicom", required_argument, NULL, OPT_DICOM},
       {"dicom-images", no_argument, NULL, OPT_DICOM_IMAGES},
+      {"max-files", required_argument, NULL, OPT_MAX_FILES},
       {NULL, 0, NULL, 0},
   };
   /* getopt sees the command as its argv[0]. */
@@ -184,10 +194,18 @@ int main(int argc, char **argv) {
     case OPT_DICOM_IMAGES:
       o.dicom_images = 1;
       break;
+    case OPT_MAX_FILES: {
+      int n;
+      if (parse_int("--max-files", optarg, 1, INT32_MAX, &n) < 0)
+        return 2;
+      o.max_files = (unsigned)n;
+      break;
+    }
     case 'h':
       usage(stdout);
       return 0;
-    default:
+    default: /* getopt said which option */
+      usage(stderr);
       return 2;
     }
   }

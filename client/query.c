@@ -5,6 +5,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "escape.h"
 #include "net.h"
 #include "stream.h"
 
@@ -69,6 +70,11 @@ static const char *string_of(const cJSON *obj, const char *key) {
   return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+/* A string of the server's, escaped: it must not drive the terminal. */
+static void shown(FILE *out, const char *s) {
+  mr_escape_write(out, s, strlen(s), MR_ESCAPE_KEEP_UTF8);
+}
+
 int mr_query_print_configs(const char *json, FILE *out, mr_err *err) {
   cJSON *root = cJSON_Parse(json);
   if (!cJSON_IsArray(root)) {
@@ -78,18 +84,22 @@ int mr_query_print_configs(const char *json, FILE *out, mr_err *err) {
   const cJSON *cfg;
   cJSON_ArrayForEach(cfg, root) {
     const char *name = string_of(cfg, "name"), *desc = string_of(cfg, "description");
-    fprintf(out, "%s", name != NULL ? name : "(unnamed)");
+    shown(out, name != NULL ? name : "(unnamed)");
     const cJSON *aliases = cJSON_GetObjectItemCaseSensitive(cfg, "aliases"), *alias;
     int first = 1;
     cJSON_ArrayForEach(alias, aliases) {
       if (cJSON_IsString(alias)) {
-        fprintf(out, "%s%s", first ? "  (also: " : ", ", alias->valuestring);
+        fputs(first ? "  (also: " : ", ", out);
+        shown(out, alias->valuestring);
         first = 0;
       }
     }
     fprintf(out, "%s\n", first ? "" : ")");
-    if (desc != NULL && desc[0] != '\0')
-      fprintf(out, "    %s\n", desc);
+    if (desc != NULL && desc[0] != '\0') {
+      fputs("    ", out);
+      shown(out, desc);
+      fputc('\n', out);
+    }
   }
   cJSON_Delete(root);
   return 0;

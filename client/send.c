@@ -8,6 +8,7 @@
 
 #include "dataset.h"
 #include "dicom_dir.h"
+#include "dicom_image.h"
 #include "wire_limits.h"
 #include "net.h"
 #include "output.h"
@@ -25,8 +26,22 @@ typedef struct sending {
   mr_dataset *ds;
   mr_output *out;
   mr_dicom_dir dicom;
-  int stage; /* 0: config, 1: header, 2: data */
+  int stage;          /* 0: config, 1: header, 2: data */
+  unsigned files_left; /* of --max-files */
 } sending;
+
+/* Takes n of the files this run may still write; a clear failure when
+ * the server's images would pass --max-files. */
+static int take_files(sending *s, uint64_t n, const char *what, mr_err *err) {
+  if (n > s->files_left)
+    return mr_err_set(err, MR_ELIMIT,
+                      "%s would pass --max-files %u (files written into the PNG and DICOM "
+                      "folders together; %u left): stopped there",
+                      what, s->o->max_files > 0 ? s->o->max_files : MR_SEND_MAX_FILES,
+                      s->files_left);
+  s->files_left -= (unsigned)n;
+  return 0;
+}
 
 static int next_message(void *ctx, mr_message **out, mr_err *err) {
   sending *s = ctx;
@@ -50,20 +65,24 @@ static int next_message(void *ctx, mr_message **out, mr_err *err) {
 
 static int on_image(void *ctx, const mr_message *m, mr_err *err) {
   sending *s = ctx;
-  if (m->kind == MR_MSG_DICOM)
-    return mr_dicom_dir_save(&s->dicom, m, err);
+  if (m->kind == MR_MSG_DICOM) {
+    int rc = take_files(s, m->u.dicom.attributes[0] != '\0' ? 2 : 1, "a DICOM file of the server",
+                        err);
+    return rc < 0 ? rc : mr_dicom_dir_save(&s->dicom, m, err);
+  }
   if (m->kind != MR_MSG_IMAGE)
     return mr_err_set(err, MR_EPROTO, "protocol violation: the server sent %s, never asked for",
                       mr_message_kind_name(m->kind));
   uint32_t index;
   int rc = mr_output_write(s->out, &m->u.image, &index, err);
-  if (rc == 0 && s->o->png_dir != NULL) {
-    char stem[64];
-    snprintf(stem, sizeof stem, "image_%u_%u", (unsigned)m->u.image.head.image_series_index,
-             (unsigned)index);
+  const ISMRMRD_ImageHeader *h = &m->u.image.head;
+  char stem[64]; /* the index padded: names sort in the order of the HDF5 series */
+  snprintf(stem, sizeof stem, "image_%u_%06u", (unsigned)h->image_series_index, (unsigned)index);
+  if (rc == 0 && s->o->png_dir != NULL &&
+      (rc = take_files(s, (uint64_t)h->matrix_size[2] * h->channels, stem, err)) == 0)
     rc = mr_preview_write(s->o->png_dir, stem, &m->u.image, err);
-  }
-  if (rc == 0)
+  if (rc == 0 && s->o->dicom_images &&
+      (rc = take_files(s, mr_dicom_planes(&m->u.image), stem, err)) == 0)
     rc = mr_dicom_dir_convert(&s->dicom, m, err);
   return rc;
 }
@@ -129,7 +148,7 @@ int mr_send_run(const mr_send_options *o, mr_send_report *rep, mr_err *err) {
     snprintf(rep->out_group, sizeof rep->out_group, "%s", o->out_group);
   else
     mr_send_default_group(o, rep->out_group, sizeof rep->out_group);
-  sending s = {.o = o};
+  sending s = {.o = o, .files_left = o->max_files > 0 ? o->max_files : MR_SEND_MAX_FILES};
   mr_net net = {.fd = -1};
   int rc = 0;
   /* Everything local is checked before connecting: a bad file or an
@@ -164,8 +183,10 @@ int mr_send_run(const mr_send_options *o, mr_send_report *rep, mr_err *err) {
   if (rc < 0)
     goto done;
   if (res.server_errors > 0)
-    rc = mr_err_set(err, MR_EPROTO, "the server reported %s: %s",
-                    res.server_errors > 1 ? "errors, the first" : "an error", res.first_error);
+    rc = res.server_errors > 1
+             ? mr_err_set(err, MR_EPROTO, "the server reported %d errors (the others above), "
+                                          "the first: %s", res.server_errors, res.first_error)
+             : mr_err_set(err, MR_EPROTO, "the server reported an error: %s", res.first_error);
   else if (rep->images == 0)
     rc = mr_err_set(err, MR_EDATA, "no image arrived: the server closed after %llu acquisitions",
                     (unsigned long long)rep->acquisitions);

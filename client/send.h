@@ -7,6 +7,11 @@
 
 #include "error.h"
 
+/* The default bound on the files one send writes (PNGs and DICOM files):
+ * a server decides how many planes its images have, and one small image
+ * of 1x1x4000 would otherwise be 4000 files. */
+#define MR_SEND_MAX_FILES 10000u
+
 typedef struct mr_send_options {
   const char *data_path, *in_group; /* the dataset: file and group */
   const char *config_name;   /* sent as CONFIG_FILE, unless config_script */
@@ -16,6 +21,8 @@ typedef struct mr_send_options {
   const char *png_dir;       /* NULL: no PNGs */
   const char *dicom_dir;     /* the server's DICOM files go here; NULL: "." */
   int dicom_images;          /* also make DICOM files of its ordinary images (dicom_dir) */
+  unsigned max_files;        /* files written into png_dir and dicom_dir together; 0:
+                                MR_SEND_MAX_FILES */
   const char *host;
   int port;
   int timeout_ms;            /* silence allowed from the server */

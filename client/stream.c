@@ -8,6 +8,7 @@
 
 #include "decode.h"
 #include "encode.h"
+#include "escape.h"
 
 #define READ_CHUNK (1u << 20)
 
@@ -94,23 +95,27 @@ static int is_error_text(const char *t) {
   return strncmp(t, "ERROR:", 6) == 0;
 }
 
+/* A server's TEXT is shown as it comes, escaped (a hostile server must not
+ * drive the user's terminal), except the first error: the command's own
+ * failure line says that one, so it is not printed twice. */
 static void on_text(run *r, const mr_message *m) {
   const char *t = m->u.text;
-  int len = (int)m->text_len;
+  size_t len = strnlen(t, m->text_len);
   while (len > 0 && (t[len - 1] == '\n' || t[len - 1] == '\r'))
     len--;
-  /* Over a progress line, if one is showing (see progress.h). */
-  fprintf(stderr, "%sserver: %.*s\n", isatty(STDERR_FILENO) ? "\r\033[K" : "", len, t);
-  if (!is_error_text(t))
-    return;
   mr_stream_result *res = r->res;
-  if (res->server_errors++ == 0) {
+  if (is_error_text(t) && res->server_errors++ == 0) {
     const char *e = strstr(t, "ERROR:") + 6;
     while (*e == ' ')
       e++;
-    int n = len - (int)(e - t);
-    snprintf(res->first_error, sizeof res->first_error, "%.*s", n > 0 ? n : 0, e);
+    size_t n = len > (size_t)(e - t) ? len - (size_t)(e - t) : 0;
+    mr_escape(e, n, res->first_error, sizeof res->first_error, MR_ESCAPE_KEEP_UTF8);
+    return;
   }
+  /* Over a progress line, if one is showing (see progress.h). */
+  fprintf(stderr, "%sserver: ", isatty(STDERR_FILENO) ? "\r\033[K" : "");
+  mr_escape_write(stderr, t, len, MR_ESCAPE_KEEP_LINES | MR_ESCAPE_KEEP_UTF8);
+  fputc('\n', stderr);
 }
 
 /* Decoder callback: 1 stops at the server's CLOSE, negative on failure. */

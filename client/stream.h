@@ -43,7 +43,8 @@ typedef struct mr_stream_stats {
 /* What the server said beyond images and responses. */
 typedef struct mr_stream_result {
   int server_errors;        /* TEXT messages beginning "ERROR:" */
-  char first_error[512];    /* the first of them, "ERROR: " stripped */
+  char first_error[512];    /* the first of them, "ERROR: " stripped, escaped (not shown
+                               as it came: the caller's failure says it) */
 } mr_stream_result;
 
 /* Runs the conversation on net (borrowed) until the server's CLOSE. stats

@@ -49,6 +49,12 @@ struct writer {
     ds(s, v);
     put(tag, s);
   }
+  void put_ds_or_empty(const DcmTagKey &tag, double v) {
+    if (v > 0)
+      put_ds(tag, v);
+    else
+      put(tag, "");
+  }
   void put_u16(const DcmTagKey &tag, unsigned v) {
     if (status.good())
       status = d->putAndInsertUint16(tag, (Uint16)v);
@@ -63,7 +69,11 @@ struct writer {
 void fill(writer &w, const mr_dicom_plane *p, const mr_dicom_study *st, const char *sop_uid) {
   char buf[128];
   w.put(DCM_SpecificCharacterSet, "ISO_IR 192"); /* the header's strings are UTF-8 */
-  std::snprintf(buf, sizeof buf, "DERIVED\\PRIMARY\\%s", p->image_type);
+  /* Value 3 a defined term of the MR Image module (a phase image is a
+   * phase map, the others OTHER); value 4, which the standard leaves open,
+   * keeps ISMRMRD's letter (M, P, R, I) as Gadgetron writes it. */
+  std::snprintf(buf, sizeof buf, "DERIVED\\PRIMARY\\%s\\%s",
+                std::strcmp(p->image_type, "P") == 0 ? "PHASE MAP" : "OTHER", p->image_type);
   w.put(DCM_ImageType, buf);
   w.put(DCM_SOPClassUID, UID_MRImageStorage);
   w.put(DCM_SOPInstanceUID, sop_uid);
@@ -88,16 +98,22 @@ void fill(writer &w, const mr_dicom_plane *p, const mr_dicom_study *st, const ch
   w.put(DCM_PatientSex, st->patient_sex);
   if (st->patient_weight_kg > 0)
     w.put_ds(DCM_PatientWeight, st->patient_weight_kg);
-  w.put(DCM_ScanningSequence, "RM");
+  /* Research mode; an inversion time in the header is an inversion
+   * recovery (InversionTime is written only with IR, as the standard asks). */
+  int ir = st->ti_ms > 0;
+  w.put(DCM_ScanningSequence, ir ? "RM\\IR" : "RM");
   w.put(DCM_SequenceVariant, "NONE");
   w.put(DCM_ScanOptions, "");
   w.put(DCM_MRAcquisitionType, p->three_d ? "3D" : "2D");
   w.put_ds(DCM_SliceThickness, p->slice_thickness);
-  if (st->tr_ms > 0)
-    w.put_ds(DCM_RepetitionTime, st->tr_ms);
-  if (st->te_ms > 0)
-    w.put_ds(DCM_EchoTime, st->te_ms);
-  if (st->ti_ms > 0)
+  /* Type 2: present, empty when the header does not say. */
+  w.put_ds_or_empty(DCM_RepetitionTime, st->tr_ms);
+  w.put_ds_or_empty(DCM_EchoTime, st->te_ms);
+  if (st->echo_train_length > 0)
+    w.put_is(DCM_EchoTrainLength, st->echo_train_length);
+  else
+    w.put(DCM_EchoTrainLength, "");
+  if (ir)
     w.put_ds(DCM_InversionTime, st->ti_ms);
   if (st->frequency_hz > 0)
     w.put_ds(DCM_ImagingFrequency, st->frequency_hz / 1e6);
@@ -106,6 +122,7 @@ void fill(writer &w, const mr_dicom_plane *p, const mr_dicom_study *st, const ch
   if (st->flip_deg > 0)
     w.put_ds(DCM_FlipAngle, st->flip_deg);
   w.put(DCM_ProtocolName, st->protocol_name);
+  w.put(DCM_Laterality, ""); /* Type 2C: none known (the header has no body part) */
   w.put(DCM_PatientPosition, st->patient_position);
   w.put(DCM_StudyInstanceUID, st->study_uid);
   w.put(DCM_SeriesInstanceUID, p->series_uid);

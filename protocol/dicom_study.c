@@ -7,17 +7,29 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include <libxml/parser.h>
 #include <libxml/xpath.h>
 
+#include "xml_doc.h"
+
 /* Copies src into dst (size bytes) without control characters or `\`
- * (DICOM's value separator), at most size - 1 bytes. */
+ * (DICOM's value separator), at most size - 1 bytes and never part of a
+ * UTF-8 character (libxml2 hands out UTF-8; the files declare it). */
 static void clean(char *dst, size_t size, const char *src) {
   size_t n = 0;
-  for (; src != NULL && *src != '\0' && n + 1 < size; src++) {
+  for (; src != NULL && *src != '\0'; src++) {
     unsigned char c = (unsigned char)*src;
-    if (c >= 0x20 && c != 0x7f && c != '\\')
-      dst[n++] = (char)c;
+    if (c < 0x20 || c == 0x7f || c == '\\')
+      continue;
+    if (n + 1 == size) {
+      if ((c & 0xc0) == 0x80) { /* full inside a character: drop its bytes */
+        while (n > 0 && ((unsigned char)dst[n - 1] & 0xc0) == 0x80)
+          n--;
+        if (n > 0 && (unsigned char)dst[n - 1] >= 0xc0)
+          n--;
+      }
+      break;
+    }
+    dst[n++] = (char)c;
   }
   dst[n] = '\0';
   while (n > 0 && dst[n - 1] == ' ') /* DICOM pads with spaces: keep none */
@@ -117,10 +129,20 @@ static void get_time(xmlXPathContext *ctx, const char *path, char *dst) {
     snprintf(dst, 17, "%02d%02d%02d", h, m, s);
 }
 
+/* The UID as written (spaces around it aside), or "" when it is not a
+ * valid one: never an edited one (`1.2.3\4` is not `1.2.34`). */
 static void get_uid(xmlXPathContext *ctx, const char *path, char *dst) {
-  get(ctx, path, dst, MR_DICOM_UID_MAX);
-  if (!valid_uid(dst))
-    dst[0] = '\0';
+  char *v = text_at(ctx, path);
+  const char *s = v != NULL ? v + strspn(v, " \t\r\n") : "";
+  size_t len = strcspn(s, " \t\r\n");
+  dst[0] = '\0';
+  if (len < MR_DICOM_UID_MAX && s[len + strspn(s + len, " \t\r\n")] == '\0') {
+    memcpy(dst, s, len);
+    dst[len] = '\0';
+    if (!valid_uid(dst))
+      dst[0] = '\0';
+  }
+  xmlFree(v);
 }
 
 static void read_header(mr_dicom_study *st, xmlXPathContext *c) {
@@ -161,15 +183,17 @@ static void read_header(mr_dicom_study *st, xmlXPathContext *c) {
   st->te_ms = get_number(c, "sequenceParameters/TE");
   st->ti_ms = get_number(c, "sequenceParameters/TI");
   st->flip_deg = get_number(c, "sequenceParameters/flipAngle_deg");
+  double etl = get_number(c, "encoding/echoTrainLength");
+  st->echo_train_length = etl >= 1 && etl <= 65535 ? (unsigned)etl : 0;
 }
 
 int mr_dicom_study_init(mr_dicom_study *st, const char *xml, mr_err *err) {
   memset(st, 0, sizeof *st);
   if (xml != NULL && xml[0] != '\0') {
-    xmlDoc *doc = xmlReadMemory(xml, (int)strlen(xml), "header.xml", NULL,
-                                XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
-    if (doc == NULL)
-      return mr_err_set(err, MR_EHEADER, "the ISMRMRD header is not XML");
+    xmlDoc *doc;
+    int rc = mr_xml_doc_read(xml, strlen(xml), "ISMRMRD header", &doc, err);
+    if (rc < 0)
+      return rc;
     xmlXPathContext *ctx = xmlXPathNewContext(doc);
     if (ctx == NULL) {
       xmlFreeDoc(doc);

@@ -8,8 +8,9 @@
  *
  * Every string is cleaned for the value representation it goes into
  * (control characters and the value separator `\` dropped, cut to the
- * VR's length); a UID that is not digits and dots of at most 64 is
- * replaced by a generated one ("2.25." and 128 random bits). */
+ * VR's length between UTF-8 characters); a UID that is not digits and
+ * dots of at most 64 as written is replaced by a generated one ("2.25."
+ * and 128 random bits), never edited into another. */
 #ifndef MR_PROTOCOL_DICOM_STUDY_H
 #define MR_PROTOCOL_DICOM_STUDY_H
 
@@ -36,6 +37,7 @@ typedef struct mr_dicom_study {
   /* Equipment and sequence */
   char manufacturer[65], model[65], institution[65], station[17];
   double field_strength_t, frequency_hz, tr_ms, te_ms, ti_ms, flip_deg; /* 0 when absent */
+  unsigned echo_train_length; /* the first encoding's; 0 when absent */
   /* The series UIDs handed out so far, by image_series_index. */
   int nseries;
   struct {

@@ -6,8 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <libxml/parser.h>
 #include <libxml/tree.h>
+
+#include "xml_doc.h"
 
 /* Walks the tree by local element names, ignoring namespaces (headers in
  * the wild carry the ISMRMRD namespace, or none). */
@@ -26,32 +27,35 @@ static xmlNode *child(const xmlNode *parent, const char *name) {
   return NULL;
 }
 
-/* The element's text content, trimmed, copied into buf; "" when absent. */
-static const char *text_of(const xmlNode *n, char *buf, size_t size) {
-  buf[0] = '\0';
-  if (n == NULL)
-    return buf;
-  xmlChar *t = xmlNodeGetContent(n);
-  if (t == NULL)
-    return buf;
-  const char *s = (const char *)t;
-  while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
-    s++;
-  size_t len = strlen(s);
-  while (len > 0 && (s[len - 1] == ' ' || s[len - 1] == '\t' ||
-                     s[len - 1] == '\n' || s[len - 1] == '\r'))
-    len--;
-  if (len >= size)
-    len = size - 1;
-  memcpy(buf, s, len);
-  buf[len] = '\0';
-  xmlFree(t);
-  return buf;
-}
-
 typedef struct parse_ctx {
   mr_err *err;
 } parse_ctx;
+
+/* The element's text content, trimmed, copied into buf; "" when absent.
+ * MR_EHEADER when it does not fit: an identifier or a number is never
+ * cut (two long measurement ids cut alike would name one noise file). */
+static int text_of(parse_ctx *pc, const xmlNode *n, const char *what, char *buf, size_t size) {
+  buf[0] = '\0';
+  xmlChar *t = n != NULL ? xmlNodeGetContent(n) : NULL;
+  if (t == NULL)
+    return 0;
+  const char *s = (const char *)t;
+  s += strspn(s, " \t\r\n");
+  size_t len = strlen(s);
+  while (len > 0 && strchr(" \t\r\n", s[len - 1]) != NULL)
+    len--;
+  int rc = 0;
+  if (len >= size) {
+    rc = mr_err_set(pc->err, MR_EHEADER,
+                    "ISMRMRD header: %s is %zu bytes long; at most %zu are accepted", what, len,
+                    size - 1);
+  } else {
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+  }
+  xmlFree(t);
+  return rc;
+}
 
 /* Reads an unsigned integer element into *out (range [0, max]). Returns 1
  * when read, 0 when the element is absent (*out untouched), MR_EHEADER when
@@ -61,7 +65,8 @@ static int read_uint(parse_ctx *pc, const xmlNode *n, const char *what,
   char buf[64];
   if (n == NULL)
     return 0;
-  text_of(n, buf, sizeof buf);
+  if (text_of(pc, n, what, buf, sizeof buf) < 0)
+    return MR_EHEADER;
   char *end;
   errno = 0;
   unsigned long v = strtoul(buf, &end, 10);
@@ -87,7 +92,8 @@ static int read_double(parse_ctx *pc, const xmlNode *n, const char *what,
   char buf[64];
   if (n == NULL)
     return 0;
-  text_of(n, buf, sizeof buf);
+  if (text_of(pc, n, what, buf, sizeof buf) < 0)
+    return MR_EHEADER;
   char *end;
   errno = 0;
   double v = strtod(buf, &end);
@@ -194,7 +200,11 @@ static int read_parallel(parse_ctx *pc, const xmlNode *n,
     return mr_err_set(pc->err, MR_EHEADER,
                       "ISMRMRD header: parallelImaging/accelerationFactor is 0");
   char mode[32];
-  text_of(child(n, "calibrationMode"), mode, sizeof mode);
+  if (text_of(pc, child(n, "calibrationMode"), "parallelImaging/calibrationMode", mode,
+              sizeof mode) < 0 ||
+      text_of(pc, child(n, "interleavingDimension"), "parallelImaging/interleavingDimension",
+              p->interleaving_dimension, sizeof p->interleaving_dimension) < 0)
+    return MR_EHEADER;
   static const struct {
     const char *name;
     mr_calibration_mode value;
@@ -207,8 +217,6 @@ static int read_parallel(parse_ctx *pc, const xmlNode *n,
   for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
     if (strcmp(mode, modes[i].name) == 0)
       p->calibration = modes[i].value;
-  text_of(child(n, "interleavingDimension"), p->interleaving_dimension,
-          sizeof p->interleaving_dimension);
   return 0;
 }
 
@@ -228,7 +236,9 @@ static int read_encoding(parse_ctx *pc, const xmlNode *n, mr_encoding *e) {
   for (size_t i = 0; i < sizeof names / sizeof *names; i++)
     if (read_limit(pc, l, names[i], dst[i]) < 0)
       return MR_EHEADER;
-  text_of(child(n, "trajectory"), e->trajectory_name, sizeof e->trajectory_name);
+  if (text_of(pc, child(n, "trajectory"), "trajectory", e->trajectory_name,
+              sizeof e->trajectory_name) < 0)
+    return MR_EHEADER;
   if (e->trajectory_name[0] == '\0')
     return mr_err_set(pc->err, MR_EHEADER, "ISMRMRD header: encoding lacks trajectory");
   e->trajectory = MR_TRAJ_OTHER;
@@ -270,13 +280,18 @@ static int read_document(parse_ctx *pc, const xmlNode *root,
   h->version = (int)v;
 
   const xmlNode *mi = child(root, "measurementInformation");
-  text_of(child(mi, "measurementID"), h->measurement_id, sizeof h->measurement_id);
+  if (text_of(pc, child(mi, "measurementID"), "measurementID", h->measurement_id,
+              sizeof h->measurement_id) < 0)
+    return MR_EHEADER;
   for (xmlNode *c = mi != NULL ? mi->children : NULL; c != NULL; c = c->next) {
     if (!is(c, "measurementDependency") || h->ndependencies == MR_MAX_DEPENDENCIES)
       continue;
     mr_dependency *d = &h->dependencies[h->ndependencies++];
-    text_of(child(c, "dependencyType"), d->type, sizeof d->type);
-    text_of(child(c, "measurementID"), d->measurement_id, sizeof d->measurement_id);
+    if (text_of(pc, child(c, "dependencyType"), "measurementDependency/dependencyType",
+                d->type, sizeof d->type) < 0 ||
+        text_of(pc, child(c, "measurementID"), "measurementDependency/measurementID",
+                d->measurement_id, sizeof d->measurement_id) < 0)
+      return MR_EHEADER;
   }
 
   const xmlNode *asi = child(root, "acquisitionSystemInformation");
@@ -314,31 +329,13 @@ static int read_document(parse_ctx *pc, const xmlNode *root,
 int mr_stream_header_parse(const char *xml, size_t len, mr_stream_header *h,
                            mr_err *err) {
   memset(h, 0, sizeof *h);
-  if (len > INT32_MAX)
-    return mr_err_set(err, MR_EHEADER, "ISMRMRD header of %zu bytes is too large", len);
-  xmlParserCtxtPtr ctxt = xmlNewParserCtxt();
-  if (ctxt == NULL)
-    return mr_err_set(err, MR_ENOMEM, "out of memory parsing the ISMRMRD header");
-  /* No network, no entity expansion: a header is data, never a fetch. */
-  xmlDocPtr doc = xmlCtxtReadMemory(ctxt, xml, (int)len, "header.xml", NULL,
-                                    XML_PARSE_NONET | XML_PARSE_NOERROR |
-                                        XML_PARSE_NOWARNING);
-  if (doc == NULL) {
-    const xmlError *e = xmlCtxtGetLastError(ctxt);
-    char line[200];
-    snprintf(line, sizeof line, "%s", e != NULL && e->message ? e->message : "unreadable");
-    size_t n = strlen(line);
-    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == ' '))
-      line[--n] = '\0';
-    int rc = mr_err_set(err, MR_EHEADER, "ISMRMRD header is not XML (line %d: %s)",
-                        e != NULL ? e->line : 0, line);
-    xmlFreeParserCtxt(ctxt);
+  xmlDoc *doc;
+  int rc = mr_xml_doc_read(xml, len, "ISMRMRD header", &doc, err);
+  if (rc < 0)
     return rc;
-  }
   parse_ctx pc = {.err = err};
-  int rc = read_document(&pc, xmlDocGetRootElement(doc), h);
+  rc = read_document(&pc, xmlDocGetRootElement(doc), h);
   xmlFreeDoc(doc);
-  xmlFreeParserCtxt(ctxt);
   if (rc < 0)
     return rc;
   h->xml = malloc(len + 1);

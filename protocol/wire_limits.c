@@ -24,7 +24,16 @@ const mr_limits mr_limits_default = {
     /* A 64 MiB read-ahead holds a few thousand clinical lines: enough to
      * keep a GPU busy, small enough for 64 connections on a modest box. */
     .connection_bytes = 64ull << 20,
+    /* A 3D image of 1024 partitions is far past clinical ones; a client's
+     * own 1x1x4000 image must not come back as 4000 files. */
+    .dicom_planes = 1024,
 };
+
+static const mr_limits *installed = &mr_limits_default;
+
+void mr_limits_install(const mr_limits *limits) { installed = limits; }
+
+const mr_limits *mr_limits_installed(void) { return installed; }
 
 #define FIELD(name, type) {#name, offsetof(mr_limits, name), sizeof(type)}
 static const struct {
@@ -37,6 +46,7 @@ static const struct {
     FIELD(samples, uint32_t),             FIELD(acquisition_bytes, uint64_t),
     FIELD(image_bytes, uint64_t),         FIELD(attribute_bytes, uint64_t),
     FIELD(waveform_bytes, uint64_t),      FIELD(connection_bytes, uint64_t),
+    FIELD(dicom_planes, uint32_t),
 };
 
 int mr_limits_set(mr_limits *l, const char *name, const char *value) {

@@ -29,6 +29,8 @@ typedef struct mr_limits {
   uint64_t connection_bytes;    /* memory one connection holds: read ahead
                                    of the chain and output not yet written
                                    to the socket, half each */
+  uint32_t dicom_planes;        /* DICOM files made of one image (dicom_out:
+                                   one per 2D plane, partitions x channels) */
 } mr_limits;
 
 /* The defaults (see wire_limits.c for the values and why). */
@@ -37,6 +39,12 @@ extern const mr_limits mr_limits_default;
 /* Sets the limit called `name` (a field name above, e.g. "header_bytes")
  * from a decimal value. MR_EINVAL for an unknown name or a bad value. */
 int mr_limits_set(mr_limits *limits, const char *name, const char *value);
+
+/* The limits the server runs with, for bounds checked past the decoder
+ * (dicom_out's planes): installed once at start-up, before any session
+ * (the pointer is kept); mr_limits_default until then. */
+void mr_limits_install(const mr_limits *limits);
+const mr_limits *mr_limits_installed(void);
 
 /* Calls fn for each limit's name and value (for --help and logs). */
 void mr_limits_each(const mr_limits *limits, void (*fn)(void *ctx, const char *name,

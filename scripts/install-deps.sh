@@ -7,7 +7,7 @@ set -eu
 PACKAGES="build-essential cmake pkg-config
   libuv1-dev libcjson-dev libismrmrd-dev ismrmrd-tools libhdf5-dev hdf5-tools
   libfftw3-dev libopenblas-dev liblapacke-dev libxml2-dev libpng-dev
-  libcmocka-dev bart clang libclang-rt-14-dev valgrind libdcmtk-dev dcmtk
+  libcmocka-dev bart clang libclang-rt-14-dev valgrind libdcmtk-dev dcmtk dicom3tools
   libmicrohttpd-dev prometheus
   podman runc mmdebstrap haproxy curl docker-compose python3-kubernetes python3-yaml
   python3 procps"

@@ -54,5 +54,5 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DMR_FUZZ=ON -DMR_CUDA=OFF -DMR_WERROR=ON \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build-fuzz -j"$jobs" --target fuzz_decoder fuzz_session fuzz_nhlbi mr-fuzz-corpus
+cmake --build build-fuzz -j"$jobs" --target fuzz_decoder fuzz_session fuzz_nhlbi fuzz_xml mr-fuzz-corpus
 ctest --test-dir build-fuzz --output-on-failure -R '^fuzz_'

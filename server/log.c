@@ -7,6 +7,8 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include "escape.h"
+
 static mr_log_level threshold = MR_LOG_INFO;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static const char *const names[] = {"error", "warn", "info", "debug"};
@@ -18,34 +20,6 @@ int mr_log_level_parse(const char *name) {
     if (strcmp(name, names[i]) == 0)
       return i;
   return -1;
-}
-
-size_t mr_log_escape(const char *in, char *out, size_t cap) {
-  static const char hex[] = "0123456789abcdef";
-  size_t n = 0;
-  if (cap == 0)
-    return 0;
-  for (const unsigned char *p = (const unsigned char *)in; *p != '\0'; p++) {
-    char esc[4];
-    size_t len = 0;
-    if (*p == '\n' || *p == '\r' || *p == '\t' || *p == '\\') {
-      esc[len++] = '\\';
-      esc[len++] = *p == '\n' ? 'n' : *p == '\r' ? 'r' : *p == '\t' ? 't' : '\\';
-    } else if (*p < 0x20 || *p >= 0x7f) {
-      esc[len++] = '\\';
-      esc[len++] = 'x';
-      esc[len++] = hex[*p >> 4];
-      esc[len++] = hex[*p & 15];
-    } else {
-      esc[len++] = (char)*p;
-    }
-    if (n + len >= cap)
-      break;
-    memcpy(out + n, esc, len);
-    n += len;
-  }
-  out[n] = '\0';
-  return n;
 }
 
 void mr_log(mr_log_level level, const char *fmt, ...) {
@@ -66,7 +40,7 @@ void mr_log(mr_log_level level, const char *fmt, ...) {
   /* Clients choose much of what is logged (config names, TEXT, error
    * details quoting their bytes): one record is one line, whatever they
    * sent. */
-  mr_log_escape(text, line + n, sizeof line - (size_t)n);
+  mr_escape(text, strlen(text), line + n, sizeof line - (size_t)n, 0);
   pthread_mutex_lock(&lock);
   fprintf(stderr, "%s\n", line);
   pthread_mutex_unlock(&lock);

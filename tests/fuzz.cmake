@@ -3,8 +3,9 @@
 # targets are linked to a replay main that runs the corpus and the saved
 # regressions (tests/fuzz/regressions/<target>/: every crash found becomes
 # one), so the normal and sanitizer runs replay them too. The nhlbi target
-# (the NHLBI decoder) reads its own seeds (seed/nhlbi_*, written by
-# mr-fuzz-corpus); the others take them as one more odd input.
+# (the NHLBI decoder) and the xml target (every XML reader) read their
+# own seeds (seed/nhlbi_*, seed/xml_*, written by mr-fuzz-corpus); the
+# others take them as one more odd input.
 add_executable(mr-fuzz-corpus fuzz/fuzz_corpus.c)
 target_link_libraries(mr-fuzz-corpus PRIVATE mr_client mr_gadget_harness)
 set_target_properties(mr-fuzz-corpus PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
@@ -16,7 +17,7 @@ add_test(NAME fuzz_corpus
 set_tests_properties(fuzz_corpus PROPERTIES FIXTURES_SETUP fuzz_corpus)
 
 set(MR_FUZZ_SECONDS 30 CACHE STRING "How long ctest runs each fuzzer")
-foreach(target decoder session nhlbi)
+foreach(target decoder session nhlbi xml)
   set(regressions ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/regressions/${target})
   if(MR_FUZZ)
     add_executable(fuzz_${target} fuzz/fuzz_${target}.c)

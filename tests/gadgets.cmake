@@ -33,3 +33,7 @@ mr_add_test(test_gadgets_partial_fourier SOURCES gadgets/cartesian/test_gadgets_
 # peers and programs, the --external-dir allow-list.
 mr_add_test(test_gadgets_external SOURCES gadgets/external/test_gadgets_external.c
             LIBS mr_gadget_harness mr_client TIMEOUT 120)
+# Issue 27 item 14: dicom_out's files against a DICOM validator (dciodvfy;
+# skipped where dicom3tools is not installed).
+mr_add_test(test_gadgets_dicom_valid SOURCES gadgets/output/test_gadgets_dicom_valid.c
+  LIBS mr_gadget_harness)

@@ -1,3 +1,4 @@
 mr_add_test(test_protocol_codec SOURCES protocol/test_protocol_codec.c LIBS mr_protocol)
 mr_add_test(test_protocol_header SOURCES protocol/test_protocol_header.c LIBS mr_protocol)
 mr_add_test(test_protocol_nhlbi SOURCES protocol/test_protocol_nhlbi.c LIBS mr_protocol)
+mr_add_test(test_protocol_xml_doc SOURCES protocol/test_protocol_xml_doc.c LIBS mr_protocol)

@@ -2,7 +2,8 @@
  * as Gadgetron's DICOM writer sends them (message 1018: the file, a name,
  * the image's meta XML), one file per 2D plane (protocol/dicom_image.h).
  * Patient, study and series come from the session's ISMRMRD header; a
- * series UID per image_series_index. With "images": true the images go on
+ * series UID per image_series_index. An image of more planes than the
+ * dicom_planes limit (protocol/wire_limits.h) is refused. With "images": true the images go on
  * to the client as well (an HDF5 copy next to the DICOM files). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "dicom_image.h"
 #include "gadget.h"
+#include "wire_limits.h"
 
 typedef struct dicom_out {
   int images;
@@ -39,6 +41,14 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   dicom_out *s = state;
   const mr_image *im = &msg->u.image;
   unsigned planes = mr_dicom_planes(im);
+  uint32_t max = mr_limits_installed()->dicom_planes;
+  if (planes > max)
+    return mr_gadget_fail(ctx, MR_ELIMIT,
+                          "image %u of series %u has %u planes (%u partitions x %u channels): "
+                          "more than the dicom_planes limit of %u DICOM files per image "
+                          "(--limit dicom_planes=N)",
+                          im->head.image_index, im->head.image_series_index, planes,
+                          im->head.matrix_size[2], im->head.channels, max);
   int rc = s->ready ? 0 : prepare(s, ctx);
   for (unsigned p = 0; p < planes && rc == 0; p++) {
     uint8_t *bytes = NULL;

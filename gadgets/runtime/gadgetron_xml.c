@@ -5,8 +5,9 @@
 #include <string.h>
 
 #include <cjson/cJSON.h>
-#include <libxml/parser.h>
 #include <libxml/tree.h>
+
+#include "xml_doc.h"
 
 /* What a Gadgetron gadget contributes to our chain. */
 enum role {
@@ -79,13 +80,6 @@ static const char *property(const xmlNode *gadget, const char *name, char *buf, 
   return buf;
 }
 
-static xmlDoc *parse(const char *text, size_t len) {
-  if (len > (size_t)INT32_MAX)
-    return NULL;
-  return xmlReadMemory(text, (int)len, "config.xml", NULL,
-                       XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
-}
-
 /* The element holding the gadgets: the root (4.x) or its <stream> (v2). */
 static const xmlNode *gadget_parent(const xmlDoc *doc) {
   const xmlNode *root = xmlDocGetRootElement(doc);
@@ -97,7 +91,8 @@ static const xmlNode *gadget_parent(const xmlDoc *doc) {
 }
 
 int mr_gadgetron_xml_noise_query(const char *text, size_t len, char *id, size_t size) {
-  xmlDoc *doc = parse(text, len);
+  xmlDoc *doc;
+  mr_xml_doc_read(text, len, "CONFIG_SCRIPT", &doc, NULL);
   const xmlNode *parent = doc != NULL ? gadget_parent(doc) : NULL;
   int found = 0;
   char cls[128];
@@ -112,7 +107,10 @@ int mr_gadgetron_xml_noise_query(const char *text, size_t len, char *id, size_t 
     size_t skip = strncmp(file, MR_GADGETRON_NOISE_PREFIX, strlen(MR_GADGETRON_NOISE_PREFIX)) == 0
                       ? strlen(MR_GADGETRON_NOISE_PREFIX)
                       : 0;
-    snprintf(id, size, "%s", file + skip);
+    /* An id that does not fit is no id we stored (those are shorter):
+     * never a cut one, which might be. */
+    if (snprintf(id, size, "%s", file + skip) >= (int)size || strlen(file) + 1 == sizeof file)
+      id[0] = '\0';
   }
   xmlFreeDoc(doc);
   return found;
@@ -231,9 +229,10 @@ static int build(const plan *p, cJSON *list, mr_err *err) {
 
 int mr_gadgetron_xml_translate(const char *text, size_t len, mr_pipeline_config **out,
                                mr_err *err) {
-  xmlDoc *doc = parse(text, len);
-  if (doc == NULL)
-    return mr_err_set(err, MR_ECONFIG, "CONFIG_SCRIPT starts like XML but does not parse");
+  xmlDoc *doc;
+  mr_err why = {0};
+  if (mr_xml_doc_read(text, len, "CONFIG_SCRIPT", &doc, &why) < 0)
+    return mr_err_set(err, MR_ECONFIG, "%s", why.msg);
   const xmlNode *parent = gadget_parent(doc);
   int rc = 0;
   if (parent == NULL)

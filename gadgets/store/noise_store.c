@@ -84,11 +84,9 @@ int mr_noise_store_save(const char *id, const mr_noise_stats *s, mr_err *err) {
   }
   char name[160];
   file_name(id, name, sizeof name);
-  if ((rc = mr_state_file_commit(&f, name, err)) < 0)
-    return rc;
   const mr_state_limits *lim = mr_state_dir_limits();
-  mr_state_prune(dirfd, SUFFIX, lim->noise_max_entries, lim->noise_max_age_s, 0);
-  return 0;
+  mr_state_bounds keep = {SUFFIX, lim->noise_max_entries, lim->noise_max_age_s, 0};
+  return mr_state_file_commit(&f, name, &keep, err);
 }
 
 /* A file that parsed: finite sums, a positive diagonal. */
@@ -128,7 +126,7 @@ int mr_noise_store_load(const char *id, mr_noise_stats *out, mr_err *err) {
   const mr_state_limits *lim = mr_state_dir_limits();
   if (lim->noise_max_age_s > 0 && time(NULL) - mtime > lim->noise_max_age_s) {
     free(data);
-    mr_state_prune(dirfd, SUFFIX, 0, lim->noise_max_age_s, 0);
+    mr_state_prune(dirfd, &(mr_state_bounds){SUFFIX, 0, lim->noise_max_age_s, 0});
     return mr_err_set(err, MR_ENOENT, "noise measurement '%s' is older than %lld s", id,
                       (long long)lim->noise_max_age_s);
   }

@@ -5,9 +5,12 @@
  * dumps/ of the state directory (state_dir.h) as
  * `<UTC time>-<measurementID or "stream">-<pid>-<n>.mrd`, written under a
  * temporary name and renamed at the end (a failed or abandoned session
- * leaves nothing); one dump may take at most the dumps' byte limit, and
- * after each the oldest dumps go until they fit in it. Nothing is passed
- * on: the client gets CLOSE alone. */
+ * leaves nothing). The dumps' byte limit (--dump-max-mib) bounds all
+ * dumps together, those being written included: each message's bytes are
+ * reserved before they are written, the oldest stored dumps go to make
+ * room, and a dump that would take the limit past what the dumps being
+ * written already hold is refused. Nothing is passed on: the client gets
+ * CLOSE alone. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,16 +32,21 @@ typedef struct raw_dump {
 
 static atomic_uint dump_counter;
 
+static mr_state_bounds bounds(void) {
+  return (mr_state_bounds){SUFFIX, 0, 0, mr_state_dir_limits()->dump_max_bytes};
+}
+
 static int write_message(raw_dump *s, mr_gadget_ctx *ctx, const mr_message *msg) {
   mr_encoded enc;
   int rc = mr_encode(msg, &enc);
   if (rc < 0)
     return mr_gadget_fail(ctx, rc, "a %s that cannot be encoded", mr_message_kind_name(msg->kind));
-  uint64_t max = mr_state_dir_limits()->dump_max_bytes;
-  if (max > 0 && s->file.bytes + enc.total > max)
-    return mr_gadget_fail(ctx, MR_ELIMIT, "the stream is over the dump limit of %llu bytes",
-                          (unsigned long long)max);
+  mr_state_bounds keep = bounds();
   mr_err e = {0};
+  if ((rc = mr_state_file_reserve(&s->file, enc.total, &keep, &e)) < 0)
+    return mr_gadget_fail(ctx, rc, "dump refused at %llu bytes: %s (--dump-max-mib bounds "
+                                   "all dumps together, those being written included)",
+                          (unsigned long long)s->file.bytes, e.msg);
   for (int i = 0; i < enc.npieces; i++)
     if ((rc = mr_state_file_write(&s->file, enc.piece[i].base, enc.piece[i].len, &e)) < 0)
       return mr_gadget_fail(ctx, rc, "%s", e.msg);
@@ -89,10 +97,9 @@ static int flush(void *state, mr_gadget_ctx *ctx, mr_emit *out) {
     return rc;
   s->open = 0;
   mr_err e = {0};
-  int dirfd = s->file.dirfd;
-  if ((rc = mr_state_file_commit(&s->file, s->name, &e)) < 0)
+  mr_state_bounds keep = bounds();
+  if ((rc = mr_state_file_commit(&s->file, s->name, &keep, &e)) < 0)
     return mr_gadget_fail(ctx, rc, "%s", e.msg);
-  mr_state_prune(dirfd, SUFFIX, 0, 0, mr_state_dir_limits()->dump_max_bytes);
   return 0;
 }
 

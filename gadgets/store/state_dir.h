@@ -20,14 +20,17 @@
 typedef struct mr_state_limits {
   int noise_max_entries;   /* noise measurements kept; the oldest go first */
   int64_t noise_max_age_s; /* older ones are neither used nor kept */
-  uint64_t dump_max_bytes; /* raw stream dumps together (one dump at most this) */
+  uint64_t dump_max_bytes; /* raw stream dumps together, those being written included */
 } mr_state_limits;
 
 extern const mr_state_limits mr_state_limits_default;
 
 /* Opens (creating it, mode 0700, and its folders noise/ and dumps/) the
  * state directory at path with the given limits (borrowed, copied), and
- * removes temporary files left by a crash. */
+ * removes the temporary files of writers that are gone (a server killed
+ * mid-write), whatever their age: each writer holds a lock (flock) on its
+ * temporary file, so those of another live server sharing the directory
+ * stay. */
 int mr_state_dir_open(const char *path, const mr_state_limits *limits, mr_err *err);
 void mr_state_dir_close(void);
 
@@ -36,19 +39,41 @@ void mr_state_dir_close(void);
 int mr_state_dir_fd(const char *sub);
 const mr_state_limits *mr_state_dir_limits(void);
 
+/* What a folder keeps: its files whose names end in suffix, none older
+ * than max_age_s, at most max_entries of them, at most max_bytes together
+ * with the bytes reserved for files being written (0: no bound). The
+ * oldest go first. */
+typedef struct mr_state_bounds {
+  const char *suffix;
+  int max_entries;
+  int64_t max_age_s;
+  uint64_t max_bytes;
+} mr_state_bounds;
+
 /* A file being written under a temporary name in a folder. */
 typedef struct mr_state_file {
   int dirfd;
   int fd;
   char tmp[64];
-  uint64_t bytes;
+  uint64_t bytes, reserved;
 } mr_state_file;
 
 int mr_state_file_begin(int dirfd, mr_state_file *f, mr_err *err);
+/* Takes bytes more of the folder's byte bound (keep->max_bytes) for f
+ * before they are written: the files being written in this process never
+ * pass it together (MR_ELIMIT when they would), and the oldest stored
+ * files are removed to make room. Given back by commit or abort. */
+int mr_state_file_reserve(mr_state_file *f, uint64_t bytes, const mr_state_bounds *keep,
+                          mr_err *err);
 int mr_state_file_write(mr_state_file *f, const void *data, size_t len, mr_err *err);
-/* Syncs the file, renames it to name (replacing one of that name) and
- * syncs the folder. The file is closed either way. */
-int mr_state_file_commit(mr_state_file *f, const char *name, mr_err *err);
+/* Syncs the file, renames it to name (replacing one of that name), syncs
+ * the folder and, when keep is not NULL, prunes the folder to keep's
+ * bounds, all under one lock (the process's, and flock of the folder's
+ * `.lock` file for other servers sharing it): the file committed last is
+ * the newest, and it is never the one pruned. The file is closed either
+ * way. */
+int mr_state_file_commit(mr_state_file *f, const char *name, const mr_state_bounds *keep,
+                         mr_err *err);
 /* Closes and removes the temporary file. */
 void mr_state_file_abort(mr_state_file *f);
 
@@ -58,12 +83,10 @@ void mr_state_file_abort(mr_state_file *f);
 int mr_state_read(int dirfd, const char *name, size_t max_bytes, char **data, size_t *len,
                   time_t *mtime, mr_err *err);
 
-/* Removes the files of dirfd whose names end in suffix and that are older
- * than max_age_s (0: no age bound), then the oldest until at most
- * max_entries remain (0: no bound) and their sizes add up to at most
- * max_bytes (0: no bound). */
-void mr_state_prune(int dirfd, const char *suffix, int max_entries, int64_t max_age_s,
-                    uint64_t max_bytes);
+/* Removes the files of dirfd that keep's bounds do not keep, oldest
+ * first, under the folder's lock; a file removed meanwhile by another
+ * server counts as removed. */
+void mr_state_prune(int dirfd, const mr_state_bounds *keep);
 
 /* 1 when name is 1..128 characters of [A-Za-z0-9._-] not starting with '.':
  * safe as part of a file name. */

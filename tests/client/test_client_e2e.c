@@ -108,7 +108,7 @@ static void test_matches_reference(void **state) {
   free_all(&ours);
   free_all(&ref);
 
-  snprintf(png, sizeof png, "%s/image_1_0.png", pngs);
+  snprintf(png, sizeof png, "%s/image_1_000000.png", pngs); /* padded: names sort */
   assert_int_equal(access(png, R_OK), 0);
 
   /* The same output group again is refused, and the file keeps its image. */
@@ -133,6 +133,25 @@ static void test_repetitions(void **state) {
   for (uint32_t i = 0; i < 4; i++)
     assert_int_equal(ours.im[i].head.repetition, i);
   free_all(&ours);
+
+  /* Issue 27 item 12: the files a run writes are bounded (--max-files):
+   * four images as PNGs and DICOM files (8 files) do not fit in 6; the
+   * first images are written, then a clear failure. */
+  char pngs[512], dicoms[512];
+  path_in(pngs, sizeof pngs, "reps-png");
+  path_in(dicoms, sizeof dicoms, "reps-dcm");
+  const char *bounded[] = {"send", data, "-p", env.port, "-o", result, "-G", "bounded",
+                           "--png", pngs, "--dicom", dicoms, "--dicom-images",
+                           "--max-files", "6", NULL};
+  assert_int_equal(run_client(bounded), 1);
+  assert_non_null(strstr(err, "image_1_000003 would pass --max-files 6"));
+  char cmd[1200], listing[64];
+  snprintf(cmd, sizeof cmd, "ls '%s' '%s' | grep -c -e '\\.png$' -e '\\.dcm$'", pngs, dicoms);
+  FILE *ls = popen(cmd, "r");
+  assert_non_null(ls);
+  assert_non_null(fgets(listing, sizeof listing, ls));
+  pclose(ls);
+  assert_int_equal(atoi(listing), 6);
 }
 
 /* Issue 14: GRAPPA with interleaved calibration (the generator's -a 2
@@ -250,9 +269,12 @@ static void test_failures(void **state) {
 
   const char *bad_config[] = {"send", data, "-p", env.port, "-o", result, "-c", "nosuch", NULL};
   assert_int_equal(run_client(bad_config), 1);
-  assert_non_null(strstr(err, "server: ERROR: "));
+  /* Said once, by the failure line (issue 27 item 17). */
+  assert_null(strstr(err, "server: ERROR: "));
   assert_non_null(strstr(err, "reconclient: the server reported an error: "));
-  assert_non_null(strstr(err, "nosuch"));
+  char *first = strstr(err, "nosuch");
+  assert_non_null(first);
+  assert_null(strstr(first + 1, "nosuch"));
   assert_int_not_equal(access(result, F_OK), 0); /* no image, no file */
 
   /* A port nobody listens on: bound and closed a moment ago. */
@@ -275,6 +297,11 @@ static void test_failures(void **state) {
 
   const char *usage[] = {"send", NULL};
   assert_int_equal(run_client(usage), 2);
+  /* An unknown option: getopt's line, then the usage (issue 27 item 17). */
+  const char *bogus[] = {"send", "--bogus", NULL};
+  assert_int_equal(run_client(bogus), 2);
+  assert_non_null(strstr(err, "unrecognized option '--bogus'"));
+  assert_non_null(strstr(err, "usage: reconclient COMMAND"));
 }
 
 int main(void) {

@@ -255,6 +255,69 @@ static void test_server_errors(void **state) {
   assert_null(answers[0]);
 }
 
+static void hostile_texts(int fd) {
+  if (serve(fd, 0)) {
+    put_text(fd, "retitled\033]0;owned\007 and \033[2Jcleared \xc3\xa9t\xc3\xa9\n");
+    put_text(fd, "ERROR: first\033[31m red");
+    put_text(fd, "ERROR: second");
+    put(fd, mr_message_new(MR_MSG_CLOSE));
+  }
+}
+
+/* Runs the client against fn with its stderr caught into caught. */
+static void run_caught(behaviour fn, mr_stream_result *res, char *caught, size_t size) {
+  fflush(stderr);
+  FILE *tmp = tmpfile();
+  assert_non_null(tmp);
+  int saved = dup(STDERR_FILENO);
+  dup2(fileno(tmp), STDERR_FILENO);
+  mr_err err = {0};
+  int rc = run_against(fn, 1, 5000, res, &err);
+  fflush(stderr);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  assert_int_equal(rc, 0);
+  rewind(tmp);
+  size_t n = fread(caught, 1, size - 1, tmp);
+  caught[n] = '\0';
+  fclose(tmp);
+}
+
+/* Issue 27 items 13 and 17: a server's TEXT is shown escaped (no escape
+ * sequence reaches the terminal; UTF-8 stays), and the first error is
+ * left to the command's failure line, not printed twice. */
+static void test_server_text_is_escaped(void **state) {
+  (void)state;
+  mr_stream_result res;
+  char caught[4096];
+  run_caught(hostile_texts, &res, caught, sizeof caught);
+  assert_null(strchr(caught, '\033'));
+  assert_null(strchr(caught, '\007'));
+  assert_non_null(strstr(caught, "server: retitled\\x1b]0;owned\\x07 and \\x1b[2Jcleared "
+                                 "\xc3\xa9t\xc3\xa9\n"));
+  assert_null(strstr(caught, "first"));
+  assert_non_null(strstr(caught, "server: ERROR: second\n"));
+  assert_int_equal(res.server_errors, 2);
+  assert_string_equal(res.first_error, "first\\x1b[31m red");
+}
+
+/* The configs answer: names, aliases and descriptions escaped. */
+static void test_config_list_is_escaped(void **state) {
+  (void)state;
+  const char *json = "[{\"name\":\"a\\u001b]0;x\\u0007\",\"aliases\":[\"b\\u001b[2J\"],"
+                     "\"description\":\"line\\nnext \\u009b\"}]";
+  FILE *out = tmpfile();
+  assert_non_null(out);
+  mr_err err = {0};
+  assert_int_equal(mr_query_print_configs(json, out, &err), 0);
+  rewind(out);
+  char text[512];
+  size_t n = fread(text, 1, sizeof text - 1, out);
+  text[n] = '\0';
+  fclose(out);
+  assert_string_equal(text, "a\\x1b]0;x\\x07  (also: b\\x1b[2J)\n    line\\nnext \\xc2\\x9b\n");
+}
+
 static void silent(int fd) {
   serve(fd, 0);
   until_gone(fd);
@@ -409,6 +472,8 @@ int main(void) {
       cmocka_unit_test(test_query_answers),
       cmocka_unit_test(test_source_error),
       cmocka_unit_test(test_server_errors),
+      cmocka_unit_test(test_server_text_is_escaped),
+      cmocka_unit_test(test_config_list_is_escaped),
       cmocka_unit_test(test_timeout),
       cmocka_unit_test(test_close_without_close),
       cmocka_unit_test(test_protocol_violations),

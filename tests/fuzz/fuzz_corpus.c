@@ -5,7 +5,7 @@
  * A few hand-made sessions (queries only, the noise-dependency query, a
  * JSON CONFIG_SCRIPT, a header-less CLOSE, Python-style NUL-terminated
  * strings, NHLBI-compressed lines, a server's DICOM message), seeds of
- * the NHLBI decoder, and, for each ISMRMRD file, the session reconclient
+ * the NHLBI decoder and of the XML readers, and, for each ISMRMRD file, the session reconclient
  * would send for it. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +87,41 @@ static void nhlbi_seed(const char *dir, const char *name, int samples, int chann
   free(v);
 }
 
+/* A seed of the xml target: the text alone. */
+static void xml_seed(const char *dir, const char *name, const char *xml) {
+  stream s = open_stream(dir, name, SIZE_MAX);
+  fwrite(xml, 1, strlen(xml), s.f);
+  fclose(s.f);
+}
+
+static void xml_seeds(const char *dir) {
+  xml_seed(dir, "xml_header", mr_harness_cartesian_header(16, 8, 1, 8, 8, 1));
+  xml_seed(dir, "xml_header_study",
+           "<?xml version=\"1.0\"?><ismrmrdHeader xmlns=\"http://www.ismrm.org/ISMRMRD\">"
+           "<subjectInformation><patientName>P\xc3\xa9</patientName><patientID>7</patientID>"
+           "</subjectInformation><studyInformation><studyDate>2024-05-17</studyDate>"
+           "<studyInstanceUID>1.2.3</studyInstanceUID></studyInformation>"
+           "<measurementInformation><measurementID>M1</measurementID><measurementDependency>"
+           "<dependencyType>Noise</dependencyType><measurementID>N1</measurementID>"
+           "</measurementDependency></measurementInformation>"
+           "<sequenceParameters><TR>4.5</TR><TE>2</TE><TI>300</TI></sequenceParameters>"
+           "</ismrmrdHeader>");
+  xml_seed(dir, "xml_gadgetron_chain",
+           "<gadgetronStreamConfiguration><gadget><name>A</name>"
+           "<classname>AcquisitionAccumulateTriggerGadget</classname></gadget><gadget>"
+           "<name>R</name><classname>SimpleReconGadget</classname></gadget><gadget><name>E"
+           "</name><classname>ExtractGadget</classname><property><name>extract_mask</name>"
+           "<value>8</value></property></gadget></gadgetronStreamConfiguration>");
+  xml_seed(dir, "xml_dependency_query",
+           "<gadgetronStreamConfiguration><gadget><classname>NoiseSummaryGadget</classname>"
+           "<property><name>noise_file</name><value>GadgetronNoiseCovarianceMatrix_42</value>"
+           "</property></gadget></gadgetronStreamConfiguration>");
+  xml_seed(dir, "xml_entity",
+           "<!DOCTYPE ismrmrdHeader [<!ENTITY a \"aaaaaaaa\">]><ismrmrdHeader>"
+           "<measurementInformation><measurementID>&a;&a;</measurementID>"
+           "</measurementInformation></ismrmrdHeader>");
+}
+
 static void hand_made(const char *dir) {
   stream s = open_stream(dir, "queries", SIZE_MAX);
   put(&s, mr_message_new_query(MR_MSG_QUERY, 1, "gadgetron::version", 18));
@@ -143,6 +178,7 @@ static void hand_made(const char *dir) {
   nhlbi_seed(dir, "nhlbi_precision_3bits", 5, 1, 3, 0);
   nhlbi_seed(dir, "nhlbi_precision_16bits", 16, 2, 16, 0);
   nhlbi_seed(dir, "nhlbi_tolerance", 32, 3, 0, 0.3f);
+  xml_seeds(dir);
 }
 
 /* The session for one ISMRMRD file, cut off at cap bytes of data. */
@@ -171,7 +207,7 @@ static int from_dataset(const char *dir, const char *path, int index) {
 static void usage(FILE *f) {
   fprintf(f, "usage: mr-fuzz-corpus OUTDIR [DATA.h5 ...]\n"
              "writes the fuzzers' seed sessions into OUTDIR (which must exist): hand-made\n"
-             "ones, NHLBI decoder seeds, and the session reconclient sends for each DATA.h5\n");
+             "ones, NHLBI decoder and XML reader seeds, and the session reconclient sends for each DATA.h5\n");
 }
 
 int main(int argc, char **argv) {

@@ -2,13 +2,14 @@
 # Seeds the fuzz corpus in DIR/seed: hand-made sessions plus the sessions
 # of a few small ISMRMRD phantoms (noise scans, acceleration with
 # calibration lines, repetitions, stored k-space coordinates). DIR/decoder,
-# DIR/session and DIR/nhlbi are where libFuzzer keeps what it finds.
+# DIR/session, DIR/nhlbi and DIR/xml are where libFuzzer keeps what it
+# finds.
 #   make_corpus.sh MR-FUZZ-CORPUS DIR
 set -eu
 corpus_tool=$1
 dir=$2
 rm -rf "$dir/seed"
-mkdir -p "$dir/seed" "$dir/decoder" "$dir/session" "$dir/nhlbi"
+mkdir -p "$dir/seed" "$dir/decoder" "$dir/session" "$dir/nhlbi" "$dir/xml"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 (

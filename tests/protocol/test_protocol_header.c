@@ -4,6 +4,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -148,11 +150,63 @@ static void test_bad_headers(void **state) {
   }
 }
 
+/* A header whose measurementInformation is before, n bytes of 'A', after. */
+static char *header_with(const char *before, size_t n, const char *after) {
+  static const char tail[] =
+      "</measurementInformation><encoding>"
+      "<encodedSpace><matrixSize><x>8</x><y>8</y></matrixSize><fieldOfView_mm/></encodedSpace>"
+      "<reconSpace><matrixSize><x>8</x><y>8</y></matrixSize><fieldOfView_mm/></reconSpace>"
+      "<trajectory>cartesian</trajectory></encoding></ismrmrdHeader>";
+  char *id = malloc(n + 1);
+  assert_non_null(id);
+  memset(id, 'A', n);
+  id[n] = '\0';
+  size_t cap = strlen(before) + n + strlen(after) + sizeof tail + 64;
+  char *xml = malloc(cap);
+  assert_non_null(xml);
+  snprintf(xml, cap, "<ismrmrdHeader><measurementInformation>%s%s%s%s", before, id, after, tail);
+  free(id);
+  return xml;
+}
+
+/* Issue 27 item 11: identifiers are refused when they do not fit, never
+ * cut (two ids cut alike would share one noise file). */
+static void test_identifiers_are_never_cut(void **state) {
+  (void)state;
+  static const char *around[][2] = {
+      {"<measurementID>", "</measurementID>"},
+      {"<measurementDependency><dependencyType>Noise</dependencyType><measurementID>",
+       "</measurementID></measurementDependency>"},
+  };
+  for (size_t i = 0; i < 2; i++) {
+    mr_stream_header h;
+    mr_err e = {0};
+    char *fits = header_with(around[i][0], 127, around[i][1]);
+    assert_int_equal(mr_stream_header_parse(fits, strlen(fits), &h, &e), 0);
+    assert_int_equal(strlen(i == 0 ? h.measurement_id : h.dependencies[0].measurement_id), 127);
+    mr_stream_header_free(&h);
+    free(fits);
+    char *too_long = header_with(around[i][0], 128, around[i][1]);
+    assert_int_equal(mr_stream_header_parse(too_long, strlen(too_long), &h, &e), MR_EHEADER);
+    assert_non_null(strstr(e.msg, "measurementID is 128 bytes long; at most 127"));
+    free(too_long);
+  }
+  /* A number longer than its buffer is refused too, not read cut. */
+  mr_stream_header h;
+  mr_err e = {0};
+  char number[200];
+  snprintf(number, sizeof number,
+           "<ismrmrdHeader><version>2%080d</version><encoding/></ismrmrdHeader>", 0);
+  assert_int_equal(mr_stream_header_parse(number, strlen(number), &h, &e), MR_EHEADER);
+  assert_non_null(strstr(e.msg, "version is 81 bytes long"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reads_the_fields_gadgets_use),
       cmocka_unit_test(test_minimal_header_defaults),
       cmocka_unit_test(test_bad_headers),
+      cmocka_unit_test(test_identifiers_are_never_cut),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

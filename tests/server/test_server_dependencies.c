@@ -464,7 +464,7 @@ static void dumps_are_bounded(void **state) {
     send_and_receive(&b, &r);
     free(b.p);
     if (round == 0)
-      assert_non_null(mr_test_reply_text(&r, "over the dump limit of 1048576 bytes"));
+      assert_non_null(mr_test_reply_text(&r, "would together pass the limit of 1048576 bytes"));
     else
       assert_int_equal(r.n, 1);
     mr_test_reply_free(&r);

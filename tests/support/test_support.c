@@ -111,6 +111,14 @@ const char *mr_test_tmpdir(const char *prefix) {
   return path;
 }
 
+void mr_test_remove_tree(const char *path) {
+  const char *argv[] = {"rm", "-rf", path, NULL};
+  if (mr_test_run(argv, NULL, NULL, 0, NULL, 0) != 0) {
+    fprintf(stderr, "cannot remove %s\n", path);
+    abort();
+  }
+}
+
 int mr_test_run(const char *const *argv, const char *capture_dir, char *out, size_t out_size,
                 char *err, size_t err_size) {
   char paths[2][512];

@@ -52,6 +52,9 @@ const char *mr_test_binary_dir(void);
 /* Makes a fresh temporary directory and returns its path (static storage,
  * valid until the next call); aborts the test program on failure. */
 const char *mr_test_tmpdir(const char *prefix);
+/* Removes path and everything below it (a test's temporary directory);
+ * aborts the test program on failure. */
+void mr_test_remove_tree(const char *path);
 
 /* Runs argv (searched on PATH, NULL-terminated) and returns its exit code
  * (128 + signal when killed). With capture_dir, its stdout and stderr go

@@ -17,7 +17,9 @@
 #include <cmocka.h>
 
 #include "dcmdump.h"
+#include "dicom_study.h"
 #include "gadget_harness.h"
+#include "wire_limits.h"
 
 static const char subject[] =
     "<subjectInformation><patientName>Doe^Jane</patientName><patientID>PID-7</patientID>"
@@ -148,6 +150,79 @@ static void test_non_finite_pixel_refused(void **state) {
   mr_harness_close(&h);
 }
 
+/* The study read from a header whose subjectInformation and
+ * studyInformation are as given. */
+static void study_of(mr_dicom_study *st, const char *subject_info, const char *study_info) {
+  char xml[1024];
+  snprintf(xml, sizeof xml,
+           "<ismrmrdHeader><subjectInformation>%s</subjectInformation>"
+           "<studyInformation>%s</studyInformation></ismrmrdHeader>",
+           subject_info, study_info);
+  mr_err e = {0};
+  assert_int_equal(mr_dicom_study_init(st, xml, &e), 0);
+}
+
+/* Issue 27 item 14: a value cut to its VR's length is cut between UTF-8
+ * characters (the files declare UTF-8), and a UID that is not valid is
+ * replaced by a fresh one, never edited into another valid-looking one. */
+static void test_study_values_cut_whole_and_uids_never_edited(void **state) {
+  (void)state;
+  static mr_dicom_study st;
+  char name[128], a62[63];
+  memset(a62, 'a', 62);
+  a62[62] = '\0';
+  /* 62 + 2 bytes fit the 64 of a PN; 63 + 2 do not: the é goes whole. */
+  snprintf(name, sizeof name, "<patientName>%s\xc3\xa9</patientName>", a62);
+  study_of(&st, name, "");
+  assert_int_equal(strlen(st.patient_name), 64);
+  snprintf(name, sizeof name, "<patientName>a%s\xc3\xa9</patientName>", a62);
+  study_of(&st, name, "");
+  assert_int_equal(strlen(st.patient_name), 63);
+  snprintf(name, sizeof name, "<patientName>%s\xe2\x82\xac</patientName>", a62); /* euro */
+  study_of(&st, name, "");
+  assert_int_equal(strlen(st.patient_name), 62);
+
+  study_of(&st, "", "<studyInstanceUID>1.2.3\\4</studyInstanceUID>");
+  assert_string_not_equal(st.study_uid, "1.2.34");
+  assert_memory_equal(st.study_uid, "2.25.", 5);
+  study_of(&st, "", "<studyInstanceUID> 1.2.3 </studyInstanceUID>");
+  assert_string_equal(st.study_uid, "1.2.3");
+  char long_uid[160] = "<studyInstanceUID>1.";
+  for (int i = 0; i < 70; i++)
+    strcat(long_uid, "1");
+  strcat(long_uid, "</studyInstanceUID>");
+  study_of(&st, "", long_uid); /* cut to 64 it would be valid */
+  assert_memory_equal(st.study_uid, "2.25.", 5);
+}
+
+/* Issue 27 item 12: a client's own 1x1x4000 image is not 4000 DICOM
+ * files: past the dicom_planes limit it is refused, naming the limit; the
+ * installed limits decide. */
+static void test_planes_over_the_limit_refused(void **state) {
+  (void)state;
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, "[{\"gadget\": \"dicom_out\"}]", MR_KIND_BIT(MR_MSG_IMAGE)),
+                   0);
+  assert_int_equal(mr_harness_configure(&h, NULL), 0);
+  assert_int_equal(mr_harness_push(&h, image(1, 1, 4000, 1, 7)), MR_ELIMIT);
+  assert_non_null(strstr(h.err.msg, "image 7 of series 1 has 4000 planes"));
+  assert_non_null(strstr(h.err.msg, "dicom_planes limit of 1024"));
+  assert_int_equal(h.nout, 0);
+  mr_harness_close(&h);
+
+  mr_limits lower = mr_limits_default;
+  assert_int_equal(mr_limits_set(&lower, "dicom_planes", "2"), 0);
+  mr_limits_install(&lower);
+  assert_int_equal(mr_harness_open(&h, "[{\"gadget\": \"dicom_out\"}]", MR_KIND_BIT(MR_MSG_IMAGE)),
+                   0);
+  assert_int_equal(mr_harness_configure(&h, NULL), 0);
+  assert_int_equal(mr_harness_push(&h, image(4, 4, 2, 1, 1)), 0);
+  assert_int_equal(mr_harness_push(&h, image(4, 4, 3, 1, 2)), MR_ELIMIT);
+  assert_int_equal(h.nout, 2);
+  mr_harness_close(&h);
+  mr_limits_install(&mr_limits_default);
+}
+
 /* Without DCMTK's data dictionary the chain fails when it is configured,
  * with a line naming the dictionary (in a child, and before this process
  * has used DCMTK: the dictionary is loaded once per process). */
@@ -176,6 +251,8 @@ int main(void) {
       cmocka_unit_test(test_missing_dictionary_is_a_config_error),
       cmocka_unit_test(test_images_to_dicom_files),
       cmocka_unit_test(test_non_finite_pixel_refused),
+      cmocka_unit_test(test_planes_over_the_limit_refused),
+      cmocka_unit_test(test_study_values_cut_whole_and_uids_never_edited),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

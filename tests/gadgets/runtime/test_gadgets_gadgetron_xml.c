@@ -167,7 +167,11 @@ static void refuses_what_has_no_counterpart(void **state) {
   why = refusal("<notGadgetron/>");
   assert_non_null(strstr(why, "expected <gadgetronStreamConfiguration>"));
   why = refusal("<gadgetronStreamConfiguration><gadget>");
-  assert_non_null(strstr(why, "does not parse"));
+  assert_non_null(strstr(why, "CONFIG_SCRIPT is not XML"));
+  /* Issue 27 item 1: an entity is refused before the text is parsed. */
+  why = refusal("<!DOCTYPE c [<!ENTITY a \"AcquisitionAccumulateTriggerGadget\">]>" V1_OPEN
+                    GADGET("A", "&a;", "") V1_CLOSE);
+  assert_non_null(strstr(why, "CONFIG_SCRIPT declares a DTD or an entity"));
 }
 
 static void reads_the_dependency_query(void **state) {
@@ -192,6 +196,10 @@ static void reads_the_dependency_query(void **state) {
   static const char chain[] = V1_OPEN GADGET("N", "NoiseAdjustGadget", "") V1_CLOSE;
   assert_int_equal(mr_gadgetron_xml_noise_query(chain, strlen(chain), id, sizeof id), 0);
   assert_int_equal(mr_gadgetron_xml_noise_query("<a", 2, id, sizeof id), 0);
+  /* An id longer than the caller keeps is no id: never a cut one. */
+  char small[20];
+  assert_int_equal(mr_gadgetron_xml_noise_query(query, strlen(query), small, sizeof small), 1);
+  assert_string_equal(small, "");
 }
 
 int main(void) {
