@@ -1,0 +1,391 @@
+/* gpu/sparse: the wavelet (perfect reconstruction, adjointness, shifts),
+ * soft thresholding and TV against their definitions, the SENSE operator's
+ * adjointness and normal operator, the solver's checks; with --cuda, every
+ * piece and a whole solve on the GPU against the CPU (1e-4 relative). */
+#include <complex.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "prox.h"
+#include "sense.h"
+#include "sparse.h"
+#include "test_gpu_common.h"
+#include "test_support.h"
+#include "tv.h"
+#include "wavelet.h"
+
+/* Memory on a device holding a copy of host values (host memory on the
+ * CPU), and back. */
+typedef struct on_dev {
+  mr_buf *buf;
+  void *ptr;
+} on_dev;
+
+static on_dev put(mr_device *dev, const void *host, size_t bytes) {
+  on_dev d = {0};
+  if (mr_device_is_gpu(dev)) {
+    d.buf = gpu_test_upload(dev, host, bytes);
+    d.ptr = mr_buf_data(d.buf);
+  } else {
+    d.ptr = malloc(bytes);
+    memcpy(d.ptr, host, bytes);
+  }
+  return d;
+}
+
+static void get(mr_device *dev, const on_dev *d, void *host, size_t bytes) {
+  if (mr_device_is_gpu(dev))
+    GPU_OK(mr_device_download(dev, host, d->ptr, bytes));
+  else
+    memcpy(host, d->ptr, bytes);
+}
+
+static void drop(on_dev *d) {
+  if (d->buf != NULL)
+    mr_buf_destroy(d->buf);
+  else
+    free(d->ptr);
+}
+
+static double complex dot(const mr_cfloat *a, const mr_cfloat *b, size_t n) {
+  double complex s = 0;
+  for (size_t i = 0; i < n; i++)
+    s += conj((double complex)a[i]) * b[i];
+  return s;
+}
+
+static const size_t SHAPES[][3] = {{64, 48, 1}, {32, 16, 24}, {30, 17, 1}};
+
+/* W then W^H gives x back; <W x, y> = <x, W^H y>; with db2 and db4. */
+static void cpu_wavelet(void **state) {
+  (void)state;
+  mr_device *cpu = gpu_test_cpu();
+  for (size_t s = 0; s < sizeof SHAPES / sizeof *SHAPES; s++)
+    for (int f = MR_WAVELET_DB2; f <= MR_WAVELET_DB4; f += 2) {
+      const size_t *dims = SHAPES[s];
+      size_t n = dims[0] * dims[1] * dims[2], shift[3] = {5, 7, 3};
+      mr_cfloat *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y),
+                *c = malloc(n * sizeof *c), *back = malloc(n * sizeof *back);
+      gpu_test_random(x, n, 1);
+      gpu_test_random(y, n, 2);
+      mr_wavelet *w;
+      GPU_OK(mr_wavelet_create(cpu, dims, (mr_wavelet_filter)f, &w));
+      assert_true(s == 2 || mr_wavelet_levels(w) >= 1);
+      GPU_OK(mr_wavelet_forward(w, shift, x, c));
+      double complex wx_y = dot(c, y, n);
+      GPU_OK(mr_wavelet_adjoint(w, shift, c, back));
+      assert_true(mr_test_rel_error_c(back, x, n) < 1e-5);
+      GPU_OK(mr_wavelet_adjoint(w, shift, y, c)); /* c = W^H y (y overwritten) */
+      double complex x_why = dot(x, c, n);
+      assert_true(cabs(wx_y - x_why) < 1e-4 * cabs(wx_y) + 1e-6);
+      /* A constant image has no detail: every coefficient outside the
+       * coarse band is zero. */
+      size_t box[3];
+      mr_wavelet_coarse(w, box);
+      for (size_t i = 0; i < n; i++)
+        x[i] = 1;
+      GPU_OK(mr_wavelet_forward(w, shift, x, c));
+      double detail = 0;
+      for (size_t i = 0; i < n; i++) {
+        size_t px = i % dims[0], py = i / dims[0] % dims[1], pz = i / dims[0] / dims[1];
+        if (!(px < box[0] && py < box[1] && pz < box[2]))
+          detail += cabsf(c[i]);
+      }
+      assert_true(detail < 1e-3);
+      mr_wavelet_destroy(w);
+      free(x);
+      free(y);
+      free(c);
+      free(back);
+    }
+}
+
+/* Soft thresholding by its definition, the coarse box kept. */
+static void cpu_soft(void **state) {
+  (void)state;
+  size_t dims[3] = {20, 12, 3}, keep[3] = {5, 3, 2}, n = 20 * 12 * 3;
+  mr_cfloat *x = malloc(n * sizeof *x), *ref = malloc(n * sizeof *ref);
+  gpu_test_random(x, n, 3);
+  float t = 0.4f;
+  for (size_t i = 0; i < n; i++) {
+    size_t px = i % 20, py = i / 20 % 12, pz = i / 240;
+    float a = cabsf(x[i]);
+    int kept = px < keep[0] && py < keep[1] && pz < keep[2];
+    ref[i] = kept ? x[i] : a > t ? x[i] / a * (a - t) : 0;
+  }
+  GPU_OK(mr_prox_soft(gpu_test_cpu(), dims, keep, t, x));
+  assert_true(mr_test_rel_error_c(x, ref, n) < 1e-6);
+  assert_int_equal(mr_prox_soft(gpu_test_cpu(), dims, keep, -1, x), MR_EINVAL);
+  free(x);
+  free(ref);
+}
+
+static double tv_objective(const mr_cfloat *x, const mr_cfloat *u, const size_t dims[3],
+                           double t) {
+  size_t n = dims[0] * dims[1] * dims[2], st[3] = {1, dims[0], dims[0] * dims[1]};
+  double fit = 0, tv = 0;
+  for (size_t i = 0; i < n; i++) {
+    fit += pow(cabs(x[i] - u[i]), 2);
+    double g2 = 0;
+    for (int a = 0; a < 3; a++) {
+      if (dims[a] < 2)
+        continue;
+      size_t pos = i / st[a] % dims[a], up = pos + 1 == dims[a] ? i - pos * st[a] : i + st[a];
+      g2 += pow(cabs(x[up] - x[i]), 2);
+    }
+    tv += sqrt(g2);
+  }
+  return fit / 2 + t * tv;
+}
+
+/* D and D^H are adjoint; the proximal step lowers the objective below
+ * u's and below nearby points. */
+static void cpu_tv(void **state) {
+  (void)state;
+  mr_device *cpu = gpu_test_cpu();
+  size_t dims[3] = {24, 20, 6}, n = 24 * 20 * 6;
+  mr_tv *tv;
+  GPU_OK(mr_tv_create(cpu, dims, &tv));
+  assert_int_equal(mr_tv_axes(tv), 3);
+  mr_cfloat *x = malloc(n * sizeof *x), *g = malloc(3 * n * sizeof *g),
+            *dx = malloc(3 * n * sizeof *dx), *dg = malloc(n * sizeof *dg);
+  gpu_test_random(x, n, 4);
+  gpu_test_random(g, 3 * n, 5);
+  GPU_OK(mr_tv_forward(tv, x, dx));
+  GPU_OK(mr_tv_adjoint(tv, g, dg));
+  double complex a = dot(dx, g, 3 * n), b = dot(x, dg, n);
+  assert_true(cabs(a - b) < 1e-4 * cabs(a));
+  /* Piecewise constant plus noise. */
+  for (size_t i = 0; i < n; i++)
+    x[i] = (i % 24 < 12 ? 1.0f : 0.2f) + 0.1f * x[i];
+  mr_cfloat *p = malloc(n * sizeof *p);
+  double t = 0.05;
+  GPU_OK(mr_tv_prox(tv, (float)t, 300, x, p));
+  double best = tv_objective(p, x, dims, t);
+  assert_true(best < tv_objective(x, x, dims, t));
+  mr_cfloat *q = malloc(n * sizeof *q);
+  for (unsigned seed = 10; seed < 14; seed++) {
+    gpu_test_random(q, n, seed);
+    for (size_t i = 0; i < n; i++)
+      q[i] = p[i] + 0.01f * q[i];
+    assert_true(best <= tv_objective(q, x, dims, t) + 1e-6);
+  }
+  assert_int_equal(mr_tv_prox(tv, 0, 1, x, p), MR_EINVAL);
+  mr_tv_destroy(tv);
+  free(x);
+  free(g);
+  free(dx);
+  free(dg);
+  free(p);
+  free(q);
+}
+
+/* Random maps, a mask with every third line and the centre. */
+static void sense_data(const size_t dims[3], size_t ncoils, mr_cfloat *maps, uint8_t *mask) {
+  gpu_test_random(maps, dims[0] * dims[1] * dims[2] * ncoils, 7);
+  for (size_t l = 0; l < dims[1] * dims[2]; l++)
+    mask[l] = l % 3 == 0 || (l % dims[1] > dims[1] / 2 - 3 && l % dims[1] < dims[1] / 2 + 3);
+}
+
+/* <A x, k> = <x, A^H k>; A^H A x by the normal operator (plain transforms
+ * for even shapes, centred ones for odd) = A^H (A x); the step's formula. */
+static void cpu_sense(void **state) {
+  (void)state;
+  mr_device *cpu = gpu_test_cpu();
+  for (size_t s = 0; s < sizeof SHAPES / sizeof *SHAPES; s++) {
+    const size_t *dims = SHAPES[s], nc = 3, n = dims[0] * dims[1] * dims[2];
+    mr_cfloat *maps = malloc(n * nc * sizeof *maps), *x = malloc(n * sizeof *x),
+              *k = malloc(n * nc * sizeof *k), *ax = malloc(n * nc * sizeof *ax),
+              *ahk = malloc(n * sizeof *ahk), *ref = malloc(n * sizeof *ref),
+              *u = malloc(n * sizeof *u);
+    uint8_t *mask = malloc(dims[1] * dims[2]);
+    sense_data(dims, nc, maps, mask);
+    gpu_test_random(x, n, 8);
+    gpu_test_random(k, n * nc, 9);
+    mr_sense *op;
+    size_t lines;
+    GPU_OK(mr_sense_create(cpu, dims, nc, &op));
+    GPU_OK(mr_sense_set(op, maps, mask, &lines));
+    assert_true(lines > 2);
+    GPU_OK(mr_sense_forward(op, x, ax));
+    GPU_OK(mr_sense_adjoint(op, k, ahk));
+    double complex a = dot(ax, k, n * nc), b = dot(x, ahk, n);
+    assert_true(cabs(a - b) < 1e-4 * cabs(a));
+    GPU_OK(mr_sense_adjoint(op, ax, ref));
+    GPU_OK(mr_sense_normal(op, x, u));
+    assert_true(mr_test_rel_error_c(u, ref, n) < 1e-5);
+    GPU_OK(mr_sense_step(op, x, ahk, 0.5f, u));
+    for (size_t i = 0; i < n; i++)
+      ref[i] = x[i] - 0.5f * (ref[i] - ahk[i]);
+    assert_true(mr_test_rel_error_c(u, ref, n) < 1e-5);
+    mr_sense_destroy(op);
+    free(maps);
+    free(x);
+    free(k);
+    free(ax);
+    free(ahk);
+    free(ref);
+    free(u);
+    free(mask);
+  }
+}
+
+/* What the solver refuses. */
+static void cpu_solver_errors(void **state) {
+  (void)state;
+  mr_device *cpu = gpu_test_cpu();
+  size_t dims[3] = {16, 16, 1}, nc = 2, n = 256;
+  mr_sparse_opts o;
+  mr_sparse_opts_default(&o);
+  memcpy(o.dims, dims, sizeof dims);
+  o.ncoils = nc;
+  o.iterations = 5;
+  mr_sparse_plan *p = NULL;
+  o.lambda = 0;
+  assert_int_equal(mr_sparse_plan_create(cpu, &o, &p), MR_EINVAL);
+  assert_non_null(strstr(mr_device_last_error(), "lambda"));
+  o.regularizer = MR_SPARSE_TV;
+  assert_int_equal(mr_sparse_plan_create(cpu, &o, &p), MR_EINVAL);
+  o.regularizer = MR_SPARSE_WAVELET;
+  o.lambda = 0.01;
+  GPU_OK(mr_sparse_plan_create(cpu, &o, &p));
+  mr_cfloat *k = calloc(n * nc, sizeof *k), *maps = malloc(n * nc * sizeof *maps),
+            *img = malloc(n * sizeof *img);
+  uint8_t mask[16] = {0};
+  for (size_t i = 0; i < n * nc; i++)
+    maps[i] = 0.5f;
+  mask[8] = 1;
+  for (size_t c = 0; c < nc; c++)
+    k[c * n + 8 * 16 + 8] = 1;
+  assert_int_equal(mr_sparse_solve(p, k, mask, maps, img, NULL, NULL), MR_EDATA);
+  assert_non_null(strstr(mr_device_last_error(), "1 sampled line"));
+  mask[7] = mask[9] = 1;
+  GPU_OK(mr_sparse_solve(p, k, mask, maps, img, NULL, NULL));
+  k[3] = NAN;
+  assert_int_equal(mr_sparse_solve(p, k, mask, maps, img, NULL, NULL), MR_EDATA);
+  assert_non_null(strstr(mr_device_last_error(), "NaN"));
+  k[3] = 0;
+  memset(maps, 0, n * nc * sizeof *maps);
+  assert_int_equal(mr_sparse_solve(p, k, mask, maps, img, NULL, NULL), MR_EDATA);
+  for (size_t i = 0; i < n * nc; i++)
+    maps[i] = 0.5f;
+  atomic_int cancel = 1;
+  assert_int_equal(mr_sparse_solve(p, k, mask, maps, img, &cancel, NULL), MR_ECANCELED);
+  mr_sparse_plan_destroy(p);
+  free(k);
+  free(maps);
+  free(img);
+}
+
+/* --- the GPU against the CPU --- */
+
+static void cuda_wavelet_tv_soft(void **state) {
+  (void)state;
+  mr_device *devs[2] = {gpu_test_cpu(), gpu_test_gpu()};
+  for (size_t s = 0; s < sizeof SHAPES / sizeof *SHAPES; s++) {
+    const size_t *dims = SHAPES[s], n = dims[0] * dims[1] * dims[2], shift[3] = {3, 11, 5};
+    mr_cfloat *x = malloc(n * sizeof *x), *out[2][3];
+    gpu_test_random(x, n, 20);
+    for (int d = 0; d < 2; d++) {
+      mr_wavelet *w;
+      mr_tv *tv;
+      GPU_OK(mr_wavelet_create(devs[d], dims, MR_WAVELET_DB4, &w));
+      GPU_OK(mr_tv_create(devs[d], dims, &tv));
+      on_dev in = put(devs[d], x, n * sizeof *x), c = put(devs[d], x, n * sizeof *x),
+             y = put(devs[d], x, n * sizeof *x);
+      size_t box[3];
+      mr_wavelet_coarse(w, box);
+      for (int i = 0; i < 3; i++)
+        out[d][i] = malloc(n * sizeof *x);
+      GPU_OK(mr_wavelet_forward(w, shift, in.ptr, c.ptr));
+      get(devs[d], &c, out[d][0], n * sizeof *x);
+      GPU_OK(mr_prox_soft(devs[d], dims, box, 0.3f, c.ptr));
+      GPU_OK(mr_wavelet_adjoint(w, shift, c.ptr, y.ptr));
+      get(devs[d], &y, out[d][1], n * sizeof *x);
+      GPU_OK(mr_tv_prox(tv, 0.1f, 20, in.ptr, y.ptr));
+      get(devs[d], &y, out[d][2], n * sizeof *x);
+      drop(&in);
+      drop(&c);
+      drop(&y);
+      mr_wavelet_destroy(w);
+      mr_tv_destroy(tv);
+    }
+    for (int i = 0; i < 3; i++) {
+      double e = mr_test_rel_error_c(out[1][i], out[0][i], n);
+      if (e >= 1e-4)
+        fail_msg("shape %zu, step %d: GPU against CPU %g", s, i, e);
+      free(out[0][i]);
+      free(out[1][i]);
+    }
+    free(x);
+  }
+}
+
+/* A whole solve per regularizer (and the SENSE step) on both devices. */
+static void cuda_solve(void **state) {
+  (void)state;
+  mr_device *devs[2] = {gpu_test_cpu(), gpu_test_gpu()};
+  for (size_t s = 0; s < sizeof SHAPES / sizeof *SHAPES; s++)
+    for (int reg = MR_SPARSE_WAVELET; reg <= MR_SPARSE_L2; reg++) {
+      const size_t *dims = SHAPES[s], nc = 4, n = dims[0] * dims[1] * dims[2];
+      mr_cfloat *maps = malloc(n * nc * sizeof *maps), *k = malloc(n * nc * sizeof *k),
+                *img[2];
+      uint8_t *mask = malloc(dims[1] * dims[2]);
+      sense_data(dims, nc, maps, mask);
+      for (size_t i = 0; i < n * nc; i++)
+        maps[i] *= 0.5f; /* sum_c |s|^2 <= 1 */
+      gpu_test_random(k, n * nc, 21);
+      mr_sparse_opts o;
+      mr_sparse_opts_default(&o);
+      memcpy(o.dims, dims, sizeof o.dims);
+      o.ncoils = nc;
+      o.regularizer = (mr_sparse_regularizer)reg;
+      o.iterations = 20;
+      o.lambda = reg == MR_SPARSE_L2 ? 0.1 : 0.02;
+      for (int d = 0; d < 2; d++) {
+        mr_sparse_plan *p;
+        GPU_OK(mr_sparse_plan_create(devs[d], &o, &p));
+        on_dev dk = put(devs[d], k, n * nc * sizeof *k), dm = put(devs[d], maps, n * nc * sizeof *k),
+               di = put(devs[d], k, n * sizeof *k);
+        GPU_OK(mr_sparse_solve(p, dk.ptr, mask, dm.ptr, di.ptr, NULL, NULL));
+        img[d] = malloc(n * sizeof *k);
+        get(devs[d], &di, img[d], n * sizeof *k);
+        drop(&dk);
+        drop(&dm);
+        drop(&di);
+        mr_sparse_plan_destroy(p);
+      }
+      double e = mr_test_rel_error_c(img[1], img[0], n);
+      if (e >= 1e-4)
+        fail_msg("shape %zu, regularizer %d: GPU against CPU %g", s, reg, e);
+      free(img[0]);
+      free(img[1]);
+      free(maps);
+      free(k);
+      free(mask);
+    }
+}
+
+int main(int argc, char **argv) {
+  int cuda = gpu_test_init(argc, argv);
+  const struct CMUnitTest cpu_tests[] = {
+      cmocka_unit_test(cpu_wavelet),       cmocka_unit_test(cpu_soft),
+      cmocka_unit_test(cpu_tv),            cmocka_unit_test(cpu_sense),
+      cmocka_unit_test(cpu_solver_errors),
+  };
+  const struct CMUnitTest cuda_tests[] = {
+      cmocka_unit_test(cuda_wavelet_tv_soft),
+      cmocka_unit_test(cuda_solve),
+  };
+  int failed = cuda ? cmocka_run_group_tests_name("sparse_cuda", cuda_tests, NULL, NULL)
+                    : cmocka_run_group_tests_name("sparse_cpu", cpu_tests, NULL, NULL);
+  gpu_test_fini();
+  return failed;
+}
