@@ -5,6 +5,9 @@
  * solve one device task), one combined complex image per buffer, cropped
  * to the recon matrix as fft does.
  *
+ * Calibration lines the buffer holds apart (separate ACS lines) join its
+ * sampled lines: they are samples of the same k-space.
+ *
  * Maps "lowres": from the fully sampled centre of the buffer's own
  * k-space (the largest box of sampled lines around the centre, at least
  * MIN_CALIB lines (and partitions) wide), Hann-windowed to it, transformed
@@ -15,6 +18,7 @@
  *
  * k-space may come on the device (remove_oversampling on a GPU); the image
  * goes on as device data when image_out takes it (handoff.h). */
+#include <complex.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -200,9 +204,59 @@ static size_t sampled_lines(const mr_kspace *k) {
   return count;
 }
 
+/* Whether k's calibration part (ACS lines gathered apart) holds lines its
+ * data lacks: they are samples of the same k-space, for the maps and the
+ * data term both. */
+static int calib_adds(const mr_kspace *k) {
+  const mr_kspace *c = k->calib;
+  if (c == NULL || c->nro != k->nro || c->ne1 != k->ne1 || c->ne2 != k->ne2 || c->nch != k->nch)
+    return 0;
+  for (size_t i = 0; i < k->ne1 * k->ne2; i++)
+    if (c->sampled[i] && !k->sampled[i])
+      return 1;
+  return 0;
+}
+
+/* A host copy of k with its calibration lines filled in (NULL with a line
+ * in err when over the budget or out of memory). */
+static mr_kspace *with_calibration(mr_kspace *k, mr_err *err) {
+  const float complex *data = mr_kspace_host(k, err);
+  mr_kspace *m = data != NULL ? mr_kspace_new(k->nro, k->ne1, k->ne2, k->nch, 0, err) : NULL;
+  if (m == NULL)
+    return NULL;
+  mr_kspace_copy_meta(m, k);
+  size_t lines = k->ne1 * k->ne2, n = mr_kspace_channel_size(k);
+  memcpy(m->data, data, n * k->nch * sizeof *data);
+  for (size_t l = 0; l < lines; l++) {
+    m->sampled[l] = k->sampled[l];
+    if (k->sampled[l] || !k->calib->sampled[l])
+      continue;
+    m->sampled[l] = 1;
+    for (size_t c = 0; c < k->nch; c++)
+      memcpy(m->data + c * n + l * k->nro, k->calib->data + c * n + l * k->nro,
+             k->nro * sizeof *data);
+  }
+  return m;
+}
+
+static int reconstruct(cs_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k, mr_image_array **out);
+
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
   cs_gadget *s = state;
-  mr_kspace *k = msg->u.object.ptr;
+  mr_kspace *k = msg->u.object.ptr, *merged = NULL;
+  if (calib_adds(k)) {
+    mr_err e = {0};
+    if ((merged = with_calibration(k, &e)) == NULL)
+      return mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "%s",
+                            e.code ? e.msg : "out of memory");
+  }
+  mr_image_array *a = NULL;
+  int rc = reconstruct(s, ctx, merged != NULL ? merged : k, &a);
+  mr_kspace_free(merged);
+  return rc < 0 ? rc : mr_image_array_emit(a, k, ctx, out);
+}
+
+static int reconstruct(cs_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k, mr_image_array **out) {
   if (k->traj != NULL)
     return mr_gadget_fail(ctx, MR_EDATA,
                           "got non-Cartesian k-space (trajectory_dimensions %d): cs "
@@ -239,7 +293,8 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
       return mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
     }
   }
-  return mr_image_array_emit(a, k, ctx, out);
+  *out = a;
+  return 0;
 }
 
 static void destroy(void *state) {

@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include "cJSON.h"
+#include "dataset_chain.h"
 #include "fft.h"
 #include "gadget_harness.h"
 #include "image_array.h"
@@ -282,6 +284,59 @@ static void errors(void **state) {
   free_scan(&d);
 }
 
+#define GENERATOR "ismrmrd_generate_cartesian_shepp_logan"
+
+/* An installed config's gadget list as JSON text (malloc'd). */
+static char *config_chain(const char *config) {
+  cJSON *doc = mr_harness_installed_config(config);
+  assert_non_null(doc);
+  char *out = cJSON_PrintUnformatted(cJSON_GetObjectItem(doc, "gadgets"));
+  cJSON_Delete(doc);
+  return out;
+}
+
+static float *run_config(const char *config, const char *h5, size_t *pixels) {
+  char *chain = config_chain(config);
+  int count;
+  float *img = mr_test_reconstruct(h5, chain, "none", 1, &count, pixels);
+  free(chain);
+  assert_int_equal(count, 1);
+  return img;
+}
+
+/* configs/cs.json end to end on ISMRMRD's generator (128 x 128, 8 coils,
+ * R 4 with 24 calibration lines, noise 0.05 and noise lines for the
+ * prewhitening): closer to the noiseless fully sampled image than the
+ * zero-filled image (the cartesian config on the same scan). */
+static void config_end_to_end(void **state) {
+  (void)state;
+  if (!mr_test_have_tool(GENERATOR)) {
+    print_message("skipped: %s is not installed\n", GENERATOR);
+    skip();
+  }
+  const char *dir = mr_test_tmpdir("cs");
+  char full[512], accel[512], cmd[1400];
+  snprintf(full, sizeof full, "%s/full.h5", dir);
+  snprintf(accel, sizeof accel, "%s/r4.h5", dir);
+  snprintf(cmd, sizeof cmd, GENERATOR " -m 128 -c 8 -n 0 -o %s > /dev/null 2>&1", full);
+  assert_int_equal(system(cmd), 0);
+  snprintf(cmd, sizeof cmd, GENERATOR " -m 128 -c 8 -a 4 -w 24 -n 0.05 -C -o %s > /dev/null 2>&1",
+           accel);
+  assert_int_equal(system(cmd), 0);
+  size_t px, px2, px3;
+  float *ref = run_config("cartesian", full, &px);
+  float *zero = run_config("cartesian", accel, &px2);
+  float *cs = run_config("cs", accel, &px3);
+  assert_int_equal(px, px2);
+  assert_int_equal(px, px3);
+  double e_zero = mr_test_nrmse_scaled(zero, ref, px), e_cs = mr_test_nrmse_scaled(cs, ref, px);
+  print_message("generator R 4: NRMSE zero-filled %.4f, cs %.4f\n", e_zero, e_cs);
+  assert_true(e_cs < e_zero);
+  free(ref);
+  free(zero);
+  free(cs);
+}
+
 int main(int argc, char **argv) {
   table = argc > 1 && strcmp(argv[1], "--table") == 0;
   const struct CMUnitTest tests[] = {
@@ -289,6 +344,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(beats_zero_filled_3d),
       cmocka_unit_test(crops_to_recon),
       cmocka_unit_test(errors),
+      cmocka_unit_test(config_end_to_end),
   };
   return cmocka_run_group_tests_name("gadgets_cs", tests, NULL, NULL);
 }
