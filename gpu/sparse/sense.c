@@ -21,7 +21,8 @@ struct mr_sense {
 int mr_sense_create(mr_device *dev, const size_t dims[3], size_t ncoils, mr_sense **out) {
   *out = NULL;
   if (dims[0] < 1 || dims[1] < 1 || dims[2] < 1 || ncoils < 1 ||
-      dims[0] > SIZE_MAX / 8 / dims[1] / dims[2] / ncoils)
+      dims[0] > SIZE_MAX / 8 / dims[1] / dims[2] / ncoils ||
+      dims[0] * dims[1] * dims[2] > UINT32_MAX)
     return mr_fail(MR_EINVAL, "sense: %zu x %zu x %zu x %zu coils", dims[0], dims[1], dims[2],
                    ncoils);
   mr_sense *s = calloc(1, sizeof *s);

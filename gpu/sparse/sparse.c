@@ -70,7 +70,6 @@ int mr_sparse_plan_create(mr_device *dev, const mr_sparse_opts *opts, mr_sparse_
     return mr_fail(MR_ENOMEM, "sparse: out of memory");
   p->dev = dev;
   p->opts = *opts;
-  p->rng = opts->seed;
   rc = mr_sense_create(dev, opts->dims, opts->ncoils, &p->sense);
   if (rc == 0) {
     p->n = opts->dims[0] * opts->dims[1] * opts->dims[2];
@@ -183,6 +182,7 @@ static int solve_fista(solve_job *j, float lipschitz) {
   if (rc == 0 && p->tv != NULL)
     rc = mr_tv_reset(p->tv);
   double tk = 1;
+  p->rng = p->opts.seed; /* the same shifts every solve: the same data gives the same image */
   for (int it = 0; it < p->opts.iterations && rc == 0; it++) {
     if (j->cancel != NULL && atomic_load(j->cancel))
       return mr_fail(MR_ECANCELED, "sparse: cancelled after %d iterations", it);

@@ -41,7 +41,8 @@ static int halves(size_t n, int taps) { return n % 2 == 0 && n >= 2 * (size_t)ta
 int mr_wavelet_create(mr_device *dev, const size_t dims[3], mr_wavelet_filter filter,
                       mr_wavelet **out) {
   *out = NULL;
-  if (dims[0] < 1 || dims[1] < 1 || dims[2] < 1 || dims[0] > SIZE_MAX / 8 / dims[1] / dims[2])
+  if (dims[0] < 1 || dims[1] < 1 || dims[2] < 1 || dims[0] > SIZE_MAX / 8 / dims[1] / dims[2] ||
+      dims[0] * dims[1] * dims[2] > UINT32_MAX)
     return mr_fail(MR_EINVAL, "wavelet: image of %zu x %zu x %zu", dims[0], dims[1], dims[2]);
   mr_wavelet *w = calloc(1, sizeof *w);
   if (w == NULL)
@@ -126,16 +127,40 @@ static int level(mr_wavelet *w, int l, int inverse, mr_cfloat *c) {
   return rc;
 }
 
+/* The first level a GPU does in shared memory (wavelet_impl.h); levels
+ * past the last on the CPU. */
+static int first_small(const mr_wavelet *w) {
+  if (!mr_device_is_gpu(w->dev))
+    return w->levels;
+  for (int l = 0; l < w->levels; l++)
+    if (w->len[l][0] * w->len[l][1] * w->len[l][2] <= MR_WAVELET_SMALL &&
+        w->levels - l <= MR_WAVELET_MAX_SMALL_LEVELS)
+      return l;
+  return w->levels;
+}
+
+/* Levels [from, levels) in one launch (GPU only). */
+static int small_levels(mr_wavelet *w, int from, int inverse, mr_cfloat *c) {
+#ifdef MR_HAVE_CUDA
+  if (from < w->levels)
+    return mr_wavelet_cuda_small(w->dev, w->dims, (const size_t(*)[3])&w->len[from],
+                                 w->levels - from, inverse, &w->taps, c);
+#else
+  (void)w, (void)from, (void)inverse, (void)c;
+#endif
+  return 0;
+}
+
 int mr_wavelet_forward(mr_wavelet *w, const size_t shift[3], const mr_cfloat *x, mr_cfloat *c) {
-  int rc = copy(w, w->dims, shift, x, c);
-  for (int l = 0; l < w->levels && rc == 0; l++)
+  int rc = copy(w, w->dims, shift, x, c), from = first_small(w);
+  for (int l = 0; l < from && rc == 0; l++)
     rc = level(w, l, 0, c);
-  return rc;
+  return rc == 0 ? small_levels(w, from, 0, c) : rc;
 }
 
 int mr_wavelet_adjoint(mr_wavelet *w, const size_t shift[3], mr_cfloat *c, mr_cfloat *x) {
-  int rc = 0;
-  for (int l = w->levels - 1; l >= 0 && rc == 0; l--)
+  int from = first_small(w), rc = small_levels(w, from, 1, c);
+  for (int l = from - 1; l >= 0 && rc == 0; l--)
     rc = level(w, l, 1, c);
   size_t back[3];
   for (int d = 0; d < 3; d++)

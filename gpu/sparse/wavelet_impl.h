@@ -29,6 +29,15 @@ int mr_wavelet_cuda_pass(mr_device *dev, const size_t dims[3], const size_t len[
                          int inverse, const mr_wavelet_taps *f, const mr_cfloat *src,
                          mr_cfloat *dst);
 
+/* The GPU does the levels whose region holds at most MR_WAVELET_SMALL
+ * samples in one block, in shared memory (one launch instead of one per
+ * pass): levels passes on c in place, len[0] the first one's region,
+ * len[levels] the coarse band; at most MR_WAVELET_MAX_SMALL_LEVELS. */
+#define MR_WAVELET_SMALL 2048
+#define MR_WAVELET_MAX_SMALL_LEVELS 12
+int mr_wavelet_cuda_small(mr_device *dev, const size_t dims[3], const size_t len[][3], int levels,
+                          int inverse, const mr_wavelet_taps *f, mr_cfloat *c);
+
 /* dst[(i + shift) mod len] = src[i] over the region [0, len) of arrays of
  * dims (a nonzero shift only with len == dims). */
 int mr_wavelet_cpu_copy(mr_device *dev, const size_t dims[3], const size_t len[3],

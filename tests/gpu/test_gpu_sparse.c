@@ -268,6 +268,11 @@ static void cpu_solver_errors(void **state) {
   assert_non_null(strstr(mr_device_last_error(), "1 sampled line"));
   mask[7] = mask[9] = 1;
   GPU_OK(mr_sparse_solve(p, k, mask, maps, img, NULL, NULL));
+  /* Solved again with the same plan: the same image (the shifts restart). */
+  mr_cfloat *again = malloc(n * sizeof *again);
+  GPU_OK(mr_sparse_solve(p, k, mask, maps, again, NULL, NULL));
+  assert_memory_equal(img, again, n * sizeof *img);
+  free(again);
   k[3] = NAN;
   assert_int_equal(mr_sparse_solve(p, k, mask, maps, img, NULL, NULL), MR_EDATA);
   assert_non_null(strstr(mr_device_last_error(), "NaN"));
