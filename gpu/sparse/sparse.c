@@ -209,7 +209,7 @@ static int solve_task(mr_device *dev, void *arg) {
   solve_job *j = arg;
   mr_sparse_plan *p = j->p;
   size_t lines = 0;
-  float kpeak, lipschitz;
+  float kpeak = 0, lipschitz = 0;
   int finite = 1;
   int rc = mr_sense_set(p->sense, j->maps, j->mask, &lines);
   if (rc == 0 && lines < 2)
@@ -230,7 +230,7 @@ static int solve_task(mr_device *dev, void *arg) {
   if (rc == 0 && !(j->report.scale > 0 && finite))
     return mr_fail(MR_EDATA, "sparse: the zero-filled image has no signal (largest pixel %g)",
                    (double)j->report.scale);
-  if (rc < 0)
+  if (rc != 0)
     return rc;
   return p->opts.regularizer == MR_SPARSE_L2 ? solve_l2(j) : solve_fista(j, lipschitz);
 }
