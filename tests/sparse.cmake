@@ -1,7 +1,7 @@
 # Tests of compressed sensing: gpu/sparse (the CPU group by default, the
 # CUDA group with --cuda, label gpu, exit 77 without a GPU) and the cs
 # gadget.
-mr_add_test(test_gpu_sparse SOURCES gpu/test_gpu_sparse.c LIBS mr_test_gpu_common mr_gpu m)
+mr_add_test(test_gpu_sparse SOURCES gpu/test_gpu_sparse.c LIBS mr_test_iterative mr_test_gpu_common mr_gpu m)
 add_test(NAME test_gpu_sparse_cuda COMMAND test_gpu_sparse --cuda)
 set_tests_properties(test_gpu_sparse_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS gpu)
 

@@ -1,6 +1,7 @@
 #include "sparse.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,7 +71,12 @@ int mr_sparse_plan_create(mr_device *dev, const mr_sparse_opts *opts, mr_sparse_
     return mr_fail(MR_ENOMEM, "sparse: out of memory");
   p->dev = dev;
   p->opts = *opts;
-  rc = mr_sense_create(dev, opts->dims, opts->ncoils, &p->sense);
+  if (opts->ncoils > 0)
+    rc = mr_sense_create(dev, opts->dims, opts->ncoils, &p->sense);
+  else if (opts->dims[0] < 1 || opts->dims[1] < 1 || opts->dims[2] < 1 ||
+           opts->dims[0] > SIZE_MAX / 8 / NIMAGES / opts->dims[1] / opts->dims[2])
+    rc = mr_fail(MR_EINVAL, "sparse: image of %zu x %zu x %zu", opts->dims[0], opts->dims[1],
+                 opts->dims[2]);
   if (rc == 0) {
     p->n = opts->dims[0] * opts->dims[1] * opts->dims[2];
     rc = mr_buf_create(dev, p->n * NIMAGES * sizeof(mr_cfloat), &p->images);
@@ -118,14 +124,23 @@ typedef struct solve_job {
   mr_sparse_plan *p;
   const mr_cfloat *kspace, *maps;
   const uint8_t *mask;
+  mr_cg_operator normal; /* the caller's A^H A (mr_sparse_solve_normal), or NULL: SENSE */
+  void *op;
+  const mr_cfloat *ahb;  /* A^H b */
+  float bound;           /* >= ||A^H A|| */
   mr_cfloat *image;
   const atomic_int *cancel;
   mr_sparse_report report;
 } solve_job;
 
+static int normal(solve_job *j, const mr_cfloat *x, mr_cfloat *y) {
+  return j->normal != NULL ? j->normal(j->op, x, y) : mr_sense_normal(j->p->sense, x, y);
+}
+
 static int l2_apply(void *op, const mr_cfloat *x, mr_cfloat *y) {
-  mr_sparse_plan *p = op;
-  int rc = mr_sense_normal(p->sense, x, y);
+  solve_job *j = op;
+  mr_sparse_plan *p = j->p;
+  int rc = normal(j, x, y);
   mr_cfloat lambda = (float)p->opts.lambda;
   return rc == 0 && p->opts.lambda > 0 ? mr_vec_axpy(p->dev, p->n, lambda, x, y) : rc;
 }
@@ -134,7 +149,7 @@ static int solve_l2(solve_job *j) {
   mr_sparse_plan *p = j->p;
   mr_cg_opts o = {.max_iterations = p->opts.iterations, .tolerance = p->opts.tolerance};
   mr_cg_report r = {0};
-  int rc = mr_cg_solve(p->dev, p->n, l2_apply, p, image(p, IMG_AHB), j->image, &o, &r);
+  int rc = mr_cg_solve(p->dev, p->n, l2_apply, j, j->ahb, j->image, &o, &r);
   j->report.iterations = r.iterations;
   j->report.change = r.residual;
   return rc;
@@ -171,9 +186,24 @@ static int change(mr_sparse_plan *p, double *out) {
   return rc;
 }
 
-static int solve_fista(solve_job *j, float lipschitz) {
+/* u = z - step (A^H A z - A^H b): fused into SENSE's last pass, else
+ * three vector steps after the caller's operator. */
+static int gradient_step(solve_job *j, const mr_cfloat *z, float step, mr_cfloat *u) {
   mr_sparse_plan *p = j->p;
-  float step = 1.0f / lipschitz, t = (float)p->opts.lambda * j->report.scale * step;
+  if (j->normal == NULL)
+    return mr_sense_step(p->sense, z, j->ahb, step, u);
+  mr_cfloat minus_one = -1, minus_step = -step, one = 1;
+  int rc = j->normal(j->op, z, u);
+  if (rc == 0)
+    rc = mr_vec_axpy(p->dev, p->n, minus_one, j->ahb, u);
+  if (rc == 0)
+    rc = mr_vec_scale(p->dev, p->n, minus_step, u);
+  return rc == 0 ? mr_vec_axpy(p->dev, p->n, one, z, u) : rc;
+}
+
+static int solve_fista(solve_job *j) {
+  mr_sparse_plan *p = j->p;
+  float step = 1.0f / j->bound, t = (float)p->opts.lambda * j->report.scale * step;
   mr_cfloat *x = image(p, IMG_X), *prev = image(p, IMG_PREV), *z = image(p, IMG_Z),
             *u = image(p, IMG_U);
   int rc = mr_vec_zero(p->dev, p->n, prev);
@@ -186,7 +216,7 @@ static int solve_fista(solve_job *j, float lipschitz) {
   for (int it = 0; it < p->opts.iterations && rc == 0; it++) {
     if (j->cancel != NULL && atomic_load(j->cancel))
       return mr_fail(MR_ECANCELED, "sparse: cancelled after %d iterations", it);
-    rc = mr_sense_step(p->sense, z, image(p, IMG_AHB), step, u);
+    rc = gradient_step(j, z, step, u);
     if (rc == 0)
       rc = prox(p, t, u, x);
     double next = (1 + sqrt(1 + 4 * tk * tk)) / 2, beta = (tk - 1) / next;
@@ -205,12 +235,26 @@ static int solve_fista(solve_job *j, float lipschitz) {
   return rc == 0 ? mr_vec_copy(p->dev, p->n, prev, j->image) : rc;
 }
 
+/* The scale (the peak of A^H b, checked), then the solver. */
+static int scale_and_solve(mr_device *dev, solve_job *j) {
+  int finite = 1;
+  int rc = mr_prox_peak(dev, j->p->n, j->ahb, &j->report.scale, &finite);
+  if (rc == 0 && !(j->report.scale > 0 && finite))
+    return mr_fail(MR_EDATA, "sparse: the zero-filled image has %s (largest pixel %g)",
+                   finite ? "no signal" : "NaN or infinite pixels", (double)j->report.scale);
+  if (rc != 0)
+    return rc;
+  return j->p->opts.regularizer == MR_SPARSE_L2 ? solve_l2(j) : solve_fista(j);
+}
+
 static int solve_task(mr_device *dev, void *arg) {
   solve_job *j = arg;
   mr_sparse_plan *p = j->p;
   size_t lines = 0;
-  float kpeak = 0, lipschitz = 0;
+  float kpeak = 0;
   int finite = 1;
+  if (p->sense == NULL)
+    return mr_fail(MR_EINVAL, "sparse: a plan of 0 coils solves through mr_sparse_solve_normal");
   int rc = mr_sense_set(p->sense, j->maps, j->mask, &lines);
   if (rc == 0 && lines < 2)
     return mr_fail(MR_EDATA, "sparse: %zu sampled line%s of %zu: too few to reconstruct", lines,
@@ -220,19 +264,65 @@ static int solve_task(mr_device *dev, void *arg) {
   if (rc == 0 && !finite)
     return mr_fail(MR_EDATA, "sparse: the k-space holds NaN or infinite samples");
   if (rc == 0)
-    rc = mr_sense_peak(p->sense, &lipschitz);
-  if (rc == 0 && !(lipschitz > 0))
+    rc = mr_sense_peak(p->sense, &j->bound);
+  if (rc == 0 && !(j->bound > 0))
     return mr_fail(MR_EDATA, "sparse: the coil maps are zero everywhere");
+  j->ahb = image(p, IMG_AHB);
   if (rc == 0)
     rc = mr_sense_adjoint(p->sense, j->kspace, image(p, IMG_AHB));
+  return rc != 0 ? rc : scale_and_solve(dev, j);
+}
+
+/* POWER_STEPS of the power method from A^H b for ||A^H A||, with a margin
+ * for what they leave short of it. */
+#define POWER_STEPS 20
+#define POWER_MARGIN 1.05
+
+static int power_bound(solve_job *j, float *bound) {
+  mr_sparse_plan *p = j->p;
+  mr_cfloat *v = image(p, IMG_U), *w = image(p, IMG_C);
+  double vv = 0, ww = 0;
+  int rc = mr_vec_copy(p->dev, p->n, j->ahb, v);
   if (rc == 0)
-    rc = mr_prox_peak(dev, p->n, image(p, IMG_AHB), &j->report.scale, &finite);
-  if (rc == 0 && !(j->report.scale > 0 && finite))
-    return mr_fail(MR_EDATA, "sparse: the zero-filled image has no signal (largest pixel %g)",
-                   (double)j->report.scale);
-  if (rc != 0)
-    return rc;
-  return p->opts.regularizer == MR_SPARSE_L2 ? solve_l2(j) : solve_fista(j, lipschitz);
+    rc = mr_vec_sumsq(p->dev, p->n, v, &vv);
+  double estimate = 0;
+  for (int i = 0; i < POWER_STEPS && rc == 0 && vv > 0; i++) {
+    rc = j->normal(j->op, v, w);
+    if (rc == 0)
+      rc = mr_vec_sumsq(p->dev, p->n, w, &ww);
+    if (rc == 0 && !(ww > 0 && isfinite(ww)))
+      return mr_fail(MR_EDATA, "sparse: the normal operator gives %g for A^H b", ww);
+    estimate = sqrt(ww / vv);
+    mr_cfloat scale = (float)(1 / sqrt(ww));
+    if (rc == 0)
+      rc = mr_vec_copy(p->dev, p->n, w, v);
+    if (rc == 0)
+      rc = mr_vec_scale(p->dev, p->n, scale, v);
+    vv = 1;
+  }
+  *bound = (float)(estimate * POWER_MARGIN);
+  return rc;
+}
+
+static int normal_task(mr_device *dev, void *arg) {
+  solve_job *j = arg;
+  int rc = 0;
+  if (!(j->bound > 0))
+    rc = power_bound(j, &j->bound);
+  if (rc == 0 && !(j->bound > 0))
+    return mr_fail(MR_EDATA, "sparse: A^H b is zero: no signal to reconstruct");
+  return rc != 0 ? rc : scale_and_solve(dev, j);
+}
+
+int mr_sparse_solve_normal(mr_sparse_plan *plan, mr_cg_operator normal_op, void *op, float bound,
+                           const mr_cfloat *ahb, mr_cfloat *image_out, const atomic_int *cancel,
+                           mr_sparse_report *report) {
+  solve_job j = {.p = plan, .normal = normal_op, .op = op, .ahb = ahb, .bound = bound,
+                 .image = image_out, .cancel = cancel};
+  int rc = mr_device_run(plan->dev, normal_task, &j);
+  if (report != NULL)
+    *report = j.report;
+  return rc;
 }
 
 int mr_sparse_solve(mr_sparse_plan *plan, const mr_cfloat *kspace, const uint8_t *mask,

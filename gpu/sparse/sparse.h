@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "cfloat.h"
+#include "cg.h"
 #include "device.h"
 #include "wavelet.h"
 
@@ -38,7 +39,7 @@ typedef enum mr_sparse_regularizer {
 
 typedef struct mr_sparse_opts {
   size_t dims[3];     /* image = k-space: readout x, phase y, partition z (1 in 2D) */
-  size_t ncoils;
+  size_t ncoils;       /* 0: no Cartesian operator (mr_sparse_solve_normal only) */
   mr_sparse_regularizer regularizer;
   double lambda;      /* wavelet, tv: > 0, relative (above); l2: >= 0 */
   int iterations;     /* FISTA (wavelet, tv) or CG (l2) iterations, >= 1 */
@@ -81,5 +82,18 @@ void mr_sparse_plan_destroy(mr_sparse_plan *plan);
 int mr_sparse_solve(mr_sparse_plan *plan, const mr_cfloat *kspace, const uint8_t *mask,
                     const mr_cfloat *maps, mr_cfloat *image, const atomic_int *cancel,
                     mr_sparse_report *report);
+
+/* The same regularisers and solvers on any data term 1/2 ||A x - b||^2
+ * given by its normal operator (normal(op, x, y): y = A^H A x on the
+ * plan's device; the Toeplitz operator's mr_toeplitz_apply_op for a
+ * non-Cartesian scan, gpu/iterative/toeplitz.h) and ahb = A^H b there.
+ * bound: an upper bound of ||A^H A|| (FISTA's step is 1 / bound), or 0 to
+ * estimate it before the iterations (20 steps of the power method from
+ * A^H b, plus 5%). lambda scales by max |A^H b| as in mr_sparse_solve.
+ * The plan may have 0 coils (no Cartesian operator made). One device task;
+ * the same errors for A^H b (MR_EDATA when it has no signal or NaN). */
+int mr_sparse_solve_normal(mr_sparse_plan *plan, mr_cg_operator normal, void *op, float bound,
+                           const mr_cfloat *ahb, mr_cfloat *image, const atomic_int *cancel,
+                           mr_sparse_report *report);
 
 #endif
