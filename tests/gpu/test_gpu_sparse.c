@@ -286,6 +286,16 @@ static void cpu_solver_errors(void **state) {
   atomic_int cancel = 1;
   assert_int_equal(mr_sparse_solve(p, k, mask, maps, img, &cancel, NULL), MR_ECANCELED);
   mr_sparse_plan_destroy(p);
+  /* A tolerance stops at the first test it passes (every 10 iterations). */
+  o.iterations = 100;
+  o.tolerance = 0.5;
+  GPU_OK(mr_sparse_plan_create(cpu, &o, &p));
+  mr_sparse_report r;
+  GPU_OK(mr_sparse_solve(p, k, mask, maps, img, NULL, &r));
+  assert_int_equal(r.iterations, 10);
+  assert_true(r.change > 0 && r.change <= 0.5);
+  assert_true(r.scale > 0);
+  mr_sparse_plan_destroy(p);
   free(k);
   free(maps);
   free(img);
