@@ -38,8 +38,6 @@
  * maps. */
 #define MIN_CALIB 6
 
-enum maps_kind { MAPS_LOWRES };
-
 typedef struct cs_gadget {
   int regularizer;
   double lambda;
