@@ -517,6 +517,54 @@ static void cuda_solve(void **state) {
     }
 }
 
+/* mr_sparse_solve_normal (the power method's bound, the unfused step)
+ * through SENSE's normal operator on both devices. */
+static void cuda_solve_normal(void **state) {
+  (void)state;
+  mr_device *devs[2] = {gpu_test_cpu(), gpu_test_gpu()};
+  size_t dims[3] = {64, 48, 1}, nc = 4, n = 64 * 48;
+  mr_cfloat *maps = malloc(n * nc * sizeof *maps), *k = malloc(n * nc * sizeof *k), *img[2];
+  uint8_t mask[48];
+  sense_data(dims, nc, maps, mask);
+  for (size_t i = 0; i < n * nc; i++)
+    maps[i] *= 0.5f;
+  gpu_test_random(k, n * nc, 31);
+  for (int reg = MR_SPARSE_WAVELET; reg <= MR_SPARSE_L2; reg++) {
+    for (int d = 0; d < 2; d++) {
+      on_dev dk = put(devs[d], k, n * nc * sizeof *k), dm = put(devs[d], maps, n * nc * sizeof *k),
+             da = put(devs[d], k, n * sizeof *k), di = put(devs[d], k, n * sizeof *k);
+      mr_sense *op;
+      GPU_OK(mr_sense_create(devs[d], dims, nc, &op));
+      GPU_OK(mr_sense_set(op, dm.ptr, mask, NULL));
+      GPU_OK(mr_sense_adjoint(op, dk.ptr, da.ptr));
+      mr_sparse_opts o;
+      mr_sparse_opts_default(&o);
+      memcpy(o.dims, dims, sizeof dims);
+      o.regularizer = (mr_sparse_regularizer)reg;
+      o.iterations = 20;
+      o.lambda = 0.02;
+      mr_sparse_plan *p;
+      GPU_OK(mr_sparse_plan_create(devs[d], &o, &p));
+      GPU_OK(mr_sparse_solve_normal(p, sense_normal_op, op, 0, da.ptr, di.ptr, NULL, NULL));
+      img[d] = malloc(n * sizeof *k);
+      get(devs[d], &di, img[d], n * sizeof *k);
+      mr_sparse_plan_destroy(p);
+      mr_sense_destroy(op);
+      drop(&dk);
+      drop(&dm);
+      drop(&da);
+      drop(&di);
+    }
+    double e = mr_test_rel_error_c(img[1], img[0], n);
+    if (e >= 1e-4)
+      fail_msg("regularizer %d: GPU against CPU %g", reg, e);
+    free(img[0]);
+    free(img[1]);
+  }
+  free(maps);
+  free(k);
+}
+
 int main(int argc, char **argv) {
   int cuda = gpu_test_init(argc, argv);
   const struct CMUnitTest cpu_tests[] = {
@@ -528,6 +576,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest cuda_tests[] = {
       cmocka_unit_test(cuda_wavelet_tv_soft),
       cmocka_unit_test(cuda_solve),
+      cmocka_unit_test(cuda_solve_normal),
   };
   int failed = cuda ? cmocka_run_group_tests_name("sparse_cuda", cuda_tests, NULL, NULL)
                     : cmocka_run_group_tests_name("sparse_cpu", cpu_tests, NULL, NULL);
