@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sampling.h"
 #include "simulate.h"
 
 static void usage(FILE *f) {
@@ -39,9 +40,12 @@ static int parse_int(const char *flag, const char *text, int *out) {
 }
 
 int mr_simulate_command(int argc, char **argv) {
-  mr_sim_options o = {.trajectory = (mr_sim_trajectory)-1, .seed = 1};
+  mr_sim_options o = {.trajectory = (mr_sim_trajectory)-1, .seed = 1, .acceleration = 4,
+                      .calibration = 24};
+  int sampled_option = 0; /* --acceleration, --calibration or --partitions given */
   enum { OPT_3D = 256, OPT_NOISE, OPT_SPOKES, OPT_INTERLEAVES, OPT_SEED, OPT_SAMPLES,
-         OPT_FRAMES, OPT_MOVING };
+         OPT_FRAMES, OPT_MOVING, OPT_SAMPLING, OPT_ACCELERATION, OPT_CALIBRATION,
+         OPT_PARTITIONS };
   static const struct option longopts[] = {
       {"trajectory", required_argument, NULL, 'T'}, {"matrix", required_argument, NULL, 'm'},
       {"3d", no_argument, NULL, OPT_3D},             {"coils", required_argument, NULL, 'c'},
@@ -50,6 +54,10 @@ int mr_simulate_command(int argc, char **argv) {
       {"seed", required_argument, NULL, OPT_SEED},   {"out", required_argument, NULL, 'o'},
       {"samples", required_argument, NULL, OPT_SAMPLES},
       {"frames", required_argument, NULL, OPT_FRAMES}, {"moving", no_argument, NULL, OPT_MOVING},
+      {"sampling", required_argument, NULL, OPT_SAMPLING},
+      {"acceleration", required_argument, NULL, OPT_ACCELERATION},
+      {"calibration", required_argument, NULL, OPT_CALIBRATION},
+      {"partitions", required_argument, NULL, OPT_PARTITIONS},
       {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
   };
   int ch, seed = 1;
@@ -101,6 +109,30 @@ int mr_simulate_command(int argc, char **argv) {
     case OPT_MOVING:
       o.moving = 1;
       break;
+    case OPT_SAMPLING:
+      if ((o.sampling = mr_sampling_parse(optarg)) < 0) {
+        fprintf(stderr, "reconclient: --sampling is vd or poisson, not '%s'\n", optarg);
+        return 2;
+      }
+      break;
+    case OPT_ACCELERATION:
+      o.acceleration = strtod(optarg, &end);
+      sampled_option = 1;
+      if (*optarg == '\0' || *end != '\0' || !(o.acceleration >= 1)) {
+        fprintf(stderr, "reconclient: --acceleration must be a number >= 1, got '%s'\n", optarg);
+        return 2;
+      }
+      break;
+    case OPT_CALIBRATION:
+      sampled_option = 1;
+      if (parse_int("--calibration", optarg, &o.calibration) < 0)
+        return 2;
+      break;
+    case OPT_PARTITIONS:
+      sampled_option = 1;
+      if (parse_int("--partitions", optarg, &o.partitions) < 0)
+        return 2;
+      break;
     case OPT_SEED:
       if (parse_int("--seed", optarg, &seed) < 0)
         return 2;
@@ -129,6 +161,11 @@ int mr_simulate_command(int argc, char **argv) {
                     "for spiral\n");
     return 2;
   }
+  if (sampled_option && o.sampling == MR_SAMPLING_FULL) {
+    fprintf(stderr, "reconclient: --acceleration, --calibration and --partitions go with "
+                    "--sampling\n");
+    return 2;
+  }
   mr_err err = {0};
   int rc = mr_simulate(&o, &err);
   if (rc < 0) {
@@ -139,8 +176,13 @@ int mr_simulate_command(int argc, char **argv) {
                                       "tiny-golden-angle radial"};
   printf("%s: %s %s phantom, %d^%d pixels, %d coil%s", o.path, names[o.trajectory],
          o.three_d ? "3D" : "2D", o.matrix, o.three_d ? 3 : 2, o.coils, o.coils == 1 ? "" : "s");
+  if (o.partitions > 0)
+    printf(", %d partitions", o.partitions);
   if (o.frames > 0)
     printf(", %d%s frames of %d spokes", o.frames, o.moving ? " moving" : "", o.spokes);
+  if (o.sampling != MR_SAMPLING_FULL)
+    printf(", %s R %g", o.sampling == MR_SAMPLING_VD ? "variable-density lines" : "Poisson disc",
+           o.acceleration);
   printf("\n");
   return 0;
 }
