@@ -632,16 +632,6 @@ static step_result ours_solve(sparse_bench *b, const sparse_scan *s) {
 
 /* ---- cases ---- */
 
-static int listed(const char *list, const char *name) {
-  if (list == NULL)
-    return 1;
-  size_t n = strlen(name);
-  for (const char *p = list; *p != '\0'; p += strcspn(p, ",") + (p[strcspn(p, ",")] != '\0'))
-    if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\0'))
-      return 1;
-  return 0;
-}
-
 /* Writes the case's file with the client's simulator. */
 static int simulate(const sparse_case *c, const char *path, char *why, size_t size) {
   mr_sim_options o = {.trajectory = c->kind == CARTESIAN ? MR_SIM_CARTESIAN
@@ -844,25 +834,14 @@ static int start_servers(sparse_bench *b, const char *here) {
   return 0;
 }
 
-static int unknown_case(const char *list, char *out, size_t size) {
-  for (const char *p = list; list != NULL && *p != '\0';
-       p += strcspn(p, ",") + (p[strcspn(p, ",")] != '\0')) {
-    int n = (int)strcspn(p, ","), known = 0;
-    for (int i = 0; i < NCASES; i++)
-      known |= (int)strlen(full_cases[i].name) == n && strncmp(p, full_cases[i].name, (size_t)n) == 0;
-    if (!known) {
-      snprintf(out, size, "%.*s", n, p);
-      return 1;
-    }
-  }
-  return 0;
-}
-
 int bench_sparse(const bench_ctx *ctx) {
   sparse_bench b = {.ctx = ctx, .j = ctx->json};
   bench_json *j = ctx->json;
   char name[64];
-  if (unknown_case(ctx->cases, name, sizeof name)) {
+  const char *names[NCASES];
+  for (int i = 0; i < NCASES; i++)
+    names[i] = full_cases[i].name;
+  if (bench_unknown_case(ctx->cases, names, NCASES, name, sizeof name)) {
     fprintf(stderr, "mr-bench: sparse: no case '%s'\n", name);
     return -1;
   }
@@ -877,6 +856,12 @@ int bench_sparse(const bench_ctx *ctx) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   snprintf(threads, sizeof threads, "%ld", cores > 0 ? cores : 1);
   setenv("OMP_NUM_THREADS", threads, 1); /* BART's threads: this host's cores */
+  /* A smoke run on a shared CI machine: OpenMP threads that spin while
+   * waiting make BART up to 10x slower when other processes hold the cores.
+   * A measurement keeps the library's default (or the caller's setting). */
+  if (ctx->quick)
+    setenv("OMP_WAIT_POLICY", "passive", 0);
+  const char *wait_policy = getenv("OMP_WAIT_POLICY");
   json_open(j, "bart", '{');
   if (b.bart[0] == '\0') {
     json_str(j, "skipped", "no bart beside mr-bench or on PATH");
@@ -894,6 +879,7 @@ int bench_sparse(const bench_ctx *ctx) {
     json_str(j, "path", b.bart);
     json_str(j, "version", version);
     json_str(j, "omp_num_threads", threads);
+    json_str(j, "omp_wait_policy", wait_policy != NULL ? wait_policy : "unset (the default)");
   }
   json_close(j, '}');
   if (b.bart[0] == '\0') { /* nothing to compare with: the JSON says why */
@@ -911,7 +897,7 @@ int bench_sparse(const bench_ctx *ctx) {
    * works in its directory */
   json_open(j, "cases", '{');
   for (int i = 0; i < NCASES; i++)
-    if (listed(ctx->cases, cases[i].name))
+    if (bench_listed(ctx->cases, cases[i].name))
       run_case(&b, &cases[i]);
   json_close(j, '}');
   for (int k = 0; k < 2; k++)

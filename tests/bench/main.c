@@ -90,6 +90,31 @@ int bench_random_buf(mr_device *dev, size_t n, unsigned seed, mr_buf **out) {
   return rc;
 }
 
+int bench_listed(const char *list, const char *name) {
+  if (list == NULL)
+    return 1;
+  size_t n = strlen(name);
+  for (const char *p = list; *p != '\0'; p += strcspn(p, ",") + (p[strcspn(p, ",")] != '\0'))
+    if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+      return 1;
+  return 0;
+}
+
+int bench_unknown_case(const char *list, const char *const *names, int count, char *out,
+                       size_t size) {
+  for (const char *p = list; list != NULL && *p != '\0';
+       p += strcspn(p, ",") + (p[strcspn(p, ",")] != '\0')) {
+    int n = (int)strcspn(p, ","), known = 0;
+    for (int i = 0; i < count; i++)
+      known |= (int)strlen(names[i]) == n && strncmp(p, names[i], (size_t)n) == 0;
+    if (!known) {
+      snprintf(out, size, "%.*s", n, p);
+      return 1;
+    }
+  }
+  return 0;
+}
+
 double bench_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

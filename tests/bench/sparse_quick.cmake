@@ -17,13 +17,7 @@ if(NOT rc EQUAL 0)
 endif()
 file(READ ${OUT} json)
 
-function(expect_number)
-  string(JSON type ERROR_VARIABLE err TYPE "${json}" ${ARGN})
-  if(err OR NOT type STREQUAL "NUMBER")
-    string(REPLACE ";" "." path "${ARGN}")
-    message(FATAL_ERROR "${path} is not a number (${type}${err}) in ${OUT}")
-  endif()
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/expect_json.cmake)
 
 # Our row: numbers, or a reason it has none.
 function(expect_ours case row key)
