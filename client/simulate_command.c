@@ -13,6 +13,9 @@ static void usage(FILE *f) {
           "                            --matrix N [--3d] --coils C [--noise S]\n"
           "                            [--spokes K [--samples M] [--frames F [--moving]] |\n"
           "                             --interleaves K] [--seed S] -o DATA.h5\n"
+          "       reconclient simulate --trajectory cartesian --sampling vd|poisson --matrix N\n"
+          "                            [--3d [--partitions NZ]] --coils C [--acceleration R]\n"
+          "                            [--calibration N] [--noise S] [--seed S] -o DATA.h5\n"
           "writes an ISMRMRD dataset of an analytic multi-coil Shepp-Logan phantom (k-space\n"
           "from the ellipses' Fourier transforms, exact at every sample), with its trajectory,\n"
           "a header describing it, and the ground truth as the array 'phantom'\n"
@@ -25,7 +28,15 @@ static void usage(FILE *f) {
           "  --moving         the object moves from frame to frame (ground truth per frame)\n"
           "  --interleaves K  spiral arms (default N/8)\n"
           "  --noise S        Gaussian noise of standard deviation S on each sample's real and\n"
-          "                   imaginary parts (default 0)\n");
+          "                   imaginary parts (default 0)\n"
+          "undersampled Cartesian scans (--trajectory cartesian; the array 'reference' holds\n"
+          "the noiseless fully sampled image):\n"
+          "  --sampling vd|poisson  vd: variable-density random phase-encode lines (2D);\n"
+          "                   poisson: a variable-density Poisson disc of ky-kz points (--3d)\n"
+          "  --acceleration R overall acceleration, grid points over acquired ones (default 4)\n"
+          "  --calibration N  fully sampled centre: N lines (2D), N x N points (3D; default 24)\n"
+          "  --partitions NZ  3D: kz points (default N; the same field of view)\n"
+          "  --seed S         of the noise and of the pattern (default 1)\n");
 }
 
 static int parse_int(const char *flag, const char *text, int *out) {
