@@ -4,7 +4,7 @@
 # --bart (77 without bart on the PATH; Debian's package).
 pkg_check_modules(COILMAPS_LAPACKE REQUIRED IMPORTED_TARGET lapacke)
 
-foreach(noun espirit)
+foreach(noun espirit compress)
   mr_add_test(test_gpu_${noun} SOURCES gpu/test_gpu_${noun}.c
               LIBS mr_test_gpu_common mr_test_grappa_phantom mr_gpu PkgConfig::COILMAPS_LAPACKE m)
   add_test(NAME test_gpu_${noun}_cuda COMMAND test_gpu_${noun} --cuda)
