@@ -13,3 +13,6 @@ foreach(noun espirit compress)
   add_test(NAME test_gpu_${noun}_bart COMMAND test_gpu_${noun} --bart)
   set_tests_properties(test_gpu_${noun}_bart PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 endforeach()
+
+mr_add_test(test_gadgets_coil_compress SOURCES gadgets/cartesian/test_gadgets_coil_compress.c
+            LIBS mr_test_dataset_chain TIMEOUT 300)
