@@ -16,3 +16,7 @@ endforeach()
 
 mr_add_test(test_gadgets_coil_compress SOURCES gadgets/cartesian/test_gadgets_coil_compress.c
             LIBS mr_test_dataset_chain TIMEOUT 300)
+
+# Real-time maps that follow a moving object (realtime_cg on simulate --moving data).
+mr_add_test(test_gadgets_realtime_maps SOURCES gadgets/noncartesian/test_gadgets_realtime_maps.c
+            LIBS mr_test_dataset_chain mr_test_phantom_support TIMEOUT 600)
