@@ -11,6 +11,10 @@
  * inside the object; 30 power iterations), zeroed where that eigenvalue is
  * below crop (BART's -c), its phase taken relative to the virtual coil of
  * the calibration data's first principal component (so maps are smooth).
+ * Where no data constrain the maps (outside the object) and G(x) has
+ * several eigenvalues near 1, any vector of their span is an eigenvector:
+ * the map there is one of them (BART's -m1 too), not reproducible across
+ * devices; inside the object the GPU and the CPU agree to float rounding.
  *
  * 3D: the readout (x) is transformed to image space first and each
  * x-slice gets 2D ESPIRiT on its ky-kz calibration region (as BART's

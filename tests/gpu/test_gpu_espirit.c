@@ -312,8 +312,14 @@ static void bad_input(void **state) {
 
 /* --- the GPU against the CPU --- */
 
-static void gpu_vs_cpu(const mr_cfloat *k, const size_t dims[3], size_t nc) {
-  size_t n = dims[0] * dims[1] * dims[2] * nc;
+/* Inside the object (above 10% of its peak): outside it no data constrain
+ * the maps, and where G(x) has several eigenvalues near 1 (the 3D phantom's
+ * coils see far past its edge) any vector of their span is an eigenvector:
+ * -m1 picks one, the CPU and GPU each their own (a 1e-6 perturbation of
+ * the data moves them as far, on the CPU alone; inside, it moves the maps
+ * 4e-7). */
+static void gpu_vs_cpu(const mr_cfloat *k, const size_t dims[3], size_t nc, const float *object) {
+  size_t npix = dims[0] * dims[1] * dims[2], n = npix * nc;
   mr_cfloat *want = malloc(sizeof *want * n);
   mr_espirit_opts o = defaults();
   GPU_OK(mr_espirit_maps(gpu_test_cpu(), k, dims, nc, &o, want));
@@ -322,9 +328,24 @@ static void gpu_vs_cpu(const mr_cfloat *k, const size_t dims[3], size_t nc) {
   GPU_OK(mr_buf_create(gpu, sizeof *k * n, &dm));
   GPU_OK(mr_espirit_maps(gpu, mr_buf_data(dk), dims, nc, &o, mr_buf_data(dm)));
   mr_cfloat *got = gpu_test_download(dm);
-  double err = mr_test_rel_error_c(got, want, n);
-  print_message("%zu x %zu x %zu, %zu coils: GPU against CPU %.2e\n", dims[0], dims[1], dims[2],
-                nc, err);
+  float peak = 0;
+  for (size_t p = 0; p < npix; p++)
+    peak = fmaxf(peak, fabsf(object[p]));
+  double num = 0, den = 0;
+  size_t inside = 0;
+  for (size_t p = 0; p < npix; p++) {
+    if (fabsf(object[p]) <= 0.1f * peak)
+      continue;
+    inside++;
+    for (size_t c = 0; c < nc; c++) {
+      num += pow(cabsf(got[c * npix + p] - want[c * npix + p]), 2);
+      den += pow(cabsf(want[c * npix + p]), 2);
+    }
+  }
+  double err = sqrt(num / den);
+  print_message("%zu x %zu x %zu, %zu coils: GPU against CPU %.2e over %zu pixels\n", dims[0],
+                dims[1], dims[2], nc, err, inside);
+  assert_true(inside > npix / 10);
   assert_true(err < 1e-4);
   mr_buf_destroy(dk);
   mr_buf_destroy(dm);
@@ -336,9 +357,12 @@ static void cuda_matches_cpu_2d(void **state) {
   (void)state;
   enum { N = 96, C = 32 };
   mr_cfloat *k = phantom_2d(N, N, C, 0.01);
+  float *object = malloc(sizeof *object * N * N);
+  grappa_phantom_truth(N, N, C, object, NULL);
   size_t dims[3] = {N, N, 1};
-  gpu_vs_cpu(k, dims, C);
+  gpu_vs_cpu(k, dims, C, object);
   free(k);
+  free(object);
 }
 
 static void cuda_matches_cpu_3d(void **state) {
@@ -348,7 +372,7 @@ static void cuda_matches_cpu_3d(void **state) {
   float *object = malloc(sizeof *object * npix);
   mr_cfloat *truth = malloc(sizeof *truth * npix * C), *k = malloc(sizeof *k * npix * C);
   phantom_3d(X, Y, Z, C, object, truth, k);
-  gpu_vs_cpu(k, dims, C);
+  gpu_vs_cpu(k, dims, C, object);
   free(object);
   free(truth);
   free(k);
