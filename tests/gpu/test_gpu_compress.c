@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "compress.h"
+#include "bart_cfl.h"
 #include "grappa_phantom.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
@@ -209,29 +210,6 @@ static void cuda_matches_cpu(void **state) {
 
 /* --- against BART --- */
 
-static void write_cfl(const char *base, size_t nc, const mr_cfloat *x) {
-  char path[96];
-  snprintf(path, sizeof path, "%s.hdr", base);
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fprintf(f, "# Dimensions\n%d %d 1 %zu 1\n", NX, NY, nc);
-  fclose(f);
-  snprintf(path, sizeof path, "%s.cfl", base);
-  f = fopen(path, "wb");
-  assert_non_null(f);
-  assert_int_equal(fwrite(x, sizeof *x, (size_t)NX * NY * nc, f), (size_t)NX * NY * nc);
-  fclose(f);
-}
-
-static void read_cfl(const char *base, size_t n, mr_cfloat *x) {
-  char path[96];
-  snprintf(path, sizeof path, "%s.cfl", base);
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  assert_int_equal(fread(x, sizeof *x, n, f), n);
-  fclose(f);
-}
-
 static void against_bart(mr_compress_method method, const char *flag) {
   enum { NV = 6 };
   mr_cfloat *k = phantom(0.02), *cal = calibration(k);
@@ -241,10 +219,11 @@ static void against_bart(mr_compress_method method, const char *flag) {
   assert_non_null(mkdtemp(dir));
   snprintf(in, sizeof in, "%s/k", dir);
   snprintf(out, sizeof out, "%s/c", dir);
-  write_cfl(in, NC, k);
+  size_t dims[4] = {NX, NY, 1, NC};
+  bart_cfl_write(in, dims, k);
   snprintf(cmd, sizeof cmd, "bart cc %s -p %d %s %s > /dev/null", flag, NV, in, out);
   assert_int_equal(system(cmd), 0);
-  read_cfl(out, (size_t)NX * NY * NV, theirs);
+  bart_cfl_read(out, (size_t)NX * NY * NV, theirs);
   size_t nv;
   GPU_OK(mr_compress_matrix(gpu_test_cpu(), method, cal, NC, CAL, NX, NV, 0, m, &nv, NULL));
   mr_cfloat *ours = compress(gpu_test_cpu(), method, m, NV, k, NY, NX);
@@ -284,7 +263,7 @@ static void bart_gcc(void **state) {
 
 int main(int argc, char **argv) {
   int bart = argc > 1 && strcmp(argv[1], "--bart") == 0;
-  if (bart && system("command -v bart > /dev/null 2>&1") != 0) {
+  if (bart && !bart_cfl_have_bart()) {
     fprintf(stderr, "skipped: no bart on the PATH\n");
     return MR_TEST_SKIP;
   }

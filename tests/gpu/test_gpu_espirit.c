@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "espirit.h"
+#include "bart_cfl.h"
 #include "grappa_phantom.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
@@ -380,31 +381,6 @@ static void cuda_matches_cpu_3d(void **state) {
 
 /* --- against BART --- */
 
-/* .hdr/.cfl of dims (x, y, z, coils): BART's order is ours, x fastest. */
-static void write_cfl(const char *base, const size_t dims[4], const mr_cfloat *x) {
-  char path[512];
-  snprintf(path, sizeof path, "%s.hdr", base);
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fprintf(f, "# Dimensions\n%zu %zu %zu %zu 1\n", dims[0], dims[1], dims[2], dims[3]);
-  fclose(f);
-  snprintf(path, sizeof path, "%s.cfl", base);
-  f = fopen(path, "wb");
-  assert_non_null(f);
-  size_t n = dims[0] * dims[1] * dims[2] * dims[3];
-  assert_int_equal(fwrite(x, sizeof *x, n, f), n);
-  fclose(f);
-}
-
-static void read_cfl(const char *base, size_t n, mr_cfloat *x) {
-  char path[512];
-  snprintf(path, sizeof path, "%s.cfl", base);
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  assert_int_equal(fread(x, sizeof *x, n, f), n);
-  fclose(f);
-}
-
 static void bart_agrees(void **state) {
   (void)state;
   enum { N = 96, C = 8 };
@@ -416,10 +392,10 @@ static void bart_agrees(void **state) {
   assert_non_null(mkdtemp(dir));
   snprintf(in, sizeof in, "%s/k", dir);
   snprintf(out, sizeof out, "%s/s", dir);
-  write_cfl(in, dims, k);
+  bart_cfl_write(in, dims, k);
   snprintf(cmd, sizeof cmd, "bart ecalib -m1 %s %s > /dev/null", in, out);
   assert_int_equal(system(cmd), 0);
-  read_cfl(out, npix * C, theirs);
+  bart_cfl_read(out, npix * C, theirs);
   mr_espirit_opts o = defaults();
   GPU_OK(mr_espirit_maps(gpu_test_cpu(), k, dims, C, &o, ours));
   grappa_phantom_truth(N, N, C, object, NULL);
@@ -438,7 +414,7 @@ static void bart_agrees(void **state) {
 
 int main(int argc, char **argv) {
   int bart = argc > 1 && strcmp(argv[1], "--bart") == 0;
-  if (bart && system("command -v bart > /dev/null 2>&1") != 0) {
+  if (bart && !bart_cfl_have_bart()) {
     fprintf(stderr, "skipped: no bart on the PATH\n");
     return MR_TEST_SKIP;
   }
