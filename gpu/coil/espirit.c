@@ -252,7 +252,7 @@ static int maps_from(mr_device *dev, const calib *k, float crop, const mr_espiri
   size_t N = (size_t)g->ku * (size_t)g->kv * g->nc, n = m < N ? m : N;
   size_t pairs = g->nc * (g->nc + 1) / 2, npix = g->nu * g->nv;
   size_t per_slice = (m * N + n * n + n + 3 * n * N + N * N) * sizeof(mr_cfloat);
-  size_t chunk = CHUNK_BYTES / per_slice;
+  size_t chunk = per_slice > 0 ? CHUNK_BYTES / per_slice : 1; /* per_slice: never 0 */
   chunk = chunk < 1 ? 1 : chunk > k->slices ? k->slices : chunk;
   work wk = {0};
   mr_cfloat rot[MR_ESPIRIT_MAX_COILS];
