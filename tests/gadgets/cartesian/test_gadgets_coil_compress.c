@@ -184,10 +184,39 @@ static void buffer_compressed(void **state) {
   mr_harness_close(&h);
 }
 
+/* Non-Cartesian lines (before fhd_cg): svd from every sampled line, the
+ * trajectory carried over. */
+static void trajectory_kept(void **state) {
+  (void)state;
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, "[{\"gadget\":\"coil_compress\",\"channels\":3}]",
+                                   MR_KIND_BIT(MR_MSG_KSPACE)),
+                   0);
+  assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(16, 8, 1, 16, 8, 1)), 0);
+  mr_err e = {0};
+  mr_kspace *k = mr_kspace_new(16, 8, 1, 5, 2, &e);
+  assert_non_null(k);
+  for (size_t i = 0; i < 16 * 8 * 5; i++)
+    k->data[i] = cexpf(I * 0.37f * (float)i) * (float)(1 + i % 7);
+  for (size_t i = 0; i < 16 * 8 * 2; i++)
+    k->traj[i] = (float)i / 512.0f - 0.25f;
+  memset(k->sampled, 1, 8);
+  assert_int_equal(mr_harness_push(&h, mr_kspace_message(k)), 0);
+  assert_int_equal(h.nout, 1);
+  mr_kspace *o = h.out[0]->u.object.ptr;
+  assert_int_equal(o->nch, 3);
+  assert_int_equal(o->traj_dims, 2);
+  assert_non_null(o->traj);
+  for (size_t i = 0; i < 16 * 8 * 2; i++)
+    assert_true(o->traj[i] == (float)i / 512.0f - 0.25f);
+  mr_harness_close(&h);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(buffer_compressed),
       cmocka_unit_test(clear_errors),
+      cmocka_unit_test(trajectory_kept),
       cmocka_unit_test(compressed_grappa_matches),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
