@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "blas.h"
+#include "budget.h"
 #include "buf.h"
 #include "error.h"
 #include "espirit_impl.h"
@@ -256,8 +257,11 @@ static int maps_from(mr_device *dev, const calib *k, float crop, const mr_espiri
   chunk = chunk < 1 ? 1 : chunk > k->slices ? k->slices : chunk;
   work wk = {0};
   mr_cfloat rot[MR_ESPIRIT_MAX_COILS];
-  mr_cfloat *host_a = malloc(chunk * m * N * sizeof *host_a);
-  int rc = host_a == NULL ? mr_fail(MR_ENOMEM, "espirit: out of memory") : 0;
+  /* the chunk's calibration matrices on the host: up to CHUNK_BYTES, counted */
+  size_t a_bytes = chunk * m * N * sizeof(mr_cfloat);
+  mr_err e = {0};
+  mr_cfloat *host_a = mr_budget_alloc(a_bytes, "ESPIRiT's calibration matrices", &e);
+  int rc = host_a == NULL ? mr_fail(e.code, "espirit: %s", e.msg) : 0;
   if (rc == 0)
     rc = virtual_coil(k, rot);
   if (rc == 0)
@@ -300,7 +304,7 @@ static int maps_from(mr_device *dev, const calib *k, float crop, const mr_espiri
         rc = eigen(dev, grid, g, mr_buf_data(wk.rot), crop, &o);
     }
   }
-  free(host_a);
+  mr_budget_free(host_a, a_bytes);
   work_free(&wk);
   return rc;
 }
