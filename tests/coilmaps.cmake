@@ -5,7 +5,7 @@
 pkg_check_modules(COILMAPS_LAPACKE REQUIRED IMPORTED_TARGET lapacke)
 add_library(mr_test_bart_cfl STATIC support/bart_cfl.c)
 target_include_directories(mr_test_bart_cfl PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/support)
-target_link_libraries(mr_test_bart_cfl PUBLIC mr_gpu PkgConfig::CMOCKA)
+target_link_libraries(mr_test_bart_cfl PUBLIC mr_test_gpu_common mr_test_support PkgConfig::CMOCKA)
 
 foreach(noun espirit compress)
   mr_add_test(test_gpu_${noun} SOURCES gpu/test_gpu_${noun}.c

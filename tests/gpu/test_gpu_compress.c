@@ -215,15 +215,10 @@ static void against_bart(mr_compress_method method, const char *flag) {
   mr_cfloat *k = phantom(0.02), *cal = calibration(k);
   mr_cfloat *m = malloc(sizeof *m * mr_compress_matrix_size(method, NC, NX));
   mr_cfloat *theirs = malloc(sizeof *theirs * NX * NY * NC);
-  char dir[] = "/tmp/mr_compress_XXXXXX", in[64], out[64], cmd[256];
-  assert_non_null(mkdtemp(dir));
-  snprintf(in, sizeof in, "%s/k", dir);
-  snprintf(out, sizeof out, "%s/c", dir);
+  char cmd[64];
   size_t dims[4] = {NX, NY, 1, NC};
-  bart_cfl_write(in, dims, k);
-  snprintf(cmd, sizeof cmd, "bart cc %s -p %d %s %s > /dev/null", flag, NV, in, out);
-  assert_int_equal(system(cmd), 0);
-  bart_cfl_read(out, (size_t)NX * NY * NV, theirs);
+  snprintf(cmd, sizeof cmd, "cc %s -p %d", flag, NV);
+  bart_run(cmd, dims, k, (size_t)NX * NY * NV, theirs);
   size_t nv;
   GPU_OK(mr_compress_matrix(gpu_test_cpu(), method, cal, NC, CAL, NX, NV, 0, m, &nv, NULL));
   mr_cfloat *ours = compress(gpu_test_cpu(), method, m, NV, k, NY, NX);
@@ -239,8 +234,6 @@ static void against_bart(mr_compress_method method, const char *flag) {
   assert_true(e_ours >= e_theirs - 0.005);
   assert_true(ea <= eb + 0.005);
   assert_true(between < 0.03);
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  assert_int_equal(system(cmd), 0);
   free(k);
   free(cal);
   free(m);
@@ -262,12 +255,7 @@ static void bart_gcc(void **state) {
 }
 
 int main(int argc, char **argv) {
-  int bart = argc > 1 && strcmp(argv[1], "--bart") == 0;
-  if (bart && !bart_cfl_have_bart()) {
-    fprintf(stderr, "skipped: no bart on the PATH\n");
-    return MR_TEST_SKIP;
-  }
-  int cuda = gpu_test_init(bart ? 1 : argc, argv);
+  int group = bart_test_init(argc, argv), bart = group == 2, cuda = group == 1;
   const struct CMUnitTest cpu_tests[] = {
       cmocka_unit_test(cpu_svd),
       cmocka_unit_test(cpu_gcc),

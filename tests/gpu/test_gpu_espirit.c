@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -388,14 +387,7 @@ static void bart_agrees(void **state) {
   mr_cfloat *k = phantom_2d(N, N, C, 0.02), *ours = malloc(sizeof *ours * npix * C);
   mr_cfloat *theirs = malloc(sizeof *theirs * npix * C);
   float *object = malloc(sizeof *object * npix);
-  char dir[] = "/tmp/mr_espirit_XXXXXX", in[64], out[64], cmd[256];
-  assert_non_null(mkdtemp(dir));
-  snprintf(in, sizeof in, "%s/k", dir);
-  snprintf(out, sizeof out, "%s/s", dir);
-  bart_cfl_write(in, dims, k);
-  snprintf(cmd, sizeof cmd, "bart ecalib -m1 %s %s > /dev/null", in, out);
-  assert_int_equal(system(cmd), 0);
-  bart_cfl_read(out, npix * C, theirs);
+  bart_run("ecalib -m1", dims, k, npix * C, theirs);
   mr_espirit_opts o = defaults();
   GPU_OK(mr_espirit_maps(gpu_test_cpu(), k, dims, C, &o, ours));
   grappa_phantom_truth(N, N, C, object, NULL);
@@ -404,8 +396,6 @@ static void bart_agrees(void **state) {
                 100 * covered);
   assert_true(worst >= 0.99);
   assert_true(covered >= 0.99);
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  assert_int_equal(system(cmd), 0);
   free(k);
   free(ours);
   free(theirs);
@@ -413,12 +403,7 @@ static void bart_agrees(void **state) {
 }
 
 int main(int argc, char **argv) {
-  int bart = argc > 1 && strcmp(argv[1], "--bart") == 0;
-  if (bart && !bart_cfl_have_bart()) {
-    fprintf(stderr, "skipped: no bart on the PATH\n");
-    return MR_TEST_SKIP;
-  }
-  int cuda = gpu_test_init(bart ? 1 : argc, argv);
+  int group = bart_test_init(argc, argv), bart = group == 2, cuda = group == 1;
   const struct CMUnitTest cpu_tests[] = {
       cmocka_unit_test(cpu_eigenvectors_of_the_operator),
       cmocka_unit_test(cpu_analytic_maps),

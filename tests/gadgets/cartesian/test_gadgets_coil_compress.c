@@ -114,14 +114,18 @@ static void compressed_grappa_matches(void **state) {
   free(truth);
 }
 
+/* The harness with one step (a JSON array) on k-space, configured with a
+ * 16 x 8 Cartesian header. */
+static void open_step(mr_harness *h, const char *chain) {
+  assert_int_equal(mr_harness_open(h, chain, MR_KIND_BIT(MR_MSG_KSPACE)), 0);
+  assert_int_equal(mr_harness_configure(h, mr_harness_cartesian_header(16, 8, 1, 16, 8, 1)), 0);
+}
+
 static void clear_errors(void **state) {
   (void)state;
   mr_harness h;
   /* gcc on a buffer with a trajectory */
-  assert_int_equal(mr_harness_open(&h, "[{\"gadget\":\"coil_compress\",\"method\":\"gcc\"}]",
-                                   MR_KIND_BIT(MR_MSG_KSPACE)),
-                   0);
-  assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(16, 8, 1, 16, 8, 1)), 0);
+  open_step(&h, "[{\"gadget\":\"coil_compress\",\"method\":\"gcc\"}]");
   mr_err e = {0};
   mr_kspace *k = mr_kspace_new(16, 8, 1, 4, 2, &e);
   assert_non_null(k);
@@ -132,10 +136,7 @@ static void clear_errors(void **state) {
   assert_non_null(strstr(h.err.msg, "trajectory"));
   mr_harness_close(&h);
   /* svd without lines near the centre */
-  assert_int_equal(mr_harness_open(&h, "[{\"gadget\":\"coil_compress\",\"calib_size\":2}]",
-                                   MR_KIND_BIT(MR_MSG_KSPACE)),
-                   0);
-  assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(16, 8, 1, 16, 8, 1)), 0);
+  open_step(&h, "[{\"gadget\":\"coil_compress\",\"calib_size\":2}]");
   k = mr_kspace_new(16, 8, 1, 4, 0, &e);
   assert_non_null(k);
   k->sampled[0] = 1;
@@ -149,10 +150,7 @@ static void clear_errors(void **state) {
 static void buffer_compressed(void **state) {
   (void)state;
   mr_harness h;
-  assert_int_equal(mr_harness_open(&h, "[{\"gadget\":\"coil_compress\",\"channels\":2}]",
-                                   MR_KIND_BIT(MR_MSG_KSPACE)),
-                   0);
-  assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(16, 8, 1, 16, 8, 1)), 0);
+  open_step(&h, "[{\"gadget\":\"coil_compress\",\"channels\":2}]");
   mr_err e = {0};
   mr_kspace *k = mr_kspace_new(16, 8, 1, 4, 0, &e);
   assert_non_null(k);
@@ -189,10 +187,7 @@ static void buffer_compressed(void **state) {
 static void trajectory_kept(void **state) {
   (void)state;
   mr_harness h;
-  assert_int_equal(mr_harness_open(&h, "[{\"gadget\":\"coil_compress\",\"channels\":3}]",
-                                   MR_KIND_BIT(MR_MSG_KSPACE)),
-                   0);
-  assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(16, 8, 1, 16, 8, 1)), 0);
+  open_step(&h, "[{\"gadget\":\"coil_compress\",\"channels\":3}]");
   mr_err e = {0};
   mr_kspace *k = mr_kspace_new(16, 8, 1, 5, 2, &e);
   assert_non_null(k);
