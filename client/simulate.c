@@ -14,10 +14,12 @@
 
 #include "h5.h"
 #include "phantom.h"
+#include "simulate_impl.h"
 
 int mr_sim_trajectory_parse(const char *name) {
-  static const char *const names[] = {"radial", "golden", "spiral", "cartesian", "tiny-golden"};
-  for (int i = 0; i < 5; i++)
+  static const char *const names[] = {"radial", "golden", "spiral", "cartesian", "tiny-golden",
+                                      "epi"};
+  for (int i = 0; i < 6; i++)
     if (strcmp(name, names[i]) == 0)
       return i;
   return -1;
@@ -96,6 +98,8 @@ static int make_layout(const mr_sim_options *o, layout *l, mr_err *err) {
     l->center_sample = n / 2;
     l->name = "cartesian";
     break;
+  case MR_SIM_EPI: /* simulate_epi.c lays its scans out */
+    break;
   }
   if (l->samples > UINT16_MAX)
     return mr_err_set(err, MR_EINVAL, "--samples %zu is over %d", l->samples, UINT16_MAX);
@@ -157,6 +161,8 @@ static void position(const mr_sim_options *o, const layout *l, size_t r, size_t 
     if (o->three_d)
       k[2] = ((double)(r / l->lines) - n / 2) / n;
     break;
+  case MR_SIM_EPI:
+    break;
   }
 }
 
@@ -204,20 +210,21 @@ static const char *header_xml(const mr_sim_options *o, const layout *l, char *bu
   return buf;
 }
 
-/* Gaussian samples (Box-Muller on a xorshift generator). */
-typedef struct noise {
-  uint64_t state;
-  double sigma;
-} noise;
+void mr_sim_noise_init(mr_sim_noise *g, const mr_sim_options *o) {
+  g->state = 0x9E3779B97F4A7C15ull ^ ((uint64_t)o->seed * 0xBF58476D1CE4E5B9ull);
+  g->sigma = o->noise;
+  if (g->state == 0)
+    g->state = 1;
+}
 
-static double uniform(noise *g) {
+static double uniform(mr_sim_noise *g) {
   g->state ^= g->state << 13;
   g->state ^= g->state >> 7;
   g->state ^= g->state << 17;
   return ((g->state >> 11) + 0.5) / 9007199254740992.0; /* (0, 1) */
 }
 
-static double complex gaussian(noise *g) {
+double complex mr_sim_gaussian(mr_sim_noise *g) {
   double r = sqrt(-2 * log(uniform(g))), t = 2 * M_PI * uniform(g);
   return g->sigma * r * (cos(t) + I * sin(t));
 }
@@ -260,7 +267,7 @@ static void readout_header(const mr_sim_options *o, const layout *l, size_t r,
 }
 
 /* Fills readout r's samples (all coils) and trajectory. */
-static void fill_readout(const mr_sim_options *o, const layout *l, size_t r, noise *g,
+static void fill_readout(const mr_sim_options *o, const layout *l, size_t r, mr_sim_noise *g,
                          ISMRMRD_Acquisition *a, double complex *coil_values) {
   double shift[3] = {0, 0, 0};
   if (o->moving)
@@ -274,7 +281,7 @@ static void fill_readout(const mr_sim_options *o, const layout *l, size_t r, noi
     for (int c = 0; c < o->coils; c++) {
       double complex v = coil_values[c];
       if (g->sigma > 0)
-        v += gaussian(g);
+        v += mr_sim_gaussian(g);
       a->data[(size_t)c * l->samples + i] = (complex_float_t)v;
     }
   }
@@ -316,6 +323,11 @@ static int write_phantom(const mr_sim_options *o, ISMRMRD_Dataset *d, const layo
   return rc;
 }
 
+int mr_sim_write_phantom_2d(const mr_sim_options *o, ISMRMRD_Dataset *d, int n, mr_err *err) {
+  layout l = {.rank = 2, .n = n};
+  return write_phantom(o, d, &l, err);
+}
+
 static int check_options(const mr_sim_options *o, mr_err *err) {
   if (o->matrix < 8 || o->matrix > 512)
     return mr_err_set(err, MR_EINVAL, "--matrix must be 8 .. 512, got %d", o->matrix);
@@ -336,6 +348,14 @@ static int check_options(const mr_sim_options *o, mr_err *err) {
                       "--spokes (per frame)");
   if (o->moving && o->frames == 0)
     return mr_err_set(err, MR_EINVAL, "--moving needs --frames");
+  const mr_sim_epi *e = &o->epi;
+  int epi_option = e->shots > 1 || e->ramp || e->ghost[0] != 0 || e->ghost[1] != 0 ||
+                   e->accel > 1 || e->claim_cartesian;
+  if (o->trajectory != MR_SIM_EPI && epi_option)
+    return mr_err_set(err, MR_EINVAL, "--shots, --ramp, --ghost, --inplane-accel and "
+                                      "--header-trajectory are for --trajectory epi");
+  if (o->trajectory == MR_SIM_EPI && (o->three_d || o->spokes > 0 || o->interleaves > 0))
+    return mr_err_set(err, MR_EINVAL, "--trajectory epi is 2D, without --spokes or --interleaves");
   if (access(o->path, F_OK) == 0)
     return mr_err_set(err, MR_EINVAL, "%s exists; not overwriting it", o->path);
   return 0;
@@ -344,6 +364,8 @@ static int check_options(const mr_sim_options *o, mr_err *err) {
 int mr_simulate(const mr_sim_options *o, mr_err *err) {
   layout l;
   int rc = check_options(o, err);
+  if (rc == 0 && o->trajectory == MR_SIM_EPI)
+    return mr_simulate_epi(o, err);
   if (rc == 0)
     rc = make_layout(o, &l, err);
   if (rc < 0)
@@ -353,10 +375,8 @@ int mr_simulate(const mr_sim_options *o, mr_err *err) {
   double complex *values = malloc((size_t)o->coils * sizeof *values);
   if (values == NULL)
     return mr_err_set(err, MR_ENOMEM, "out of memory");
-  noise g = {.state = 0x9E3779B97F4A7C15ull ^ ((uint64_t)o->seed * 0xBF58476D1CE4E5B9ull),
-             .sigma = o->noise};
-  if (g.state == 0)
-    g.state = 1;
+  mr_sim_noise g;
+  mr_sim_noise_init(&g, o);
   ISMRMRD_Dataset d;
   mr_h5_lock();
   if (ismrmrd_init_dataset(&d, o->path, "dataset") != ISMRMRD_NOERROR ||

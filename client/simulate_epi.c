@@ -1,0 +1,286 @@
+/* `reconclient simulate --trajectory epi`: echo-planar scans of the
+ * analytic phantom (simulate.h describes the layout, the navigators, the
+ * odd/even error and the ramp). */
+#include <complex.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ismrmrd/dataset.h>
+#include <ismrmrd/version.h>
+
+#include "h5.h"
+#include "message.h"
+#include "phantom.h"
+#include "simulate_impl.h"
+
+/* Lines of the reference scan of an accelerated scan. */
+#define EPI_CALIB_LINES 24
+#define EPI_NAVIGATORS 3
+
+typedef struct epi_layout {
+  int n;        /* recon matrix (n x n) */
+  int nx;       /* encoded readout: 2n (oversampled twice) */
+  int ns;       /* samples per readout */
+  int shots, accel;
+  int echoes;   /* per imaging shot */
+  int ramp;
+  /* The trapezoid, microseconds (ramp only): */
+  long ramp_up, flat_top, ramp_down, acq_delay;
+  double dwell;
+} epi_layout;
+
+static int make_layout(const mr_sim_options *o, epi_layout *l, mr_err *err) {
+  memset(l, 0, sizeof *l);
+  l->n = o->matrix;
+  l->nx = 2 * o->matrix;
+  l->ns = l->nx;
+  l->shots = o->epi.shots > 1 ? o->epi.shots : 1;
+  l->accel = o->epi.accel > 1 ? o->epi.accel : 1;
+  l->ramp = o->epi.ramp;
+  if (l->accel > 8 || l->shots > 64)
+    return mr_err_set(err, MR_EINVAL, "--inplane-accel is at most 8 and --shots at most 64");
+  if (l->n % (l->shots * l->accel) != 0)
+    return mr_err_set(err, MR_EINVAL,
+                      "--matrix %d is not a multiple of --shots %d times --inplane-accel %d",
+                      l->n, l->shots, l->accel);
+  if (l->accel > 1 && l->n < EPI_CALIB_LINES)
+    return mr_err_set(err, MR_EINVAL, "--inplane-accel needs --matrix of %d or more (its %d "
+                      "reference lines)", EPI_CALIB_LINES, EPI_CALIB_LINES);
+  l->echoes = l->n / (l->shots * l->accel);
+  if (l->ramp) {
+    /* Ramps of 0.2 of the readout each: the flat top's samples are 1.25
+     * grid steps apart, the ramps' closer (whole microseconds: the
+     * description's times are integers). */
+    l->dwell = 5;
+    l->ramp_up = l->ramp_down = 2L * l->nx;
+    l->flat_top = 6L * l->nx;
+    l->acq_delay = 0;
+  }
+  return 0;
+}
+
+/* Where sample q of a forward readout lies, in samples of the encoded
+ * grid from its centre: Gadgetron's ConventionalEPI trapezoid (the
+ * gradient's area up to the end of the sample's dwell time, scaled so that
+ * the sampled area spans the encoded matrix, zero halfway through); on the
+ * grid without a ramp. A reversed readout's sample q lies at minus that
+ * with a ramp, and at the grid's mirror image of it without. */
+static double forward_position(const epi_layout *l, int q) {
+  if (!l->ramp)
+    return q - l->nx / 2;
+  double up = (double)l->ramp_up, flat = (double)l->flat_top, down = (double)l->ramp_down;
+  double total_area = 0.5 * up + flat + 0.5 * down, total_time = up + flat + down;
+  double read_time = l->dwell * l->ns, delay = (double)l->acq_delay;
+  double read_area = total_area - 0.5 * delay * delay / up;
+  double tail = total_time - (delay + read_time);
+  read_area -= 0.5 * tail * tail / down;
+  double t = (q + 1.0) * l->dwell + delay, k;
+  if (t <= up)
+    k = 0.5 / up * t * t;
+  else if (t <= up + flat)
+    k = 0.5 * up + (t - up);
+  else {
+    double v = total_time - t;
+    k = total_area - 0.5 / down * v * v;
+  }
+  return l->nx / read_area * (k - 0.5 * total_area);
+}
+
+static double reversed_position(const epi_layout *l, int q) {
+  return l->ramp ? -forward_position(l, q) : (l->ns - 1 - q) - l->nx / 2;
+}
+
+/* One readout of the scan. */
+typedef struct readout {
+  int line;    /* kspace_encode_step_1 */
+  int shot;    /* idx.segment; the calibration train counts as shot 0 */
+  int reverse;
+  uint64_t flags;
+} readout;
+
+/* The scan in acquisition order: per train (the reference scan's, then
+ * each shot's) three navigators and the train's echoes. *out is malloc'ed. */
+static int make_readouts(const epi_layout *l, readout **out, size_t *count, mr_err *err) {
+  int calib = l->accel > 1 ? EPI_CALIB_LINES : 0;
+  size_t total = (size_t)(calib > 0) * (EPI_NAVIGATORS + calib) +
+                 (size_t)l->shots * (EPI_NAVIGATORS + (size_t)l->echoes);
+  readout *r = calloc(total, sizeof *r);
+  if (r == NULL)
+    return mr_err_set(err, MR_ENOMEM, "out of memory");
+  size_t at = 0;
+  int trains = l->shots + (calib > 0);
+  for (int t = 0; t < trains; t++) {
+    int is_calib = calib > 0 && t == 0, shot = is_calib ? 0 : t - (calib > 0);
+    uint64_t extra = is_calib ? MR_FLAG(ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION) : 0;
+    for (int v = 0; v < EPI_NAVIGATORS; v++)
+      r[at++] = (readout){l->n / 2, shot, v == 1,
+                          MR_FLAG(ISMRMRD_ACQ_IS_PHASECORR_DATA) | extra};
+    int echoes = is_calib ? calib : l->echoes;
+    for (int e = 0; e < echoes; e++) {
+      int line = is_calib ? l->n / 2 - calib / 2 + e : l->accel * (shot + l->shots * e);
+      r[at++] = (readout){line, shot, e % 2 == 0, extra};
+    }
+  }
+  size_t first_imaging = calib > 0 ? EPI_NAVIGATORS + (size_t)calib : 0;
+  r[first_imaging].flags |= MR_FLAG(ISMRMRD_ACQ_FIRST_IN_SLICE);
+  r[total - 1].flags |= MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) |
+                        MR_FLAG(ISMRMRD_ACQ_LAST_IN_REPETITION) |
+                        MR_FLAG(ISMRMRD_ACQ_LAST_IN_MEASUREMENT);
+  for (size_t i = 0; i < total; i++)
+    if (r[i].reverse)
+      r[i].flags |= MR_FLAG(ISMRMRD_ACQ_IS_REVERSE);
+  *out = r;
+  *count = total;
+  return 0;
+}
+
+static void header_xml(const mr_sim_options *o, const epi_layout *l, char *buf, size_t size) {
+  int n = l->n;
+  char description[1024] = "", parallel[512] = "";
+  if (l->ramp)
+    snprintf(description, sizeof description,
+             "<trajectoryDescription><identifier>ConventionalEPI</identifier>"
+             "<userParameterLong><name>etl</name><value>%d</value></userParameterLong>"
+             "<userParameterLong><name>numSamples</name><value>%d</value></userParameterLong>"
+             "<userParameterLong><name>rampUpTime</name><value>%ld</value></userParameterLong>"
+             "<userParameterLong><name>rampDownTime</name><value>%ld</value></userParameterLong>"
+             "<userParameterLong><name>flatTopTime</name><value>%ld</value></userParameterLong>"
+             "<userParameterLong><name>acqDelayTime</name><value>%ld</value></userParameterLong>"
+             "<userParameterDouble><name>dwellTime</name><value>%g</value></userParameterDouble>"
+             "</trajectoryDescription>",
+             l->echoes, l->ns, l->ramp_up, l->ramp_down, l->flat_top, l->acq_delay, l->dwell);
+  if (l->accel > 1)
+    snprintf(parallel, sizeof parallel,
+             "<parallelImaging><accelerationFactor><kspace_encoding_step_1>%d"
+             "</kspace_encoding_step_1><kspace_encoding_step_2>1</kspace_encoding_step_2>"
+             "</accelerationFactor><calibrationMode>separate</calibrationMode>"
+             "</parallelImaging>",
+             l->accel);
+  snprintf(buf, size,
+           "<?xml version=\"1.0\"?>\n"
+           "<ismrmrdHeader xmlns=\"http://www.ismrm.org/ISMRMRD\">"
+           "<measurementInformation><measurementID>simulated</measurementID>"
+           "<patientPosition>HFS</patientPosition>"
+           "<protocolName>reconclient simulate epi%s%s</protocolName></measurementInformation>"
+           "<acquisitionSystemInformation><receiverChannels>%d</receiverChannels>"
+           "</acquisitionSystemInformation>"
+           "<experimentalConditions><H1resonanceFrequency_Hz>63500000</H1resonanceFrequency_Hz>"
+           "</experimentalConditions>"
+           "<encoding>"
+           "<encodedSpace><matrixSize><x>%d</x><y>%d</y><z>1</z></matrixSize>"
+           "<fieldOfView_mm><x>%d</x><y>%d</y><z>1</z></fieldOfView_mm></encodedSpace>"
+           "<reconSpace><matrixSize><x>%d</x><y>%d</y><z>1</z></matrixSize>"
+           "<fieldOfView_mm><x>%d</x><y>%d</y><z>1</z></fieldOfView_mm></reconSpace>"
+           "<encodingLimits><kspace_encoding_step_1><minimum>0</minimum><maximum>%d</maximum>"
+           "<center>%d</center></kspace_encoding_step_1>"
+           "<slice><minimum>0</minimum><maximum>0</maximum><center>0</center></slice>"
+           "<segment><minimum>0</minimum><maximum>%d</maximum><center>0</center></segment>"
+           "</encodingLimits>"
+           "<trajectory>%s</trajectory>%s%s<echoTrainLength>%d</echoTrainLength></encoding>"
+           "</ismrmrdHeader>\n",
+           l->shots > 1 ? " segmented" : "", l->ramp ? " ramp-sampled" : "", o->coils, l->nx,
+           n, l->nx, n, n, n, n, n, n - 1, n / 2, l->shots - 1,
+           o->epi.claim_cartesian ? "cartesian" : "epi", description, parallel, l->echoes);
+}
+
+static void readout_header(const mr_sim_options *o, const epi_layout *l, size_t i,
+                           const readout *r, ISMRMRD_AcquisitionHeader *h) {
+  h->version = ISMRMRD_VERSION_MAJOR;
+  h->scan_counter = (uint32_t)i;
+  h->acquisition_time_stamp = (uint32_t)i;
+  h->number_of_samples = (uint16_t)l->ns;
+  h->available_channels = h->active_channels = (uint16_t)o->coils;
+  for (int c = 0; c < o->coils; c++)
+    h->channel_mask[c / 64] |= 1ull << (c % 64);
+  h->center_sample = (uint16_t)(l->ns / 2);
+  h->sample_time_us = l->ramp ? (float)l->dwell : 2.0f;
+  h->read_dir[0] = 1;
+  h->phase_dir[1] = 1;
+  h->slice_dir[2] = 1;
+  h->idx.kspace_encode_step_1 = (uint16_t)r->line;
+  h->idx.segment = (uint16_t)r->shot;
+  h->flags = r->flags;
+}
+
+/* The samples of readout r (every coil), in time order. A reversed
+ * readout of shot s carries the odd/even error: its k-space shifted by
+ * ghost[1] / 2 pi samples and its phase turned by ghost[0] (1 + s / 10). */
+static void fill_readout(const mr_sim_options *o, const epi_layout *l, const readout *r,
+                         mr_sim_noise *g, ISMRMRD_Acquisition *a, double complex *values) {
+  double shift = r->reverse ? o->epi.ghost[1] / (2 * M_PI) : 0;
+  double complex turn = r->reverse ? cexp(I * o->epi.ghost[0] * (1 + r->shot / 10.0)) : 1;
+  for (int q = 0; q < l->ns; q++) {
+    double p = r->reverse ? reversed_position(l, q) : forward_position(l, q);
+    double k[3] = {(p - shift) / l->nx, (double)(r->line - l->n / 2) / l->n, 0};
+    mr_phantom_kspace(2, l->n, o->coils, k, values);
+    for (int c = 0; c < o->coils; c++) {
+      double complex v = values[c] * turn;
+      if (g->sigma > 0)
+        v += mr_sim_gaussian(g);
+      a->data[(size_t)c * (size_t)l->ns + (size_t)q] = (complex_float_t)v;
+    }
+  }
+}
+
+int mr_simulate_epi(const mr_sim_options *o, mr_err *err) {
+  epi_layout l;
+  readout *readouts = NULL;
+  size_t count = 0;
+  int rc = make_layout(o, &l, err);
+  if (rc == 0)
+    rc = make_readouts(&l, &readouts, &count, err);
+  if (rc < 0)
+    return rc;
+  char xml[4096];
+  header_xml(o, &l, xml, sizeof xml);
+  double complex *values = malloc((size_t)o->coils * sizeof *values);
+  if (values == NULL) {
+    free(readouts);
+    return mr_err_set(err, MR_ENOMEM, "out of memory");
+  }
+  mr_sim_noise g;
+  mr_sim_noise_init(&g, o);
+  ISMRMRD_Dataset d;
+  mr_h5_lock();
+  if (ismrmrd_init_dataset(&d, o->path, "dataset") != ISMRMRD_NOERROR ||
+      ismrmrd_open_dataset(&d, true) != ISMRMRD_NOERROR) {
+    rc = mr_err_set(err, MR_EIO, "cannot create %s: %s", o->path, mr_h5_error());
+    mr_h5_unlock();
+    free(values);
+    free(readouts);
+    return rc;
+  }
+  if (ismrmrd_write_header(&d, xml) != ISMRMRD_NOERROR || mr_h5_failed())
+    rc = mr_err_set(err, MR_EIO, "cannot write the header to %s: %s", o->path, mr_h5_error());
+  mr_h5_unlock();
+  ISMRMRD_Acquisition a;
+  for (size_t i = 0; rc == 0 && i < count; i++) {
+    ismrmrd_init_acquisition(&a);
+    readout_header(o, &l, i, &readouts[i], &a.head);
+    if (ismrmrd_make_consistent_acquisition(&a) != ISMRMRD_NOERROR) {
+      rc = mr_err_set(err, MR_ENOMEM, "out of memory for a readout");
+      break;
+    }
+    fill_readout(o, &l, &readouts[i], &g, &a, values);
+    mr_h5_lock();
+    if (ismrmrd_append_acquisition(&d, &a) != ISMRMRD_NOERROR || mr_h5_failed())
+      rc = mr_err_set(err, MR_EIO, "cannot write readout %zu to %s: %s", i, o->path,
+                      mr_h5_error());
+    mr_h5_unlock();
+    ismrmrd_cleanup_acquisition(&a);
+  }
+  mr_h5_lock();
+  if (rc == 0)
+    rc = mr_sim_write_phantom_2d(o, &d, l.n, err);
+  if (ismrmrd_close_dataset(&d) != ISMRMRD_NOERROR && rc == 0)
+    rc = mr_err_set(err, MR_EIO, "cannot close %s: %s", o->path, mr_h5_error());
+  mr_h5_unlock();
+  free(d.filename);
+  free(d.groupname);
+  free(values);
+  free(readouts);
+  return rc;
+}

@@ -1,0 +1,26 @@
+/* Internal to the simulator: what simulate.c shares with simulate_epi.c. */
+#ifndef MR_CLIENT_SIMULATE_IMPL_H
+#define MR_CLIENT_SIMULATE_IMPL_H
+
+#include <complex.h>
+#include <stdint.h>
+
+#include <ismrmrd/dataset.h>
+
+#include "simulate.h"
+
+/* Gaussian samples of standard deviation sigma (Box-Muller on a xorshift
+ * generator seeded from the options' seed). */
+typedef struct mr_sim_noise {
+  uint64_t state;
+  double sigma;
+} mr_sim_noise;
+
+void mr_sim_noise_init(mr_sim_noise *g, const mr_sim_options *o);
+double complex mr_sim_gaussian(mr_sim_noise *g);
+
+/* Writes the ground truth of a still 2D object of n x n pixels as the array
+ * "phantom" (the HDF5 lock held). */
+int mr_sim_write_phantom_2d(const mr_sim_options *o, ISMRMRD_Dataset *d, int n, mr_err *err);
+
+#endif
