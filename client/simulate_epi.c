@@ -55,8 +55,8 @@ static int make_layout(const mr_sim_options *o, epi_layout *l, mr_err *err) {
      * grid steps apart, the ramps' closer (whole microseconds: the
      * description's times are integers). */
     l->dwell = 5;
-    l->ramp_up = l->ramp_down = 2L * l->nx;
-    l->flat_top = 6L * l->nx;
+    l->ramp_up = l->ramp_down = 2L * l->n;
+    l->flat_top = 6L * l->n;
     l->acq_delay = 0;
   }
   return 0;

@@ -1,4 +1,5 @@
-foreach(t runtime/chain runtime/pipeline runtime/placement data/kspace cartesian/accumulate
+foreach(t runtime/chain runtime/pipeline runtime/placement runtime/capability data/kspace
+          cartesian/accumulate
           cartesian/remove_oversampling cartesian/fft output/coil_combine output/image_out
           noncartesian/frames)
   get_filename_component(room ${t} DIRECTORY)
@@ -33,3 +34,12 @@ mr_add_test(test_gadgets_partial_fourier SOURCES gadgets/cartesian/test_gadgets_
 # peers and programs, the --external-dir allow-list.
 mr_add_test(test_gadgets_external SOURCES gadgets/external/test_gadgets_external.c
             LIBS mr_gadget_harness mr_client TIMEOUT 120)
+
+# EPI: the epi gadget on simulated single-shot, ramp-sampled and segmented
+# scans against the error-free reconstruction and the truth; --cuda: the
+# GPU chain against the CPU chain.
+mr_add_test(test_gadgets_epi SOURCES gadgets/epi/test_gadgets_epi.c
+            LIBS mr_test_dataset_chain mr_test_phantom_support TIMEOUT 240)
+add_test(NAME test_gadgets_epi_cuda COMMAND test_gadgets_epi --cuda)
+set_tests_properties(test_gadgets_epi_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+  LABELS gpu)

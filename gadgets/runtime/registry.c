@@ -20,6 +20,7 @@ extern const mr_gadget_class mr_gadget_raw_dump;
 extern const mr_gadget_class mr_gadget_partial_fourier;
 extern const mr_gadget_class mr_gadget_dicom_out;
 extern const mr_gadget_class mr_gadget_external;
+extern const mr_gadget_class mr_gadget_epi;
 
 static const mr_gadget_class *const classes[] = {
     &mr_gadget_remove_oversampling,
@@ -38,6 +39,7 @@ static const mr_gadget_class *const classes[] = {
     &mr_gadget_partial_fourier,
     &mr_gadget_dicom_out,
     &mr_gadget_external,
+    &mr_gadget_epi,
     NULL,
 };
 

@@ -482,8 +482,8 @@ static void epi_segmented_ramp(void **state) {
   assert_int_equal(ds.acq[38 + 3].head.idx.segment, 1);
   assert_non_null(strstr(ds.xml, "<trajectory>cartesian</trajectory>"));
   assert_non_null(strstr(ds.xml, "<identifier>ConventionalEPI</identifier>"));
-  assert_non_null(strstr(ds.xml, "<name>rampUpTime</name><value>128</value>"));
-  assert_non_null(strstr(ds.xml, "<name>flatTopTime</name><value>384</value>"));
+  assert_non_null(strstr(ds.xml, "<name>rampUpTime</name><value>64</value>"));
+  assert_non_null(strstr(ds.xml, "<name>flatTopTime</name><value>192</value>"));
   mr_stream_header h;
   header_of(&ds, &h);
   assert_int_equal(h.encoding[0].parallel.accel_e1, 2);
