@@ -6,7 +6,9 @@
  * the ghost's mean magnitude over what the error-free image has there,
  * against the signal's; 33% uncorrected); segmented scans with an error
  * per shot; the error-free reconstruction against the band-limited truth;
- * the installed config with in-plane GRAPPA (R 2, a reference scan); what
+ * noise through the ramp regridding (as through the flat-top readout); the
+ * installed config with in-plane GRAPPA (R 2, a reference scan); the fit
+ * and its filter over repetitions; what
  * a scan lacks (navigators, a trajectoryDescription) refused; with --cuda
  * the GPU chain against the CPU chain. */
 #include <complex.h>
@@ -24,6 +26,7 @@
 
 #include "dataset_chain.h"
 #include "gadget_harness.h"
+#include "ghost_fit.h"
 #include "phantom_support.h"
 #include "simulate.h"
 #include "test_support.h"
@@ -45,18 +48,22 @@ static char *chain(const char *ghost) {
   return text;
 }
 
-static const char *simulate(const char *name, mr_sim_epi epi) {
+static const char *simulate_noisy(const char *name, mr_sim_epi epi, double noise) {
   static char paths[8][512];
   static int next;
   char *path = paths[next++ % 8];
   snprintf(path, 512, "%s/%s", mr_test_tmpdir("mr-epi"), name);
   remove(path);
   mr_sim_options o = {.trajectory = MR_SIM_EPI, .matrix = N, .coils = COILS, .epi = epi,
-                      .seed = 1, .path = path};
+                      .noise = noise, .seed = 1, .path = path};
   mr_err err = {0};
   if (mr_simulate(&o, &err) != 0)
     fail_msg("simulate: %s", err.msg);
   return path;
+}
+
+static const char *simulate(const char *name, mr_sim_epi epi) {
+  return simulate_noisy(name, epi, 0);
 }
 
 static float *reconstruct(const char *h5, const char *ghost) {
@@ -171,6 +178,27 @@ static void segmented(void **state) {
   check_correction((mr_sim_epi){.shots = 4, .ramp = 1}, "segmented");
 }
 
+/* Noise through the regridding: a ramp-sampled scan's image is about as
+ * noisy as a flat-top one's (the truncated SVD; the plain pseudo-inverse
+ * would leave nothing but noise). */
+static void ramp_noise_bounded(void **state) {
+  (void)state;
+  double noise = 0.5; /* some 2% of the k-space centre's magnitude per coil */
+  float *flat = reconstruct(simulate("nf.h5", (mr_sim_epi){0}), "navigators");
+  float *flat_noisy = reconstruct(simulate_noisy("nfn.h5", (mr_sim_epi){0}, noise), "navigators");
+  float *ramp = reconstruct(simulate("nr.h5", (mr_sim_epi){.ramp = 1}), "navigators");
+  float *ramp_noisy = reconstruct(simulate_noisy("nrn.h5", (mr_sim_epi){.ramp = 1}, noise),
+                                  "navigators");
+  double e_flat = nrmse(flat_noisy, flat), e_ramp = nrmse(ramp_noisy, ramp);
+  print_message("noise: NRMSE flat-top %.4f, ramp-sampled %.4f\n", e_flat, e_ramp);
+  assert_true(e_flat > 0.005); /* there is noise */
+  assert_true(e_ramp < 2 * e_flat);
+  free(flat);
+  free(flat_noisy);
+  free(ramp);
+  free(ramp_noisy);
+}
+
 /* The installed config's chain (malloc'd text). */
 static char *installed_chain(void) {
   cJSON *cfg = mr_harness_installed_config("epi");
@@ -211,6 +239,37 @@ static void config_with_grappa(void **state) {
   for (int i = 0; i < 4; i++)
     free(img[i]);
   free(config);
+}
+
+/* The fit on profiles with a known odd/even phase, where only part of the
+ * readout has signal; the mean over repetitions. */
+static void ghost_fit_filtered(void **state) {
+  (void)state;
+  enum { NX = 128, C = 3 };
+  static mr_cfloat fwd[NX * C], rev[NX * C];
+  for (int c = 0; c < C; c++)
+    for (int j = 0; j < NX; j++) {
+      double x = j - NX / 2;
+      double complex v = fabs(x) < NX / 4 ? (1 + 0.3 * c) * cexp(I * (0.2 * c + 0.01 * x)) : 0;
+      fwd[c * NX + j] = (mr_cfloat)v;
+      rev[c * NX + j] = (mr_cfloat)(v * cexp(I * (-2.5 + 3.0 * x / NX)));
+    }
+  mr_ghost_fit f = mr_ghost_fit_profiles(fwd, rev, NX, C);
+  assert_float_equal(f.constant, -2.5, 1e-6);
+  assert_float_equal(f.slope * NX, 3.0, 1e-6);
+  mr_cfloat factors[NX];
+  mr_ghost_correction(f, NX, factors);
+  assert_float_equal(cargf(factors[NX / 2]), 2.5, 1e-5);
+  /* filter 2: the mean of the last two; the constant's mean on the circle
+   * (3.1 and -3.1 average to pi, not 0) */
+  mr_ghost_history h = {0};
+  mr_ghost_fit m = mr_ghost_history_add(&h, (mr_ghost_fit){3.1, 0.01}, 2);
+  assert_float_equal(m.constant, 3.1, 1e-9);
+  m = mr_ghost_history_add(&h, (mr_ghost_fit){-3.1, 0.03}, 2);
+  assert_float_equal(fabs(m.constant), M_PI, 1e-9);
+  assert_float_equal(m.slope, 0.02, 1e-12);
+  m = mr_ghost_history_add(&h, (mr_ghost_fit){0.5, 0.05}, 1);
+  assert_float_equal(m.constant, 0.5, 1e-9);
 }
 
 /* What the scan lacks: refused with a line that says what. */
@@ -262,8 +321,10 @@ int main(int argc, char **argv) {
       cmocka_unit_test(flat_top),
       cmocka_unit_test(ramp_sampled),
       cmocka_unit_test(segmented),
+      cmocka_unit_test(ramp_noise_bounded),
       cmocka_unit_test(config_with_grappa),
       cmocka_unit_test(refusals),
+      cmocka_unit_test(ghost_fit_filtered),
   };
   const struct CMUnitTest cuda_tests[] = {cmocka_unit_test(cuda_matches_cpu)};
   return cuda ? cmocka_run_group_tests_name("epi_cuda", cuda_tests, NULL, NULL)
