@@ -361,23 +361,14 @@ static int check_options(const mr_sim_options *o, mr_err *err) {
   return 0;
 }
 
-int mr_simulate(const mr_sim_options *o, mr_err *err) {
-  layout l;
-  int rc = check_options(o, err);
-  if (rc == 0 && o->trajectory == MR_SIM_EPI)
-    return mr_simulate_epi(o, err);
-  if (rc == 0)
-    rc = make_layout(o, &l, err);
-  if (rc < 0)
-    return rc;
-  char xml[4096];
-  header_xml(o, &l, xml, sizeof xml);
+int mr_sim_write(const mr_sim_options *o, const char *xml, const mr_sim_scan *scan, mr_err *err) {
   double complex *values = malloc((size_t)o->coils * sizeof *values);
   if (values == NULL)
     return mr_err_set(err, MR_ENOMEM, "out of memory");
   mr_sim_noise g;
   mr_sim_noise_init(&g, o);
   ISMRMRD_Dataset d;
+  int rc = 0;
   mr_h5_lock();
   if (ismrmrd_init_dataset(&d, o->path, "dataset") != ISMRMRD_NOERROR ||
       ismrmrd_open_dataset(&d, true) != ISMRMRD_NOERROR) {
@@ -390,14 +381,14 @@ int mr_simulate(const mr_sim_options *o, mr_err *err) {
     rc = mr_err_set(err, MR_EIO, "cannot write the header to %s: %s", o->path, mr_h5_error());
   mr_h5_unlock();
   ISMRMRD_Acquisition a;
-  for (size_t r = 0; rc == 0 && r < l.readouts; r++) {
+  for (size_t r = 0; rc == 0 && r < scan->readouts; r++) {
     ismrmrd_init_acquisition(&a);
-    readout_header(o, &l, r, &a.head);
+    scan->head(scan->arg, r, &a.head);
     if (ismrmrd_make_consistent_acquisition(&a) != ISMRMRD_NOERROR) {
       rc = mr_err_set(err, MR_ENOMEM, "out of memory for a readout");
       break;
     }
-    fill_readout(o, &l, r, &g, &a, values);
+    scan->fill(scan->arg, r, &g, values, &a);
     mr_h5_lock();
     if (ismrmrd_append_acquisition(&d, &a) != ISMRMRD_NOERROR || mr_h5_failed())
       rc = mr_err_set(err, MR_EIO, "cannot write readout %zu to %s: %s", r, o->path,
@@ -407,7 +398,7 @@ int mr_simulate(const mr_sim_options *o, mr_err *err) {
   }
   mr_h5_lock();
   if (rc == 0)
-    rc = write_phantom(o, &d, &l, err);
+    rc = scan->truth(scan->arg, &d, err);
   if (ismrmrd_close_dataset(&d) != ISMRMRD_NOERROR && rc == 0)
     rc = mr_err_set(err, MR_EIO, "cannot close %s: %s", o->path, mr_h5_error());
   mr_h5_unlock();
@@ -415,4 +406,43 @@ int mr_simulate(const mr_sim_options *o, mr_err *err) {
   free(d.groupname);
   free(values);
   return rc;
+}
+
+/* The callbacks of mr_sim_write for the radial, spiral and Cartesian scans. */
+typedef struct scan_ctx {
+  const mr_sim_options *o;
+  const layout *l;
+} scan_ctx;
+
+static void scan_head(void *arg, size_t r, ISMRMRD_AcquisitionHeader *h) {
+  const scan_ctx *c = arg;
+  readout_header(c->o, c->l, r, h);
+}
+
+static void scan_fill(void *arg, size_t r, mr_sim_noise *g, double complex *values,
+                      ISMRMRD_Acquisition *a) {
+  const scan_ctx *c = arg;
+  fill_readout(c->o, c->l, r, g, a, values);
+}
+
+static int scan_truth(void *arg, ISMRMRD_Dataset *d, mr_err *err) {
+  const scan_ctx *c = arg;
+  return write_phantom(c->o, d, c->l, err);
+}
+
+int mr_simulate(const mr_sim_options *o, mr_err *err) {
+  layout l;
+  int rc = check_options(o, err);
+  if (rc == 0 && o->trajectory == MR_SIM_EPI)
+    return mr_simulate_epi(o, err);
+  if (rc == 0)
+    rc = make_layout(o, &l, err);
+  if (rc < 0)
+    return rc;
+  char xml[4096];
+  header_xml(o, &l, xml, sizeof xml);
+  scan_ctx c = {o, &l};
+  mr_sim_scan scan = {.readouts = l.readouts, .head = scan_head, .fill = scan_fill,
+                      .truth = scan_truth, .arg = &c};
+  return mr_sim_write(o, xml, &scan, err);
 }

@@ -11,7 +11,7 @@
 #include <ismrmrd/dataset.h>
 #include <ismrmrd/version.h>
 
-#include "h5.h"
+#include "epi_trapezoid.h"
 #include "message.h"
 #include "phantom.h"
 #include "simulate_impl.h"
@@ -63,30 +63,16 @@ static int make_layout(const mr_sim_options *o, epi_layout *l, mr_err *err) {
 }
 
 /* Where sample q of a forward readout lies, in samples of the encoded
- * grid from its centre: Gadgetron's ConventionalEPI trapezoid (the
- * gradient's area up to the end of the sample's dwell time, scaled so that
- * the sampled area spans the encoded matrix, zero halfway through); on the
- * grid without a ramp. A reversed readout's sample q lies at minus that
- * with a ramp, and at the grid's mirror image of it without. */
+ * grid from its centre: the ConventionalEPI trapezoid (epi_trapezoid.h),
+ * on the grid without a ramp. A reversed readout's sample q lies at minus
+ * that with a ramp, and at the grid's mirror image of it without. */
 static double forward_position(const epi_layout *l, int q) {
   if (!l->ramp)
     return q - l->nx / 2;
-  double up = (double)l->ramp_up, flat = (double)l->flat_top, down = (double)l->ramp_down;
-  double total_area = 0.5 * up + flat + 0.5 * down, total_time = up + flat + down;
-  double read_time = l->dwell * l->ns, delay = (double)l->acq_delay;
-  double read_area = total_area - 0.5 * delay * delay / up;
-  double tail = total_time - (delay + read_time);
-  read_area -= 0.5 * tail * tail / down;
-  double t = (q + 1.0) * l->dwell + delay, k;
-  if (t <= up)
-    k = 0.5 / up * t * t;
-  else if (t <= up + flat)
-    k = 0.5 * up + (t - up);
-  else {
-    double v = total_time - t;
-    k = total_area - 0.5 / down * v * v;
-  }
-  return l->nx / read_area * (k - 0.5 * total_area);
+  mr_epi_trapezoid t = {.ramp_up = (double)l->ramp_up, .flat_top = (double)l->flat_top,
+                        .ramp_down = (double)l->ramp_down, .acq_delay = (double)l->acq_delay,
+                        .dwell = l->dwell, .samples = l->ns};
+  return mr_epi_trapezoid_position(&t, l->nx, q);
 }
 
 static double reversed_position(const epi_layout *l, int q) {
@@ -225,6 +211,29 @@ static void fill_readout(const mr_sim_options *o, const epi_layout *l, const rea
   }
 }
 
+/* The callbacks of mr_sim_write. */
+typedef struct scan_ctx {
+  const mr_sim_options *o;
+  const epi_layout *l;
+  const readout *readouts;
+} scan_ctx;
+
+static void scan_head(void *arg, size_t i, ISMRMRD_AcquisitionHeader *h) {
+  const scan_ctx *c = arg;
+  readout_header(c->o, c->l, i, &c->readouts[i], h);
+}
+
+static void scan_fill(void *arg, size_t i, mr_sim_noise *g, double complex *values,
+                      ISMRMRD_Acquisition *a) {
+  const scan_ctx *c = arg;
+  fill_readout(c->o, c->l, &c->readouts[i], g, a, values);
+}
+
+static int scan_truth(void *arg, ISMRMRD_Dataset *d, mr_err *err) {
+  const scan_ctx *c = arg;
+  return mr_sim_write_phantom_2d(c->o, d, c->l->n, err);
+}
+
 int mr_simulate_epi(const mr_sim_options *o, mr_err *err) {
   epi_layout l;
   readout *readouts = NULL;
@@ -236,51 +245,10 @@ int mr_simulate_epi(const mr_sim_options *o, mr_err *err) {
     return rc;
   char xml[4096];
   header_xml(o, &l, xml, sizeof xml);
-  double complex *values = malloc((size_t)o->coils * sizeof *values);
-  if (values == NULL) {
-    free(readouts);
-    return mr_err_set(err, MR_ENOMEM, "out of memory");
-  }
-  mr_sim_noise g;
-  mr_sim_noise_init(&g, o);
-  ISMRMRD_Dataset d;
-  mr_h5_lock();
-  if (ismrmrd_init_dataset(&d, o->path, "dataset") != ISMRMRD_NOERROR ||
-      ismrmrd_open_dataset(&d, true) != ISMRMRD_NOERROR) {
-    rc = mr_err_set(err, MR_EIO, "cannot create %s: %s", o->path, mr_h5_error());
-    mr_h5_unlock();
-    free(values);
-    free(readouts);
-    return rc;
-  }
-  if (ismrmrd_write_header(&d, xml) != ISMRMRD_NOERROR || mr_h5_failed())
-    rc = mr_err_set(err, MR_EIO, "cannot write the header to %s: %s", o->path, mr_h5_error());
-  mr_h5_unlock();
-  ISMRMRD_Acquisition a;
-  for (size_t i = 0; rc == 0 && i < count; i++) {
-    ismrmrd_init_acquisition(&a);
-    readout_header(o, &l, i, &readouts[i], &a.head);
-    if (ismrmrd_make_consistent_acquisition(&a) != ISMRMRD_NOERROR) {
-      rc = mr_err_set(err, MR_ENOMEM, "out of memory for a readout");
-      break;
-    }
-    fill_readout(o, &l, &readouts[i], &g, &a, values);
-    mr_h5_lock();
-    if (ismrmrd_append_acquisition(&d, &a) != ISMRMRD_NOERROR || mr_h5_failed())
-      rc = mr_err_set(err, MR_EIO, "cannot write readout %zu to %s: %s", i, o->path,
-                      mr_h5_error());
-    mr_h5_unlock();
-    ismrmrd_cleanup_acquisition(&a);
-  }
-  mr_h5_lock();
-  if (rc == 0)
-    rc = mr_sim_write_phantom_2d(o, &d, l.n, err);
-  if (ismrmrd_close_dataset(&d) != ISMRMRD_NOERROR && rc == 0)
-    rc = mr_err_set(err, MR_EIO, "cannot close %s: %s", o->path, mr_h5_error());
-  mr_h5_unlock();
-  free(d.filename);
-  free(d.groupname);
-  free(values);
+  scan_ctx c = {o, &l, readouts};
+  mr_sim_scan scan = {.readouts = count, .head = scan_head, .fill = scan_fill,
+                      .truth = scan_truth, .arg = &c};
+  rc = mr_sim_write(o, xml, &scan, err);
   free(readouts);
   return rc;
 }

@@ -19,6 +19,23 @@ typedef struct mr_sim_noise {
 void mr_sim_noise_init(mr_sim_noise *g, const mr_sim_options *o);
 double complex mr_sim_gaussian(mr_sim_noise *g);
 
+/* A kind of scan, as the dataset writer takes it. */
+typedef struct mr_sim_scan {
+  size_t readouts;
+  /* readout i's header (zeroed before) */
+  void (*head)(void *arg, size_t i, ISMRMRD_AcquisitionHeader *h);
+  /* its samples (and trajectory) into a's arrays, g adding the noise;
+   * values: room for one sample of every coil */
+  void (*fill)(void *arg, size_t i, mr_sim_noise *g, double complex *values,
+               ISMRMRD_Acquisition *a);
+  /* the ground truth array(s) (the HDF5 lock held) */
+  int (*truth)(void *arg, ISMRMRD_Dataset *d, mr_err *err);
+  void *arg;
+} mr_sim_scan;
+
+/* Creates o->path with the header xml, the scan's readouts and its truth. */
+int mr_sim_write(const mr_sim_options *o, const char *xml, const mr_sim_scan *scan, mr_err *err);
+
 /* Writes the ground truth of a still 2D object of n x n pixels as the array
  * "phantom" (the HDF5 lock held). */
 int mr_sim_write_phantom_2d(const mr_sim_options *o, ISMRMRD_Dataset *d, int n, mr_err *err);

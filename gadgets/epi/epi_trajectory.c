@@ -1,6 +1,6 @@
 #include "epi_trajectory.h"
 
-#include <math.h>
+#include "epi_trapezoid.h"
 
 static int param(const mr_trajectory_description *d, const char *name, double *out,
                  mr_err *err) {
@@ -30,41 +30,27 @@ int mr_epi_positions(const mr_trajectory_description *d, int nx, int samples, do
     }
     return 0;
   }
-  double up = 0, flat = 0, down = 0, delay = 0, count = 0, dwell = 0;
-  int rc;
-  if ((rc = param(d, "rampUpTime", &up, err)) < 0 || (rc = param(d, "flatTopTime", &flat, err)) < 0 ||
-      (rc = param(d, "rampDownTime", &down, err)) < 0 ||
-      (rc = param(d, "acqDelayTime", &delay, err)) < 0 ||
-      (rc = param(d, "numSamples", &count, err)) < 0 || (rc = param(d, "dwellTime", &dwell, err)) < 0)
-    return rc;
-  if (count != samples)
+  double values[6] = {0};
+  static const char *const names[6] = {"rampUpTime", "flatTopTime", "rampDownTime",
+                                       "acqDelayTime", "numSamples", "dwellTime"};
+  for (int i = 0; i < 6; i++) {
+    int rc = param(d, names[i], &values[i], err);
+    if (rc < 0)
+      return rc;
+  }
+  if (values[4] != samples)
     return mr_err_set(err, MR_EDATA,
                       "EPI readouts of %d samples, where the trajectoryDescription says "
-                      "numSamples %g", samples, count);
-  double total_time = up + flat + down, read_time = dwell * samples;
-  double tail = total_time - (delay + read_time);
-  if (!(dwell > 0) || !(flat > 0) || tail < -1e-6 * total_time || tail > down || delay > up)
+                      "numSamples %g", samples, values[4]);
+  mr_epi_trapezoid t = {.ramp_up = values[0], .flat_top = values[1], .ramp_down = values[2],
+                        .acq_delay = values[3], .samples = samples, .dwell = values[5]};
+  if (!mr_epi_trapezoid_valid(&t))
     return mr_err_set(err, MR_EHEADER,
-                      "the trajectoryDescription's readout (%g samples %g us apart from %g us "
+                      "the trajectoryDescription's readout (%d samples %g us apart from %g us "
                       "on) does not fit its trapezoid (%g + %g + %g us)",
-                      count, dwell, delay, up, flat, down);
-  double total_area = 0.5 * up + flat + 0.5 * down, read_area = total_area;
-  if (up > 0)
-    read_area -= 0.5 * delay * delay / up;
-  if (down > 0 && tail > 0)
-    read_area -= 0.5 * tail * tail / down;
-  double scale = nx / read_area;
+                      samples, t.dwell, t.acq_delay, t.ramp_up, t.flat_top, t.ramp_down);
   for (int q = 0; q < samples; q++) {
-    double t = (q + 1.0) * dwell + delay, k;
-    if (t <= up)
-      k = 0.5 / up * t * t;
-    else if (t <= up + flat)
-      k = 0.5 * up + (t - up);
-    else {
-      double v = total_time - t;
-      k = total_area - (down > 0 ? 0.5 / down * v * v : 0);
-    }
-    fwd[q] = scale * (k - 0.5 * total_area);
+    fwd[q] = mr_epi_trapezoid_position(&t, nx, q);
     rev[q] = -fwd[q];
   }
   return 0;

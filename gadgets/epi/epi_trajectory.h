@@ -1,10 +1,7 @@
 /* Where the samples of an EPI readout lie along kx, from the encoding's
- * trajectoryDescription in Gadgetron's convention (ConventionalEPI): the
- * gradient's trapezoid (rampUpTime, flatTopTime, rampDownTime, with the
- * samples from acqDelayTime on, dwellTime apart, numSamples of them; times
- * in microseconds), its area up to the end of each sample's dwell time,
- * scaled so that the area sampled spans the encoded matrix (nx) and
- * centred halfway through; a reversed readout's at minus those. Without a
+ * trajectoryDescription in Gadgetron's convention (ConventionalEPI:
+ * rampUpTime, flatTopTime, rampDownTime, acqDelayTime, numSamples,
+ * dwellTime; protocol/epi_trapezoid.h has the formula). Without a
  * description the samples lie on the grid (numSamples must then be nx),
  * a reversed readout's in mirror order. Positions are in grid steps from
  * the grid's centre (index nx / 2). */

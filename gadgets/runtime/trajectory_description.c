@@ -9,44 +9,20 @@
 #include <libxml/parser.h>
 #include <libxml/tree.h>
 
-static int is(const xmlNode *n, const char *name) {
-  return n != NULL && n->type == XML_ELEMENT_NODE && strcmp((const char *)n->name, name) == 0;
-}
-
-static const xmlNode *child(const xmlNode *parent, const char *name) {
-  for (const xmlNode *c = parent != NULL ? parent->children : NULL; c != NULL; c = c->next)
-    if (is(c, name))
-      return c;
-  return NULL;
-}
-
-/* The element's text, trimmed, into buf ("" when absent). */
-static void text_of(const xmlNode *n, char *buf, size_t size) {
-  buf[0] = '\0';
-  xmlChar *t = n != NULL ? xmlNodeGetContent(n) : NULL;
-  if (t == NULL)
-    return;
-  const char *s = (const char *)t;
-  s += strspn(s, " \t\r\n");
-  size_t len = strlen(s);
-  while (len > 0 && strchr(" \t\r\n", s[len - 1]) != NULL)
-    len--;
-  snprintf(buf, size, "%.*s", (int)(len < size ? len : size - 1), s);
-  xmlFree(t);
-}
+#include "xml_node.h"
 
 static int read_description(const xmlNode *d, mr_trajectory_description *out, mr_err *err) {
   out->present = 1;
-  text_of(child(d, "identifier"), out->identifier, sizeof out->identifier);
+  mr_xml_text(mr_xml_child(d, "identifier"), out->identifier, sizeof out->identifier);
   for (const xmlNode *p = d->children; p != NULL; p = p->next) {
-    if (!is(p, "userParameterLong") && !is(p, "userParameterDouble"))
+    if (!mr_xml_is(p, "userParameterLong") && !mr_xml_is(p, "userParameterDouble"))
       continue;
     if (out->nparams == MR_TRAJ_PARAMS)
       break;
     mr_trajectory_param *t = &out->params[out->nparams];
     char value[64], *end;
-    text_of(child(p, "name"), t->name, sizeof t->name);
-    text_of(child(p, "value"), value, sizeof value);
+    mr_xml_text(mr_xml_child(p, "name"), t->name, sizeof t->name);
+    mr_xml_text(mr_xml_child(p, "value"), value, sizeof value);
     t->value = strtod(value, &end);
     if (value[0] == '\0' || *end != '\0' || !isfinite(t->value))
       return mr_err_set(err, MR_EHEADER,
@@ -69,9 +45,9 @@ int mr_trajectory_description_read(const mr_stream_header *hdr, int encoding,
   int rc = 0, at = 0;
   const xmlNode *root = xmlDocGetRootElement(doc);
   for (const xmlNode *e = root != NULL ? root->children : NULL; e != NULL; e = e->next) {
-    if (!is(e, "encoding") || at++ != encoding)
+    if (!mr_xml_is(e, "encoding") || at++ != encoding)
       continue;
-    const xmlNode *d = child(e, "trajectoryDescription");
+    const xmlNode *d = mr_xml_child(e, "trajectoryDescription");
     if (d != NULL)
       rc = read_description(d, out, err);
     break;
