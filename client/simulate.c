@@ -287,33 +287,28 @@ static void fill_readout(const mr_sim_options *o, const layout *l, size_t r, mr_
   }
 }
 
-/* The object at the pixel centres, as the complex array "phantom" (of
- * every frame when it moves: one more dimension). */
-static int write_phantom(const mr_sim_options *o, ISMRMRD_Dataset *d, const layout *l,
-                         mr_err *err) {
+int mr_sim_write_truth(ISMRMRD_Dataset *d, int rank, int n, size_t count,
+                       const double (*shifts)[3], mr_err *err) {
   ISMRMRD_NDArray arr;
   ismrmrd_init_ndarray(&arr);
   arr.data_type = ISMRMRD_CXFLOAT;
-  arr.ndim = (uint16_t)l->rank;
-  for (int a = 0; a < l->rank; a++)
-    arr.dims[a] = (size_t)l->n;
-  size_t frames = o->moving ? l->frames : 1;
-  if (o->moving)
-    arr.dims[arr.ndim++] = frames;
+  arr.ndim = (uint16_t)rank;
+  for (int a = 0; a < rank; a++)
+    arr.dims[a] = (size_t)n;
+  if (count > 1)
+    arr.dims[arr.ndim++] = count;
   if (ismrmrd_make_consistent_ndarray(&arr) != ISMRMRD_NOERROR)
     return mr_err_set(err, MR_ENOMEM, "out of memory for the phantom image");
   complex_float_t *px = arr.data;
-  size_t nz = l->rank == 3 ? (size_t)l->n : 1, at = 0;
-  for (size_t f = 0; f < frames; f++) {
-    double shift[3] = {0, 0, 0};
-    if (o->moving)
-      mr_sim_motion(l->n, (int)f, shift);
+  size_t nz = rank == 3 ? (size_t)n : 1, at = 0;
+  for (size_t f = 0; f < (count > 0 ? count : 1); f++) {
+    const double none[3] = {0, 0, 0}, *shift = shifts != NULL ? shifts[f] : none;
     for (size_t z = 0; z < nz; z++)
-      for (int y = 0; y < l->n; y++)
-        for (int x = 0; x < l->n; x++) {
-          double r[3] = {x - l->n / 2 - shift[0], y - l->n / 2 - shift[1],
-                         l->rank == 3 ? (double)z - l->n / 2 - shift[2] : 0};
-          px[at++] = (float)mr_phantom_value(l->rank, l->n, r);
+      for (int y = 0; y < n; y++)
+        for (int x = 0; x < n; x++) {
+          double r[3] = {x - n / 2 - shift[0], y - n / 2 - shift[1],
+                         rank == 3 ? (double)z - n / 2 - shift[2] : 0};
+          px[at++] = (float)mr_phantom_value(rank, n, r);
         }
   }
   int rc = ismrmrd_append_array(d, "phantom", &arr) == ISMRMRD_NOERROR && !mr_h5_failed()
@@ -323,9 +318,20 @@ static int write_phantom(const mr_sim_options *o, ISMRMRD_Dataset *d, const layo
   return rc;
 }
 
-int mr_sim_write_phantom_2d(const mr_sim_options *o, ISMRMRD_Dataset *d, int n, mr_err *err) {
-  layout l = {.rank = 2, .n = n};
-  return write_phantom(o, d, &l, err);
+/* The object at the pixel centres, as the complex array "phantom" (of
+ * every frame when it moves: one more dimension). */
+static int write_phantom(const mr_sim_options *o, ISMRMRD_Dataset *d, const layout *l,
+                         mr_err *err) {
+  if (!o->moving)
+    return mr_sim_write_truth(d, l->rank, l->n, 1, NULL, err);
+  double(*shifts)[3] = malloc(l->frames * sizeof *shifts);
+  if (shifts == NULL)
+    return mr_err_set(err, MR_ENOMEM, "out of memory");
+  for (size_t f = 0; f < l->frames; f++)
+    mr_sim_motion(l->n, (int)f, shifts[f]);
+  int rc = mr_sim_write_truth(d, l->rank, l->n, l->frames, (const double(*)[3])shifts, err);
+  free(shifts);
+  return rc;
 }
 
 static int check_options(const mr_sim_options *o, mr_err *err) {
@@ -350,10 +356,12 @@ static int check_options(const mr_sim_options *o, mr_err *err) {
     return mr_err_set(err, MR_EINVAL, "--moving needs --frames");
   const mr_sim_epi *e = &o->epi;
   int epi_option = e->shots > 1 || e->ramp || e->ghost[0] != 0 || e->ghost[1] != 0 ||
-                   e->accel > 1 || e->claim_cartesian;
+                   e->accel > 1 || e->claim_cartesian || e->slices > 1 || e->multiband > 1 ||
+                   e->caipi > 1 || e->leak_probe > 0;
   if (o->trajectory != MR_SIM_EPI && epi_option)
-    return mr_err_set(err, MR_EINVAL, "--shots, --ramp, --ghost, --inplane-accel and "
-                                      "--header-trajectory are for --trajectory epi");
+    return mr_err_set(err, MR_EINVAL, "--shots, --ramp, --ghost, --inplane-accel, "
+                                      "--header-trajectory, --slices, --multiband, --caipi and "
+                                      "--leak-probe are for --trajectory epi");
   if (o->trajectory == MR_SIM_EPI && (o->three_d || o->spokes > 0 || o->interleaves > 0))
     return mr_err_set(err, MR_EINVAL, "--trajectory epi is 2D, without --spokes or --interleaves");
   if (access(o->path, F_OK) == 0)

@@ -77,6 +77,10 @@ typedef struct mr_sim_epi {
   int accel;          /* in-plane acceleration R (every R-th line) with 24 calibration lines;
                          0 or 1: none */
   int claim_cartesian;/* the header says cartesian (as siemens_to_ismrmrd writes EPI) */
+  int slices;         /* single-band slices, each its own object (0 or 1: one) */
+  int multiband;      /* M slices excited together (simultaneous multi-slice); 0 or 1: none */
+  int caipi;          /* blipped CAIPI: slice z shifted by z FOV / caipi along y; 0 or 1: none */
+  int leak_probe;     /* 1 + the only slice whose signal is in the collapsed data; 0: all */
 } mr_sim_epi;
 
 typedef struct mr_sim_options {
@@ -95,6 +99,17 @@ typedef struct mr_sim_options {
   unsigned seed;    /* of the noise */
   const char *path; /* the HDF5 file to create (an existing one is refused) */
 } mr_sim_options;
+
+/* (EPI, continued) Several slices (`slices`, or `multiband` M): slice z
+ * holds the object moved by (3 (z - (Z-1)/2), +-2) pixels, and the coils
+ * see it through a complex factor per coil and slice (the coil nearest
+ * along z brightest), so collapsed slices can be told apart. With
+ * `multiband` M the scan is a single-band reference of every slice (all
+ * lines, one train each, IS_PARALLEL_CALIBRATION, LAST_IN_SLICE at its end,
+ * idx.slice z), then the collapsed shots (idx.slice 0): the sum of the
+ * slices, slice z shifted by z FOV / `caipi` along y (blipped CAIPI), or
+ * the probed slice alone (`leak_probe`: a measurement of slice leakage).
+ * The truth "phantom" is n x n x slices. */
 
 /* Parses "radial", "golden", "spiral", "cartesian", "tiny-golden" or "epi";
  * -1 otherwise. */

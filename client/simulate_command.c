@@ -15,7 +15,9 @@ static void usage(FILE *f) {
           "                             --interleaves K] [--seed S] -o DATA.h5\n"
           "       reconclient simulate --trajectory epi --matrix N --coils C [--shots K] [--ramp]\n"
           "                            [--ghost PHI0,PHI1] [--inplane-accel R]\n"
-          "                            [--header-trajectory epi|cartesian] [--noise S] -o DATA.h5\n"
+          "                            [--header-trajectory epi|cartesian] [--noise S]\n"
+          "                            [--slices Z | --multiband M [--caipi S] [--leak-probe Z]]\n"
+          "                            -o DATA.h5\n"
           "writes an ISMRMRD dataset of an analytic multi-coil Shepp-Logan phantom (k-space\n"
           "from the ellipses' Fourier transforms, exact at every sample), with its trajectory,\n"
           "a header describing it, and the ground truth as the array 'phantom'\n"
@@ -36,7 +38,13 @@ static void usage(FILE *f) {
           "                   P1 rad across the readout's field of view (default 0,0)\n"
           "  --inplane-accel R  epi: every R-th line, and a reference scan of 24 lines\n"
           "  --header-trajectory cartesian  epi: the header says cartesian, as Siemens\n"
-          "                   conversions write EPI (the trajectoryDescription and flags say EPI)\n");
+          "                   conversions write EPI (the trajectoryDescription and flags say EPI)\n"
+          "  --slices Z       epi: Z single-band slices, each its own object\n"
+          "  --multiband M    epi: M slices excited together, after a single-band reference\n"
+          "                   scan of each (simultaneous multi-slice)\n"
+          "  --caipi S        epi, multiband: slice z shifted by z FOV / S (blipped CAIPI)\n"
+          "  --leak-probe Z   epi, multiband: only slice Z (1 ..) in the collapsed data, to\n"
+          "                   measure slice leakage\n");
 }
 
 static int parse_int(const char *flag, const char *text, int *out) {
@@ -53,7 +61,8 @@ static int parse_int(const char *flag, const char *text, int *out) {
 int mr_simulate_command(int argc, char **argv) {
   mr_sim_options o = {.trajectory = (mr_sim_trajectory)-1, .seed = 1};
   enum { OPT_3D = 256, OPT_NOISE, OPT_SPOKES, OPT_INTERLEAVES, OPT_SEED, OPT_SAMPLES,
-         OPT_FRAMES, OPT_MOVING, OPT_SHOTS, OPT_RAMP, OPT_GHOST, OPT_INPLANE, OPT_CLAIM };
+         OPT_FRAMES, OPT_MOVING, OPT_SHOTS, OPT_RAMP, OPT_GHOST, OPT_INPLANE, OPT_CLAIM, OPT_SLICES,
+         OPT_MULTIBAND, OPT_CAIPI, OPT_PROBE };
   static const struct option longopts[] = {
       {"trajectory", required_argument, NULL, 'T'}, {"matrix", required_argument, NULL, 'm'},
       {"3d", no_argument, NULL, OPT_3D},             {"coils", required_argument, NULL, 'c'},
@@ -66,6 +75,10 @@ int mr_simulate_command(int argc, char **argv) {
       {"ghost", required_argument, NULL, OPT_GHOST},
       {"inplane-accel", required_argument, NULL, OPT_INPLANE},
       {"header-trajectory", required_argument, NULL, OPT_CLAIM},
+      {"slices", required_argument, NULL, OPT_SLICES},
+      {"multiband", required_argument, NULL, OPT_MULTIBAND},
+      {"caipi", required_argument, NULL, OPT_CAIPI},
+      {"leak-probe", required_argument, NULL, OPT_PROBE},
       {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
   };
   int ch, seed = 1;
@@ -138,6 +151,22 @@ int mr_simulate_command(int argc, char **argv) {
     }
     case OPT_INPLANE:
       if (parse_int("--inplane-accel", optarg, &o.epi.accel) < 0)
+        return 2;
+      break;
+    case OPT_SLICES:
+      if (parse_int("--slices", optarg, &o.epi.slices) < 0)
+        return 2;
+      break;
+    case OPT_MULTIBAND:
+      if (parse_int("--multiband", optarg, &o.epi.multiband) < 0)
+        return 2;
+      break;
+    case OPT_CAIPI:
+      if (parse_int("--caipi", optarg, &o.epi.caipi) < 0)
+        return 2;
+      break;
+    case OPT_PROBE:
+      if (parse_int("--leak-probe", optarg, &o.epi.leak_probe) < 0)
         return 2;
       break;
     case OPT_CLAIM:

@@ -27,6 +27,10 @@ typedef struct epi_layout {
   int shots, accel;
   int echoes;   /* per imaging shot */
   int ramp;
+  int slices;    /* objects (slices) of the scan */
+  int multiband; /* slices excited together (1: none); all of them, in one group */
+  int caipi;     /* slice z is shifted by z FOV / caipi along y in the collapsed data */
+  int probe;     /* 1 + the one slice whose signal fills the collapsed data, 0: every slice */
   /* The trapezoid, microseconds (ramp only): */
   long ramp_up, flat_top, ramp_down, acq_delay;
   double dwell;
@@ -40,6 +44,19 @@ static int make_layout(const mr_sim_options *o, epi_layout *l, mr_err *err) {
   l->shots = o->epi.shots > 1 ? o->epi.shots : 1;
   l->accel = o->epi.accel > 1 ? o->epi.accel : 1;
   l->ramp = o->epi.ramp;
+  l->multiband = o->epi.multiband > 1 ? o->epi.multiband : 1;
+  l->slices = l->multiband > 1 ? l->multiband : (o->epi.slices > 1 ? o->epi.slices : 1);
+  l->caipi = o->epi.caipi > 1 ? o->epi.caipi : 1;
+  l->probe = o->epi.leak_probe;
+  if (l->multiband > 8 || l->slices > 64 || l->caipi > 8)
+    return mr_err_set(err, MR_EINVAL, "--multiband and --caipi are at most 8, --slices 64");
+  if ((o->epi.caipi > 1 || l->probe > 0) && l->multiband == 1)
+    return mr_err_set(err, MR_EINVAL, "--caipi and --leak-probe need --multiband");
+  if (l->multiband > 1 && o->epi.slices > 1)
+    return mr_err_set(err, MR_EINVAL, "--multiband M simulates M slices: no --slices");
+  if (l->probe > l->multiband)
+    return mr_err_set(err, MR_EINVAL, "--leak-probe %d: the slices are 1 .. %d", l->probe,
+                      l->multiband);
   if (l->accel > 8 || l->shots > 64)
     return mr_err_set(err, MR_EINVAL, "--inplane-accel is at most 8 and --shots at most 64");
   if (l->n % (l->shots * l->accel) != 0)
@@ -81,43 +98,87 @@ static double reversed_position(const epi_layout *l, int q) {
 
 /* One readout of the scan. */
 typedef struct readout {
-  int line;    /* kspace_encode_step_1 */
-  int shot;    /* idx.segment; the calibration train counts as shot 0 */
+  int line;      /* kspace_encode_step_1 */
+  int shot;      /* idx.segment; a reference train counts as shot 0 */
   int reverse;
+  int slice;     /* idx.slice; for collapsed (multiband) data its group, 0 */
+  int collapsed; /* every slice's signal together */
   uint64_t flags;
 } readout;
 
-/* The scan in acquisition order: per train (the reference scan's, then
- * each shot's) three navigators and the train's echoes. *out is malloc'ed. */
-static int make_readouts(const epi_layout *l, readout **out, size_t *count, mr_err *err) {
-  int calib = l->accel > 1 ? EPI_CALIB_LINES : 0;
-  size_t total = (size_t)(calib > 0) * (EPI_NAVIGATORS + calib) +
-                 (size_t)l->shots * (EPI_NAVIGATORS + (size_t)l->echoes);
-  readout *r = calloc(total, sizeof *r);
-  if (r == NULL)
-    return mr_err_set(err, MR_ENOMEM, "out of memory");
+/* Appends (r non-NULL) or counts a train: three navigators, then the
+ * echoes at lines[0 .. count). Returns the readouts it takes. */
+static size_t add_train(readout *r, const epi_layout *l, int slice, int collapsed, int shot,
+                        uint64_t flags, const int *lines, int count) {
   size_t at = 0;
-  int trains = l->shots + (calib > 0);
-  for (int t = 0; t < trains; t++) {
-    int is_calib = calib > 0 && t == 0, shot = is_calib ? 0 : t - (calib > 0);
-    uint64_t extra = is_calib ? MR_FLAG(ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION) : 0;
-    for (int v = 0; v < EPI_NAVIGATORS; v++)
-      r[at++] = (readout){l->n / 2, shot, v == 1,
-                          MR_FLAG(ISMRMRD_ACQ_IS_PHASECORR_DATA) | extra};
-    int echoes = is_calib ? calib : l->echoes;
-    for (int e = 0; e < echoes; e++) {
-      int line = is_calib ? l->n / 2 - calib / 2 + e : l->accel * (shot + l->shots * e);
-      r[at++] = (readout){line, shot, e % 2 == 0, extra};
+  for (int v = 0; v < EPI_NAVIGATORS; v++, at++)
+    if (r != NULL)
+      r[at] = (readout){l->n / 2, shot, v == 1, slice, collapsed,
+                        MR_FLAG(ISMRMRD_ACQ_IS_PHASECORR_DATA) | flags};
+  for (int e = 0; e < count; e++, at++)
+    if (r != NULL)
+      r[at] = (readout){lines[e], shot, e % 2 == 0, slice, collapsed, flags};
+  return at;
+}
+
+/* The trains of the scan in acquisition order (r NULL: counted only):
+ * with multiband M, a single-band reference train of every slice (all its
+ * lines, IS_PARALLEL_CALIBRATION, LAST_IN_SLICE at its end), then the
+ * collapsed shots; otherwise per slice the in-plane reference train (with
+ * acceleration) and the shots. */
+static size_t lay_out(const epi_layout *l, readout *r, int *lines) {
+  int calib = l->accel > 1 && l->multiband == 1 ? EPI_CALIB_LINES : 0;
+  uint64_t cal = MR_FLAG(ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION);
+  size_t at = 0;
+  for (int z = 0; l->multiband > 1 && z < l->slices; z++) {
+    for (int e = 0; e < l->n; e++)
+      lines[e] = e;
+    size_t first = at;
+    at += add_train(r != NULL ? r + at : NULL, l, z, 0, 0, cal, lines, l->n);
+    if (r != NULL) {
+      r[first].flags |= MR_FLAG(ISMRMRD_ACQ_FIRST_IN_SLICE);
+      r[at - 1].flags |= MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE);
     }
   }
-  size_t first_imaging = calib > 0 ? EPI_NAVIGATORS + (size_t)calib : 0;
-  r[first_imaging].flags |= MR_FLAG(ISMRMRD_ACQ_FIRST_IN_SLICE);
-  r[total - 1].flags |= MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) |
-                        MR_FLAG(ISMRMRD_ACQ_LAST_IN_REPETITION) |
-                        MR_FLAG(ISMRMRD_ACQ_LAST_IN_MEASUREMENT);
-  for (size_t i = 0; i < total; i++)
-    if (r[i].reverse)
-      r[i].flags |= MR_FLAG(ISMRMRD_ACQ_IS_REVERSE);
+  int groups = l->multiband > 1 ? 1 : l->slices;
+  for (int z = 0; z < groups; z++) {
+    if (calib > 0) {
+      for (int e = 0; e < calib; e++)
+        lines[e] = l->n / 2 - calib / 2 + e;
+      at += add_train(r != NULL ? r + at : NULL, l, z, 0, 0, cal, lines, calib);
+    }
+    size_t first = at;
+    for (int shot = 0; shot < l->shots; shot++) {
+      for (int e = 0; e < l->echoes; e++)
+        lines[e] = l->accel * (shot + l->shots * e);
+      at += add_train(r != NULL ? r + at : NULL, l, z, l->multiband > 1, shot, 0, lines,
+                      l->echoes);
+    }
+    if (r != NULL) {
+      r[first].flags |= MR_FLAG(ISMRMRD_ACQ_FIRST_IN_SLICE);
+      r[at - 1].flags |= MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE);
+    }
+  }
+  if (r != NULL) {
+    r[at - 1].flags |= MR_FLAG(ISMRMRD_ACQ_LAST_IN_REPETITION) |
+                       MR_FLAG(ISMRMRD_ACQ_LAST_IN_MEASUREMENT);
+    for (size_t i = 0; i < at; i++)
+      if (r[i].reverse)
+        r[i].flags |= MR_FLAG(ISMRMRD_ACQ_IS_REVERSE);
+  }
+  return at;
+}
+
+static int make_readouts(const epi_layout *l, readout **out, size_t *count, mr_err *err) {
+  int *lines = malloc((size_t)l->n * sizeof *lines);
+  size_t total = lines != NULL ? lay_out(l, NULL, lines) : 0;
+  readout *r = lines != NULL ? calloc(total, sizeof *r) : NULL;
+  if (r == NULL) {
+    free(lines);
+    return mr_err_set(err, MR_ENOMEM, "out of memory");
+  }
+  lay_out(l, r, lines);
+  free(lines);
   *out = r;
   *count = total;
   return 0;
@@ -162,13 +223,13 @@ static void header_xml(const mr_sim_options *o, const epi_layout *l, char *buf, 
            "<fieldOfView_mm><x>%d</x><y>%d</y><z>1</z></fieldOfView_mm></reconSpace>"
            "<encodingLimits><kspace_encoding_step_1><minimum>0</minimum><maximum>%d</maximum>"
            "<center>%d</center></kspace_encoding_step_1>"
-           "<slice><minimum>0</minimum><maximum>0</maximum><center>0</center></slice>"
+           "<slice><minimum>0</minimum><maximum>%d</maximum><center>0</center></slice>"
            "<segment><minimum>0</minimum><maximum>%d</maximum><center>0</center></segment>"
            "</encodingLimits>"
            "<trajectory>%s</trajectory>%s%s<echoTrainLength>%d</echoTrainLength></encoding>"
            "</ismrmrdHeader>\n",
            l->shots > 1 ? " segmented" : "", l->ramp ? " ramp-sampled" : "", o->coils, l->nx,
-           n, l->nx, n, n, n, n, n, n - 1, n / 2, l->shots - 1,
+           n, l->nx, n, n, n, n, n, n - 1, n / 2, l->slices - 1, l->shots - 1,
            o->epi.claim_cartesian ? "cartesian" : "epi", description, parallel, l->echoes);
 }
 
@@ -188,20 +249,60 @@ static void readout_header(const mr_sim_options *o, const epi_layout *l, size_t 
   h->slice_dir[2] = 1;
   h->idx.kspace_encode_step_1 = (uint16_t)r->line;
   h->idx.segment = (uint16_t)r->shot;
+  h->idx.slice = (uint16_t)r->slice;
   h->flags = r->flags;
+}
+
+/* Where slice z's object sits (pixels): each slice its own place. */
+static void slice_shift(const epi_layout *l, int z, double shift[3]) {
+  shift[0] = l->slices > 1 ? 3.0 * (z - (l->slices - 1) / 2.0) : 0;
+  shift[1] = l->slices > 1 ? (z % 2 ? 2.0 : -2.0) : 0;
+  shift[2] = 0;
+}
+
+/* Slice z's k-space at k, every coil, into out: the object moved to its
+ * place, and with several slices the coils' sensitivity along z, a
+ * complex factor per coil and slice (each coil nearest to some of them):
+ * what lets slice-GRAPPA tell collapsed slices apart. */
+static void slice_kspace(const mr_sim_options *o, const epi_layout *l, int z, const double k[3],
+                         double complex *out) {
+  double shift[3];
+  slice_shift(l, z, shift);
+  mr_phantom_kspace_moved(2, l->n, o->coils, k, shift, out);
+  for (int c = 0; l->slices > 1 && c < o->coils; c++) {
+    double d = (double)c / o->coils - (double)z / l->slices;
+    d -= floor(d + 0.5); /* around the circle, [-0.5, 0.5) */
+    out[c] *= exp(-d * d / (2 * 0.09)) * cexp(I * 2.4 * c * z / o->coils);
+  }
 }
 
 /* The samples of readout r (every coil), in time order. A reversed
  * readout of shot s carries the odd/even error: its k-space shifted by
- * ghost[1] / 2 pi samples and its phase turned by ghost[0] (1 + s / 10). */
+ * ghost[1] / 2 pi samples and its phase turned by ghost[0] (1 + s / 10).
+ * Collapsed data is the sum of the slices' (or the probed slice's alone),
+ * slice z shifted by z FOV / caipi along y. */
 static void fill_readout(const mr_sim_options *o, const epi_layout *l, const readout *r,
                          mr_sim_noise *g, ISMRMRD_Acquisition *a, double complex *values) {
   double shift = r->reverse ? o->epi.ghost[1] / (2 * M_PI) : 0;
   double complex turn = r->reverse ? cexp(I * o->epi.ghost[0] * (1 + r->shot / 10.0)) : 1;
+  double complex one[64];
   for (int q = 0; q < l->ns; q++) {
     double p = r->reverse ? reversed_position(l, q) : forward_position(l, q);
     double k[3] = {(p - shift) / l->nx, (double)(r->line - l->n / 2) / l->n, 0};
-    mr_phantom_kspace(2, l->n, o->coils, k, values);
+    if (!r->collapsed) {
+      slice_kspace(o, l, r->slice, k, values);
+    } else {
+      for (int c = 0; c < o->coils; c++)
+        values[c] = 0;
+      for (int z = 0; z < l->slices; z++) {
+        if (l->probe > 0 && z != l->probe - 1)
+          continue;
+        slice_kspace(o, l, z, k, one);
+        double complex caipi = cexp(-2 * M_PI * I * (r->line - l->n / 2) * z / (double)l->caipi);
+        for (int c = 0; c < o->coils; c++)
+          values[c] += one[c] * caipi;
+      }
+    }
     for (int c = 0; c < o->coils; c++) {
       double complex v = values[c] * turn;
       if (g->sigma > 0)
@@ -229,9 +330,13 @@ static void scan_fill(void *arg, size_t i, mr_sim_noise *g, double complex *valu
   fill_readout(c->o, c->l, &c->readouts[i], g, a, values);
 }
 
+/* The truth of every slice (n x n x slices with several). */
 static int scan_truth(void *arg, ISMRMRD_Dataset *d, mr_err *err) {
   const scan_ctx *c = arg;
-  return mr_sim_write_phantom_2d(c->o, d, c->l->n, err);
+  double shifts[64][3];
+  for (int z = 0; z < c->l->slices; z++)
+    slice_shift(c->l, z, shifts[z]);
+  return mr_sim_write_truth(d, 2, c->l->n, (size_t)c->l->slices, (const double(*)[3])shifts, err);
 }
 
 int mr_simulate_epi(const mr_sim_options *o, mr_err *err) {

@@ -36,8 +36,11 @@ typedef struct mr_sim_scan {
 /* Creates o->path with the header xml, the scan's readouts and its truth. */
 int mr_sim_write(const mr_sim_options *o, const char *xml, const mr_sim_scan *scan, mr_err *err);
 
-/* Writes the ground truth of a still 2D object of n x n pixels as the array
- * "phantom" (the HDF5 lock held). */
-int mr_sim_write_phantom_2d(const mr_sim_options *o, ISMRMRD_Dataset *d, int n, mr_err *err);
+/* Writes the ground truth as the complex array "phantom" (the HDF5 lock
+ * held): the object at the pixel centres of an n^rank grid, moved by
+ * shifts[f] (pixels; NULL: none) for each of count frames or slices (one
+ * more dimension when count > 1). */
+int mr_sim_write_truth(ISMRMRD_Dataset *d, int rank, int n, size_t count,
+                       const double (*shifts)[3], mr_err *err);
 
 #endif

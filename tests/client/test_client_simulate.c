@@ -506,6 +506,41 @@ static void epi_segmented_ramp(void **state) {
   assert_int_equal(mr_sim_trajectory_parse("epi"), MR_SIM_EPI);
 }
 
+/* Simultaneous multi-slice: a single-band reference train per slice, then
+ * the collapsed train; the truth of every slice. */
+static void epi_multiband(void **state) {
+  (void)state;
+  enum { N = 16 };
+  mr_sim_options o = {.trajectory = MR_SIM_EPI, .matrix = N, .coils = 2,
+                      .epi = {.multiband = 2, .caipi = 2}};
+  simulate(&o, "epi_mb.h5");
+  dataset ds;
+  read_dataset(o.path, &ds);
+  assert_int_equal(ds.nacq, 3 * (3 + N));
+  uint64_t calib = MR_FLAG(ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION);
+  uint64_t last = MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE);
+  assert_true(acq_flags(&ds, 0) & calib);
+  assert_int_equal(ds.acq[0].head.idx.slice, 0);
+  assert_true(acq_flags(&ds, 3 + N - 1) & last);
+  assert_int_equal(ds.acq[3 + N].head.idx.slice, 1);
+  assert_true(acq_flags(&ds, 2 * (3 + N) - 1) & last);
+  assert_false(acq_flags(&ds, 2 * (3 + N)) & calib);
+  assert_int_equal(ds.acq[2 * (3 + N)].head.idx.slice, 0);
+  assert_true(acq_flags(&ds, ds.nacq - 1) & last);
+  assert_int_equal(ds.phantom.ndim, 4); /* x, y, slice (the reader adds one) */
+  assert_int_equal(ds.phantom.dims[2], 2);
+  mr_stream_header h;
+  header_of(&ds, &h);
+  assert_int_equal(h.encoding[0].limits.slice.maximum, 1);
+  mr_stream_header_free(&h);
+  free_dataset(&ds);
+  mr_err err = {0};
+  mr_sim_options bad = {.trajectory = MR_SIM_EPI, .matrix = 16, .coils = 1,
+                        .epi = {.caipi = 3}, .path = "/nonexistent/e.h5"};
+  assert_int_equal(mr_simulate(&bad, &err), MR_EINVAL);
+  assert_non_null(strstr(err.msg, "need --multiband"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(closed_form_2d),    cmocka_unit_test(closed_form_3d),
@@ -513,7 +548,7 @@ int main(void) {
       cmocka_unit_test(spiral_and_3d_datasets), cmocka_unit_test(cartesian_dataset),
       cmocka_unit_test(noise),             cmocka_unit_test(realtime_stream),
       cmocka_unit_test(refusals),          cmocka_unit_test(epi_dataset),
-      cmocka_unit_test(epi_segmented_ramp),
+      cmocka_unit_test(epi_segmented_ramp), cmocka_unit_test(epi_multiband),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
