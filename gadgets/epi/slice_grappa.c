@@ -308,7 +308,7 @@ static mr_kspace *slice_kspace(slice_grappa *s, const mr_kspace *k, int m, int s
 
 static int split(slice_grappa *s, mr_gadget_ctx *ctx, mr_kspace *k, mr_emit *out) {
   int nslices = header_slices(s, ctx, k->encoding), groups = nslices / s->multiband;
-  int group = k->ref.idx.slice, slices[16];
+  int group = k->ref.idx.slice, slices[16] = {0};
   if (nslices % s->multiband != 0 || group >= groups || nslices > MAX_SLICES)
     return mr_gadget_fail(ctx, MR_EDATA,
                           "multiband k-space of slice group %d: the header's %d slices do not "
