@@ -57,7 +57,7 @@ static const mr_param params[] = {
         "slices excited together (the scan's multiband factor)"),
     MR_PARAM_INT(slice_grappa, caipi, "caipi", "3", 1, 16,
         "blipped CAIPI: slice m of a group shifted by m FOV / caipi along y (1: no shift)"),
-    MR_PARAM_INTS(slice_grappa, kernel, "kernel", "[5,5]", 1, 15,
+    MR_PARAM_INTS(slice_grappa, kernel, "kernel", "[3,3]", 1, 15,
         "the kernel's extent along x and y (odd): the collapsed neighbourhood of a point"),
     MR_PARAM_DOUBLE(slice_grappa, lambda, "lambda", "1e-5", 0, 1,
         "Tikhonov regularisation of the kernel fit, relative to the sources' mean energy"),
