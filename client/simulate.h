@@ -108,8 +108,10 @@ typedef struct mr_sim_options {
  * lines, one train each, IS_PARALLEL_CALIBRATION, LAST_IN_SLICE at its end,
  * idx.slice z), then the collapsed shots (idx.slice 0): the sum of the
  * slices, slice z shifted by z FOV / `caipi` along y (blipped CAIPI), or
- * the probed slice alone (`leak_probe`: a measurement of slice leakage).
- * The truth "phantom" is n x n x slices. */
+ * the probed slice alone (`leak_probe`: a measurement of slice leakage);
+ * the header's parallelImaging carries ISMRMRD's multiband section
+ * (multiband_factor M, deltaKz 1 / caipi). The truth "phantom" is
+ * n x n x slices. */
 
 /* Parses "radial", "golden", "spiral", "cartesian", "tiny-golden" or "epi";
  * -1 otherwise. */

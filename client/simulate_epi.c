@@ -199,13 +199,20 @@ static void header_xml(const mr_sim_options *o, const epi_layout *l, char *buf, 
              "<userParameterDouble><name>dwellTime</name><value>%g</value></userParameterDouble>"
              "</trajectoryDescription>",
              l->echoes, l->ns, l->ramp_up, l->ramp_down, l->flat_top, l->acq_delay, l->dwell);
-  if (l->accel > 1)
+  char multiband[320] = "";
+  if (l->multiband > 1) /* ISMRMRD's multiband section (schema 1.4) */
+    snprintf(multiband, sizeof multiband,
+             "<multiband><spacing><dZ>1</dZ></spacing><deltaKz>%g</deltaKz>"
+             "<multiband_factor>%d</multiband_factor><calibration>separable2D</calibration>"
+             "<calibration_encoding>0</calibration_encoding></multiband>",
+             1.0 / l->caipi, l->multiband);
+  if (l->accel > 1 || l->multiband > 1)
     snprintf(parallel, sizeof parallel,
              "<parallelImaging><accelerationFactor><kspace_encoding_step_1>%d"
              "</kspace_encoding_step_1><kspace_encoding_step_2>1</kspace_encoding_step_2>"
-             "</accelerationFactor><calibrationMode>separate</calibrationMode>"
+             "</accelerationFactor><calibrationMode>separate</calibrationMode>%s"
              "</parallelImaging>",
-             l->accel);
+             l->accel, multiband);
   snprintf(buf, size,
            "<?xml version=\"1.0\"?>\n"
            "<ismrmrdHeader xmlns=\"http://www.ismrm.org/ISMRMRD\">"

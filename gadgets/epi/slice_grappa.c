@@ -405,6 +405,7 @@ const mr_gadget_class mr_gadget_slice_grappa = {
     .params = params,
     .nparams = sizeof params / sizeof *params,
     .state_size = sizeof(slice_grappa),
+    .handles = MR_HANDLES_MULTIBAND,
     .accepts = MR_KIND_BIT(MR_MSG_KSPACE),
     .produces = MR_KIND_BIT(MR_MSG_KSPACE),
     .configure = configure,

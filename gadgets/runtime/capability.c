@@ -1,10 +1,14 @@
 #include "capability.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <libxml/parser.h>
 
 #include "chain_impl.h"
 #include "trajectory_description.h"
+#include "xml_node.h"
 
 /* The union of what the chain's gadgets handle; everything for a chain
  * that reconstructs nothing. */
@@ -38,6 +42,29 @@ static int claims_epi(const mr_stream_header *hdr, char *why, size_t size, mr_er
   return 0;
 }
 
+/* The multiband factor of the header's encoding e (ISMRMRD's
+ * parallelImaging/multiband section), 1 when it has none. */
+static int multiband_factor(const mr_stream_header *hdr, int e) {
+  xmlDoc *doc = xmlReadMemory(hdr->xml, (int)hdr->xml_len, "header.xml", NULL,
+                              XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+  if (doc == NULL)
+    return 1;
+  int factor = 1, at = 0;
+  const xmlNode *root = xmlDocGetRootElement(doc);
+  for (const xmlNode *n = root != NULL ? root->children : NULL; n != NULL; n = n->next) {
+    if (!mr_xml_is(n, "encoding") || at++ != e)
+      continue;
+    char text[32];
+    const xmlNode *mb = mr_xml_child(mr_xml_child(n, "parallelImaging"), "multiband");
+    long v = strtol(mr_xml_text(mr_xml_child(mb, "multiband_factor"), text, sizeof text), NULL,
+                    10);
+    factor = v > 1 && v < 1024 ? (int)v : 1;
+    break;
+  }
+  xmlFreeDoc(doc);
+  return factor;
+}
+
 static int warn(mr_chain *c, const char *text) {
   mr_message *m = mr_message_new_text(MR_MSG_TEXT, text, strlen(text));
   if (m == NULL)
@@ -54,6 +81,16 @@ int mr_capability_check_header(mr_chain *c, const mr_stream_header *hdr, mr_err 
   int rc = claims_epi(hdr, why, sizeof why, err);
   if (rc < 0)
     return rc;
+  for (int e = 0; e < hdr->nencodings && !(h & MR_HANDLES_MULTIBAND); e++) {
+    int m = hdr->xml != NULL ? multiband_factor(hdr, e) : 1;
+    if (m > 1)
+      return mr_err_set(err, MR_ECONFIG,
+                        "config '%s': the scan is simultaneous multi-slice (multiband %d in "
+                        "encoding %d's parallelImaging), and no step of this config separates "
+                        "its slices: its images would be the slices collapsed; use the config "
+                        "'epi_sms'",
+                        c->cfg->name, m, e);
+  }
   if (why[0] != '\0' && !(h & MR_HANDLES_EPI))
     return mr_err_set(err, MR_ECONFIG,
                       "config '%s': the scan is EPI (%s), and no step of this config corrects "

@@ -7,6 +7,9 @@
  *   marks EPI while its trajectory says `cartesian`) needs a step that
  *   handles EPI: refused otherwise, naming the config `epi` (a chain
  *   without one would return a ghosted, stretched image).
+ * - A header whose parallelImaging has a multiband section (factor over 1)
+ *   needs a step that splits collapsed slices: refused otherwise, naming
+ *   the config `epi_sms`.
  * - A reversed phase-correction line (IS_PHASECORR_DATA and IS_REVERSE:
  *   EPI's middle navigator, whatever the header says) needs the same; a
  *   phase-correction line alone does not (TSE scans have them, and

@@ -154,6 +154,7 @@ enum {
                                         odd/even correction, ramp sampling */
   MR_HANDLES_ACCELERATION = 1u << 2, /* undersampled k-space (a header acceleration over 1):
                                         parallel imaging or compressed sensing */
+  MR_HANDLES_MULTIBAND = 1u << 3,   /* simultaneous multi-slice: collapsed slices split */
   MR_HANDLES_ANY = 0xffffffffu,      /* whatever comes (a step done by another program) */
 };
 

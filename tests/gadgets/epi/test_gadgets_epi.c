@@ -325,15 +325,17 @@ static void sms(void **state) {
     print_message("sms: slice %d NRMSE against single-band %.4f\n", z, e);
     assert_true(e <= 0.05);
   }
-  double worst = 0;
+  double worst = 0, worst_k = 0;
   for (int p = 1; p <= M; p++) {
     mr_sim_epi probe = mb;
     probe.leak_probe = p;
     snprintf(name, sizeof name, "sms_probe%d.h5", p);
-    float *img = installed_images("epi_sms", simulate(name, probe), M);
-    double own = 0;
+    const char *h5 = simulate(name, probe);
+    float *img = installed_images("epi_sms", h5, M);
+    double own = 0, energy[M];
     for (int i = 0; i < N * N; i++)
       own += img[(p - 1) * N * N + i];
+    slice_energies(h5, M, energy);
     for (int z = 0; z < M; z++) {
       if (z == p - 1)
         continue;
@@ -343,22 +345,14 @@ static void sms(void **state) {
       print_message("sms: slice %d in slice %d's image: %.4f of its signal\n", p - 1, z,
                     leak / own);
       worst = leak / own > worst ? leak / own : worst;
+      double k = sqrt(energy[z] / energy[p - 1]);
+      worst_k = k > worst_k ? k : worst_k;
     }
     free(img);
   }
-  print_message("sms: worst leakage %.4f\n", worst);
-  double worst_k = 0;
-  for (int p = 1; p <= M; p++) {
-    mr_sim_epi probe = mb;
-    probe.leak_probe = p;
-    snprintf(name, sizeof name, "sms_probe%d.h5", p);
-    double energy[M];
-    slice_energies(simulate(name, probe), M, energy);
-    for (int z = 0; z < M; z++)
-      if (z != p - 1 && sqrt(energy[z] / energy[p - 1]) > worst_k)
-        worst_k = sqrt(energy[z] / energy[p - 1]);
-  }
-  print_message("sms: worst leakage in k-space (root energy ratio, every coil) %.4f\n", worst_k);
+  print_message("sms: worst leakage %.4f; in k-space (root energy ratio, every coil) %.4f\n",
+                worst, worst_k);
+  assert_true(worst <= 0.025);
   assert_true(worst_k <= 0.02);
   assert_true(worst <= 0.025);
   free(got);

@@ -6,7 +6,8 @@
  * accepted by the epi config; reversed lines need a step that reverses
  * them (accumulate does, frames does not); a header acceleration no step handles is a warning TEXT and the
  * scan goes on; grappa handles it; chains that reconstruct nothing are
- * never checked; the trajectoryDescription's reading. */
+ * never checked; a multiband header needs a step that splits slices; the
+ * trajectoryDescription's reading. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -85,6 +86,31 @@ static void epi_header_refused(void **state) {
   mr_harness_close(&h);
   /* a chain that reconstructs nothing is not checked */
   assert_int_equal(configure(&h, "[{\"gadget\":\"discard\"}]", header("epi", "", 1)), 0);
+  mr_harness_close(&h);
+}
+
+/* A multiband section in the header's parallelImaging: refused by chains
+ * that do not split slices, naming epi_sms. */
+static void multiband_refused(void **state) {
+  (void)state;
+  const char *mb = "<parallelImaging><accelerationFactor><kspace_encoding_step_1>1"
+                   "</kspace_encoding_step_1><kspace_encoding_step_2>1</kspace_encoding_step_2>"
+                   "</accelerationFactor><multiband><spacing><dZ>1</dZ></spacing>"
+                   "<deltaKz>0.33</deltaKz><multiband_factor>4</multiband_factor>"
+                   "<calibration>separable2D</calibration><calibration_encoding>0"
+                   "</calibration_encoding></multiband></parallelImaging>";
+  mr_harness h;
+  assert_int_equal(configure(&h, epi, header("epi", mb, 1)), MR_ECONFIG);
+  assert_non_null(strstr(h.err.msg, "multiband 4"));
+  assert_non_null(strstr(h.err.msg, "use the config 'epi_sms'"));
+  mr_harness_close(&h);
+  assert_int_equal(configure(&h, cartesian, header("epi", mb, 1)), MR_ECONFIG);
+  assert_non_null(strstr(h.err.msg, "'epi_sms'"));
+  mr_harness_close(&h);
+  const char *sms = "[{\"gadget\":\"epi\"},{\"gadget\":\"accumulate\"},"
+                    "{\"gadget\":\"slice_grappa\"},{\"gadget\":\"fft\"},"
+                    "{\"gadget\":\"coil_combine\"},{\"gadget\":\"image_out\"}]";
+  assert_int_equal(configure(&h, sms, header("epi", mb, 1)), 0);
   mr_harness_close(&h);
 }
 
@@ -177,6 +203,7 @@ static void description_read(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(epi_header_refused),
+      cmocka_unit_test(multiband_refused),
       cmocka_unit_test(epi_flags_refused),
       cmocka_unit_test(acceleration_warned),
       cmocka_unit_test(description_read),
