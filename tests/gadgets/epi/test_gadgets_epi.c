@@ -10,7 +10,7 @@
  * installed config with in-plane GRAPPA (R 2, a reference scan); the fit
  * and its filter over repetitions; what
  * a scan lacks (navigators, a trajectoryDescription) refused; with --cuda
- * the GPU chain against the CPU chain. */
+ * the GPU chain against the CPU chain, and the SMS case on the GPU. */
 #include <complex.h>
 #include <math.h>
 #include <setjmp.h>
@@ -430,6 +430,12 @@ static void cuda_matches_cpu(void **state) {
   check_correction((mr_sim_epi){.ramp = 1}, "ramp_gpu");
 }
 
+/* The SMS case on the GPU (slice_grappa's HERK, GEMMs and solve there). */
+static void cuda_sms(void **state) {
+  gpus = "all";
+  sms(state);
+}
+
 int main(int argc, char **argv) {
   int cuda = argc > 1 && strcmp(argv[1], "--cuda") == 0;
   if (cuda && !mr_harness_have_gpu()) {
@@ -446,7 +452,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(refusals),
       cmocka_unit_test(ghost_fit_filtered),
   };
-  const struct CMUnitTest cuda_tests[] = {cmocka_unit_test(cuda_matches_cpu)};
+  const struct CMUnitTest cuda_tests[] = {cmocka_unit_test(cuda_matches_cpu),
+                                          cmocka_unit_test(cuda_sms)};
   return cuda ? cmocka_run_group_tests_name("epi_cuda", cuda_tests, NULL, NULL)
               : cmocka_run_group_tests_name("epi_cpu", cpu_tests, NULL, NULL);
 }
