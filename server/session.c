@@ -93,6 +93,10 @@ static int send_to_client(run *r, mr_message *msg) {
  * waveforms that passed every gadget, and chain objects nobody consumed,
  * stop here (ids 1008 and 1026 never go to a client: rule 1). */
 static int chain_sink(void *ctx, mr_message *msg) {
+  if (msg->kind == MR_MSG_TEXT && strncmp(msg->u.text, "WARNING:", 8) == 0) {
+    const run *r = ctx; /* a gadget's warning goes to the session log too */
+    mr_log(MR_LOG_WARN, "%s: %s", r->s->peer, msg->u.text);
+  }
   if (msg->kind == MR_MSG_IMAGE || msg->kind == MR_MSG_DICOM || msg->kind == MR_MSG_TEXT)
     return send_to_client(ctx, msg);
   mr_message_unref(msg);

@@ -426,6 +426,7 @@ const mr_gadget_class mr_gadget_accumulate = {
     .params = params,
     .nparams = sizeof params / sizeof *params,
     .state_size = sizeof(accumulate),
+    .handles = MR_HANDLES_REVERSE,
     .accepts = MR_KIND_BIT(MR_MSG_ACQUISITION),
     .produces = MR_KIND_BIT(MR_MSG_KSPACE) | MR_KIND_BIT(MR_MSG_ACQUISITION) |
                 MR_KIND_BIT(MR_MSG_TEXT),

@@ -733,6 +733,7 @@ const mr_gadget_class mr_gadget_fhd_cg = {
     .params = params,
     .nparams = sizeof params / sizeof *params,
     .state_size = sizeof(fhd_cg),
+    .handles = MR_HANDLES_ACCELERATION,
     .accepts = MR_KIND_BIT(MR_MSG_KSPACE),
     .produces = MR_KIND_BIT(MR_MSG_IMAGE_ARRAY),
     .configure = configure,

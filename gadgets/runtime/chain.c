@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "capability.h"
 #include "chain_impl.h"
 #include "device.h"
 #include "params.h"
@@ -160,6 +161,8 @@ int mr_chain_configure(mr_chain *c, const mr_stream_header *hdr,
   if (rc == 0 && mr_stages_start(c) < 0)
     rc = mr_err_set(err, MR_ENOMEM, "config '%s': cannot start its pipeline threads",
                     c->cfg->name);
+  if (rc == 0 && hdr != NULL)
+    rc = mr_capability_check_header(c, hdr, err);
   if (rc < 0)
     return mr_chain_failed(c, rc, err);
   return 0;
@@ -271,6 +274,13 @@ int mr_emit_message(mr_emit *out, mr_message *msg) {
 }
 
 int mr_chain_push(mr_chain *c, mr_message *msg) {
+  if (msg->kind == MR_MSG_ACQUISITION) {
+    int rc = mr_capability_check_acquisition(c, &msg->u.acq, c->err);
+    if (rc < 0) {
+      mr_message_unref(msg);
+      return mr_chain_failed(c, rc, c->err);
+    }
+  }
   int rc = mr_chain_deliver(c, &c->stages[0], 0, msg);
   if (pipelined(c) && atomic_load(&c->failed) != 0)
     return report_failure(c);

@@ -312,6 +312,7 @@ const mr_gadget_class mr_gadget_cs = {
     .accepts = MR_KIND_BIT(MR_MSG_KSPACE),
     .produces = MR_KIND_BIT(MR_MSG_IMAGE_ARRAY),
     .device_input = MR_KIND_BIT(MR_MSG_KSPACE),
+    .handles = MR_HANDLES_ACCELERATION,
     .configure = configure,
     .process = process,
     .destroy = destroy,
