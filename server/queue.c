@@ -87,6 +87,7 @@ int mr_queue_push_event(mr_queue *q, int code, const char *text) {
     return MR_ENOMEM;
   }
   e->code = code;
+  e->bytes = MR_QUEUE_MESSAGE_OVERHEAD + strlen(e->text);
   pthread_mutex_lock(&q->mu);
   append(q, e);
   pthread_mutex_unlock(&q->mu);
