@@ -348,6 +348,16 @@ int(mr_gadget_fail)(mr_gadget_ctx *ctx, int code, const char *fmt, ...) {
                     ctx->index, ctx->gadget, what);
 }
 
+static int gadget_cancelled(void *arg) {
+  const mr_gadget_ctx *ctx = arg;
+  return (ctx->cancel != NULL && atomic_load(ctx->cancel)) ||
+         (ctx->failed != NULL && atomic_load(ctx->failed));
+}
+
+mr_cancel mr_gadget_cancel(mr_gadget_ctx *ctx) {
+  return (mr_cancel){.requested = gadget_cancelled, .ctx = ctx};
+}
+
 int mr_gadget_fail_device(mr_gadget_ctx *ctx, int code, const char *what) {
   mr_err e = {0};
   mr_device_error(&e, code, what);
