@@ -265,15 +265,46 @@ static void gpu_series(void **state) {
 }
 
 /* What the server sized itself to is visible: --info names the memory
- * budget (in a container, half its cgroup's limit by default). */
+ * budget (in a container, half its cgroup's limit by default). The config
+ * directory is named: the compiled-in default is the build machine's
+ * source tree, absent where a staged build runs (the device host), which
+ * is what made this fail there, not the host's size. */
 static void info_shows_the_memory_budget(void **state) {
   (void)state;
-  char bin[512], out[8192], err[4096];
+  char bin[512], configs[512], out[8192], err[4096];
   snprintf(bin, sizeof bin, "%s/bin/reconserver", mr_test_binary_dir());
-  const char *argv[] = {bin, "--gpus", "none", "--memory-budget", "300", "--info", NULL};
-  assert_int_equal(mr_test_run(argv, mr_test_tmpdir("mr-info"), out, sizeof out, err, sizeof err),
-                   0);
+  snprintf(configs, sizeof configs, "%s/configs", mr_test_source_dir());
+  const char *argv[] = {bin,           "--gpus", "none", "--configs", configs, "--memory-budget",
+                        "300",         "--info", NULL};
+  int rc = mr_test_run(argv, mr_test_tmpdir("mr-info"), out, sizeof out, err, sizeof err);
+  if (rc != 0)
+    fail_msg("reconserver --info exited %d: %s", rc, err);
   assert_non_null(strstr(out, "memory budget: 300 MiB\n"));
+  /* The configs by name, not just their number. */
+  assert_non_null(strstr(out, "\n  cartesian\n"));
+  assert_non_null(strstr(out, "\n  radial\n"));
+}
+
+/* A machine without an NVIDIA driver: the log says so in those words,
+ * not the CUDA runtime's "driver version is insufficient", and that the
+ * server runs on the CPU. */
+static void no_driver_is_named(void **state) {
+  (void)state;
+  if (access("/proc/driver/nvidia/version", F_OK) == 0)
+    skip(); /* a driver is loaded here */
+  char bin[512], configs[512], out[8192], err[4096];
+  snprintf(bin, sizeof bin, "%s/bin/reconserver", mr_test_binary_dir());
+  snprintf(configs, sizeof configs, "%s/configs", mr_test_source_dir());
+  const char *argv[] = {bin, "--configs", configs, "--info", NULL};
+  int rc = mr_test_run(argv, mr_test_tmpdir("mr-nodriver"), out, sizeof out, err, sizeof err);
+  if (rc != 0)
+    fail_msg("reconserver --info exited %d: %s", rc, err);
+  assert_null(strstr(err, "insufficient"));
+  assert_non_null(strstr(err, "running on the CPU"));
+#ifdef MR_HAVE_CUDA
+  if (strstr(err, "no NVIDIA driver found") == NULL)
+    fail_msg("log: %s", err);
+#endif
 }
 
 int main(void) {
@@ -284,6 +315,7 @@ int main(void) {
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(info_shows_the_memory_budget),
+      cmocka_unit_test(no_driver_is_named),
       cmocka_unit_test(gpu_series),
       cmocka_unit_test(probes_and_refusals),
       cmocka_unit_test(a_scan_is_counted),
