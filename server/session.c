@@ -324,6 +324,10 @@ static void on_message(run *r, mr_message *m) {
       on_config_file(r, m->u.config_name);
     else
       on_config_script(r, m->u.text, m->text_len);
+    /* A config that cannot be served is answered at once: the client
+     * hears why before it uploads a whole dataset for nothing. */
+    if (r->failed)
+      on_close(r);
     break;
   case MR_MSG_HEADER:
     if (r->failed)

@@ -356,6 +356,25 @@ static void test_a_malformed_message_is_answered_and_closed(void **state) {
   expect_reply(&f->cl, 0, 1, "unknown message id 30583", 1);
 }
 
+/* An unknown config name is answered at once, not after the dataset the
+ * client goes on uploading (nor at the end of the error grace, 10 s
+ * here): the client has the error and our CLOSE while it is still
+ * sending, and the connection drains the rest and closes. */
+static void test_an_unknown_config_is_answered_at_once(void **state) {
+  fixture *f = *state;
+  f->env.error_grace_ms = 10000;
+  f->server.opt.close_grace_ms = 300;
+  connect_client(f);
+  client_read(&f->cl);
+  uint64_t start = uv_now(&f->loop);
+  client_send(&f->cl, mr_message_new_config_file("nosuch"));
+  client_send_header(&f->cl, 32, 16);
+  client_send_lines(&f->cl, 32, 16, 0, 16, 1); /* no CLOSE: the client is still uploading */
+  run_to_the_end(f);
+  expect_reply(&f->cl, 0, 1, "nosuch", 1);
+  assert_true(uv_now(&f->loop) - start < 2000);
+}
+
 /* Real clients send the config name in a fixed 1024-byte field with
  * whatever follows its NUL: that garbage is not part of the name. */
 static void test_garbage_after_the_nul_of_a_config_name(void **state) {
@@ -630,6 +649,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_a_malformed_message_is_answered_and_closed, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_garbage_after_the_nul_of_a_config_name, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_an_unknown_config_is_answered_at_once, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_a_client_that_does_not_read_pauses_receiving, setup,
                                       teardown),
