@@ -110,6 +110,15 @@ static int is_xml(const char *text) {
 }
 
 static void start_chain(run *r, const mr_pipeline_config *cfg) {
+  const mr_limits *limits = r->s->env->limits;
+  int steps = cJSON_GetArraySize(cfg->gadgets);
+  if (steps > 0 && (uint32_t)steps > limits->chain_steps) {
+    fail(r, MR_ELIMIT,
+         "config '%s' has %d steps, over the limit of %u per chain (chain_steps; reconserver "
+         "--limit chain_steps=N)",
+         cfg->name, steps, limits->chain_steps);
+    return;
+  }
   mr_err e = {0};
   int rc = mr_chain_create(cfg, MR_CHAIN_WIRE_INPUT, &r->chain, &e);
   if (rc < 0) {
@@ -119,6 +128,14 @@ static void start_chain(run *r, const mr_pipeline_config *cfg) {
   mr_chain_set_sink(r->chain, chain_sink, r, r->s->cancel);
   if (mr_chain_set_pipelined(r->chain, STAGE_DEPTH) < 0) {
     fail(r, MR_ENOMEM, "out of memory building config '%s'", cfg->name);
+    return;
+  }
+  int threads = mr_chain_threads_needed(r->chain);
+  if (threads > 0 && (uint32_t)threads > limits->session_threads) {
+    fail(r, MR_ELIMIT,
+         "config '%s' would start %d pipeline threads, over the limit of %u per session "
+         "(session_threads; reconserver --limit session_threads=N)",
+         cfg->name, threads, limits->session_threads);
     return;
   }
   snprintf(r->s->stats.config, sizeof r->s->stats.config, "%s", cfg->name);

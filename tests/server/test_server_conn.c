@@ -375,6 +375,60 @@ static void test_an_unknown_config_is_answered_at_once(void **state) {
   assert_true(uv_now(&f->loop) - start < 2000);
 }
 
+/* A CONFIG_SCRIPT of `steps` steps: accumulate, then partial_fourier
+ * (each one a pipeline stage of its own: a thread), then the rest of a
+ * Cartesian chain. */
+static mr_message *long_script(int steps) {
+  size_t size = 256 + (size_t)steps * 40;
+  char *text = malloc(size);
+  assert_non_null(text);
+  size_t n = (size_t)snprintf(text, size, "{\"name\":\"long\",\"gadgets\":["
+                                          "{\"gadget\":\"accumulate\"}");
+  for (int i = 0; i < steps - 4; i++)
+    n += (size_t)snprintf(text + n, size - n, ",{\"gadget\":\"partial_fourier\"}");
+  snprintf(text + n, size - n, ",{\"gadget\":\"fft\"},{\"gadget\":\"coil_combine\"},"
+                               "{\"gadget\":\"image_out\"}]}");
+  mr_message *m = mr_message_new_text(MR_MSG_CONFIG_SCRIPT, text, strlen(text));
+  free(text);
+  return m;
+}
+
+/* Steps per chain and pipeline threads per session are bounded (wire
+ * limits chain_steps and session_threads): a script over either is
+ * refused when it is read, saying which limit and how to raise it, and
+ * no thread is started for it. */
+static void test_a_script_over_the_step_limit_is_refused(void **state) {
+  fixture *f = *state;
+  connect_client(f);
+  client_read(&f->cl);
+  client_send(&f->cl, long_script(1000));
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  expect_reply(&f->cl, 0, 1, "1000 steps, over the limit of 64 per chain (chain_steps", 1);
+}
+
+static void test_a_script_over_the_thread_limit_is_refused(void **state) {
+  fixture *f = *state;
+  connect_client(f);
+  client_read(&f->cl);
+  client_send(&f->cl, long_script(40)); /* 36 partial_fourier stages */
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  expect_reply(&f->cl, 0, 1, "over the limit of 16 per session (session_threads", 1);
+}
+
+static void test_a_script_within_the_limits_is_served(void **state) {
+  fixture *f = *state;
+  connect_client(f);
+  client_read(&f->cl);
+  client_send(&f->cl, long_script(12));
+  client_send_header(&f->cl, 32, 16);
+  client_send_lines(&f->cl, 32, 16, 0, 16, 1);
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  expect_reply(&f->cl, 1, 0, NULL, 1);
+}
+
 /* Real clients send the config name in a fixed 1024-byte field with
  * whatever follows its NUL: that garbage is not part of the name. */
 static void test_garbage_after_the_nul_of_a_config_name(void **state) {
@@ -651,6 +705,12 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_garbage_after_the_nul_of_a_config_name, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_an_unknown_config_is_answered_at_once, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_a_script_over_the_step_limit_is_refused, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_a_script_over_the_thread_limit_is_refused, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_a_script_within_the_limits_is_served, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_a_client_that_does_not_read_pauses_receiving, setup,
                                       teardown),
