@@ -256,16 +256,19 @@ static int is_health_check(const mr_conn *c) {
 static void log_session(const mr_conn *c) {
   const mr_session_stats *st = &c->session.stats;
   double secs = (double)(uv_now(c->server->loop) - c->start_ms) / 1000.0;
-  char texts[200] = "";
+  char extra[240] = "";
+  if (st->empty_acquisitions > 0) /* skipped by the chain, which tells the client */
+    snprintf(extra, sizeof extra, " empty_acquisitions=%llu",
+             (unsigned long long)st->empty_acquisitions);
   if (st->texts > 0)
-    snprintf(texts, sizeof texts, " texts=%llu first_text=\"%s\"",
+    snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " texts=%llu first_text=\"%s\"",
              (unsigned long long)st->texts, st->first_text);
   mr_log(st->errors ? MR_LOG_WARN : is_health_check(c) ? MR_LOG_DEBUG : MR_LOG_INFO,
          "%s config=%s acquisitions=%llu waveforms=%llu images=%llu bytes_in=%llu "
          "duration=%.3fs errors=%d%s%s%s%s%s",
          c->peer, st->config[0] ? st->config : "-", (unsigned long long)st->acquisitions,
          (unsigned long long)st->waveforms, (unsigned long long)c->images_out,
-         (unsigned long long)c->bytes_in, secs, st->errors, texts,
+         (unsigned long long)c->bytes_in, secs, st->errors, extra,
          st->gadget_time[0] ? " gadgets=" : "", st->gadget_time,
          st->errors ? " first_error=" : "", st->first_error);
 }

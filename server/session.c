@@ -230,6 +230,10 @@ static void on_data(run *r, mr_message *m) {
   mr_session_stats *st = &r->s->stats;
   if (m->kind == MR_MSG_ACQUISITION) {
     st->acquisitions++;
+    const ISMRMRD_AcquisitionHeader *h = &m->u.acq.head;
+    if ((h->number_of_samples == 0 || h->active_channels == 0) &&
+        !(h->flags & MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT)))
+      st->empty_acquisitions++;
     mr_metrics_acquisitions(1);
   } else if (m->kind == MR_MSG_WAVEFORM) {
     st->waveforms++;

@@ -390,13 +390,22 @@ mr_message *mr_kspace_message(mr_kspace *k) {
   return mr_message_new_object(MR_MSG_KSPACE, k, free_kspace);
 }
 
-int mr_emit_empty_noise_warning(mr_gadget_ctx *ctx, mr_emit *out, size_t count) {
+static int emit_skipped_warning(mr_gadget_ctx *ctx, mr_emit *out, size_t count,
+                                const char *what) {
   if (count == 0)
     return 0;
   char text[256];
   int n = snprintf(text, sizeof text,
-                   "WARNING: %s: skipped %zu noise acquisition%s with no samples or no channels",
-                   ctx->gadget, count, count == 1 ? "" : "s");
+                   "WARNING: %s: skipped %zu %sacquisition%s with no samples or no channels",
+                   ctx->gadget, count, what, count == 1 ? "" : "s");
   mr_message *m = mr_message_new_text(MR_MSG_TEXT, text, (size_t)n);
   return m != NULL ? mr_emit_message(out, m) : mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
+}
+
+int mr_emit_empty_noise_warning(mr_gadget_ctx *ctx, mr_emit *out, size_t count) {
+  return emit_skipped_warning(ctx, out, count, "noise ");
+}
+
+int mr_emit_empty_lines_warning(mr_gadget_ctx *ctx, mr_emit *out, size_t count) {
+  return emit_skipped_warning(ctx, out, count, "");
 }
