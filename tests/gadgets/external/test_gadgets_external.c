@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "encode.h"
+#include "budget.h"
 #include "external_program.h"
 #include "gadget_harness.h"
 #include "phantom.h"
@@ -170,7 +171,15 @@ static void stop_example_server(listener *l) {
 
 /* ---- misbehaving peers (connect mode), in a thread ------------------ */
 
-enum behaviour { DIES_MID_SCAN, NEVER_ANSWERS, GARBAGE, FLOODS, WRONG_KIND, EARLY_CLOSE };
+enum behaviour {
+  DIES_MID_SCAN,
+  NEVER_ANSWERS,
+  GARBAGE,
+  FLOODS,
+  WRONG_KIND,
+  EARLY_CLOSE,
+  BIG_IMAGE
+};
 
 /* Sends one message (takes it). */
 static void send_message(int fd, mr_message *m) {
@@ -227,6 +236,11 @@ static void *fake_peer_main(void *arg) {
     drain(fd, 0);
     break;
   }
+  case BIG_IMAGE: /* a 16 MiB image as soon as it has our HEADER */
+    drain(fd, 1026 + 6 + strlen(mr_harness_cartesian_header(2 * N, N, 1, N, N, 1)));
+    send_message(fd, mr_test_image(ISMRMRD_FLOAT, 2048, 2048, NULL));
+    drain(fd, 0);
+    break;
   case EARLY_CLOSE: /* done before it has heard anything */
     send_message(fd, mr_message_new(MR_MSG_CLOSE));
     drain(fd, 0);
@@ -418,6 +432,16 @@ static void test_misbehaving_peer(void **state) {
   fake_peer_case(c->how, c->extra, c->why);
 }
 
+/* What the peer sends counts against the memory budget while it waits to
+ * be delivered: a 16 MiB answer beside an 8 MiB budget ends the step. */
+static void test_a_peer_answer_over_the_budget(void **state) {
+  (void)state;
+  mr_budget_set(8u << 20);
+  fake_peer_case(BIG_IMAGE, "", "memory budget");
+  mr_budget_set(0);
+  assert_int_equal(mr_budget_used(), 0); /* every reservation given back */
+}
+
 static void test_nobody_listening(void **state) {
   (void)state;
   fake_peer p;
@@ -601,6 +625,7 @@ int main(void) {
       cmocka_unit_test_prestate(test_misbehaving_peer, (void *)&sends_a_kind_not_expected),
       cmocka_unit_test_prestate(test_misbehaving_peer, (void *)&closes_before_us),
       cmocka_unit_test(test_nobody_listening),
+      cmocka_unit_test(test_a_peer_answer_over_the_budget),
       cmocka_unit_test(test_program_crash_shows_its_stderr),
       cmocka_unit_test(test_program_that_hangs_is_killed_and_reaped),
       cmocka_unit_test(test_a_program_that_leaves_a_daemon_behind),
