@@ -396,9 +396,11 @@ static void test_cartesian_refused(void **state) {
 }
 
 /* The chain's cancel (a client that left, the server's drain deadline)
- * reaches the solve: raised 100 ms into a 10,000-iteration solve, it ends
- * the push with MR_ECANCELED long before the solve could have finished,
- * and nothing comes out. */
+ * reaches the solve: raised 300 ms into a solve of 8 coils' 10,000
+ * iterations (some 4 s uncancelled here, 3.7 s without the check on an
+ * idle 2-core machine), it ends the push with MR_ECANCELED within about an
+ * iteration (42 ms there), and nothing comes out. The bound is loose for
+ * loaded or sanitized runs. */
 typedef struct raiser {
   atomic_int flag;
   double raised_ms;
@@ -412,7 +414,7 @@ static double now_ms(void) {
 
 static void *raise_later(void *arg) {
   raiser *r = arg;
-  nanosleep(&(struct timespec){0, 100 * 1000000L}, NULL);
+  nanosleep(&(struct timespec){0, 300 * 1000000L}, NULL);
   r->raised_ms = now_ms();
   atomic_store(&r->flag, 1);
   return NULL;
@@ -441,7 +443,7 @@ static void test_a_cancel_ends_the_solve(void **state) {
   print_message("cancelled: push returned %.1f ms after the flag\n", returned_ms - r.raised_ms);
   assert_int_equal(rc, MR_ECANCELED);
   assert_int_equal(h.nout, 0);
-  assert_true(returned_ms - r.raised_ms < 500);
+  assert_true(returned_ms - r.raised_ms < 2000);
   mr_harness_close(&h);
   free_scan(&s);
 }
