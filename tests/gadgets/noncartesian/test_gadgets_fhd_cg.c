@@ -397,10 +397,10 @@ static void test_cartesian_refused(void **state) {
 
 /* The chain's cancel (a client that left, the server's drain deadline)
  * reaches the solve: raised 300 ms into a solve of 8 coils' 10,000
- * iterations (some 4 s uncancelled here, 3.7 s without the check on an
- * idle 2-core machine), it ends the push with MR_ECANCELED within about an
- * iteration (42 ms there), and nothing comes out. The bound is loose for
- * loaded or sanitized runs. */
+ * iterations (without the check the push returned 3.7 s after the flag on
+ * an idle 2-core machine, 9.6 s on a loaded one), it ends the push with
+ * MR_ECANCELED within about an iteration (42 to 180 ms there), and nothing
+ * comes out. The bound is loose for loaded or sanitized runs. */
 typedef struct raiser {
   atomic_int flag;
   double raised_ms;
