@@ -205,6 +205,8 @@ static void on_header(run *r, const mr_message *m) {
 
 /* Samples the chain could not survive: NaN or infinity. */
 static int check_finite(run *r, const mr_acquisition *a) {
+  if (a->head.number_of_samples == 0)
+    return 0; /* no samples (the chain skips it): nothing to check */
   size_t n = mr_acquisition_data_count(&a->head);
   const float *f = (const float *)a->data;
   for (size_t i = 0; i < 2 * n; i++) {
