@@ -48,7 +48,6 @@ struct mr_http {
   struct mr_pool *pool;
   char address[80];
   pthread_mutex_t mu;
-  pthread_cond_t stop_cv;
   int stopping;
   pthread_t reaper;
   int reaper_started;
@@ -120,23 +119,18 @@ static void request_complete(mr_http *http, struct MHD_Connection *conn) {
 
 static void *reaper_main(void *arg) {
   mr_http *http = arg;
-  pthread_mutex_lock(&http->mu);
-  while (!http->stopping) {
+  for (;;) {
+    pthread_mutex_lock(&http->mu);
+    int stop = http->stopping;
     uint64_t now = now_ms();
-    for (http_conn *c = http->conns; c != NULL; c = c->next)
+    for (http_conn *c = http->conns; c != NULL && !stop; c = c->next)
       if (now - c->since_ms > HTTP_DEADLINE_MS)
         shut(c);
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_nsec += HTTP_REAP_MS * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-      until.tv_sec++;
-      until.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&http->stop_cv, &http->mu, &until);
+    pthread_mutex_unlock(&http->mu);
+    if (stop)
+      return NULL;
+    nanosleep(&(struct timespec){0, HTTP_REAP_MS * 1000000L}, NULL);
   }
-  pthread_mutex_unlock(&http->mu);
-  return NULL;
 }
 
 static void log_mhd(void *cls, const char *fmt, va_list ap) {
@@ -225,11 +219,6 @@ int mr_http_start(const char *spec, struct mr_pool *pool, mr_http **out, mr_err 
     return mr_err_set(err, MR_ENOMEM, "--http: out of memory");
   http->pool = pool;
   pthread_mutex_init(&http->mu, NULL);
-  pthread_condattr_t attr;
-  pthread_condattr_init(&attr);
-  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-  pthread_cond_init(&http->stop_cv, &attr);
-  pthread_condattr_destroy(&attr);
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
   if (addr.ss_family == AF_INET6)
     flags |= MHD_USE_IPv6;
@@ -265,14 +254,12 @@ void mr_http_stop(mr_http *http) {
     return;
   if (http->reaper_started) {
     pthread_mutex_lock(&http->mu);
-    http->stopping = 1;
-    pthread_cond_signal(&http->stop_cv);
+    http->stopping = 1; /* seen within HTTP_REAP_MS */
     pthread_mutex_unlock(&http->mu);
     pthread_join(http->reaper, NULL);
   }
   if (http->daemon != NULL)
     MHD_stop_daemon(http->daemon); /* its CLOSED notices free the list */
-  pthread_cond_destroy(&http->stop_cv);
   pthread_mutex_destroy(&http->mu);
   free(http);
 }

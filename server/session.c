@@ -109,16 +109,22 @@ static int is_xml(const char *text) {
   return *text == '<';
 }
 
+/* 0 when n is within limit, else a failure naming the wire limit `name`
+ * and how to raise it: "config 'x' <what> n <units>, over ...". */
+static int within(run *r, const char *config, const char *what, int n, uint32_t limit,
+                  const char *units, const char *name) {
+  if (n <= 0 || (uint32_t)n <= limit)
+    return 0;
+  fail(r, MR_ELIMIT, "config '%s' %s %d %s, over the limit of %u (%s; reconserver --limit %s=N)",
+       config, what, n, units, limit, name, name);
+  return MR_ELIMIT;
+}
+
 static void start_chain(run *r, const mr_pipeline_config *cfg) {
   const mr_limits *limits = r->s->env->limits;
-  int steps = cJSON_GetArraySize(cfg->gadgets);
-  if (steps > 0 && (uint32_t)steps > limits->chain_steps) {
-    fail(r, MR_ELIMIT,
-         "config '%s' has %d steps, over the limit of %u per chain (chain_steps; reconserver "
-         "--limit chain_steps=N)",
-         cfg->name, steps, limits->chain_steps);
+  if (within(r, cfg->name, "has", cJSON_GetArraySize(cfg->gadgets), limits->chain_steps,
+             "steps per chain", "chain_steps") < 0)
     return;
-  }
   mr_err e = {0};
   int rc = mr_chain_create(cfg, MR_CHAIN_WIRE_INPUT, &r->chain, &e);
   if (rc < 0) {
@@ -130,14 +136,9 @@ static void start_chain(run *r, const mr_pipeline_config *cfg) {
     fail(r, MR_ENOMEM, "out of memory building config '%s'", cfg->name);
     return;
   }
-  int threads = mr_chain_threads_needed(r->chain);
-  if (threads > 0 && (uint32_t)threads > limits->session_threads) {
-    fail(r, MR_ELIMIT,
-         "config '%s' would start %d pipeline threads, over the limit of %u per session "
-         "(session_threads; reconserver --limit session_threads=N)",
-         cfg->name, threads, limits->session_threads);
+  if (within(r, cfg->name, "would start", mr_chain_threads_needed(r->chain),
+             limits->session_threads, "pipeline threads per session", "session_threads") < 0)
     return;
-  }
   snprintf(r->s->stats.config, sizeof r->s->stats.config, "%s", cfg->name);
   r->state = AWAIT_HEADER;
 }

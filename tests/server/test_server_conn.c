@@ -404,7 +404,7 @@ static void test_a_script_over_the_step_limit_is_refused(void **state) {
   client_send(&f->cl, long_script(1000));
   client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
   run_to_the_end(f);
-  expect_reply(&f->cl, 0, 1, "1000 steps, over the limit of 64 per chain (chain_steps", 1);
+  expect_reply(&f->cl, 0, 1, "1000 steps per chain, over the limit of 64 (chain_steps", 1);
 }
 
 static void test_a_script_over_the_thread_limit_is_refused(void **state) {
@@ -414,7 +414,7 @@ static void test_a_script_over_the_thread_limit_is_refused(void **state) {
   client_send(&f->cl, long_script(40)); /* 36 partial_fourier stages */
   client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
   run_to_the_end(f);
-  expect_reply(&f->cl, 0, 1, "over the limit of 16 per session (session_threads", 1);
+  expect_reply(&f->cl, 0, 1, "threads per session, over the limit of 16 (session_threads", 1);
 }
 
 static void test_a_script_within_the_limits_is_served(void **state) {
