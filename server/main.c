@@ -290,6 +290,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   mr_budget_set((uint64_t)budget_mib << 20);
+  mr_limits_install(&limits); /* for checks past the decoder (dicom_out's planes) */
 
   mr_err err = {0};
   int rc = mr_external_dir_set(external_dir, &err);

@@ -336,6 +336,9 @@ int mr_metrics_render(mr_pool *pool, char **out, size_t *len) {
   family(t, "mrrecon_memory_budget_used_bytes", "gauge",
          "Of the memory budget, what the sessions hold now.");
   fprintf(t, "mrrecon_memory_budget_used_bytes %llu\n", (unsigned long long)mr_budget_used());
+  family(t, "mrrecon_memory_budget_spare_bytes", "gauge",
+         "Of the memory budget, what the k-space block cache keeps (freed when needed).");
+  fprintf(t, "mrrecon_memory_budget_spare_bytes %llu\n", (unsigned long long)mr_budget_spare());
   if (pool != NULL)
     put_devices(t, pool);
   int failed = ferror(t);

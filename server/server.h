@@ -33,7 +33,7 @@ typedef struct mr_server {
   const mr_server_env *env;
   struct mr_conn *conns; /* live connections (conn.c owns the list) */
   int nconns;            /* in the list: until their sockets are closed */
-  int nopen;             /* of those, served and not yet answered in full */
+  int nopen;             /* of those, served (not refused): what --max-connections bounds */
   int stopping;
 } mr_server;
 

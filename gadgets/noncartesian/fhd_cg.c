@@ -133,6 +133,7 @@ typedef struct fhd_cg {
   int maps_every;
   int device, fallback;
   mr_placement place;
+  mr_cancel cancel; /* the chain's, asked every CG iteration */
   op_cache cache;
   unsigned positions; /* generation of cache.k, from 1 */
   kept_plan q_plan, fhd_plan;
@@ -203,6 +204,7 @@ static const mr_param params[] = {
 
 static int configure(void *state, mr_gadget_ctx *ctx) {
   fhd_cg *s = state;
+  s->cancel = mr_gadget_cancel(ctx);
   return mr_placement_acquire(&s->place, ctx, s->device, s->fallback);
 }
 
@@ -429,7 +431,8 @@ static int estimate_maps(fhd_cg *s, mr_device *dev, const problem *p, const mr_c
  * solves behind maps: one loop, not one per coil). */
 static int solve_all(fhd_cg *s, mr_device *dev, mr_toeplitz *op, int iterations, int warm,
                      size_t nvox, size_t count, const mr_cfloat *b, mr_cfloat *x) {
-  mr_cg_opts co = {.max_iterations = iterations, .tolerance = s->tolerance, .warm_start = warm};
+  mr_cg_opts co = {.max_iterations = iterations, .tolerance = s->tolerance, .warm_start = warm,
+                   .cancel = &s->cancel};
   return mr_cg_solve_batch(dev, nvox, count, mr_toeplitz_apply_batch_op, op, b, x, &co, NULL);
 }
 
@@ -543,7 +546,8 @@ static int solve_sense_split(fhd_cg *s, mr_device *dev, const problem *p, const 
     rc = keep_buf(&s->cg_x, dev, bytes);
   if (rc == 0)
     rc = mr_toeplitz_split_combine(s->split, fhd, mr_buf_data(s->cg_b));
-  mr_cg_opts co = {.max_iterations = s->iterations, .tolerance = s->tolerance};
+  mr_cg_opts co = {.max_iterations = s->iterations, .tolerance = s->tolerance,
+                   .cancel = &s->cancel};
   if (rc == 0)
     rc = mr_cg_solve_batch(dev, p->nvox, 1, mr_toeplitz_split_apply_op, s->split,
                            mr_buf_data(s->cg_b), mr_buf_data(s->cg_x), &co, NULL);

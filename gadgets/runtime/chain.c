@@ -130,6 +130,8 @@ void mr_chain_destroy(mr_chain *c) {
 
 int mr_chain_set_pipelined(mr_chain *c, size_t depth) { return mr_stages_plan(c, depth); }
 
+int mr_chain_threads_needed(const mr_chain *c) { return c->nstages - 1; }
+
 void mr_chain_set_sink(mr_chain *c, mr_chain_sink sink, void *ctx,
                        const atomic_int *cancel) {
   c->sink = sink;
@@ -356,6 +358,16 @@ int(mr_gadget_fail)(mr_gadget_ctx *ctx, int code, const char *fmt, ...) {
   va_end(ap);
   return mr_err_set(ctx->err, code, "config '%s', gadget %d '%s': %s", ctx->config,
                     ctx->index, ctx->gadget, what);
+}
+
+static int gadget_cancelled(void *arg) {
+  const mr_gadget_ctx *ctx = arg;
+  return (ctx->cancel != NULL && atomic_load(ctx->cancel)) ||
+         (ctx->failed != NULL && atomic_load(ctx->failed));
+}
+
+mr_cancel mr_gadget_cancel(mr_gadget_ctx *ctx) {
+  return (mr_cancel){.requested = gadget_cancelled, .ctx = ctx};
 }
 
 int mr_gadget_fail_device(mr_gadget_ctx *ctx, int code, const char *what) {

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cancel.h"
 #include "error.h"
 #include "message.h"
 #include "stream_header.h"
@@ -212,5 +213,12 @@ int mr_gadget_fail(mr_gadget_ctx *ctx, int code, const char *fmt, ...)
  * about it>" (what NULL: gpu/'s line alone), through mr_device_error()
  * (gpu/core/device.h). */
 int mr_gadget_fail_device(mr_gadget_ctx *ctx, int code, const char *what);
+
+/* The chain's request to stop (the client left, the server's drain
+ * deadline passed, another stage failed) as gpu/'s mr_cancel
+ * (gpu/core/cancel.h), for a long solve's options (mr_cg_opts.cancel):
+ * the solve then ends within an iteration instead of at its last. Valid
+ * until the gadget's destroy() returns. */
+mr_cancel mr_gadget_cancel(mr_gadget_ctx *ctx);
 
 #endif

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <unistd.h>
 
 #include "cuda_internal.cuh"
 
@@ -64,8 +65,15 @@ int mr_cuda_count(char *why, size_t whylen) {
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
     // No driver (libcuda absent), no device, or a driver too old: the pool
-    // then runs on the CPU.
-    snprintf(why, whylen, "%s", cudaGetErrorString(e));
+    // then runs on the CPU. The runtime says "driver version is
+    // insufficient" when there is no driver at all; the kernel module's
+    // /proc entry tells that apart from a driver that is too old.
+    if (e == cudaErrorInsufficientDriver && access("/proc/driver/nvidia/version", F_OK) != 0)
+      snprintf(why, whylen, "no NVIDIA driver found");
+    else if (e == cudaErrorNoDevice)
+      snprintf(why, whylen, "no CUDA device found");
+    else
+      snprintf(why, whylen, "%s", cudaGetErrorString(e));
     cudaGetLastError();
     return 0;
   }

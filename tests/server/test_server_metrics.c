@@ -170,7 +170,7 @@ static void readiness(void **state) {
 static void promtool_accepts_the_output(void **state) {
   (void)state;
   if (!mr_test_have_tool("promtool"))
-    skip(); /* Debian's prometheus package; scripts/install-deps.sh installs it */
+    skip(); /* Debian's prometheus package; scripts/install-deps.sh tests installs it */
   const char *dir = mr_test_tmpdir("mr-metrics");
   char path[600];
   snprintf(path, sizeof path, "%s/metrics.txt", dir);
