@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "stream_data.h"
 #include "stream_replay.h"
 #include "stream_server.h"
 #include "stream_session.h"
@@ -66,9 +67,6 @@ typedef struct stream_case {
   double pace_per_s;
   target paced_targets[2];
 } stream_case;
-
-#define ISMRMRD_TOOL "ismrmrd_generate_cartesian_shepp_logan"
-#define SIMULATE "reconclient simulate"
 
 static const stream_case cases[] = {
     {"cartesian", "256x256, 32 coils, readout oversampling 2, 10 repetitions (one slice image each)",
@@ -132,8 +130,7 @@ typedef struct stream_bench {
   bench_json *j;
   int rounds;
   char tmp[1024];
-  char client[PATH_MAX]; /* reconclient */
-  char generator[PATH_MAX]; /* ISMRMRD_TOOL, "" when there is none */
+  stream_tools tools;
   stream_server servers[NSERVERS];
   int running[NSERVERS];
   dataset_file files[NCASES];
@@ -144,27 +141,9 @@ typedef struct stream_bench {
 
 /* ---- paths ---------------------------------------------------------- */
 
-static int is_executable(const char *path) { return access(path, X_OK) == 0; }
-
 static int is_dir(const char *path) {
   struct stat st;
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-/* The directory part of path ("." for none) into out. */
-static void dir_of(const char *path, char *out, size_t size) {
-  const char *slash = strrchr(path, '/');
-  if (slash != NULL)
-    snprintf(out, size, "%.*s", (int)(slash - path), path);
-  else
-    snprintf(out, size, ".");
-}
-
-static void self_dir(char *out, size_t size) {
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  exe[n > 0 ? n : 0] = '\0';
-  dir_of(n > 0 ? exe : ".", out, size);
 }
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
@@ -200,13 +179,6 @@ static void write_targets(bench_json *j, const target *t, int n) {
 
 /* ---- data ----------------------------------------------------------- */
 
-/* The first line of text (for a one-line reason). */
-static void first_line(const char *text, char *out, size_t size) {
-  while (*text == '\n' || *text == ' ')
-    text++;
-  snprintf(out, size, "%.*s", (int)strcspn(text, "\n"), text);
-}
-
 /* Makes (or finds already made) the case's data file; NULL with a reason
  * in why when the tool is missing or fails. */
 static const dataset_file *dataset_for(stream_bench *b, const stream_case *c, char *why,
@@ -220,44 +192,9 @@ static const dataset_file *dataset_for(stream_bench *b, const stream_case *c, ch
   dataset_file *f = &b->files[b->nfiles];
   snprintf(f->args, sizeof f->args, "%s", key);
   snprintf(f->path, sizeof f->path, "%s/data-%d.h5", b->tmp, b->nfiles);
-  const char *argv[40];
-  int argc = 0;
-  char words[256];
-  snprintf(words, sizeof words, "%s", args);
-  int simulate = strcmp(c->tool, SIMULATE) == 0;
-  if (simulate) {
-    argv[argc++] = b->client;
-    argv[argc++] = "simulate";
-  } else {
-    if (b->generator[0] == '\0') {
-      snprintf(why, why_size,
-               "%s is neither next to mr-bench nor on PATH (Debian package ismrmrd-tools)",
-               ISMRMRD_TOOL);
-      return NULL;
-    }
-    argv[argc++] = b->generator;
-  }
-  char *save = NULL;
-  for (char *w = strtok_r(words, " ", &save); w != NULL && argc < 36; w = strtok_r(NULL, " ", &save))
-    argv[argc++] = w;
-  argv[argc++] = "-o";
-  argv[argc++] = f->path;
-  argv[argc] = NULL;
-  fprintf(stderr, "mr-bench: stream: generating %s\n", key);
-  static char out[4096], err[4096];
-  double t0 = bench_now_ms();
-  int rc = mr_test_run(argv, b->tmp, out, sizeof out, err, sizeof err);
-  f->generate_s = (bench_now_ms() - t0) / 1e3;
-  if (rc != 0 || access(f->path, R_OK) != 0) {
-    char line[300];
-    first_line(err[0] != '\0' ? err : out, line, sizeof line);
-    snprintf(why, why_size, "'%s' failed (exit %d)%s%s", key, rc,
-             line[0] != '\0' ? ": " : "", line);
-    if (simulate && rc == 2) /* a usage error */
-      snprintf(why + strlen(why), why_size - strlen(why),
-               "; this build's reconclient simulate lacks the options the case needs");
+  if (stream_data_generate(&b->tools, c->tool, args, b->tmp, f->path, &f->generate_s, why,
+                           why_size) < 0)
     return NULL;
-  }
   b->nfiles++;
   return f;
 }
@@ -398,7 +335,7 @@ static int time_reconclient(stream_bench *b, const stream_case *c, int k, const 
   for (int r = 0; r < b->rounds; r++) {
     snprintf(out, sizeof out, "%s/reconclient-out.h5", b->tmp);
     remove(out);
-    const char *argv[] = {b->client, "send", file, "-c", c->config, "-a", "127.0.0.1", "-p",
+    const char *argv[] = {b->tools.client, "send", file, "-c", c->config, "-a", "127.0.0.1", "-p",
                           port, "-o", out, "-t", timeout, NULL};
     static char so[4096], se[4096];
     double t0 = bench_now_ms();
@@ -409,7 +346,7 @@ static int time_reconclient(stream_bench *b, const stream_case *c, int k, const 
     remove(out);
     if (rc != 0) {
       char why[300];
-      first_line(se, why, sizeof why);
+      stream_first_line(se, why, sizeof why);
       snprintf(error, sizeof error, "reconclient send exited %d: %s", rc, why);
       break;
     }
@@ -576,36 +513,6 @@ static void run_case(stream_bench *b, const stream_case *c) {
 
 /* ---- the subcommand ------------------------------------------------- */
 
-/* reconserver: --server or next to mr-bench; reconclient: next to it, else
- * next to mr-bench; the data generator: next to mr-bench (for machines
- * without ismrmrd-tools, where it is carried with its libraries), else on
- * PATH. */
-static void find_binaries(const bench_ctx *ctx, stream_bench *b, char *server, size_t size) {
-  char here[2048], there[2048];
-  char *client = b->client;
-  self_dir(here, sizeof here);
-  snprintf(b->generator, sizeof b->generator, "%s/%s", here, ISMRMRD_TOOL);
-  if (!is_executable(b->generator))
-    snprintf(b->generator, sizeof b->generator, "%s",
-             mr_test_have_tool(ISMRMRD_TOOL) ? ISMRMRD_TOOL : "");
-  if (ctx->server != NULL)
-    snprintf(server, size, "%s", ctx->server);
-  else
-    snprintf(server, size, "%s/reconserver", here);
-  dir_of(server, there, sizeof there);
-  snprintf(client, sizeof b->client, "%s/reconclient", there);
-  if (!is_executable(client))
-    snprintf(client, sizeof b->client, "%s/reconclient", here);
-}
-
-static const char *configs_dir(const bench_ctx *ctx) {
-  if (ctx->configs != NULL)
-    return ctx->configs;
-  if (is_dir("configs"))
-    return "configs";
-  return MR_BENCH_SOURCE_CONFIGS;
-}
-
 /* The example external step's directory (for the cartesian_external
  * case): examples/external here, else in the source tree; NULL, with the
  * reason in why, when neither exists or there is no python3 to run it. */
@@ -655,16 +562,15 @@ int bench_stream(const bench_ctx *ctx) {
   bench_json *j = ctx->json;
   stream_bench b = {.ctx = ctx, .j = j};
   b.rounds = ctx->rounds > 0 ? ctx->rounds : ctx->quick ? 1 : 3;
-  char server[PATH_MAX];
-  find_binaries(ctx, &b, server, sizeof server);
-  const char *configs = configs_dir(ctx);
+  stream_tools_find(ctx->server, &b.tools);
+  const char *server = b.tools.server, *configs = stream_configs_dir(ctx->configs);
   mr_device *cpu, *gpu;
   if (bench_devices(ctx, &cpu, &gpu) < 0)
     return -1;
   bench_devices_release(ctx, cpu, gpu);
   json_str(j, "server", server);
-  json_str(j, "client", b.client);
-  json_str(j, "generator", b.generator);
+  json_str(j, "client", b.tools.client);
+  json_str(j, "generator", b.tools.generator);
   json_str(j, "configs", configs);
   json_int(j, "rounds", b.rounds);
   if (ctx->quick)
@@ -688,7 +594,7 @@ int bench_stream(const bench_ctx *ctx) {
     fprintf(stderr, "mr-bench: stream: %s\n", msg);
     return -1;
   }
-  if (!is_executable(server) || !is_executable(b.client)) {
+  if (access(server, X_OK) != 0 || access(b.tools.client, X_OK) != 0) {
     json_str(j, "error", "reconserver or reconclient not found (build them, or give --server)");
     return -1;
   }
@@ -716,6 +622,7 @@ int bench_stream(const bench_ctx *ctx) {
    * GPU count (--gpus 0, --gpus 0,1, ...) for the table per count. */
   const char *server_gpus[NSERVERS] = {
       ctx->gpus != NULL && strcmp(ctx->gpus, "none") != 0 ? ctx->gpus : "all", "none"};
+  const char *const external_args[] = {"--external-dir", ext, NULL};
   json_open(j, "servers", '{');
   for (int k = 0; k < NSERVERS; k++) {
     json_open(j, server_names[k], '{');
@@ -723,8 +630,9 @@ int bench_stream(const bench_ctx *ctx) {
     snprintf(log, sizeof log, "%s/reconserver-%s.log", b.tmp, server_names[k]);
     if (k == GPU && mr_pool_gpu_count(ctx->pool) == 0) {
       json_str(j, "skipped", "no GPU found (or mr-bench --gpus none)");
-    } else if (stream_server_start(&b.servers[k], server, configs, server_gpus[k], ext, log,
-                                   why, sizeof why) < 0) {
+    } else if (stream_server_start(&b.servers[k], server, configs, server_gpus[k],
+                                   ext != NULL ? external_args : NULL, log, why,
+                                   sizeof why) < 0) {
       json_str(j, "error", why);
       b.failures++;
     } else {

@@ -40,7 +40,7 @@ static int logged_port(const char *path) {
 }
 
 int stream_server_start(stream_server *s, const char *bin, const char *configs, const char *gpus,
-                        const char *external_dir, const char *log_path, char *why,
+                        const char *const *extra, const char *log_path, char *why,
                         size_t why_size) {
   memset(s, 0, sizeof *s);
   snprintf(s->log_path, sizeof s->log_path, "%s", log_path);
@@ -49,8 +49,10 @@ int stream_server_start(stream_server *s, const char *bin, const char *configs, 
     snprintf(why, why_size, "cannot write %s", log_path);
     return -1;
   }
-  const char *argv[] = {bin, "--listen", "127.0.0.1:0", "--configs", configs, "--gpus", gpus,
-                        external_dir != NULL ? "--external-dir" : NULL, external_dir, NULL};
+  const char *argv[8 + 16 + 1] = {bin, "--listen", "127.0.0.1:0", "--configs", configs,
+                                  "--gpus", gpus};
+  for (int i = 0; extra != NULL && extra[i] != NULL && i < 16; i++)
+    argv[7 + i] = extra[i];
   s->pid = fork();
   if (s->pid == 0) {
     dup2(log, STDERR_FILENO);
