@@ -75,6 +75,10 @@ void mr_metrics_bytes_in(uint64_t bytes);
 void mr_metrics_bytes_out(uint64_t bytes);
 void mr_metrics_acquisitions(uint64_t n);
 void mr_metrics_images(uint64_t n);
+/* The loop threads (loops.h): how many, and a connection handed to one. */
+#define MR_METRICS_MAX_LOOPS 64
+void mr_metrics_loops(int n);
+void mr_metrics_loop_connection(int loop);
 /* Bytes held in the connections' inboxes / outboxes (+ or -). */
 void mr_metrics_inbox_bytes(int64_t delta);
 void mr_metrics_outbox_bytes(int64_t delta);

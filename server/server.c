@@ -15,6 +15,7 @@
 #include "http.h"
 #include "encode.h"
 #include "log.h"
+#include "loops.h"
 #include "metrics.h"
 
 /* How often running out of file descriptors is logged, at most. */
@@ -82,7 +83,7 @@ static void on_listen_readable(uv_poll_t *poll, int status, int events) {
   while (!server->stopping) {
     int fd = accept4(server->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
-      mr_conn_accept(server, fd);
+      mr_loops_hand(server->loops, fd);
       continue;
     }
     if (errno == EINTR || errno == ECONNABORTED)
@@ -122,14 +123,41 @@ static void stop_listening(mr_server *server) {
 
 void mr_server_conn_closed(mr_server *server) {
   server->nconns--;
-  if (server->stopping && server->nconns == 0)
-    close_signals(server); /* the loop ends when nothing is left open */
+  if (server->stopping && server->nconns == 0) {
+    if (server->drained != NULL)
+      server->drained(server);
+    else
+      close_signals(server); /* the loop ends when nothing is left open */
+  }
 }
+
+static atomic_int *slots(mr_server *server) {
+  return &(server->counts != NULL ? server->counts : server)->nopen;
+}
+
+int mr_server_admit(mr_server *server) {
+  /* Taken first, then checked: two loops at the last slot cannot both
+   * have it. */
+  if (atomic_fetch_add(slots(server), 1) < server->opt.max_connections)
+    return 1;
+  atomic_fetch_sub(slots(server), 1);
+  return 0;
+}
+
+void mr_server_release(mr_server *server) { atomic_fetch_sub(slots(server), 1); }
+
+int mr_server_open_count(const mr_server *server) {
+  return atomic_load(&(server->counts != NULL ? server->counts : server)->nopen);
+}
+
+/* Every loop thread has ended: the acceptor's loop may end too. */
+static void on_loops_ended(mr_server *server) { close_signals(server); }
 
 static void on_drain_deadline(uv_timer_t *t) {
   mr_server *server = t->data;
-  mr_log(MR_LOG_WARN, "drain deadline passed: cutting %d session(s)", server->nconns);
-  mr_conn_cancel_all(server);
+  mr_log(MR_LOG_WARN, "drain deadline passed: cutting what is left of %d session(s)",
+         mr_server_open_count(server));
+  mr_loops_cut(server->loops);
 }
 
 static void on_signal(uv_signal_t *sig, int signum) {
@@ -142,12 +170,11 @@ static void on_signal(uv_signal_t *sig, int signum) {
   server->stopping = 1;
   mr_metrics_set_state(MR_STATE_DRAINING);
   mr_log(MR_LOG_INFO, "%s: no new connections; %d session(s) may finish within %d ms",
-         strsignal(signum), server->nconns, server->opt.drain_timeout_ms);
+         strsignal(signum), mr_server_open_count(server), server->opt.drain_timeout_ms);
   stop_listening(server);
-  if (server->nconns == 0) {
-    close_signals(server);
-    return;
-  }
+  /* Each loop ends once its connections are gone; when all have,
+   * on_loops_ended closes what keeps this loop running. */
+  mr_loops_stop(server->loops);
   uv_timer_start(&server->drain_timer, on_drain_deadline, (uint64_t)server->opt.drain_timeout_ms,
                  0);
 }
@@ -182,6 +209,14 @@ int mr_server_run(const mr_server_options *opt, const mr_server_env *env, mr_err
   server.sigterm.data = server.sigint.data = server.drain_timer.data = &server;
   uv_signal_start(&server.sigterm, on_signal, SIGTERM);
   uv_signal_start(&server.sigint, on_signal, SIGINT);
+  /* The loop threads that will serve what is accepted. */
+  if ((rc = mr_loops_start(&server, opt->loops, on_loops_ended, err)) < 0) {
+    close_signals(&server);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    mr_http_stop(http);
+    return rc;
+  }
   /* Our own listening socket, so that accept's EMFILE reaches us (libuv
    * would turn such clients away silently). */
   server.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -203,8 +238,10 @@ int mr_server_run(const mr_server_options *opt, const mr_server_env *env, mr_err
     if (server.reserve_fd >= 0)
       close(server.reserve_fd);
     uv_close((uv_handle_t *)&server.accept_pause, NULL);
-    close_signals(&server);
+    /* The loops end at once (no connections), then the signals close. */
+    mr_loops_stop(server.loops);
     uv_run(&loop, UV_RUN_DEFAULT);
+    mr_loops_join(server.loops);
     uv_loop_close(&loop);
     mr_http_stop(http);
     return rc;
@@ -217,8 +254,10 @@ int mr_server_run(const mr_server_options *opt, const mr_server_env *env, mr_err
   if (getsockname(server.listen_fd, (struct sockaddr *)&name, &len) == 0)
     mr_addr_format(&name, bound, sizeof bound);
   mr_metrics_set_state(MR_STATE_ACCEPTING);
-  mr_log(MR_LOG_INFO, "reconserver %s listening on %s (%d configs, max %d connections)",
-         env->version, bound, env->configs->n, opt->max_connections);
+  mr_log(MR_LOG_INFO,
+         "reconserver %s listening on %s (%d configs, max %d connections, %d loop thread%s)",
+         env->version, bound, env->configs->n, opt->max_connections, opt->loops,
+         opt->loops == 1 ? "" : "s");
   uv_run(&loop, UV_RUN_DEFAULT);
   /* Drained: the loop ended because the signal handles closed, and libuv
    * gave SIGTERM and SIGINT back their default action, which would turn a
@@ -228,6 +267,7 @@ int mr_server_run(const mr_server_options *opt, const mr_server_env *env, mr_err
    * stays such a window. */
   signal(SIGTERM, SIG_IGN);
   signal(SIGINT, SIG_IGN);
+  mr_loops_join(server.loops); /* every one has ended: on_loops_ended */
   uv_loop_close(&loop);
   mr_http_stop(http);
   if (server.reserve_fd >= 0)
