@@ -36,6 +36,9 @@ static void usage(FILE *out) {
           "  --max-connections N     concurrent clients (default 64)\n"
           "  --loops N               loop threads moving connections' bytes (default: one per\n"
           "                          4 CPUs, 1 to 8)\n"
+          "  --warm DIR              before /readyz says ready, replay each recorded session in\n"
+          "                          DIR (a client's bytes, CONFIG to CLOSE: ismrmrd_dump's files)\n"
+          "                          to this server once per GPU, so that first scans are warm\n"
           "  --gpus all|none|0,1     GPUs to use (default all; none: CPU only)\n"
           "  --fake-gpus N           tests: N pretend GPUs running the CPU's code, placed and\n"
           "                          reported as GPUs 0..N-1 (--gpus picks among them)\n"
@@ -125,7 +128,7 @@ int main(int argc, char **argv) {
          OPT_IDLE, OPT_WRITE, OPT_GRACE, OPT_BUDGET, OPT_LIMIT, OPT_LIMITS, OPT_DESCRIBE, OPT_INFO,
          OPT_VERSION, OPT_HELP, OPT_STATE_DIR, OPT_NOISE_ENTRIES, OPT_NOISE_HOURS, OPT_DUMP_MIB,
          OPT_GPU_LANES, OPT_EXTERNAL_DIR, OPT_SCRIPT_EXTERNAL, OPT_FAKE_GPUS,
-         OPT_FAKE_GPU_MEMORY, OPT_LOOPS };
+         OPT_FAKE_GPU_MEMORY, OPT_LOOPS, OPT_WARM };
   static const struct option longopts[] = {
       {"listen", required_argument, NULL, OPT_LISTEN},
       {"http", required_argument, NULL, OPT_HTTP},
@@ -133,6 +136,7 @@ int main(int argc, char **argv) {
       {"log-level", required_argument, NULL, OPT_LOG},
       {"max-connections", required_argument, NULL, OPT_MAXCONN},
       {"loops", required_argument, NULL, OPT_LOOPS},
+      {"warm", required_argument, NULL, OPT_WARM},
       {"gpus", required_argument, NULL, OPT_GPUS},
       {"gpu-lanes", required_argument, NULL, OPT_GPU_LANES},
       {"fake-gpus", required_argument, NULL, OPT_FAKE_GPUS},
@@ -185,6 +189,9 @@ int main(int argc, char **argv) {
     case OPT_LOOPS:
       if (parse_int("--loops", optarg, 1, 64, &opt.loops) < 0)
         return 2;
+      break;
+    case OPT_WARM:
+      opt.warm_dir = optarg;
       break;
     case OPT_GPUS:
       gpus = optarg;

@@ -146,6 +146,10 @@ void mr_metrics_connection_closed(void) {
   atomic_fetch_sub_explicit(&m.connections_open, 1, memory_order_relaxed);
 }
 void mr_metrics_set_state(mr_metrics_state state) { atomic_store(&m.state, (int)state); }
+void mr_metrics_warmed(void) {
+  int warming = MR_STATE_WARMING;
+  atomic_compare_exchange_strong(&m.state, &warming, MR_STATE_ACCEPTING);
+}
 
 void mr_metrics_session_finished(const char *config, mr_metrics_outcome outcome, double seconds) {
   config_slot *slot = config_slot_of(config);
@@ -194,7 +198,9 @@ int mr_metrics_ready(char *why, size_t size) {
   int state = atomic_load(&m.state);
   if (state != MR_STATE_ACCEPTING) {
     snprintf(why, size, "%s",
-             state == MR_STATE_STARTING ? "starting" : "draining: no new connections");
+             state == MR_STATE_STARTING  ? "starting"
+             : state == MR_STATE_WARMING ? "warming up: replaying --warm's sessions"
+                                         : "draining: no new connections");
     return 0;
   }
   int64_t open = atomic_load_explicit(&m.connections_open, memory_order_relaxed);

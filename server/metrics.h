@@ -59,10 +59,14 @@ void mr_metrics_connection_closed(void);
 /* Where the server stands: not ready until it accepts, nor once it drains. */
 typedef enum mr_metrics_state {
   MR_STATE_STARTING,  /* the protocol port is not listening yet */
+  MR_STATE_WARMING,   /* listening, replaying --warm's sessions to itself (warm.h) */
   MR_STATE_ACCEPTING, /* serving */
   MR_STATE_DRAINING   /* SIGTERM / SIGINT: no new connections */
 } mr_metrics_state;
 void mr_metrics_set_state(mr_metrics_state state);
+/* The warm-up is over: warming becomes accepting (a draining server stays
+ * draining). */
+void mr_metrics_warmed(void);
 
 /* A connection ended: its config (borrowed; "" for none), how, and how
  * long it lasted. */

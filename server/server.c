@@ -17,6 +17,8 @@
 #include "log.h"
 #include "loops.h"
 #include "metrics.h"
+#include "pool.h"
+#include "warm.h"
 
 /* How often running out of file descriptors is logged, at most. */
 #define FD_REPORT_MS 10000
@@ -249,16 +251,26 @@ int mr_server_run(const mr_server_options *opt, const mr_server_env *env, mr_err
   server.listener.data = &server;
   uv_poll_start(&server.listener, UV_READABLE, on_listen_readable);
   char bound[128] = "";
-  struct sockaddr_storage name;
+  struct sockaddr_storage name = addr; /* getsockname fills in the port */
   socklen_t len = sizeof name;
   if (getsockname(server.listen_fd, (struct sockaddr *)&name, &len) == 0)
     mr_addr_format(&name, bound, sizeof bound);
-  mr_metrics_set_state(MR_STATE_ACCEPTING);
   mr_log(MR_LOG_INFO,
          "reconserver %s listening on %s (%d configs, max %d connections, %d loop thread%s)",
          env->version, bound, env->configs->n, opt->max_connections, opt->loops,
          opt->loops == 1 ? "" : "s");
+  /* Ready at once, or once the warm-up has prepared what the recorded
+   * sessions need: one copy per GPU at a time, so each GPU gets one. */
+  mr_warm *warm = NULL;
+  if (opt->warm_dir != NULL) {
+    int gpus = env->pool != NULL ? mr_pool_gpu_count(env->pool) : 0;
+    mr_metrics_set_state(MR_STATE_WARMING);
+    warm = mr_warm_start(opt->warm_dir, &name, gpus > 0 ? gpus : 1);
+  }
+  if (warm == NULL)
+    mr_metrics_set_state(MR_STATE_ACCEPTING);
   uv_run(&loop, UV_RUN_DEFAULT);
+  mr_warm_join(warm); /* its sessions ended with the drain */
   /* Drained: the loop ended because the signal handles closed, and libuv
    * gave SIGTERM and SIGINT back their default action, which would turn a
    * late second signal (an orchestrator repeating itself) into a kill

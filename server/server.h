@@ -21,6 +21,7 @@ typedef struct mr_server_options {
   int write_timeout_ms;    /* a client that reads none of our output that long is dropped */
   const char *http;        /* "ADDR:PORT" of the health and metrics listener, or NULL */
   int loops;               /* loop threads serving connections (>= 1) */
+  const char *warm_dir;    /* recorded sessions to replay before ready (warm.h), or NULL */
 } mr_server_options;
 
 struct mr_loops;

@@ -44,7 +44,8 @@ foreach(name cartesian cartesian_external cartesian_cpu4 grappa realtime realtim
   expect_number(stream cases ${name} ${unit})
   expect_number(stream cases ${name} bytes)
   expect_number(stream cases ${name} raw_copy wall_ms)
-  foreach(key wall_ms mb_per_s ${unit}_per_s images last_acquisition_to_last_image_ms
+  foreach(key wall_ms first_round_ms cold_first_round_ms mb_per_s ${unit}_per_s images
+              last_acquisition_to_last_image_ms
               last_acquisition_to_close_ms ratio_to_raw)
     expect_number(stream cases ${name} cpu ${key})
   endforeach()

@@ -160,3 +160,25 @@ void stream_server_session_line(stream_server *s, int wait_ms, char *line, size_
       usleep(10000);
   }
 }
+
+int stream_server_wait_line(stream_server *s, const char *text, int wait_ms) {
+  for (int waited = 0; waited <= wait_ms; waited += 10) {
+    FILE *f = fopen(s->log_path, "r");
+    char buf[4096];
+    if (f == NULL || fseek(f, s->log_read, SEEK_SET) != 0) {
+      if (f != NULL)
+        fclose(f);
+      return -1;
+    }
+    int found = 0;
+    while (!found && fgets(buf, sizeof buf, f) != NULL && strchr(buf, '\n') != NULL) {
+      s->log_read += (long)strlen(buf);
+      found = strstr(buf, text) != NULL;
+    }
+    fclose(f);
+    if (found)
+      return 0;
+    usleep(10000);
+  }
+  return -1;
+}

@@ -22,6 +22,10 @@ int stream_server_start(stream_server *s, const char *bin, const char *configs, 
                         const char *const *extra, const char *log_path, char *why,
                         size_t why_size);
 
+/* Waits up to wait_ms for a log line (written since the last look)
+ * containing text, and moves past it; 0, or -1 when none came. */
+int stream_server_wait_line(stream_server *s, const char *text, int wait_ms);
+
 /* SIGTERM, then waits (SIGKILL after 10 s). */
 void stream_server_stop(stream_server *s);
 
