@@ -14,8 +14,6 @@
  * times and the per-image latencies (last acquisition of a slice or frame
  * written -> its image decoded; the sessions send as fast as the server
  * reads, so this includes the time spent in the server's input queue). */
-#include <ftw.h>
-#include <sys/stat.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -381,40 +379,6 @@ static void run_neighbour(load_bench *b) {
 
 /* ---- the subcommand ------------------------------------------------- */
 
-/* 1 when name is in the comma-separated list (NULL: every name is). */
-static int listed(const char *list, const char *name) {
-  if (list == NULL)
-    return 1;
-  size_t n = strlen(name);
-  for (const char *p = list; *p != '\0'; p += strcspn(p, ",") + (p[strcspn(p, ",")] != '\0'))
-    if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\0'))
-      return 1;
-  return 0;
-}
-
-/* The first name of --case that is no case, into out; 0 when all are. */
-static int unknown_case(const char *list, char *out, size_t size) {
-  for (const char *p = list; list != NULL && *p != '\0';
-       p += strcspn(p, ",") + (p[strcspn(p, ",")] != '\0')) {
-    int n = (int)strcspn(p, ","), known = (int)strlen(NEIGHBOUR_CASE) == n &&
-                                          strncmp(p, NEIGHBOUR_CASE, (size_t)n) == 0;
-    for (int i = 0; i < NCASES; i++)
-      known |= (int)strlen(cases[i].name) == n && strncmp(p, cases[i].name, (size_t)n) == 0;
-    if (!known) {
-      snprintf(out, size, "%.*s", n, p);
-      return 1;
-    }
-  }
-  return 0;
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  return remove(path);
-}
-
 int bench_load(const bench_ctx *ctx) {
   bench_json *j = ctx->json;
   load_bench b = {.ctx = ctx, .j = j};
@@ -442,8 +406,9 @@ int bench_load(const bench_ctx *ctx) {
            "byte to the last CLOSE; rates: every session's images over wall_ms; session_ms: each "
            "session's first byte to its CLOSE; latency_ms: a slice's/frame's last acquisition "
            "written -> its image decoded, over all sessions (input queueing included)");
+  static const char *const names[] = {"realtime_cg", "grappa", "cgsense3d", NEIGHBOUR_CASE};
   char unknown[64];
-  if (unknown_case(ctx->cases, unknown, sizeof unknown)) {
+  if (stream_unknown_name(ctx->cases, names, 4, unknown, sizeof unknown)) {
     char msg[200];
     snprintf(msg, sizeof msg, "--case: no case '%s' (cases: realtime_cg, grappa, cgsense3d, "
                               NEIGHBOUR_CASE ")", unknown);
@@ -476,15 +441,15 @@ int bench_load(const bench_ctx *ctx) {
   } else {
     json_open(j, "cases", '{');
     for (int i = 0; i < NCASES; i++)
-      if (listed(ctx->cases, cases[i].name))
+      if (stream_listed(ctx->cases, cases[i].name))
         run_case(&b, &cases[i]);
-    if (listed(ctx->cases, NEIGHBOUR_CASE))
+    if (stream_listed(ctx->cases, NEIGHBOUR_CASE))
       run_neighbour(&b);
     json_close(j, '}');
     stream_server_stop(&b.server);
   }
   if (b.failures == 0)
-    nftw(b.tmp, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    stream_remove_tree(b.tmp);
   else
     json_str(j, "kept_for_inspection", b.tmp);
   return b.failures == 0 ? 0 : -1;

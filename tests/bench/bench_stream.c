@@ -18,7 +18,6 @@
  * asserted. */
 #include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -149,13 +148,6 @@ typedef struct stream_bench {
 static int is_dir(const char *path) {
   struct stat st;
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  return remove(path);
 }
 
 /* ---- numbers -------------------------------------------------------- */
@@ -454,32 +446,6 @@ static int time_reconclient(stream_bench *b, const stream_case *c, int k, const 
 
 /* ---- one case ------------------------------------------------------- */
 
-/* 1 when name is in the comma-separated list (NULL: every name is). */
-static int listed(const char *list, const char *name) {
-  if (list == NULL)
-    return 1;
-  size_t n = strlen(name);
-  for (const char *p = list; *p != '\0'; p += strcspn(p, ",") + (p[strcspn(p, ",")] != '\0'))
-    if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\0'))
-      return 1;
-  return 0;
-}
-
-/* The first name of --case that is no case, into out; 0 when all are. */
-static int unknown_case(const char *list, char *out, size_t size) {
-  for (const char *p = list; list != NULL && *p != '\0';
-       p += strcspn(p, ",") + (p[strcspn(p, ",")] != '\0')) {
-    int n = (int)strcspn(p, ","), known = 0;
-    for (int i = 0; i < NCASES; i++)
-      known |= (int)strlen(cases[i].name) == n && strncmp(p, cases[i].name, (size_t)n) == 0;
-    if (!known) {
-      snprintf(out, size, "%.*s", n, p);
-      return 1;
-    }
-  }
-  return 0;
-}
-
 static void run_case(stream_bench *b, const stream_case *c) {
   bench_json *j = b->j;
   json_open(j, c->name, '{');
@@ -677,8 +643,11 @@ int bench_stream(const bench_ctx *ctx) {
            "negative values) -> its image decoded; raw_copy: the same "
            "bytes written the same way to a thread that reads and discards them; every figure "
            "is the best round by wall time, taken in this run");
+  const char *names[NCASES];
+  for (int i = 0; i < NCASES; i++)
+    names[i] = cases[i].name;
   char unknown[64];
-  if (unknown_case(ctx->cases, unknown, sizeof unknown)) {
+  if (stream_unknown_name(ctx->cases, names, NCASES, unknown, sizeof unknown)) {
     char msg[200];
     snprintf(msg, sizeof msg, "--case: no case '%s' (cases: cartesian, cartesian_external, "
                               "cartesian_cpu4, grappa, realtime, realtime_cg)", unknown);
@@ -743,7 +712,7 @@ int bench_stream(const bench_ctx *ctx) {
 
   json_open(j, "cases", '{');
   for (int i = 0; i < NCASES; i++)
-    if (listed(ctx->cases, cases[i].name))
+    if (stream_listed(ctx->cases, cases[i].name))
       run_case(&b, &cases[i]);
   json_close(j, '}');
 
@@ -751,7 +720,7 @@ int bench_stream(const bench_ctx *ctx) {
     if (b.running[k])
       stream_server_stop(&b.servers[k]);
   if (b.failures == 0)
-    nftw(b.tmp, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    stream_remove_tree(b.tmp);
   else
     json_str(j, "kept_for_inspection", b.tmp);
   return b.failures == 0 ? 0 : -1;

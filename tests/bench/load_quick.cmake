@@ -12,14 +12,7 @@ if(NOT rc EQUAL 0)
 endif()
 file(READ ${OUT} json)
 
-# Fails unless the member at the path (a list of keys) is a number.
-function(expect_number)
-  string(JSON type ERROR_VARIABLE err TYPE "${json}" ${ARGN})
-  if(err OR NOT type STREQUAL "NUMBER")
-    string(REPLACE ";" "." path "${ARGN}")
-    message(FATAL_ERROR "${path} is not a number (${type}${err}) in ${OUT}")
-  endif()
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/json_expect.cmake)
 
 string(JSON count GET "${json}" load gpu_count)
 if(NOT count EQUAL 2)

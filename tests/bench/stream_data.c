@@ -1,5 +1,6 @@
 #include "stream_data.h"
 
+#include <ftw.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -100,3 +101,37 @@ int stream_data_generate(const stream_tools *t, const char *tool, const char *ar
              "; this build's reconclient simulate lacks the options the case needs");
   return -1;
 }
+
+int stream_listed(const char *list, const char *name) {
+  if (list == NULL)
+    return 1;
+  size_t n = strlen(name);
+  for (const char *p = list; *p != '\0'; p += strcspn(p, ",") + (p[strcspn(p, ",")] != '\0'))
+    if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+      return 1;
+  return 0;
+}
+
+int stream_unknown_name(const char *list, const char *const *names, int n, char *out,
+                        size_t size) {
+  for (const char *p = list; list != NULL && *p != '\0';
+       p += strcspn(p, ",") + (p[strcspn(p, ",")] != '\0')) {
+    int len = (int)strcspn(p, ","), known = 0;
+    for (int i = 0; i < n; i++)
+      known |= (int)strlen(names[i]) == len && strncmp(p, names[i], (size_t)len) == 0;
+    if (!known) {
+      snprintf(out, size, "%.*s", len, p);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  return remove(path);
+}
+
+void stream_remove_tree(const char *dir) { nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }

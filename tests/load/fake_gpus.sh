@@ -15,12 +15,7 @@ http_port=$(( 20000 + $$ % 20000 ))
 GPUS=0,2 SERVER_ARGS="--fake-gpus 3 --fake-gpu-memory 512 --http 127.0.0.1:$http_port" \
   start_server "$build" "$src/configs"
 
-metrics() { # GET /metrics over bash's /dev/tcp
-  exec 3<>"/dev/tcp/127.0.0.1/$http_port"
-  printf 'GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n' >&3
-  cat <&3
-  exec 3<&-
-}
+metrics() { http_get "$http_port" /metrics; }
 fail() { echo "FAIL: $*"; cat "$tmp/server.log"; exit 1; }
 
 m=$(metrics)
