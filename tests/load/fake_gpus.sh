@@ -11,9 +11,9 @@ src=$2
 tmp=$(mktemp -d)
 trap 'kill "$server" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 . "$src/tests/support/server.sh"
-http_port=$(( 20000 + $$ % 20000 ))
-GPUS=0,2 SERVER_ARGS="--fake-gpus 3 --fake-gpu-memory 512 --http 127.0.0.1:$http_port" \
+GPUS=0,2 SERVER_ARGS="--fake-gpus 3 --fake-gpu-memory 512 --http 127.0.0.1:0" \
   start_server "$build" "$src/configs"
+http_port=$(http_port_in_log)
 
 metrics() { http_get "$http_port" /metrics; }
 fail() { echo "FAIL: $*"; cat "$tmp/server.log"; exit 1; }

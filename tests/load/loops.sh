@@ -12,7 +12,6 @@ src=$2
 tmp=$(mktemp -d)
 trap 'kill "$server" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 . "$src/tests/support/server.sh"
-http_port=$(( 20000 + $$ % 20000 ))
 metrics() { http_get "$http_port" /metrics; }
 fail() { echo "FAIL: $*"; cat "$tmp/server.log"; exit 1; }
 stop() {
@@ -21,7 +20,8 @@ stop() {
   grep -q "reconserver stopped" "$tmp/server.log" || fail "no clean stop"
 }
 
-SERVER_ARGS="--loops 3 --http 127.0.0.1:$http_port" start_server "$build" "$src/configs"
+SERVER_ARGS="--loops 3 --http 127.0.0.1:0" start_server "$build" "$src/configs"
+http_port=$(http_port_in_log)
 grep -q "3 loop threads" "$tmp/server.log" || fail "not 3 loop threads"
 "$build/bin/mr-load" -p "$port" -c 12 -n 3 -m 32 -k 4 >"$tmp/load.json" ||
   fail "mr-load: $(cat "$tmp/load.json")"
@@ -39,8 +39,9 @@ stop
 
 # 8 sessions held open together (-w: each waits before its CLOSE) against
 # --max-connections 4, round robin over 3 loops: 4 served, 4 busy.
-SERVER_ARGS="--loops 3 --max-connections 4 --http 127.0.0.1:$http_port" \
+SERVER_ARGS="--loops 3 --max-connections 4 --http 127.0.0.1:0" \
   start_server "$build" "$src/configs"
+http_port=$(http_port_in_log)
 "$build/bin/mr-load" -p "$port" -c 8 -n 1 -m 32 -k 4 -w 1500 >"$tmp/busy.json" 2>"$tmp/busy.err" &&
   fail "8 sessions served past --max-connections 4: $(cat "$tmp/busy.json")"
 grep -q '"ok": 4, "errors": 4, "mismatched": 0' "$tmp/busy.json" ||

@@ -12,7 +12,6 @@ src=$2
 tmp=$(mktemp -d)
 trap 'kill "$server" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 . "$src/tests/support/server.sh"
-http_port=$(( 20000 + $$ % 20000 ))
 get() { http_get "$http_port" "$1"; }
 fail() { echo "FAIL: $*"; cat "$tmp/server.log"; exit 1; }
 
@@ -31,7 +30,8 @@ dump=$(find "$tmp/state/dumps" -name '*.mrd' | head -1)
 cp "$dump" "$tmp/warm/cartesian.mrd"
 head -c 1000 /dev/urandom >"$tmp/warm/zz-garbage.mrd"
 
-SERVER_ARGS="--warm $tmp/warm --http 127.0.0.1:$http_port" start_server "$build" "$src/configs"
+SERVER_ARGS="--warm $tmp/warm --http 127.0.0.1:0" start_server "$build" "$src/configs"
+http_port=$(http_port_in_log)
 for _ in $(seq 600); do
   get /readyz | grep -q '^HTTP/1.[01] 200' && break
   sleep 0.1

@@ -32,3 +32,9 @@ http_get() {
   cat <&3
   exec 3<&-
 }
+
+# http_port_in_log: the port of a server started with --http 127.0.0.1:0
+# (the kernel's choice, never one another test holds), from its log.
+http_port_in_log() {
+  sed -n 's|.* health and metrics on http://127.0.0.1:\([0-9]*\) .*|\1|p' "$tmp/server.log"
+}
