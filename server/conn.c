@@ -230,7 +230,7 @@ static void lose_client(mr_conn *c) {
 static void uncount(mr_conn *c) {
   if (c->counted) {
     c->counted = 0;
-    c->server->nopen--;
+    mr_server_release(c->server);
     mr_metrics_connection_closed();
   }
 }
@@ -763,9 +763,10 @@ void mr_conn_accept(mr_server *server, int fd) {
   c->pprev = &server->conns;
   server->conns = c;
   server->nconns++;
-  int busy = server->nopen >= server->opt.max_connections && !make_room(server);
-  c->counted = !busy;
-  server->nopen += c->counted;
+  /* A newcomer at the limit makes room by closing a connection that only
+   * lingers after our CLOSE (on this loop), then takes the slot. */
+  c->counted = mr_server_admit(server) || (make_room(server) && mr_server_admit(server));
+  int busy = !c->counted;
   if (c->counted)
     mr_metrics_connection_open();
   snprintf(c->peer, sizeof c->peer, "?");
@@ -802,7 +803,7 @@ void mr_conn_accept(mr_server *server, int fd) {
   if (busy) {
     char why[128];
     snprintf(why, sizeof why, "server busy: %d connections open (--max-connections %d)",
-             server->nopen, server->opt.max_connections);
+             mr_server_open_count(server), server->opt.max_connections);
     mr_metrics_error(MR_ERRKIND_BUSY);
     refuse(c, why);
     return;

@@ -164,7 +164,14 @@ static void readiness(void **state) {
   mr_metrics_set_state(MR_STATE_DRAINING);
   assert_int_equal(mr_metrics_ready(why, sizeof why), 0);
   assert_non_null(strstr(why, "draining"));
-  mr_metrics_set_state(MR_STATE_ACCEPTING);
+  mr_metrics_warmed(); /* a warm-up ending in a drain leaves it draining */
+  assert_int_equal(mr_metrics_ready(why, sizeof why), 0);
+  /* --warm: listening, not ready until the warm-up is over. */
+  mr_metrics_set_state(MR_STATE_WARMING);
+  assert_int_equal(mr_metrics_ready(why, sizeof why), 0);
+  assert_non_null(strstr(why, "warming up"));
+  mr_metrics_warmed();
+  assert_int_equal(mr_metrics_ready(why, sizeof why), 1);
 }
 
 static void promtool_accepts_the_output(void **state) {
