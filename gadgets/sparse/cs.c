@@ -56,8 +56,9 @@ static const mr_param params[] = {
         "wavelet: L1 of a multi-level Daubechies wavelet (random shifts per iteration), FISTA; "
         "tv: isotropic total variation, FISTA; l2: Tikhonov-regularised SENSE, CG"),
     MR_PARAM_DOUBLE(cs_gadget, lambda, "lambda", "0.005", 0, 1e3,
-        "regularisation weight relative to the largest pixel of the zero-filled image (as BART "
-        "scales; BART pics -r): above 0 for wavelet and tv"),
+        "regularisation weight relative to the zero-filled image's scale, taken as BART's pics "
+        "takes it (its 90th percentile, or its maximum when a few pixels stand far above "
+        "it), so that BART's pics -r means the same: above 0 for wavelet and tv"),
     MR_PARAM_INT(cs_gadget, iterations, "iterations", "100", 1, 100000,
         "FISTA iterations (wavelet, tv) or CG iterations (l2)"),
     MR_PARAM_DOUBLE(cs_gadget, tolerance, "tolerance", "0", 0, 1,

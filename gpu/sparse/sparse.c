@@ -235,15 +235,27 @@ static int solve_fista(solve_job *j) {
   return rc == 0 ? mr_vec_copy(p->dev, p->n, prev, j->image) : rc;
 }
 
-/* The scale (the peak of A^H b, checked), then the solver. */
+/* BART's scale of the zero-filled image: its 90th percentile, unless the
+ * few pixels above it reach further from it than twice its distance from
+ * the median (a small bright object on a dark field), then its maximum. */
+static float bart_scale(float median, float p90, float peak) {
+  return peak - p90 < 2 * (p90 - median) ? p90 : peak;
+}
+
+/* The scale (A^H b checked: signal, no NaN), then the solver. */
 static int scale_and_solve(mr_device *dev, solve_job *j) {
   int finite = 1;
-  int rc = mr_prox_peak(dev, j->p->n, j->ahb, &j->report.scale, &finite);
-  if (rc == 0 && !(j->report.scale > 0 && finite))
+  size_t n = j->p->n, ranks[2] = {n / 2, (size_t)(0.9 * (double)n)};
+  float peak = 0, order[2] = {0, 0};
+  int rc = mr_prox_peak(dev, n, j->ahb, &peak, &finite);
+  if (rc == 0 && !(peak > 0 && finite))
     return mr_fail(MR_EDATA, "sparse: the zero-filled image has %s (largest pixel %g)",
-                   finite ? "no signal" : "NaN or infinite pixels", (double)j->report.scale);
+                   finite ? "no signal" : "NaN or infinite pixels", (double)peak);
+  if (rc == 0)
+    rc = mr_prox_select(dev, n, j->ahb, 2, ranks, order);
   if (rc != 0)
     return rc;
+  j->report.scale = bart_scale(order[0], order[1], peak);
   return j->p->opts.regularizer == MR_SPARSE_L2 ? solve_l2(j) : solve_fista(j);
 }
 
