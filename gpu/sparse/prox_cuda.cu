@@ -164,3 +164,17 @@ int mr_prox_cuda_digits(mr_device *dev, size_t n, const mr_cfloat *x, int count,
     return e == cudaSuccess ? 0 : mr_cuda_fail(e, "prox digits", __FILE__, __LINE__);
   });
 }
+
+int mr_prox_cuda_set_beta(void *exec, void *node, float beta) {
+  auto n = static_cast<cudaGraphNode_t>(node);
+  cudaKernelNodeParams p;
+  MR_CU(cudaGraphKernelNodeGetParams(n, &p));
+  if (p.func != reinterpret_cast<void *>(momentum))
+    return mr_fail(MR_EDEVICE, "prox: the graph node for beta is not the momentum kernel");
+  void *args[5] = {p.kernelParams[0], &beta, p.kernelParams[2], p.kernelParams[3],
+                   p.kernelParams[4]};
+  p.kernelParams = args;
+  p.extra = nullptr;
+  MR_CU(cudaGraphExecKernelNodeSetParams(static_cast<cudaGraphExec_t>(exec), n, &p));
+  return 0;
+}
