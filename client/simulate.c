@@ -14,6 +14,7 @@
 
 #include "h5.h"
 #include "phantom.h"
+#include "simulate_sampled.h"
 
 int mr_sim_trajectory_parse(const char *name) {
   static const char *const names[] = {"radial", "golden", "spiral", "cartesian", "tiny-golden"};
@@ -342,6 +343,8 @@ static int check_options(const mr_sim_options *o, mr_err *err) {
 }
 
 int mr_simulate(const mr_sim_options *o, mr_err *err) {
+  if (o->sampling != 0)
+    return mr_simulate_sampled(o, err);
   layout l;
   int rc = check_options(o, err);
   if (rc == 0)

@@ -7,6 +7,7 @@
 extern const mr_gadget_class mr_gadget_remove_oversampling;
 extern const mr_gadget_class mr_gadget_accumulate;
 extern const mr_gadget_class mr_gadget_fft;
+extern const mr_gadget_class mr_gadget_coil_compress;
 extern const mr_gadget_class mr_gadget_coil_combine;
 extern const mr_gadget_class mr_gadget_image_out;
 extern const mr_gadget_class mr_gadget_scale;
@@ -26,6 +27,7 @@ static const mr_gadget_class *const classes[] = {
     &mr_gadget_remove_oversampling,
     &mr_gadget_accumulate,
     &mr_gadget_fft,
+    &mr_gadget_coil_compress,
     &mr_gadget_coil_combine,
     &mr_gadget_image_out,
     &mr_gadget_scale,

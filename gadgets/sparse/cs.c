@@ -134,7 +134,7 @@ static int lowres_maps(cs_job *j, mr_device *dev, const mr_cfloat *kspace, mr_cf
     rc = mr_coil_window(dev, maps, k->nch, dims, width);
   if (rc == 0)
     rc = mr_fft_execute(j->s->maps_fft, MR_FFT_BACKWARD, maps, maps);
-  return rc == 0 ? mr_coil_normalise(dev, maps, k->nch, n) : rc;
+  return rc == 0 ? mr_coil_normalise(dev, maps, k->nch, n, MR_COIL_MAP_FLOOR) : rc;
 }
 
 static size_t crop_start(size_t n, size_t n_out) { return n / 2 - n_out / 2; }
