@@ -8,11 +8,15 @@
  * Calibration lines the buffer holds apart (separate ACS lines) join its
  * sampled lines: they are samples of the same k-space.
  *
- * Maps "lowres": from the fully sampled centre of the buffer's own
- * k-space (the largest box of sampled lines around the centre, at least
- * MIN_CALIB lines (and partitions) wide), Hann-windowed to it, transformed
- * to low-resolution coil images and normalised to unit root sum of
- * squares, as coil_combine's weighted maps are. A scan without such a
+ * Maps from the fully sampled centre of the buffer's own k-space (the
+ * largest box of sampled lines around the centre, at least MIN_CALIB
+ * lines (and partitions) wide), by gpu/coil's estimators, as coil_combine
+ * and fhd_cg take theirs: "lowres" (the coil images Hann-windowed in
+ * k-space to that box, normalised to unit root sum of squares:
+ * mr_coil_maps_lowres) or "espirit" (espirit.h, BART's ecalib -m1, its
+ * calibration region that box, at most 24 wide). lowres is the default:
+ * on the tests' phantoms ESPIRiT's maps give no better image (2D) and fail
+ * on a small 3D calibration (docs/compressed-sensing.md). A scan without such a
  * centre, a lambda of 0 with wavelet or tv, NaN samples or a mask with one
  * line get an error, never an image.
  *
@@ -24,6 +28,7 @@
 
 #include "buf.h"
 #include "coil.h"
+#include "espirit.h"
 #include "fail.h"
 #include "fft.h"
 #include "gadget.h"
@@ -38,6 +43,8 @@
  * maps. */
 #define MIN_CALIB 6
 
+enum { MAPS_LOWRES, MAPS_ESPIRIT };
+
 typedef struct cs_gadget {
   int regularizer;
   double lambda;
@@ -48,7 +55,7 @@ typedef struct cs_gadget {
   mr_placement place;
   int on_device;          /* image_out takes device data */
   mr_sparse_plan *plan;   /* for the last shape */
-  mr_fft_plan *maps_fft;  /* the maps' transform, for the last shape */
+  mr_fft_plan *maps_fft;  /* the coil images' transform (lowres), for the last shape */
 } cs_gadget;
 
 static const mr_param params[] = {
@@ -64,9 +71,11 @@ static const mr_param params[] = {
     MR_PARAM_DOUBLE(cs_gadget, tolerance, "tolerance", "0", 0, 1,
         "stop once the image changes by at most this fraction of its norm in an iteration "
         "(tested every 10; l2: CG's relative residual); 0: every iteration"),
-    MR_PARAM_ENUM(cs_gadget, maps, "maps", "\"lowres\"", "lowres",
-        "coil maps: lowres, from the scan's fully sampled k-space centre (Hann-windowed, "
-        "normalised)"),
+    MR_PARAM_ENUM(cs_gadget, maps, "maps", "\"lowres\"", "lowres|espirit",
+        "coil maps from the scan's fully sampled k-space centre: lowres (the coil images "
+        "low-passed by a Hann window, normalised) or espirit (BART's ecalib -m1: eigenvectors "
+        "of the calibration's ESPIRiT operator, zero outside the object; wants a calibration "
+        "region well above its 6-sample kernel)"),
     MR_PLACEMENT_PARAMS(cs_gadget),
 };
 
@@ -120,21 +129,26 @@ typedef struct cs_job {
   mr_image_array *out;  /* made here */
 } cs_job;
 
-/* Low-resolution maps of k (on dev) into maps. */
-static int lowres_maps(cs_job *j, mr_device *dev, const mr_cfloat *kspace, mr_cfloat *maps) {
+/* The coil maps of k (on dev) into maps, by the gadget's estimator. */
+static int coil_maps(cs_job *j, mr_device *dev, const mr_cfloat *kspace, mr_cfloat *maps) {
   mr_kspace *k = j->k;
-  size_t dims[3] = {k->nro, k->ne1, k->ne2}, n = mr_kspace_channel_size(k);
+  size_t dims[3] = {k->nro, k->ne1, k->ne2};
+  if (j->s->maps == MAPS_ESPIRIT) {
+    mr_espirit_opts o;
+    mr_espirit_opts_default(&o);
+    int calib = (int)(k->ne2 > 1 && j->calib[1] < j->calib[0] ? j->calib[1] : j->calib[0]);
+    o.calib = calib < o.calib ? calib : o.calib;
+    o.kernel = o.kernel < o.calib ? o.kernel : o.calib;
+    return mr_espirit_maps(dev, kspace, dims, k->nch, &o, maps);
+  }
   mr_fft_opts o = {.rank = k->ne2 > 1 ? 3 : 2, .dims = {k->nro, k->ne1, k->ne2},
                    .batch = k->nch};
   int width[3] = {(int)j->calib[0], (int)j->calib[0], (int)j->calib[1]};
   int rc = mr_fft_plan_keep(dev, &o, &j->s->maps_fft);
   if (rc == 0)
-    rc = mr_vec_copy(dev, n * k->nch, kspace, maps);
-  if (rc == 0)
-    rc = mr_coil_window(dev, maps, k->nch, dims, width);
-  if (rc == 0)
-    rc = mr_fft_execute(j->s->maps_fft, MR_FFT_BACKWARD, maps, maps);
-  return rc == 0 ? mr_coil_normalise(dev, maps, k->nch, n, MR_COIL_MAP_FLOOR) : rc;
+    rc = mr_fft_execute(j->s->maps_fft, MR_FFT_BACKWARD, kspace, maps);
+  return rc == 0 ? mr_coil_maps_lowres(dev, maps, k->nch, dims, width, MR_COIL_MAP_FLOOR, maps)
+                 : rc;
 }
 
 static size_t crop_start(size_t n, size_t n_out) { return n / 2 - n_out / 2; }
@@ -175,7 +189,7 @@ static int cs_task(mr_device *dev, void *arg) {
     rc = mr_buf_create(dev, n * sizeof(mr_cfloat), &full);
   mr_cfloat *x = full != NULL ? mr_buf_data(full) : img;
   if (rc == 0)
-    rc = lowres_maps(j, dev, kspace, mr_buf_data(maps));
+    rc = coil_maps(j, dev, kspace, mr_buf_data(maps));
   if (rc == 0)
     rc = mr_sparse_solve(j->s->plan, kspace, k->sampled, mr_buf_data(maps), x, j->cancel, NULL);
   if (rc == 0 && crop) {
