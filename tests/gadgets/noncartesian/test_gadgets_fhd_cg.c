@@ -454,10 +454,19 @@ static void test_bad_parameters(void **state) {
   assert_int_equal(mr_harness_open(&h, chain(",\"lambda\":-1"), MR_KIND_BIT(MR_MSG_KSPACE)),
                    MR_ECONFIG);
   mr_harness_close(&h);
-  assert_int_equal(mr_harness_open(&h, chain(",\"regularizer\":\"tv\""),
+  assert_int_equal(mr_harness_open(&h, chain(",\"regularizer\":\"l1\""),
                                    MR_KIND_BIT(MR_MSG_KSPACE)),
                    MR_ECONFIG);
   mr_harness_close(&h);
+  /* a sparse prior needs the SENSE solve and a lambda */
+  const char *sparse[] = {",\"regularizer\":\"tv\",\"lambda\":0.005",
+                          ",\"regularizer\":\"wavelet\",\"sensitivities\":\"estimate\""};
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(mr_harness_open(&h, chain(sparse[i]), MR_KIND_BIT(MR_MSG_KSPACE)), 0);
+    assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(8, 8, 1, 8, 8, 1)),
+                     MR_ECONFIG);
+    mr_harness_close(&h);
+  }
 }
 
 int main(void) {
