@@ -27,8 +27,9 @@
  * CPU; after accumulate (the installed configs: accumulate passes the noise
  * lines on first) it whitens whole k-space buffers, calibration part
  * included: on the "device" as one matrix product when the buffer is there
- * or goes on to a gadget that works on device data (handoff.h), else line
- * by line on the CPU. The two give the same samples. On the device the
+ * or goes on to a gadget that works on device data (handoff.h), else on the
+ * CPU, its sampled lines gathered into one product (the calibration part's
+ * into another). The two give the same samples. On the device the
  * calibration part's sampled lines go up too, are whitened there in one
  * product and come back (it stays on the host, where grappa calibrates):
  * the CPU does no per-line work for a GPU session. */
@@ -232,12 +233,10 @@ static int white_on(noise_adjust *s, mr_device *dev, const mr_buf **out) {
   return 0;
 }
 
-/* Whitens the sampled lines of c (host memory) on dev: gathered into one
- * (lines x readout) x channels matrix, one product, and back into place.
- * On the CPU too: one large product instead of one per line, which left
- * the BLAS threads waking and waiting for each small one (issue 25: 3.3 s
- * for 20 slices of 32 coils on 16 threads). A failure leaves c unchanged
- * unless the copy back failed. */
+/* Whitens the sampled lines of c (host memory) on dev (a GPU, or the CPU):
+ * gathered into one (lines x readout) x channels matrix, one product, and
+ * back into place. A failure leaves c unchanged unless the copy back
+ * failed. */
 static int whiten_sampled_on(noise_adjust *s, mr_device *dev, mr_kspace *c, const mr_buf *w) {
   int n = s->noise.nch;
   size_t m;
@@ -255,6 +254,20 @@ static int whiten_sampled_on(noise_adjust *s, mr_device *dev, mr_kspace *c, cons
     rc = mr_kspace_scatter_sampled(c, y);
   mr_buf_destroy(x);
   mr_buf_destroy(y);
+  return rc;
+}
+
+/* Whitens k (host memory) and its calibration part on the CPU: one product
+ * per part, like the GPU's (a product per line keeps the BLAS threads
+ * waking for a few flops each). */
+static int whiten_host(noise_adjust *s, mr_kspace *k) {
+  mr_device *cpu = s->place.dev;
+  const mr_buf *w = NULL;
+  int rc = white_on(s, cpu, &w);
+  if (rc == 0)
+    rc = whiten_sampled_on(s, cpu, k, w);
+  if (rc == 0 && k->calib != NULL)
+    rc = whiten_sampled_on(s, cpu, k->calib, w);
   return rc;
 }
 
@@ -292,17 +305,6 @@ static int whiten_batch_task(mr_device *dev, void *arg) {
   return 0;
 }
 
-/* Whitens k and its calibration lines, in host memory, on dev (the CPU). */
-static int whiten_host(noise_adjust *s, mr_device *dev, mr_kspace *k) {
-  const mr_buf *w;
-  int rc = white_on(s, dev, &w);
-  if (rc == 0)
-    rc = whiten_sampled_on(s, dev, k, w);
-  if (rc == 0 && k->calib != NULL)
-    rc = whiten_sampled_on(s, dev, k->calib, w);
-  return rc;
-}
-
 static int run_batch(mr_device *dev, void *arg) {
   whiten_job *j = arg;
   if (mr_device_is_gpu(dev))
@@ -312,7 +314,7 @@ static int run_batch(mr_device *dev, void *arg) {
   if (mr_kspace_host(j->k, &e) == NULL)
     return mr_fail(e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
   mr_kspace_changed_on(j->k, dev);
-  return whiten_host(j->s, dev, j->k);
+  return whiten_host(j->s, j->k);
 }
 
 static int whiten_kspace(noise_adjust *s, mr_gadget_ctx *ctx, mr_kspace *k) {
@@ -348,7 +350,7 @@ static int whiten_kspace(noise_adjust *s, mr_gadget_ctx *ctx, mr_kspace *k) {
     if (mr_kspace_host(k, &e) == NULL)
       return mr_gadget_fail(ctx, e.code, "%s", e.msg);
     mr_kspace_changed_on(k, s->place.dev);
-    if ((rc = whiten_host(s, s->place.dev, k)) < 0)
+    if ((rc = whiten_host(s, k)) < 0)
       return mr_gadget_fail_device(ctx, rc, "prewhitening");
   }
   return 0;

@@ -1,8 +1,23 @@
 /* GRAPPA on the CPU: equation powers, normalisation and power clipping,
- * the calibration in double precision (explicit A and B, ZHERK, ZGEMM,
- * ZPOSV), and the gather/scatter of filling. The powers are summed in
- * double in a fixed order that the GPU backend repeats exactly, so both
- * clip the same equations. */
+ * the calibration in double precision (normal equations from lagged
+ * products, ZPOSV), and the gather/scatter of filling. The powers are
+ * summed in double in a fixed order that the GPU backend repeats exactly,
+ * so both clip the same equations.
+ *
+ * The normal equations without A. A source (coil k, kernel line pl,
+ * readout tap j) at equation (i, c) is F_r(i, c + j), r = (k, pl), with
+ * F_r(i, u) = psi_i acs_k(i + pl R, c0 + u): the taps are one row read at
+ * kro shifts. So the block (j, j + d) of M = A A^H is
+ *   G_d(j) = sum_i sum_{c < n} F(i, c + j) F(i, c + j + d)^H,
+ * a (coils x lines)^2 matrix: for each lag d one GEMM over the rows laid
+ * end to end gives G_d(0) (less the pairs that straddle a row's end, a
+ * small GEMM), and each next tap j moves the window by one readout
+ * position (plus one column, less one: two rank-npe products). That is
+ * kro GEMMs of (nc kpe)^2 x equations instead of a HERK of
+ * (nc kpe kro)^2 x equations, about 2.5x fewer operations at kro 5, and
+ * no A in memory. U^H = A B^H likewise: kro GEMMs of F, shifted by j,
+ * against the targets. Power clipping zeroes equations: their terms are
+ * subtracted afterwards (explicit columns for those few). */
 #include <cblas.h>
 #include <complex.h>
 #include <lapacke.h>
@@ -26,7 +41,16 @@ typedef struct cpu_scratch {
   double *psi;        /* [nseg][npe] */
   uint8_t *discard;   /* [nseg][npe * nro_max] */
   ranked *order;      /* [npe * nro_max] */
+  /* The segment at hand's rows (nc kpe x npe (nro_max + kro - 1)) and
+   * targets (n_tgt x the same), a lag block and a tap's U^H part
+   * (nc kpe x nc kpe, x n_tgt), M (n_src^2), U^H (n_src x n_tgt), and the
+   * clipped equations' columns (n_src and n_tgt x ndisc_max). */
+  double complex *f, *t, *lag, *uj, *m, *x, *cut_a, *cut_b;
 } cpu_scratch;
+
+/* The rows of F and T per PE position: a segment's positions and the
+ * taps' reach beyond them. */
+static int row_width(const mr_grappa_geom *g) { return g->nro_max + g->kro - 1; }
 
 int mr_grappa_cpu_create(mr_grappa_plan *p) {
   const mr_grappa_geom *g = &p->g;
@@ -39,9 +63,20 @@ int mr_grappa_cpu_create(mr_grappa_plan *p) {
   c->psi = malloc((size_t)g->nseg * g->npe * sizeof *c->psi);
   c->discard = malloc((size_t)g->nseg * per_seg);
   c->order = malloc(per_seg * sizeof *c->order);
+  size_t rows = (size_t)g->nb_src, cols = (size_t)g->npe * row_width(g);
+  size_t ns = (size_t)g->n_src, nt = (size_t)g->n_tgt, cut = (size_t)g->ndisc_max;
+  c->f = malloc(rows * cols * sizeof *c->f);
+  c->t = malloc(nt * cols * sizeof *c->t);
+  c->lag = malloc(rows * rows * sizeof *c->lag);
+  c->uj = malloc(rows * nt * sizeof *c->uj);
+  c->m = malloc(ns * ns * sizeof *c->m);
+  c->x = malloc(ns * nt * sizeof *c->x);
+  c->cut_a = malloc((cut > 0 ? ns * cut : 1) * sizeof *c->cut_a);
+  c->cut_b = malloc((cut > 0 ? nt * cut : 1) * sizeof *c->cut_b);
   p->backend = c;
   if (c->line_power == NULL || c->col_power == NULL || c->psi == NULL || c->discard == NULL ||
-      c->order == NULL) {
+      c->order == NULL || c->f == NULL || c->t == NULL || c->lag == NULL || c->uj == NULL ||
+      c->m == NULL || c->x == NULL || c->cut_a == NULL || c->cut_b == NULL) {
     mr_grappa_cpu_destroy(p);
     return mr_fail(MR_ENOMEM, "grappa: out of memory for calibration scratch");
   }
@@ -57,6 +92,14 @@ void mr_grappa_cpu_destroy(mr_grappa_plan *p) {
   free(c->psi);
   free(c->discard);
   free(c->order);
+  free(c->f);
+  free(c->t);
+  free(c->lag);
+  free(c->uj);
+  free(c->m);
+  free(c->x);
+  free(c->cut_a);
+  free(c->cut_b);
   free(c);
   p->backend = NULL;
 }
@@ -116,33 +159,121 @@ static int prepare(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride) 
   return 0;
 }
 
-/* A (n_src x positions) and B (n_tgt x positions) of segment s, normalised,
- * the discarded equations zero (column q = i * positions + c). */
-static void build_segment(const mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
-                          int s, double complex *a, double complex *b) {
+/* F and T of segment s (see the top): row i of F holds psi_i times every
+ * kernel line's samples from the segment's first position on, row_width()
+ * of them; T's rows the targets at the segment's positions, then zeros. */
+static void build_rows(const mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride, int s) {
   const mr_grappa_geom *g = &p->g;
   const cpu_scratch *c = p->backend;
-  int c0 = g->c0[s], n = mr_grappa_seg_positions(g, s);
-  const uint8_t *discard = c->discard + (size_t)s * g->npe * g->nro_max;
+  int c0 = g->c0[s], n = mr_grappa_seg_positions(g, s), w = row_width(g), rows = g->nb_src;
   for (int i = 0; i < g->npe; i++) {
     double psi = c->psi[s * g->npe + i];
-    for (int cc = 0; cc < n; cc++) {
-      size_t q = (size_t)i * n + cc;
-      double w = discard[q] ? 0.0 : psi;
-      double complex *acol = a + q * g->n_src, *bcol = b + q * g->n_tgt;
+    for (int u = 0; u < w; u++) {
+      double complex *fcol = c->f + ((size_t)i * w + u) * rows;
+      double complex *tcol = c->t + ((size_t)i * w + u) * g->n_tgt;
+      /* a segment narrower than the widest: its row ends in zeros */
+      int reach = u < n + g->kro - 1, x = c0 + u;
       for (int k = 0; k < g->nc; k++) {
         const mr_cfloat *coil = acs + k * coil_stride;
-        for (int pl = 0; pl < g->kpe; pl++) {
-          const mr_cfloat *line = coil + (size_t)(i + pl * g->accel) * g->nro + c0 + cc;
-          for (int j = 0; j < g->kro; j++)
-            acol[(k * g->kpe + pl) * g->kro + j] = w * (double complex)line[j];
-        }
+        for (int pl = 0; pl < g->kpe; pl++)
+          fcol[k * g->kpe + pl] =
+              reach ? psi * (double complex)coil[(size_t)(i + pl * g->accel) * g->nro + x] : 0.0;
         for (int m = 1; m < g->accel; m++)
-          bcol[k * (g->accel - 1) + m - 1] =
-              w * (double complex)coil[(size_t)(i + g->dpe + m) * g->nro + c0 + cc + g->dro];
+          tcol[k * (g->accel - 1) + m - 1] =
+              u < n ? psi * (double complex)coil[(size_t)(i + g->dpe + m) * g->nro + x + g->dro]
+                    : 0.0;
       }
     }
   }
+}
+
+/* lag += alpha sum_i F(i, u) F(i, u + d)^H over the PE positions i that
+ * have column u + d in the layout (the next row's, past a row's end). */
+static void lag_columns(const mr_grappa_plan *p, int u, int d, double alpha) {
+  const mr_grappa_geom *g = &p->g;
+  const cpu_scratch *c = p->backend;
+  int w = row_width(g), rows = g->nb_src, count = u + d < w ? g->npe : g->npe - 1;
+  const double complex a = alpha, one = 1;
+  if (count > 0)
+    cblas_zgemm(CblasColMajor, CblasNoTrans, CblasConjTrans, rows, rows, count, &a,
+                c->f + (size_t)u * rows, rows * w, c->f + (size_t)(u + d) * rows, rows * w,
+                &one, c->lag, rows);
+}
+
+/* M = A A^H and U^H = A B^H of segment s, both full, from F and T. */
+static void lagged_products(const mr_grappa_plan *p, int s) {
+  const mr_grappa_geom *g = &p->g;
+  const cpu_scratch *c = p->backend;
+  int n = mr_grappa_seg_positions(g, s), w = row_width(g), rows = g->nb_src, kro = g->kro;
+  int ns = g->n_src, nt = g->n_tgt, total = g->npe * w;
+  const double complex one = 1, zero = 0;
+  for (int d = 0; d < kro; d++) {
+    /* G_d(0): every column against the one d later, less the pairs that
+     * start past the positions (u >= n) */
+    cblas_zgemm(CblasColMajor, CblasNoTrans, CblasConjTrans, rows, rows, total - d, &one, c->f,
+                rows, c->f + (size_t)d * rows, rows, &zero, c->lag, rows);
+    for (int u = n; u < w; u++)
+      lag_columns(p, u, d, -1.0);
+    for (int j = 0; j + d < kro; j++) {
+      if (j > 0) { /* the window moves on by one position */
+        lag_columns(p, n + j - 1, d, 1.0);
+        lag_columns(p, j - 1, d, -1.0);
+      }
+      for (int b = 0; b < rows; b++)
+        for (int a = 0; a < rows; a++) {
+          double complex v = c->lag[(size_t)b * rows + a];
+          size_t ra = (size_t)a * kro + j, rb = (size_t)b * kro + j + d;
+          c->m[rb * ns + ra] = v;
+          c->m[ra * ns + rb] = conj(v);
+        }
+    }
+  }
+  /* U^H rows of tap j: F from column j on against T (zero past the
+   * positions, so a row's last taps meet nothing of the next row's) */
+  for (int j = 0; j < kro; j++) {
+    cblas_zgemm(CblasColMajor, CblasNoTrans, CblasConjTrans, rows, nt, total - (kro - 1), &one,
+                c->f + (size_t)j * rows, rows, c->t, nt, &zero, c->uj, rows);
+    for (int t = 0; t < nt; t++)
+      for (int a = 0; a < rows; a++)
+        c->x[(size_t)t * ns + (size_t)a * kro + j] = c->uj[(size_t)t * rows + a];
+  }
+}
+
+/* The equations power clipping leaves out: their terms come off M and U^H
+ * (the columns of A and B they were, psi-weighted). */
+static void remove_clipped(const mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
+                           int s) {
+  const mr_grappa_geom *g = &p->g;
+  const cpu_scratch *c = p->backend;
+  int c0 = g->c0[s], n = mr_grappa_seg_positions(g, s), ns = g->n_src, nt = g->n_tgt;
+  const uint8_t *discard = c->discard + (size_t)s * g->npe * g->nro_max;
+  int cut = 0;
+  for (int q = 0; q < g->npe * n; q++) {
+    if (!discard[q])
+      continue;
+    int i = q / n, cc = q % n;
+    double psi = c->psi[s * g->npe + i];
+    double complex *acol = c->cut_a + (size_t)cut * ns, *bcol = c->cut_b + (size_t)cut * nt;
+    for (int k = 0; k < g->nc; k++) {
+      const mr_cfloat *coil = acs + k * coil_stride;
+      for (int pl = 0; pl < g->kpe; pl++) {
+        const mr_cfloat *line = coil + (size_t)(i + pl * g->accel) * g->nro + c0 + cc;
+        for (int j = 0; j < g->kro; j++)
+          acol[(k * g->kpe + pl) * g->kro + j] = psi * (double complex)line[j];
+      }
+      for (int m = 1; m < g->accel; m++)
+        bcol[k * (g->accel - 1) + m - 1] =
+            psi * (double complex)coil[(size_t)(i + g->dpe + m) * g->nro + c0 + cc + g->dro];
+    }
+    cut++;
+  }
+  if (cut == 0)
+    return;
+  const double complex minus = -1, one = 1;
+  cblas_zgemm(CblasColMajor, CblasNoTrans, CblasConjTrans, ns, ns, cut, &minus, c->cut_a, ns,
+              c->cut_a, ns, &one, c->m, ns);
+  cblas_zgemm(CblasColMajor, CblasNoTrans, CblasConjTrans, ns, nt, cut, &minus, c->cut_a, ns,
+              c->cut_b, nt, &one, c->x, ns);
 }
 
 static double now_ms(void) {
@@ -151,31 +282,29 @@ static double now_ms(void) {
   return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
 }
 
-/* One segment: M = A A^H (ZHERK), X = A B^H (ZGEMM; X = U^H), then
+/* One segment: M = A A^H and X = A B^H (X = U^H) by lagged products, then
  * (M + lambda I) X = U^H by ZPOSV; the times of both steps add to *t. */
 static int calibrate_segment(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride, int s,
-                             double complex *a, double complex *b, double complex *m,
-                             double complex *x, mr_cfloat *weights, double t[2]) {
+                             mr_cfloat *weights, double t[2]) {
   const mr_grappa_geom *g = &p->g;
-  int n = g->npe * mr_grappa_seg_positions(g, s), ns = g->n_src, nt = g->n_tgt;
-  const double complex one = 1, zero = 0;
+  const cpu_scratch *c = p->backend;
+  int ns = g->n_src, nt = g->n_tgt;
   double t0 = now_ms();
-  build_segment(p, acs, coil_stride, s, a, b);
-  cblas_zherk(CblasColMajor, CblasLower, CblasNoTrans, ns, n, 1.0, a, ns, 0.0, m, ns);
-  cblas_zgemm(CblasColMajor, CblasNoTrans, CblasConjTrans, ns, nt, n, &one, a, ns, b, nt, &zero,
-              x, ns);
+  build_rows(p, acs, coil_stride, s);
+  lagged_products(p, s);
+  remove_clipped(p, acs, coil_stride, s);
   double trace = 0;
   for (int r = 0; r < ns; r++)
-    trace += creal(m[(size_t)r * ns + r]);
+    trace += creal(c->m[(size_t)r * ns + r]);
   double t1 = now_ms();
   t[0] += t1 - t0;
   if (!(trace > 0))
     return mr_fail(MR_ENUMERIC, "grappa: the ACS lines of segment %d carry no signal", s);
   double lambda = p->opts.chi * trace / ns;
   for (int r = 0; r < ns; r++)
-    m[(size_t)r * ns + r] += lambda;
-  lapack_int info = LAPACKE_zposv(LAPACK_COL_MAJOR, 'L', ns, nt, (lapack_complex_double *)m, ns,
-                                  (lapack_complex_double *)x, ns);
+    c->m[(size_t)r * ns + r] += lambda;
+  lapack_int info = LAPACKE_zposv(LAPACK_COL_MAJOR, 'L', ns, nt, (lapack_complex_double *)c->m,
+                                  ns, (lapack_complex_double *)c->x, ns);
   if (info != 0)
     return mr_fail(MR_ENUMERIC,
                    "grappa: the calibration system of segment %d is not positive definite "
@@ -183,7 +312,7 @@ static int calibrate_segment(mr_grappa_plan *p, const mr_cfloat *acs, size_t coi
                    s, (int)info);
   mr_cfloat *out = weights + (size_t)s * ns * nt;
   for (size_t e = 0; e < (size_t)ns * nt; e++)
-    out[e] = (mr_cfloat)x[e];
+    out[e] = (mr_cfloat)c->x[e];
   t[1] += now_ms() - t1;
   return 0;
 }
@@ -191,20 +320,11 @@ static int calibrate_segment(mr_grappa_plan *p, const mr_cfloat *acs, size_t coi
 int mr_grappa_cpu_calibrate(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
                             mr_cfloat *weights, double *build_ms, double *solve_ms) {
   const mr_grappa_geom *g = &p->g;
-  size_t most = (size_t)g->npe * g->nro_max, ns = g->n_src, nt = g->n_tgt;
   double t[2] = {0, 0}, t0 = now_ms();
   int rc = prepare(p, acs, coil_stride);
   t[0] = now_ms() - t0;
-  double complex *a = malloc(ns * most * sizeof *a), *b = malloc(nt * most * sizeof *b);
-  double complex *m = malloc(ns * ns * sizeof *m), *x = malloc(ns * nt * sizeof *x);
-  if (rc == 0 && (a == NULL || b == NULL || m == NULL || x == NULL))
-    rc = mr_fail(MR_ENOMEM, "grappa: out of memory for the calibration matrices");
   for (int s = 0; rc == 0 && s < g->nseg; s++)
-    rc = calibrate_segment(p, acs, coil_stride, s, a, b, m, x, weights, t);
-  free(a);
-  free(b);
-  free(m);
-  free(x);
+    rc = calibrate_segment(p, acs, coil_stride, s, weights, t);
   if (build_ms != NULL)
     *build_ms = t[0];
   if (solve_ms != NULL)

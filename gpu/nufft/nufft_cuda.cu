@@ -615,6 +615,7 @@ void mr_nufft_cuda_free_points(mr_cuda_ctx *c, mr_nufft_cuda *s) {
   s->subs = nullptr;
   s->scratch = nullptr;
   s->cap_pos = s->cap_entries = s->cap_subs = s->cap_scratch = 0;
+  s->counts_zeroed = 0;
 }
 
 int mr_nufft_cuda_create(mr_nufft_plan *p) {

@@ -24,6 +24,9 @@ struct mr_nufft_cuda {
   // real-time stream allocates nothing per frame.
   size_t cap_pos = 0, cap_entries = 0, cap_subs = 0, cap_scratch = 0;
   char *scratch = nullptr;
+  // Bin counts at the scratch's start known to be zero: the last binning
+  // cleared them (nufft_points_cuda.cu), so the next needs no memset.
+  size_t counts_zeroed = 0;
   int coils_per_block = 1; // of the spreading tile
   int pitch[2] = {0, 0};   // tile row and plane pitch (cells)
   int tile_cells = 0;      // per coil, a multiple of 4

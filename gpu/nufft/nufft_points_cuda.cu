@@ -1,7 +1,9 @@
 // A GPU plan's sample positions, placed and binned on its device: the
 // arrays nufft_points.c builds on the host (same placement, same bins, same
-// entry lists and subproblems), made by five kernels and one CUB scan, with
-// one small download at the end and no round trip on the way.
+// entry lists and subproblems), made by two kernels around one CUB scan,
+// with one small download at the end and no round trip on the way. The
+// call is mostly fixed costs (launches, the download's wait), so each step
+// that needs no pass of its own rides on a neighbour's.
 //
 //   1. place (from pinned memory as the positions arrive, piece by piece):
 //      one thread per sample places it (mr_nufft_place, in double as on the
@@ -10,13 +12,16 @@
 //      atomic count per bin, aggregated per warp (a warp's samples often
 //      share their bins); it keeps the slots. A position that is not finite
 //      raises a flag.
-//   2. per bin, its subproblems: one per mr_nufft_sub_entries() entries.
-//   3. one exclusive scan over the bins' {samples, entries, subproblems,
+//   2. one exclusive scan over the bins' {samples, entries, subproblems,
 //      flag} gives where each bin's samples, entries and subproblems start
-//      (the last element: the totals and the flag).
-//   4. scatter: each sample, placed again, is written to its home bin's
-//      slot, and its sorted index into each touched bin's slot.
-//   5. one thread per bin writes its subproblems.
+//      (the last element: the totals and the flag); a bin's subproblem
+//      count (one per mr_nufft_sub_entries() entries) is made from its
+//      entry count as the scan reads it.
+//   3. finish, one thread per sample and per bin: each sample, placed
+//      again, is written to its home bin's slot, and its sorted index into
+//      each touched bin's slot; each bin writes its subproblems and clears
+//      its count, so the next trajectory's counting starts from zeros
+//      without a memset of its own (the scratch remembers that it is clean).
 // Within a bin the samples and entries come in the order the atomics gave
 // (cuFINUFFT's binsort does the same), not the host's order by original
 // index; the spreading sums the same terms in another order (equal to
@@ -24,6 +29,7 @@
 // entry lists are allocated for the most a sample can touch (from the
 // geometry: usually 2 bins per dimension), so nothing waits for the count.
 #include <cub/device/device_scan.cuh>
+#include <thrust/iterator/transform_iterator.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -133,12 +139,16 @@ __global__ void place_kernel(mr_nufft_geom g, const float *k, int first, int end
   }
 }
 
-__global__ void count_subs_kernel(int4 *counts, int nbins, int max_entries) {
-  for (int b = blockIdx.x * blockDim.x + threadIdx.x; b < nbins; b += gridDim.x * blockDim.x) {
-    int e = counts[b].y;
-    counts[b].z = e > max_entries ? (e + max_entries - 1) / max_entries : 1;
+// A bin's counts as the scan reads them, with its subproblems made from
+// its entries (the element past the bins gets some too: the exclusive scan
+// never adds it into a start).
+struct with_subs {
+  int max_entries;
+  __host__ __device__ int4 operator()(int4 v) const {
+    v.z = v.y > max_entries ? (v.y + max_entries - 1) / max_entries : 1;
+    return v;
   }
-}
+};
 
 struct sum4 {
   __device__ int4 operator()(const int4 &a, const int4 &b) const {
@@ -146,31 +156,35 @@ struct sum4 {
   }
 };
 
-__global__ void scatter_kernel(mr_nufft_geom g, const float *k, int n, const int *slots,
-                               const int *entry_slots, const int4 *starts, int4 *pos,
-                               float4 *offset, int *entries) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    int s[3], h, t[3][3], nt[3];
-    float a[3];
-    place(g, k, i, s, a, &h);
-    int p = starts[h].x + slots[i];
-    pos[p] = make_int4(s[0], s[1], s[2], i);
-    offset[p] = make_float4(a[0], a[1], a[2], 0.0f);
-    int count = touched_bins(g, s, t, nt);
-    for (int j = 0; j < count; j++)
-      entries[starts[touched_at(g, t, nt, j)].y + entry_slots[size_t(j) * n + i]] = p;
-  }
-}
-
-__global__ void subs_kernel(const int4 *starts, int nbins, int max_entries, int4 *subs) {
-  for (int b = blockIdx.x * blockDim.x + threadIdx.x; b < nbins; b += gridDim.x * blockDim.x) {
-    int first = starts[b].y, end = starts[b + 1].y, at = starts[b].z;
-    int split = end - first > max_entries;
-    do {
-      int piece = min(end - first, max_entries);
-      subs[at++] = make_int4(b, first, first + piece, split);
-      first += piece;
-    } while (first < end);
+// Threads [0, n): the samples' scatter; [0, nbins]: the bins' subproblems
+// (b < nbins) and the clearing of their counts.
+__global__ void finish_kernel(mr_nufft_geom g, const float *k, int n, int nbins, int max_entries,
+                              const int *slots, const int *entry_slots, const int4 *starts,
+                              int4 *counts, int4 *pos, float4 *offset, int *entries, int4 *subs) {
+  const int most = n > nbins + 1 ? n : nbins + 1;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < most; i += gridDim.x * blockDim.x) {
+    if (i < n) {
+      int s[3], h, t[3][3], nt[3];
+      float a[3];
+      place(g, k, i, s, a, &h);
+      int p = starts[h].x + slots[i];
+      pos[p] = make_int4(s[0], s[1], s[2], i);
+      offset[p] = make_float4(a[0], a[1], a[2], 0.0f);
+      int count = touched_bins(g, s, t, nt);
+      for (int j = 0; j < count; j++)
+        entries[starts[touched_at(g, t, nt, j)].y + entry_slots[size_t(j) * n + i]] = p;
+    }
+    if (i <= nbins)
+      counts[i] = make_int4(0, 0, 0, 0);
+    if (i < nbins) {
+      int first = starts[i].y, end = starts[i + 1].y, at = starts[i].z;
+      int split = end - first > max_entries;
+      do {
+        int piece = min(end - first, max_entries);
+        subs[at++] = make_int4(i, first, first + piece, split);
+        first += piece;
+      } while (first < end);
+    }
   }
 }
 
@@ -187,18 +201,19 @@ struct carve {
 };
 
 struct scratch {
+  int4 *counts, *starts; // [nbins + 1]; counts first, where a call finds
+                         // the counts the last one cleared
   float *k;     // the positions, when they come from the host
   int *slots;   // [n]
   int *entry_slots; // [most touched][n]
-  int4 *counts, *starts; // [nbins + 1]
   void *cub;
   size_t cub_bytes;
   void lay(carve &c, size_t n, size_t nbins, int most, bool copy_k, int rank) {
+    counts = c.take<int4>(nbins + 1);
+    starts = c.take<int4>(nbins + 1);
     k = copy_k ? c.take<float>(n * size_t(rank)) : nullptr;
     slots = c.take<int>(n);
     entry_slots = c.take<int>(n * size_t(most));
-    counts = c.take<int4>(nbins + 1);
-    starts = c.take<int4>(nbins + 1);
     cub = c.take<char>(cub_bytes);
   }
 };
@@ -242,26 +257,30 @@ int bin_points(const mr_nufft_plan *p, mr_cuda_ctx *c, mr_nufft_cuda *s, size_t 
                bool k_on_host, const scratch &f, int4 *totals) {
   const mr_nufft_geom &g = p->geom;
   const size_t nbins = p->points.nbins;
-  const unsigned bin_blocks = mr_grid_for(c, nbins, BLOCK);
-  MR_CU(cudaMemsetAsync(f.counts, 0, (nbins + 1) * sizeof(int4), c->compute));
+  if (s->counts_zeroed < nbins + 1)
+    MR_CU(cudaMemsetAsync(f.counts, 0, (nbins + 1) * sizeof(int4), c->compute));
+  s->counts_zeroed = 0; // until the finish kernel has cleared them again
   int rc = upload_and_place(p, c, g, n, k, k_on_host, f);
   if (rc < 0)
     return rc;
   const int pieces = int(mr_nufft_sub_entries(&g, n));
-  count_subs_kernel<<<bin_blocks, BLOCK, 0, c->compute>>>(f.counts, int(nbins), pieces);
-  MR_LAUNCHED(count_subs_kernel);
   size_t bytes = f.cub_bytes;
-  MR_CU(cub::DeviceScan::ExclusiveScan(f.cub, bytes, f.counts, f.starts, sum4(),
-                                       make_int4(0, 0, 0, 0), int(nbins + 1), c->compute));
-  if (n > 0) {
-    scatter_kernel<<<mr_grid_for(c, n, BLOCK), BLOCK, 0, c->compute>>>(
-        g, k_on_host ? f.k : k, int(n), f.slots, f.entry_slots, f.starts, s->pos, s->offset,
-        s->entries);
-    MR_LAUNCHED(scatter_kernel);
-  }
-  subs_kernel<<<bin_blocks, BLOCK, 0, c->compute>>>(f.starts, int(nbins), pieces, s->subs);
-  MR_LAUNCHED(subs_kernel);
-  return mr_cuda_download(p->dev, totals, f.starts + nbins, sizeof *totals);
+  MR_CU(cub::DeviceScan::ExclusiveScan(
+      f.cub, bytes, thrust::make_transform_iterator(f.counts, with_subs{pieces}), f.starts,
+      sum4(), make_int4(0, 0, 0, 0), int(nbins + 1), c->compute));
+  finish_kernel<<<mr_grid_for(c, n > nbins + 1 ? n : nbins + 1, BLOCK), BLOCK, 0, c->compute>>>(
+      g, k_on_host ? f.k : k, int(n), int(nbins), pieces, f.slots, f.entry_slots, f.starts,
+      f.counts, s->pos, s->offset, s->entries, s->subs);
+  MR_LAUNCHED(finish_kernel);
+  // The totals straight into the worker's pinned download slot, on the
+  // compute stream: no hop to the download stream for 16 bytes (the slots
+  // are free between calls: every download finishes before it returns).
+  MR_CU(cudaMemcpyAsync(c->down_slot[0], f.starts + nbins, sizeof *totals,
+                        cudaMemcpyDeviceToHost, c->compute));
+  MR_CU(cudaStreamSynchronize(c->compute));
+  memcpy(totals, c->down_slot[0], sizeof *totals);
+  s->counts_zeroed = nbins + 1;
+  return 0;
 }
 
 // Makes *p hold at least `want` elements of T (stream-ordered; the old
@@ -292,7 +311,10 @@ int set_points_on_worker(mr_nufft_plan *p, size_t n, const float *k, bool k_on_h
                                        sum4(), make_int4(0, 0, 0, 0), int(pts.nbins + 1)));
   carve lay;
   f.lay(lay, n, pts.nbins, most, k_on_host, g.rank);
+  size_t had = s->cap_scratch;
   int rc = keep(c, &s->scratch, &s->cap_scratch, lay.used);
+  if (s->cap_scratch != had) // new memory (even where the pool hands back the old address)
+    s->counts_zeroed = 0;
   size_t cap_pos = s->cap_pos;
   if (rc == 0)
     rc = keep(c, &s->pos, &s->cap_pos, n);
