@@ -1,4 +1,5 @@
-/* Internal to the simulator: what simulate.c shares with simulate_epi.c. */
+/* Internal to the simulator: what simulate.c shares with the other kinds of
+ * scan (simulate_epi.c, simulate_sampled.c). */
 #ifndef MR_CLIENT_SIMULATE_IMPL_H
 #define MR_CLIENT_SIMULATE_IMPL_H
 

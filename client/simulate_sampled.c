@@ -16,6 +16,7 @@
 #include "h5.h"
 #include "phantom.h"
 #include "sampling.h"
+#include "simulate_impl.h"
 
 /* The scan being written. */
 typedef struct scan {
@@ -182,19 +183,6 @@ static void header_xml(const scan *s, char *buf, size_t size) {
            step2, parallel_imaging);
 }
 
-/* Gaussian noise (Box-Muller on xorshift64), as the plain writer's. */
-static double uniform(uint64_t *state) {
-  *state ^= *state << 13;
-  *state ^= *state >> 7;
-  *state ^= *state << 17;
-  return ((*state >> 11) + 0.5) / 9007199254740992.0;
-}
-
-static float complex gaussian(uint64_t *state, double sigma) {
-  double r = sqrt(-2 * log(uniform(state))), t = 2 * M_PI * uniform(state);
-  return (float complex)(sigma * r * (cos(t) + I * sin(t)));
-}
-
 static void acquisition_header(const scan *s, int y, int z, long index,
                                ISMRMRD_AcquisitionHeader *h) {
   h->version = ISMRMRD_VERSION_MAJOR;
@@ -223,9 +211,8 @@ static void acquisition_header(const scan *s, int y, int z, long index,
 }
 
 static int write_acquisitions(const scan *s, ISMRMRD_Dataset *d, mr_err *err) {
-  uint64_t state = 0x9E3779B97F4A7C15ull ^ ((uint64_t)s->o->seed * 0xBF58476D1CE4E5B9ull);
-  if (state == 0)
-    state = 1;
+  mr_sim_noise noise;
+  mr_sim_noise_init(&noise, s->o);
   long index = 0;
   int rc = 0;
   for (int z = 0; rc == 0 && z < s->nz; z++)
@@ -242,7 +229,7 @@ static int write_acquisitions(const scan *s, ISMRMRD_Dataset *d, mr_err *err) {
         for (int x = 0; x < s->n; x++) {
           fftwf_complex v = s->kspace[(size_t)c * s->grid + row + x];
           if (s->o->noise > 0)
-            v += gaussian(&state, s->o->noise);
+            v += (fftwf_complex)mr_sim_gaussian(&noise);
           a.data[(size_t)c * s->n + x] = v;
         }
       mr_h5_lock();

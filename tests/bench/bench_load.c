@@ -408,7 +408,7 @@ int bench_load(const bench_ctx *ctx) {
            "written -> its image decoded, over all sessions (input queueing included)");
   static const char *const names[] = {"realtime_cg", "grappa", "cgsense3d", NEIGHBOUR_CASE};
   char unknown[64];
-  if (stream_unknown_name(ctx->cases, names, 4, unknown, sizeof unknown)) {
+  if (bench_unknown_case(ctx->cases, names, 4, unknown, sizeof unknown)) {
     char msg[200];
     snprintf(msg, sizeof msg, "--case: no case '%s' (cases: realtime_cg, grappa, cgsense3d, "
                               NEIGHBOUR_CASE ")", unknown);
@@ -441,9 +441,9 @@ int bench_load(const bench_ctx *ctx) {
   } else {
     json_open(j, "cases", '{');
     for (int i = 0; i < NCASES; i++)
-      if (stream_listed(ctx->cases, cases[i].name))
+      if (bench_listed(ctx->cases, cases[i].name))
         run_case(&b, &cases[i]);
-    if (stream_listed(ctx->cases, NEIGHBOUR_CASE))
+    if (bench_listed(ctx->cases, NEIGHBOUR_CASE))
       run_neighbour(&b);
     json_close(j, '}');
     stream_server_stop(&b.server);

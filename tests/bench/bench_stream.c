@@ -647,7 +647,7 @@ int bench_stream(const bench_ctx *ctx) {
   for (int i = 0; i < NCASES; i++)
     names[i] = cases[i].name;
   char unknown[64];
-  if (stream_unknown_name(ctx->cases, names, NCASES, unknown, sizeof unknown)) {
+  if (bench_unknown_case(ctx->cases, names, NCASES, unknown, sizeof unknown)) {
     char msg[200];
     snprintf(msg, sizeof msg, "--case: no case '%s' (cases: cartesian, cartesian_external, "
                               "cartesian_cpu4, grappa, realtime, realtime_cg)", unknown);
@@ -712,7 +712,7 @@ int bench_stream(const bench_ctx *ctx) {
 
   json_open(j, "cases", '{');
   for (int i = 0; i < NCASES; i++)
-    if (stream_listed(ctx->cases, cases[i].name))
+    if (bench_listed(ctx->cases, cases[i].name))
       run_case(&b, &cases[i]);
   json_close(j, '}');
 

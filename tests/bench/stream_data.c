@@ -102,31 +102,6 @@ int stream_data_generate(const stream_tools *t, const char *tool, const char *ar
   return -1;
 }
 
-int stream_listed(const char *list, const char *name) {
-  if (list == NULL)
-    return 1;
-  size_t n = strlen(name);
-  for (const char *p = list; *p != '\0'; p += strcspn(p, ",") + (p[strcspn(p, ",")] != '\0'))
-    if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\0'))
-      return 1;
-  return 0;
-}
-
-int stream_unknown_name(const char *list, const char *const *names, int n, char *out,
-                        size_t size) {
-  for (const char *p = list; list != NULL && *p != '\0';
-       p += strcspn(p, ",") + (p[strcspn(p, ",")] != '\0')) {
-    int len = (int)strcspn(p, ","), known = 0;
-    for (int i = 0; i < n; i++)
-      known |= (int)strlen(names[i]) == len && strncmp(p, names[i], (size_t)len) == 0;
-    if (!known) {
-      snprintf(out, size, "%.*s", len, p);
-      return 1;
-    }
-  }
-  return 0;
-}
-
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
   (void)st;
   (void)flag;

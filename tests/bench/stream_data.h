@@ -33,14 +33,6 @@ int stream_data_generate(const stream_tools *t, const char *tool, const char *ar
                          const char *cwd, const char *path, double *seconds, char *why,
                          size_t why_size);
 
-/* 1 when name is in the comma-separated list (NULL: every name is). */
-int stream_listed(const char *list, const char *name);
-
-/* The first name of the comma-separated list that is none of names[n],
- * into out; 0 when all are known. */
-int stream_unknown_name(const char *list, const char *const *names, int n, char *out,
-                        size_t size);
-
 /* Removes dir and everything in it. */
 void stream_remove_tree(const char *dir);
 
