@@ -261,7 +261,7 @@ static int maps_from(mr_device *dev, const calib *k, float crop, const mr_espiri
   size_t a_bytes = chunk * m * N * sizeof(mr_cfloat);
   mr_err e = {0};
   mr_cfloat *host_a = mr_budget_alloc(a_bytes, "ESPIRiT's calibration matrices", &e);
-  int rc = host_a == NULL ? mr_fail(e.code, "espirit: %s", e.msg) : 0;
+  int rc = host_a == NULL ? mr_fail(e.code ? e.code : MR_ENOMEM, "espirit: %s", e.msg) : 0;
   if (rc == 0)
     rc = virtual_coil(k, rot);
   if (rc == 0)
