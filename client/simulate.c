@@ -14,6 +14,7 @@
 
 #include "h5.h"
 #include "phantom.h"
+#include "simulate_sms.h"
 
 int mr_sim_trajectory_parse(const char *name) {
   static const char *const names[] = {"radial", "golden", "spiral", "cartesian", "tiny-golden"};
@@ -344,6 +345,9 @@ static int check_options(const mr_sim_options *o, mr_err *err) {
 int mr_simulate(const mr_sim_options *o, mr_err *err) {
   layout l;
   int rc = check_options(o, err);
+  if (rc == 0 && (o->multiband > 0 || o->caipi > 0))
+    return o->multiband > 0 ? mr_simulate_sms(o, err)
+                            : mr_err_set(err, MR_EINVAL, "--caipi needs --multiband");
   if (rc == 0)
     rc = make_layout(o, &l, err);
   if (rc < 0)

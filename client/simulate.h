@@ -59,6 +59,8 @@ typedef struct mr_sim_options {
   int frames;       /* radial kinds, 2D: a real-time stream of this many frames; 0: none */
   int moving;       /* with frames: the object moves from frame to frame */
   int interleaves;  /* spiral; 0 for the default */
+  int multiband;    /* cartesian 2D: slices excited together (simulate_sms.h); 0: none */
+  int caipi;        /* with multiband: CAIPI shift FOV / caipi; 0: none */
   unsigned seed;    /* of the noise */
   const char *path; /* the HDF5 file to create (an existing one is refused) */
 } mr_sim_options;

@@ -11,7 +11,8 @@ static void usage(FILE *f) {
           "usage: reconclient simulate --trajectory radial|golden|tiny-golden|spiral|cartesian\n"
           "                            --matrix N [--3d] --coils C [--noise S]\n"
           "                            [--spokes K [--samples M] [--frames F [--moving]] |\n"
-          "                             --interleaves K] [--seed S] -o DATA.h5\n"
+          "                             --interleaves K] [--multiband M [--caipi S]] [--seed S]\n"
+          "                            -o DATA.h5\n"
           "writes an ISMRMRD dataset of an analytic multi-coil Shepp-Logan phantom (k-space\n"
           "from the ellipses' Fourier transforms, exact at every sample), with its trajectory,\n"
           "a header describing it, and the ground truth as the array 'phantom'\n"
@@ -23,6 +24,10 @@ static void usage(FILE *f) {
           "                   realtime, realtime_cg)\n"
           "  --moving         the object moves from frame to frame (ground truth per frame)\n"
           "  --interleaves K  spiral arms (default N/8)\n"
+          "  --multiband M    (cartesian, 2D) simultaneous multi-slice: M slices excited\n"
+          "                   together, after a single-band reference scan of each (config sms)\n"
+          "  --caipi S        with --multiband: blipped-CAIPI shift, slice m moved by m/S of\n"
+          "                   the field of view along the phase encode (default: none)\n"
           "  --noise S        Gaussian noise of standard deviation S on each sample's real and\n"
           "                   imaginary parts (default 0)\n");
 }
@@ -41,7 +46,7 @@ static int parse_int(const char *flag, const char *text, int *out) {
 int mr_simulate_command(int argc, char **argv) {
   mr_sim_options o = {.trajectory = (mr_sim_trajectory)-1, .seed = 1};
   enum { OPT_3D = 256, OPT_NOISE, OPT_SPOKES, OPT_INTERLEAVES, OPT_SEED, OPT_SAMPLES,
-         OPT_FRAMES, OPT_MOVING };
+         OPT_FRAMES, OPT_MOVING, OPT_MULTIBAND, OPT_CAIPI };
   static const struct option longopts[] = {
       {"trajectory", required_argument, NULL, 'T'}, {"matrix", required_argument, NULL, 'm'},
       {"3d", no_argument, NULL, OPT_3D},             {"coils", required_argument, NULL, 'c'},
@@ -50,6 +55,8 @@ int mr_simulate_command(int argc, char **argv) {
       {"seed", required_argument, NULL, OPT_SEED},   {"out", required_argument, NULL, 'o'},
       {"samples", required_argument, NULL, OPT_SAMPLES},
       {"frames", required_argument, NULL, OPT_FRAMES}, {"moving", no_argument, NULL, OPT_MOVING},
+      {"multiband", required_argument, NULL, OPT_MULTIBAND},
+      {"caipi", required_argument, NULL, OPT_CAIPI},
       {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
   };
   int ch, seed = 1;
@@ -101,6 +108,14 @@ int mr_simulate_command(int argc, char **argv) {
     case OPT_MOVING:
       o.moving = 1;
       break;
+    case OPT_MULTIBAND:
+      if (parse_int("--multiband", optarg, &o.multiband) < 0)
+        return 2;
+      break;
+    case OPT_CAIPI:
+      if (parse_int("--caipi", optarg, &o.caipi) < 0)
+        return 2;
+      break;
     case OPT_SEED:
       if (parse_int("--seed", optarg, &seed) < 0)
         return 2;
@@ -139,6 +154,8 @@ int mr_simulate_command(int argc, char **argv) {
                                       "tiny-golden-angle radial"};
   printf("%s: %s %s phantom, %d^%d pixels, %d coil%s", o.path, names[o.trajectory],
          o.three_d ? "3D" : "2D", o.matrix, o.three_d ? 3 : 2, o.coils, o.coils == 1 ? "" : "s");
+  if (o.multiband > 0)
+    printf(", multiband %d, CAIPI FOV/%d", o.multiband, o.caipi > 0 ? o.caipi : 1);
   if (o.frames > 0)
     printf(", %d%s frames of %d spokes", o.frames, o.moving ? " moving" : "", o.spokes);
   printf("\n");

@@ -1,0 +1,301 @@
+/* slice_grappa: separates simultaneous multi-slice (multiband) k-space into
+ * one k-space per slice (gpu/sms/slice_grappa.h), after accumulate.
+ *
+ * The header's parallelImaging/multiband says the scan is SMS: its factor
+ * M, the spacing dZ between the slices excited together, the deltaKz of
+ * the CAIPI blips (the shift FOV / S with S = 1 / (deltaKz dZ), or the
+ * `caipi` parameter) and the encoding space of the single-band reference
+ * scan. Buffers of that encoding (each slice alone, its lines flagged
+ * IS_PARALLEL_CALIBRATION, or plain) are the calibration: kept per slice,
+ * not passed on. A collapsed buffer of slice (group) g of G carries slices
+ * g, g + G, ..., g + (M - 1) G of the reference (their number must be M G),
+ * the first at the buffer's own position; it leaves as M buffers, slice j
+ * with the reference's slice index, its position moved by the multiband
+ * spacing along the slice normal, the CAIPI shift undone, so fft,
+ * coil_combine and image_out make one image per slice. With in-plane
+ * acceleration R the kernel's taps are R lines apart and the separated
+ * buffers keep the acquired lines only, each with its slice's reference as
+ * calibration lines for the grappa step after. Kernels are calibrated per
+ * group at its first collapsed buffer and again after a new reference.
+ * Buffers of a header without multiband pass untouched. */
+#include <complex.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gadget.h"
+#include "kspace.h"
+#include "placement.h"
+#include "slice_grappa.h"
+
+typedef struct sms_gadget {
+  int device, fallback;
+  mr_placement place;
+  int kernel[2];    /* readout, phase-encode taps */
+  int calibration[2];
+  double lambda;
+  int leak_block;
+  int caipi;        /* 0: from the header */
+  size_t nref;      /* reference slices */
+  float complex **ref;      /* [nref] host k-space [nc][ny][nx], NULL until it came */
+  size_t ref_nc, ref_ny, ref_nx;
+  mr_cfloat **weights;      /* per group, NULL until calibrated */
+  size_t ngroups;
+} sms_gadget;
+
+static const mr_param params[] = {
+    MR_PARAM_INTS(sms_gadget, kernel, "kernel", "[5,5]", 1, 15,
+        "slice-GRAPPA kernel: readout taps, phase-encode taps (odd)"),
+    MR_PARAM_INTS(sms_gadget, calibration, "calibration", "[32,32]", 1, 1024,
+        "calibration region: the central samples x lines of the reference (capped at its size)"),
+    MR_PARAM_DOUBLE(sms_gadget, lambda, "lambda", "1e-4", 0, 1,
+        "Tikhonov regularisation relative to the normal matrix's mean diagonal"),
+    MR_PARAM_BOOL(sms_gadget, leak_block, "leak_block", "true",
+        "split-slice (leak-blocked) kernels: hold the other slices out of each slice's image"),
+    MR_PARAM_INT(sms_gadget, caipi, "caipi", "0", 0, MR_SLICE_GRAPPA_MAX_MB,
+        "CAIPI shift FOV / caipi; 0: from the header's multiband deltaKz and spacing"),
+    MR_PLACEMENT_PARAMS(sms_gadget),
+};
+
+static const mr_multiband *multiband_of(const mr_gadget_ctx *ctx) {
+  if (ctx->hdr == NULL || ctx->hdr->nencodings < 1 ||
+      !ctx->hdr->encoding[0].parallel.multiband.present)
+    return NULL;
+  return &ctx->hdr->encoding[0].parallel.multiband;
+}
+
+static size_t slices_of(const mr_encoding *e) {
+  return e->limits.slice.present ? (size_t)e->limits.slice.maximum + 1 : 1;
+}
+
+static int configure(void *state, mr_gadget_ctx *ctx) {
+  sms_gadget *s = state;
+  const mr_multiband *mb = multiband_of(ctx);
+  if (mb == NULL)
+    return 0;
+  if (mb->calibration_encoding == 0 || mb->calibration_encoding >= ctx->hdr->nencodings)
+    return mr_gadget_fail(ctx, MR_EHEADER,
+                          "multiband calibration_encoding %u names no reference encoding "
+                          "(the header has %d encodings; the collapsed data are encoding 0)",
+                          mb->calibration_encoding, ctx->hdr->nencodings);
+  s->nref = slices_of(&ctx->hdr->encoding[mb->calibration_encoding]);
+  s->ngroups = slices_of(&ctx->hdr->encoding[0]);
+  if (s->nref != (size_t)mb->factor * s->ngroups)
+    return mr_gadget_fail(ctx, MR_EHEADER,
+                          "multiband factor %u does not fit the data: the reference has %zu "
+                          "slices, the collapsed acquisition %zu (%u x %zu expected)",
+                          mb->factor, s->nref, s->ngroups, mb->factor, s->ngroups);
+  s->ref = calloc(s->nref, sizeof *s->ref);
+  s->weights = calloc(s->ngroups, sizeof *s->weights);
+  if (s->ref == NULL || s->weights == NULL)
+    return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
+  return mr_placement_acquire(&s->place, ctx, s->device, s->fallback);
+}
+
+/* A reference buffer: its calibration part (or, lacking one, its lines)
+ * kept as slice idx.slice's calibration; the groups it feeds recalibrate. */
+static int keep_reference(sms_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k) {
+  mr_err e = {0};
+  mr_kspace *src = k->calib != NULL ? k->calib : k;
+  size_t slice = k->ref.idx.slice;
+  if (slice >= s->nref)
+    return mr_gadget_fail(ctx, MR_EDATA, "reference slice %zu is beyond the header's %zu", slice,
+                          s->nref);
+  if (src->ne2 != 1)
+    return mr_gadget_fail(ctx, MR_EDATA, "a 3D reference (%zu partitions): SMS is 2D", src->ne2);
+  float complex *data = src == k ? mr_kspace_host(k, &e) : src->data;
+  if (data == NULL)
+    return mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, e.code));
+  if (s->ref[0] != NULL || slice > 0) {
+    for (size_t i = 0; i < s->nref; i++)
+      if (s->ref[i] != NULL &&
+          (src->nch != s->ref_nc || src->ne1 != s->ref_ny || src->nro != s->ref_nx))
+        return mr_gadget_fail(ctx, MR_EDATA,
+                              "reference slice %zu is %zu coils x %zu x %zu, the others %zu x "
+                              "%zu x %zu", slice, src->nch, src->ne1, src->nro, s->ref_nc,
+                              s->ref_ny, s->ref_nx);
+  }
+  size_t plane = src->nch * src->ne1 * src->nro;
+  float complex *copy = malloc(plane * sizeof *copy);
+  if (copy == NULL)
+    return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for a reference slice");
+  /* Only the sampled lines of a calibration part are defined (kspace.h). */
+  for (size_t c = 0; c < src->nch; c++)
+    for (size_t y = 0; y < src->ne1; y++) {
+      float complex *to = copy + (c * src->ne1 + y) * src->nro;
+      if (src->sampled[y])
+        memcpy(to, data + (c * src->ne1 + y) * src->nro, src->nro * sizeof *to);
+      else
+        memset(to, 0, src->nro * sizeof *to);
+    }
+  free(s->ref[slice]);
+  s->ref[slice] = copy;
+  s->ref_nc = src->nch;
+  s->ref_ny = src->ne1;
+  s->ref_nx = src->nro;
+  free(s->weights[slice % s->ngroups]);
+  s->weights[slice % s->ngroups] = NULL;
+  return 0;
+}
+
+typedef struct sms_job {
+  const mr_slice_grappa_opts *o;
+  const mr_cfloat *reference; /* NULL: calibrated already */
+  mr_cfloat *weights;
+  const mr_cfloat *collapsed;
+  mr_cfloat *slices;
+} sms_job;
+
+static int run_separate(mr_device *dev, void *arg) {
+  sms_job *j = arg;
+  mr_slice_grappa_plan *plan = NULL;
+  int rc = mr_slice_grappa_plan_create(dev, j->o, &plan);
+  if (rc == 0 && j->reference != NULL)
+    rc = mr_slice_grappa_calibrate_host(plan, j->reference, j->weights);
+  if (rc == 0)
+    rc = mr_slice_grappa_apply_host(plan, j->weights, j->collapsed, j->slices);
+  mr_slice_grappa_plan_destroy(plan);
+  return rc;
+}
+
+/* Separated slice j of the collapsed buffer k: a new buffer. */
+static mr_kspace *slice_buffer(const sms_gadget *s, const mr_gadget_ctx *ctx, const mr_kspace *k,
+                               size_t j, const float complex *data, int in_plane, mr_err *err) {
+  const mr_multiband *mb = multiband_of(ctx);
+  mr_kspace *out = mr_kspace_new(k->nro, k->ne1, 1, k->nch, 0, err);
+  if (out == NULL)
+    return NULL;
+  mr_kspace_copy_meta(out, k);
+  memcpy(out->data, data, k->nch * k->ne1 * k->nro * sizeof *data);
+  memcpy(out->sampled, k->sampled, k->ne1);
+  size_t slice = k->ref.idx.slice + j * s->ngroups;
+  out->ref.idx.slice = (uint16_t)slice;
+  double dz = 0;
+  for (size_t i = 0; i < j; i++)
+    dz += mb->spacing_mm[mb->nspacing > 1 && (int)i < mb->nspacing ? i : 0];
+  for (int a = 0; a < 3; a++)
+    out->ref.position[a] += (float)(dz * out->ref.slice_dir[a]);
+  if (in_plane) {
+    out->calib = mr_kspace_new(k->nro, k->ne1, 1, k->nch, 0, err);
+    if (out->calib == NULL) {
+      mr_kspace_free(out);
+      return NULL;
+    }
+    mr_kspace_copy_meta(out->calib, out);
+    memcpy(out->calib->data, s->ref[slice], k->nch * k->ne1 * k->nro * sizeof *data);
+    memset(out->calib->sampled, 1, k->ne1);
+  }
+  return out;
+}
+
+static int separate(sms_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k, mr_emit *out) {
+  const mr_multiband *mb = multiband_of(ctx);
+  const mr_encoding *enc = &ctx->hdr->encoding[0];
+  size_t g = k->ref.idx.slice, m = mb->factor;
+  if (g >= s->ngroups)
+    return mr_gadget_fail(ctx, MR_EDATA, "collapsed slice %zu is beyond the header's %zu", g,
+                          s->ngroups);
+  for (size_t j = 0; j < m; j++)
+    if (s->ref[g + j * s->ngroups] == NULL)
+      return mr_gadget_fail(ctx, MR_EDATA,
+                            "no single-band reference scan of slice %zu (encoding %u) came "
+                            "before the multiband data of slice group %zu: SMS needs one to "
+                            "calibrate", g + j * s->ngroups, mb->calibration_encoding, g);
+  if (k->ne2 != 1 || k->nch != s->ref_nc || k->ne1 != s->ref_ny || k->nro != s->ref_nx)
+    return mr_gadget_fail(ctx, MR_EDATA,
+                          "the multiband data are %zu coils x %zu x %zu x %zu, the reference "
+                          "%zu x %zu x %zu", k->nch, k->ne2, k->ne1, k->nro, s->ref_nc,
+                          s->ref_ny, s->ref_nx);
+  int caipi = s->caipi;
+  if (caipi == 0)
+    caipi = mb->delta_kz > 0 && mb->nspacing > 0 && mb->spacing_mm[0] > 0
+                ? (int)lround(1.0 / (mb->delta_kz * mb->spacing_mm[0]))
+                : 1;
+  mr_slice_grappa_opts o =
+      mr_slice_grappa_opts_default((int)k->nch, (int)k->nro, (int)k->ne1, (int)m, caipi);
+  o.kx = s->kernel[0];
+  o.ky = s->kernel[1];
+  o.ystep = enc->parallel.accel_e1 > 1 ? enc->parallel.accel_e1 : 1;
+  o.cx = s->calibration[0] < o.nx ? s->calibration[0] : o.nx;
+  o.cy = s->calibration[1] < o.ny ? s->calibration[1] : o.ny;
+  o.lambda = (float)s->lambda;
+  o.leak_block = s->leak_block;
+  mr_err e = {0};
+  float complex *collapsed = mr_kspace_host(k, &e);
+  if (collapsed == NULL)
+    return mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, e.code));
+  size_t plane = k->nch * k->ne1 * k->nro;
+  float complex *reference = NULL, *slices = malloc(plane * m * sizeof *slices);
+  int calibrate = s->weights[g] == NULL;
+  if (calibrate) {
+    reference = malloc(plane * m * sizeof *reference);
+    s->weights[g] = malloc(mr_slice_grappa_weights_count(&o) * sizeof(mr_cfloat));
+  }
+  int rc = 0;
+  if (slices == NULL || (calibrate && (reference == NULL || s->weights[g] == NULL))) {
+    rc = mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for %zu slices", m);
+    goto done;
+  }
+  for (size_t j = 0; calibrate && j < m; j++)
+    memcpy(reference + j * plane, s->ref[g + j * s->ngroups], plane * sizeof *reference);
+  sms_job job = {&o, reference, s->weights[g], collapsed, slices};
+  mr_device_clear_error();
+  if ((rc = mr_placement_run(&s->place, ctx, run_separate, &job)) < 0) {
+    rc = mr_gadget_fail_device(ctx, rc, "slice-GRAPPA");
+    goto done;
+  }
+  for (size_t j = 0; rc == 0 && j < m; j++) {
+    mr_kspace *sk = slice_buffer(s, ctx, k, j, slices + j * plane, o.ystep > 1, &e);
+    mr_message *msg = sk != NULL ? mr_kspace_message(sk) : NULL;
+    rc = msg != NULL ? mr_emit_message(out, msg)
+                     : mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "%s",
+                                      mr_err_text(&e, e.code ? e.code : MR_ENOMEM));
+  }
+done:
+  if (rc < 0 && calibrate) {
+    free(s->weights[g]);
+    s->weights[g] = NULL;
+  }
+  free(reference);
+  free(slices);
+  return rc;
+}
+
+static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
+  sms_gadget *s = state;
+  mr_kspace *k = msg->u.object.ptr;
+  const mr_multiband *mb = multiband_of(ctx);
+  if (mb == NULL)
+    return mr_emit_message(out, mr_message_ref(msg));
+  if (k->traj != NULL)
+    return mr_gadget_fail(ctx, MR_EDATA, "got non-Cartesian k-space: slice-GRAPPA needs "
+                                         "Cartesian lines");
+  if (k->encoding == (int)mb->calibration_encoding)
+    return keep_reference(s, ctx, k);
+  return separate(s, ctx, k, out);
+}
+
+static void destroy(void *state) {
+  sms_gadget *s = state;
+  for (size_t i = 0; s->ref != NULL && i < s->nref; i++)
+    free(s->ref[i]);
+  for (size_t i = 0; s->weights != NULL && i < s->ngroups; i++)
+    free(s->weights[i]);
+  free(s->ref);
+  free(s->weights);
+  mr_placement_release(&s->place);
+}
+
+const mr_gadget_class mr_gadget_slice_grappa = {
+    .name = "slice_grappa",
+    .summary = "separates simultaneous multi-slice (multiband, blipped-CAIPI) k-space into one "
+               "k-space per slice by slice-GRAPPA calibrated on the single-band reference scan",
+    .params = params,
+    .nparams = sizeof params / sizeof *params,
+    .state_size = sizeof(sms_gadget),
+    .accepts = MR_KIND_BIT(MR_MSG_KSPACE),
+    .produces = MR_KIND_BIT(MR_MSG_KSPACE),
+    .configure = configure,
+    .process = process,
+    .destroy = destroy,
+};

@@ -1,0 +1,294 @@
+/* slice_grappa through the gadget list of configs/sms.json (on the CPU), on
+ * scans of `reconclient simulate --multiband M --caipi S`: each separated
+ * slice's image against the single-band reference reconstruction (the
+ * reference lines alone through the same fft, coil_combine and image_out),
+ * NRMSE <= 0.05; one image per slice with its slice index and position;
+ * the issue's target case (multiband 4, FOV/3, 32 coils) with the slice
+ * leakage of its kernels; and the clear errors: no reference scan, a
+ * multiband factor that does not fit the data, too few coils. */
+#include <complex.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+
+#include "dataset.h"
+#include "gadget_harness.h"
+#include "gpu.h"
+#include "simulate.h"
+#include "slice_grappa.h"
+#include "test_support.h"
+
+#define CALIBRATION_FLAG (1ull << (ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION - 1))
+
+static char dir[256];
+
+static void simulate(const char *path, int n, int coils, int mb, int caipi) {
+  mr_sim_options o = {.trajectory = MR_SIM_CARTESIAN, .matrix = n, .coils = coils,
+                      .multiband = mb, .caipi = caipi, .seed = 1, .path = path};
+  mr_err err = {0};
+  remove(path);
+  if (mr_simulate(&o, &err) != 0)
+    fail_msg("simulate: %s", err.msg);
+}
+
+/* The gadget list of configs/sms.json, as JSON text (malloc'd). */
+static char *sms_chain(void) {
+  cJSON *doc = mr_harness_installed_config("sms");
+  assert_non_null(doc);
+  char *out = cJSON_PrintUnformatted(cJSON_GetObjectItem(doc, "gadgets"));
+  cJSON_Delete(doc);
+  return out;
+}
+
+enum feed { ALL, REFERENCE_ONLY, NO_REFERENCE };
+
+typedef struct run {
+  int rc;
+  char error[512];
+  int count;
+  size_t pixels;
+  float *images;
+  ISMRMRD_ImageHeader heads[16];
+} run;
+
+/* The scan through chain: every readout, or the reference's alone as plain
+ * imaging lines (the single-band reconstruction), or all but the
+ * reference. `from`, when not NULL, is replaced by `to` in the header. */
+static run reconstruct(const char *h5, const char *chain, enum feed feed, const char *from,
+                       const char *to) {
+  run r = {0};
+  mr_err err = {0};
+  mr_dataset *ds;
+  if (mr_dataset_open(h5, "dataset", &ds, &err) != 0)
+    fail_msg("%s", err.msg);
+  char header[16384];
+  snprintf(header, sizeof header, "%s", mr_dataset_header(ds));
+  char *at = from != NULL ? strstr(header, from) : NULL;
+  if (at != NULL) {
+    char rest[16384];
+    snprintf(rest, sizeof rest, "%s", at + strlen(from));
+    snprintf(at, sizeof header - (size_t)(at - header), "%s%s", to, rest);
+  }
+  mr_harness h;
+  if (mr_harness_open_gpus(&h, chain, MR_KIND_BIT(MR_MSG_ACQUISITION), "none") != 0)
+    fail_msg("open: %s", h.err.msg);
+  r.rc = mr_harness_configure(&h, header);
+  mr_message *m;
+  while (r.rc == 0 && mr_dataset_next(ds, &m, &err) == 0 && m != NULL) {
+    int reference = m->kind == MR_MSG_ACQUISITION && (m->u.acq.head.flags & CALIBRATION_FLAG);
+    if (m->kind != MR_MSG_ACQUISITION || (feed == REFERENCE_ONLY && !reference) ||
+        (feed == NO_REFERENCE && reference)) {
+      mr_message_unref(m);
+      continue;
+    }
+    if (feed == REFERENCE_ONLY) {
+      m->u.acq.head.flags &= ~CALIBRATION_FLAG;
+      m->u.acq.head.encoding_space_ref = 0;
+    }
+    r.rc = mr_harness_push(&h, m);
+  }
+  if (r.rc == 0)
+    r.rc = mr_harness_flush(&h);
+  snprintf(r.error, sizeof r.error, "%s", h.err.msg);
+  for (int i = 0; r.rc == 0 && i < h.nout; i++) {
+    if (h.out[i]->kind != MR_MSG_IMAGE)
+      continue;
+    const mr_image *im = &h.out[i]->u.image;
+    r.pixels = (size_t)im->head.matrix_size[0] * im->head.matrix_size[1];
+    r.images = realloc(r.images, (r.count + 1) * r.pixels * sizeof *r.images);
+    memcpy(r.images + r.count * r.pixels, im->data, r.pixels * sizeof *r.images);
+    if (r.count < 16)
+      r.heads[r.count] = im->head;
+    r.count++;
+  }
+  mr_harness_close(&h);
+  mr_dataset_close(ds);
+  return r;
+}
+
+/* The single-band reference reconstruction: the reference lines alone,
+ * as plain imaging lines of encoding 0 (same matrix), through accumulate,
+ * fft, coil_combine and image_out. */
+static run reference(const char *h5) {
+  static const char chain[] =
+      "[{\"gadget\":\"accumulate\",\"trigger\":\"slice\"},{\"gadget\":\"fft\"},"
+      "{\"gadget\":\"coil_combine\",\"method\":\"rss\"},"
+      "{\"gadget\":\"image_out\",\"type\":\"magnitude\",\"series\":1}]";
+  return reconstruct(h5, chain, REFERENCE_ONLY, NULL, NULL);
+}
+
+static double image_nrmse(const float *a, const float *b, size_t n) {
+  double d = 0, s = 0;
+  for (size_t i = 0; i < n; i++) {
+    d += (a[i] - b[i]) * (double)(a[i] - b[i]);
+    s += b[i] * (double)b[i];
+  }
+  return sqrt(d / s);
+}
+
+/* Each slice of the SMS scan against its reference image, by slice index. */
+static void check_scan(int n, int coils, int mb, int caipi) {
+  char h5[320];
+  snprintf(h5, sizeof h5, "%s/mb%d.h5", dir, mb);
+  simulate(h5, n, coils, mb, caipi);
+  char *chain = sms_chain();
+  run sms = reconstruct(h5, chain, ALL, NULL, NULL), ref = reference(h5);
+  free(chain);
+  assert_int_equal(sms.rc, 0);
+  assert_int_equal(ref.rc, 0);
+  assert_int_equal(sms.count, mb);
+  assert_int_equal(ref.count, mb);
+  for (int j = 0; j < mb; j++) {
+    int slice = sms.heads[j].slice;
+    assert_true(slice < mb);
+    assert_int_equal(ref.heads[slice].slice, slice);
+    /* dZ = n / 4 mm apart, slice 0 at -(mb - 1) / 2 dZ */
+    assert_float_equal(sms.heads[j].position[2], (slice - (mb - 1) / 2.0) * n / 4.0, 1e-3);
+    double e = image_nrmse(sms.images + j * sms.pixels, ref.images + slice * ref.pixels,
+                           sms.pixels);
+    print_message("MB %d, FOV/%d, %d coils, %dx%d: slice %d NRMSE %.4f\n", mb, caipi, coils, n,
+                  n, slice, e);
+    assert_true(e <= 0.05);
+  }
+  free(sms.images);
+  free(ref.images);
+  remove(h5);
+}
+
+static void mb2(void **state) {
+  (void)state;
+  check_scan(64, 16, 2, 2);
+}
+
+static void mb3(void **state) {
+  (void)state;
+  check_scan(72, 16, 3, 3);
+}
+
+/* The reference k-space of every slice from the scan's file:
+ * [mb][coils][n][n]. */
+static mr_cfloat *reference_kspace(const char *h5, int n, int coils, int mb) {
+  mr_err err = {0};
+  mr_dataset *ds;
+  if (mr_dataset_open(h5, "dataset", &ds, &err) != 0)
+    fail_msg("%s", err.msg);
+  size_t plane = (size_t)coils * n * n;
+  mr_cfloat *k = calloc(plane * mb, sizeof *k);
+  assert_non_null(k);
+  mr_message *m;
+  while (mr_dataset_next(ds, &m, &err) == 0 && m != NULL) {
+    const ISMRMRD_AcquisitionHeader *h = &m->u.acq.head;
+    if (m->kind == MR_MSG_ACQUISITION && (h->flags & CALIBRATION_FLAG))
+      for (int c = 0; c < coils; c++)
+        memcpy(k + h->idx.slice * plane + ((size_t)c * n + h->idx.kspace_encode_step_1) * n,
+               m->u.acq.data + (size_t)c * n, n * sizeof *k);
+    mr_message_unref(m);
+  }
+  mr_dataset_close(ds);
+  return k;
+}
+
+/* Leakage of the kernels the gadget calibrates (its default options): a
+ * collapsed acquisition with only slice j lit, separated; the energy in
+ * slice m over that in slice j, the worst pair. */
+static double leakage(const mr_cfloat *ref, int n, int coils, int mb, int caipi) {
+  mr_pool *pool = NULL;
+  mr_device *cpu = NULL;
+  mr_pool_opts po = {.gpus = "none", .cpu_threads = 2};
+  mr_err err = {0};
+  assert_int_equal(mr_pool_create(&po, &pool, &err), 0);
+  assert_int_equal(mr_pool_acquire(pool, "cpu", &cpu, &err), 0);
+  mr_slice_grappa_opts o = mr_slice_grappa_opts_default(coils, n, n, mb, caipi);
+  mr_slice_grappa_plan *plan = NULL;
+  size_t plane = (size_t)coils * n * n;
+  mr_cfloat *w = malloc(mr_slice_grappa_weights_count(&o) * sizeof *w);
+  mr_cfloat *one = malloc(plane * sizeof *one), *out = malloc(plane * mb * sizeof *out);
+  assert_true(w != NULL && one != NULL && out != NULL);
+  assert_int_equal(mr_slice_grappa_plan_create(cpu, &o, &plan), 0);
+  assert_int_equal(mr_slice_grappa_calibrate(plan, ref, w), 0);
+  double worst = 0;
+  for (int j = 0; j < mb; j++) {
+    memcpy(one, ref + j * plane, plane * sizeof *one);
+    assert_int_equal(mr_slice_grappa_caipi(cpu, coils, n, n, caipi, j, 1, 1, one), 0);
+    assert_int_equal(mr_slice_grappa_apply(plan, w, one, out), 0);
+    double own = 0, other;
+    for (size_t i = 0; i < plane; i++)
+      own += cabsf(out[j * plane + i]) * cabsf(out[j * plane + i]);
+    for (int m = 0; m < mb; m++) {
+      if (m == j)
+        continue;
+      other = 0;
+      for (size_t i = 0; i < plane; i++)
+        other += cabsf(out[m * plane + i]) * cabsf(out[m * plane + i]);
+      worst = sqrt(other / own) > worst ? sqrt(other / own) : worst;
+    }
+  }
+  mr_slice_grappa_plan_destroy(plan);
+  free(w);
+  free(one);
+  free(out);
+  mr_pool_release(pool, cpu);
+  mr_pool_destroy(pool);
+  return worst;
+}
+
+/* The target: multiband 4, CAIPI FOV/3, 32 coils (72 x 72). */
+static void target_case(void **state) {
+  (void)state;
+  enum { N = 72, COILS = 32, MB = 4, CAIPI = 3 };
+  check_scan(N, COILS, MB, CAIPI);
+  char h5[320];
+  snprintf(h5, sizeof h5, "%s/target.h5", dir);
+  simulate(h5, N, COILS, MB, CAIPI);
+  mr_cfloat *ref = reference_kspace(h5, N, COILS, MB);
+  double leak = leakage(ref, N, COILS, MB, CAIPI);
+  print_message("MB %d, FOV/%d, %d coils: worst slice leakage %.5f\n", MB, CAIPI, COILS, leak);
+  assert_true(leak <= 0.01);
+  free(ref);
+  remove(h5);
+}
+
+static void expect_error(const char *h5, enum feed feed, const char *from, const char *to,
+                         const char *needle) {
+  char *chain = sms_chain();
+  run r = reconstruct(h5, chain, feed, from, to);
+  free(chain);
+  print_message("error: %s\n", r.error);
+  assert_true(r.rc < 0);
+  assert_non_null(strstr(r.error, needle));
+  free(r.images);
+}
+
+static void errors(void **state) {
+  (void)state;
+  char h5[320];
+  snprintf(h5, sizeof h5, "%s/errors.h5", dir);
+  simulate(h5, 32, 8, 2, 2);
+  expect_error(h5, NO_REFERENCE, NULL, NULL, "no single-band reference scan of slice 0");
+  expect_error(h5, ALL, "<multiband_factor>2<", "<multiband_factor>3<",
+               "multiband factor 3 does not fit the data");
+  simulate(h5, 32, 2, 3, 3);
+  expect_error(h5, ALL, NULL, NULL, "2 coils cannot separate 3 slices");
+  remove(h5);
+}
+
+int main(void) {
+  snprintf(dir, sizeof dir, "%s", mr_test_tmpdir("slice_grappa"));
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(mb2),
+      cmocka_unit_test(mb3),
+      cmocka_unit_test(target_case),
+      cmocka_unit_test(errors),
+  };
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  mr_test_remove_tree(dir);
+  return rc;
+}
