@@ -38,7 +38,7 @@ typedef struct sms_gadget {
   int caipi;        /* 0: from the header */
   size_t nref;      /* reference slices */
   float complex **ref;      /* [nref] host k-space [nc][ny][nx], NULL until it came */
-  size_t ref_nc, ref_ny, ref_nx;
+  size_t ref_nc, ref_ny, ref_nx; /* the reference's shape; 0 until one came */
   mr_cfloat **weights;      /* per group, NULL until calibrated */
   size_t ngroups;
 } sms_gadget;
@@ -106,15 +106,12 @@ static int keep_reference(sms_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k) {
   float complex *data = src == k ? mr_kspace_host(k, &e) : src->data;
   if (data == NULL)
     return mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, e.code));
-  if (s->ref[0] != NULL || slice > 0) {
-    for (size_t i = 0; i < s->nref; i++)
-      if (s->ref[i] != NULL &&
-          (src->nch != s->ref_nc || src->ne1 != s->ref_ny || src->nro != s->ref_nx))
-        return mr_gadget_fail(ctx, MR_EDATA,
-                              "reference slice %zu is %zu coils x %zu x %zu, the others %zu x "
-                              "%zu x %zu", slice, src->nch, src->ne1, src->nro, s->ref_nc,
-                              s->ref_ny, s->ref_nx);
-  }
+  if (s->ref_nc != 0 &&
+      (src->nch != s->ref_nc || src->ne1 != s->ref_ny || src->nro != s->ref_nx))
+    return mr_gadget_fail(ctx, MR_EDATA,
+                          "reference slice %zu is %zu coils x %zu x %zu, the others %zu x %zu x "
+                          "%zu", slice, src->nch, src->ne1, src->nro, s->ref_nc, s->ref_ny,
+                          s->ref_nx);
   size_t plane = src->nch * src->ne1 * src->nro;
   float complex *copy = malloc(plane * sizeof *copy);
   if (copy == NULL)

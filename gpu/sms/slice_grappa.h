@@ -44,6 +44,7 @@ extern "C" {
 #endif
 
 #define MR_SLICE_GRAPPA_MAX_MB 16
+#define MR_SLICE_GRAPPA_MAX_KERNEL 15 /* taps along either axis */
 
 typedef struct mr_slice_grappa_opts {
   int nc, nx, ny; /* coils, readout samples, phase-encode lines */

@@ -2,6 +2,7 @@
  * the CPU threads (the products and the solve are blas.h's and solve.h's). */
 #include <complex.h>
 #include <math.h>
+#include <string.h>
 
 #include "cpu_threads.h"
 #include "device_impl.h"
@@ -16,26 +17,28 @@ typedef struct im2col_job {
   mr_cfloat *out;
 } im2col_job;
 
-static int wrap(int i, int n) {
-  return i < 0 ? i + n : i >= n ? i - n : i;
-}
-
 /* Column s: tap (i, j) of coil c, over every position of the box. */
 static void im2col_columns(void *arg, size_t begin, size_t end) {
   const im2col_job *job = arg;
   const mr_sg_window *w = job->w;
   size_t bx = (size_t)(w->x1 - w->x0), rows = bx * (size_t)(w->y1 - w->y0);
+  size_t wi = (size_t)(w->i1 - w->i0), wj = (size_t)(w->j1 - w->j0);
   for (size_t s = begin; s < end; s++) {
-    int i = (int)(s % (size_t)w->kx), j = (int)(s / (size_t)w->kx % (size_t)w->ky);
-    int c = (int)(s / ((size_t)w->kx * w->ky));
+    int i = w->i0 + (int)(s % wi), j = w->j0 + (int)(s / wi % wj), c = (int)(s / (wi * wj));
     int dx = i - w->kx / 2, dy = (j - w->ky / 2) * w->ystep;
     mr_cfloat *col = job->out + s * rows;
     for (int y = w->y0; y < w->y1; y++) {
       mr_cfloat *row = col + (size_t)(y - w->y0) * bx;
-      int ys = wrap(y + dy, w->ny);
+      int ys = y + dy;
+      if (ys < 0 || ys >= w->ny) {
+        memset(row, 0, bx * sizeof *row);
+        continue;
+      }
       const mr_cfloat *line = job->k + ((size_t)c * w->ny + (size_t)ys) * w->nx;
-      for (int x = w->x0; x < w->x1; x++)
-        row[x - w->x0] = line[wrap(x + dx, w->nx)];
+      for (int x = w->x0; x < w->x1; x++) {
+        int xs = x + dx;
+        row[x - w->x0] = xs >= 0 && xs < w->nx ? line[xs] : 0.0f;
+      }
     }
   }
 }
@@ -43,7 +46,8 @@ static void im2col_columns(void *arg, size_t begin, size_t end) {
 int mr_sg_cpu_im2col(mr_device *dev, const mr_sg_window *w, const mr_cfloat *kspace,
                      mr_cfloat *out) {
   im2col_job job = {w, kspace, out};
-  mr_cpu_parallel_for(mr_device_threads(dev), (size_t)w->kx * w->ky * w->nc, GRAIN,
+  mr_cpu_parallel_for(mr_device_threads(dev), (size_t)(w->i1 - w->i0) * (w->j1 - w->j0) * w->nc,
+                      GRAIN,
                       im2col_columns, &job);
   return 0;
 }

@@ -6,8 +6,6 @@
 
 namespace {
 
-__device__ int wrap(int i, int n) { return i < 0 ? i + n : i >= n ? i - n : i; }
-
 // One thread per element of the source matrix, rows fastest (coalesced
 // writes; the reads of one column are a shifted box of one coil).
 __global__ void im2col_kernel(mr_sg_window w, const float2 *k, float2 *out, size_t total) {
@@ -16,10 +14,13 @@ __global__ void im2col_kernel(mr_sg_window w, const float2 *k, float2 *out, size
        e += size_t(gridDim.x) * blockDim.x) {
     size_t s = e / rows, p = e % rows;
     int x = w.x0 + int(p % bx), y = w.y0 + int(p / bx);
-    int i = int(s % size_t(w.kx)), j = int(s / size_t(w.kx) % size_t(w.ky));
-    int c = int(s / (size_t(w.kx) * w.ky));
-    int xs = wrap(x + i - w.kx / 2, w.nx), ys = wrap(y + (j - w.ky / 2) * w.ystep, w.ny);
-    out[e] = k[(size_t(c) * w.ny + ys) * w.nx + xs];
+    size_t wi = size_t(w.i1 - w.i0), wj = size_t(w.j1 - w.j0);
+    int i = w.i0 + int(s % wi), j = w.j0 + int(s / wi % wj), c = int(s / (wi * wj));
+    int xs = x + i - w.kx / 2, ys = y + (j - w.ky / 2) * w.ystep;
+    float2 v = make_float2(0.f, 0.f);
+    if (xs >= 0 && xs < w.nx && ys >= 0 && ys < w.ny)
+      v = k[(size_t(c) * w.ny + ys) * w.nx + xs];
+    out[e] = v;
   }
 }
 
@@ -44,7 +45,8 @@ int mr_sg_cuda_im2col(mr_device *dev, const mr_sg_window *w, const mr_cfloat *ks
                       mr_cfloat *out) {
   return mr_on_worker(dev, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
-    size_t total = size_t(w->x1 - w->x0) * size_t(w->y1 - w->y0) * size_t(w->kx) * w->ky * w->nc;
+    size_t total = size_t(w->x1 - w->x0) * size_t(w->y1 - w->y0) * size_t(w->i1 - w->i0) *
+                   size_t(w->j1 - w->j0) * w->nc;
     im2col_kernel<<<mr_grid_for(c, total, 256), 256, 0, c->compute>>>(
         *w, reinterpret_cast<const float2 *>(kspace), reinterpret_cast<float2 *>(out), total);
     MR_LAUNCHED(im2col_kernel);

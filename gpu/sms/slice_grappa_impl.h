@@ -9,22 +9,20 @@
 extern "C" {
 #endif
 
-/* A kernel's window over a k-space [nc][ny][nx]: kx x ky taps, ystep lines
- * apart, centred on each position of the box [x0, x1) x [y0, y1). */
+/* A kernel's window over a k-space [nc][ny][nx]: the taps [i0, i1) x
+ * [j0, j1) of a kx x ky kernel (phase-encode taps ystep lines apart),
+ * centred on each position of the box [x0, x1) x [y0, y1). */
 typedef struct mr_sg_window {
   int nc, nx, ny;
   int kx, ky, ystep;
+  int i0, i1, j0, j1;
   int x0, x1, y0, y1;
 } mr_sg_window;
 
-/* im2col: out (column-major, (x1 - x0)(y1 - y0) rows, kx ky nc columns):
- * row (y - y0)(x1 - x0) + x - x0, column (c ky + j) kx + i holds
- * kspace[c][y + (j - ky/2) ystep][x + i - kx/2], the indices taken
- * modulo the k-space's size: at the edges the kernel acts as the circular
- * convolution an image-domain application would be (a sampled image's
- * k-space is periodic; zeros there left a 2-3% error in the outer lines
- * of a sharp-edged object's k-space). A kernel is at most half the
- * k-space wide, so one wrap suffices. */
+/* im2col: out (column-major, (x1 - x0)(y1 - y0) rows, (i1 - i0)(j1 - j0) nc
+ * columns): row (y - y0)(x1 - x0) + x - x0, column
+ * (c (j1 - j0) + j - j0)(i1 - i0) + i - i0 holds
+ * kspace[c][y + (j - ky/2) ystep][x + i - kx/2] (0 outside the k-space). */
 int mr_sg_cpu_im2col(mr_device *dev, const mr_sg_window *w, const mr_cfloat *kspace,
                      mr_cfloat *out);
 int mr_sg_cuda_im2col(mr_device *dev, const mr_sg_window *w, const mr_cfloat *kspace,

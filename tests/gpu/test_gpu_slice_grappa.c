@@ -22,10 +22,7 @@
 #include "test_gpu_common.h"
 #include "test_support.h"
 
-/* Divisible by 2 and 3: a FOV/3 shift of a matrix that is not moves the
- * slices by a fraction of a line, and the periodic k-space the kernel sees
- * at its edges no longer matches (about 3% more error there). */
-enum { N = 72 };
+enum { N = 64 };
 
 /* The object of slice m: an ellipse phantom scaled, moved and for odd m
  * mirrored, so that no two slices look alike. */
