@@ -62,9 +62,12 @@ typedef struct run {
 
 /* The scan through chain: every readout, or the reference's alone as plain
  * imaging lines (the single-band reconstruction), or all but the
- * reference. `from`, when not NULL, is replaced by `to` in the header. */
-static run reconstruct(const char *h5, const char *chain, enum feed feed, const char *from,
-                       const char *to) {
+ * reference. edits (NULL, or from/to pairs ending in NULL) replace text in
+ * the header. With groups 2 the scan goes in twice as two slice groups of
+ * a scan of twice the slices: reference slice j as slice 2 j + pass, the
+ * collapsed lines as slice (group) `pass`. */
+static run reconstruct(const char *h5, const char *chain, enum feed feed,
+                       const char *const *edits, int groups) {
   run r = {0};
   mr_err err = {0};
   mr_dataset *ds;
@@ -72,30 +75,38 @@ static run reconstruct(const char *h5, const char *chain, enum feed feed, const 
     fail_msg("%s", err.msg);
   char header[16384];
   snprintf(header, sizeof header, "%s", mr_dataset_header(ds));
-  char *at = from != NULL ? strstr(header, from) : NULL;
-  if (at != NULL) {
-    char rest[16384];
-    snprintf(rest, sizeof rest, "%s", at + strlen(from));
-    snprintf(at, sizeof header - (size_t)(at - header), "%s%s", to, rest);
+  for (const char *const *e = edits; e != NULL && *e != NULL; e += 2) {
+    char *at = strstr(header, e[0]), rest[16384];
+    assert_non_null(at);
+    snprintf(rest, sizeof rest, "%s", at + strlen(e[0]));
+    snprintf(at, sizeof header - (size_t)(at - header), "%s%s", e[1], rest);
   }
   mr_harness h;
   if (mr_harness_open_gpus(&h, chain, MR_KIND_BIT(MR_MSG_ACQUISITION), "none") != 0)
     fail_msg("open: %s", h.err.msg);
   r.rc = mr_harness_configure(&h, header);
-  mr_message *m;
-  while (r.rc == 0 && mr_dataset_next(ds, &m, &err) == 0 && m != NULL) {
-    int reference = m->kind == MR_MSG_ACQUISITION && (m->u.acq.head.flags & CALIBRATION_FLAG);
-    if (m->kind != MR_MSG_ACQUISITION || (feed == REFERENCE_ONLY && !reference) ||
-        (feed == NO_REFERENCE && reference) ||
-        (feed == ALL_R2 && !reference && m->u.acq.head.idx.kspace_encode_step_1 % 2 == 1)) {
-      mr_message_unref(m);
-      continue;
+  for (int pass = 0; pass < groups; pass++) {
+    if (pass > 0 && mr_dataset_open(h5, "dataset", &ds, &err) != 0)
+      fail_msg("%s", err.msg);
+    mr_message *m;
+    while (r.rc == 0 && mr_dataset_next(ds, &m, &err) == 0 && m != NULL) {
+      int reference = m->kind == MR_MSG_ACQUISITION && (m->u.acq.head.flags & CALIBRATION_FLAG);
+      if (m->kind != MR_MSG_ACQUISITION || (feed == REFERENCE_ONLY && !reference) ||
+          (feed == NO_REFERENCE && reference) ||
+          (feed == ALL_R2 && !reference && m->u.acq.head.idx.kspace_encode_step_1 % 2 == 1)) {
+        mr_message_unref(m);
+        continue;
+      }
+      if (feed == REFERENCE_ONLY) {
+        m->u.acq.head.flags &= ~CALIBRATION_FLAG;
+        m->u.acq.head.encoding_space_ref = 0;
+      }
+      if (groups > 1)
+        m->u.acq.head.idx.slice =
+            (uint16_t)(reference ? m->u.acq.head.idx.slice * groups + pass : pass);
+      r.rc = mr_harness_push(&h, m);
     }
-    if (feed == REFERENCE_ONLY) {
-      m->u.acq.head.flags &= ~CALIBRATION_FLAG;
-      m->u.acq.head.encoding_space_ref = 0;
-    }
-    r.rc = mr_harness_push(&h, m);
+    mr_dataset_close(ds);
   }
   if (r.rc == 0)
     r.rc = mr_harness_flush(&h);
@@ -112,7 +123,6 @@ static run reconstruct(const char *h5, const char *chain, enum feed feed, const 
     r.count++;
   }
   mr_harness_close(&h);
-  mr_dataset_close(ds);
   return r;
 }
 
@@ -124,7 +134,7 @@ static run reference(const char *h5) {
       "[{\"gadget\":\"accumulate\",\"trigger\":\"slice\"},{\"gadget\":\"fft\"},"
       "{\"gadget\":\"coil_combine\",\"method\":\"rss\"},"
       "{\"gadget\":\"image_out\",\"type\":\"magnitude\",\"series\":1}]";
-  return reconstruct(h5, chain, REFERENCE_ONLY, NULL, NULL);
+  return reconstruct(h5, chain, REFERENCE_ONLY, NULL, 1);
 }
 
 static double image_nrmse(const float *a, const float *b, size_t n) {
@@ -144,10 +154,9 @@ static void check_scan(int n, int coils, int mb, int caipi, int accel) {
   snprintf(h5, sizeof h5, "%s/mb%d.h5", dir, mb);
   simulate(h5, n, coils, mb, caipi);
   char *chain = sms_chain();
-  run sms = accel == 2 ? reconstruct(h5, chain, ALL_R2,
-                                     "<kspace_encoding_step_1>1</kspace_encoding_step_1>",
-                                     "<kspace_encoding_step_1>2</kspace_encoding_step_1>")
-                       : reconstruct(h5, chain, ALL, NULL, NULL);
+  static const char *const r2[] = {"<kspace_encoding_step_1>1</kspace_encoding_step_1>",
+                                   "<kspace_encoding_step_1>2</kspace_encoding_step_1>", NULL};
+  run sms = reconstruct(h5, chain, accel == 2 ? ALL_R2 : ALL, accel == 2 ? r2 : NULL, 1);
   run ref = reference(h5);
   free(chain);
   assert_int_equal(sms.rc, 0);
@@ -184,6 +193,45 @@ static void mb3(void **state) {
 static void mb2_in_plane(void **state) {
   (void)state;
   check_scan(64, 16, 2, 2, 2);
+}
+
+/* Two slice groups (the MB 2 scan sent twice as groups 0 and 1 of a
+ * 4-slice scan): group g holds slices g and g + 2, each group calibrated
+ * on its own reference slices; the images come out with those indices and
+ * match the reference of the slice they were simulated from. */
+static void two_groups(void **state) {
+  (void)state;
+  char h5[320];
+  snprintf(h5, sizeof h5, "%s/groups.h5", dir);
+  simulate(h5, 64, 16, 2, 2);
+  /* the collapsed encoding (first in the header) gets 2 slices, the
+   * reference 4 */
+  static const char *const slices[] = {
+      "<slice><minimum>0</minimum><maximum>0</maximum>",
+      "<slice><minimum>0</minimum><maximum>1</maximum>",
+      "<slice><minimum>0</minimum><maximum>1</maximum><center>0</center></slice></encodingLimits>"
+      "<trajectory>cartesian</trajectory></encoding></ismrmrdHeader>",
+      "<slice><minimum>0</minimum><maximum>3</maximum><center>0</center></slice></encodingLimits>"
+      "<trajectory>cartesian</trajectory></encoding></ismrmrdHeader>",
+      NULL};
+  char *chain = sms_chain();
+  run sms = reconstruct(h5, chain, ALL, slices, 2), ref = reference(h5);
+  free(chain);
+  assert_int_equal(sms.rc, 0);
+  assert_int_equal(sms.count, 4);
+  int seen = 0;
+  for (int i = 0; i < 4; i++) {
+    int slice = sms.heads[i].slice, from = slice / 2; /* simulated as slice j: 2 j + group */
+    seen |= 1 << slice;
+    double e = image_nrmse(sms.images + i * sms.pixels, ref.images + from * ref.pixels,
+                           sms.pixels);
+    print_message("two groups: slice %d (group %d) NRMSE %.4f\n", slice, slice % 2, e);
+    assert_true(e <= 0.05);
+  }
+  assert_int_equal(seen, 15);
+  free(sms.images);
+  free(ref.images);
+  remove(h5);
 }
 
 /* The reference k-space of every slice from the scan's file:
@@ -269,10 +317,10 @@ static void target_case(void **state) {
   remove(h5);
 }
 
-static void expect_error(const char *h5, enum feed feed, const char *from, const char *to,
+static void expect_error(const char *h5, enum feed feed, const char *const *edits,
                          const char *needle) {
   char *chain = sms_chain();
-  run r = reconstruct(h5, chain, feed, from, to);
+  run r = reconstruct(h5, chain, feed, edits, 1);
   free(chain);
   print_message("error: %s\n", r.error);
   assert_true(r.rc < 0);
@@ -285,11 +333,11 @@ static void errors(void **state) {
   char h5[320];
   snprintf(h5, sizeof h5, "%s/errors.h5", dir);
   simulate(h5, 32, 8, 2, 2);
-  expect_error(h5, NO_REFERENCE, NULL, NULL, "no single-band reference scan of slice 0");
-  expect_error(h5, ALL, "<multiband_factor>2<", "<multiband_factor>3<",
-               "multiband factor 3 does not fit the data");
+  static const char *const factor3[] = {"<multiband_factor>2<", "<multiband_factor>3<", NULL};
+  expect_error(h5, NO_REFERENCE, NULL, "no single-band reference scan of slice 0");
+  expect_error(h5, ALL, factor3, "multiband factor 3 does not fit the data");
   simulate(h5, 32, 2, 3, 3);
-  expect_error(h5, ALL, NULL, NULL, "2 coils cannot separate 3 slices");
+  expect_error(h5, ALL, NULL, "2 coils cannot separate 3 slices");
   remove(h5);
 }
 
@@ -299,6 +347,7 @@ int main(void) {
       cmocka_unit_test(mb2),
       cmocka_unit_test(mb3),
       cmocka_unit_test(mb2_in_plane),
+      cmocka_unit_test(two_groups),
       cmocka_unit_test(target_case),
       cmocka_unit_test(errors),
   };
