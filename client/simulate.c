@@ -14,6 +14,7 @@
 
 #include "h5.h"
 #include "phantom.h"
+#include "simulate_sampled.h"
 #include "simulate_sms.h"
 
 int mr_sim_trajectory_parse(const char *name) {
@@ -343,6 +344,10 @@ static int check_options(const mr_sim_options *o, mr_err *err) {
 }
 
 int mr_simulate(const mr_sim_options *o, mr_err *err) {
+  if (o->sampling != 0 && (o->multiband > 0 || o->caipi > 0))
+    return mr_err_set(err, MR_EINVAL, "--multiband and --caipi do not combine with --sampling");
+  if (o->sampling != 0)
+    return mr_simulate_sampled(o, err);
   layout l;
   int rc = check_options(o, err);
   if (rc == 0 && (o->multiband > 0 || o->caipi > 0))

@@ -61,7 +61,13 @@ typedef struct mr_sim_options {
   int interleaves;  /* spiral; 0 for the default */
   int multiband;    /* cartesian 2D: slices excited together (simulate_sms.h); 0: none */
   int caipi;        /* with multiband: CAIPI shift FOV / caipi; 0: none */
-  unsigned seed;    /* of the noise */
+  unsigned seed;    /* of the noise (and of the sampling pattern) */
+  /* Undersampled Cartesian scans (simulate_sampled.h): an mr_sampling_kind,
+   * 0 (MR_SAMPLING_FULL) for the plain Cartesian writer */
+  int sampling;
+  double acceleration; /* overall R >= 1 */
+  int calibration;     /* fully sampled centre: lines (2D), points per side (3D) */
+  int partitions;      /* 3D: kz points, 0 for n */
   const char *path; /* the HDF5 file to create (an existing one is refused) */
 } mr_sim_options;
 

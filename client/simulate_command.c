@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sampling.h"
 #include "simulate.h"
 
 static void usage(FILE *f) {
@@ -13,6 +14,9 @@ static void usage(FILE *f) {
           "                            [--spokes K [--samples M] [--frames F [--moving]] |\n"
           "                             --interleaves K] [--multiband M [--caipi S]] [--seed S]\n"
           "                            -o DATA.h5\n"
+          "       reconclient simulate --trajectory cartesian --sampling vd|poisson --matrix N\n"
+          "                            [--3d [--partitions NZ]] --coils C [--acceleration R]\n"
+          "                            [--calibration N] [--noise S] [--seed S] -o DATA.h5\n"
           "writes an ISMRMRD dataset of an analytic multi-coil Shepp-Logan phantom (k-space\n"
           "from the ellipses' Fourier transforms, exact at every sample), with its trajectory,\n"
           "a header describing it, and the ground truth as the array 'phantom'\n"
@@ -29,7 +33,15 @@ static void usage(FILE *f) {
           "  --caipi S        with --multiband: blipped-CAIPI shift, slice m moved by m/S of\n"
           "                   the field of view along the phase encode (default: none)\n"
           "  --noise S        Gaussian noise of standard deviation S on each sample's real and\n"
-          "                   imaginary parts (default 0)\n");
+          "                   imaginary parts (default 0)\n"
+          "undersampled Cartesian scans (--trajectory cartesian; the array 'reference' holds\n"
+          "the noiseless fully sampled image):\n"
+          "  --sampling vd|poisson  vd: variable-density random phase-encode lines (2D);\n"
+          "                   poisson: a variable-density Poisson disc of ky-kz points (--3d)\n"
+          "  --acceleration R overall acceleration, grid points over acquired ones (default 4)\n"
+          "  --calibration N  fully sampled centre: N lines (2D), N x N points (3D; default 24)\n"
+          "  --partitions NZ  3D: kz points (default N; the same field of view)\n"
+          "  --seed S         of the noise and of the pattern (default 1)\n");
 }
 
 static int parse_int(const char *flag, const char *text, int *out) {
@@ -44,9 +56,12 @@ static int parse_int(const char *flag, const char *text, int *out) {
 }
 
 int mr_simulate_command(int argc, char **argv) {
-  mr_sim_options o = {.trajectory = (mr_sim_trajectory)-1, .seed = 1};
+  mr_sim_options o = {.trajectory = (mr_sim_trajectory)-1, .seed = 1, .acceleration = 4,
+                      .calibration = 24};
+  int sampled_option = 0; /* --acceleration, --calibration or --partitions given */
   enum { OPT_3D = 256, OPT_NOISE, OPT_SPOKES, OPT_INTERLEAVES, OPT_SEED, OPT_SAMPLES,
-         OPT_FRAMES, OPT_MOVING, OPT_MULTIBAND, OPT_CAIPI };
+         OPT_FRAMES, OPT_MOVING, OPT_SAMPLING, OPT_ACCELERATION, OPT_CALIBRATION,
+         OPT_PARTITIONS, OPT_MULTIBAND, OPT_CAIPI };
   static const struct option longopts[] = {
       {"trajectory", required_argument, NULL, 'T'}, {"matrix", required_argument, NULL, 'm'},
       {"3d", no_argument, NULL, OPT_3D},             {"coils", required_argument, NULL, 'c'},
@@ -55,6 +70,10 @@ int mr_simulate_command(int argc, char **argv) {
       {"seed", required_argument, NULL, OPT_SEED},   {"out", required_argument, NULL, 'o'},
       {"samples", required_argument, NULL, OPT_SAMPLES},
       {"frames", required_argument, NULL, OPT_FRAMES}, {"moving", no_argument, NULL, OPT_MOVING},
+      {"sampling", required_argument, NULL, OPT_SAMPLING},
+      {"acceleration", required_argument, NULL, OPT_ACCELERATION},
+      {"calibration", required_argument, NULL, OPT_CALIBRATION},
+      {"partitions", required_argument, NULL, OPT_PARTITIONS},
       {"multiband", required_argument, NULL, OPT_MULTIBAND},
       {"caipi", required_argument, NULL, OPT_CAIPI},
       {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
@@ -116,6 +135,30 @@ int mr_simulate_command(int argc, char **argv) {
       if (parse_int("--caipi", optarg, &o.caipi) < 0)
         return 2;
       break;
+    case OPT_SAMPLING:
+      if ((o.sampling = mr_sampling_parse(optarg)) < 0) {
+        fprintf(stderr, "reconclient: --sampling is vd or poisson, not '%s'\n", optarg);
+        return 2;
+      }
+      break;
+    case OPT_ACCELERATION:
+      o.acceleration = strtod(optarg, &end);
+      sampled_option = 1;
+      if (*optarg == '\0' || *end != '\0' || !(o.acceleration >= 1)) {
+        fprintf(stderr, "reconclient: --acceleration must be a number >= 1, got '%s'\n", optarg);
+        return 2;
+      }
+      break;
+    case OPT_CALIBRATION:
+      sampled_option = 1;
+      if (parse_int("--calibration", optarg, &o.calibration) < 0)
+        return 2;
+      break;
+    case OPT_PARTITIONS:
+      sampled_option = 1;
+      if (parse_int("--partitions", optarg, &o.partitions) < 0)
+        return 2;
+      break;
     case OPT_SEED:
       if (parse_int("--seed", optarg, &seed) < 0)
         return 2;
@@ -144,6 +187,11 @@ int mr_simulate_command(int argc, char **argv) {
                     "for spiral\n");
     return 2;
   }
+  if (sampled_option && o.sampling == MR_SAMPLING_FULL) {
+    fprintf(stderr, "reconclient: --acceleration, --calibration and --partitions go with "
+                    "--sampling\n");
+    return 2;
+  }
   mr_err err = {0};
   int rc = mr_simulate(&o, &err);
   if (rc < 0) {
@@ -154,10 +202,15 @@ int mr_simulate_command(int argc, char **argv) {
                                       "tiny-golden-angle radial"};
   printf("%s: %s %s phantom, %d^%d pixels, %d coil%s", o.path, names[o.trajectory],
          o.three_d ? "3D" : "2D", o.matrix, o.three_d ? 3 : 2, o.coils, o.coils == 1 ? "" : "s");
+  if (o.partitions > 0)
+    printf(", %d partitions", o.partitions);
   if (o.multiband > 0)
     printf(", multiband %d, CAIPI FOV/%d", o.multiband, o.caipi > 0 ? o.caipi : 1);
   if (o.frames > 0)
     printf(", %d%s frames of %d spokes", o.frames, o.moving ? " moving" : "", o.spokes);
+  if (o.sampling != MR_SAMPLING_FULL)
+    printf(", %s R %g", o.sampling == MR_SAMPLING_VD ? "variable-density lines" : "Poisson disc",
+           o.acceleration);
   printf("\n");
   return 0;
 }

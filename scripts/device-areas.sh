@@ -1,7 +1,7 @@
 # Sourced by scripts/device-build.sh and scripts/device-run.sh: the areas
 # of the check on the GPU device machine, and their command lines.
 # shellcheck shell=bash
-device_areas="tests e2e stream bench gpu grappa nufft fhd multigpu"
+device_areas="tests e2e stream bench gpu grappa nufft fhd multigpu sparse sparse3d"
 
 # device_usage SCRIPT: the comment block at the top of SCRIPT.
 device_usage() { sed -n '2,/^set /{/^# shellcheck/d;/^#/s/^# \{0,1\}//p}' "$1"; }

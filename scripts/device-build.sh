@@ -8,7 +8,7 @@
 # 64 MiB a run may carry). Part 2, on the device: scripts/device-run.sh.
 #
 # usage: scripts/device-build.sh [AREA...]     (no AREA: every area)
-#   areas: tests e2e stream bench gpu grappa nufft fhd multigpu
+#   areas: tests e2e stream bench gpu grappa nufft fhd multigpu sparse sparse3d
 #          (scripts/device-run.sh --help says what each runs)
 #   REFERENCE=FILE  the reference NUFFT library's tarball (cufinufft-sm90.tar.xz),
 #                   staged for the nufft area to time beside ours
@@ -28,6 +28,9 @@ grep -q '^MR_CUDA:BOOL=ON' "$build/CMakeCache.txt" || { echo "$build has MR_CUDA
 # --cuda), so a new one is staged without editing this list.
 gpu_tests=$(ctest --test-dir "$build" -N -L gpu |
   sed -n 's/.*Test *#[0-9]*: \(test_gpu_[a-z_]*\)_cuda$/\1/p' | sort -u)
+# The sparse areas' tests: the gpu-labelled ones of compressed sensing,
+# ESPIRiT and coil compression, those of them this tree has.
+sparse_tests=$(printf '%s\n' "$gpu_tests" | grep -E '^test_gpu_(sparse|espirit|compress)' || true)
 e2e="reconserver reconclient mr-load mr-grappa-e2e test_server_session test_server_limits
      test_server_faults test_server_http test_client_e2e test_client_simulate_e2e"
 targets=""
@@ -42,6 +45,7 @@ for a in $areas; do
   grappa) targets="$targets mr-bench mr-grappa-e2e reconserver test_gpu_grappa" ;;
   nufft) targets="$targets mr-bench test_gpu_nufft" ;;
   fhd) targets="$targets mr-bench test_gpu_fhd test_gpu_toeplitz test_gpu_cg test_gadgets_fhd_cg" ;;
+  sparse | sparse3d) targets="$targets mr-bench reconserver reconclient $sparse_tests" ;;
   multigpu) targets="$targets mr-bench reconserver reconclient mr-load test_gpu_pool
                      test_gpu_placement test_gpu_toeplitz_split" ;;
   esac
@@ -58,7 +62,10 @@ for t in $targets; do
   if [ -x "$build/bin/$t" ]; then cp "$build/bin/$t" "$stage/bin/"; else cp "$build/tests/$t" "$stage/tests/"; fi
 done
 cp /usr/bin/ismrmrd_generate_cartesian_shepp_logan /usr/bin/ismrmrd_recon_cartesian_2d "$stage/bin/"
-strip "$stage"/bin/* "$stage"/tests/*
+case " $areas " in # BART, the sparse bench's reference, with its libraries (below)
+*" sparse "* | *" sparse3d "*) cp /usr/bin/bart "$stage/bin/" ;;
+esac
+find "$stage/bin" "$stage/tests" -type f -exec strip {} + # tests/ may be empty (sparse)
 rm -rf "$build/libs"
 scripts/bundle-libs.sh "$build/libs" "$stage"/bin/* "$stage"/tests/*
 tar -cJf "$stage/libs.tar.xz" -C "$build/libs" .
@@ -67,6 +74,9 @@ echo "$areas" | tr ' ' '\n' | sed '/^$/d' >"$stage/areas"
 for t in $gpu_tests; do # the gpu/ tests whose CUDA group the tests area runs
   [ -x "$stage/tests/$t" ] && echo "$t"
 done >"$stage/gpu-tests"
+for t in $sparse_tests; do
+  [ -x "$stage/tests/$t" ] && echo "$t"
+done >"$stage/sparse-tests"
 # The programs as one xz stream with a dictionary larger than all of them:
 # each links the same CUDA kernels, so the copies compress to almost
 # nothing (every area: 40 MB of programs in 2 MB), where the folders alone

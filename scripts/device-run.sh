@@ -30,6 +30,13 @@
 #           split by coils), and where each GPU is a GPU of its own,
 #           mr-load's 32 clients x 20 scans of 256x256x16 against a server
 #           on those GPUs: split-<N>gpu.json, load-<N>gpu.json
+#   sparse  the CUDA groups of the compressed sensing, ESPIRiT and coil
+#           compression tests (test_gpu_sparse, test_gpu_espirit,
+#           test_gpu_compress: those staged); `mr-bench sparse` on the 2D,
+#           radial and real-time cases, ours against BART (staged beside
+#           mr-bench, OMP_NUM_THREADS = the host's cores): sparse-h100.json
+#   sparse3d  `mr-bench sparse --case cartesian_3d --rounds 1` (256x256x128,
+#           32 coils; BART alone takes minutes there): sparse-3d-h100.json
 # Runs what scripts/device-build.sh staged for those areas (STAGE=dir: a
 # stage elsewhere).
 set -uo pipefail
@@ -210,6 +217,20 @@ area_fhd() {
   [ -z "$ncu" ] || optional "ncu (recurrence kernel)" 90 "$out/ncu.txt" "$ncu" --set full \
     -k regex:recurrence --launch-skip 12 --launch-count 1 --kill yes "$bin/mr-bench" fhd \
     --json /dev/null
+}
+
+area_sparse() {
+  local t
+  while read -r t; do
+    step "$t --cuda" 240 "$out/sparse-tests.log" "$tests/$t" --cuda
+  done <"$stage/sparse-tests"
+  step "mr-bench sparse" 540 "$out/sparse-bench.log" "$bin/mr-bench" sparse --configs "$PWD/configs" \
+    --case cartesian_2d_8,cartesian_2d_32,radial_2d,realtime_radial --json "$out/sparse-h100.json"
+}
+
+area_sparse3d() {
+  step "mr-bench sparse (3D)" 580 "$out/sparse-bench.log" "$bin/mr-bench" sparse \
+    --configs "$PWD/configs" --case cartesian_3d --rounds 1 --json "$out/sparse-3d-h100.json"
 }
 
 area_multigpu() {

@@ -6,7 +6,7 @@ add_library(mr_test_client_png STATIC client/test_client_png_read.c)
 target_include_directories(mr_test_client_png PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/client)
 target_link_libraries(mr_test_client_png PUBLIC PkgConfig::PNG)
 
-foreach(noun dataset output stream preview readahead)
+foreach(noun dataset output stream preview readahead sampling)
   mr_add_test(test_client_${noun} SOURCES client/test_client_${noun}.c LIBS mr_client mr_test_client_png)
 endforeach()
 

@@ -11,10 +11,20 @@
  *
  * Coils: "none" solves every coil apart and emits coil images (a
  * coil_combine rss after it makes one image); "estimate" estimates
- * sensitivity maps from the scan itself (each coil's image from a few
- * iterations alone, low-passed, over their root sum of squares) and solves
- * once for one image through them (SENSE): the coils' differing views then
- * undo undersampling that each coil alone cannot.
+ * sensitivity maps from the scan itself and solves once for one image
+ * through them (SENSE): the coils' differing views then undo undersampling
+ * that each coil alone cannot. The maps come from gpu/coil's estimators
+ * ("maps"): "lowres" (mr_coil_maps_lowres: the coil images low-passed by a
+ * Hann window over the central quarter of k-space, over their root sum of
+ * squares, zero under 5% of its peak: outside the object, where the solve
+ * then keeps the voxels at zero) or "espirit" (espirit.h, from the coil
+ * images' k-space: the gridded centre). The coil images are each coil's
+ * solve of a few iterations alone, from zero; or, with "maps_tracking" N >
+ * 0 (real time), every buffer continues the last buffer's coil images by N
+ * iterations on its own data (a warm start): a running estimate in which
+ * each frame's data pull the images to where the object is now and older
+ * frames fade, so the maps, made every buffer, follow a moving object
+ * where maps made every maps_every frames lag behind it.
  *
  * F^H D and Q come from direct sums ("fhd": "direct", exact to float
  * rounding) or from the NUFFT (gpu/nufft/nufft.h, "nufft", to nufft_tolerance):
@@ -56,6 +66,7 @@
 #include "buf.h"
 #include "cg.h"
 #include "coil.h"
+#include "espirit.h"
 #include "fft.h"
 #include "fhd.h"
 #include "gadget.h"
@@ -71,6 +82,7 @@
 #include "vec.h"
 
 enum { MAPS_NONE, MAPS_ESTIMATE };
+enum { ESTIMATE_LOWRES, ESTIMATE_ESPIRIT };
 enum { SUMS_DIRECT, SUMS_NUFFT };
 
 /* Q of the last trajectory, and the operators made for its shape (device,
@@ -106,10 +118,16 @@ typedef struct kept_plan {
  * from: enough for a low-pass view, which converges first. */
 #define MAP_ITERATIONS 10
 
+/* The low-resolution maps' floor, relative to the largest root sum of
+ * squares: the object's support. */
+#define MAP_FLOOR 0.05
+
 typedef struct fhd_cg {
   int iterations;
   double tolerance, lambda;
   int regularizer, maps;
+  int estimator;
+  int maps_tracking;
   int sums;
   double nufft_tolerance;
   int maps_every;
@@ -131,11 +149,14 @@ typedef struct fhd_cg {
   unsigned sens_gen, sens_made;
   int since_maps;
   mr_buf *cg_b, *cg_x; /* one right-hand side and solution on the device, kept */
-  /* A GPU's map estimate: FFT plan, maps, the window (for window_n) and
-   * the per-voxel scale, kept. */
+  /* The map estimate on the device: maps, and for ESPIRiT the coil
+   * images' transform and k-space, kept. */
+  mr_buf *maps_dev, *maps_k;
   mr_fft_plan *maps_fft;
-  mr_buf *maps_dev, *window, *scale;
-  size_t window_n[3];
+  /* maps_tracking > 0: the shape and device whose coil images img holds
+   * (track_coils 0: none), the warm start of the next buffer's. */
+  size_t track_n[3], track_coils;
+  mr_device *track_dev;
   /* "gpus" > 1: the other GPUs (taken once) and the split SENSE operator,
    * made on split_dev for the positions generation split_q, with the maps
    * of generation split_maps; Q goes through q_host to it. */
@@ -167,6 +188,13 @@ static const mr_param params[] = {
     MR_PARAM_INT(fhd_cg, maps_every, "maps_every", "1", 1, 1000000,
         "sensitivities \"estimate\": estimate the maps from every N-th buffer (frame) and reuse "
         "them for those between"),
+    MR_PARAM_ENUM(fhd_cg, estimator, "maps", "\"lowres\"", "lowres|espirit",
+        "sensitivities \"estimate\": maps from the low-passed coil images over their root sum "
+        "of squares, or ESPIRiT's eigenvector maps of their k-space centre"),
+    MR_PARAM_INT(fhd_cg, maps_tracking, "maps_tracking", "0", 0, 100,
+        "sensitivities \"estimate\", real time: new maps every buffer from coil images that "
+        "continue the last buffer's by this many iterations (0: maps_every decides, from "
+        "solves that start from zero)"),
     MR_PARAM_INT(fhd_cg, gpus, "gpus", "1", 1, MAX_SPLIT,
         "sensitivities \"estimate\": split the SENSE solve by coils across this many GPUs (the "
         "session's and the least loaded others; fewer when the pool has fewer)"),
@@ -369,130 +397,39 @@ static int operator_for(fhd_cg *s, mr_device *dev, const problem *p, size_t coil
   return 0;
 }
 
-/* Sensitivity maps from coil images (img [coils][nvox]): each low-passed
- * (a Hann window over the central quarter of k-space), then divided by
- * their root sum of squares, so sum_c |S_c|^2 = 1 where the object is;
- * zero where that sum is under 5% of its peak (outside the object, where
- * a ratio of small numbers means nothing: the solve then keeps those
- * voxels at zero). */
-static double map_window(const problem *p, size_t i) {
-  const double cutoff = 0.125; /* cycles per pixel */
-  double r2 = 0;
-  size_t pos[3] = {i % p->n[0], i / p->n[0] % p->n[1], i / p->n[0] / p->n[1]};
-  assert(p->rank == 2 || p->rank == 3); /* set from the matrix: 2D or 3D */
-  for (int d = 0; d < p->rank; d++) {
-    double f = ((double)pos[d] - (double)(p->n[d] / 2)) / (double)p->n[d];
-    r2 += f * f;
-  }
-  double r = sqrt(r2);
-  return r < cutoff ? pow(cos(M_PI * r / (2 * cutoff)), 2) : 0;
-}
-
-/* On the host (the CPU), img and maps in host memory. */
-static int estimate_maps(mr_device *dev, const problem *p, const mr_cfloat *img,
+/* Maps from the coil images img [coils][nvox] on dev into maps (host), by
+ * the gadget's estimator. */
+static int estimate_maps(fhd_cg *s, mr_device *dev, const problem *p, const mr_cfloat *img,
                          mr_cfloat *maps) {
-  mr_fft_opts fo = {.rank = p->rank, .dims = {p->n[0], p->n[1], p->n[2]}, .batch = p->coils};
-  mr_fft_plan *plan = NULL;
-  int rc = mr_fft_plan_create(dev, &fo, &plan);
-  if (rc == 0)
-    rc = mr_fft_execute_host(plan, MR_FFT_FORWARD, img, maps);
-  if (rc < 0) {
-    mr_fft_plan_destroy(plan);
-    return rc;
-  }
-  for (size_t i = 0; i < p->nvox; i++) {
-    double w = map_window(p, i);
-    for (size_t c = 0; c < p->coils; c++)
-      maps[c * p->nvox + i] *= (float)w;
-  }
-  rc = mr_fft_execute_host(plan, MR_FFT_BACKWARD, maps, maps);
-  mr_fft_plan_destroy(plan);
-  if (rc < 0)
-    return rc;
-  double peak = 0;
-  for (size_t i = 0; i < p->nvox; i++) {
-    double ss = 0;
-    for (size_t c = 0; c < p->coils; c++)
-      ss += pow(cabsf(maps[c * p->nvox + i]), 2);
-    peak = fmax(peak, ss);
-  }
-  for (size_t i = 0; i < p->nvox; i++) {
-    double ss = 0;
-    for (size_t c = 0; c < p->coils; c++)
-      ss += pow(cabsf(maps[c * p->nvox + i]), 2);
-    float inv = ss > 0.05 * 0.05 * peak ? (float)(1 / sqrt(ss)) : 0;
-    for (size_t c = 0; c < p->coils; c++)
-      maps[c * p->nvox + i] *= inv;
-  }
-  return 0;
-}
-
-/* The same on a GPU from the coil images img on it, into maps (host):
- * transforms, window and scaling there (the window kept per shape), the
- * root sum of squares down to the host for the peak and the scale. */
-static int estimate_maps_gpu(fhd_cg *s, mr_device *dev, const problem *p, const mr_cfloat *img,
-                             mr_cfloat *maps) {
-  size_t nvox = p->nvox, coils = p->coils;
-  mr_fft_opts fo = {.rank = p->rank, .dims = {p->n[0], p->n[1], p->n[2]}, .batch = coils};
-  int new_window = s->window == NULL || mr_buf_device(s->window) != dev ||
-                   memcmp(s->window_n, p->n, sizeof s->window_n) != 0;
-  int rc = mr_fft_plan_keep(dev, &fo, &s->maps_fft);
-  if (rc == 0)
-    rc = keep_buf(&s->maps_dev, dev, coils * nvox * sizeof(mr_cfloat));
-  if (rc == 0)
-    rc = keep_buf(&s->scale, dev, nvox * sizeof(mr_cfloat));
-  if (rc == 0 && new_window)
-    rc = keep_buf(&s->window, dev, nvox * sizeof(mr_cfloat));
-  mr_cfloat *host = rc == 0 ? malloc(nvox * sizeof *host) : NULL;
-  float *rss = rc == 0 ? malloc(nvox * sizeof *rss) : NULL;
-  if (rc == 0 && (host == NULL || rss == NULL))
-    rc = MR_ENOMEM;
-  if (rc == 0 && new_window) {
-    memset(s->window_n, 0, sizeof s->window_n);
-    for (size_t i = 0; i < nvox; i++)
-      host[i] = (float)map_window(p, i);
-    rc = mr_buf_upload(s->window, 0, host, nvox * sizeof *host);
+  size_t bytes = p->coils * p->nvox * sizeof(mr_cfloat);
+  int rc = keep_buf(&s->maps_dev, dev, bytes);
+  mr_cfloat *m = rc == 0 ? mr_buf_data(s->maps_dev) : NULL;
+  if (rc == 0 && s->estimator == ESTIMATE_LOWRES) {
+    int width[3];
+    for (int d = 0; d < 3; d++) /* the central quarter; one sample on an axis of one */
+      width[d] = p->n[d] >= 8 ? (int)(p->n[d] / 4) : 2;
+    rc = mr_coil_maps_lowres(dev, img, p->coils, p->n, width, MAP_FLOOR, m);
+  } else if (rc == 0) {
+    mr_fft_opts fo = {.rank = p->rank, .dims = {p->n[0], p->n[1], p->n[2]}, .batch = p->coils};
+    mr_espirit_opts o;
+    mr_espirit_opts_default(&o);
+    rc = keep_buf(&s->maps_k, dev, bytes);
     if (rc == 0)
-      memcpy(s->window_n, p->n, sizeof s->window_n);
+      rc = mr_fft_plan_keep(dev, &fo, &s->maps_fft);
+    if (rc == 0)
+      rc = mr_fft_execute(s->maps_fft, MR_FFT_FORWARD, img, mr_buf_data(s->maps_k));
+    if (rc == 0)
+      rc = mr_espirit_maps(dev, mr_buf_data(s->maps_k), p->n, p->coils, &o, m);
   }
-  mr_cfloat *m = rc == 0 ? mr_buf_data(s->maps_dev) : NULL, *scale = NULL;
-  if (rc == 0)
-    rc = mr_fft_execute(s->maps_fft, MR_FFT_FORWARD, img, m);
-  for (size_t c = 0; rc == 0 && c < coils; c++)
-    rc = mr_vec_mul(dev, nvox, mr_buf_data(s->window), m + c * nvox, m + c * nvox);
-  if (rc == 0)
-    rc = mr_fft_execute(s->maps_fft, MR_FFT_BACKWARD, m, m);
-  if (rc == 0) { /* the root sum of squares, as floats, through the scale's memory */
-    scale = mr_buf_data(s->scale);
-    rc = mr_coil_rss(dev, m, coils, nvox, (float *)scale);
-  }
-  if (rc == 0)
-    rc = mr_buf_download(s->scale, 0, rss, nvox * sizeof *rss);
-  if (rc == 0) {
-    double peak = 0;
-    for (size_t i = 0; i < nvox; i++)
-      peak = fmax(peak, (double)rss[i] * rss[i]);
-    for (size_t i = 0; i < nvox; i++) {
-      double ss = (double)rss[i] * rss[i];
-      host[i] = ss > 0.05 * 0.05 * peak ? (float)(1 / sqrt(ss)) : 0;
-    }
-    rc = mr_buf_upload(s->scale, 0, host, nvox * sizeof *host);
-  }
-  for (size_t c = 0; rc == 0 && c < coils; c++)
-    rc = mr_vec_mul(dev, nvox, scale, m + c * nvox, m + c * nvox);
-  if (rc == 0)
-    rc = mr_buf_download(s->maps_dev, 0, maps, coils * nvox * sizeof *maps);
-  free(host);
-  free(rss);
-  return rc;
+  return rc == 0 ? mr_buf_download(s->maps_dev, 0, maps, bytes) : rc;
 }
 
 /* x = A^-1 b (`iterations` at most) for each of `count` right-hand sides
  * [count][nvox], b and x on dev: on a GPU in one batched solve (the coils'
  * solves behind maps: one loop, not one per coil). */
-static int solve_all(fhd_cg *s, mr_device *dev, mr_toeplitz *op, int iterations,
+static int solve_all(fhd_cg *s, mr_device *dev, mr_toeplitz *op, int iterations, int warm,
                      size_t nvox, size_t count, const mr_cfloat *b, mr_cfloat *x) {
-  mr_cg_opts co = {.max_iterations = iterations, .tolerance = s->tolerance};
+  mr_cg_opts co = {.max_iterations = iterations, .tolerance = s->tolerance, .warm_start = warm};
   return mr_cg_solve_batch(dev, nvox, count, mr_toeplitz_apply_batch_op, op, b, x, &co, NULL);
 }
 
@@ -503,13 +440,9 @@ static int maps_due(const fhd_cg *s, const problem *p) {
          memcmp(s->sens_n, p->n, sizeof s->sens_n) != 0 || s->since_maps >= s->maps_every;
 }
 
-/* New maps from the coils' own solves (fhd: their F^H D on dev), made on
- * the host from the coil images. */
+/* New maps from the coils' own solves (fhd: their F^H D on dev), into
+ * s->sens (host). */
 static int refresh_maps(fhd_cg *s, mr_device *dev, const problem *p, const mr_cfloat *fhd) {
-  mr_toeplitz *op;
-  int rc = operator_for(s, dev, p, 0, &op);
-  if (rc < 0)
-    return rc;
   size_t bytes = p->coils * p->nvox * sizeof(mr_cfloat);
   if (s->sens_coils * s->sens_n[0] * s->sens_n[1] * s->sens_n[2] != p->coils * p->nvox) {
     free(s->sens);
@@ -524,11 +457,23 @@ static int refresh_maps(fhd_cg *s, mr_device *dev, const problem *p, const mr_cf
   s->sens_coils = p->coils;
   memcpy(s->sens_n, p->n, sizeof s->sens_n);
   s->sens_gen = 0; /* until estimated */
-  const mr_cfloat *img = mr_buf_data(s->img); /* host memory for the CPU */
-  rc = solve_all(s, dev, op, MAP_ITERATIONS, p->nvox, p->coils, fhd, mr_buf_data(s->img));
+  /* tracking: the last buffer's coil images, when they are of this shape,
+   * continued by maps_tracking iterations */
+  int warm = s->maps_tracking > 0 && s->track_dev == dev && s->track_coils == p->coils &&
+             memcmp(s->track_n, p->n, sizeof s->track_n) == 0;
+  s->track_coils = 0;
+  mr_toeplitz *op;
+  int rc = operator_for(s, dev, p, 0, &op);
   if (rc == 0)
-    rc = mr_device_is_gpu(dev) ? estimate_maps_gpu(s, dev, p, img, s->sens)
-                               : estimate_maps(dev, p, img, s->sens);
+    rc = solve_all(s, dev, op, warm ? s->maps_tracking : MAP_ITERATIONS, warm, p->nvox,
+                   p->coils, fhd, mr_buf_data(s->img));
+  if (rc == 0 && s->maps_tracking > 0) {
+    s->track_dev = dev;
+    s->track_coils = p->coils;
+    memcpy(s->track_n, p->n, sizeof s->track_n);
+  }
+  if (rc == 0)
+    rc = estimate_maps(s, dev, p, mr_buf_data(s->img), s->sens);
   if (rc < 0)
     return rc;
   s->sens_gen = ++s->sens_made;
@@ -627,7 +572,7 @@ static int solve_sense(fhd_cg *s, mr_device *dev, const problem *p, const mr_cfl
   if (rc == 0)
     rc = mr_toeplitz_combine(op, fhd, mr_buf_data(s->cg_b));
   if (rc == 0)
-    rc = solve_all(s, dev, op, s->iterations, p->nvox, 1, mr_buf_data(s->cg_b),
+    rc = solve_all(s, dev, op, s->iterations, 0, p->nvox, 1, mr_buf_data(s->cg_b),
                    mr_buf_data(s->cg_x));
   if (rc == 0)
     rc = mr_buf_download(s->cg_x, 0, out, bytes);
@@ -656,10 +601,10 @@ static int reconstruct_task(mr_device *dev, void *arg) {
     mr_toeplitz *op;
     rc = operator_for(s, dev, p, 0, &op);
     if (rc == 0)
-      rc = solve_all(s, dev, op, s->iterations, p->nvox, p->coils, fhd, mr_buf_data(s->img));
+      rc = solve_all(s, dev, op, s->iterations, 0, p->nvox, p->coils, fhd, mr_buf_data(s->img));
     return rc == 0 ? mr_buf_download(s->img, 0, j->out, bytes) : rc;
   }
-  if (maps_due(s, p))
+  if (s->maps_tracking > 0 || maps_due(s, p))
     rc = refresh_maps(s, dev, p, fhd);
   if (rc == 0)
     rc = solve_sense(s, dev, p, fhd, j->out);
@@ -771,8 +716,7 @@ static void destroy(void *state) {
   mr_buf_destroy(s->img);
   mr_fft_plan_destroy(s->maps_fft);
   mr_buf_destroy(s->maps_dev);
-  mr_buf_destroy(s->window);
-  mr_buf_destroy(s->scale);
+  mr_buf_destroy(s->maps_k);
   mr_buf_destroy(s->cg_b);
   mr_buf_destroy(s->cg_x);
   mr_toeplitz_split_destroy(s->split);

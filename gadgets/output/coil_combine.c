@@ -2,10 +2,14 @@
  * (a magnitude image, stored with zero phase). "weighted": Roemer's
  * sensitivity-weighted sum, sum_c conj(s_c) x_c / sum_c |s_c|^2 (complex),
  * with maps s_c estimated from the central calib_size samples of k-space,
- * the ACS region of an accelerated scan: the coil images are taken back to
- * k-space, windowed there (Hann, along x, y and, in 3D, z with the second
- * calib_size) to that centre, transformed to low-resolution images l_c and
- * normalised, s_c = l_c / sqrt(sum_c |l_c|^2).
+ * the ACS region of an accelerated scan, by gpu/coil's estimators
+ * ("estimator"): "lowres", the coil images taken back to k-space, windowed
+ * there (Hann, along x, y and, in 3D, z with the second calib_size) to that
+ * centre, transformed to low-resolution images l_c and normalised,
+ * s_c = l_c / sqrt(sum_c |l_c|^2) (mr_coil_maps_lowres); or "espirit", the
+ * ESPIRiT maps of the coil images' k-space with a calibration region of
+ * calib_size (espirit.h: its defaults otherwise), zero where no coil sees
+ * the object, so the combination is zero there too.
  *
  * When maps are made ("maps"): "slice" (the default, as Gadgetron does)
  * keeps one set of maps per encoding space and slice, made from the first
@@ -26,16 +30,17 @@
 #include "budget.h"
 #include "buf.h"
 #include "coil.h"
+#include "espirit.h"
 #include "fail.h"
 #include "fft.h"
 #include "gadget.h"
 #include "handoff.h"
 #include "image_array.h"
 #include "placement.h"
-#include "vec.h"
 
 enum method { COMBINE_RSS, COMBINE_WEIGHTED };
 enum maps_rule { MAPS_PER_SLICE, MAPS_PER_IMAGE };
+enum estimator { ESTIMATE_LOWRES, ESTIMATE_ESPIRIT };
 
 /* The maps of one encoding space and slice. */
 typedef struct slice_maps {
@@ -50,10 +55,12 @@ typedef struct coil_combine {
   int method;
   int calib[2];
   int maps_rule;
+  int estimator;
   int device, fallback;
   mr_placement place;
   int on_device;     /* the next consumer takes device data */
-  mr_fft_plan *plan; /* the maps' transform, for the last shape */
+  mr_fft_plan *plan; /* ESPIRiT's transform of the coil images, for the last shape */
+  mr_buf *kspace;    /* ESPIRiT's k-space of the coil images, kept */
   slice_maps *slices;
 } coil_combine;
 
@@ -66,6 +73,9 @@ static const mr_param params[] = {
     MR_PARAM_ENUM(coil_combine, maps_rule, "maps", "\"slice\"", "slice|image",
         "weighted: maps made once per slice (remade when the shape, the coils or the calibration "
         "change) or from every image"),
+    MR_PARAM_ENUM(coil_combine, estimator, "estimator", "\"lowres\"", "lowres|espirit",
+        "weighted: maps from the low-passed coil images over their root sum of squares, or "
+        "ESPIRiT's eigenvector maps of the k-space centre"),
     MR_PLACEMENT_PARAMS(coil_combine),
 };
 
@@ -111,11 +121,26 @@ static int maps_current(const coil_combine *s, const slice_maps *m, const mr_ima
          m->generation == in->calib_generation;
 }
 
-/* The transform of in's shape on dev, made once per shape and device. */
+/* ESPIRiT's transform of in's shape on dev, made once per shape and device. */
 static int plan_for(coil_combine *s, mr_device *dev, const mr_image_array *in) {
   mr_fft_opts o = {.rank = in->nz > 1 ? 3 : 2, .dims = {in->nx, in->ny, in->nz},
                    .batch = in->nch};
   return mr_fft_plan_keep(dev, &o, &s->plan);
+}
+
+/* The coil images x of in (on dev) in k-space, in s->kspace (kept). */
+static int espirit_kspace(coil_combine *s, mr_device *dev, const mr_image_array *in,
+                          const mr_cfloat *x) {
+  size_t bytes = mr_image_array_channel_size(in) * in->nch * sizeof(mr_cfloat);
+  int rc = 0;
+  if (s->kspace == NULL || mr_buf_device(s->kspace) != dev || mr_buf_size(s->kspace) < bytes) {
+    mr_buf_destroy(s->kspace);
+    s->kspace = NULL;
+    rc = mr_buf_create(dev, bytes, &s->kspace);
+  }
+  if (rc == 0)
+    rc = plan_for(s, dev, in);
+  return rc == 0 ? mr_fft_execute(s->plan, MR_FFT_FORWARD, x, mr_buf_data(s->kspace)) : rc;
 }
 
 /* Makes m's maps on dev from the coil images x (on dev) of in. */
@@ -136,20 +161,20 @@ static int make_maps(coil_combine *s, mr_device *dev, slice_maps *m, const mr_im
     m->maps = NULL;
     return rc;
   }
-  size_t n = mr_image_array_channel_size(in), dims[3] = {in->nx, in->ny, in->nz};
-  int width[3] = {s->calib[0], s->calib[1], s->calib[1]};
+  size_t dims[3] = {in->nx, in->ny, in->nz};
   mr_cfloat *maps = mr_buf_data(m->maps);
-  rc = plan_for(s, dev, in);
-  if (rc == 0)
-    rc = mr_vec_copy(dev, n * in->nch, x, maps);
-  if (rc == 0)
-    rc = mr_fft_execute(s->plan, MR_FFT_FORWARD, maps, maps);
-  if (rc == 0)
-    rc = mr_coil_window(dev, maps, in->nch, dims, width);
-  if (rc == 0)
-    rc = mr_fft_execute(s->plan, MR_FFT_BACKWARD, maps, maps);
-  if (rc == 0)
-    rc = mr_coil_normalise(dev, maps, in->nch, n);
+  if (s->estimator == ESTIMATE_LOWRES) {
+    int width[3] = {s->calib[0], s->calib[1], s->calib[1]};
+    rc = mr_coil_maps_lowres(dev, x, in->nch, dims, width, MR_COIL_MAP_FLOOR, maps);
+  } else {
+    mr_espirit_opts o;
+    mr_espirit_opts_default(&o);
+    o.calib = s->calib[0] < s->calib[1] ? s->calib[0] : s->calib[1];
+    o.kernel = o.kernel < o.calib ? o.kernel : o.calib;
+    rc = espirit_kspace(s, dev, in, x);
+    if (rc == 0)
+      rc = mr_espirit_maps(dev, mr_buf_data(s->kspace), dims, in->nch, &o, maps);
+  }
   if (rc < 0)
     drop_maps(m);
   return rc;
@@ -229,6 +254,7 @@ static void destroy(void *state) {
     free(m);
   }
   mr_fft_plan_destroy(s->plan);
+  mr_buf_destroy(s->kspace);
   mr_placement_release(&s->place);
 }
 

@@ -7,6 +7,7 @@
 extern const mr_gadget_class mr_gadget_remove_oversampling;
 extern const mr_gadget_class mr_gadget_accumulate;
 extern const mr_gadget_class mr_gadget_fft;
+extern const mr_gadget_class mr_gadget_coil_compress;
 extern const mr_gadget_class mr_gadget_coil_combine;
 extern const mr_gadget_class mr_gadget_image_out;
 extern const mr_gadget_class mr_gadget_scale;
@@ -21,11 +22,13 @@ extern const mr_gadget_class mr_gadget_partial_fourier;
 extern const mr_gadget_class mr_gadget_slice_grappa;
 extern const mr_gadget_class mr_gadget_dicom_out;
 extern const mr_gadget_class mr_gadget_external;
+extern const mr_gadget_class mr_gadget_cs;
 
 static const mr_gadget_class *const classes[] = {
     &mr_gadget_remove_oversampling,
     &mr_gadget_accumulate,
     &mr_gadget_fft,
+    &mr_gadget_coil_compress,
     &mr_gadget_coil_combine,
     &mr_gadget_image_out,
     &mr_gadget_scale,
@@ -40,6 +43,7 @@ static const mr_gadget_class *const classes[] = {
     &mr_gadget_slice_grappa,
     &mr_gadget_dicom_out,
     &mr_gadget_external,
+    &mr_gadget_cs,
     NULL,
 };
 

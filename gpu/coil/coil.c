@@ -6,6 +6,7 @@
 #include "coil_impl.h"
 #include "error.h"
 #include "fail.h"
+#include "fft.h"
 
 static int check_sizes(size_t ncoils, size_t npixels) {
   if (ncoils < 1 || npixels < 1 || npixels > SIZE_MAX / 8 / ncoils)
@@ -110,13 +111,37 @@ int mr_coil_window(mr_device *dev, mr_cfloat *x, size_t ncoils,
   return rc;
 }
 
-int mr_coil_normalise(mr_device *dev, mr_cfloat *maps, size_t ncoils, size_t npixels) {
+int mr_coil_normalise(mr_device *dev, mr_cfloat *maps, size_t ncoils, size_t npixels,
+                      double floor) {
   int rc = check_sizes(ncoils, npixels);
   if (rc < 0)
     return rc;
+  if (!(floor >= 0 && floor < 1))
+    return mr_fail(MR_EINVAL, "coil normalise: floor %g", floor);
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(dev))
-    return mr_coil_cuda_normalise(dev, maps, ncoils, npixels);
+    return mr_coil_cuda_normalise(dev, maps, ncoils, npixels, floor);
 #endif
-  return mr_coil_cpu_normalise(dev, maps, ncoils, npixels);
+  return mr_coil_cpu_normalise(dev, maps, ncoils, npixels, floor);
+}
+
+int mr_coil_maps_lowres(mr_device *dev, const mr_cfloat *images, size_t ncoils,
+                        const size_t dims[3], const int width[3], double floor,
+                        mr_cfloat *maps) {
+  size_t npixels = dims[0] * dims[1] * dims[2];
+  int rc = check_sizes(ncoils, npixels);
+  if (rc < 0)
+    return rc;
+  mr_fft_opts o = {.rank = dims[2] > 1 ? 3 : 2, .dims = {dims[0], dims[1], dims[2]},
+                   .batch = ncoils};
+  mr_fft_plan *plan = NULL;
+  rc = mr_fft_plan_create(dev, &o, &plan);
+  if (rc == 0)
+    rc = mr_fft_execute(plan, MR_FFT_FORWARD, images, maps);
+  if (rc == 0)
+    rc = mr_coil_window(dev, maps, ncoils, dims, width);
+  if (rc == 0)
+    rc = mr_fft_execute(plan, MR_FFT_BACKWARD, maps, maps);
+  mr_fft_plan_destroy(plan);
+  return rc == 0 ? mr_coil_normalise(dev, maps, ncoils, npixels, floor) : rc;
 }

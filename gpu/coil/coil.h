@@ -35,8 +35,17 @@ int mr_coil_combine_host(mr_device *dev, const mr_cfloat *x,
 int mr_coil_rss_complex(mr_device *dev, const mr_cfloat *x, size_t ncoils,
                         size_t npixels, mr_cfloat *out);
 
-/* Steps of the sensitivity maps coil_combine estimates from coil images
- * (k-space centre, low-passed): */
+/* Low-resolution sensitivity maps, the estimator coil_combine and fhd_cg
+ * share (beside ESPIRiT, espirit.h): each coil image of images
+ * [coil][z][y][x] (dims, x fastest; 2D when dims[2] is 1) to k-space, the
+ * Hann window of mr_coil_window() (width samples along each axis around the
+ * centre), back to image space, normalised with mr_coil_normalise(floor).
+ * images and maps on dev, maps may be images. Borrows both. */
+int mr_coil_maps_lowres(mr_device *dev, const mr_cfloat *images, size_t ncoils,
+                        const size_t dims[3], const int width[3], double floor,
+                        mr_cfloat *maps);
+
+/* Its steps: */
 
 /* Multiplies each of the ncoils arrays x[c] of dims[0] x dims[1] x dims[2]
  * samples (x fastest) in place by a separable Hann window: along axis d,
@@ -47,10 +56,13 @@ int mr_coil_window(mr_device *dev, mr_cfloat *x, size_t ncoils,
                    const size_t dims[3], const int width[3]);
 
 /* Normalises maps in place to unit root sum of squares over the coils at
- * every pixel; pixels whose root sum of squares is at most 1e-6 of its
- * largest value get zero maps (no signal to weight by). Borrows maps. */
-int mr_coil_normalise(mr_device *dev, mr_cfloat *maps, size_t ncoils,
-                      size_t npixels);
+ * every pixel; pixels whose root sum of squares is at most floor times its
+ * largest value get zero maps (no signal to weight by: MR_COIL_MAP_FLOOR
+ * where every pixel with signal counts; fhd_cg takes 0.05, the object's
+ * support). Borrows maps. */
+#define MR_COIL_MAP_FLOOR 1e-6
+int mr_coil_normalise(mr_device *dev, mr_cfloat *maps, size_t ncoils, size_t npixels,
+                      double floor);
 
 #ifdef __cplusplus
 }

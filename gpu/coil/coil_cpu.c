@@ -153,7 +153,8 @@ static void norm_scale_range(void *arg, size_t begin, size_t end) {
   }
 }
 
-int mr_coil_cpu_normalise(mr_device *dev, mr_cfloat *maps, size_t ncoils, size_t npixels) {
+int mr_coil_cpu_normalise(mr_device *dev, mr_cfloat *maps, size_t ncoils, size_t npixels,
+                          double floor) {
   float *rss = malloc(npixels * sizeof *rss);
   if (rss == NULL)
     return mr_fail(MR_ENOMEM, "coil maps: out of memory");
@@ -162,7 +163,7 @@ int mr_coil_cpu_normalise(mr_device *dev, mr_cfloat *maps, size_t ncoils, size_t
   float peak = 0;
   for (size_t p = 0; p < npixels; p++)
     peak = rss[p] > peak ? rss[p] : peak;
-  j.floor_ = (float)(MR_COIL_MAP_FLOOR * peak);
+  j.floor_ = (float)(floor * peak);
   mr_cpu_parallel_for(mr_device_threads(dev), npixels, GRAIN, norm_scale_range, &j);
   free(rss);
   return 0;

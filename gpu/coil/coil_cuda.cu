@@ -209,7 +209,8 @@ int mr_coil_cuda_window(mr_device *dev, mr_cfloat *x, size_t ncoils, const size_
   });
 }
 
-int mr_coil_cuda_normalise(mr_device *dev, mr_cfloat *maps, size_t ncoils, size_t npixels) {
+int mr_coil_cuda_normalise(mr_device *dev, mr_cfloat *maps, size_t ncoils, size_t npixels,
+                           double floor) {
   return mr_on_worker(dev, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     scratch d(c);
@@ -226,7 +227,7 @@ int mr_coil_cuda_normalise(mr_device *dev, mr_cfloat *maps, size_t ncoils, size_
     map_rss<<<grid, BLOCK, 0, c->compute>>>(m, ncoils, npixels, rss, peak);
     MR_LAUNCHED(map_rss);
     map_scale<<<grid, BLOCK, 0, c->compute>>>(m, ncoils, npixels, rss, peak,
-                                               double(MR_COIL_MAP_FLOOR));
+                                               floor);
     MR_LAUNCHED(map_scale);
     return 0;
   });

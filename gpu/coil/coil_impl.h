@@ -39,12 +39,10 @@ int mr_coil_cuda_window(mr_device *dev, mr_cfloat *x, size_t ncoils,
                         const size_t dims[3], const float *win);
 
 int mr_coil_cpu_normalise(mr_device *dev, mr_cfloat *maps, size_t ncoils,
-                          size_t npixels);
+                          size_t npixels, double floor);
 int mr_coil_cuda_normalise(mr_device *dev, mr_cfloat *maps, size_t ncoils,
-                           size_t npixels);
+                           size_t npixels, double floor);
 
-/* Relative floor under which a pixel's maps are zeroed. */
-#define MR_COIL_MAP_FLOOR 1e-6
 
 #ifdef __cplusplus
 }

@@ -21,3 +21,18 @@ int mr_solve_hpd(mr_device *dev, mr_cmat a, float lambda, mr_cmat b, int batch) 
 #endif
   return mr_solve_cpu_hpd(dev, a, lambda, b, batch);
 }
+
+int mr_solve_eigh(mr_device *dev, mr_cmat a, float *w, int batch) {
+  if (batch < 1)
+    return mr_fail(MR_EINVAL, "eigh: batch %d", batch);
+  int rc = mr_cmat_check(&a, batch, 1, "eigh a");
+  if (rc < 0)
+    return rc;
+  if (a.rows != a.cols || w == NULL)
+    return mr_fail(MR_EINVAL, "eigh: a is %d x %d", a.rows, a.cols);
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(dev))
+    return mr_solve_cuda_eigh(dev, a, w, batch);
+#endif
+  return mr_solve_cpu_eigh(dev, a, w, batch);
+}

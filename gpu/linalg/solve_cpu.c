@@ -24,3 +24,17 @@ int mr_solve_cpu_hpd(mr_device *dev, mr_cmat a, float lambda, mr_cmat b, int bat
   }
   return 0;
 }
+
+int mr_solve_cpu_eigh(mr_device *dev, mr_cmat a, float *w, int batch) {
+  (void)dev;
+  for (int i = 0; i < batch; i++) {
+    lapack_complex_float *ai = (lapack_complex_float *)(a.data + i * a.stride);
+    lapack_int info = LAPACKE_cheevd(LAPACK_COL_MAJOR, 'V', 'L', a.rows, ai, a.ld,
+                                     w + (size_t)i * (size_t)a.rows);
+    if (info > 0)
+      return mr_fail(MR_ENUMERIC, "eigh: item %d did not converge (%d)", i, (int)info);
+    if (info < 0)
+      return mr_fail(MR_EINVAL, "eigh: LAPACK rejected argument %d", (int)-info);
+  }
+  return 0;
+}

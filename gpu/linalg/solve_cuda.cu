@@ -80,3 +80,44 @@ int mr_solve_cuda_hpd(mr_device *dev, mr_cmat a, float lambda, mr_cmat b, int ba
     return rc;
   });
 }
+
+// Eigen-decomposition per batch item with cusolverDnCheevd; the info flags
+// are read once at the end.
+int mr_solve_cuda_eigh(mr_device *dev, mr_cmat a, float *w, int batch) {
+  return mr_on_worker(dev, [&] {
+    mr_cuda_ctx *c = mr_device_cuda(dev);
+    int n = a.rows;
+    if (n == 0)
+      return 0;
+    cuComplex *A = reinterpret_cast<cuComplex *>(a.data);
+    int lwork = 0;
+    MR_CUSOLVER(cusolverDnCheevd_bufferSize(c->solver, CUSOLVER_EIG_MODE_VECTOR,
+                                            CUBLAS_FILL_MODE_LOWER, n, A, a.ld, w, &lwork));
+    scratch s(c);
+    int rc = mr_cuda_alloc(c, &s.work, size_t(lwork) * sizeof(cuComplex));
+    if (rc == 0)
+      rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&s.info), size_t(batch) * sizeof(int));
+    if (rc < 0)
+      return rc;
+    cuComplex *work = static_cast<cuComplex *>(s.work);
+    for (int i = 0; i < batch; i++)
+      MR_CUSOLVER(cusolverDnCheevd(c->solver, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n,
+                                   A + i * a.stride, a.ld, w + size_t(i) * size_t(n), work,
+                                   lwork, s.info + i));
+    int *info = static_cast<int *>(malloc(size_t(batch) * sizeof(int)));
+    if (info == nullptr)
+      return mr_fail(MR_ENOMEM, "eigh: out of memory");
+    cudaError_t e = cudaMemcpyAsync(info, s.info, size_t(batch) * sizeof(int),
+                                    cudaMemcpyDeviceToHost, c->compute);
+    if (e == cudaSuccess)
+      e = cudaStreamSynchronize(c->compute);
+    for (int i = 0; e == cudaSuccess && rc == 0 && i < batch; i++)
+      if (info[i] != 0)
+        rc = mr_fail(info[i] > 0 ? MR_ENUMERIC : MR_EINVAL, "eigh: cuSOLVER item %d: info %d", i,
+                     info[i]);
+    free(info);
+    if (e != cudaSuccess)
+      return mr_cuda_fail(e, "cudaMemcpyAsync(info)", __FILE__, __LINE__);
+    return rc;
+  });
+}

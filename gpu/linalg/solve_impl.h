@@ -10,6 +10,8 @@ extern "C" {
 
 int mr_solve_cpu_hpd(mr_device *dev, mr_cmat a, float lambda, mr_cmat b, int batch);
 int mr_solve_cuda_hpd(mr_device *dev, mr_cmat a, float lambda, mr_cmat b, int batch);
+int mr_solve_cpu_eigh(mr_device *dev, mr_cmat a, float *w, int batch);
+int mr_solve_cuda_eigh(mr_device *dev, mr_cmat a, float *w, int batch);
 
 #ifdef __cplusplus
 }

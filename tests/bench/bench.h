@@ -52,6 +52,8 @@ int bench_fhd(const bench_ctx *ctx);
 int bench_nufft(const bench_ctx *ctx);
 int bench_stream(const bench_ctx *ctx);
 int bench_split(const bench_ctx *ctx);
+int bench_sparse(const bench_ctx *ctx);
+int bench_espirit(const bench_ctx *ctx);
 
 /* Takes the CPU and, when the pool has one, GPU 0 (*gpu NULL otherwise)
  * and records their names in the open object ("gpu", "cpu",
@@ -94,6 +96,13 @@ int bench_random_buf(mr_device *dev, size_t n, unsigned seed, mr_buf **out);
 
 /* Median of n values (n >= 1); reorders v. */
 double bench_median(double *v, int n);
+
+/* --case: 1 when name is in the comma-separated list (NULL: every name
+ * is); bench_unknown_case() writes the first name of list that is none of
+ * names[0..count-1] into out and returns 1, else 0. */
+int bench_listed(const char *list, const char *name);
+int bench_unknown_case(const char *list, const char *const *names, int count, char *out,
+                       size_t size);
 
 /* Milliseconds on the monotonic clock. */
 double bench_now_ms(void);

@@ -24,7 +24,9 @@ static const struct {
     {"fhd", "direct F^H D and Q (the book's kernels and past them), CG on the Toeplitz operator", bench_fhd},
     {"grappa", "GRAPPA calibration (32-128 coils; CPU, GPU fused, library chain) and a whole slice", bench_grappa},
     {"nufft", "NUFFT types 1 and 2, 2D and 3D, four trajectories, tol 1e-2 .. 1e-6, GPU against CPU and the reference library, errors against the exact sum", bench_nufft},
+    {"espirit", "ESPIRiT maps, 2D 256 x 256 (8, 32 coils) and 3D 256 x 256 x 128 (32 coils), GPU against CPU", bench_espirit},
     {"split", "one 3D CG-SENSE scan split by coils across 1, 2, ... of the pool's GPUs", bench_split},
+    {"sparse", "compressed sensing, ESPIRiT and coil compression: ours (solve alone, and through a server) against BART on the same data, time and PSNR/NRMSE", bench_sparse},
     {"stream", "end to end: sessions from memory through a GPU and a CPU reconserver against a raw loopback copy", bench_stream},
 };
 
@@ -89,6 +91,31 @@ int bench_random_buf(mr_device *dev, size_t n, unsigned seed, mr_buf **out) {
   return rc;
 }
 
+int bench_listed(const char *list, const char *name) {
+  if (list == NULL)
+    return 1;
+  size_t n = strlen(name);
+  for (const char *p = list; *p != '\0'; p += strcspn(p, ",") + (p[strcspn(p, ",")] != '\0'))
+    if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+      return 1;
+  return 0;
+}
+
+int bench_unknown_case(const char *list, const char *const *names, int count, char *out,
+                       size_t size) {
+  for (const char *p = list; list != NULL && *p != '\0';
+       p += strcspn(p, ",") + (p[strcspn(p, ",")] != '\0')) {
+    int n = (int)strcspn(p, ","), known = 0;
+    for (int i = 0; i < count; i++)
+      known |= (int)strlen(names[i]) == n && strncmp(p, names[i], (size_t)n) == 0;
+    if (!known) {
+      snprintf(out, size, "%.*s", n, p);
+      return 1;
+    }
+  }
+  return 0;
+}
+
 double bench_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -104,10 +131,10 @@ static void usage(FILE *f) {
              "  --gpus SPEC  all (default), none, or a list like 0,1 (0,0: two logical\n"
              "               devices of GPU 0)\n"
              "  --fake-gpus N  N pretend GPUs running the CPU's code (split: checks it runs)\n"
-             "  --rounds N   stream: best of N rounds (default 3, --quick 1)\n"
-             "  --server PATH  stream: the reconserver binary (default: next to mr-bench)\n"
-             "  --configs DIR  stream: the servers' configs (default ./configs, else the source tree's)\n"
-             "  --case NAME,...  stream: only these cases (default all)\n"
+             "  --rounds N   stream, sparse: best of N rounds (default 3, --quick 1)\n"
+             "  --server PATH  stream, sparse: the reconserver binary (default: next to mr-bench)\n"
+             "  --configs DIR  stream, sparse: the servers' configs (default ./configs, else the source tree's)\n"
+             "  --case NAME,...  stream, sparse: only these cases (default all)\n"
              "  --reference FILE  nufft: the reference library (libcufinufft.so) to run beside ours\n"
              "subcommands (all when none is named):\n");
   for (int i = 0; i < NCOMMANDS; i++)

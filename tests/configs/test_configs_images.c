@@ -6,7 +6,11 @@
  * configs' when they were added; iterative's and realtime_cg's again when
  * the NUFFT kernel's exponent lost its cancellation, a 3e-7 change in its
  * values that their CG solves carried to 2e-4 and, through the maps' mask,
- * 9e-3); the GPU run
+ * 9e-3; and again when their maps came from gpu/coil's one estimator, a
+ * separable Hann window where fhd_cg had a radial one, 5.5e-3, and
+ * realtime_cg's maps began to follow the moving object every frame, 6.4e-2:
+ * tests/gadgets/noncartesian/test_gadgets_realtime_maps.c holds its frames
+ * to the phantom); the GPU run
  * (MR_TEST_GPUS=all, ctest label gpu) is held to the same references
  * (the iterative configs more loosely: see cases[]).
  *

@@ -105,7 +105,7 @@ static void cpu_normalise(void **state) {
   gpu_test_random(m, n, 8);
   for (size_t c = 0; c < COILS; c++)
     m[c * PIXELS + 5] *= 1e-7f; /* under the floor: no map */
-  GPU_OK(mr_coil_normalise(gpu_test_cpu(), m, COILS, PIXELS));
+  GPU_OK(mr_coil_normalise(gpu_test_cpu(), m, COILS, PIXELS, MR_COIL_MAP_FLOOR));
   for (size_t p = 0; p < PIXELS; p++) {
     double ss = 0;
     for (size_t c = 0; c < COILS; c++)
@@ -113,6 +113,38 @@ static void cpu_normalise(void **state) {
     assert_float_equal(ss, p == 5 ? 0 : 1, 1e-5);
   }
   free(m);
+}
+
+/* The low-resolution estimator is its steps: transform, window, transform
+ * back, normalise with the floor given; in place or not. */
+static void cpu_maps_lowres(void **state) {
+  (void)state;
+  size_t n = (size_t)WX * WY * WZ * WC, dims[3] = {WX, WY, WZ}, pixels = n / WC;
+  int width[3] = {8, 6, 4};
+  mr_cfloat *x = malloc(sizeof *x * n), *ref = malloc(sizeof *ref * n);
+  mr_cfloat *maps = malloc(sizeof *maps * n);
+  gpu_test_random(x, n, 13);
+  mr_fft_opts o = {.rank = 3, .dims = {WX, WY, WZ}, .batch = WC};
+  mr_fft_plan *plan = NULL;
+  GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &plan));
+  GPU_OK(mr_fft_execute(plan, MR_FFT_FORWARD, x, ref));
+  GPU_OK(mr_coil_window(gpu_test_cpu(), ref, WC, dims, width));
+  GPU_OK(mr_fft_execute(plan, MR_FFT_BACKWARD, ref, ref));
+  GPU_OK(mr_coil_normalise(gpu_test_cpu(), ref, WC, pixels, 0.05));
+  mr_fft_plan_destroy(plan);
+  GPU_OK(mr_coil_maps_lowres(gpu_test_cpu(), x, WC, dims, width, 0.05, maps));
+  assert_true(mr_test_rel_error_c(maps, ref, n) < 1e-6);
+  GPU_OK(mr_coil_maps_lowres(gpu_test_cpu(), x, WC, dims, width, 0.05, x));
+  assert_true(mr_test_rel_error_c(x, ref, n) < 1e-6);
+  GPU_OK(mr_coil_maps_lowres(gpu_test_cpu(), ref, WC, dims, width, 0.5, maps));
+  size_t zero = 0;
+  for (size_t p = 0; p < pixels; p++)
+    zero += maps[p] == 0;
+  assert_true(zero > 0 && zero < pixels); /* a higher floor cuts the weaker pixels */
+  assert_int_equal(mr_coil_normalise(gpu_test_cpu(), ref, WC, pixels, 1.5), MR_EINVAL);
+  free(x);
+  free(ref);
+  free(maps);
 }
 
 static void cpu_rss_complex(void **state) {
@@ -147,14 +179,20 @@ static void cuda_maps_match_cpu(void **state) {
   GPU_OK(mr_buf_create(gpu, sizeof(mr_cfloat) * pixels, &r));
   GPU_OK(mr_coil_rss_complex(gpu, mr_buf_data(d), WC, pixels, mr_buf_data(r)));
   GPU_OK(mr_coil_window(gpu, mr_buf_data(d), WC, dims, width));
-  GPU_OK(mr_coil_normalise(gpu, mr_buf_data(d), WC, pixels));
+  GPU_OK(mr_coil_normalise(gpu, mr_buf_data(d), WC, pixels, MR_COIL_MAP_FLOOR));
   mr_cfloat *rss_ref = malloc(sizeof *rss_ref * pixels);
   GPU_OK(mr_coil_rss_complex(gpu_test_cpu(), x, WC, pixels, rss_ref));
   GPU_OK(mr_coil_window(gpu_test_cpu(), x, WC, dims, width));
-  GPU_OK(mr_coil_normalise(gpu_test_cpu(), x, WC, pixels));
+  GPU_OK(mr_coil_normalise(gpu_test_cpu(), x, WC, pixels, MR_COIL_MAP_FLOOR));
   mr_cfloat *got = gpu_test_download(d), *got_rss = gpu_test_download(r);
   assert_true(mr_test_rel_error_c(got, x, n) < 1e-5);
   assert_true(mr_test_rel_error_c(got_rss, rss_ref, pixels) < 1e-6);
+  /* the low-resolution estimator (from the maps above as images) */
+  GPU_OK(mr_coil_maps_lowres(gpu, mr_buf_data(d), WC, dims, width, 0.05, mr_buf_data(d)));
+  GPU_OK(mr_coil_maps_lowres(gpu_test_cpu(), x, WC, dims, width, 0.05, x));
+  free(got);
+  got = gpu_test_download(d);
+  assert_true(mr_test_rel_error_c(got, x, n) < 1e-5);
   free(got);
   free(got_rss);
   free(rss_ref);
@@ -279,6 +317,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(bad_sizes),
       cmocka_unit_test(cpu_window_3d),
       cmocka_unit_test(cpu_normalise),
+      cmocka_unit_test(cpu_maps_lowres),
       cmocka_unit_test(cpu_rss_complex),
   };
   const struct CMUnitTest cuda_tests[] = {

@@ -1,5 +1,6 @@
 /* solve.h: (A + lambda I) X = B against a double-precision Cholesky solve;
  * with --cuda, the GPU against the CPU. */
+#include <complex.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -157,15 +158,101 @@ static void cuda_matches_cpu(void **state) {
   not_positive_definite(gpu);
 }
 
+/* batch random Hermitian n x n matrices (a = r + r^H), back to back. */
+static mr_cfloat *hermitian(int n, int batch, unsigned seed) {
+  size_t nn = (size_t)n * n;
+  mr_cfloat *r = malloc(sizeof *r * nn * batch), *a = malloc(sizeof *a * nn * batch);
+  gpu_test_random(r, nn * batch, seed);
+  for (int b = 0; b < batch; b++)
+    for (int j = 0; j < n; j++)
+      for (int i = 0; i < n; i++)
+        a[b * nn + (size_t)j * n + i] = r[b * nn + (size_t)j * n + i] + conjf(r[b * nn + (size_t)i * n + j]);
+  free(r);
+  return a;
+}
+
+/* eigh: a v_k = w_k v_k, orthonormal v, w ascending. */
+static void cpu_eigh(void **state) {
+  (void)state;
+  enum { N = 37, BATCH = 3 };
+  size_t nn = (size_t)N * N;
+  mr_cfloat *a = hermitian(N, BATCH, 11), *v = malloc(sizeof *v * nn * BATCH);
+  float *w = malloc(sizeof *w * N * BATCH);
+  memcpy(v, a, sizeof *v * nn * BATCH);
+  GPU_OK(mr_solve_eigh(gpu_test_cpu(), mr_cmat_dense(v, N, N), w, BATCH));
+  for (int b = 0; b < BATCH; b++)
+    for (int k = 0; k < N; k++) {
+      const mr_cfloat *vk = v + b * nn + (size_t)k * N;
+      if (k > 0)
+        assert_true(w[b * N + k] >= w[b * N + k - 1]);
+      double res = 0;
+      for (int i = 0; i < N; i++) {
+        double complex sum = 0;
+        for (int j = 0; j < N; j++)
+          sum += a[b * nn + (size_t)j * N + i] * vk[j];
+        res += pow(cabs(sum - w[b * N + k] * vk[i]), 2);
+      }
+      assert_true(sqrt(res) < 1e-4 * N);
+      for (int l = 0; l < N; l++) {
+        double complex dot = 0;
+        for (int i = 0; i < N; i++)
+          dot += conjf(vk[i]) * v[b * nn + (size_t)l * N + i];
+        assert_true(cabs(dot - (k == l)) < 1e-4);
+      }
+    }
+  assert_int_equal(mr_solve_eigh(gpu_test_cpu(), mr_cmat_dense(v, N, N - 1), w, 1), MR_EINVAL);
+  free(a);
+  free(v);
+  free(w);
+}
+
+/* The GPU's eigenvalues and projectors onto the top eigenvectors (phase
+ * free) against the CPU's. */
+static void cuda_eigh_matches_cpu(void **state) {
+  (void)state;
+  enum { N = 40, BATCH = 2, TOP = 5 };
+  size_t nn = (size_t)N * N;
+  mr_cfloat *a = hermitian(N, BATCH, 12), *cpu = malloc(sizeof *cpu * nn * BATCH);
+  float *wc = malloc(sizeof *wc * N * BATCH);
+  memcpy(cpu, a, sizeof *cpu * nn * BATCH);
+  GPU_OK(mr_solve_eigh(gpu_test_cpu(), mr_cmat_dense(cpu, N, N), wc, BATCH));
+  mr_device *gpu = gpu_test_gpu();
+  mr_buf *da = gpu_test_upload(gpu, a, sizeof *a * nn * BATCH), *dw = NULL;
+  GPU_OK(mr_buf_create(gpu, sizeof(float) * N * BATCH, &dw));
+  GPU_OK(mr_solve_eigh(gpu, mr_cmat_dense(mr_buf_data(da), N, N), mr_buf_data(dw), BATCH));
+  mr_cfloat *g = gpu_test_download(da);
+  float *wg = gpu_test_download(dw);
+  assert_true(mr_test_rel_error_f(wg, wc, (size_t)N * BATCH) < 1e-5);
+  for (int b = 0; b < BATCH; b++)
+    for (int i = 0; i < N; i++)
+      for (int j = 0; j < N; j++) {
+        double complex pc = 0, pg = 0;
+        for (int k = N - TOP; k < N; k++) {
+          pc += cpu[b * nn + (size_t)k * N + i] * conjf(cpu[b * nn + (size_t)k * N + j]);
+          pg += g[b * nn + (size_t)k * N + i] * conjf(g[b * nn + (size_t)k * N + j]);
+        }
+        assert_true(cabs(pc - pg) < 1e-4);
+      }
+  mr_buf_destroy(da);
+  mr_buf_destroy(dw);
+  free(a);
+  free(cpu);
+  free(wc);
+  free(g);
+  free(wg);
+}
+
 int main(int argc, char **argv) {
   int cuda = gpu_test_init(argc, argv);
   const struct CMUnitTest cpu_tests[] = {
       cmocka_unit_test(cpu_solve),
       cmocka_unit_test(cpu_not_positive_definite),
       cmocka_unit_test(bad_shapes),
+      cmocka_unit_test(cpu_eigh),
   };
   const struct CMUnitTest cuda_tests[] = {
       cmocka_unit_test(cuda_matches_cpu),
+      cmocka_unit_test(cuda_eigh_matches_cpu),
   };
   int failed = cuda ? cmocka_run_group_tests_name("solve_cuda", cuda_tests, NULL, NULL)
                     : cmocka_run_group_tests_name("solve_cpu", cpu_tests, NULL, NULL);

@@ -43,6 +43,18 @@ static double gauss(uint64_t *state) {
   return sqrt(-2 * log(u[0])) * cos(2 * M_PI * u[1]);
 }
 
+void grappa_phantom_truth(int nx, int ny, int nc, float *object, mr_cfloat *maps) {
+  size_t per = (size_t)nx * ny;
+  for (int y = 0; y < ny; y++)
+    for (int x = 0; x < nx; x++) {
+      double px = 2.0 * (x - nx / 2) / nx, py = 2.0 * (y - ny / 2) / ny;
+      if (object != NULL)
+        object[(size_t)y * nx + x] = (float)phantom(px, py);
+      for (int c = 0; maps != NULL && c < nc; c++)
+        maps[c * per + (size_t)y * nx + x] = (float complex)sensitivity(c, nc, px, py);
+    }
+}
+
 int grappa_phantom_kspace(mr_device *cpu, int nx, int ny, int nc, double noise, unsigned seed,
                           mr_cfloat *kspace) {
   size_t per = (size_t)nx * ny;

@@ -16,6 +16,10 @@
 int grappa_phantom_kspace(mr_device *cpu, int nx, int ny, int nc, double noise, unsigned seed,
                           mr_cfloat *kspace);
 
+/* The truth behind grappa_phantom_kspace(): the object (nx * ny values;
+ * either pointer may be NULL) and the coils' sensitivities [coil][y][x]. */
+void grappa_phantom_truth(int nx, int ny, int nc, float *object, mr_cfloat *maps);
+
 /* The sampling of an accelerated scan: every accel-th line from phase,
  * plus nacs lines around the centre line ny / 2 (sampled[ny]). */
 void grappa_phantom_pattern(int ny, int accel, int phase, int nacs, uint8_t *sampled);

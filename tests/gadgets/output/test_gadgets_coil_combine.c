@@ -2,8 +2,9 @@
  * sensitivity-weighted combination against a double-precision reference of
  * the map estimate (centered DFTs, Hann window along every axis), with the
  * maps made once per slice (reused for a repetition, remade for a new
- * calibration generation) or per image; a budget too small for the maps
- * gives an error that says so. */
+ * calibration generation) or per image; with ESPIRiT maps the combined
+ * magnitude is the root sum of squares (unit-norm eigenvector maps); a
+ * budget too small for the maps gives an error that says so. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -284,12 +285,55 @@ static void test_weighted_maps_over_budget(void **state) {
   mr_harness_close(&h);
 }
 
+/* ESPIRiT maps are unit vectors along each pixel's coil profile: the
+ * weighted combination's magnitude is the root sum of squares. */
+static void test_weighted_espirit_is_rss(void **state) {
+  (void)state;
+  size_t dims[3] = {32, 32, 1}, nch = 4, n = 32 * 32;
+  mr_image_array *in = coil_images(dims, nch, 0, 0, 21);
+  float complex *copy = malloc(sizeof *copy * n * nch);
+  memcpy(copy, in->data, sizeof *copy * n * nch);
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h,
+                                   "[{\"gadget\":\"coil_combine\",\"method\":\"weighted\","
+                                   "\"estimator\":\"espirit\",\"calib_size\":[16,16]}]",
+                                   MR_KIND_BIT(MR_MSG_IMAGE_ARRAY)),
+                   0);
+  assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(32, 32, 1, 32, 32, 1)), 0);
+  assert_int_equal(mr_harness_push(&h, mr_image_array_message(in)), 0);
+  assert_int_equal(h.nout, 1);
+  const mr_image_array *out = h.out[0]->u.object.ptr;
+  double err = 0, peak = 0;
+  size_t covered = 0;
+  for (size_t p = 0; p < n; p++) {
+    double rss = 0;
+    for (size_t c = 0; c < nch; c++)
+      rss += pow(cabsf(copy[c * n + p]), 2);
+    rss = sqrt(rss);
+    peak = fmax(peak, rss);
+    size_t x = p % 32, y = p / 32;
+    if (out->data[p] != 0)
+      covered++;
+    /* away from the field of view's edges, where these profiles jump
+     * (they are not periodic) */
+    if (out->data[p] != 0 && x >= 4 && x < 28 && y >= 4 && y < 28)
+      err = fmax(err, fabs(cabsf(out->data[p]) - rss));
+  }
+  print_message("espirit-weighted against rss: %.2e of the peak over %zu of %zu pixels\n",
+                err / peak, covered, n);
+  assert_true(err < 5e-3 * peak);
+  assert_true(covered > n * 9 / 10);
+  free(copy);
+  mr_harness_close(&h);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rss),
       cmocka_unit_test(test_weighted_maps_per_slice),
       cmocka_unit_test(test_weighted_maps_per_image),
       cmocka_unit_test(test_weighted_3d_windows_z),
+      cmocka_unit_test(test_weighted_espirit_is_rss),
       cmocka_unit_test(test_weighted_maps_over_budget),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

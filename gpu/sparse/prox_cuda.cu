@@ -1,0 +1,111 @@
+// Proximal steps on a GPU: grid-stride loops, one sample per thread.
+#include <cstring>
+
+#include "cuda_internal.cuh"
+#include "prox_impl.h"
+
+namespace {
+
+constexpr unsigned BLOCK = 256;
+
+__global__ void soft(float2 *x, unsigned nx, unsigned ny, size_t total, unsigned kx, unsigned ky,
+                     unsigned kz, float t) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total;
+       i += size_t(gridDim.x) * blockDim.x) {
+    unsigned px = unsigned(i % nx);
+    size_t row = i / nx;
+    unsigned py = unsigned(row % ny), pz = unsigned(row / ny);
+    if (px < kx && py < ky && pz < kz)
+      continue;
+    float2 v = x[i];
+    float a = sqrtf(v.x * v.x + v.y * v.y);
+    float f = a > t ? 1.0f - t / a : 0.0f;
+    x[i] = make_float2(v.x * f, v.y * f);
+  }
+}
+
+__global__ void momentum(size_t n, float beta, const float2 *x, float2 *prev, float2 *z) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    float2 v = x[i], p = prev[i];
+    z[i] = make_float2(v.x + beta * (v.x - p.x), v.y + beta * (v.y - p.y));
+    prev[i] = v;
+  }
+}
+
+// out[0]: the peak's bits (non-negative floats order like them); out[1]:
+// non-zero when a sample is not finite.
+__global__ void peak(size_t n, const float2 *x, unsigned *out) {
+  float best = 0;
+  unsigned bad = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    float2 v = x[i];
+    if (!isfinite(v.x) || !isfinite(v.y))
+      bad = 1;
+    else
+      best = fmaxf(best, sqrtf(v.x * v.x + v.y * v.y));
+  }
+  for (int o = 16; o > 0; o /= 2) {
+    best = fmaxf(best, __shfl_down_sync(0xffffffffu, best, o));
+    bad |= __shfl_down_sync(0xffffffffu, bad, o);
+  }
+  if ((threadIdx.x & 31) == 0) {
+    atomicMax(&out[0], __float_as_uint(best));
+    if (bad)
+      atomicOr(&out[1], 1u);
+  }
+}
+
+} // namespace
+
+int mr_prox_cuda_soft(mr_device *dev, const size_t dims[3], const size_t keep[3], float t,
+                      mr_cfloat *x) {
+  return mr_on_worker(dev, [&] {
+    mr_cuda_ctx *c = mr_device_cuda(dev);
+    size_t total = dims[0] * dims[1] * dims[2];
+    soft<<<mr_grid_for(c, total, BLOCK), BLOCK, 0, c->compute>>>(
+        reinterpret_cast<float2 *>(x), unsigned(dims[0]), unsigned(dims[1]), total,
+        unsigned(keep[0]), unsigned(keep[1]), unsigned(keep[2]), t);
+    MR_LAUNCHED(soft);
+    return 0;
+  });
+}
+
+int mr_prox_cuda_momentum(mr_device *dev, size_t n, float beta, const mr_cfloat *x,
+                          mr_cfloat *prev, mr_cfloat *z) {
+  return mr_on_worker(dev, [&] {
+    mr_cuda_ctx *c = mr_device_cuda(dev);
+    momentum<<<mr_grid_for(c, n, BLOCK), BLOCK, 0, c->compute>>>(
+        n, beta, reinterpret_cast<const float2 *>(x), reinterpret_cast<float2 *>(prev),
+        reinterpret_cast<float2 *>(z));
+    MR_LAUNCHED(momentum);
+    return 0;
+  });
+}
+
+int mr_prox_cuda_peak(mr_device *dev, size_t n, const mr_cfloat *x, float *result, int *finite) {
+  return mr_on_worker(dev, [&] {
+    mr_cuda_ctx *c = mr_device_cuda(dev);
+    unsigned *d = nullptr, h[2] = {0, 0};
+    int rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&d), sizeof h);
+    if (rc < 0)
+      return rc;
+    cudaError_t e = cudaMemsetAsync(d, 0, sizeof h, c->compute);
+    if (e == cudaSuccess) {
+      peak<<<mr_grid_for(c, n, BLOCK), BLOCK, 0, c->compute>>>(
+          n, reinterpret_cast<const float2 *>(x), d);
+      e = cudaGetLastError();
+    }
+    if (e == cudaSuccess)
+      e = cudaMemcpyAsync(h, d, sizeof h, cudaMemcpyDeviceToHost, c->compute);
+    if (e == cudaSuccess)
+      e = cudaStreamSynchronize(c->compute);
+    mr_cuda_free(c, d);
+    if (e != cudaSuccess)
+      return mr_cuda_fail(e, "prox peak", __FILE__, __LINE__);
+    std::memcpy(result, &h[0], sizeof *result);
+    *finite = h[1] == 0;
+    return 0;
+  });
+}

@@ -1,0 +1,337 @@
+#include "sparse.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "cg.h"
+#include "error.h"
+#include "fail.h"
+#include "prox.h"
+#include "sense.h"
+#include "tv.h"
+#include "vec.h"
+
+/* FISTA iterations between two tests of the tolerance. */
+#define CHECK_EVERY 10
+
+enum { IMG_AHB, IMG_X, IMG_PREV, IMG_Z, IMG_U, IMG_C, NIMAGES };
+
+struct mr_sparse_plan {
+  mr_device *dev;
+  mr_sparse_opts opts;
+  size_t n;
+  mr_sense *sense;
+  mr_wavelet *wavelet; /* wavelet */
+  mr_tv *tv;           /* tv */
+  mr_buf *images;      /* NIMAGES images */
+  unsigned rng;
+};
+
+void mr_sparse_opts_default(mr_sparse_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->regularizer = MR_SPARSE_WAVELET;
+  o->lambda = 0.005;
+  o->iterations = 100;
+  o->filter = MR_WAVELET_DB2;
+  o->tv_steps = 10;
+  o->seed = 1;
+}
+
+static int check_opts(const mr_sparse_opts *o) {
+  if (o->regularizer != MR_SPARSE_WAVELET && o->regularizer != MR_SPARSE_TV &&
+      o->regularizer != MR_SPARSE_L2)
+    return mr_fail(MR_EINVAL, "sparse: unknown regularizer %d", (int)o->regularizer);
+  if (o->regularizer != MR_SPARSE_L2 && !(o->lambda > 0))
+    return mr_fail(MR_EINVAL,
+                   "sparse: lambda %g: the %s regularizer needs a lambda above 0 (0 leaves the "
+                   "undersampled problem unregularised)",
+                   o->lambda, o->regularizer == MR_SPARSE_TV ? "tv" : "wavelet");
+  if (!(o->lambda >= 0) || !isfinite(o->lambda))
+    return mr_fail(MR_EINVAL, "sparse: lambda %g", o->lambda);
+  if (o->iterations < 1 || !(o->tolerance >= 0) || o->tv_steps < 1)
+    return mr_fail(MR_EINVAL, "sparse: %d iterations, tolerance %g, %d TV steps", o->iterations,
+                   o->tolerance, o->tv_steps);
+  return 0;
+}
+
+static mr_cfloat *image(const mr_sparse_plan *p, int which) {
+  return (mr_cfloat *)mr_buf_data(p->images) + (size_t)which * p->n;
+}
+
+int mr_sparse_plan_create(mr_device *dev, const mr_sparse_opts *opts, mr_sparse_plan **out) {
+  *out = NULL;
+  int rc = check_opts(opts);
+  if (rc < 0)
+    return rc;
+  mr_sparse_plan *p = calloc(1, sizeof *p);
+  if (p == NULL)
+    return mr_fail(MR_ENOMEM, "sparse: out of memory");
+  p->dev = dev;
+  p->opts = *opts;
+  if (opts->ncoils > 0)
+    rc = mr_sense_create(dev, opts->dims, opts->ncoils, &p->sense);
+  else if (opts->dims[0] < 1 || opts->dims[1] < 1 || opts->dims[2] < 1 ||
+           opts->dims[0] > SIZE_MAX / 8 / NIMAGES / opts->dims[1] / opts->dims[2])
+    rc = mr_fail(MR_EINVAL, "sparse: image of %zu x %zu x %zu", opts->dims[0], opts->dims[1],
+                 opts->dims[2]);
+  if (rc == 0) {
+    p->n = opts->dims[0] * opts->dims[1] * opts->dims[2];
+    rc = mr_buf_create(dev, p->n * NIMAGES * sizeof(mr_cfloat), &p->images);
+  }
+  if (rc == 0 && opts->regularizer == MR_SPARSE_WAVELET)
+    rc = mr_wavelet_create(dev, opts->dims, opts->filter, &p->wavelet);
+  if (rc == 0 && opts->regularizer == MR_SPARSE_TV)
+    rc = mr_tv_create(dev, opts->dims, &p->tv);
+  if (rc < 0) {
+    mr_sparse_plan_destroy(p);
+    return rc;
+  }
+  *out = p;
+  return 0;
+}
+
+int mr_sparse_plan_keep(mr_device *dev, const mr_sparse_opts *opts, mr_sparse_plan **plan) {
+  if (*plan != NULL && (*plan)->dev == dev && memcmp(&(*plan)->opts, opts, sizeof *opts) == 0)
+    return 0;
+  mr_sparse_plan_destroy(*plan);
+  *plan = NULL;
+  return mr_sparse_plan_create(dev, opts, plan);
+}
+
+void mr_sparse_plan_destroy(mr_sparse_plan *p) {
+  if (p == NULL)
+    return;
+  mr_sense_destroy(p->sense);
+  mr_wavelet_destroy(p->wavelet);
+  mr_tv_destroy(p->tv);
+  mr_buf_destroy(p->images);
+  free(p);
+}
+
+/* xorshift32: the shifts, reproducible per plan seed. */
+static unsigned next_random(mr_sparse_plan *p) {
+  unsigned x = p->rng ? p->rng : 0x9e3779b9u;
+  x ^= x << 13;
+  x ^= x >> 17;
+  x ^= x << 5;
+  return p->rng = x;
+}
+
+typedef struct solve_job {
+  mr_sparse_plan *p;
+  const mr_cfloat *kspace, *maps;
+  const uint8_t *mask;
+  mr_cg_operator normal; /* the caller's A^H A (mr_sparse_solve_normal), or NULL: SENSE */
+  void *op;
+  const mr_cfloat *ahb;  /* A^H b */
+  float bound;           /* >= ||A^H A|| */
+  mr_cfloat *image;
+  const atomic_int *cancel;
+  mr_sparse_report report;
+} solve_job;
+
+static int normal(solve_job *j, const mr_cfloat *x, mr_cfloat *y) {
+  return j->normal != NULL ? j->normal(j->op, x, y) : mr_sense_normal(j->p->sense, x, y);
+}
+
+static int l2_apply(void *op, const mr_cfloat *x, mr_cfloat *y) {
+  solve_job *j = op;
+  mr_sparse_plan *p = j->p;
+  int rc = normal(j, x, y);
+  mr_cfloat lambda = (float)p->opts.lambda;
+  return rc == 0 && p->opts.lambda > 0 ? mr_vec_axpy(p->dev, p->n, lambda, x, y) : rc;
+}
+
+static int solve_l2(solve_job *j) {
+  mr_sparse_plan *p = j->p;
+  mr_cg_opts o = {.max_iterations = p->opts.iterations, .tolerance = p->opts.tolerance};
+  mr_cg_report r = {0};
+  int rc = mr_cg_solve(p->dev, p->n, l2_apply, j, j->ahb, j->image, &o, &r);
+  j->report.iterations = r.iterations;
+  j->report.change = r.residual;
+  return rc;
+}
+
+/* x = the proximal step of the regularizer at u with threshold t. */
+static int prox(mr_sparse_plan *p, float t, const mr_cfloat *u, mr_cfloat *x) {
+  if (p->tv != NULL)
+    return mr_tv_prox(p->tv, t, p->opts.tv_steps, u, x);
+  size_t shift[3], keep[3];
+  for (int d = 0; d < 3; d++)
+    shift[d] = p->opts.dims[d] > 1 ? next_random(p) % p->opts.dims[d] : 0;
+  mr_wavelet_coarse(p->wavelet, keep);
+  mr_cfloat *c = image(p, IMG_C);
+  int rc = mr_wavelet_forward(p->wavelet, shift, u, c);
+  if (rc == 0)
+    rc = mr_prox_soft(p->dev, p->opts.dims, keep, t, c);
+  return rc == 0 ? mr_wavelet_adjoint(p->wavelet, shift, c, x) : rc;
+}
+
+/* ||x - prev|| / ||x||, through the coefficient image (free between
+ * iterations). */
+static int change(mr_sparse_plan *p, double *out) {
+  mr_cfloat *c = image(p, IMG_C), minus_one = -1;
+  double d = 0, x = 0;
+  int rc = mr_vec_copy(p->dev, p->n, image(p, IMG_X), c);
+  if (rc == 0)
+    rc = mr_vec_axpy(p->dev, p->n, minus_one, image(p, IMG_PREV), c);
+  if (rc == 0)
+    rc = mr_vec_sumsq(p->dev, p->n, c, &d);
+  if (rc == 0)
+    rc = mr_vec_sumsq(p->dev, p->n, image(p, IMG_X), &x);
+  *out = x > 0 ? sqrt(d / x) : 0;
+  return rc;
+}
+
+/* u = z - step (A^H A z - A^H b): fused into SENSE's last pass, else
+ * three vector steps after the caller's operator. */
+static int gradient_step(solve_job *j, const mr_cfloat *z, float step, mr_cfloat *u) {
+  mr_sparse_plan *p = j->p;
+  if (j->normal == NULL)
+    return mr_sense_step(p->sense, z, j->ahb, step, u);
+  mr_cfloat minus_one = -1, minus_step = -step, one = 1;
+  int rc = j->normal(j->op, z, u);
+  if (rc == 0)
+    rc = mr_vec_axpy(p->dev, p->n, minus_one, j->ahb, u);
+  if (rc == 0)
+    rc = mr_vec_scale(p->dev, p->n, minus_step, u);
+  return rc == 0 ? mr_vec_axpy(p->dev, p->n, one, z, u) : rc;
+}
+
+static int solve_fista(solve_job *j) {
+  mr_sparse_plan *p = j->p;
+  float step = 1.0f / j->bound, t = (float)p->opts.lambda * j->report.scale * step;
+  mr_cfloat *x = image(p, IMG_X), *prev = image(p, IMG_PREV), *z = image(p, IMG_Z),
+            *u = image(p, IMG_U);
+  int rc = mr_vec_zero(p->dev, p->n, prev);
+  if (rc == 0)
+    rc = mr_vec_zero(p->dev, p->n, z);
+  if (rc == 0 && p->tv != NULL)
+    rc = mr_tv_reset(p->tv);
+  double tk = 1;
+  p->rng = p->opts.seed; /* the same shifts every solve: the same data gives the same image */
+  for (int it = 0; it < p->opts.iterations && rc == 0; it++) {
+    if (j->cancel != NULL && atomic_load(j->cancel))
+      return mr_fail(MR_ECANCELED, "sparse: cancelled after %d iterations", it);
+    rc = gradient_step(j, z, step, u);
+    if (rc == 0)
+      rc = prox(p, t, u, x);
+    double next = (1 + sqrt(1 + 4 * tk * tk)) / 2, beta = (tk - 1) / next;
+    tk = next;
+    int stop = 0;
+    if (rc == 0 && p->opts.tolerance > 0 && (it + 1) % CHECK_EVERY == 0) {
+      rc = change(p, &j->report.change);
+      stop = j->report.change <= p->opts.tolerance;
+    }
+    if (rc == 0)
+      rc = mr_prox_momentum(p->dev, p->n, (float)beta, x, prev, z);
+    j->report.iterations = it + 1;
+    if (stop)
+      break;
+  }
+  return rc == 0 ? mr_vec_copy(p->dev, p->n, prev, j->image) : rc;
+}
+
+/* The scale (the peak of A^H b, checked), then the solver. */
+static int scale_and_solve(mr_device *dev, solve_job *j) {
+  int finite = 1;
+  int rc = mr_prox_peak(dev, j->p->n, j->ahb, &j->report.scale, &finite);
+  if (rc == 0 && !(j->report.scale > 0 && finite))
+    return mr_fail(MR_EDATA, "sparse: the zero-filled image has %s (largest pixel %g)",
+                   finite ? "no signal" : "NaN or infinite pixels", (double)j->report.scale);
+  if (rc != 0)
+    return rc;
+  return j->p->opts.regularizer == MR_SPARSE_L2 ? solve_l2(j) : solve_fista(j);
+}
+
+static int solve_task(mr_device *dev, void *arg) {
+  solve_job *j = arg;
+  mr_sparse_plan *p = j->p;
+  size_t lines = 0;
+  float kpeak = 0;
+  int finite = 1;
+  if (p->sense == NULL)
+    return mr_fail(MR_EINVAL, "sparse: a plan of 0 coils solves through mr_sparse_solve_normal");
+  int rc = mr_sense_set(p->sense, j->maps, j->mask, &lines);
+  if (rc == 0 && lines < 2)
+    return mr_fail(MR_EDATA, "sparse: %zu sampled line%s of %zu: too few to reconstruct", lines,
+                   lines == 1 ? "" : "s", p->opts.dims[1] * p->opts.dims[2]);
+  if (rc == 0)
+    rc = mr_prox_peak(dev, p->n * p->opts.ncoils, j->kspace, &kpeak, &finite);
+  if (rc == 0 && !finite)
+    return mr_fail(MR_EDATA, "sparse: the k-space holds NaN or infinite samples");
+  if (rc == 0)
+    rc = mr_sense_peak(p->sense, &j->bound);
+  if (rc == 0 && !(j->bound > 0))
+    return mr_fail(MR_EDATA, "sparse: the coil maps are zero everywhere");
+  j->ahb = image(p, IMG_AHB);
+  if (rc == 0)
+    rc = mr_sense_adjoint(p->sense, j->kspace, image(p, IMG_AHB));
+  return rc != 0 ? rc : scale_and_solve(dev, j);
+}
+
+/* POWER_STEPS of the power method from A^H b for ||A^H A||, with a margin
+ * for what they leave short of it. */
+#define POWER_STEPS 20
+#define POWER_MARGIN 1.05
+
+static int power_bound(solve_job *j, float *bound) {
+  mr_sparse_plan *p = j->p;
+  mr_cfloat *v = image(p, IMG_U), *w = image(p, IMG_C);
+  double vv = 0, ww = 0;
+  int rc = mr_vec_copy(p->dev, p->n, j->ahb, v);
+  if (rc == 0)
+    rc = mr_vec_sumsq(p->dev, p->n, v, &vv);
+  double estimate = 0;
+  for (int i = 0; i < POWER_STEPS && rc == 0 && vv > 0; i++) {
+    rc = j->normal(j->op, v, w);
+    if (rc == 0)
+      rc = mr_vec_sumsq(p->dev, p->n, w, &ww);
+    if (rc == 0 && !(ww > 0 && isfinite(ww)))
+      return mr_fail(MR_EDATA, "sparse: the normal operator gives %g for A^H b", ww);
+    estimate = sqrt(ww / vv);
+    mr_cfloat scale = (float)(1 / sqrt(ww));
+    if (rc == 0)
+      rc = mr_vec_copy(p->dev, p->n, w, v);
+    if (rc == 0)
+      rc = mr_vec_scale(p->dev, p->n, scale, v);
+    vv = 1;
+  }
+  *bound = (float)(estimate * POWER_MARGIN);
+  return rc;
+}
+
+static int normal_task(mr_device *dev, void *arg) {
+  solve_job *j = arg;
+  int rc = 0;
+  if (!(j->bound > 0))
+    rc = power_bound(j, &j->bound);
+  if (rc == 0 && !(j->bound > 0))
+    return mr_fail(MR_EDATA, "sparse: A^H b is zero: no signal to reconstruct");
+  return rc != 0 ? rc : scale_and_solve(dev, j);
+}
+
+int mr_sparse_solve_normal(mr_sparse_plan *plan, mr_cg_operator normal_op, void *op, float bound,
+                           const mr_cfloat *ahb, mr_cfloat *image_out, const atomic_int *cancel,
+                           mr_sparse_report *report) {
+  solve_job j = {.p = plan, .normal = normal_op, .op = op, .ahb = ahb, .bound = bound,
+                 .image = image_out, .cancel = cancel};
+  int rc = mr_device_run(plan->dev, normal_task, &j);
+  if (report != NULL)
+    *report = j.report;
+  return rc;
+}
+
+int mr_sparse_solve(mr_sparse_plan *plan, const mr_cfloat *kspace, const uint8_t *mask,
+                    const mr_cfloat *maps, mr_cfloat *image_out, const atomic_int *cancel,
+                    mr_sparse_report *report) {
+  solve_job j = {.p = plan, .kspace = kspace, .maps = maps, .mask = mask, .image = image_out,
+                 .cancel = cancel};
+  int rc = mr_device_run(plan->dev, solve_task, &j);
+  if (report != NULL)
+    *report = j.report;
+  return rc;
+}

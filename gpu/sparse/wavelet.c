@@ -1,0 +1,169 @@
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "buf.h"
+#include "error.h"
+#include "fail.h"
+#include "wavelet_impl.h"
+
+/* Enough levels for any image a budget admits (each halves an axis). */
+#define MAX_LEVELS 24
+
+struct mr_wavelet {
+  mr_device *dev;
+  size_t dims[3];
+  mr_wavelet_taps taps;
+  int levels;
+  size_t len[MAX_LEVELS + 1][3]; /* each level's region; len[levels] the coarse band */
+  mr_buf *scratch;               /* one image */
+};
+
+/* Daubechies scaling filters (orthonormal: sum h = sqrt 2). */
+static const double DB2[4] = {0.48296291314453414, 0.83651630373780772, 0.22414386804201339,
+                              -0.12940952255126034};
+static const double DB4[8] = {0.23037781330889650, 0.71484657055291540, 0.63088076792985890,
+                              -0.02798376941685985, -0.18703481171909309, 0.03084138183556076,
+                              0.03288301166688519, -0.01059740178506903};
+
+static int set_taps(mr_wavelet_filter filter, mr_wavelet_taps *t) {
+  const double *h = filter == MR_WAVELET_DB2 ? DB2 : filter == MR_WAVELET_DB4 ? DB4 : NULL;
+  if (h == NULL)
+    return mr_fail(MR_EINVAL, "wavelet: unknown filter %d", (int)filter);
+  t->taps = filter == MR_WAVELET_DB2 ? 4 : 8;
+  for (int k = 0; k < t->taps; k++)
+    t->h[k] = (float)h[k];
+  return 0;
+}
+
+/* Whether axis d of a region of length n is halved at the next level. */
+static int halves(size_t n, int taps) { return n % 2 == 0 && n >= 2 * (size_t)taps; }
+
+int mr_wavelet_create(mr_device *dev, const size_t dims[3], mr_wavelet_filter filter,
+                      mr_wavelet **out) {
+  *out = NULL;
+  if (dims[0] < 1 || dims[1] < 1 || dims[2] < 1 || dims[0] > SIZE_MAX / 8 / dims[1] / dims[2] ||
+      dims[0] * dims[1] * dims[2] > UINT32_MAX)
+    return mr_fail(MR_EINVAL, "wavelet: image of %zu x %zu x %zu", dims[0], dims[1], dims[2]);
+  mr_wavelet *w = calloc(1, sizeof *w);
+  if (w == NULL)
+    return mr_fail(MR_ENOMEM, "wavelet: out of memory");
+  w->dev = dev;
+  int rc = set_taps(filter, &w->taps);
+  for (int d = 0; d < 3; d++)
+    w->dims[d] = w->len[0][d] = dims[d];
+  while (rc == 0 && w->levels < MAX_LEVELS) {
+    size_t *cur = w->len[w->levels], *next = w->len[w->levels + 1];
+    int any = 0;
+    for (int d = 0; d < 3; d++) {
+      int h = halves(cur[d], w->taps.taps);
+      next[d] = h ? cur[d] / 2 : cur[d];
+      any |= h;
+    }
+    if (!any)
+      break;
+    w->levels++;
+  }
+  if (rc == 0)
+    rc = mr_buf_create(dev, dims[0] * dims[1] * dims[2] * sizeof(mr_cfloat), &w->scratch);
+  if (rc < 0) {
+    mr_wavelet_destroy(w);
+    return rc;
+  }
+  *out = w;
+  return 0;
+}
+
+void mr_wavelet_destroy(mr_wavelet *w) {
+  if (w == NULL)
+    return;
+  mr_buf_destroy(w->scratch);
+  free(w);
+}
+
+int mr_wavelet_levels(const mr_wavelet *w) { return w->levels; }
+
+void mr_wavelet_coarse(const mr_wavelet *w, size_t box[3]) {
+  for (int d = 0; d < 3; d++)
+    box[d] = w->len[w->levels][d];
+}
+
+static int pass(mr_wavelet *w, const size_t len[3], int axis, int inverse, const mr_cfloat *src,
+                mr_cfloat *dst) {
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(w->dev))
+    return mr_wavelet_cuda_pass(w->dev, w->dims, len, axis, inverse, &w->taps, src, dst);
+#endif
+  return mr_wavelet_cpu_pass(w->dev, w->dims, len, axis, inverse, &w->taps, src, dst);
+}
+
+static int copy(mr_wavelet *w, const size_t len[3], const size_t shift[3], const mr_cfloat *src,
+                mr_cfloat *dst) {
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(w->dev))
+    return mr_wavelet_cuda_copy(w->dev, w->dims, len, shift, src, dst);
+#endif
+  return mr_wavelet_cpu_copy(w->dev, w->dims, len, shift, src, dst);
+}
+
+static const size_t NO_SHIFT[3] = {0, 0, 0};
+
+/* One level's passes over its region, between c and the scratch image,
+ * ending in c: forward along x, y, z; the adjoint in reverse order. */
+static int level(mr_wavelet *w, int l, int inverse, mr_cfloat *c) {
+  mr_cfloat *t = mr_buf_data(w->scratch), *cur = c, *other = t;
+  const size_t *len = w->len[l], *next = w->len[l + 1];
+  int rc = 0;
+  for (int i = 0; i < 3 && rc == 0; i++) {
+    int axis = inverse ? 2 - i : i;
+    if (next[axis] == len[axis])
+      continue;
+    rc = pass(w, len, axis, inverse, cur, other);
+    mr_cfloat *swap = cur;
+    cur = other;
+    other = swap;
+  }
+  if (rc == 0 && cur != c)
+    rc = copy(w, len, NO_SHIFT, cur, c);
+  return rc;
+}
+
+/* The first level a GPU does in shared memory (wavelet_impl.h); levels
+ * past the last on the CPU. */
+static int first_small(const mr_wavelet *w) {
+  if (!mr_device_is_gpu(w->dev))
+    return w->levels;
+  for (int l = 0; l < w->levels; l++)
+    if (w->len[l][0] * w->len[l][1] * w->len[l][2] <= MR_WAVELET_SMALL &&
+        w->levels - l <= MR_WAVELET_MAX_SMALL_LEVELS)
+      return l;
+  return w->levels;
+}
+
+/* Levels [from, levels) in one launch (GPU only). */
+static int small_levels(mr_wavelet *w, int from, int inverse, mr_cfloat *c) {
+#ifdef MR_HAVE_CUDA
+  if (from < w->levels)
+    return mr_wavelet_cuda_small(w->dev, w->dims, (const size_t(*)[3])&w->len[from],
+                                 w->levels - from, inverse, &w->taps, c);
+#else
+  (void)w, (void)from, (void)inverse, (void)c;
+#endif
+  return 0;
+}
+
+int mr_wavelet_forward(mr_wavelet *w, const size_t shift[3], const mr_cfloat *x, mr_cfloat *c) {
+  int rc = copy(w, w->dims, shift, x, c), from = first_small(w);
+  for (int l = 0; l < from && rc == 0; l++)
+    rc = level(w, l, 0, c);
+  return rc == 0 ? small_levels(w, from, 0, c) : rc;
+}
+
+int mr_wavelet_adjoint(mr_wavelet *w, const size_t shift[3], mr_cfloat *c, mr_cfloat *x) {
+  int from = first_small(w), rc = small_levels(w, from, 1, c);
+  for (int l = from - 1; l >= 0 && rc == 0; l--)
+    rc = level(w, l, 1, c);
+  size_t back[3];
+  for (int d = 0; d < 3; d++)
+    back[d] = (w->dims[d] - shift[d] % w->dims[d]) % w->dims[d];
+  return rc == 0 ? copy(w, w->dims, back, c, x) : rc;
+}

@@ -1,0 +1,59 @@
+/* A multi-level orthogonal wavelet transform of 2D or 3D complex images
+ * (Daubechies filters, periodic boundaries), the sparsifying transform of
+ * L1-wavelet compressed sensing.
+ *
+ * Layout: one image of dims[0] x dims[1] x dims[2] samples (x fastest; a
+ * 2D image has dims[2] = 1). Each level halves every axis whose current
+ * length is even and at least twice the filter's length, and stores the
+ * low-pass half first (Mallat's layout, in the image's own shape); levels
+ * go on while some axis can be halved. The transform is orthogonal, so
+ * its adjoint is its inverse. A cyclic shift of the image before the
+ * transform (and back after the adjoint) moves the block boundaries: a
+ * solver shifts by a new random amount every iteration so that no block
+ * structure shows (BART does the same). */
+#ifndef MR_GPU_WAVELET_H
+#define MR_GPU_WAVELET_H
+
+#include <stddef.h>
+
+#include "cfloat.h"
+#include "device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum mr_wavelet_filter {
+  MR_WAVELET_DB2 = 2, /* Daubechies, 4 taps (BART's pics) */
+  MR_WAVELET_DB4 = 4  /* Daubechies, 8 taps */
+} mr_wavelet_filter;
+
+typedef struct mr_wavelet mr_wavelet;
+
+/* A transform of dims on dev (borrowed; it must outlive the plan), with
+ * its own scratch image. MR_EINVAL for a bad shape or filter. The caller
+ * takes *out. */
+int mr_wavelet_create(mr_device *dev, const size_t dims[3], mr_wavelet_filter filter,
+                      mr_wavelet **out);
+void mr_wavelet_destroy(mr_wavelet *w);
+
+/* Levels of the transform (0 when no axis can be halved). */
+int mr_wavelet_levels(const mr_wavelet *w);
+/* The coarse (low-pass) band's extent: the box [0, box) of every axis. */
+void mr_wavelet_coarse(const mr_wavelet *w, size_t box[3]);
+
+/* c = W (x shifted cyclically by shift[d] samples along axis d: the sample
+ * at i goes to (i + shift) mod dims). x and c on the plan's device, not
+ * overlapping; x is unchanged. */
+int mr_wavelet_forward(mr_wavelet *w, const size_t shift[3], const mr_cfloat *x, mr_cfloat *c);
+
+/* x = shifted back (W^H c): the adjoint, and the inverse, of
+ * mr_wavelet_forward with the same shift. c is overwritten (scratch); x
+ * must not overlap it. */
+int mr_wavelet_adjoint(mr_wavelet *w, const size_t shift[3], mr_cfloat *c, mr_cfloat *x);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

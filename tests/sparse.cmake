@@ -1,0 +1,15 @@
+# Tests of compressed sensing: gpu/sparse (the CPU group by default, the
+# CUDA group with --cuda, label gpu, exit 77 without a GPU) and the cs
+# gadget.
+mr_add_test(test_gpu_sparse SOURCES gpu/test_gpu_sparse.c LIBS mr_test_iterative mr_test_gpu_common mr_gpu m)
+add_test(NAME test_gpu_sparse_cuda COMMAND test_gpu_sparse --cuda)
+set_tests_properties(test_gpu_sparse_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS gpu)
+
+mr_add_test(test_gadgets_cs SOURCES gadgets/sparse/test_gadgets_cs.c
+            LIBS mr_test_dataset_chain mr_gadget_harness m TIMEOUT 120)
+
+# mr-sparse-timing: the solve's time on the GPU and the CPU (JSON; not a
+# test: performance is measured by programs, never asserted).
+add_executable(mr-sparse-timing gpu/time_gpu_sparse.c)
+target_link_libraries(mr-sparse-timing PRIVATE mr_gpu m)
+set_target_properties(mr-sparse-timing PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
