@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
 #include "gadget.h"
 #include "kspace.h"
 #include "placement.h"
@@ -40,6 +41,7 @@ typedef struct sms_gadget {
   float complex **ref;      /* [nref] host k-space [nc][ny][nx], NULL until it came */
   size_t ref_nc, ref_ny, ref_nx; /* the reference's shape; 0 until one came */
   mr_cfloat **weights;      /* per group, NULL until calibrated */
+  size_t weights_bytes;     /* of each group's (the shapes are the reference's) */
   size_t ngroups;
 } sms_gadget;
 
@@ -113,9 +115,9 @@ static int keep_reference(sms_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k) {
                           "%zu", slice, src->nch, src->ne1, src->nro, s->ref_nc, s->ref_ny,
                           s->ref_nx);
   size_t plane = src->nch * src->ne1 * src->nro;
-  float complex *copy = malloc(plane * sizeof *copy);
+  float complex *copy = mr_budget_alloc(plane * sizeof *copy, "an SMS reference slice", &e);
   if (copy == NULL)
-    return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for a reference slice");
+    return mr_gadget_fail(ctx, e.code, "%s", mr_err_text(&e, e.code));
   /* Only the sampled lines of a calibration part are defined (kspace.h). */
   for (size_t c = 0; c < src->nch; c++)
     for (size_t y = 0; y < src->ne1; y++) {
@@ -125,12 +127,12 @@ static int keep_reference(sms_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k) {
       else
         memset(to, 0, src->nro * sizeof *to);
     }
-  free(s->ref[slice]);
+  mr_budget_free(s->ref[slice], plane * sizeof *copy);
   s->ref[slice] = copy;
   s->ref_nc = src->nch;
   s->ref_ny = src->ne1;
   s->ref_nx = src->nro;
-  free(s->weights[slice % s->ngroups]);
+  mr_budget_free(s->weights[slice % s->ngroups], s->weights_bytes);
   s->weights[slice % s->ngroups] = NULL;
   return 0;
 }
@@ -222,15 +224,17 @@ static int separate(sms_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k, mr_emit *ou
   if (collapsed == NULL)
     return mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, e.code));
   size_t plane = k->nch * k->ne1 * k->nro;
-  float complex *reference = NULL, *slices = malloc(plane * m * sizeof *slices);
-  int calibrate = s->weights[g] == NULL;
-  if (calibrate) {
-    reference = malloc(plane * m * sizeof *reference);
-    s->weights[g] = malloc(mr_slice_grappa_weights_count(&o) * sizeof(mr_cfloat));
+  size_t bytes = plane * m * sizeof(float complex);
+  float complex *reference = NULL, *slices = mr_budget_alloc(bytes, "separated SMS slices", &e);
+  int calibrate = s->weights[g] == NULL, rc = 0;
+  if (slices != NULL && calibrate) {
+    s->weights_bytes = mr_slice_grappa_weights_count(&o) * sizeof(mr_cfloat);
+    reference = mr_budget_alloc(bytes, "SMS reference slices", &e);
+    s->weights[g] = reference == NULL ? NULL
+                                      : mr_budget_alloc(s->weights_bytes, "slice-GRAPPA kernels", &e);
   }
-  int rc = 0;
-  if (slices == NULL || (calibrate && (reference == NULL || s->weights[g] == NULL))) {
-    rc = mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for %zu slices", m);
+  if (slices == NULL || (calibrate && s->weights[g] == NULL)) {
+    rc = mr_gadget_fail(ctx, e.code, "%s", mr_err_text(&e, e.code));
     goto done;
   }
   for (size_t j = 0; calibrate && j < m; j++)
@@ -250,11 +254,11 @@ static int separate(sms_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k, mr_emit *ou
   }
 done:
   if (rc < 0 && calibrate) {
-    free(s->weights[g]);
+    mr_budget_free(s->weights[g], s->weights_bytes);
     s->weights[g] = NULL;
   }
-  free(reference);
-  free(slices);
+  mr_budget_free(reference, bytes);
+  mr_budget_free(slices, bytes);
   return rc;
 }
 
@@ -275,9 +279,9 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
 static void destroy(void *state) {
   sms_gadget *s = state;
   for (size_t i = 0; s->ref != NULL && i < s->nref; i++)
-    free(s->ref[i]);
+    mr_budget_free(s->ref[i], s->ref_nc * s->ref_ny * s->ref_nx * sizeof(float complex));
   for (size_t i = 0; s->weights != NULL && i < s->ngroups; i++)
-    free(s->weights[i]);
+    mr_budget_free(s->weights[i], s->weights_bytes);
   free(s->ref);
   free(s->weights);
   mr_placement_release(&s->place);

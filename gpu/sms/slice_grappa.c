@@ -104,6 +104,9 @@ mr_slice_grappa_opts mr_slice_grappa_opts_default(int nc, int nx, int ny, int mb
 size_t mr_slice_grappa_weights_count(const mr_slice_grappa_opts *o) {
   kernel_class cls[MAX_CLASSES];
   int count;
+  if (o->kx < 1 || o->ky < 1 || o->kx > MR_SLICE_GRAPPA_MAX_KERNEL ||
+      o->ky > MR_SLICE_GRAPPA_MAX_KERNEL)
+    return 0; /* no plan takes such a kernel */
   return make_classes(o, cls, &count);
 }
 

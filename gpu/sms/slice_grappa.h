@@ -30,7 +30,12 @@
  * (nc x ny x nx), a set of slices [slice][coil][line][sample]. Weights:
  * column-major n_src x (mb nc), n_src = kx ky nc with source index
  * s = (coil * ky + j) * kx + i (tap j along the phase encode, i along the
- * readout); column m nc + c predicts coil c of slice m. */
+ * readout); column m nc + c predicts coil c of slice m. After them come
+ * the edge kernels: where taps fall outside the k-space (nothing was
+ * measured there), a kernel of the remaining taps, solved from the same
+ * normal equations, serves each class of edge position (taps cut at the
+ * left by 1 .. kx/2 or at the right, at the top or the bottom, and the
+ * corners), each n_taps x (mb nc) with its taps in the same order. */
 #ifndef MR_GPU_SLICE_GRAPPA_H
 #define MR_GPU_SLICE_GRAPPA_H
 
@@ -71,7 +76,8 @@ int mr_slice_grappa_plan_create(mr_device *dev, const mr_slice_grappa_opts *opts
                                 mr_slice_grappa_plan **out);
 void mr_slice_grappa_plan_destroy(mr_slice_grappa_plan *plan);
 
-/* Complex values of the weights: kx ky nc x mb nc. */
+/* Complex values of the weights: the full kernel's kx ky nc x mb nc, then
+ * each edge kernel's (its taps x mb nc); 0 for a kernel no plan takes. */
 size_t mr_slice_grappa_weights_count(const mr_slice_grappa_opts *opts);
 
 /* Calibrates from reference ([mb][nc][ny][nx], each slice alone, no CAIPI
