@@ -17,7 +17,8 @@
  * buffers keep the acquired lines only, each with its slice's reference as
  * calibration lines for the grappa step after. Kernels are calibrated per
  * group at its first collapsed buffer and again after a new reference.
- * Buffers of a header without multiband pass untouched. */
+ * Buffers of a header without multiband (or with a factor of 1) pass
+ * untouched. */
 #include <complex.h>
 #include <math.h>
 #include <stdlib.h>
@@ -59,9 +60,12 @@ static const mr_param params[] = {
     MR_PLACEMENT_PARAMS(sms_gadget),
 };
 
+/* The header's multiband section, or NULL for a single-band scan (none,
+ * or a factor of 1). */
 static const mr_multiband *multiband_of(const mr_gadget_ctx *ctx) {
   if (ctx->hdr == NULL || ctx->hdr->nencodings < 1 ||
-      !ctx->hdr->encoding[0].parallel.multiband.present)
+      !ctx->hdr->encoding[0].parallel.multiband.present ||
+      ctx->hdr->encoding[0].parallel.multiband.factor < 2)
     return NULL;
   return &ctx->hdr->encoding[0].parallel.multiband;
 }
