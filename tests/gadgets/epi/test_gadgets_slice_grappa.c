@@ -3,7 +3,7 @@
  * slice's image against the single-band reference reconstruction (the
  * reference lines alone through the same fft, coil_combine and image_out),
  * NRMSE <= 0.05; one image per slice with its slice index and position;
- * in-plane R 2 on top (GRAPPA after the separation); the issue's target case (multiband 4, FOV/3, 32 coils) with the slice
+ * a single-band scan passing untouched; in-plane R 2 on top (GRAPPA after the separation); the issue's target case (multiband 4, FOV/3, 32 coils) with the slice
  * leakage of its kernels; and the clear errors: no reference scan, a
  * multiband factor that does not fit the data, too few coils. */
 #include <complex.h>
@@ -317,6 +317,34 @@ static void target_case(void **state) {
   remove(h5);
 }
 
+/* A single-band scan through the sms chain: the same image as without
+ * slice_grappa (it passes the buffers untouched). */
+static void single_band(void **state) {
+  (void)state;
+  char h5[320];
+  snprintf(h5, sizeof h5, "%s/single.h5", dir);
+  remove(h5);
+  mr_sim_options o = {.trajectory = MR_SIM_CARTESIAN, .matrix = 32, .coils = 4, .seed = 1,
+                      .path = h5};
+  mr_err err = {0};
+  if (mr_simulate(&o, &err) != 0)
+    fail_msg("simulate: %s", err.msg);
+  static const char plain[] =
+      "[{\"gadget\":\"accumulate\",\"trigger\":\"slice\"},{\"gadget\":\"fft\"},"
+      "{\"gadget\":\"coil_combine\",\"method\":\"rss\"},"
+      "{\"gadget\":\"image_out\",\"type\":\"magnitude\",\"series\":1}]";
+  char *chain = sms_chain();
+  run sms = reconstruct(h5, chain, ALL, NULL, 1), ref = reconstruct(h5, plain, ALL, NULL, 1);
+  free(chain);
+  assert_int_equal(sms.rc, 0);
+  assert_int_equal(sms.count, 1);
+  assert_int_equal(ref.count, 1);
+  assert_memory_equal(sms.images, ref.images, sms.pixels * sizeof *sms.images);
+  free(sms.images);
+  free(ref.images);
+  remove(h5);
+}
+
 static void expect_error(const char *h5, enum feed feed, const char *const *edits,
                          const char *needle) {
   char *chain = sms_chain();
@@ -348,6 +376,7 @@ int main(void) {
       cmocka_unit_test(mb3),
       cmocka_unit_test(mb2_in_plane),
       cmocka_unit_test(two_groups),
+      cmocka_unit_test(single_band),
       cmocka_unit_test(target_case),
       cmocka_unit_test(errors),
   };
