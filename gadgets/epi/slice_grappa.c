@@ -51,7 +51,7 @@ static const mr_param params[] = {
         "slice-GRAPPA kernel: readout taps, phase-encode taps (odd)"),
     MR_PARAM_INTS(sms_gadget, calibration, "calibration", "[32,32]", 1, 1024,
         "calibration region: the central samples x lines of the reference (capped at its size)"),
-    MR_PARAM_DOUBLE(sms_gadget, lambda, "lambda", "1e-4", 0, 1,
+    MR_PARAM_DOUBLE(sms_gadget, lambda, "lambda", "1e-3", 0, 1,
         "Tikhonov regularisation relative to the normal matrix's mean diagonal"),
     MR_PARAM_BOOL(sms_gadget, leak_block, "leak_block", "true",
         "split-slice (leak-blocked) kernels: hold the other slices out of each slice's image"),

@@ -97,7 +97,7 @@ static size_t make_classes(const mr_slice_grappa_opts *o, kernel_class *cls, int
 mr_slice_grappa_opts mr_slice_grappa_opts_default(int nc, int nx, int ny, int mb, int caipi) {
   mr_slice_grappa_opts o = {.nc = nc, .nx = nx, .ny = ny, .mb = mb, .caipi = caipi,
                             .kx = 5, .ky = 5, .ystep = 1, .cx = nx < 32 ? nx : 32,
-                            .cy = ny < 32 ? ny : 32, .lambda = 1e-4f, .leak_block = 1};
+                            .cy = ny < 32 ? ny : 32, .lambda = 1e-3f, .leak_block = 1};
   return o;
 }
 
