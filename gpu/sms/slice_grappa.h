@@ -66,9 +66,9 @@ typedef struct mr_slice_grappa_opts {
  * (or the whole k-space when smaller), lambda 1e-3, leak-blocked. lambda:
  * the normal equations are single precision; at 1e-4 (leakage 0.25%
  * instead of 0.58% for multiband 4, FOV/3, 32 coils, noiseless) their
- * condition turned rounding differences of 1e-6 into 2e-4 of the separated
- * k-space (measured by perturbing them on the CPU), 1e-3 keeps that under
- * 6e-5, so both backends give the same slices. */
+ * condition turned relative differences of 1e-6 / 3e-6 in them into 8e-5 /
+ * 2e-4 of the separated k-space (measured by perturbing them on the CPU);
+ * at 1e-3, 2e-5 / 5e-5, so that both backends give the same slices. */
 mr_slice_grappa_opts mr_slice_grappa_opts_default(int nc, int nx, int ny, int mb, int caipi);
 
 typedef struct mr_slice_grappa_plan mr_slice_grappa_plan;
