@@ -14,8 +14,9 @@
  * spacing along the slice normal, the CAIPI shift undone, so fft,
  * coil_combine and image_out make one image per slice. With in-plane
  * acceleration R the kernel's taps are R lines apart and the separated
- * buffers keep the acquired lines only, each with its slice's reference as
- * calibration lines for the grappa step after. Kernels are calibrated per
+ * buffers keep the acquired lines only, the first after a new reference
+ * with its slice's reference as calibration lines for the grappa step after
+ * (which keeps that kernel for the slice's later buffers). Kernels are calibrated per
  * group at its first collapsed buffer and again after a new reference.
  * Buffers of a header without multiband (or with a factor of 1) pass
  * untouched. */
@@ -250,7 +251,9 @@ static int separate(sms_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k, mr_emit *ou
     goto done;
   }
   for (size_t j = 0; rc == 0 && j < m; j++) {
-    mr_kspace *sk = slice_buffer(s, ctx, k, j, slices + j * plane, o.ystep > 1, &e);
+    /* grappa keeps a slice's kernel until new calibration lines come: the
+     * reference rides along only when it is new to this group */
+    mr_kspace *sk = slice_buffer(s, ctx, k, j, slices + j * plane, o.ystep > 1 && calibrate, &e);
     mr_message *msg = sk != NULL ? mr_kspace_message(sk) : NULL;
     rc = msg != NULL ? mr_emit_message(out, msg)
                      : mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "%s",

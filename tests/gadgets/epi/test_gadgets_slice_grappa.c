@@ -48,8 +48,10 @@ static char *sms_chain(void) {
   return out;
 }
 
-/* ALL_R2: the collapsed acquisition's odd lines left out (in-plane R 2). */
-enum feed { ALL, REFERENCE_ONLY, NO_REFERENCE, ALL_R2 };
+/* ALL_R2: the collapsed acquisition's odd lines left out (in-plane R 2);
+ * TWO_VOLUMES_R2: the same, its collapsed lines sent again as repetition 1
+ * (a second fMRI volume, no new reference). */
+enum feed { ALL, REFERENCE_ONLY, NO_REFERENCE, ALL_R2, TWO_VOLUMES_R2 };
 
 typedef struct run {
   int rc;
@@ -85,7 +87,8 @@ static run reconstruct(const char *h5, const char *chain, enum feed feed,
   if (mr_harness_open_gpus(&h, chain, MR_KIND_BIT(MR_MSG_ACQUISITION), "none") != 0)
     fail_msg("open: %s", h.err.msg);
   r.rc = mr_harness_configure(&h, header);
-  for (int pass = 0; pass < groups; pass++) {
+  int passes = feed == TWO_VOLUMES_R2 ? 2 : groups;
+  for (int pass = 0; pass < passes; pass++) {
     if (pass > 0 && mr_dataset_open(h5, "dataset", &ds, &err) != 0)
       fail_msg("%s", err.msg);
     mr_message *m;
@@ -93,7 +96,9 @@ static run reconstruct(const char *h5, const char *chain, enum feed feed,
       int reference = m->kind == MR_MSG_ACQUISITION && (m->u.acq.head.flags & CALIBRATION_FLAG);
       if (m->kind != MR_MSG_ACQUISITION || (feed == REFERENCE_ONLY && !reference) ||
           (feed == NO_REFERENCE && reference) ||
-          (feed == ALL_R2 && !reference && m->u.acq.head.idx.kspace_encode_step_1 % 2 == 1)) {
+          ((feed == ALL_R2 || feed == TWO_VOLUMES_R2) && !reference &&
+           m->u.acq.head.idx.kspace_encode_step_1 % 2 == 1) ||
+          (feed == TWO_VOLUMES_R2 && pass == 1 && reference)) {
         mr_message_unref(m);
         continue;
       }
@@ -101,7 +106,9 @@ static run reconstruct(const char *h5, const char *chain, enum feed feed,
         m->u.acq.head.flags &= ~CALIBRATION_FLAG;
         m->u.acq.head.encoding_space_ref = 0;
       }
-      if (groups > 1)
+      if (feed == TWO_VOLUMES_R2)
+        m->u.acq.head.idx.repetition = (uint16_t)pass;
+      else if (groups > 1)
         m->u.acq.head.idx.slice =
             (uint16_t)(reference ? m->u.acq.head.idx.slice * groups + pass : pass);
       r.rc = mr_harness_push(&h, m);
@@ -156,14 +163,16 @@ static void check_scan(int n, int coils, int mb, int caipi, int accel) {
   char *chain = sms_chain();
   static const char *const r2[] = {"<kspace_encoding_step_1>1</kspace_encoding_step_1>",
                                    "<kspace_encoding_step_1>2</kspace_encoding_step_1>", NULL};
-  run sms = reconstruct(h5, chain, accel == 2 ? ALL_R2 : ALL, accel == 2 ? r2 : NULL, 1);
+  /* with R 2, two volumes: the second's GRAPPA reuses the first's kernels */
+  run sms = reconstruct(h5, chain, accel == 2 ? TWO_VOLUMES_R2 : ALL, accel == 2 ? r2 : NULL, 1);
   run ref = reference(h5);
   free(chain);
+  int volumes = accel == 2 ? 2 : 1;
   assert_int_equal(sms.rc, 0);
   assert_int_equal(ref.rc, 0);
-  assert_int_equal(sms.count, mb);
+  assert_int_equal(sms.count, mb * volumes);
   assert_int_equal(ref.count, mb);
-  for (int j = 0; j < mb; j++) {
+  for (int j = 0; j < mb * volumes; j++) {
     int slice = sms.heads[j].slice;
     assert_true(slice < mb);
     assert_int_equal(ref.heads[slice].slice, slice);
@@ -171,8 +180,8 @@ static void check_scan(int n, int coils, int mb, int caipi, int accel) {
     assert_float_equal(sms.heads[j].position[2], (slice - (mb - 1) / 2.0) * n / 4.0, 1e-3);
     double e = image_nrmse(sms.images + j * sms.pixels, ref.images + slice * ref.pixels,
                            sms.pixels);
-    print_message("MB %d, FOV/%d, %d coils, %dx%d, R %d: slice %d NRMSE %.4f\n", mb, caipi,
-                  coils, n, n, accel, slice, e);
+    print_message("MB %d, FOV/%d, %d coils, %dx%d, R %d: volume %d slice %d NRMSE %.4f\n", mb,
+                  caipi, coils, n, n, accel, sms.heads[j].repetition, slice, e);
     assert_true(e <= 0.05);
   }
   free(sms.images);
