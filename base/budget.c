@@ -5,6 +5,8 @@
 
 static _Atomic uint64_t limit_bytes;
 static _Atomic uint64_t used_bytes;
+static _Atomic uint64_t spare_bytes;
+static void (*_Atomic reclaim_spare)(void);
 
 void mr_budget_set(uint64_t bytes) { atomic_store(&limit_bytes, bytes); }
 uint64_t mr_budget_limit(void) { return atomic_load(&limit_bytes); }
@@ -14,10 +16,18 @@ static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
 
 int mr_budget_take(uint64_t bytes, const char *what, mr_err *err) {
   uint64_t limit = atomic_load(&limit_bytes);
-  uint64_t used = atomic_fetch_add(&used_bytes, bytes);
-  if (limit == 0 || used + bytes <= limit)
-    return 0;
-  atomic_fetch_sub(&used_bytes, bytes);
+  uint64_t used;
+  for (int reclaimed = 0;; reclaimed = 1) {
+    used = atomic_fetch_add(&used_bytes, bytes);
+    uint64_t spare = atomic_load(&spare_bytes);
+    if (limit == 0 || used + spare + bytes <= limit)
+      return 0;
+    atomic_fetch_sub(&used_bytes, bytes);
+    void (*reclaim)(void) = atomic_load(&reclaim_spare);
+    if (reclaimed || spare == 0 || reclaim == NULL)
+      break;
+    reclaim();
+  }
   return mr_err_set(err, MR_ELIMIT,
                     "memory budget: %s needs %.1f MiB; the server's budget (--memory-budget) is "
                     "%.1f MiB, of which %.1f MiB are in use",
@@ -25,6 +35,19 @@ int mr_budget_take(uint64_t bytes, const char *what, mr_err *err) {
 }
 
 void mr_budget_give(uint64_t bytes) { atomic_fetch_sub(&used_bytes, bytes); }
+
+int mr_budget_keep_spare(uint64_t bytes) {
+  uint64_t limit = atomic_load(&limit_bytes);
+  uint64_t spare = atomic_fetch_add(&spare_bytes, bytes);
+  if (limit == 0 || atomic_load(&used_bytes) + spare + bytes <= limit)
+    return 0;
+  atomic_fetch_sub(&spare_bytes, bytes);
+  return MR_ELIMIT;
+}
+
+void mr_budget_drop_spare(uint64_t bytes) { atomic_fetch_sub(&spare_bytes, bytes); }
+uint64_t mr_budget_spare(void) { return atomic_load(&spare_bytes); }
+void mr_budget_set_reclaim(void (*reclaim)(void)) { atomic_store(&reclaim_spare, reclaim); }
 
 void *mr_budget_alloc(size_t bytes, const char *what, mr_err *err) {
   if (mr_budget_take(bytes, what, err) < 0)

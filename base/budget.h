@@ -16,11 +16,27 @@
 /* Sets the budget in bytes (0: unlimited, the default). Call at start-up. */
 void mr_budget_set(uint64_t bytes);
 uint64_t mr_budget_limit(void);
+/* What the sessions hold now (spare memory not included). */
 uint64_t mr_budget_used(void);
 
 /* Reserves bytes, or fails with MR_ELIMIT and a line in err (which may be
- * NULL) naming what was asked for, the budget and what is in use. */
+ * NULL) naming what was asked for, the budget and what is in use. When it
+ * does not fit while spare memory is held, the reclaim function frees that
+ * first and the reservation is tried again. */
 int mr_budget_take(uint64_t bytes, const char *what, mr_err *err);
+
+/* Spare memory: what a cache keeps after its users freed it (the k-space
+ * block cache). It counts against the budget like the sessions' memory, but
+ * gives way to it: kept only while it fits beside what is in use, and freed
+ * (through the reclaim function) when a reservation would not fit.
+ * mr_budget_keep_spare returns 0 when `bytes` may be kept, MR_ELIMIT when
+ * the block must be freed instead; mr_budget_drop_spare returns them. */
+int mr_budget_keep_spare(uint64_t bytes);
+void mr_budget_drop_spare(uint64_t bytes);
+uint64_t mr_budget_spare(void);
+/* The function that frees all spare memory (calling mr_budget_drop_spare),
+ * on whatever thread a reservation does not fit; one for the process. */
+void mr_budget_set_reclaim(void (*reclaim)(void));
 /* Returns bytes taken earlier. */
 void mr_budget_give(uint64_t bytes);
 

@@ -15,11 +15,13 @@
 #include "h5.h"
 #include "phantom.h"
 #include "simulate_sampled.h"
+#include "simulate_impl.h"
 #include "simulate_sms.h"
 
 int mr_sim_trajectory_parse(const char *name) {
-  static const char *const names[] = {"radial", "golden", "spiral", "cartesian", "tiny-golden"};
-  for (int i = 0; i < 5; i++)
+  static const char *const names[] = {"radial", "golden", "spiral", "cartesian", "tiny-golden",
+                                      "epi"};
+  for (int i = 0; i < 6; i++)
     if (strcmp(name, names[i]) == 0)
       return i;
   return -1;
@@ -98,6 +100,8 @@ static int make_layout(const mr_sim_options *o, layout *l, mr_err *err) {
     l->center_sample = n / 2;
     l->name = "cartesian";
     break;
+  case MR_SIM_EPI: /* simulate_epi.c lays its scans out */
+    break;
   }
   if (l->samples > UINT16_MAX)
     return mr_err_set(err, MR_EINVAL, "--samples %zu is over %d", l->samples, UINT16_MAX);
@@ -159,6 +163,8 @@ static void position(const mr_sim_options *o, const layout *l, size_t r, size_t 
     if (o->three_d)
       k[2] = ((double)(r / l->lines) - n / 2) / n;
     break;
+  case MR_SIM_EPI:
+    break;
   }
 }
 
@@ -206,20 +212,21 @@ static const char *header_xml(const mr_sim_options *o, const layout *l, char *bu
   return buf;
 }
 
-/* Gaussian samples (Box-Muller on a xorshift generator). */
-typedef struct noise {
-  uint64_t state;
-  double sigma;
-} noise;
+void mr_sim_noise_init(mr_sim_noise *g, const mr_sim_options *o) {
+  g->state = 0x9E3779B97F4A7C15ull ^ ((uint64_t)o->seed * 0xBF58476D1CE4E5B9ull);
+  g->sigma = o->noise;
+  if (g->state == 0)
+    g->state = 1;
+}
 
-static double uniform(noise *g) {
+static double uniform(mr_sim_noise *g) {
   g->state ^= g->state << 13;
   g->state ^= g->state >> 7;
   g->state ^= g->state << 17;
   return ((g->state >> 11) + 0.5) / 9007199254740992.0; /* (0, 1) */
 }
 
-static double complex gaussian(noise *g) {
+double complex mr_sim_gaussian(mr_sim_noise *g) {
   double r = sqrt(-2 * log(uniform(g))), t = 2 * M_PI * uniform(g);
   return g->sigma * r * (cos(t) + I * sin(t));
 }
@@ -262,7 +269,7 @@ static void readout_header(const mr_sim_options *o, const layout *l, size_t r,
 }
 
 /* Fills readout r's samples (all coils) and trajectory. */
-static void fill_readout(const mr_sim_options *o, const layout *l, size_t r, noise *g,
+static void fill_readout(const mr_sim_options *o, const layout *l, size_t r, mr_sim_noise *g,
                          ISMRMRD_Acquisition *a, double complex *coil_values) {
   double shift[3] = {0, 0, 0};
   if (o->moving)
@@ -276,45 +283,56 @@ static void fill_readout(const mr_sim_options *o, const layout *l, size_t r, noi
     for (int c = 0; c < o->coils; c++) {
       double complex v = coil_values[c];
       if (g->sigma > 0)
-        v += gaussian(g);
+        v += mr_sim_gaussian(g);
       a->data[(size_t)c * l->samples + i] = (complex_float_t)v;
     }
   }
 }
 
-/* The object at the pixel centres, as the complex array "phantom" (of
- * every frame when it moves: one more dimension). */
-static int write_phantom(const mr_sim_options *o, ISMRMRD_Dataset *d, const layout *l,
-                         mr_err *err) {
+int mr_sim_write_truth(ISMRMRD_Dataset *d, int rank, int n, size_t count,
+                       const double (*shifts)[3], mr_err *err) {
   ISMRMRD_NDArray arr;
   ismrmrd_init_ndarray(&arr);
   arr.data_type = ISMRMRD_CXFLOAT;
-  arr.ndim = (uint16_t)l->rank;
-  for (int a = 0; a < l->rank; a++)
-    arr.dims[a] = (size_t)l->n;
-  size_t frames = o->moving ? l->frames : 1;
-  if (o->moving)
-    arr.dims[arr.ndim++] = frames;
+  arr.ndim = (uint16_t)rank;
+  for (int a = 0; a < rank; a++)
+    arr.dims[a] = (size_t)n;
+  if (count > 1)
+    arr.dims[arr.ndim++] = count;
   if (ismrmrd_make_consistent_ndarray(&arr) != ISMRMRD_NOERROR)
     return mr_err_set(err, MR_ENOMEM, "out of memory for the phantom image");
   complex_float_t *px = arr.data;
-  size_t nz = l->rank == 3 ? (size_t)l->n : 1, at = 0;
-  for (size_t f = 0; f < frames; f++) {
-    double shift[3] = {0, 0, 0};
-    if (o->moving)
-      mr_sim_motion(l->n, (int)f, shift);
+  size_t nz = rank == 3 ? (size_t)n : 1, at = 0;
+  for (size_t f = 0; f < (count > 0 ? count : 1); f++) {
+    const double none[3] = {0, 0, 0}, *shift = shifts != NULL ? shifts[f] : none;
     for (size_t z = 0; z < nz; z++)
-      for (int y = 0; y < l->n; y++)
-        for (int x = 0; x < l->n; x++) {
-          double r[3] = {x - l->n / 2 - shift[0], y - l->n / 2 - shift[1],
-                         l->rank == 3 ? (double)z - l->n / 2 - shift[2] : 0};
-          px[at++] = (float)mr_phantom_value(l->rank, l->n, r);
+      for (int y = 0; y < n; y++)
+        for (int x = 0; x < n; x++) {
+          double r[3] = {x - n / 2 - shift[0], y - n / 2 - shift[1],
+                         rank == 3 ? (double)z - n / 2 - shift[2] : 0};
+          px[at++] = (float)mr_phantom_value(rank, n, r);
         }
   }
   int rc = ismrmrd_append_array(d, "phantom", &arr) == ISMRMRD_NOERROR && !mr_h5_failed()
                ? 0
                : mr_err_set(err, MR_EIO, "cannot write the phantom array: %s", mr_h5_error());
   ismrmrd_cleanup_ndarray(&arr);
+  return rc;
+}
+
+/* The object at the pixel centres, as the complex array "phantom" (of
+ * every frame when it moves: one more dimension). */
+static int write_phantom(const mr_sim_options *o, ISMRMRD_Dataset *d, const layout *l,
+                         mr_err *err) {
+  if (!o->moving)
+    return mr_sim_write_truth(d, l->rank, l->n, 1, NULL, err);
+  double(*shifts)[3] = malloc(l->frames * sizeof *shifts);
+  if (shifts == NULL)
+    return mr_err_set(err, MR_ENOMEM, "out of memory");
+  for (size_t f = 0; f < l->frames; f++)
+    mr_sim_motion(l->n, (int)f, shifts[f]);
+  int rc = mr_sim_write_truth(d, l->rank, l->n, l->frames, (const double(*)[3])shifts, err);
+  free(shifts);
   return rc;
 }
 
@@ -338,35 +356,28 @@ static int check_options(const mr_sim_options *o, mr_err *err) {
                       "--spokes (per frame)");
   if (o->moving && o->frames == 0)
     return mr_err_set(err, MR_EINVAL, "--moving needs --frames");
+  const mr_sim_epi *e = &o->epi;
+  int epi_option = e->shots > 1 || e->ramp || e->ghost[0] != 0 || e->ghost[1] != 0 ||
+                   e->accel > 1 || e->claim_cartesian || e->slices > 1 || e->leak_probe > 0;
+  if (o->trajectory != MR_SIM_EPI && epi_option)
+    return mr_err_set(err, MR_EINVAL, "--shots, --ramp, --ghost, --inplane-accel, "
+                                      "--header-trajectory, --slices and --leak-probe are for "
+                                      "--trajectory epi");
+  if (o->trajectory == MR_SIM_EPI && (o->three_d || o->spokes > 0 || o->interleaves > 0))
+    return mr_err_set(err, MR_EINVAL, "--trajectory epi is 2D, without --spokes or --interleaves");
   if (access(o->path, F_OK) == 0)
     return mr_err_set(err, MR_EINVAL, "%s exists; not overwriting it", o->path);
   return 0;
 }
 
-int mr_simulate(const mr_sim_options *o, mr_err *err) {
-  if (o->sampling != 0 && (o->multiband > 0 || o->caipi > 0))
-    return mr_err_set(err, MR_EINVAL, "--multiband and --caipi do not combine with --sampling");
-  if (o->sampling != 0)
-    return mr_simulate_sampled(o, err);
-  layout l;
-  int rc = check_options(o, err);
-  if (rc == 0 && (o->multiband > 0 || o->caipi > 0))
-    return o->multiband > 0 ? mr_simulate_sms(o, err)
-                            : mr_err_set(err, MR_EINVAL, "--caipi needs --multiband");
-  if (rc == 0)
-    rc = make_layout(o, &l, err);
-  if (rc < 0)
-    return rc;
-  char xml[4096];
-  header_xml(o, &l, xml, sizeof xml);
+int mr_sim_write(const mr_sim_options *o, const char *xml, const mr_sim_scan *scan, mr_err *err) {
   double complex *values = malloc((size_t)o->coils * sizeof *values);
   if (values == NULL)
     return mr_err_set(err, MR_ENOMEM, "out of memory");
-  noise g = {.state = 0x9E3779B97F4A7C15ull ^ ((uint64_t)o->seed * 0xBF58476D1CE4E5B9ull),
-             .sigma = o->noise};
-  if (g.state == 0)
-    g.state = 1;
+  mr_sim_noise g;
+  mr_sim_noise_init(&g, o);
   ISMRMRD_Dataset d;
+  int rc = 0;
   mr_h5_lock();
   if (ismrmrd_init_dataset(&d, o->path, "dataset") != ISMRMRD_NOERROR ||
       ismrmrd_open_dataset(&d, true) != ISMRMRD_NOERROR) {
@@ -379,14 +390,14 @@ int mr_simulate(const mr_sim_options *o, mr_err *err) {
     rc = mr_err_set(err, MR_EIO, "cannot write the header to %s: %s", o->path, mr_h5_error());
   mr_h5_unlock();
   ISMRMRD_Acquisition a;
-  for (size_t r = 0; rc == 0 && r < l.readouts; r++) {
+  for (size_t r = 0; rc == 0 && r < scan->readouts; r++) {
     ismrmrd_init_acquisition(&a);
-    readout_header(o, &l, r, &a.head);
+    scan->head(scan->arg, r, &a.head);
     if (ismrmrd_make_consistent_acquisition(&a) != ISMRMRD_NOERROR) {
       rc = mr_err_set(err, MR_ENOMEM, "out of memory for a readout");
       break;
     }
-    fill_readout(o, &l, r, &g, &a, values);
+    scan->fill(scan->arg, r, &g, values, &a);
     mr_h5_lock();
     if (ismrmrd_append_acquisition(&d, &a) != ISMRMRD_NOERROR || mr_h5_failed())
       rc = mr_err_set(err, MR_EIO, "cannot write readout %zu to %s: %s", r, o->path,
@@ -396,7 +407,7 @@ int mr_simulate(const mr_sim_options *o, mr_err *err) {
   }
   mr_h5_lock();
   if (rc == 0)
-    rc = write_phantom(o, &d, &l, err);
+    rc = scan->truth(scan->arg, &d, err);
   if (ismrmrd_close_dataset(&d) != ISMRMRD_NOERROR && rc == 0)
     rc = mr_err_set(err, MR_EIO, "cannot close %s: %s", o->path, mr_h5_error());
   mr_h5_unlock();
@@ -404,4 +415,50 @@ int mr_simulate(const mr_sim_options *o, mr_err *err) {
   free(d.groupname);
   free(values);
   return rc;
+}
+
+/* The callbacks of mr_sim_write for the radial, spiral and Cartesian scans. */
+typedef struct scan_ctx {
+  const mr_sim_options *o;
+  const layout *l;
+} scan_ctx;
+
+static void scan_head(void *arg, size_t r, ISMRMRD_AcquisitionHeader *h) {
+  const scan_ctx *c = arg;
+  readout_header(c->o, c->l, r, h);
+}
+
+static void scan_fill(void *arg, size_t r, mr_sim_noise *g, double complex *values,
+                      ISMRMRD_Acquisition *a) {
+  const scan_ctx *c = arg;
+  fill_readout(c->o, c->l, r, g, a, values);
+}
+
+static int scan_truth(void *arg, ISMRMRD_Dataset *d, mr_err *err) {
+  const scan_ctx *c = arg;
+  return write_phantom(c->o, d, c->l, err);
+}
+
+int mr_simulate(const mr_sim_options *o, mr_err *err) {
+  if (o->sampling != 0 && (o->multiband > 0 || o->caipi > 0))
+    return mr_err_set(err, MR_EINVAL, "--multiband and --caipi do not combine with --sampling");
+  if (o->sampling != 0)
+    return mr_simulate_sampled(o, err);
+  layout l;
+  int rc = check_options(o, err);
+  if (rc == 0 && o->trajectory == MR_SIM_EPI)
+    return mr_simulate_epi(o, err);
+  if (rc == 0 && (o->multiband > 0 || o->caipi > 0))
+    return o->multiband > 0 ? mr_simulate_sms(o, err)
+                            : mr_err_set(err, MR_EINVAL, "--caipi needs --multiband");
+  if (rc == 0)
+    rc = make_layout(o, &l, err);
+  if (rc < 0)
+    return rc;
+  char xml[4096];
+  header_xml(o, &l, xml, sizeof xml);
+  scan_ctx c = {o, &l};
+  mr_sim_scan scan = {.readouts = l.readouts, .head = scan_head, .fill = scan_fill,
+                      .truth = scan_truth, .arg = &c};
+  return mr_sim_write(o, xml, &scan, err);
 }

@@ -20,6 +20,27 @@
  *   of them over n Cartesian partitions.
  * - cartesian: n lines of n samples (and n partitions in 3D), no
  *   trajectory stored (the Cartesian pipelines take it).
+ * - epi (2D, simulate_epi.c): echo trains. The readout is oversampled
+ *   twice (encoded x 2n, recon x n), n lines in `shots` interleaved
+ *   segments (idx.segment), each after three navigators at ky = 0 flagged
+ *   IS_PHASECORR_DATA (forward, reversed, forward, as Siemens writes them);
+ *   the echoes alternate in polarity, every reversed one flagged IS_REVERSE
+ *   with its samples in time order. `ghost` gives the reversed readouts
+ *   (echoes and navigator) of shot s the odd/even error a scanner's
+ *   gradient delay and eddy currents make: the image times
+ *   exp(i (ghost[0] (1 + s / 10) + ghost[1] x / X)), x across the readout's
+ *   field of view X (centred), i.e. their k-space shifted by ghost[1] / 2 pi
+ *   samples, exact for the analytic phantom. With `ramp` the readout runs
+ *   over a trapezoid (ramps of 0.2 of the readout each, 2n samples: a
+ *   flat-top step of 1.25 samples) described by the encoding's
+ *   trajectoryDescription in Gadgetron's convention (ConventionalEPI:
+ *   rampUpTime, rampDownTime, flatTopTime, acqDelayTime, numSamples in
+ *   microseconds, dwellTime); without it the samples lie on the grid and
+ *   no description is written. `accel` R keeps every R-th line and adds a
+ *   reference scan of 24 central lines (IS_PARALLEL_CALIBRATION, with its
+ *   own navigators) before the imaging shots; the header's
+ *   parallelImaging says R. The header's trajectory is epi, or cartesian
+ *   with `claim_cartesian` (what siemens_to_ismrmrd writes).
  * Non-Cartesian readouts carry trajectory_dimensions 2 (3 in 3D) and count
  * in kspace_encode_step_1 (interleaves and partitions: steps 1 and 2).
  *
@@ -45,7 +66,20 @@ typedef enum mr_sim_trajectory {
   MR_SIM_SPIRAL,
   MR_SIM_CARTESIAN,
   MR_SIM_TINY_GOLDEN,
+  MR_SIM_EPI, /* simulate_epi.c */
 } mr_sim_trajectory;
+
+/* EPI (simulate_epi.c): echo trains of a Cartesian 2D scan. */
+typedef struct mr_sim_epi {
+  int shots;          /* segments, each with its navigators; 0 or 1: single-shot */
+  int ramp;           /* readouts sampled on the gradient's ramps too */
+  double ghost[2];    /* odd/even error: constant (rad) and across the readout FOV (rad) */
+  int accel;          /* in-plane acceleration R (every R-th line) with 24 calibration lines;
+                         0 or 1: none */
+  int claim_cartesian;/* the header says cartesian (as siemens_to_ismrmrd writes EPI) */
+  int slices;         /* single-band slices, each its own object (0 or 1: one) */
+  int leak_probe;     /* 1 + the only slice whose signal is in the collapsed data; 0: all */
+} mr_sim_epi;
 
 typedef struct mr_sim_options {
   mr_sim_trajectory trajectory;
@@ -59,8 +93,9 @@ typedef struct mr_sim_options {
   int frames;       /* radial kinds, 2D: a real-time stream of this many frames; 0: none */
   int moving;       /* with frames: the object moves from frame to frame */
   int interleaves;  /* spiral; 0 for the default */
-  int multiband;    /* cartesian 2D: slices excited together (simulate_sms.h); 0: none */
+  int multiband;    /* 2D cartesian (simulate_sms.h) or epi: slices excited together; 0: none */
   int caipi;        /* with multiband: CAIPI shift FOV / caipi; 0: none */
+  mr_sim_epi epi;   /* trajectory epi */
   unsigned seed;    /* of the noise (and of the sampling pattern) */
   /* Undersampled Cartesian scans (simulate_sampled.h): an mr_sampling_kind,
    * 0 (MR_SAMPLING_FULL) for the plain Cartesian writer */
@@ -71,8 +106,21 @@ typedef struct mr_sim_options {
   const char *path; /* the HDF5 file to create (an existing one is refused) */
 } mr_sim_options;
 
-/* Parses "radial", "golden", "spiral", "cartesian" or "tiny-golden"; -1
- * otherwise. */
+/* (EPI, continued) Several slices (`slices`, or `multiband` M): slice z
+ * holds the object moved by (3 (z - (Z-1)/2), +-2) pixels, and the coils
+ * see it through a complex factor per coil and slice (the coil nearest
+ * along z brightest), so collapsed slices can be told apart. With
+ * `multiband` M the scan is a single-band reference of every slice (all
+ * lines, one train each, IS_PARALLEL_CALIBRATION, LAST_IN_SLICE at its end,
+ * idx.slice z), then the collapsed shots (idx.slice 0): the sum of the
+ * slices, slice z shifted by z FOV / `caipi` along y (blipped CAIPI), or
+ * the probed slice alone (`leak_probe`: a measurement of slice leakage);
+ * the header's parallelImaging carries ISMRMRD's multiband section
+ * (multiband_factor M, deltaKz 1 / caipi). The truth "phantom" is
+ * n x n x slices. */
+
+/* Parses "radial", "golden", "spiral", "cartesian", "tiny-golden" or "epi";
+ * -1 otherwise. */
 int mr_sim_trajectory_parse(const char *name);
 
 /* The shift (pixels) of the moving object in frame f of a matrix n. */
@@ -80,6 +128,8 @@ void mr_sim_motion(int n, int f, double shift[3]);
 
 /* Writes the dataset (group "dataset"). Errors name the option or the file. */
 int mr_simulate(const mr_sim_options *o, mr_err *err);
+/* The same for trajectory epi (called by mr_simulate). */
+int mr_simulate_epi(const mr_sim_options *o, mr_err *err);
 
 /* `reconclient simulate ARGS`: argv[0] is "simulate". Returns the exit
  * status (0, 1 on failure, 2 on a usage error). */

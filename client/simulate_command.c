@@ -1,5 +1,6 @@
 /* The command line of `reconclient simulate`. */
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,7 @@
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: reconclient simulate --trajectory radial|golden|tiny-golden|spiral|cartesian\n"
+          "usage: reconclient simulate --trajectory radial|golden|tiny-golden|spiral|cartesian|epi\n"
           "                            --matrix N [--3d] --coils C [--noise S]\n"
           "                            [--spokes K [--samples M] [--frames F [--moving]] |\n"
           "                             --interleaves K] [--multiband M [--caipi S]] [--seed S]\n"
@@ -17,6 +18,11 @@ static void usage(FILE *f) {
           "       reconclient simulate --trajectory cartesian --sampling vd|poisson --matrix N\n"
           "                            [--3d [--partitions NZ]] --coils C [--acceleration R]\n"
           "                            [--calibration N] [--noise S] [--seed S] -o DATA.h5\n"
+          "       reconclient simulate --trajectory epi --matrix N --coils C [--shots K] [--ramp]\n"
+          "                            [--ghost PHI0,PHI1] [--inplane-accel R]\n"
+          "                            [--header-trajectory epi|cartesian] [--noise S]\n"
+          "                            [--slices Z | --multiband M [--caipi S] [--leak-probe Z]]\n"
+          "                            -o DATA.h5\n"
           "writes an ISMRMRD dataset of an analytic multi-coil Shepp-Logan phantom (k-space\n"
           "from the ellipses' Fourier transforms, exact at every sample), with its trajectory,\n"
           "a header describing it, and the ground truth as the array 'phantom'\n"
@@ -28,8 +34,9 @@ static void usage(FILE *f) {
           "                   realtime, realtime_cg)\n"
           "  --moving         the object moves from frame to frame (ground truth per frame)\n"
           "  --interleaves K  spiral arms (default N/8)\n"
-          "  --multiband M    (cartesian, 2D) simultaneous multi-slice: M slices excited\n"
-          "                   together, after a single-band reference scan of each (config sms)\n"
+          "  --multiband M    (cartesian 2D, epi) simultaneous multi-slice: M slices excited\n"
+          "                   together, after a single-band reference scan of each (configs\n"
+          "                   sms, epi_sms)\n"
           "  --caipi S        with --multiband: blipped-CAIPI shift, slice m moved by m/S of\n"
           "                   the field of view along the phase encode (default: none)\n"
           "  --noise S        Gaussian noise of standard deviation S on each sample's real and\n"
@@ -41,7 +48,18 @@ static void usage(FILE *f) {
           "  --acceleration R overall acceleration, grid points over acquired ones (default 4)\n"
           "  --calibration N  fully sampled centre: N lines (2D), N x N points (3D; default 24)\n"
           "  --partitions NZ  3D: kz points (default N; the same field of view)\n"
-          "  --seed S         of the noise and of the pattern (default 1)\n");
+          "  --seed S         of the noise and of the pattern (default 1)\n"
+          "  --shots K        epi: K interleaved segments, each with its three navigators\n"
+          "  --ramp           epi: samples on the readout gradient's ramps too (the header's\n"
+          "                   trajectoryDescription, ConventionalEPI)\n"
+          "  --ghost P0,P1    epi: odd/even error of the reversed readouts, P0 rad constant and\n"
+          "                   P1 rad across the readout's field of view (default 0,0)\n"
+          "  --inplane-accel R  epi: every R-th line, and a reference scan of 24 lines\n"
+          "  --header-trajectory cartesian  epi: the header says cartesian, as Siemens\n"
+          "                   conversions write EPI (the trajectoryDescription and flags say EPI)\n"
+          "  --slices Z       epi: Z single-band slices, each its own object\n"
+          "  --leak-probe Z   epi, multiband: only slice Z (1 ..) in the collapsed data, to\n"
+          "                   measure slice leakage\n");
 }
 
 static int parse_int(const char *flag, const char *text, int *out) {
@@ -61,7 +79,9 @@ int mr_simulate_command(int argc, char **argv) {
   int sampled_option = 0; /* --acceleration, --calibration or --partitions given */
   enum { OPT_3D = 256, OPT_NOISE, OPT_SPOKES, OPT_INTERLEAVES, OPT_SEED, OPT_SAMPLES,
          OPT_FRAMES, OPT_MOVING, OPT_SAMPLING, OPT_ACCELERATION, OPT_CALIBRATION,
-         OPT_PARTITIONS, OPT_MULTIBAND, OPT_CAIPI };
+         OPT_PARTITIONS,
+         OPT_SHOTS, OPT_RAMP, OPT_GHOST, OPT_INPLANE, OPT_CLAIM, OPT_SLICES,
+         OPT_MULTIBAND, OPT_CAIPI, OPT_PROBE };
   static const struct option longopts[] = {
       {"trajectory", required_argument, NULL, 'T'}, {"matrix", required_argument, NULL, 'm'},
       {"3d", no_argument, NULL, OPT_3D},             {"coils", required_argument, NULL, 'c'},
@@ -74,8 +94,14 @@ int mr_simulate_command(int argc, char **argv) {
       {"acceleration", required_argument, NULL, OPT_ACCELERATION},
       {"calibration", required_argument, NULL, OPT_CALIBRATION},
       {"partitions", required_argument, NULL, OPT_PARTITIONS},
+      {"shots", required_argument, NULL, OPT_SHOTS}, {"ramp", no_argument, NULL, OPT_RAMP},
+      {"ghost", required_argument, NULL, OPT_GHOST},
+      {"inplane-accel", required_argument, NULL, OPT_INPLANE},
+      {"header-trajectory", required_argument, NULL, OPT_CLAIM},
+      {"slices", required_argument, NULL, OPT_SLICES},
       {"multiband", required_argument, NULL, OPT_MULTIBAND},
       {"caipi", required_argument, NULL, OPT_CAIPI},
+      {"leak-probe", required_argument, NULL, OPT_PROBE},
       {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
   };
   int ch, seed = 1;
@@ -85,8 +111,8 @@ int mr_simulate_command(int argc, char **argv) {
     switch (ch) {
     case 'T':
       if ((int)(o.trajectory = mr_sim_trajectory_parse(optarg)) < 0) {
-        fprintf(stderr, "reconclient: --trajectory is radial, golden, tiny-golden, spiral or "
-                        "cartesian, not '%s'\n", optarg);
+        fprintf(stderr, "reconclient: --trajectory is radial, golden, tiny-golden, spiral, "
+                        "cartesian or epi, not '%s'\n", optarg);
         return 2;
       }
       break;
@@ -127,14 +153,6 @@ int mr_simulate_command(int argc, char **argv) {
     case OPT_MOVING:
       o.moving = 1;
       break;
-    case OPT_MULTIBAND:
-      if (parse_int("--multiband", optarg, &o.multiband) < 0)
-        return 2;
-      break;
-    case OPT_CAIPI:
-      if (parse_int("--caipi", optarg, &o.caipi) < 0)
-        return 2;
-      break;
     case OPT_SAMPLING:
       if ((o.sampling = mr_sampling_parse(optarg)) < 0) {
         fprintf(stderr, "reconclient: --sampling is vd or poisson, not '%s'\n", optarg);
@@ -158,6 +176,53 @@ int mr_simulate_command(int argc, char **argv) {
       sampled_option = 1;
       if (parse_int("--partitions", optarg, &o.partitions) < 0)
         return 2;
+      break;
+    case OPT_SHOTS:
+      if (parse_int("--shots", optarg, &o.epi.shots) < 0)
+        return 2;
+      break;
+    case OPT_RAMP:
+      o.epi.ramp = 1;
+      break;
+    case OPT_GHOST: {
+      char *comma;
+      o.epi.ghost[0] = strtod(optarg, &comma);
+      if (comma == optarg || *comma != ',' ||
+          (o.epi.ghost[1] = strtod(comma + 1, &end), end == comma + 1 || *end != '\0') ||
+          !isfinite(o.epi.ghost[0]) || !isfinite(o.epi.ghost[1])) {
+        fprintf(stderr, "reconclient: --ghost is two numbers PHI0,PHI1 (radians), got '%s'\n",
+                optarg);
+        return 2;
+      }
+      break;
+    }
+    case OPT_INPLANE:
+      if (parse_int("--inplane-accel", optarg, &o.epi.accel) < 0)
+        return 2;
+      break;
+    case OPT_SLICES:
+      if (parse_int("--slices", optarg, &o.epi.slices) < 0)
+        return 2;
+      break;
+    case OPT_MULTIBAND:
+      if (parse_int("--multiband", optarg, &o.multiband) < 0)
+        return 2;
+      break;
+    case OPT_CAIPI:
+      if (parse_int("--caipi", optarg, &o.caipi) < 0)
+        return 2;
+      break;
+    case OPT_PROBE:
+      if (parse_int("--leak-probe", optarg, &o.epi.leak_probe) < 0)
+        return 2;
+      break;
+    case OPT_CLAIM:
+      if (strcmp(optarg, "epi") != 0 && strcmp(optarg, "cartesian") != 0) {
+        fprintf(stderr, "reconclient: --header-trajectory is epi or cartesian, not '%s'\n",
+                optarg);
+        return 2;
+      }
+      o.epi.claim_cartesian = strcmp(optarg, "cartesian") == 0;
       break;
     case OPT_SEED:
       if (parse_int("--seed", optarg, &seed) < 0)
@@ -199,7 +264,7 @@ int mr_simulate_command(int argc, char **argv) {
     return 1;
   }
   static const char *const names[] = {"radial", "golden-angle radial", "spiral", "Cartesian",
-                                      "tiny-golden-angle radial"};
+                                      "tiny-golden-angle radial", "EPI"};
   printf("%s: %s %s phantom, %d^%d pixels, %d coil%s", o.path, names[o.trajectory],
          o.three_d ? "3D" : "2D", o.matrix, o.three_d ? 3 : 2, o.coils, o.coils == 1 ? "" : "s");
   if (o.partitions > 0)
@@ -211,6 +276,10 @@ int mr_simulate_command(int argc, char **argv) {
   if (o.sampling != MR_SAMPLING_FULL)
     printf(", %s R %g", o.sampling == MR_SAMPLING_VD ? "variable-density lines" : "Poisson disc",
            o.acceleration);
+  if (o.trajectory == MR_SIM_EPI)
+    printf(", %d shot%s%s, odd/even error %g rad + %g rad across the readout", o.epi.shots > 1 ? o.epi.shots : 1,
+           o.epi.shots > 1 ? "s" : "", o.epi.ramp ? ", ramp-sampled" : "", o.epi.ghost[0],
+           o.epi.ghost[1]);
   printf("\n");
   return 0;
 }

@@ -11,6 +11,7 @@
 #include "cmat.h"
 #include "coil.h"
 #include "device.h"
+#include "epi.h"
 #include "fft.h"
 #include "host.h"
 #include "pool.h"

@@ -263,3 +263,21 @@ void mr_message_unref(mr_message *msg) {
   free_payload(msg);
   free(msg);
 }
+
+size_t mr_message_payload_bytes(const mr_message *m) {
+  switch (m->kind) {
+  case MR_MSG_ACQUISITION:
+    return mr_acquisition_traj_count(&m->u.acq.head) * sizeof(float) +
+           (m->u.acq.data != NULL ? mr_acquisition_data_count(&m->u.acq.head) * 8 : 0) +
+           m->u.acq.compressed_bytes;
+  case MR_MSG_IMAGE:
+    return m->u.image.data_bytes +
+           (m->u.image.attributes != NULL ? strlen(m->u.image.attributes) : 0);
+  case MR_MSG_WAVEFORM:
+    return mr_waveform_data_count(&m->u.waveform.head) * sizeof(uint32_t);
+  case MR_MSG_DICOM:
+    return m->u.dicom.nbytes + strlen(m->u.dicom.name) + strlen(m->u.dicom.attributes);
+  default:
+    return m->text_len;
+  }
+}

@@ -170,6 +170,10 @@ size_t mr_acquisition_traj_count(const ISMRMRD_AcquisitionHeader *head);
 size_t mr_acquisition_data_count(const ISMRMRD_AcquisitionHeader *head);
 /* Bytes of one pixel of an ISMRMRD data_type; 0 when unknown. */
 size_t mr_image_pixel_bytes(uint16_t data_type);
+/* The memory a message's payload holds (samples and trajectory, pixels
+ * and attributes, a waveform's data, a DICOM file, text): what queues and
+ * the memory budget count. */
+size_t mr_message_payload_bytes(const mr_message *m);
 /* u32 values a waveform header announces (u16 x u16). */
 size_t mr_waveform_data_count(const ISMRMRD_WaveformHeader *head);
 

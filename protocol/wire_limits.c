@@ -21,6 +21,10 @@ const mr_limits mr_limits_default = {
     .image_bytes = 1ull << 30,
     .attribute_bytes = 4u << 20,
     .waveform_bytes = 16u << 20,
+    /* The installed configs have at most a dozen steps and a handful of
+     * stages; 1,000 steps of a script asked for 1,000 threads. */
+    .chain_steps = 64,
+    .session_threads = 16,
     /* A 64 MiB read-ahead holds a few thousand clinical lines: enough to
      * keep a GPU busy, small enough for 64 connections on a modest box. */
     .connection_bytes = 64ull << 20,
@@ -45,7 +49,8 @@ static const struct {
     FIELD(channels, uint32_t),            FIELD(trajectory_dims, uint32_t),
     FIELD(samples, uint32_t),             FIELD(acquisition_bytes, uint64_t),
     FIELD(image_bytes, uint64_t),         FIELD(attribute_bytes, uint64_t),
-    FIELD(waveform_bytes, uint64_t),      FIELD(connection_bytes, uint64_t),
+    FIELD(waveform_bytes, uint64_t),      FIELD(chain_steps, uint32_t),
+    FIELD(session_threads, uint32_t),     FIELD(connection_bytes, uint64_t),
     FIELD(dicom_planes, uint32_t),
 };
 

@@ -26,6 +26,10 @@ typedef struct mr_limits {
   uint64_t image_bytes;         /* pixels of one image */
   uint64_t attribute_bytes;     /* image meta attribute XML */
   uint64_t waveform_bytes;      /* data of one waveform */
+  uint32_t chain_steps;         /* steps (gadgets) of one chain: a CONFIG_SCRIPT
+                                   or an installed config */
+  uint32_t session_threads;     /* pipeline threads one session's chain may
+                                   start (one per stage after the first) */
   uint64_t connection_bytes;    /* memory one connection holds: read ahead
                                    of the chain and output not yet written
                                    to the socket, half each */

@@ -35,7 +35,7 @@ fail() {
   exit 1
 }
 for tool in podman mmdebstrap curl h5diff ismrmrd_generate_cartesian_shepp_logan; do
-  command -v "$tool" >/dev/null || fail "$tool is missing (scripts/install-deps.sh installs it)"
+  command -v "$tool" >/dev/null || fail "$tool is missing (scripts/install-deps.sh tests installs it)"
 done
 for prog in reconserver reconclient mr-load; do
   [ -x "$build/bin/$prog" ] || fail "$build/bin/$prog is missing: build first"

@@ -28,9 +28,15 @@
 #   multigpu  the pool, placement and split tests on every GPU; then per GPU
 #           count (1, 2, 4, ... up to the machine's; on one GPU: 1, and 2
 #           logical devices of it) `mr-bench split` (one 3D CG-SENSE scan
-#           split by coils), and where each GPU is a GPU of its own,
-#           mr-load's 32 clients x 20 scans of 256x256x16 against a server
-#           on those GPUs: split-<N>gpu.json, load-<N>gpu.json
+#           split by coils), and where each GPU is a GPU of its own, against
+#           a server on those GPUs: mr-load's 32 clients x 20 scans of
+#           256x256x16 and `mr-bench load`'s GPU-bound cases (16 realtime_cg
+#           streams, 16 GRAPPA series, 16 3D CG-SENSE scans at once); on
+#           GPU 0 alone, a real-time stream beside a heavy neighbour:
+#           split-<N>gpu.json, load-<case>-<N>gpu.json (case cartesian,
+#           realtime_cg, grappa, cgsense3d, realtime_neighbour)
+#           GPU_COUNTS="1 2": only these counts (to split the area over
+#           calls of the device's 10-minute limit)
 #   sparse  the CUDA groups of the compressed sensing, ESPIRiT and coil
 #           compression tests (test_gpu_sparse, test_gpu_espirit,
 #           test_gpu_compress: those staged); `mr-bench sparse` on the 2D,
@@ -243,12 +249,12 @@ area_multigpu() {
   if [ "$n" -le 1 ]; then
     lists="0 0,0" # the split's code path on two logical devices of one GPU
   else
-    for i in 1 2 4 8; do
+    for i in ${GPU_COUNTS:-1 2 4 8}; do
       [ "$i" -le "$n" ] && lists="$lists $(seq -s, 0 $((i - 1)))"
     done
   fi
   for list in $lists; do
-    local tag
+    local tag c
     tag="$(echo "$list" | tr ',' '\n' | wc -l)gpu"
     [ "$list" = 0,0 ] && tag=2shared
     step "mr-bench split --gpus $list" 200 "$out/multigpu-bench.log" "$bin/mr-bench" split \
@@ -259,11 +265,20 @@ area_multigpu() {
     (
       . "$PWD/tests/support/server.sh"
       GPUS=$list start_server "$tmp/programs" "$PWD/configs" || exit 1
-      step "mr-load 32 x 20 --gpus $list" 300 "$out/load-$tag.json" "$bin/mr-load" -p "$port" \
-        -c 32 -n 20 -m 256 -k 16
+      step "mr-load 32 x 20 --gpus $list" 300 "$out/load-cartesian-$tag.json" "$bin/mr-load" \
+        -p "$port" -c 32 -n 20 -m 256 -k 16
       kill -TERM "$server"; wait "$server"
       exit "$failed"
     ) || failed=1
+    for c in realtime_cg grappa cgsense3d; do
+      step "mr-bench load $c --gpus $list" 240 "$out/multigpu-bench.log" "$bin/mr-bench" load \
+        --case "$c" --gpus "$list" --json "$out/load-$c-$tag.json"
+    done
+    if [ "$tag" = 1gpu ]; then # the stream and its neighbour on one GPU
+      step "mr-bench load realtime_neighbour --gpus 0" 240 "$out/multigpu-bench.log" \
+        "$bin/mr-bench" load --case realtime_neighbour --gpus 0 \
+        --json "$out/load-realtime_neighbour-1gpu.json"
+    fi
   done
   echo "---- split and load per GPU count"
   for f in "$out"/split-*.json "$out"/load-*.json; do [ -f "$f" ] && echo "$f" && cat "$f"; done

@@ -1,19 +1,39 @@
 #!/bin/sh
-# Installs the Debian 12 packages the build, the demo and the tests need,
-# skipping those already present. Needs root (or sudo) only when something
-# is missing.
+# Installs the Debian 12 packages a purpose needs, skipping those already
+# present; needs root (or sudo) only when something is missing.
+#
+#   scripts/install-deps.sh demo    what building and running the server and
+#                                   client takes (scripts/demo.sh)
+#   scripts/install-deps.sh tests   that and the test toolchain: cmocka, the
+#                                   reference tools, sanitizers, valgrind,
+#                                   the container and deployment tools
+#                                   (scripts/test.sh)
+#
+# Waits up to MR_APT_WAIT seconds (default 600) for another apt or dpkg
+# (unattended-upgrades on a fresh machine) to let go of its lock.
 set -eu
 
-PACKAGES="build-essential cmake pkg-config
-  libuv1-dev libcjson-dev libismrmrd-dev ismrmrd-tools libhdf5-dev hdf5-tools
+DEMO="build-essential cmake pkg-config
+  libuv1-dev libcjson-dev libismrmrd-dev ismrmrd-tools libhdf5-dev
   libfftw3-dev libopenblas-dev liblapacke-dev libxml2-dev libpng-dev
-  libcmocka-dev bart clang libclang-rt-14-dev valgrind libdcmtk-dev dcmtk dicom3tools
-  libmicrohttpd-dev prometheus
-  podman runc mmdebstrap haproxy curl docker-compose python3-kubernetes python3-yaml
-  python3 procps"
-# kubectl (for kubectl kustomize) from Debian unless one is installed
-# already (another vendor's package would conflict with it).
-command -v kubectl >/dev/null || PACKAGES="$PACKAGES kubernetes-client"
+  libdcmtk-dev libmicrohttpd-dev"
+TESTS="$DEMO hdf5-tools libcmocka-dev bart clang libclang-rt-14-dev valgrind dcmtk dicom3tools
+  prometheus podman runc mmdebstrap haproxy curl docker-compose python3-kubernetes
+  python3-yaml python3 procps"
+
+case "${1:-}" in
+demo) PACKAGES=$DEMO ;;
+tests)
+  PACKAGES=$TESTS
+  # kubectl (for kubectl kustomize) from Debian unless one is installed
+  # already (another vendor's package would conflict with it).
+  command -v kubectl >/dev/null || PACKAGES="$PACKAGES kubernetes-client"
+  ;;
+*)
+  echo "usage: $0 demo|tests" >&2
+  exit 2
+  ;;
+esac
 
 missing=""
 for p in $PACKAGES; do
@@ -27,6 +47,8 @@ echo "installing:$missing" >&2
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
+wait_lock="-o DPkg::Lock::Timeout=${MR_APT_WAIT:-600}"
 # shellcheck disable=SC2086
-$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+$SUDO apt-get $wait_lock update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get $wait_lock install -y -qq --no-install-recommends $missing >/dev/null

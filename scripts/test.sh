@@ -8,11 +8,11 @@
 # and CI.
 set -eu
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh tests
 jobs=$(nproc)
 
 # Warnings are errors in every build of the test command.
-MR_CMAKE_ARGS=-DMR_WERROR=ON scripts/build.sh
+MR_CMAKE_ARGS="-DMR_WERROR=ON -DBUILD_TESTING=ON" scripts/build.sh
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 # The clang static analyzer over the product's C sources (not the tests,

@@ -26,6 +26,10 @@
 #define AFTER_IN_PLACE (2 + sizeof(ISMRMRD_AcquisitionHeader))
 /* Buffers of one write: MR_WRITE_BUF_MAX each, so up to 64 GiB a message. */
 #define WRITE_BUFS 64
+/* How long a connection whose session the drain deadline cut waits for the
+ * client's EOF after our CLOSE (instead of --grace): enough for the client
+ * to read the answer before the socket closes. */
+#define CUT_GRACE_MS 200
 
 /* A connection is three small state machines, each changed only through
  * its enter function, which aborts on a step its table does not list (as
@@ -37,7 +41,7 @@
  *   ANSWERING -> LINGERING  everything written, our CLOSE last: our side shut
  *   SERVING   -> DROPPED    no write completed for --write-timeout: socket closed
  *   ANSWERING -> DROPPED    (the same while writing the last answers)
- *   LINGERING -> CLOSING    the client's EOF, a quiet grace period, the idle limit
+ *   LINGERING -> CLOSING    the client's EOF, the grace period, the drain deadline
  *   ANSWERING -> CLOSING    answered with the client already gone (EOF, failure)
  *   DROPPED   -> CLOSING    the session thread stopped
  *   SERVING   -> CLOSING    the connection could not be set up
@@ -98,12 +102,13 @@ typedef struct mr_conn {
   conn_reading reading;
   int writes_pending;
   int close_queued;   /* a CLOSE of ours went into the socket's write queue */
+  int close_written;  /* ... and was written */
+  int evicted;        /* closes without waiting for the client's EOF (make_room) */
   int counted;        /* counts as open against --max-connections */
   int refused;        /* turned away without a session */
   /* What the connection owes its client after the session's answer: */
   enum { CUT_NO, CUT_PENDING, CUT_TOLD } cut; /* the drain deadline ended the session */
   enum { PIPELINED_NO, PIPELINED_SEEN, PIPELINED_TOLD } pipelined; /* messages after CLOSE */
-  uint64_t closing_since_ms; /* entered LINGERING */
   uint64_t start_ms;
   uint64_t bytes_in;   /* received from the socket */
   uint64_t images_out; /* written to the socket */
@@ -215,13 +220,17 @@ static void lose_client(mr_conn *c) {
 
 /* ---- counting ---- */
 
-/* A connection stops counting against --max-connections once its CLOSE is
- * written: what is left (waiting for the peer's EOF) costs a socket, not a
- * session. Refused connections never count. */
+/* A connection counts against --max-connections until its socket is
+ * closed (on_handle_closed): one that lingers after our CLOSE still holds a
+ * descriptor, and a client that never stops sending must not open more
+ * beside it. A new client at the limit makes room instead by closing the
+ * oldest connection whose CLOSE is written (make_room), so that a client
+ * that reconnects as soon as it has read our CLOSE is never turned away
+ * by its own last connection. Refused connections never count. */
 static void uncount(mr_conn *c) {
   if (c->counted) {
     c->counted = 0;
-    c->server->nopen--;
+    mr_server_release(c->server);
     mr_metrics_connection_closed();
   }
 }
@@ -247,16 +256,19 @@ static int is_health_check(const mr_conn *c) {
 static void log_session(const mr_conn *c) {
   const mr_session_stats *st = &c->session.stats;
   double secs = (double)(uv_now(c->server->loop) - c->start_ms) / 1000.0;
-  char texts[200] = "";
+  char extra[240] = "";
+  if (st->empty_acquisitions > 0) /* skipped by the chain, which tells the client */
+    snprintf(extra, sizeof extra, " empty_acquisitions=%llu",
+             (unsigned long long)st->empty_acquisitions);
   if (st->texts > 0)
-    snprintf(texts, sizeof texts, " texts=%llu first_text=\"%s\"",
+    snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " texts=%llu first_text=\"%s\"",
              (unsigned long long)st->texts, st->first_text);
   mr_log(st->errors ? MR_LOG_WARN : is_health_check(c) ? MR_LOG_DEBUG : MR_LOG_INFO,
          "%s config=%s acquisitions=%llu waveforms=%llu images=%llu bytes_in=%llu "
          "duration=%.3fs errors=%d%s%s%s%s%s",
          c->peer, st->config[0] ? st->config : "-", (unsigned long long)st->acquisitions,
          (unsigned long long)st->waveforms, (unsigned long long)c->images_out,
-         (unsigned long long)c->bytes_in, secs, st->errors, texts,
+         (unsigned long long)c->bytes_in, secs, st->errors, extra,
          st->gadget_time[0] ? " gadgets=" : "", st->gadget_time,
          st->errors ? " first_error=" : "", st->first_error);
 }
@@ -311,8 +323,30 @@ static void cancel_session(mr_conn *c) {
   mr_queue_close(&c->outbox);
 }
 
+/* At --max-connections: the oldest connection whose CLOSE is written (it
+ * has answered in full) stops counting and closes: at once when it only
+ * waits for its client's EOF, else without that wait once its session
+ * thread has stopped (begin_closing). 1 when one made room. */
+static int make_room(mr_server *server) {
+  mr_conn *oldest = NULL;
+  for (mr_conn *c = server->conns; c != NULL; c = c->next)
+    if (c->close_written && c->counted)
+      oldest = c; /* the list is newest first */
+  if (oldest == NULL)
+    return 0;
+  uncount(oldest);
+  oldest->evicted = 1;
+  if (oldest->life == LIFE_LINGERING)
+    close_all(oldest);
+  return 1;
+}
+
 void mr_conn_cancel_all(mr_server *server) {
   for (mr_conn *c = server->conns; c != NULL; c = c->next) {
+    if (c->life == LIFE_LINGERING) {
+      close_all(c); /* answered in full: waiting for its EOF must not hold the exit */
+      continue;
+    }
     if (!atomic_load(&c->session_done) && c->cut == CUT_NO)
       c->cut = CUT_PENDING; /* told once its session thread stops (maybe_finish) */
     cancel_session(c);
@@ -338,13 +372,11 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 /* Our CLOSE is written. Rule 2: shut our side and keep reading until the
  * peer closes, so a client still sending never meets a reset. */
 static void begin_closing(mr_conn *c) {
-  uncount(c);
-  if (client_done(c)) { /* nothing to wait for (or nothing to wait with) */
+  if (client_done(c) || c->evicted) { /* nothing to wait for (or no time to) */
     close_all(c);
     return;
   }
   enter_life(c, LIFE_LINGERING);
-  c->closing_since_ms = uv_now(c->server->loop);
   uv_shutdown_t *req = malloc(sizeof *req);
   if (req == NULL || (req->data = c, uv_shutdown(req, (uv_stream_t *)&c->tcp, on_shutdown)) < 0) {
     free(req);
@@ -354,7 +386,14 @@ static void begin_closing(mr_conn *c) {
   /* Read (and discard) whatever still comes, the outbox no longer matters. */
   if (c->reading != READING_ON && uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
     enter_reading(c, READING_ON);
-  uv_timer_start(&c->timer, on_grace_timeout, (uint64_t)c->server->opt.close_grace_ms, 0);
+  /* One grace period from now, never restarted by what arrives: a client
+   * that keeps sending after our CLOSE is drained that long, then closed. A
+   * session the drain deadline cut lingers only briefly: the server is
+   * past its deadline. */
+  int grace = c->server->opt.close_grace_ms;
+  if (c->cut != CUT_NO && grace > CUT_GRACE_MS)
+    grace = CUT_GRACE_MS;
+  uv_timer_start(&c->timer, on_grace_timeout, (uint64_t)grace, 0);
 }
 
 static int send_error(mr_conn *c, const char *why);
@@ -439,12 +478,12 @@ static void on_written(uv_write_t *req, int status) {
     mr_queue_release(&c->outbox, w->bytes);
   if (status == 0)
     mr_metrics_bytes_out(w->enc.total);
+  if (status == 0 && w->msg->kind == MR_MSG_CLOSE)
+    c->close_written = 1;
   if (status == 0 && w->msg->kind == MR_MSG_IMAGE) {
     c->images_out++; /* the log counts images the client was sent */
     mr_metrics_images(1);
   }
-  if (status == 0 && w->msg->kind == MR_MSG_CLOSE)
-    uncount(c);
   mr_message_unref(w->msg);
   free(w);
   if (c->life == LIFE_CLOSING)
@@ -629,16 +668,6 @@ static void on_read_end(mr_conn *c, ssize_t nread) {
   maybe_finish(c);
 }
 
-/* Answered already (after an error, maybe before the client's CLOSE):
- * what still comes is discarded so a client mid-upload never meets a
- * reset; the grace counts from the last byte, within the idle limit. */
-static void on_read_lingering(mr_conn *c, ssize_t nread) {
-  if (uv_now(c->server->loop) - c->closing_since_ms > (uint64_t)c->server->env->idle_timeout_ms)
-    close_all(c);
-  else if (nread > 0)
-    uv_timer_start(&c->timer, on_grace_timeout, (uint64_t)c->server->opt.close_grace_ms, 0);
-}
-
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   mr_conn *c = s->data;
   if (nread < 0) {
@@ -647,10 +676,9 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   }
   c->bytes_in += (uint64_t)nread;
   mr_metrics_bytes_in((uint64_t)nread);
-  if (c->life == LIFE_LINGERING) {
-    on_read_lingering(c, nread);
-    return;
-  }
+  /* Answered already (after an error, maybe before the client's CLOSE):
+   * what still comes is discarded, within the grace period, so that a
+   * client mid-upload never meets a reset. */
   if (nread == 0 || !client_decoded(c))
     return;
   c->in_place = buf->base != c->rbuf;
@@ -735,9 +763,10 @@ void mr_conn_accept(mr_server *server, int fd) {
   c->pprev = &server->conns;
   server->conns = c;
   server->nconns++;
-  int busy = server->nopen >= server->opt.max_connections;
-  c->counted = !busy;
-  server->nopen += c->counted;
+  /* A newcomer at the limit makes room by closing a connection that only
+   * lingers after our CLOSE (on this loop), then takes the slot. */
+  c->counted = mr_server_admit(server) || (make_room(server) && mr_server_admit(server));
+  int busy = !c->counted;
   if (c->counted)
     mr_metrics_connection_open();
   snprintf(c->peer, sizeof c->peer, "?");
@@ -774,7 +803,7 @@ void mr_conn_accept(mr_server *server, int fd) {
   if (busy) {
     char why[128];
     snprintf(why, sizeof why, "server busy: %d connections open (--max-connections %d)",
-             server->nopen, server->opt.max_connections);
+             mr_server_open_count(server), server->opt.max_connections);
     mr_metrics_error(MR_ERRKIND_BUSY);
     refuse(c, why);
     return;

@@ -18,7 +18,9 @@ struct mr_server;
 void mr_conn_accept(struct mr_server *server, int fd);
 
 /* Ends every connection's session early (server shutting down past its
- * deadline): each pipeline stops at its next message. */
+ * deadline): each pipeline stops at its next message (an iterative solve
+ * at its next iteration); a connection that has answered and only waits
+ * for the client's EOF closes at once. */
 void mr_conn_cancel_all(struct mr_server *server);
 
 #endif

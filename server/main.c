@@ -10,6 +10,7 @@
 #include "cgroup.h"
 #include "config_dir.h"
 #include "log.h"
+#include "loops.h"
 #include "pool.h"
 #include "query.h"
 #include "registry.h"
@@ -33,6 +34,11 @@ static void usage(FILE *out) {
           "  --configs DIR           pipeline configs (default %s)\n"
           "  --log-level LEVEL       error, warn, info (default) or debug\n"
           "  --max-connections N     concurrent clients (default 64)\n"
+          "  --loops N               loop threads moving connections' bytes (default: one per\n"
+          "                          4 CPUs, 1 to 8)\n"
+          "  --warm DIR              before /readyz says ready, replay each recorded session in\n"
+          "                          DIR (a client's bytes, CONFIG to CLOSE: ismrmrd_dump's files)\n"
+          "                          to this server once per GPU, so that first scans are warm\n"
           "  --gpus all|none|0,1     GPUs to use (default all; none: CPU only)\n"
           "  --fake-gpus N           tests: N pretend GPUs running the CPU's code, placed and\n"
           "                          reported as GPUs 0..N-1 (--gpus picks among them)\n"
@@ -108,6 +114,7 @@ int main(int argc, char **argv) {
   uint64_t memory;
   int cpus;
   mr_cgroup_available("", &memory, &cpus);
+  opt.loops = mr_loops_default(cpus);
   int budget_mib = (int)(memory / 2 >> 20);
   const char *configs_path = MR_CONFIG_DIR, *gpus = "all", *state_dir = NULL;
   const char *external_dir = NULL;
@@ -121,13 +128,15 @@ int main(int argc, char **argv) {
          OPT_IDLE, OPT_WRITE, OPT_GRACE, OPT_BUDGET, OPT_LIMIT, OPT_LIMITS, OPT_DESCRIBE, OPT_INFO,
          OPT_VERSION, OPT_HELP, OPT_STATE_DIR, OPT_NOISE_ENTRIES, OPT_NOISE_HOURS, OPT_DUMP_MIB,
          OPT_GPU_LANES, OPT_EXTERNAL_DIR, OPT_SCRIPT_EXTERNAL, OPT_FAKE_GPUS,
-         OPT_FAKE_GPU_MEMORY };
+         OPT_FAKE_GPU_MEMORY, OPT_LOOPS, OPT_WARM };
   static const struct option longopts[] = {
       {"listen", required_argument, NULL, OPT_LISTEN},
       {"http", required_argument, NULL, OPT_HTTP},
       {"configs", required_argument, NULL, OPT_CONFIGS},
       {"log-level", required_argument, NULL, OPT_LOG},
       {"max-connections", required_argument, NULL, OPT_MAXCONN},
+      {"loops", required_argument, NULL, OPT_LOOPS},
+      {"warm", required_argument, NULL, OPT_WARM},
       {"gpus", required_argument, NULL, OPT_GPUS},
       {"gpu-lanes", required_argument, NULL, OPT_GPU_LANES},
       {"fake-gpus", required_argument, NULL, OPT_FAKE_GPUS},
@@ -176,6 +185,13 @@ int main(int argc, char **argv) {
     case OPT_MAXCONN:
       if (parse_int("--max-connections", optarg, 1, 100000, &opt.max_connections) < 0)
         return 2;
+      break;
+    case OPT_LOOPS:
+      if (parse_int("--loops", optarg, 1, 64, &opt.loops) < 0)
+        return 2;
+      break;
+    case OPT_WARM:
+      opt.warm_dir = optarg;
       break;
     case OPT_GPUS:
       gpus = optarg;
@@ -290,6 +306,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   mr_budget_set((uint64_t)budget_mib << 20);
+  mr_limits_install(&limits); /* for checks past the decoder (dicom_out's planes) */
 
   mr_err err = {0};
   int rc = mr_external_dir_set(external_dir, &err);

@@ -66,6 +66,8 @@ static struct {
   atomic_uint_fast64_t bytes_in, bytes_out, acquisitions, images;
   atomic_int_fast64_t inbox_bytes, outbox_bytes;
   atomic_uint_fast64_t errors[MR_ERRKIND_COUNT];
+  int nloops;
+  atomic_uint_fast64_t loop_connections[MR_METRICS_MAX_LOOPS];
 } m;
 
 mr_metrics_error_kind mr_metrics_error_kind_of(int code) {
@@ -144,6 +146,10 @@ void mr_metrics_connection_closed(void) {
   atomic_fetch_sub_explicit(&m.connections_open, 1, memory_order_relaxed);
 }
 void mr_metrics_set_state(mr_metrics_state state) { atomic_store(&m.state, (int)state); }
+void mr_metrics_warmed(void) {
+  int warming = MR_STATE_WARMING;
+  atomic_compare_exchange_strong(&m.state, &warming, MR_STATE_ACCEPTING);
+}
 
 void mr_metrics_session_finished(const char *config, mr_metrics_outcome outcome, double seconds) {
   config_slot *slot = config_slot_of(config);
@@ -171,6 +177,11 @@ void mr_metrics_bytes_in(uint64_t bytes) { add(&m.bytes_in, bytes); }
 void mr_metrics_bytes_out(uint64_t bytes) { add(&m.bytes_out, bytes); }
 void mr_metrics_acquisitions(uint64_t n) { add(&m.acquisitions, n); }
 void mr_metrics_images(uint64_t n) { add(&m.images, n); }
+void mr_metrics_loops(int n) { m.nloops = n < MR_METRICS_MAX_LOOPS ? n : MR_METRICS_MAX_LOOPS; }
+void mr_metrics_loop_connection(int loop) {
+  if (loop >= 0 && loop < m.nloops)
+    add(&m.loop_connections[loop], 1);
+}
 void mr_metrics_inbox_bytes(int64_t delta) {
   atomic_fetch_add_explicit(&m.inbox_bytes, delta, memory_order_relaxed);
 }
@@ -187,7 +198,9 @@ int mr_metrics_ready(char *why, size_t size) {
   int state = atomic_load(&m.state);
   if (state != MR_STATE_ACCEPTING) {
     snprintf(why, size, "%s",
-             state == MR_STATE_STARTING ? "starting" : "draining: no new connections");
+             state == MR_STATE_STARTING  ? "starting"
+             : state == MR_STATE_WARMING ? "warming up: replaying --warm's sessions"
+                                         : "draining: no new connections");
     return 0;
   }
   int64_t open = atomic_load_explicit(&m.connections_open, memory_order_relaxed);
@@ -311,6 +324,11 @@ int mr_metrics_render(mr_pool *pool, char **out, size_t *len) {
     put_histogram(t, "mrrecon_gadget_seconds", "gadget", m.gadgets[i].name, &m.gadgets[i].time,
                   gadget_bounds, GADGET_BUCKETS);
 
+  family(t, "mrrecon_loop_connections_total", "counter",
+         "Connections handed to each loop thread (--loops).");
+  for (int i = 0; i < m.nloops; i++)
+    fprintf(t, "mrrecon_loop_connections_total{loop=\"%d\"} %llu\n", i,
+            (unsigned long long)load(&m.loop_connections[i]));
   family(t, "mrrecon_received_bytes_total", "counter", "Bytes read from clients.");
   fprintf(t, "mrrecon_received_bytes_total %llu\n", (unsigned long long)load(&m.bytes_in));
   family(t, "mrrecon_sent_bytes_total", "counter", "Bytes written to clients.");
@@ -336,6 +354,9 @@ int mr_metrics_render(mr_pool *pool, char **out, size_t *len) {
   family(t, "mrrecon_memory_budget_used_bytes", "gauge",
          "Of the memory budget, what the sessions hold now.");
   fprintf(t, "mrrecon_memory_budget_used_bytes %llu\n", (unsigned long long)mr_budget_used());
+  family(t, "mrrecon_memory_budget_spare_bytes", "gauge",
+         "Of the memory budget, what the k-space block cache keeps (freed when needed).");
+  fprintf(t, "mrrecon_memory_budget_spare_bytes %llu\n", (unsigned long long)mr_budget_spare());
   if (pool != NULL)
     put_devices(t, pool);
   int failed = ferror(t);

@@ -59,10 +59,14 @@ void mr_metrics_connection_closed(void);
 /* Where the server stands: not ready until it accepts, nor once it drains. */
 typedef enum mr_metrics_state {
   MR_STATE_STARTING,  /* the protocol port is not listening yet */
+  MR_STATE_WARMING,   /* listening, replaying --warm's sessions to itself (warm.h) */
   MR_STATE_ACCEPTING, /* serving */
   MR_STATE_DRAINING   /* SIGTERM / SIGINT: no new connections */
 } mr_metrics_state;
 void mr_metrics_set_state(mr_metrics_state state);
+/* The warm-up is over: warming becomes accepting (a draining server stays
+ * draining). */
+void mr_metrics_warmed(void);
 
 /* A connection ended: its config (borrowed; "" for none), how, and how
  * long it lasted. */
@@ -75,6 +79,10 @@ void mr_metrics_bytes_in(uint64_t bytes);
 void mr_metrics_bytes_out(uint64_t bytes);
 void mr_metrics_acquisitions(uint64_t n);
 void mr_metrics_images(uint64_t n);
+/* The loop threads (loops.h): how many, and a connection handed to one. */
+#define MR_METRICS_MAX_LOOPS 64
+void mr_metrics_loops(int n);
+void mr_metrics_loop_connection(int loop);
 /* Bytes held in the connections' inboxes / outboxes (+ or -). */
 void mr_metrics_inbox_bytes(int64_t delta);
 void mr_metrics_outbox_bytes(int64_t delta);

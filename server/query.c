@@ -26,6 +26,8 @@ static char *info_text(const mr_server_env *env) {
   fprintf(f, "memory budget: %llu MiB%s\n", (unsigned long long)(mr_budget_limit() >> 20),
           mr_budget_limit() == 0 ? " (unlimited)" : "");
   fprintf(f, "configs: %d in %s\n", env->configs->n, env->configs->path);
+  for (int i = 0; i < env->configs->n; i++) /* the names a CONFIG_FILE may give */
+    fprintf(f, "  %s\n", env->configs->configs[i]->name);
   char *list = devices(env, MR_POOL_TEXT);
   if (list != NULL) {
     size_t n = strlen(list);

@@ -87,6 +87,7 @@ int mr_queue_push_event(mr_queue *q, int code, const char *text) {
     return MR_ENOMEM;
   }
   e->code = code;
+  e->bytes = MR_QUEUE_MESSAGE_OVERHEAD + strlen(e->text);
   pthread_mutex_lock(&q->mu);
   append(q, e);
   pthread_mutex_unlock(&q->mu);
@@ -164,28 +165,7 @@ void mr_queue_close(mr_queue *q) {
 }
 
 size_t mr_queue_message_bytes(const mr_message *m) {
-  size_t b = MR_QUEUE_MESSAGE_OVERHEAD;
-  switch (m->kind) {
-  case MR_MSG_ACQUISITION:
-    b += mr_acquisition_traj_count(&m->u.acq.head) * sizeof(float) +
-         (m->u.acq.data != NULL ? mr_acquisition_data_count(&m->u.acq.head) * 8 : 0) +
-         m->u.acq.compressed_bytes;
-    break;
-  case MR_MSG_IMAGE:
-    b += m->u.image.data_bytes +
-         (m->u.image.attributes != NULL ? strlen(m->u.image.attributes) : 0);
-    break;
-  case MR_MSG_WAVEFORM:
-    b += mr_waveform_data_count(&m->u.waveform.head) * sizeof(uint32_t);
-    break;
-  case MR_MSG_DICOM:
-    b += m->u.dicom.nbytes + strlen(m->u.dicom.name) + strlen(m->u.dicom.attributes);
-    break;
-  default:
-    b += m->text_len;
-    break;
-  }
-  return b;
+  return MR_QUEUE_MESSAGE_OVERHEAD + mr_message_payload_bytes(m);
 }
 
 int mr_queue_waiting(mr_queue *q) {

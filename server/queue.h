@@ -43,7 +43,10 @@ void mr_queue_destroy(mr_queue *q);
  * the queue holds `capacity` bytes or more. Returns MR_ECANCELED once the
  * queue is closed (msg is dropped), MR_ENOMEM when out of memory. */
 int mr_queue_push(mr_queue *q, mr_message *msg, size_t bytes, int wait);
-/* Appends an event (code < 0, a copy of text); never waits. */
+/* Appends an event (code < 0, a copy of text); never waits, and counts
+ * like a message (MR_QUEUE_MESSAGE_OVERHEAD plus its text): a flood of
+ * rejected messages fills the queue and stops the reading like any other
+ * backlog. */
 int mr_queue_push_event(mr_queue *q, int code, const char *text);
 
 /* Removes the first entry; waits up to timeout_ms (< 0: forever) for one.

@@ -15,7 +15,10 @@
 #include "http.h"
 #include "encode.h"
 #include "log.h"
+#include "loops.h"
 #include "metrics.h"
+#include "pool.h"
+#include "warm.h"
 
 /* How often running out of file descriptors is logged, at most. */
 #define FD_REPORT_MS 10000
@@ -82,7 +85,7 @@ static void on_listen_readable(uv_poll_t *poll, int status, int events) {
   while (!server->stopping) {
     int fd = accept4(server->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
-      mr_conn_accept(server, fd);
+      mr_loops_hand(server->loops, fd);
       continue;
     }
     if (errno == EINTR || errno == ECONNABORTED)
@@ -122,14 +125,41 @@ static void stop_listening(mr_server *server) {
 
 void mr_server_conn_closed(mr_server *server) {
   server->nconns--;
-  if (server->stopping && server->nconns == 0)
-    close_signals(server); /* the loop ends when nothing is left open */
+  if (server->stopping && server->nconns == 0) {
+    if (server->drained != NULL)
+      server->drained(server);
+    else
+      close_signals(server); /* the loop ends when nothing is left open */
+  }
 }
+
+static atomic_int *slots(mr_server *server) {
+  return &(server->counts != NULL ? server->counts : server)->nopen;
+}
+
+int mr_server_admit(mr_server *server) {
+  /* Taken first, then checked: two loops at the last slot cannot both
+   * have it. */
+  if (atomic_fetch_add(slots(server), 1) < server->opt.max_connections)
+    return 1;
+  atomic_fetch_sub(slots(server), 1);
+  return 0;
+}
+
+void mr_server_release(mr_server *server) { atomic_fetch_sub(slots(server), 1); }
+
+int mr_server_open_count(const mr_server *server) {
+  return atomic_load(&(server->counts != NULL ? server->counts : server)->nopen);
+}
+
+/* Every loop thread has ended: the acceptor's loop may end too. */
+static void on_loops_ended(mr_server *server) { close_signals(server); }
 
 static void on_drain_deadline(uv_timer_t *t) {
   mr_server *server = t->data;
-  mr_log(MR_LOG_WARN, "drain deadline passed: cutting %d session(s)", server->nconns);
-  mr_conn_cancel_all(server);
+  mr_log(MR_LOG_WARN, "drain deadline passed: cutting what is left of %d session(s)",
+         mr_server_open_count(server));
+  mr_loops_cut(server->loops);
 }
 
 static void on_signal(uv_signal_t *sig, int signum) {
@@ -142,12 +172,11 @@ static void on_signal(uv_signal_t *sig, int signum) {
   server->stopping = 1;
   mr_metrics_set_state(MR_STATE_DRAINING);
   mr_log(MR_LOG_INFO, "%s: no new connections; %d session(s) may finish within %d ms",
-         strsignal(signum), server->nconns, server->opt.drain_timeout_ms);
+         strsignal(signum), mr_server_open_count(server), server->opt.drain_timeout_ms);
   stop_listening(server);
-  if (server->nconns == 0) {
-    close_signals(server);
-    return;
-  }
+  /* Each loop ends once its connections are gone; when all have,
+   * on_loops_ended closes what keeps this loop running. */
+  mr_loops_stop(server->loops);
   uv_timer_start(&server->drain_timer, on_drain_deadline, (uint64_t)server->opt.drain_timeout_ms,
                  0);
 }
@@ -182,6 +211,14 @@ int mr_server_run(const mr_server_options *opt, const mr_server_env *env, mr_err
   server.sigterm.data = server.sigint.data = server.drain_timer.data = &server;
   uv_signal_start(&server.sigterm, on_signal, SIGTERM);
   uv_signal_start(&server.sigint, on_signal, SIGINT);
+  /* The loop threads that will serve what is accepted. */
+  if ((rc = mr_loops_start(&server, opt->loops, on_loops_ended, err)) < 0) {
+    close_signals(&server);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    mr_http_stop(http);
+    return rc;
+  }
   /* Our own listening socket, so that accept's EMFILE reaches us (libuv
    * would turn such clients away silently). */
   server.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -203,8 +240,10 @@ int mr_server_run(const mr_server_options *opt, const mr_server_env *env, mr_err
     if (server.reserve_fd >= 0)
       close(server.reserve_fd);
     uv_close((uv_handle_t *)&server.accept_pause, NULL);
-    close_signals(&server);
+    /* The loops end at once (no connections), then the signals close. */
+    mr_loops_stop(server.loops);
     uv_run(&loop, UV_RUN_DEFAULT);
+    mr_loops_join(server.loops);
     uv_loop_close(&loop);
     mr_http_stop(http);
     return rc;
@@ -212,14 +251,26 @@ int mr_server_run(const mr_server_options *opt, const mr_server_env *env, mr_err
   server.listener.data = &server;
   uv_poll_start(&server.listener, UV_READABLE, on_listen_readable);
   char bound[128] = "";
-  struct sockaddr_storage name;
+  struct sockaddr_storage name = addr; /* getsockname fills in the port */
   socklen_t len = sizeof name;
   if (getsockname(server.listen_fd, (struct sockaddr *)&name, &len) == 0)
     mr_addr_format(&name, bound, sizeof bound);
-  mr_metrics_set_state(MR_STATE_ACCEPTING);
-  mr_log(MR_LOG_INFO, "reconserver %s listening on %s (%d configs, max %d connections)",
-         env->version, bound, env->configs->n, opt->max_connections);
+  mr_log(MR_LOG_INFO,
+         "reconserver %s listening on %s (%d configs, max %d connections, %d loop thread%s)",
+         env->version, bound, env->configs->n, opt->max_connections, opt->loops,
+         opt->loops == 1 ? "" : "s");
+  /* Ready at once, or once the warm-up has prepared what the recorded
+   * sessions need: one copy per GPU at a time, so each GPU gets one. */
+  mr_warm *warm = NULL;
+  if (opt->warm_dir != NULL) {
+    int gpus = env->pool != NULL ? mr_pool_gpu_count(env->pool) : 0;
+    mr_metrics_set_state(MR_STATE_WARMING);
+    warm = mr_warm_start(opt->warm_dir, &name, gpus > 0 ? gpus : 1);
+  }
+  if (warm == NULL)
+    mr_metrics_set_state(MR_STATE_ACCEPTING);
   uv_run(&loop, UV_RUN_DEFAULT);
+  mr_warm_join(warm); /* its sessions ended with the drain */
   /* Drained: the loop ended because the signal handles closed, and libuv
    * gave SIGTERM and SIGINT back their default action, which would turn a
    * late second signal (an orchestrator repeating itself) into a kill
@@ -228,6 +279,7 @@ int mr_server_run(const mr_server_options *opt, const mr_server_env *env, mr_err
    * stays such a window. */
   signal(SIGTERM, SIG_IGN);
   signal(SIGINT, SIG_IGN);
+  mr_loops_join(server.loops); /* every one has ended: on_loops_ended */
   uv_loop_close(&loop);
   mr_http_stop(http);
   if (server.reserve_fd >= 0)

@@ -1,9 +1,12 @@
-/* The daemon: a libuv loop that listens, accepts, and keeps the list of
- * live connections; SIGTERM / SIGINT stop accepting and let running scans
- * finish within a deadline. */
+/* The daemon: the main libuv loop listens, accepts and hands each accepted
+ * socket to one of --loops loop threads (loops.h), each of which serves its
+ * connections with a mr_server of its own (its uv loop, its connection
+ * list); SIGTERM / SIGINT stop accepting and let running scans finish
+ * within a deadline. --max-connections is counted server-wide. */
 #ifndef MR_SERVER_SERVER_H
 #define MR_SERVER_SERVER_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include <uv.h>
@@ -17,8 +20,14 @@ typedef struct mr_server_options {
   int close_grace_ms;      /* after our CLOSE, waiting for the peer's EOF */
   int write_timeout_ms;    /* a client that reads none of our output that long is dropped */
   const char *http;        /* "ADDR:PORT" of the health and metrics listener, or NULL */
+  int loops;               /* loop threads serving connections (>= 1) */
+  const char *warm_dir;    /* recorded sessions to replay before ready (warm.h), or NULL */
 } mr_server_options;
 
+struct mr_loops;
+
+/* The acceptor (the main loop), or one loop thread's share of the server
+ * (loops.c), or a hand-built one in tests/server/test_server_conn.c. */
 typedef struct mr_server {
   uv_loop_t *loop;
   int listen_fd;
@@ -33,7 +42,15 @@ typedef struct mr_server {
   const mr_server_env *env;
   struct mr_conn *conns; /* live connections (conn.c owns the list) */
   int nconns;            /* in the list: until their sockets are closed */
-  int nopen;             /* of those, served and not yet answered in full */
+  /* Connections served and not yet answered in full, server-wide: in the
+   * server `counts` points to (the acceptor's, for a loop thread), else
+   * here. Taken and given back with mr_server_admit / mr_server_release. */
+  atomic_int nopen;
+  struct mr_server *counts;
+  struct mr_loops *loops; /* the acceptor's: the loop threads */
+  /* A loop thread's: called on its loop's thread when it is stopping and
+   * its last connection is gone; NULL: the signal handles are closed. */
+  void (*drained)(struct mr_server *server);
   int stopping;
 } mr_server;
 
@@ -45,5 +62,13 @@ int mr_server_run(const mr_server_options *opt, const mr_server_env *env, mr_err
 /* Called by conn.c when a connection is gone, so that a stopping server
  * can end once the last one is. */
 void mr_server_conn_closed(mr_server *server);
+
+/* A slot under --max-connections for a new connection: 1 when taken, 0
+ * when the server is full. Any thread. */
+int mr_server_admit(mr_server *server);
+/* Gives a slot back. */
+void mr_server_release(mr_server *server);
+/* Connections holding a slot now. */
+int mr_server_open_count(const mr_server *server);
 
 #endif

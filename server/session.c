@@ -93,6 +93,10 @@ static int send_to_client(run *r, mr_message *msg) {
  * waveforms that passed every gadget, and chain objects nobody consumed,
  * stop here (ids 1008 and 1026 never go to a client: rule 1). */
 static int chain_sink(void *ctx, mr_message *msg) {
+  if (msg->kind == MR_MSG_TEXT && strncmp(msg->u.text, "WARNING:", 8) == 0) {
+    const run *r = ctx; /* a gadget's warning goes to the session log too */
+    mr_log(MR_LOG_WARN, "%s: %s", r->s->peer, msg->u.text);
+  }
   if (msg->kind == MR_MSG_IMAGE || msg->kind == MR_MSG_DICOM || msg->kind == MR_MSG_TEXT)
     return send_to_client(ctx, msg);
   mr_message_unref(msg);
@@ -109,7 +113,22 @@ static int is_xml(const char *text) {
   return *text == '<';
 }
 
+/* 0 when n is within limit, else a failure naming the wire limit `name`
+ * and how to raise it: "config 'x' <what> n <units>, over ...". */
+static int within(run *r, const char *config, const char *what, int n, uint32_t limit,
+                  const char *units, const char *name) {
+  if (n <= 0 || (uint32_t)n <= limit)
+    return 0;
+  fail(r, MR_ELIMIT, "config '%s' %s %d %s, over the limit of %u (%s; reconserver --limit %s=N)",
+       config, what, n, units, limit, name, name);
+  return MR_ELIMIT;
+}
+
 static void start_chain(run *r, const mr_pipeline_config *cfg) {
+  const mr_limits *limits = r->s->env->limits;
+  if (within(r, cfg->name, "has", cJSON_GetArraySize(cfg->gadgets), limits->chain_steps,
+             "steps per chain", "chain_steps") < 0)
+    return;
   mr_err e = {0};
   int rc = mr_chain_create(cfg, MR_CHAIN_WIRE_INPUT, &r->chain, &e);
   if (rc < 0) {
@@ -121,6 +140,9 @@ static void start_chain(run *r, const mr_pipeline_config *cfg) {
     fail(r, MR_ENOMEM, "out of memory building config '%s'", cfg->name);
     return;
   }
+  if (within(r, cfg->name, "would start", mr_chain_threads_needed(r->chain),
+             limits->session_threads, "pipeline threads per session", "session_threads") < 0)
+    return;
   snprintf(r->s->stats.config, sizeof r->s->stats.config, "%s", cfg->name);
   r->state = AWAIT_HEADER;
 }
@@ -188,6 +210,8 @@ static void on_header(run *r, const mr_message *m) {
 
 /* Samples the chain could not survive: NaN or infinity. */
 static int check_finite(run *r, const mr_acquisition *a) {
+  if (a->head.number_of_samples == 0)
+    return 0; /* no samples (the chain skips it): nothing to check */
   size_t n = mr_acquisition_data_count(&a->head);
   const float *f = (const float *)a->data;
   for (size_t i = 0; i < 2 * n; i++) {
@@ -213,6 +237,10 @@ static void on_data(run *r, mr_message *m) {
   mr_session_stats *st = &r->s->stats;
   if (m->kind == MR_MSG_ACQUISITION) {
     st->acquisitions++;
+    const ISMRMRD_AcquisitionHeader *h = &m->u.acq.head;
+    if ((h->number_of_samples == 0 || h->active_channels == 0) &&
+        !(h->flags & MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT)))
+      st->empty_acquisitions++;
     mr_metrics_acquisitions(1);
   } else if (m->kind == MR_MSG_WAVEFORM) {
     st->waveforms++;
@@ -324,6 +352,10 @@ static void on_message(run *r, mr_message *m) {
       on_config_file(r, m->u.config_name);
     else
       on_config_script(r, m->u.text, m->text_len);
+    /* A config that cannot be served is answered at once: the client
+     * hears why before it uploads a whole dataset for nothing. */
+    if (r->failed)
+      on_close(r);
     break;
   case MR_MSG_HEADER:
     if (r->failed)

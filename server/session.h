@@ -40,6 +40,8 @@ typedef struct mr_server_env {
 typedef struct mr_session_stats {
   char config[128];
   uint64_t acquisitions, waveforms;
+  uint64_t empty_acquisitions; /* imaging ones with no samples or no channels (the chain
+                                  skips them) */
   uint64_t texts;       /* TEXT messages from the client: summarised, not logged each */
   char first_text[128]; /* the first of them */
   int errors;

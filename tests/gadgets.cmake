@@ -1,4 +1,5 @@
-foreach(t runtime/chain runtime/pipeline runtime/placement data/kspace cartesian/accumulate
+foreach(t runtime/chain runtime/pipeline runtime/placement runtime/capability data/kspace
+          cartesian/accumulate
           cartesian/remove_oversampling cartesian/fft output/coil_combine output/image_out
           noncartesian/frames)
   get_filename_component(room ${t} DIRECTORY)
@@ -37,3 +38,13 @@ mr_add_test(test_gadgets_external SOURCES gadgets/external/test_gadgets_external
 # skipped where dicom3tools is not installed).
 mr_add_test(test_gadgets_dicom_valid SOURCES gadgets/output/test_gadgets_dicom_valid.c
   LIBS mr_gadget_harness)
+
+# EPI: the epi gadget on simulated single-shot, ramp-sampled and segmented
+# scans against the error-free reconstruction and the truth, the configs
+# epi and epi_sms (multiband 4, 32 coils); --cuda: the GPU chains. About
+# 10 s alone, 140 s under ASan on a loaded 2-core machine.
+mr_add_test(test_gadgets_epi SOURCES gadgets/epi/test_gadgets_epi.c
+            LIBS mr_test_dataset_chain mr_test_phantom_support TIMEOUT 600)
+add_test(NAME test_gadgets_epi_cuda COMMAND test_gadgets_epi --cuda)
+set_tests_properties(test_gadgets_epi_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+  LABELS gpu)

@@ -24,3 +24,14 @@ set_tests_properties(programs_cli PROPERTIES TIMEOUT 180)
 add_test(NAME load_fake_gpus COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/load/fake_gpus.sh
          ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
 set_tests_properties(load_fake_gpus PROPERTIES TIMEOUT 120)
+
+# Several loop threads (--loops 3): every client served, connections spread
+# round robin, counted once; --max-connections holds across the loops.
+add_test(NAME load_loops COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/load/loops.sh
+         ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
+set_tests_properties(load_loops PROPERTIES TIMEOUT 120)
+
+# --warm DIR: a stored dump replayed through its chain before /readyz is 200.
+add_test(NAME load_warm COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/load/warm.sh
+         ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
+set_tests_properties(load_warm PROPERTIES TIMEOUT 120)

@@ -26,6 +26,9 @@ mr_add_test(test_server_queue SOURCES server/test_server_queue.c LIBS mr_server)
 # Issue 13: the health and metrics listener (--http).
 mr_add_test(test_server_metrics SOURCES server/test_server_metrics.c LIBS mr_server)
 mr_add_test(test_server_http SOURCES server/test_server_http.c LIBS mr_wire_scan TIMEOUT 120)
+if(MR_HAVE_CUDA) # a build with CUDA on a machine without a driver says so
+  target_compile_definitions(test_server_http PRIVATE MR_HAVE_CUDA)
+endif()
 add_test(NAME test_server_http_cuda COMMAND test_server_http)
 set_tests_properties(test_server_http_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS gpu
   ENVIRONMENT "MR_TEST_GPUS=all;MR_SOURCE_DIR=${CMAKE_SOURCE_DIR};MR_BINARY_DIR=${CMAKE_BINARY_DIR}")
@@ -37,6 +40,10 @@ mr_add_test(test_server_nhlbi SOURCES server/test_server_nhlbi.c
 add_test(NAME external_e2e COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/external_e2e.sh
          ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
 set_tests_properties(external_e2e PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+# scripts/wait-server.sh (scripts/demo.sh's wait): ready, a taken port, silence.
+add_test(NAME demo_wait COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/demo_wait.sh
+         ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
+set_tests_properties(demo_wait PROPERTIES TIMEOUT 120)
 # server/conn.c in process: a uv_loop_t over a socketpair, callbacks counted.
 mr_add_test(test_server_conn SOURCES server/test_server_conn.c
   LIBS mr_server mr_gadget_harness TIMEOUT 120)

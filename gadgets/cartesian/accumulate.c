@@ -52,6 +52,7 @@ typedef struct accumulate {
   int upload;         /* buffers go up to place.dev while they fill */
   open_buffer *open;
   size_t empty_noise; /* noise lines with no samples or channels */
+  size_t empty_lines; /* imaging lines with none: skipped (their trigger flags still count) */
 } accumulate;
 
 static const mr_param params[] = {
@@ -359,11 +360,9 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     }
     goto done;
   }
-  if (h->number_of_samples == 0 || h->active_channels == 0) {
-    rc = mr_gadget_fail(ctx, MR_EDATA, "acquisition %u has %u samples x %u channels: nothing to place",
-                        h->scan_counter, h->number_of_samples, h->active_channels);
-    goto done;
-  }
+  int empty = h->number_of_samples == 0 || h->active_channels == 0;
+  if (empty)
+    s->empty_lines++; /* nothing to place; a buffer it ends still goes out (below) */
   if (h->encoding_space_ref >= ctx->hdr->nencodings) {
     rc = mr_gadget_fail(ctx, MR_EDATA, "acquisition %u names encoding space %u; the header has %d",
                         h->scan_counter, h->encoding_space_ref, ctx->hdr->nencodings);
@@ -374,6 +373,8 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   open_buffer *b = s->open;
   while (b != NULL && memcmp(b->key, key, sizeof key) != 0)
     b = b->next;
+  if (b == NULL && empty)
+    goto done; /* it ends no buffer either */
   if (b == NULL) {
     mr_err e = {0};
     if ((b = open_new(ctx, a, key, s->upload ? s->place.dev : NULL, &e)) == NULL) {
@@ -383,7 +384,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     b->next = s->open;
     s->open = b;
   }
-  if ((rc = place(ctx, b, a)) < 0)
+  if (!empty && (rc = place(ctx, b, a)) < 0)
     goto done;
   if (b->dirty != NULL && b->ndirty >= b->batch)
     upload_dirty(s, b);
@@ -407,7 +408,8 @@ static int flush(void *state, mr_gadget_ctx *ctx, mr_emit *out) {
     if (rc < 0)
       return rc;
   }
-  return mr_emit_empty_noise_warning(ctx, out, s->empty_noise);
+  int rc = mr_emit_empty_noise_warning(ctx, out, s->empty_noise);
+  return rc < 0 ? rc : mr_emit_empty_lines_warning(ctx, out, s->empty_lines);
 }
 
 static void destroy(void *state) {
@@ -426,6 +428,7 @@ const mr_gadget_class mr_gadget_accumulate = {
     .params = params,
     .nparams = sizeof params / sizeof *params,
     .state_size = sizeof(accumulate),
+    .handles = MR_HANDLES_REVERSE,
     .accepts = MR_KIND_BIT(MR_MSG_ACQUISITION),
     .produces = MR_KIND_BIT(MR_MSG_KSPACE) | MR_KIND_BIT(MR_MSG_ACQUISITION) |
                 MR_KIND_BIT(MR_MSG_TEXT),

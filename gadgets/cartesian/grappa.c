@@ -571,6 +571,7 @@ const mr_gadget_class mr_gadget_grappa = {
     .params = params,
     .nparams = sizeof params / sizeof *params,
     .state_size = sizeof(grappa_gadget),
+    .handles = MR_HANDLES_ACCELERATION,
     .accepts = MR_KIND_BIT(MR_MSG_KSPACE),
     .produces = MR_KIND_BIT(MR_MSG_KSPACE),
     .device_input = MR_KIND_BIT(MR_MSG_KSPACE),

@@ -27,7 +27,9 @@ static uint64_t samples_bytes(const mr_kspace *k) {
  * slice's buffer of more than the C library's largest heap block (32 MiB)
  * comes fresh from the kernel every time, and faulting in and zeroing its
  * pages costs more than gathering the lines into it. A few blocks, shared
- * by every session (buffers are freed on any pipeline thread). */
+ * by every session (buffers are freed on any pipeline thread), counted as
+ * the budget's spare memory: kept only while they fit beside what the
+ * sessions hold, and freed when a reservation would not fit (cache_reclaim). */
 enum { CACHE_BLOCKS = 4 };
 #define CACHE_MIN ((size_t)1 << 20)
 #define CACHE_BYTES ((size_t)1 << 30)
@@ -59,8 +61,10 @@ static void *samples_alloc(size_t bytes, int zero) {
         break;
       }
     pthread_mutex_unlock(&cache_lock);
-    if (p != NULL)
+    if (p != NULL) {
+      mr_budget_drop_spare(bytes); /* counted by its new buffer's footprint now */
       return zero ? memset(p, 0, bytes) : p;
+    }
   }
   if (bytes >= HUGE_PAGE) {
     void *p = NULL;
@@ -74,10 +78,23 @@ static void *samples_alloc(size_t bytes, int zero) {
   return calloc(bytes > 0 ? bytes : 1, 1);
 }
 
+/* Frees every cached block: the budget's reclaim function. */
+static void cache_reclaim(void) {
+  pthread_mutex_lock(&cache_lock);
+  for (int i = 0; i < ncached; i++) {
+    free(cache[i].p);
+    mr_budget_drop_spare(cache[i].bytes);
+  }
+  ncached = 0;
+  cached_bytes = 0;
+  pthread_mutex_unlock(&cache_lock);
+}
+
 static void samples_free(void *p, size_t bytes) {
   if (p == NULL)
     return;
-  if (bytes >= CACHE_MIN) {
+  if (bytes >= CACHE_MIN && mr_budget_keep_spare(bytes) == 0) {
+    mr_budget_set_reclaim(cache_reclaim);
     pthread_mutex_lock(&cache_lock);
     int kept = ncached < CACHE_BLOCKS && cached_bytes + bytes <= CACHE_BYTES;
     if (kept) {
@@ -88,6 +105,7 @@ static void samples_free(void *p, size_t bytes) {
     pthread_mutex_unlock(&cache_lock);
     if (kept)
       return;
+    mr_budget_drop_spare(bytes);
   }
   free(p);
 }
@@ -390,13 +408,22 @@ mr_message *mr_kspace_message(mr_kspace *k) {
   return mr_message_new_object(MR_MSG_KSPACE, k, free_kspace);
 }
 
-int mr_emit_empty_noise_warning(mr_gadget_ctx *ctx, mr_emit *out, size_t count) {
+static int emit_skipped_warning(mr_gadget_ctx *ctx, mr_emit *out, size_t count,
+                                const char *what) {
   if (count == 0)
     return 0;
   char text[256];
   int n = snprintf(text, sizeof text,
-                   "WARNING: %s: skipped %zu noise acquisition%s with no samples or no channels",
-                   ctx->gadget, count, count == 1 ? "" : "s");
+                   "WARNING: %s: skipped %zu %sacquisition%s with no samples or no channels",
+                   ctx->gadget, count, what, count == 1 ? "" : "s");
   mr_message *m = mr_message_new_text(MR_MSG_TEXT, text, (size_t)n);
   return m != NULL ? mr_emit_message(out, m) : mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
+}
+
+int mr_emit_empty_noise_warning(mr_gadget_ctx *ctx, mr_emit *out, size_t count) {
+  return emit_skipped_warning(ctx, out, count, "noise ");
+}
+
+int mr_emit_empty_lines_warning(mr_gadget_ctx *ctx, mr_emit *out, size_t count) {
+  return emit_skipped_warning(ctx, out, count, "");
 }

@@ -148,6 +148,9 @@ mr_message *mr_kspace_message(mr_kspace *k);
  * stream the gadget that skipped `count` of them (> 0) sends the client one
  * TEXT warning through out. Returns what emitting returned (0 for none). */
 int mr_emit_empty_noise_warning(mr_gadget_ctx *ctx, mr_emit *out, size_t count);
+/* The same for imaging acquisitions with no samples or no channels (flagged
+ * sync or navigator lines of converted files): skipped, not a failure. */
+int mr_emit_empty_lines_warning(mr_gadget_ctx *ctx, mr_emit *out, size_t count);
 
 /* Elements of one channel. */
 static inline size_t mr_kspace_channel_size(const mr_kspace *k) {

@@ -5,9 +5,15 @@
  * M, the spacing dZ between the slices excited together, the deltaKz of
  * the CAIPI blips (the shift FOV / S with S = 1 / (deltaKz dZ), or the
  * `caipi` parameter) and the encoding space of the single-band reference
- * scan. Buffers of that encoding (each slice alone, its lines flagged
- * IS_PARALLEL_CALIBRATION, or plain) are the calibration: kept per slice,
- * not passed on. A collapsed buffer of slice (group) g of G carries slices
+ * scan (calibration_encoding). Its buffers are the calibration, kept per
+ * slice and not passed on: with calibration_encoding > 0 every buffer of
+ * that encoding (each slice alone, its lines flagged
+ * IS_PARALLEL_CALIBRATION, or plain; encoding 0's slice limit counts the
+ * collapsed groups G), with calibration_encoding 0 the calibration-only
+ * buffers of encoding 0 (the lines flagged IS_PARALLEL_CALIBRATION, idx.slice
+ * the slice, as the EPI simulator writes them; encoding 0's slice limit
+ * counts the reference's M G slices). A collapsed buffer of slice (group)
+ * g of G carries slices
  * g, g + G, ..., g + (M - 1) G of the reference (their number must be M G),
  * the first at the buffer's own position; it leaves as M buffers, slice j
  * with the reference's slice index, its position moved by the multiband
@@ -80,18 +86,23 @@ static int configure(void *state, mr_gadget_ctx *ctx) {
   const mr_multiband *mb = multiband_of(ctx);
   if (mb == NULL)
     return 0;
-  if (mb->calibration_encoding == 0 || mb->calibration_encoding >= ctx->hdr->nencodings)
+  if (mb->calibration_encoding >= ctx->hdr->nencodings)
     return mr_gadget_fail(ctx, MR_EHEADER,
-                          "multiband calibration_encoding %u names no reference encoding "
-                          "(the header has %d encodings; the collapsed data are encoding 0)",
-                          mb->calibration_encoding, ctx->hdr->nencodings);
-  s->nref = slices_of(&ctx->hdr->encoding[mb->calibration_encoding]);
-  s->ngroups = slices_of(&ctx->hdr->encoding[0]);
-  if (s->nref != (size_t)mb->factor * s->ngroups)
+                          "multiband calibration_encoding %u names no encoding (the header has "
+                          "%d)", mb->calibration_encoding, ctx->hdr->nencodings);
+  size_t slices = slices_of(&ctx->hdr->encoding[0]);
+  if (mb->calibration_encoding == 0) { /* encoding 0 counts the reference's slices */
+    s->nref = slices;
+    s->ngroups = slices / mb->factor;
+  } else {
+    s->nref = slices_of(&ctx->hdr->encoding[mb->calibration_encoding]);
+    s->ngroups = slices;
+  }
+  if (s->ngroups == 0 || s->nref != (size_t)mb->factor * s->ngroups)
     return mr_gadget_fail(ctx, MR_EHEADER,
                           "multiband factor %u does not fit the data: the reference has %zu "
-                          "slices, the collapsed acquisition %zu (%u x %zu expected)",
-                          mb->factor, s->nref, s->ngroups, mb->factor, s->ngroups);
+                          "slices, the collapsed acquisition %zu groups (factor x groups "
+                          "expected)", mb->factor, s->nref, s->ngroups);
   s->ref = calloc(s->nref, sizeof *s->ref);
   s->weights = calloc(s->ngroups, sizeof *s->weights);
   if (s->ref == NULL || s->weights == NULL)
@@ -269,6 +280,22 @@ done:
   return rc;
 }
 
+/* The reference scan's buffers: those of its own encoding, or in encoding 0
+ * itself the calibration-only ones (no imaging line, as accumulate sends
+ * lines flagged IS_PARALLEL_CALIBRATION alone). */
+static int is_reference(const mr_kspace *k, const mr_multiband *mb) {
+  if (k->encoding != (int)mb->calibration_encoding)
+    return 0;
+  if (mb->calibration_encoding != 0)
+    return 1;
+  if (k->calib == NULL)
+    return 0;
+  for (size_t i = 0; i < k->ne1 * k->ne2; i++)
+    if (k->sampled[i])
+      return 0;
+  return 1;
+}
+
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
   sms_gadget *s = state;
   mr_kspace *k = msg->u.object.ptr;
@@ -278,7 +305,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   if (k->traj != NULL)
     return mr_gadget_fail(ctx, MR_EDATA, "got non-Cartesian k-space: slice-GRAPPA needs "
                                          "Cartesian lines");
-  if (k->encoding == (int)mb->calibration_encoding)
+  if (is_reference(k, mb))
     return keep_reference(s, ctx, k);
   return separate(s, ctx, k, out);
 }
@@ -301,6 +328,7 @@ const mr_gadget_class mr_gadget_slice_grappa = {
     .params = params,
     .nparams = sizeof params / sizeof *params,
     .state_size = sizeof(sms_gadget),
+    .handles = MR_HANDLES_MULTIBAND,
     .accepts = MR_KIND_BIT(MR_MSG_KSPACE),
     .produces = MR_KIND_BIT(MR_MSG_KSPACE),
     .configure = configure,

@@ -298,6 +298,7 @@ const mr_gadget_class mr_gadget_external = {
     .params = params,
     .nparams = sizeof params / sizeof *params,
     .state_size = sizeof(external),
+    .handles = MR_HANDLES_ANY,
     .accepts = MR_KIND_BIT(MR_MSG_ACQUISITION) | MR_KIND_BIT(MR_MSG_IMAGE),
     .produces = MR_KIND_BIT(MR_MSG_ACQUISITION) | MR_KIND_BIT(MR_MSG_IMAGE),
     .own_stage = 1,

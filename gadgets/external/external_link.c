@@ -11,15 +11,23 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "decode.h"
 #include "encode.h"
 
 /* How often a waiting thread looks at the cancel flags and the clocks. */
 #define SLICE_MS 20
+/* What the receive queue holds at most, besides one message of any size
+ * the decoder's limits allow: a peer that answers with big images faster
+ * than the chain takes them waits (TCP backpressure) instead of filling
+ * `depth` slots of up to a GiB each. What is queued counts against the
+ * memory budget until it is delivered. */
+#define IN_BYTES ((size_t)64 << 20)
 
 typedef struct ring {
   mr_message **slot;
   size_t cap, head, count;
+  size_t bytes; /* the payloads held (the receive queue's; mr_message_payload_bytes) */
 } ring;
 
 struct mr_link {
@@ -68,9 +76,19 @@ static mr_message *ring_pop(ring *r) {
   return m;
 }
 
-static void ring_drop(ring *r) {
+/* The receive queue's side: what arrives is counted (and taken from the
+ * memory budget) until delivered. */
+static mr_message *ring_take(ring *r) {
+  mr_message *m = ring_pop(r);
+  size_t bytes = mr_message_payload_bytes(m);
+  r->bytes -= bytes;
+  mr_budget_give(bytes);
+  return m;
+}
+
+static void ring_drop(ring *r, int counted) {
   while (r->count > 0)
-    mr_message_unref(ring_pop(r));
+    mr_message_unref(counted ? ring_take(r) : ring_pop(r));
   free(r->slot);
 }
 
@@ -94,11 +112,20 @@ static void set_fault(mr_link *l, int code, const char *fmt, ...) {
 
 static int on_message(void *ctx, mr_message *msg) {
   mr_link *l = ctx;
+  size_t bytes = mr_message_payload_bytes(msg);
   pthread_mutex_lock(&l->mu);
-  while (l->in.count == l->in.cap && !l->stopping)
+  while ((l->in.count == l->in.cap || (l->in.count > 0 && l->in.bytes + bytes > IN_BYTES)) &&
+         !l->stopping)
     pthread_cond_wait(&l->changed, &l->mu);
   int stop = l->stopping, closed = 0;
+  mr_err e = {0};
+  if (!stop && mr_budget_take(bytes, "a message from the external peer", &e) < 0) {
+    set_fault(l, MR_ELIMIT, "sent a message of %.1f MiB: %s", (double)bytes / (1 << 20),
+              e.msg);
+    stop = 1;
+  }
   if (!stop) {
+    l->in.bytes += bytes;
     ring_push(&l->in, msg);
     if (msg->kind == MR_MSG_CLOSE)
       l->peer_closed = closed = 1;
@@ -281,7 +308,7 @@ static int check(mr_link *l, uint64_t wait_start, mr_err *err) {
  * with it held. */
 static int deliver_arrived(mr_link *l, mr_link_deliver deliver, void *ctx) {
   while (l->in.count > 0) {
-    mr_message *m = ring_pop(&l->in);
+    mr_message *m = ring_take(&l->in);
     pthread_cond_broadcast(&l->changed);
     if (m->kind == MR_MSG_CLOSE) {
       mr_message_unref(m);
@@ -360,8 +387,8 @@ void mr_link_stop(mr_link *l) {
   if (l->threads >= 2)
     pthread_join(l->writer, NULL);
   close(l->fd);
-  ring_drop(&l->out);
-  ring_drop(&l->in);
+  ring_drop(&l->out, 0);
+  ring_drop(&l->in, 1);
   mr_decoder_destroy(l->dec);
   pthread_mutex_destroy(&l->mu);
   pthread_cond_destroy(&l->changed);

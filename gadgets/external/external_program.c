@@ -4,11 +4,13 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <dirent.h>
 #include <signal.h>
-#include <spawn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -18,6 +20,9 @@
 #include "file_name.h"
 
 #define MAX_ARGS 32
+/* Rounds of looking for inherited descendants: each round's kills may
+ * hand their own children to us. */
+#define ORPHAN_ROUNDS 8
 
 static char program_dir[PATH_MAX];
 static void (*program_log)(const char *who, const char *line);
@@ -31,6 +36,10 @@ int mr_external_dir_set(const char *path, mr_err *err) {
     return mr_err_set(err, MR_ENOENT, "%s is not a directory", path);
   if (realpath(path, program_dir) == NULL)
     return mr_err_set(err, MR_ENOENT, "cannot resolve %s: %m", path);
+  /* What a program starts and leaves behind (setsid) comes to us, not to
+   * init, when its parent dies: mr_program_end finds it there. */
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+    return mr_err_set(err, MR_EIO, "cannot become a child subreaper: %m");
   return 0;
 }
 
@@ -129,6 +138,94 @@ static int split_args(char *copy, const char *path, char **argv, mr_err *err) {
   return 0;
 }
 
+/* The child's side of mr_program_start: its own process group, killed
+ * with the server (PR_SET_PDEATHSIG, and not started at all if the server
+ * is already gone), /dev/null as stdin and stdout, stderr to the relay,
+ * the socket as descriptor 3, default signals, nothing blocked. */
+static _Noreturn void exec_program(pid_t parent, int err_fd, int sock, const char *path,
+                                   char **argv, char **envp) {
+  setpgid(0, 0);
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+    _exit(127);
+  int in = open("/dev/null", O_RDONLY | O_CLOEXEC), out = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (in < 0 || out < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err_fd, 2) < 0 ||
+      dup2(sock, 3) < 0)
+    _exit(127);
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; sig++)
+    sigaction(sig, &dfl, NULL); /* SIGKILL, SIGSTOP and the reserved ones refuse: fine */
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  execve(path, argv, envp);
+  _exit(127);
+}
+
+/* Whether process `pid`'s environment holds the entry `id` exactly. */
+static int has_entry(pid_t pid, const char *id) {
+  char path[64], env[65536];
+  snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  ssize_t n = read(fd, env, sizeof env - 1);
+  close(fd);
+  if (n <= 0)
+    return 0;
+  env[n] = '\0';
+  size_t idlen = strlen(id);
+  for (char *e = env; e < env + n; e += strlen(e) + 1)
+    if (strncmp(e, id, idlen) == 0 && e[idlen] == '\0')
+      return 1;
+  return 0;
+}
+
+/* The parent of process `pid` from /proc/pid/stat (after its name, which
+ * may hold spaces and parentheses), or -1. */
+static pid_t parent_of(pid_t pid) {
+  char path[64], stat[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  ssize_t n = read(fd, stat, sizeof stat - 1);
+  close(fd);
+  if (n <= 0)
+    return -1;
+  stat[n] = '\0';
+  const char *close_paren = strrchr(stat, ')');
+  char state;
+  int ppid;
+  if (close_paren == NULL || sscanf(close_paren + 1, " %c %d", &state, &ppid) != 2)
+    return -1;
+  return (pid_t)ppid;
+}
+
+/* Kills and reaps our children (inherited as the subreaper) whose
+ * environment carries the program's id: what it started and left behind.
+ * Returns how many. */
+static int kill_inherited(const mr_program *p) {
+  DIR *proc = opendir("/proc");
+  if (proc == NULL)
+    return 0;
+  pid_t self = getpid();
+  int found = 0;
+  for (struct dirent *d; (d = readdir(proc)) != NULL;) {
+    char *end;
+    long pid = strtol(d->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0 || parent_of((pid_t)pid) != self || !has_entry((pid_t)pid, p->id))
+      continue;
+    kill((pid_t)pid, SIGKILL);
+    while (waitpid((pid_t)pid, NULL, 0) < 0 && errno == EINTR)
+      ;
+    found++;
+  }
+  closedir(proc);
+  return found;
+}
+
 int mr_program_start(const char *name, const char *args, mr_program *p, int *fd, mr_err *err) {
   memset(p, 0, sizeof *p);
   p->pid = -1;
@@ -164,30 +261,21 @@ int mr_program_start(const char *name, const char *args, mr_program *p, int *fd,
     child = fcntl(sv[1], F_DUPFD_CLOEXEC, 4);
     close(sv[1]);
   }
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t at;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, pipefd[1], 2);
-  posix_spawn_file_actions_adddup2(&fa, child, 3);
-  posix_spawnattr_init(&at);
-  posix_spawnattr_setpgroup(&at, 0);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&at, &none);
-  posix_spawnattr_setsigdefault(&at, &all);
-  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                    POSIX_SPAWN_SETSIGDEF);
+  static atomic_uint started;
+  pid_t parent = getpid();
+  snprintf(p->id, sizeof p->id, "MR_EXTERNAL_ID=%d.%u", (int)parent,
+           atomic_fetch_add(&started, 1) + 1);
   char *envp[] = {"MR_EXTERNAL_FD=3", "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8",
-                  NULL};
-  int e = posix_spawn(&p->pid, path, &fa, &at, argv, envp);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&at);
+                  p->id, NULL};
+  /* fork, not posix_spawn: the child must ask for PR_SET_PDEATHSIG itself.
+   * Between fork and exec only async-signal-safe calls. */
+  p->pid = fork();
+  if (p->pid == 0)
+    exec_program(parent, pipefd[1], child, path, argv, envp);
+  int e = errno;
   close(child);
   close(pipefd[1]);
-  if (e != 0) {
+  if (p->pid < 0) {
     p->pid = -1;
     close(sv[0]);
     close(pipefd[0]);
@@ -214,6 +302,8 @@ int mr_program_end(mr_program *p, int grace_ms, char *last, size_t size) {
   if (killed)
     while (waitpid(p->pid, &status, 0) < 0 && errno == EINTR)
       ;
+  for (int round = 0; round < ORPHAN_ROUNDS && kill_inherited(p) > 0; round++)
+    ;
   p->pid = -1;
   pthread_mutex_lock(&p->mu);
   p->stop = 1;

@@ -54,6 +54,13 @@
  * per-coil solves behind the maps once every N frames, and otherwise only
  * for Q, F^H D and the one solve.
  *
+ * "regularizer" wavelet or tv (with sensitivities "estimate", one GPU)
+ * turns the SENSE solve into compressed sensing: the same data term
+ * through the same operator, an L1-wavelet or total-variation prior,
+ * solved by gpu/sparse's FISTA (mr_sparse_solve_normal), lambda relative
+ * to the zero-filled image's scale as the cs step's: the config
+ * cs_radial.
+ *
  * Positions are checked first: a component outside [-0.75, 0.75] (1.5
  * times the [-0.5, 0.5) of the recon matrix's k-space) or not finite is
  * refused, naming the line, sample and value. */
@@ -77,6 +84,7 @@
 #include "pool.h"
 #include "positions.h"
 #include "scratch.h"
+#include "sparse.h"
 #include "toeplitz.h"
 #include "toeplitz_split.h"
 #include "vec.h"
@@ -84,6 +92,7 @@
 enum { MAPS_NONE, MAPS_ESTIMATE };
 enum { ESTIMATE_LOWRES, ESTIMATE_ESPIRIT };
 enum { SUMS_DIRECT, SUMS_NUFFT };
+enum { REG_IDENTITY, REG_DIFFERENCES, REG_WAVELET, REG_TV };
 
 /* Q of the last trajectory, and the operators made for its shape (device,
  * sums, rank, matrix and sample count: lambda scales with the count). */
@@ -133,6 +142,7 @@ typedef struct fhd_cg {
   int maps_every;
   int device, fallback;
   mr_placement place;
+  mr_cancel cancel; /* the chain's, asked every CG iteration */
   op_cache cache;
   unsigned positions; /* generation of cache.k, from 1 */
   kept_plan q_plan, fhd_plan;
@@ -168,6 +178,7 @@ typedef struct fhd_cg {
   mr_device *split_dev;
   unsigned split_q, split_maps;
   mr_scratch q_host;
+  mr_sparse_plan *sparse; /* regularizer wavelet or tv: the solver, for the last shape */
 } fhd_cg;
 
 static const mr_param params[] = {
@@ -176,9 +187,14 @@ static const mr_param params[] = {
     MR_PARAM_DOUBLE(fhd_cg, tolerance, "tolerance", "1e-4", 0, 1,
         "stop once ||b - A x|| <= tolerance ||b|| (0: always run every iteration)"),
     MR_PARAM_DOUBLE(fhd_cg, lambda, "lambda", "0", 0, 1e6,
-        "regularization weight, relative to F^H F's mean eigenvalue (the number of samples)"),
-    MR_PARAM_ENUM(fhd_cg, regularizer, "regularizer", "\"identity\"", "identity|differences",
-        "W: identity (Tikhonov) or finite differences along each axis"),
+        "regularization weight: identity, differences: relative to F^H F's mean eigenvalue (the "
+        "number of samples); wavelet, tv: relative to the zero-filled image's scale (as cs), "
+        "above 0"),
+    MR_PARAM_ENUM(fhd_cg, regularizer, "regularizer", "\"identity\"",
+        "identity|differences|wavelet|tv",
+        "W: identity (Tikhonov) or finite differences along each axis, solved by CG; or, with "
+        "sensitivities \"estimate\" on one GPU, compressed sensing by FISTA: wavelet (L1 of a "
+        "Daubechies wavelet) or tv (total variation)"),
     MR_PARAM_ENUM(fhd_cg, maps, "sensitivities", "\"none\"", "none|estimate",
         "none: a solve per coil, coil images out; estimate: maps from the scan, one image out"),
     MR_PARAM_ENUM(fhd_cg, sums, "fhd", "\"direct\"", "direct|nufft",
@@ -201,8 +217,19 @@ static const mr_param params[] = {
     MR_PLACEMENT_PARAMS(fhd_cg),
 };
 
+/* Whether the SENSE solve is compressed sensing (FISTA) rather than CG. */
+static int sparse_prior(const fhd_cg *s) {
+  return s->regularizer == REG_WAVELET || s->regularizer == REG_TV;
+}
+
 static int configure(void *state, mr_gadget_ctx *ctx) {
   fhd_cg *s = state;
+  s->cancel = mr_gadget_cancel(ctx);
+  if (sparse_prior(s) && (s->maps != MAPS_ESTIMATE || s->gpus > 1 || !(s->lambda > 0)))
+    return mr_gadget_fail(ctx, MR_ECONFIG,
+                          "regularizer %s needs sensitivities \"estimate\", gpus 1 and a lambda "
+                          "above 0 (0.005 is BART's usual)",
+                          s->regularizer == REG_TV ? "tv" : "wavelet");
   return mr_placement_acquire(&s->place, ctx, s->device, s->fallback);
 }
 
@@ -357,8 +384,10 @@ static int q_for(fhd_cg *s, mr_device *dev, const problem *p) {
 static mr_toeplitz_opts operator_opts(const fhd_cg *s, const problem *p, size_t coils) {
   return (mr_toeplitz_opts){.rank = p->rank,
                             .n = {p->n[0], p->n[1], p->n[2]},
-                            .lambda = s->lambda * (double)p->m, /* Q(0): F^H F's trace / N */
-                            .reg = s->regularizer ? MR_REG_FINITE_DIFFERENCE : MR_REG_IDENTITY,
+                            /* Q(0): F^H F's trace / N; a sparse prior is FISTA's */
+                            .lambda = sparse_prior(s) ? 0 : s->lambda * (double)p->m,
+                            .reg = s->regularizer == REG_DIFFERENCES ? MR_REG_FINITE_DIFFERENCE
+                                                                     : MR_REG_IDENTITY,
                             .coils = coils};
 }
 
@@ -429,7 +458,8 @@ static int estimate_maps(fhd_cg *s, mr_device *dev, const problem *p, const mr_c
  * solves behind maps: one loop, not one per coil). */
 static int solve_all(fhd_cg *s, mr_device *dev, mr_toeplitz *op, int iterations, int warm,
                      size_t nvox, size_t count, const mr_cfloat *b, mr_cfloat *x) {
-  mr_cg_opts co = {.max_iterations = iterations, .tolerance = s->tolerance, .warm_start = warm};
+  mr_cg_opts co = {.max_iterations = iterations, .tolerance = s->tolerance, .warm_start = warm,
+                   .cancel = &s->cancel};
   return mr_cg_solve_batch(dev, nvox, count, mr_toeplitz_apply_batch_op, op, b, x, &co, NULL);
 }
 
@@ -543,13 +573,31 @@ static int solve_sense_split(fhd_cg *s, mr_device *dev, const problem *p, const 
     rc = keep_buf(&s->cg_x, dev, bytes);
   if (rc == 0)
     rc = mr_toeplitz_split_combine(s->split, fhd, mr_buf_data(s->cg_b));
-  mr_cg_opts co = {.max_iterations = s->iterations, .tolerance = s->tolerance};
+  mr_cg_opts co = {.max_iterations = s->iterations, .tolerance = s->tolerance,
+                   .cancel = &s->cancel};
   if (rc == 0)
     rc = mr_cg_solve_batch(dev, p->nvox, 1, mr_toeplitz_split_apply_op, s->split,
                            mr_buf_data(s->cg_b), mr_buf_data(s->cg_x), &co, NULL);
   if (rc == 0)
     rc = mr_buf_download(s->cg_x, 0, out, bytes);
   return rc;
+}
+
+/* x from b = A^H D by FISTA with the wavelet or TV prior on op's normal
+ * operator (its bound by the power method). */
+static int solve_sparse(fhd_cg *s, mr_device *dev, const problem *p, mr_toeplitz *op,
+                        const mr_cfloat *b, mr_cfloat *x) {
+  mr_sparse_opts o;
+  mr_sparse_opts_default(&o);
+  memcpy(o.dims, p->n, sizeof o.dims);
+  o.regularizer = s->regularizer == REG_TV ? MR_SPARSE_TV : MR_SPARSE_WAVELET;
+  o.lambda = s->lambda;
+  o.iterations = s->iterations;
+  o.tolerance = s->tolerance;
+  int rc = mr_sparse_plan_keep(dev, &o, &s->sparse);
+  return rc == 0 ? mr_sparse_solve_normal(s->sparse, mr_toeplitz_apply_op, op, 0, b, x,
+                                          &s->cancel, NULL)
+                 : rc;
 }
 
 /* One image through the maps: b = sum_c S_c^H F^H D_c, solved, into out
@@ -571,7 +619,9 @@ static int solve_sense(fhd_cg *s, mr_device *dev, const problem *p, const mr_cfl
     rc = keep_buf(&s->cg_x, dev, bytes);
   if (rc == 0)
     rc = mr_toeplitz_combine(op, fhd, mr_buf_data(s->cg_b));
-  if (rc == 0)
+  if (rc == 0 && sparse_prior(s))
+    rc = solve_sparse(s, dev, p, op, mr_buf_data(s->cg_b), mr_buf_data(s->cg_x));
+  else if (rc == 0)
     rc = solve_all(s, dev, op, s->iterations, 0, p->nvox, 1, mr_buf_data(s->cg_b),
                    mr_buf_data(s->cg_x));
   if (rc == 0)
@@ -720,6 +770,7 @@ static void destroy(void *state) {
   mr_buf_destroy(s->cg_b);
   mr_buf_destroy(s->cg_x);
   mr_toeplitz_split_destroy(s->split);
+  mr_sparse_plan_destroy(s->sparse);
   mr_scratch_free(&s->q_host);
   for (size_t i = 0; i < s->nothers; i++)
     mr_pool_release(s->place.pool, s->others[i]);
@@ -733,6 +784,7 @@ const mr_gadget_class mr_gadget_fhd_cg = {
     .params = params,
     .nparams = sizeof params / sizeof *params,
     .state_size = sizeof(fhd_cg),
+    .handles = MR_HANDLES_ACCELERATION,
     .accepts = MR_KIND_BIT(MR_MSG_KSPACE),
     .produces = MR_KIND_BIT(MR_MSG_IMAGE_ARRAY),
     .configure = configure,

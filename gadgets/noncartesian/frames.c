@@ -42,6 +42,7 @@ typedef struct frames {
   mr_kspace *ring;
   ISMRMRD_AcquisitionHeader *heads; /* [K], same places */
   size_t total;                     /* imaging readouts so far */
+  size_t empty;                     /* readouts with no samples or no channels: skipped */
   size_t held;                      /* readouts in the ring, <= K */
   size_t fresh;                     /* readouts since the last frame */
   uint32_t frame;                   /* frames sent */
@@ -94,9 +95,6 @@ static int check_shape(frames *s, mr_gadget_ctx *ctx, const ISMRMRD_AcquisitionH
                             "acquisition %u has no trajectory (%u dimensions): frames are for "
                             "non-Cartesian readouts",
                             h->scan_counter, h->trajectory_dimensions);
-    if (h->number_of_samples == 0 || h->active_channels == 0)
-      return mr_gadget_fail(ctx, MR_EDATA, "acquisition %u has %u samples x %u channels",
-                            h->scan_counter, h->number_of_samples, h->active_channels);
     s->started = 1;
     s->encoding = h->encoding_space_ref;
     s->slice = h->idx.slice;
@@ -190,6 +188,14 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     rc = mr_gadget_fail(ctx, MR_EDATA, "frames needs the stream's header");
     goto done;
   }
+  if (h->number_of_samples == 0 || h->active_channels == 0) {
+    /* A flagged sync or navigator line of a converted file: nothing to
+     * place, though its end-of-repetition flag still ends a frame. */
+    s->empty++;
+    if (!sliding(s) && s->fresh > 0 && (h->flags & MR_FLAG(ISMRMRD_ACQ_LAST_IN_REPETITION)))
+      rc = send_frame(s, ctx, out);
+    goto done;
+  }
   if ((rc = check_shape(s, ctx, h, a->traj)) < 0)
     goto done;
   if (s->ring == NULL && (rc = ring_new(s, ctx)) < 0)
@@ -207,9 +213,10 @@ done:
 
 static int flush(void *state, mr_gadget_ctx *ctx, mr_emit *out) {
   frames *s = state;
-  if (s->fresh == 0 || (s->held < s->k && s->partial == PARTIAL_DROP))
-    return 0;
-  return send_frame(s, ctx, out);
+  int rc = 0;
+  if (s->fresh > 0 && !(s->held < s->k && s->partial == PARTIAL_DROP))
+    rc = send_frame(s, ctx, out);
+  return rc < 0 ? rc : mr_emit_empty_lines_warning(ctx, out, s->empty);
 }
 
 static void destroy(void *state) {
@@ -226,7 +233,7 @@ const mr_gadget_class mr_gadget_frames = {
     .nparams = sizeof params / sizeof *params,
     .state_size = sizeof(frames),
     .accepts = MR_KIND_BIT(MR_MSG_ACQUISITION),
-    .produces = MR_KIND_BIT(MR_MSG_KSPACE),
+    .produces = MR_KIND_BIT(MR_MSG_KSPACE) | MR_KIND_BIT(MR_MSG_TEXT),
     .configure = configure,
     .process = process,
     .flush = flush,

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "capability.h"
 #include "chain_impl.h"
 #include "device.h"
 #include "params.h"
@@ -113,6 +114,8 @@ void mr_chain_destroy(mr_chain *c) {
   if (c == NULL)
     return;
   mr_stages_stop(c);
+  if (c->cfg->realtime) /* the thread that configured it: its session is over */
+    mr_device_set_realtime(0);
   for (int i = 0; i < c->n; i++) {
     node *nd = &c->nodes[i];
     if (nd->state != NULL && nd->cls->destroy != NULL)
@@ -129,6 +132,8 @@ void mr_chain_destroy(mr_chain *c) {
 
 int mr_chain_set_pipelined(mr_chain *c, size_t depth) { return mr_stages_plan(c, depth); }
 
+int mr_chain_threads_needed(const mr_chain *c) { return c->nstages - 1; }
+
 void mr_chain_set_sink(mr_chain *c, mr_chain_sink sink, void *ctx,
                        const atomic_int *cancel) {
   c->sink = sink;
@@ -141,6 +146,10 @@ void mr_chain_set_sink(mr_chain *c, mr_chain_sink sink, void *ctx,
 int mr_chain_configure(mr_chain *c, const mr_stream_header *hdr,
                        struct mr_pool *pool, struct mr_device *device, mr_err *err) {
   c->err = err;
+  /* The pushing thread runs stage 0: a real-time config's GPU work from
+   * here on goes to the real-time lane (its stage threads say so too). */
+  if (c->cfg->realtime)
+    mr_device_set_realtime(1);
   for (int i = 0; i < c->n; i++) {
     node *nd = &c->nodes[i];
     nd->ctx.hdr = hdr;
@@ -160,6 +169,8 @@ int mr_chain_configure(mr_chain *c, const mr_stream_header *hdr,
   if (rc == 0 && mr_stages_start(c) < 0)
     rc = mr_err_set(err, MR_ENOMEM, "config '%s': cannot start its pipeline threads",
                     c->cfg->name);
+  if (rc == 0 && hdr != NULL)
+    rc = mr_capability_check_header(c, hdr, err);
   if (rc < 0)
     return mr_chain_failed(c, rc, err);
   return 0;
@@ -271,6 +282,13 @@ int mr_emit_message(mr_emit *out, mr_message *msg) {
 }
 
 int mr_chain_push(mr_chain *c, mr_message *msg) {
+  if (msg->kind == MR_MSG_ACQUISITION) {
+    int rc = mr_capability_check_acquisition(c, &msg->u.acq, c->err);
+    if (rc < 0) {
+      mr_message_unref(msg);
+      return mr_chain_failed(c, rc, c->err);
+    }
+  }
   int rc = mr_chain_deliver(c, &c->stages[0], 0, msg);
   if (pipelined(c) && atomic_load(&c->failed) != 0)
     return report_failure(c);
@@ -346,6 +364,16 @@ int(mr_gadget_fail)(mr_gadget_ctx *ctx, int code, const char *fmt, ...) {
   va_end(ap);
   return mr_err_set(ctx->err, code, "config '%s', gadget %d '%s': %s", ctx->config,
                     ctx->index, ctx->gadget, what);
+}
+
+static int gadget_cancelled(void *arg) {
+  const mr_gadget_ctx *ctx = arg;
+  return (ctx->cancel != NULL && atomic_load(ctx->cancel)) ||
+         (ctx->failed != NULL && atomic_load(ctx->failed));
+}
+
+mr_cancel mr_gadget_cancel(mr_gadget_ctx *ctx) {
+  return (mr_cancel){.requested = gadget_cancelled, .ctx = ctx};
 }
 
 int mr_gadget_fail_device(mr_gadget_ctx *ctx, int code, const char *what) {

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cancel.h"
 #include "error.h"
 #include "message.h"
 #include "stream_header.h"
@@ -146,6 +147,19 @@ typedef struct mr_gadget_ctx {
   void *stage; /* the runtime's (chain_impl.h): its stage thread, or NULL */
 } mr_gadget_ctx;
 
+/* What of a scan a class deals with beyond its message kinds (its
+ * `handles`): a scan that needs what no gadget of a chain handles is
+ * refused, or warned about, before its data is used (capability.h). */
+enum {
+  MR_HANDLES_REVERSE = 1u << 0,      /* readouts flagged IS_REVERSE, put in k-space order */
+  MR_HANDLES_EPI = 1u << 1,          /* EPI echo trains: navigators (IS_PHASECORR_DATA), the
+                                        odd/even correction, ramp sampling */
+  MR_HANDLES_ACCELERATION = 1u << 2, /* undersampled k-space (a header acceleration over 1):
+                                        parallel imaging or compressed sensing */
+  MR_HANDLES_MULTIBAND = 1u << 3,   /* simultaneous multi-slice: collapsed slices split */
+  MR_HANDLES_ANY = 0xffffffffu,      /* whatever comes (a step done by another program) */
+};
+
 typedef struct mr_gadget_class {
   const char *name;
   const char *summary; /* one line for --describe */
@@ -158,6 +172,8 @@ typedef struct mr_gadget_class {
    * are, through mr_kspace_on() / mr_image_array_on(): a GPU gadget before
    * it may leave them on the device (handoff.h). */
   uint32_t device_input;
+  /* MR_HANDLES_* of what it deals with (0: none of them). */
+  uint32_t handles;
   /* 1: in a pipelined chain it runs on a stage thread of its own even
    * though it handles wire kinds (it waits on a peer process). */
   int own_stage;
@@ -197,5 +213,12 @@ int mr_gadget_fail(mr_gadget_ctx *ctx, int code, const char *fmt, ...)
  * about it>" (what NULL: gpu/'s line alone), through mr_device_error()
  * (gpu/core/device.h). */
 int mr_gadget_fail_device(mr_gadget_ctx *ctx, int code, const char *what);
+
+/* The chain's request to stop (the client left, the server's drain
+ * deadline passed, another stage failed) as gpu/'s mr_cancel
+ * (gpu/core/cancel.h), for a long solve's options (mr_cg_opts.cancel):
+ * the solve then ends within an iteration instead of at its last. Valid
+ * until the gadget's destroy() returns. */
+mr_cancel mr_gadget_cancel(mr_gadget_ctx *ctx);
 
 #endif

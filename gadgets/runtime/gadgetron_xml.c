@@ -8,6 +8,7 @@
 #include <libxml/tree.h>
 
 #include "xml_doc.h"
+#include "xml_node.h"
 
 /* What a Gadgetron gadget contributes to our chain. */
 enum role {
@@ -43,39 +44,12 @@ static const struct {
     {"IsmrmrdDumpGadget", DUMP},
 };
 
-static int is(const xmlNode *n, const char *name) {
-  return n != NULL && n->type == XML_ELEMENT_NODE && strcmp((const char *)n->name, name) == 0;
-}
-
-static const xmlNode *child(const xmlNode *parent, const char *name) {
-  for (const xmlNode *c = parent != NULL ? parent->children : NULL; c != NULL; c = c->next)
-    if (is(c, name))
-      return c;
-  return NULL;
-}
-
-/* The element's text, trimmed, into buf ("" when absent). */
-static const char *text_of(const xmlNode *n, char *buf, size_t size) {
-  buf[0] = '\0';
-  xmlChar *t = n != NULL ? xmlNodeGetContent(n) : NULL;
-  if (t == NULL)
-    return buf;
-  const char *s = (const char *)t;
-  s += strspn(s, " \t\r\n");
-  size_t len = strlen(s);
-  while (len > 0 && strchr(" \t\r\n", s[len - 1]) != NULL)
-    len--;
-  snprintf(buf, size, "%.*s", (int)(len < size ? len : size - 1), s);
-  xmlFree(t);
-  return buf;
-}
-
 /* A gadget's property value (trimmed), "" when absent. */
 static const char *property(const xmlNode *gadget, const char *name, char *buf, size_t size) {
   char key[128];
   for (const xmlNode *p = gadget->children; p != NULL; p = p->next)
-    if (is(p, "property") && strcmp(text_of(child(p, "name"), key, sizeof key), name) == 0)
-      return text_of(child(p, "value"), buf, size);
+    if (mr_xml_is(p, "property") && strcmp(mr_xml_text(mr_xml_child(p, "name"), key, sizeof key), name) == 0)
+      return mr_xml_text(mr_xml_child(p, "value"), buf, size);
   buf[0] = '\0';
   return buf;
 }
@@ -83,10 +57,10 @@ static const char *property(const xmlNode *gadget, const char *name, char *buf, 
 /* The element holding the gadgets: the root (4.x) or its <stream> (v2). */
 static const xmlNode *gadget_parent(const xmlDoc *doc) {
   const xmlNode *root = xmlDocGetRootElement(doc);
-  if (is(root, "gadgetronStreamConfiguration"))
+  if (mr_xml_is(root, "gadgetronStreamConfiguration"))
     return root;
-  if (is(root, "configuration"))
-    return child(root, "stream");
+  if (mr_xml_is(root, "configuration"))
+    return mr_xml_child(root, "stream");
   return NULL;
 }
 
@@ -98,8 +72,8 @@ int mr_gadgetron_xml_noise_query(const char *text, size_t len, char *id, size_t 
   char cls[128];
   for (const xmlNode *g = parent != NULL ? parent->children : NULL; g != NULL && !found;
        g = g->next) {
-    if (!is(g, "gadget") ||
-        strcmp(text_of(child(g, "classname"), cls, sizeof cls), "NoiseSummaryGadget") != 0)
+    if (!mr_xml_is(g, "gadget") ||
+        strcmp(mr_xml_text(mr_xml_child(g, "classname"), cls, sizeof cls), "NoiseSummaryGadget") != 0)
       continue;
     found = 1;
     char file[512];
@@ -154,8 +128,8 @@ static const char *extract_type(const xmlNode *g) {
 
 static int read_gadget(const xmlNode *g, int index, plan *p, mr_err *err) {
   char cls[128], name[128];
-  text_of(child(g, "classname"), cls, sizeof cls);
-  text_of(child(g, "name"), name, sizeof name);
+  mr_xml_text(mr_xml_child(g, "classname"), cls, sizeof cls);
+  mr_xml_text(mr_xml_child(g, "name"), name, sizeof name);
   unsigned role = role_of(cls);
   if (role == 0)
     return mr_err_set(err, MR_ECONFIG,
@@ -242,10 +216,10 @@ int mr_gadgetron_xml_translate(const char *text, size_t len, mr_pipeline_config 
   int index = 0;
   for (const xmlNode *n = parent != NULL ? parent->children : NULL; rc == 0 && n != NULL;
        n = n->next) {
-    if (n->type != XML_ELEMENT_NODE || is(n, "reader") || is(n, "writer") ||
-        is(n, "version") || is(n, "readers") || is(n, "writers"))
+    if (n->type != XML_ELEMENT_NODE || mr_xml_is(n, "reader") || mr_xml_is(n, "writer") ||
+        mr_xml_is(n, "version") || mr_xml_is(n, "readers") || mr_xml_is(n, "writers"))
       continue;
-    if (is(n, "gadget"))
+    if (mr_xml_is(n, "gadget"))
       rc = read_gadget(n, index++, &p, err);
     else
       rc = mr_err_set(err, MR_ECONFIG, "Gadgetron XML config: <%.60s> has no counterpart here",

@@ -15,9 +15,16 @@ static int check_shape(const cJSON *doc, const char *origin, mr_err *err) {
   for (const cJSON *kv = doc->child; kv != NULL; kv = kv->next) {
     const char *k = kv->string;
     if (strcmp(k, "name") != 0 && strcmp(k, "aliases") != 0 &&
-        strcmp(k, "description") != 0 && strcmp(k, "gadgets") != 0)
+        strcmp(k, "description") != 0 && strcmp(k, "gadgets") != 0 &&
+        strcmp(k, "priority") != 0)
       return mr_err_set(err, MR_ECONFIG, "config %s: unknown key '%s'", origin, k);
   }
+  const cJSON *priority = cJSON_GetObjectItemCaseSensitive(doc, "priority");
+  if (priority != NULL && !(cJSON_IsString(priority) &&
+                            (strcmp(priority->valuestring, "realtime") == 0 ||
+                             strcmp(priority->valuestring, "normal") == 0)))
+    return mr_err_set(err, MR_ECONFIG, "config %s: 'priority' is \"realtime\" or \"normal\"",
+                      origin);
   const cJSON *name = cJSON_GetObjectItemCaseSensitive(doc, "name");
   if (!cJSON_IsString(name) || name->valuestring[0] == '\0')
     return mr_err_set(err, MR_ECONFIG, "config %s: 'name' must be a non-empty string",
@@ -65,6 +72,8 @@ int mr_pipeline_config_parse(const char *text, size_t len, const char *origin,
   cfg->doc = doc;
   cfg->gadgets = cJSON_GetObjectItemCaseSensitive(doc, "gadgets");
   cfg->name = dup_string(cJSON_GetObjectItemCaseSensitive(doc, "name"));
+  const cJSON *priority = cJSON_GetObjectItemCaseSensitive(doc, "priority");
+  cfg->realtime = priority != NULL && strcmp(priority->valuestring, "realtime") == 0;
   const cJSON *desc = cJSON_GetObjectItemCaseSensitive(doc, "description");
   cfg->description = desc != NULL ? dup_string(desc) : strdup("");
   const cJSON *aliases = cJSON_GetObjectItemCaseSensitive(doc, "aliases");

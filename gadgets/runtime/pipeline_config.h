@@ -21,6 +21,10 @@ typedef struct mr_pipeline_config {
   int naliases;
   cJSON *doc;           /* the whole document (owned) */
   const cJSON *gadgets; /* its "gadgets" array (inside doc) */
+  /* "priority": "realtime" (default "normal"): its sessions' GPU work goes
+   * to each GPU's real-time lane (gpu/core/device.h), ahead of heavy
+   * sessions' work. */
+  int realtime;
 } mr_pipeline_config;
 
 /* Parses len bytes of JSON. `origin` names the text in errors (a file name

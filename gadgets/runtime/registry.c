@@ -23,6 +23,8 @@ extern const mr_gadget_class mr_gadget_slice_grappa;
 extern const mr_gadget_class mr_gadget_dicom_out;
 extern const mr_gadget_class mr_gadget_external;
 extern const mr_gadget_class mr_gadget_cs;
+extern const mr_gadget_class mr_gadget_epi;
+extern const mr_gadget_class mr_gadget_slice_grappa;
 
 static const mr_gadget_class *const classes[] = {
     &mr_gadget_remove_oversampling,
@@ -44,6 +46,8 @@ static const mr_gadget_class *const classes[] = {
     &mr_gadget_dicom_out,
     &mr_gadget_external,
     &mr_gadget_cs,
+    &mr_gadget_epi,
+    &mr_gadget_slice_grappa,
     NULL,
 };
 

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "chain_impl.h"
+#include "device.h"
 
 /* A stage starts at a gadget that handles a chain object: per-slice work,
  * as opposed to the per-line work on what the wire brings; and at a gadget
@@ -121,6 +122,7 @@ static void pass_flush(mr_chain *c, stage *st) {
 static void *stage_main(void *arg) {
   stage *st = arg;
   mr_chain *c = st->chain;
+  mr_device_set_realtime(c->cfg->realtime);
   stage_item it;
   while (take(st, &it)) {
     if (it.kind == ITEM_MESSAGE) {
@@ -136,6 +138,7 @@ static void *stage_main(void *arg) {
       mr_chain_flush_stage(c, st);
     pass_flush(c, st);
   }
+  mr_device_set_realtime(0);
   return NULL;
 }
 

@@ -8,11 +8,15 @@
  * Calibration lines the buffer holds apart (separate ACS lines) join its
  * sampled lines: they are samples of the same k-space.
  *
- * Maps "lowres": from the fully sampled centre of the buffer's own
- * k-space (the largest box of sampled lines around the centre, at least
- * MIN_CALIB lines (and partitions) wide), Hann-windowed to it, transformed
- * to low-resolution coil images and normalised to unit root sum of
- * squares, as coil_combine's weighted maps are. A scan without such a
+ * Maps from the fully sampled centre of the buffer's own k-space (the
+ * largest box of sampled lines around the centre, at least MIN_CALIB
+ * lines (and partitions) wide), by gpu/coil's estimators, as coil_combine
+ * and fhd_cg take theirs: "lowres" (the coil images Hann-windowed in
+ * k-space to that box, normalised to unit root sum of squares:
+ * mr_coil_maps_lowres) or "espirit" (espirit.h, BART's ecalib -m1, its
+ * calibration region that box, at most 24 wide). lowres is the default:
+ * on the tests' phantoms ESPIRiT's maps give no better image (2D) and fail
+ * on a small 3D calibration (docs/compressed-sensing.md). A scan without such a
  * centre, a lambda of 0 with wavelet or tv, NaN samples or a mask with one
  * line get an error, never an image.
  *
@@ -24,6 +28,7 @@
 
 #include "buf.h"
 #include "coil.h"
+#include "espirit.h"
 #include "fail.h"
 #include "fft.h"
 #include "gadget.h"
@@ -38,6 +43,8 @@
  * maps. */
 #define MIN_CALIB 6
 
+enum { MAPS_LOWRES, MAPS_ESPIRIT };
+
 typedef struct cs_gadget {
   int regularizer;
   double lambda;
@@ -48,7 +55,7 @@ typedef struct cs_gadget {
   mr_placement place;
   int on_device;          /* image_out takes device data */
   mr_sparse_plan *plan;   /* for the last shape */
-  mr_fft_plan *maps_fft;  /* the maps' transform, for the last shape */
+  mr_fft_plan *maps_fft;  /* the coil images' transform (lowres), for the last shape */
 } cs_gadget;
 
 static const mr_param params[] = {
@@ -56,16 +63,19 @@ static const mr_param params[] = {
         "wavelet: L1 of a multi-level Daubechies wavelet (random shifts per iteration), FISTA; "
         "tv: isotropic total variation, FISTA; l2: Tikhonov-regularised SENSE, CG"),
     MR_PARAM_DOUBLE(cs_gadget, lambda, "lambda", "0.005", 0, 1e3,
-        "regularisation weight relative to the largest pixel of the zero-filled image (as BART "
-        "scales; BART pics -r): above 0 for wavelet and tv"),
+        "regularisation weight relative to the zero-filled image's scale, taken as BART's pics "
+        "takes it (its 90th percentile, or its maximum when a few pixels stand far above "
+        "it), so that BART's pics -r means the same: above 0 for wavelet and tv"),
     MR_PARAM_INT(cs_gadget, iterations, "iterations", "100", 1, 100000,
         "FISTA iterations (wavelet, tv) or CG iterations (l2)"),
     MR_PARAM_DOUBLE(cs_gadget, tolerance, "tolerance", "0", 0, 1,
         "stop once the image changes by at most this fraction of its norm in an iteration "
         "(tested every 10; l2: CG's relative residual); 0: every iteration"),
-    MR_PARAM_ENUM(cs_gadget, maps, "maps", "\"lowres\"", "lowres",
-        "coil maps: lowres, from the scan's fully sampled k-space centre (Hann-windowed, "
-        "normalised)"),
+    MR_PARAM_ENUM(cs_gadget, maps, "maps", "\"lowres\"", "lowres|espirit",
+        "coil maps from the scan's fully sampled k-space centre: lowres (the coil images "
+        "low-passed by a Hann window, normalised) or espirit (BART's ecalib -m1: eigenvectors "
+        "of the calibration's ESPIRiT operator, zero outside the object; wants a calibration "
+        "region well above its 6-sample kernel)"),
     MR_PLACEMENT_PARAMS(cs_gadget),
 };
 
@@ -115,25 +125,30 @@ typedef struct cs_job {
   mr_kspace *k;         /* borrowed */
   size_t calib[2];      /* lines, partitions of the fully sampled centre */
   size_t n[3];          /* the cropped image */
-  const atomic_int *cancel;
+  const mr_cancel *cancel; /* the chain's (mr_gadget_cancel), asked every iteration */
   mr_image_array *out;  /* made here */
 } cs_job;
 
-/* Low-resolution maps of k (on dev) into maps. */
-static int lowres_maps(cs_job *j, mr_device *dev, const mr_cfloat *kspace, mr_cfloat *maps) {
+/* The coil maps of k (on dev) into maps, by the gadget's estimator. */
+static int coil_maps(cs_job *j, mr_device *dev, const mr_cfloat *kspace, mr_cfloat *maps) {
   mr_kspace *k = j->k;
-  size_t dims[3] = {k->nro, k->ne1, k->ne2}, n = mr_kspace_channel_size(k);
+  size_t dims[3] = {k->nro, k->ne1, k->ne2};
+  if (j->s->maps == MAPS_ESPIRIT) {
+    mr_espirit_opts o;
+    mr_espirit_opts_default(&o);
+    int calib = (int)(k->ne2 > 1 && j->calib[1] < j->calib[0] ? j->calib[1] : j->calib[0]);
+    o.calib = calib < o.calib ? calib : o.calib;
+    o.kernel = o.kernel < o.calib ? o.kernel : o.calib;
+    return mr_espirit_maps(dev, kspace, dims, k->nch, &o, maps);
+  }
   mr_fft_opts o = {.rank = k->ne2 > 1 ? 3 : 2, .dims = {k->nro, k->ne1, k->ne2},
                    .batch = k->nch};
   int width[3] = {(int)j->calib[0], (int)j->calib[0], (int)j->calib[1]};
   int rc = mr_fft_plan_keep(dev, &o, &j->s->maps_fft);
   if (rc == 0)
-    rc = mr_vec_copy(dev, n * k->nch, kspace, maps);
-  if (rc == 0)
-    rc = mr_coil_window(dev, maps, k->nch, dims, width);
-  if (rc == 0)
-    rc = mr_fft_execute(j->s->maps_fft, MR_FFT_BACKWARD, maps, maps);
-  return rc == 0 ? mr_coil_normalise(dev, maps, k->nch, n, MR_COIL_MAP_FLOOR) : rc;
+    rc = mr_fft_execute(j->s->maps_fft, MR_FFT_BACKWARD, kspace, maps);
+  return rc == 0 ? mr_coil_maps_lowres(dev, maps, k->nch, dims, width, MR_COIL_MAP_FLOOR, maps)
+                 : rc;
 }
 
 static size_t crop_start(size_t n, size_t n_out) { return n / 2 - n_out / 2; }
@@ -174,7 +189,7 @@ static int cs_task(mr_device *dev, void *arg) {
     rc = mr_buf_create(dev, n * sizeof(mr_cfloat), &full);
   mr_cfloat *x = full != NULL ? mr_buf_data(full) : img;
   if (rc == 0)
-    rc = lowres_maps(j, dev, kspace, mr_buf_data(maps));
+    rc = coil_maps(j, dev, kspace, mr_buf_data(maps));
   if (rc == 0)
     rc = mr_sparse_solve(j->s->plan, kspace, k->sampled, mr_buf_data(maps), x, j->cancel, NULL);
   if (rc == 0 && crop) {
@@ -265,11 +280,12 @@ static int reconstruct(cs_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k, mr_image_
     return mr_gadget_fail(ctx, MR_EDATA,
                           "%zu sampled line%s of %zu x %zu: too few to reconstruct", lines,
                           lines == 1 ? "" : "s", k->ne1, k->ne2);
+  mr_cancel cancel = mr_gadget_cancel(ctx);
   cs_job job = {s, k, {0, 0},
                 {k->recon.matrix.x < k->nro ? k->recon.matrix.x : k->nro,
                  k->recon.matrix.y < k->ne1 ? k->recon.matrix.y : k->ne1,
                  k->recon.matrix.z < k->ne2 ? k->recon.matrix.z : k->ne2},
-                ctx->cancel, NULL};
+                &cancel, NULL};
   for (int d = 0; d < 3; d++)
     if (job.n[d] == 0)
       job.n[d] = d == 0 ? k->nro : d == 1 ? k->ne1 : k->ne2;
@@ -312,6 +328,7 @@ const mr_gadget_class mr_gadget_cs = {
     .accepts = MR_KIND_BIT(MR_MSG_KSPACE),
     .produces = MR_KIND_BIT(MR_MSG_IMAGE_ARRAY),
     .device_input = MR_KIND_BIT(MR_MSG_KSPACE),
+    .handles = MR_HANDLES_ACCELERATION,
     .configure = configure,
     .process = process,
     .destroy = destroy,

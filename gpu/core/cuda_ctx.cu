@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <unistd.h>
 
 #include "cuda_internal.cuh"
 
@@ -64,8 +65,15 @@ int mr_cuda_count(char *why, size_t whylen) {
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
     // No driver (libcuda absent), no device, or a driver too old: the pool
-    // then runs on the CPU.
-    snprintf(why, whylen, "%s", cudaGetErrorString(e));
+    // then runs on the CPU. The runtime says "driver version is
+    // insufficient" when there is no driver at all; the kernel module's
+    // /proc entry tells that apart from a driver that is too old.
+    if (e == cudaErrorInsufficientDriver && access("/proc/driver/nvidia/version", F_OK) != 0)
+      snprintf(why, whylen, "no NVIDIA driver found");
+    else if (e == cudaErrorNoDevice)
+      snprintf(why, whylen, "no CUDA device found");
+    else
+      snprintf(why, whylen, "%s", cudaGetErrorString(e));
     cudaGetLastError();
     return 0;
   }
@@ -74,12 +82,18 @@ int mr_cuda_count(char *why, size_t whylen) {
   return n;
 }
 
-static int create(mr_cuda_ctx *c) {
+static int create(mr_cuda_ctx *c, int high_priority) {
   MR_CU(cudaSetDevice(c->ordinal));
   MR_CU(cudaGetDeviceProperties(&c->props, c->ordinal));
-  MR_CU(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
-  MR_CU(cudaStreamCreateWithFlags(&c->upload, cudaStreamNonBlocking));
-  MR_CU(cudaStreamCreateWithFlags(&c->download, cudaStreamNonBlocking));
+  // The real-time lane's streams (device.h) at the device's highest
+  // priority: its kernels' blocks are scheduled before waiting ones of the
+  // other lanes. Numerically lower is higher.
+  int least = 0, greatest = 0;
+  MR_CU(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  int priority = high_priority ? greatest : least;
+  MR_CU(cudaStreamCreateWithPriority(&c->compute, cudaStreamNonBlocking, priority));
+  MR_CU(cudaStreamCreateWithPriority(&c->upload, cudaStreamNonBlocking, priority));
+  MR_CU(cudaStreamCreateWithPriority(&c->download, cudaStreamNonBlocking, priority));
   MR_CU(cudaEventCreateWithFlags(&c->order, cudaEventDisableTiming));
   for (int k = 0; k < 2; k++) {
     MR_CU(cudaEventCreateWithFlags(&c->up_free[k], cudaEventDisableTiming));
@@ -105,12 +119,12 @@ static int create(mr_cuda_ctx *c) {
   return 0;
 }
 
-int mr_cuda_ctx_create(int ordinal, mr_cuda_ctx **out) {
+int mr_cuda_ctx_create(int ordinal, int high_priority, mr_cuda_ctx **out) {
   mr_cuda_ctx *c = static_cast<mr_cuda_ctx *>(calloc(1, sizeof *c));
   if (c == nullptr)
     return mr_fail(MR_ENOMEM, "gpu %d: out of memory", ordinal);
   c->ordinal = ordinal;
-  int rc = create(c);
+  int rc = create(c, high_priority);
   if (rc < 0) {
     mr_cuda_ctx_destroy(c);
     return rc;

@@ -19,8 +19,9 @@ struct mr_cuda_ctx;
 int mr_cuda_count(char *why, size_t whylen);
 
 /* Makes the device current on this thread and creates its streams,
- * library handles, memory pool settings and staging buffers. */
-int mr_cuda_ctx_create(int ordinal, struct mr_cuda_ctx **out);
+ * library handles, memory pool settings and staging buffers; high_priority:
+ * its streams at the device's highest priority (the real-time lane). */
+int mr_cuda_ctx_create(int ordinal, int high_priority, struct mr_cuda_ctx **out);
 void mr_cuda_ctx_destroy(struct mr_cuda_ctx *ctx);
 
 /* Waits for all work queued on the device; returns the first error. */

@@ -29,6 +29,26 @@ void mr_device_enter_lane(mr_gpu_lane *lane) { own_lane = lane; }
 
 void mr_device_become_helper(void) { helper = 1; }
 
+/* This thread's work is real-time work; how many threads say so now. */
+static _Thread_local int realtime;
+static atomic_int realtime_threads;
+
+void mr_device_set_realtime(int on) {
+  on = on != 0;
+  if (on != realtime)
+    atomic_fetch_add(&realtime_threads, on ? 1 : -1);
+  realtime = on;
+}
+
+int mr_device_is_realtime(void) { return realtime; }
+
+int mr_device_lane_pick(int nlanes, int realtime_thread, int realtime_active, int turn) {
+  if (nlanes <= 1 || realtime_thread)
+    return 0;
+  /* Lane 0 is left to real-time work while there is any. */
+  return realtime_active ? 1 + turn % (nlanes - 1) : turn % nlanes;
+}
+
 mr_gpu_lane *mr_device_lane(mr_device *dev) {
   if (own_lane != NULL && own_lane->dev == dev)
     return own_lane;
@@ -36,7 +56,11 @@ mr_gpu_lane *mr_device_lane(mr_device *dev) {
     return &dev->lanes[dev->nlanes];
   if (turn < 0)
     turn = atomic_fetch_add(&turns, 1) & 0xffff;
-  return &dev->lanes[turn % dev->nlanes];
+  /* Tasks are synchronous and end with their lane's streams synchronised,
+   * so a thread moving between lanes (real-time work coming and going)
+   * keeps its tasks in order. */
+  return &dev->lanes[mr_device_lane_pick(dev->nlanes, realtime,
+                                         atomic_load(&realtime_threads) > 0, turn)];
 }
 
 struct mr_cuda_ctx *mr_device_cuda(const mr_device *dev) {

@@ -55,6 +55,20 @@ int mr_device_gpu_index(const mr_device *dev);
  * logical devices on one GPU (pool.h, share_gpus) have the same. */
 int mr_device_ordinal(const mr_device *dev);
 
+/* Real-time work (the threads of a session whose config says "priority":
+ * "realtime"): while any thread says so, each GPU's lane 0 - its streams
+ * at the device's highest priority - takes only real-time threads' tasks,
+ * the others share the remaining lanes, so a frame never queues behind a
+ * heavy session's task on a lane's worker, and its kernels are scheduled
+ * first. With one lane everything shares it. 0 turns it off again. */
+void mr_device_set_realtime(int on);
+/* Whether the calling thread does real-time work. */
+int mr_device_is_realtime(void);
+
+/* The lane (0..nlanes-1) a thread takes: the real-time lane, or, by its
+ * turn, one of the others while real-time work is active, else any. */
+int mr_device_lane_pick(int nlanes, int realtime_thread, int realtime_active, int turn);
+
 /* Copies `bytes` between host memory and memory on dev (a pointer into an
  * mr_buf of dev, or an offset into one): for code that has the pointer an
  * operation was given, such as an operator split across devices. Upload

@@ -84,7 +84,8 @@ static int parse_gpus(const char *spec, int share, int *list, size_t *n, int *al
 static int gpu_init(void *p) {
   mr_gpu_lane *lane = p;
   mr_device_enter_lane(lane);
-  return mr_cuda_ctx_create(lane->dev->ordinal, &lane->cuda);
+  /* Lane 0 is the real-time lane (device.h): its streams first. */
+  return mr_cuda_ctx_create(lane->dev->ordinal, lane == &lane->dev->lanes[0], &lane->cuda);
 }
 
 static int gpu_fini(void *p) {

@@ -70,6 +70,8 @@ static int solve(mr_device *dev, solve_job *j, mr_cfloat *r, mr_cfloat *p, mr_cf
   if (!(bb > 0) || (rc = track_best(dev, j, &best, x_best)) < 0)
     return rc;
   while (j->report.iterations < j->o.max_iterations && j->report.residual > j->o.tolerance) {
+    if (mr_cancel_requested(j->o.cancel))
+      return mr_fail(MR_ECANCELED, "cg: cancelled at iteration %d", j->report.iterations + 1);
     mr_cfloat pap;
     if ((rc = j->apply(j->op, 1, p, ap)) < 0 || (rc = mr_vec_dot(dev, n, p, ap, &pap)) < 0)
       return rc;

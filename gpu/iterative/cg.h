@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 
+#include "cancel.h"
 #include "cfloat.h"
 #include "device.h"
 
@@ -26,6 +27,8 @@ typedef struct mr_cg_opts {
                           and answer with the iterate of smallest residual */
   int warm_start;      /* 0: start from x = 0 (x is overwritten); 1: from
                           the x given, at the cost of one more apply */
+  const mr_cancel *cancel; /* asked before every iteration (NULL: never):
+                              the solve ends with MR_ECANCELED, x undefined */
 } mr_cg_opts;
 
 typedef struct mr_cg_report {

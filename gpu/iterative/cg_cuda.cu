@@ -241,6 +241,10 @@ int run(mr_device *dev, mr_cg_job *j, const workspace &w) {
                           c->compute));
   bool all_done = false;
   for (int it = 0; it < j->o.max_iterations; it++) {
+    // The host runs at most POLL iterations ahead of the device (the read
+    // below waits), so a cancel ends the solve within about POLL of them.
+    if (mr_cancel_requested(j->o.cancel))
+      return mr_fail(MR_ECANCELED, "cg: cancelled at iteration %d", it + 1);
     if (it > 0 && it % POLL == 0) {
       if ((rc = read_states(c, count, w, &all_done)) < 0)
         return rc;

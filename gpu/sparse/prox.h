@@ -28,6 +28,16 @@ int mr_prox_momentum(mr_device *dev, size_t n, float beta, const mr_cfloat *x, m
  * finite (a NaN or an infinity makes it 0), into host memory. */
 int mr_prox_peak(mr_device *dev, size_t n, const mr_cfloat *x, float *peak, int *finite);
 
+/* Order statistics of |x| over n (< 2^32) finite samples: values[r] = the
+ * ranks[r]-th smallest magnitude (0-based, ranks[r] < n), for count
+ * (1 .. MR_PROX_MAX_RANKS) ranks at once, into host memory. Exact: a radix
+ * selection over the magnitudes' bits, four passes of one 8-bit digit
+ * each (a histogram on the device, the host picking the digit), so no
+ * copy or sort of the array. */
+#define MR_PROX_MAX_RANKS 4
+int mr_prox_select(mr_device *dev, size_t n, const mr_cfloat *x, int count, const size_t *ranks,
+                   float *values);
+
 #ifdef __cplusplus
 }
 #endif

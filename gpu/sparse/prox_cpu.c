@@ -99,3 +99,45 @@ int mr_prox_cpu_peak(mr_device *dev, size_t n, const mr_cfloat *x, float *peak, 
   *finite = !atomic_load(&j.nonfinite);
   return 0;
 }
+
+typedef struct digits_job {
+  const float complex *x;
+  int count, shift;
+  const unsigned *prefix;
+  _Atomic unsigned *counts;
+} digits_job;
+
+/* The bits of |x| as a float: they order as the magnitudes do. */
+static unsigned magnitude_bits(float complex v) {
+  union {
+    float f;
+    unsigned u;
+  } b = {.f = sqrtf(crealf(v) * crealf(v) + cimagf(v) * cimagf(v))};
+  return b.u;
+}
+
+static void digits_range(void *arg, size_t begin, size_t end) {
+  digits_job *j = arg;
+  unsigned local[MR_PROX_MAX_RANKS * 256] = {0};
+  for (size_t i = begin; i < end; i++) {
+    unsigned key = magnitude_bits(j->x[i]);
+    for (int r = 0; r < j->count; r++)
+      if (j->shift == 24 || (key >> (j->shift + 8)) == (j->prefix[r] >> (j->shift + 8)))
+        local[r * 256 + ((key >> j->shift) & 255)]++;
+  }
+  for (int b = 0; b < j->count * 256; b++)
+    if (local[b] != 0)
+      atomic_fetch_add(&j->counts[b], local[b]);
+}
+
+int mr_prox_cpu_digits(mr_device *dev, size_t n, const mr_cfloat *x, int count,
+                       const unsigned *prefix, int shift, unsigned *counts) {
+  _Atomic unsigned shared[MR_PROX_MAX_RANKS * 256];
+  for (int b = 0; b < count * 256; b++)
+    atomic_init(&shared[b], 0);
+  digits_job j = {.x = x, .count = count, .shift = shift, .prefix = prefix, .counts = shared};
+  mr_cpu_parallel_for(mr_device_threads(dev), n, 16 * GRAIN, digits_range, &j);
+  for (int b = 0; b < count * 256; b++)
+    counts[b] = atomic_load(&shared[b]);
+  return 0;
+}

@@ -57,6 +57,32 @@ __global__ void peak(size_t n, const float2 *x, unsigned *out) {
   }
 }
 
+struct digits_arg {
+  unsigned prefix[MR_PROX_MAX_RANKS];
+  int count, shift;
+};
+
+// One radix pass (prox_impl.h): a block's histograms in shared memory,
+// added into the global ones.
+__global__ void digits(size_t n, const float2 *x, digits_arg a, unsigned *counts) {
+  __shared__ unsigned h[MR_PROX_MAX_RANKS * 256];
+  for (int b = threadIdx.x; b < a.count * 256; b += blockDim.x)
+    h[b] = 0;
+  __syncthreads();
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    float2 v = x[i];
+    unsigned key = __float_as_uint(sqrtf(v.x * v.x + v.y * v.y));
+    for (int r = 0; r < a.count; r++)
+      if (a.shift == 24 || (key >> (a.shift + 8)) == (a.prefix[r] >> (a.shift + 8)))
+        atomicAdd(&h[r * 256 + ((key >> a.shift) & 255)], 1u);
+  }
+  __syncthreads();
+  for (int b = threadIdx.x; b < a.count * 256; b += blockDim.x)
+    if (h[b] != 0)
+      atomicAdd(&counts[b], h[b]);
+}
+
 } // namespace
 
 int mr_prox_cuda_soft(mr_device *dev, const size_t dims[3], const size_t keep[3], float t,
@@ -108,4 +134,47 @@ int mr_prox_cuda_peak(mr_device *dev, size_t n, const mr_cfloat *x, float *resul
     *finite = h[1] == 0;
     return 0;
   });
+}
+
+int mr_prox_cuda_digits(mr_device *dev, size_t n, const mr_cfloat *x, int count,
+                        const unsigned *prefix, int shift, unsigned *counts) {
+  return mr_on_worker(dev, [&] {
+    mr_cuda_ctx *c = mr_device_cuda(dev);
+    size_t bytes = size_t(count) * 256 * sizeof(unsigned);
+    unsigned *d = nullptr;
+    int rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&d), bytes);
+    if (rc < 0)
+      return rc;
+    digits_arg a;
+    for (int r = 0; r < MR_PROX_MAX_RANKS; r++)
+      a.prefix[r] = r < count ? prefix[r] : 0;
+    a.count = count;
+    a.shift = shift;
+    cudaError_t e = cudaMemsetAsync(d, 0, bytes, c->compute);
+    if (e == cudaSuccess) {
+      digits<<<mr_grid_for(c, n, BLOCK), BLOCK, 0, c->compute>>>(
+          n, reinterpret_cast<const float2 *>(x), a, d);
+      e = cudaGetLastError();
+    }
+    if (e == cudaSuccess)
+      e = cudaMemcpyAsync(counts, d, bytes, cudaMemcpyDeviceToHost, c->compute);
+    if (e == cudaSuccess)
+      e = cudaStreamSynchronize(c->compute);
+    mr_cuda_free(c, d);
+    return e == cudaSuccess ? 0 : mr_cuda_fail(e, "prox digits", __FILE__, __LINE__);
+  });
+}
+
+int mr_prox_cuda_set_beta(void *exec, void *node, float beta) {
+  auto n = static_cast<cudaGraphNode_t>(node);
+  cudaKernelNodeParams p;
+  MR_CU(cudaGraphKernelNodeGetParams(n, &p));
+  if (p.func != reinterpret_cast<void *>(momentum))
+    return mr_fail(MR_EDEVICE, "prox: the graph node for beta is not the momentum kernel");
+  void *args[5] = {p.kernelParams[0], &beta, p.kernelParams[2], p.kernelParams[3],
+                   p.kernelParams[4]};
+  p.kernelParams = args;
+  p.extra = nullptr;
+  MR_CU(cudaGraphExecKernelNodeSetParams(static_cast<cudaGraphExec_t>(exec), n, &p));
+  return 0;
 }

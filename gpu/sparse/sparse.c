@@ -9,6 +9,11 @@
 #include "cg.h"
 #include "error.h"
 #include "fail.h"
+#ifdef MR_HAVE_CUDA
+#include "fista_graph.h"
+#include "prox_impl.h"
+#include "wavelet_impl.h"
+#endif
 #include "prox.h"
 #include "sense.h"
 #include "tv.h"
@@ -129,7 +134,7 @@ typedef struct solve_job {
   const mr_cfloat *ahb;  /* A^H b */
   float bound;           /* >= ||A^H A|| */
   mr_cfloat *image;
-  const atomic_int *cancel;
+  const mr_cancel *cancel;
   mr_sparse_report report;
 } solve_job;
 
@@ -155,13 +160,19 @@ static int solve_l2(solve_job *j) {
   return rc;
 }
 
-/* x = the proximal step of the regularizer at u with threshold t. */
-static int prox(mr_sparse_plan *p, float t, const mr_cfloat *u, mr_cfloat *x) {
+/* The wavelet's shift for the next iteration (none for TV). */
+static void draw_shift(mr_sparse_plan *p, size_t shift[3]) {
+  for (int d = 0; d < 3; d++)
+    shift[d] = p->wavelet != NULL && p->opts.dims[d] > 1 ? next_random(p) % p->opts.dims[d] : 0;
+}
+
+/* x = the proximal step of the regularizer at u with threshold t (the
+ * wavelet shifted by shift). */
+static int prox(mr_sparse_plan *p, float t, const size_t shift[3], const mr_cfloat *u,
+                mr_cfloat *x) {
   if (p->tv != NULL)
     return mr_tv_prox(p->tv, t, p->opts.tv_steps, u, x);
-  size_t shift[3], keep[3];
-  for (int d = 0; d < 3; d++)
-    shift[d] = p->opts.dims[d] > 1 ? next_random(p) % p->opts.dims[d] : 0;
+  size_t keep[3];
   mr_wavelet_coarse(p->wavelet, keep);
   mr_cfloat *c = image(p, IMG_C);
   int rc = mr_wavelet_forward(p->wavelet, shift, u, c);
@@ -201,49 +212,151 @@ static int gradient_step(solve_job *j, const mr_cfloat *z, float step, mr_cfloat
   return rc == 0 ? mr_vec_axpy(p->dev, p->n, one, z, u) : rc;
 }
 
+/* One iteration: gradient step, proximal step, momentum; with marks (a
+ * capture), the nodes the graph's setters change. */
+typedef struct graph_marks {
+  void *before_prox, *back, *momentum;
+} graph_marks;
+
+static int iteration(solve_job *j, float step, float t, const size_t shift[3], float beta,
+                     int check, graph_marks *marks) {
+  mr_sparse_plan *p = j->p;
+  mr_cfloat *x = image(p, IMG_X), *prev = image(p, IMG_PREV), *z = image(p, IMG_Z),
+            *u = image(p, IMG_U);
+  int rc = gradient_step(j, z, step, u);
+#ifndef MR_HAVE_CUDA
+  (void)marks;
+#else
+  if (rc == 0 && marks != NULL)
+    rc = mr_fista_graph_mark(p->dev, &marks->before_prox);
+#endif
+  if (rc == 0)
+    rc = prox(p, t, shift, u, x);
+#ifdef MR_HAVE_CUDA
+  if (rc == 0 && marks != NULL && p->wavelet != NULL)
+    rc = mr_fista_graph_mark(p->dev, &marks->back);
+#endif
+  if (rc == 0 && check)
+    rc = change(p, &j->report.change);
+  if (rc == 0)
+    rc = mr_prox_momentum(p->dev, p->n, beta, x, prev, z);
+#ifdef MR_HAVE_CUDA
+  if (rc == 0 && marks != NULL)
+    rc = mr_fista_graph_mark(p->dev, &marks->momentum);
+#endif
+  return rc;
+}
+
+#ifdef MR_HAVE_CUDA
+/* The replayed iteration (fista_graph.h): captured at its first use, then
+ * its shifts and beta set before each replay. */
+typedef struct replay {
+  mr_fista_graph *graph;
+  void *forward; /* the wavelet's first copy node */
+  graph_marks marks;
+  int failed;    /* the capture failed: every iteration queued as it is */
+} replay;
+
+/* Whether a replay can run this solve: a GPU, the Cartesian operator
+ * (ours, all launches; a caller's normal operator may wait on the host)
+ * and no tolerance test (it reads x and prev between the steps). */
+static int replayable(const solve_job *j) {
+  return mr_device_is_gpu(j->p->dev) && j->normal == NULL && !(j->p->opts.tolerance > 0);
+}
+
+static int replay_step(solve_job *j, replay *r, float step, float t, const size_t shift[3],
+                       float beta) {
+  mr_sparse_plan *p = j->p;
+  if (r->graph == NULL) {
+    int rc = mr_fista_graph_begin(p->dev);
+    if (rc == 0)
+      rc = iteration(j, step, t, shift, beta, 0, &r->marks);
+    int ended = mr_fista_graph_end(p->dev, rc == 0, &r->graph);
+    if (rc == 0 && ended == 0 && p->wavelet != NULL)
+      rc = mr_fista_graph_next(r->marks.before_prox, &r->forward);
+    if (rc != 0 || ended != 0 || r->graph == NULL) {
+      mr_fista_graph_destroy(r->graph);
+      r->graph = NULL;
+      r->failed = 1; /* nothing of this iteration ran: the caller queues it */
+      return 1;
+    }
+    return mr_fista_graph_launch(p->dev, r->graph);
+  }
+  void *exec = mr_fista_graph_exec(r->graph);
+  int rc = p->wavelet != NULL
+               ? mr_wavelet_cuda_set_shifts(exec, r->forward, r->marks.back, p->opts.dims, shift)
+               : 0;
+  if (rc == 0)
+    rc = mr_prox_cuda_set_beta(exec, r->marks.momentum, beta);
+  return rc == 0 ? mr_fista_graph_launch(p->dev, r->graph) : rc;
+}
+#endif
+
 static int solve_fista(solve_job *j) {
   mr_sparse_plan *p = j->p;
   float step = 1.0f / j->bound, t = (float)p->opts.lambda * j->report.scale * step;
-  mr_cfloat *x = image(p, IMG_X), *prev = image(p, IMG_PREV), *z = image(p, IMG_Z),
-            *u = image(p, IMG_U);
-  int rc = mr_vec_zero(p->dev, p->n, prev);
+  int rc = mr_vec_zero(p->dev, p->n, image(p, IMG_PREV));
   if (rc == 0)
-    rc = mr_vec_zero(p->dev, p->n, z);
+    rc = mr_vec_zero(p->dev, p->n, image(p, IMG_Z));
   if (rc == 0 && p->tv != NULL)
     rc = mr_tv_reset(p->tv);
   double tk = 1;
   p->rng = p->opts.seed; /* the same shifts every solve: the same data gives the same image */
+#ifdef MR_HAVE_CUDA
+  replay r = {.failed = !replayable(j)};
+#endif
   for (int it = 0; it < p->opts.iterations && rc == 0; it++) {
-    if (j->cancel != NULL && atomic_load(j->cancel))
-      return mr_fail(MR_ECANCELED, "sparse: cancelled after %d iterations", it);
-    rc = gradient_step(j, z, step, u);
-    if (rc == 0)
-      rc = prox(p, t, u, x);
+    if (mr_cancel_requested(j->cancel)) {
+      rc = mr_fail(MR_ECANCELED, "sparse: cancelled after %d iterations", it);
+      break;
+    }
+    size_t shift[3];
+    draw_shift(p, shift);
     double next = (1 + sqrt(1 + 4 * tk * tk)) / 2, beta = (tk - 1) / next;
     tk = next;
-    int stop = 0;
-    if (rc == 0 && p->opts.tolerance > 0 && (it + 1) % CHECK_EVERY == 0) {
-      rc = change(p, &j->report.change);
-      stop = j->report.change <= p->opts.tolerance;
+    int check = p->opts.tolerance > 0 && (it + 1) % CHECK_EVERY == 0, replayed = 0;
+#ifdef MR_HAVE_CUDA
+    /* the first iteration as it is (it makes the FFT plans), the rest replayed;
+     * 1: the capture failed, nothing ran */
+    if (it > 0 && !r.failed) {
+      rc = replay_step(j, &r, step, t, shift, (float)beta);
+      replayed = rc == 0;
+      rc = rc == 1 ? 0 : rc;
     }
-    if (rc == 0)
-      rc = mr_prox_momentum(p->dev, p->n, (float)beta, x, prev, z);
+#endif
+    if (rc == 0 && !replayed)
+      rc = iteration(j, step, t, shift, (float)beta, check, NULL);
     j->report.iterations = it + 1;
-    if (stop)
+    if (rc == 0 && check && j->report.change <= p->opts.tolerance)
       break;
   }
-  return rc == 0 ? mr_vec_copy(p->dev, p->n, prev, j->image) : rc;
+#ifdef MR_HAVE_CUDA
+  mr_fista_graph_destroy(r.graph);
+#endif
+  return rc == 0 ? mr_vec_copy(p->dev, p->n, image(p, IMG_PREV), j->image) : rc;
 }
 
-/* The scale (the peak of A^H b, checked), then the solver. */
+/* BART's scale of the zero-filled image: its 90th percentile, unless the
+ * few pixels above it reach further from it than twice its distance from
+ * the median (a small bright object on a dark field), then its maximum. */
+static float bart_scale(float median, float p90, float peak) {
+  return peak - p90 < 2 * (p90 - median) ? p90 : peak;
+}
+
+/* The scale (A^H b checked: signal, no NaN), then the solver. */
 static int scale_and_solve(mr_device *dev, solve_job *j) {
   int finite = 1;
-  int rc = mr_prox_peak(dev, j->p->n, j->ahb, &j->report.scale, &finite);
-  if (rc == 0 && !(j->report.scale > 0 && finite))
+  size_t n = j->p->n, ranks[2] = {n / 2, (size_t)(0.9 * (double)n)};
+  float peak = 0, order[2] = {0, 0};
+  int rc = mr_prox_peak(dev, n, j->ahb, &peak, &finite);
+  if (rc == 0 && !(peak > 0 && finite))
     return mr_fail(MR_EDATA, "sparse: the zero-filled image has %s (largest pixel %g)",
-                   finite ? "no signal" : "NaN or infinite pixels", (double)j->report.scale);
+                   finite ? "no signal" : "NaN or infinite pixels", (double)peak);
+  if (rc == 0)
+    rc = mr_prox_select(dev, n, j->ahb, 2, ranks, order);
   if (rc != 0)
     return rc;
+  j->report.scale = bart_scale(order[0], order[1], peak);
   return j->p->opts.regularizer == MR_SPARSE_L2 ? solve_l2(j) : solve_fista(j);
 }
 
@@ -315,7 +428,7 @@ static int normal_task(mr_device *dev, void *arg) {
 }
 
 int mr_sparse_solve_normal(mr_sparse_plan *plan, mr_cg_operator normal_op, void *op, float bound,
-                           const mr_cfloat *ahb, mr_cfloat *image_out, const atomic_int *cancel,
+                           const mr_cfloat *ahb, mr_cfloat *image_out, const mr_cancel *cancel,
                            mr_sparse_report *report) {
   solve_job j = {.p = plan, .normal = normal_op, .op = op, .ahb = ahb, .bound = bound,
                  .image = image_out, .cancel = cancel};
@@ -326,7 +439,7 @@ int mr_sparse_solve_normal(mr_sparse_plan *plan, mr_cg_operator normal_op, void 
 }
 
 int mr_sparse_solve(mr_sparse_plan *plan, const mr_cfloat *kspace, const uint8_t *mask,
-                    const mr_cfloat *maps, mr_cfloat *image_out, const atomic_int *cancel,
+                    const mr_cfloat *maps, mr_cfloat *image_out, const mr_cancel *cancel,
                     mr_sparse_report *report) {
   solve_job j = {.p = plan, .kspace = kspace, .maps = maps, .mask = mask, .image = image_out,
                  .cancel = cancel};

@@ -8,9 +8,13 @@
  *     proximal step computed on a warm-started dual;
  *   - l2: lambda ||x||^2 (Tikhonov-regularised SENSE), solved by
  *     conjugate gradient on (A^H A + lambda I) x = A^H b (cg.h).
- * lambda is relative: lambda' = lambda max |A^H b|, the largest pixel of
- * the zero-filled combined image (as BART scales), so that one value fits
- * scans of any intensity; l2's term is scale-free already.
+ * lambda is relative: lambda' = lambda s, s the scale of the zero-filled
+ * combined image |A^H b| by BART's rule (pics' automatic scaling): its
+ * 90th percentile p90, or its maximum when (max - p90) >= 2 (p90 -
+ * median) (a few bright pixels far above the rest), so that one value
+ * fits scans of any intensity and `-r` of BART means the same here. The
+ * percentiles are exact order statistics, selected on the device
+ * (prox.h's mr_prox_select); l2's term is scale-free already.
  *
  * The whole solve is one device task (mr_device_run): on a GPU every
  * iteration is queued without a host round trip (the tolerance test reads
@@ -22,10 +26,10 @@
 #ifndef MR_GPU_SPARSE_H
 #define MR_GPU_SPARSE_H
 
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cancel.h"
 #include "cfloat.h"
 #include "cg.h"
 #include "device.h"
@@ -53,7 +57,7 @@ typedef struct mr_sparse_opts {
 
 typedef struct mr_sparse_report {
   int iterations;     /* done */
-  float scale;        /* max |A^H b| */
+  float scale;        /* s: the scale lambda is relative to (above) */
   double change;      /* FISTA: the last relative change tested (0: none);
                          CG: the relative residual */
 } mr_sparse_report;
@@ -80,7 +84,7 @@ void mr_sparse_plan_destroy(mr_sparse_plan *plan);
  * image with no signal. MR_ECANCELED when *cancel (may be NULL) turned
  * non-zero between iterations. report may be NULL. Borrows everything. */
 int mr_sparse_solve(mr_sparse_plan *plan, const mr_cfloat *kspace, const uint8_t *mask,
-                    const mr_cfloat *maps, mr_cfloat *image, const atomic_int *cancel,
+                    const mr_cfloat *maps, mr_cfloat *image, const mr_cancel *cancel,
                     mr_sparse_report *report);
 
 /* The same regularisers and solvers on any data term 1/2 ||A x - b||^2
@@ -89,11 +93,11 @@ int mr_sparse_solve(mr_sparse_plan *plan, const mr_cfloat *kspace, const uint8_t
  * non-Cartesian scan, gpu/iterative/toeplitz.h) and ahb = A^H b there.
  * bound: an upper bound of ||A^H A|| (FISTA's step is 1 / bound), or 0 to
  * estimate it before the iterations (20 steps of the power method from
- * A^H b, plus 5%). lambda scales by max |A^H b| as in mr_sparse_solve.
+ * A^H b, plus 5%). lambda scales by |A^H b| as in mr_sparse_solve.
  * The plan may have 0 coils (no Cartesian operator made). One device task;
  * the same errors for A^H b (MR_EDATA when it has no signal or NaN). */
 int mr_sparse_solve_normal(mr_sparse_plan *plan, mr_cg_operator normal, void *op, float bound,
-                           const mr_cfloat *ahb, mr_cfloat *image, const atomic_int *cancel,
+                           const mr_cfloat *ahb, mr_cfloat *image, const mr_cancel *cancel,
                            mr_sparse_report *report);
 
 #endif

@@ -216,3 +216,39 @@ int mr_wavelet_cuda_copy(mr_device *dev, const size_t dims[3], const size_t len[
     return 0;
   });
 }
+
+namespace {
+
+// One captured copy node with its last three arguments (the shift) set.
+int set_copy_shift(cudaGraphExec_t exec, cudaGraphNode_t node, const unsigned s[3]) {
+  cudaKernelNodeParams p;
+  MR_CU(cudaGraphKernelNodeGetParams(node, &p));
+  if (p.func != reinterpret_cast<void *>(copy))
+    return mr_fail(MR_EDEVICE, "wavelet: the graph node to shift is not the copy kernel");
+  void *args[11];
+  for (int i = 0; i < 8; i++)
+    args[i] = p.kernelParams[i];
+  unsigned sx = s[0], sy = s[1], sz = s[2];
+  args[8] = &sx;
+  args[9] = &sy;
+  args[10] = &sz;
+  p.kernelParams = args;
+  p.extra = nullptr;
+  MR_CU(cudaGraphExecKernelNodeSetParams(exec, node, &p));
+  return 0;
+}
+
+} // namespace
+
+int mr_wavelet_cuda_set_shifts(void *exec, void *forward, void *back, const size_t dims[3],
+                               const size_t shift[3]) {
+  unsigned f[3], b[3];
+  for (int d = 0; d < 3; d++) {
+    size_t s = shift[d] % dims[d];
+    f[d] = unsigned(s);
+    b[d] = unsigned((dims[d] - s) % dims[d]); // as mr_wavelet_adjoint shifts back
+  }
+  auto e = static_cast<cudaGraphExec_t>(exec);
+  int rc = set_copy_shift(e, static_cast<cudaGraphNode_t>(forward), f);
+  return rc == 0 ? set_copy_shift(e, static_cast<cudaGraphNode_t>(back), b) : rc;
+}

@@ -45,6 +45,13 @@ int mr_wavelet_cpu_copy(mr_device *dev, const size_t dims[3], const size_t len[3
 int mr_wavelet_cuda_copy(mr_device *dev, const size_t dims[3], const size_t len[3],
                          const size_t shift[3], const mr_cfloat *src, mr_cfloat *dst);
 
+/* FISTA's graph (fista_graph.h): sets the shift of the captured copy
+ * node that starts mr_wavelet_forward (forward) and of the one that ends
+ * mr_wavelet_adjoint (back) on an instantiated graph exec, as the two
+ * calls with this shift would launch them. */
+int mr_wavelet_cuda_set_shifts(void *exec, void *forward, void *back, const size_t dims[3],
+                               const size_t shift[3]);
+
 #ifdef __cplusplus
 }
 #endif

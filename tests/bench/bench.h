@@ -37,6 +37,8 @@ typedef struct bench_ctx {
   const char *cases;   /* comma-separated case names to run */
   const char *gpus;    /* mr-bench --gpus: the GPU server's --gpus (stream) */
   int rounds;          /* best of this many rounds */
+  int sessions;        /* load: sessions at once (0: each case's default) */
+  int fake_gpus;       /* mr-bench --fake-gpus: also the load server's */
 } bench_ctx;
 
 /* A subcommand: writes its results as members of the open object. */
@@ -54,6 +56,7 @@ int bench_stream(const bench_ctx *ctx);
 int bench_split(const bench_ctx *ctx);
 int bench_sparse(const bench_ctx *ctx);
 int bench_espirit(const bench_ctx *ctx);
+int bench_load(const bench_ctx *ctx);
 int bench_sms(const bench_ctx *ctx);
 
 /* Takes the CPU and, when the pool has one, GPU 0 (*gpu NULL otherwise)

@@ -18,7 +18,6 @@
  * asserted. */
 #include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -28,6 +27,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "stream_data.h"
 #include "stream_replay.h"
 #include "stream_server.h"
 #include "stream_session.h"
@@ -41,6 +41,8 @@
 /* A server still busy this long after a cut-short session's CLOSE is left
  * (the bench disconnects; the server cancels the session). */
 #define DRAIN_MS 20000.0
+/* The server's --warm session: the case's first this many slices/frames. */
+#define WARM_UNITS 20
 /* No further rounds after a round this long: its figure is stable enough. */
 #define LONG_ROUND_MS 20000.0
 
@@ -66,9 +68,6 @@ typedef struct stream_case {
   double pace_per_s;
   target paced_targets[2];
 } stream_case;
-
-#define ISMRMRD_TOOL "ismrmrd_generate_cartesian_shepp_logan"
-#define SIMULATE "reconclient simulate"
 
 static const stream_case cases[] = {
     {"cartesian", "256x256, 32 coils, readout oversampling 2, 10 repetitions (one slice image each)",
@@ -132,46 +131,23 @@ typedef struct stream_bench {
   bench_json *j;
   int rounds;
   char tmp[1024];
-  char client[PATH_MAX]; /* reconclient */
-  char generator[PATH_MAX]; /* ISMRMRD_TOOL, "" when there is none */
+  stream_tools tools;
   stream_server servers[NSERVERS];
   int running[NSERVERS];
   dataset_file files[NCASES];
   int nfiles;
   int failures; /* sessions that failed: the exit status */
+  /* How the servers are started, for a fresh one per case. */
+  const char *configs, *gpus[NSERVERS], *ext;
+  int starts; /* servers started so far: each its own log file */
   char no_external[PATH_MAX]; /* why cartesian_external cannot run, or "" */
 } stream_bench;
 
 /* ---- paths ---------------------------------------------------------- */
 
-static int is_executable(const char *path) { return access(path, X_OK) == 0; }
-
 static int is_dir(const char *path) {
   struct stat st;
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-/* The directory part of path ("." for none) into out. */
-static void dir_of(const char *path, char *out, size_t size) {
-  const char *slash = strrchr(path, '/');
-  if (slash != NULL)
-    snprintf(out, size, "%.*s", (int)(slash - path), path);
-  else
-    snprintf(out, size, ".");
-}
-
-static void self_dir(char *out, size_t size) {
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  exe[n > 0 ? n : 0] = '\0';
-  dir_of(n > 0 ? exe : ".", out, size);
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  return remove(path);
 }
 
 /* ---- numbers -------------------------------------------------------- */
@@ -200,13 +176,6 @@ static void write_targets(bench_json *j, const target *t, int n) {
 
 /* ---- data ----------------------------------------------------------- */
 
-/* The first line of text (for a one-line reason). */
-static void first_line(const char *text, char *out, size_t size) {
-  while (*text == '\n' || *text == ' ')
-    text++;
-  snprintf(out, size, "%.*s", (int)strcspn(text, "\n"), text);
-}
-
 /* Makes (or finds already made) the case's data file; NULL with a reason
  * in why when the tool is missing or fails. */
 static const dataset_file *dataset_for(stream_bench *b, const stream_case *c, char *why,
@@ -220,44 +189,9 @@ static const dataset_file *dataset_for(stream_bench *b, const stream_case *c, ch
   dataset_file *f = &b->files[b->nfiles];
   snprintf(f->args, sizeof f->args, "%s", key);
   snprintf(f->path, sizeof f->path, "%s/data-%d.h5", b->tmp, b->nfiles);
-  const char *argv[40];
-  int argc = 0;
-  char words[256];
-  snprintf(words, sizeof words, "%s", args);
-  int simulate = strcmp(c->tool, SIMULATE) == 0;
-  if (simulate) {
-    argv[argc++] = b->client;
-    argv[argc++] = "simulate";
-  } else {
-    if (b->generator[0] == '\0') {
-      snprintf(why, why_size,
-               "%s is neither next to mr-bench nor on PATH (Debian package ismrmrd-tools)",
-               ISMRMRD_TOOL);
-      return NULL;
-    }
-    argv[argc++] = b->generator;
-  }
-  char *save = NULL;
-  for (char *w = strtok_r(words, " ", &save); w != NULL && argc < 36; w = strtok_r(NULL, " ", &save))
-    argv[argc++] = w;
-  argv[argc++] = "-o";
-  argv[argc++] = f->path;
-  argv[argc] = NULL;
-  fprintf(stderr, "mr-bench: stream: generating %s\n", key);
-  static char out[4096], err[4096];
-  double t0 = bench_now_ms();
-  int rc = mr_test_run(argv, b->tmp, out, sizeof out, err, sizeof err);
-  f->generate_s = (bench_now_ms() - t0) / 1e3;
-  if (rc != 0 || access(f->path, R_OK) != 0) {
-    char line[300];
-    first_line(err[0] != '\0' ? err : out, line, sizeof line);
-    snprintf(why, why_size, "'%s' failed (exit %d)%s%s", key, rc,
-             line[0] != '\0' ? ": " : "", line);
-    if (simulate && rc == 2) /* a usage error */
-      snprintf(why + strlen(why), why_size - strlen(why),
-               "; this build's reconclient simulate lacks the options the case needs");
+  if (stream_data_generate(&b->tools, c->tool, args, b->tmp, f->path, &f->generate_s, why,
+                           why_size) < 0)
     return NULL;
-  }
   b->nfiles++;
   return f;
 }
@@ -269,7 +203,7 @@ static const dataset_file *dataset_for(stream_bench *b, const stream_case *c, ch
  * its object; 0, or -1 when a session failed (written as "error").
  * *best_ms: its best wall time. */
 static int time_server(stream_bench *b, const stream_case *c, int k, const stream_session *s,
-                       double raw_ms, int paced, double *best_ms) {
+                       double raw_ms, int paced, double cold_ms, double *best_ms) {
   double pace_ms = paced ? 1e3 / c->pace_per_s : 0;
   int rounds = paced ? 1 : b->rounds;
   bench_json *j = b->j;
@@ -329,6 +263,13 @@ static int time_server(stream_bench *b, const stream_case *c, int k, const strea
   int cut_short = best.units_sent < s->nunits;
   *best_ms = cut_short ? NAN : best.wall_ms;
   json_num(j, "wall_ms", best.wall_ms);
+  if (!paced) { /* the first session of a fresh server against the best */
+    json_num(j, "first_round_ms", rounds_ms[0]);
+    json_num(j, "first_round_ratio_to_best", rounds_ms[0] / best.wall_ms);
+    json_num(j, "cold_first_round_ms", cold_ms);
+    json_num(j, "cold_first_round_ratio_to_best", cold_ms / best.wall_ms);
+    json_str(j, "first_round_target", "first_round_ratio_to_best <= 1.2 (H100)");
+  }
   json_num(j, "mb_per_s", (double)best.bytes_sent / 1e6 / wall_s);
   char per_s[64];
   snprintf(per_s, sizeof per_s, "%s_per_s", c->unit);
@@ -386,6 +327,81 @@ static int time_server(stream_bench *b, const stream_case *c, int k, const strea
   return 0;
 }
 
+/* (Re)starts server k as the bench does, with --warm warm unless NULL,
+ * and waits for its warm-up to end; 0, or -1 with the reason in why (the
+ * server is then not running). */
+static int start_server(stream_bench *b, int k, const char *warm, char *why, size_t size) {
+  const char *extra[5];
+  int n = 0;
+  if (b->ext != NULL) {
+    extra[n++] = "--external-dir";
+    extra[n++] = b->ext;
+  }
+  if (warm != NULL) {
+    extra[n++] = "--warm";
+    extra[n++] = warm;
+  }
+  extra[n] = NULL;
+  char log[PATH_MAX + 64];
+  snprintf(log, sizeof log, "%s/reconserver-%s-%d.log", b->tmp, server_names[k], b->starts++);
+  stream_server_stop(&b->servers[k]);
+  b->running[k] = stream_server_start(&b->servers[k], b->tools.server, b->configs, b->gpus[k],
+                                      n > 0 ? extra : NULL, log, why, size) == 0;
+  if (b->running[k] && warm != NULL &&
+      stream_server_wait_line(&b->servers[k], "warm-up done", 600000) < 0) {
+    snprintf(why, size, "the server with --warm %s never logged \"warm-up done\"", warm);
+    stream_server_stop(&b->servers[k]);
+    b->running[k] = 0;
+  }
+  return b->running[k] ? 0 : -1;
+}
+
+/* Before a case is timed on server k: a fresh server without --warm, whose
+ * first session (*cold_ms) is what a restart costs unprepared, then a
+ * fresh one with --warm of this case's session (its first timed round is
+ * then the first session a scanner sends it). -1 when a server cannot
+ * start (written as the server's "error"). */
+static int fresh_servers(stream_bench *b, const stream_case *c, int k, const stream_session *s,
+                         double *cold_ms) {
+  char why[1024] = "", dir[PATH_MAX], file[PATH_MAX + 16];
+  snprintf(dir, sizeof dir, "%s/warm-%s", b->tmp, c->name);
+  snprintf(file, sizeof file, "%s/session", dir);
+  int rc = start_server(b, k, NULL, why, sizeof why);
+  if (rc == 0) {
+    stream_timing t;
+    if (stream_replay_server(s, b->servers[k].port, 0, SEND_CAP_MS, DRAIN_MS, SILENCE_MS, &t) ==
+            0 &&
+        t.units_sent == s->nunits)
+      *cold_ms = t.wall_ms;
+    char line[2048];
+    stream_server_session_line(&b->servers[k], t.abandoned ? (int)DRAIN_MS : 1000, line,
+                               sizeof line);
+    stream_timing_free(&t);
+    /* The session's first WARM_UNITS slices/frames and its CLOSE: its
+     * shapes, without the minutes a whole real-time stream takes on the
+     * CPU. */
+    size_t head = s->nunits > WARM_UNITS ? s->unit_end[WARM_UNITS - 1] : s->close_at;
+    FILE *f = (mkdir(dir, 0755) == 0 || errno == EEXIST) ? fopen(file, "wb") : NULL;
+    rc = f != NULL && fwrite(s->bytes, 1, head, f) == head &&
+                 fwrite(s->bytes + s->close_at, 1, s->len - s->close_at, f) ==
+                     s->len - s->close_at
+             ? 0
+             : -1;
+    if (f != NULL && fclose(f) != 0)
+      rc = -1;
+    if (rc < 0)
+      snprintf(why, sizeof why, "cannot write %.900s", file);
+  }
+  if (rc == 0)
+    rc = start_server(b, k, dir, why, sizeof why);
+  if (rc < 0) {
+    json_open(b->j, server_names[k], '{');
+    json_str(b->j, "error", why);
+    json_close(b->j, '}');
+  }
+  return rc;
+}
+
 /* `reconclient send FILE` against server k, best of N; its object. */
 static int time_reconclient(stream_bench *b, const stream_case *c, int k, const char *file,
                             const stream_session *s, double raw_ms) {
@@ -398,7 +414,7 @@ static int time_reconclient(stream_bench *b, const stream_case *c, int k, const 
   for (int r = 0; r < b->rounds; r++) {
     snprintf(out, sizeof out, "%s/reconclient-out.h5", b->tmp);
     remove(out);
-    const char *argv[] = {b->client, "send", file, "-c", c->config, "-a", "127.0.0.1", "-p",
+    const char *argv[] = {b->tools.client, "send", file, "-c", c->config, "-a", "127.0.0.1", "-p",
                           port, "-o", out, "-t", timeout, NULL};
     static char so[4096], se[4096];
     double t0 = bench_now_ms();
@@ -409,7 +425,7 @@ static int time_reconclient(stream_bench *b, const stream_case *c, int k, const 
     remove(out);
     if (rc != 0) {
       char why[300];
-      first_line(se, why, sizeof why);
+      stream_first_line(se, why, sizeof why);
       snprintf(error, sizeof error, "reconclient send exited %d: %s", rc, why);
       break;
     }
@@ -429,32 +445,6 @@ static int time_reconclient(stream_bench *b, const stream_case *c, int k, const 
 }
 
 /* ---- one case ------------------------------------------------------- */
-
-/* 1 when name is in the comma-separated list (NULL: every name is). */
-static int listed(const char *list, const char *name) {
-  if (list == NULL)
-    return 1;
-  size_t n = strlen(name);
-  for (const char *p = list; *p != '\0'; p += strcspn(p, ",") + (p[strcspn(p, ",")] != '\0'))
-    if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\0'))
-      return 1;
-  return 0;
-}
-
-/* The first name of --case that is no case, into out; 0 when all are. */
-static int unknown_case(const char *list, char *out, size_t size) {
-  for (const char *p = list; list != NULL && *p != '\0';
-       p += strcspn(p, ",") + (p[strcspn(p, ",")] != '\0')) {
-    int n = (int)strcspn(p, ","), known = 0;
-    for (int i = 0; i < NCASES; i++)
-      known |= (int)strlen(cases[i].name) == n && strncmp(p, cases[i].name, (size_t)n) == 0;
-    if (!known) {
-      snprintf(out, size, "%.*s", n, p);
-      return 1;
-    }
-  }
-  return 0;
-}
 
 static void run_case(stream_bench *b, const stream_case *c) {
   bench_json *j = b->j;
@@ -541,7 +531,12 @@ static void run_case(stream_bench *b, const stream_case *c) {
       if (!use[k])
         continue;
       fprintf(stderr, "mr-bench: stream: %s through the %s server\n", c->name, server_names[k]);
-      if (time_server(b, c, k, &s, raw_ms, 0, &best[k]) < 0)
+      double cold_ms = NAN;
+      if (fresh_servers(b, c, k, &s, &cold_ms) < 0) {
+        b->failures++;
+        continue;
+      }
+      if (time_server(b, c, k, &s, raw_ms, 0, cold_ms, &best[k]) < 0)
         b->failures++;
     }
     /* Paced on the GPU server; on the CPU server only where there is no
@@ -551,7 +546,7 @@ static void run_case(stream_bench *b, const stream_case *c) {
       double paced_ms;
       fprintf(stderr, "mr-bench: stream: %s through the %s server, paced\n", c->name,
               server_names[pk]);
-      if (time_server(b, c, pk, &s, raw_ms, 1, &paced_ms) < 0)
+      if (time_server(b, c, pk, &s, raw_ms, 1, NAN, &paced_ms) < 0)
         b->failures++;
     }
     if (c->speedup_target.key != NULL) {
@@ -575,36 +570,6 @@ static void run_case(stream_bench *b, const stream_case *c) {
 }
 
 /* ---- the subcommand ------------------------------------------------- */
-
-/* reconserver: --server or next to mr-bench; reconclient: next to it, else
- * next to mr-bench; the data generator: next to mr-bench (for machines
- * without ismrmrd-tools, where it is carried with its libraries), else on
- * PATH. */
-static void find_binaries(const bench_ctx *ctx, stream_bench *b, char *server, size_t size) {
-  char here[2048], there[2048];
-  char *client = b->client;
-  self_dir(here, sizeof here);
-  snprintf(b->generator, sizeof b->generator, "%s/%s", here, ISMRMRD_TOOL);
-  if (!is_executable(b->generator))
-    snprintf(b->generator, sizeof b->generator, "%s",
-             mr_test_have_tool(ISMRMRD_TOOL) ? ISMRMRD_TOOL : "");
-  if (ctx->server != NULL)
-    snprintf(server, size, "%s", ctx->server);
-  else
-    snprintf(server, size, "%s/reconserver", here);
-  dir_of(server, there, sizeof there);
-  snprintf(client, sizeof b->client, "%s/reconclient", there);
-  if (!is_executable(client))
-    snprintf(client, sizeof b->client, "%s/reconclient", here);
-}
-
-static const char *configs_dir(const bench_ctx *ctx) {
-  if (ctx->configs != NULL)
-    return ctx->configs;
-  if (is_dir("configs"))
-    return "configs";
-  return MR_BENCH_SOURCE_CONFIGS;
-}
 
 /* The example external step's directory (for the cartesian_external
  * case): examples/external here, else in the source tree; NULL, with the
@@ -655,16 +620,15 @@ int bench_stream(const bench_ctx *ctx) {
   bench_json *j = ctx->json;
   stream_bench b = {.ctx = ctx, .j = j};
   b.rounds = ctx->rounds > 0 ? ctx->rounds : ctx->quick ? 1 : 3;
-  char server[PATH_MAX];
-  find_binaries(ctx, &b, server, sizeof server);
-  const char *configs = configs_dir(ctx);
+  stream_tools_find(ctx->server, &b.tools);
+  const char *server = b.tools.server, *configs = stream_configs_dir(ctx->configs);
   mr_device *cpu, *gpu;
   if (bench_devices(ctx, &cpu, &gpu) < 0)
     return -1;
   bench_devices_release(ctx, cpu, gpu);
   json_str(j, "server", server);
-  json_str(j, "client", b.client);
-  json_str(j, "generator", b.generator);
+  json_str(j, "client", b.tools.client);
+  json_str(j, "generator", b.tools.generator);
   json_str(j, "configs", configs);
   json_int(j, "rounds", b.rounds);
   if (ctx->quick)
@@ -679,8 +643,11 @@ int bench_stream(const bench_ctx *ctx) {
            "negative values) -> its image decoded; raw_copy: the same "
            "bytes written the same way to a thread that reads and discards them; every figure "
            "is the best round by wall time, taken in this run");
+  const char *names[NCASES];
+  for (int i = 0; i < NCASES; i++)
+    names[i] = cases[i].name;
   char unknown[64];
-  if (unknown_case(ctx->cases, unknown, sizeof unknown)) {
+  if (stream_unknown_name(ctx->cases, names, NCASES, unknown, sizeof unknown)) {
     char msg[200];
     snprintf(msg, sizeof msg, "--case: no case '%s' (cases: cartesian, cartesian_external, "
                               "cartesian_cpu4, grappa, realtime, realtime_cg)", unknown);
@@ -688,7 +655,7 @@ int bench_stream(const bench_ctx *ctx) {
     fprintf(stderr, "mr-bench: stream: %s\n", msg);
     return -1;
   }
-  if (!is_executable(server) || !is_executable(b.client)) {
+  if (access(server, X_OK) != 0 || access(b.tools.client, X_OK) != 0) {
     json_str(j, "error", "reconserver or reconclient not found (build them, or give --server)");
     return -1;
   }
@@ -716,6 +683,11 @@ int bench_stream(const bench_ctx *ctx) {
    * GPU count (--gpus 0, --gpus 0,1, ...) for the table per count. */
   const char *server_gpus[NSERVERS] = {
       ctx->gpus != NULL && strcmp(ctx->gpus, "none") != 0 ? ctx->gpus : "all", "none"};
+  const char *const external_args[] = {"--external-dir", ext, NULL};
+  b.configs = configs;
+  b.ext = ext;
+  b.gpus[GPU] = server_gpus[GPU];
+  b.gpus[CPU] = server_gpus[CPU];
   json_open(j, "servers", '{');
   for (int k = 0; k < NSERVERS; k++) {
     json_open(j, server_names[k], '{');
@@ -723,8 +695,9 @@ int bench_stream(const bench_ctx *ctx) {
     snprintf(log, sizeof log, "%s/reconserver-%s.log", b.tmp, server_names[k]);
     if (k == GPU && mr_pool_gpu_count(ctx->pool) == 0) {
       json_str(j, "skipped", "no GPU found (or mr-bench --gpus none)");
-    } else if (stream_server_start(&b.servers[k], server, configs, server_gpus[k], ext, log,
-                                   why, sizeof why) < 0) {
+    } else if (stream_server_start(&b.servers[k], server, configs, server_gpus[k],
+                                   ext != NULL ? external_args : NULL, log, why,
+                                   sizeof why) < 0) {
       json_str(j, "error", why);
       b.failures++;
     } else {
@@ -739,7 +712,7 @@ int bench_stream(const bench_ctx *ctx) {
 
   json_open(j, "cases", '{');
   for (int i = 0; i < NCASES; i++)
-    if (listed(ctx->cases, cases[i].name))
+    if (stream_listed(ctx->cases, cases[i].name))
       run_case(&b, &cases[i]);
   json_close(j, '}');
 
@@ -747,7 +720,7 @@ int bench_stream(const bench_ctx *ctx) {
     if (b.running[k])
       stream_server_stop(&b.servers[k]);
   if (b.failures == 0)
-    nftw(b.tmp, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    stream_remove_tree(b.tmp);
   else
     json_str(j, "kept_for_inspection", b.tmp);
   return b.failures == 0 ? 0 : -1;

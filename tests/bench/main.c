@@ -2,7 +2,7 @@
  *
  *   mr-bench [SUBCOMMAND...] [--quick] [--json FILE] [--gpus SPEC]
  *            [--rounds N] [--server PATH] [--configs DIR] [--case NAME,...]
- *            [--reference FILE]
+ *            [--reference FILE] [--sessions N]
  *
  * With no subcommand every one runs. Each subcommand's results are one
  * member of the top-level object, named after it. Later areas add a line to
@@ -29,6 +29,7 @@ static const struct {
     {"split", "one 3D CG-SENSE scan split by coils across 1, 2, ... of the pool's GPUs", bench_split},
     {"sparse", "compressed sensing, ESPIRiT and coil compression: ours (solve alone, and through a server) against BART on the same data, time and PSNR/NRMSE", bench_sparse},
     {"stream", "end to end: sessions from memory through a GPU and a CPU reconserver against a raw loopback copy", bench_stream},
+    {"load", "GPU-bound load: N heavy sessions at once through one reconserver on --gpus; a real-time stream beside a heavy one", bench_load},
 };
 
 enum { NCOMMANDS = sizeof commands / sizeof *commands };
@@ -126,16 +127,18 @@ double bench_now_ms(void) {
 static void usage(FILE *f) {
   fprintf(f, "usage: mr-bench [SUBCOMMAND...] [--quick] [--json FILE] [--gpus SPEC]\n"
              "                [--rounds N] [--server PATH] [--configs DIR] [--case NAME,...]\n"
-             "                [--reference FILE]\n"
+             "                [--reference FILE] [--sessions N]\n"
              "  --quick      small sizes: checks that everything runs, measures nothing\n"
              "  --json FILE  write the JSON there instead of stdout\n"
              "  --gpus SPEC  all (default), none, or a list like 0,1 (0,0: two logical\n"
              "               devices of GPU 0)\n"
-             "  --fake-gpus N  N pretend GPUs running the CPU's code (split: checks it runs)\n"
+             "  --fake-gpus N  N pretend GPUs running the CPU's code (split, load: checks it runs;\n"
+             "               load gives the server --fake-gpus N too)\n"
              "  --rounds N   stream, sparse: best of N rounds (default 3, --quick 1)\n"
              "  --server PATH  stream, sparse: the reconserver binary (default: next to mr-bench)\n"
              "  --configs DIR  stream, sparse: the servers' configs (default ./configs, else the source tree's)\n"
-             "  --case NAME,...  stream, sparse: only these cases (default all)\n"
+             "  --case NAME,...  stream, sparse, load: only these cases (default all)\n"
+             "  --sessions N  load: N sessions at once (default 16, --quick 4)\n"
              "  --reference FILE  nufft: the reference library (libcufinufft.so) to run beside ours\n"
              "subcommands (all when none is named):\n");
   for (int i = 0; i < NCOMMANDS; i++)
@@ -150,7 +153,7 @@ static void log_line(void *ctx, const char *line) {
 int main(int argc, char **argv) {
   int chosen[NCOMMANDS] = {0}, any = 0, quick = 0;
   const char *out = NULL, *gpus = "all", *server = NULL, *configs = NULL, *cases = NULL;
-  int rounds = 0, fake_gpus = 0;
+  int rounds = 0, fake_gpus = 0, sessions = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--quick") == 0) {
       quick = 1;
@@ -162,6 +165,8 @@ int main(int argc, char **argv) {
       fake_gpus = atoi(argv[++i]);
     } else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0) {
       rounds = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--sessions") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0) {
+      sessions = atoi(argv[++i]);
     } else if (strcmp(argv[i], "--server") == 0 && i + 1 < argc) {
       server = argv[++i];
     } else if (strcmp(argv[i], "--configs") == 0 && i + 1 < argc) {
@@ -207,7 +212,8 @@ int main(int argc, char **argv) {
   }
   bench_json json = {.f = f};
   bench_ctx ctx = {.pool = pool, .quick = quick, .json = &json, .server = server, .gpus = gpus,
-                   .configs = configs, .cases = cases, .rounds = rounds};
+                   .configs = configs, .cases = cases, .rounds = rounds,
+                   .sessions = sessions, .fake_gpus = fake_gpus};
   int rc = 0;
   json_open(&json, NULL, '{');
   for (int c = 0; c < NCOMMANDS && rc == 0; c++) {

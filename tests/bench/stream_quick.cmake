@@ -10,14 +10,7 @@ if(NOT rc EQUAL 0)
 endif()
 file(READ ${OUT} json)
 
-# Fails unless the member at the path (a list of keys) is a number.
-function(expect_number)
-  string(JSON type ERROR_VARIABLE err TYPE "${json}" ${ARGN})
-  if(err OR NOT type STREQUAL "NUMBER")
-    string(REPLACE ";" "." path "${ARGN}")
-    message(FATAL_ERROR "${path} is not a number (${type}${err}) in ${OUT}")
-  endif()
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/json_expect.cmake)
 
 string(JSON gpu ERROR_VARIABLE err GET "${json}" stream servers gpu skipped)
 if(err)
@@ -44,7 +37,8 @@ foreach(name cartesian cartesian_external cartesian_cpu4 grappa realtime realtim
   expect_number(stream cases ${name} ${unit})
   expect_number(stream cases ${name} bytes)
   expect_number(stream cases ${name} raw_copy wall_ms)
-  foreach(key wall_ms mb_per_s ${unit}_per_s images last_acquisition_to_last_image_ms
+  foreach(key wall_ms first_round_ms cold_first_round_ms mb_per_s ${unit}_per_s images
+              last_acquisition_to_last_image_ms
               last_acquisition_to_close_ms ratio_to_raw)
     expect_number(stream cases ${name} cpu ${key})
   endforeach()

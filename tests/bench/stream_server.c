@@ -40,7 +40,7 @@ static int logged_port(const char *path) {
 }
 
 int stream_server_start(stream_server *s, const char *bin, const char *configs, const char *gpus,
-                        const char *external_dir, const char *log_path, char *why,
+                        const char *const *extra, const char *log_path, char *why,
                         size_t why_size) {
   memset(s, 0, sizeof *s);
   snprintf(s->log_path, sizeof s->log_path, "%s", log_path);
@@ -49,8 +49,10 @@ int stream_server_start(stream_server *s, const char *bin, const char *configs, 
     snprintf(why, why_size, "cannot write %s", log_path);
     return -1;
   }
-  const char *argv[] = {bin, "--listen", "127.0.0.1:0", "--configs", configs, "--gpus", gpus,
-                        external_dir != NULL ? "--external-dir" : NULL, external_dir, NULL};
+  const char *argv[8 + 16 + 1] = {bin, "--listen", "127.0.0.1:0", "--configs", configs,
+                                  "--gpus", gpus};
+  for (int i = 0; extra != NULL && extra[i] != NULL && i < 16; i++)
+    argv[7 + i] = extra[i];
   s->pid = fork();
   if (s->pid == 0) {
     dup2(log, STDERR_FILENO);
@@ -157,4 +159,26 @@ void stream_server_session_line(stream_server *s, int wait_ms, char *line, size_
     if (line[0] == '\0')
       usleep(10000);
   }
+}
+
+int stream_server_wait_line(stream_server *s, const char *text, int wait_ms) {
+  for (int waited = 0; waited <= wait_ms; waited += 10) {
+    FILE *f = fopen(s->log_path, "r");
+    char buf[4096];
+    if (f == NULL || fseek(f, s->log_read, SEEK_SET) != 0) {
+      if (f != NULL)
+        fclose(f);
+      return -1;
+    }
+    int found = 0;
+    while (!found && fgets(buf, sizeof buf, f) != NULL && strchr(buf, '\n') != NULL) {
+      s->log_read += (long)strlen(buf);
+      found = strstr(buf, text) != NULL;
+    }
+    fclose(f);
+    if (found)
+      return 0;
+    usleep(10000);
+  }
+  return -1;
 }

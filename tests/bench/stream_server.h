@@ -13,13 +13,18 @@ typedef struct stream_server {
   long log_read; /* bytes of the log already looked at */
 } stream_server;
 
-/* Starts bin --listen 127.0.0.1:0 --configs configs --gpus gpus (and
- * --external-dir external_dir unless it is NULL), its stderr in log_path,
- * and waits (up to 30 s) until its log names the port. Returns 0, or -1
- * with the reason (the log's last line) in why. */
+/* Starts bin --listen 127.0.0.1:0 --configs configs --gpus gpus and the
+ * further arguments of extra (NULL-terminated, at most 16; extra may be
+ * NULL), its stderr in log_path, and waits (up to 30 s) until its log
+ * names the port. Returns 0, or -1 with the reason (the log's last line)
+ * in why. */
 int stream_server_start(stream_server *s, const char *bin, const char *configs, const char *gpus,
-                        const char *external_dir, const char *log_path, char *why,
+                        const char *const *extra, const char *log_path, char *why,
                         size_t why_size);
+
+/* Waits up to wait_ms for a log line (written since the last look)
+ * containing text, and moves past it; 0, or -1 when none came. */
+int stream_server_wait_line(stream_server *s, const char *text, int wait_ms);
 
 /* SIGTERM, then waits (SIGKILL after 10 s). */
 void stream_server_stop(stream_server *s);

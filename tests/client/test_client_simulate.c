@@ -3,7 +3,9 @@
  * datasets `reconclient simulate` writes: header, readouts, trajectories
  * within [-0.5, 0.5), samples equal to the closed form, noise, the ground
  * truth array, real-time streams of frames (counters, flags, a trajectory
- * new in every frame, a moving object), refusals. */
+ * new in every frame, a moving object), EPI scans (navigators, reversed
+ * echoes with the odd/even error, segments, ramps, reference lines),
+ * refusals. */
 #include <complex.h>
 #include <math.h>
 #include <setjmp.h>
@@ -18,6 +20,7 @@
 
 #include <ismrmrd/dataset.h>
 
+#include "message.h"
 #include "phantom.h"
 #include "simulate.h"
 #include "stream_header.h"
@@ -461,6 +464,141 @@ static void refusals(void **state) {
   assert_int_equal(mr_sim_trajectory_parse("rosette"), -1);
 }
 
+static uint64_t acq_flags(const dataset *ds, uint32_t i) { return ds->acq[i].head.flags; }
+
+/* EPI: the navigators and echoes of each train, their flags, the reversed
+ * readouts' samples in time order with the odd/even error, the header. */
+static void epi_dataset(void **state) {
+  (void)state;
+  enum { N = 16, COILS = 2 };
+  mr_sim_options o = {.trajectory = MR_SIM_EPI, .matrix = N, .coils = COILS,
+                      .epi = {.ghost = {0.6, 3}}};
+  simulate(&o, "epi.h5");
+  dataset ds;
+  read_dataset(o.path, &ds);
+  assert_int_equal(ds.nacq, 3 + N);
+  mr_stream_header h;
+  header_of(&ds, &h);
+  assert_int_equal(h.encoding[0].trajectory, MR_TRAJ_EPI);
+  assert_int_equal(h.encoding[0].encoded.matrix.x, 2 * N);
+  assert_int_equal(h.encoding[0].recon.matrix.x, N);
+  assert_null(strstr(ds.xml, "ConventionalEPI")); /* flat top: samples on the grid */
+  mr_stream_header_free(&h);
+  uint64_t nav = MR_FLAG(ISMRMRD_ACQ_IS_PHASECORR_DATA), rev = MR_FLAG(ISMRMRD_ACQ_IS_REVERSE);
+  assert_int_equal(acq_flags(&ds, 0) & (nav | rev), nav);
+  assert_int_equal(acq_flags(&ds, 1) & (nav | rev), nav | rev);
+  assert_int_equal(acq_flags(&ds, 2) & (nav | rev), nav);
+  assert_true(acq_flags(&ds, 3) & rev);
+  assert_true(acq_flags(&ds, 0) & MR_FLAG(ISMRMRD_ACQ_FIRST_IN_SLICE));
+  assert_false(acq_flags(&ds, 4) & (rev | nav));
+  assert_true(acq_flags(&ds, 3 + N - 1) & MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE));
+  assert_int_equal(ds.acq[3].head.number_of_samples, 2 * N);
+  assert_int_equal(ds.acq[3].head.trajectory_dimensions, 0);
+  /* forward echo 1 (line 1): sample q at kx (q - N) / 2N; reversed echo 0
+   * (line 0): sample q at the mirror image, shifted by 3 / 2 pi samples and
+   * turned by 0.6 rad */
+  for (int q = 0; q < 2 * N; q += 3) {
+    double complex want[COILS];
+    double kf[3] = {(q - N) / (2.0 * N), (1.0 - N / 2) / N, 0};
+    mr_phantom_kspace(2, N, COILS, kf, want);
+    for (int c = 0; c < COILS; c++)
+      assert_true(cabs(ds.acq[4].data[c * 2 * N + q] - want[c]) < 1e-4 * cabs(want[c]) + 1e-5);
+    double kr[3] = {(2 * N - 1 - q - N - 3 / (2 * M_PI)) / (2.0 * N), (0.0 - N / 2) / N, 0};
+    mr_phantom_kspace(2, N, COILS, kr, want);
+    for (int c = 0; c < COILS; c++)
+      assert_true(cabs(ds.acq[3].data[c * 2 * N + q] - want[c] * cexp(0.6 * I)) <
+                  1e-4 * cabs(want[c]) + 1e-5);
+  }
+  /* the truth beside it */
+  assert_int_equal(ds.phantom.dims[0], N);
+  assert_int_equal(ds.phantom.dims[1], N);
+  free_dataset(&ds);
+}
+
+/* Segmented, ramp-sampled and accelerated: trains, counters, the
+ * trajectoryDescription, the reference scan, the header's claims. */
+static void epi_segmented_ramp(void **state) {
+  (void)state;
+  enum { N = 32 };
+  mr_sim_options o = {.trajectory = MR_SIM_EPI, .matrix = N, .coils = 1,
+                      .epi = {.shots = 2, .ramp = 1, .accel = 2, .claim_cartesian = 1}};
+  simulate(&o, "epi_ramp.h5");
+  dataset ds;
+  read_dataset(o.path, &ds);
+  /* the reference train (3 navigators, 24 lines), then 2 shots of 3 + 8 */
+  assert_int_equal(ds.nacq, 27 + 2 * 11);
+  uint64_t calib = MR_FLAG(ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION);
+  assert_true(acq_flags(&ds, 0) & calib);
+  assert_true(acq_flags(&ds, 26) & calib);
+  assert_int_equal(ds.acq[3].head.idx.kspace_encode_step_1, N / 2 - 12);
+  assert_false(acq_flags(&ds, 27) & calib);
+  assert_true(acq_flags(&ds, 27) & MR_FLAG(ISMRMRD_ACQ_IS_PHASECORR_DATA));
+  assert_true(acq_flags(&ds, 27) & MR_FLAG(ISMRMRD_ACQ_FIRST_IN_SLICE));
+  /* shot 1 takes lines 2 (R) + 4 e, after shot 0's 0 + 4 e */
+  assert_int_equal(ds.acq[31].head.idx.kspace_encode_step_1, 4);
+  assert_int_equal(ds.acq[38 + 3].head.idx.kspace_encode_step_1, 2);
+  assert_int_equal(ds.acq[38 + 3].head.idx.segment, 1);
+  assert_non_null(strstr(ds.xml, "<trajectory>cartesian</trajectory>"));
+  assert_non_null(strstr(ds.xml, "<identifier>ConventionalEPI</identifier>"));
+  assert_non_null(strstr(ds.xml, "<name>rampUpTime</name><value>64</value>"));
+  assert_non_null(strstr(ds.xml, "<name>flatTopTime</name><value>192</value>"));
+  mr_stream_header h;
+  header_of(&ds, &h);
+  assert_int_equal(h.encoding[0].parallel.accel_e1, 2);
+  mr_stream_header_free(&h);
+  /* the forward navigators of a train are the same readout */
+  size_t ns = ds.acq[0].head.number_of_samples;
+  assert_int_equal(ns, 2 * N);
+  assert_memory_equal(ds.acq[0].data, ds.acq[2].data, ns * sizeof(complex_float_t));
+  free_dataset(&ds);
+  mr_err err = {0};
+  mr_sim_options odd = {.trajectory = MR_SIM_EPI, .matrix = 20, .coils = 1,
+                        .epi = {.shots = 3}, .path = "/nonexistent/e.h5"};
+  assert_int_equal(mr_simulate(&odd, &err), MR_EINVAL);
+  assert_non_null(strstr(err.msg, "not a multiple of --shots"));
+  mr_sim_options ramp = {.trajectory = MR_SIM_CARTESIAN, .matrix = 16, .coils = 1,
+                         .epi = {.ramp = 1}, .path = "/nonexistent/e.h5"};
+  mr_err_clear(&err);
+  assert_int_equal(mr_simulate(&ramp, &err), MR_EINVAL);
+  assert_non_null(strstr(err.msg, "are for --trajectory epi"));
+  assert_int_equal(mr_sim_trajectory_parse("epi"), MR_SIM_EPI);
+}
+
+/* Simultaneous multi-slice: a single-band reference train per slice, then
+ * the collapsed train; the truth of every slice. */
+static void epi_multiband(void **state) {
+  (void)state;
+  enum { N = 16 };
+  mr_sim_options o = {.trajectory = MR_SIM_EPI, .matrix = N, .coils = 2,
+                      .multiband = 2, .caipi = 2};
+  simulate(&o, "epi_mb.h5");
+  dataset ds;
+  read_dataset(o.path, &ds);
+  assert_int_equal(ds.nacq, 3 * (3 + N));
+  uint64_t calib = MR_FLAG(ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION);
+  uint64_t last = MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE);
+  assert_true(acq_flags(&ds, 0) & calib);
+  assert_int_equal(ds.acq[0].head.idx.slice, 0);
+  assert_true(acq_flags(&ds, 3 + N - 1) & last);
+  assert_int_equal(ds.acq[3 + N].head.idx.slice, 1);
+  assert_true(acq_flags(&ds, 2 * (3 + N) - 1) & last);
+  assert_false(acq_flags(&ds, 2 * (3 + N)) & calib);
+  assert_int_equal(ds.acq[2 * (3 + N)].head.idx.slice, 0);
+  assert_true(acq_flags(&ds, ds.nacq - 1) & last);
+  assert_int_equal(ds.phantom.ndim, 4); /* x, y, slice (the reader adds one) */
+  assert_int_equal(ds.phantom.dims[2], 2);
+  mr_stream_header h;
+  header_of(&ds, &h);
+  assert_int_equal(h.encoding[0].limits.slice.maximum, 1);
+  mr_stream_header_free(&h);
+  free_dataset(&ds);
+  mr_err err = {0};
+  mr_sim_options bad = {.trajectory = MR_SIM_EPI, .matrix = 16, .coils = 1,
+                        .caipi = 3, .path = "/nonexistent/e.h5"};
+  assert_int_equal(mr_simulate(&bad, &err), MR_EINVAL);
+  assert_non_null(strstr(err.msg, "need --multiband"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(closed_form_2d),    cmocka_unit_test(closed_form_3d),
@@ -468,6 +606,8 @@ int main(void) {
       cmocka_unit_test(spiral_and_3d_datasets), cmocka_unit_test(cartesian_dataset),
       cmocka_unit_test(noise),             cmocka_unit_test(realtime_stream),
       cmocka_unit_test(refusals),          cmocka_unit_test(multiband_dataset),
+      cmocka_unit_test(epi_dataset),
+      cmocka_unit_test(epi_segmented_ramp), cmocka_unit_test(epi_multiband),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,8 @@
  * and 3D, with each regularizer and with coil maps. --cuda: the same with
  * F^H D, Q, the operator and the solve on the GPU, and the GPU's loop
  * (scalars on the device) against the CPU's on diagonal systems; a batch
- * of systems solved together against each alone, on both. */
+ * of systems solved together against each alone, on both; a cancel
+ * stopping a solve at the next iteration, on both. */
 #include <complex.h>
 #include <math.h>
 #include <setjmp.h>
@@ -222,6 +223,65 @@ static void cpu_batch(void **state) {
 static void cuda_batch(void **state) {
   (void)state;
   check_batch(gpu_test_gpu());
+}
+
+/* A cancel asked before every iteration ends the solve there: an
+ * operator that counts its applies raises the flag after the fifth, and
+ * the solve stops before a sixth, with MR_ECANCELED. */
+typedef struct counted_diagonal {
+  device_diagonal a;
+  int applies, cancel_after;
+} counted_diagonal;
+
+static int apply_counted(void *op, const mr_cfloat *x, mr_cfloat *y) {
+  counted_diagonal *c = op;
+  c->applies++;
+  return apply_device_diagonal(&c->a, x, y);
+}
+
+static int cancel_after_applies(void *ctx) {
+  const counted_diagonal *c = ctx;
+  return c->applies >= c->cancel_after;
+}
+
+static void check_cancel(mr_device *dev) {
+  enum { N = 3000 };
+  mr_cfloat *dc = malloc(N * sizeof *dc), *b = malloc(N * sizeof *b);
+  for (int i = 0; i < N; i++)
+    dc[i] = 1.0f + (float)(i % 29) * 0.5f;
+  gpu_test_random(b, N, 7);
+  size_t bytes = N * sizeof(mr_cfloat);
+  mr_buf *bd = gpu_test_upload(dev, dc, bytes), *bb = gpu_test_upload(dev, b, bytes);
+  mr_buf *bx = NULL;
+  GPU_OK(mr_buf_create(dev, bytes, &bx));
+  counted_diagonal c = {{dev, N, mr_buf_data(bd)}, 0, 5};
+  mr_cancel cancel = {cancel_after_applies, &c};
+  mr_cg_opts o = {.max_iterations = 1000, .tolerance = 0, .cancel = &cancel};
+  assert_int_equal(mr_cg_solve(dev, N, apply_counted, &c, mr_buf_data(bb), mr_buf_data(bx), &o,
+                               NULL),
+                   MR_ECANCELED);
+  assert_int_equal(c.applies, 5);
+  /* Not asked: the same solve runs on. */
+  c.applies = 0;
+  o.cancel = NULL;
+  o.max_iterations = 50;
+  GPU_OK(mr_cg_solve(dev, N, apply_counted, &c, mr_buf_data(bb), mr_buf_data(bx), &o, NULL));
+  assert_true(c.applies > 5);
+  mr_buf_destroy(bd);
+  mr_buf_destroy(bb);
+  mr_buf_destroy(bx);
+  free(dc);
+  free(b);
+}
+
+static void cpu_cancel(void **state) {
+  (void)state;
+  check_cancel(gpu_test_cpu());
+}
+
+static void cuda_cancel(void **state) {
+  (void)state;
+  check_cancel(gpu_test_gpu());
 }
 
 typedef struct problem {
@@ -483,6 +543,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(cpu_diagonal),
       cmocka_unit_test(cpu_indefinite),
       cmocka_unit_test(cpu_batch),
+      cmocka_unit_test(cpu_cancel),
       cmocka_unit_test(cpu_normal_equations),
       cmocka_unit_test(cpu_tolerance_zero),
       cmocka_unit_test(cpu_single_precision_psnr),
@@ -490,6 +551,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest cuda_tests[] = {
       cmocka_unit_test(cuda_diagonal_matches_cpu),
       cmocka_unit_test(cuda_batch),
+      cmocka_unit_test(cuda_cancel),
       cmocka_unit_test(cuda_normal_equations),
       cmocka_unit_test(cuda_tolerance_zero),
       cmocka_unit_test(cuda_hardware_trig_psnr),

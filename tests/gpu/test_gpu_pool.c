@@ -356,6 +356,33 @@ static void gpu_threads_on_other_lanes_are_not_held_up(void **state) {
   assert_true(ok);
 }
 
+/* Real-time work's lane (device.h): lane 0 is its own while any thread
+ * does real-time work, the others spread over the rest; with no real-time
+ * work every lane is everyone's; one lane is shared by all. */
+static void realtime_lane(void **state) {
+  (void)state;
+  int seen[4] = {0};
+  for (int turn = 0; turn < 12; turn++) {
+    assert_int_equal(mr_device_lane_pick(4, 1, 1, turn), 0);
+    int lane = mr_device_lane_pick(4, 0, 1, turn);
+    assert_true(lane >= 1 && lane <= 3);
+    seen[lane]++;
+    assert_int_equal(mr_device_lane_pick(4, 0, 0, turn), turn % 4);
+    assert_int_equal(mr_device_lane_pick(1, turn % 2, 1, turn), 0);
+  }
+  assert_int_equal(seen[0], 0);
+  assert_int_equal(seen[1], 4);
+  assert_int_equal(seen[2], 4);
+  assert_int_equal(seen[3], 4);
+  /* The flag is the calling thread's. */
+  assert_false(mr_device_is_realtime());
+  mr_device_set_realtime(1);
+  mr_device_set_realtime(1); /* twice is once */
+  assert_true(mr_device_is_realtime());
+  mr_device_set_realtime(0);
+  assert_false(mr_device_is_realtime());
+}
+
 int main(int argc, char **argv) {
   int cuda = gpu_test_init(argc, argv);
   const struct CMUnitTest cpu_tests[] = {
@@ -364,6 +391,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(tasks),
       cmocka_unit_test(cpu_buffers),
       cmocka_unit_test(cpu_threads_concurrent),
+      cmocka_unit_test(realtime_lane),
   };
   const struct CMUnitTest cuda_tests[] = {
       cmocka_unit_test(gpu_placement),

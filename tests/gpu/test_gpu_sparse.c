@@ -30,6 +30,12 @@ typedef struct on_dev {
   void *ptr;
 } on_dev;
 
+/* A cancellation that has always been asked for. */
+static int always(void *ctx) {
+  (void)ctx;
+  return 1;
+}
+
 static on_dev put(mr_device *dev, const void *host, size_t bytes) {
   on_dev d = {0};
   if (mr_device_is_gpu(dev)) {
@@ -127,6 +133,35 @@ static void cpu_soft(void **state) {
   assert_int_equal(mr_prox_soft(gpu_test_cpu(), dims, keep, -1, x), MR_EINVAL);
   free(x);
   free(ref);
+}
+
+static int compare_floats(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The selected magnitudes are the sorted ones at their ranks: random
+ * values, ties (a run of equal samples) and zeros. */
+static void cpu_select(void **state) {
+  (void)state;
+  size_t n = 5000, ranks[4] = {0, 2500, 4500, 4999};
+  mr_cfloat *x = malloc(n * sizeof *x);
+  float *sorted = malloc(n * sizeof *sorted), got[4];
+  gpu_test_random(x, n, 4);
+  for (size_t i = 100; i < 400; i++)
+    x[i] = 0.5f;
+  for (size_t i = 400; i < 900; i++)
+    x[i] = 0;
+  for (size_t i = 0; i < n; i++)
+    sorted[i] = sqrtf(crealf(x[i]) * crealf(x[i]) + cimagf(x[i]) * cimagf(x[i]));
+  qsort(sorted, n, sizeof *sorted, compare_floats);
+  GPU_OK(mr_prox_select(gpu_test_cpu(), n, x, 4, ranks, got));
+  for (int r = 0; r < 4; r++)
+    assert_true(got[r] == sorted[ranks[r]]);
+  size_t bad = n;
+  assert_int_equal(mr_prox_select(gpu_test_cpu(), n, x, 1, &bad, got), MR_EINVAL);
+  free(x);
+  free(sorted);
 }
 
 static double tv_objective(const mr_cfloat *x, const mr_cfloat *u, const size_t dims[3],
@@ -283,7 +318,7 @@ static void cpu_solver_errors(void **state) {
   assert_int_equal(mr_sparse_solve(p, k, mask, maps, img, NULL, NULL), MR_EDATA);
   for (size_t i = 0; i < n * nc; i++)
     maps[i] = 0.5f;
-  atomic_int cancel = 1;
+  mr_cancel cancel = {always, NULL};
   assert_int_equal(mr_sparse_solve(p, k, mask, maps, img, &cancel, NULL), MR_ECANCELED);
   mr_sparse_plan_destroy(p);
   /* A tolerance stops at the first test it passes (every 10 iterations). */
@@ -436,6 +471,7 @@ static void cuda_wavelet_tv_soft(void **state) {
   for (size_t s = 0; s < sizeof SHAPES / sizeof *SHAPES; s++) {
     const size_t *dims = SHAPES[s], n = dims[0] * dims[1] * dims[2], shift[3] = {3, 11, 5};
     mr_cfloat *x = malloc(n * sizeof *x), *out[2][3];
+    float selected[2][2];
     gpu_test_random(x, n, 20);
     for (int d = 0; d < 2; d++) {
       mr_wavelet *w;
@@ -455,6 +491,8 @@ static void cuda_wavelet_tv_soft(void **state) {
       get(devs[d], &y, out[d][1], n * sizeof *x);
       GPU_OK(mr_tv_prox(tv, 0.1f, 20, in.ptr, y.ptr));
       get(devs[d], &y, out[d][2], n * sizeof *x);
+      size_t ranks[2] = {n / 2, n * 9 / 10};
+      GPU_OK(mr_prox_select(devs[d], n, in.ptr, 2, ranks, selected[d]));
       drop(&in);
       drop(&c);
       drop(&y);
@@ -468,6 +506,8 @@ static void cuda_wavelet_tv_soft(void **state) {
       free(out[0][i]);
       free(out[1][i]);
     }
+    for (int r = 0; r < 2; r++)
+      assert_true(fabsf(selected[1][r] - selected[0][r]) <= 1e-6f * selected[0][r]);
     free(x);
   }
 }
@@ -569,6 +609,7 @@ int main(int argc, char **argv) {
   int cuda = gpu_test_init(argc, argv);
   const struct CMUnitTest cpu_tests[] = {
       cmocka_unit_test(cpu_wavelet),       cmocka_unit_test(cpu_soft),
+      cmocka_unit_test(cpu_select),
       cmocka_unit_test(cpu_tv),            cmocka_unit_test(cpu_sense),
       cmocka_unit_test(cpu_solver_errors), cmocka_unit_test(cpu_solve_normal_matches),
       cmocka_unit_test(cpu_radial_tv),

@@ -11,16 +11,11 @@ src=$2
 tmp=$(mktemp -d)
 trap 'kill "$server" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 . "$src/tests/support/server.sh"
-http_port=$(( 20000 + $$ % 20000 ))
-GPUS=0,2 SERVER_ARGS="--fake-gpus 3 --fake-gpu-memory 512 --http 127.0.0.1:$http_port" \
+GPUS=0,2 SERVER_ARGS="--fake-gpus 3 --fake-gpu-memory 512 --http 127.0.0.1:0" \
   start_server "$build" "$src/configs"
+http_port=$(http_port_in_log)
 
-metrics() { # GET /metrics over bash's /dev/tcp
-  exec 3<>"/dev/tcp/127.0.0.1/$http_port"
-  printf 'GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n' >&3
-  cat <&3
-  exec 3<&-
-}
+metrics() { http_get "$http_port" /metrics; }
 fail() { echo "FAIL: $*"; cat "$tmp/server.log"; exit 1; }
 
 m=$(metrics)

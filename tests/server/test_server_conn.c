@@ -43,6 +43,7 @@ typedef struct client {
   int shutdowns;          /* uv_shutdown callbacks */
   int closed;             /* uv_close callbacks */
   void (*after_last_write)(struct client *cl); /* once every queued write is done */
+  int stay_after_eof;     /* the server's EOF does not close its end (a client that goes on sending) */
   char rbuf[65536];
 } client;
 
@@ -53,6 +54,7 @@ typedef struct fixture {
   mr_limits limits;
   uv_timer_t watchdog;
   client cl;
+  client other; /* a second client, when a test connects one (connect_other) */
 } fixture;
 
 static mr_config_dir configs;
@@ -135,7 +137,8 @@ static void on_client_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   client *cl = s->data;
   if (nread == UV_EOF) {
     cl->eofs++;
-    client_close(cl);
+    if (!cl->stay_after_eof)
+      client_close(cl);
   } else if (nread < 0) {
     cl->read_errors++;
     client_close(cl);
@@ -256,6 +259,18 @@ static void connect_client(fixture *f) {
   f->cl.pipe.data = &f->cl;
 }
 
+/* A second client on a second connection, beside the first. */
+static void connect_other(fixture *f) {
+  int sv[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  mr_decoder_callbacks cb = {on_reply, NULL, &f->other};
+  assert_int_equal(mr_decoder_create(NULL, &cb, &f->other.dec), 0);
+  mr_conn_accept(&f->server, sv[0]);
+  assert_int_equal(uv_pipe_init(&f->loop, &f->other.pipe, 0), 0);
+  assert_int_equal(uv_pipe_open(&f->other.pipe, sv[1]), 0);
+  f->other.pipe.data = &f->other;
+}
+
 /* Runs the loop until every handle but the watchdog is closed: the
  * connection is freed (mr_server_conn_closed counted it out). */
 static void run_to_the_end(fixture *f) {
@@ -284,6 +299,7 @@ static int teardown(void **state) {
   uv_run(&f->loop, UV_RUN_DEFAULT);
   assert_int_equal(uv_loop_close(&f->loop), 0);
   mr_decoder_destroy(f->cl.dec);
+  mr_decoder_destroy(f->other.dec);
   free(f);
   current = NULL;
   return 0;
@@ -338,6 +354,79 @@ static void test_a_malformed_message_is_answered_and_closed(void **state) {
   client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
   run_to_the_end(f);
   expect_reply(&f->cl, 0, 1, "unknown message id 30583", 1);
+}
+
+/* An unknown config name is answered at once, not after the dataset the
+ * client goes on uploading (nor at the end of the error grace, 10 s
+ * here): the client has the error and our CLOSE while it is still
+ * sending, and the connection drains the rest and closes. */
+static void test_an_unknown_config_is_answered_at_once(void **state) {
+  fixture *f = *state;
+  f->env.error_grace_ms = 10000;
+  f->server.opt.close_grace_ms = 300;
+  connect_client(f);
+  client_read(&f->cl);
+  uint64_t start = uv_now(&f->loop);
+  client_send(&f->cl, mr_message_new_config_file("nosuch"));
+  client_send_header(&f->cl, 32, 16);
+  client_send_lines(&f->cl, 32, 16, 0, 16, 1); /* no CLOSE: the client is still uploading */
+  run_to_the_end(f);
+  expect_reply(&f->cl, 0, 1, "nosuch", 1);
+  assert_true(uv_now(&f->loop) - start < 2000);
+}
+
+/* A CONFIG_SCRIPT of `steps` steps: accumulate, then partial_fourier
+ * (each one a pipeline stage of its own: a thread), then the rest of a
+ * Cartesian chain. */
+static mr_message *long_script(int steps) {
+  size_t size = 256 + (size_t)steps * 40;
+  char *text = malloc(size);
+  assert_non_null(text);
+  size_t n = (size_t)snprintf(text, size, "{\"name\":\"long\",\"gadgets\":["
+                                          "{\"gadget\":\"accumulate\"}");
+  for (int i = 0; i < steps - 4; i++)
+    n += (size_t)snprintf(text + n, size - n, ",{\"gadget\":\"partial_fourier\"}");
+  snprintf(text + n, size - n, ",{\"gadget\":\"fft\"},{\"gadget\":\"coil_combine\"},"
+                               "{\"gadget\":\"image_out\"}]}");
+  mr_message *m = mr_message_new_text(MR_MSG_CONFIG_SCRIPT, text, strlen(text));
+  free(text);
+  return m;
+}
+
+/* Steps per chain and pipeline threads per session are bounded (wire
+ * limits chain_steps and session_threads): a script over either is
+ * refused when it is read, saying which limit and how to raise it, and
+ * no thread is started for it. */
+static void test_a_script_over_the_step_limit_is_refused(void **state) {
+  fixture *f = *state;
+  connect_client(f);
+  client_read(&f->cl);
+  client_send(&f->cl, long_script(1000));
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  expect_reply(&f->cl, 0, 1, "1000 steps per chain, over the limit of 64 (chain_steps", 1);
+}
+
+static void test_a_script_over_the_thread_limit_is_refused(void **state) {
+  fixture *f = *state;
+  connect_client(f);
+  client_read(&f->cl);
+  client_send(&f->cl, long_script(40)); /* 36 partial_fourier stages */
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  expect_reply(&f->cl, 0, 1, "threads per session, over the limit of 16 (session_threads", 1);
+}
+
+static void test_a_script_within_the_limits_is_served(void **state) {
+  fixture *f = *state;
+  connect_client(f);
+  client_read(&f->cl);
+  client_send(&f->cl, long_script(12));
+  client_send_header(&f->cl, 32, 16);
+  client_send_lines(&f->cl, 32, 16, 0, 16, 1);
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  expect_reply(&f->cl, 1, 0, NULL, 1);
 }
 
 /* Real clients send the config name in a fixed 1024-byte field with
@@ -445,6 +534,99 @@ static void test_a_second_session_after_close_is_told(void **state) {
   expect_reply(&f->cl, 1, 1, "ERROR: a second session on one connection", 2);
 }
 
+/* ---- a client that goes on sending after our CLOSE ---- */
+
+#define LINGER_TICK_MS 10
+
+typedef struct linger_watch {
+  uv_timer_t timer;
+  int cut_at_eof;              /* the drain deadline passes as the server's EOF arrives */
+  int other_at_tick;           /* a second client connects at this tick (0: none) */
+  int ticks_open, ticks_uncounted; /* while the connection was still open */
+  uint64_t eof_ms, closed_ms;
+} linger_watch;
+
+/* Every tick after the server's EOF the client sends more junk, and looks
+ * whether the connection still counts against --max-connections; once
+ * the server has closed its socket the client lets go too. */
+static void on_linger_tick(uv_timer_t *t) {
+  linger_watch *w = t->data;
+  fixture *f = current;
+  client *cl = &f->cl;
+  if (cl->eofs == 0)
+    return;
+  if (w->eof_ms == 0) {
+    w->eof_ms = uv_now(&f->loop);
+    if (w->cut_at_eof)
+      mr_conn_cancel_all(&f->server);
+  }
+  if (f->server.nconns == 0 || cl->write_errors > 0) {
+    w->closed_ms = uv_now(&f->loop);
+    uv_close((uv_handle_t *)t, NULL);
+    client_close(cl);
+    return;
+  }
+  w->ticks_open++;
+  w->ticks_uncounted += f->server.nopen == 0;
+  if (w->other_at_tick > 0 && w->ticks_open == w->other_at_tick) {
+    connect_other(f); /* a health check: CLOSE alone, answered with CLOSE */
+    client_read(&f->other);
+    client_send(&f->other, mr_message_new(MR_MSG_CLOSE));
+  }
+  uint8_t *junk = malloc(512);
+  assert_non_null(junk);
+  memset(junk, 0x77, 512);
+  client_send_bytes(cl, junk, 512);
+}
+
+static void start_linger_watch(fixture *f, linger_watch *w) {
+  f->cl.stay_after_eof = 1;
+  uv_timer_init(&f->loop, &w->timer);
+  w->timer.data = w;
+  uv_timer_start(&w->timer, on_linger_tick, LINGER_TICK_MS, LINGER_TICK_MS);
+}
+
+/* A client that never stops sending after our CLOSE: its bytes are
+ * drained for one grace period, not a grace period after each of them
+ * (which kept it open until --idle-timeout), and all that while it counts
+ * against --max-connections (it holds a descriptor). */
+static void test_a_client_sending_after_our_close_counts_and_is_closed(void **state) {
+  fixture *f = *state;
+  f->server.opt.close_grace_ms = 300;
+  f->env.idle_timeout_ms = 5000;
+  connect_client(f);
+  client_read(&f->cl);
+  linger_watch w = {0};
+  start_linger_watch(f, &w);
+  client_send_scan(&f->cl, 32, 16, 1);
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  expect_reply(&f->cl, 1, 0, NULL, 1);
+  assert_true(w.ticks_open > 5);      /* it lingered, fed every tick */
+  assert_int_equal(w.ticks_uncounted, 0);
+  assert_true(w.closed_ms - w.eof_ms < 2000); /* the grace (300 ms), not the idle limit (5 s) */
+}
+
+/* At --max-connections, a new client makes a connection that only waits
+ * for its client's EOF close, instead of being turned away: a client that
+ * reconnects as soon as it has read our CLOSE finds room. */
+static void test_a_new_client_at_the_limit_closes_a_lingering_one(void **state) {
+  fixture *f = *state;
+  f->server.opt.max_connections = 1;
+  f->server.opt.close_grace_ms = 5000;
+  connect_client(f);
+  client_read(&f->cl);
+  linger_watch w = {.other_at_tick = 3};
+  start_linger_watch(f, &w);
+  client_send_scan(&f->cl, 32, 16, 1);
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  expect_reply(&f->cl, 1, 0, NULL, 1);
+  assert_true(w.closed_ms - w.eof_ms < 2000); /* closed for the newcomer, not by the grace */
+  expect_reply(&f->other, 0, 0, NULL, 1);     /* served: no "server busy" */
+  assert_int_equal(f->other.closed, 1);
+}
+
 /* ---- drain ---- */
 
 /* The signal handles of a stopping server, which the connection closing
@@ -478,6 +660,26 @@ static void test_the_drain_deadline_cuts_a_running_session(void **state) {
   assert_true(uv_is_closing((uv_handle_t *)&f->server.sigterm));
 }
 
+/* Answered connections waiting for their client's EOF do not hold a
+ * stopping server past its drain deadline: they close when it passes,
+ * not at the end of their grace period. */
+static void test_the_drain_deadline_closes_lingering_connections(void **state) {
+  fixture *f = *state;
+  f->server.opt.close_grace_ms = 5000;
+  f->env.idle_timeout_ms = 10000;
+  stop_the_server(f);
+  connect_client(f);
+  client_read(&f->cl);
+  linger_watch w = {.cut_at_eof = 1};
+  start_linger_watch(f, &w);
+  client_send_scan(&f->cl, 32, 16, 1);
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  expect_reply(&f->cl, 1, 0, NULL, 1);
+  assert_true(w.closed_ms - w.eof_ms < 1000);
+  assert_true(uv_is_closing((uv_handle_t *)&f->server.sigterm));
+}
+
 /* A session that ends before the deadline is served in full while the
  * server drains. */
 static void test_a_draining_server_finishes_a_session(void **state) {
@@ -502,14 +704,28 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_garbage_after_the_nul_of_a_config_name, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_an_unknown_config_is_answered_at_once, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_a_script_over_the_step_limit_is_refused, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_a_script_over_the_thread_limit_is_refused, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_a_script_within_the_limits_is_served, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_a_client_that_does_not_read_pauses_receiving, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_a_client_that_never_reads_is_dropped, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_a_second_session_after_close_is_told, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_a_client_sending_after_our_close_counts_and_is_closed,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_new_client_at_the_limit_closes_a_lingering_one,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(test_the_drain_deadline_cuts_a_running_session, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_the_drain_deadline_closes_lingering_connections,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_draining_server_finishes_a_session, setup,
                                       teardown),
   };

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <arpa/inet.h>
@@ -99,6 +100,61 @@ static double scrape_until(int port, const char *series, double want) {
     usleep(20000);
   }
   return v;
+}
+
+static int64_t now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Slowloris: 40 connections that send a request a few bytes at a time,
+ * never finishing it (so no inactivity timeout trips). /healthz still
+ * answers at once, and every slow connection is closed by the server
+ * within the request deadline (2 s), however it keeps sending. */
+static void slow_clients_do_not_block_probes(void **state) {
+  (void)state;
+  enum { SLOW = 40 };
+  mr_test_server s;
+  const char *args[] = {"--http", "127.0.0.1:0", NULL};
+  mr_test_server_start(&s, args);
+  int port = http_port(&s);
+  int fds[SLOW], closed_at[SLOW];
+  for (int i = 0; i < SLOW; i++) {
+    fds[i] = mr_test_connect(port);
+    assert_true(fds[i] >= 0);
+    assert_int_equal(mr_test_send_bytes(fds[i], "GET /healthz HTTP/1.1\r\nHo", 26), 0);
+    closed_at[i] = -1;
+  }
+  usleep(100000); /* every slow connection is in */
+  int64_t t0 = now_ms();
+  char body[256];
+  assert_int_equal(http(port, "GET", "/healthz", body, sizeof body), 200);
+  int64_t probe_ms = now_ms() - t0;
+  print_message("/healthz beside %d slow clients: %lld ms\n", SLOW, (long long)probe_ms);
+  assert_true(probe_ms < 1000);
+  /* A byte every 200 ms on each: all are closed within the deadline. */
+  int open = SLOW;
+  for (int tick = 0; tick < 25 && open > 0; tick++) {
+    usleep(200000);
+    for (int i = 0; i < SLOW; i++) {
+      if (closed_at[i] >= 0)
+        continue;
+      char b;
+      ssize_t got = recv(fds[i], &b, 1, MSG_DONTWAIT);
+      if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK) ||
+          send(fds[i], "s", 1, MSG_NOSIGNAL) < 0) {
+        closed_at[i] = (int)(now_ms() - t0);
+        open--;
+      }
+    }
+  }
+  for (int i = 0; i < SLOW; i++)
+    close(fds[i]);
+  assert_int_equal(open, 0);
+  for (int i = 0; i < SLOW; i++)
+    assert_true(closed_at[i] < 4000);
+  assert_int_equal(mr_test_server_stop(&s), 0);
 }
 
 static void probes_and_refusals(void **state) {
@@ -265,15 +321,46 @@ static void gpu_series(void **state) {
 }
 
 /* What the server sized itself to is visible: --info names the memory
- * budget (in a container, half its cgroup's limit by default). */
+ * budget (in a container, half its cgroup's limit by default). The config
+ * directory is named: the compiled-in default is the build machine's
+ * source tree, absent where a staged build runs (the device host), which
+ * is what made this fail there, not the host's size. */
 static void info_shows_the_memory_budget(void **state) {
   (void)state;
-  char bin[512], out[8192], err[4096];
+  char bin[512], configs[512], out[8192], err[4096];
   snprintf(bin, sizeof bin, "%s/bin/reconserver", mr_test_binary_dir());
-  const char *argv[] = {bin, "--gpus", "none", "--memory-budget", "300", "--info", NULL};
-  assert_int_equal(mr_test_run(argv, mr_test_tmpdir("mr-info"), out, sizeof out, err, sizeof err),
-                   0);
+  snprintf(configs, sizeof configs, "%s/configs", mr_test_source_dir());
+  const char *argv[] = {bin,           "--gpus", "none", "--configs", configs, "--memory-budget",
+                        "300",         "--info", NULL};
+  int rc = mr_test_run(argv, mr_test_tmpdir("mr-info"), out, sizeof out, err, sizeof err);
+  if (rc != 0)
+    fail_msg("reconserver --info exited %d: %s", rc, err);
   assert_non_null(strstr(out, "memory budget: 300 MiB\n"));
+  /* The configs by name, not just their number. */
+  assert_non_null(strstr(out, "\n  cartesian\n"));
+  assert_non_null(strstr(out, "\n  radial\n"));
+}
+
+/* A machine without an NVIDIA driver: the log says so in those words,
+ * not the CUDA runtime's "driver version is insufficient", and that the
+ * server runs on the CPU. */
+static void no_driver_is_named(void **state) {
+  (void)state;
+  if (access("/proc/driver/nvidia/version", F_OK) == 0)
+    skip(); /* a driver is loaded here */
+  char bin[512], configs[512], out[8192], err[4096];
+  snprintf(bin, sizeof bin, "%s/bin/reconserver", mr_test_binary_dir());
+  snprintf(configs, sizeof configs, "%s/configs", mr_test_source_dir());
+  const char *argv[] = {bin, "--configs", configs, "--info", NULL};
+  int rc = mr_test_run(argv, mr_test_tmpdir("mr-nodriver"), out, sizeof out, err, sizeof err);
+  if (rc != 0)
+    fail_msg("reconserver --info exited %d: %s", rc, err);
+  assert_null(strstr(err, "insufficient"));
+  assert_non_null(strstr(err, "running on the CPU"));
+#ifdef MR_HAVE_CUDA
+  if (strstr(err, "no NVIDIA driver found") == NULL)
+    fail_msg("log: %s", err);
+#endif
 }
 
 int main(void) {
@@ -284,8 +371,10 @@ int main(void) {
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(info_shows_the_memory_budget),
+      cmocka_unit_test(no_driver_is_named),
       cmocka_unit_test(gpu_series),
       cmocka_unit_test(probes_and_refusals),
+      cmocka_unit_test(slow_clients_do_not_block_probes),
       cmocka_unit_test(a_scan_is_counted),
       cmocka_unit_test(busy_and_draining),
   };

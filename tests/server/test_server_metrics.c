@@ -164,13 +164,20 @@ static void readiness(void **state) {
   mr_metrics_set_state(MR_STATE_DRAINING);
   assert_int_equal(mr_metrics_ready(why, sizeof why), 0);
   assert_non_null(strstr(why, "draining"));
-  mr_metrics_set_state(MR_STATE_ACCEPTING);
+  mr_metrics_warmed(); /* a warm-up ending in a drain leaves it draining */
+  assert_int_equal(mr_metrics_ready(why, sizeof why), 0);
+  /* --warm: listening, not ready until the warm-up is over. */
+  mr_metrics_set_state(MR_STATE_WARMING);
+  assert_int_equal(mr_metrics_ready(why, sizeof why), 0);
+  assert_non_null(strstr(why, "warming up"));
+  mr_metrics_warmed();
+  assert_int_equal(mr_metrics_ready(why, sizeof why), 1);
 }
 
 static void promtool_accepts_the_output(void **state) {
   (void)state;
   if (!mr_test_have_tool("promtool"))
-    skip(); /* Debian's prometheus package; scripts/install-deps.sh installs it */
+    skip(); /* Debian's prometheus package; scripts/install-deps.sh tests installs it */
   const char *dir = mr_test_tmpdir("mr-metrics");
   char path[600];
   snprintf(path, sizeof path, "%s/metrics.txt", dir);

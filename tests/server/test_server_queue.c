@@ -25,22 +25,25 @@ static mr_message *text(const char *s) {
 static void test_entries_come_out_in_order_and_count_until_released(void **state) {
   (void)state;
   mr_queue q;
-  assert_int_equal(mr_queue_init(&q, 1000), 0);
+  const size_t event = MR_QUEUE_MESSAGE_OVERHEAD + strlen("bad framing");
+  assert_int_equal(mr_queue_init(&q, 10000), 0);
   assert_int_equal(mr_queue_push(&q, text("one"), 100, 0), 0);
   assert_int_equal(mr_queue_push_event(&q, MR_EPROTO, "bad framing"), 0);
   assert_int_equal(mr_queue_push(&q, text("two"), 200, 0), 0);
-  assert_int_equal(mr_queue_bytes(&q), 300); /* events count nothing */
+  assert_int_equal(mr_queue_bytes(&q), 300 + event); /* events count too */
   mr_queue_entry *e = mr_queue_pop(&q, 0);
   assert_non_null(e);
   assert_string_equal(e->msg->u.text, "one");
-  assert_int_equal(mr_queue_bytes(&q), 300); /* popped, not yet released */
+  assert_int_equal(mr_queue_bytes(&q), 300 + event); /* popped, not yet released */
   mr_queue_release(&q, e->bytes);
-  assert_int_equal(mr_queue_bytes(&q), 200);
+  assert_int_equal(mr_queue_bytes(&q), 200 + event);
   mr_queue_entry_free(e);
   e = mr_queue_pop(&q, 0);
   assert_null(e->msg);
   assert_int_equal(e->code, MR_EPROTO);
   assert_string_equal(e->text, "bad framing");
+  assert_int_equal(e->bytes, event);
+  mr_queue_release(&q, e->bytes);
   mr_queue_entry_free(e);
   e = mr_queue_pop(&q, 0);
   assert_string_equal(e->msg->u.text, "two");
@@ -48,6 +51,23 @@ static void test_entries_come_out_in_order_and_count_until_released(void **state
   mr_queue_entry_free(e);
   assert_int_equal(mr_queue_bytes(&q), 0);
   assert_null(mr_queue_pop(&q, 10)); /* empty: the timeout, then NULL */
+  mr_queue_destroy(&q);
+}
+
+/* Rejected messages (events) are held like messages: a flood of them
+ * fills the queue, so the loop thread stops reading the socket. */
+static void test_a_flood_of_events_fills_the_queue(void **state) {
+  (void)state;
+  mr_queue q;
+  assert_int_equal(mr_queue_init(&q, 64 * 1024), 0);
+  int pushed = 0;
+  while (!mr_queue_full(&q) && pushed < 1000) {
+    assert_int_equal(mr_queue_push_event(&q, MR_EPROTO, "QUERY: malformed"), 0);
+    pushed++;
+  }
+  assert_true(mr_queue_full(&q));
+  assert_int_equal(pushed, (64 * 1024 + MR_QUEUE_MESSAGE_OVERHEAD + 15) /
+                               (MR_QUEUE_MESSAGE_OVERHEAD + 16));
   mr_queue_destroy(&q);
 }
 
@@ -171,6 +191,7 @@ static void test_a_message_counts_its_memory(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_entries_come_out_in_order_and_count_until_released),
+      cmocka_unit_test(test_a_flood_of_events_fills_the_queue),
       cmocka_unit_test(test_a_paused_producer_is_told_once_at_half),
       cmocka_unit_test(test_a_waiting_producer_goes_on_when_room_is_made),
       cmocka_unit_test(test_closing_releases_a_waiting_producer_and_drains),

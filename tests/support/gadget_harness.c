@@ -46,6 +46,10 @@ int mr_harness_open_pool(mr_harness *h, const char *gadgets, uint32_t input,
   return 0;
 }
 
+void mr_harness_set_cancel(mr_harness *h, const atomic_int *cancel) {
+  mr_chain_set_sink(h->chain, collect, h, cancel);
+}
+
 int mr_harness_set_pipelined(mr_harness *h, size_t depth) {
   return mr_chain_set_pipelined(h->chain, depth);
 }

@@ -31,6 +31,9 @@ int mr_harness_open(mr_harness *h, const char *gadgets, uint32_t input);
 /* Runs the chain as a pipeline of stages, `depth` messages per stage inbox
  * (mr_chain_set_pipelined); call before configure. */
 int mr_harness_set_pipelined(mr_harness *h, size_t depth);
+/* The chain's cancel flag, as a session's (the client left, the drain
+ * deadline): before the first push. */
+void mr_harness_set_cancel(mr_harness *h, const atomic_int *cancel);
 /* The same on a pool of the given GPUs ("all", "0,1"; "none" as above). */
 int mr_harness_open_gpus(mr_harness *h, const char *gadgets, uint32_t input, const char *gpus);
 /* The same on a pool made with opts (its cpu_threads set to 2): fake GPUs,

@@ -23,3 +23,18 @@ start_server() {
   cat "$tmp/server.log"
   return 1
 }
+
+# http_get PORT PATH: an HTTP/1.0 GET on 127.0.0.1:PORT over bash's
+# /dev/tcp (bash only), the whole answer on stdout.
+http_get() {
+  exec 3<>"/dev/tcp/127.0.0.1/$1"
+  printf 'GET %s HTTP/1.0\r\nHost: x\r\n\r\n' "$2" >&3
+  cat <&3
+  exec 3<&-
+}
+
+# http_port_in_log: the port of a server started with --http 127.0.0.1:0
+# (the kernel's choice, never one another test holds), from its log.
+http_port_in_log() {
+  sed -n 's|.* health and metrics on http://127.0.0.1:\([0-9]*\) .*|\1|p' "$tmp/server.log"
+}

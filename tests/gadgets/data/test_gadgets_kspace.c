@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "budget.h"
 #include "buf.h"
 #include "kspace.h"
 #include "pool.h"
@@ -109,11 +110,46 @@ static void zeroes_the_lines_never_filled(void **state) {
   mr_kspace_free(k);
 }
 
+/* The block cache is spare memory of the budget: a freed buffer's samples
+ * are kept only while they fit beside what is in use (a small
+ * --memory-budget), and are freed when a new buffer would not fit
+ * otherwise, so the sessions and the cache together stay within it. */
+static void the_block_cache_stays_within_the_budget(void **state) {
+  (void)state;
+  const size_t mib = (size_t)1 << 20, masks = 4096; /* the sampled-line masks beside */
+  mr_budget_set(5 * mib + masks);
+  /* 2 MiB of samples: 256 x 256 x 4 channels x 8 bytes */
+  mr_kspace *a = mr_kspace_new(256, 256, 1, 4, 0, NULL);
+  assert_non_null(a);
+  mr_kspace_free(a);
+  assert_int_equal(mr_budget_spare(), 2 * mib); /* kept: 2 of 5 MiB */
+  assert_int_equal(mr_budget_used(), 0);
+  /* 4 MiB fits only once the cache lets go of its block. */
+  mr_kspace *b = mr_kspace_new(256, 256, 1, 8, 0, NULL);
+  assert_non_null(b);
+  assert_int_equal(mr_budget_spare(), 0);
+  assert_true(mr_budget_used() <= 5 * mib + masks);
+  /* With 4 MiB in use, a freed 2 MiB block is not kept (4 + 2 > 5). */
+  a = mr_kspace_new(128, 256, 1, 4, 0, NULL);
+  assert_non_null(a);
+  mr_kspace_free(b);
+  assert_int_equal(mr_budget_spare(), 4 * mib);
+  mr_kspace_free(a); /* 4 + 1 <= 5: kept too */
+  assert_int_equal(mr_budget_spare(), 5 * mib);
+  assert_true(mr_budget_used() + mr_budget_spare() <= 5 * mib + masks);
+  /* Any reservation reclaims the spare memory, not only a k-space buffer's. */
+  assert_int_equal(mr_budget_take(3 * mib, "a test", NULL), 0);
+  assert_int_equal(mr_budget_spare(), 0);
+  mr_budget_give(3 * mib);
+  mr_budget_set(0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(gathers_and_scatters_sampled_lines),
       cmocka_unit_test(gathers_nothing_without_sampled_lines),
       cmocka_unit_test(zeroes_the_lines_never_filled),
+      cmocka_unit_test(the_block_cache_stays_within_the_budget),
   };
   return cmocka_run_group_tests_name("gadgets_kspace", tests, setup, teardown);
 }

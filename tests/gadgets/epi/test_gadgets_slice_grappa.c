@@ -134,14 +134,18 @@ static run reconstruct(const char *h5, const char *chain, enum feed feed,
 }
 
 /* The single-band reference reconstruction: the reference lines alone,
- * as plain imaging lines of encoding 0 (same matrix), through accumulate,
- * fft, coil_combine and image_out. */
-static run reference(const char *h5) {
+ * as plain imaging lines of encoding 0 (same matrix) of a header that says
+ * multiband factor 1 (single-band: a chain without slice_grappa takes it),
+ * through accumulate, fft, coil_combine and image_out. */
+static run reference(const char *h5, int mb) {
   static const char chain[] =
       "[{\"gadget\":\"accumulate\",\"trigger\":\"slice\"},{\"gadget\":\"fft\"},"
       "{\"gadget\":\"coil_combine\",\"method\":\"rss\"},"
       "{\"gadget\":\"image_out\",\"type\":\"magnitude\",\"series\":1}]";
-  return reconstruct(h5, chain, REFERENCE_ONLY, NULL, 1);
+  char factor[64];
+  snprintf(factor, sizeof factor, "<multiband_factor>%d</multiband_factor>", mb);
+  const char *const single[] = {factor, "<multiband_factor>1</multiband_factor>", NULL};
+  return reconstruct(h5, chain, REFERENCE_ONLY, single, 1);
 }
 
 static double image_nrmse(const float *a, const float *b, size_t n) {
@@ -165,7 +169,7 @@ static void check_scan(int n, int coils, int mb, int caipi, int accel) {
                                    "<kspace_encoding_step_1>2</kspace_encoding_step_1>", NULL};
   /* with R 2, two volumes: the second's GRAPPA reuses the first's kernels */
   run sms = reconstruct(h5, chain, accel == 2 ? TWO_VOLUMES_R2 : ALL, accel == 2 ? r2 : NULL, 1);
-  run ref = reference(h5);
+  run ref = reference(h5, mb);
   free(chain);
   int volumes = accel == 2 ? 2 : 1;
   assert_int_equal(sms.rc, 0);
@@ -224,7 +228,7 @@ static void two_groups(void **state) {
       "<trajectory>cartesian</trajectory></encoding></ismrmrdHeader>",
       NULL};
   char *chain = sms_chain();
-  run sms = reconstruct(h5, chain, ALL, slices, 2), ref = reference(h5);
+  run sms = reconstruct(h5, chain, ALL, slices, 2), ref = reference(h5, 2);
   free(chain);
   assert_int_equal(sms.rc, 0);
   assert_int_equal(sms.count, 4);

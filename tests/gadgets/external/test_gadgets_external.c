@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "encode.h"
+#include "budget.h"
 #include "external_program.h"
 #include "gadget_harness.h"
 #include "phantom.h"
@@ -170,7 +171,15 @@ static void stop_example_server(listener *l) {
 
 /* ---- misbehaving peers (connect mode), in a thread ------------------ */
 
-enum behaviour { DIES_MID_SCAN, NEVER_ANSWERS, GARBAGE, FLOODS, WRONG_KIND, EARLY_CLOSE };
+enum behaviour {
+  DIES_MID_SCAN,
+  NEVER_ANSWERS,
+  GARBAGE,
+  FLOODS,
+  WRONG_KIND,
+  EARLY_CLOSE,
+  BIG_IMAGE
+};
 
 /* Sends one message (takes it). */
 static void send_message(int fd, mr_message *m) {
@@ -227,6 +236,11 @@ static void *fake_peer_main(void *arg) {
     drain(fd, 0);
     break;
   }
+  case BIG_IMAGE: /* a 16 MiB image as soon as it has our HEADER */
+    drain(fd, 1026 + 6 + strlen(mr_harness_cartesian_header(2 * N, N, 1, N, N, 1)));
+    send_message(fd, mr_test_image(ISMRMRD_FLOAT, 2048, 2048, NULL));
+    drain(fd, 0);
+    break;
   case EARLY_CLOSE: /* done before it has heard anything */
     send_message(fd, mr_message_new(MR_MSG_CLOSE));
     drain(fd, 0);
@@ -418,6 +432,16 @@ static void test_misbehaving_peer(void **state) {
   fake_peer_case(c->how, c->extra, c->why);
 }
 
+/* What the peer sends counts against the memory budget while it waits to
+ * be delivered: a 16 MiB answer beside an 8 MiB budget ends the step. */
+static void test_a_peer_answer_over_the_budget(void **state) {
+  (void)state;
+  mr_budget_set(8u << 20);
+  fake_peer_case(BIG_IMAGE, "", "memory budget");
+  mr_budget_set(0);
+  assert_int_equal(mr_budget_used(), 0); /* every reservation given back */
+}
+
 static void test_nobody_listening(void **state) {
   (void)state;
   fake_peer p;
@@ -474,6 +498,69 @@ static void test_program_that_hangs_is_killed_and_reaped(void **state) {
   (void)state;
   program_dir("step", "exec sleep 60");
   expect_program_failure(",\"idle_timeout_ms\":300", "idle_timeout_ms");
+}
+
+/* A program whose child leaves its process group (setsid, as a daemon
+ * would): killing the group misses that child, but it is inherited by
+ * this process (the subreaper) when the program dies, found by its
+ * environment's id, killed and reaped. */
+static void test_a_program_that_leaves_a_daemon_behind(void **state) {
+  (void)state;
+  char pidfile[600], script[2048];
+  snprintf(pidfile, sizeof pidfile, "%s/daemon.pid", mr_test_tmpdir("external-daemon"));
+  unlink(pidfile);
+  snprintf(script, sizeof script,
+           "setsid sleep 60 </dev/null >/dev/null 2>&1 &\necho $! > %s.tmp\n"
+           "mv %s.tmp %s\nexec sleep 60",
+           pidfile, pidfile, pidfile);
+  program_dir("step", script);
+  expect_program_failure(",\"idle_timeout_ms\":300", "idle_timeout_ms");
+  FILE *f = fopen(pidfile, "r");
+  assert_non_null(f);
+  int daemon = 0;
+  assert_int_equal(fscanf(f, "%d", &daemon), 1);
+  fclose(f);
+  assert_true(daemon > 0);
+  assert_int_equal(kill(daemon, 0), -1); /* neither running nor a zombie */
+  assert_int_equal(errno, ESRCH);
+}
+
+/* A server that is SIGKILLed takes its programs with it (their
+ * PR_SET_PDEATHSIG): a child process plays the server, starts a program
+ * and is killed; the program dies of SIGKILL too (and, this process being
+ * a subreaper, is reaped here). */
+static void test_a_killed_server_takes_its_program_along(void **state) {
+  (void)state;
+  program_dir("step", "exec sleep 60");
+  int pipefd[2];
+  assert_int_equal(pipe(pipefd), 0);
+  pid_t server = fork();
+  assert_true(server >= 0);
+  if (server == 0) {
+    mr_program p;
+    int fd;
+    if (mr_program_start("step", "", &p, &fd, &(mr_err){0}) < 0)
+      _exit(1);
+    ssize_t w = write(pipefd[1], &p.pid, sizeof p.pid);
+    (void)w;
+    pause();
+    _exit(0);
+  }
+  pid_t program = 0;
+  assert_int_equal(read(pipefd[0], &program, sizeof program), (ssize_t)sizeof program);
+  close(pipefd[0]);
+  close(pipefd[1]);
+  kill(server, SIGKILL);
+  assert_int_equal(waitpid(server, NULL, 0), server);
+  int status = 0;
+  pid_t got = 0;
+  for (int i = 0; i < 300 && (got = waitpid(program, &status, WNOHANG)) == 0; i++)
+    usleep(10000);
+  if (got != program) {
+    kill(program, SIGKILL); /* do not leave it behind */
+    fail_msg("the program outlived its server by 3 s");
+  }
+  assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 }
 
 static void test_program_answering_garbage(void **state) {
@@ -538,8 +625,11 @@ int main(void) {
       cmocka_unit_test_prestate(test_misbehaving_peer, (void *)&sends_a_kind_not_expected),
       cmocka_unit_test_prestate(test_misbehaving_peer, (void *)&closes_before_us),
       cmocka_unit_test(test_nobody_listening),
+      cmocka_unit_test(test_a_peer_answer_over_the_budget),
       cmocka_unit_test(test_program_crash_shows_its_stderr),
       cmocka_unit_test(test_program_that_hangs_is_killed_and_reaped),
+      cmocka_unit_test(test_a_program_that_leaves_a_daemon_behind),
+      cmocka_unit_test(test_a_killed_server_takes_its_program_along),
       cmocka_unit_test(test_program_answering_garbage),
       cmocka_unit_test(test_execute_refuses_names_outside_the_directory),
       cmocka_unit_test(test_execute_needs_an_external_dir),

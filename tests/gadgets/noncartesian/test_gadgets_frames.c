@@ -171,6 +171,26 @@ static void flagged_end_and_noise(void **state) {
   mr_harness_close(&h);
 }
 
+/* Readouts of 0 samples or 0 channels (sync lines of converted files) are
+ * skipped, not a failure: before the first real one too; one flagged
+ * LAST_IN_REPETITION still ends its frame; one warning at the end. */
+static void empty_readouts_are_skipped(void **state) {
+  (void)state;
+  mr_harness h;
+  open_frames(&h, ",\"spokes\":4", 100);
+  assert_int_equal(mr_harness_push(&h, readout(50, 0, 0, 2)), 0);
+  push(&h, 0, 2);
+  assert_int_equal(
+      mr_harness_push(&h, readout(51, MR_FLAG(ISMRMRD_ACQ_LAST_IN_REPETITION), 0, 2)), 0);
+  assert_int_equal(h.nout, 1);
+  check_frame(&h, 0, 0, 0, 2, 4);
+  assert_int_equal(mr_harness_flush(&h), 0);
+  assert_int_equal(h.nout, 2);
+  assert_int_equal(h.out[1]->kind, MR_MSG_TEXT);
+  assert_non_null(strstr(h.out[1]->u.text, "WARNING: frames: skipped 2 acquisitions"));
+  mr_harness_close(&h);
+}
+
 static void refusals(void **state) {
   (void)state;
   mr_harness h;
@@ -198,6 +218,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(frames_from_header), cmocka_unit_test(sliding_window),
       cmocka_unit_test(partial_frame),      cmocka_unit_test(flagged_end_and_noise),
+      cmocka_unit_test(empty_readouts_are_skipped),
       cmocka_unit_test(refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

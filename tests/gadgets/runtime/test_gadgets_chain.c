@@ -226,6 +226,8 @@ static void test_config_errors(void **state) {
       {"{\"name\":\"x\",\"gadgets\":[]}", "'gadgets' must be a non-empty array"},
       {"{\"name\":\"x\",\"extra\":1,\"gadgets\":[{}]}", "unknown key 'extra'"},
       {"{\"name\":\"x\",\"aliases\":\"a\",\"gadgets\":[{}]}", "'aliases' must be an array"},
+      {"{\"name\":\"x\",\"priority\":\"urgent\",\"gadgets\":[{}]}",
+       "'priority' is \"realtime\" or \"normal\""},
       {"{\"name\":\"x\",\"gadgets\":[{\"gadget\":\"warp\"}]}",
        "config 'x', gadget 0: no gadget called 'warp'"},
       {"{\"name\":\"x\",\"gadgets\":[{\"fft\":1}]}",
@@ -246,6 +248,32 @@ static void test_config_errors(void **state) {
     assert_null(cfg);
     if (strstr(e.msg, cases[i].error) == NULL)
       fail_msg("%s: '%s' lacks '%s'", cases[i].json, e.msg, cases[i].error);
+  }
+}
+
+/* "priority": "realtime": the thread that configures the chain (a
+ * session's pipeline thread) does real-time work until the chain is
+ * destroyed; a normal config's does not. */
+static void test_config_priority(void **state) {
+  (void)state;
+  static const char *const json[] = {
+      "{\"name\":\"x\",\"priority\":\"realtime\",\"gadgets\":[{\"gadget\":\"accumulate\"},"
+      "{\"gadget\":\"fft\"},{\"gadget\":\"image_out\"}]}",
+      "{\"name\":\"x\",\"priority\":\"normal\",\"gadgets\":[{\"gadget\":\"accumulate\"},"
+      "{\"gadget\":\"fft\"},{\"gadget\":\"image_out\"}]}"};
+  for (int i = 0; i < 2; i++) {
+    mr_pipeline_config *cfg = NULL;
+    mr_err e = {0};
+    assert_int_equal(parse(json[i], &cfg, &e), 0);
+    assert_int_equal(cfg->realtime, i == 0);
+    mr_chain *c = NULL;
+    assert_int_equal(mr_chain_create(cfg, MR_CHAIN_WIRE_INPUT, &c, &e), 0);
+    assert_false(mr_device_is_realtime());
+    assert_int_equal(mr_chain_configure(c, NULL, NULL, NULL, &e), 0);
+    assert_int_equal(mr_device_is_realtime(), i == 0);
+    mr_chain_destroy(c);
+    assert_false(mr_device_is_realtime());
+    mr_pipeline_config_free(cfg);
   }
 }
 
@@ -383,6 +411,7 @@ int main(void) {
       cmocka_unit_test(test_gadget_error_names_config_and_gadget),
       cmocka_unit_test(test_failing_gadget_leaks_nothing),
       cmocka_unit_test(test_describe_lists_every_gadget),
+      cmocka_unit_test(test_config_priority),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,46 @@
+/* Internal to the simulator: what simulate.c shares with simulate_epi.c. */
+#ifndef MR_CLIENT_SIMULATE_IMPL_H
+#define MR_CLIENT_SIMULATE_IMPL_H
+
+#include <complex.h>
+#include <stdint.h>
+
+#include <ismrmrd/dataset.h>
+
+#include "simulate.h"
+
+/* Gaussian samples of standard deviation sigma (Box-Muller on a xorshift
+ * generator seeded from the options' seed). */
+typedef struct mr_sim_noise {
+  uint64_t state;
+  double sigma;
+} mr_sim_noise;
+
+void mr_sim_noise_init(mr_sim_noise *g, const mr_sim_options *o);
+double complex mr_sim_gaussian(mr_sim_noise *g);
+
+/* A kind of scan, as the dataset writer takes it. */
+typedef struct mr_sim_scan {
+  size_t readouts;
+  /* readout i's header (zeroed before) */
+  void (*head)(void *arg, size_t i, ISMRMRD_AcquisitionHeader *h);
+  /* its samples (and trajectory) into a's arrays, g adding the noise;
+   * values: room for one sample of every coil */
+  void (*fill)(void *arg, size_t i, mr_sim_noise *g, double complex *values,
+               ISMRMRD_Acquisition *a);
+  /* the ground truth array(s) (the HDF5 lock held) */
+  int (*truth)(void *arg, ISMRMRD_Dataset *d, mr_err *err);
+  void *arg;
+} mr_sim_scan;
+
+/* Creates o->path with the header xml, the scan's readouts and its truth. */
+int mr_sim_write(const mr_sim_options *o, const char *xml, const mr_sim_scan *scan, mr_err *err);
+
+/* Writes the ground truth as the complex array "phantom" (the HDF5 lock
+ * held): the object at the pixel centres of an n^rank grid, moved by
+ * shifts[f] (pixels; NULL: none) for each of count frames or slices (one
+ * more dimension when count > 1). */
+int mr_sim_write_truth(ISMRMRD_Dataset *d, int rank, int n, size_t count,
+                       const double (*shifts)[3], mr_err *err);
+
+#endif

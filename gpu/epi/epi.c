@@ -1,0 +1,211 @@
+#include <complex.h>
+#include <lapacke.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blas.h"
+#include "buf.h"
+#include "epi_impl.h"
+#include "error.h"
+#include "fail.h"
+
+#define MAX_POINTS 4096
+
+struct mr_epi_plan {
+  mr_device *dev;
+  int samples, nx;
+  int rank[2];          /* singular values kept: forward, reversed */
+  mr_cfloat *host_p[2]; /* P forward / reversed, nx x samples, host */
+  mr_buf *p[2];         /* the same on dev */
+  mr_buf *f;            /* the centred DFT, nx x nx */
+  mr_buf *factors;      /* nx correction factors */
+  mr_buf *work;         /* profiles of a batch, nx x columns */
+  size_t work_cols;
+};
+
+/* The regularised pseudo-inverse of A[q][j] = exp(-2 pi i k_q x_j / nx)
+ * (samples x nx) into p (nx x samples, column-major, float): V S^-1 U^H
+ * over the singular values at least rcond times the largest. */
+static int pseudo_inverse(int samples, int nx, const double *k, double rcond, mr_cfloat *p,
+                          int *rank) {
+  int m = samples, n = nx, r = m < n ? m : n;
+  double complex *a = malloc((size_t)m * (size_t)n * sizeof *a);
+  double complex *u = malloc((size_t)m * (size_t)r * sizeof *u);
+  double complex *vt = malloc((size_t)r * (size_t)n * sizeof *vt);
+  double *s = malloc((size_t)r * sizeof *s), *superb = malloc((size_t)r * sizeof *superb);
+  int rc = 0;
+  if (a == NULL || u == NULL || vt == NULL || s == NULL || superb == NULL) {
+    rc = mr_fail(MR_ENOMEM, "epi: out of memory for a %d x %d operator", m, n);
+    goto done;
+  }
+  for (int j = 0; j < n; j++)
+    for (int q = 0; q < m; q++)
+      a[(size_t)j * (size_t)m + (size_t)q] = cexp(-2 * M_PI * I * k[q] * (j - n / 2) / n);
+  lapack_int info = LAPACKE_zgesvd(LAPACK_COL_MAJOR, 'S', 'S', m, n, a, m, s, u, m, vt, r,
+                                   superb);
+  if (info != 0) {
+    rc = mr_fail(MR_EDATA, "epi: the SVD of the %d x %d regridding matrix failed (%d)", m, n,
+                 (int)info);
+    goto done;
+  }
+  int kept = 0;
+  while (kept < r && s[kept] >= rcond * s[0])
+    kept++;
+  /* p[j][q] = sum_l V[j][l] / s_l conj(U[q][l]), V[j][l] = conj(vt[l][j]) */
+  for (int q = 0; q < m; q++)
+    for (int j = 0; j < n; j++) {
+      double complex v = 0;
+      for (int l = 0; l < kept; l++)
+        v += conj(vt[(size_t)j * (size_t)r + (size_t)l]) / s[l] *
+             conj(u[(size_t)l * (size_t)m + (size_t)q]);
+      p[(size_t)q * (size_t)n + (size_t)j] = (mr_cfloat)v;
+    }
+  *rank = kept;
+done:
+  free(a);
+  free(u);
+  free(vt);
+  free(s);
+  free(superb);
+  return rc;
+}
+
+static int upload(mr_device *dev, const mr_cfloat *src, size_t count, mr_buf **out) {
+  int rc = mr_buf_create(dev, count * sizeof *src, out);
+  if (rc == 0 && (rc = mr_buf_upload(*out, 0, src, count * sizeof *src)) < 0) {
+    mr_buf_destroy(*out);
+    *out = NULL;
+  }
+  return rc;
+}
+
+int mr_epi_plan_create(mr_device *dev, const mr_epi_readout *r, mr_epi_plan **out) {
+  if (r->samples < 1 || r->samples > MAX_POINTS || r->nx < 1 || r->nx > MAX_POINTS ||
+      !(r->rcond > 0 && r->rcond < 1))
+    return mr_fail(MR_EINVAL, "epi: %d samples onto %d points, rcond %g", r->samples, r->nx,
+                   r->rcond);
+  for (int q = 0; q < r->samples; q++)
+    if (!isfinite(r->forward[q]) || !isfinite(r->reverse[q]))
+      return mr_fail(MR_EDATA, "epi: sample %d has no finite position", q);
+  mr_epi_plan *p = calloc(1, sizeof *p);
+  size_t np = (size_t)r->nx * (size_t)r->samples, nf = (size_t)r->nx * (size_t)r->nx;
+  mr_cfloat *f = malloc(nf * sizeof *f);
+  if (p == NULL || f == NULL) {
+    free(p);
+    free(f);
+    return mr_fail(MR_ENOMEM, "epi: out of memory");
+  }
+  p->dev = dev;
+  p->samples = r->samples;
+  p->nx = r->nx;
+  int rc = 0;
+  for (int d = 0; d < 2 && rc == 0; d++) {
+    if ((p->host_p[d] = malloc(np * sizeof(mr_cfloat))) == NULL)
+      rc = mr_fail(MR_ENOMEM, "epi: out of memory");
+    else
+      rc = pseudo_inverse(r->samples, r->nx, d ? r->reverse : r->forward, r->rcond,
+                          p->host_p[d], &p->rank[d]);
+    if (rc == 0)
+      rc = upload(dev, p->host_p[d], np, &p->p[d]);
+  }
+  int n = r->nx;
+  for (int j = 0; j < n; j++)
+    for (int i = 0; i < n; i++)
+      f[(size_t)j * (size_t)n + (size_t)i] =
+          (mr_cfloat)cexp(-2 * M_PI * I * (double)((i - n / 2) * (j - n / 2) % n) / n);
+  if (rc == 0)
+    rc = upload(dev, f, nf, &p->f);
+  if (rc == 0)
+    rc = mr_buf_create(dev, (size_t)n * sizeof(mr_cfloat), &p->factors);
+  free(f);
+  if (rc < 0) {
+    mr_epi_plan_destroy(p);
+    return rc;
+  }
+  *out = p;
+  return 0;
+}
+
+void mr_epi_plan_destroy(mr_epi_plan *p) {
+  if (p == NULL)
+    return;
+  for (int d = 0; d < 2; d++) {
+    free(p->host_p[d]);
+    mr_buf_destroy(p->p[d]);
+  }
+  mr_buf_destroy(p->f);
+  mr_buf_destroy(p->factors);
+  mr_buf_destroy(p->work);
+  free(p);
+}
+
+mr_device *mr_epi_plan_device(const mr_epi_plan *p) { return p->dev; }
+
+int mr_epi_plan_rank(const mr_epi_plan *p, int reversed) { return p->rank[reversed != 0]; }
+
+int mr_epi_profiles_host(const mr_epi_plan *p, int reversed, const mr_cfloat *in, int ncols,
+                         mr_cfloat *out) {
+  const mr_cfloat *op = p->host_p[reversed != 0];
+  size_t nx = (size_t)p->nx, ns = (size_t)p->samples;
+  for (int c = 0; c < ncols; c++) {
+    const mr_cfloat *x = in + (size_t)c * ns;
+    mr_cfloat *y = out + (size_t)c * nx;
+    memset(y, 0, nx * sizeof *y);
+    for (size_t q = 0; q < ns; q++)
+      for (size_t j = 0; j < nx; j++)
+        y[j] += op[q * nx + j] * x[q];
+  }
+  return 0;
+}
+
+static int scale_rows(mr_device *dev, int rows, int cols, int ld, const mr_cfloat *factors,
+                      mr_cfloat *x) {
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(dev))
+    return mr_epi_cuda_scale_rows(dev, rows, cols, ld, factors, x);
+#endif
+  return mr_epi_cpu_scale_rows(dev, rows, cols, ld, factors, x);
+}
+
+int mr_epi_regrid(mr_epi_plan *p, const mr_cfloat *in, int nfwd, int nrev,
+                  const mr_cfloat *correction, mr_cfloat *out) {
+  if (nfwd < 0 || nrev < 0 || nfwd + nrev < 1 || nfwd > INT32_MAX / 2 - nrev)
+    return mr_fail(MR_EINVAL, "epi: regrid %d forward and %d reversed readouts", nfwd, nrev);
+  size_t cols = (size_t)nfwd + (size_t)nrev, nx = (size_t)p->nx, ns = (size_t)p->samples;
+  int rc = 0;
+  if (cols > p->work_cols) {
+    mr_buf_destroy(p->work);
+    p->work = NULL;
+    p->work_cols = 0;
+    if ((rc = mr_buf_create(p->dev, nx * cols * sizeof(mr_cfloat), &p->work)) < 0)
+      return rc;
+    p->work_cols = cols;
+  }
+  mr_cfloat *y = mr_buf_data(p->work);
+  const mr_cfloat one = 1, zero = 0;
+  int counts[2] = {nfwd, nrev};
+  size_t first[2] = {0, (size_t)nfwd};
+  for (int d = 0; d < 2 && rc == 0; d++) {
+    if (counts[d] == 0)
+      continue;
+    mr_cmat op = mr_cmat_dense(mr_buf_data(p->p[d]), p->nx, p->samples);
+    mr_cmat x = mr_cmat_dense((mr_cfloat *)in + first[d] * ns, p->samples, counts[d]);
+    mr_cmat prof = mr_cmat_dense(y + first[d] * nx, p->nx, counts[d]);
+    rc = mr_blas_gemm(p->dev, MR_BLAS_N, MR_BLAS_N, one, op, x, zero, prof, 1);
+  }
+  if (rc == 0 && correction != NULL && nrev > 0) {
+    mr_cfloat *factors = mr_buf_data(p->factors);
+    rc = mr_buf_upload(p->factors, 0, correction, nx * sizeof *correction);
+    if (rc == 0)
+      rc = scale_rows(p->dev, p->nx, nrev, p->nx, factors, y + (size_t)nfwd * nx);
+  }
+  if (rc == 0) {
+    mr_cmat f = mr_cmat_dense(mr_buf_data(p->f), p->nx, p->nx);
+    mr_cmat prof = mr_cmat_dense(y, p->nx, (int)cols);
+    mr_cmat k = mr_cmat_dense(out, p->nx, (int)cols);
+    rc = mr_blas_gemm(p->dev, MR_BLAS_N, MR_BLAS_N, one, f, prof, zero, k, 1);
+  }
+  return rc;
+}

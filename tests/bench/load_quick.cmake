@@ -1,0 +1,49 @@
+# ctest bench_load_quick (cmake -P): runs `mr-bench load --quick` against a
+# server on 2 fake GPUs and checks that its JSON is complete: every case
+# with its rates and latency percentiles as numbers, every session served,
+# the real-time stream's latency alone and beside each neighbour. Timings
+# are not judged.
+#   cmake -DBENCH=mr-bench -DCONFIGS=dir -DOUT=file.json -P load_quick.cmake
+execute_process(COMMAND ${BENCH} load --quick --fake-gpus 2 --gpus 0,1 --configs ${CONFIGS}
+                        --json ${OUT}
+                RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "mr-bench load --quick exited ${rc}; its JSON is in ${OUT}")
+endif()
+file(READ ${OUT} json)
+
+include(${CMAKE_CURRENT_LIST_DIR}/json_expect.cmake)
+
+string(JSON count GET "${json}" load gpu_count)
+if(NOT count EQUAL 2)
+  message(FATAL_ERROR "gpu_count is ${count}, not the 2 fake GPUs, in ${OUT}")
+endif()
+foreach(name realtime_cg grappa cgsense3d)
+  foreach(key first_session_ms wall_ms sessions_per_s mb_per_s)
+    expect_number(load cases ${name} ${key})
+  endforeach()
+  foreach(key p50 p99 max)
+    expect_number(load cases ${name} latency_ms ${key})
+    expect_number(load cases ${name} session_ms ${key})
+  endforeach()
+  string(JSON n GET "${json}" load cases ${name} sessions)
+  string(JSON ok GET "${json}" load cases ${name} sessions_ok)
+  if(NOT n EQUAL 4 OR NOT ok EQUAL n)
+    message(FATAL_ERROR "${name}: ${ok} of ${n} sessions served (4 expected) in ${OUT}")
+  endif()
+  string(JSON rate GET "${json}" load cases ${name} sessions_per_s)
+  message(STATUS "${name}: ${n} sessions at once, ${rate} sessions/s")
+endforeach()
+expect_number(load cases realtime_cg frames_per_s)
+expect_number(load cases grappa slices_per_s)
+foreach(run alone beside_grappa beside_cgsense3d)
+  expect_number(load cases realtime_neighbour ${run} frames_per_s)
+  expect_number(load cases realtime_neighbour ${run} latency_ms p99)
+endforeach()
+foreach(run beside_grappa beside_cgsense3d)
+  expect_number(load cases realtime_neighbour ${run} p99_ratio_to_alone)
+  string(JSON n GET "${json}" load cases realtime_neighbour ${run} neighbour_sessions)
+  if(n LESS 1)
+    message(FATAL_ERROR "realtime_neighbour ${run}: no neighbour session completed in ${OUT}")
+  endif()
+endforeach()
