@@ -40,6 +40,7 @@
 
 #include "h5.h"
 #include "phantom.h"
+#include "simulate_impl.h"
 
 #define TERMS 4   /* Fourier terms -TERMS .. TERMS per axis of a coil map */
 #define GRID 32   /* samples per axis of a map for its coefficients */
@@ -161,24 +162,12 @@ static void header_xml(const mr_sim_options *o, const sms_scan *s, char *buf, si
            s->mb, s->caipi, o->coils, enc[0], enc[1]);
 }
 
-/* Gaussian noise (Box-Muller on xorshift), as the other modes add it. */
-static double complex gaussian(uint64_t *state, double sigma) {
-  double u[2];
-  for (int i = 0; i < 2; i++) {
-    *state ^= *state << 13;
-    *state ^= *state >> 7;
-    *state ^= *state << 17;
-    u[i] = ((*state >> 11) + 0.5) / 9007199254740992.0;
-  }
-  return sigma * sqrt(-2 * log(u[0])) * cexp(2 * M_PI * I * u[1]);
-}
-
-/* Readout r: the reference's lines (slice r / n), then the collapsed ones. */
-static void fill(const mr_sim_options *o, const sms_scan *s, size_t r, uint64_t *noise,
-                 ISMRMRD_Acquisition *a) {
+/* Readout r's header: the reference's lines (slice r / n), then the
+ * collapsed ones. */
+static void head(void *arg, size_t r, ISMRMRD_AcquisitionHeader *h) {
+  const sms_scan *s = arg;
   int n = s->n, reference = r < (size_t)s->mb * n;
   int slice = reference ? (int)(r / n) : 0, y = (int)(r % n);
-  ISMRMRD_AcquisitionHeader *h = &a->head;
   h->version = ISMRMRD_VERSION_MAJOR;
   h->scan_counter = h->acquisition_time_stamp = (uint32_t)r;
   h->number_of_samples = (uint16_t)n;
@@ -202,6 +191,15 @@ static void fill(const mr_sim_options *o, const sms_scan *s, size_t r, uint64_t 
     h->flags |= (1ull << (ISMRMRD_ACQ_LAST_IN_SLICE - 1)) |
                 (reference ? 0 : (1ull << (ISMRMRD_ACQ_LAST_IN_REPETITION - 1)) |
                                      (1ull << (ISMRMRD_ACQ_LAST_IN_MEASUREMENT - 1)));
+}
+
+/* Readout r's samples: one slice's line, or the collapsed sum. */
+static void fill(void *arg, size_t r, mr_sim_noise *g, double complex *values,
+                 ISMRMRD_Acquisition *a) {
+  (void)values;
+  const sms_scan *s = arg;
+  int n = s->n, reference = r < (size_t)s->mb * n;
+  int slice = reference ? (int)(r / n) : 0, y = (int)(r % n);
   for (int c = 0; c < s->coils; c++)
     for (int x = 0; x < n; x++) {
       double complex v = 0;
@@ -211,13 +209,14 @@ static void fill(const mr_sim_options *o, const sms_scan *s, size_t r, uint64_t 
           k *= cexp(-2 * M_PI * I * (double)(((long)(y - n / 2) * sl) % s->caipi) / s->caipi);
         v += k;
       }
-      if (o->noise > 0)
-        v += gaussian(noise, o->noise);
+      if (g->sigma > 0)
+        v += mr_sim_gaussian(g);
       a->data[(size_t)c * n + x] = (complex_float_t)v;
     }
 }
 
-static int write_phantom(const sms_scan *s, ISMRMRD_Dataset *d, mr_err *err) {
+static int write_phantom(void *arg, ISMRMRD_Dataset *d, mr_err *err) {
+  const sms_scan *s = arg;
   ISMRMRD_NDArray arr;
   ismrmrd_init_ndarray(&arr);
   arr.data_type = ISMRMRD_CXFLOAT;
@@ -262,48 +261,9 @@ int mr_simulate_sms(const mr_sim_options *o, mr_err *err) {
   make_kspace(&s);
   char xml[8192];
   header_xml(o, &s, xml, sizeof xml);
-  uint64_t noise = 0x9E3779B97F4A7C15ull ^ ((uint64_t)o->seed * 0xBF58476D1CE4E5B9ull);
-  noise += noise == 0;
-  ISMRMRD_Dataset d;
-  int rc = 0;
-  mr_h5_lock();
-  if (ismrmrd_init_dataset(&d, o->path, "dataset") != ISMRMRD_NOERROR ||
-      ismrmrd_open_dataset(&d, true) != ISMRMRD_NOERROR) {
-    rc = mr_err_set(err, MR_EIO, "cannot create %s: %s", o->path, mr_h5_error());
-    mr_h5_unlock();
-    free(s.map);
-    free(s.kspace);
-    return rc;
-  }
-  if (ismrmrd_write_header(&d, xml) != ISMRMRD_NOERROR || mr_h5_failed())
-    rc = mr_err_set(err, MR_EIO, "cannot write the header to %s: %s", o->path, mr_h5_error());
-  mr_h5_unlock();
-  size_t readouts = (size_t)(s.mb + 1) * s.n;
-  for (size_t r = 0; rc == 0 && r < readouts; r++) {
-    ISMRMRD_Acquisition a;
-    ismrmrd_init_acquisition(&a);
-    a.head.number_of_samples = (uint16_t)s.n;
-    a.head.active_channels = (uint16_t)s.coils;
-    if (ismrmrd_make_consistent_acquisition(&a) != ISMRMRD_NOERROR) {
-      rc = mr_err_set(err, MR_ENOMEM, "out of memory for a readout");
-      break;
-    }
-    fill(o, &s, r, &noise, &a);
-    mr_h5_lock();
-    if (ismrmrd_append_acquisition(&d, &a) != ISMRMRD_NOERROR || mr_h5_failed())
-      rc = mr_err_set(err, MR_EIO, "cannot write readout %zu to %s: %s", r, o->path,
-                      mr_h5_error());
-    mr_h5_unlock();
-    ismrmrd_cleanup_acquisition(&a);
-  }
-  mr_h5_lock();
-  if (rc == 0)
-    rc = write_phantom(&s, &d, err);
-  if (ismrmrd_close_dataset(&d) != ISMRMRD_NOERROR && rc == 0)
-    rc = mr_err_set(err, MR_EIO, "cannot close %s: %s", o->path, mr_h5_error());
-  mr_h5_unlock();
-  free(d.filename);
-  free(d.groupname);
+  mr_sim_scan scan = {.readouts = (size_t)(s.mb + 1) * s.n, .head = head, .fill = fill,
+                      .truth = write_phantom, .arg = &s};
+  int rc = mr_sim_write(o, xml, &scan, err);
   free(s.map);
   free(s.kspace);
   return rc;
