@@ -16,6 +16,7 @@
 #include "phantom.h"
 #include "simulate_sampled.h"
 #include "simulate_impl.h"
+#include "simulate_sms.h"
 
 int mr_sim_trajectory_parse(const char *name) {
   static const char *const names[] = {"radial", "golden", "spiral", "cartesian", "tiny-golden",
@@ -357,12 +358,11 @@ static int check_options(const mr_sim_options *o, mr_err *err) {
     return mr_err_set(err, MR_EINVAL, "--moving needs --frames");
   const mr_sim_epi *e = &o->epi;
   int epi_option = e->shots > 1 || e->ramp || e->ghost[0] != 0 || e->ghost[1] != 0 ||
-                   e->accel > 1 || e->claim_cartesian || e->slices > 1 || e->multiband > 1 ||
-                   e->caipi > 1 || e->leak_probe > 0;
+                   e->accel > 1 || e->claim_cartesian || e->slices > 1 || e->leak_probe > 0;
   if (o->trajectory != MR_SIM_EPI && epi_option)
     return mr_err_set(err, MR_EINVAL, "--shots, --ramp, --ghost, --inplane-accel, "
-                                      "--header-trajectory, --slices, --multiband, --caipi and "
-                                      "--leak-probe are for --trajectory epi");
+                                      "--header-trajectory, --slices and --leak-probe are for "
+                                      "--trajectory epi");
   if (o->trajectory == MR_SIM_EPI && (o->three_d || o->spokes > 0 || o->interleaves > 0))
     return mr_err_set(err, MR_EINVAL, "--trajectory epi is 2D, without --spokes or --interleaves");
   if (access(o->path, F_OK) == 0)
@@ -440,12 +440,17 @@ static int scan_truth(void *arg, ISMRMRD_Dataset *d, mr_err *err) {
 }
 
 int mr_simulate(const mr_sim_options *o, mr_err *err) {
+  if (o->sampling != 0 && (o->multiband > 0 || o->caipi > 0))
+    return mr_err_set(err, MR_EINVAL, "--multiband and --caipi do not combine with --sampling");
   if (o->sampling != 0)
     return mr_simulate_sampled(o, err);
   layout l;
   int rc = check_options(o, err);
   if (rc == 0 && o->trajectory == MR_SIM_EPI)
     return mr_simulate_epi(o, err);
+  if (rc == 0 && (o->multiband > 0 || o->caipi > 0))
+    return o->multiband > 0 ? mr_simulate_sms(o, err)
+                            : mr_err_set(err, MR_EINVAL, "--caipi needs --multiband");
   if (rc == 0)
     rc = make_layout(o, &l, err);
   if (rc < 0)

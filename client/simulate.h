@@ -78,8 +78,6 @@ typedef struct mr_sim_epi {
                          0 or 1: none */
   int claim_cartesian;/* the header says cartesian (as siemens_to_ismrmrd writes EPI) */
   int slices;         /* single-band slices, each its own object (0 or 1: one) */
-  int multiband;      /* M slices excited together (simultaneous multi-slice); 0 or 1: none */
-  int caipi;          /* blipped CAIPI: slice z shifted by z FOV / caipi along y; 0 or 1: none */
   int leak_probe;     /* 1 + the only slice whose signal is in the collapsed data; 0: all */
 } mr_sim_epi;
 
@@ -95,6 +93,8 @@ typedef struct mr_sim_options {
   int frames;       /* radial kinds, 2D: a real-time stream of this many frames; 0: none */
   int moving;       /* with frames: the object moves from frame to frame */
   int interleaves;  /* spiral; 0 for the default */
+  int multiband;    /* 2D cartesian (simulate_sms.h) or epi: slices excited together; 0: none */
+  int caipi;        /* with multiband: CAIPI shift FOV / caipi; 0: none */
   mr_sim_epi epi;   /* trajectory epi */
   unsigned seed;    /* of the noise (and of the sampling pattern) */
   /* Undersampled Cartesian scans (simulate_sampled.h): an mr_sampling_kind,

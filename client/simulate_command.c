@@ -13,7 +13,8 @@ static void usage(FILE *f) {
           "usage: reconclient simulate --trajectory radial|golden|tiny-golden|spiral|cartesian|epi\n"
           "                            --matrix N [--3d] --coils C [--noise S]\n"
           "                            [--spokes K [--samples M] [--frames F [--moving]] |\n"
-          "                             --interleaves K] [--seed S] -o DATA.h5\n"
+          "                             --interleaves K] [--multiband M [--caipi S]] [--seed S]\n"
+          "                            -o DATA.h5\n"
           "       reconclient simulate --trajectory cartesian --sampling vd|poisson --matrix N\n"
           "                            [--3d [--partitions NZ]] --coils C [--acceleration R]\n"
           "                            [--calibration N] [--noise S] [--seed S] -o DATA.h5\n"
@@ -33,6 +34,11 @@ static void usage(FILE *f) {
           "                   realtime, realtime_cg)\n"
           "  --moving         the object moves from frame to frame (ground truth per frame)\n"
           "  --interleaves K  spiral arms (default N/8)\n"
+          "  --multiband M    (cartesian 2D, epi) simultaneous multi-slice: M slices excited\n"
+          "                   together, after a single-band reference scan of each (configs\n"
+          "                   sms, epi_sms)\n"
+          "  --caipi S        with --multiband: blipped-CAIPI shift, slice m moved by m/S of\n"
+          "                   the field of view along the phase encode (default: none)\n"
           "  --noise S        Gaussian noise of standard deviation S on each sample's real and\n"
           "                   imaginary parts (default 0)\n"
           "undersampled Cartesian scans (--trajectory cartesian; the array 'reference' holds\n"
@@ -52,9 +58,6 @@ static void usage(FILE *f) {
           "  --header-trajectory cartesian  epi: the header says cartesian, as Siemens\n"
           "                   conversions write EPI (the trajectoryDescription and flags say EPI)\n"
           "  --slices Z       epi: Z single-band slices, each its own object\n"
-          "  --multiband M    epi: M slices excited together, after a single-band reference\n"
-          "                   scan of each (simultaneous multi-slice)\n"
-          "  --caipi S        epi, multiband: slice z shifted by z FOV / S (blipped CAIPI)\n"
           "  --leak-probe Z   epi, multiband: only slice Z (1 ..) in the collapsed data, to\n"
           "                   measure slice leakage\n");
 }
@@ -202,11 +205,11 @@ int mr_simulate_command(int argc, char **argv) {
         return 2;
       break;
     case OPT_MULTIBAND:
-      if (parse_int("--multiband", optarg, &o.epi.multiband) < 0)
+      if (parse_int("--multiband", optarg, &o.multiband) < 0)
         return 2;
       break;
     case OPT_CAIPI:
-      if (parse_int("--caipi", optarg, &o.epi.caipi) < 0)
+      if (parse_int("--caipi", optarg, &o.caipi) < 0)
         return 2;
       break;
     case OPT_PROBE:
@@ -266,6 +269,8 @@ int mr_simulate_command(int argc, char **argv) {
          o.three_d ? "3D" : "2D", o.matrix, o.three_d ? 3 : 2, o.coils, o.coils == 1 ? "" : "s");
   if (o.partitions > 0)
     printf(", %d partitions", o.partitions);
+  if (o.multiband > 0)
+    printf(", multiband %d, CAIPI FOV/%d", o.multiband, o.caipi > 0 ? o.caipi : 1);
   if (o.frames > 0)
     printf(", %d%s frames of %d spokes", o.frames, o.moving ? " moving" : "", o.spokes);
   if (o.sampling != MR_SAMPLING_FULL)

@@ -44,13 +44,13 @@ static int make_layout(const mr_sim_options *o, epi_layout *l, mr_err *err) {
   l->shots = o->epi.shots > 1 ? o->epi.shots : 1;
   l->accel = o->epi.accel > 1 ? o->epi.accel : 1;
   l->ramp = o->epi.ramp;
-  l->multiband = o->epi.multiband > 1 ? o->epi.multiband : 1;
+  l->multiband = o->multiband > 1 ? o->multiband : 1;
   l->slices = l->multiband > 1 ? l->multiband : (o->epi.slices > 1 ? o->epi.slices : 1);
-  l->caipi = o->epi.caipi > 1 ? o->epi.caipi : 1;
+  l->caipi = o->caipi > 1 ? o->caipi : 1;
   l->probe = o->epi.leak_probe;
   if (l->multiband > 8 || l->slices > 64 || l->caipi > 8)
     return mr_err_set(err, MR_EINVAL, "--multiband and --caipi are at most 8, --slices 64");
-  if ((o->epi.caipi > 1 || l->probe > 0) && l->multiband == 1)
+  if ((o->caipi > 1 || l->probe > 0) && l->multiband == 1)
     return mr_err_set(err, MR_EINVAL, "--caipi and --leak-probe need --multiband");
   if (l->multiband > 1 && o->epi.slices > 1)
     return mr_err_set(err, MR_EINVAL, "--multiband M simulates M slices: no --slices");

@@ -182,6 +182,27 @@ const char *mr_trajectory_name(mr_trajectory t) {
   return "other";
 }
 
+static int read_float_list(parse_ctx *pc, const xmlNode *parent,
+                           const char *name, float *out, int *count);
+
+static int read_multiband(parse_ctx *pc, const xmlNode *n, mr_multiband *m) {
+  if (n == NULL)
+    return 0;
+  m->present = 1;
+  if (read_u16(pc, child(n, "multiband_factor"), "multiband/multiband_factor", &m->factor) < 0 ||
+      read_float_list(pc, child(n, "spacing"), "dZ", m->spacing_mm, &m->nspacing) < 0 ||
+      read_float(pc, child(n, "deltaKz"), "multiband/deltaKz", &m->delta_kz) < 0 ||
+      text_of(pc, child(n, "calibration"), "multiband/calibration", m->calibration,
+              sizeof m->calibration) < 0 ||
+      read_u16(pc, child(n, "calibration_encoding"), "multiband/calibration_encoding",
+               &m->calibration_encoding) < 0)
+    return MR_EHEADER;
+  if (m->factor == 0)
+    return mr_err_set(pc->err, MR_EHEADER,
+                      "ISMRMRD header: parallelImaging/multiband lacks multiband_factor");
+  return 0;
+}
+
 static int read_parallel(parse_ctx *pc, const xmlNode *n,
                          mr_parallel_imaging *p) {
   p->accel_e1 = p->accel_e2 = 1;
@@ -213,6 +234,8 @@ static int read_parallel(parse_ctx *pc, const xmlNode *n,
                {"separate", MR_CALIB_SEPARATE},
                {"external", MR_CALIB_EXTERNAL},
                {"other", MR_CALIB_OTHER}};
+  if (read_multiband(pc, child(n, "multiband"), &p->multiband) < 0)
+    return MR_EHEADER;
   p->calibration = mode[0] != '\0' ? MR_CALIB_OTHER : MR_CALIB_NONE;
   for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
     if (strcmp(mode, modes[i].name) == 0)

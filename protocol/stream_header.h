@@ -57,11 +57,23 @@ typedef enum mr_calibration_mode {
   MR_CALIB_OTHER,
 } mr_calibration_mode;
 
+/* parallelImaging/multiband (ISMRMRD 1.14): simultaneous multi-slice. */
+typedef struct mr_multiband {
+  int present;
+  uint16_t factor;                      /* multiband_factor: slices excited together */
+  int nspacing;
+  float spacing_mm[MR_MAX_SEQ_VALUES];  /* spacing/dZ: between simultaneous slices */
+  float delta_kz;                       /* deltaKz */
+  char calibration[32];                 /* "separable2D", "full3D", "other" */
+  uint16_t calibration_encoding;        /* encoding space of the reference scan */
+} mr_multiband;
+
 typedef struct mr_parallel_imaging {
   int present;
   uint16_t accel_e1, accel_e2; /* 1 when absent */
   mr_calibration_mode calibration;
   char interleaving_dimension[32]; /* "phase", "repetition", ... or "" */
+  mr_multiband multiband;
 } mr_parallel_imaging;
 
 typedef struct mr_encoding {

@@ -42,7 +42,7 @@ for a in $areas; do
   stream | bench) targets="$targets mr-bench reconserver reconclient" ;;
   gpu) targets="$targets mr-bench test_gpu_pool test_gpu_host test_gpu_fft test_gpu_coil
                 test_gpu_blas test_gpu_solve test_gpu_vec test_gpu_block" ;;
-  grappa) targets="$targets mr-bench mr-grappa-e2e reconserver test_gpu_grappa" ;;
+  grappa) targets="$targets mr-bench mr-grappa-e2e reconserver test_gpu_grappa test_gpu_slice_grappa" ;;
   nufft) targets="$targets mr-bench test_gpu_nufft" ;;
   fhd) targets="$targets mr-bench test_gpu_fhd test_gpu_toeplitz test_gpu_cg test_gadgets_fhd_cg" ;;
   sparse | sparse3d) targets="$targets mr-bench reconserver reconclient $sparse_tests" ;;

@@ -17,7 +17,8 @@
 #   stream  `mr-bench stream`: GPU and CPU servers against a raw loopback copy
 #   gpu     gpu/'s core tests, CPU and CUDA groups, the CUDA groups under
 #           compute-sanitizer memcheck; `mr-bench gpu`
-#   grappa  test_gpu_grappa (CPU and CUDA); `mr-bench grappa`; mr-grappa-e2e
+#   grappa  test_gpu_grappa (CPU and CUDA); `mr-bench grappa`; mr-grappa-e2e;
+#           test_gpu_slice_grappa (CPU and CUDA) and `mr-bench sms`
 #   nufft   test_gpu_nufft --cuda, then under memcheck, racecheck and
 #           initcheck; `mr-bench nufft` (beside the reference library when
 #           staged); an nsys timeline of one 3D case where nsys exists
@@ -185,6 +186,8 @@ area_grappa() {
     --json "$out/grappa-h100.json"
   step "mr-grappa-e2e" 120 "$out/grappa-e2e.log" "$bin/mr-grappa-e2e" --gpus all \
     --json "$out/grappa-e2e.json"
+  cpu_and_cuda "$out/sms-tests.log" test_gpu_slice_grappa
+  step "mr-bench sms" 120 "$out/sms-bench.log" "$bin/mr-bench" sms --json "$out/sms-h100.json"
 }
 
 area_nufft() {

@@ -1,410 +1,333 @@
-/* slice_grappa: simultaneous multi-slice k-space (M slices excited
- * together, blipped-CAIPI shifted) split into its slices, after accumulate.
+/* slice_grappa: separates simultaneous multi-slice (multiband) k-space into
+ * one k-space per slice (gpu/sms/slice_grappa.h), after accumulate.
  *
- * Calibrated from the single-band reference scan (one calibration-only
- * k-space per slice, as accumulate sends a reference scan's lines): each
- * slice's reference shifted as the collapsed data shifts it (slice m by
- * m FOV / caipi along y), then per slice z a kernel G_z (C x L, L = C
- * kx ky the collapsed neighbourhood) fitted by split-slice GRAPPA with the
- * leak block: minimise sum_m |G_z X_m - [m = z] Y_z|^2 over the references
- * X_m of every slice, so the kernel maps slice z's own signal to itself and
- * every other slice's to zero (Cauley et al. 2014). One HERK of the
- * sources, one GEMM of the targets, one regularised HPD solve for all
- * slices, on the device (gpu/linalg; single precision: a regularisation
- * under 1e-5 of the sources' mean energy leaves the normal matrix not
- * positive definite). Applied: one GEMM of the collapsed
- * neighbourhoods (acquired lines only, R apart along ky when in-plane
- * accelerated) gives every slice's k-space; the CAIPI shift is undone and
- * each slice goes on as a k-space of its own (idx.slice its slice), with
- * its single-band reference as calibration lines for in-plane GRAPPA.
- *
- * The slices of collapsed group g are g + G m (m < M), G = S / M for the
- * header's S slices. */
+ * The header's parallelImaging/multiband says the scan is SMS: its factor
+ * M, the spacing dZ between the slices excited together, the deltaKz of
+ * the CAIPI blips (the shift FOV / S with S = 1 / (deltaKz dZ), or the
+ * `caipi` parameter) and the encoding space of the single-band reference
+ * scan (calibration_encoding). Its buffers are the calibration, kept per
+ * slice and not passed on: with calibration_encoding > 0 every buffer of
+ * that encoding (each slice alone, its lines flagged
+ * IS_PARALLEL_CALIBRATION, or plain; encoding 0's slice limit counts the
+ * collapsed groups G), with calibration_encoding 0 the calibration-only
+ * buffers of encoding 0 (the lines flagged IS_PARALLEL_CALIBRATION, idx.slice
+ * the slice, as the EPI simulator writes them; encoding 0's slice limit
+ * counts the reference's M G slices). A collapsed buffer of slice (group)
+ * g of G carries slices
+ * g, g + G, ..., g + (M - 1) G of the reference (their number must be M G),
+ * the first at the buffer's own position; it leaves as M buffers, slice j
+ * with the reference's slice index, its position moved by the multiband
+ * spacing along the slice normal, the CAIPI shift undone, so fft,
+ * coil_combine and image_out make one image per slice. With in-plane
+ * acceleration R the kernel's taps are R lines apart and the separated
+ * buffers keep the acquired lines only, the first after a new reference
+ * with its slice's reference as calibration lines for the grappa step after
+ * (which keeps that kernel for the slice's later buffers). Kernels are calibrated per
+ * group at its first collapsed buffer and again after a new reference.
+ * Buffers of a header without multiband (or with a factor of 1) pass
+ * untouched. */
 #include <complex.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
+#include "budget.h"
 #include "gadget.h"
-#include "gpu.h"
 #include "kspace.h"
 #include "placement.h"
-#include "scratch.h"
+#include "slice_grappa.h"
 
-#define MAX_SLICES 256
-
-typedef struct group_weights {
-  int valid;
-  size_t nch, nro, ne1;
-  int accel;
-  mr_cfloat *g; /* G_z^H of every slice: L x (M C), column-major */
-} group_weights;
-
-typedef struct slice_grappa {
-  int multiband, caipi;
-  int kernel[2]; /* kx, ky: odd */
-  double lambda;
+typedef struct sms_gadget {
   int device, fallback;
   mr_placement place;
-  mr_message *refs[MAX_SLICES]; /* each slice's single-band reference */
-  group_weights weights[MAX_SLICES];
-  mr_scratch src, dst;
-} slice_grappa;
+  int kernel[2];    /* readout, phase-encode taps */
+  int calibration[2];
+  double lambda;
+  int leak_block;
+  int caipi;        /* 0: from the header */
+  size_t nref;      /* reference slices */
+  float complex **ref;      /* [nref] host k-space [nc][ny][nx], NULL until it came */
+  size_t ref_nc, ref_ny, ref_nx; /* the reference's shape; 0 until one came */
+  mr_cfloat **weights;      /* per group, NULL until calibrated */
+  size_t weights_bytes;     /* of each group's (the shapes are the reference's) */
+  size_t ngroups;
+} sms_gadget;
 
 static const mr_param params[] = {
-    MR_PARAM_INT(slice_grappa, multiband, "multiband", "4", 2, 16,
-        "slices excited together (the scan's multiband factor)"),
-    MR_PARAM_INT(slice_grappa, caipi, "caipi", "3", 1, 16,
-        "blipped CAIPI: slice m of a group shifted by m FOV / caipi along y (1: no shift)"),
-    MR_PARAM_INTS(slice_grappa, kernel, "kernel", "[3,3]", 1, 15,
-        "the kernel's extent along x and y (odd): the collapsed neighbourhood of a point"),
-    MR_PARAM_DOUBLE(slice_grappa, lambda, "lambda", "1e-5", 0, 1,
-        "Tikhonov regularisation of the kernel fit, relative to the sources' mean energy"),
-    MR_PLACEMENT_PARAMS(slice_grappa),
+    MR_PARAM_INTS(sms_gadget, kernel, "kernel", "[5,5]", 1, 15,
+        "slice-GRAPPA kernel: readout taps, phase-encode taps (odd)"),
+    MR_PARAM_INTS(sms_gadget, calibration, "calibration", "[32,32]", 1, 1024,
+        "calibration region: the central samples x lines of the reference (capped at its size)"),
+    MR_PARAM_DOUBLE(sms_gadget, lambda, "lambda", "1e-3", 0, 1,
+        "Tikhonov regularisation relative to the normal matrix's mean diagonal"),
+    MR_PARAM_BOOL(sms_gadget, leak_block, "leak_block", "true",
+        "split-slice (leak-blocked) kernels: hold the other slices out of each slice's image"),
+    MR_PARAM_INT(sms_gadget, caipi, "caipi", "0", 0, MR_SLICE_GRAPPA_MAX_MB,
+        "CAIPI shift FOV / caipi; 0: from the header's multiband deltaKz and spacing"),
+    MR_PLACEMENT_PARAMS(sms_gadget),
 };
 
+/* The header's multiband section, or NULL for a single-band scan (none,
+ * or a factor of 1). */
+static const mr_multiband *multiband_of(const mr_gadget_ctx *ctx) {
+  if (ctx->hdr == NULL || ctx->hdr->nencodings < 1 ||
+      !ctx->hdr->encoding[0].parallel.multiband.present ||
+      ctx->hdr->encoding[0].parallel.multiband.factor < 2)
+    return NULL;
+  return &ctx->hdr->encoding[0].parallel.multiband;
+}
+
+static size_t slices_of(const mr_encoding *e) {
+  return e->limits.slice.present ? (size_t)e->limits.slice.maximum + 1 : 1;
+}
+
 static int configure(void *state, mr_gadget_ctx *ctx) {
-  slice_grappa *s = state;
-  if (s->kernel[0] % 2 == 0 || s->kernel[1] % 2 == 0)
-    return mr_gadget_fail(ctx, MR_ECONFIG, "kernel %d x %d: both extents must be odd",
-                          s->kernel[0], s->kernel[1]);
+  sms_gadget *s = state;
+  const mr_multiband *mb = multiband_of(ctx);
+  if (mb == NULL)
+    return 0;
+  if (mb->calibration_encoding >= ctx->hdr->nencodings)
+    return mr_gadget_fail(ctx, MR_EHEADER,
+                          "multiband calibration_encoding %u names no encoding (the header has "
+                          "%d)", mb->calibration_encoding, ctx->hdr->nencodings);
+  size_t slices = slices_of(&ctx->hdr->encoding[0]);
+  if (mb->calibration_encoding == 0) { /* encoding 0 counts the reference's slices */
+    s->nref = slices;
+    s->ngroups = slices / mb->factor;
+  } else {
+    s->nref = slices_of(&ctx->hdr->encoding[mb->calibration_encoding]);
+    s->ngroups = slices;
+  }
+  if (s->ngroups == 0 || s->nref != (size_t)mb->factor * s->ngroups)
+    return mr_gadget_fail(ctx, MR_EHEADER,
+                          "multiband factor %u does not fit the data: the reference has %zu "
+                          "slices, the collapsed acquisition %zu groups (factor x groups "
+                          "expected)", mb->factor, s->nref, s->ngroups);
+  s->ref = calloc(s->nref, sizeof *s->ref);
+  s->weights = calloc(s->ngroups, sizeof *s->weights);
+  if (s->ref == NULL || s->weights == NULL)
+    return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
   return mr_placement_acquire(&s->place, ctx, s->device, s->fallback);
 }
 
-static int any_sampled(const mr_kspace *k) {
-  for (size_t i = 0; i < k->ne1 * k->ne2; i++)
-    if (k->sampled[i])
-      return 1;
-  return 0;
-}
-
-/* The slices the header declares (its slice limit), at least M. */
-static int header_slices(const slice_grappa *s, const mr_gadget_ctx *ctx, int encoding) {
-  const mr_limit *l = &ctx->hdr->encoding[encoding].limits.slice;
-  int n = l->present ? l->maximum + 1 : s->multiband;
-  return n > s->multiband ? n : s->multiband;
-}
-
-/* The CAIPI phase of line y of slice m of a group: exp(sign 2 pi i (y -
- * ne1/2) m / caipi). */
-static mr_cfloat caipi_phase(const slice_grappa *s, size_t y, size_t ne1, int m, int sign) {
-  double a = sign * 2 * M_PI * ((double)y - (double)(ne1 / 2)) * m / s->caipi;
-  return (mr_cfloat)cexp(I * a);
-}
-
-/* The neighbourhood of (x, y) in k (ch, ne1, nro), each line times its
- * phase (NULL: 1), zero outside, into col (L). */
-static void neighbourhood(const slice_grappa *s, const float complex *k, size_t nch,
-                          size_t ne1, size_t nro, long x, long y, int step,
-                          const mr_cfloat *phase, mr_cfloat *col) {
-  int rx = s->kernel[0] / 2, ry = s->kernel[1] / 2;
-  size_t at = 0;
-  for (size_t c = 0; c < nch; c++)
-    for (int dy = -ry; dy <= ry; dy++) {
-      long yy = y + (long)dy * step;
-      for (int dx = -rx; dx <= rx; dx++, at++) {
-        long xx = x + dx;
-        if (yy < 0 || yy >= (long)ne1 || xx < 0 || xx >= (long)nro) {
-          col[at] = 0;
-          continue;
-        }
-        mr_cfloat v = k[(c * ne1 + (size_t)yy) * nro + (size_t)xx];
-        col[at] = phase != NULL ? v * phase[yy] : v;
-      }
-    }
-}
-
-typedef struct calib_job {
-  slice_grappa *s;
-  const mr_kspace *ref[16]; /* calibration parts, slice m of the group */
-  size_t nch, ne1, nro, points;
-  int accel;
-  mr_cfloat *g; /* out: L x (M C) */
-} calib_job;
-
-/* On dev: A = sum_m X_m X_m^H, B = [X_m Y_m^H], (A + lambda I) G^H = B. */
-static int calib_task(mr_device *dev, void *arg) {
-  calib_job *j = arg;
-  slice_grappa *s = j->s;
-  int m_count = s->multiband;
-  size_t nch = j->nch, L = nch * (size_t)s->kernel[0] * (size_t)s->kernel[1];
-  size_t P = j->points, MC = (size_t)m_count * nch;
-  mr_buf *x = NULL, *y = NULL, *a = NULL, *b = NULL;
-  int rc = mr_buf_create(dev, L * P * sizeof(mr_cfloat), &x);
-  if (rc == 0)
-    rc = mr_buf_create(dev, nch * P * sizeof(mr_cfloat), &y);
-  if (rc == 0)
-    rc = mr_buf_create(dev, L * L * sizeof(mr_cfloat), &a);
-  if (rc == 0)
-    rc = mr_buf_create(dev, L * MC * sizeof(mr_cfloat), &b);
-  mr_cfloat *src = s->src.p, *dst = s->dst.p;
-  mr_cfloat *phase = malloc(j->ne1 * sizeof *phase);
-  if (rc == 0 && phase == NULL)
-    rc = MR_ENOMEM;
-  double trace = 0;
-  int ry = s->kernel[1] / 2, rx = s->kernel[0] / 2;
-  for (int m = 0; m < m_count && rc == 0; m++) {
-    const mr_kspace *r = j->ref[m];
-    for (size_t yy = 0; yy < j->ne1; yy++)
-      phase[yy] = caipi_phase(s, yy, j->ne1, m, -1);
-    size_t p = 0;
-    for (long yy = (long)ry * j->accel; yy + (long)ry * j->accel < (long)j->ne1; yy++)
-      for (long xx = rx; xx + rx < (long)j->nro; xx++, p++) {
-        neighbourhood(s, r->data, nch, j->ne1, j->nro, xx, yy, j->accel, phase, src + p * L);
-        for (size_t c = 0; c < nch; c++)
-          dst[p * nch + c] = r->data[(c * j->ne1 + (size_t)yy) * j->nro + (size_t)xx] * phase[yy];
-      }
-    for (size_t i = 0; i < L * P; i++)
-      trace += crealf(src[i] * conjf(src[i]));
-    /* X_m is L x P (a column per point); Y_m is C x P */
-    rc = mr_buf_upload(x, 0, src, L * P * sizeof(mr_cfloat));
-    if (rc == 0)
-      rc = mr_buf_upload(y, 0, dst, nch * P * sizeof(mr_cfloat));
-    mr_cmat xm = mr_cmat_dense(mr_buf_data(x), (int)L, (int)P);
-    mr_cmat ym = mr_cmat_dense(mr_buf_data(y), (int)nch, (int)P);
-    mr_cmat am = mr_cmat_dense(mr_buf_data(a), (int)L, (int)L);
-    mr_cmat bm = mr_cmat_dense((mr_cfloat *)mr_buf_data(b) + (size_t)m * nch * L, (int)L,
-                               (int)nch);
-    if (rc == 0)
-      rc = mr_blas_herk(dev, MR_BLAS_N, 1.0f, xm, m > 0 ? 1.0f : 0.0f, am, 1);
-    if (rc == 0)
-      rc = mr_blas_gemm(dev, MR_BLAS_N, MR_BLAS_C, 1, xm, ym, 0, bm, 1);
-  }
-  if (rc == 0) {
-    mr_cmat am = mr_cmat_dense(mr_buf_data(a), (int)L, (int)L);
-    mr_cmat bm = mr_cmat_dense(mr_buf_data(b), (int)L, (int)MC);
-    rc = mr_solve_hpd(dev, am, (float)(s->lambda * trace / (double)L), bm, 1);
-  }
-  if (rc == 0)
-    rc = mr_buf_download(b, 0, j->g, L * MC * sizeof(mr_cfloat));
-  free(phase);
-  mr_buf_destroy(x);
-  mr_buf_destroy(y);
-  mr_buf_destroy(a);
-  mr_buf_destroy(b);
-  return rc;
-}
-
-static int run_calib(mr_device *dev, void *arg) { return mr_device_run(dev, calib_task, arg); }
-
-typedef struct apply_job {
-  slice_grappa *s;
-  const mr_cfloat *g;
-  size_t L, MC, points;
-} apply_job;
-
-/* On dev: every slice's k-space at the points, (G^H)^H N. */
-static int apply_task(mr_device *dev, void *arg) {
-  apply_job *j = arg;
-  mr_buf *g = NULL, *n = NULL, *out = NULL;
-  int rc = mr_buf_create(dev, j->L * j->MC * sizeof(mr_cfloat), &g);
-  if (rc == 0)
-    rc = mr_buf_create(dev, j->L * j->points * sizeof(mr_cfloat), &n);
-  if (rc == 0)
-    rc = mr_buf_create(dev, j->MC * j->points * sizeof(mr_cfloat), &out);
-  if (rc == 0)
-    rc = mr_buf_upload(g, 0, j->g, j->L * j->MC * sizeof(mr_cfloat));
-  if (rc == 0)
-    rc = mr_buf_upload(n, 0, j->s->src.p, j->L * j->points * sizeof(mr_cfloat));
-  if (rc == 0)
-    rc = mr_blas_gemm(dev, MR_BLAS_C, MR_BLAS_N, 1,
-                      mr_cmat_dense(mr_buf_data(g), (int)j->L, (int)j->MC),
-                      mr_cmat_dense(mr_buf_data(n), (int)j->L, (int)j->points), 0,
-                      mr_cmat_dense(mr_buf_data(out), (int)j->MC, (int)j->points), 1);
-  if (rc == 0)
-    rc = mr_buf_download(out, 0, j->s->dst.p, j->MC * j->points * sizeof(mr_cfloat));
-  mr_buf_destroy(g);
-  mr_buf_destroy(n);
-  mr_buf_destroy(out);
-  return rc;
-}
-
-static int run_apply(mr_device *dev, void *arg) { return mr_device_run(dev, apply_task, arg); }
-
-/* The group's kernels, fitted on its slices' references when not yet. */
-static int calibrate(slice_grappa *s, mr_gadget_ctx *ctx, int group, const int *slices,
-                     const mr_kspace *k, int accel) {
-  group_weights *w = &s->weights[group];
-  if (w->valid && w->nch == k->nch && w->nro == k->nro && w->ne1 == k->ne1 && w->accel == accel)
-    return 0;
-  calib_job j = {.s = s, .nch = k->nch, .ne1 = k->ne1, .nro = k->nro, .accel = accel};
-  for (int m = 0; m < s->multiband; m++) {
-    const mr_kspace *r = ((const mr_kspace *)s->refs[slices[m]]->u.object.ptr)->calib;
-    if (r->nch != k->nch || r->nro != k->nro || r->ne1 != k->ne1 || r->ne2 != 1)
-      return mr_gadget_fail(ctx, MR_EDATA,
-                            "the single-band reference of slice %d is %zu x %zu x %zu, the "
-                            "multiband k-space %zu x %zu x %zu (channels, lines, samples)",
-                            slices[m], r->nch, r->ne1, r->nro, k->nch, k->ne1, k->nro);
-    for (size_t yy = 0; yy < r->ne1; yy++)
-      if (!r->sampled[yy])
-        return mr_gadget_fail(ctx, MR_EDATA,
-                              "the single-band reference of slice %d lacks line %zu: "
-                              "slice-GRAPPA calibrates on whole references",
-                              slices[m], yy);
-    j.ref[m] = r;
-  }
-  int rx = s->kernel[0] / 2, ry = s->kernel[1] / 2;
-  long ny = (long)k->ne1 - 2L * ry * accel, nx = (long)k->nro - 2L * rx;
-  if (ny < 1 || nx < 1)
-    return mr_gadget_fail(ctx, MR_EDATA, "a %zu x %zu k-space is too small for a %d x %d kernel",
-                          k->ne1, k->nro, s->kernel[0], s->kernel[1]);
-  j.points = (size_t)ny * (size_t)nx;
-  size_t L = k->nch * (size_t)s->kernel[0] * (size_t)s->kernel[1];
-  size_t MC = (size_t)s->multiband * k->nch;
+/* A reference buffer: its calibration part (or, lacking one, its lines)
+ * kept as slice idx.slice's calibration; the groups it feeds recalibrate. */
+static int keep_reference(sms_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k) {
   mr_err e = {0};
-  int rc = mr_scratch_grow(&s->src, L * j.points * sizeof(mr_cfloat), "slice-GRAPPA sources", &e);
-  if (rc == 0)
-    rc = mr_scratch_grow(&s->dst, k->nch * j.points * sizeof(mr_cfloat),
-                         "slice-GRAPPA targets", &e);
-  if (rc < 0)
-    return mr_gadget_fail(ctx, rc, "%s", e.msg);
-  free(w->g);
-  w->valid = 0;
-  if ((w->g = malloc(L * MC * sizeof *w->g)) == NULL)
-    return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
-  j.g = w->g;
-  if ((rc = mr_placement_run(&s->place, ctx, run_calib, &j)) < 0)
-    return rc;
-  *w = (group_weights){1, k->nch, k->nro, k->ne1, accel, w->g};
+  mr_kspace *src = k->calib != NULL ? k->calib : k;
+  size_t slice = k->ref.idx.slice;
+  if (slice >= s->nref)
+    return mr_gadget_fail(ctx, MR_EDATA, "reference slice %zu is beyond the header's %zu", slice,
+                          s->nref);
+  if (src->ne2 != 1)
+    return mr_gadget_fail(ctx, MR_EDATA, "a 3D reference (%zu partitions): SMS is 2D", src->ne2);
+  float complex *data = src == k ? mr_kspace_host(k, &e) : src->data;
+  if (data == NULL)
+    return mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, e.code));
+  if (s->ref_nc != 0 &&
+      (src->nch != s->ref_nc || src->ne1 != s->ref_ny || src->nro != s->ref_nx))
+    return mr_gadget_fail(ctx, MR_EDATA,
+                          "reference slice %zu is %zu coils x %zu x %zu, the others %zu x %zu x "
+                          "%zu", slice, src->nch, src->ne1, src->nro, s->ref_nc, s->ref_ny,
+                          s->ref_nx);
+  size_t plane = src->nch * src->ne1 * src->nro;
+  float complex *copy = mr_budget_alloc(plane * sizeof *copy, "an SMS reference slice", &e);
+  if (copy == NULL)
+    return mr_gadget_fail(ctx, e.code, "%s", mr_err_text(&e, e.code));
+  /* Only the sampled lines of a calibration part are defined (kspace.h). */
+  for (size_t c = 0; c < src->nch; c++)
+    for (size_t y = 0; y < src->ne1; y++) {
+      float complex *to = copy + (c * src->ne1 + y) * src->nro;
+      if (src->sampled[y])
+        memcpy(to, data + (c * src->ne1 + y) * src->nro, src->nro * sizeof *to);
+      else
+        memset(to, 0, src->nro * sizeof *to);
+    }
+  mr_budget_free(s->ref[slice], plane * sizeof *copy);
+  s->ref[slice] = copy;
+  s->ref_nc = src->nch;
+  s->ref_ny = src->ne1;
+  s->ref_nx = src->nro;
+  mr_budget_free(s->weights[slice % s->ngroups], s->weights_bytes);
+  s->weights[slice % s->ngroups] = NULL;
   return 0;
 }
 
-/* Slice m's k-space from the collapsed one: its lines at the sampled
- * lines of k, the CAIPI shift undone; its reference as calibration. */
-static mr_kspace *slice_kspace(slice_grappa *s, const mr_kspace *k, int m, int slice,
-                               const size_t *lines, size_t nlines, mr_err *err) {
-  const mr_kspace *ref = ((const mr_kspace *)s->refs[slice]->u.object.ptr)->calib;
+typedef struct sms_job {
+  const mr_slice_grappa_opts *o;
+  const mr_cfloat *reference; /* NULL: calibrated already */
+  mr_cfloat *weights;
+  const mr_cfloat *collapsed;
+  mr_cfloat *slices;
+} sms_job;
+
+static int run_separate(mr_device *dev, void *arg) {
+  sms_job *j = arg;
+  mr_slice_grappa_plan *plan = NULL;
+  int rc = mr_slice_grappa_plan_create(dev, j->o, &plan);
+  if (rc == 0 && j->reference != NULL)
+    rc = mr_slice_grappa_calibrate_host(plan, j->reference, j->weights);
+  if (rc == 0)
+    rc = mr_slice_grappa_apply_host(plan, j->weights, j->collapsed, j->slices);
+  mr_slice_grappa_plan_destroy(plan);
+  return rc;
+}
+
+/* Separated slice j of the collapsed buffer k: a new buffer. */
+static mr_kspace *slice_buffer(const sms_gadget *s, const mr_gadget_ctx *ctx, const mr_kspace *k,
+                               size_t j, const float complex *data, int in_plane, mr_err *err) {
+  const mr_multiband *mb = multiband_of(ctx);
   mr_kspace *out = mr_kspace_new(k->nro, k->ne1, 1, k->nch, 0, err);
-  mr_kspace *calib = out != NULL ? mr_kspace_new(k->nro, k->ne1, 1, k->nch, 0, err) : NULL;
-  if (calib == NULL) {
-    mr_kspace_free(out);
+  if (out == NULL)
     return NULL;
-  }
   mr_kspace_copy_meta(out, k);
-  /* the slice's own place, from its reference's header */
-  const ISMRMRD_AcquisitionHeader *own = &((const mr_kspace *)s->refs[slice]->u.object.ptr)->ref;
-  memcpy(out->ref.position, own->position, sizeof own->position);
-  memcpy(out->ref.slice_dir, own->slice_dir, sizeof own->slice_dir);
+  memcpy(out->data, data, k->nch * k->ne1 * k->nro * sizeof *data);
+  memcpy(out->sampled, k->sampled, k->ne1);
+  size_t slice = k->ref.idx.slice + j * s->ngroups;
   out->ref.idx.slice = (uint16_t)slice;
-  mr_kspace_copy_meta(calib, ref);
-  memcpy(calib->data, ref->data, k->nch * k->ne1 * k->nro * sizeof *calib->data);
-  memcpy(calib->sampled, ref->sampled, k->ne1);
-  out->calib = calib;
-  size_t nch = k->nch, MC = (size_t)s->multiband * nch;
-  const mr_cfloat *all = s->dst.p;
-  for (size_t l = 0; l < nlines; l++) {
-    size_t y = lines[l];
-    mr_cfloat undo = caipi_phase(s, y, k->ne1, m, 1);
-    out->sampled[y] = 1;
-    for (size_t x = 0; x < k->nro; x++) {
-      const mr_cfloat *v = all + (l * k->nro + x) * MC + (size_t)m * nch;
-      for (size_t c = 0; c < nch; c++)
-        out->data[(c * k->ne1 + y) * k->nro + x] = v[c] * undo;
+  double dz = 0;
+  for (size_t i = 0; i < j; i++)
+    dz += mb->spacing_mm[mb->nspacing > 1 && (int)i < mb->nspacing ? i : 0];
+  for (int a = 0; a < 3; a++)
+    out->ref.position[a] += (float)(dz * out->ref.slice_dir[a]);
+  if (in_plane) {
+    out->calib = mr_kspace_new(k->nro, k->ne1, 1, k->nch, 0, err);
+    if (out->calib == NULL) {
+      mr_kspace_free(out);
+      return NULL;
     }
+    mr_kspace_copy_meta(out->calib, out);
+    memcpy(out->calib->data, s->ref[slice], k->nch * k->ne1 * k->nro * sizeof *data);
+    memset(out->calib->sampled, 1, k->ne1);
   }
   return out;
 }
 
-static int split(slice_grappa *s, mr_gadget_ctx *ctx, mr_kspace *k, mr_emit *out) {
-  int nslices = header_slices(s, ctx, k->encoding), groups = nslices / s->multiband;
-  int group = k->ref.idx.slice, slices[16] = {0};
-  if (nslices % s->multiband != 0 || group >= groups || nslices > MAX_SLICES)
-    return mr_gadget_fail(ctx, MR_EDATA,
-                          "multiband k-space of slice group %d: the header's %d slices do not "
-                          "make groups of %d",
-                          group, nslices, s->multiband);
-  for (int m = 0; m < s->multiband; m++) {
-    slices[m] = group + groups * m;
-    if (s->refs[slices[m]] == NULL)
+static int separate(sms_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k, mr_emit *out) {
+  const mr_multiband *mb = multiband_of(ctx);
+  const mr_encoding *enc = &ctx->hdr->encoding[0];
+  size_t g = k->ref.idx.slice, m = mb->factor;
+  if (g >= s->ngroups)
+    return mr_gadget_fail(ctx, MR_EDATA, "collapsed slice %zu is beyond the header's %zu", g,
+                          s->ngroups);
+  for (size_t j = 0; j < m; j++)
+    if (s->ref[g + j * s->ngroups] == NULL)
       return mr_gadget_fail(ctx, MR_EDATA,
-                            "multiband k-space of slice group %d came before the single-band "
-                            "reference of its slice %d: slice-GRAPPA calibrates on it",
-                            group, slices[m]);
-  }
-  if (k->ne2 != 1 || k->traj != NULL)
-    return mr_gadget_fail(ctx, MR_ENOTSUP, "slice-GRAPPA takes 2D Cartesian k-space");
-  const mr_parallel_imaging *pi = &ctx->hdr->encoding[k->encoding].parallel;
-  int accel = pi->present && pi->accel_e1 > 1 ? pi->accel_e1 : 1;
-  int rc = calibrate(s, ctx, group, slices, k, accel);
-  if (rc < 0)
-    return rc;
+                            "no single-band reference scan of slice %zu (encoding %u) came "
+                            "before the multiband data of slice group %zu: SMS needs one to "
+                            "calibrate", g + j * s->ngroups, mb->calibration_encoding, g);
+  if (k->ne2 != 1 || k->nch != s->ref_nc || k->ne1 != s->ref_ny || k->nro != s->ref_nx)
+    return mr_gadget_fail(ctx, MR_EDATA,
+                          "the multiband data are %zu coils x %zu x %zu x %zu, the reference "
+                          "%zu x %zu x %zu", k->nch, k->ne2, k->ne1, k->nro, s->ref_nc,
+                          s->ref_ny, s->ref_nx);
+  int caipi = s->caipi;
+  if (caipi == 0)
+    caipi = mb->delta_kz > 0 && mb->nspacing > 0 && mb->spacing_mm[0] > 0
+                ? (int)lround(1.0 / (mb->delta_kz * mb->spacing_mm[0]))
+                : 1;
+  mr_slice_grappa_opts o =
+      mr_slice_grappa_opts_default((int)k->nch, (int)k->nro, (int)k->ne1, (int)m, caipi);
+  o.kx = s->kernel[0];
+  o.ky = s->kernel[1];
+  o.ystep = enc->parallel.accel_e1 > 1 ? enc->parallel.accel_e1 : 1;
+  o.cx = s->calibration[0] < o.nx ? s->calibration[0] : o.nx;
+  o.cy = s->calibration[1] < o.ny ? s->calibration[1] : o.ny;
+  o.lambda = (float)s->lambda;
+  o.leak_block = s->leak_block;
   mr_err e = {0};
-  if (mr_kspace_host(k, &e) == NULL)
-    return mr_gadget_fail(ctx, e.code, "%s", e.msg);
-  size_t *lines = malloc(k->ne1 * sizeof *lines), nlines = 0;
-  if (lines == NULL)
-    return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
-  for (size_t y = 0; y < k->ne1; y++)
-    if (k->sampled[y])
-      lines[nlines++] = y;
-  size_t L = k->nch * (size_t)s->kernel[0] * (size_t)s->kernel[1];
-  size_t MC = (size_t)s->multiband * k->nch, points = nlines * k->nro;
-  rc = mr_scratch_grow(&s->src, L * points * sizeof(mr_cfloat), "slice-GRAPPA neighbourhoods", &e);
-  if (rc == 0)
-    rc = mr_scratch_grow(&s->dst, MC * points * sizeof(mr_cfloat), "slice-GRAPPA slices", &e);
-  if (rc < 0) {
-    free(lines);
-    return mr_gadget_fail(ctx, rc, "%s", e.msg);
+  float complex *collapsed = mr_kspace_host(k, &e);
+  if (collapsed == NULL)
+    return mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, e.code));
+  size_t plane = k->nch * k->ne1 * k->nro;
+  size_t bytes = plane * m * sizeof(float complex);
+  float complex *reference = NULL, *slices = mr_budget_alloc(bytes, "separated SMS slices", &e);
+  int calibrate = s->weights[g] == NULL, rc = 0;
+  if (slices != NULL && calibrate) {
+    s->weights_bytes = mr_slice_grappa_weights_count(&o) * sizeof(mr_cfloat);
+    reference = mr_budget_alloc(bytes, "SMS reference slices", &e);
+    s->weights[g] = reference == NULL ? NULL
+                                      : mr_budget_alloc(s->weights_bytes, "slice-GRAPPA kernels", &e);
   }
-  mr_cfloat *src = s->src.p;
-  for (size_t l = 0; l < nlines; l++)
-    for (size_t x = 0; x < k->nro; x++)
-      neighbourhood(s, k->data, k->nch, k->ne1, k->nro, (long)x, (long)lines[l], accel, NULL,
-                    src + (l * k->nro + x) * L);
-  apply_job job = {s, s->weights[group].g, L, MC, points};
-  if ((rc = mr_placement_run(&s->place, ctx, run_apply, &job)) < 0) {
-    free(lines);
-    return rc;
+  if (slices == NULL || (calibrate && s->weights[g] == NULL)) {
+    rc = mr_gadget_fail(ctx, e.code, "%s", mr_err_text(&e, e.code));
+    goto done;
   }
-  for (int m = 0; m < s->multiband && rc == 0; m++) {
-    mr_kspace *one = slice_kspace(s, k, m, slices[m], lines, nlines, &e);
-    mr_message *msg = one != NULL ? mr_kspace_message(one) : NULL;
+  for (size_t j = 0; calibrate && j < m; j++)
+    memcpy(reference + j * plane, s->ref[g + j * s->ngroups], plane * sizeof *reference);
+  sms_job job = {&o, reference, s->weights[g], collapsed, slices};
+  mr_device_clear_error();
+  if ((rc = mr_placement_run(&s->place, ctx, run_separate, &job)) < 0) {
+    rc = mr_gadget_fail_device(ctx, rc, "slice-GRAPPA");
+    goto done;
+  }
+  for (size_t j = 0; rc == 0 && j < m; j++) {
+    /* grappa keeps a slice's kernel until new calibration lines come: the
+     * reference rides along only when it is new to this group */
+    mr_kspace *sk = slice_buffer(s, ctx, k, j, slices + j * plane, o.ystep > 1 && calibrate, &e);
+    mr_message *msg = sk != NULL ? mr_kspace_message(sk) : NULL;
     rc = msg != NULL ? mr_emit_message(out, msg)
                      : mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "%s",
-                                      e.code ? e.msg : "out of memory");
+                                      mr_err_text(&e, e.code ? e.code : MR_ENOMEM));
   }
-  free(lines);
+done:
+  if (rc < 0 && calibrate) {
+    mr_budget_free(s->weights[g], s->weights_bytes);
+    s->weights[g] = NULL;
+  }
+  mr_budget_free(reference, bytes);
+  mr_budget_free(slices, bytes);
   return rc;
 }
 
-static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
-  slice_grappa *s = state;
-  mr_kspace *k = msg->u.object.ptr;
-  if (!any_sampled(k)) { /* a single-band reference */
-    int slice = k->ref.idx.slice;
-    if (k->calib == NULL)
-      return 0;
-    if (slice >= MAX_SLICES)
-      return mr_gadget_fail(ctx, MR_ELIMIT, "slice %d: at most %d slices", slice, MAX_SLICES);
-    mr_message_unref(s->refs[slice]);
-    s->refs[slice] = mr_message_ref(msg);
-    for (int g = 0; g < MAX_SLICES; g++)
-      s->weights[g].valid = 0; /* a new reference: its group recalibrates */
+/* The reference scan's buffers: those of its own encoding, or in encoding 0
+ * itself the calibration-only ones (no imaging line, as accumulate sends
+ * lines flagged IS_PARALLEL_CALIBRATION alone). */
+static int is_reference(const mr_kspace *k, const mr_multiband *mb) {
+  if (k->encoding != (int)mb->calibration_encoding)
     return 0;
-  }
-  return split(s, ctx, k, out);
+  if (mb->calibration_encoding != 0)
+    return 1;
+  if (k->calib == NULL)
+    return 0;
+  for (size_t i = 0; i < k->ne1 * k->ne2; i++)
+    if (k->sampled[i])
+      return 0;
+  return 1;
+}
+
+static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
+  sms_gadget *s = state;
+  mr_kspace *k = msg->u.object.ptr;
+  const mr_multiband *mb = multiband_of(ctx);
+  if (mb == NULL)
+    return mr_emit_message(out, mr_message_ref(msg));
+  if (k->traj != NULL)
+    return mr_gadget_fail(ctx, MR_EDATA, "got non-Cartesian k-space: slice-GRAPPA needs "
+                                         "Cartesian lines");
+  if (is_reference(k, mb))
+    return keep_reference(s, ctx, k);
+  return separate(s, ctx, k, out);
 }
 
 static void destroy(void *state) {
-  slice_grappa *s = state;
-  for (int i = 0; i < MAX_SLICES; i++) {
-    mr_message_unref(s->refs[i]);
-    free(s->weights[i].g);
-  }
-  mr_scratch_free(&s->src);
-  mr_scratch_free(&s->dst);
+  sms_gadget *s = state;
+  for (size_t i = 0; s->ref != NULL && i < s->nref; i++)
+    mr_budget_free(s->ref[i], s->ref_nc * s->ref_ny * s->ref_nx * sizeof(float complex));
+  for (size_t i = 0; s->weights != NULL && i < s->ngroups; i++)
+    mr_budget_free(s->weights[i], s->weights_bytes);
+  free(s->ref);
+  free(s->weights);
   mr_placement_release(&s->place);
 }
 
 const mr_gadget_class mr_gadget_slice_grappa = {
     .name = "slice_grappa",
-    .summary = "simultaneous multi-slice k-space split into its slices: split-slice GRAPPA "
-               "(leak-blocked) with blipped-CAIPI shifts, calibrated on the single-band "
-               "reference (after accumulate)",
+    .summary = "separates simultaneous multi-slice (multiband, blipped-CAIPI) k-space into one "
+               "k-space per slice by slice-GRAPPA calibrated on the single-band reference scan",
     .params = params,
     .nparams = sizeof params / sizeof *params,
-    .state_size = sizeof(slice_grappa),
+    .state_size = sizeof(sms_gadget),
     .handles = MR_HANDLES_MULTIBAND,
     .accepts = MR_KIND_BIT(MR_MSG_KSPACE),
     .produces = MR_KIND_BIT(MR_MSG_KSPACE),

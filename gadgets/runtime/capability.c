@@ -42,26 +42,10 @@ static int claims_epi(const mr_stream_header *hdr, char *why, size_t size, mr_er
   return 0;
 }
 
-/* The multiband factor of the header's encoding e (ISMRMRD's
- * parallelImaging/multiband section), 1 when it has none. */
+/* The multiband factor of the header's encoding e, 1 when it has none. */
 static int multiband_factor(const mr_stream_header *hdr, int e) {
-  xmlDoc *doc = NULL;
-  if (mr_xml_doc_read(hdr->xml, hdr->xml_len, "ISMRMRD header", &doc, NULL) < 0)
-    return 1;
-  int factor = 1, at = 0;
-  const xmlNode *root = xmlDocGetRootElement(doc);
-  for (const xmlNode *n = root != NULL ? root->children : NULL; n != NULL; n = n->next) {
-    if (!mr_xml_is(n, "encoding") || at++ != e)
-      continue;
-    char text[32];
-    const xmlNode *mb = mr_xml_child(mr_xml_child(n, "parallelImaging"), "multiband");
-    long v = strtol(mr_xml_text(mr_xml_child(mb, "multiband_factor"), text, sizeof text), NULL,
-                    10);
-    factor = v > 1 && v < 1024 ? (int)v : 1;
-    break;
-  }
-  xmlFreeDoc(doc);
-  return factor;
+  const mr_multiband *mb = &hdr->encoding[e].parallel.multiband;
+  return mb->present && mb->factor > 1 ? mb->factor : 1;
 }
 
 static int warn(mr_chain *c, const char *text) {
@@ -81,13 +65,13 @@ int mr_capability_check_header(mr_chain *c, const mr_stream_header *hdr, mr_err 
   if (rc < 0)
     return rc;
   for (int e = 0; e < hdr->nencodings && !(h & MR_HANDLES_MULTIBAND); e++) {
-    int m = hdr->xml != NULL ? multiband_factor(hdr, e) : 1;
+    int m = multiband_factor(hdr, e);
     if (m > 1)
       return mr_err_set(err, MR_ECONFIG,
                         "config '%s': the scan is simultaneous multi-slice (multiband %d in "
                         "encoding %d's parallelImaging), and no step of this config separates "
                         "its slices: its images would be the slices collapsed; use the config "
-                        "'epi_sms'",
+                        "'sms' (Cartesian) or 'epi_sms'",
                         c->cfg->name, m, e);
   }
   if (why[0] != '\0' && !(h & MR_HANDLES_EPI))

@@ -19,6 +19,7 @@ extern const mr_gadget_class mr_gadget_frames;
 extern const mr_gadget_class mr_gadget_discard;
 extern const mr_gadget_class mr_gadget_raw_dump;
 extern const mr_gadget_class mr_gadget_partial_fourier;
+extern const mr_gadget_class mr_gadget_slice_grappa;
 extern const mr_gadget_class mr_gadget_dicom_out;
 extern const mr_gadget_class mr_gadget_external;
 extern const mr_gadget_class mr_gadget_cs;
@@ -41,6 +42,7 @@ static const mr_gadget_class *const classes[] = {
     &mr_gadget_discard,
     &mr_gadget_raw_dump,
     &mr_gadget_partial_fourier,
+    &mr_gadget_slice_grappa,
     &mr_gadget_dicom_out,
     &mr_gadget_external,
     &mr_gadget_cs,

@@ -57,6 +57,7 @@ int bench_split(const bench_ctx *ctx);
 int bench_sparse(const bench_ctx *ctx);
 int bench_espirit(const bench_ctx *ctx);
 int bench_load(const bench_ctx *ctx);
+int bench_sms(const bench_ctx *ctx);
 
 /* Takes the CPU and, when the pool has one, GPU 0 (*gpu NULL otherwise)
  * and records their names in the open object ("gpu", "cpu",

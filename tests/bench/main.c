@@ -25,6 +25,7 @@ static const struct {
     {"grappa", "GRAPPA calibration (32-128 coils; CPU, GPU fused, library chain) and a whole slice", bench_grappa},
     {"nufft", "NUFFT types 1 and 2, 2D and 3D, four trajectories, tol 1e-2 .. 1e-6, GPU against CPU and the reference library, errors against the exact sum", bench_nufft},
     {"espirit", "ESPIRiT maps, 2D 256 x 256 (8, 32 coils) and 3D 256 x 256 x 128 (32 coils), GPU against CPU", bench_espirit},
+    {"sms", "slice-GRAPPA calibration and separation, multiband 2-4, 16-32 coils, 64 and 96 matrices, GPU against CPU", bench_sms},
     {"split", "one 3D CG-SENSE scan split by coils across 1, 2, ... of the pool's GPUs", bench_split},
     {"sparse", "compressed sensing, ESPIRiT and coil compression: ours (solve alone, and through a server) against BART on the same data, time and PSNR/NRMSE", bench_sparse},
     {"stream", "end to end: sessions from memory through a GPU and a CPU reconserver against a raw loopback copy", bench_stream},

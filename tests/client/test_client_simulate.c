@@ -273,6 +273,49 @@ static void cartesian_dataset(void **state) {
   free_dataset(&ds);
 }
 
+/* --multiband 2 --caipi 2: the reference (encoding 1, flagged calibration,
+ * each slice alone) and the collapsed lines (encoding 0), which are the
+ * reference's slices summed with the CAIPI ramp; the header's multiband
+ * fields; the objects per slice. */
+static void multiband_dataset(void **state) {
+  (void)state;
+  enum { N = 16, COILS = 4, MB = 2 };
+  mr_sim_options o = {.trajectory = MR_SIM_CARTESIAN, .matrix = N, .coils = COILS,
+                      .multiband = MB, .caipi = 2};
+  simulate(&o, "multiband.h5");
+  dataset ds;
+  read_dataset(o.path, &ds);
+  assert_int_equal(ds.nacq, (MB + 1) * N);
+  mr_stream_header h;
+  header_of(&ds, &h);
+  assert_int_equal(h.nencodings, 2);
+  const mr_multiband *mb = &h.encoding[0].parallel.multiband;
+  assert_true(mb->present);
+  assert_int_equal(mb->factor, MB);
+  assert_int_equal(mb->calibration_encoding, 1);
+  assert_float_equal(mb->spacing_mm[0], N / 4.0, 1e-6);
+  assert_float_equal(1 / (mb->delta_kz * mb->spacing_mm[0]), 2, 1e-4);
+  assert_int_equal(h.encoding[1].limits.slice.maximum, MB - 1);
+  mr_stream_header_free(&h);
+  const uint64_t calib = 1ull << (ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION - 1);
+  for (int y = 0; y < N; y++) {
+    const ISMRMRD_Acquisition *r0 = &ds.acq[y], *r1 = &ds.acq[N + y], *c = &ds.acq[MB * N + y];
+    assert_true((r0->head.flags & calib) && (r1->head.flags & calib) && !(c->head.flags & calib));
+    assert_int_equal(r1->head.idx.slice, 1);
+    assert_int_equal(r1->head.encoding_space_ref, 1);
+    assert_int_equal(c->head.encoding_space_ref, 0);
+    assert_float_equal(r1->head.position[2] - r0->head.position[2], N / 4.0, 1e-6);
+    double sign = (y - N / 2) % 2 ? -1 : 1; /* exp(-i pi (y - n/2)) */
+    for (int i = 0; i < N * COILS; i++) {
+      double complex want = r0->data[i] + sign * r1->data[i];
+      assert_true(cabs(c->data[i] - want) <= 1e-5 * (cabs(want) + 1));
+    }
+  }
+  assert_int_equal(ds.phantom.ndim, 4); /* n x n x MB, and a unit dimension as read back */
+  assert_int_equal(ds.phantom.dims[2], MB);
+  free_dataset(&ds);
+}
+
 /* Noise of the asked size, different per seed. */
 static void noise(void **state) {
   (void)state;
@@ -401,6 +444,21 @@ static void refusals(void **state) {
   mr_err_clear(&err);
   assert_int_equal(mr_simulate(&moving, &err), MR_EINVAL);
   assert_non_null(strstr(err.msg, "--moving needs --frames"));
+  mr_sim_options caipi = {.trajectory = MR_SIM_CARTESIAN, .matrix = 16, .coils = 2, .caipi = 2,
+                          .path = "/nonexistent/z.h5"};
+  mr_err_clear(&err);
+  assert_int_equal(mr_simulate(&caipi, &err), MR_EINVAL);
+  assert_non_null(strstr(err.msg, "--caipi needs --multiband"));
+  mr_sim_options radial_mb = {.trajectory = MR_SIM_RADIAL, .matrix = 16, .coils = 2,
+                              .multiband = 2, .path = "/nonexistent/z.h5"};
+  mr_err_clear(&err);
+  assert_int_equal(mr_simulate(&radial_mb, &err), MR_EINVAL);
+  assert_non_null(strstr(err.msg, "2D Cartesian"));
+  caipi.multiband = 2;
+  caipi.caipi = 3;
+  mr_err_clear(&err);
+  assert_int_equal(mr_simulate(&caipi, &err), MR_EINVAL);
+  assert_non_null(strstr(err.msg, "--caipi must be"));
   assert_int_equal(mr_sim_trajectory_parse("tiny-golden"), MR_SIM_TINY_GOLDEN);
   assert_int_equal(mr_sim_trajectory_parse("golden"), MR_SIM_GOLDEN);
   assert_int_equal(mr_sim_trajectory_parse("rosette"), -1);
@@ -512,7 +570,7 @@ static void epi_multiband(void **state) {
   (void)state;
   enum { N = 16 };
   mr_sim_options o = {.trajectory = MR_SIM_EPI, .matrix = N, .coils = 2,
-                      .epi = {.multiband = 2, .caipi = 2}};
+                      .multiband = 2, .caipi = 2};
   simulate(&o, "epi_mb.h5");
   dataset ds;
   read_dataset(o.path, &ds);
@@ -536,7 +594,7 @@ static void epi_multiband(void **state) {
   free_dataset(&ds);
   mr_err err = {0};
   mr_sim_options bad = {.trajectory = MR_SIM_EPI, .matrix = 16, .coils = 1,
-                        .epi = {.caipi = 3}, .path = "/nonexistent/e.h5"};
+                        .caipi = 3, .path = "/nonexistent/e.h5"};
   assert_int_equal(mr_simulate(&bad, &err), MR_EINVAL);
   assert_non_null(strstr(err.msg, "need --multiband"));
 }
@@ -547,7 +605,8 @@ int main(void) {
       cmocka_unit_test(phantom_values),    cmocka_unit_test(radial_dataset),
       cmocka_unit_test(spiral_and_3d_datasets), cmocka_unit_test(cartesian_dataset),
       cmocka_unit_test(noise),             cmocka_unit_test(realtime_stream),
-      cmocka_unit_test(refusals),          cmocka_unit_test(epi_dataset),
+      cmocka_unit_test(refusals),          cmocka_unit_test(multiband_dataset),
+      cmocka_unit_test(epi_dataset),
       cmocka_unit_test(epi_segmented_ramp), cmocka_unit_test(epi_multiband),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

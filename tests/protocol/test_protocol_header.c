@@ -107,6 +107,43 @@ static void test_minimal_header_defaults(void **state) {
   mr_stream_header_free(&h);
 }
 
+/* parallelImaging/multiband (ISMRMRD 1.14), as simultaneous multi-slice
+ * scans carry it; a factor of 0 is refused. */
+static void test_multiband(void **state) {
+  (void)state;
+  static const char fmt[] =
+      "<ismrmrdHeader><encoding>"
+      "<encodedSpace><matrixSize><x>64</x><y>64</y></matrixSize>"
+      "<fieldOfView_mm><x>200</x><y>200</y><z>5</z></fieldOfView_mm></encodedSpace>"
+      "<reconSpace><matrixSize><x>64</x><y>64</y></matrixSize>"
+      "<fieldOfView_mm><x>200</x><y>200</y><z>5</z></fieldOfView_mm></reconSpace>"
+      "<encodingLimits/><trajectory>cartesian</trajectory>"
+      "<parallelImaging><accelerationFactor><kspace_encoding_step_1>2</kspace_encoding_step_1>"
+      "<kspace_encoding_step_2>1</kspace_encoding_step_2></accelerationFactor>"
+      "<multiband><spacing><dZ>24</dZ><dZ>25</dZ></spacing><deltaKz>0.0138</deltaKz>"
+      "<multiband_factor>%d</multiband_factor><calibration>separable2D</calibration>"
+      "<calibration_encoding>1</calibration_encoding></multiband></parallelImaging>"
+      "</encoding></ismrmrdHeader>";
+  char xml[2048];
+  mr_stream_header h;
+  mr_err e = {0};
+  snprintf(xml, sizeof xml, fmt, 3);
+  assert_int_equal(mr_stream_header_parse(xml, strlen(xml), &h, &e), 0);
+  const mr_multiband *m = &h.encoding[0].parallel.multiband;
+  assert_true(m->present);
+  assert_int_equal(m->factor, 3);
+  assert_int_equal(m->nspacing, 2);
+  assert_float_equal(m->spacing_mm[1], 25, 1e-6);
+  assert_float_equal(m->delta_kz, 0.0138, 1e-6);
+  assert_string_equal(m->calibration, "separable2D");
+  assert_int_equal(m->calibration_encoding, 1);
+  assert_int_equal(h.encoding[0].parallel.accel_e1, 2);
+  mr_stream_header_free(&h);
+  snprintf(xml, sizeof xml, fmt, 0);
+  assert_int_equal(mr_stream_header_parse(xml, strlen(xml), &h, &e), MR_EHEADER);
+  assert_non_null(strstr(e.msg, "multiband_factor"));
+}
+
 typedef struct bad_header {
   const char *xml;
   const char *error;
@@ -206,6 +243,7 @@ int main(void) {
       cmocka_unit_test(test_reads_the_fields_gadgets_use),
       cmocka_unit_test(test_minimal_header_defaults),
       cmocka_unit_test(test_bad_headers),
+      cmocka_unit_test(test_multiband),
       cmocka_unit_test(test_identifiers_are_never_cut),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -52,18 +52,28 @@ static char *chain(const char *ghost) {
 
 static int coils = COILS;
 
-static const char *simulate_noisy(const char *name, mr_sim_epi epi, double noise) {
+/* A multiband scan: its factor (0: single-band) and CAIPI shift. */
+typedef struct multiband {
+  int factor, caipi;
+} multiband;
+
+static const char *simulate_scan(const char *name, mr_sim_epi epi, multiband mb, double noise) {
   static char paths[8][512];
   static int next;
   char *path = paths[next++ % 8];
   snprintf(path, 512, "%s/%s", mr_test_tmpdir("mr-epi"), name);
   remove(path);
   mr_sim_options o = {.trajectory = MR_SIM_EPI, .matrix = N, .coils = coils, .epi = epi,
-                      .noise = noise, .seed = 1, .path = path};
+                      .multiband = mb.factor, .caipi = mb.caipi, .noise = noise, .seed = 1,
+                      .path = path};
   mr_err err = {0};
   if (mr_simulate(&o, &err) != 0)
     fail_msg("simulate: %s", err.msg);
   return path;
+}
+
+static const char *simulate_noisy(const char *name, mr_sim_epi epi, double noise) {
+  return simulate_scan(name, epi, (multiband){0, 0}, noise);
 }
 
 static const char *simulate(const char *name, mr_sim_epi epi) {
@@ -261,12 +271,22 @@ static float *installed_images(const char *name, const char *h5, int count) {
 }
 
 /* The energy of each slice's k-space as slice_grappa splits h5 (the
- * installed config's steps up to it): leakage without a coil combination
- * in between. */
+ * installed epi_sms config's steps up to it): leakage without a coil
+ * combination in between. */
 static void slice_energies(const char *h5, int count, double *energy) {
-  const char *chain =
-      "[{\"gadget\":\"epi\"},{\"gadget\":\"accumulate\"},{\"gadget\":\"remove_oversampling\"},"
-      "{\"gadget\":\"slice_grappa\",\"multiband\":4,\"caipi\":3}]";
+  cJSON *cfg = mr_harness_installed_config("epi_sms");
+  assert_non_null(cfg);
+  cJSON *steps = cJSON_GetObjectItemCaseSensitive(cfg, "gadgets");
+  int at = 0;
+  while (at < cJSON_GetArraySize(steps) &&
+         strcmp(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(steps, at), "gadget")
+                    ->valuestring, "slice_grappa") != 0)
+    at++;
+  assert_true(at < cJSON_GetArraySize(steps));
+  while (cJSON_GetArraySize(steps) > at + 1)
+    cJSON_DeleteItemFromArray(steps, at + 1);
+  char *chain = cJSON_PrintUnformatted(steps);
+  cJSON_Delete(cfg);
   mr_err err = {0};
   mr_dataset *ds;
   if (mr_dataset_open(h5, "dataset", &ds, &err) != 0)
@@ -299,26 +319,26 @@ static void slice_energies(const char *h5, int count, double *energy) {
   }
   mr_harness_close(&h);
   mr_dataset_close(ds);
+  free(chain);
 }
 
 /* Simultaneous multi-slice: multiband 4, CAIPI FOV/3, 32 coils, the
  * odd/even error, through the installed epi_sms config, against the same
- * slices acquired single-band through the epi config (per slice NRMSE <=
- * 0.05, the issue's target: 0.010-0.017); slice leakage from collapsed
- * data holding one slice's signal alone: the mean magnitude of every
- * other slice's image over its own, 0.6-1.7% (the issue's target, 1%, is
- * missed: docs/epi.md; held here to 2.5%), and the root energy ratio of
- * the slices' k-spaces before the coil combination (at most 1.4%, held to
- * 2%). */
+ * slices acquired single-band through the epi config: per slice NRMSE <=
+ * 0.05 (the issue's target); slice leakage from collapsed data holding one
+ * slice's signal alone: the mean magnitude of every other slice's image
+ * over its own <= 1% (the issue's target), and the root energy ratio of
+ * the slices' k-spaces before the coil combination <= 1% too. */
 static void sms(void **state) {
   (void)state;
   enum { M = 4 };
   coils = 32;
-  mr_sim_epi mb = {.multiband = M, .caipi = 3, .ghost = {0.6, 3}};
+  mr_sim_epi mb = {.ghost = {0.6, 3}};
+  const multiband sms4 = {M, 3};
   mr_sim_epi single = {.slices = M};
   char name[64];
   snprintf(name, sizeof name, "sms.h5");
-  float *got = installed_images("epi_sms", simulate(name, mb), M);
+  float *got = installed_images("epi_sms", simulate_scan(name, mb, sms4, 0), M);
   float *want = installed_images("epi", simulate("sms_single.h5", single), M);
   for (int z = 0; z < M; z++) {
     double e = nrmse(got + z * N * N, want + z * N * N);
@@ -330,7 +350,7 @@ static void sms(void **state) {
     mr_sim_epi probe = mb;
     probe.leak_probe = p;
     snprintf(name, sizeof name, "sms_probe%d.h5", p);
-    const char *h5 = simulate(name, probe);
+    const char *h5 = simulate_scan(name, probe, sms4, 0);
     float *img = installed_images("epi_sms", h5, M);
     double own = 0, energy[M];
     for (int i = 0; i < N * N; i++)
@@ -352,11 +372,39 @@ static void sms(void **state) {
   }
   print_message("sms: worst leakage %.4f; in k-space (root energy ratio, every coil) %.4f\n",
                 worst, worst_k);
-  assert_true(worst <= 0.025);
-  assert_true(worst_k <= 0.02);
-  assert_true(worst <= 0.025);
+  assert_true(worst <= 0.01);
+  assert_true(worst_k <= 0.01);
   free(got);
   free(want);
+  coils = COILS;
+}
+
+/* Multiband 4 with in-plane R 2: slice-GRAPPA on the acquired lines, then
+ * GRAPPA per slice calibrated on its single-band reference (what
+ * slice_grappa passes along), against the fully sampled single-band
+ * slices; beside it the single-band R 2 scan through the epi config, whose
+ * GRAPPA error on this phantom (0.062-0.068) is most of it: the multiband
+ * scan's 0.096-0.097 held to 0.12 and to 1.7 times the single-band's. */
+static void sms_in_plane(void **state) {
+  (void)state;
+  enum { M = 4 };
+  coils = 32;
+  float *got = installed_images(
+      "epi_sms", simulate_scan("sms_r2.h5", (mr_sim_epi){.accel = 2}, (multiband){M, 3}, 0), M);
+  float *want = installed_images("epi", simulate("sms_r1_single.h5", (mr_sim_epi){.slices = M}), M);
+  float *single = installed_images(
+      "epi", simulate("sms_r2_single.h5", (mr_sim_epi){.slices = M, .accel = 2}), M);
+  for (int z = 0; z < M; z++) {
+    double e = nrmse(got + z * N * N, want + z * N * N);
+    double e1 = nrmse(single + z * N * N, want + z * N * N);
+    print_message("sms R 2: slice %d NRMSE against single-band R 1 %.4f (single-band R 2: %.4f)\n",
+                  z, e, e1);
+    assert_true(e <= 0.12);
+    assert_true(e <= 1.7 * e1);
+  }
+  free(got);
+  free(want);
+  free(single);
   coils = COILS;
 }
 
@@ -448,7 +496,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(segmented),
       cmocka_unit_test(ramp_noise_bounded),
       cmocka_unit_test(config_with_grappa),
-      cmocka_unit_test(sms),
+      cmocka_unit_test(sms), cmocka_unit_test(sms_in_plane),
       cmocka_unit_test(refusals),
       cmocka_unit_test(ghost_fit_filtered),
   };

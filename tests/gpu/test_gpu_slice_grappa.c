@@ -1,0 +1,297 @@
+/* slice_grappa.h: simultaneous multi-slice separation of synthetic
+ * multiband data (distinct objects per slice, coils around a cylinder so
+ * that the sensitivities vary along the slice direction too). CPU group:
+ * per-slice NRMSE of the coil images against each slice's own k-space
+ * (what a single-band reference reconstructs), slice leakage (a collapsed
+ * acquisition with only slice j lit, separated: the energy landing in
+ * slice m over the energy in slice j), leak-blocked against plain
+ * kernels, in-plane undersampled data, and the errors. --cuda: the GPU
+ * against the CPU. */
+#include <complex.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "slice_grappa.h"
+#include "test_gpu_common.h"
+#include "test_support.h"
+
+enum { N = 64 };
+
+/* The object of slice m: an ellipse phantom scaled, moved and for odd m
+ * mirrored, so that no two slices look alike. */
+static double object(int m, double x, double y) {
+  static const double e[][6] = {
+      {0.0, 0.0, 0.69, 0.92, 0.0, 1.0},     {0.0, -0.02, 0.66, 0.87, 0.0, -0.7},
+      {0.22, 0.0, 0.11, 0.31, -0.31, 0.4},  {-0.22, 0.0, 0.16, 0.41, 0.31, 0.3},
+      {0.0, 0.35, 0.21, 0.25, 0.0, 0.5},    {0.05, -0.5, 0.1, 0.06, 0.0, 0.6},
+  };
+  double s = 1.0 - 0.08 * m, v = 0;
+  x = x / s - 0.05 * m;
+  y = (m % 2 ? -y : y) / s;
+  for (size_t i = 0; i < sizeof e / sizeof *e; i++) {
+    double c = cos(e[i][4]), sn = sin(e[i][4]), dx = x - e[i][0], dy = y - e[i][1];
+    double u = (dx * c + dy * sn) / e[i][2], w = (-dx * sn + dy * c) / e[i][3];
+    if (u * u + w * w <= 1)
+      v += e[i][5];
+  }
+  return v;
+}
+
+/* Coil c of nc on a cylinder around the object: rings of 8 at heights
+ * spread over the slab, a Gaussian profile in 3D and a smooth phase. */
+static double complex coil(int c, int nc, double x, double y, double z) {
+  int rings = (nc + 7) / 8, ring = c / 8;
+  double a = 2 * M_PI * (c % 8) / 8 + 0.4 * ring;
+  double cz = rings > 1 ? -0.6 + 1.2 * ring / (rings - 1) : 0.0;
+  double dx = x - 1.3 * cos(a), dy = y - 1.3 * sin(a), dz = z - cz;
+  return exp(-(dx * dx + dy * dy + dz * dz) / 1.2) *
+         cexp(I * (0.7 * c + 0.6 * (x * sin(a) - y * cos(a)) + 0.5 * z));
+}
+
+/* Single-band k-space of every slice: [mb][nc][N][N]; slice m lies at
+ * z = (m - (mb - 1) / 2) 0.5. */
+static mr_cfloat *reference(int mb, int nc) {
+  size_t plane = (size_t)nc * N * N;
+  mr_cfloat *k = malloc(plane * mb * sizeof *k);
+  assert_non_null(k);
+  for (int m = 0; m < mb; m++) {
+    double z = (m - (mb - 1) / 2.0) * 0.5;
+    for (int c = 0; c < nc; c++)
+      for (int y = 0; y < N; y++)
+        for (int x = 0; x < N; x++) {
+          double px = 2.0 * (x - N / 2) / N, py = 2.0 * (y - N / 2) / N;
+          k[m * plane + ((size_t)c * N + y) * N + x] =
+              (float complex)(object(m, px, py) * coil(c, nc, px, py, z));
+        }
+  }
+  mr_fft_opts o = {.rank = 2, .dims = {N, N, 1}, .batch = (size_t)(nc * mb)};
+  mr_fft_plan *plan = NULL;
+  GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &plan));
+  GPU_OK(mr_fft_execute(plan, MR_FFT_FORWARD, k, k));
+  mr_fft_plan_destroy(plan);
+  return k;
+}
+
+/* The collapsed acquisition of the slices in `lit` (a bit per slice): the
+ * sum of their CAIPI-shifted k-spaces. */
+static mr_cfloat *collapse(const mr_cfloat *ref, int mb, int nc, int caipi, unsigned lit) {
+  size_t plane = (size_t)nc * N * N;
+  mr_cfloat *shifted = malloc(plane * sizeof *shifted), *sum = calloc(plane, sizeof *sum);
+  assert_true(shifted != NULL && sum != NULL);
+  for (int m = 0; m < mb; m++) {
+    if (!(lit & (1u << m)))
+      continue;
+    memcpy(shifted, ref + m * plane, plane * sizeof *shifted);
+    GPU_OK(mr_slice_grappa_caipi(gpu_test_cpu(), nc, N, N, caipi, m, 1, 1, shifted));
+    for (size_t i = 0; i < plane; i++)
+      sum[i] += shifted[i];
+  }
+  free(shifted);
+  return sum;
+}
+
+static double norm2(const mr_cfloat *x, size_t n) {
+  double s = 0;
+  for (size_t i = 0; i < n; i++)
+    s += crealf(x[i]) * crealf(x[i]) + cimagf(x[i]) * cimagf(x[i]);
+  return s;
+}
+
+/* |a - b| / |b| (k-space and coil images alike: the FFT is unitary). */
+static double nrmse(const mr_cfloat *a, const mr_cfloat *b, size_t n) {
+  double d = 0;
+  for (size_t i = 0; i < n; i++) {
+    mr_cfloat e = a[i] - b[i];
+    d += crealf(e) * crealf(e) + cimagf(e) * cimagf(e);
+  }
+  return sqrt(d / norm2(b, n));
+}
+
+typedef struct result {
+  double nrmse[MR_SLICE_GRAPPA_MAX_MB], leak; /* worst slice-to-slice leakage */
+} result;
+
+/* Calibrates on the reference and separates the collapsed data (every
+ * slice lit, then each alone for the leakage) on dev. */
+static result separate(mr_device *dev, const mr_slice_grappa_opts *o, const mr_cfloat *ref) {
+  size_t plane = (size_t)o->nc * N * N;
+  mr_slice_grappa_plan *plan = NULL;
+  GPU_OK(mr_slice_grappa_plan_create(dev, o, &plan));
+  mr_cfloat *w = malloc(mr_slice_grappa_weights_count(o) * sizeof *w);
+  mr_cfloat *out = malloc(plane * o->mb * sizeof *out);
+  assert_true(w != NULL && out != NULL);
+  GPU_OK(mr_slice_grappa_calibrate_host(plan, ref, w));
+  result r = {.leak = 0};
+  mr_cfloat *all = collapse(ref, o->mb, o->nc, o->caipi, (1u << o->mb) - 1);
+  GPU_OK(mr_slice_grappa_apply_host(plan, w, all, out));
+  for (int m = 0; m < o->mb; m++)
+    r.nrmse[m] = nrmse(out + m * plane, ref + m * plane, plane);
+  free(all);
+  for (int j = 0; j < o->mb; j++) {
+    mr_cfloat *one = collapse(ref, o->mb, o->nc, o->caipi, 1u << j);
+    GPU_OK(mr_slice_grappa_apply_host(plan, w, one, out));
+    double own = norm2(out + j * plane, plane);
+    for (int m = 0; m < o->mb; m++)
+      if (m != j && sqrt(norm2(out + m * plane, plane) / own) > r.leak)
+        r.leak = sqrt(norm2(out + m * plane, plane) / own);
+    free(one);
+  }
+  free(out);
+  free(w);
+  mr_slice_grappa_plan_destroy(plan);
+  return r;
+}
+
+static void check_separation(int mb, int caipi, int nc) {
+  mr_cfloat *ref = reference(mb, nc);
+  mr_slice_grappa_opts o = mr_slice_grappa_opts_default(nc, N, N, mb, caipi);
+  result r = separate(gpu_test_cpu(), &o, ref);
+  for (int m = 0; m < mb; m++) {
+    print_message("MB %d, FOV/%d, %d coils: slice %d NRMSE %.4f\n", mb, caipi, nc, m,
+                  r.nrmse[m]);
+    assert_true(r.nrmse[m] <= 0.05);
+  }
+  print_message("leakage %.5f\n", r.leak);
+  assert_true(r.leak <= 0.01);
+  free(ref);
+}
+
+static void cpu_mb2(void **state) {
+  (void)state;
+  check_separation(2, 2, 16);
+}
+
+static void cpu_mb3(void **state) {
+  (void)state;
+  check_separation(3, 3, 16);
+}
+
+/* The split-slice objective holds the other slices out better than plain
+ * slice-GRAPPA, whose kernels only see the slices summed. */
+static void cpu_leak_block(void **state) {
+  (void)state;
+  mr_cfloat *ref = reference(3, 16);
+  mr_slice_grappa_opts o = mr_slice_grappa_opts_default(16, N, N, 3, 3);
+  o.kx = o.ky = 3;
+  result blocked = separate(gpu_test_cpu(), &o, ref);
+  o.leak_block = 0;
+  result plain = separate(gpu_test_cpu(), &o, ref);
+  print_message("leakage: leak-blocked %.5f, plain %.5f\n", blocked.leak, plain.leak);
+  assert_true(blocked.leak < plain.leak);
+  free(ref);
+}
+
+/* In-plane R 2 on top: taps two lines apart; lines not acquired stay zero
+ * and the acquired ones match the reference. */
+static void cpu_in_plane(void **state) {
+  (void)state;
+  enum { MB = 2, NC = 16 };
+  size_t plane = (size_t)NC * N * N;
+  mr_cfloat *ref = reference(MB, NC);
+  mr_slice_grappa_opts o = mr_slice_grappa_opts_default(NC, N, N, MB, 2);
+  o.ystep = 2;
+  o.ky = 3;
+  mr_cfloat *all = collapse(ref, MB, NC, 2, 3), *out = malloc(plane * MB * sizeof *out);
+  mr_cfloat *w = malloc(mr_slice_grappa_weights_count(&o) * sizeof *w);
+  assert_true(out != NULL && w != NULL);
+  for (int c = 0; c < NC; c++)
+    for (int y = 1; y < N; y += 2)
+      memset(all + ((size_t)c * N + y) * N, 0, N * sizeof *all);
+  mr_slice_grappa_plan *plan = NULL;
+  GPU_OK(mr_slice_grappa_plan_create(gpu_test_cpu(), &o, &plan));
+  GPU_OK(mr_slice_grappa_calibrate(plan, ref, w));
+  GPU_OK(mr_slice_grappa_apply(plan, w, all, out));
+  for (int m = 0; m < MB; m++) {
+    double err = 0, total = 0;
+    for (int c = 0; c < NC; c++)
+      for (int y = 0; y < N; y++)
+        for (int x = 0; x < N; x++) {
+          size_t i = m * plane + ((size_t)c * N + y) * N + x;
+          if (y % 2) {
+            assert_true(cabsf(out[i]) == 0.0f);
+            continue;
+          }
+          err += cabsf(out[i] - ref[i]) * cabsf(out[i] - ref[i]);
+          total += cabsf(ref[i]) * cabsf(ref[i]);
+        }
+    print_message("in-plane R 2, slice %d: NRMSE on the acquired lines %.4f\n", m,
+                  sqrt(err / total));
+    assert_true(sqrt(err / total) <= 0.05);
+  }
+  mr_slice_grappa_plan_destroy(plan);
+  free(w);
+  free(out);
+  free(all);
+  free(ref);
+}
+
+static void cpu_errors(void **state) {
+  (void)state;
+  mr_slice_grappa_plan *plan = NULL;
+  mr_slice_grappa_opts o = mr_slice_grappa_opts_default(2, N, N, 4, 3);
+  assert_int_equal(mr_slice_grappa_plan_create(gpu_test_cpu(), &o, &plan), MR_EINVAL);
+  assert_non_null(strstr(mr_device_last_error(), "2 coils cannot separate 4 slices"));
+  o = mr_slice_grappa_opts_default(32, N, N, 1, 1);
+  assert_int_equal(mr_slice_grappa_plan_create(gpu_test_cpu(), &o, &plan), MR_EINVAL);
+  assert_non_null(strstr(mr_device_last_error(), "multiband factor 1"));
+  o = mr_slice_grappa_opts_default(32, N, N, 2, 2);
+  o.cx = o.cy = 8;
+  assert_int_equal(mr_slice_grappa_plan_create(gpu_test_cpu(), &o, &plan), MR_EINVAL);
+  assert_non_null(strstr(mr_device_last_error(), "equations"));
+  o = mr_slice_grappa_opts_default(32, N, N, 2, 2);
+  o.kx = 4;
+  assert_int_equal(mr_slice_grappa_plan_create(gpu_test_cpu(), &o, &plan), MR_EINVAL);
+  assert_null(plan);
+}
+
+/* The GPU's separation against the CPU's, to 1e-4 of the k-space's norm. */
+static void cuda_matches_cpu(void **state) {
+  (void)state;
+  for (int leak = 0; leak < 2; leak++) {
+    enum { MB = 3, NC = 16 };
+    size_t plane = (size_t)NC * N * N;
+    mr_cfloat *ref = reference(MB, NC), *all = collapse(ref, MB, NC, 3, 7);
+    mr_slice_grappa_opts o = mr_slice_grappa_opts_default(NC, N, N, MB, 3);
+    o.leak_block = leak;
+    mr_cfloat *out[2];
+    mr_device *devs[2] = {gpu_test_cpu(), gpu_test_gpu()};
+    for (int d = 0; d < 2; d++) {
+      mr_slice_grappa_plan *plan = NULL;
+      mr_cfloat *w = malloc(mr_slice_grappa_weights_count(&o) * sizeof *w);
+      out[d] = malloc(plane * MB * sizeof *out[d]);
+      assert_true(w != NULL && out[d] != NULL);
+      GPU_OK(mr_slice_grappa_plan_create(devs[d], &o, &plan));
+      GPU_OK(mr_slice_grappa_calibrate_host(plan, ref, w));
+      GPU_OK(mr_slice_grappa_apply_host(plan, w, all, out[d]));
+      mr_slice_grappa_plan_destroy(plan);
+      free(w);
+    }
+    double rel = nrmse(out[1], out[0], plane * MB);
+    print_message("leak-block %d: GPU against CPU %.2e\n", leak, rel);
+    assert_true(rel <= 1e-4);
+    free(out[0]);
+    free(out[1]);
+    free(all);
+    free(ref);
+  }
+}
+
+int main(int argc, char **argv) {
+  int cuda = gpu_test_init(argc, argv);
+  const struct CMUnitTest cpu_tests[] = {
+      cmocka_unit_test(cpu_mb2),   cmocka_unit_test(cpu_mb3),    cmocka_unit_test(cpu_leak_block),
+      cmocka_unit_test(cpu_in_plane), cmocka_unit_test(cpu_errors),
+  };
+  const struct CMUnitTest cuda_tests[] = {cmocka_unit_test(cuda_matches_cpu)};
+  int rc = cuda ? cmocka_run_group_tests(cuda_tests, NULL, NULL)
+                : cmocka_run_group_tests(cpu_tests, NULL, NULL);
+  gpu_test_fini();
+  return rc;
+}
