@@ -25,9 +25,12 @@ grep -q '^MR_CUDA:BOOL=ON' "$build/CMakeCache.txt" || { echo "$build has MR_CUDA
 
 # What each area runs (scripts/device-run.sh). The gpu/ test programs are
 # those behind ctest's `gpu` label (test_gpu_fft_cuda runs test_gpu_fft
-# --cuda), so a new one is staged without editing this list.
+# --cuda), so a new one is staged without editing this list; the gadget
+# tests with a CUDA group (test_gadgets_epi_cuda, ...) likewise.
 gpu_tests=$(ctest --test-dir "$build" -N -L gpu |
   sed -n 's/.*Test *#[0-9]*: \(test_gpu_[a-z_]*\)_cuda$/\1/p' | sort -u)
+gadget_gpu_tests=$(ctest --test-dir "$build" -N -L gpu |
+  sed -n 's/.*Test *#[0-9]*: \(test_gadgets_[a-z_]*\)_cuda$/\1/p' | sort -u)
 # The sparse areas' tests: the gpu-labelled ones of compressed sensing,
 # ESPIRiT and coil compression, those of them this tree has.
 sparse_tests=$(printf '%s\n' "$gpu_tests" | grep -E '^test_gpu_(sparse|espirit|compress)' || true)
@@ -36,7 +39,7 @@ e2e="reconserver reconclient mr-load mr-grappa-e2e test_server_session test_serv
 targets=""
 for a in $areas; do
   case $a in
-  tests) targets="$targets $e2e $gpu_tests test_gadgets_configs test_gadgets_gridding
+  tests) targets="$targets $e2e $gpu_tests $gadget_gpu_tests
                   test_configs_images" ;;
   e2e) targets="$targets $e2e" ;;
   stream | bench) targets="$targets mr-bench reconserver reconclient" ;;
@@ -62,6 +65,10 @@ for t in $targets; do
   if [ -x "$build/bin/$t" ]; then cp "$build/bin/$t" "$stage/bin/"; else cp "$build/tests/$t" "$stage/tests/"; fi
 done
 cp /usr/bin/ismrmrd_generate_cartesian_shepp_logan /usr/bin/ismrmrd_recon_cartesian_2d "$stage/bin/"
+# DCMTK's data dictionary (the client's and dicom_out's DICOM files need it;
+# that machine has no DCMTK): read there through DCMDICTPATH.
+mkdir -p "$stage/dcmtk"
+cp /usr/share/libdcmtk17/dicom.dic /usr/share/libdcmtk17/private.dic "$stage/dcmtk/"
 case " $areas " in # BART, the sparse bench's reference, with its libraries (below)
 *" sparse "* | *" sparse3d "*) cp /usr/bin/bart "$stage/bin/" ;;
 esac
@@ -71,7 +78,7 @@ scripts/bundle-libs.sh "$build/libs" "$stage"/bin/* "$stage"/tests/*
 tar -cJf "$stage/libs.tar.xz" -C "$build/libs" .
 [ -z "${REFERENCE:-}" ] || install -m 644 "$REFERENCE" "$stage/cufinufft-sm90.tar.xz"
 echo "$areas" | tr ' ' '\n' | sed '/^$/d' >"$stage/areas"
-for t in $gpu_tests; do # the gpu/ tests whose CUDA group the tests area runs
+for t in $gpu_tests $gadget_gpu_tests; do # the tests whose CUDA group the tests area runs
   [ -x "$stage/tests/$t" ] && echo "$t"
 done >"$stage/gpu-tests"
 for t in $sparse_tests; do

@@ -7,9 +7,10 @@
 # $OUT/<subcommand>-h100.json, the names of tests/bench/results/.
 #
 # usage: scripts/device-run.sh [AREA...]      (no AREA: tests)
-#   tests   every gpu/ test's CUDA group (ctest label gpu), the Cartesian
-#           and gridding gadgets' CUDA groups, the installed configs' images
-#           on the GPU against the stored ones; then e2e
+#   tests   every CUDA group behind ctest's gpu label (gpu/'s tests and the
+#           gadgets' with one: configs, gridding, epi),
+#           the installed configs' images on the GPU against the stored
+#           ones; then e2e
 #   e2e     the server and client end-to-end tests against a GPU server;
 #           GRAPPA end to end (mr-grappa-e2e); mr-load's 32 clients x 20
 #           scans on a GPU server
@@ -66,6 +67,7 @@ mkdir "$tmp/libs" "$tmp/programs" && tar -xJf "$stage/libs.tar.xz" -C "$tmp/libs
 export LD_LIBRARY_PATH=$tmp/libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # MR_BINARY_DIR: where the tests look for bin/ and tests/ (unpacked, not the stage)
 export PATH=$tmp/programs/bin:$PATH MR_SOURCE_DIR=$PWD MR_BINARY_DIR=$tmp/programs
+export DCMDICTPATH=$stage/dcmtk/dicom.dic:$stage/dcmtk/private.dic
 bin=$tmp/programs/bin
 tests=$tmp/programs/tests
 
@@ -123,9 +125,6 @@ area_tests() {
   while read -r t; do
     step "$t --cuda" 240 "$out/gpu-tests.log" "$tests/$t" --cuda
   done <"$stage/gpu-tests"
-  for t in test_gadgets_configs test_gadgets_gridding; do
-    step "$t --cuda" 240 "$out/gpu-tests.log" "$tests/$t" --cuda
-  done
   MR_TEST_GPUS=all step "test_configs_images (GPU)" 240 "$out/gpu-tests.log" \
     "$tests/test_configs_images"
   echo "---- config images"; grep -E "relative L2" "$out/gpu-tests.log"

@@ -16,17 +16,20 @@
  * equations for those taps. Class (ex, ey), ex in -kx/2 .. kx/2 (negative:
  * taps cut on the left), ey likewise along the phase encode; (0, 0) is the
  * full kernel. */
+#include <complex.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <lapacke.h>
+
 #include "blas.h"
 #include "block.h"
+#include "budget.h"
 #include "buf.h"
 #include "error.h"
 #include "fail.h"
 #include "slice_grappa_impl.h"
-#include "solve.h"
 #include "vec.h"
 
 /* The source matrix of one separation step stays under this many values (a
@@ -230,6 +233,49 @@ static int class_equations(mr_slice_grappa_plan *p, const kernel_class *c, const
   return rc;
 }
 
+/* Solves (a + lambda I) x = b, a Hermitian n x n and b n x nrhs on dev
+ * (dense: ld = rows), in double precision on the host, whatever dev is.
+ * The leak-blocked equations at a small lambda are too ill-conditioned
+ * for a single-precision Cholesky: on a GPU, cuSOLVER's failed as not
+ * positive definite where LAPACK's single precision passed, and the two
+ * backends' kernels drifted apart; one double-precision solve of the
+ * same matrix serves both. The matrix is small (kernel taps x coils). */
+static int solve_in_double(mr_device *dev, mr_cmat a, float lambda, mr_cmat b) {
+  size_t n = (size_t)a.rows, nrhs = (size_t)b.cols;
+  size_t fa = n * n * sizeof(mr_cfloat), fb = n * nrhs * sizeof(mr_cfloat);
+  size_t bytes = fa + fb + (n * n + n * nrhs) * sizeof(double complex);
+  mr_err e = {0};
+  char *host = mr_budget_alloc(bytes, "slice-GRAPPA's normal equations", &e);
+  if (host == NULL)
+    return mr_fail(e.code ? e.code : MR_ENOMEM, "slice-GRAPPA: %s", e.msg);
+  mr_cfloat *af = (mr_cfloat *)host, *bf = (mr_cfloat *)(host + fa);
+  double complex *ad = (double complex *)(host + fa + fb), *bd = ad + n * n;
+  int rc = mr_device_download(dev, af, a.data, fa);
+  if (rc == 0)
+    rc = mr_device_download(dev, bf, b.data, fb);
+  if (rc == 0) {
+    for (size_t i = 0; i < n * n; i++)
+      ad[i] = (double complex)af[i];
+    for (size_t i = 0; i < n; i++)
+      ad[i * n + i] += lambda;
+    for (size_t i = 0; i < n * nrhs; i++)
+      bd[i] = (double complex)bf[i];
+    lapack_int info = LAPACKE_zposv(LAPACK_COL_MAJOR, 'L', (lapack_int)n, (lapack_int)nrhs,
+                                    (lapack_complex_double *)ad, (lapack_int)n,
+                                    (lapack_complex_double *)bd, (lapack_int)n);
+    if (info != 0)
+      rc = mr_fail(MR_ENUMERIC, "slice-GRAPPA: the normal equations are not positive definite "
+                   "(column %d of %zu): raise lambda", (int)info, n);
+  }
+  if (rc == 0) {
+    for (size_t i = 0; i < n * nrhs; i++)
+      bf[i] = (mr_cfloat)bd[i];
+    rc = mr_device_upload(dev, b.data, bf, fb);
+  }
+  mr_budget_free(host, bytes);
+  return rc;
+}
+
 int mr_slice_grappa_calibrate(mr_slice_grappa_plan *p, const mr_cfloat *reference,
                               mr_cfloat *weights) {
   const mr_slice_grappa_opts *o = &p->o;
@@ -293,11 +339,11 @@ int mr_slice_grappa_calibrate(mr_slice_grappa_plan *p, const mr_cfloat *referenc
     rc = class_equations(p, c, g, weights, t, gc, wq);
     mr_cmat gq = mr_cmat_dense(gc, c->n, c->n), xq = mr_cmat_dense(wq, c->n, (int)ntgt);
     if (rc == 0)
-      rc = mr_solve_hpd(p->dev, gq, lambda, xq, 1);
+      rc = solve_in_double(p->dev, gq, lambda, xq);
   }
   if (rc == 0) {
     mr_cmat x = {weights, (int)n, (int)ntgt, (int)n, n * ntgt};
-    rc = mr_solve_hpd(p->dev, gm, lambda, x, 1);
+    rc = solve_in_double(p->dev, gm, lambda, x);
   }
   mr_buf_destroy(buf);
   return rc;

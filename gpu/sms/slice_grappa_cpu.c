@@ -1,5 +1,6 @@
 /* Slice-GRAPPA on the CPU: im2col and the CAIPI phase ramp, spread over
- * the CPU threads (the products and the solve are blas.h's and solve.h's). */
+ * the CPU threads (the products are blas.h's; the normal equations are solved
+ * in double precision on the host for both backends: slice_grappa.c). */
 #include <complex.h>
 #include <math.h>
 #include <string.h>
