@@ -186,7 +186,7 @@ static int make_readouts(const epi_layout *l, readout **out, size_t *count, mr_e
 
 static void header_xml(const mr_sim_options *o, const epi_layout *l, char *buf, size_t size) {
   int n = l->n;
-  char description[1024] = "", parallel[512] = "";
+  char description[1024] = "", parallel[640] = "";
   if (l->ramp)
     snprintf(description, sizeof description,
              "<trajectoryDescription><identifier>ConventionalEPI</identifier>"
