@@ -14,6 +14,7 @@
 #include "queue.h"
 #include "server.h"
 #include "session.h"
+#include "state_machine.h"
 #include "write_bufs.h"
 
 #define READ_CHUNK 65536
@@ -137,68 +138,54 @@ static void maybe_finish(mr_conn *c);
 
 /* ---- states ---- */
 
-#define STEP(to) (1u << (to))
-
-typedef struct state_machine {
-  const char *what;
-  const char *const *names;
-  const unsigned *steps; /* steps[from]: the states `from` may go to */
-} state_machine;
-
 static const char *const life_names[LIFE_STATES] = {"serving", "answering", "lingering",
                                                     "dropped", "closing"};
 static const unsigned life_steps[LIFE_STATES] = {
-    [LIFE_SERVING] = STEP(LIFE_ANSWERING) | STEP(LIFE_DROPPED) | STEP(LIFE_CLOSING),
-    [LIFE_ANSWERING] = STEP(LIFE_LINGERING) | STEP(LIFE_DROPPED) | STEP(LIFE_CLOSING),
-    [LIFE_LINGERING] = STEP(LIFE_CLOSING),
-    [LIFE_DROPPED] = STEP(LIFE_CLOSING),
+    [LIFE_SERVING] = MR_STEP(LIFE_ANSWERING) | MR_STEP(LIFE_DROPPED) | MR_STEP(LIFE_CLOSING),
+    [LIFE_ANSWERING] = MR_STEP(LIFE_LINGERING) | MR_STEP(LIFE_DROPPED) | MR_STEP(LIFE_CLOSING),
+    [LIFE_LINGERING] = MR_STEP(LIFE_CLOSING),
+    [LIFE_DROPPED] = MR_STEP(LIFE_CLOSING),
     [LIFE_CLOSING] = 0,
 };
-static const state_machine life_machine = {"life", life_names, life_steps};
+static const mr_state_machine life_machine = {"connection life", life_names, life_steps};
 
 static const char *const client_names[CLIENT_STATES] = {
     "sending", "garbled", "closed", "closed-garbled", "half-closed", "left", "lost"};
 static const unsigned client_steps[CLIENT_STATES] = {
-    [CLIENT_SENDING] = STEP(CLIENT_GARBLED) | STEP(CLIENT_CLOSED) | STEP(CLIENT_LEFT) |
-                       STEP(CLIENT_LOST),
-    [CLIENT_GARBLED] = STEP(CLIENT_LEFT) | STEP(CLIENT_LOST),
-    [CLIENT_CLOSED] = STEP(CLIENT_CLOSED_GARBLED) | STEP(CLIENT_HALF_CLOSED) | STEP(CLIENT_LOST),
-    [CLIENT_CLOSED_GARBLED] = STEP(CLIENT_HALF_CLOSED) | STEP(CLIENT_LOST),
-    [CLIENT_HALF_CLOSED] = STEP(CLIENT_LOST),
-    [CLIENT_LEFT] = STEP(CLIENT_LOST),
+    [CLIENT_SENDING] = MR_STEP(CLIENT_GARBLED) | MR_STEP(CLIENT_CLOSED) | MR_STEP(CLIENT_LEFT) |
+                       MR_STEP(CLIENT_LOST),
+    [CLIENT_GARBLED] = MR_STEP(CLIENT_LEFT) | MR_STEP(CLIENT_LOST),
+    [CLIENT_CLOSED] =
+        MR_STEP(CLIENT_CLOSED_GARBLED) | MR_STEP(CLIENT_HALF_CLOSED) | MR_STEP(CLIENT_LOST),
+    [CLIENT_CLOSED_GARBLED] = MR_STEP(CLIENT_HALF_CLOSED) | MR_STEP(CLIENT_LOST),
+    [CLIENT_HALF_CLOSED] = MR_STEP(CLIENT_LOST),
+    [CLIENT_LEFT] = MR_STEP(CLIENT_LOST),
     [CLIENT_LOST] = 0,
 };
-static const state_machine client_machine = {"client", client_names, client_steps};
+static const mr_state_machine client_machine = {"connection client", client_names,
+                                                client_steps};
 
 static const char *const reading_names[READING_STATES] = {"off", "on", "held"};
 static const unsigned reading_steps[READING_STATES] = {
-    [READING_OFF] = STEP(READING_ON),
-    [READING_ON] = STEP(READING_OFF) | STEP(READING_HELD),
-    [READING_HELD] = STEP(READING_ON) | STEP(READING_OFF),
+    [READING_OFF] = MR_STEP(READING_ON),
+    [READING_ON] = MR_STEP(READING_OFF) | MR_STEP(READING_HELD),
+    [READING_HELD] = MR_STEP(READING_ON) | MR_STEP(READING_OFF),
 };
-static const state_machine reading_machine = {"reading", reading_names, reading_steps};
-
-/* A step the table does not list is a bug in this file: say which and stop. */
-static void check_step(const mr_conn *c, const state_machine *m, int from, int to) {
-  if (m->steps[from] & STEP(to))
-    return;
-  mr_log(MR_LOG_ERROR, "%s: connection %s state cannot go from %s to %s", c->peer, m->what,
-         m->names[from], m->names[to]);
-  abort();
-}
+static const mr_state_machine reading_machine = {"connection reading", reading_names,
+                                                 reading_steps};
 
 static void enter_life(mr_conn *c, conn_life to) {
-  check_step(c, &life_machine, (int)c->life, (int)to);
+  mr_state_check(&life_machine, (int)c->life, (int)to, c->peer);
   c->life = to;
 }
 
 static void enter_client(mr_conn *c, conn_client to) {
-  check_step(c, &client_machine, (int)c->client, (int)to);
+  mr_state_check(&client_machine, (int)c->client, (int)to, c->peer);
   c->client = to;
 }
 
 static void enter_reading(mr_conn *c, conn_reading to) {
-  check_step(c, &reading_machine, (int)c->reading, (int)to);
+  mr_state_check(&reading_machine, (int)c->reading, (int)to, c->peer);
   c->reading = to;
 }
 

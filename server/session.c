@@ -15,6 +15,7 @@
 #include "nhlbi.h"
 #include "pool.h"
 #include "query.h"
+#include "state_machine.h"
 #include "stream_header.h"
 
 #define MAX_ERRORS 8
@@ -24,12 +25,27 @@
  * budget) per connection (chain.h). */
 #define STAGE_DEPTH 2
 
+/* The session's state, stepped only through enter_state (checked as the
+ * connection's machines are: state_machine.h). Whether it failed, and
+ * whether it is done, are not states of this machine: a failure can come
+ * in any of them and is answered at the CLOSE. */
 enum state {
   AWAIT_CONFIG, /* queries only so far */
   AWAIT_HEADER, /* a chain is built */
   STREAMING,    /* the chain is configured: data flows */
   DEPENDENCY,   /* a Gadgetron noise-dependency query (rule 6) */
+  STATES
 };
+
+static const char *const state_names[STATES] = {"await-config", "await-header", "streaming",
+                                                "dependency"};
+static const unsigned state_steps[STATES] = {
+    [AWAIT_CONFIG] = MR_STEP(AWAIT_HEADER) | MR_STEP(DEPENDENCY),
+    [AWAIT_HEADER] = MR_STEP(STREAMING),
+    [STREAMING] = 0,
+    [DEPENDENCY] = 0,
+};
+static const mr_state_machine session_machine = {"session", state_names, state_steps};
 
 typedef struct run {
   mr_session *s;
@@ -47,6 +63,11 @@ typedef struct run {
   int nerrors;
   int done;
 } run;
+
+static void enter_state(run *r, enum state to) {
+  mr_state_check(&session_machine, (int)r->state, (int)to, r->s->peer);
+  r->state = to;
+}
 
 static uint64_t now_ms(void) {
   struct timespec t;
@@ -144,7 +165,7 @@ static void start_chain(run *r, const mr_pipeline_config *cfg) {
              limits->session_threads, "pipeline threads per session", "session_threads") < 0)
     return;
   snprintf(r->s->stats.config, sizeof r->s->stats.config, "%s", cfg->name);
-  r->state = AWAIT_HEADER;
+  enter_state(r, AWAIT_HEADER);
 }
 
 static void on_config_file(run *r, const char *name) {
@@ -168,7 +189,7 @@ static void on_config_script(run *r, const char *text, size_t len) {
      * translated when every gadget has a counterpart here. */
     if (mr_gadgetron_xml_noise_query(text, len, r->dependency, sizeof r->dependency) == 1) {
       snprintf(r->s->stats.config, sizeof r->s->stats.config, "noise-dependency-query");
-      r->state = DEPENDENCY;
+      enter_state(r, DEPENDENCY);
       return;
     }
     rc = mr_gadgetron_xml_translate(text, len, &r->script, &e);
@@ -205,7 +226,7 @@ static void on_header(run *r, const mr_message *m) {
     take_chain_error(r, rc);
     return;
   }
-  r->state = STREAMING;
+  enter_state(r, STREAMING);
 }
 
 /* Samples the chain could not survive: NaN or infinity. */
