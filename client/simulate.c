@@ -185,16 +185,11 @@ static const char *header_xml(const mr_sim_options *o, const layout *l, char *bu
              "<kspace_encoding_step_2><minimum>0</minimum><maximum>%zu</maximum>"
              "<center>%zu</center></kspace_encoding_step_2>",
              steps2 - 1, cart ? steps2 / 2 : 0);
-  snprintf(buf, size,
-           "<?xml version=\"1.0\"?>\n"
-           "<ismrmrdHeader xmlns=\"http://www.ismrm.org/ISMRMRD\">"
-           "<measurementInformation><measurementID>simulated</measurementID>"
-           "<patientPosition>HFS</patientPosition>"
-           "<protocolName>reconclient simulate %s%s%s</protocolName></measurementInformation>"
-           "<acquisitionSystemInformation><receiverChannels>%d</receiverChannels>"
-           "</acquisitionSystemInformation>"
-           "<experimentalConditions><H1resonanceFrequency_Hz>63500000</H1resonanceFrequency_Hz>"
-           "</experimentalConditions>"
+  char protocol[128], encoding[2048];
+  snprintf(protocol, sizeof protocol, "%s%s%s",
+           o->trajectory == MR_SIM_TINY_GOLDEN ? "tiny golden angle" : l->name,
+           o->three_d ? " 3D" : "", l->frames > 0 ? " real-time" : "");
+  snprintf(encoding, sizeof encoding,
            "<encoding>"
            "<encodedSpace><matrixSize><x>%d</x><y>%d</y><z>%d</z></matrixSize>"
            "<fieldOfView_mm><x>%d</x><y>%d</y><z>%d</z></fieldOfView_mm></encodedSpace>"
@@ -204,12 +199,26 @@ static const char *header_xml(const mr_sim_options *o, const layout *l, char *bu
            "<center>%zu</center></kspace_encoding_step_1>%s"
            "<slice><minimum>0</minimum><maximum>0</maximum><center>0</center></slice>%s"
            "</encodingLimits>"
-           "<trajectory>%s</trajectory></encoding>"
-           "</ismrmrdHeader>\n",
-           o->trajectory == MR_SIM_TINY_GOLDEN ? "tiny golden angle" : l->name,
-           o->three_d ? " 3D" : "", l->frames > 0 ? " real-time" : "", o->coils, n, n, nz, n,
-           n, nz, n, n, nz, n, n, nz, l->lines - 1, cart ? l->lines / 2 : 0, step2, repetition, l->name);
+           "<trajectory>%s</trajectory></encoding>",
+           n, n, nz, n, n, nz, n, n, nz, n, n, nz, l->lines - 1, cart ? l->lines / 2 : 0, step2,
+           repetition, l->name);
+  mr_sim_header(buf, size, protocol, o->coils, encoding);
   return buf;
+}
+
+void mr_sim_header(char *buf, size_t size, const char *protocol, int coils,
+                   const char *encodings) {
+  snprintf(buf, size,
+           "<?xml version=\"1.0\"?>\n"
+           "<ismrmrdHeader xmlns=\"http://www.ismrm.org/ISMRMRD\">"
+           "<measurementInformation><measurementID>simulated</measurementID>"
+           "<patientPosition>HFS</patientPosition>"
+           "<protocolName>reconclient simulate %s</protocolName></measurementInformation>"
+           "<acquisitionSystemInformation><receiverChannels>%d</receiverChannels>"
+           "</acquisitionSystemInformation>"
+           "<experimentalConditions><H1resonanceFrequency_Hz>63500000</H1resonanceFrequency_Hz>"
+           "</experimentalConditions>%s</ismrmrdHeader>\n",
+           protocol, coils, encodings);
 }
 
 void mr_sim_noise_init(mr_sim_noise *g, const mr_sim_options *o) {

@@ -213,16 +213,10 @@ static void header_xml(const mr_sim_options *o, const epi_layout *l, char *buf, 
              "</accelerationFactor><calibrationMode>separate</calibrationMode>%s"
              "</parallelImaging>",
              l->accel, multiband);
-  snprintf(buf, size,
-           "<?xml version=\"1.0\"?>\n"
-           "<ismrmrdHeader xmlns=\"http://www.ismrm.org/ISMRMRD\">"
-           "<measurementInformation><measurementID>simulated</measurementID>"
-           "<patientPosition>HFS</patientPosition>"
-           "<protocolName>reconclient simulate epi%s%s</protocolName></measurementInformation>"
-           "<acquisitionSystemInformation><receiverChannels>%d</receiverChannels>"
-           "</acquisitionSystemInformation>"
-           "<experimentalConditions><H1resonanceFrequency_Hz>63500000</H1resonanceFrequency_Hz>"
-           "</experimentalConditions>"
+  char protocol[128], encoding[4096];
+  snprintf(protocol, sizeof protocol, "epi%s%s", l->shots > 1 ? " segmented" : "",
+           l->ramp ? " ramp-sampled" : "");
+  snprintf(encoding, sizeof encoding,
            "<encoding>"
            "<encodedSpace><matrixSize><x>%d</x><y>%d</y><z>1</z></matrixSize>"
            "<fieldOfView_mm><x>%d</x><y>%d</y><z>1</z></fieldOfView_mm></encodedSpace>"
@@ -233,11 +227,10 @@ static void header_xml(const mr_sim_options *o, const epi_layout *l, char *buf, 
            "<slice><minimum>0</minimum><maximum>%d</maximum><center>0</center></slice>"
            "<segment><minimum>0</minimum><maximum>%d</maximum><center>0</center></segment>"
            "</encodingLimits>"
-           "<trajectory>%s</trajectory>%s%s<echoTrainLength>%d</echoTrainLength></encoding>"
-           "</ismrmrdHeader>\n",
-           l->shots > 1 ? " segmented" : "", l->ramp ? " ramp-sampled" : "", o->coils, l->nx,
-           n, l->nx, n, n, n, n, n, n - 1, n / 2, l->slices - 1, l->shots - 1,
+           "<trajectory>%s</trajectory>%s%s<echoTrainLength>%d</echoTrainLength></encoding>",
+           l->nx, n, l->nx, n, n, n, n, n, n - 1, n / 2, l->slices - 1, l->shots - 1,
            o->epi.claim_cartesian ? "cartesian" : "epi", description, parallel, l->echoes);
+  mr_sim_header(buf, size, protocol, o->coils, encoding);
 }
 
 static void readout_header(const mr_sim_options *o, const epi_layout *l, size_t i,

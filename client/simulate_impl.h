@@ -18,6 +18,13 @@ typedef struct mr_sim_noise {
 } mr_sim_noise;
 
 void mr_sim_noise_init(mr_sim_noise *g, const mr_sim_options *o);
+
+/* The ISMRMRD header of a simulated scan into buf: what every kind shares
+ * (the measurement under the protocol name "reconclient simulate
+ * <protocol>", the receiver channels, the field strength) around the
+ * kind's own <encoding> elements. */
+void mr_sim_header(char *buf, size_t size, const char *protocol, int coils,
+                   const char *encodings);
 double complex mr_sim_gaussian(mr_sim_noise *g);
 
 /* A kind of scan, as the dataset writer takes it. */

@@ -155,17 +155,11 @@ static void header_xml(const scan *s, char *buf, size_t size) {
              "</accelerationFactor><calibrationMode>%s</calibrationMode></parallelImaging>",
              f[0], f[1], o->calibration > 0 ? "embedded" : "other");
   }
-  snprintf(buf, size,
-           "<?xml version=\"1.0\"?>\n"
-           "<ismrmrdHeader xmlns=\"http://www.ismrm.org/ISMRMRD\">"
-           "<measurementInformation><measurementID>simulated</measurementID>"
-           "<patientPosition>HFS</patientPosition>"
-           "<protocolName>reconclient simulate cartesian %s, %s R %g</protocolName>"
-           "</measurementInformation>"
-           "<acquisitionSystemInformation><receiverChannels>%d</receiverChannels>"
-           "</acquisitionSystemInformation>"
-           "<experimentalConditions><H1resonanceFrequency_Hz>63500000</H1resonanceFrequency_Hz>"
-           "</experimentalConditions>"
+  char protocol[128], encoding[2048];
+  snprintf(protocol, sizeof protocol, "cartesian %s, %s R %g", s->rank == 3 ? "3D" : "2D",
+           o->sampling == MR_SAMPLING_POISSON ? "Poisson-disc" : "variable-density",
+           o->acceleration);
+  snprintf(encoding, sizeof encoding,
            "<encoding>"
            "<encodedSpace><matrixSize><x>%d</x><y>%d</y><z>%d</z></matrixSize>"
            "<fieldOfView_mm><x>%d</x><y>%d</y><z>%d</z></fieldOfView_mm></encodedSpace>"
@@ -175,12 +169,9 @@ static void header_xml(const scan *s, char *buf, size_t size) {
            "<center>%d</center></kspace_encoding_step_1>%s"
            "<slice><minimum>0</minimum><maximum>0</maximum><center>0</center></slice>"
            "</encodingLimits>"
-           "<trajectory>cartesian</trajectory>%s</encoding>"
-           "</ismrmrdHeader>\n",
-           s->rank == 3 ? "3D" : "2D",
-           o->sampling == MR_SAMPLING_POISSON ? "Poisson-disc" : "variable-density",
-           o->acceleration, s->coils, n, n, nz, n, n, fz, n, n, nz, n, n, fz, n - 1, n / 2,
-           step2, parallel_imaging);
+           "<trajectory>cartesian</trajectory>%s</encoding>",
+           n, n, nz, n, n, fz, n, n, nz, n, n, fz, n - 1, n / 2, step2, parallel_imaging);
+  mr_sim_header(buf, size, protocol, s->coils, encoding);
 }
 
 static void acquisition_header(const scan *s, int y, int z, long index,

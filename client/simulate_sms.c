@@ -148,18 +148,10 @@ static void header_xml(const mr_sim_options *o, const sms_scan *s, char *buf, si
              "<trajectory>cartesian</trajectory>%s</encoding>",
              n, n, n, n, n, n, n, n, n - 1, n / 2, e == 0 ? 0 : s->mb - 1, multiband);
   }
-  snprintf(buf, size,
-           "<?xml version=\"1.0\"?>\n"
-           "<ismrmrdHeader xmlns=\"http://www.ismrm.org/ISMRMRD\">"
-           "<measurementInformation><measurementID>simulated</measurementID>"
-           "<patientPosition>HFS</patientPosition>"
-           "<protocolName>reconclient simulate multiband %d CAIPI FOV/%d</protocolName>"
-           "</measurementInformation>"
-           "<acquisitionSystemInformation><receiverChannels>%d</receiverChannels>"
-           "</acquisitionSystemInformation>"
-           "<experimentalConditions><H1resonanceFrequency_Hz>63500000</H1resonanceFrequency_Hz>"
-           "</experimentalConditions>%s%s</ismrmrdHeader>\n",
-           s->mb, s->caipi, o->coils, enc[0], enc[1]);
+  char protocol[64], encodings[sizeof enc];
+  snprintf(protocol, sizeof protocol, "multiband %d CAIPI FOV/%d", s->mb, s->caipi);
+  snprintf(encodings, sizeof encodings, "%s%s", enc[0], enc[1]);
+  mr_sim_header(buf, size, protocol, o->coils, encodings);
 }
 
 /* Readout r's header: the reference's lines (slice r / n), then the
