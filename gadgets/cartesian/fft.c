@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fail.h"
+#include "block.h"
 #include "buf.h"
 #include "fft.h"
 #include "gadget.h"
@@ -15,7 +16,6 @@
 #include "image_array.h"
 #include "kspace.h"
 #include "placement.h"
-#include "vec.h"
 
 typedef struct fft_gadget {
   int device, fallback;
@@ -45,9 +45,6 @@ typedef struct fft_job {
   mr_image_array *out; /* made here */
 } fft_job;
 
-/* The centered n_out of n along one axis. */
-static size_t crop_start(size_t n, size_t n_out) { return n / 2 - n_out / 2; }
-
 /* One device task: k-space onto dev, the transform in the image array's
  * own memory when nothing is cropped, else in scratch and cropped. */
 static int fft_task(mr_device *dev, void *arg) {
@@ -73,9 +70,7 @@ static int fft_task(mr_device *dev, void *arg) {
     rc = mr_fft_execute(j->s->plan, MR_FFT_BACKWARD, in, t);
   if (rc == 0 && crop) {
     size_t from[3] = {k->nro, k->ne1, k->ne2};
-    size_t at[3] = {crop_start(k->nro, j->n[0]), crop_start(k->ne1, j->n[1]),
-                    crop_start(k->ne2, j->n[2])};
-    rc = mr_vec_crop(dev, nch, t, from, at, img, j->n);
+    rc = mr_block_crop_center(dev, nch, t, from, img, j->n);
   }
   mr_buf_destroy(scratch);
   if (rc < 0) {

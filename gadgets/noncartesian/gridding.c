@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "block.h"
 #include "buf.h"
 #include "density.h"
 #include "fail.h"
@@ -42,7 +43,6 @@
 #include "placement.h"
 #include "positions.h"
 #include "scratch.h"
-#include "vec.h"
 
 enum density { DENSITY_AUTO, DENSITY_TRAJECTORY, DENSITY_RADIAL, DENSITY_PIPE_MENON, DENSITY_NONE };
 
@@ -258,11 +258,8 @@ static int grid_task(mr_device *dev, void *arg) {
     if (rc == 0)
       rc = mr_nufft_execute(plan, MR_NUFFT_ADJOINT, samples + c0 * j->n, image + c0 * npix);
   }
-  if (rc == 0 && cropped) {
-    size_t at[3] = {crop_start(j->dims[0], j->rs[0]), crop_start(j->dims[1], j->rs[1]),
-                    crop_start(j->dims[2], j->rs[2])};
-    rc = mr_vec_crop(dev, j->nch, image, j->dims, at, img, j->rs);
-  }
+  if (rc == 0 && cropped)
+    rc = mr_block_crop_center(dev, j->nch, image, j->dims, img, j->rs);
   if (rc < 0) {
     mr_image_array_free(a);
     return rc;

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "block.h"
 #include "buf.h"
 #include "coil.h"
 #include "espirit.h"
@@ -37,7 +38,6 @@
 #include "kspace.h"
 #include "placement.h"
 #include "sparse.h"
-#include "vec.h"
 
 /* Fewest fully sampled centre lines (and, in 3D, partitions) that make
  * maps. */
@@ -151,8 +151,6 @@ static int coil_maps(cs_job *j, mr_device *dev, const mr_cfloat *kspace, mr_cflo
                  : rc;
 }
 
-static size_t crop_start(size_t n, size_t n_out) { return n / 2 - n_out / 2; }
-
 /* One device task: k-space onto dev, maps, the solve (into scratch when
  * the recon matrix crops it), the image array. */
 static int cs_task(mr_device *dev, void *arg) {
@@ -194,9 +192,7 @@ static int cs_task(mr_device *dev, void *arg) {
     rc = mr_sparse_solve(j->s->plan, kspace, k->sampled, mr_buf_data(maps), x, j->cancel, NULL);
   if (rc == 0 && crop) {
     size_t from[3] = {k->nro, k->ne1, k->ne2};
-    size_t at[3] = {crop_start(k->nro, j->n[0]), crop_start(k->ne1, j->n[1]),
-                    crop_start(k->ne2, j->n[2])};
-    rc = mr_vec_crop(dev, 1, x, from, at, img, j->n);
+    rc = mr_block_crop_center(dev, 1, x, from, img, j->n);
   }
   mr_buf_destroy(maps);
   mr_buf_destroy(full);
