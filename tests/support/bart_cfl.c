@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "cfl.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
 
@@ -25,36 +26,25 @@ int bart_test_init(int argc, char **argv) {
   return gpu_test_init(argc, argv);
 }
 
-static FILE *open_file(const char *dir, const char *name, const char *mode) {
-  char path[128];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, mode);
-  if (f == NULL)
-    fail_msg("cannot open %s", path);
-  return f;
-}
-
 void bart_run(const char *command, const size_t dims[4], const mr_cfloat *in, size_t out_n,
               mr_cfloat *out) {
-  char dir[] = "/tmp/mr_bart_XXXXXX", cmd[512];
+  char dir[] = "/tmp/mr_bart_XXXXXX", cmd[512], in_name[64], out_name[64];
   if (mkdtemp(dir) == NULL)
     fail_msg("mkdtemp failed");
-  FILE *f = open_file(dir, "in.hdr", "w");
-  fprintf(f, "# Dimensions\n%zu %zu %zu %zu 1\n", dims[0], dims[1], dims[2], dims[3]);
-  fclose(f);
-  f = open_file(dir, "in.cfl", "wb");
-  size_t n = dims[0] * dims[1] * dims[2] * dims[3], done = fwrite(in, sizeof *in, n, f);
-  fclose(f);
-  if (done != n)
-    fail_msg("%s/in.cfl: wrote %zu of %zu values", dir, done, n);
-  snprintf(cmd, sizeof cmd, "bart %s %s/in %s/out > /dev/null", command, dir, dir);
+  snprintf(in_name, sizeof in_name, "%s/in", dir);
+  snprintf(out_name, sizeof out_name, "%s/out", dir);
+  const long in_dims[4] = {(long)dims[0], (long)dims[1], (long)dims[2], (long)dims[3]};
+  if (cfl_write(in_name, 4, in_dims, in) != 0)
+    fail_msg("cannot write %s.cfl", in_name);
+  snprintf(cmd, sizeof cmd, "bart %s %s %s > /dev/null", command, in_name, out_name);
   if (system(cmd) != 0)
     fail_msg("%s failed", cmd);
-  f = open_file(dir, "out.cfl", "rb");
-  done = fread(out, sizeof *out, out_n, f);
-  fclose(f);
-  if (done != out_n)
-    fail_msg("%s/out.cfl: read %zu of %zu values", dir, done, out_n);
+  long out_dims[CFL_MAX_DIMS];
+  mr_cfloat *got = cfl_read(out_name, out_dims);
+  if (got == NULL || (size_t)cfl_size(out_dims) < out_n)
+    fail_msg("%s.cfl: cannot read %zu values", out_name, out_n);
+  memcpy(out, got, out_n * sizeof *out);
+  free(got);
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd) != 0)
     fail_msg("%s failed", cmd);

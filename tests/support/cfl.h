@@ -1,8 +1,8 @@
 /* BART's array files: NAME.hdr (a comment line, then the dimensions) and
  * NAME.cfl (complex floats, first dimension fastest), as `bart` reads and
  * writes them. */
-#ifndef MR_BENCH_CFL_H
-#define MR_BENCH_CFL_H
+#ifndef MR_TEST_CFL_H
+#define MR_TEST_CFL_H
 
 #include <complex.h>
 
