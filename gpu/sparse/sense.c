@@ -12,10 +12,15 @@ struct mr_sense {
   mr_device *dev;
   mr_sense_pass pass;
   size_t n;                    /* pixels */
-  int plain;                   /* every transformed axis even: plain transforms */
+  int plain;                   /* every transformed axis even: plain transforms (but a
+                                  GPU's 2D normal operator: sense_impl.h) */
   mr_fft_plan *centred, *raw;  /* raw: the plain plan, when plain */
   mr_buf *scratch;             /* [coil][pixel] */
   mr_buf *mask;                /* [z][y] floats */
+#ifdef MR_HAVE_CUDA
+  mr_sense_lines *lines;       /* a GPU's normal operator (sense_impl.h) */
+  mr_buf *mask_plain;          /* its mask, in plain order */
+#endif
 };
 
 int mr_sense_create(mr_device *dev, const size_t dims[3], size_t ncoils, mr_sense **out) {
@@ -34,7 +39,8 @@ int mr_sense_create(mr_device *dev, const size_t dims[3], size_t ncoils, mr_sens
   s->pass.ncoils = ncoils;
   s->n = dims[0] * dims[1] * dims[2];
   int rank = dims[2] > 1 ? 3 : 2;
-  s->plain = dims[0] % 2 == 0 && dims[1] % 2 == 0 && (rank == 2 || dims[2] % 2 == 0);
+  int lines = mr_device_is_gpu(dev) && rank == 2; /* sense_impl.h */
+  s->plain = !lines && dims[0] % 2 == 0 && dims[1] % 2 == 0 && (rank == 2 || dims[2] % 2 == 0);
   mr_fft_opts o = {.rank = rank, .dims = {dims[0], dims[1], dims[2]}, .batch = ncoils};
   int rc = mr_fft_plan_create(dev, &o, &s->centred);
   o.plain = 1;
@@ -44,6 +50,12 @@ int mr_sense_create(mr_device *dev, const size_t dims[3], size_t ncoils, mr_sens
     rc = mr_buf_create(dev, s->n * ncoils * sizeof(mr_cfloat), &s->scratch);
   if (rc == 0)
     rc = mr_buf_create(dev, dims[1] * dims[2] * sizeof(float), &s->mask);
+#ifdef MR_HAVE_CUDA
+  if (rc == 0 && lines)
+    rc = mr_sense_cuda_lines_create(dev, &s->pass, &s->lines);
+  if (rc == 0 && s->lines != NULL)
+    rc = mr_buf_create(dev, dims[1] * dims[2] * sizeof(float), &s->mask_plain);
+#endif
   if (rc < 0) {
     mr_sense_destroy(s);
     return rc;
@@ -59,19 +71,31 @@ void mr_sense_destroy(mr_sense *s) {
   mr_fft_plan_destroy(s->raw);
   mr_buf_destroy(s->scratch);
   mr_buf_destroy(s->mask);
+#ifdef MR_HAVE_CUDA
+  mr_sense_cuda_lines_destroy(s->dev, s->lines);
+  mr_buf_destroy(s->mask_plain);
+#endif
   free(s);
 }
 
 int mr_sense_set(mr_sense *s, const mr_cfloat *maps, const uint8_t *mask, size_t *lines) {
-  size_t m = s->pass.dims[1] * s->pass.dims[2], count = 0;
-  float *f = malloc(m * sizeof *f);
+  size_t ny = s->pass.dims[1], nz = s->pass.dims[2], m = ny * nz, count = 0;
+  float *f = malloc(2 * m * sizeof *f);
   if (f == NULL)
     return mr_fail(MR_ENOMEM, "sense: out of memory");
   for (size_t i = 0; i < m; i++) {
     f[i] = mask[i] ? 1.0f : 0.0f;
     count += mask[i] != 0;
   }
+  /* plain order (a GPU's 2D normal operator): the line at plain y is the
+   * centred one at (y + ny/2) mod ny */
+  for (size_t y = 0; nz == 1 && y < ny; y++)
+    f[m + y] = f[(y + ny / 2) % ny];
   int rc = mr_buf_upload(s->mask, 0, f, m * sizeof *f);
+#ifdef MR_HAVE_CUDA
+  if (rc == 0 && s->lines != NULL)
+    rc = mr_buf_upload(s->mask_plain, 0, f + m, m * sizeof *f);
+#endif
   free(f);
   s->pass.maps = maps;
   if (lines != NULL)
@@ -150,14 +174,37 @@ static int normal_k(mr_sense *s, const mr_cfloat *z, int *sign) {
   return rc == 0 ? mr_fft_execute(plan, MR_FFT_BACKWARD, t, t) : rc;
 }
 
+/* The GPU's path (sense_impl.h): 1 when it ran (*rc its result). */
+static int normal_lines(mr_sense *s, const mr_cfloat *x, const mr_cfloat *z,
+                        const mr_cfloat *ahb, float step, mr_cfloat *out, int *rc) {
+#ifdef MR_HAVE_CUDA
+  if (s->lines != NULL) {
+    *rc = need_maps(s);
+    if (*rc == 0)
+      *rc = mr_sense_cuda_lines_normal(s->dev, s->lines, &s->pass, mr_buf_data(s->mask_plain),
+                                       mr_buf_data(s->scratch), x, z, ahb, step, out);
+    return 1;
+  }
+#else
+  (void)s, (void)x, (void)z, (void)ahb, (void)step, (void)out, (void)rc;
+#endif
+  return 0;
+}
+
 int mr_sense_normal(mr_sense *s, const mr_cfloat *x, mr_cfloat *y) {
-  int sign, rc = normal_k(s, x, &sign);
+  int sign, rc;
+  if (normal_lines(s, x, NULL, NULL, 0, y, &rc))
+    return rc;
+  rc = normal_k(s, x, &sign);
   return rc == 0 ? combine(s, sign, mr_buf_data(s->scratch), NULL, NULL, 0, y) : rc;
 }
 
 int mr_sense_step(mr_sense *s, const mr_cfloat *z, const mr_cfloat *ahb, float step,
                   mr_cfloat *u) {
-  int sign, rc = normal_k(s, z, &sign);
+  int sign, rc;
+  if (normal_lines(s, z, z, ahb, step, u, &rc))
+    return rc;
+  rc = normal_k(s, z, &sign);
   return rc == 0 ? combine(s, sign, mr_buf_data(s->scratch), z, ahb, step, u) : rc;
 }
 

@@ -5,10 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "block.h"
 #include "buf.h"
 #include "cg.h"
 #include "error.h"
 #include "fail.h"
+#include "fft.h"
 #ifdef MR_HAVE_CUDA
 #include "fista_graph.h"
 #include "prox_impl.h"
@@ -21,6 +23,8 @@
 
 /* FISTA iterations between two tests of the tolerance. */
 #define CHECK_EVERY 10
+/* The largest calibration box of the scale, per axis (BART's). */
+#define CALIB_MAX 32
 
 enum { IMG_AHB, IMG_X, IMG_PREV, IMG_Z, IMG_U, IMG_C, NIMAGES };
 
@@ -32,6 +36,10 @@ struct mr_sparse_plan {
   mr_wavelet *wavelet; /* wavelet */
   mr_tv *tv;           /* tv */
   mr_buf *images;      /* NIMAGES images */
+  mr_buf *calib;       /* the scale's calibration box: [coil][box] and one more box */
+  size_t calib_cap;    /* samples of the largest box */
+  mr_fft_plan *calib_fft; /* its inverse transform, for the box of calib_dims */
+  size_t calib_dims[3];
   unsigned rng;
 };
 
@@ -86,6 +94,12 @@ int mr_sparse_plan_create(mr_device *dev, const mr_sparse_opts *opts, mr_sparse_
     p->n = opts->dims[0] * opts->dims[1] * opts->dims[2];
     rc = mr_buf_create(dev, p->n * NIMAGES * sizeof(mr_cfloat), &p->images);
   }
+  if (rc == 0 && opts->ncoils > 0) {
+    p->calib_cap = 1;
+    for (int d = 0; d < 3; d++)
+      p->calib_cap *= opts->dims[d] < CALIB_MAX ? opts->dims[d] : CALIB_MAX;
+    rc = mr_buf_create(dev, p->calib_cap * (opts->ncoils + 1) * sizeof(mr_cfloat), &p->calib);
+  }
   if (rc == 0 && opts->regularizer == MR_SPARSE_WAVELET)
     rc = mr_wavelet_create(dev, opts->dims, opts->filter, &p->wavelet);
   if (rc == 0 && opts->regularizer == MR_SPARSE_TV)
@@ -113,6 +127,8 @@ void mr_sparse_plan_destroy(mr_sparse_plan *p) {
   mr_wavelet_destroy(p->wavelet);
   mr_tv_destroy(p->tv);
   mr_buf_destroy(p->images);
+  mr_buf_destroy(p->calib);
+  mr_fft_plan_destroy(p->calib_fft);
   free(p);
 }
 
@@ -135,6 +151,7 @@ typedef struct solve_job {
   float bound;           /* >= ||A^H A|| */
   mr_cfloat *image;
   const mr_cancel *cancel;
+  size_t calib_at[3], calib_box[3]; /* the scale's calibration box (samples 0: none) */
   mr_sparse_report report;
 } solve_job;
 
@@ -172,13 +189,9 @@ static int prox(mr_sparse_plan *p, float t, const size_t shift[3], const mr_cflo
                 mr_cfloat *x) {
   if (p->tv != NULL)
     return mr_tv_prox(p->tv, t, p->opts.tv_steps, u, x);
-  size_t keep[3];
-  mr_wavelet_coarse(p->wavelet, keep);
   mr_cfloat *c = image(p, IMG_C);
   int rc = mr_wavelet_forward(p->wavelet, shift, u, c);
-  if (rc == 0)
-    rc = mr_prox_soft(p->dev, p->opts.dims, keep, t, c);
-  return rc == 0 ? mr_wavelet_adjoint(p->wavelet, shift, c, x) : rc;
+  return rc == 0 ? mr_wavelet_adjoint_soft(p->wavelet, shift, t, c, x) : rc;
 }
 
 /* ||x - prev|| / ||x||, through the coefficient image (free between
@@ -336,11 +349,89 @@ static int solve_fista(solve_job *j) {
   return rc == 0 ? mr_vec_copy(p->dev, p->n, image(p, IMG_PREV), j->image) : rc;
 }
 
-/* BART's scale of the zero-filled image: its 90th percentile, unless the
- * few pixels above it reach further from it than twice its distance from
- * the median (a small bright object on a dark field), then its maximum. */
+/* BART's rule on the order statistics of a set of magnitudes: its 90th
+ * percentile, unless the few above it reach further from it than twice its
+ * distance from the median (a small bright object on a dark field), then
+ * its maximum. */
 static float bart_scale(float median, float p90, float peak) {
   return peak - p90 < 2 * (p90 - median) ? p90 : peak;
+}
+
+/* Whether every line of the box of half-widths h (y, z) around (ny/2,
+ * nz/2) was sampled (in 2D the one partition). */
+static int box_sampled(const mr_sparse_plan *p, const uint8_t *mask, const size_t h[3]) {
+  const size_t *d = p->opts.dims;
+  size_t z0 = d[2] == 1 ? 0 : d[2] / 2 - h[2], z1 = d[2] == 1 ? 1 : d[2] / 2 + h[2];
+  for (size_t z = z0; z < z1; z++)
+    for (size_t y = d[1] / 2 - h[1]; y < d[1] / 2 + h[1]; y++)
+      if (!mask[z * d[1] + y])
+        return 0;
+  return 1;
+}
+
+/* BART's calibration box: the readout's centre (CALIB_MAX wide at most)
+ * by the largest fully sampled box of lines centred at (ny/2, nz/2),
+ * grown a line on each side at a time, up to CALIB_MAX. Its samples (0: no
+ * calibration lines at the centre). */
+static size_t calib_box(const mr_sparse_plan *p, const uint8_t *mask, size_t at[3],
+                        size_t box[3]) {
+  const size_t *d = p->opts.dims;
+  int flat = d[2] == 1;
+  size_t cap[3], half[3];
+  for (int i = 0; i < 3; i++)
+    cap[i] = (d[i] < CALIB_MAX ? d[i] : CALIB_MAX) / 2;
+  half[0] = cap[0];
+  half[1] = 1;
+  half[2] = flat ? 0 : 1;
+  if (cap[1] == 0 || (!flat && cap[2] == 0) || !box_sampled(p, mask, half))
+    return 0;
+  for (int grown = 1; grown;) {
+    grown = 0;
+    for (int i = 1; i <= (flat ? 1 : 2); i++) {
+      size_t h[3] = {half[0], half[1], half[2]};
+      if (++h[i] <= cap[i] && box_sampled(p, mask, h)) {
+        half[i] = h[i];
+        grown = 1;
+      }
+    }
+  }
+  box[0] = d[0] > 1 ? 2 * half[0] : 1;
+  box[1] = 2 * half[1];
+  box[2] = flat ? 1 : 2 * half[2];
+  for (int i = 0; i < 3; i++)
+    at[i] = d[i] / 2 - box[i] / 2;
+  return box[0] * box[1] * box[2];
+}
+
+/* The scale as BART's pics computes it for Cartesian data: the rule over
+ * the root sum of squares across the coils of the calibration box's image
+ * (the box's k-space by the centred unitary inverse transform of its own
+ * size), divided by sqrt(pixels / box samples). 0: no box. */
+static int calib_scale(mr_device *dev, solve_job *j, float *scale) {
+  mr_sparse_plan *p = j->p;
+  size_t zero[3] = {0, 0, 0}, nc = p->opts.ncoils,
+         m = j->calib_box[0] * j->calib_box[1] * j->calib_box[2];
+  *scale = 0;
+  if (m == 0)
+    return 0;
+  mr_cfloat *k = mr_buf_data(p->calib), *power = k + m * nc;
+  size_t ranks[2] = {m / 2, (size_t)(0.9 * (double)m)};
+  float peak = 0, order[2] = {0, 0};
+  int finite = 1;
+  int rc = mr_block_copy(dev, nc, j->kspace, p->opts.dims, j->calib_at, k, j->calib_box, zero,
+                         j->calib_box);
+  if (rc == 0)
+    rc = mr_fft_execute(p->calib_fft, MR_FFT_BACKWARD, k, k);
+  if (rc == 0) /* sum_c |x_c|^2: its order statistics are the squares of the RSS's */
+    rc = mr_vec_conj_mul_sum(dev, nc, m, k, k, k, power);
+  if (rc == 0)
+    rc = mr_prox_peak(dev, m, power, &peak, &finite);
+  if (rc == 0)
+    rc = mr_prox_select(dev, m, power, 2, ranks, order);
+  if (rc == 0)
+    *scale = bart_scale(sqrtf(order[0]), sqrtf(order[1]), sqrtf(peak)) /
+             sqrtf((float)p->n / (float)m);
+  return rc;
 }
 
 /* The scale (A^H b checked: signal, no NaN), then the solver. */
@@ -352,11 +443,14 @@ static int scale_and_solve(mr_device *dev, solve_job *j) {
   if (rc == 0 && !(peak > 0 && finite))
     return mr_fail(MR_EDATA, "sparse: the zero-filled image has %s (largest pixel %g)",
                    finite ? "no signal" : "NaN or infinite pixels", (double)peak);
-  if (rc == 0)
+  if (rc == 0 && j->kspace != NULL)
+    rc = calib_scale(dev, j, &j->report.scale);
+  if (rc == 0 && !(j->report.scale > 0)) { /* no calibration box, or no k-space */
     rc = mr_prox_select(dev, n, j->ahb, 2, ranks, order);
+    j->report.scale = bart_scale(order[0], order[1], peak);
+  }
   if (rc != 0)
     return rc;
-  j->report.scale = bart_scale(order[0], order[1], peak);
   return j->p->opts.regularizer == MR_SPARSE_L2 ? solve_l2(j) : solve_fista(j);
 }
 
@@ -438,12 +532,30 @@ int mr_sparse_solve_normal(mr_sparse_plan *plan, mr_cg_operator normal_op, void 
   return rc;
 }
 
+/* The calibration box of the scale and its transform's plan (kept while
+ * the box stays the same), made before the task. */
+static int calib_plan(mr_sparse_plan *p, solve_job *j) {
+  if (p->sense == NULL || calib_box(p, j->mask, j->calib_at, j->calib_box) == 0)
+    return 0;
+  if (p->calib_fft != NULL && memcmp(p->calib_dims, j->calib_box, sizeof p->calib_dims) == 0)
+    return 0;
+  mr_fft_plan_destroy(p->calib_fft);
+  p->calib_fft = NULL;
+  memcpy(p->calib_dims, j->calib_box, sizeof p->calib_dims);
+  mr_fft_opts o = {.rank = j->calib_box[2] > 1 ? 3 : 2,
+                   .dims = {j->calib_box[0], j->calib_box[1], j->calib_box[2]},
+                   .batch = p->opts.ncoils};
+  return mr_fft_plan_create(p->dev, &o, &p->calib_fft);
+}
+
 int mr_sparse_solve(mr_sparse_plan *plan, const mr_cfloat *kspace, const uint8_t *mask,
                     const mr_cfloat *maps, mr_cfloat *image_out, const mr_cancel *cancel,
                     mr_sparse_report *report) {
   solve_job j = {.p = plan, .kspace = kspace, .maps = maps, .mask = mask, .image = image_out,
                  .cancel = cancel};
-  int rc = mr_device_run(plan->dev, solve_task, &j);
+  int rc = calib_plan(plan, &j);
+  if (rc == 0)
+    rc = mr_device_run(plan->dev, solve_task, &j);
   if (report != NULL)
     *report = j.report;
   return rc;

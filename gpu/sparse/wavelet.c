@@ -4,6 +4,7 @@
 #include "buf.h"
 #include "error.h"
 #include "fail.h"
+#include "prox.h"
 #include "wavelet_impl.h"
 
 /* Enough levels for any image a budget admits (each halves an axis). */
@@ -16,6 +17,9 @@ struct mr_wavelet {
   int levels;
   size_t len[MAX_LEVELS + 1][3]; /* each level's region; len[levels] the coarse band */
   mr_buf *scratch;               /* one image */
+  int small_from;                /* the first level done in shared memory */
+  int by_plane;                  /* a GPU's 2D levels, one launch each (wavelet_impl.h) */
+  mr_buf *scratch2;              /* by_plane: the low bands' second image */
 };
 
 /* Daubechies scaling filters (orthonormal: sum h = sqrt 2). */
@@ -37,6 +41,18 @@ static int set_taps(mr_wavelet_filter filter, mr_wavelet_taps *t) {
 
 /* Whether axis d of a region of length n is halved at the next level. */
 static int halves(size_t n, int taps) { return n % 2 == 0 && n >= 2 * (size_t)taps; }
+
+/* The first level a GPU does in shared memory (wavelet_impl.h); levels
+ * past the last on the CPU. */
+static int first_small(const mr_wavelet *w) {
+  if (!mr_device_is_gpu(w->dev))
+    return w->levels;
+  for (int l = 0; l < w->levels; l++)
+    if (w->len[l][0] * w->len[l][1] * w->len[l][2] <= MR_WAVELET_SMALL &&
+        w->levels - l <= MR_WAVELET_MAX_SMALL_LEVELS)
+      return l;
+  return w->levels;
+}
 
 int mr_wavelet_create(mr_device *dev, const size_t dims[3], mr_wavelet_filter filter,
                       mr_wavelet **out) {
@@ -65,6 +81,12 @@ int mr_wavelet_create(mr_device *dev, const size_t dims[3], mr_wavelet_filter fi
   }
   if (rc == 0)
     rc = mr_buf_create(dev, dims[0] * dims[1] * dims[2] * sizeof(mr_cfloat), &w->scratch);
+  w->small_from = first_small(w);
+  w->by_plane = mr_device_is_gpu(dev) && dims[2] == 1 && w->small_from > 0;
+  for (int l = 0; l < w->small_from; l++) /* every level before the small ones halves x and y */
+    w->by_plane &= w->len[l + 1][0] != w->len[l][0] && w->len[l + 1][1] != w->len[l][1];
+  if (rc == 0 && w->by_plane)
+    rc = mr_buf_create(dev, dims[0] * dims[1] * sizeof(mr_cfloat), &w->scratch2);
   if (rc < 0) {
     mr_wavelet_destroy(w);
     return rc;
@@ -77,6 +99,7 @@ void mr_wavelet_destroy(mr_wavelet *w) {
   if (w == NULL)
     return;
   mr_buf_destroy(w->scratch);
+  mr_buf_destroy(w->scratch2);
   free(w);
 }
 
@@ -127,39 +150,78 @@ static int level(mr_wavelet *w, int l, int inverse, mr_cfloat *c) {
   return rc;
 }
 
-/* The first level a GPU does in shared memory (wavelet_impl.h); levels
- * past the last on the CPU. */
-static int first_small(const mr_wavelet *w) {
-  if (!mr_device_is_gpu(w->dev))
-    return w->levels;
-  for (int l = 0; l < w->levels; l++)
-    if (w->len[l][0] * w->len[l][1] * w->len[l][2] <= MR_WAVELET_SMALL &&
-        w->levels - l <= MR_WAVELET_MAX_SMALL_LEVELS)
-      return l;
-  return w->levels;
-}
-
-/* Levels [from, levels) in one launch (GPU only). */
-static int small_levels(mr_wavelet *w, int from, int inverse, mr_cfloat *c) {
+/* Levels [from, levels) in one launch (GPU only), the inverse's
+ * coefficients thresholded by t as they are read. */
+static int small_levels(mr_wavelet *w, int from, int inverse, float t, mr_cfloat *c) {
 #ifdef MR_HAVE_CUDA
   if (from < w->levels)
     return mr_wavelet_cuda_small(w->dev, w->dims, (const size_t(*)[3])&w->len[from],
-                                 w->levels - from, inverse, &w->taps, c);
+                                 w->levels - from, inverse, &w->taps, t, c);
 #else
-  (void)w, (void)from, (void)inverse, (void)c;
+  (void)w, (void)from, (void)inverse, (void)t, (void)c;
 #endif
   return 0;
 }
 
+/* A GPU's 2D level in one launch (wavelet_impl.h). */
+static int plane_level(mr_wavelet *w, int l, int inverse, const size_t shift[3], float t,
+                       const mr_cfloat *lo_in, mr_cfloat *c, mr_cfloat *lo_out) {
+#ifdef MR_HAVE_CUDA
+  return mr_wavelet_cuda_level2d(w->dev, w->dims, w->len[l], inverse, &w->taps, shift, t, lo_in,
+                                 c, lo_out);
+#else
+  (void)w, (void)l, (void)inverse, (void)shift, (void)t, (void)lo_in, (void)c, (void)lo_out;
+  return mr_fail(MR_EINVAL, "wavelet: no GPU");
+#endif
+}
+
+/* The low bands go between the two scratch images, the details straight
+ * into c; the level before the small ones leaves its low band in c. */
+static mr_cfloat *low_band(mr_wavelet *w, int l) {
+  return l % 2 == 0 ? mr_buf_data(w->scratch) : mr_buf_data(w->scratch2);
+}
+
 int mr_wavelet_forward(mr_wavelet *w, const size_t shift[3], const mr_cfloat *x, mr_cfloat *c) {
-  int rc = copy(w, w->dims, shift, x, c), from = first_small(w);
+  int from = w->small_from, rc = 0;
+  if (w->by_plane) {
+    const mr_cfloat *in = x;
+    for (int l = 0; l < from && rc == 0; l++) {
+      mr_cfloat *lo = l == from - 1 ? c : low_band(w, l);
+      rc = plane_level(w, l, 0, l == 0 ? shift : NULL, 0, in, c, lo);
+      in = lo;
+    }
+    return rc == 0 ? small_levels(w, from, 0, 0, c) : rc;
+  }
+  rc = copy(w, w->dims, shift, x, c);
   for (int l = 0; l < from && rc == 0; l++)
     rc = level(w, l, 0, c);
-  return rc == 0 ? small_levels(w, from, 0, c) : rc;
+  return rc == 0 ? small_levels(w, from, 0, 0, c) : rc;
+}
+
+int mr_wavelet_adjoint_soft(mr_wavelet *w, const size_t shift[3], float t, mr_cfloat *c,
+                            mr_cfloat *x) {
+  if (!w->by_plane) {
+    size_t keep[3];
+    mr_wavelet_coarse(w, keep);
+    int rc = mr_prox_soft(w->dev, w->dims, keep, t, c);
+    return rc == 0 ? mr_wavelet_adjoint(w, shift, c, x) : rc;
+  }
+  if (!(t >= 0))
+    return mr_fail(MR_EINVAL, "wavelet: threshold %g", (double)t);
+  int from = w->small_from, rc = small_levels(w, from, 1, t, c);
+  const mr_cfloat *lo = c;
+  for (int l = from - 1; l >= 0 && rc == 0; l--) {
+    mr_cfloat *out = l == 0 ? x : low_band(w, l);
+    rc = plane_level(w, l, 1, l == 0 ? shift : NULL, t, lo, c, out);
+    lo = out;
+  }
+  return rc;
 }
 
 int mr_wavelet_adjoint(mr_wavelet *w, const size_t shift[3], mr_cfloat *c, mr_cfloat *x) {
-  int from = first_small(w), rc = small_levels(w, from, 1, c);
+  if (w->by_plane)
+    return mr_wavelet_adjoint_soft(w, shift, 0, c, x);
+  int from = w->small_from, rc = small_levels(w, from, 1, 0, c);
   for (int l = from - 1; l >= 0 && rc == 0; l--)
     rc = level(w, l, 1, c);
   size_t back[3];

@@ -52,6 +52,16 @@ int mr_wavelet_forward(mr_wavelet *w, const size_t shift[3], const mr_cfloat *x,
  * must not overlap it. */
 int mr_wavelet_adjoint(mr_wavelet *w, const size_t shift[3], mr_cfloat *c, mr_cfloat *x);
 
+/* x = shifted back (W^H soft_t(c)), soft_t the complex soft threshold of
+ * every coefficient outside the coarse band (prox.h's mr_prox_soft with
+ * the box of mr_wavelet_coarse): with c = mr_wavelet_forward of u, the
+ * proximal step of t ||W x||_1 at u. On a GPU, for a 2D image, the
+ * threshold is applied as the inverse reads each coefficient, one launch
+ * per level (wavelet_impl.h); elsewhere the threshold, then the adjoint.
+ * t >= 0; c is overwritten; x must not overlap it. */
+int mr_wavelet_adjoint_soft(mr_wavelet *w, const size_t shift[3], float t, mr_cfloat *c,
+                            mr_cfloat *x);
+
 #ifdef __cplusplus
 }
 #endif

@@ -32,11 +32,28 @@ int mr_wavelet_cuda_pass(mr_device *dev, const size_t dims[3], const size_t len[
 /* The GPU does the levels whose region holds at most MR_WAVELET_SMALL
  * samples in one block, in shared memory (one launch instead of one per
  * pass): levels passes on c in place, len[0] the first one's region,
- * len[levels] the coarse band; at most MR_WAVELET_MAX_SMALL_LEVELS. */
+ * len[levels] the coarse band; at most MR_WAVELET_MAX_SMALL_LEVELS. The
+ * inverse soft-thresholds every coefficient it reads outside the coarse
+ * band by thresh first (0: none). */
 #define MR_WAVELET_SMALL 2048
 #define MR_WAVELET_MAX_SMALL_LEVELS 12
 int mr_wavelet_cuda_small(mr_device *dev, const size_t dims[3], const size_t len[][3], int levels,
-                          int inverse, const mr_wavelet_taps *f, mr_cfloat *c);
+                          int inverse, const mr_wavelet_taps *f, float thresh, mr_cfloat *c);
+
+/* One level of a 2D image whose x and y both halve, in one launch on a
+ * GPU (both passes, through shared memory), on the region len of arrays of
+ * dims (Mallat's layout: low halves first). Analysis (inverse 0): the
+ * region of lo_in gives the three detail bands, written into c, and the
+ * low band, written into lo_out (region len / 2). Synthesis: the low band
+ * of lo_in (region len / 2) and the detail bands of c, each soft-
+ * thresholded by thresh as it is read (0: none), give the region of
+ * lo_out. shift (NULL: none; the whole image only): analysis reads, and
+ * synthesis writes, the image as if shifted by it (wavelet.h), in place of
+ * a copy. lo_in, c and lo_out must not overlap, but lo_out may be c in an
+ * analysis (the low band's region holds no detail). */
+int mr_wavelet_cuda_level2d(mr_device *dev, const size_t dims[3], const size_t len[3], int inverse,
+                            const mr_wavelet_taps *f, const size_t *shift, float thresh,
+                            const mr_cfloat *lo_in, mr_cfloat *c, mr_cfloat *lo_out);
 
 /* dst[(i + shift) mod len] = src[i] over the region [0, len) of arrays of
  * dims (a nonzero shift only with len == dims). */
@@ -45,10 +62,12 @@ int mr_wavelet_cpu_copy(mr_device *dev, const size_t dims[3], const size_t len[3
 int mr_wavelet_cuda_copy(mr_device *dev, const size_t dims[3], const size_t len[3],
                          const size_t shift[3], const mr_cfloat *src, mr_cfloat *dst);
 
-/* FISTA's graph (fista_graph.h): sets the shift of the captured copy
- * node that starts mr_wavelet_forward (forward) and of the one that ends
- * mr_wavelet_adjoint (back) on an instantiated graph exec, as the two
- * calls with this shift would launch them. */
+/* FISTA's graph (fista_graph.h): sets the shift of the captured node
+ * that starts mr_wavelet_forward (forward: the copy, or the first 2D
+ * level) and of the one that ends mr_wavelet_adjoint or
+ * mr_wavelet_adjoint_soft (back: the copy, or the last 2D level) on an
+ * instantiated graph exec, as the two calls with this shift would launch
+ * them. */
 int mr_wavelet_cuda_set_shifts(void *exec, void *forward, void *back, const size_t dims[3],
                                const size_t shift[3]);
 

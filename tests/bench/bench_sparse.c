@@ -574,7 +574,9 @@ static step_result ours_servers(sparse_bench *b, const char *config, const char 
 static step_result ours_solve(sparse_bench *b, const sparse_scan *s) {
   bench_json *j = b->j;
   step_result cpu = {.q = {.psnr_db = NAN}};
-  const sparse_ours_run runs[] = {{"wavelet", LAMBDA, 100}, {"tv", LAMBDA, 100}, {"l2", 0, 30}};
+  const sparse_ours_run runs[] = {{"wavelet", LAMBDA, 100, NULL, NULL},
+                                  {"tv", LAMBDA, 100, NULL, NULL},
+                                  {"l2", 0, 30, NULL, NULL}};
   mr_device *devices[2] = {b->gpu, b->cpu};
   const char *names[2] = {"solve_gpu", "solve_cpu"};
   size_t grid = s->dims[0] * s->dims[1] * s->dims[2];
@@ -629,6 +631,106 @@ static step_result ours_solve(sparse_bench *b, const sparse_scan *s) {
     json_close(j, '}');
   }
   return cpu;
+}
+
+/* ---- maps against solver ---- */
+
+/* The mean over the object (reference above a tenth of its peak) of the
+ * per-pixel projection |<a, b>| / (|a| |b|) of two coil-map sets, and the
+ * share of each set's energy outside the object. */
+static void maps_agreement(bench_json *j, const sparse_scan *s, const float complex *ours,
+                           const float complex *bart) {
+  size_t grid = s->dims[0] * s->dims[1] * s->dims[2];
+  float peak = 0;
+  for (size_t i = 0; i < grid; i++)
+    peak = s->reference[i] > peak ? s->reference[i] : peak;
+  double projection = 0, outside[2] = {0, 0}, total[2] = {0, 0};
+  size_t inside = 0;
+  for (size_t i = 0; i < grid; i++) {
+    double complex dot = 0;
+    double aa = 0, bb = 0;
+    for (size_t c = 0; c < s->coils; c++) {
+      float complex a = ours[c * grid + i], b = bart[c * grid + i];
+      dot += conjf(a) * b;
+      aa += pow(cabsf(a), 2);
+      bb += pow(cabsf(b), 2);
+    }
+    int in = s->reference[i] > 0.1f * peak;
+    total[0] += aa;
+    total[1] += bb;
+    if (!in) {
+      outside[0] += aa;
+      outside[1] += bb;
+    } else {
+      inside++;
+      projection += aa > 0 && bb > 0 ? cabs(dot) / sqrt(aa * bb) : 0;
+    }
+  }
+  json_open(j, "maps_agreement", '{');
+  json_str(j, "what", "inside the object (reference > 0.1 of its peak): mean per-pixel "
+                      "|<ours, BART's>| / (|ours| |BART's|); outside: each set's share of its "
+                      "energy outside the object");
+  json_num(j, "projection_inside", inside > 0 ? projection / (double)inside : NAN);
+  json_num(j, "ours_energy_outside", total[0] > 0 ? outside[0] / total[0] : NAN);
+  json_num(j, "bart_energy_outside", total[1] > 0 ? outside[1] / total[1] : NAN);
+  json_close(j, '}');
+}
+
+/* Which of the two - the coil maps or the solver - makes our L1-wavelet
+ * image differ from BART's (same lambda, 100 iterations, the CPU device):
+ * our solve with BART's maps (`sens` of bart_cartesian), with our own maps
+ * in the same run, and BART's pics with our maps. 2D cases only. */
+static void maps_versus_solver(sparse_bench *b, const sparse_scan *s) {
+  bench_json *j = b->j;
+  size_t grid = s->dims[0] * s->dims[1] * s->dims[2], kn = grid * s->coils;
+  json_open(j, "maps_versus_solver", '{');
+  json_str(j, "what", "L1-wavelet, lambda " LAMBDA_TEXT ", 100 iterations, our solve on the CPU "
+                      "device: each solver with each set of maps (BART's ecalib -m1, our "
+                      "ESPIRiT)");
+  char path[PATH_MAX];
+  long dims[CFL_MAX_DIMS];
+  snprintf(path, sizeof path, "%s/sens", b->tmp);
+  float complex *bart_maps = cfl_read(path, dims), *our_maps = malloc(kn * sizeof *our_maps);
+  float complex *img = malloc(grid * sizeof *img);
+  mr_err err = {0};
+  sparse_ours_result res;
+  sparse_ours_run run = {"wavelet", LAMBDA, 100, NULL, our_maps};
+  int rc = bart_maps != NULL && (size_t)cfl_size(dims) == kn && our_maps != NULL && img != NULL &&
+                   bench_sparse_ours_available() && b->cpu != NULL
+               ? 0
+               : -1;
+  if (rc < 0)
+    json_str(j, "missing", "BART's maps, our solver or memory");
+  const char *keys[2] = {"ours_with_our_maps", "ours_with_bart_maps"};
+  for (int k = 0; k < 2 && rc == 0; k++) {
+    run.maps = k == 0 ? NULL : bart_maps;
+    run.maps_out = k == 0 ? our_maps : NULL;
+    rc = bench_sparse_ours_solve(b->cpu, s, &run, img, &res, &err);
+    json_open(j, keys[k], '{');
+    if (rc < 0) {
+      json_str(j, "error", err.msg);
+      b->failures++;
+    } else {
+      image_quality q = image_quality_of(img, NULL, s->reference, grid);
+      image_quality_json(j, &q);
+    }
+    json_close(j, '}');
+  }
+  long cdims[4] = {(long)s->dims[0], (long)s->dims[1], (long)s->dims[2], (long)s->coils};
+  snprintf(path, sizeof path, "%s/our_sens", b->tmp);
+  if (rc == 0 && cfl_write(path, 4, cdims, our_maps) == 0) {
+    sparse_bench one = *b;
+    one.rounds = 1;
+    bart_step(&one, "bart_with_our_maps",
+              (const char *[]){"pics", "-S", "-l1", "-r", LAMBDA_TEXT, "-i", "100", "ksp",
+                               "our_sens", "l1_our_maps", NULL},
+              "l1_our_maps", s->reference, grid, 1);
+    maps_agreement(j, s, our_maps, bart_maps);
+  }
+  free(bart_maps);
+  free(our_maps);
+  free(img);
+  json_close(j, '}');
 }
 
 /* ---- cases ---- */
@@ -704,6 +806,8 @@ static void run_cartesian(sparse_bench *b, const sparse_case *c, const char *fil
   json_open(j, "bart", '{');
   bart_cartesian(b, c, &s, &bart);
   json_close(j, '}');
+  if (c->nz == 1)
+    maps_versus_solver(b, &s);
   if (c->cpu_vs_bart) {
     json_open(j, "cpu_vs_bart", '{');
     json_str(j, "what", "BART ecalib -m1 + pics -l1 (its defaults, OMP_NUM_THREADS as recorded) "

@@ -15,6 +15,9 @@ typedef struct sparse_ours_run {
   const char *regularizer; /* "wavelet", "tv" or "l2" */
   double lambda;           /* relative, as the `cs` config's */
   int iterations;
+  const float complex *maps; /* [coil][z][y][x] maps to use (BART's), or NULL:
+                                ours by ESPIRiT (then maps_ms is theirs) */
+  float complex *maps_out;   /* NULL, or where the maps used are copied */
 } sparse_ours_run;
 
 typedef struct sparse_ours_result {

@@ -340,9 +340,73 @@ static int sense_normal_op(void *op, const mr_cfloat *x, mr_cfloat *y) {
   return mr_sense_normal(op, x, y);
 }
 
+static int by_value(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* lambda's scale of a Cartesian solve is BART's (pics' estimate_scaling):
+ * the largest fully sampled box of lines around the centre (y 9..14 of
+ * sense_data's mask on 24 lines) by the whole 32-sample readout; its image
+ * by the unitary inverse DFT of the box's own size (a plain one here: the
+ * centring moves pixels and changes phases, no magnitude), the root sum of
+ * squares across the coils; its 90th percentile (or its maximum, when that
+ * stands far above it) divided by sqrt(pixels / box samples). */
+static void cpu_calibration_scale(void **state) {
+  (void)state;
+  mr_device *cpu = gpu_test_cpu();
+  size_t dims[3] = {32, 24, 1}, nc = 3, n = 32 * 24, bx = 32, by = 6, m = bx * by;
+  mr_cfloat *maps = malloc(n * nc * sizeof *maps), *k = malloc(n * nc * sizeof *k),
+            *img = malloc(n * sizeof *img);
+  float *rss = malloc(m * sizeof *rss);
+  uint8_t mask[24];
+  sense_data(dims, nc, maps, mask);
+  gpu_test_random(k, n * nc, 41);
+  for (int bright = 0; bright < 2; bright++) {
+    for (size_t i = 0; i < n * nc; i++) /* a spike in the image: the max rule */
+      k[i] += bright ? 30.0f * (float)cexp(2 * M_PI * I * (double)(i % n / 32 * 5) / 6.0) : 0;
+    for (size_t i = 0; i < m; i++) {
+      size_t x = i % bx, y = i / bx;
+      double ss = 0;
+      for (size_t c = 0; c < nc; c++) {
+        double complex v = 0;
+        for (size_t q = 0; q < m; q++) {
+          size_t kx = q % bx, ky = q / bx;
+          v += k[c * n + (9 + ky) * 32 + kx] *
+               cexp(2 * M_PI * I * ((double)(kx * x) / (double)bx + (double)(ky * y) / (double)by));
+        }
+        ss += pow(cabs(v), 2) / (double)m;
+      }
+      rss[i] = (float)sqrt(ss);
+    }
+    qsort(rss, m, sizeof *rss, by_value);
+    float median = rss[m / 2], p90 = rss[(size_t)(0.9 * (double)m)], peak = rss[m - 1];
+    int max_rule = peak - p90 >= 2 * (p90 - median);
+    assert_int_equal(max_rule, bright);
+    float want = (max_rule ? peak : p90) / sqrtf((float)n / (float)m);
+    mr_sparse_opts o;
+    mr_sparse_opts_default(&o);
+    memcpy(o.dims, dims, sizeof dims);
+    o.ncoils = nc;
+    o.iterations = 1;
+    mr_sparse_plan *p;
+    mr_sparse_report r;
+    GPU_OK(mr_sparse_plan_create(cpu, &o, &p));
+    GPU_OK(mr_sparse_solve(p, k, mask, maps, img, NULL, &r));
+    assert_float_equal(r.scale, want, 1e-4 * want);
+    mr_sparse_plan_destroy(p);
+  }
+  free(maps);
+  free(k);
+  free(img);
+  free(rss);
+}
+
 /* mr_sparse_solve_normal given SENSE's normal operator and its bound
  * gives mr_sparse_solve's image (the step unfused); the power method's
- * bound lies within 10% above the true one (1 here) and solves too. */
+ * bound lies within 10% above the true one (1 here) and solves too. The
+ * centre line is left out, so that the Cartesian solve has no calibration
+ * box and scales by A^H b as the normal-operator solve does. */
 static void cpu_solve_normal_matches(void **state) {
   (void)state;
   mr_device *cpu = gpu_test_cpu();
@@ -351,6 +415,7 @@ static void cpu_solve_normal_matches(void **state) {
             *ahb = malloc(n * sizeof *ahb), *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
   uint8_t mask[24];
   sense_data(dims, nc, maps, mask);
+  mask[dims[1] / 2] = 0;
   for (size_t p = 0; p < n; p++) { /* unit root sum of squares: ||A^H A|| = 1 */
     double ss = 0;
     for (size_t c = 0; c < nc; c++)
@@ -612,6 +677,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(cpu_select),
       cmocka_unit_test(cpu_tv),            cmocka_unit_test(cpu_sense),
       cmocka_unit_test(cpu_solver_errors), cmocka_unit_test(cpu_solve_normal_matches),
+      cmocka_unit_test(cpu_calibration_scale),
       cmocka_unit_test(cpu_radial_tv),
   };
   const struct CMUnitTest cuda_tests[] = {

@@ -99,15 +99,13 @@ static int steps_task(mr_device *dev, void *arg) {
 
 static int prox_task(mr_device *dev, void *arg) {
   run *r = arg;
-  size_t shift[3] = {3, 5, 1}, keep[3];
-  mr_wavelet_coarse(r->w, keep);
+  (void)dev;
+  size_t shift[3] = {3, 5, 1};
   int rc = 0;
   for (int i = 0; i < 100 && rc == 0; i++) {
     rc = mr_wavelet_forward(r->w, shift, r->a, r->b);
     if (rc == 0)
-      rc = mr_prox_soft(dev, r->dims, keep, 0.01f, r->b);
-    if (rc == 0)
-      rc = mr_wavelet_adjoint(r->w, shift, r->b, r->img);
+      rc = mr_wavelet_adjoint_soft(r->w, shift, 0.01f, r->b, r->img);
   }
   return rc;
 }
