@@ -226,38 +226,50 @@ static int gradient_step(solve_job *j, const mr_cfloat *z, float step, mr_cfloat
 }
 
 /* One iteration: gradient step, proximal step, momentum; with marks (a
- * capture), the nodes the graph's setters change. */
+ * capture), the nodes the graph's setters change (back and momentum the
+ * same node where the wavelet's last launch does the momentum). */
 typedef struct graph_marks {
   void *before_prox, *back, *momentum;
 } graph_marks;
+
+static int mark(mr_sparse_plan *p, graph_marks *marks, void **node) {
+#ifdef MR_HAVE_CUDA
+  return marks != NULL ? mr_fista_graph_mark(p->dev, node) : 0;
+#else
+  (void)p, (void)marks, (void)node;
+  return 0;
+#endif
+}
 
 static int iteration(solve_job *j, float step, float t, const size_t shift[3], float beta,
                      int check, graph_marks *marks) {
   mr_sparse_plan *p = j->p;
   mr_cfloat *x = image(p, IMG_X), *prev = image(p, IMG_PREV), *z = image(p, IMG_Z),
-            *u = image(p, IMG_U);
+            *u = image(p, IMG_U), *c = image(p, IMG_C);
+  graph_marks unused = {0};
+  graph_marks *m = marks != NULL ? marks : &unused;
   int rc = gradient_step(j, z, step, u);
-#ifndef MR_HAVE_CUDA
-  (void)marks;
-#else
-  if (rc == 0 && marks != NULL)
-    rc = mr_fista_graph_mark(p->dev, &marks->before_prox);
-#endif
+  if (rc == 0)
+    rc = mark(p, marks, &m->before_prox);
+  if (p->wavelet != NULL && !check && mr_wavelet_momentum_fused(p->wavelet)) {
+    if (rc == 0)
+      rc = mr_wavelet_forward(p->wavelet, shift, u, c);
+    if (rc == 0)
+      rc = mr_wavelet_adjoint_soft_momentum(p->wavelet, shift, t, c, beta, prev, z, x);
+    if (rc == 0)
+      rc = mark(p, marks, &m->back);
+    m->momentum = m->back;
+    return rc;
+  }
   if (rc == 0)
     rc = prox(p, t, shift, u, x);
-#ifdef MR_HAVE_CUDA
-  if (rc == 0 && marks != NULL && p->wavelet != NULL)
-    rc = mr_fista_graph_mark(p->dev, &marks->back);
-#endif
+  if (rc == 0 && p->wavelet != NULL)
+    rc = mark(p, marks, &m->back);
   if (rc == 0 && check)
     rc = change(p, &j->report.change);
   if (rc == 0)
     rc = mr_prox_momentum(p->dev, p->n, beta, x, prev, z);
-#ifdef MR_HAVE_CUDA
-  if (rc == 0 && marks != NULL)
-    rc = mr_fista_graph_mark(p->dev, &marks->momentum);
-#endif
-  return rc;
+  return rc == 0 ? mark(p, marks, &m->momentum) : rc;
 }
 
 #ifdef MR_HAVE_CUDA
@@ -265,7 +277,7 @@ static int iteration(solve_job *j, float step, float t, const size_t shift[3], f
  * its shifts and beta set before each replay. */
 typedef struct replay {
   mr_fista_graph *graph;
-  void *forward; /* the wavelet's first copy node */
+  void *forward; /* the wavelet's first node */
   graph_marks marks;
   int failed;    /* the capture failed: every iteration queued as it is */
 } replay;
@@ -296,10 +308,10 @@ static int replay_step(solve_job *j, replay *r, float step, float t, const size_
     return mr_fista_graph_launch(p->dev, r->graph);
   }
   void *exec = mr_fista_graph_exec(r->graph);
-  int rc = p->wavelet != NULL
-               ? mr_wavelet_cuda_set_shifts(exec, r->forward, r->marks.back, p->opts.dims, shift)
-               : 0;
-  if (rc == 0)
+  int rc = p->wavelet != NULL ? mr_wavelet_cuda_set_shifts(exec, r->forward, r->marks.back,
+                                                           p->opts.dims, shift, beta)
+                              : 0;
+  if (rc == 0 && r->marks.momentum != r->marks.back)
     rc = mr_prox_cuda_set_beta(exec, r->marks.momentum, beta);
   return rc == 0 ? mr_fista_graph_launch(p->dev, r->graph) : rc;
 }

@@ -163,14 +163,17 @@ static int small_levels(mr_wavelet *w, int from, int inverse, float t, mr_cfloat
   return 0;
 }
 
-/* A GPU's 2D level in one launch (wavelet_impl.h). */
+/* A GPU's 2D level in one launch (wavelet_impl.h); m: the momentum the
+ * last synthesis does, or NULL. */
 static int plane_level(mr_wavelet *w, int l, int inverse, const size_t shift[3], float t,
-                       const mr_cfloat *lo_in, mr_cfloat *c, mr_cfloat *lo_out) {
+                       const mr_wavelet_momentum *m, const mr_cfloat *lo_in, mr_cfloat *c,
+                       mr_cfloat *lo_out) {
 #ifdef MR_HAVE_CUDA
-  return mr_wavelet_cuda_level2d(w->dev, w->dims, w->len[l], inverse, &w->taps, shift, t, lo_in,
-                                 c, lo_out);
+  return mr_wavelet_cuda_level2d(w->dev, w->dims, w->len[l], inverse, &w->taps, shift, t, m,
+                                 lo_in, c, lo_out);
 #else
-  (void)w, (void)l, (void)inverse, (void)shift, (void)t, (void)lo_in, (void)c, (void)lo_out;
+  (void)w, (void)l, (void)inverse, (void)shift, (void)t, (void)m, (void)lo_in, (void)c,
+      (void)lo_out;
   return mr_fail(MR_EINVAL, "wavelet: no GPU");
 #endif
 }
@@ -187,7 +190,7 @@ int mr_wavelet_forward(mr_wavelet *w, const size_t shift[3], const mr_cfloat *x,
     const mr_cfloat *in = x;
     for (int l = 0; l < from && rc == 0; l++) {
       mr_cfloat *lo = l == from - 1 ? c : low_band(w, l);
-      rc = plane_level(w, l, 0, l == 0 ? shift : NULL, 0, in, c, lo);
+      rc = plane_level(w, l, 0, l == 0 ? shift : NULL, 0, NULL, in, c, lo);
       in = lo;
     }
     return rc == 0 ? small_levels(w, from, 0, 0, c) : rc;
@@ -198,29 +201,48 @@ int mr_wavelet_forward(mr_wavelet *w, const size_t shift[3], const mr_cfloat *x,
   return rc == 0 ? small_levels(w, from, 0, 0, c) : rc;
 }
 
-int mr_wavelet_adjoint_soft(mr_wavelet *w, const size_t shift[3], float t, mr_cfloat *c,
-                            mr_cfloat *x) {
-  if (!w->by_plane) {
-    size_t keep[3];
-    mr_wavelet_coarse(w, keep);
-    int rc = mr_prox_soft(w->dev, w->dims, keep, t, c);
-    return rc == 0 ? mr_wavelet_adjoint(w, shift, c, x) : rc;
-  }
+/* The by-plane synthesis, thresholding as it reads; m: the momentum of
+ * its last launch, or NULL. */
+static int plane_adjoint(mr_wavelet *w, const size_t shift[3], float t,
+                         const mr_wavelet_momentum *m, mr_cfloat *c, mr_cfloat *x) {
   if (!(t >= 0))
     return mr_fail(MR_EINVAL, "wavelet: threshold %g", (double)t);
   int from = w->small_from, rc = small_levels(w, from, 1, t, c);
   const mr_cfloat *lo = c;
   for (int l = from - 1; l >= 0 && rc == 0; l--) {
     mr_cfloat *out = l == 0 ? x : low_band(w, l);
-    rc = plane_level(w, l, 1, l == 0 ? shift : NULL, t, lo, c, out);
+    rc = plane_level(w, l, 1, l == 0 ? shift : NULL, t, l == 0 ? m : NULL, lo, c, out);
     lo = out;
   }
   return rc;
 }
 
+int mr_wavelet_adjoint_soft(mr_wavelet *w, const size_t shift[3], float t, mr_cfloat *c,
+                            mr_cfloat *x) {
+  if (w->by_plane)
+    return plane_adjoint(w, shift, t, NULL, c, x);
+  size_t keep[3];
+  mr_wavelet_coarse(w, keep);
+  int rc = mr_prox_soft(w->dev, w->dims, keep, t, c);
+  return rc == 0 ? mr_wavelet_adjoint(w, shift, c, x) : rc;
+}
+
+int mr_wavelet_adjoint_soft_momentum(mr_wavelet *w, const size_t shift[3], float t, mr_cfloat *c,
+                                     float beta, mr_cfloat *prev, mr_cfloat *z, mr_cfloat *x) {
+  if (w->by_plane) {
+    mr_wavelet_momentum m = {beta, prev, z};
+    return plane_adjoint(w, shift, t, &m, c, x);
+  }
+  int rc = mr_wavelet_adjoint_soft(w, shift, t, c, x);
+  return rc == 0 ? mr_prox_momentum(w->dev, w->dims[0] * w->dims[1] * w->dims[2], beta, x, prev, z)
+                 : rc;
+}
+
+int mr_wavelet_momentum_fused(const mr_wavelet *w) { return w->by_plane; }
+
 int mr_wavelet_adjoint(mr_wavelet *w, const size_t shift[3], mr_cfloat *c, mr_cfloat *x) {
   if (w->by_plane)
-    return mr_wavelet_adjoint_soft(w, shift, 0, c, x);
+    return plane_adjoint(w, shift, 0, NULL, c, x);
   int from = w->small_from, rc = small_levels(w, from, 1, 0, c);
   for (int l = from - 1; l >= 0 && rc == 0; l--)
     rc = level(w, l, 1, c);

@@ -62,6 +62,17 @@ int mr_wavelet_adjoint(mr_wavelet *w, const size_t shift[3], mr_cfloat *c, mr_cf
 int mr_wavelet_adjoint_soft(mr_wavelet *w, const size_t shift[3], float t, mr_cfloat *c,
                             mr_cfloat *x);
 
+/* mr_wavelet_adjoint_soft and FISTA's momentum after it (prox.h's
+ * mr_prox_momentum): with x the image that call gives, z = x + beta (x -
+ * prev), then prev = x. x: an image of scratch (its content is not kept).
+ * Where mr_wavelet_momentum_fused says so, in the transform's last launch
+ * (x untouched); elsewhere the two calls. */
+int mr_wavelet_adjoint_soft_momentum(mr_wavelet *w, const size_t shift[3], float t, mr_cfloat *c,
+                                     float beta, mr_cfloat *prev, mr_cfloat *z, mr_cfloat *x);
+/* 1 when mr_wavelet_adjoint_soft_momentum is one transform whose last
+ * launch does the momentum (a GPU's 2D image), else 0. */
+int mr_wavelet_momentum_fused(const mr_wavelet *w);
+
 #ifdef __cplusplus
 }
 #endif

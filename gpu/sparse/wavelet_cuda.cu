@@ -178,7 +178,7 @@ __global__ void copy(const float2 *src, float2 *dst, unsigned nx, unsigned ny, u
 // A 2D level in one launch (wavelet_impl.h): tiles of TILE x TILE output
 // pairs, the input tile with its halo in shared memory, the pass along x
 // into a second shared tile, the pass along y from there.
-constexpr int TILE = 16;
+constexpr int TILE = 8;
 
 // A 2D level's geometry: the full array's row length and height (its
 // strides, and the shift's period at level 0) and half the region.
@@ -249,9 +249,12 @@ __global__ void analyse2d(const float2 *in, float2 *c, float2 *lo, plane p, taps
   }
 }
 
+// With prev (not null) the output x is not written: FISTA's momentum
+// takes it instead, z = x + beta (x - prev), prev = x (prox.h).
 template <int TAPS>
 __global__ void synthesise2d(const float2 *lo, const float2 *c, float2 *out, plane p, taps_arg f,
-                             float thresh, int shifted, shift3 s) {
+                             float thresh, float beta, float2 *prev, float2 *z, int shifted,
+                             shift3 s) {
   constexpr int E = TAPS / 2 - 1, CN = TILE + E;
   __shared__ float2 coef[2][2][CN][CN], mid[2][2 * TILE][CN];
   float g[TAPS];
@@ -287,16 +290,28 @@ __global__ void synthesise2d(const float2 *lo, const float2 *c, float2 *out, pla
       acc.x += f.h[2 * t + par] * a.x + g[2 * t + par] * b.x;
       acc.y += f.h[2 * t + par] * a.y + g[2 * t + par] * b.y;
     }
-    out[at(p, 2 * jy0 + rr, 2 * jx0 + ss, shifted, s)] = acc;
+    unsigned o = at(p, 2 * jy0 + rr, 2 * jx0 + ss, shifted, s);
+    if (prev == nullptr) {
+      out[o] = acc;
+    } else {
+      float2 q = prev[o];
+      z[o] = make_float2(acc.x + beta * (acc.x - q.x), acc.y + beta * (acc.y - q.y));
+      prev[o] = acc;
+    }
   }
 }
 
 template <int TAPS>
 int launch2d(mr_cuda_ctx *c, int inverse, const plane &p, const taps_arg &t, float thresh,
-             int shifted, shift3 s, const float2 *lo_in, float2 *coef, float2 *lo_out) {
+             const mr_wavelet_momentum *m, int shifted, shift3 s, const float2 *lo_in,
+             float2 *coef, float2 *lo_out) {
   dim3 grid((p.hx + TILE - 1) / TILE, (p.hy + TILE - 1) / TILE);
+  float beta = m != nullptr ? m->beta : 0.0f;
+  auto prev = m != nullptr ? reinterpret_cast<float2 *>(m->prev) : nullptr;
+  auto z = m != nullptr ? reinterpret_cast<float2 *>(m->z) : nullptr;
   if (inverse)
-    synthesise2d<TAPS><<<grid, 256, 0, c->compute>>>(lo_in, coef, lo_out, p, t, thresh, shifted, s);
+    synthesise2d<TAPS><<<grid, 256, 0, c->compute>>>(lo_in, coef, lo_out, p, t, thresh, beta, prev,
+                                                     z, shifted, s);
   else
     analyse2d<TAPS><<<grid, 256, 0, c->compute>>>(lo_in, coef, lo_out, p, t, shifted, s);
   MR_LAUNCHED(level2d);
@@ -307,7 +322,8 @@ int launch2d(mr_cuda_ctx *c, int inverse, const plane &p, const taps_arg &t, flo
 
 int mr_wavelet_cuda_level2d(mr_device *dev, const size_t dims[3], const size_t len[3], int inverse,
                             const mr_wavelet_taps *f, const size_t *shift, float thresh,
-                            const mr_cfloat *lo_in, mr_cfloat *c, mr_cfloat *lo_out) {
+                            const mr_wavelet_momentum *m, const mr_cfloat *lo_in, mr_cfloat *c,
+                            mr_cfloat *lo_out) {
   return mr_on_worker(dev, [&] {
     mr_cuda_ctx *ctx = mr_device_cuda(dev);
     taps_arg t;
@@ -323,8 +339,8 @@ int mr_wavelet_cuda_level2d(mr_device *dev, const size_t dims[3], const size_t l
     auto co = reinterpret_cast<float2 *>(c);
     auto out = reinterpret_cast<float2 *>(lo_out);
     int shifted = shift != nullptr;
-    return f->taps == 4 ? launch2d<4>(ctx, inverse, p, t, thresh, shifted, s, in, co, out)
-                        : launch2d<8>(ctx, inverse, p, t, thresh, shifted, s, in, co, out);
+    return f->taps == 4 ? launch2d<4>(ctx, inverse, p, t, thresh, m, shifted, s, in, co, out)
+                        : launch2d<8>(ctx, inverse, p, t, thresh, m, shifted, s, in, co, out);
   });
 }
 
@@ -393,11 +409,15 @@ namespace {
 
 // Sets the shift (the last argument) of a captured node that applies one:
 // the copy (value copy_value, the copy's own sense of the shift) or a 2D
-// level at level 0 (value, the shift of the image the transform sees).
-int set_shift(cudaGraphExec_t exec, cudaGraphNode_t node, shift3 value, shift3 copy_value) {
+// level at level 0 (value, the shift of the image the transform sees),
+// and a synthesis's beta (its momentum's; unused without one). Both at
+// once: a node's parameters are read from the captured graph, so a second
+// call would undo the first.
+int set_node(cudaGraphExec_t exec, cudaGraphNode_t node, shift3 value, shift3 copy_value,
+             float beta) {
   cudaKernelNodeParams p;
   MR_CU(cudaGraphKernelNodeGetParams(node, &p));
-  int count = 0;
+  int count = 0, beta_at = -1;
   if (p.func == reinterpret_cast<void *>(copy)) {
     count = 9;
     value = copy_value;
@@ -406,13 +426,16 @@ int set_shift(cudaGraphExec_t exec, cudaGraphNode_t node, shift3 value, shift3 c
     count = 7;
   } else if (p.func == reinterpret_cast<void *>(synthesise2d<4>) ||
              p.func == reinterpret_cast<void *>(synthesise2d<8>)) {
-    count = 8;
+    count = 11;
+    beta_at = 6;
   } else {
     return mr_fail(MR_EDEVICE, "wavelet: the graph node to shift applies no shift");
   }
-  void *args[9];
+  void *args[11];
   for (int i = 0; i < count - 1; i++)
     args[i] = p.kernelParams[i];
+  if (beta_at >= 0)
+    args[beta_at] = &beta;
   args[count - 1] = &value;
   p.kernelParams = args;
   p.extra = nullptr;
@@ -423,7 +446,7 @@ int set_shift(cudaGraphExec_t exec, cudaGraphNode_t node, shift3 value, shift3 c
 } // namespace
 
 int mr_wavelet_cuda_set_shifts(void *exec, void *forward, void *back, const size_t dims[3],
-                               const size_t shift[3]) {
+                               const size_t shift[3], float beta) {
   shift3 f, b;
   for (int d = 0; d < 3; d++) {
     size_t s = shift[d] % dims[d];
@@ -431,6 +454,6 @@ int mr_wavelet_cuda_set_shifts(void *exec, void *forward, void *back, const size
     b.s[d] = unsigned((dims[d] - s) % dims[d]); // as mr_wavelet_adjoint's copy shifts back
   }
   auto e = static_cast<cudaGraphExec_t>(exec);
-  int rc = set_shift(e, static_cast<cudaGraphNode_t>(forward), f, f);
-  return rc == 0 ? set_shift(e, static_cast<cudaGraphNode_t>(back), f, b) : rc;
+  int rc = set_node(e, static_cast<cudaGraphNode_t>(forward), f, f, 0);
+  return rc == 0 ? set_node(e, static_cast<cudaGraphNode_t>(back), f, b, beta) : rc;
 }

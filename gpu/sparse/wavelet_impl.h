@@ -51,9 +51,17 @@ int mr_wavelet_cuda_small(mr_device *dev, const size_t dims[3], const size_t len
  * synthesis writes, the image as if shifted by it (wavelet.h), in place of
  * a copy. lo_in, c and lo_out must not overlap, but lo_out may be c in an
  * analysis (the low band's region holds no detail). */
+typedef struct mr_wavelet_momentum {
+  float beta;
+  mr_cfloat *prev, *z;
+} mr_wavelet_momentum;
+/* m (NULL: none; a synthesis into the image only): lo_out is not written,
+ * FISTA's momentum takes the image x instead: z = x + m->beta (x -
+ * m->prev), then m->prev = x (prox.h's mr_prox_momentum). */
 int mr_wavelet_cuda_level2d(mr_device *dev, const size_t dims[3], const size_t len[3], int inverse,
                             const mr_wavelet_taps *f, const size_t *shift, float thresh,
-                            const mr_cfloat *lo_in, mr_cfloat *c, mr_cfloat *lo_out);
+                            const mr_wavelet_momentum *m, const mr_cfloat *lo_in, mr_cfloat *c,
+                            mr_cfloat *lo_out);
 
 /* dst[(i + shift) mod len] = src[i] over the region [0, len) of arrays of
  * dims (a nonzero shift only with len == dims). */
@@ -64,12 +72,13 @@ int mr_wavelet_cuda_copy(mr_device *dev, const size_t dims[3], const size_t len[
 
 /* FISTA's graph (fista_graph.h): sets the shift of the captured node
  * that starts mr_wavelet_forward (forward: the copy, or the first 2D
- * level) and of the one that ends mr_wavelet_adjoint or
- * mr_wavelet_adjoint_soft (back: the copy, or the last 2D level) on an
- * instantiated graph exec, as the two calls with this shift would launch
- * them. */
+ * level) and of the one that ends mr_wavelet_adjoint,
+ * mr_wavelet_adjoint_soft or mr_wavelet_adjoint_soft_momentum (back: the
+ * copy, or the last 2D level, with the momentum's beta) on an
+ * instantiated graph exec, as the calls with this shift and beta would
+ * launch them. */
 int mr_wavelet_cuda_set_shifts(void *exec, void *forward, void *back, const size_t dims[3],
-                               const size_t shift[3]);
+                               const size_t shift[3], float beta);
 
 #ifdef __cplusplus
 }
