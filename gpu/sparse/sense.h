@@ -6,10 +6,11 @@
  * Layout: images dims[0] x dims[1] x dims[2] (x the readout, fastest;
  * dims[2] = 1 in 2D); maps and k-space [coil][z][y][x]; the mask
  * [z][y] (1 where the line at (y, z) was acquired, every readout sample
- * of it), k-space's centre at dims / 2. On a GPU the normal operator is
- * five launches for every coil together (maps, FFT, mask, FFT, combine);
- * for even shapes with plain transforms, the centring folded into the
- * maps and combine passes (fft.h). */
+ * of it), k-space's centre at dims / 2. The normal operator is five
+ * passes for every coil together (maps, FFT, mask, FFT, combine); for
+ * even shapes with plain transforms, the centring folded into the maps
+ * and combine passes (fft.h); a GPU's 2D image takes its transforms along
+ * y only (sense_impl.h). */
 #ifndef MR_GPU_SENSE_H
 #define MR_GPU_SENSE_H
 

@@ -59,6 +59,17 @@ __global__ void mask(pass_arg a, const float *m, float scale, const float2 *in, 
   }
 }
 
+// The combine's last step: y times scale (a sign, or the transforms'
+// 1 / n), or with z the gradient step z - step (y scale - ahb).
+__device__ inline float2 finish(float2 y, float scale, const float2 *z, const float2 *ahb,
+                                float step, unsigned i) {
+  y = make_float2(y.x * scale, y.y * scale);
+  if (z == nullptr)
+    return y;
+  float2 zi = z[i], b = ahb[i];
+  return make_float2(zi.x - step * (y.x - b.x), zi.y - step * (y.y - b.y));
+}
+
 __global__ void combine(pass_arg a, const float2 *k, const float2 *z, const float2 *ahb,
                         float step, float2 *out) {
   PIXELS(i) {
@@ -68,14 +79,7 @@ __global__ void combine(pass_arg a, const float2 *k, const float2 *z, const floa
       y.x += m.x * v.x + m.y * v.y;
       y.y += m.x * v.y - m.y * v.x;
     }
-    float sg = sign_of(a, i);
-    y.x *= sg;
-    y.y *= sg;
-    if (z != nullptr) {
-      float2 zi = z[i], b = ahb[i];
-      y = make_float2(zi.x - step * (y.x - b.x), zi.y - step * (y.y - b.y));
-    }
-    out[i] = y;
+    out[i] = finish(y, sign_of(a, i), z, ahb, step, i);
   }
 }
 
@@ -124,13 +128,7 @@ __global__ void combine_lines(pass_arg a, const float2 *k, float scale, const fl
       y.x += m.x * v.x + m.y * v.y;
       y.y += m.x * v.y - m.y * v.x;
     }
-    y.x *= scale;
-    y.y *= scale;
-    if (z != nullptr) {
-      float2 zi = z[i], b = ahb[i];
-      y = make_float2(zi.x - step * (y.x - b.x), zi.y - step * (y.y - b.y));
-    }
-    out[i] = y;
+    out[i] = finish(y, scale, z, ahb, step, i);
   }
 }
 

@@ -8,13 +8,20 @@
  *     proximal step computed on a warm-started dual;
  *   - l2: lambda ||x||^2 (Tikhonov-regularised SENSE), solved by
  *     conjugate gradient on (A^H A + lambda I) x = A^H b (cg.h).
- * lambda is relative: lambda' = lambda s, s the scale of the zero-filled
- * combined image |A^H b| by BART's rule (pics' automatic scaling): its
- * 90th percentile p90, or its maximum when (max - p90) >= 2 (p90 -
- * median) (a few bright pixels far above the rest), so that one value
- * fits scans of any intensity and `-r` of BART means the same here. The
- * percentiles are exact order statistics, selected on the device
- * (prox.h's mr_prox_select); l2's term is scale-free already.
+ * lambda is relative: lambda' = lambda s, s the data's scale by BART's
+ * rule (pics' automatic scaling) over a set of magnitudes: its 90th
+ * percentile p90, or its maximum when (max - p90) >= 2 (p90 - median) (a
+ * few bright pixels far above the rest), so that one value fits scans of
+ * any intensity and `-r` of BART means the same here. mr_sparse_solve
+ * takes BART's set: the root sum of squares over the coils of the
+ * low-resolution image of the calibration box (the readout's centre, at
+ * most 32 samples, by the largest fully sampled box of lines around the
+ * k-space centre, at most 32 a side; the box's own unitary inverse
+ * transform), the statistics divided by sqrt(pixels / box samples); with
+ * no sampled lines at the centre, and in mr_sparse_solve_normal, the
+ * zero-filled combined image |A^H b|. The percentiles are exact order
+ * statistics, selected on the device (prox.h's mr_prox_select); l2's term
+ * is scale-free already.
  *
  * The whole solve is one device task (mr_device_run): on a GPU every
  * iteration is queued without a host round trip (the tolerance test reads

@@ -13,6 +13,14 @@ struct taps_arg {
   int taps;
 };
 
+taps_arg taps_of(const mr_wavelet_taps *f) {
+  taps_arg t;
+  for (int k = 0; k < MR_WAVELET_MAX_TAPS; k++)
+    t.h[k] = f->h[k];
+  t.taps = f->taps;
+  return t;
+}
+
 // The region's geometry: its lengths, and the strides of the full array.
 struct region {
   unsigned len[3], stride[3];
@@ -326,10 +334,7 @@ int mr_wavelet_cuda_level2d(mr_device *dev, const size_t dims[3], const size_t l
                             mr_cfloat *lo_out) {
   return mr_on_worker(dev, [&] {
     mr_cuda_ctx *ctx = mr_device_cuda(dev);
-    taps_arg t;
-    for (int k = 0; k < MR_WAVELET_MAX_TAPS; k++)
-      t.h[k] = f->h[k];
-    t.taps = f->taps;
+    taps_arg t = taps_of(f);
     plane p = {unsigned(dims[0]), unsigned(dims[1]), unsigned(len[0] / 2), unsigned(len[1] / 2)};
     shift3 s = {{0, 0, 0}};
     if (shift != nullptr)
@@ -352,10 +357,7 @@ int mr_wavelet_cuda_pass(mr_device *dev, const size_t dims[3], const size_t len[
                          mr_cfloat *dst) {
   return mr_on_worker(dev, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
-    taps_arg t;
-    for (int k = 0; k < MR_WAVELET_MAX_TAPS; k++)
-      t.h[k] = f->h[k];
-    t.taps = f->taps;
+    taps_arg t = taps_of(f);
     region r = {{unsigned(len[0]), unsigned(len[1]), unsigned(len[2])},
                 {1, unsigned(dims[0]), unsigned(dims[0] * dims[1])}};
     auto in = reinterpret_cast<const float2 *>(src);
@@ -369,10 +371,7 @@ int mr_wavelet_cuda_small(mr_device *dev, const size_t dims[3], const size_t len
                           int inverse, const mr_wavelet_taps *f, float thresh, mr_cfloat *c) {
   return mr_on_worker(dev, [&] {
     mr_cuda_ctx *ctx = mr_device_cuda(dev);
-    taps_arg t;
-    for (int k = 0; k < MR_WAVELET_MAX_TAPS; k++)
-      t.h[k] = f->h[k];
-    t.taps = f->taps;
+    taps_arg t = taps_of(f);
     small_levels sl;
     sl.levels = levels;
     for (int l = 0; l <= levels; l++)
