@@ -39,11 +39,24 @@ extern "C" {
 
 #define MR_ESPIRIT_MAX_COILS 64
 
+/* The stages of a call, for mr_espirit_opts.profile. */
+typedef enum mr_espirit_stage {
+  MR_ESPIRIT_CALIBRATION, /* the ACS region, readout transform (3D), calibration matrices, Gram */
+  MR_ESPIRIT_SUBSPACE,    /* the kept kernels: the Gram's truncated projector (and inverse) */
+  MR_ESPIRIT_PROJECTOR,   /* the projector onto them in kernel space */
+  MR_ESPIRIT_KERNEL_FFT,  /* its lag sums to image space: G(x) */
+  MR_ESPIRIT_EIGEN,       /* per pixel: the eigenvector, crop, phase */
+  MR_ESPIRIT_STAGES
+} mr_espirit_stage;
+
 typedef struct mr_espirit_opts {
   int kernel;      /* 6: kernel edge (clipped per axis to what fits) */
   int calib;       /* 24: calibration region edge, clipped to the ACS */
   float threshold; /* 0.001: kernels kept while sigma^2 > threshold * the largest (BART -t) */
   float crop;      /* 0.8: eigenvalue crop (BART -c) */
+  double *profile; /* NULL; or MR_ESPIRIT_STAGES entries to which each stage's
+                      milliseconds are added (the device is waited for after
+                      each stage: for benchmarks) */
 } mr_espirit_opts;
 
 void mr_espirit_opts_default(mr_espirit_opts *o);
