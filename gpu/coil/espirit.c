@@ -116,53 +116,63 @@ static void acs_box(const mr_cfloat *box, size_t bu, size_t bv, size_t nc, size_
 }
 
 /* The calibration of a set of planes (one per 2D image or x-slice):
- * cal [slice][coil][cv][cu] on the host. */
+ * cal [slice][coil][cv][cu] on the call's device. */
 typedef struct calib {
   mr_espirit_geom g;
-  size_t cu, cv;  /* the calibration region */
+  size_t cu, cv; /* the calibration region */
   size_t slices;
-  mr_cfloat *cal; /* host */
+  mr_buf *cal;
   float threshold;
 } calib;
 
-/* The first principal component of the calibration data over the coils:
- * the virtual coil the maps' phase is taken against. */
-static int virtual_coil(const calib *k, mr_cfloat *rot) {
-  size_t nc = k->g.nc, per = k->cu * k->cv;
-  mr_cfloat *cov = calloc(nc * nc, sizeof *cov);
-  float *w = malloc(nc * sizeof *w);
-  if (cov == NULL || w == NULL) {
-    free(cov);
-    free(w);
-    return mr_fail(MR_ENOMEM, "espirit: out of memory");
-  }
-  for (size_t s = 0; s < k->slices; s++) {
-    const mr_cfloat *d = k->cal + s * nc * per;
-    for (size_t j = 0; j < nc; j++)
-      for (size_t i = j; i < nc; i++) {
-        double complex sum = 0;
-        for (size_t q = 0; q < per; q++)
-          sum += d[i * per + q] * conjf(d[j * per + q]);
-        cov[j * nc + i] += (mr_cfloat)sum;
-      }
-  }
-  lapack_int info = LAPACKE_cheevd(LAPACK_COL_MAJOR, 'V', 'L', (lapack_int)nc,
-                                   (lapack_complex_float *)cov, (lapack_int)nc, w);
-  if (info == 0)
-    memcpy(rot, cov + (nc - 1) * nc, nc * sizeof *rot);
-  free(cov);
-  free(w);
-  return info == 0 ? 0 : mr_fail(MR_ENUMERIC, "espirit: coil covariance (info %d)", (int)info);
-}
-
 /* Work for a chunk of slices, on dev. */
 typedef struct work {
-  mr_buf *cal, *a, *f, *b, *p, *grid, *rot;
+  mr_buf *a, *f, *b, *p, *grid, *rot;
   mr_fft_plan *plan;
 } work;
 
+/* The first principal component of the calibration data over the coils:
+ * the virtual coil the maps' phase is taken against. Each slice's coil
+ * covariance on dev (a HERK of its calibration data), summed over
+ * the slices on the host. */
+static int virtual_coil(mr_device *dev, const calib *k, mr_cfloat *rot) {
+  size_t nc = k->g.nc, per = k->cu * k->cv, nn = nc * nc;
+  mr_buf *dcov = NULL;
+  mr_cfloat *each = malloc(k->slices * nn * sizeof *each), *cov = calloc(nn, sizeof *cov);
+  float *w = malloc(nc * sizeof *w);
+  int rc = each == NULL || cov == NULL || w == NULL ? mr_fail(MR_ENOMEM, "espirit: out of memory")
+                                                    : make(dev, k->slices * nn, &dcov);
+  /* the slice's data as per x nc (a column per coil): D^H D, element (i, j)
+   * the sum of conj(d_i) d_j, the covariance's conjugate */
+  mr_cmat dm = {mr_buf_data(k->cal), (int)per, (int)nc, (int)per, per * nc};
+  mr_cmat cm = {rc == 0 ? mr_buf_data(dcov) : NULL, (int)nc, (int)nc, (int)nc, nn};
+  if (rc == 0)
+    rc = mr_blas_herk(dev, MR_BLAS_C, 1.0f, dm, 0.0f, cm, (int)k->slices);
+  if (rc == 0)
+    rc = mr_buf_download(dcov, 0, each, k->slices * nn * sizeof *each);
+  for (size_t e = 0; rc == 0 && e < nn; e++) {
+    double complex sum = 0;
+    for (size_t s = 0; s < k->slices; s++)
+      sum += each[s * nn + e];
+    cov[e] = (mr_cfloat)conj(sum);
+  }
+  lapack_int info = 0;
+  if (rc == 0)
+    info = LAPACKE_cheevd(LAPACK_COL_MAJOR, 'V', 'L', (lapack_int)nc,
+                          (lapack_complex_float *)cov, (lapack_int)nc, w);
+  if (rc == 0 && info != 0)
+    rc = mr_fail(MR_ENUMERIC, "espirit: coil covariance (info %d)", (int)info);
+  if (rc == 0)
+    memcpy(rot, cov + (nc - 1) * nc, nc * sizeof *rot);
+  mr_buf_destroy(dcov);
+  free(each);
+  free(cov);
+  free(w);
+  return rc;
+}
+
 static void work_free(work *wk) {
-  mr_buf *all[] = {wk->cal, wk->a, wk->f, wk->b, wk->p, wk->grid, wk->rot};
+  mr_buf *all[] = {wk->a, wk->f, wk->b, wk->p, wk->grid, wk->rot};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++)
     mr_buf_destroy(all[i]);
   mr_fft_plan_destroy(wk->plan);
@@ -208,7 +218,7 @@ static int projectors(mr_device *dev, const calib *k, size_t s0, size_t count, w
   size_t N = (size_t)g->ku * (size_t)g->kv * g->nc, n = m < N ? m : N;
   int batch = (int)count;
   mr_cfloat *a = mr_buf_data(wk->a);
-  const mr_cfloat *cal = (const mr_cfloat *)mr_buf_data(wk->cal) + s0 * g->nc * k->cu * k->cv;
+  const mr_cfloat *cal = (const mr_cfloat *)mr_buf_data(k->cal) + s0 * g->nc * k->cu * k->cv;
   int rc = calmat(dev, cal, k->cu, k->cv, g, count, a);
   mr_cmat am = {a, (int)m, (int)N, (int)m, m * N};
   if (rc == 0)
@@ -258,12 +268,7 @@ static int maps_from(mr_device *dev, const calib *k, float crop, const mr_espiri
   chunk = chunk < 1 ? 1 : chunk > k->slices ? k->slices : chunk;
   work wk = {0};
   mr_cfloat rot[MR_ESPIRIT_MAX_COILS];
-  size_t cal_n = k->slices * g->nc * k->cu * k->cv;
-  int rc = virtual_coil(k, rot);
-  if (rc == 0)
-    rc = make(dev, cal_n, &wk.cal);
-  if (rc == 0)
-    rc = mr_buf_upload(wk.cal, 0, k->cal, cal_n * sizeof *k->cal);
+  int rc = virtual_coil(dev, k, rot);
   if (rc == 0)
     rc = make(dev, chunk * m * N, &wk.a);
   if (rc == 0)
@@ -396,54 +401,44 @@ static int task(mr_device *dev, void *arg) {
                    "in all: sample a larger centre, or use low-resolution maps)", k.cu, k.cv,
                    k.g.ku, k.g.kv, (k.g.ku * k.g.kv + 1) / 2);
   }
-  if (rc == 0 && !is3d) {
-    k.slices = 1;
-    k.cal = malloc(k.cu * k.cv * nc * sizeof *k.cal);
-    if (k.cal == NULL)
-      rc = mr_fail(MR_ENOMEM, "espirit: out of memory");
-    for (size_t c = 0; rc == 0 && c < nc; c++)
-      for (size_t v = 0; v < k.cv; v++)
-        memcpy(k.cal + (c * k.cv + v) * k.cu, host + (c * bv + lo[1] + v) * bu + lo[0],
-               k.cu * sizeof *host);
+  free(host);
+  k.slices = is3d ? dims[0] : 1;
+  size_t per = k.cu * k.cv;
+  if (rc == 0)
+    rc = make(dev, k.slices * nc * per, &k.cal);
+  if (rc == 0 && !is3d) { /* cal [coil][y][x] */
+    size_t o2[3] = {origin[0] + lo[0], origin[1] + lo[1], 0}, s2[3] = {k.cu, k.cv, 1};
+    rc = extract(dev, j->kspace, stride, o2, s2, nc, mr_buf_data(k.cal));
   }
   if (rc == 0 && is3d) {
-    /* the calibration rows along the whole readout, to image space along x,
-     * then regrouped per x-slice: cal [x][coil][z][y] */
-    size_t nx = dims[0], per = k.cu * k.cv, o3[3] = {0, origin[1] + lo[0], origin[2] + lo[1]};
+    /* the calibration rows along the whole readout ([coil][z][y][x]), to
+     * image space along x, then regrouped per x-slice: cal [x][coil][z][y] */
+    size_t nx = dims[0], o3[3] = {0, origin[1] + lo[0], origin[2] + lo[1]};
     size_t s3[3] = {nx, k.cu, k.cv};
     mr_fft_opts fo = {.rank = 1, .dims = {nx, 1, 1}, .batch = nc * per};
     mr_fft_plan *plan = NULL;
-    mr_cfloat *rows = malloc(nx * per * nc * sizeof *rows);
-    k.slices = nx;
-    k.cal = malloc(nx * per * nc * sizeof *k.cal);
-    if (rows == NULL || k.cal == NULL)
-      rc = mr_fail(MR_ENOMEM, "espirit: out of memory");
-    if (rc == 0)
-      rc = make(dev, nx * per * nc, &box);
+    rc = make(dev, nx * per * nc, &box);
     if (rc == 0)
       rc = extract(dev, j->kspace, stride, o3, s3, nc, mr_buf_data(box));
     if (rc == 0)
       rc = mr_fft_plan_create(dev, &fo, &plan);
     if (rc == 0)
       rc = mr_fft_execute(plan, MR_FFT_BACKWARD, mr_buf_data(box), mr_buf_data(box));
+    /* the regrouping as a box copy: x' = q (stride nx), y' = coil (stride
+     * per nx), z' = x (stride 1) */
+    size_t rs[4] = {nx, per * nx, 1, 0}, r0[3] = {0, 0, 0}, rn[3] = {per, nc, nx};
     if (rc == 0)
-      rc = mr_buf_download(box, 0, rows, nx * per * nc * sizeof *rows);
-    for (size_t c = 0; rc == 0 && c < nc; c++)
-      for (size_t q = 0; q < per; q++)
-        for (size_t x = 0; x < nx; x++)
-          k.cal[(x * nc + c) * per + q] = rows[(c * per + q) * nx + x];
+      rc = extract(dev, mr_buf_data(box), rs, r0, rn, 1, mr_buf_data(k.cal));
     mr_fft_plan_destroy(plan);
     mr_buf_destroy(box);
-    free(rows);
   }
-  free(host);
   mr_espirit_out out = {.maps = j->maps,
                         .ustride = is3d ? dims[0] : 1,
                         .vstride = is3d ? dims[0] * dims[1] : dims[0],
                         .cstride = stride[3]};
   if (rc == 0)
     rc = maps_from(dev, &k, j->o->crop, &out, is3d ? 1 : 0, &pr);
-  free(k.cal);
+  mr_buf_destroy(k.cal);
   return rc;
 }
 
