@@ -7,15 +7,17 @@
  * decomposition; on a GPU a dense eigensolver (cuSOLVER heevd) is a long
  * chain of small dependent steps, while these are matrix products only.
  *
- * Method: the largest eigenvalue from the trace of a's 64th power (repeated
- * squaring, each square normalised to trace 1; low by at most 0.6% however
- * close the next eigenvalues are); then the sign of (a - tau I) / c, tau =
- * threshold times the largest, by a matrix polynomial iteration: 7 quintic
- * steps that raise small eigenvalues 3.4-fold each, then 5 Newton-Schulz
- * steps that settle every eigenvalue at -1 or +1 to float precision.
- * Eigenvalues within 5% of tau (|lambda - tau| < 5e-5 lambda_max at the
- * default 1e-3) get a weight between 0 and 1, where an eigen-decomposition
- * would cut hard; 39 double-precision GEMMs in all on the call's device. */
+ * Method (GPU): the largest eigenvalue from the trace of the Gram matrix
+ * g's 64th power (repeated squaring, each square normalised to trace 1;
+ * low by at most 0.6% however close the next eigenvalues are); then the
+ * sign of (g - tau I) / c, tau = threshold times the largest, by a matrix
+ * polynomial iteration: 7 quintic steps that raise small eigenvalues
+ * 3.4-fold each, then 5 Newton-Schulz steps that settle every eigenvalue
+ * at -1 or +1; the pseudo-inverse by one Cholesky solve. Eigenvalues
+ * within 5% of tau (|lambda - tau| < 5e-5 lambda_max at 1e-3) get a weight
+ * between 0 and 1, where an eigen-decomposition would cut hard; 39 GEMMs
+ * in all. The CPU computes the same function of the eigenvalues through
+ * LAPACK's zheevd (fast there), each weighted by the same polynomial. */
 #ifndef MR_GPU_SPECTRAL_H
 #define MR_GPU_SPECTRAL_H
 

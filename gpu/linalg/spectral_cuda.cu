@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "cuda_internal.cuh"
+#include "solve_impl.h"
 #include "spectral_impl.h"
 
 namespace {
@@ -206,14 +207,8 @@ int posv(mr_device *dev, int n, int batch, mr_cdouble *a, mr_cdouble *b) {
       rc = mr_fail(MR_ENOMEM, "spectral: out of memory");
     if (rc == 0)
       rc = mr_cuda_download(dev, info, flags, 2 * size_t(batch) * sizeof(int));
-    for (int i = 0; rc == 0 && i < batch; i++) {
-      if (info[i] > 0)
-        rc = mr_fail(MR_ENUMERIC, "spectral: item %d is not positive definite (column %d)", i,
-                     info[i]);
-      else if (info[i] < 0 || info[batch + i] < 0)
-        rc = mr_fail(MR_EINVAL, "spectral: cuSOLVER rejected item %d (info %d, %d)", i, info[i],
-                     info[batch + i]);
-    }
+    if (rc == 0)
+      rc = mr_solve_cholesky_flags(info, batch, "spectral");
     free(info);
     mr_cuda_free(c, work);
     mr_cuda_free(c, dinfo);
