@@ -1,9 +1,11 @@
-/* ESPIRiT (espirit.h): the calibration on the host where it is small (the
- * calibration region, its matrix, the virtual coil), the Gram matrices,
- * their truncated spectral functions (no eigen-decomposition:
- * gpu/linalg/spectral.h), the projector and G on the call's device. */
+/* ESPIRiT (espirit.h): the calibration region found on the host (the box
+ * it is looked for in is small); its data, the calibration matrices, the
+ * virtual coil's covariance, the Gram matrices' truncated spectral
+ * functions (no eigen-decomposition: gpu/linalg/spectral.h), the projector
+ * and G on the call's device. */
 #include <complex.h>
 #include <lapacke.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +18,6 @@
 #include "fail.h"
 #include "fft.h"
 #include "spectral.h"
-#include "vec.h"
 
 /* The most bytes of calibration (matrices, Gram, projector) in flight at
  * once: 3D slices are calibrated in chunks under it. */
@@ -122,6 +123,7 @@ typedef struct calib {
   size_t cu, cv; /* the calibration region */
   size_t slices;
   mr_buf *cal;
+  mr_cfloat rot[MR_ESPIRIT_MAX_COILS]; /* the virtual coil */
   float threshold;
 } calib;
 
@@ -132,30 +134,30 @@ typedef struct work {
 } work;
 
 /* The first principal component of the calibration data over the coils:
- * the virtual coil the maps' phase is taken against. Each slice's coil
- * covariance on dev (a HERK of its calibration data), summed over
- * the slices on the host. */
-static int virtual_coil(mr_device *dev, const calib *k, mr_cfloat *rot) {
-  size_t nc = k->g.nc, per = k->cu * k->cv, nn = nc * nc;
+ * the virtual coil the maps' phase is taken against. data: [coil][rows]
+ * on dev, every calibration sample of every slice; its coil covariance
+ * on dev (a HERK), the eigenvector on the host. */
+static int virtual_coil(mr_device *dev, const mr_cfloat *data, size_t rows, size_t nc,
+                        mr_cfloat *rot) {
+  if (rows > INT_MAX)
+    return mr_fail(MR_EINVAL, "espirit: %zu calibration samples a coil (at most %d)", rows,
+                   INT_MAX);
+  size_t nn = nc * nc;
   mr_buf *dcov = NULL;
-  mr_cfloat *each = malloc(k->slices * nn * sizeof *each), *cov = calloc(nn, sizeof *cov);
+  mr_cfloat *cov = malloc(nn * sizeof *cov);
   float *w = malloc(nc * sizeof *w);
-  int rc = each == NULL || cov == NULL || w == NULL ? mr_fail(MR_ENOMEM, "espirit: out of memory")
-                                                    : make(dev, k->slices * nn, &dcov);
-  /* the slice's data as per x nc (a column per coil): D^H D, element (i, j)
-   * the sum of conj(d_i) d_j, the covariance's conjugate */
-  mr_cmat dm = {mr_buf_data(k->cal), (int)per, (int)nc, (int)per, per * nc};
+  int rc = cov == NULL || w == NULL ? mr_fail(MR_ENOMEM, "espirit: out of memory")
+                                    : make(dev, nn, &dcov);
+  /* the data as rows x nc (a column per coil): D^H D, element (i, j) the
+   * sum of conj(d_i) d_j, the covariance's conjugate */
+  mr_cmat dm = {(mr_cfloat *)data, (int)rows, (int)nc, (int)rows, 0};
   mr_cmat cm = {rc == 0 ? mr_buf_data(dcov) : NULL, (int)nc, (int)nc, (int)nc, nn};
   if (rc == 0)
-    rc = mr_blas_herk(dev, MR_BLAS_C, 1.0f, dm, 0.0f, cm, (int)k->slices);
+    rc = mr_blas_herk(dev, MR_BLAS_C, 1.0f, dm, 0.0f, cm, 1);
   if (rc == 0)
-    rc = mr_buf_download(dcov, 0, each, k->slices * nn * sizeof *each);
-  for (size_t e = 0; rc == 0 && e < nn; e++) {
-    double complex sum = 0;
-    for (size_t s = 0; s < k->slices; s++)
-      sum += each[s * nn + e];
-    cov[e] = (mr_cfloat)conj(sum);
-  }
+    rc = mr_buf_download(dcov, 0, cov, nn * sizeof *cov);
+  for (size_t e = 0; rc == 0 && e < nn; e++)
+    cov[e] = conjf(cov[e]);
   lapack_int info = 0;
   if (rc == 0)
     info = LAPACKE_cheevd(LAPACK_COL_MAJOR, 'V', 'L', (lapack_int)nc,
@@ -165,7 +167,6 @@ static int virtual_coil(mr_device *dev, const calib *k, mr_cfloat *rot) {
   if (rc == 0)
     memcpy(rot, cov + (nc - 1) * nc, nc * sizeof *rot);
   mr_buf_destroy(dcov);
-  free(each);
   free(cov);
   free(w);
   return rc;
@@ -267,10 +268,7 @@ static int maps_from(mr_device *dev, const calib *k, float crop, const mr_espiri
   size_t chunk = per_slice > 0 ? CHUNK_BYTES / per_slice : 1; /* per_slice: never 0 */
   chunk = chunk < 1 ? 1 : chunk > k->slices ? k->slices : chunk;
   work wk = {0};
-  mr_cfloat rot[MR_ESPIRIT_MAX_COILS];
-  int rc = virtual_coil(dev, k, rot);
-  if (rc == 0)
-    rc = make(dev, chunk * m * N, &wk.a);
+  int rc = make(dev, chunk * m * N, &wk.a);
   if (rc == 0)
     rc = make(dev, chunk * n * n, &wk.f);
   if (rc == 0)
@@ -282,7 +280,7 @@ static int maps_from(mr_device *dev, const calib *k, float crop, const mr_espiri
   if (rc == 0)
     rc = make(dev, g->nc, &wk.rot);
   if (rc == 0)
-    rc = mr_buf_upload(wk.rot, 0, rot, g->nc * sizeof *rot);
+    rc = mr_buf_upload(wk.rot, 0, k->rot, g->nc * sizeof *k->rot);
   mr_fft_opts fo = {.rank = 2, .dims = {g->nu, g->nv, 1}, .batch = pairs};
   if (rc == 0)
     rc = mr_fft_plan_create(dev, &fo, &wk.plan);
@@ -409,6 +407,8 @@ static int task(mr_device *dev, void *arg) {
   if (rc == 0 && !is3d) { /* cal [coil][y][x] */
     size_t o2[3] = {origin[0] + lo[0], origin[1] + lo[1], 0}, s2[3] = {k.cu, k.cv, 1};
     rc = extract(dev, j->kspace, stride, o2, s2, nc, mr_buf_data(k.cal));
+    if (rc == 0)
+      rc = virtual_coil(dev, mr_buf_data(k.cal), per, nc, k.rot);
   }
   if (rc == 0 && is3d) {
     /* the calibration rows along the whole readout ([coil][z][y][x]), to
@@ -424,6 +424,8 @@ static int task(mr_device *dev, void *arg) {
       rc = mr_fft_plan_create(dev, &fo, &plan);
     if (rc == 0)
       rc = mr_fft_execute(plan, MR_FFT_BACKWARD, mr_buf_data(box), mr_buf_data(box));
+    if (rc == 0)
+      rc = virtual_coil(dev, mr_buf_data(box), nx * per, nc, k.rot);
     /* the regrouping as a box copy: x' = q (stride nx), y' = coil (stride
      * per nx), z' = x (stride 1) */
     size_t rs[4] = {nx, per * nx, 1, 0}, r0[3] = {0, 0, 0}, rn[3] = {per, nc, nx};
