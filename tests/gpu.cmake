@@ -4,7 +4,7 @@
 add_library(mr_test_gpu_common STATIC support/test_gpu_common.c)
 target_link_libraries(mr_test_gpu_common PUBLIC mr_gpu mr_test_support PkgConfig::CMOCKA)
 
-foreach(noun pool placement host fft coil blas solve vec block epi)
+foreach(noun pool placement host fft coil blas solve spectral vec block epi)
   mr_add_test(test_gpu_${noun} SOURCES gpu/test_gpu_${noun}.c
               LIBS mr_test_gpu_common mr_gpu m)
   add_test(NAME test_gpu_${noun}_cuda COMMAND test_gpu_${noun} --cuda)

@@ -1,21 +1,23 @@
-/* ESPIRiT (espirit.h): the calibration on the host where it is small (the
- * calibration region, its matrix, the virtual coil), the Gram matrices,
- * their eigen-decomposition, the projector and G on the call's device. */
+/* ESPIRiT (espirit.h): the calibration region found on the host (the box
+ * it is looked for in is small); its data, the calibration matrices, the
+ * virtual coil's covariance, the Gram matrices' truncated spectral
+ * functions (no eigen-decomposition: gpu/linalg/spectral.h), the projector
+ * and G on the call's device. */
 #include <complex.h>
 #include <lapacke.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "blas.h"
-#include "budget.h"
 #include "buf.h"
 #include "error.h"
 #include "espirit_impl.h"
 #include "fail.h"
 #include "fft.h"
-#include "solve.h"
-#include "vec.h"
+#include "spectral.h"
 
 /* The most bytes of calibration (matrices, Gram, projector) in flight at
  * once: 3D slices are calibrated in chunks under it. */
@@ -26,6 +28,7 @@ void mr_espirit_opts_default(mr_espirit_opts *o) {
   o->calib = 24;
   o->threshold = 0.001f;
   o->crop = 0.8f;
+  o->profile = NULL;
 }
 
 static int extract(mr_device *dev, const mr_cfloat *src, const size_t stride[4],
@@ -35,6 +38,15 @@ static int extract(mr_device *dev, const mr_cfloat *src, const size_t stride[4],
     return mr_espirit_cuda_extract(dev, src, stride, origin, size, nc, out);
 #endif
   return mr_espirit_cpu_extract(dev, src, stride, origin, size, nc, out);
+}
+
+static int calmat(mr_device *dev, const mr_cfloat *cal, size_t cu, size_t cv,
+                  const mr_espirit_geom *g, size_t count, mr_cfloat *a) {
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(dev))
+    return mr_espirit_cuda_calmat(dev, cal, cu, cv, g, count, a);
+#endif
+  return mr_espirit_cpu_calmat(dev, cal, cu, cv, g, count, a);
 }
 
 static int lags(mr_device *dev, const mr_cfloat *p, const mr_espirit_geom *g, float scale,
@@ -105,141 +117,139 @@ static void acs_box(const mr_cfloat *box, size_t bu, size_t bv, size_t nc, size_
 }
 
 /* The calibration of a set of planes (one per 2D image or x-slice):
- * cal [slice][coil][cv][cu] on the host. */
+ * cal [slice][coil][cv][cu] on the call's device. */
 typedef struct calib {
   mr_espirit_geom g;
-  size_t cu, cv;  /* the calibration region */
+  size_t cu, cv; /* the calibration region */
   size_t slices;
-  mr_cfloat *cal; /* host */
+  mr_buf *cal;
+  mr_cfloat rot[MR_ESPIRIT_MAX_COILS]; /* the virtual coil */
   float threshold;
 } calib;
 
-/* The first principal component of the calibration data over the coils:
- * the virtual coil the maps' phase is taken against. */
-static int virtual_coil(const calib *k, mr_cfloat *rot) {
-  size_t nc = k->g.nc, per = k->cu * k->cv;
-  mr_cfloat *cov = calloc(nc * nc, sizeof *cov);
-  float *w = malloc(nc * sizeof *w);
-  if (cov == NULL || w == NULL) {
-    free(cov);
-    free(w);
-    return mr_fail(MR_ENOMEM, "espirit: out of memory");
-  }
-  for (size_t s = 0; s < k->slices; s++) {
-    const mr_cfloat *d = k->cal + s * nc * per;
-    for (size_t j = 0; j < nc; j++)
-      for (size_t i = j; i < nc; i++) {
-        double complex sum = 0;
-        for (size_t q = 0; q < per; q++)
-          sum += d[i * per + q] * conjf(d[j * per + q]);
-        cov[j * nc + i] += (mr_cfloat)sum;
-      }
-  }
-  lapack_int info = LAPACKE_cheevd(LAPACK_COL_MAJOR, 'V', 'L', (lapack_int)nc,
-                                   (lapack_complex_float *)cov, (lapack_int)nc, w);
-  if (info == 0)
-    memcpy(rot, cov + (nc - 1) * nc, nc * sizeof *rot);
-  free(cov);
-  free(w);
-  return info == 0 ? 0 : mr_fail(MR_ENUMERIC, "espirit: coil covariance (info %d)", (int)info);
-}
-
 /* Work for a chunk of slices, on dev. */
 typedef struct work {
-  mr_buf *a, *gram, *w, *sel, *scale, *b, *p, *grid, *rot;
+  mr_buf *a, *f, *b, *p, *grid, *rot;
   mr_fft_plan *plan;
 } work;
 
+/* The first principal component of the calibration data over the coils:
+ * the virtual coil the maps' phase is taken against. data: [coil][rows]
+ * on dev, every calibration sample of every slice; its coil covariance
+ * on dev (a HERK), the eigenvector on the host. */
+static int virtual_coil(mr_device *dev, const mr_cfloat *data, size_t rows, size_t nc,
+                        mr_cfloat *rot) {
+  if (rows > INT_MAX)
+    return mr_fail(MR_EINVAL, "espirit: %zu calibration samples a coil (at most %d)", rows,
+                   INT_MAX);
+  size_t nn = nc * nc;
+  mr_buf *dcov = NULL;
+  mr_cfloat *cov = malloc(nn * sizeof *cov);
+  float *w = malloc(nc * sizeof *w);
+  int rc = cov == NULL || w == NULL ? mr_fail(MR_ENOMEM, "espirit: out of memory")
+                                    : make(dev, nn, &dcov);
+  /* the data as rows x nc (a column per coil): D^H D, element (i, j) the
+   * sum of conj(d_i) d_j, the covariance's conjugate */
+  mr_cmat dm = {(mr_cfloat *)data, (int)rows, (int)nc, (int)rows, 0};
+  mr_cmat cm = {rc == 0 ? mr_buf_data(dcov) : NULL, (int)nc, (int)nc, (int)nc, nn};
+  if (rc == 0)
+    rc = mr_blas_herk(dev, MR_BLAS_C, 1.0f, dm, 0.0f, cm, 1);
+  if (rc == 0)
+    rc = mr_buf_download(dcov, 0, cov, nn * sizeof *cov);
+  for (size_t e = 0; rc == 0 && e < nn; e++)
+    cov[e] = conjf(cov[e]);
+  lapack_int info = 0;
+  if (rc == 0)
+    info = LAPACKE_cheevd(LAPACK_COL_MAJOR, 'V', 'L', (lapack_int)nc,
+                          (lapack_complex_float *)cov, (lapack_int)nc, w);
+  if (rc == 0 && info != 0)
+    rc = mr_fail(MR_ENUMERIC, "espirit: coil covariance (info %d)", (int)info);
+  if (rc == 0)
+    memcpy(rot, cov + (nc - 1) * nc, nc * sizeof *rot);
+  mr_buf_destroy(dcov);
+  free(cov);
+  free(w);
+  return rc;
+}
+
 static void work_free(work *wk) {
-  mr_buf *all[] = {wk->a, wk->gram, wk->w, wk->sel, wk->scale, wk->b, wk->p, wk->grid, wk->rot};
+  mr_buf *all[] = {wk->a, wk->f, wk->b, wk->p, wk->grid, wk->rot};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++)
     mr_buf_destroy(all[i]);
   mr_fft_plan_destroy(wk->plan);
 }
 
-/* Fills the conjugated calibration matrix of slice s, a[q + col * M] =
- * conj(cal[c][qv + pv][qu + pu]) for patch q = qv (cu - ku + 1) + qu and
- * col = (c kv + pv) ku + pu (the rows of conj(A) are conjugated patches,
- * so the Gram eigenvectors below are conj(V), the projector's factor). */
-static void calibration_matrix(const calib *k, size_t s, mr_cfloat *a) {
-  const mr_espirit_geom *g = &k->g;
-  size_t ru = k->cu - (size_t)g->ku + 1, rv = k->cv - (size_t)g->kv + 1, m = ru * rv;
-  const mr_cfloat *d = k->cal + s * g->nc * k->cu * k->cv;
-  for (size_t c = 0; c < g->nc; c++)
-    for (int pv = 0; pv < g->kv; pv++)
-      for (int pu = 0; pu < g->ku; pu++) {
-        size_t col = (c * (size_t)g->kv + (size_t)pv) * (size_t)g->ku + (size_t)pu;
-        for (size_t qv = 0; qv < rv; qv++)
-          for (size_t qu = 0; qu < ru; qu++)
-            a[qv * ru + qu + col * m] =
-                conjf(d[(c * k->cv + qv + (size_t)pv) * k->cu + qu + (size_t)pu]);
-      }
+static double since(const struct timespec *t0, const struct timespec *t1) {
+  return (double)(t1->tv_sec - t0->tv_sec) * 1e3 + (double)(t1->tv_nsec - t0->tv_nsec) * 1e-6;
 }
 
-/* The projectors of slices [s0, s0 + count) into wk->p ([count][N][N]). */
+/* The stages' times of one call (mr_espirit_opts.profile). */
+typedef struct profile {
+  double *ms;              /* NULL: not timed */
+  const mr_cfloat *probe;  /* a value on the device, downloaded to wait for it */
+  struct timespec mark;    /* the end of the last stage timed */
+} profile;
+
+/* When timing: waits for dev's queued work (a download ordered after it)
+ * and adds the time since the last mark to the stage's entry. */
+static int stage_mark(mr_device *dev, profile *pr, mr_espirit_stage stage) {
+  if (pr->ms == NULL)
+    return 0;
+  mr_cfloat probe;
+  int rc = mr_device_download(dev, &probe, pr->probe, sizeof probe);
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  pr->ms[stage] += since(&pr->mark, &now);
+  pr->mark = now;
+  return rc;
+}
+
+/* The projectors of slices [s0, s0 + count) into wk->p ([count][N][N]):
+ * P = V V^H over the calibration matrix's right singular vectors V with
+ * sigma^2 > threshold sigma_max^2, from the smaller Gram matrix's truncated
+ * spectral functions (gpu/linalg/spectral.h). With G = conj(A)^H conj(A)
+ * (m >= N) that is G's projector itself; with G = conj(A) conj(A)^H it is
+ * conj(A)^H G^+ conj(A), G^+ the pseudo-inverse on the kept eigenvectors
+ * (V = conj(A)^H U / sigma). The rows of conj(A) are conjugated patches,
+ * so these are conj(V)'s, the projector's factor as the lags want it. */
 static int projectors(mr_device *dev, const calib *k, size_t s0, size_t count, work *wk,
-                      mr_cfloat *host_a) {
+                      profile *pr) {
   const mr_espirit_geom *g = &k->g;
   size_t m = (k->cu - (size_t)g->ku + 1) * (k->cv - (size_t)g->kv + 1);
   size_t N = (size_t)g->ku * (size_t)g->kv * g->nc, n = m < N ? m : N;
-  int rc = 0, batch = (int)count;
-  for (size_t s = 0; s < count; s++)
-    calibration_matrix(k, s0 + s, host_a + s * m * N);
-  mr_cfloat *a = mr_buf_data(wk->a), *gram = mr_buf_data(wk->gram);
-  rc = mr_buf_upload(wk->a, 0, host_a, count * m * N * sizeof *a);
+  int batch = (int)count;
+  mr_cfloat *a = mr_buf_data(wk->a);
+  const mr_cfloat *cal = (const mr_cfloat *)mr_buf_data(k->cal) + s0 * g->nc * k->cu * k->cv;
+  int rc = calmat(dev, cal, k->cu, k->cv, g, count, a);
   mr_cmat am = {a, (int)m, (int)N, (int)m, m * N};
-  mr_cmat gm = {gram, (int)n, (int)n, (int)n, n * n};
-  if (rc == 0) /* the smaller Gram matrix: conj(A)^H conj(A) or conj(A) conj(A)^H */
-    rc = mr_blas_herk(dev, m >= N ? MR_BLAS_C : MR_BLAS_N, 1.0f, am, 0.0f, gm, batch);
   if (rc == 0)
-    rc = mr_solve_eigh(dev, gm, mr_buf_data(wk->w), batch);
-  float *w = malloc(count * n * sizeof *w);
-  if (rc == 0 && w == NULL)
+    rc = stage_mark(dev, pr, MR_ESPIRIT_CALIBRATION);
+  float *lmax = malloc(count * sizeof *lmax);
+  if (rc == 0 && lmax == NULL)
     rc = mr_fail(MR_ENOMEM, "espirit: out of memory");
-  if (rc == 0)
-    rc = mr_buf_download(wk->w, 0, w, count * n * sizeof *w);
-  /* kept per slice: sigma^2 > threshold sigma_max^2 (BART's sqrt(t) on sigma) */
-  size_t keep = 0, *kept = rc == 0 ? calloc(count, sizeof *kept) : NULL;
-  if (rc == 0 && kept == NULL)
-    rc = mr_fail(MR_ENOMEM, "espirit: out of memory");
-  for (size_t s = 0; rc == 0 && s < count; s++) {
-    const float *ws = w + s * n;
-    if (!(ws[n - 1] > 0))
-      rc = mr_fail(MR_EDATA, "espirit: no signal in the calibration region");
-    for (size_t i = 0; rc == 0 && i < n; i++)
-      kept[s] += ws[i] > k->threshold * ws[n - 1];
-    keep = kept[s] > keep ? kept[s] : keep;
-  }
-  /* the kept eigenvectors, the last `keep` columns, scaled: 1 (or, for the
-   * row-side Gram, sigma^-1 to make conj(A)^H u / sigma orthonormal); 0 for
-   * a slice's columns past what it keeps */
-  mr_cfloat *f = rc == 0 ? malloc(count * n * keep * sizeof *f) : NULL;
-  if (rc == 0 && f == NULL)
-    rc = mr_fail(MR_ENOMEM, "espirit: out of memory");
-  for (size_t s = 0; rc == 0 && s < count; s++)
-    for (size_t j = 0; j < keep; j++) {
-      float lambda = w[s * n + n - keep + j];
-      float v = j + kept[s] < keep ? 0 : m >= N ? 1 : 1 / sqrtf(lambda);
-      for (size_t i = 0; i < n; i++)
-        f[(s * keep + j) * n + i] = v;
-    }
-  if (rc == 0)
-    rc = mr_buf_upload(wk->scale, 0, f, count * n * keep * sizeof *f);
-  mr_cfloat *sel = mr_buf_data(wk->sel), *b = mr_buf_data(wk->b);
-  for (size_t s = 0; rc == 0 && s < count; s++)
-    rc = mr_vec_mul(dev, n * keep, gram + s * n * n + n * (n - keep),
-                    (mr_cfloat *)mr_buf_data(wk->scale) + s * n * keep, sel + s * n * keep);
-  mr_cmat bm = {m >= N ? sel : b, (int)N, (int)keep, (int)N, N * keep};
-  if (rc == 0 && m < N) {
-    mr_cmat um = {sel, (int)m, (int)keep, (int)m, m * keep};
-    rc = mr_blas_gemm(dev, MR_BLAS_C, MR_BLAS_N, 1.0f, am, um, 0.0f, bm, batch);
-  }
   mr_cmat pm = {mr_buf_data(wk->p), (int)N, (int)N, (int)N, N * N};
-  if (rc == 0) /* P = B B^H */
-    rc = mr_blas_herk(dev, MR_BLAS_N, 1.0f, bm, 0.0f, pm, batch);
-  free(w);
-  free(kept);
-  free(f);
+  mr_cmat fm = {mr_buf_data(wk->f), (int)n, (int)n, (int)n, n * n};
+  mr_cmat none = {0};
+  if (rc == 0 && m >= N) /* the smaller Gram matrix: conj(A)^H conj(A) */
+    rc = mr_spectral_truncate(dev, am, MR_BLAS_C, k->threshold, pm, none, lmax, batch);
+  if (rc == 0 && m < N) { /* conj(A) conj(A)^H; its projector goes to the spare b */
+    mr_cmat sm = {mr_buf_data(wk->b), (int)n, (int)n, (int)n, n * n};
+    rc = mr_spectral_truncate(dev, am, MR_BLAS_N, k->threshold, sm, fm, lmax, batch);
+  }
+  for (size_t s = 0; rc == 0 && s < count; s++)
+    if (!(lmax[s] > 0))
+      rc = mr_fail(MR_EDATA, "espirit: no signal in the calibration region");
+  if (rc == 0)
+    rc = stage_mark(dev, pr, MR_ESPIRIT_SUBSPACE);
+  if (rc == 0 && m < N) { /* P = conj(A)^H (G^+ conj(A)) */
+    mr_cmat tm = {mr_buf_data(wk->b), (int)m, (int)N, (int)m, m * N};
+    rc = mr_blas_gemm(dev, MR_BLAS_N, MR_BLAS_N, 1.0f, fm, am, 0.0f, tm, batch);
+    if (rc == 0)
+      rc = mr_blas_gemm(dev, MR_BLAS_C, MR_BLAS_N, 1.0f, am, tm, 0.0f, pm, batch);
+  }
+  if (rc == 0)
+    rc = stage_mark(dev, pr, MR_ESPIRIT_PROJECTOR);
+  free(lmax);
   return rc;
 }
 
@@ -247,33 +257,20 @@ static int projectors(mr_device *dev, const calib *k, size_t s0, size_t count, w
  * per slice; out0 is slice 0's output and slice_step the offset from one
  * slice's maps to the next. */
 static int maps_from(mr_device *dev, const calib *k, float crop, const mr_espirit_out *out0,
-                     size_t slice_step) {
+                     size_t slice_step, profile *pr) {
   const mr_espirit_geom *g = &k->g;
   size_t m = (k->cu - (size_t)g->ku + 1) * (k->cv - (size_t)g->kv + 1);
   size_t N = (size_t)g->ku * (size_t)g->kv * g->nc, n = m < N ? m : N;
   size_t pairs = g->nc * (g->nc + 1) / 2, npix = g->nu * g->nv;
-  size_t per_slice = (m * N + n * n + n + 3 * n * N + N * N) * sizeof(mr_cfloat);
+  /* a, b (m N or N n), f, P; spectral.h's a, Gram and four n x n in double */
+  size_t per_slice = (m * N + n * N + n * n + N * N + 2 * (m * N + 5 * n * n)) *
+                     sizeof(mr_cfloat);
   size_t chunk = per_slice > 0 ? CHUNK_BYTES / per_slice : 1; /* per_slice: never 0 */
   chunk = chunk < 1 ? 1 : chunk > k->slices ? k->slices : chunk;
   work wk = {0};
-  mr_cfloat rot[MR_ESPIRIT_MAX_COILS];
-  /* the chunk's calibration matrices on the host: up to CHUNK_BYTES, counted */
-  size_t a_bytes = chunk * m * N * sizeof(mr_cfloat);
-  mr_err e = {0};
-  mr_cfloat *host_a = mr_budget_alloc(a_bytes, "ESPIRiT's calibration matrices", &e);
-  int rc = host_a == NULL ? mr_fail(e.code ? e.code : MR_ENOMEM, "espirit: %s", e.msg) : 0;
+  int rc = make(dev, chunk * m * N, &wk.a);
   if (rc == 0)
-    rc = virtual_coil(k, rot);
-  if (rc == 0)
-    rc = make(dev, chunk * m * N, &wk.a);
-  if (rc == 0)
-    rc = make(dev, chunk * n * n, &wk.gram);
-  if (rc == 0)
-    rc = mr_buf_create(dev, chunk * n * sizeof(float), &wk.w);
-  if (rc == 0) /* sel, scale and b hold n x keep or N x keep, keep <= n */
-    rc = make(dev, chunk * n * n, &wk.sel);
-  if (rc == 0)
-    rc = make(dev, chunk * n * n, &wk.scale);
+    rc = make(dev, chunk * n * n, &wk.f);
   if (rc == 0)
     rc = make(dev, chunk * N * n, &wk.b);
   if (rc == 0)
@@ -283,7 +280,7 @@ static int maps_from(mr_device *dev, const calib *k, float crop, const mr_espiri
   if (rc == 0)
     rc = make(dev, g->nc, &wk.rot);
   if (rc == 0)
-    rc = mr_buf_upload(wk.rot, 0, rot, g->nc * sizeof *rot);
+    rc = mr_buf_upload(wk.rot, 0, k->rot, g->nc * sizeof *k->rot);
   mr_fft_opts fo = {.rank = 2, .dims = {g->nu, g->nv, 1}, .batch = pairs};
   if (rc == 0)
     rc = mr_fft_plan_create(dev, &fo, &wk.plan);
@@ -292,7 +289,7 @@ static int maps_from(mr_device *dev, const calib *k, float crop, const mr_espiri
   float scale = (float)(sqrt((double)npix) / (g->ku * g->kv));
   for (size_t s0 = 0; rc == 0 && s0 < k->slices; s0 += chunk) {
     size_t count = k->slices - s0 < chunk ? k->slices - s0 : chunk;
-    rc = projectors(dev, k, s0, count, &wk, host_a);
+    rc = projectors(dev, k, s0, count, &wk, pr);
     for (size_t s = 0; rc == 0 && s < count; s++) {
       mr_espirit_out o = *out0;
       o.maps += (s0 + s) * slice_step;
@@ -301,10 +298,13 @@ static int maps_from(mr_device *dev, const calib *k, float crop, const mr_espiri
       if (rc == 0)
         rc = mr_fft_execute(wk.plan, MR_FFT_BACKWARD, grid, grid);
       if (rc == 0)
+        rc = stage_mark(dev, pr, MR_ESPIRIT_KERNEL_FFT);
+      if (rc == 0)
         rc = eigen(dev, grid, g, mr_buf_data(wk.rot), crop, &o);
+      if (rc == 0)
+        rc = stage_mark(dev, pr, MR_ESPIRIT_EIGEN);
     }
   }
-  mr_budget_free(host_a, a_bytes);
   work_free(&wk);
   return rc;
 }
@@ -335,6 +335,23 @@ static int kernel_for(int kernel, size_t n) {
   return (int)min_size((size_t)kernel, (n + 1) / 2);
 }
 
+/* Whether a calibration region of cu x cv samples is too small for the
+ * kernel: fewer than 3 patch positions along an axis it does not span
+ * whole, or fewer patches in all than half the kernel's points. Below that
+ * the calibration matrix has too few rows for G's eigenvalue to reach the
+ * crop: the maps come out zero almost everywhere (measured on the tests'
+ * phantoms with the 6 x 6 kernel: 8 x 8 ky-kz samples in 3D, 3 x 3 patches,
+ * kept 9% of the object, 10 x 10 99% and 12 x 12 all; 6 lines in 2D, one
+ * patch row, 3%, 8 lines 95%). */
+static int too_small(size_t cu, size_t cv, const mr_espirit_geom *g) {
+  size_t ku = (size_t)g->ku, kv = (size_t)g->kv;
+  if (cu < ku || cv < kv)
+    return 1;
+  size_t pu = cu - ku + 1, pv = cv - kv + 1;
+  int thin = (pu < 3 && cu < g->nu) || (pv < 3 && cv < g->nv);
+  return thin || 2 * pu * pv < ku * kv;
+}
+
 typedef struct job {
   const mr_cfloat *kspace;
   const size_t *dims;
@@ -345,6 +362,8 @@ typedef struct job {
 
 static int task(mr_device *dev, void *arg) {
   job *j = arg;
+  profile pr = {.ms = j->o->profile, .probe = j->kspace};
+  clock_gettime(CLOCK_MONOTONIC, &pr.mark);
   const size_t *dims = j->dims;
   size_t nc = j->nc;
   int is3d = dims[2] > 1;
@@ -374,34 +393,31 @@ static int task(mr_device *dev, void *arg) {
     acs_box(host, bu, bv, nc, lo, hi);
     k.cu = hi[0] - lo[0];
     k.cv = hi[1] - lo[1];
-    if (k.cu < (size_t)k.g.ku || k.cv < (size_t)k.g.kv)
-      rc = mr_fail(MR_EDATA, "espirit: the fully sampled centre is %zu x %zu, less than the "
-                   "kernel's %d x %d", k.cu, k.cv, k.g.ku, k.g.kv);
+    if (too_small(k.cu, k.cv, &k.g))
+      rc = mr_fail(MR_EDATA, "espirit: the fully sampled centre is %zu x %zu, too small for "
+                   "the %d x %d kernel (it needs 3 kernel positions along each axis and %d "
+                   "in all: sample a larger centre, or use low-resolution maps)", k.cu, k.cv,
+                   k.g.ku, k.g.kv, (k.g.ku * k.g.kv + 1) / 2);
   }
-  if (rc == 0 && !is3d) {
-    k.slices = 1;
-    k.cal = malloc(k.cu * k.cv * nc * sizeof *k.cal);
-    if (k.cal == NULL)
-      rc = mr_fail(MR_ENOMEM, "espirit: out of memory");
-    for (size_t c = 0; rc == 0 && c < nc; c++)
-      for (size_t v = 0; v < k.cv; v++)
-        memcpy(k.cal + (c * k.cv + v) * k.cu, host + (c * bv + lo[1] + v) * bu + lo[0],
-               k.cu * sizeof *host);
+  free(host);
+  k.slices = is3d ? dims[0] : 1;
+  size_t per = k.cu * k.cv;
+  if (rc == 0)
+    rc = make(dev, k.slices * nc * per, &k.cal);
+  if (rc == 0 && !is3d) { /* cal [coil][y][x] */
+    size_t o2[3] = {origin[0] + lo[0], origin[1] + lo[1], 0}, s2[3] = {k.cu, k.cv, 1};
+    rc = extract(dev, j->kspace, stride, o2, s2, nc, mr_buf_data(k.cal));
+    if (rc == 0)
+      rc = virtual_coil(dev, mr_buf_data(k.cal), per, nc, k.rot);
   }
   if (rc == 0 && is3d) {
-    /* the calibration rows along the whole readout, to image space along x,
-     * then regrouped per x-slice: cal [x][coil][z][y] */
-    size_t nx = dims[0], per = k.cu * k.cv, o3[3] = {0, origin[1] + lo[0], origin[2] + lo[1]};
+    /* the calibration rows along the whole readout ([coil][z][y][x]), to
+     * image space along x, then regrouped per x-slice: cal [x][coil][z][y] */
+    size_t nx = dims[0], o3[3] = {0, origin[1] + lo[0], origin[2] + lo[1]};
     size_t s3[3] = {nx, k.cu, k.cv};
     mr_fft_opts fo = {.rank = 1, .dims = {nx, 1, 1}, .batch = nc * per};
     mr_fft_plan *plan = NULL;
-    mr_cfloat *rows = malloc(nx * per * nc * sizeof *rows);
-    k.slices = nx;
-    k.cal = malloc(nx * per * nc * sizeof *k.cal);
-    if (rows == NULL || k.cal == NULL)
-      rc = mr_fail(MR_ENOMEM, "espirit: out of memory");
-    if (rc == 0)
-      rc = make(dev, nx * per * nc, &box);
+    rc = make(dev, nx * per * nc, &box);
     if (rc == 0)
       rc = extract(dev, j->kspace, stride, o3, s3, nc, mr_buf_data(box));
     if (rc == 0)
@@ -409,23 +425,22 @@ static int task(mr_device *dev, void *arg) {
     if (rc == 0)
       rc = mr_fft_execute(plan, MR_FFT_BACKWARD, mr_buf_data(box), mr_buf_data(box));
     if (rc == 0)
-      rc = mr_buf_download(box, 0, rows, nx * per * nc * sizeof *rows);
-    for (size_t c = 0; rc == 0 && c < nc; c++)
-      for (size_t q = 0; q < per; q++)
-        for (size_t x = 0; x < nx; x++)
-          k.cal[(x * nc + c) * per + q] = rows[(c * per + q) * nx + x];
+      rc = virtual_coil(dev, mr_buf_data(box), nx * per, nc, k.rot);
+    /* the regrouping as a box copy: x' = q (stride nx), y' = coil (stride
+     * per nx), z' = x (stride 1) */
+    size_t rs[4] = {nx, per * nx, 1, 0}, r0[3] = {0, 0, 0}, rn[3] = {per, nc, nx};
+    if (rc == 0)
+      rc = extract(dev, mr_buf_data(box), rs, r0, rn, 1, mr_buf_data(k.cal));
     mr_fft_plan_destroy(plan);
     mr_buf_destroy(box);
-    free(rows);
   }
-  free(host);
   mr_espirit_out out = {.maps = j->maps,
                         .ustride = is3d ? dims[0] : 1,
                         .vstride = is3d ? dims[0] * dims[1] : dims[0],
                         .cstride = stride[3]};
   if (rc == 0)
-    rc = maps_from(dev, &k, j->o->crop, &out, is3d ? 1 : 0);
-  free(k.cal);
+    rc = maps_from(dev, &k, j->o->crop, &out, is3d ? 1 : 0, &pr);
+  mr_buf_destroy(k.cal);
   return rc;
 }
 

@@ -20,6 +20,26 @@ int mr_espirit_cpu_extract(mr_device *dev, const mr_cfloat *src, const size_t st
   return 0;
 }
 
+int mr_espirit_cpu_calmat(mr_device *dev, const mr_cfloat *cal, size_t cu, size_t cv,
+                          const mr_espirit_geom *g, size_t count, mr_cfloat *a) {
+  (void)dev;
+  size_t ku = (size_t)g->ku, kv = (size_t)g->kv, ru = cu - ku + 1, rv = cv - kv + 1;
+  size_t m = ru * rv, N = ku * kv * g->nc;
+  for (size_t s = 0; s < count; s++) {
+    const mr_cfloat *d = cal + s * g->nc * cu * cv;
+    mr_cfloat *as = a + s * m * N;
+    for (size_t c = 0; c < g->nc; c++)
+      for (size_t pv = 0; pv < kv; pv++)
+        for (size_t pu = 0; pu < ku; pu++) {
+          size_t col = (c * kv + pv) * ku + pu;
+          for (size_t qv = 0; qv < rv; qv++)
+            for (size_t qu = 0; qu < ru; qu++)
+              as[qv * ru + qu + col * m] = conjf(d[(c * cv + qv + pv) * cu + qu + pu]);
+        }
+  }
+  return 0;
+}
+
 int mr_espirit_cpu_lags(mr_device *dev, const mr_cfloat *p, const mr_espirit_geom *g,
                         float scale, mr_cfloat *grid) {
   (void)dev;

@@ -1,4 +1,5 @@
-// ESPIRiT's device steps on a GPU (espirit_impl.h): the box copy, the lag
+// ESPIRiT's device steps on a GPU (espirit_impl.h): the box copy, the
+// calibration matrices (a thread per element), the lag
 // sums (a thread per coil pair and lag), and the per-pixel eigenvectors: a
 // warp per pixel, G held transposed in shared memory (conflict-free reads
 // of a column), each lane owning rows lane, lane + 32.
@@ -14,6 +15,19 @@ __global__ void extract(const float2 *src, size_t s0, size_t s1, size_t s2, size
        i += size_t(gridDim.x) * blockDim.x) {
     size_t x = i % n0, y = i / n0 % n1, z = i / n0 / n1 % n2, c = i / n0 / n1 / n2;
     out[i] = src[c * s3 + (o0 + x) * s0 + (o1 + y) * s1 + (o2 + z) * s2];
+  }
+}
+
+// One thread per element of the calibration matrices (espirit_impl.h).
+__global__ void calmat(const float2 *cal, size_t cu, size_t cv, int ku, int kv, size_t nc,
+                       size_t total, float2 *a) {
+  size_t ru = cu - ku + 1, rv = cv - kv + 1, m = ru * rv, N = size_t(ku) * kv * nc;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total;
+       i += size_t(gridDim.x) * blockDim.x) {
+    size_t q = i % m, col = i / m % N, s = i / m / N;
+    size_t qu = q % ru, qv = q / ru, pu = col % ku, pv = col / ku % kv, c = col / ku / kv;
+    float2 x = cal[((s * nc + c) * cv + qv + pv) * cu + qu + pu];
+    a[i] = make_float2(x.x, -x.y);
   }
 }
 
@@ -158,6 +172,22 @@ int mr_espirit_cuda_extract(mr_device *dev, const mr_cfloat *src, const size_t s
         origin[0], origin[1], origin[2], size[0], size[1], size[2], total,
         reinterpret_cast<float2 *>(out));
     MR_LAUNCHED(extract);
+    return 0;
+  });
+}
+
+int mr_espirit_cuda_calmat(mr_device *dev, const mr_cfloat *cal, size_t cu, size_t cv,
+                           const mr_espirit_geom *g, size_t count, mr_cfloat *a) {
+  return mr_on_worker(dev, [&] {
+    mr_cuda_ctx *c = mr_device_cuda(dev);
+    size_t total = count * (cu - size_t(g->ku) + 1) * (cv - size_t(g->kv) + 1) *
+                   size_t(g->ku) * size_t(g->kv) * g->nc;
+    if (total == 0)
+      return 0;
+    calmat<<<mr_grid_for(c, total, 256), 256, 0, c->compute>>>(
+        reinterpret_cast<const float2 *>(cal), cu, cv, g->ku, g->kv, g->nc, total,
+        reinterpret_cast<float2 *>(a));
+    MR_LAUNCHED(calmat);
     return 0;
   });
 }

@@ -27,6 +27,18 @@ typedef struct mr_espirit_geom {
   size_t nu, nv; /* the image plane */
 } mr_espirit_geom;
 
+/* The conjugated calibration matrices of count slices, each m x N
+ * (column-major; m = (cu - ku + 1)(cv - kv + 1) patches, N = ku kv nc):
+ * slice s's a[q + col m] = conj(cal[s][c][qv + pv][qu + pu]) for patch
+ * q = qv (cu - ku + 1) + qu and col = (c kv + pv) ku + pu, from cal
+ * [slice][coil][cv][cu]. The rows of conj(A) are conjugated patches, so its
+ * right singular vectors are conj(V), the projector's factor as the lags
+ * want it. */
+int mr_espirit_cpu_calmat(mr_device *dev, const mr_cfloat *cal, size_t cu, size_t cv,
+                          const mr_espirit_geom *g, size_t count, mr_cfloat *a);
+int mr_espirit_cuda_calmat(mr_device *dev, const mr_cfloat *cal, size_t cu, size_t cv,
+                           const mr_espirit_geom *g, size_t count, mr_cfloat *a);
+
 /* Coil pairs i <= j, packed row by row. */
 static inline size_t mr_espirit_pair(size_t i, size_t j, size_t nc) {
   return i * (2 * nc + 1 - i) / 2 + (j - i);

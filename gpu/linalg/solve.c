@@ -36,3 +36,15 @@ int mr_solve_eigh(mr_device *dev, mr_cmat a, float *w, int batch) {
 #endif
   return mr_solve_cpu_eigh(dev, a, w, batch);
 }
+
+int mr_solve_cholesky_flags(const int *info, int batch, const char *what) {
+  for (int i = 0; i < batch; i++) {
+    if (info[i] > 0)
+      return mr_fail(MR_ENUMERIC, "%s: item %d is not positive definite (column %d)", what, i,
+                     info[i]);
+    if (info[i] < 0 || info[batch + i] < 0)
+      return mr_fail(MR_EINVAL, "%s: cuSOLVER rejected item %d (info %d, %d)", what, i, info[i],
+                     info[batch + i]);
+  }
+  return 0;
+}

@@ -66,14 +66,8 @@ int mr_solve_cuda_hpd(mr_device *dev, mr_cmat a, float lambda, mr_cmat b, int ba
                                     cudaMemcpyDeviceToHost, c->compute);
     if (e == cudaSuccess)
       e = cudaStreamSynchronize(c->compute);
-    for (int i = 0; e == cudaSuccess && rc == 0 && i < batch; i++) {
-      if (info[i] > 0)
-        rc = mr_fail(MR_ENUMERIC, "solve: item %d is not positive definite (column %d)", i,
-                     info[i]);
-      else if (info[i] < 0 || info[batch + i] < 0)
-        rc = mr_fail(MR_EINVAL, "solve: cuSOLVER rejected item %d (info %d, %d)", i, info[i],
-                     info[batch + i]);
-    }
+    if (e == cudaSuccess && rc == 0)
+      rc = mr_solve_cholesky_flags(info, batch, "solve");
     free(info);
     if (e != cudaSuccess)
       return mr_cuda_fail(e, "cudaMemcpyAsync(info)", __FILE__, __LINE__);

@@ -5,7 +5,10 @@
  * the whole readout) carries the 2D phantom's k-space times a z profile
  * (what ESPIRiT reads; the rest is unsampled). The CPU runs the 2D cases
  * only (the 3D case is hundreds of 2D problems: minutes there). Median of
- * GPU_REPS runs after a warm-up; --quick: 64 x 64 (x 32), 8 coils. */
+ * GPU_REPS runs after a warm-up; then, on the GPU, the stages' times
+ * (mr_espirit_opts.profile: the device waited for after each stage, so
+ * their sum is a little above the median), averaged over PROFILE_REPS
+ * more runs. --quick: 64 x 64 (x 32), 8 coils. */
 #include <complex.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,24 +19,27 @@
 #include "espirit.h"
 #include "grappa_phantom.h"
 
-enum { GPU_REPS = 10, CPU_REPS = 2 };
+enum { GPU_REPS = 10, CPU_REPS = 2, PROFILE_REPS = 3 };
 
 typedef struct run {
   const mr_cfloat *kspace;
   size_t dims[3], nc;
   mr_cfloat *maps;
+  double *profile; /* NULL, or the stages' milliseconds, added to */
 } run;
 
 static int maps_task(mr_device *dev, void *arg) {
   run *r = arg;
   mr_espirit_opts o;
   mr_espirit_opts_default(&o);
+  o.profile = r->profile;
   return mr_espirit_maps(dev, r->kspace, r->dims, r->nc, &o, r->maps);
 }
 
-/* The median of reps runs on dev (k-space uploaded first, not timed). */
+/* The median of reps runs on dev (k-space uploaded first, not timed);
+ * with stages (not NULL), their mean milliseconds over PROFILE_REPS more. */
 static int time_on(mr_device *dev, const mr_cfloat *host, const size_t dims[3], size_t nc,
-                   int warmup, int reps, double *median) {
+                   int warmup, int reps, double *median, double *stages) {
   size_t n = dims[0] * dims[1] * dims[2] * nc;
   mr_buf *k = NULL, *m = NULL;
   double ms[GPU_REPS];
@@ -51,6 +57,14 @@ static int time_on(mr_device *dev, const mr_cfloat *host, const size_t dims[3], 
   }
   if (rc == 0)
     *median = bench_median(ms, reps);
+  if (stages != NULL) {
+    memset(stages, 0, MR_ESPIRIT_STAGES * sizeof *stages);
+    r.profile = stages;
+    for (int i = 0; rc == 0 && i < PROFILE_REPS; i++)
+      rc = mr_device_run(dev, maps_task, &r);
+    for (int i = 0; i < MR_ESPIRIT_STAGES; i++)
+      stages[i] /= PROFILE_REPS;
+  }
   mr_buf_destroy(k);
   mr_buf_destroy(m);
   return rc;
@@ -106,11 +120,13 @@ int bench_espirit(const bench_ctx *ctx) {
       rc = MR_ENOMEM;
       break;
     }
-    double gpu_ms = NAN, cpu_ms = NAN;
+    double gpu_ms = NAN, cpu_ms = NAN, stages[MR_ESPIRIT_STAGES];
+    for (int s = 0; s < MR_ESPIRIT_STAGES; s++)
+      stages[s] = NAN;
     if (gpu != NULL)
-      rc = time_on(gpu, k, d, nc, 1, GPU_REPS, &gpu_ms);
+      rc = time_on(gpu, k, d, nc, 1, GPU_REPS, &gpu_ms, stages);
     if (rc == 0 && (d[2] == 1 || ctx->quick))
-      rc = time_on(cpu, k, d, nc, 0, CPU_REPS, &cpu_ms);
+      rc = time_on(cpu, k, d, nc, 0, CPU_REPS, &cpu_ms, NULL);
     if (rc < 0)
       fprintf(stderr, "espirit: %s\n", mr_device_last_error());
     json_open(j, NULL, '{');
@@ -121,6 +137,14 @@ int bench_espirit(const bench_ctx *ctx) {
     json_num(j, "gpu_ms", gpu_ms);
     json_num(j, "cpu_ms", cpu_ms);
     json_num(j, "cpu_over_gpu", cpu_ms / gpu_ms);
+    static const char *const stage_names[MR_ESPIRIT_STAGES] = {
+        [MR_ESPIRIT_CALIBRATION] = "calibration", [MR_ESPIRIT_SUBSPACE] = "subspace",
+        [MR_ESPIRIT_PROJECTOR] = "projector", [MR_ESPIRIT_KERNEL_FFT] = "kernel_fft",
+        [MR_ESPIRIT_EIGEN] = "eigen"};
+    json_open(j, "gpu_stages_ms", '{');
+    for (int s = 0; s < MR_ESPIRIT_STAGES; s++)
+      json_num(j, stage_names[s], stages[s]);
+    json_close(j, '}');
     json_close(j, '}');
     free(k);
   }

@@ -310,6 +310,55 @@ static void bad_input(void **state) {
   free(maps);
 }
 
+/* A calibration region too small for the kernel is refused, with a line
+ * that says so; one just large enough gives maps over the whole object.
+ * 3D: only a k x k ky-kz centre sampled; 2D: only the centre lines. */
+static void tiny_calibration(void **state) {
+  (void)state;
+  enum { X = 24, Y = 32, Z = 20, C = 6 };
+  size_t npix = (size_t)X * Y * Z, dims[3] = {X, Y, Z};
+  float *object = malloc(sizeof *object * npix);
+  mr_cfloat *truth = malloc(sizeof *truth * npix * C), *k = malloc(sizeof *k * npix * C);
+  mr_cfloat *maps = malloc(sizeof *maps * npix * C);
+  phantom_3d(X, Y, Z, C, object, truth, k);
+  mr_espirit_opts o = defaults();
+  for (size_t c = 0; c < C; c++)
+    for (size_t z = 0; z < Z; z++)
+      for (size_t y = 0; y < Y; y++)
+        if (y < Y / 2 - 6 || y >= Y / 2 + 6 || z < Z / 2 - 6 || z >= Z / 2 + 6)
+          memset(k + ((c * Z + z) * Y + y) * X, 0, sizeof *k * X);
+  double covered, worst;
+  GPU_OK(mr_espirit_maps(gpu_test_cpu(), k, dims, C, &o, maps)); /* 12 x 12 */
+  worst = worst_inside(maps, truth, object, C, npix, &covered);
+  print_message("3D, a 12 x 12 centre: worst %.4f over %.1f%%\n", worst, 100 * covered);
+  assert_true(worst >= 0.99);
+  assert_true(covered >= 0.99);
+  for (size_t c = 0; c < C; c++) /* 8 x 8 */
+    for (size_t z = 0; z < Z; z++)
+      for (size_t y = 0; y < Y; y++)
+        if (y < Y / 2 - 4 || y >= Y / 2 + 4 || z < Z / 2 - 4 || z >= Z / 2 + 4)
+          memset(k + ((c * Z + z) * Y + y) * X, 0, sizeof *k * X);
+  mr_device_clear_error();
+  assert_int_equal(mr_espirit_maps(gpu_test_cpu(), k, dims, C, &o, maps), MR_EDATA);
+  print_message("3D, an 8 x 8 centre: %s\n", mr_device_last_error());
+  assert_non_null(strstr(mr_device_last_error(), "8 x 8, too small for the 6 x 6 kernel"));
+  /* 2D, 6 centre lines: one kernel position along y */
+  size_t npix2 = (size_t)NX * NY, dims2[3] = {NX, NY, 1};
+  mr_cfloat *k2 = phantom_2d(NX, NY, NC, 0.01), *maps2 = malloc(sizeof *maps2 * npix2 * NC);
+  for (size_t c = 0; c < NC; c++)
+    for (size_t y = 0; y < NY; y++)
+      if (y < NY / 2 - 3 || y >= NY / 2 + 3)
+        memset(k2 + (c * NY + y) * NX, 0, sizeof *k2 * NX);
+  assert_int_equal(mr_espirit_maps(gpu_test_cpu(), k2, dims2, NC, &o, maps2), MR_EDATA);
+  assert_non_null(strstr(mr_device_last_error(), "too small"));
+  free(object);
+  free(truth);
+  free(k);
+  free(maps);
+  free(k2);
+  free(maps2);
+}
+
 /* --- the GPU against the CPU --- */
 
 /* Inside the object (above 10% of its peak): outside it no data constrain
@@ -409,6 +458,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(cpu_analytic_maps),
       cmocka_unit_test(cpu_analytic_maps_3d),
       cmocka_unit_test(bad_input),
+      cmocka_unit_test(tiny_calibration),
   };
   const struct CMUnitTest cuda_tests[] = {
       cmocka_unit_test(cuda_matches_cpu_2d),
