@@ -270,6 +270,25 @@ static float *installed_images(const char *name, const char *h5, int count) {
   return img;
 }
 
+/* Every acquisition of h5 through chain (opened into h, flushed). */
+static void run_chain(mr_harness *h, const char *chain, const char *h5) {
+  mr_err err = {0};
+  mr_dataset *ds;
+  if (mr_dataset_open(h5, "dataset", &ds, &err) != 0)
+    fail_msg("%s", err.msg);
+  assert_int_equal(mr_harness_open_gpus(h, chain, MR_KIND_BIT(MR_MSG_ACQUISITION), gpus), 0);
+  assert_int_equal(mr_harness_configure(h, mr_dataset_header(ds)), 0);
+  mr_message *m;
+  while (mr_dataset_next(ds, &m, &err) == 0 && m != NULL) {
+    if (m->kind != MR_MSG_ACQUISITION)
+      mr_message_unref(m);
+    else if (mr_harness_push(h, m) != 0)
+      fail_msg("push: %s", h->err.msg);
+  }
+  assert_int_equal(mr_harness_flush(h), 0);
+  mr_dataset_close(ds);
+}
+
 /* The energy of each slice's k-space as slice_grappa splits h5 (the
  * installed epi_sms config's steps up to it): leakage without a coil
  * combination in between. */
@@ -288,22 +307,8 @@ static void slice_energies(const char *h5, int count, double *energy) {
   char *chain = cJSON_PrintUnformatted(steps);
   cJSON_Delete(cfg);
   mr_err err = {0};
-  mr_dataset *ds;
-  if (mr_dataset_open(h5, "dataset", &ds, &err) != 0)
-    fail_msg("%s", err.msg);
   mr_harness h;
-  assert_int_equal(mr_harness_open_gpus(&h, chain, MR_KIND_BIT(MR_MSG_ACQUISITION), gpus), 0);
-  assert_int_equal(mr_harness_configure(&h, mr_dataset_header(ds)), 0);
-  mr_message *m;
-  while (mr_dataset_next(ds, &m, &err) == 0 && m != NULL) {
-    if (m->kind != MR_MSG_ACQUISITION) {
-      mr_message_unref(m);
-      continue;
-    }
-    if (mr_harness_push(&h, m) != 0)
-      fail_msg("push: %s", h.err.msg);
-  }
-  assert_int_equal(mr_harness_flush(&h), 0);
+  run_chain(&h, chain, h5);
   for (int z = 0; z < count; z++)
     energy[z] = 0;
   for (int i = 0; i < h.nout; i++) {
@@ -318,7 +323,6 @@ static void slice_energies(const char *h5, int count, double *energy) {
       energy[k->ref.idx.slice] += crealf(d[j] * conjf(d[j]));
   }
   mr_harness_close(&h);
-  mr_dataset_close(ds);
   free(chain);
 }
 
@@ -426,21 +430,8 @@ static void fmri_series(void **state) {
   assert_non_null(cfg);
   char *steps = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(cfg, "gadgets"));
   cJSON_Delete(cfg);
-  mr_err err = {0};
-  mr_dataset *ds;
-  if (mr_dataset_open(h5, "dataset", &ds, &err) != 0)
-    fail_msg("%s", err.msg);
   mr_harness h;
-  assert_int_equal(mr_harness_open_gpus(&h, steps, MR_KIND_BIT(MR_MSG_ACQUISITION), gpus), 0);
-  assert_int_equal(mr_harness_configure(&h, mr_dataset_header(ds)), 0);
-  mr_message *m;
-  while (mr_dataset_next(ds, &m, &err) == 0 && m != NULL) {
-    if (m->kind != MR_MSG_ACQUISITION)
-      mr_message_unref(m);
-    else if (mr_harness_push(&h, m) != 0)
-      fail_msg("push: %s", h.err.msg);
-  }
-  assert_int_equal(mr_harness_flush(&h), 0);
+  run_chain(&h, steps, h5);
   int seen[Z][V] = {{0}}, images = 0;
   double worst = 0;
   for (int i = 0; i < h.nout; i++) {
@@ -464,7 +455,6 @@ static void fmri_series(void **state) {
     for (int v = 0; v < V; v++)
       assert_int_equal(seen[z][v], 1);
   mr_harness_close(&h);
-  mr_dataset_close(ds);
   free(steps);
   free(want);
   coils = COILS;
