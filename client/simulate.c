@@ -367,11 +367,12 @@ static int check_options(const mr_sim_options *o, mr_err *err) {
     return mr_err_set(err, MR_EINVAL, "--moving needs --frames");
   const mr_sim_epi *e = &o->epi;
   int epi_option = e->shots > 1 || e->ramp || e->ghost[0] != 0 || e->ghost[1] != 0 ||
-                   e->accel > 1 || e->claim_cartesian || e->slices > 1 || e->leak_probe > 0;
+                   e->accel > 1 || e->claim_cartesian || e->slices > 1 || e->leak_probe > 0 ||
+                   e->volumes > 1;
   if (o->trajectory != MR_SIM_EPI && epi_option)
     return mr_err_set(err, MR_EINVAL, "--shots, --ramp, --ghost, --inplane-accel, "
-                                      "--header-trajectory, --slices and --leak-probe are for "
-                                      "--trajectory epi");
+                                      "--header-trajectory, --slices, --leak-probe and --volumes "
+                                      "are for --trajectory epi");
   if (o->trajectory == MR_SIM_EPI && (o->three_d || o->spokes > 0 || o->interleaves > 0))
     return mr_err_set(err, MR_EINVAL, "--trajectory epi is 2D, without --spokes or --interleaves");
   if (access(o->path, F_OK) == 0)

@@ -77,8 +77,9 @@ typedef struct mr_sim_epi {
   int accel;          /* in-plane acceleration R (every R-th line) with 24 calibration lines;
                          0 or 1: none */
   int claim_cartesian;/* the header says cartesian (as siemens_to_ismrmrd writes EPI) */
-  int slices;         /* single-band slices, each its own object (0 or 1: one) */
+  int slices;         /* slices, each its own object (0 or 1: one; with multiband M, 0: M) */
   int leak_probe;     /* 1 + the only slice whose signal is in the collapsed data; 0: all */
+  int volumes;        /* the slices (groups) repeated, an fMRI series (0 or 1: once) */
 } mr_sim_epi;
 
 typedef struct mr_sim_options {
@@ -106,18 +107,25 @@ typedef struct mr_sim_options {
   const char *path; /* the HDF5 file to create (an existing one is refused) */
 } mr_sim_options;
 
-/* (EPI, continued) Several slices (`slices`, or `multiband` M): slice z
- * holds the object moved by (3 (z - (Z-1)/2), +-2) pixels, and the coils
- * see it through a complex factor per coil and slice (the coil nearest
- * along z brightest), so collapsed slices can be told apart. With
- * `multiband` M the scan is a single-band reference of every slice (all
- * lines, one train each, IS_PARALLEL_CALIBRATION, LAST_IN_SLICE at its end,
- * idx.slice z), then the collapsed shots (idx.slice 0): the sum of the
- * slices, slice z shifted by z FOV / `caipi` along y (blipped CAIPI), or
- * the probed slice alone (`leak_probe`: a measurement of slice leakage);
+/* (EPI, continued) Several slices Z (`slices`; with `multiband` M, Z a
+ * multiple of M, M by default): slice z lies at z mm along the slice
+ * normal (the readouts' position) and holds the object moved by
+ * (3 ((z mod 8) - (min(Z, 8) - 1)/2), +-2) pixels, and the coils see it
+ * through a complex factor per coil and slice (the coil nearest along z
+ * brightest), so collapsed slices can be told apart. With `multiband` M
+ * the scan is a single-band reference of every slice (all lines, one train
+ * each, IS_PARALLEL_CALIBRATION, LAST_IN_SLICE at its end, idx.slice z),
+ * then the G = Z / M collapsed groups (idx.slice g, at g mm): group g the
+ * sum of slices g, g + G, ..., g + (M - 1) G, its j-th shifted by
+ * j FOV / `caipi` along y (blipped CAIPI), or the probed slice alone
+ * (`leak_probe`: a measurement of slice leakage; the other groups empty);
  * the header's parallelImaging carries ISMRMRD's multiband section
- * (multiband_factor M, deltaKz 1 / caipi). The truth "phantom" is
- * n x n x slices. */
+ * (multiband_factor M, spacing dZ G mm, deltaKz 1 / (caipi dZ)). With
+ * `volumes` V the slices (single-band) or groups (multiband) are acquired
+ * V times, volume v in idx.repetition v (LAST_IN_REPETITION at its end),
+ * the reference scans (multiband's single-band one, in-plane R's lines)
+ * only before the first: an fMRI series; the volumes' samples are the same
+ * but for the noise. The truth "phantom" is n x n x Z. */
 
 /* Parses "radial", "golden", "spiral", "cartesian", "tiny-golden" or "epi";
  * -1 otherwise. */

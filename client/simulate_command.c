@@ -21,8 +21,8 @@ static void usage(FILE *f) {
           "       reconclient simulate --trajectory epi --matrix N --coils C [--shots K] [--ramp]\n"
           "                            [--ghost PHI0,PHI1] [--inplane-accel R]\n"
           "                            [--header-trajectory epi|cartesian] [--noise S]\n"
-          "                            [--slices Z | --multiband M [--caipi S] [--leak-probe Z]]\n"
-          "                            -o DATA.h5\n"
+          "                            [--slices Z] [--multiband M [--caipi S] [--leak-probe Z]]\n"
+          "                            [--volumes V] -o DATA.h5\n"
           "writes an ISMRMRD dataset of an analytic multi-coil Shepp-Logan phantom (k-space\n"
           "from the ellipses' Fourier transforms, exact at every sample), with its trajectory,\n"
           "a header describing it, and the ground truth as the array 'phantom'\n"
@@ -57,7 +57,10 @@ static void usage(FILE *f) {
           "  --inplane-accel R  epi: every R-th line, and a reference scan of 24 lines\n"
           "  --header-trajectory cartesian  epi: the header says cartesian, as Siemens\n"
           "                   conversions write EPI (the trajectoryDescription and flags say EPI)\n"
-          "  --slices Z       epi: Z single-band slices, each its own object\n"
+          "  --slices Z       epi: Z slices, each its own object; with --multiband M, a\n"
+          "                   multiple of M (default M): Z / M groups of M slices\n"
+          "  --volumes V      epi: the slices (groups) acquired V times, volume v in\n"
+          "                   repetition v, the reference scans once before: an fMRI series\n"
           "  --leak-probe Z   epi, multiband: only slice Z (1 ..) in the collapsed data, to\n"
           "                   measure slice leakage\n");
 }
@@ -81,7 +84,7 @@ int mr_simulate_command(int argc, char **argv) {
          OPT_FRAMES, OPT_MOVING, OPT_SAMPLING, OPT_ACCELERATION, OPT_CALIBRATION,
          OPT_PARTITIONS,
          OPT_SHOTS, OPT_RAMP, OPT_GHOST, OPT_INPLANE, OPT_CLAIM, OPT_SLICES,
-         OPT_MULTIBAND, OPT_CAIPI, OPT_PROBE };
+         OPT_MULTIBAND, OPT_CAIPI, OPT_PROBE, OPT_VOLUMES };
   static const struct option longopts[] = {
       {"trajectory", required_argument, NULL, 'T'}, {"matrix", required_argument, NULL, 'm'},
       {"3d", no_argument, NULL, OPT_3D},             {"coils", required_argument, NULL, 'c'},
@@ -102,6 +105,7 @@ int mr_simulate_command(int argc, char **argv) {
       {"multiband", required_argument, NULL, OPT_MULTIBAND},
       {"caipi", required_argument, NULL, OPT_CAIPI},
       {"leak-probe", required_argument, NULL, OPT_PROBE},
+      {"volumes", required_argument, NULL, OPT_VOLUMES},
       {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
   };
   int ch, seed = 1;
@@ -216,6 +220,10 @@ int mr_simulate_command(int argc, char **argv) {
       if (parse_int("--leak-probe", optarg, &o.epi.leak_probe) < 0)
         return 2;
       break;
+    case OPT_VOLUMES:
+      if (parse_int("--volumes", optarg, &o.epi.volumes) < 0)
+        return 2;
+      break;
     case OPT_CLAIM:
       if (strcmp(optarg, "epi") != 0 && strcmp(optarg, "cartesian") != 0) {
         fprintf(stderr, "reconclient: --header-trajectory is epi or cartesian, not '%s'\n",
@@ -280,6 +288,10 @@ int mr_simulate_command(int argc, char **argv) {
     printf(", %d shot%s%s, odd/even error %g rad + %g rad across the readout", o.epi.shots > 1 ? o.epi.shots : 1,
            o.epi.shots > 1 ? "s" : "", o.epi.ramp ? ", ramp-sampled" : "", o.epi.ghost[0],
            o.epi.ghost[1]);
+  if (o.trajectory == MR_SIM_EPI && o.epi.slices > 1)
+    printf(", %d slices", o.epi.slices);
+  if (o.trajectory == MR_SIM_EPI && o.epi.volumes > 1)
+    printf(", %d volumes", o.epi.volumes);
   printf("\n");
   return 0;
 }

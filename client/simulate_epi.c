@@ -28,8 +28,10 @@ typedef struct epi_layout {
   int echoes;   /* per imaging shot */
   int ramp;
   int slices;    /* objects (slices) of the scan */
-  int multiband; /* slices excited together (1: none); all of them, in one group */
-  int caipi;     /* slice z is shifted by z FOV / caipi along y in the collapsed data */
+  int multiband; /* slices excited together (1: none) */
+  int groups;    /* slices / multiband: group g excites slices g, g + groups, ... */
+  int volumes;   /* the groups acquired this many times (idx.repetition) */
+  int caipi;     /* a group's j-th slice is shifted by j FOV / caipi along y */
   int probe;     /* 1 + the one slice whose signal fills the collapsed data, 0: every slice */
   /* The trapezoid, microseconds (ramp only): */
   long ramp_up, flat_top, ramp_down, acq_delay;
@@ -45,18 +47,23 @@ static int make_layout(const mr_sim_options *o, epi_layout *l, mr_err *err) {
   l->accel = o->epi.accel > 1 ? o->epi.accel : 1;
   l->ramp = o->epi.ramp;
   l->multiband = o->multiband > 1 ? o->multiband : 1;
-  l->slices = l->multiband > 1 ? l->multiband : (o->epi.slices > 1 ? o->epi.slices : 1);
+  l->slices = o->epi.slices > 1 ? o->epi.slices : l->multiband;
+  l->volumes = o->epi.volumes > 1 ? o->epi.volumes : 1;
   l->caipi = o->caipi > 1 ? o->caipi : 1;
   l->probe = o->epi.leak_probe;
   if (l->multiband > 8 || l->slices > 64 || l->caipi > 8)
     return mr_err_set(err, MR_EINVAL, "--multiband and --caipi are at most 8, --slices 64");
+  if (l->volumes > 10000)
+    return mr_err_set(err, MR_EINVAL, "--volumes is at most 10000, got %d", l->volumes);
   if ((o->caipi > 1 || l->probe > 0) && l->multiband == 1)
     return mr_err_set(err, MR_EINVAL, "--caipi and --leak-probe need --multiband");
-  if (l->multiband > 1 && o->epi.slices > 1)
-    return mr_err_set(err, MR_EINVAL, "--multiband M simulates M slices: no --slices");
-  if (l->probe > l->multiband)
+  if (l->slices % l->multiband != 0)
+    return mr_err_set(err, MR_EINVAL, "--slices %d is not a multiple of --multiband %d",
+                      l->slices, l->multiband);
+  l->groups = l->slices / l->multiband;
+  if (l->probe > l->slices)
     return mr_err_set(err, MR_EINVAL, "--leak-probe %d: the slices are 1 .. %d", l->probe,
-                      l->multiband);
+                      l->slices);
   if (l->accel > 8 || l->shots > 64)
     return mr_err_set(err, MR_EINVAL, "--inplane-accel is at most 8 and --shots at most 64");
   if (l->n % (l->shots * l->accel) != 0)
@@ -96,14 +103,21 @@ static double reversed_position(const epi_layout *l, int q) {
   return l->ramp ? -forward_position(l, q) : (l->ns - 1 - q) - l->nx / 2;
 }
 
+/* No slot in the cache of the first volume's samples. */
+#define NO_SLOT SIZE_MAX
+
 /* One readout of the scan. */
 typedef struct readout {
   int line;      /* kspace_encode_step_1 */
   int shot;      /* idx.segment; a reference train counts as shot 0 */
   int reverse;
-  int slice;     /* idx.slice; for collapsed (multiband) data its group, 0 */
-  int collapsed; /* every slice's signal together */
+  int slice;     /* idx.slice; for collapsed (multiband) data its group */
+  int collapsed; /* the group's slices' signal together */
   uint64_t flags;
+  int volume;    /* idx.repetition */
+  /* Where the first volume's samples of this readout are kept for the
+   * later volumes' (NO_SLOT: not repeated) */
+  size_t slot;
 } readout;
 
 /* Appends (r non-NULL) or counts a train: three navigators, then the
@@ -114,19 +128,21 @@ static size_t add_train(readout *r, const epi_layout *l, int slice, int collapse
   for (int v = 0; v < EPI_NAVIGATORS; v++, at++)
     if (r != NULL)
       r[at] = (readout){l->n / 2, shot, v == 1, slice, collapsed,
-                        MR_FLAG(ISMRMRD_ACQ_IS_PHASECORR_DATA) | flags};
+                        MR_FLAG(ISMRMRD_ACQ_IS_PHASECORR_DATA) | flags, 0, NO_SLOT};
   for (int e = 0; e < count; e++, at++)
     if (r != NULL)
-      r[at] = (readout){lines[e], shot, e % 2 == 0, slice, collapsed, flags};
+      r[at] = (readout){lines[e], shot, e % 2 == 0, slice, collapsed, flags, 0, NO_SLOT};
   return at;
 }
 
 /* The trains of the scan in acquisition order (r NULL: counted only):
  * with multiband M, a single-band reference train of every slice (all its
- * lines, IS_PARALLEL_CALIBRATION, LAST_IN_SLICE at its end), then the
- * collapsed shots; otherwise per slice the in-plane reference train (with
- * acceleration) and the shots. */
-static size_t lay_out(const epi_layout *l, readout *r, int *lines) {
+ * lines, IS_PARALLEL_CALIBRATION, LAST_IN_SLICE at its end), then per
+ * volume the collapsed shots of every group; otherwise per volume and
+ * slice the in-plane reference train (with acceleration, first volume
+ * only) and the shots. Every volume's imaging readouts share the first
+ * volume's slots (the first `*slots` readouts of it). */
+static size_t lay_out(const epi_layout *l, readout *r, int *lines, size_t *slots) {
   int calib = l->accel > 1 && l->multiband == 1 ? EPI_CALIB_LINES : 0;
   uint64_t cal = MR_FLAG(ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION);
   size_t at = 0;
@@ -140,44 +156,57 @@ static size_t lay_out(const epi_layout *l, readout *r, int *lines) {
       r[at - 1].flags |= MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE);
     }
   }
-  int groups = l->multiband > 1 ? 1 : l->slices;
-  for (int z = 0; z < groups; z++) {
-    if (calib > 0) {
-      for (int e = 0; e < calib; e++)
-        lines[e] = l->n / 2 - calib / 2 + e;
-      at += add_train(r != NULL ? r + at : NULL, l, z, 0, 0, cal, lines, calib);
+  *slots = 0;
+  for (int v = 0; v < l->volumes; v++) {
+    size_t slot = 0;
+    for (int z = 0; z < l->groups; z++) {
+      if (calib > 0 && v == 0) {
+        for (int e = 0; e < calib; e++)
+          lines[e] = l->n / 2 - calib / 2 + e;
+        at += add_train(r != NULL ? r + at : NULL, l, z, 0, 0, cal, lines, calib);
+      }
+      size_t first = at;
+      for (int shot = 0; shot < l->shots; shot++) {
+        for (int e = 0; e < l->echoes; e++)
+          lines[e] = l->accel * (shot + l->shots * e);
+        at += add_train(r != NULL ? r + at : NULL, l, z, l->multiband > 1, shot, 0, lines,
+                        l->echoes);
+      }
+      for (size_t i = first; r != NULL && i < at; i++) {
+        r[i].volume = v;
+        r[i].slot = l->volumes > 1 ? slot++ : NO_SLOT;
+      }
+      if (r != NULL) {
+        r[first].flags |= MR_FLAG(ISMRMRD_ACQ_FIRST_IN_SLICE);
+        r[at - 1].flags |= MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE);
+      }
+      if (v == 0)
+        *slots += at - first;
     }
-    size_t first = at;
-    for (int shot = 0; shot < l->shots; shot++) {
-      for (int e = 0; e < l->echoes; e++)
-        lines[e] = l->accel * (shot + l->shots * e);
-      at += add_train(r != NULL ? r + at : NULL, l, z, l->multiband > 1, shot, 0, lines,
-                      l->echoes);
-    }
-    if (r != NULL) {
-      r[first].flags |= MR_FLAG(ISMRMRD_ACQ_FIRST_IN_SLICE);
-      r[at - 1].flags |= MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE);
-    }
+    if (r != NULL)
+      r[at - 1].flags |= MR_FLAG(ISMRMRD_ACQ_LAST_IN_REPETITION);
   }
   if (r != NULL) {
-    r[at - 1].flags |= MR_FLAG(ISMRMRD_ACQ_LAST_IN_REPETITION) |
-                       MR_FLAG(ISMRMRD_ACQ_LAST_IN_MEASUREMENT);
+    r[at - 1].flags |= MR_FLAG(ISMRMRD_ACQ_LAST_IN_MEASUREMENT);
     for (size_t i = 0; i < at; i++)
       if (r[i].reverse)
         r[i].flags |= MR_FLAG(ISMRMRD_ACQ_IS_REVERSE);
   }
+  if (l->volumes == 1)
+    *slots = 0;
   return at;
 }
 
-static int make_readouts(const epi_layout *l, readout **out, size_t *count, mr_err *err) {
+static int make_readouts(const epi_layout *l, readout **out, size_t *count, size_t *slots,
+                         mr_err *err) {
   int *lines = malloc((size_t)l->n * sizeof *lines);
-  size_t total = lines != NULL ? lay_out(l, NULL, lines) : 0;
+  size_t total = lines != NULL ? lay_out(l, NULL, lines, slots) : 0;
   readout *r = lines != NULL ? calloc(total, sizeof *r) : NULL;
   if (r == NULL) {
     free(lines);
     return mr_err_set(err, MR_ENOMEM, "out of memory");
   }
-  lay_out(l, r, lines);
+  lay_out(l, r, lines, slots);
   free(lines);
   *out = r;
   *count = total;
@@ -200,12 +229,18 @@ static void header_xml(const mr_sim_options *o, const epi_layout *l, char *buf, 
              "</trajectoryDescription>",
              l->echoes, l->ns, l->ramp_up, l->ramp_down, l->flat_top, l->acq_delay, l->dwell);
   char multiband[320] = "";
-  if (l->multiband > 1) /* ISMRMRD's multiband section (schema 1.4) */
+  if (l->multiband > 1) /* ISMRMRD's multiband section (schema 1.4): slices 1 mm apart */
     snprintf(multiband, sizeof multiband,
-             "<multiband><spacing><dZ>1</dZ></spacing><deltaKz>%g</deltaKz>"
+             "<multiband><spacing><dZ>%d</dZ></spacing><deltaKz>%g</deltaKz>"
              "<multiband_factor>%d</multiband_factor><calibration>separable2D</calibration>"
              "<calibration_encoding>0</calibration_encoding></multiband>",
-             1.0 / l->caipi, l->multiband);
+             l->groups, 1.0 / (l->caipi * l->groups), l->multiband);
+  char repetitions[160] = "";
+  if (l->volumes > 1)
+    snprintf(repetitions, sizeof repetitions,
+             "<repetition><minimum>0</minimum><maximum>%d</maximum><center>0</center>"
+             "</repetition>",
+             l->volumes - 1);
   if (l->accel > 1 || l->multiband > 1)
     snprintf(parallel, sizeof parallel,
              "<parallelImaging><accelerationFactor><kspace_encoding_step_1>%d"
@@ -224,11 +259,11 @@ static void header_xml(const mr_sim_options *o, const epi_layout *l, char *buf, 
            "<fieldOfView_mm><x>%d</x><y>%d</y><z>1</z></fieldOfView_mm></reconSpace>"
            "<encodingLimits><kspace_encoding_step_1><minimum>0</minimum><maximum>%d</maximum>"
            "<center>%d</center></kspace_encoding_step_1>"
-           "<slice><minimum>0</minimum><maximum>%d</maximum><center>0</center></slice>"
+           "<slice><minimum>0</minimum><maximum>%d</maximum><center>0</center></slice>%s"
            "<segment><minimum>0</minimum><maximum>%d</maximum><center>0</center></segment>"
            "</encodingLimits>"
            "<trajectory>%s</trajectory>%s%s<echoTrainLength>%d</echoTrainLength></encoding>",
-           l->nx, n, l->nx, n, n, n, n, n, n - 1, n / 2, l->slices - 1, l->shots - 1,
+           l->nx, n, l->nx, n, n, n, n, n, n - 1, n / 2, l->slices - 1, repetitions, l->shots - 1,
            o->epi.claim_cartesian ? "cartesian" : "epi", description, parallel, l->echoes);
   mr_sim_header(buf, size, protocol, o->coils, encoding);
 }
@@ -250,12 +285,16 @@ static void readout_header(const mr_sim_options *o, const epi_layout *l, size_t 
   h->idx.kspace_encode_step_1 = (uint16_t)r->line;
   h->idx.segment = (uint16_t)r->shot;
   h->idx.slice = (uint16_t)r->slice;
+  h->idx.repetition = (uint16_t)r->volume;
+  h->position[2] = (float)r->slice; /* slice z (or group z's first) at z mm */
   h->flags = r->flags;
 }
 
-/* Where slice z's object sits (pixels): each slice its own place. */
+/* Where slice z's object sits (pixels): each of 8 neighbours its own
+ * place (within the field of view however many slices). */
 static void slice_shift(const epi_layout *l, int z, double shift[3]) {
-  shift[0] = l->slices > 1 ? 3.0 * (z - (l->slices - 1) / 2.0) : 0;
+  int places = l->slices < 8 ? l->slices : 8;
+  shift[0] = l->slices > 1 ? 3.0 * (z % 8 - (places - 1) / 2.0) : 0;
   shift[1] = l->slices > 1 ? (z % 2 ? 2.0 : -2.0) : 0;
   shift[2] = 0;
 }
@@ -276,38 +315,53 @@ static void slice_kspace(const mr_sim_options *o, const epi_layout *l, int z, co
   }
 }
 
-/* The samples of readout r (every coil), in time order. A reversed
+/* Sample q of readout r, every coil, noiseless, into values. A reversed
  * readout of shot s carries the odd/even error: its k-space shifted by
  * ghost[1] / 2 pi samples and its phase turned by ghost[0] (1 + s / 10).
- * Collapsed data is the sum of the slices' (or the probed slice's alone),
- * slice z shifted by z FOV / caipi along y. */
-static void fill_readout(const mr_sim_options *o, const epi_layout *l, const readout *r,
-                         mr_sim_noise *g, ISMRMRD_Acquisition *a, double complex *values) {
+ * Collapsed data of group g is the sum of its slices' (or the probed
+ * slice's alone), the j-th (slice g + j G) shifted by j FOV / caipi
+ * along y. */
+static void sample(const mr_sim_options *o, const epi_layout *l, const readout *r, int q,
+                   double complex *values) {
   double shift = r->reverse ? o->epi.ghost[1] / (2 * M_PI) : 0;
   double complex turn = r->reverse ? cexp(I * o->epi.ghost[0] * (1 + r->shot / 10.0)) : 1;
   double complex one[64];
-  for (int q = 0; q < l->ns; q++) {
-    double p = r->reverse ? reversed_position(l, q) : forward_position(l, q);
-    double k[3] = {(p - shift) / l->nx, (double)(r->line - l->n / 2) / l->n, 0};
-    if (!r->collapsed) {
-      slice_kspace(o, l, r->slice, k, values);
-    } else {
+  double p = r->reverse ? reversed_position(l, q) : forward_position(l, q);
+  double k[3] = {(p - shift) / l->nx, (double)(r->line - l->n / 2) / l->n, 0};
+  if (!r->collapsed) {
+    slice_kspace(o, l, r->slice, k, values);
+  } else {
+    for (int c = 0; c < o->coils; c++)
+      values[c] = 0;
+    for (int j = 0; j < l->multiband; j++) {
+      int z = r->slice + j * l->groups;
+      if (l->probe > 0 && z != l->probe - 1)
+        continue;
+      slice_kspace(o, l, z, k, one);
+      double complex caipi = cexp(-2 * M_PI * I * (r->line - l->n / 2) * j / (double)l->caipi);
       for (int c = 0; c < o->coils; c++)
-        values[c] = 0;
-      for (int z = 0; z < l->slices; z++) {
-        if (l->probe > 0 && z != l->probe - 1)
-          continue;
-        slice_kspace(o, l, z, k, one);
-        double complex caipi = cexp(-2 * M_PI * I * (r->line - l->n / 2) * z / (double)l->caipi);
-        for (int c = 0; c < o->coils; c++)
-          values[c] += one[c] * caipi;
-      }
+        values[c] += one[c] * caipi;
     }
+  }
+  for (int c = 0; c < o->coils; c++)
+    values[c] *= turn;
+}
+
+/* The samples of readout r (every coil), in time order, with noise. With
+ * kept (the readout's slot in the first volume's samples) the first
+ * volume computes them into it and the later ones take them from it. */
+static void fill_readout(const mr_sim_options *o, const epi_layout *l, const readout *r,
+                         mr_sim_noise *g, ISMRMRD_Acquisition *a, double complex *values,
+                         double complex *kept) {
+  for (int q = 0; q < l->ns; q++) {
+    double complex *v = kept != NULL ? kept + (size_t)q * (size_t)o->coils : values;
+    if (kept == NULL || r->volume == 0)
+      sample(o, l, r, q, v);
     for (int c = 0; c < o->coils; c++) {
-      double complex v = values[c] * turn;
+      double complex s = v[c];
       if (g->sigma > 0)
-        v += mr_sim_gaussian(g);
-      a->data[(size_t)c * (size_t)l->ns + (size_t)q] = (complex_float_t)v;
+        s += mr_sim_gaussian(g);
+      a->data[(size_t)c * (size_t)l->ns + (size_t)q] = (complex_float_t)s;
     }
   }
 }
@@ -317,6 +371,7 @@ typedef struct scan_ctx {
   const mr_sim_options *o;
   const epi_layout *l;
   const readout *readouts;
+  double complex *kept; /* [slots][ns][coils]: the first volume's samples; NULL: one volume */
 } scan_ctx;
 
 static void scan_head(void *arg, size_t i, ISMRMRD_AcquisitionHeader *h) {
@@ -327,7 +382,12 @@ static void scan_head(void *arg, size_t i, ISMRMRD_AcquisitionHeader *h) {
 static void scan_fill(void *arg, size_t i, mr_sim_noise *g, double complex *values,
                       ISMRMRD_Acquisition *a) {
   const scan_ctx *c = arg;
-  fill_readout(c->o, c->l, &c->readouts[i], g, a, values);
+  const readout *r = &c->readouts[i];
+  double complex *kept =
+      c->kept != NULL && r->slot != NO_SLOT
+          ? c->kept + r->slot * (size_t)c->l->ns * (size_t)c->o->coils
+          : NULL;
+  fill_readout(c->o, c->l, r, g, a, values, kept);
 }
 
 /* The truth of every slice (n x n x slices with several). */
@@ -339,21 +399,36 @@ static int scan_truth(void *arg, ISMRMRD_Dataset *d, mr_err *err) {
   return mr_sim_write_truth(d, 2, c->l->n, (size_t)c->l->slices, (const double(*)[3])shifts, err);
 }
 
+/* The first volume's samples kept for the later ones: at most this much. */
+#define EPI_KEPT_MAX ((size_t)1 << 30)
+
 int mr_simulate_epi(const mr_sim_options *o, mr_err *err) {
   epi_layout l;
   readout *readouts = NULL;
-  size_t count = 0;
+  size_t count = 0, slots = 0;
   int rc = make_layout(o, &l, err);
   if (rc == 0)
-    rc = make_readouts(&l, &readouts, &count, err);
+    rc = make_readouts(&l, &readouts, &count, &slots, err);
   if (rc < 0)
     return rc;
-  char xml[4096];
-  header_xml(o, &l, xml, sizeof xml);
-  scan_ctx c = {o, &l, readouts};
-  mr_sim_scan scan = {.readouts = count, .head = scan_head, .fill = scan_fill,
-                      .truth = scan_truth, .arg = &c};
-  rc = mr_sim_write(o, xml, &scan, err);
+  size_t kept_bytes = slots * (size_t)l.ns * (size_t)o->coils * sizeof(double complex);
+  double complex *kept = NULL;
+  if (kept_bytes > EPI_KEPT_MAX)
+    rc = mr_err_set(err, MR_EINVAL,
+                    "--volumes: a volume of this scan is %zu MiB of samples, over the %zu MiB "
+                    "the simulator keeps to repeat it", kept_bytes >> 20, EPI_KEPT_MAX >> 20);
+  else if (slots > 0 && (kept = malloc(kept_bytes)) == NULL)
+    rc = mr_err_set(err, MR_ENOMEM, "out of memory for a volume's samples (%zu MiB)",
+                    kept_bytes >> 20);
+  if (rc == 0) {
+    char xml[4096];
+    header_xml(o, &l, xml, sizeof xml);
+    scan_ctx c = {o, &l, readouts, kept};
+    mr_sim_scan scan = {.readouts = count, .head = scan_head, .fill = scan_fill,
+                        .truth = scan_truth, .arg = &c};
+    rc = mr_sim_write(o, xml, &scan, err);
+  }
+  free(kept);
   free(readouts);
   return rc;
 }

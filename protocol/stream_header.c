@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <libxml/tree.h>
 
@@ -243,6 +244,54 @@ static int read_parallel(parse_ctx *pc, const xmlNode *n,
   return 0;
 }
 
+/* trajectoryDescription (n may be NULL: none). */
+static int read_description(parse_ctx *pc, const xmlNode *n, mr_trajectory_description *d) {
+  if (n == NULL)
+    return 0;
+  d->present = 1;
+  if (text_of(pc, child(n, "identifier"), "trajectoryDescription/identifier", d->identifier,
+              sizeof d->identifier) < 0)
+    return MR_EHEADER;
+  for (const xmlNode *p = n->children; p != NULL; p = p->next) {
+    int is_long = is(p, "userParameterLong");
+    if ((!is_long && !is(p, "userParameterDouble")) || d->nparams == MR_TRAJ_PARAMS)
+      continue;
+    mr_trajectory_param *t = &d->params[d->nparams];
+    const char *kind = is_long ? "userParameterLong" : "userParameterDouble";
+    char what[128];
+    snprintf(what, sizeof what, "trajectoryDescription/%s/name", kind);
+    if (text_of(pc, child(p, "name"), what, t->name, sizeof t->name) < 0)
+      return MR_EHEADER;
+    if (t->name[0] == '\0')
+      return mr_err_set(pc->err, MR_EHEADER,
+                        "ISMRMRD header: a trajectoryDescription %s has no name", kind);
+    if (mr_trajectory_description_param(d, t->name) != NULL)
+      return mr_err_set(pc->err, MR_EHEADER,
+                        "ISMRMRD header: trajectoryDescription parameter '%s' is given twice",
+                        t->name);
+    snprintf(what, sizeof what, "trajectoryDescription parameter '%s'", t->name);
+    int got = read_double(pc, child(p, "value"), what, &t->value);
+    if (got < 0)
+      return MR_EHEADER;
+    if (got == 0)
+      return mr_err_set(pc->err, MR_EHEADER, "ISMRMRD header: %s has no value", what);
+    d->nparams++;
+  }
+  return 0;
+}
+
+const mr_trajectory_param *mr_trajectory_description_param(const mr_trajectory_description *d,
+                                                           const char *name) {
+  for (int i = 0; i < d->nparams; i++)
+    if (strcmp(d->params[i].name, name) == 0)
+      return &d->params[i];
+  return NULL;
+}
+
+int mr_trajectory_description_is_epi(const mr_trajectory_description *d) {
+  return d->present && strcasecmp(d->identifier, "ConventionalEPI") == 0;
+}
+
 static int read_encoding(parse_ctx *pc, const xmlNode *n, mr_encoding *e) {
   if (read_space(pc, child(n, "encodedSpace"), "encodedSpace", &e->encoded) < 0 ||
       read_space(pc, child(n, "reconSpace"), "reconSpace", &e->recon) < 0)
@@ -268,7 +317,8 @@ static int read_encoding(parse_ctx *pc, const xmlNode *n, mr_encoding *e) {
   for (size_t i = 0; i < sizeof trajectories / sizeof *trajectories; i++)
     if (strcmp(e->trajectory_name, trajectories[i].name) == 0)
       e->trajectory = trajectories[i].value;
-  if (read_parallel(pc, child(n, "parallelImaging"), &e->parallel) < 0 ||
+  if (read_description(pc, child(n, "trajectoryDescription"), &e->description) < 0 ||
+      read_parallel(pc, child(n, "parallelImaging"), &e->parallel) < 0 ||
       read_u16(pc, child(n, "echoTrainLength"), "echoTrainLength",
                &e->echo_train_length) < 0)
     return MR_EHEADER;

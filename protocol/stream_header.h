@@ -14,6 +14,7 @@
 #define MR_MAX_ENCODINGS 8
 #define MR_MAX_DEPENDENCIES 8
 #define MR_MAX_SEQ_VALUES 8
+#define MR_TRAJ_PARAMS 32
 
 typedef struct mr_xyz_u16 {
   uint16_t x, y, z;
@@ -76,11 +77,29 @@ typedef struct mr_parallel_imaging {
   mr_multiband multiband;
 } mr_parallel_imaging;
 
+typedef struct mr_trajectory_param {
+  char name[64];
+  double value; /* userParameterLong values are exact up to 2^53 */
+} mr_trajectory_param;
+
+/* The encoding's trajectoryDescription: an identifier and named integer
+ * and real parameters (userParameterLong, userParameterDouble; strings are
+ * not kept), as Gadgetron's EPI steps read them (identifier
+ * ConventionalEPI: rampUpTime, rampDownTime, flatTopTime, acqDelayTime,
+ * numSamples, dwellTime). Parameters past MR_TRAJ_PARAMS are not kept. */
+typedef struct mr_trajectory_description {
+  int present; /* the encoding has one */
+  char identifier[64];
+  int nparams;
+  mr_trajectory_param params[MR_TRAJ_PARAMS];
+} mr_trajectory_description;
+
 typedef struct mr_encoding {
   mr_encoding_space encoded, recon;
   mr_encoding_limits limits;
   mr_trajectory trajectory;
   char trajectory_name[32]; /* as written */
+  mr_trajectory_description description;
   mr_parallel_imaging parallel;
   uint16_t echo_train_length; /* 0 when absent */
 } mr_encoding;
@@ -110,12 +129,21 @@ typedef struct mr_stream_header {
 /* Parses len bytes of XML into hdr (which then owns a copy of the text).
  * Fails with MR_EHEADER and a line in err when the text is not XML, not an
  * ismrmrdHeader, lacks an encoding, or has a number that does not parse or
- * fit. */
+ * fit (a trajectoryDescription parameter without a name or value, or named
+ * twice, too). */
 int mr_stream_header_parse(const char *xml, size_t len, mr_stream_header *hdr,
                            mr_err *err);
 void mr_stream_header_free(mr_stream_header *hdr);
 
 /* A name for a trajectory value ("cartesian", ...). */
 const char *mr_trajectory_name(mr_trajectory t);
+
+/* The description's parameter called name (either kind), or NULL. */
+const mr_trajectory_param *mr_trajectory_description_param(const mr_trajectory_description *d,
+                                                           const char *name);
+
+/* 1 when the identifier says conventional EPI (Gadgetron's ConventionalEPI,
+ * any case). */
+int mr_trajectory_description_is_epi(const mr_trajectory_description *d);
 
 #endif

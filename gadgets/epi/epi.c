@@ -62,7 +62,7 @@ typedef struct epi_gadget {
   double rcond;
   mr_placement place;
   int nx;                   /* encoded readout */
-  mr_trajectory_description description;
+  const mr_trajectory_description *description; /* the header's, encoding 0 */
   int samples, channels;    /* of the scan's readouts, from the first */
   double *fwd_pos, *rev_pos;
   mr_epi_plan *plan;        /* on the device of the last batch */
@@ -93,15 +93,12 @@ static const mr_param params[] = {
 static int configure(void *state, mr_gadget_ctx *ctx) {
   epi_gadget *s = state;
   s->nx = ctx->hdr->encoding[0].encoded.matrix.x;
-  mr_err e = {0};
-  int rc = mr_trajectory_description_read(ctx->hdr, 0, &s->description, &e);
-  if (rc < 0)
-    return mr_gadget_fail(ctx, rc, "%s", e.msg);
-  if (s->description.present && !mr_trajectory_description_is_epi(&s->description))
+  s->description = &ctx->hdr->encoding[0].description;
+  if (s->description->present && !mr_trajectory_description_is_epi(s->description))
     return mr_gadget_fail(ctx, MR_EHEADER,
                           "the encoding's trajectoryDescription is '%s', not ConventionalEPI: "
                           "no EPI readout to regrid",
-                          s->description.identifier);
+                          s->description->identifier);
   if (s->nx < 1)
     return mr_gadget_fail(ctx, MR_EHEADER, "the encoded readout has %d samples", s->nx);
   return mr_placement_acquire(&s->place, ctx, s->device, s->fallback);
@@ -128,7 +125,7 @@ static int readout_shape(epi_gadget *s, mr_gadget_ctx *ctx, const mr_acquisition
   if (s->fwd_pos == NULL || s->rev_pos == NULL || s->profiles == NULL)
     return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
   mr_err e = {0};
-  int rc = mr_epi_positions(s->description.present ? &s->description : NULL, s->nx, ns,
+  int rc = mr_epi_positions(s->description->present ? s->description : NULL, s->nx, ns,
                             s->fwd_pos, s->rev_pos, &e);
   if (rc < 0)
     return mr_gadget_fail(ctx, rc, "%s", e.msg);

@@ -9,7 +9,7 @@
 #define MR_GADGETS_EPI_TRAJECTORY_H
 
 #include "error.h"
-#include "trajectory_description.h"
+#include "stream_header.h"
 
 /* fwd and rev get `samples` positions each. MR_EHEADER, with a line naming
  * the parameter, for a description that lacks one or holds values that

@@ -6,9 +6,6 @@
 
 
 #include "chain_impl.h"
-#include "trajectory_description.h"
-#include "xml_doc.h"
-#include "xml_node.h"
 
 /* The union of what the chain's gadgets handle; everything for a chain
  * that reconstructs nothing. */
@@ -22,24 +19,20 @@ static uint32_t handled(const mr_chain *c) {
 }
 
 /* Why the header says EPI, into why (empty when it does not). */
-static int claims_epi(const mr_stream_header *hdr, char *why, size_t size, mr_err *err) {
+static void claims_epi(const mr_stream_header *hdr, char *why, size_t size) {
   why[0] = '\0';
   for (int e = 0; e < hdr->nencodings; e++) {
-    if (hdr->encoding[e].trajectory == MR_TRAJ_EPI) {
+    const mr_encoding *enc = &hdr->encoding[e];
+    if (enc->trajectory == MR_TRAJ_EPI) {
       snprintf(why, size, "encoding %d's trajectory is 'epi'", e);
-      return 0;
+      return;
     }
-    mr_trajectory_description d;
-    int rc = mr_trajectory_description_read(hdr, e, &d, err);
-    if (rc < 0)
-      return rc;
-    if (mr_trajectory_description_is_epi(&d)) {
+    if (mr_trajectory_description_is_epi(&enc->description)) {
       snprintf(why, size, "encoding %d's trajectoryDescription is '%s' (its trajectory says "
-               "'%s')", e, d.identifier, hdr->encoding[e].trajectory_name);
-      return 0;
+               "'%s')", e, enc->description.identifier, enc->trajectory_name);
+      return;
     }
   }
-  return 0;
 }
 
 /* The multiband factor of the header's encoding e, 1 when it has none. */
@@ -61,9 +54,7 @@ int mr_capability_check_header(mr_chain *c, const mr_stream_header *hdr, mr_err 
   if (h == MR_HANDLES_ANY)
     return 0;
   char why[160];
-  int rc = claims_epi(hdr, why, sizeof why, err);
-  if (rc < 0)
-    return rc;
+  claims_epi(hdr, why, sizeof why);
   for (int e = 0; e < hdr->nencodings && !(h & MR_HANDLES_MULTIBAND); e++) {
     int m = multiband_factor(hdr, e);
     if (m > 1)

@@ -41,8 +41,10 @@
 /* A server still busy this long after a cut-short session's CLOSE is left
  * (the bench disconnects; the server cancels the session). */
 #define DRAIN_MS 20000.0
-/* The server's --warm session: the case's first this many slices/frames. */
+/* The server's --warm session: the case's first this many slices/frames
+ * (volumes: WARM_VOLUMES, each a whole calibrated recon). */
 #define WARM_UNITS 20
+#define WARM_VOLUMES 2
 /* No further rounds after a round this long: its figure is stable enough. */
 #define LONG_ROUND_MS 20000.0
 
@@ -56,7 +58,7 @@ typedef struct target {
 typedef struct stream_case {
   const char *name, *what;
   const char *config;
-  const char *unit;  /* what one image answers: "slices" or "frames" */
+  const char *unit;  /* what one image answers: "slices" or "frames"; or "volumes" */
   const char *tool;  /* ISMRMRD_TOOL or SIMULATE */
   const char *args, *quick_args;
   int cpu_only;
@@ -67,6 +69,12 @@ typedef struct stream_case {
    * this rate (a scanner's), where latency is measured; 0: not. */
   double pace_per_s;
   target paced_targets[2];
+  /* Volumes (an fMRI series): the images each answers (full, --quick) */
+  int volume_images, quick_volume_images;
+  /* Paced, the whole session (no 20 s cap: a scanner's minutes); not with
+   * --quick. Such a case runs in full only when --case names it (it takes
+   * minutes); --quick runs it always. */
+  int paced_whole;
 } stream_case;
 
 static const stream_case cases[] = {
@@ -74,7 +82,7 @@ static const stream_case cases[] = {
      "cartesian", "slices", ISMRMRD_TOOL, "-m 256 -c 32 -r 10", "-m 64 -c 4 -r 2", 0, 1,
      {{"ratio_to_raw", "<= 1.5 (H100)"}},
      {{NULL, NULL}},
-     {"gpu_speedup_over_cpu", ">= 3 (H100)"}, 0, {{NULL, NULL}}},
+     {"gpu_speedup_over_cpu", ">= 3 (H100)"}, 0, {{NULL, NULL}}, 0, 0, 0},
     {"cartesian_external",
      "the cartesian case's data and chain with a no-op external step after it: every image to "
      "the example Python step (examples/external/mrd_step.py, started per session from "
@@ -82,12 +90,12 @@ static const stream_case cases[] = {
      "cartesian_external", "slices", ISMRMRD_TOOL, "-m 256 -c 32 -r 10", "-m 64 -c 4 -r 2", 0, 0,
      {{NULL, NULL}},
      {{NULL, NULL}},
-     {NULL, NULL}, 0, {{NULL, NULL}}},
+     {NULL, NULL}, 0, {{NULL, NULL}}, 0, 0, 0},
     {"cartesian_cpu4", "256x256, 32 coils, readout oversampling 2, 4 repetitions, CPU server only",
      "cartesian", "slices", ISMRMRD_TOOL, "-m 256 -c 32 -r 4", "-m 64 -c 4 -r 2", 1, 0,
      {{NULL, NULL}},
      {{"ratio_to_raw", "<= 2.5 (2-core CPU machine)"}},
-     {NULL, NULL}, 0, {{NULL, NULL}}},
+     {NULL, NULL}, 0, {{NULL, NULL}}, 0, 0, 0},
     {"grappa",
      "256x256, 32 coils, R=4, 24 ACS lines, readout oversampling 2, a noise scan, 20 images: "
      "the tool writes R shifted repetitions per -r, each with its own ACS lines, so each image "
@@ -96,7 +104,7 @@ static const stream_case cases[] = {
      "-m 64 -c 8 -a 4 -w 16 -r 1 -C", 0, 0,
      {{"last_acquisition_to_last_image_ms", "<= 10 (H100)"}, {"ratio_to_raw", "<= 1.5 (H100)"}},
      {{NULL, NULL}},
-     {NULL, NULL}, 0, {{NULL, NULL}}},
+     {NULL, NULL}, 0, {{NULL, NULL}}, 0, 0, 0},
     {"realtime", "golden-angle radial, 128x128, 16 coils, 256 samples per spoke, 34 spokes per "
                  "frame, 1,000 frames; gridding",
      "realtime", "frames", SIMULATE,
@@ -106,7 +114,7 @@ static const stream_case cases[] = {
      {{NULL, NULL}},
      {NULL, NULL},
      1000,
-     {{"latency_p99_ms", "<= 5 (H100), frames sent at 1,000 per second"}}},
+     {{"latency_p99_ms", "<= 5 (H100), frames sent at 1,000 per second"}}, 0, 0, 0},
     {"realtime_cg", "the realtime data through CG-SENSE (10 iterations)", "realtime_cg", "frames",
      SIMULATE,
      "--trajectory golden --matrix 128 --coils 16 --samples 256 --spokes 34 --frames 1000",
@@ -115,7 +123,26 @@ static const stream_case cases[] = {
      {{NULL, NULL}},
      {NULL, NULL},
      200,
-     {{"latency_p99_ms", "<= 15 (H100), frames sent at 200 per second"}}},
+     {{"latency_p99_ms", "<= 15 (H100), frames sent at 200 per second"}}, 0, 0, 0},
+    {"fmri",
+     "an fMRI series: single-shot EPI 64x64 (readout oversampled 2, ramp-sampled, odd/even "
+     "error), 32 coils, in-plane R 2, multiband 4 with CAIPI FOV/3, 60 slices (15 groups) per "
+     "volume, 100 volumes, the single-band reference of every slice once before the first; "
+     "config epi_sms, 60 images per volume",
+     "epi_sms", "volumes", SIMULATE,
+     "--trajectory epi --ramp --ghost 0.6,3 --matrix 64 --coils 32 --inplane-accel 2 "
+     "--multiband 4 --caipi 3 --slices 60 --volumes 100",
+     "--trajectory epi --ramp --ghost 0.6,3 --matrix 32 --coils 8 --inplane-accel 2 "
+     "--multiband 2 --caipi 2 --slices 4 --volumes 3",
+     0, 0,
+     {{"volumes_per_s", ">= 20 (H100), unpaced"}},
+     {{NULL, NULL}},
+     {NULL, NULL},
+     1,
+     {{"latency_p99_ms", "<= 50 (H100, GPU server), one volume per TR of 1 s; under 1000 "
+                         "(keeping up with real time) for the CPU server on the 2-core CI "
+                         "machine (mr-bench stream --case fmri --gpus none)"}},
+     60, 4, 1},
 };
 enum { NCASES = sizeof cases / sizeof *cases };
 
@@ -205,6 +232,7 @@ static const dataset_file *dataset_for(stream_bench *b, const stream_case *c, ch
 static int time_server(stream_bench *b, const stream_case *c, int k, const stream_session *s,
                        double raw_ms, int paced, double cold_ms, double *best_ms) {
   double pace_ms = paced ? 1e3 / c->pace_per_s : 0;
+  double cap_ms = paced && c->paced_whole ? 0 : SEND_CAP_MS;
   int rounds = paced ? 1 : b->rounds;
   bench_json *j = b->j;
   stream_server *srv = &b->servers[k];
@@ -216,7 +244,7 @@ static int time_server(stream_bench *b, const stream_case *c, int k, const strea
   *best_ms = NAN;
   for (int r = 0; r < rounds && r < 64; r++) {
     stream_timing t;
-    int rc = stream_replay_server(s, srv->port, pace_ms, SEND_CAP_MS, DRAIN_MS, SILENCE_MS, &t);
+    int rc = stream_replay_server(s, srv->port, pace_ms, cap_ms, DRAIN_MS, SILENCE_MS, &t);
     /* A session the bench left ends when the server has noticed: its log
      * line then also says the server is free for the next one. */
     stream_server_session_line(srv, t.abandoned ? (int)DRAIN_MS : 1000, log, sizeof log);
@@ -242,7 +270,13 @@ static int time_server(stream_bench *b, const stream_case *c, int k, const strea
   char name[32];
   snprintf(name, sizeof name, "%s%s", server_names[k], paced ? "_paced" : "");
   json_open(j, name, '{');
-  if (paced) {
+  if (paced && c->volume_images > 0) {
+    json_str(j, "what", "the same session, the whole of it, as a scanner sends it: each volume "
+                        "in its TR (1 / offered_per_s), its slice groups (and before the first "
+                        "volume the reference slices) spread evenly over the TR, each group's "
+                        "acquisitions no earlier than its time");
+    json_num(j, "offered_per_s", c->pace_per_s);
+  } else if (paced) {
     json_str(j, "what", "the same session with each frame's acquisitions sent no earlier than "
                         "its frame time at the offered rate, as a scanner sends them");
     json_num(j, "offered_per_s", c->pace_per_s);
@@ -274,7 +308,10 @@ static int time_server(stream_bench *b, const stream_case *c, int k, const strea
   char per_s[64];
   snprintf(per_s, sizeof per_s, "%s_per_s", c->unit);
   /* Cut short: the rate images came at, not the rate of a whole session. */
-  json_num(j, per_s, cut_short ? (best.images - best.unmatched_images) / (best.last_image_ms / 1e3)
+  int answered = 0;
+  for (int u = 0; u < s->nunits; u++)
+    answered += !isnan(best.latency_ms[u]);
+  json_num(j, per_s, cut_short ? answered / (best.last_image_ms / 1e3)
                                : best.units_sent / wall_s);
   json_int(j, "images", best.images);
   if (best.unmatched_images > 0)
@@ -284,12 +321,13 @@ static int time_server(stream_bench *b, const stream_case *c, int k, const strea
     char note[400];
     snprintf(note, sizeof note,
              "cut short: sending stopped after %.0f s at the next %s boundary, then CLOSE%s; "
-             "%s_per_s is images over the time to the last image; latencies are those of the "
-             "%s that got an image",
-             SEND_CAP_MS / 1e3, c->unit[0] == 's' ? "slice" : "frame",
+             "%s_per_s is the %s answered over the time to the last image; latencies are those "
+             "of the %s that got %s",
+             SEND_CAP_MS / 1e3,
+             c->unit[0] == 's' ? "slice" : c->unit[0] == 'v' ? "volume" : "frame",
              best.abandoned ? "; the server was still busy long after and was left (no wall_ms)"
                             : "",
-             c->unit, c->unit);
+             c->unit, c->unit, c->unit, c->volume_images > 0 ? "all their images" : "an image");
     json_str(j, "note", note);
   }
   double *lat = malloc((size_t)s->nunits * sizeof *lat);
@@ -380,7 +418,8 @@ static int fresh_servers(stream_bench *b, const stream_case *c, int k, const str
     /* The session's first WARM_UNITS slices/frames and its CLOSE: its
      * shapes, without the minutes a whole real-time stream takes on the
      * CPU. */
-    size_t head = s->nunits > WARM_UNITS ? s->unit_end[WARM_UNITS - 1] : s->close_at;
+    int warm = c->volume_images > 0 ? WARM_VOLUMES : WARM_UNITS;
+    size_t head = s->nunits > warm ? s->unit_end[warm - 1] : s->close_at;
     FILE *f = (mkdir(dir, 0755) == 0 || errno == EEXIST) ? fopen(file, "wb") : NULL;
     rc = f != NULL && fwrite(s->bytes, 1, head, f) == head &&
                  fwrite(s->bytes + s->close_at, 1, s->len - s->close_at, f) ==
@@ -490,7 +529,10 @@ static void run_case(stream_bench *b, const stream_case *c) {
   stream_session s;
   mr_err err = {0};
   double t0 = bench_now_ms();
-  if (stream_session_load(f->path, c->config, &s, &err) < 0) {
+  int volume_images = b->ctx->quick ? c->quick_volume_images : c->volume_images;
+  if ((volume_images > 0
+           ? stream_session_load_volumes(f->path, c->config, volume_images, &s, &err)
+           : stream_session_load(f->path, c->config, &s, &err)) < 0) {
     json_str(j, "error", err.msg);
     json_close(j, '}');
     b->failures++;
@@ -540,9 +582,11 @@ static void run_case(stream_bench *b, const stream_case *c) {
         b->failures++;
     }
     /* Paced on the GPU server; on the CPU server only where there is no
-     * GPU server (--gpus none, as in CI's --quick run). */
+     * GPU server (--gpus none, as in CI's --quick run, or on the 2-core
+     * machine, where the fMRI case's CPU target is). A case paced whole
+     * takes minutes: not with --quick. */
     int pk = use[GPU] ? GPU : CPU;
-    if (use[pk] && c->pace_per_s > 0) {
+    if (use[pk] && c->pace_per_s > 0 && !(c->paced_whole && b->ctx->quick)) {
       double paced_ms;
       fprintf(stderr, "mr-bench: stream: %s through the %s server, paced\n", c->name,
               server_names[pk]);
@@ -650,7 +694,7 @@ int bench_stream(const bench_ctx *ctx) {
   if (bench_unknown_case(ctx->cases, names, NCASES, unknown, sizeof unknown)) {
     char msg[200];
     snprintf(msg, sizeof msg, "--case: no case '%s' (cases: cartesian, cartesian_external, "
-                              "cartesian_cpu4, grappa, realtime, realtime_cg)", unknown);
+                              "cartesian_cpu4, grappa, realtime, realtime_cg, fmri)", unknown);
     json_str(j, "error", msg);
     fprintf(stderr, "mr-bench: stream: %s\n", msg);
     return -1;
@@ -711,9 +755,20 @@ int bench_stream(const bench_ctx *ctx) {
   json_close(j, '}');
 
   json_open(j, "cases", '{');
-  for (int i = 0; i < NCASES; i++)
-    if (bench_listed(ctx->cases, cases[i].name))
-      run_case(&b, &cases[i]);
+  for (int i = 0; i < NCASES; i++) {
+    if (!bench_listed(ctx->cases, cases[i].name))
+      continue;
+    if (cases[i].paced_whole && !ctx->quick && ctx->cases == NULL) {
+      char why[160];
+      snprintf(why, sizeof why, "runs only when named (--case %s): its paced session alone "
+                                "takes minutes", cases[i].name);
+      json_open(j, cases[i].name, '{');
+      json_str(j, "skipped", why);
+      json_close(j, '}');
+      continue;
+    }
+    run_case(&b, &cases[i]);
+  }
   json_close(j, '}');
 
   for (int k = 0; k < NSERVERS; k++)

@@ -1,7 +1,9 @@
 # ctest bench_stream_quick (cmake -P): runs `mr-bench stream --quick`
 # against the CPU server only and checks that its JSON is complete: every
 # case is there, either with a skip reason or with the raw copy's and the
-# CPU server's figures as numbers (for real-time cases also paced ones). Timings are not judged.
+# CPU server's figures as numbers (for real-time cases also paced ones; the
+# fMRI case's per volume, every volume answered by all its slices' images).
+# Timings are not judged.
 #   cmake -DBENCH=mr-bench -DCONFIGS=dir -DOUT=file.json -P stream_quick.cmake
 execute_process(COMMAND ${BENCH} stream --quick --gpus none --configs ${CONFIGS} --json ${OUT}
                 RESULT_VARIABLE rc)
@@ -16,7 +18,7 @@ string(JSON gpu ERROR_VARIABLE err GET "${json}" stream servers gpu skipped)
 if(err)
   message(FATAL_ERROR "--gpus none, yet the GPU server is not reported as skipped: ${err}")
 endif()
-foreach(name cartesian cartesian_external cartesian_cpu4 grappa realtime realtime_cg)
+foreach(name cartesian cartesian_external cartesian_cpu4 grappa realtime realtime_cg fmri)
   string(JSON case ERROR_VARIABLE err GET "${json}" stream cases ${name})
   if(err)
     message(FATAL_ERROR "case ${name} is missing from ${OUT}")
@@ -30,9 +32,12 @@ foreach(name cartesian cartesian_external cartesian_cpu4 grappa realtime realtim
     continue()
   endif()
   string(JSON frames ERROR_VARIABLE no_frames GET "${case}" frames)
+  string(JSON volumes ERROR_VARIABLE no_volumes GET "${case}" volumes)
   set(unit slices)
   if(NOT no_frames)
     set(unit frames)
+  elseif(NOT no_volumes)
+    set(unit volumes)
   endif()
   expect_number(stream cases ${name} ${unit})
   expect_number(stream cases ${name} bytes)
@@ -47,6 +52,12 @@ foreach(name cartesian cartesian_external cartesian_cpu4 grappa realtime realtim
   endforeach()
   if(name STREQUAL "cartesian")
     expect_number(stream cases ${name} reconclient_send cpu wall_ms)
+  endif()
+  if(unit STREQUAL "volumes") # every volume complete: no volume without its images
+    string(JSON missing ERROR_VARIABLE complete GET "${case}" cpu without_image)
+    if(NOT complete)
+      message(FATAL_ERROR "case ${name}: ${missing} volumes lack some of their images")
+    endif()
   endif()
   if(unit STREQUAL "frames") # real-time cases: once more at a scanner's frame rate
     foreach(key offered_per_s wall_ms frames_per_s)

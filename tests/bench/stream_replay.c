@@ -44,7 +44,9 @@ static int write_session(int fd, const stream_session *s, double t0, double pace
     size_t end = s->cuts[i];
     while (unit < s->nunits && s->unit_end[unit] <= at)
       unit++;
-    if (pace_ms > 0 && unit < s->nunits)
+    if (pace_ms > 0 && s->cut_pace != NULL)
+      sleep_until(t0, pace_ms * s->cut_pace[i]);
+    else if (pace_ms > 0 && unit < s->nunits)
       sleep_until(t0, pace_ms * unit);
     if (mr_test_send_bytes(fd, s->bytes + at, end - at) < 0)
       return -1;
@@ -76,7 +78,8 @@ typedef struct receiver {
   const stream_session *s;
   double t0, drain_ms;
   atomic_llong capped_at; /* ms since t0 the sender was cut short; 0: not */
-  double *arrival_ms; /* [nunits], NaN until the unit's image came */
+  double *arrival_ms; /* [nunits], NaN until the unit's image came (by volume: its last) */
+  int *got;           /* [nunits]: images of the unit so far */
   int images, unmatched, closed, abandoned;
   double last_image_ms, close_ms;
   char error[512];
@@ -95,10 +98,13 @@ static int on_message(void *ctx, mr_message *m) {
     const ISMRMRD_ImageHeader *h = &m->u.image.head;
     stream_key k = {{h->slice, h->contrast, h->phase, h->repetition, h->set}};
     int u = stream_session_unit(r->s, &k);
-    if (u >= 0 && isnan(r->arrival_ms[u]))
-      r->arrival_ms[u] = now;
-    else
+    int want = r->s->volume_images > 0 ? r->s->volume_images : 1;
+    if (u >= 0 && r->got[u] < want) {
+      if (++r->got[u] == want)
+        r->arrival_ms[u] = now;
+    } else {
       r->unmatched++;
+    }
     r->images++;
     r->last_image_ms = now;
   } else if (m->kind == MR_MSG_TEXT) {
@@ -172,12 +178,14 @@ int stream_replay_server(const stream_session *s, int port, double pace_ms, doub
   t->latency_ms = malloc((size_t)s->nunits * sizeof *t->latency_ms);
   double *arrival = malloc((size_t)s->nunits * sizeof *arrival);
   double *cut_ms = malloc((size_t)s->ncuts * sizeof *cut_ms);
+  int *got = calloc((size_t)s->nunits, sizeof *got);
   int fd = mr_test_connect(port);
-  if (t->latency_ms == NULL || arrival == NULL || cut_ms == NULL || fd < 0) {
+  if (t->latency_ms == NULL || arrival == NULL || cut_ms == NULL || got == NULL || fd < 0) {
     snprintf(t->error, sizeof t->error, "%s",
              fd < 0 ? "cannot connect to the server" : "out of memory");
     free(arrival);
     free(cut_ms);
+    free(got);
     if (fd >= 0)
       close(fd);
     return -1;
@@ -185,7 +193,7 @@ int stream_replay_server(const stream_session *s, int port, double pace_ms, doub
   for (int u = 0; u < s->nunits; u++)
     arrival[u] = t->latency_ms[u] = NAN;
   receiver r = {.fd = fd, .silence_ms = silence_ms, .s = s, .drain_ms = drain_ms,
-                .arrival_ms = arrival};
+                .arrival_ms = arrival, .got = got};
   atomic_init(&r.capped_at, 0);
   r.t0 = bench_now_ms();
   pthread_t thread;
@@ -194,6 +202,7 @@ int stream_replay_server(const stream_session *s, int port, double pace_ms, doub
     close(fd);
     free(arrival);
     free(cut_ms);
+    free(got);
     return -1;
   }
   int wrc = write_session(fd, s, r.t0, pace_ms, cap_ms, cut_ms, t, &r.capped_at);
@@ -216,6 +225,7 @@ int stream_replay_server(const stream_session *s, int port, double pace_ms, doub
              r.abandoned ? " before the bench gave up on the cut-short session" : "");
   free(arrival);
   free(cut_ms);
+  free(got);
   return t->error[0] != '\0' ? -1 : 0;
 }
 

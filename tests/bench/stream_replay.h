@@ -2,8 +2,9 @@
  *
  * To a server: the calling thread writes the session's bytes, pausing at
  * each cut (stream_session.h) only to read the clock, while a receiver
- * thread decodes what comes back and notes when each image arrives; the
- * time ends at the server's CLOSE.
+ * thread decodes what comes back and notes when each image arrives (by
+ * volume, when a volume's last image arrives); the time ends at the
+ * server's CLOSE.
  *
  * To a sink: the same bytes, written the same way, to a thread that only
  * reads and discards them and answers one byte when it has them all; the
@@ -19,21 +20,23 @@ typedef struct stream_timing {
   double wall_ms;       /* to the server's CLOSE (the sink's byte) */
   double last_acq_ms;   /* to the last acquisition written */
   double last_image_ms; /* to the last image's arrival; NaN with none */
-  /* Per unit: its last acquisition written -> its first image arrived;
-   * NaN where no image came (or the unit was not sent). Malloc'ed [nunits]
+  /* Per unit: its last acquisition written -> its first image arrived (by
+   * volume: its last image); NaN where no image (not all of a volume's)
+   * came, or the unit was not sent. Malloc'ed [nunits]
    * by the server replay, NULL for the sink. */
   double *latency_ms;
   int units_sent;       /* < nunits when the session was cut short */
   int abandoned;        /* cut short, and no CLOSE within the drain time */
   int images;
-  int unmatched_images; /* no unit of that key, or its unit had one already */
+  int unmatched_images; /* no unit of that key, or its unit had its images already */
   size_t bytes_sent;
   char error[512];      /* "" when the session went right */
 } stream_timing;
 
 /* Replays s to the server on 127.0.0.1:port: as fast as the socket takes
  * it, or, with pace_ms > 0, as a scanner would: unit u's bytes not before
- * pace_ms * u after the start (a frame rate), so that latency is measured
+ * pace_ms * u after the start (a frame rate, or a TR: by volume each
+ * volume's slices spread over it, s->cut_pace), so that latency is measured
  * at that rate rather than behind a backlog. After cap_ms of sending it
  * stops at the next unit's end and sends CLOSE (0: no cap); a server still
  * working drain_ms later is left (t->abandoned, wall_ms NaN). A session the

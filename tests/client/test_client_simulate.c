@@ -599,6 +599,78 @@ static void epi_multiband(void **state) {
   assert_non_null(strstr(err.msg, "need --multiband"));
 }
 
+/* An fMRI series: multiband 2, 4 slices (2 groups), 3 volumes: the
+ * single-band reference of every slice once (at its position), then per
+ * volume the two groups (idx.slice the group, idx.repetition the volume,
+ * LAST_IN_REPETITION at its end, the group's first slice's position); the
+ * volumes' samples alike without noise; the header's repetition limit and
+ * multiband spacing (the groups, 1 mm apart) and deltaKz; sizes refused. */
+static void epi_series(void **state) {
+  (void)state;
+  enum { N = 16, M = 2, Z = 4, G = Z / M, V = 3, TRAIN = 3 + N };
+  mr_sim_options o = {.trajectory = MR_SIM_EPI, .matrix = N, .coils = 2, .multiband = M,
+                      .caipi = 2, .epi = {.slices = Z, .volumes = V, .ghost = {0.5, 1}}};
+  simulate(&o, "epi_series.h5");
+  dataset ds;
+  read_dataset(o.path, &ds);
+  assert_int_equal(ds.nacq, Z * TRAIN + V * G * TRAIN);
+  uint64_t calib = MR_FLAG(ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION);
+  uint64_t last_rep = MR_FLAG(ISMRMRD_ACQ_LAST_IN_REPETITION);
+  for (int z = 0; z < Z; z++) {
+    const ISMRMRD_AcquisitionHeader *a = &ds.acq[z * TRAIN].head;
+    assert_true(a->flags & calib);
+    assert_int_equal(a->idx.slice, z);
+    assert_int_equal(a->idx.repetition, 0);
+    assert_float_equal(a->position[2], z, 0);
+  }
+  for (int v = 0; v < V; v++)
+    for (int g = 0; g < G; g++)
+      for (int i = 0; i < TRAIN; i++) {
+        size_t at = (size_t)Z * TRAIN + ((size_t)v * G + g) * TRAIN + i;
+        const ISMRMRD_Acquisition *a = &ds.acq[at];
+        assert_false(a->head.flags & calib);
+        assert_int_equal(a->head.idx.slice, g);
+        assert_int_equal(a->head.idx.repetition, v);
+        assert_float_equal(a->head.position[2], g, 0);
+        assert_int_equal(!!(a->head.flags & last_rep), g == G - 1 && i == TRAIN - 1);
+        const ISMRMRD_Acquisition *first = &ds.acq[at - (size_t)v * G * TRAIN];
+        assert_int_equal(memcmp(a->data, first->data, 2 * N * 2 * sizeof *a->data), 0);
+      }
+  assert_true(acq_flags(&ds, ds.nacq - 1) & MR_FLAG(ISMRMRD_ACQ_LAST_IN_MEASUREMENT));
+  assert_int_equal(ds.phantom.dims[2], Z);
+  mr_stream_header h;
+  header_of(&ds, &h);
+  assert_int_equal(h.encoding[0].limits.slice.maximum, Z - 1);
+  assert_true(h.encoding[0].limits.repetition.present);
+  assert_int_equal(h.encoding[0].limits.repetition.maximum, V - 1);
+  const mr_multiband *mb = &h.encoding[0].parallel.multiband;
+  assert_int_equal(mb->factor, M);
+  assert_float_equal(mb->spacing_mm[0], G, 0);
+  assert_float_equal(mb->delta_kz, 1.0 / (2 * G), 1e-6);
+  mr_stream_header_free(&h);
+  free_dataset(&ds);
+  mr_err err = {0};
+  mr_sim_options bad = {.trajectory = MR_SIM_EPI, .matrix = 16, .coils = 1, .multiband = 4,
+                        .epi = {.slices = 6}, .path = "/nonexistent/e.h5"};
+  assert_int_equal(mr_simulate(&bad, &err), MR_EINVAL);
+  assert_non_null(strstr(err.msg, "--slices 6 is not a multiple of --multiband 4"));
+  bad = (mr_sim_options){.trajectory = MR_SIM_EPI, .matrix = 16, .coils = 1,
+                         .epi = {.volumes = 10001}, .path = "/nonexistent/e.h5"};
+  err = (mr_err){0};
+  assert_int_equal(mr_simulate(&bad, &err), MR_EINVAL);
+  assert_non_null(strstr(err.msg, "--volumes is at most 10000"));
+  bad = (mr_sim_options){.trajectory = MR_SIM_EPI, .matrix = 512, .coils = 64,
+                         .epi = {.slices = 64, .volumes = 2}, .path = "/nonexistent/e.h5"};
+  err = (mr_err){0};
+  assert_int_equal(mr_simulate(&bad, &err), MR_EINVAL);
+  assert_non_null(strstr(err.msg, "over the 1024 MiB"));
+  bad = (mr_sim_options){.trajectory = MR_SIM_RADIAL, .matrix = 16, .coils = 1,
+                         .epi = {.volumes = 2}, .path = "/nonexistent/e.h5"};
+  err = (mr_err){0};
+  assert_int_equal(mr_simulate(&bad, &err), MR_EINVAL);
+  assert_non_null(strstr(err.msg, "--volumes"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(closed_form_2d),    cmocka_unit_test(closed_form_3d),
@@ -608,6 +680,7 @@ int main(void) {
       cmocka_unit_test(refusals),          cmocka_unit_test(multiband_dataset),
       cmocka_unit_test(epi_dataset),
       cmocka_unit_test(epi_segmented_ramp), cmocka_unit_test(epi_multiband),
+      cmocka_unit_test(epi_series),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

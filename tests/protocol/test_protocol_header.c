@@ -144,6 +144,94 @@ static void test_multiband(void **state) {
   assert_non_null(strstr(e.msg, "multiband_factor"));
 }
 
+/* A header whose encoding carries the trajectoryDescription `d`. */
+static const char *with_description(const char *d) {
+  static char xml[2048];
+  snprintf(xml, sizeof xml,
+           "<ismrmrdHeader><encoding>"
+           "<encodedSpace><matrixSize><x>128</x><y>64</y></matrixSize>"
+           "<fieldOfView_mm><x>400</x><y>200</y><z>5</z></fieldOfView_mm></encodedSpace>"
+           "<reconSpace><matrixSize><x>64</x><y>64</y></matrixSize>"
+           "<fieldOfView_mm><x>200</x><y>200</y><z>5</z></fieldOfView_mm></reconSpace>"
+           "<encodingLimits/><trajectory>cartesian</trajectory>%s</encoding>"
+           "<encoding>"
+           "<encodedSpace><matrixSize><x>64</x><y>64</y></matrixSize>"
+           "<fieldOfView_mm><x>200</x><y>200</y><z>5</z></fieldOfView_mm></encodedSpace>"
+           "<reconSpace><matrixSize><x>64</x><y>64</y></matrixSize>"
+           "<fieldOfView_mm><x>200</x><y>200</y><z>5</z></fieldOfView_mm></reconSpace>"
+           "<encodingLimits/><trajectory>cartesian</trajectory></encoding></ismrmrdHeader>",
+           d);
+  return xml;
+}
+
+/* The trajectoryDescription is parsed with the header, once: identifier
+ * and parameters of both kinds per encoding; a malformed one refused with
+ * a line naming what is wrong. */
+static void test_trajectory_description(void **state) {
+  (void)state;
+  mr_stream_header h;
+  mr_err e = {0};
+  const char *xml = with_description(
+      "<trajectoryDescription><identifier> ConventionalEPI </identifier>"
+      "<userParameterLong><name>rampUpTime</name><value>64</value></userParameterLong>"
+      "<userParameterLong><name>numSamples</name><value>128</value></userParameterLong>"
+      "<userParameterDouble><name>dwellTime</name><value>2.5</value></userParameterDouble>"
+      "<userParameterString><name>note</name><value>x</value></userParameterString>"
+      "</trajectoryDescription>");
+  assert_int_equal(mr_stream_header_parse(xml, strlen(xml), &h, &e), 0);
+  const mr_trajectory_description *d = &h.encoding[0].description;
+  assert_true(d->present);
+  assert_string_equal(d->identifier, "ConventionalEPI");
+  assert_true(mr_trajectory_description_is_epi(d));
+  assert_int_equal(d->nparams, 3);
+  assert_float_equal(mr_trajectory_description_param(d, "rampUpTime")->value, 64, 0);
+  assert_float_equal(mr_trajectory_description_param(d, "numSamples")->value, 128, 0);
+  assert_float_equal(mr_trajectory_description_param(d, "dwellTime")->value, 2.5, 0);
+  assert_null(mr_trajectory_description_param(d, "flatTopTime"));
+  assert_null(mr_trajectory_description_param(d, "note"));
+  /* the second encoding has none */
+  assert_false(h.encoding[1].description.present);
+  assert_false(mr_trajectory_description_is_epi(&h.encoding[1].description));
+  mr_stream_header_free(&h);
+
+  xml = with_description("<trajectoryDescription><identifier>spiral</identifier>"
+                         "</trajectoryDescription>");
+  assert_int_equal(mr_stream_header_parse(xml, strlen(xml), &h, &e), 0);
+  assert_true(h.encoding[0].description.present);
+  assert_false(mr_trajectory_description_is_epi(&h.encoding[0].description));
+  mr_stream_header_free(&h);
+
+  static const struct {
+    const char *description, *error;
+  } bad[] = {
+      {"<userParameterLong><name>numSamples</name><value>x</value></userParameterLong>",
+       "trajectoryDescription parameter 'numSamples' is \"x\", not a number"},
+      {"<userParameterDouble><name>dwellTime</name><value>inf</value></userParameterDouble>",
+       "trajectoryDescription parameter 'dwellTime' is \"inf\", not a number"},
+      {"<userParameterLong><name>numSamples</name><value></value></userParameterLong>",
+       "trajectoryDescription parameter 'numSamples' is \"\", not a number"},
+      {"<userParameterLong><name>numSamples</name></userParameterLong>",
+       "trajectoryDescription parameter 'numSamples' has no value"},
+      {"<userParameterLong><value>3</value></userParameterLong>",
+       "a trajectoryDescription userParameterLong has no name"},
+      {"<userParameterLong><name>etl</name><value>3</value></userParameterLong>"
+       "<userParameterDouble><name>etl</name><value>3</value></userParameterDouble>",
+       "trajectoryDescription parameter 'etl' is given twice"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    char d[512];
+    snprintf(d, sizeof d,
+             "<trajectoryDescription><identifier>ConventionalEPI</identifier>%s"
+             "</trajectoryDescription>",
+             bad[i].description);
+    xml = with_description(d);
+    memset(&e, 0, sizeof e);
+    assert_int_equal(mr_stream_header_parse(xml, strlen(xml), &h, &e), MR_EHEADER);
+    if (strstr(e.msg, bad[i].error) == NULL)
+      fail_msg("case %zu: got \"%s\", want \"%s\"", i, e.msg, bad[i].error);
+  }
+}
+
 typedef struct bad_header {
   const char *xml;
   const char *error;
@@ -244,6 +332,7 @@ int main(void) {
       cmocka_unit_test(test_minimal_header_defaults),
       cmocka_unit_test(test_bad_headers),
       cmocka_unit_test(test_multiband),
+      cmocka_unit_test(test_trajectory_description),
       cmocka_unit_test(test_identifiers_are_never_cut),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,8 +6,8 @@
  * accepted by the epi config; reversed lines need a step that reverses
  * them (accumulate does, frames does not); a header acceleration no step handles is a warning TEXT and the
  * scan goes on; grappa handles it; chains that reconstruct nothing are
- * never checked; a multiband header needs a step that splits slices; the
- * trajectoryDescription's reading. */
+ * never checked; a multiband header needs a step that splits slices (the
+ * trajectoryDescription's parsing is tests/protocol/test_protocol_header's). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,7 +18,6 @@
 #include <cmocka.h>
 
 #include "gadget_harness.h"
-#include "trajectory_description.h"
 
 static const char *const cartesian =
     "[{\"gadget\":\"accumulate\"},{\"gadget\":\"fft\"},"
@@ -178,41 +177,12 @@ static void acceleration_warned(void **state) {
   mr_harness_close(&h);
 }
 
-static void description_read(void **state) {
-  (void)state;
-  mr_stream_header hdr;
-  mr_err err = {0};
-  const char *xml = header("cartesian", conventional_epi, 1);
-  assert_int_equal(mr_stream_header_parse(xml, strlen(xml), &hdr, &err), 0);
-  mr_trajectory_description d;
-  assert_int_equal(mr_trajectory_description_read(&hdr, 0, &d, &err), 0);
-  assert_true(d.present);
-  assert_true(mr_trajectory_description_is_epi(&d));
-  assert_int_equal(d.nparams, 3);
-  assert_float_equal(mr_trajectory_description_param(&d, "dwellTime")->value, 2.5, 0);
-  assert_float_equal(mr_trajectory_description_param(&d, "rampUpTime")->value, 64, 0);
-  assert_null(mr_trajectory_description_param(&d, "flatTopTime"));
-  assert_int_equal(mr_trajectory_description_read(&hdr, 1, &d, &err), 0); /* no such encoding */
-  assert_false(d.present);
-  mr_stream_header_free(&hdr);
-  const char *bad = header("cartesian",
-                           "<trajectoryDescription><identifier>ConventionalEPI</identifier>"
-                           "<userParameterLong><name>numSamples</name><value>x</value>"
-                           "</userParameterLong></trajectoryDescription>",
-                           1);
-  assert_int_equal(mr_stream_header_parse(bad, strlen(bad), &hdr, &err), 0);
-  assert_int_equal(mr_trajectory_description_read(&hdr, 0, &d, &err), MR_EHEADER);
-  assert_non_null(strstr(err.msg, "numSamples"));
-  mr_stream_header_free(&hdr);
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(epi_header_refused),
       cmocka_unit_test(multiband_refused),
       cmocka_unit_test(epi_flags_refused),
       cmocka_unit_test(acceleration_warned),
-      cmocka_unit_test(description_read),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
