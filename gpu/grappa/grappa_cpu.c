@@ -1,6 +1,6 @@
 /* GRAPPA on the CPU: equation powers, normalisation and power clipping,
  * the calibration in double precision (normal equations from lagged
- * products, ZPOSV), and the gather/scatter of filling. The powers are
+ * products, ZPOTRF and ZPOTRS), and filling. The powers are
  * summed in double in a fixed order that the GPU backend repeats exactly,
  * so both clip the same equations.
  *
@@ -60,6 +60,44 @@ typedef struct cpu_scratch {
 /* The rows of F and T per PE position: a segment's positions and the
  * taps' reach beyond them. */
 static int row_width(const mr_grappa_geom *g) { return g->nro_max + g->kro - 1; }
+
+/* ZGEMM on the device's threads (OpenBLAS runs single-threaded, see
+ * gpu/core/cpu_threads.c): c in tiles of about ZGEMM_TILE x ZGEMM_TILE,
+ * a call each. */
+enum { ZGEMM_TILE = 32 };
+
+typedef struct zgemm_job {
+  enum CBLAS_TRANSPOSE ta, tb;
+  int m, n, k, tiles_m;
+  double complex alpha, beta;
+  const double complex *a, *b;
+  double complex *c;
+  int lda, ldb, ldc;
+} zgemm_job;
+
+static void zgemm_tiles(void *arg, size_t begin, size_t end) {
+  const zgemm_job *z = arg;
+  for (size_t t = begin; t < end; t++) {
+    int r0 = (int)(t % z->tiles_m) * ZGEMM_TILE, c0 = (int)(t / z->tiles_m) * ZGEMM_TILE;
+    int rows = z->m - r0 < ZGEMM_TILE ? z->m - r0 : ZGEMM_TILE;
+    int cols = z->n - c0 < ZGEMM_TILE ? z->n - c0 : ZGEMM_TILE;
+    const double complex *a = z->a + (z->ta == CblasNoTrans ? (size_t)r0 : (size_t)r0 * z->lda);
+    const double complex *b = z->b + (z->tb == CblasNoTrans ? (size_t)c0 * z->ldb : (size_t)c0);
+    cblas_zgemm(CblasColMajor, z->ta, z->tb, rows, cols, z->k, &z->alpha, a, z->lda, b, z->ldb,
+                &z->beta, z->c + (size_t)c0 * z->ldc + r0, z->ldc);
+  }
+}
+
+static void zgemm_on(mr_device *dev, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m,
+                     int n, int k, double complex alpha, const double complex *a, int lda,
+                     const double complex *b, int ldb, double complex beta, double complex *c,
+                     int ldc) {
+  zgemm_job z = {.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .alpha = alpha, .beta = beta,
+                 .a = a, .b = b, .c = c, .lda = lda, .ldb = ldb, .ldc = ldc,
+                 .tiles_m = (m + ZGEMM_TILE - 1) / ZGEMM_TILE};
+  size_t tiles = (size_t)z.tiles_m * (size_t)((n + ZGEMM_TILE - 1) / ZGEMM_TILE);
+  mr_cpu_parallel_for(mr_device_threads(dev), tiles, 1, zgemm_tiles, &z);
+}
 
 int mr_grappa_cpu_create(mr_grappa_plan *p) {
   const mr_grappa_geom *g = &p->g;
@@ -226,8 +264,8 @@ static void lagged_products(const mr_grappa_plan *p, int s) {
   for (int d = 0; d < kro; d++) {
     /* G_d(0): every column against the one d later, less the pairs that
      * start past the positions (u >= n) */
-    cblas_zgemm(CblasColMajor, CblasNoTrans, CblasConjTrans, rows, rows, total - d, &one, c->f,
-                rows, c->f + (size_t)d * rows, rows, &zero, c->lag, rows);
+    zgemm_on(p->dev, CblasNoTrans, CblasConjTrans, rows, rows, total - d, one, c->f, rows,
+             c->f + (size_t)d * rows, rows, zero, c->lag, rows);
     for (int u = n; u < w; u++)
       lag_columns(p, u, d, -1.0);
     for (int j = 0; j + d < kro; j++) {
@@ -247,8 +285,8 @@ static void lagged_products(const mr_grappa_plan *p, int s) {
   /* U^H rows of tap j: F from column j on against T (zero past the
    * positions, so a row's last taps meet nothing of the next row's) */
   for (int j = 0; j < kro; j++) {
-    cblas_zgemm(CblasColMajor, CblasNoTrans, CblasConjTrans, rows, nt, total - (kro - 1), &one,
-                c->f + (size_t)j * rows, rows, c->t, nt, &zero, c->uj, rows);
+    zgemm_on(p->dev, CblasNoTrans, CblasConjTrans, rows, nt, total - (kro - 1), one,
+             c->f + (size_t)j * rows, rows, c->t, nt, zero, c->uj, rows);
     for (int t = 0; t < nt; t++)
       for (int a = 0; a < rows; a++)
         c->x[(size_t)t * ns + (size_t)a * kro + j] = c->uj[(size_t)t * rows + a];
@@ -286,10 +324,10 @@ static void remove_clipped(const mr_grappa_plan *p, const mr_cfloat *acs, size_t
   if (cut == 0)
     return;
   const double complex minus = -1, one = 1;
-  cblas_zgemm(CblasColMajor, CblasNoTrans, CblasConjTrans, ns, ns, cut, &minus, c->cut_a, ns,
-              c->cut_a, ns, &one, c->m, ns);
-  cblas_zgemm(CblasColMajor, CblasNoTrans, CblasConjTrans, ns, nt, cut, &minus, c->cut_a, ns,
-              c->cut_b, nt, &one, c->x, ns);
+  zgemm_on(p->dev, CblasNoTrans, CblasConjTrans, ns, ns, cut, minus, c->cut_a, ns, c->cut_a, ns,
+           one, c->m, ns);
+  zgemm_on(p->dev, CblasNoTrans, CblasConjTrans, ns, nt, cut, minus, c->cut_a, ns, c->cut_b, nt,
+           one, c->x, ns);
 }
 
 static double now_ms(void) {
@@ -298,8 +336,27 @@ static double now_ms(void) {
   return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
 }
 
+/* Right-hand sides per solve: L L^H X = U^H for RHS_PIECE columns of X. */
+enum { RHS_PIECE = 16 };
+
+typedef struct rhs_job {
+  const double complex *m;
+  double complex *x;
+  int ns, nt;
+} rhs_job;
+
+static void solve_rhs(void *arg, size_t begin, size_t end) {
+  const rhs_job *r = arg;
+  for (size_t piece = begin; piece < end; piece++) {
+    int c0 = (int)piece * RHS_PIECE, cols = r->nt - c0 < RHS_PIECE ? r->nt - c0 : RHS_PIECE;
+    /* cannot fail: the factor's diagonal is positive, the arguments valid */
+    LAPACKE_zpotrs(LAPACK_COL_MAJOR, 'L', r->ns, cols, (const lapack_complex_double *)r->m, r->ns,
+                   (lapack_complex_double *)(r->x + (size_t)c0 * r->ns), r->ns);
+  }
+}
+
 /* One segment: M = A A^H and X = A B^H (X = U^H) by lagged products, then
- * (M + lambda I) X = U^H by ZPOSV; the times of both steps add to *t. */
+ * (M + lambda I) X = U^H by ZPOTRF and ZPOTRS; the times of both steps add to *t. */
 static int calibrate_segment(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride, int s,
                              mr_cfloat *weights, double t[2]) {
   const mr_grappa_geom *g = &p->g;
@@ -319,13 +376,16 @@ static int calibrate_segment(mr_grappa_plan *p, const mr_cfloat *acs, size_t coi
   double lambda = p->opts.chi * trace / ns;
   for (int r = 0; r < ns; r++)
     c->m[(size_t)r * ns + r] += lambda;
-  lapack_int info = LAPACKE_zposv(LAPACK_COL_MAJOR, 'L', ns, nt, (lapack_complex_double *)c->m,
-                                  ns, (lapack_complex_double *)c->x, ns);
+  lapack_int info = LAPACKE_zpotrf(LAPACK_COL_MAJOR, 'L', ns, (lapack_complex_double *)c->m, ns);
   if (info != 0)
     return mr_fail(MR_ENUMERIC,
                    "grappa: the calibration system of segment %d is not positive definite "
-                   "(LAPACKE_zposv info %d; raise chi)",
+                   "(LAPACKE_zpotrf info %d; raise chi)",
                    s, (int)info);
+  /* the targets' columns apart, on the device's threads */
+  rhs_job r = {.m = c->m, .x = c->x, .ns = ns, .nt = nt};
+  mr_cpu_parallel_for(mr_device_threads(p->dev), (size_t)(nt + RHS_PIECE - 1) / RHS_PIECE, 1,
+                      solve_rhs, &r);
   mr_cfloat *out = weights + (size_t)s * ns * nt;
   for (size_t e = 0; e < (size_t)ns * nt; e++)
     out[e] = (mr_cfloat)c->x[e];

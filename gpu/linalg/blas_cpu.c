@@ -7,21 +7,11 @@
 static const enum CBLAS_TRANSPOSE trans[] = {
     [MR_BLAS_N] = CblasNoTrans, [MR_BLAS_T] = CblasTrans, [MR_BLAS_C] = CblasConjTrans};
 
-/* OpenBLAS runs a GEMM of at most this many multiply-adds in the calling
- * thread (its SMP_THRESHOLD_MIN 65536 times GEMM_MULTITHREAD_THRESHOLD 4);
- * a bigger one goes to its own thread pool, which serves one call at a
- * time while the callers of others spin waiting (sched_yield): a server's
- * sessions and pipeline stages call at once, and each waited for the
- * others' products (prewhitening a slice took longer than calibrating
- * it). A product with a small side (prewhitening: points x 32 times
- * 32 x 32; a batch of small items: GRAPPA's per-frequency products) is
- * therefore cut into pieces of at most this size along its long outer
- * side, spread over the device's threads: the pieces run at once, in our
- * threads, and never wait for the pool. */
-#define GEMM_SINGLE_THREAD_MNK ((size_t)1 << 18)
-/* Fewer rows or columns than this per piece pack too little per call:
- * such a product keeps OpenBLAS's threads. */
-#define GEMM_MIN_PIECE 16
+/* OpenBLAS runs single-threaded (gpu/core/cpu_threads.c: one pool for the
+ * CPU): a product is cut into pieces along its longer outer side (rows or
+ * columns of c), about four per thread over the batch, for the device's
+ * threads. Narrower pieces than this pack too little per call. */
+#define GEMM_MIN_PIECE 32
 
 typedef struct gemm_job {
   const mr_gemm_args *g;
@@ -60,20 +50,18 @@ static void gemm_pieces(void *arg, size_t begin, size_t end) {
 }
 
 int mr_blas_cpu_gemm(mr_device *dev, const mr_gemm_args *g) {
-  /* Pieces along the longer outer side, each small enough to stay in the
-   * calling thread; products too wide for that keep OpenBLAS's threads. */
-  int split_m = g->m >= g->n, outer = split_m ? g->m : g->n, inner = split_m ? g->n : g->m;
-  size_t per_row = (size_t)inner * (size_t)(g->k > 0 ? g->k : 1);
-  size_t piece = GEMM_SINGLE_THREAD_MNK / per_row;
-  if (piece >= GEMM_MIN_PIECE && outer > 0 && (g->batch > 1 || piece < (size_t)outer)) {
-    gemm_job j = {.g = g, .piece = piece < (size_t)outer ? (int)piece : outer,
-                  .split_m = split_m};
-    size_t per_item = ((size_t)outer + j.piece - 1) / j.piece;
-    mr_cpu_parallel_for(mr_device_threads(dev), per_item * g->batch, 1, gemm_pieces, &j);
+  mr_cpu_threads *threads = mr_device_threads(dev);
+  int split_m = g->m >= g->n, outer = split_m ? g->m : g->n;
+  if (outer < 1 || g->batch < 1)
     return 0;
-  }
-  for (int i = 0; i < g->batch; i++)
-    gemm_piece(g, i, 1, 0, g->m);
+  size_t want = (size_t)mr_cpu_threads_count(threads) * 4;
+  size_t per_item = (want + (size_t)g->batch - 1) / (size_t)g->batch;
+  size_t piece = ((size_t)outer + per_item - 1) / per_item;
+  if (piece < GEMM_MIN_PIECE)
+    piece = GEMM_MIN_PIECE;
+  gemm_job j = {.g = g, .piece = piece < (size_t)outer ? (int)piece : outer, .split_m = split_m};
+  size_t pieces = ((size_t)outer + j.piece - 1) / j.piece * (size_t)g->batch;
+  mr_cpu_parallel_for(threads, pieces, 1, gemm_pieces, &j);
   return 0;
 }
 
@@ -90,14 +78,44 @@ static void mirror_columns(void *arg, size_t begin, size_t end) {
       j->c[col * j->ld + row] = conjf(j->c[row * j->ld + col]);
 }
 
+typedef struct herk_job {
+  const mr_herk_args *h;
+  int item, block;
+} herk_job;
+
+/* Columns [j0, j0 + block) of the lower triangle: the diagonal block by
+ * HERK, the rows below it by GEMM. */
+static void herk_columns(void *arg, size_t begin, size_t end) {
+  const herk_job *j = arg;
+  const mr_herk_args *h = j->h;
+  const mr_cfloat *a = h->a.data + (size_t)j->item * h->a.stride;
+  mr_cfloat *c = h->c.data + (size_t)j->item * h->c.stride;
+  const mr_cfloat alpha = h->alpha, beta = h->beta;
+  int plain = h->op == MR_BLAS_N; /* a is n x k; else k x n */
+  for (size_t blk = begin; blk < end; blk++) {
+    int j0 = (int)blk * j->block, w = h->n - j0 < j->block ? h->n - j0 : j->block;
+    int below = h->n - j0 - w;
+    const mr_cfloat *aj = plain ? a + j0 : a + (size_t)j0 * h->a.ld;
+    const mr_cfloat *ab = plain ? a + j0 + w : a + (size_t)(j0 + w) * h->a.ld;
+    mr_cfloat *cj = c + (size_t)j0 * h->c.ld + j0;
+    cblas_cherk(CblasColMajor, CblasLower, plain ? CblasNoTrans : CblasConjTrans, w, h->k,
+                h->alpha, aj, h->a.ld, h->beta, cj, h->c.ld);
+    if (below > 0)
+      cblas_cgemm(CblasColMajor, plain ? CblasNoTrans : CblasConjTrans,
+                  plain ? CblasConjTrans : CblasNoTrans, below, w, h->k, &alpha, ab, h->a.ld,
+                  aj, h->a.ld, &beta, cj + w, h->c.ld);
+  }
+}
+
 int mr_blas_cpu_herk(mr_device *dev, const mr_herk_args *h) {
+  mr_cpu_threads *threads = mr_device_threads(dev);
+  int block = GEMM_MIN_PIECE;
+  size_t blocks = ((size_t)h->n + block - 1) / block;
   for (int i = 0; i < h->batch; i++) {
-    float complex *c = h->c.data + i * h->c.stride;
-    cblas_cherk(CblasColMajor, CblasLower,
-                h->op == MR_BLAS_N ? CblasNoTrans : CblasConjTrans, h->n, h->k,
-                h->alpha, h->a.data + i * h->a.stride, h->a.ld, h->beta, c, h->c.ld);
-    mirror_job j = {.c = c, .n = h->n, .ld = h->c.ld};
-    mr_cpu_parallel_for(mr_device_threads(dev), (size_t)h->n, 64, mirror_columns, &j);
+    herk_job hj = {.h = h, .item = i, .block = block};
+    mr_cpu_parallel_for(threads, blocks, 1, herk_columns, &hj);
+    mirror_job j = {.c = h->c.data + i * h->c.stride, .n = h->n, .ld = h->c.ld};
+    mr_cpu_parallel_for(threads, (size_t)h->n, 64, mirror_columns, &j);
   }
   return 0;
 }
