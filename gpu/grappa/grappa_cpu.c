@@ -336,6 +336,70 @@ static double now_ms(void) {
   return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
 }
 
+/* The Cholesky factor of M (lower, in place) on the device's threads,
+ * right-looking in panels of CHOL_PANEL columns: each panel's diagonal
+ * block factored (ZPOTRF), the rows below it solved against that block in
+ * pieces (ZTRSM), the lower triangle of the rest updated in tiles (ZGEMM;
+ * the diagonal tiles' upper halves too, never read). Returns LAPACK's
+ * info: 0, or the column whose pivot was not positive. The LAPACKE _work
+ * calls skip LAPACKE's NaN scans of the whole matrix. */
+enum { CHOL_PANEL = 64 };
+
+typedef struct chol_job {
+  double complex *a;
+  int n, k0, kb, tiles; /* the panel [k0, k0 + kb); tiles per side of the rest */
+} chol_job;
+
+static void chol_rows_below(void *arg, size_t begin, size_t end) {
+  const chol_job *j = arg;
+  const double complex one = 1;
+  int below = j->k0 + j->kb, rows = j->n - below;
+  double complex *diag = j->a + (size_t)j->k0 * j->n + j->k0;
+  for (size_t piece = begin; piece < end; piece++) {
+    int r0 = (int)piece * ZGEMM_TILE, len = rows - r0 < ZGEMM_TILE ? rows - r0 : ZGEMM_TILE;
+    cblas_ztrsm(CblasColMajor, CblasRight, CblasLower, CblasConjTrans, CblasNonUnit, len, j->kb,
+                &one, diag, j->n, j->a + (size_t)j->k0 * j->n + below + r0, j->n);
+  }
+}
+
+static void chol_update_tiles(void *arg, size_t begin, size_t end) {
+  const chol_job *j = arg;
+  const double complex minus = -1, one = 1;
+  int below = j->k0 + j->kb, rest = j->n - below;
+  const double complex *panel = j->a + (size_t)j->k0 * j->n + below;
+  for (size_t t = begin; t < end; t++) {
+    int col = 0, q = (int)t; /* tile t of the lower triangle, column by column */
+    while (q >= j->tiles - col) {
+      q -= j->tiles - col;
+      col++;
+    }
+    int i0 = (col + q) * ZGEMM_TILE, c0 = col * ZGEMM_TILE;
+    int rows = rest - i0 < ZGEMM_TILE ? rest - i0 : ZGEMM_TILE;
+    int cols = rest - c0 < ZGEMM_TILE ? rest - c0 : ZGEMM_TILE;
+    cblas_zgemm(CblasColMajor, CblasNoTrans, CblasConjTrans, rows, cols, j->kb, &minus,
+                panel + i0, j->n, panel + c0, j->n, &one,
+                j->a + (size_t)(below + c0) * j->n + below + i0, j->n);
+  }
+}
+
+static lapack_int cholesky_on(mr_device *dev, int n, double complex *a) {
+  mr_cpu_threads *threads = mr_device_threads(dev);
+  for (int k0 = 0; k0 < n; k0 += CHOL_PANEL) {
+    chol_job j = {.a = a, .n = n, .k0 = k0, .kb = n - k0 < CHOL_PANEL ? n - k0 : CHOL_PANEL};
+    lapack_int info = LAPACKE_zpotrf_work(LAPACK_COL_MAJOR, 'L', j.kb,
+                                          (lapack_complex_double *)(a + (size_t)k0 * n + k0), n);
+    if (info != 0)
+      return info > 0 ? k0 + info : info;
+    int rest = n - k0 - j.kb;
+    if (rest == 0)
+      break;
+    j.tiles = (rest + ZGEMM_TILE - 1) / ZGEMM_TILE;
+    mr_cpu_parallel_for(threads, (size_t)j.tiles, 1, chol_rows_below, &j);
+    mr_cpu_parallel_for(threads, (size_t)j.tiles * (j.tiles + 1) / 2, 1, chol_update_tiles, &j);
+  }
+  return 0;
+}
+
 /* Right-hand sides per solve: L L^H X = U^H for RHS_PIECE columns of X. */
 enum { RHS_PIECE = 16 };
 
@@ -350,13 +414,13 @@ static void solve_rhs(void *arg, size_t begin, size_t end) {
   for (size_t piece = begin; piece < end; piece++) {
     int c0 = (int)piece * RHS_PIECE, cols = r->nt - c0 < RHS_PIECE ? r->nt - c0 : RHS_PIECE;
     /* cannot fail: the factor's diagonal is positive, the arguments valid */
-    LAPACKE_zpotrs(LAPACK_COL_MAJOR, 'L', r->ns, cols, (const lapack_complex_double *)r->m, r->ns,
+    LAPACKE_zpotrs_work(LAPACK_COL_MAJOR, 'L', r->ns, cols, (const lapack_complex_double *)r->m, r->ns,
                    (lapack_complex_double *)(r->x + (size_t)c0 * r->ns), r->ns);
   }
 }
 
 /* One segment: M = A A^H and X = A B^H (X = U^H) by lagged products, then
- * (M + lambda I) X = U^H by ZPOTRF and ZPOTRS; the times of both steps add to *t. */
+ * (M + lambda I) X = U^H by a blocked Cholesky factorisation and ZPOTRS; the times of both steps add to *t. */
 static int calibrate_segment(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride, int s,
                              mr_cfloat *weights, double t[2]) {
   const mr_grappa_geom *g = &p->g;
@@ -376,11 +440,11 @@ static int calibrate_segment(mr_grappa_plan *p, const mr_cfloat *acs, size_t coi
   double lambda = p->opts.chi * trace / ns;
   for (int r = 0; r < ns; r++)
     c->m[(size_t)r * ns + r] += lambda;
-  lapack_int info = LAPACKE_zpotrf(LAPACK_COL_MAJOR, 'L', ns, (lapack_complex_double *)c->m, ns);
+  lapack_int info = cholesky_on(p->dev, ns, c->m);
   if (info != 0)
     return mr_fail(MR_ENUMERIC,
                    "grappa: the calibration system of segment %d is not positive definite "
-                   "(LAPACKE_zpotrf info %d; raise chi)",
+                   "(Cholesky pivot %d; raise chi)",
                    s, (int)info);
   /* the targets' columns apart, on the device's threads */
   rhs_job r = {.m = c->m, .x = c->x, .ns = ns, .nt = nt};
