@@ -1,5 +1,6 @@
 #include "cpu_threads.h"
 
+#include <cblas.h>
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -73,6 +74,14 @@ static void *helper_main(void *p) {
 }
 
 int mr_cpu_threads_create(int nthreads, mr_cpu_threads **out) {
+  /* One pool for the CPU's work: OpenBLAS runs every call in its caller's
+   * thread, and the callers (gpu/linalg, gpu/grappa) cut big products into
+   * pieces for these threads. OpenBLAS's own pool served one call at a time
+   * while the callers of others (a server's sessions and pipeline stages)
+   * spun waiting, and its idle threads spun (sched_yield) against ours:
+   * the CPU server's 20-slice GRAPPA series spent more time prewhitening
+   * than calibrating. Process-wide, as OpenBLAS's setting is. */
+  openblas_set_num_threads(1);
   mr_cpu_threads *t = calloc(1, sizeof *t);
   if (t == NULL)
     return mr_fail(MR_ENOMEM, "cpu threads: out of memory");

@@ -1,7 +1,8 @@
 /* GRAPPA plans: option checks, the shape, the calibration's dispatch (the
  * CPU's in double precision; on a GPU the fused and hybrid methods, or the
  * direct one through blas.h and solve.h in single precision), and the
- * filling of missing lines (im2col, one GEMM per segment, scatter). */
+ * filling of missing lines (im2col, one GEMM per segment, scatter; on the
+ * CPU a one-segment plan fills in hybrid space, grappa_cpu.c). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -354,6 +355,13 @@ int mr_grappa_apply(mr_grappa_plan *p, const mr_cfloat *weights, const uint8_t *
   if (nblk == 0) {
     free(lines);
     return 0;
+  }
+  if (!mr_device_is_gpu(p->dev) && g->nseg == 1) {
+    int rc = mr_grappa_cpu_fill(p, weights, lines, nblk, sampled, (int)ne1, kspace);
+    free(lines);
+    if (rc == 0 && filled != NULL)
+      *filled = nfilled;
+    return rc;
   }
   /* Readout samples per step: as many as keep the source vectors small. */
   size_t per_x = (size_t)g->n_src * nblk;

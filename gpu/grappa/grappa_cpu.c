@@ -1,6 +1,6 @@
 /* GRAPPA on the CPU: equation powers, normalisation and power clipping,
  * the calibration in double precision (normal equations from lagged
- * products, ZPOSV), and the gather/scatter of filling. The powers are
+ * products, ZPOTRF and ZPOTRS), and filling. The powers are
  * summed in double in a fixed order that the GPU backend repeats exactly,
  * so both clip the same equations.
  *
@@ -23,11 +23,14 @@
 #include <lapacke.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
+#include "blas.h"
 #include "device_impl.h"
 #include "error.h"
 #include "fail.h"
+#include "fft.h"
 #include "grappa_impl.h"
 
 typedef struct ranked {
@@ -46,11 +49,55 @@ typedef struct cpu_scratch {
    * (nc kpe x nc kpe, x n_tgt), M (n_src^2), U^H (n_src x n_tgt), and the
    * clipped equations' columns (n_src and n_tgt x ndisc_max). */
   double complex *f, *t, *lag, *uj, *m, *x, *cut_a, *cut_b;
+  /* Filling (mr_grappa_cpu_fill), grown on demand and kept: the padded
+   * pattern lines, the targets, one step's sources and products, H with
+   * the weights and phases it is made from; the two transforms. */
+  mr_cfloat *fill_in, *fill_out, *fill_src, *fill_prod, *fill_h;
+  size_t fill_in_n, fill_out_n, fill_src_n, fill_prod_n, fill_h_n;
+  mr_fft_plan *fft_lines, *fft_targets;
 } cpu_scratch;
 
 /* The rows of F and T per PE position: a segment's positions and the
  * taps' reach beyond them. */
 static int row_width(const mr_grappa_geom *g) { return g->nro_max + g->kro - 1; }
+
+/* ZGEMM on the device's threads (OpenBLAS runs single-threaded, see
+ * gpu/core/cpu_threads.c): c in tiles of about ZGEMM_TILE x ZGEMM_TILE,
+ * a call each. */
+enum { ZGEMM_TILE = 32 };
+
+typedef struct zgemm_job {
+  enum CBLAS_TRANSPOSE ta, tb;
+  int m, n, k, tiles_m;
+  double complex alpha, beta;
+  const double complex *a, *b;
+  double complex *c;
+  int lda, ldb, ldc;
+} zgemm_job;
+
+static void zgemm_tiles(void *arg, size_t begin, size_t end) {
+  const zgemm_job *z = arg;
+  for (size_t t = begin; t < end; t++) {
+    int r0 = (int)(t % z->tiles_m) * ZGEMM_TILE, c0 = (int)(t / z->tiles_m) * ZGEMM_TILE;
+    int rows = z->m - r0 < ZGEMM_TILE ? z->m - r0 : ZGEMM_TILE;
+    int cols = z->n - c0 < ZGEMM_TILE ? z->n - c0 : ZGEMM_TILE;
+    const double complex *a = z->a + (z->ta == CblasNoTrans ? (size_t)r0 : (size_t)r0 * z->lda);
+    const double complex *b = z->b + (z->tb == CblasNoTrans ? (size_t)c0 * z->ldb : (size_t)c0);
+    cblas_zgemm(CblasColMajor, z->ta, z->tb, rows, cols, z->k, &z->alpha, a, z->lda, b, z->ldb,
+                &z->beta, z->c + (size_t)c0 * z->ldc + r0, z->ldc);
+  }
+}
+
+static void zgemm_on(mr_device *dev, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m,
+                     int n, int k, double complex alpha, const double complex *a, int lda,
+                     const double complex *b, int ldb, double complex beta, double complex *c,
+                     int ldc) {
+  zgemm_job z = {.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .alpha = alpha, .beta = beta,
+                 .a = a, .b = b, .c = c, .lda = lda, .ldb = ldb, .ldc = ldc,
+                 .tiles_m = (m + ZGEMM_TILE - 1) / ZGEMM_TILE};
+  size_t tiles = (size_t)z.tiles_m * (size_t)((n + ZGEMM_TILE - 1) / ZGEMM_TILE);
+  mr_cpu_parallel_for(mr_device_threads(dev), tiles, 1, zgemm_tiles, &z);
+}
 
 int mr_grappa_cpu_create(mr_grappa_plan *p) {
   const mr_grappa_geom *g = &p->g;
@@ -100,6 +147,13 @@ void mr_grappa_cpu_destroy(mr_grappa_plan *p) {
   free(c->x);
   free(c->cut_a);
   free(c->cut_b);
+  free(c->fill_in);
+  free(c->fill_out);
+  free(c->fill_src);
+  free(c->fill_prod);
+  free(c->fill_h);
+  mr_fft_plan_destroy(c->fft_lines);
+  mr_fft_plan_destroy(c->fft_targets);
   free(c);
   p->backend = NULL;
 }
@@ -210,8 +264,8 @@ static void lagged_products(const mr_grappa_plan *p, int s) {
   for (int d = 0; d < kro; d++) {
     /* G_d(0): every column against the one d later, less the pairs that
      * start past the positions (u >= n) */
-    cblas_zgemm(CblasColMajor, CblasNoTrans, CblasConjTrans, rows, rows, total - d, &one, c->f,
-                rows, c->f + (size_t)d * rows, rows, &zero, c->lag, rows);
+    zgemm_on(p->dev, CblasNoTrans, CblasConjTrans, rows, rows, total - d, one, c->f, rows,
+             c->f + (size_t)d * rows, rows, zero, c->lag, rows);
     for (int u = n; u < w; u++)
       lag_columns(p, u, d, -1.0);
     for (int j = 0; j + d < kro; j++) {
@@ -231,8 +285,8 @@ static void lagged_products(const mr_grappa_plan *p, int s) {
   /* U^H rows of tap j: F from column j on against T (zero past the
    * positions, so a row's last taps meet nothing of the next row's) */
   for (int j = 0; j < kro; j++) {
-    cblas_zgemm(CblasColMajor, CblasNoTrans, CblasConjTrans, rows, nt, total - (kro - 1), &one,
-                c->f + (size_t)j * rows, rows, c->t, nt, &zero, c->uj, rows);
+    zgemm_on(p->dev, CblasNoTrans, CblasConjTrans, rows, nt, total - (kro - 1), one,
+             c->f + (size_t)j * rows, rows, c->t, nt, zero, c->uj, rows);
     for (int t = 0; t < nt; t++)
       for (int a = 0; a < rows; a++)
         c->x[(size_t)t * ns + (size_t)a * kro + j] = c->uj[(size_t)t * rows + a];
@@ -270,10 +324,10 @@ static void remove_clipped(const mr_grappa_plan *p, const mr_cfloat *acs, size_t
   if (cut == 0)
     return;
   const double complex minus = -1, one = 1;
-  cblas_zgemm(CblasColMajor, CblasNoTrans, CblasConjTrans, ns, ns, cut, &minus, c->cut_a, ns,
-              c->cut_a, ns, &one, c->m, ns);
-  cblas_zgemm(CblasColMajor, CblasNoTrans, CblasConjTrans, ns, nt, cut, &minus, c->cut_a, ns,
-              c->cut_b, nt, &one, c->x, ns);
+  zgemm_on(p->dev, CblasNoTrans, CblasConjTrans, ns, ns, cut, minus, c->cut_a, ns, c->cut_a, ns,
+           one, c->m, ns);
+  zgemm_on(p->dev, CblasNoTrans, CblasConjTrans, ns, nt, cut, minus, c->cut_a, ns, c->cut_b, nt,
+           one, c->x, ns);
 }
 
 static double now_ms(void) {
@@ -282,8 +336,91 @@ static double now_ms(void) {
   return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
 }
 
+/* The Cholesky factor of M (lower, in place) on the device's threads,
+ * right-looking in panels of CHOL_PANEL columns: each panel's diagonal
+ * block factored (ZPOTRF), the rows below it solved against that block in
+ * pieces (ZTRSM), the lower triangle of the rest updated in tiles (ZGEMM;
+ * the diagonal tiles' upper halves too, never read). Returns LAPACK's
+ * info: 0, or the column whose pivot was not positive. The LAPACKE _work
+ * calls skip LAPACKE's NaN scans of the whole matrix. */
+enum { CHOL_PANEL = 64 };
+
+typedef struct chol_job {
+  double complex *a;
+  int n, k0, kb, tiles; /* the panel [k0, k0 + kb); tiles per side of the rest */
+} chol_job;
+
+static void chol_rows_below(void *arg, size_t begin, size_t end) {
+  const chol_job *j = arg;
+  const double complex one = 1;
+  int below = j->k0 + j->kb, rows = j->n - below;
+  double complex *diag = j->a + (size_t)j->k0 * j->n + j->k0;
+  for (size_t piece = begin; piece < end; piece++) {
+    int r0 = (int)piece * ZGEMM_TILE, len = rows - r0 < ZGEMM_TILE ? rows - r0 : ZGEMM_TILE;
+    cblas_ztrsm(CblasColMajor, CblasRight, CblasLower, CblasConjTrans, CblasNonUnit, len, j->kb,
+                &one, diag, j->n, j->a + (size_t)j->k0 * j->n + below + r0, j->n);
+  }
+}
+
+static void chol_update_tiles(void *arg, size_t begin, size_t end) {
+  const chol_job *j = arg;
+  const double complex minus = -1, one = 1;
+  int below = j->k0 + j->kb, rest = j->n - below;
+  const double complex *panel = j->a + (size_t)j->k0 * j->n + below;
+  for (size_t t = begin; t < end; t++) {
+    int col = 0, q = (int)t; /* tile t of the lower triangle, column by column */
+    while (q >= j->tiles - col) {
+      q -= j->tiles - col;
+      col++;
+    }
+    int i0 = (col + q) * ZGEMM_TILE, c0 = col * ZGEMM_TILE;
+    int rows = rest - i0 < ZGEMM_TILE ? rest - i0 : ZGEMM_TILE;
+    int cols = rest - c0 < ZGEMM_TILE ? rest - c0 : ZGEMM_TILE;
+    cblas_zgemm(CblasColMajor, CblasNoTrans, CblasConjTrans, rows, cols, j->kb, &minus,
+                panel + i0, j->n, panel + c0, j->n, &one,
+                j->a + (size_t)(below + c0) * j->n + below + i0, j->n);
+  }
+}
+
+static lapack_int cholesky_on(mr_device *dev, int n, double complex *a) {
+  mr_cpu_threads *threads = mr_device_threads(dev);
+  for (int k0 = 0; k0 < n; k0 += CHOL_PANEL) {
+    chol_job j = {.a = a, .n = n, .k0 = k0, .kb = n - k0 < CHOL_PANEL ? n - k0 : CHOL_PANEL};
+    lapack_int info = LAPACKE_zpotrf_work(LAPACK_COL_MAJOR, 'L', j.kb,
+                                          (lapack_complex_double *)(a + (size_t)k0 * n + k0), n);
+    if (info != 0)
+      return info > 0 ? k0 + info : info;
+    int rest = n - k0 - j.kb;
+    if (rest == 0)
+      break;
+    j.tiles = (rest + ZGEMM_TILE - 1) / ZGEMM_TILE;
+    mr_cpu_parallel_for(threads, (size_t)j.tiles, 1, chol_rows_below, &j);
+    mr_cpu_parallel_for(threads, (size_t)j.tiles * (j.tiles + 1) / 2, 1, chol_update_tiles, &j);
+  }
+  return 0;
+}
+
+/* Right-hand sides per solve: L L^H X = U^H for RHS_PIECE columns of X. */
+enum { RHS_PIECE = 16 };
+
+typedef struct rhs_job {
+  const double complex *m;
+  double complex *x;
+  int ns, nt;
+} rhs_job;
+
+static void solve_rhs(void *arg, size_t begin, size_t end) {
+  const rhs_job *r = arg;
+  for (size_t piece = begin; piece < end; piece++) {
+    int c0 = (int)piece * RHS_PIECE, cols = r->nt - c0 < RHS_PIECE ? r->nt - c0 : RHS_PIECE;
+    /* cannot fail: the factor's diagonal is positive, the arguments valid */
+    LAPACKE_zpotrs_work(LAPACK_COL_MAJOR, 'L', r->ns, cols, (const lapack_complex_double *)r->m, r->ns,
+                   (lapack_complex_double *)(r->x + (size_t)c0 * r->ns), r->ns);
+  }
+}
+
 /* One segment: M = A A^H and X = A B^H (X = U^H) by lagged products, then
- * (M + lambda I) X = U^H by ZPOSV; the times of both steps add to *t. */
+ * (M + lambda I) X = U^H by a blocked Cholesky factorisation and ZPOTRS; the times of both steps add to *t. */
 static int calibrate_segment(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride, int s,
                              mr_cfloat *weights, double t[2]) {
   const mr_grappa_geom *g = &p->g;
@@ -303,13 +440,16 @@ static int calibrate_segment(mr_grappa_plan *p, const mr_cfloat *acs, size_t coi
   double lambda = p->opts.chi * trace / ns;
   for (int r = 0; r < ns; r++)
     c->m[(size_t)r * ns + r] += lambda;
-  lapack_int info = LAPACKE_zposv(LAPACK_COL_MAJOR, 'L', ns, nt, (lapack_complex_double *)c->m,
-                                  ns, (lapack_complex_double *)c->x, ns);
+  lapack_int info = cholesky_on(p->dev, ns, c->m);
   if (info != 0)
     return mr_fail(MR_ENUMERIC,
                    "grappa: the calibration system of segment %d is not positive definite "
-                   "(LAPACKE_zposv info %d; raise chi)",
+                   "(Cholesky pivot %d; raise chi)",
                    s, (int)info);
+  /* the targets' columns apart, on the device's threads */
+  rhs_job r = {.m = c->m, .x = c->x, .ns = ns, .nt = nt};
+  mr_cpu_parallel_for(mr_device_threads(p->dev), (size_t)(nt + RHS_PIECE - 1) / RHS_PIECE, 1,
+                      solve_rhs, &r);
   mr_cfloat *out = weights + (size_t)s * ns * nt;
   for (size_t e = 0; e < (size_t)ns * nt; e++)
     out[e] = (mr_cfloat)c->x[e];
@@ -397,4 +537,181 @@ int mr_grappa_cpu_scatter(mr_grappa_plan *p, const mr_cfloat *tv, const int *lin
   mr_cpu_parallel_for(mr_device_threads(p->dev), (size_t)(x1 - x0) * nblk, 64,
                       scatter_columns, &f);
   return 0;
+}
+
+/* ---- filling in hybrid space (one segment) ----------------------------
+ * A target t of block line s at sample x is
+ *   sum_{r = (k, pl)} sum_j conj(W[r kro + j, t]) in_r(x + j - dro),
+ * in_r the block's source line of kernel line pl in coil k: for each r a
+ * kro-tap correlation along the readout. Along a readout padded with zeros
+ * to L >= nro + kro - 1 samples (so that the transform's wrap-around meets
+ * only zeros), a correlation is a product per frequency f:
+ *   T_t(f) = sum_r H[t, r](f) IN_r(f),  H[t, r](f) = sum_j conj(W[r kro + j, t]) e^{2 pi i f (j - dro) / L}.
+ * Per frequency that is one n_tgt x (nc kpe) times (nc kpe) x blocks
+ * product: kro times fewer multiply-adds than the im2col product (all
+ * n_src sources per target and sample), for two batched FFTs of length L
+ * (the pattern lines forward, the targets back). The result is the same
+ * up to rounding. */
+
+/* The smallest length >= n whose only factors are 2, 3, 5 and 7. */
+static int fft_length(int n) {
+  for (int l = n;; l++) {
+    int r = l;
+    for (int f = 2; f <= 7; f++)
+      while (r % f == 0)
+        r /= f;
+    if (r == 1)
+      return l;
+  }
+}
+
+/* Frequencies per step: the step's H, sources and products stay small
+ * (about 3 MB at 32 coils, R 4) and warm across steps and slices. */
+enum { FILL_FREQS = 32 };
+
+typedef struct hybrid_fill {
+  const mr_grappa_geom *g;
+  mr_cfloat *kspace;
+  const uint8_t *sampled;
+  const int *lines;
+  int nblk, ne1, phase, np, len, f0, nf;
+  mr_cfloat *in;   /* [coil][pattern line][len]: the pattern lines, padded, then transformed */
+  mr_cfloat *src;  /* [f - f0][block][r]: the step's sources */
+  mr_cfloat *prod; /* [f - f0][block][target]: the step's products */
+  mr_cfloat *out;  /* [block][target][len]: the targets' spectra, then the targets */
+} hybrid_fill;
+
+static void pad_lines(void *arg, size_t begin, size_t end) {
+  const hybrid_fill *h = arg;
+  const mr_grappa_geom *g = h->g;
+  for (size_t row = begin; row < end; row++) {
+    int k = (int)(row / h->np), q = (int)(row % h->np), y = h->phase + q * g->accel;
+    const mr_cfloat *line = h->kspace + ((size_t)k * h->ne1 + y) * g->nro;
+    mr_cfloat *dst = h->in + row * h->len;
+    memcpy(dst, line, (size_t)g->nro * sizeof *dst);
+    memset(dst + g->nro, 0, (size_t)(h->len - g->nro) * sizeof *dst);
+  }
+}
+
+static void gather_sources(void *arg, size_t begin, size_t end) {
+  const hybrid_fill *h = arg;
+  const mr_grappa_geom *g = h->g;
+  for (size_t item = begin; item < end; item++) {
+    int fi = (int)(item / h->nblk), b = (int)(item % h->nblk), f = h->f0 + fi;
+    mr_cfloat *col = h->src + item * g->nb_src;
+    for (int k = 0; k < g->nc; k++)
+      for (int pl = 0; pl < g->kpe; pl++) {
+        int y = h->lines[b] + (pl - g->kpe / 2 + 1) * g->accel;
+        col[k * g->kpe + pl] =
+            y >= 0 && y < h->ne1
+                ? h->in[((size_t)k * h->np + (y - h->phase) / g->accel) * h->len + f]
+                : 0.0f;
+      }
+  }
+}
+
+static void spread_products(void *arg, size_t begin, size_t end) {
+  const hybrid_fill *h = arg;
+  int nt = h->g->n_tgt;
+  for (size_t row = begin; row < end; row++) { /* row = block * n_tgt + target */
+    mr_cfloat *dst = h->out + row * h->len + h->f0;
+    for (int fi = 0; fi < h->nf; fi++)
+      dst[fi] = h->prod[(size_t)fi * h->nblk * nt + row];
+  }
+}
+
+static void write_targets(void *arg, size_t begin, size_t end) {
+  const hybrid_fill *h = arg;
+  const mr_grappa_geom *g = h->g;
+  float scale = 1.0f / (float)h->len;
+  for (size_t row = begin; row < end; row++) {
+    int b = (int)(row / g->n_tgt), t = (int)(row % g->n_tgt);
+    int k = t / (g->accel - 1), y = h->lines[b] + t % (g->accel - 1) + 1;
+    if (y < 0 || y >= h->ne1 || h->sampled[y])
+      continue;
+    const mr_cfloat *spectrum = h->out + row * h->len;
+    mr_cfloat *line = h->kspace + ((size_t)k * h->ne1 + y) * g->nro;
+    for (int x = 0; x < g->nro; x++)
+      line[x] = spectrum[x] * scale;
+  }
+}
+
+/* Scratch of at least n values in *buf (kept across calls: warm pages). */
+static int reserve(mr_cfloat **buf, size_t *have, size_t n) {
+  if (*have >= n)
+    return 0;
+  free(*buf);
+  *buf = malloc(n * sizeof **buf);
+  *have = *buf != NULL ? n : 0;
+  return *buf != NULL ? 0 : mr_fail(MR_ENOMEM, "grappa: out of memory for filling scratch");
+}
+
+int mr_grappa_cpu_fill(mr_grappa_plan *p, const mr_cfloat *weights, const int *lines, int nblk,
+                       const uint8_t *sampled, int ne1, mr_cfloat *kspace) {
+  const mr_grappa_geom *g = &p->g;
+  cpu_scratch *c = p->backend;
+  mr_cpu_threads *threads = mr_device_threads(p->dev);
+  int len = fft_length(g->nro + g->kro - 1), R = g->accel, nt = g->n_tgt, nr = g->nb_src;
+  int phase = ((lines[0] % R) + R) % R, np = (ne1 - 1 - phase) / R + 1;
+  size_t m = (size_t)nt * nr; /* rows of H: (target, r) */
+  hybrid_fill h = {.g = g, .kspace = kspace, .sampled = sampled,
+                   .lines = lines, .nblk = nblk, .ne1 = ne1, .phase = phase, .np = np, .len = len};
+  int rc = reserve(&c->fill_in, &c->fill_in_n, (size_t)g->nc * np * len);
+  if (rc == 0)
+    rc = reserve(&c->fill_out, &c->fill_out_n, (size_t)nblk * nt * len);
+  if (rc == 0)
+    rc = reserve(&c->fill_src, &c->fill_src_n, (size_t)FILL_FREQS * nblk * nr);
+  if (rc == 0)
+    rc = reserve(&c->fill_prod, &c->fill_prod_n, (size_t)FILL_FREQS * nblk * nt);
+  if (rc == 0)
+    rc = reserve(&c->fill_h, &c->fill_h_n, m * (FILL_FREQS + g->kro) + (size_t)g->kro * FILL_FREQS);
+  mr_fft_opts lines_fft = {.rank = 1, .dims = {(size_t)len, 1, 1},
+                           .batch = (size_t)g->nc * np, .plain = 1};
+  mr_fft_opts targets_fft = {.rank = 1, .dims = {(size_t)len, 1, 1},
+                             .batch = (size_t)nblk * nt, .plain = 1};
+  if (rc == 0)
+    rc = mr_fft_plan_keep(p->dev, &lines_fft, &c->fft_lines);
+  if (rc == 0)
+    rc = mr_fft_plan_keep(p->dev, &targets_fft, &c->fft_targets);
+  if (rc < 0)
+    return rc;
+  h.in = c->fill_in;
+  h.out = c->fill_out;
+  h.src = c->fill_src;
+  h.prod = c->fill_prod;
+  /* the weights as (target, r) x tap, conjugated; the taps' phases after */
+  mr_cfloat *wc = c->fill_h + m * FILL_FREQS, *phases = wc + m * g->kro;
+  for (int j = 0; j < g->kro; j++)
+    for (int r = 0; r < nr; r++)
+      for (int t = 0; t < nt; t++)
+        wc[(size_t)j * m + (size_t)r * nt + t] = conjf(weights[(size_t)t * g->n_src + r * g->kro + j]);
+  mr_cpu_parallel_for(threads, (size_t)g->nc * np, 16, pad_lines, &h);
+  rc = mr_fft_execute(c->fft_lines, MR_FFT_FORWARD, h.in, h.in);
+  for (int f0 = 0; rc == 0 && f0 < len; f0 += FILL_FREQS) {
+    h.f0 = f0;
+    h.nf = len - f0 < FILL_FREQS ? len - f0 : FILL_FREQS;
+    for (int fi = 0; fi < h.nf; fi++)
+      for (int j = 0; j < g->kro; j++) {
+        double angle = 2 * M_PI * (double)(f0 + fi) * (j - g->dro) / len;
+        phases[(size_t)fi * g->kro + j] = (mr_cfloat)cexp(I * angle);
+      }
+    /* H of the step's frequencies: (target, r) x tap times tap x frequency */
+    mr_cmat wm = {wc, (int)m, g->kro, (int)m, 0}, em = {phases, g->kro, h.nf, g->kro, 0};
+    mr_cmat hm = {c->fill_h, (int)m, h.nf, (int)m, 0};
+    rc = mr_blas_gemm(p->dev, MR_BLAS_N, MR_BLAS_N, 1.0f, wm, em, 0.0f, hm, 1);
+    mr_cpu_parallel_for(threads, (size_t)h.nf * nblk, 16, gather_sources, &h);
+    /* per frequency: H(f) (targets x r) times the sources (r x blocks) */
+    mr_cmat hf = {c->fill_h, nt, nr, nt, m};
+    mr_cmat sf = {h.src, nr, nblk, nr, (size_t)nr * nblk};
+    mr_cmat pf = {h.prod, nt, nblk, nt, (size_t)nt * nblk};
+    if (rc == 0)
+      rc = mr_blas_gemm(p->dev, MR_BLAS_N, MR_BLAS_N, 1.0f, hf, sf, 0.0f, pf, h.nf);
+    if (rc == 0)
+      mr_cpu_parallel_for(threads, (size_t)nblk * nt, 64, spread_products, &h);
+  }
+  if (rc == 0)
+    rc = mr_fft_execute(c->fft_targets, MR_FFT_BACKWARD, h.out, h.out);
+  if (rc == 0)
+    mr_cpu_parallel_for(threads, (size_t)nblk * nt, 16, write_targets, &h);
+  return rc;
 }

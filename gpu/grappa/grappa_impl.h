@@ -69,6 +69,12 @@ int mr_grappa_cpu_im2col(mr_grappa_plan *p, const mr_cfloat *kspace, int ne1,
                          const int *lines, int nblk, int x0, int x1, mr_cfloat *src);
 int mr_grappa_cpu_scatter(mr_grappa_plan *p, const mr_cfloat *tv, const int *lines, int nblk,
                           int x0, int x1, const uint8_t *sampled, int ne1, mr_cfloat *kspace);
+/* The whole filling of a one-segment plan on the CPU, in hybrid space (a
+ * product per readout frequency; grappa_cpu.c): blocks lines[0..nblk),
+ * host memory. Fills what im2col, the GEMM and scatter fill, the same up
+ * to rounding. */
+int mr_grappa_cpu_fill(mr_grappa_plan *p, const mr_cfloat *weights, const int *lines, int nblk,
+                       const uint8_t *sampled, int ne1, mr_cfloat *kspace);
 
 int mr_grappa_cuda_create(mr_grappa_plan *p);
 void mr_grappa_cuda_destroy(mr_grappa_plan *p);

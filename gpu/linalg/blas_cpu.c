@@ -7,13 +7,61 @@
 static const enum CBLAS_TRANSPOSE trans[] = {
     [MR_BLAS_N] = CblasNoTrans, [MR_BLAS_T] = CblasTrans, [MR_BLAS_C] = CblasConjTrans};
 
+/* OpenBLAS runs single-threaded (gpu/core/cpu_threads.c: one pool for the
+ * CPU): a product is cut into pieces along its longer outer side (rows or
+ * columns of c), about four per thread over the batch, for the device's
+ * threads. Narrower pieces than this pack too little per call. */
+#define GEMM_MIN_PIECE 32
+
+typedef struct gemm_job {
+  const mr_gemm_args *g;
+  int piece;   /* rows (split_m) or columns of c per piece */
+  int split_m; /* pieces along m, else along n */
+} gemm_job;
+
+/* One item's product of rows/columns [r0, r0 + len) of c. */
+static void gemm_piece(const mr_gemm_args *g, int item, int split_m, int r0, int len) {
+  const mr_cfloat *a = g->a.data + (size_t)item * g->a.stride;
+  const mr_cfloat *b = g->b.data + (size_t)item * g->b.stride;
+  mr_cfloat *c = g->c.data + (size_t)item * g->c.stride;
+  int m = g->m, n = g->n;
+  if (split_m) { /* rows r0.. of op_a(a) and of c */
+    a += g->op_a == MR_BLAS_N ? (size_t)r0 : (size_t)r0 * g->a.ld;
+    c += r0;
+    m = len;
+  } else { /* columns r0.. of op_b(b) and of c */
+    b += g->op_b == MR_BLAS_N ? (size_t)r0 * g->b.ld : (size_t)r0;
+    c += (size_t)r0 * g->c.ld;
+    n = len;
+  }
+  cblas_cgemm(CblasColMajor, trans[g->op_a], trans[g->op_b], m, n, g->k, &g->alpha, a, g->a.ld,
+              b, g->b.ld, &g->beta, c, g->c.ld);
+}
+
+static void gemm_pieces(void *arg, size_t begin, size_t end) {
+  const gemm_job *j = arg;
+  int outer = j->split_m ? j->g->m : j->g->n;
+  size_t per_item = (size_t)(outer + j->piece - 1) / j->piece;
+  for (size_t p = begin; p < end; p++) {
+    int r0 = (int)(p % per_item) * j->piece;
+    int len = outer - r0 < j->piece ? outer - r0 : j->piece;
+    gemm_piece(j->g, (int)(p / per_item), j->split_m, r0, len);
+  }
+}
+
 int mr_blas_cpu_gemm(mr_device *dev, const mr_gemm_args *g) {
-  (void)dev; /* OpenBLAS runs its own threads */
-  for (int i = 0; i < g->batch; i++)
-    cblas_cgemm(CblasColMajor, trans[g->op_a], trans[g->op_b], g->m, g->n, g->k,
-                &g->alpha, g->a.data + i * g->a.stride, g->a.ld,
-                g->b.data + i * g->b.stride, g->b.ld, &g->beta,
-                g->c.data + i * g->c.stride, g->c.ld);
+  mr_cpu_threads *threads = mr_device_threads(dev);
+  int split_m = g->m >= g->n, outer = split_m ? g->m : g->n;
+  if (outer < 1 || g->batch < 1)
+    return 0;
+  size_t want = (size_t)mr_cpu_threads_count(threads) * 4;
+  size_t per_item = (want + (size_t)g->batch - 1) / (size_t)g->batch;
+  size_t piece = ((size_t)outer + per_item - 1) / per_item;
+  if (piece < GEMM_MIN_PIECE)
+    piece = GEMM_MIN_PIECE;
+  gemm_job j = {.g = g, .piece = piece < (size_t)outer ? (int)piece : outer, .split_m = split_m};
+  size_t pieces = ((size_t)outer + j.piece - 1) / j.piece * (size_t)g->batch;
+  mr_cpu_parallel_for(threads, pieces, 1, gemm_pieces, &j);
   return 0;
 }
 
@@ -30,14 +78,44 @@ static void mirror_columns(void *arg, size_t begin, size_t end) {
       j->c[col * j->ld + row] = conjf(j->c[row * j->ld + col]);
 }
 
+typedef struct herk_job {
+  const mr_herk_args *h;
+  int item, block;
+} herk_job;
+
+/* Columns [j0, j0 + block) of the lower triangle: the diagonal block by
+ * HERK, the rows below it by GEMM. */
+static void herk_columns(void *arg, size_t begin, size_t end) {
+  const herk_job *j = arg;
+  const mr_herk_args *h = j->h;
+  const mr_cfloat *a = h->a.data + (size_t)j->item * h->a.stride;
+  mr_cfloat *c = h->c.data + (size_t)j->item * h->c.stride;
+  const mr_cfloat alpha = h->alpha, beta = h->beta;
+  int plain = h->op == MR_BLAS_N; /* a is n x k; else k x n */
+  for (size_t blk = begin; blk < end; blk++) {
+    int j0 = (int)blk * j->block, w = h->n - j0 < j->block ? h->n - j0 : j->block;
+    int below = h->n - j0 - w;
+    const mr_cfloat *aj = plain ? a + j0 : a + (size_t)j0 * h->a.ld;
+    const mr_cfloat *ab = plain ? a + j0 + w : a + (size_t)(j0 + w) * h->a.ld;
+    mr_cfloat *cj = c + (size_t)j0 * h->c.ld + j0;
+    cblas_cherk(CblasColMajor, CblasLower, plain ? CblasNoTrans : CblasConjTrans, w, h->k,
+                h->alpha, aj, h->a.ld, h->beta, cj, h->c.ld);
+    if (below > 0)
+      cblas_cgemm(CblasColMajor, plain ? CblasNoTrans : CblasConjTrans,
+                  plain ? CblasConjTrans : CblasNoTrans, below, w, h->k, &alpha, ab, h->a.ld,
+                  aj, h->a.ld, &beta, cj + w, h->c.ld);
+  }
+}
+
 int mr_blas_cpu_herk(mr_device *dev, const mr_herk_args *h) {
+  mr_cpu_threads *threads = mr_device_threads(dev);
+  int block = GEMM_MIN_PIECE;
+  size_t blocks = ((size_t)h->n + block - 1) / block;
   for (int i = 0; i < h->batch; i++) {
-    float complex *c = h->c.data + i * h->c.stride;
-    cblas_cherk(CblasColMajor, CblasLower,
-                h->op == MR_BLAS_N ? CblasNoTrans : CblasConjTrans, h->n, h->k,
-                h->alpha, h->a.data + i * h->a.stride, h->a.ld, h->beta, c, h->c.ld);
-    mirror_job j = {.c = c, .n = h->n, .ld = h->c.ld};
-    mr_cpu_parallel_for(mr_device_threads(dev), (size_t)h->n, 64, mirror_columns, &j);
+    herk_job hj = {.h = h, .item = i, .block = block};
+    mr_cpu_parallel_for(threads, blocks, 1, herk_columns, &hj);
+    mirror_job j = {.c = h->c.data + i * h->c.stride, .n = h->n, .ld = h->c.ld};
+    mr_cpu_parallel_for(threads, (size_t)h->n, 64, mirror_columns, &j);
   }
   return 0;
 }

@@ -32,36 +32,51 @@ static mr_cmat padded(int rows, int cols, int batch, unsigned seed) {
   return m;
 }
 
-static void cpu_gemm(void **state) {
-  (void)state;
-  enum { M = 7, N = 5, K = 9, BATCH = 3 };
+/* Every op pair at one shape, batched, against the loops. */
+static void gemm_shape(int M, int N, int K, int BATCH) {
   const mr_cfloat alpha = 0.75f - 0.5f * I, beta = -0.25f + 1.0f * I;
+  size_t per = (size_t)M * N;
+  mr_cfloat *ref = malloc(per * BATCH * sizeof *ref), *got = malloc(per * BATCH * sizeof *got);
   for (int oa = MR_BLAS_N; oa <= MR_BLAS_C; oa++)
     for (int ob = MR_BLAS_N; ob <= MR_BLAS_C; ob++) {
       mr_cmat a = oa == MR_BLAS_N ? padded(M, K, BATCH, 1) : padded(K, M, BATCH, 1);
       mr_cmat b = ob == MR_BLAS_N ? padded(K, N, BATCH, 2) : padded(N, K, BATCH, 2);
       mr_cmat c = padded(M, N, BATCH, 3);
-      mr_cfloat ref[BATCH][M * N], got[BATCH][M * N];
-      for (size_t t = 0; t < BATCH; t++)
+      for (size_t t = 0; t < (size_t)BATCH; t++)
         for (int i = 0; i < M; i++)
           for (int j = 0; j < N; j++) {
             double complex s = 0;
             for (int l = 0; l < K; l++)
               s += at(&a, t, oa, i, l) * at(&b, t, ob, l, j);
-            ref[t][j * M + i] = (float complex)(alpha * s + beta * at(&c, t, MR_BLAS_N, i, j));
+            ref[t * per + (size_t)j * M + i] =
+                (float complex)(alpha * s + beta * at(&c, t, MR_BLAS_N, i, j));
           }
       GPU_OK(mr_blas_gemm(gpu_test_cpu(), oa, ob, alpha, a, b, beta, c, BATCH));
-      for (size_t t = 0; t < BATCH; t++)
+      for (size_t t = 0; t < (size_t)BATCH; t++)
         for (int i = 0; i < M; i++)
           for (int j = 0; j < N; j++)
-            got[t][j * M + i] = c.data[t * c.stride + (size_t)j * c.ld + i];
-      double err = mr_test_rel_error_c(&got[0][0], &ref[0][0], BATCH * M * N);
+            got[t * per + (size_t)j * M + i] = c.data[t * c.stride + (size_t)j * c.ld + i];
+      double err = mr_test_rel_error_c(got, ref, per * BATCH);
       if (err > 1e-5)
-        fail_msg("gemm %d %d: rel error %g", oa, ob, err);
+        fail_msg("gemm %d %d at %d x %d x %d (batch %d): rel error %g", oa, ob, M, N, K, BATCH,
+                 err);
       free(a.data);
       free(b.data);
       free(c.data);
     }
+  free(ref);
+  free(got);
+}
+
+/* Small items; products the CPU cuts into pieces along m (prewhitening's
+ * shape), along n, both in a batch; one it leaves whole to OpenBLAS. */
+static void cpu_gemm(void **state) {
+  (void)state;
+  gemm_shape(7, 5, 9, 3);
+  gemm_shape(3001, 6, 40, 1);
+  gemm_shape(6, 2999, 40, 2);
+  gemm_shape(96, 58, 128, 3);
+  gemm_shape(130, 140, 150, 1);
 }
 
 static void cpu_herk(void **state) {

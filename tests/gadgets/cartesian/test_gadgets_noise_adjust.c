@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "gadget_harness.h"
+#include "kspace.h"
 #include "noise_store.h"
 #include "state_dir.h"
 #include "test_support.h"
@@ -141,6 +142,57 @@ static void whitens_same_dwell(void **state) {
 static void whitens_other_dwell(void **state) {
   (void)state;
   whitens(10.0f, 2.5f);
+}
+
+/* The k-space path (noise_adjust after accumulate; on the CPU a product
+ * per run of consecutive sampled lines, in place) gives the samples the
+ * line path (before accumulate) gives: lines sampled alone and in runs,
+ * calibration-only and calibration-and-imaging lines, on a buffer of 20
+ * lines x 512 samples x 6 channels. */
+static void kspace_whitening_matches_lines(void **state) {
+  (void)state;
+  enum { NY = 20 };
+  noise_source *n = malloc(sizeof *n);
+  const char *chains[2] = {
+      "[{\"gadget\":\"noise_adjust\"},{\"gadget\":\"accumulate\",\"trigger\":\"end\"}]",
+      "[{\"gadget\":\"accumulate\",\"trigger\":\"end\"},{\"gadget\":\"noise_adjust\"}]"};
+  mr_harness h[2];
+  for (int c = 0; c < 2; c++) {
+    mixing(n, 11);
+    assert_int_equal(mr_harness_open(&h[c], chains[c], MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
+    assert_int_equal(
+        mr_harness_configure(&h[c], mr_harness_cartesian_header(NS, NY, 1, NS, NY, 1)), 0);
+    for (int l = 0; l < 8; l++)
+      assert_int_equal(
+          mr_harness_push(&h[c], noise_acq(n, MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT), 5)), 0);
+    for (int y = 0; y < NY; y++) {
+      uint64_t flags = y >= 8 && y < 13 ? MR_FLAG(ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION_AND_IMAGING)
+                       : y == 14        ? MR_FLAG(ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION)
+                                        : 0;
+      if (y % 3 != 0 && flags == 0)
+        continue; /* undersampled outside the calibration lines */
+      next_line(n);
+      mr_message *m = mr_harness_acquisition(NS, NCH, y, 0, flags, line_value, n);
+      m->u.acq.head.sample_time_us = 5;
+      assert_int_equal(mr_harness_push(&h[c], m), 0);
+    }
+    assert_int_equal(mr_harness_flush(&h[c]), 0);
+    assert_int_equal(h[c].nout, 1);
+    assert_int_equal(h[c].out[0]->kind, MR_MSG_KSPACE);
+  }
+  const mr_kspace *a = h[0].out[0]->u.object.ptr, *b = h[1].out[0]->u.object.ptr;
+  assert_non_null(a->calib);
+  assert_non_null(b->calib);
+  size_t count = (size_t)NCH * NY * NS;
+  double err = mr_test_rel_error_c(b->data, a->data, count);
+  double err_calib = mr_test_rel_error_c(b->calib->data, a->calib->data, count);
+  print_message("k-space against line whitening: rel error %.2e, calibration part %.2e\n", err,
+                err_calib);
+  assert_true(err < 1e-6);
+  assert_true(err_calib < 1e-6);
+  for (int c = 0; c < 2; c++)
+    mr_harness_close(&h[c]);
+  free(n);
 }
 
 static void passes_without_noise(void **state) {
@@ -366,6 +418,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(whitens_same_dwell),
       cmocka_unit_test(whitens_other_dwell),
+      cmocka_unit_test(kspace_whitening_matches_lines),
       cmocka_unit_test(passes_without_noise),
       cmocka_unit_test(rejects_bad_noise),
       cmocka_unit_test(skips_empty_noise_lines),
