@@ -13,6 +13,9 @@ set_tests_properties(test_gpu_sparse_temporal_cuda PROPERTIES SKIP_RETURN_CODE 7
 
 mr_add_test(test_gadgets_cs SOURCES gadgets/sparse/test_gadgets_cs.c
             LIBS mr_test_dataset_chain mr_gadget_harness m TIMEOUT 120)
+# cs on a simulated dynamic series (temporal_lambda, configs/cs_dynamic).
+mr_add_test(test_gadgets_cs_series SOURCES gadgets/sparse/test_gadgets_cs_series.c
+            LIBS mr_test_dataset_chain mr_gadget_harness m TIMEOUT 300)
 
 # mr-sparse-timing: the solve's time on the GPU and the CPU (JSON; not a
 # test: performance is measured by programs, never asserted).
