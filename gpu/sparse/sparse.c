@@ -412,6 +412,7 @@ static int solve_task(mr_device *dev, void *arg) {
     rc = mr_series_peak(p->series, &j->bound);
   if (rc == 0 && !(j->bound > 0))
     return mr_fail(MR_EDATA, "sparse: the coil maps are zero everywhere");
+  j->report.bound = j->bound;
   j->ahb = image(p, IMG_AHB);
   if (rc == 0)
     rc = mr_series_adjoint(p->series, j->kspace, image(p, IMG_AHB));
@@ -456,6 +457,7 @@ static int normal_task(mr_device *dev, void *arg) {
     rc = power_bound(j, &j->bound);
   if (rc == 0 && !(j->bound > 0))
     return mr_fail(MR_EDATA, "sparse: A^H b is zero: no signal to reconstruct");
+  j->report.bound = j->bound;
   return rc != 0 ? rc : scale_and_solve(dev, j);
 }
 

@@ -69,6 +69,7 @@ typedef struct mr_sparse_report {
   float scale;        /* s: the scale lambda is relative to (above) */
   double change;      /* FISTA: the last relative change tested (0: none);
                          CG: the relative residual */
+  float bound;        /* the bound of ||A^H A|| used (given, estimated or the maps') */
 } mr_sparse_report;
 
 typedef struct mr_sparse_plan mr_sparse_plan;
