@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
 #include <cmocka.h>
 
 #include "dataset_chain.h"
@@ -43,23 +42,7 @@ static void frames_nrmse_with(const char *config, const char *with, int spokes, 
   mr_err err = {0};
   if (mr_simulate(&o, &err) != 0)
     fail_msg("simulate: %s", err.msg);
-  cJSON *doc = mr_harness_installed_config(config);
-  assert_non_null(doc);
-  cJSON *gadgets = cJSON_GetObjectItem(doc, "gadgets"), *over = NULL;
-  if (with != NULL)
-    assert_non_null(over = cJSON_Parse(with));
-  for (int i = 0; over != NULL && i < cJSON_GetArraySize(gadgets); i++) {
-    cJSON *g = cJSON_GetArrayItem(gadgets, i);
-    if (strcmp(cJSON_GetObjectItem(g, "gadget")->valuestring, "fhd_cg") != 0)
-      continue;
-    for (cJSON *o = over->child; o != NULL; o = o->next) {
-      cJSON_DeleteItemFromObject(g, o->string);
-      cJSON_AddItemToObject(g, o->string, cJSON_Duplicate(o, 1));
-    }
-  }
-  cJSON_Delete(over);
-  char *chain = cJSON_PrintUnformatted(gadgets);
-  cJSON_Delete(doc);
+  char *chain = mr_test_config_chain(config, "fhd_cg", with);
   int count;
   size_t px;
   float *img = mr_test_reconstruct(path, chain, "none", 0, &count, &px);
@@ -127,16 +110,9 @@ static double iterative_nrmse(const char *maps) {
   mr_err err = {0};
   if (mr_simulate(&o, &err) != 0)
     fail_msg("simulate: %s", err.msg);
-  cJSON *doc = mr_harness_installed_config("iterative");
-  assert_non_null(doc);
-  cJSON *gadgets = cJSON_GetObjectItem(doc, "gadgets");
-  for (int i = 0; i < cJSON_GetArraySize(gadgets); i++) {
-    cJSON *g = cJSON_GetArrayItem(gadgets, i);
-    if (strcmp(cJSON_GetObjectItem(g, "gadget")->valuestring, "fhd_cg") == 0)
-      cJSON_AddStringToObject(g, "maps", maps);
-  }
-  char *chain = cJSON_PrintUnformatted(gadgets);
-  cJSON_Delete(doc);
+  char maps_with[64];
+  snprintf(maps_with, sizeof maps_with, "{\"maps\": \"%s\"}", maps);
+  char *chain = mr_test_config_chain("iterative", "fhd_cg", maps_with);
   int count;
   size_t px;
   float *img = mr_test_reconstruct(path, chain, "none", 0, &count, &px);

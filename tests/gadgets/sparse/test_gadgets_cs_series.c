@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
 #include <cmocka.h>
 #include <ismrmrd/dataset.h>
 
@@ -62,28 +61,6 @@ static double psnr(const float *x, const float *ref, size_t n) {
   return 20 * log10(peak / sqrt(err / (double)n));
 }
 
-/* configs/cs_dynamic's chain with the cs step's `with` (a JSON object)
- * merged in (malloc'd text). */
-static char *chain_with(const char *with) {
-  cJSON *doc = mr_harness_installed_config("cs_dynamic");
-  assert_non_null(doc);
-  cJSON *gadgets = cJSON_GetObjectItem(doc, "gadgets"), *over = cJSON_Parse(with);
-  assert_non_null(over);
-  for (int i = 0; i < cJSON_GetArraySize(gadgets); i++) {
-    cJSON *g = cJSON_GetArrayItem(gadgets, i);
-    if (strcmp(cJSON_GetObjectItem(g, "gadget")->valuestring, "cs") != 0)
-      continue;
-    for (cJSON *o = over->child; o != NULL; o = o->next) {
-      cJSON_DeleteItemFromObject(g, o->string);
-      cJSON_AddItemToObject(g, o->string, cJSON_Duplicate(o, 1));
-    }
-  }
-  cJSON_Delete(over);
-  char *chain = cJSON_PrintUnformatted(gadgets);
-  cJSON_Delete(doc);
-  return chain;
-}
-
 static const char *simulate_series(int moving) {
   static char path[512];
   snprintf(path, sizeof path, "%s/series-%d.h5", mr_test_tmpdir("cs_series"), moving);
@@ -100,7 +77,7 @@ static const char *simulate_series(int moving) {
 
 /* Mean frame PSNR of the chain's images against the references. */
 static double mean_psnr(const char *path, const char *with, const float *ref) {
-  char *chain = chain_with(with);
+  char *chain = mr_test_config_chain("cs_dynamic", "cs", with);
   int count;
   size_t px;
   float *img = mr_test_reconstruct(path, chain, "none", 0, &count, &px);
