@@ -141,7 +141,7 @@ typedef struct kept_plan {
 typedef struct fhd_cg {
   int iterations;
   double tolerance, lambda, temporal_lambda;
-  int regularizer, maps, warm_start;
+  int regularizer, maps, warm_start, tv_steps;
   int estimator;
   int maps_tracking;
   int sums;
@@ -217,6 +217,10 @@ static const mr_param params[] = {
         "regularizer tv, real time: a causal temporal prior, the L1 norm of this frame's image "
         "minus the last frame's, weighted relative to the zero-filled image's scale as lambda "
         "(0: none; the first frame and a new shape have none)"),
+    MR_PARAM_INT(fhd_cg, tv_steps, "tv_steps", "10", 1, 100,
+        "regularizer tv: dual steps of total variation's proximal operator per FISTA "
+        "iteration (the dual is warm-started from the last iteration's; fewer steps, fewer "
+        "kernel launches a frame)"),
     MR_PARAM_BOOL(fhd_cg, warm_start, "warm_start", "false",
         "regularizer wavelet or tv: FISTA starts from the last frame's image (of the same "
         "shape) instead of zero, so that fewer iterations reach the same image"),
@@ -631,6 +635,7 @@ static int solve_sparse(fhd_cg *s, mr_device *dev, const problem *p, mr_toeplitz
   o.time = s->temporal_lambda > 0 ? MR_TV_REFERENCE : MR_TV_SPATIAL;
   o.temporal_lambda = s->temporal_lambda;
   o.warm_start = s->warm_start;
+  o.tv_steps = s->tv_steps;
   int last = s->last_dev == dev && memcmp(s->last_n, p->n, sizeof s->last_n) == 0;
   s->last_dev = NULL; /* until this solve succeeds */
   int rc = mr_sparse_plan_keep(dev, &o, &s->sparse);

@@ -138,7 +138,7 @@ static void espirit_from_the_gridded_centre(void **state) {
  * frame's image against the last frame's) against the same config with
  * the spatial prior alone, on the 16-spoke moving stream: closer to the
  * phantom on average and in the worst frame (measured: mean 0.2630
- * against 0.2711, worst 0.2772 against 0.2788; with warm_start and 15
+ * against 0.2711, worst 0.2773 against 0.2788; with warm_start and 15
  * iterations instead of 30, mean 0.360: warm starts keep the last frame's
  * object where it was). */
 static void realtime_cs_temporal_beats_spatial(void **state) {
