@@ -20,7 +20,7 @@
  * centre, a lambda of 0 with wavelet or tv, NaN samples or a mask with one
  * line get an error, never an image.
  *
- * A dynamic series ("temporal_lambda" > 0, regularizer tv): the 2D
+ * A dynamic series ("temporal_lambda" > 0, regularizer tv; cs_series.c): the 2D
  * buffers of a slice (one per repetition or phase: a cine's phases, a
  * dynamic scan's repetitions, each undersampled by its own mask) are held
  * to the end of the scan and reconstructed together, each frame's SENSE
@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "block.h"
+#include "cs_impl.h"
 #include "buf.h"
 #include "coil.h"
 #include "espirit.h"
@@ -48,43 +49,9 @@
 #include "kspace.h"
 #include "placement.h"
 #include "sparse.h"
-#include "vec.h"
 
-/* Fewest fully sampled centre lines (and, in 3D, partitions) that make
- * maps. */
-#define MIN_CALIB 6
 
-/* Most frames of a series held for a joint solve, and most series
- * (slices, contrasts, sets) of a scan. */
-#define MAX_FRAMES 1024
-#define MAX_SERIES 256
 
-enum { MAPS_LOWRES, MAPS_ESPIRIT };
-
-/* The frames of one slice / contrast / set held for a joint solve: each
- * the message (a reference) and, when calibration lines were merged in,
- * the merged copy (owned), which is the frame's k-space then. */
-typedef struct series {
-  uint16_t key[3]; /* slice, contrast, set */
-  size_t frames;
-  mr_message **msgs;
-  mr_kspace **merged;
-} series;
-
-typedef struct cs_gadget {
-  int regularizer;
-  double lambda, temporal_lambda;
-  int iterations;
-  double tolerance;
-  int maps;
-  int device, fallback;
-  mr_placement place;
-  int on_device;          /* image_out takes device data */
-  mr_sparse_plan *plan;   /* for the last shape */
-  mr_fft_plan *maps_fft;  /* the coil images' transform (lowres), for the last shape */
-  series *series;         /* temporal_lambda > 0: the frames held, per slice */
-  size_t nseries;
-} cs_gadget;
 
 static const mr_param params[] = {
     MR_PARAM_ENUM(cs_gadget, regularizer, "regularizer", "\"wavelet\"", "wavelet|tv|l2",
@@ -142,10 +109,9 @@ static int box_sampled(const uint8_t *sampled, size_t ne1, size_t ne2, size_t hy
   return 1;
 }
 
-/* The fully sampled centre of a mask: widths in lines and partitions (2 x
- * the half-widths; partitions 1 in 2D). */
-static void calibration_box(const uint8_t *sampled, size_t ne1, size_t ne2, size_t *wy,
-                            size_t *wz) {
+/* Widths 2 x the half-widths of the largest box that grows. */
+void mr_cs_calibration_box(const uint8_t *sampled, size_t ne1, size_t ne2, size_t *wy,
+                           size_t *wz) {
   size_t hy = 0, hz = 0;
   int grew = 1;
   while (grew) {
@@ -159,17 +125,7 @@ static void calibration_box(const uint8_t *sampled, size_t ne1, size_t ne2, size
   *wz = ne2 > 1 ? 2 * hz : 1;
 }
 
-typedef struct cs_job {
-  cs_gadget *s;
-  mr_kspace *k;         /* borrowed */
-  size_t calib[2];      /* lines, partitions of the fully sampled centre */
-  size_t n[3];          /* the cropped image */
-  const mr_cancel *cancel; /* the chain's (mr_gadget_cancel), asked every iteration */
-  mr_image_array *out;  /* made here */
-} cs_job;
-
-/* The coil maps of k (on dev) into maps, by the gadget's estimator. */
-static int coil_maps(cs_job *j, mr_device *dev, const mr_cfloat *kspace, mr_cfloat *maps) {
+int mr_cs_coil_maps(cs_job *j, mr_device *dev, const mr_cfloat *kspace, mr_cfloat *maps) {
   mr_kspace *k = j->k;
   size_t dims[3] = {k->nro, k->ne1, k->ne2};
   if (j->s->maps == MAPS_ESPIRIT) {
@@ -226,7 +182,7 @@ static int cs_task(mr_device *dev, void *arg) {
     rc = mr_buf_create(dev, n * sizeof(mr_cfloat), &full);
   mr_cfloat *x = full != NULL ? mr_buf_data(full) : img;
   if (rc == 0)
-    rc = coil_maps(j, dev, kspace, mr_buf_data(maps));
+    rc = mr_cs_coil_maps(j, dev, kspace, mr_buf_data(maps));
   if (rc == 0)
     rc = mr_sparse_solve(j->s->plan, kspace, k->sampled, mr_buf_data(maps), x, j->cancel, NULL);
   if (rc == 0 && crop) {
@@ -289,12 +245,8 @@ static mr_kspace *with_calibration(mr_kspace *k, mr_err *err) {
 
 static int reconstruct(cs_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k, mr_image_array **out);
 
-/* ---- dynamic series (temporal_lambda) ---- */
-
-/* MR_EDATA with the gadget's line when the calibration box calib (lines,
- * partitions) is too small for maps, else 0. */
-static int no_calibration(mr_gadget_ctx *ctx, const mr_kspace *k, const size_t calib[2],
-                          int frames) {
+int mr_cs_no_calibration(mr_gadget_ctx *ctx, const mr_kspace *k, const size_t calib[2],
+                         int frames) {
   if (calib[0] >= MIN_CALIB && (k->ne2 == 1 || calib[1] >= MIN_CALIB))
     return 0;
   return mr_gadget_fail(ctx, MR_EDATA,
@@ -302,226 +254,6 @@ static int no_calibration(mr_gadget_ctx *ctx, const mr_kspace *k, const size_t c
                         "centre%s is %zu line%s x %zu partition%s, at least %d of each needed",
                         frames ? " every frame sampled" : "", calib[0], calib[0] == 1 ? "" : "s", calib[1], calib[1] == 1 ? "" : "s",
                         MIN_CALIB);
-}
-
-static mr_kspace *frame_kspace(const series *se, size_t f) {
-  return se->merged[f] != NULL ? se->merged[f] : se->msgs[f]->u.object.ptr;
-}
-
-static void series_free(series *se) {
-  for (size_t f = 0; f < se->frames; f++) {
-    mr_message_unref(se->msgs[f]);
-    mr_kspace_free(se->merged[f]);
-  }
-  free(se->msgs);
-  free(se->merged);
-  memset(se, 0, sizeof *se);
-}
-
-/* The series of k's slice, contrast and set (made when new; NULL with the
- * gadget's line past MAX_SERIES or out of memory). */
-static series *series_of(cs_gadget *s, mr_gadget_ctx *ctx, const mr_kspace *k) {
-  uint16_t key[3] = {k->ref.idx.slice, k->ref.idx.contrast, k->ref.idx.set};
-  for (size_t i = 0; i < s->nseries; i++)
-    if (memcmp(s->series[i].key, key, sizeof key) == 0)
-      return &s->series[i];
-  if (s->nseries == MAX_SERIES) {
-    mr_gadget_fail(ctx, MR_ELIMIT, "more than %d series (slices, contrasts, sets) held for "
-                   "temporal_lambda", MAX_SERIES);
-    return NULL;
-  }
-  series *grown = realloc(s->series, (s->nseries + 1) * sizeof *grown);
-  if (grown == NULL) {
-    mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
-    return NULL;
-  }
-  s->series = grown;
-  series *se = &s->series[s->nseries++];
-  memset(se, 0, sizeof *se);
-  memcpy(se->key, key, sizeof key);
-  return se;
-}
-
-/* Holds msg's buffer (merged: its copy with the calibration lines, taken)
- * as the next frame of its series. */
-static int hold_frame(cs_gadget *s, mr_gadget_ctx *ctx, mr_message *msg, mr_kspace *merged) {
-  mr_kspace *k = merged != NULL ? merged : msg->u.object.ptr;
-  const char *why = k->traj != NULL ? "non-Cartesian k-space"
-                    : k->ne2 > 1    ? "3D buffers (a series is of 2D frames)"
-                                    : NULL;
-  series *se = why == NULL ? series_of(s, ctx, k) : NULL;
-  if (why != NULL)
-    mr_gadget_fail(ctx, MR_EDATA, "temporal_lambda: got %s", why);
-  const mr_kspace *first = se != NULL && se->frames > 0 ? frame_kspace(se, 0) : NULL;
-  if (se != NULL && first != NULL &&
-      (first->nro != k->nro || first->ne1 != k->ne1 || first->nch != k->nch)) {
-    mr_gadget_fail(ctx, MR_EDATA,
-                   "temporal_lambda: frame %zu of slice %u is %zu x %zu with %zu coils, the "
-                   "first %zu x %zu with %zu: a series' frames share their shape",
-                   se->frames, (unsigned)se->key[0], k->nro, k->ne1, k->nch, first->nro,
-                   first->ne1, first->nch);
-    se = NULL;
-  } else if (se != NULL && se->frames == MAX_FRAMES) {
-    mr_gadget_fail(ctx, MR_ELIMIT, "temporal_lambda: more than %d frames in slice %u",
-                   MAX_FRAMES, (unsigned)se->key[0]);
-    se = NULL;
-  }
-  mr_message **msgs = se != NULL ? realloc(se->msgs, (se->frames + 1) * sizeof *msgs) : NULL;
-  if (msgs != NULL)
-    se->msgs = msgs;
-  mr_kspace **kept = msgs != NULL ? realloc(se->merged, (se->frames + 1) * sizeof *kept) : NULL;
-  if (kept != NULL)
-    se->merged = kept;
-  if (kept == NULL) {
-    mr_kspace_free(merged);
-    return se != NULL ? mr_gadget_fail(ctx, MR_ENOMEM, "out of memory") : MR_EDATA;
-  }
-  se->msgs[se->frames] = mr_message_ref(msg);
-  se->merged[se->frames++] = merged;
-  return 0;
-}
-
-typedef struct series_job {
-  cs_gadget *s;
-  const series *se;
-  size_t calib[2];          /* the centre every frame sampled */
-  size_t n[3];              /* a frame's cropped image */
-  const mr_cancel *cancel;
-  mr_image_array **out;     /* [frames], made here */
-} series_job;
-
-/* One device task: the frames' k-space side by side on dev, maps from
- * their sum, the joint solve, a cropped image per frame. */
-static int series_task(mr_device *dev, void *arg) {
-  series_job *j = arg;
-  const series *se = j->se;
-  mr_kspace *k0 = frame_kspace(se, 0);
-  size_t n = k0->nro * k0->ne1, nk = n * k0->nch, frames = se->frames;
-  mr_sparse_opts o;
-  mr_sparse_opts_default(&o);
-  o.dims[0] = k0->nro;
-  o.dims[1] = k0->ne1;
-  o.dims[2] = frames;
-  o.ncoils = k0->nch;
-  o.regularizer = MR_SPARSE_TV;
-  o.lambda = j->s->lambda;
-  o.iterations = j->s->iterations;
-  o.tolerance = j->s->tolerance;
-  o.time = MR_TV_FRAMES;
-  o.temporal_lambda = j->s->temporal_lambda;
-  int rc = mr_sparse_plan_keep(dev, &o, &j->s->plan);
-  mr_buf *all = NULL, *sum = NULL, *maps = NULL, *images = NULL;
-  uint8_t *mask = malloc(frames * k0->ne1);
-  if (rc == 0 && mask == NULL)
-    rc = mr_fail(MR_ENOMEM, "cs: out of memory");
-  if (rc == 0)
-    rc = mr_buf_create(dev, frames * nk * sizeof(mr_cfloat), &all);
-  if (rc == 0)
-    rc = mr_buf_create(dev, nk * sizeof(mr_cfloat), &sum);
-  if (rc == 0)
-    rc = mr_buf_create(dev, nk * sizeof(mr_cfloat), &maps);
-  if (rc == 0)
-    rc = mr_buf_create(dev, frames * n * sizeof(mr_cfloat), &images);
-  if (rc == 0)
-    rc = mr_vec_zero(dev, nk, mr_buf_data(sum));
-  mr_cfloat *kall = rc == 0 ? mr_buf_data(all) : NULL, one = 1;
-  for (size_t f = 0; f < frames && rc == 0; f++) {
-    mr_err e = {0};
-    mr_kspace *k = frame_kspace(se, f);
-    const mr_cfloat *kf = mr_kspace_on(k, dev, &e);
-    if (kf == NULL)
-      rc = mr_fail(e.code ? e.code : MR_ENOMEM, "%s", e.code ? e.msg : "out of memory");
-    if (rc == 0)
-      rc = mr_vec_copy(dev, nk, kf, kall + f * nk);
-    if (rc == 0)
-      rc = mr_vec_axpy(dev, nk, one, kf, mr_buf_data(sum));
-    if (rc == 0)
-      memcpy(mask + f * k0->ne1, k->sampled, k0->ne1);
-  }
-  cs_job maps_job = {.s = j->s, .k = k0, .calib = {j->calib[0], j->calib[1]}};
-  if (rc == 0)
-    rc = coil_maps(&maps_job, dev, mr_buf_data(sum), mr_buf_data(maps));
-  if (rc == 0)
-    rc = mr_sparse_solve(j->s->plan, kall, mask, mr_buf_data(maps), mr_buf_data(images),
-                         j->cancel, NULL);
-  size_t from[3] = {k0->nro, k0->ne1, 1};
-  for (size_t f = 0; f < frames && rc == 0; f++) {
-    mr_err e = {0};
-    mr_image_array *a = mr_image_array_new_on(dev, j->n[0], j->n[1], 1, 1, &e);
-    mr_cfloat *img = a != NULL ? mr_image_array_on(a, dev, &e) : NULL;
-    if (img == NULL) {
-      mr_image_array_free(a);
-      rc = mr_fail(e.code ? e.code : MR_ENOMEM, "%s", e.code ? e.msg : "out of memory");
-      break;
-    }
-    j->out[f] = a;
-    rc = mr_block_crop_center(dev, 1, (mr_cfloat *)mr_buf_data(images) + f * n, from, img, j->n);
-  }
-  free(mask);
-  mr_buf_destroy(all);
-  mr_buf_destroy(sum);
-  mr_buf_destroy(maps);
-  mr_buf_destroy(images);
-  return rc;
-}
-
-static int run_series(mr_device *dev, void *arg) { return mr_device_run(dev, series_task, arg); }
-
-/* The series' images, emitted frame by frame with their buffers' headers. */
-static int reconstruct_series(cs_gadget *s, mr_gadget_ctx *ctx, const series *se,
-                              mr_emit *out) {
-  mr_kspace *k0 = frame_kspace(se, 0);
-  uint8_t *every = malloc(k0->ne1);
-  mr_image_array **images = calloc(se->frames, sizeof *images);
-  if (every == NULL || images == NULL) {
-    free(every);
-    free(images);
-    return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
-  }
-  for (size_t y = 0; y < k0->ne1; y++) {
-    every[y] = 1;
-    for (size_t f = 0; f < se->frames; f++)
-      every[y] &= frame_kspace(se, f)->sampled[y] != 0;
-  }
-  mr_cancel cancel = mr_gadget_cancel(ctx);
-  series_job job = {s, se, {0, 0},
-                    {k0->recon.matrix.x > 0 && k0->recon.matrix.x < k0->nro ? k0->recon.matrix.x
-                                                                             : k0->nro,
-                     k0->recon.matrix.y > 0 && k0->recon.matrix.y < k0->ne1 ? k0->recon.matrix.y
-                                                                             : k0->ne1,
-                     1},
-                    &cancel, images};
-  calibration_box(every, k0->ne1, 1, &job.calib[0], &job.calib[1]);
-  free(every);
-  int rc = no_calibration(ctx, k0, job.calib, 1);
-  if (rc == 0)
-    rc = mr_placement_run(&s->place, ctx, run_series, &job);
-  for (size_t f = 0; f < se->frames && rc == 0 && !s->on_device; f++) {
-    mr_err e = {0};
-    if ((rc = mr_image_array_to_host(images[f], &e)) < 0)
-      mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
-  }
-  for (size_t f = 0; f < se->frames; f++) {
-    if (rc == 0)
-      rc = mr_image_array_emit(images[f], se->msgs[f]->u.object.ptr, ctx, out);
-    else
-      mr_image_array_free(images[f]);
-  }
-  free(images);
-  return rc;
-}
-
-/* End of scan: every held series, reconstructed. */
-static int flush(void *state, mr_gadget_ctx *ctx, mr_emit *out) {
-  cs_gadget *s = state;
-  int rc = 0;
-  for (size_t i = 0; i < s->nseries; i++) {
-    if (rc == 0 && s->series[i].frames > 0)
-      rc = reconstruct_series(s, ctx, &s->series[i], out);
-    series_free(&s->series[i]);
-  }
-  s->nseries = 0;
-  return rc;
 }
 
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
@@ -534,7 +266,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
                             e.code ? e.msg : "out of memory");
   }
   if (s->temporal_lambda > 0)
-    return hold_frame(s, ctx, msg, merged);
+    return mr_cs_series_hold(s, ctx, msg, merged);
   mr_image_array *a = NULL;
   int rc = reconstruct(s, ctx, merged != NULL ? merged : k, &a);
   mr_kspace_free(merged);
@@ -561,8 +293,8 @@ static int reconstruct(cs_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k, mr_image_
   for (int d = 0; d < 3; d++)
     if (job.n[d] == 0)
       job.n[d] = d == 0 ? k->nro : d == 1 ? k->ne1 : k->ne2;
-  calibration_box(k->sampled, k->ne1, k->ne2, &job.calib[0], &job.calib[1]);
-  if (no_calibration(ctx, k, job.calib, 0) < 0)
+  mr_cs_calibration_box(k->sampled, k->ne1, k->ne2, &job.calib[0], &job.calib[1]);
+  if (mr_cs_no_calibration(ctx, k, job.calib, 0) < 0)
     return MR_EDATA;
   int rc = mr_placement_run(&s->place, ctx, run_cs, &job);
   if (rc < 0)
@@ -581,9 +313,7 @@ static int reconstruct(cs_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k, mr_image_
 
 static void destroy(void *state) {
   cs_gadget *s = state;
-  for (size_t i = 0; i < s->nseries; i++)
-    series_free(&s->series[i]);
-  free(s->series);
+  mr_cs_series_free(s);
   mr_sparse_plan_destroy(s->plan);
   mr_fft_plan_destroy(s->maps_fft);
   mr_placement_release(&s->place);
@@ -602,6 +332,6 @@ const mr_gadget_class mr_gadget_cs = {
     .handles = MR_HANDLES_ACCELERATION,
     .configure = configure,
     .process = process,
-    .flush = flush,
+    .flush = mr_cs_series_flush,
     .destroy = destroy,
 };
