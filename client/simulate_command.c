@@ -17,7 +17,8 @@ static void usage(FILE *f) {
           "                            -o DATA.h5\n"
           "       reconclient simulate --trajectory cartesian --sampling vd|poisson --matrix N\n"
           "                            [--3d [--partitions NZ]] --coils C [--acceleration R]\n"
-          "                            [--calibration N] [--noise S] [--seed S] -o DATA.h5\n"
+          "                            [--calibration N] [--frames F [--moving]] [--noise S]\n"
+          "                            [--seed S] -o DATA.h5\n"
           "       reconclient simulate --trajectory epi --matrix N --coils C [--shots K] [--ramp]\n"
           "                            [--ghost PHI0,PHI1] [--inplane-accel R]\n"
           "                            [--header-trajectory epi|cartesian] [--noise S]\n"
@@ -48,6 +49,9 @@ static void usage(FILE *f) {
           "  --acceleration R overall acceleration, grid points over acquired ones (default 4)\n"
           "  --calibration N  fully sampled centre: N lines (2D), N x N points (3D; default 24)\n"
           "  --partitions NZ  3D: kz points (default N; the same field of view)\n"
+          "  --frames F       (2D) a dynamic series: F repetitions, each its own mask; with\n"
+          "                   --moving the object moves (references per frame; config cs with\n"
+          "                   temporal_lambda)\n"
           "  --seed S         of the noise and of the pattern (default 1)\n"
           "  --shots K        epi: K interleaved segments, each with its three navigators\n"
           "  --ramp           epi: samples on the readout gradient's ramps too (the header's\n"
@@ -279,7 +283,9 @@ int mr_simulate_command(int argc, char **argv) {
     printf(", %d partitions", o.partitions);
   if (o.multiband > 0)
     printf(", multiband %d, CAIPI FOV/%d", o.multiband, o.caipi > 0 ? o.caipi : 1);
-  if (o.frames > 0)
+  if (o.frames > 0 && o.sampling != MR_SAMPLING_FULL)
+    printf(", %d%s frames", o.frames, o.moving ? " moving" : "");
+  else if (o.frames > 0)
     printf(", %d%s frames of %d spokes", o.frames, o.moving ? " moving" : "", o.spokes);
   if (o.sampling != MR_SAMPLING_FULL)
     printf(", %s R %g", o.sampling == MR_SAMPLING_VD ? "variable-density lines" : "Poisson disc",

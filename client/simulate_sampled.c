@@ -22,12 +22,17 @@
 typedef struct scan {
   const mr_sim_options *o;
   int rank, n, nz, coils;
+  int frames;               /* 1, or a dynamic series' frames (2D) */
   size_t grid;              /* n * n * nz */
-  uint8_t *mask;            /* n x nz (y fastest) */
-  long acquired;
+  uint8_t *masks;           /* frames x nz x n (y fastest) */
+  long *acquired;           /* per frame */
+  long index;               /* readouts written so far */
+  int frame;                /* being written: its mask, shift, reference */
+  const uint8_t *mask;
+  double shift[3];          /* the object's, moving: mr_sim_motion */
   fftwf_complex *kspace;    /* coils x nz x n x n (x fastest), then each coil's image */
   fftwf_plan inverse;       /* in place, one coil */
-  float *reference;         /* n x n x nz */
+  float *reference;         /* frames x n x n x nz */
 } scan;
 
 /* ---- a parallel loop over [0, count) on every core ---- */
@@ -78,7 +83,7 @@ static void fill_rows(scan *s, size_t first, size_t end) {
     for (int x = 0; x < s->n; x++) {
       double k[3] = {(double)(x - s->n / 2) / s->n, (double)(y - s->n / 2) / s->n,
                      (double)(z - s->nz / 2) / s->n};
-      mr_phantom_kspace(s->rank, s->n, s->coils, k, values);
+      mr_phantom_kspace_moved(s->rank, s->n, s->coils, k, s->shift, values);
       for (int c = 0; c < s->coils; c++)
         s->kspace[(size_t)c * s->grid + row * s->n + x] = (fftwf_complex)values[c];
     }
@@ -106,13 +111,14 @@ static void invert_coils(scan *s, size_t first, size_t end) {
 }
 
 static void combine(scan *s, size_t first, size_t end) {
+  float *reference = s->reference + (size_t)s->frame * s->grid;
   for (size_t i = first; i < end; i++) {
     double sum = 0;
     for (int c = 0; c < s->coils; c++) {
       fftwf_complex v = s->kspace[(size_t)c * s->grid + i];
       sum += crealf(v) * crealf(v) + cimagf(v) * cimagf(v);
     }
-    s->reference[i] = (float)sqrt(sum);
+    reference[i] = (float)sqrt(sum);
   }
 }
 
@@ -142,12 +148,16 @@ static void factors(const scan *s, int out[2]) {
 static void header_xml(const scan *s, char *buf, size_t size) {
   const mr_sim_options *o = s->o;
   int n = s->n, nz = s->nz, fz = s->rank == 3 ? n : 1, f[2];
-  char step2[256] = "", parallel_imaging[400] = "";
+  char step2[256] = "", parallel_imaging[400] = "", repetitions[160] = "";
+  if (s->frames > 1)
+    snprintf(repetitions, sizeof repetitions,
+             "<repetition><minimum>0</minimum><maximum>%d</maximum><center>0</center>"
+             "</repetition>", s->frames - 1);
   if (s->rank == 3)
     snprintf(step2, sizeof step2,
              "<kspace_encoding_step_2><minimum>0</minimum><maximum>%d</maximum>"
              "<center>%d</center></kspace_encoding_step_2>", nz - 1, nz / 2);
-  if (s->acquired < (long)n * nz) {
+  if (s->acquired[0] < (long)n * nz) {
     factors(s, f);
     snprintf(parallel_imaging, sizeof parallel_imaging,
              "<parallelImaging><accelerationFactor><kspace_encoding_step_1>%d"
@@ -155,10 +165,10 @@ static void header_xml(const scan *s, char *buf, size_t size) {
              "</accelerationFactor><calibrationMode>%s</calibrationMode></parallelImaging>",
              f[0], f[1], o->calibration > 0 ? "embedded" : "other");
   }
-  char protocol[128], encoding[2048];
-  snprintf(protocol, sizeof protocol, "cartesian %s, %s R %g", s->rank == 3 ? "3D" : "2D",
+  char protocol[160], encoding[2200];
+  snprintf(protocol, sizeof protocol, "cartesian %s, %s R %g%s", s->rank == 3 ? "3D" : "2D",
            o->sampling == MR_SAMPLING_POISSON ? "Poisson-disc" : "variable-density",
-           o->acceleration);
+           o->acceleration, s->frames > 1 ? ", a dynamic series (a mask per frame)" : "");
   snprintf(encoding, sizeof encoding,
            "<encoding>"
            "<encodedSpace><matrixSize><x>%d</x><y>%d</y><z>%d</z></matrixSize>"
@@ -167,14 +177,16 @@ static void header_xml(const scan *s, char *buf, size_t size) {
            "<fieldOfView_mm><x>%d</x><y>%d</y><z>%d</z></fieldOfView_mm></reconSpace>"
            "<encodingLimits><kspace_encoding_step_1><minimum>0</minimum><maximum>%d</maximum>"
            "<center>%d</center></kspace_encoding_step_1>%s"
-           "<slice><minimum>0</minimum><maximum>0</maximum><center>0</center></slice>"
+           "<slice><minimum>0</minimum><maximum>0</maximum><center>0</center></slice>%s"
            "</encodingLimits>"
            "<trajectory>cartesian</trajectory>%s</encoding>",
-           n, n, nz, n, n, fz, n, n, nz, n, n, fz, n - 1, n / 2, step2, parallel_imaging);
+           n, n, nz, n, n, fz, n, n, nz, n, n, fz, n - 1, n / 2, step2, repetitions,
+           parallel_imaging);
   mr_sim_header(buf, size, protocol, s->coils, encoding);
 }
 
-static void acquisition_header(const scan *s, int y, int z, long index,
+/* Readout `index` of the frame being written (its `in_frame`-th). */
+static void acquisition_header(const scan *s, int y, int z, long index, long in_frame,
                                ISMRMRD_AcquisitionHeader *h) {
   h->version = ISMRMRD_VERSION_MAJOR;
   h->scan_counter = (uint32_t)index;
@@ -190,20 +202,22 @@ static void acquisition_header(const scan *s, int y, int z, long index,
   h->slice_dir[2] = 1;
   h->idx.kspace_encode_step_1 = (uint16_t)y;
   h->idx.kspace_encode_step_2 = (uint16_t)z;
+  h->idx.repetition = (uint16_t)s->frame;
+  long acquired = s->acquired[s->frame];
   mr_sampling pattern = {.ny = s->n, .nz = s->nz, .calibration = s->o->calibration};
-  if (s->acquired < (long)s->n * s->nz && mr_sampling_in_calibration(&pattern, y, z))
+  if (acquired < (long)s->n * s->nz && mr_sampling_in_calibration(&pattern, y, z))
     h->flags |= 1ull << (ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION_AND_IMAGING - 1);
-  if (index == 0)
-    h->flags |= 1ull << (ISMRMRD_ACQ_FIRST_IN_SLICE - 1);
-  if (index + 1 == s->acquired)
+  if (in_frame == 0)
+    h->flags |= (1ull << (ISMRMRD_ACQ_FIRST_IN_SLICE - 1)) |
+                (s->frames > 1 ? 1ull << (ISMRMRD_ACQ_FIRST_IN_REPETITION - 1) : 0);
+  if (in_frame + 1 == acquired)
     h->flags |= (1ull << (ISMRMRD_ACQ_LAST_IN_SLICE - 1)) |
                 (1ull << (ISMRMRD_ACQ_LAST_IN_REPETITION - 1)) |
-                (1ull << (ISMRMRD_ACQ_LAST_IN_MEASUREMENT - 1));
+                (s->frame + 1 == s->frames ? 1ull << (ISMRMRD_ACQ_LAST_IN_MEASUREMENT - 1) : 0);
 }
 
-static int write_acquisitions(const scan *s, ISMRMRD_Dataset *d, mr_err *err) {
-  mr_sim_noise noise;
-  mr_sim_noise_init(&noise, s->o);
+/* The frame's readouts (its noise drawn on from the last frame's). */
+static int write_acquisitions(scan *s, ISMRMRD_Dataset *d, mr_sim_noise *noise, mr_err *err) {
   long index = 0;
   int rc = 0;
   for (int z = 0; rc == 0 && z < s->nz; z++)
@@ -212,7 +226,7 @@ static int write_acquisitions(const scan *s, ISMRMRD_Dataset *d, mr_err *err) {
         continue;
       ISMRMRD_Acquisition a;
       ismrmrd_init_acquisition(&a);
-      acquisition_header(s, y, z, index, &a.head);
+      acquisition_header(s, y, z, s->index, index, &a.head);
       if (ismrmrd_make_consistent_acquisition(&a) != ISMRMRD_NOERROR)
         return mr_err_set(err, MR_ENOMEM, "out of memory for a readout");
       size_t row = ((size_t)z * s->n + y) * s->n;
@@ -220,16 +234,17 @@ static int write_acquisitions(const scan *s, ISMRMRD_Dataset *d, mr_err *err) {
         for (int x = 0; x < s->n; x++) {
           fftwf_complex v = s->kspace[(size_t)c * s->grid + row + x];
           if (s->o->noise > 0)
-            v += (fftwf_complex)mr_sim_gaussian(&noise);
+            v += (fftwf_complex)mr_sim_gaussian(noise);
           a.data[(size_t)c * s->n + x] = v;
         }
       mr_h5_lock();
       if (ismrmrd_append_acquisition(d, &a) != ISMRMRD_NOERROR || mr_h5_failed())
-        rc = mr_err_set(err, MR_EIO, "cannot write readout %ld to %s: %s", index, s->o->path,
-                        mr_h5_error());
+        rc = mr_err_set(err, MR_EIO, "cannot write readout %ld to %s: %s", s->index,
+                        s->o->path, mr_h5_error());
       mr_h5_unlock();
       ismrmrd_cleanup_acquisition(&a);
       index++;
+      s->index++;
     }
   return rc;
 }
@@ -244,17 +259,26 @@ static int write_array(const scan *s, ISMRMRD_Dataset *d, const char *name, uint
   arr.ndim = (uint16_t)s->rank;
   arr.dims[0] = arr.dims[1] = (size_t)s->n;
   arr.dims[2] = (size_t)s->nz;
+  if (s->frames > 1) { /* 2D: n x n x frames */
+    arr.ndim = 3;
+    arr.dims[2] = (size_t)s->frames;
+  }
   if (ismrmrd_make_consistent_ndarray(&arr) != ISMRMRD_NOERROR)
     return mr_err_set(err, MR_ENOMEM, "out of memory for the %s array", name);
   if (type == ISMRMRD_FLOAT) {
-    memcpy(arr.data, s->reference, s->grid * sizeof *s->reference);
+    memcpy(arr.data, s->reference, s->grid * (size_t)s->frames * sizeof *s->reference);
   } else {
     complex_float_t *px = arr.data;
-    for (size_t i = 0; i < s->grid; i++) {
-      size_t x = i % s->n, y = (i / s->n) % s->n, z = i / ((size_t)s->n * s->n);
-      double r[3] = {(double)x - s->n / 2, (double)y - s->n / 2,
-                     ((double)z - s->nz / 2) * s->n / s->nz};
-      px[i] = (float)mr_phantom_value(s->rank, s->n, r);
+    for (int f = 0; f < s->frames; f++) {
+      double shift[3] = {0, 0, 0};
+      if (s->o->moving)
+        mr_sim_motion(s->n, f, shift);
+      for (size_t i = 0; i < s->grid; i++) {
+        size_t x = i % s->n, y = (i / s->n) % s->n, z = i / ((size_t)s->n * s->n);
+        double r[3] = {(double)x - s->n / 2 - shift[0], (double)y - s->n / 2 - shift[1],
+                       ((double)z - s->nz / 2) * s->n / s->nz - shift[2]};
+        px[(size_t)f * s->grid + i] = (float)mr_phantom_value(s->rank, s->n, r);
+      }
     }
   }
   int rc = ismrmrd_append_array(d, name, &arr) == ISMRMRD_NOERROR && !mr_h5_failed()
@@ -277,19 +301,22 @@ static int check(const mr_sim_options *o, mr_err *err) {
                              o->partitions % 2))
     return mr_err_set(err, MR_EINVAL, "--partitions is for --3d, even, 2 .. 512; got %d",
                       o->partitions);
-  if (o->frames > 0 || o->spokes > 0 || o->interleaves > 0 || o->samples > 0)
-    return mr_err_set(err, MR_EINVAL, "--sampling takes none of --frames, --spokes, "
-                                      "--interleaves, --samples");
+  if (o->spokes > 0 || o->interleaves > 0 || o->samples > 0)
+    return mr_err_set(err, MR_EINVAL, "--sampling takes none of --spokes, --interleaves, "
+                                      "--samples");
+  if (o->frames < 0 || o->frames > 1024 || (o->frames > 1 && o->three_d))
+    return mr_err_set(err, MR_EINVAL, "--frames with --sampling: 2D, 1 .. 1024; got %d%s",
+                      o->frames, o->three_d ? " in 3D" : "");
+  if (o->moving && o->frames < 2)
+    return mr_err_set(err, MR_EINVAL, "--moving needs --frames (2 or more)");
   if (access(o->path, F_OK) == 0)
     return mr_err_set(err, MR_EINVAL, "%s exists; not overwriting it", o->path);
   return 0;
 }
 
-/* Takes the grid to images and their root sum of squares (s->reference). */
+/* Takes the grid to images and their root sum of squares (the frame's
+ * reference). */
 static int reconstruct_reference(scan *s, mr_err *err) {
-  s->reference = malloc(s->grid * sizeof *s->reference);
-  if (s->reference == NULL)
-    return mr_err_set(err, MR_ENOMEM, "out of memory for the reference image");
   s->inverse = s->rank == 3 ? fftwf_plan_dft_3d(s->nz, s->n, s->n, s->kspace, s->kspace,
                                                 FFTW_BACKWARD, FFTW_ESTIMATE)
                             : fftwf_plan_dft_2d(s->n, s->n, s->kspace, s->kspace, FFTW_BACKWARD,
@@ -318,10 +345,18 @@ static int write_file(scan *s, mr_err *err) {
     rc = mr_err_set(err, MR_EIO, "cannot write the header to %s: %s", s->o->path,
                     mr_h5_error());
   mr_h5_unlock();
-  if (rc == 0)
-    rc = write_acquisitions(s, &d, err);
-  if (rc == 0)
-    rc = reconstruct_reference(s, err); /* the grid is no longer needed as k-space */
+  mr_sim_noise noise;
+  mr_sim_noise_init(&noise, s->o);
+  for (s->frame = 0; rc == 0 && s->frame < s->frames; s->frame++) {
+    s->mask = s->masks + (size_t)s->frame * s->n * s->nz;
+    s->shift[0] = s->shift[1] = s->shift[2] = 0;
+    if (s->o->moving)
+      mr_sim_motion(s->n, s->frame, s->shift);
+    parallel(s, (size_t)s->n * s->nz, fill_rows);
+    rc = write_acquisitions(s, &d, &noise, err);
+    if (rc == 0)
+      rc = reconstruct_reference(s, err); /* the grid is no longer needed as k-space */
+  }
   mr_h5_lock();
   if (rc == 0)
     rc = write_array(s, &d, "phantom", ISMRMRD_CXFLOAT, err);
@@ -339,29 +374,30 @@ int mr_simulate_sampled(const mr_sim_options *o, mr_err *err) {
   int rc = check(o, err);
   if (rc < 0)
     return rc;
-  scan s = {.o = o, .rank = o->three_d ? 3 : 2, .n = o->matrix, .coils = o->coils};
+  scan s = {.o = o, .rank = o->three_d ? 3 : 2, .n = o->matrix, .coils = o->coils,
+            .frames = o->frames > 1 ? o->frames : 1};
   s.nz = o->three_d ? (o->partitions > 0 ? o->partitions : o->matrix) : 1;
   s.grid = (size_t)s.n * s.n * s.nz;
-  s.mask = malloc((size_t)s.n * s.nz);
-  if (s.mask == NULL)
-    return mr_err_set(err, MR_ENOMEM, "out of memory for the sampling pattern");
-  mr_sampling pattern = {.kind = (mr_sampling_kind)o->sampling, .ny = s.n, .nz = s.nz,
-                         .r = o->acceleration, .calibration = o->calibration, .seed = o->seed};
-  s.acquired = mr_sampling_mask(&pattern, s.mask, NULL, err);
-  if (s.acquired < 0) {
-    free(s.mask);
-    return (int)s.acquired;
-  }
+  s.masks = malloc((size_t)s.n * s.nz * s.frames);
+  s.acquired = malloc((size_t)s.frames * sizeof *s.acquired);
   s.kspace = fftwf_malloc(s.grid * (size_t)s.coils * sizeof *s.kspace);
-  if (s.kspace == NULL) {
-    free(s.mask);
-    return mr_err_set(err, MR_ENOMEM, "out of memory for %d coils' k-space of %zu points",
-                      s.coils, s.grid);
+  s.reference = malloc(s.grid * (size_t)s.frames * sizeof *s.reference);
+  if (s.masks == NULL || s.acquired == NULL || s.kspace == NULL || s.reference == NULL)
+    rc = mr_err_set(err, MR_ENOMEM, "out of memory for %d frame%s of %d coils' k-space of %zu "
+                    "points", s.frames, s.frames == 1 ? "" : "s", s.coils, s.grid);
+  /* each frame its own pattern: the seed counts on from frame to frame */
+  for (int f = 0; rc == 0 && f < s.frames; f++) {
+    mr_sampling pattern = {.kind = (mr_sampling_kind)o->sampling, .ny = s.n, .nz = s.nz,
+                           .r = o->acceleration, .calibration = o->calibration,
+                           .seed = o->seed + (unsigned)f};
+    s.acquired[f] = mr_sampling_mask(&pattern, s.masks + (size_t)f * s.n * s.nz, NULL, err);
+    rc = s.acquired[f] < 0 ? (int)s.acquired[f] : 0;
   }
-  parallel(&s, (size_t)s.n * s.nz, fill_rows);
-  rc = write_file(&s, err);
+  if (rc == 0)
+    rc = write_file(&s, err);
   fftwf_free(s.kspace);
   free(s.reference);
-  free(s.mask);
+  free(s.masks);
+  free(s.acquired);
   return rc;
 }

@@ -59,7 +59,14 @@
  * through the same operator, an L1-wavelet or total-variation prior,
  * solved by gpu/sparse's FISTA (mr_sparse_solve_normal), lambda relative
  * to the zero-filled image's scale as the cs step's: the config
- * cs_radial.
+ * cs_radial. In real time (frames.c's stream) "temporal_lambda" adds a
+ * causal temporal prior to tv, needing no future frame: the L1 norm of
+ * the frame's image minus the last frame's (tv.h's MR_TV_REFERENCE:
+ * total variation over (dx, dy) plus |x - x_last| pixel by pixel,
+ * Chambolle's projection taking the last image as a fixed offset), so
+ * that what the frame's few spokes cannot tell comes from the frame
+ * before while what they show moves with them; "warm_start" starts FISTA
+ * from the last frame's image: the config realtime_cs.
  *
  * Positions are checked first: a component outside [-0.75, 0.75] (1.5
  * times the [-0.5, 0.5) of the recon matrix's k-space) or not finite is
@@ -133,8 +140,8 @@ typedef struct kept_plan {
 
 typedef struct fhd_cg {
   int iterations;
-  double tolerance, lambda;
-  int regularizer, maps;
+  double tolerance, lambda, temporal_lambda;
+  int regularizer, maps, warm_start, tv_steps;
   int estimator;
   int maps_tracking;
   int sums;
@@ -179,6 +186,17 @@ typedef struct fhd_cg {
   unsigned split_q, split_maps;
   mr_scratch q_host;
   mr_sparse_plan *sparse; /* regularizer wavelet or tv: the solver, for the last shape */
+  /* The sparse solve's last image (in cg_x) was of last_n on last_dev
+   * (NULL: none): the next frame's temporal reference (copied to
+   * reference) and warm start. */
+  mr_device *last_dev;
+  size_t last_n[3];
+  mr_buf *reference;
+  /* Its bound of ||A^H A|| and sample count: a frame of as many samples
+   * (the next golden-angle frame) reuses the bound, sparing the power
+   * method's 20 operator applications. */
+  float last_bound;
+  size_t last_m;
 } fhd_cg;
 
 static const mr_param params[] = {
@@ -195,6 +213,17 @@ static const mr_param params[] = {
         "W: identity (Tikhonov) or finite differences along each axis, solved by CG; or, with "
         "sensitivities \"estimate\" on one GPU, compressed sensing by FISTA: wavelet (L1 of a "
         "Daubechies wavelet) or tv (total variation)"),
+    MR_PARAM_DOUBLE(fhd_cg, temporal_lambda, "temporal_lambda", "0", 0, 1e6,
+        "regularizer tv, real time: a causal temporal prior, the L1 norm of this frame's image "
+        "minus the last frame's, weighted relative to the zero-filled image's scale as lambda "
+        "(0: none; the first frame and a new shape have none)"),
+    MR_PARAM_INT(fhd_cg, tv_steps, "tv_steps", "10", 1, 100,
+        "regularizer tv: dual steps of total variation's proximal operator per FISTA "
+        "iteration (the dual is warm-started from the last iteration's; fewer steps, fewer "
+        "kernel launches a frame)"),
+    MR_PARAM_BOOL(fhd_cg, warm_start, "warm_start", "false",
+        "regularizer wavelet or tv: FISTA starts from the last frame's image (of the same "
+        "shape) instead of zero, so that fewer iterations reach the same image"),
     MR_PARAM_ENUM(fhd_cg, maps, "sensitivities", "\"none\"", "none|estimate",
         "none: a solve per coil, coil images out; estimate: maps from the scan, one image out"),
     MR_PARAM_ENUM(fhd_cg, sums, "fhd", "\"direct\"", "direct|nufft",
@@ -230,6 +259,11 @@ static int configure(void *state, mr_gadget_ctx *ctx) {
                           "regularizer %s needs sensitivities \"estimate\", gpus 1 and a lambda "
                           "above 0 (0.005 is BART's usual)",
                           s->regularizer == REG_TV ? "tv" : "wavelet");
+  if (s->temporal_lambda > 0 && s->regularizer != REG_TV)
+    return mr_gadget_fail(ctx, MR_ECONFIG,
+                          "temporal_lambda %g needs regularizer \"tv\" (the temporal term is "
+                          "total variation's)",
+                          s->temporal_lambda);
   return mr_placement_acquire(&s->place, ctx, s->device, s->fallback);
 }
 
@@ -584,7 +618,11 @@ static int solve_sense_split(fhd_cg *s, mr_device *dev, const problem *p, const 
 }
 
 /* x from b = A^H D by FISTA with the wavelet or TV prior on op's normal
- * operator (its bound by the power method). */
+ * operator (its bound by the power method, or the last frame's when it
+ * had as many samples: the spokes of golden-angle frames differ in angle
+ * only, and the estimate carries a 5% margin). x holds the last frame's
+ * image when it has this shape: with temporal_lambda its copy is the
+ * temporal term's reference, with warm_start FISTA's start (else zero). */
 static int solve_sparse(fhd_cg *s, mr_device *dev, const problem *p, mr_toeplitz *op,
                         const mr_cfloat *b, mr_cfloat *x) {
   mr_sparse_opts o;
@@ -594,10 +632,33 @@ static int solve_sparse(fhd_cg *s, mr_device *dev, const problem *p, mr_toeplitz
   o.lambda = s->lambda;
   o.iterations = s->iterations;
   o.tolerance = s->tolerance;
+  o.time = s->temporal_lambda > 0 ? MR_TV_REFERENCE : MR_TV_SPATIAL;
+  o.temporal_lambda = s->temporal_lambda;
+  o.warm_start = s->warm_start;
+  o.tv_steps = s->tv_steps;
+  int last = s->last_dev == dev && memcmp(s->last_n, p->n, sizeof s->last_n) == 0;
+  s->last_dev = NULL; /* until this solve succeeds */
   int rc = mr_sparse_plan_keep(dev, &o, &s->sparse);
-  return rc == 0 ? mr_sparse_solve_normal(s->sparse, mr_toeplitz_apply_op, op, 0, b, x,
-                                          &s->cancel, NULL)
-                 : rc;
+  if (rc == 0 && s->warm_start && !last)
+    rc = mr_vec_zero(dev, p->nvox, x);
+  if (rc == 0 && o.time == MR_TV_REFERENCE && last) {
+    rc = keep_buf(&s->reference, dev, p->nvox * sizeof(mr_cfloat));
+    if (rc == 0)
+      rc = mr_vec_copy(dev, p->nvox, x, mr_buf_data(s->reference));
+  }
+  if (rc == 0 && o.time == MR_TV_REFERENCE)
+    rc = mr_sparse_set_reference(s->sparse, last ? mr_buf_data(s->reference) : NULL);
+  mr_sparse_report r = {0};
+  float bound = last && s->last_m == p->m ? s->last_bound : 0;
+  if (rc == 0)
+    rc = mr_sparse_solve_normal(s->sparse, mr_toeplitz_apply_op, op, bound, b, x, &s->cancel, &r);
+  if (rc == 0) {
+    s->last_dev = dev;
+    memcpy(s->last_n, p->n, sizeof s->last_n);
+    s->last_bound = r.bound;
+    s->last_m = p->m;
+  }
+  return rc;
 }
 
 /* One image through the maps: b = sum_c S_c^H F^H D_c, solved, into out
@@ -771,6 +832,7 @@ static void destroy(void *state) {
   mr_buf_destroy(s->cg_x);
   mr_toeplitz_split_destroy(s->split);
   mr_sparse_plan_destroy(s->sparse);
+  mr_buf_destroy(s->reference);
   mr_scratch_free(&s->q_host);
   for (size_t i = 0; i < s->nothers; i++)
     mr_pool_release(s->place.pool, s->others[i]);

@@ -20,6 +20,16 @@
  * centre, a lambda of 0 with wavelet or tv, NaN samples or a mask with one
  * line get an error, never an image.
  *
+ * A dynamic series ("temporal_lambda" > 0, regularizer tv; cs_series.c): the 2D
+ * buffers of a slice (one per repetition or phase: a cine's phases, a
+ * dynamic scan's repetitions, each undersampled by its own mask) are held
+ * to the end of the scan and reconstructed together, each frame's SENSE
+ * term its own 2D transform with the maps shared (gpu/sparse/series.h),
+ * spatial TV plus temporal TV along the frames (tv.h's MR_TV_FRAMES: as
+ * BART's pics -R T:1024:0:lambda), one image per frame in the order the
+ * frames came. The maps come from the frames' summed k-space over the
+ * centre every frame sampled.
+ *
  * k-space may come on the device (remove_oversampling on a GPU); the image
  * goes on as device data when image_out takes it (handoff.h). */
 #include <complex.h>
@@ -27,6 +37,7 @@
 #include <string.h>
 
 #include "block.h"
+#include "cs_impl.h"
 #include "buf.h"
 #include "coil.h"
 #include "espirit.h"
@@ -39,24 +50,8 @@
 #include "placement.h"
 #include "sparse.h"
 
-/* Fewest fully sampled centre lines (and, in 3D, partitions) that make
- * maps. */
-#define MIN_CALIB 6
 
-enum { MAPS_LOWRES, MAPS_ESPIRIT };
 
-typedef struct cs_gadget {
-  int regularizer;
-  double lambda;
-  int iterations;
-  double tolerance;
-  int maps;
-  int device, fallback;
-  mr_placement place;
-  int on_device;          /* image_out takes device data */
-  mr_sparse_plan *plan;   /* for the last shape */
-  mr_fft_plan *maps_fft;  /* the coil images' transform (lowres), for the last shape */
-} cs_gadget;
 
 static const mr_param params[] = {
     MR_PARAM_ENUM(cs_gadget, regularizer, "regularizer", "\"wavelet\"", "wavelet|tv|l2",
@@ -66,6 +61,11 @@ static const mr_param params[] = {
         "regularisation weight relative to the zero-filled image's scale, taken as BART's pics "
         "takes it (its 90th percentile, or its maximum when a few pixels stand far above "
         "it), so that BART's pics -r means the same: above 0 for wavelet and tv"),
+    MR_PARAM_DOUBLE(cs_gadget, temporal_lambda, "temporal_lambda", "0", 0, 1e3,
+        "regularizer tv, 2D: a dynamic series; the buffers of a slice (its repetitions or "
+        "phases, each its own mask) are held to the end of the scan and reconstructed "
+        "together with temporal total variation along the frames of this weight, relative as "
+        "lambda (BART's pics -R T:1024:0:lambda), one image per frame; 0: each buffer alone"),
     MR_PARAM_INT(cs_gadget, iterations, "iterations", "100", 1, 100000,
         "FISTA iterations (wavelet, tv) or CG iterations (l2)"),
     MR_PARAM_DOUBLE(cs_gadget, tolerance, "tolerance", "0", 0, 1,
@@ -86,51 +86,46 @@ static int configure(void *state, mr_gadget_ctx *ctx) {
                           "lambda 0 with regularizer %s: give a lambda above 0 (0.005 is "
                           "BART's usual), or use regularizer l2",
                           s->regularizer == MR_SPARSE_TV ? "tv" : "wavelet");
+  if (s->temporal_lambda > 0 && s->regularizer != MR_SPARSE_TV)
+    return mr_gadget_fail(ctx, MR_ECONFIG,
+                          "temporal_lambda %g needs regularizer \"tv\" (the temporal term is "
+                          "total variation along the frames)",
+                          s->temporal_lambda);
   s->on_device = mr_handoff_on_device(ctx, MR_MSG_IMAGE_ARRAY);
   return mr_placement_acquire(&s->place, ctx, s->device, s->fallback);
 }
 
 /* Whether every line of the box of half-widths hy, hz around the centre
- * was sampled. */
-static int box_sampled(const mr_kspace *k, size_t hy, size_t hz) {
-  size_t cy = k->ne1 / 2, cz = k->ne2 / 2;
-  if (hy > cy || hz > cz || cy + hy > k->ne1 || cz + hz > k->ne2)
+ * was sampled (sampled [ne2][ne1]). */
+static int box_sampled(const uint8_t *sampled, size_t ne1, size_t ne2, size_t hy, size_t hz) {
+  size_t cy = ne1 / 2, cz = ne2 / 2;
+  if (hy > cy || hz > cz || cy + hy > ne1 || cz + hz > ne2)
     return 0;
-  size_t z0 = k->ne2 > 1 ? cz - hz : 0, z1 = k->ne2 > 1 ? cz + hz : 1;
+  size_t z0 = ne2 > 1 ? cz - hz : 0, z1 = ne2 > 1 ? cz + hz : 1;
   for (size_t z = z0; z < z1; z++)
     for (size_t y = cy - hy; y < cy + hy; y++)
-      if (!k->sampled[z * k->ne1 + y])
+      if (!sampled[z * ne1 + y])
         return 0;
   return 1;
 }
 
-/* The fully sampled centre: widths in lines and partitions (2 x the
- * half-widths; partitions 1 in 2D). */
-static void calibration_box(const mr_kspace *k, size_t *wy, size_t *wz) {
+/* Widths 2 x the half-widths of the largest box that grows. */
+void mr_cs_calibration_box(const uint8_t *sampled, size_t ne1, size_t ne2, size_t *wy,
+                           size_t *wz) {
   size_t hy = 0, hz = 0;
   int grew = 1;
   while (grew) {
     grew = 0;
-    if (box_sampled(k, hy + 1, k->ne2 > 1 ? (hz > 0 ? hz : 1) : 0))
+    if (box_sampled(sampled, ne1, ne2, hy + 1, ne2 > 1 ? (hz > 0 ? hz : 1) : 0))
       hy++, grew = 1;
-    if (k->ne2 > 1 && box_sampled(k, hy > 0 ? hy : 1, hz + 1))
+    if (ne2 > 1 && box_sampled(sampled, ne1, ne2, hy > 0 ? hy : 1, hz + 1))
       hz++, grew = 1;
   }
   *wy = 2 * hy;
-  *wz = k->ne2 > 1 ? 2 * hz : 1;
+  *wz = ne2 > 1 ? 2 * hz : 1;
 }
 
-typedef struct cs_job {
-  cs_gadget *s;
-  mr_kspace *k;         /* borrowed */
-  size_t calib[2];      /* lines, partitions of the fully sampled centre */
-  size_t n[3];          /* the cropped image */
-  const mr_cancel *cancel; /* the chain's (mr_gadget_cancel), asked every iteration */
-  mr_image_array *out;  /* made here */
-} cs_job;
-
-/* The coil maps of k (on dev) into maps, by the gadget's estimator. */
-static int coil_maps(cs_job *j, mr_device *dev, const mr_cfloat *kspace, mr_cfloat *maps) {
+int mr_cs_coil_maps(cs_job *j, mr_device *dev, const mr_cfloat *kspace, mr_cfloat *maps) {
   mr_kspace *k = j->k;
   size_t dims[3] = {k->nro, k->ne1, k->ne2};
   if (j->s->maps == MAPS_ESPIRIT) {
@@ -187,7 +182,7 @@ static int cs_task(mr_device *dev, void *arg) {
     rc = mr_buf_create(dev, n * sizeof(mr_cfloat), &full);
   mr_cfloat *x = full != NULL ? mr_buf_data(full) : img;
   if (rc == 0)
-    rc = coil_maps(j, dev, kspace, mr_buf_data(maps));
+    rc = mr_cs_coil_maps(j, dev, kspace, mr_buf_data(maps));
   if (rc == 0)
     rc = mr_sparse_solve(j->s->plan, kspace, k->sampled, mr_buf_data(maps), x, j->cancel, NULL);
   if (rc == 0 && crop) {
@@ -250,6 +245,17 @@ static mr_kspace *with_calibration(mr_kspace *k, mr_err *err) {
 
 static int reconstruct(cs_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k, mr_image_array **out);
 
+int mr_cs_no_calibration(mr_gadget_ctx *ctx, const mr_kspace *k, const size_t calib[2],
+                         int frames) {
+  if (calib[0] >= MIN_CALIB && (k->ne2 == 1 || calib[1] >= MIN_CALIB))
+    return 0;
+  return mr_gadget_fail(ctx, MR_EDATA,
+                        "no calibration region for the coil maps: the fully sampled k-space "
+                        "centre%s is %zu line%s x %zu partition%s, at least %d of each needed",
+                        frames ? " every frame sampled" : "", calib[0], calib[0] == 1 ? "" : "s", calib[1], calib[1] == 1 ? "" : "s",
+                        MIN_CALIB);
+}
+
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
   cs_gadget *s = state;
   mr_kspace *k = msg->u.object.ptr, *merged = NULL;
@@ -259,6 +265,8 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
       return mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "%s",
                             e.code ? e.msg : "out of memory");
   }
+  if (s->temporal_lambda > 0)
+    return mr_cs_series_hold(s, ctx, msg, merged);
   mr_image_array *a = NULL;
   int rc = reconstruct(s, ctx, merged != NULL ? merged : k, &a);
   mr_kspace_free(merged);
@@ -285,13 +293,9 @@ static int reconstruct(cs_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k, mr_image_
   for (int d = 0; d < 3; d++)
     if (job.n[d] == 0)
       job.n[d] = d == 0 ? k->nro : d == 1 ? k->ne1 : k->ne2;
-  calibration_box(k, &job.calib[0], &job.calib[1]);
-  if (job.calib[0] < MIN_CALIB || (k->ne2 > 1 && job.calib[1] < MIN_CALIB))
-    return mr_gadget_fail(ctx, MR_EDATA,
-                          "no calibration region for the coil maps: the fully sampled k-space "
-                          "centre is %zu line%s x %zu partition%s, at least %d of each needed",
-                          job.calib[0], job.calib[0] == 1 ? "" : "s", job.calib[1],
-                          job.calib[1] == 1 ? "" : "s", MIN_CALIB);
+  mr_cs_calibration_box(k->sampled, k->ne1, k->ne2, &job.calib[0], &job.calib[1]);
+  if (mr_cs_no_calibration(ctx, k, job.calib, 0) < 0)
+    return MR_EDATA;
   int rc = mr_placement_run(&s->place, ctx, run_cs, &job);
   if (rc < 0)
     return rc; /* reported by the placement */
@@ -309,6 +313,7 @@ static int reconstruct(cs_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k, mr_image_
 
 static void destroy(void *state) {
   cs_gadget *s = state;
+  mr_cs_series_free(s);
   mr_sparse_plan_destroy(s->plan);
   mr_fft_plan_destroy(s->maps_fft);
   mr_placement_release(&s->place);
@@ -327,5 +332,6 @@ const mr_gadget_class mr_gadget_cs = {
     .handles = MR_HANDLES_ACCELERATION,
     .configure = configure,
     .process = process,
+    .flush = mr_cs_series_flush,
     .destroy = destroy,
 };

@@ -17,7 +17,7 @@
 #include "wavelet_impl.h"
 #endif
 #include "prox.h"
-#include "sense.h"
+#include "series.h"
 #include "tv.h"
 #include "vec.h"
 
@@ -32,7 +32,7 @@ struct mr_sparse_plan {
   mr_device *dev;
   mr_sparse_opts opts;
   size_t n;
-  mr_sense *sense;
+  mr_series *series;   /* the Cartesian operator: one frame, or a series (MR_TV_FRAMES) */
   mr_wavelet *wavelet; /* wavelet */
   mr_tv *tv;           /* tv */
   mr_buf *images;      /* NIMAGES images */
@@ -64,6 +64,14 @@ static int check_opts(const mr_sparse_opts *o) {
                    o->lambda, o->regularizer == MR_SPARSE_TV ? "tv" : "wavelet");
   if (!(o->lambda >= 0) || !isfinite(o->lambda))
     return mr_fail(MR_EINVAL, "sparse: lambda %g", o->lambda);
+  if (o->time != MR_TV_SPATIAL && o->time != MR_TV_FRAMES && o->time != MR_TV_REFERENCE)
+    return mr_fail(MR_EINVAL, "sparse: unknown temporal term %d", (int)o->time);
+  if (!(o->temporal_lambda >= 0) || !isfinite(o->temporal_lambda) ||
+      (o->time != MR_TV_SPATIAL && o->regularizer != MR_SPARSE_TV))
+    return mr_fail(MR_EINVAL,
+                   "sparse: temporal_lambda %g: a temporal term needs a temporal_lambda of 0 or "
+                   "more and the tv regularizer",
+                   o->temporal_lambda);
   if (o->iterations < 1 || !(o->tolerance >= 0) || o->tv_steps < 1)
     return mr_fail(MR_EINVAL, "sparse: %d iterations, tolerance %g, %d TV steps", o->iterations,
                    o->tolerance, o->tv_steps);
@@ -84,8 +92,11 @@ int mr_sparse_plan_create(mr_device *dev, const mr_sparse_opts *opts, mr_sparse_
     return mr_fail(MR_ENOMEM, "sparse: out of memory");
   p->dev = dev;
   p->opts = *opts;
+  /* a series: 2D frames along dims[2], each its own operator */
+  int series = opts->time == MR_TV_FRAMES;
+  size_t frame[3] = {opts->dims[0], opts->dims[1], series ? 1 : opts->dims[2]};
   if (opts->ncoils > 0)
-    rc = mr_sense_create(dev, opts->dims, opts->ncoils, &p->sense);
+    rc = mr_series_create(dev, frame, opts->ncoils, series ? opts->dims[2] : 1, &p->series);
   else if (opts->dims[0] < 1 || opts->dims[1] < 1 || opts->dims[2] < 1 ||
            opts->dims[0] > SIZE_MAX / 8 / NIMAGES / opts->dims[1] / opts->dims[2])
     rc = mr_fail(MR_EINVAL, "sparse: image of %zu x %zu x %zu", opts->dims[0], opts->dims[1],
@@ -103,7 +114,9 @@ int mr_sparse_plan_create(mr_device *dev, const mr_sparse_opts *opts, mr_sparse_
   if (rc == 0 && opts->regularizer == MR_SPARSE_WAVELET)
     rc = mr_wavelet_create(dev, opts->dims, opts->filter, &p->wavelet);
   if (rc == 0 && opts->regularizer == MR_SPARSE_TV)
-    rc = mr_tv_create(dev, opts->dims, &p->tv);
+    rc = mr_tv_create_time(dev, opts->dims, opts->time, &p->tv);
+  if (rc == 0 && opts->time != MR_TV_SPATIAL)
+    rc = mr_sparse_set_reference(p, NULL);
   if (rc < 0) {
     mr_sparse_plan_destroy(p);
     return rc;
@@ -120,10 +133,20 @@ int mr_sparse_plan_keep(mr_device *dev, const mr_sparse_opts *opts, mr_sparse_pl
   return mr_sparse_plan_create(dev, opts, plan);
 }
 
+/* The temporal weight relative to the spatial term's (tv.h's w): both
+ * scale with lambda' alike. */
+int mr_sparse_set_reference(mr_sparse_plan *p, const mr_cfloat *reference) {
+  if (p->opts.time == MR_TV_SPATIAL)
+    return mr_fail(MR_EINVAL, "sparse: a reference image for a plan without a temporal term");
+  int off = p->opts.time == MR_TV_REFERENCE && reference == NULL;
+  float w = off ? 0 : (float)(p->opts.temporal_lambda / p->opts.lambda);
+  return mr_tv_set_time(p->tv, w, reference);
+}
+
 void mr_sparse_plan_destroy(mr_sparse_plan *p) {
   if (p == NULL)
     return;
-  mr_sense_destroy(p->sense);
+  mr_series_destroy(p->series);
   mr_wavelet_destroy(p->wavelet);
   mr_tv_destroy(p->tv);
   mr_buf_destroy(p->images);
@@ -156,7 +179,7 @@ typedef struct solve_job {
 } solve_job;
 
 static int normal(solve_job *j, const mr_cfloat *x, mr_cfloat *y) {
-  return j->normal != NULL ? j->normal(j->op, x, y) : mr_sense_normal(j->p->sense, x, y);
+  return j->normal != NULL ? j->normal(j->op, x, y) : mr_series_normal(j->p->series, x, y);
 }
 
 static int l2_apply(void *op, const mr_cfloat *x, mr_cfloat *y) {
@@ -215,7 +238,7 @@ static int change(mr_sparse_plan *p, double *out) {
 static int gradient_step(solve_job *j, const mr_cfloat *z, float step, mr_cfloat *u) {
   mr_sparse_plan *p = j->p;
   if (j->normal == NULL)
-    return mr_sense_step(p->sense, z, j->ahb, step, u);
+    return mr_series_step(p->series, z, j->ahb, step, u);
   mr_cfloat minus_one = -1, minus_step = -step, one = 1;
   int rc = j->normal(j->op, z, u);
   if (rc == 0)
@@ -320,9 +343,16 @@ static int replay_step(solve_job *j, replay *r, float step, float t, const size_
 static int solve_fista(solve_job *j) {
   mr_sparse_plan *p = j->p;
   float step = 1.0f / j->bound, t = (float)p->opts.lambda * j->report.scale * step;
-  int rc = mr_vec_zero(p->dev, p->n, image(p, IMG_PREV));
-  if (rc == 0)
-    rc = mr_vec_zero(p->dev, p->n, image(p, IMG_Z));
+  int rc;
+  if (p->opts.warm_start) {
+    rc = mr_vec_copy(p->dev, p->n, j->image, image(p, IMG_PREV));
+    if (rc == 0)
+      rc = mr_vec_copy(p->dev, p->n, j->image, image(p, IMG_Z));
+  } else {
+    rc = mr_vec_zero(p->dev, p->n, image(p, IMG_PREV));
+    if (rc == 0)
+      rc = mr_vec_zero(p->dev, p->n, image(p, IMG_Z));
+  }
   if (rc == 0 && p->tv != NULL)
     rc = mr_tv_reset(p->tv);
   double tk = 1;
@@ -472,23 +502,26 @@ static int solve_task(mr_device *dev, void *arg) {
   size_t lines = 0;
   float kpeak = 0;
   int finite = 1;
-  if (p->sense == NULL)
+  if (p->series == NULL)
     return mr_fail(MR_EINVAL, "sparse: a plan of 0 coils solves through mr_sparse_solve_normal");
-  int rc = mr_sense_set(p->sense, j->maps, j->mask, &lines);
+  int series = p->opts.time == MR_TV_FRAMES;
+  int rc = mr_series_set(p->series, j->maps, j->mask, &lines);
   if (rc == 0 && lines < 2)
-    return mr_fail(MR_EDATA, "sparse: %zu sampled line%s of %zu: too few to reconstruct", lines,
-                   lines == 1 ? "" : "s", p->opts.dims[1] * p->opts.dims[2]);
+    return mr_fail(MR_EDATA, "sparse: %zu sampled line%s of %zu%s: too few to reconstruct",
+                   lines, lines == 1 ? "" : "s", p->opts.dims[1] * (series ? 1 : p->opts.dims[2]),
+                   series ? " in a frame" : "");
   if (rc == 0)
     rc = mr_prox_peak(dev, p->n * p->opts.ncoils, j->kspace, &kpeak, &finite);
   if (rc == 0 && !finite)
     return mr_fail(MR_EDATA, "sparse: the k-space holds NaN or infinite samples");
   if (rc == 0)
-    rc = mr_sense_peak(p->sense, &j->bound);
+    rc = mr_series_peak(p->series, &j->bound);
   if (rc == 0 && !(j->bound > 0))
     return mr_fail(MR_EDATA, "sparse: the coil maps are zero everywhere");
+  j->report.bound = j->bound;
   j->ahb = image(p, IMG_AHB);
   if (rc == 0)
-    rc = mr_sense_adjoint(p->sense, j->kspace, image(p, IMG_AHB));
+    rc = mr_series_adjoint(p->series, j->kspace, image(p, IMG_AHB));
   return rc != 0 ? rc : scale_and_solve(dev, j);
 }
 
@@ -530,6 +563,7 @@ static int normal_task(mr_device *dev, void *arg) {
     rc = power_bound(j, &j->bound);
   if (rc == 0 && !(j->bound > 0))
     return mr_fail(MR_EDATA, "sparse: A^H b is zero: no signal to reconstruct");
+  j->report.bound = j->bound;
   return rc != 0 ? rc : scale_and_solve(dev, j);
 }
 

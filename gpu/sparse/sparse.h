@@ -40,6 +40,7 @@
 #include "cfloat.h"
 #include "cg.h"
 #include "device.h"
+#include "tv.h"
 #include "wavelet.h"
 
 typedef enum mr_sparse_regularizer {
@@ -60,6 +61,14 @@ typedef struct mr_sparse_opts {
   mr_wavelet_filter filter;
   int tv_steps;       /* dual steps of the TV proximal operator per iteration */
   unsigned seed;      /* of the wavelet's random shifts */
+  /* tv only: a temporal term (tv.h) beside the spatial one, weighted
+   * temporal_lambda (relative as lambda; 0: none): MR_TV_FRAMES, dims[2]
+   * counts the frames of a series (each 2D); MR_TV_REFERENCE, a real-time
+   * frame against the image mr_sparse_set_reference gives (the last
+   * frame's: causal). */
+  mr_tv_time time;
+  double temporal_lambda;
+  int warm_start;     /* FISTA: start from the image passed in (0: from zero) */
 } mr_sparse_opts;
 
 typedef struct mr_sparse_report {
@@ -67,12 +76,14 @@ typedef struct mr_sparse_report {
   float scale;        /* s: the scale lambda is relative to (above) */
   double change;      /* FISTA: the last relative change tested (0: none);
                          CG: the relative residual */
+  float bound;        /* the bound of ||A^H A|| used (given, estimated or the maps') */
 } mr_sparse_report;
 
 typedef struct mr_sparse_plan mr_sparse_plan;
 
 /* wavelet, lambda 0.005, 100 iterations, tolerance 0, db2, 10 TV steps,
- * seed 1; dims and ncoils 0 (the caller's to set). */
+ * seed 1, no temporal term, no warm start; dims and ncoils 0 (the
+ * caller's to set). */
 void mr_sparse_opts_default(mr_sparse_opts *o);
 
 /* A solver for opts on dev (borrowed): its operator, transforms and
@@ -83,6 +94,11 @@ int mr_sparse_plan_create(mr_device *dev, const mr_sparse_opts *opts, mr_sparse_
  * it and makes one (*plan is NULL after a failure). */
 int mr_sparse_plan_keep(mr_device *dev, const mr_sparse_opts *opts, mr_sparse_plan **plan);
 void mr_sparse_plan_destroy(mr_sparse_plan *plan);
+
+/* MR_TV_REFERENCE: the image (on the plan's device, borrowed until the
+ * next call) the next solves' temporal term compares with; NULL (the first
+ * frame) leaves the term out. MR_EINVAL for a plan without it. */
+int mr_sparse_set_reference(mr_sparse_plan *plan, const mr_cfloat *reference);
 
 /* Reconstructs image from kspace (b: its sampled lines are read), mask
  * and maps, in one task on the plan's device. MR_EDATA with a detail line

@@ -11,7 +11,18 @@ struct shape_arg {
   int naxes;
   int axis[3];
   size_t n;
+  int time; // mr_tv_time
+  float weight;
+  const float2 *reference;
 };
+
+// Pixel i's frame along dims[2]: whether it has a predecessor and a
+// successor (the temporal differences are not periodic).
+__device__ inline void frame_of(const shape_arg &s, size_t i, bool &prev, bool &next) {
+  size_t pos = i / (size_t(s.dims[0]) * s.dims[1]);
+  prev = pos > 0;
+  next = pos + 1 < s.dims[2];
+}
 
 __device__ inline size_t neighbour(const shape_arg &s, size_t i, int a, bool up) {
   size_t st = a == 0 ? 1 : a == 1 ? size_t(s.dims[0]) : size_t(s.dims[0]) * s.dims[1];
@@ -29,6 +40,22 @@ __global__ void primal(shape_arg s, float t, const float2 *u, const float2 *p, f
       float2 a = p[k * s.n + neighbour(s, i, s.axis[k], false)], b = p[k * s.n + i];
       div.x += a.x - b.x;
       div.y += a.y - b.y;
+    }
+    if (s.time != MR_TV_SPATIAL) { // w T^H p_t
+      const float2 *pt = p + s.naxes * s.n;
+      float2 a = make_float2(0, 0), b = pt[i];
+      if (s.time == MR_TV_FRAMES) {
+        bool prev, next;
+        frame_of(s, i, prev, next);
+        size_t st = size_t(s.dims[0]) * s.dims[1];
+        a = prev ? pt[i - st] : make_float2(0, 0);
+        b = next ? b : make_float2(0, 0);
+        div.x += s.weight * (a.x - b.x);
+        div.y += s.weight * (a.y - b.y);
+      } else {
+        div.x += s.weight * b.x;
+        div.y += s.weight * b.y;
+      }
     }
     float2 v = u != nullptr ? u[i] : make_float2(0, 0);
     x[i] = make_float2(v.x - t * div.x, v.y - t * div.y);
@@ -49,6 +76,24 @@ __global__ void dual(shape_arg s, float tau, int project, const float2 *x, float
     float f = project && norm2 > 1 ? rsqrtf(norm2) : 1.0f;
     for (int k = 0; k < s.naxes; k++)
       p[k * s.n + i] = make_float2(q[k].x * f, q[k].y * f);
+    if (s.time != MR_TV_SPATIAL) { // p_t += tau (w T x - c), to unit magnitude
+      float2 d = make_float2(0, 0);
+      if (s.time == MR_TV_REFERENCE) {
+        float2 r = project && s.reference != nullptr ? s.reference[i] : make_float2(0, 0);
+        d = make_float2(xi.x - r.x, xi.y - r.y);
+      } else {
+        bool prev, next;
+        frame_of(s, i, prev, next);
+        if (next) {
+          float2 up = x[i + size_t(s.dims[0]) * s.dims[1]];
+          d = make_float2(up.x - xi.x, up.y - xi.y);
+        }
+      }
+      float2 *pt = p + s.naxes * s.n, old = pt[i];
+      float2 v = make_float2(old.x + tau * s.weight * d.x, old.y + tau * s.weight * d.y);
+      float m2 = v.x * v.x + v.y * v.y, g = project && m2 > 1 ? rsqrtf(m2) : 1.0f;
+      pt[i] = make_float2(v.x * g, v.y * g);
+    }
   }
 }
 
@@ -60,6 +105,9 @@ shape_arg arg_of(const mr_tv_shape *s) {
   }
   a.naxes = s->naxes;
   a.n = s->dims[0] * s->dims[1] * s->dims[2];
+  a.time = int(s->time);
+  a.weight = s->weight;
+  a.reference = reinterpret_cast<const float2 *>(s->reference);
   return a;
 }
 

@@ -124,6 +124,16 @@ static const stream_case cases[] = {
      {NULL, NULL},
      200,
      {{"latency_p99_ms", "<= 15 (H100), frames sent at 200 per second"}}, 0, 0, 0},
+    {"realtime_cs", "the realtime data through compressed sensing: TV with the causal temporal "
+                    "prior against the last frame (FISTA, 30 iterations), maps tracking",
+     "realtime_cs", "frames", SIMULATE,
+     "--trajectory golden --matrix 128 --coils 16 --samples 256 --spokes 34 --frames 1000",
+     "--trajectory golden --matrix 32 --coils 4 --samples 64 --spokes 16 --frames 20", 0, 0,
+     {{"frames_per_s", ">= 200 (H100)"}},
+     {{NULL, NULL}},
+     {NULL, NULL},
+     200,
+     {{"latency_p99_ms", "<= 15 (H100), frames sent at 200 per second"}}, 0, 0, 0},
     {"fmri",
      "an fMRI series: single-shot EPI 64x64 (readout oversampled 2, ramp-sampled, odd/even "
      "error), 32 coils, in-plane R 2, multiband 4 with CAIPI FOV/3, 60 slices (15 groups) per "
@@ -694,7 +704,8 @@ int bench_stream(const bench_ctx *ctx) {
   if (bench_unknown_case(ctx->cases, names, NCASES, unknown, sizeof unknown)) {
     char msg[200];
     snprintf(msg, sizeof msg, "--case: no case '%s' (cases: cartesian, cartesian_external, "
-                              "cartesian_cpu4, grappa, realtime, realtime_cg, fmri)", unknown);
+                              "cartesian_cpu4, grappa, realtime, realtime_cg, realtime_cs, fmri)",
+               unknown);
     json_str(j, "error", msg);
     fprintf(stderr, "mr-bench: stream: %s\n", msg);
     return -1;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
 #include <cmocka.h>
 
 #include "dataset.h"
@@ -48,4 +49,25 @@ float *mr_test_reconstruct(const char *h5, const char *chain, const char *gpus,
   mr_harness_close(&h);
   mr_dataset_close(ds);
   return images;
+}
+
+char *mr_test_config_chain(const char *name, const char *gadget, const char *with) {
+  cJSON *doc = mr_harness_installed_config(name), *over = NULL;
+  assert_non_null(doc);
+  if (with != NULL)
+    assert_non_null(over = cJSON_Parse(with));
+  cJSON *gadgets = cJSON_GetObjectItem(doc, "gadgets");
+  for (int i = 0; over != NULL && i < cJSON_GetArraySize(gadgets); i++) {
+    cJSON *g = cJSON_GetArrayItem(gadgets, i);
+    if (strcmp(cJSON_GetObjectItem(g, "gadget")->valuestring, gadget) != 0)
+      continue;
+    for (cJSON *o = over->child; o != NULL; o = o->next) {
+      cJSON_DeleteItemFromObject(g, o->string);
+      cJSON_AddItemToObject(g, o->string, cJSON_Duplicate(o, 1));
+    }
+  }
+  cJSON_Delete(over);
+  char *chain = cJSON_PrintUnformatted(gadgets);
+  cJSON_Delete(doc);
+  return chain;
 }

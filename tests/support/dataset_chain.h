@@ -13,4 +13,10 @@
 float *mr_test_reconstruct(const char *h5, const char *chain, const char *gpus,
                            int first_repetition_only, int *count, size_t *pixels);
 
+/* The installed config configs/<name>.json's gadget list as JSON text
+ * (malloc'd), each `gadget` step's keys set from `with` (a JSON object's
+ * text; NULL: as installed). Fails the calling cmocka test when either
+ * cannot be read. */
+char *mr_test_config_chain(const char *name, const char *gadget, const char *with);
+
 #endif

@@ -7,7 +7,8 @@
  * maps from the gridded centre: configs/iterative with "maps": "espirit"
  * on an undersampled golden-angle scan, as close to the phantom as with
  * the low-resolution maps. configs/realtime_cs on the 16-spoke stream:
- * closer to the phantom than realtime_cg, frame by frame on average. */
+ * closer to the phantom than realtime_cg, frame by frame on average, and
+ * than itself without its temporal prior. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
 #include <cmocka.h>
 
 #include "dataset_chain.h"
@@ -28,10 +28,11 @@
 
 enum { N = 64, COILS = 16, FRAMES = 20 };
 
-/* The worst, best and mean frame NRMSE of the installed config on a stream
- * of `spokes` spokes a frame. */
-static void frames_nrmse(const char *config, int spokes, double *worst, double *best,
-                         double *mean) {
+/* The worst, best and mean frame NRMSE of the installed config, its
+ * fhd_cg's parameters overridden by `with` (a JSON object; NULL: none), on
+ * a stream of `spokes` spokes a frame. */
+static void frames_nrmse_with(const char *config, const char *with, int spokes, double *worst,
+                              double *best, double *mean) {
   char path[512];
   snprintf(path, sizeof path, "%s/moving-%d.h5", mr_test_tmpdir("realtime_maps"), spokes);
   remove(path);
@@ -41,10 +42,7 @@ static void frames_nrmse(const char *config, int spokes, double *worst, double *
   mr_err err = {0};
   if (mr_simulate(&o, &err) != 0)
     fail_msg("simulate: %s", err.msg);
-  cJSON *doc = mr_harness_installed_config(config);
-  assert_non_null(doc);
-  char *chain = cJSON_PrintUnformatted(cJSON_GetObjectItem(doc, "gadgets"));
-  cJSON_Delete(doc);
+  char *chain = mr_test_config_chain(config, "fhd_cg", with);
   int count;
   size_t px;
   float *img = mr_test_reconstruct(path, chain, "none", 0, &count, &px);
@@ -60,13 +58,19 @@ static void frames_nrmse(const char *config, int spokes, double *worst, double *
     mr_sim_motion(N, f, shift);
     phantom_test_band_limited_rss_moved(N, COILS, shift, truth);
     double e = mr_test_nrmse_scaled(img + (size_t)f * px, truth, px);
-    print_message("%s, %d spokes, frame %2d: NRMSE %.4f\n", config, spokes, f, e);
+    print_message("%s %s, %d spokes, frame %2d: NRMSE %.4f\n", config, with ? with : "", spokes,
+                  f, e);
     *worst = fmax(*worst, e);
     *best = fmin(*best, e);
     *mean += e / FRAMES;
   }
   free(truth);
   free(img);
+}
+
+static void frames_nrmse(const char *config, int spokes, double *worst, double *best,
+                         double *mean) {
+  frames_nrmse_with(config, NULL, spokes, worst, best, mean);
 }
 
 static void maps_follow_the_object(void **state) {
@@ -106,16 +110,9 @@ static double iterative_nrmse(const char *maps) {
   mr_err err = {0};
   if (mr_simulate(&o, &err) != 0)
     fail_msg("simulate: %s", err.msg);
-  cJSON *doc = mr_harness_installed_config("iterative");
-  assert_non_null(doc);
-  cJSON *gadgets = cJSON_GetObjectItem(doc, "gadgets");
-  for (int i = 0; i < cJSON_GetArraySize(gadgets); i++) {
-    cJSON *g = cJSON_GetArrayItem(gadgets, i);
-    if (strcmp(cJSON_GetObjectItem(g, "gadget")->valuestring, "fhd_cg") == 0)
-      cJSON_AddStringToObject(g, "maps", maps);
-  }
-  char *chain = cJSON_PrintUnformatted(gadgets);
-  cJSON_Delete(doc);
+  char maps_with[64];
+  snprintf(maps_with, sizeof maps_with, "{\"maps\": \"%s\"}", maps);
+  char *chain = mr_test_config_chain("iterative", "fhd_cg", maps_with);
   int count;
   size_t px;
   float *img = mr_test_reconstruct(path, chain, "none", 0, &count, &px);
@@ -137,10 +134,30 @@ static void espirit_from_the_gridded_centre(void **state) {
   assert_true(espirit <= 1.1 * lowres);
 }
 
+/* configs/realtime_cs's causal temporal prior (temporal_lambda: the
+ * frame's image against the last frame's) against the same config with
+ * the spatial prior alone, on the 16-spoke moving stream: closer to the
+ * phantom on average and in the worst frame (measured: mean 0.2630
+ * against 0.2711, worst 0.2773 against 0.2788; with warm_start and 15
+ * iterations instead of 30, mean 0.360: warm starts keep the last frame's
+ * object where it was). */
+static void realtime_cs_temporal_beats_spatial(void **state) {
+  (void)state;
+  double sp_worst, sp_best, sp_mean, t_worst, t_best, t_mean;
+  frames_nrmse_with("realtime_cs", "{\"temporal_lambda\": 0}", 16, &sp_worst, &sp_best,
+                    &sp_mean);
+  frames_nrmse("realtime_cs", 16, &t_worst, &t_best, &t_mean);
+  print_message("16 spokes, realtime_cs: mean frame NRMSE spatial prior %.4f, with the temporal "
+                "prior %.4f; worst %.4f, %.4f\n", sp_mean, t_mean, sp_worst, t_worst);
+  assert_true(t_mean <= 0.98 * sp_mean);
+  assert_true(t_worst <= sp_worst);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(maps_follow_the_object),
       cmocka_unit_test(realtime_cs_beats_cg_sense),
+      cmocka_unit_test(realtime_cs_temporal_beats_spatial),
       cmocka_unit_test(espirit_from_the_gridded_centre),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
