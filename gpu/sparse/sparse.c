@@ -105,7 +105,9 @@ int mr_sparse_plan_create(mr_device *dev, const mr_sparse_opts *opts, mr_sparse_
     p->n = opts->dims[0] * opts->dims[1] * opts->dims[2];
     rc = mr_buf_create(dev, p->n * NIMAGES * sizeof(mr_cfloat), &p->images);
   }
-  if (rc == 0 && opts->ncoils > 0) {
+  /* a series' scale comes from its zero-filled frames: BART's box is one
+   * frame's, and the series has one per frame */
+  if (rc == 0 && opts->ncoils > 0 && !series) {
     p->calib_cap = 1;
     for (int d = 0; d < 3; d++)
       p->calib_cap *= opts->dims[d] < CALIB_MAX ? opts->dims[d] : CALIB_MAX;
@@ -581,7 +583,7 @@ int mr_sparse_solve_normal(mr_sparse_plan *plan, mr_cg_operator normal_op, void 
 /* The calibration box of the scale and its transform's plan (kept while
  * the box stays the same), made before the task. */
 static int calib_plan(mr_sparse_plan *p, solve_job *j) {
-  if (p->sense == NULL || calib_box(p, j->mask, j->calib_at, j->calib_box) == 0)
+  if (p->calib == NULL || calib_box(p, j->mask, j->calib_at, j->calib_box) == 0)
     return 0;
   if (p->calib_fft != NULL && memcmp(p->calib_dims, j->calib_box, sizeof p->calib_dims) == 0)
     return 0;
