@@ -104,10 +104,7 @@ static void fail(run *r, int code, const char *fmt, ...) {
 static int send_to_client(run *r, mr_message *msg) {
   if (msg == NULL)
     return MR_ENOMEM;
-  int rc = mr_queue_push(r->s->outbox, msg, mr_queue_message_bytes(msg), 1);
-  if (rc == 0)
-    r->s->wake(r->s->wake_ctx);
-  return rc;
+  return mr_envelope_send(r->s->outbox, msg, 1); /* the outbox's hook wakes the loop */
 }
 
 /* The end of the chain: images, DICOM files and TEXT go to the client; acquisitions and
@@ -457,30 +454,30 @@ void mr_session_run(mr_session *s) {
       break;
     }
     const char *why = NULL;
-    mr_queue_entry *e = mr_queue_pop(s->inbox, wait_budget(&r, start, &why));
-    if (e == NULL) {
-      if (!atomic_load(s->cancel))
+    mr_envelope e;
+    size_t bytes;
+    if (mr_chan_pop(s->inbox, &e, &bytes, wait_budget(&r, start, &why)) < 0) {
+      if (!atomic_load(s->cancel)) /* closed only by a cancel: else the wait ran out */
         time_out(&r, why);
       break;
     }
-    if (mr_queue_release(s->inbox, e->bytes))
-      s->wake(s->wake_ctx);
-    if (e->msg != NULL) {
-      mr_message *m = e->msg;
-      e->msg = NULL;
+    mr_chan_release(s->inbox, bytes); /* its hook tells a paused loop of room */
+    if (e.msg != NULL) {
+      mr_message *m = e.msg;
+      e.msg = NULL;
       on_message(&r, m);
-    } else if (e->code == MR_ECONN) {
-      record_error(&r, e->code, e->text); /* for the log: nobody is left to tell */
-      mr_queue_entry_free(e);
+    } else if (e.code == MR_ECONN) {
+      record_error(&r, e.code, e.text); /* for the log: nobody is left to tell */
+      mr_envelope_clear(&e);
       break;
     } else {
-      record_error(&r, e->code, e->text);
+      record_error(&r, e.code, e.text);
       /* Nothing more can be read, or the client declared a size over a
        * limit (its body is not waited for): answer now. */
-      if (e->code == MR_EFRAME || e->code == MR_ELIMIT)
+      if (e.code == MR_EFRAME || e.code == MR_ELIMIT)
         on_close(&r);
     }
-    mr_queue_entry_free(e);
+    mr_envelope_clear(&e);
   }
   if (r.chain != NULL) {
     mr_chain_abandon(r.chain); /* its stages idle before their times are read */

@@ -15,7 +15,7 @@
 
 #include "config_dir.h"
 #include "wire_limits.h"
-#include "queue.h"
+#include "envelope.h"
 
 struct mr_pool;
 
@@ -51,13 +51,11 @@ typedef struct mr_session_stats {
 
 typedef struct mr_session {
   const mr_server_env *env;
-  mr_queue *inbox;  /* filled by the loop thread */
-  mr_queue *outbox; /* drained by the loop thread */
+  /* Channels of mr_envelope (envelope.h). Their hooks tell the loop
+   * thread of answers in the outbox and of room in the inbox. */
+  mr_chan *inbox;  /* filled by the loop thread */
+  mr_chan *outbox; /* drained by the loop thread */
   const atomic_int *cancel; /* set when the client is gone */
-  /* Tells the loop thread the outbox has something, or the inbox has room
-   * again. */
-  void (*wake)(void *ctx);
-  void *wake_ctx;
   const char *peer;
   mr_session_stats stats;
 } mr_session;

@@ -22,7 +22,7 @@ mr_add_test(test_server_cgroup SOURCES server/test_server_cgroup.c LIBS mr_serve
 mr_add_test(test_server_robust SOURCES server/test_server_robust.c
   LIBS mr_wire_scan Threads::Threads TIMEOUT 300)
 mr_add_test(test_server_write_bufs SOURCES server/test_server_write_bufs.c LIBS mr_server)
-mr_add_test(test_server_queue SOURCES server/test_server_queue.c LIBS mr_server)
+mr_add_test(test_server_envelope SOURCES server/test_server_envelope.c LIBS mr_server)
 # Issue 13: the health and metrics listener (--http).
 mr_add_test(test_server_metrics SOURCES server/test_server_metrics.c LIBS mr_server)
 mr_add_test(test_server_http SOURCES server/test_server_http.c LIBS mr_wire_scan TIMEOUT 120)
