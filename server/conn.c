@@ -317,6 +317,8 @@ static void cancel_session(mr_conn *c) {
   atomic_store(&c->cancel, 1);
   mr_chan_close(c->inbox);
   mr_chan_close(c->outbox);
+  if (c->has_thread)
+    mr_session_cancel(&c->session);
 }
 
 /* At --max-connections: the oldest connection whose CLOSE is written (it
@@ -789,7 +791,8 @@ void mr_conn_accept(mr_server *server, int fd) {
   uv_tcp_nodelay(&c->tcp, 1);
   peer_name(&c->tcp, c->peer, sizeof c->peer);
   c->session = (mr_session){.env = server->env, .inbox = c->inbox, .outbox = c->outbox,
-                            .cancel = &c->cancel, .peer = c->peer};
+                            .cancel = &c->cancel, .chain_mu = PTHREAD_MUTEX_INITIALIZER,
+                            .peer = c->peer};
   mr_log(MR_LOG_DEBUG, "%s: connected", c->peer);
   if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
     enter_reading(c, READING_ON);

@@ -158,6 +158,9 @@ static void start_chain(run *r, const mr_pipeline_config *cfg) {
     fail(r, MR_ENOMEM, "out of memory building config '%s'", cfg->name);
     return;
   }
+  pthread_mutex_lock(&r->s->chain_mu); /* from now on a cancel interrupts it */
+  r->s->chain = r->chain;
+  pthread_mutex_unlock(&r->s->chain_mu);
   if (within(r, cfg->name, "would start", mr_chain_threads_needed(r->chain),
              limits->session_threads, "pipeline threads per session", "session_threads") < 0)
     return;
@@ -484,6 +487,9 @@ void mr_session_run(mr_session *s) {
     mr_chain_timings(r.chain, s->stats.gadget_time, sizeof s->stats.gadget_time);
     mr_chain_each_timing(r.chain, count_gadget_time, NULL);
   }
+  pthread_mutex_lock(&s->chain_mu);
+  s->chain = NULL;
+  pthread_mutex_unlock(&s->chain_mu);
   mr_chain_destroy(r.chain);
   if (r.device != NULL)
     mr_pool_release(s->env->pool, r.device);
@@ -492,4 +498,11 @@ void mr_session_run(mr_session *s) {
     mr_stream_header_free(&r.hdr);
   for (int i = 0; i < r.nerrors; i++)
     free(r.errors[i]);
+}
+
+void mr_session_cancel(mr_session *s) {
+  pthread_mutex_lock(&s->chain_mu);
+  if (s->chain != NULL)
+    mr_chain_interrupt(s->chain);
+  pthread_mutex_unlock(&s->chain_mu);
 }

@@ -10,6 +10,7 @@
 #ifndef MR_SERVER_SESSION_H
 #define MR_SERVER_SESSION_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -56,6 +57,10 @@ typedef struct mr_session {
   mr_chan *inbox;  /* filled by the loop thread */
   mr_chan *outbox; /* drained by the loop thread */
   const atomic_int *cancel; /* set when the client is gone */
+  /* The session's chain while one runs (the session thread sets it), for
+   * mr_session_cancel. Initialise with PTHREAD_MUTEX_INITIALIZER. */
+  pthread_mutex_t chain_mu;
+  struct mr_chain *chain;
   const char *peer;
   mr_session_stats stats;
 } mr_session;
@@ -63,5 +68,10 @@ typedef struct mr_session {
 /* The pipeline thread's body; returns when the session is over (CLOSE
  * answered, or the client gone). */
 void mr_session_run(mr_session *s);
+
+/* From the loop thread, after setting *cancel and closing the channels:
+ * interrupts the running chain (mr_chain_interrupt), so a step waiting on
+ * a peer (external) stops at once instead of at its timeout. */
+void mr_session_cancel(mr_session *s);
 
 #endif

@@ -198,6 +198,15 @@ typedef struct mr_gadget_class {
  * the gadget's destroy() returns. */
 void mr_gadget_wake(mr_gadget_ctx *ctx);
 
+/* A gadget that waits on something outside the chain (external's peer)
+ * waits on a channel (base/channel.h) that the chain closes when it is
+ * told to stop: the client left, the drain deadline passed, another stage
+ * failed (at once when that has already happened). So the wait ends at
+ * once, with nothing polled. ch NULL: no channel any more (before the
+ * gadget frees it). From the gadget's own calls (configure ... destroy). */
+struct mr_chan;
+void mr_gadget_close_on_stop(mr_gadget_ctx *ctx, struct mr_chan *ch);
+
 /* Reports a failure of the current gadget: writes "config, gadget: ..."
  * into ctx->err and returns code. */
 int mr_gadget_fail(mr_gadget_ctx *ctx, int code, const char *fmt, ...)

@@ -74,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   mr_chan_close(inbox); /* the end of the input: an idle client */
   atomic_int cancel = 0;
   mr_session s = {.env = &env, .inbox = inbox, .outbox = outbox, .cancel = &cancel,
-                  .peer = "fuzz"};
+                  .chain_mu = PTHREAD_MUTEX_INITIALIZER, .peer = "fuzz"};
   mr_session_run(&s);
   /* The last thing a session sends is CLOSE. */
   mr_envelope e, last = {0};
