@@ -10,9 +10,9 @@
 #include "decode.h"
 #include "encode.h"
 #include "log.h"
+#include "conn_host.h"
 #include "metrics.h"
 #include "envelope.h"
-#include "server.h"
 #include "session.h"
 #include "state_machine.h"
 #include "write_bufs.h"
@@ -89,7 +89,7 @@ typedef struct mr_conn {
   uv_timer_t timer;       /* closing grace */
   uv_timer_t write_timer; /* no write completed for write_timeout_ms */
   int handles_open;
-  mr_server *server;
+  mr_conn_host *host;
   struct mr_conn *next, **pprev;
   mr_decoder *dec;
   mr_chan *inbox, *outbox; /* NULL until set up */
@@ -209,7 +209,7 @@ static void lose_client(mr_conn *c) {
 /* connection_bytes bounds what the connection holds: half for read-ahead
  * (the inbox), half for answers not yet written (the outbox). */
 static size_t channel_bytes(const mr_conn *c) {
-  return (size_t)(c->server->env->limits->connection_bytes / 2);
+  return (size_t)(c->host->env->limits->connection_bytes / 2);
 }
 
 /* ---- counting ---- */
@@ -224,7 +224,7 @@ static size_t channel_bytes(const mr_conn *c) {
 static void uncount(mr_conn *c) {
   if (c->counted) {
     c->counted = 0;
-    mr_server_release(c->server);
+    c->host->release(c->host->ctx);
     mr_metrics_connection_closed();
   }
 }
@@ -249,7 +249,7 @@ static int is_health_check(const mr_conn *c) {
 
 static void log_session(const mr_conn *c) {
   const mr_session_stats *st = &c->session.stats;
-  double secs = (double)(uv_now(c->server->loop) - c->start_ms) / 1000.0;
+  double secs = (double)(uv_now(c->host->loop) - c->start_ms) / 1000.0;
   char extra[240] = "";
   if (st->empty_acquisitions > 0) /* skipped by the chain, which tells the client */
     snprintf(extra, sizeof extra, " empty_acquisitions=%llu",
@@ -273,7 +273,7 @@ static void count_session(const mr_conn *c) {
                                : c->session.stats.errors ? MR_OUTCOME_ERROR
                                                          : MR_OUTCOME_OK;
   mr_metrics_session_finished(c->session.stats.config, outcome,
-                              (double)(uv_now(c->server->loop) - c->start_ms) / 1000.0);
+                              (double)(uv_now(c->host->loop) - c->start_ms) / 1000.0);
 }
 
 static void on_handle_closed(uv_handle_t *h) {
@@ -288,12 +288,14 @@ static void on_handle_closed(uv_handle_t *h) {
   *c->pprev = c->next;
   if (c->next != NULL)
     c->next->pprev = c->pprev;
-  mr_server *server = c->server;
+  mr_conn_host *host = c->host;
+  host->nconns--;
   mr_decoder_destroy(c->dec);
   mr_chan_free(c->inbox);
   mr_chan_free(c->outbox);
   free(c);
-  mr_server_conn_closed(server);
+  if (host->closed != NULL)
+    host->closed(host->ctx);
 }
 
 static void close_handle(uv_handle_t *h) {
@@ -325,9 +327,9 @@ static void cancel_session(mr_conn *c) {
  * has answered in full) stops counting and closes: at once when it only
  * waits for its client's EOF, else without that wait once its session
  * thread has stopped (begin_closing). 1 when one made room. */
-static int make_room(mr_server *server) {
+static int make_room(mr_conn_host *host) {
   mr_conn *oldest = NULL;
-  for (mr_conn *c = server->conns; c != NULL; c = c->next)
+  for (mr_conn *c = host->conns; c != NULL; c = c->next)
     if (c->close_written && c->counted)
       oldest = c; /* the list is newest first */
   if (oldest == NULL)
@@ -339,8 +341,8 @@ static int make_room(mr_server *server) {
   return 1;
 }
 
-void mr_conn_cancel_all(mr_server *server) {
-  for (mr_conn *c = server->conns; c != NULL; c = c->next) {
+void mr_conn_cancel_all(mr_conn_host *host) {
+  for (mr_conn *c = host->conns; c != NULL; c = c->next) {
     if (c->life == LIFE_LINGERING) {
       close_all(c); /* answered in full: waiting for its EOF must not hold the exit */
       continue;
@@ -388,7 +390,7 @@ static void begin_closing(mr_conn *c) {
    * that keeps sending after our CLOSE is drained that long, then closed. A
    * session the drain deadline cut lingers only briefly: the server is
    * past its deadline. */
-  int grace = c->server->opt.close_grace_ms;
+  int grace = c->host->close_grace_ms;
   if (c->cut != CUT_NO && grace > CUT_GRACE_MS)
     grace = CUT_GRACE_MS;
   uv_timer_start(&c->timer, on_grace_timeout, (uint64_t)grace, 0);
@@ -409,7 +411,7 @@ static int owe_answer(mr_conn *c) {
     snprintf(why, sizeof why,
              "server shutting down: the session was cut before it finished (--drain-timeout "
              "%d ms)",
-             c->server->opt.drain_timeout_ms);
+             c->host->drain_timeout_ms);
     mr_metrics_error(MR_ERRKIND_SHUTDOWN);
   } else if (c->pipelined == PIPELINED_SEEN && c->close_queued) {
     c->pipelined = PIPELINED_TOLD;
@@ -446,7 +448,7 @@ static void maybe_finish(mr_conn *c) {
 static void on_write_stall(uv_timer_t *t) {
   mr_conn *c = t->data;
   mr_log(MR_LOG_WARN, "%s: no output written for %d ms (--write-timeout): dropping the client",
-         c->peer, c->server->opt.write_timeout_ms);
+         c->peer, c->host->write_timeout_ms);
   mr_metrics_error(MR_ERRKIND_TIMEOUT);
   lose_client(c);
   cancel_session(c);
@@ -461,7 +463,7 @@ static void on_write_stall(uv_timer_t *t) {
 /* Armed while writes are pending on a live socket (SERVING, ANSWERING). */
 static void arm_write_timer(mr_conn *c) {
   if (c->writes_pending > 0 && (c->life == LIFE_SERVING || c->life == LIFE_ANSWERING))
-    uv_timer_start(&c->write_timer, on_write_stall, (uint64_t)c->server->opt.write_timeout_ms, 0);
+    uv_timer_start(&c->write_timer, on_write_stall, (uint64_t)c->host->write_timeout_ms, 0);
   else
     uv_timer_stop(&c->write_timer);
 }
@@ -739,30 +741,30 @@ static void refuse(mr_conn *c, const char *why) {
   maybe_finish(c);
 }
 
-void mr_conn_accept(mr_server *server, int fd) {
+void mr_conn_accept(mr_conn_host *host, int fd) {
   mr_conn *c = calloc(1, sizeof *c);
   if (c == NULL) {
     mr_log(MR_LOG_ERROR, "out of memory accepting a connection");
     close(fd);
     return;
   }
-  c->server = server;
-  c->start_ms = uv_now(server->loop);
-  uv_tcp_init(server->loop, &c->tcp);
-  uv_async_init(server->loop, &c->async, on_async);
-  uv_timer_init(server->loop, &c->timer);
-  uv_timer_init(server->loop, &c->write_timer);
+  c->host = host;
+  c->start_ms = uv_now(host->loop);
+  uv_tcp_init(host->loop, &c->tcp);
+  uv_async_init(host->loop, &c->async, on_async);
+  uv_timer_init(host->loop, &c->timer);
+  uv_timer_init(host->loop, &c->write_timer);
   c->tcp.data = c->async.data = c->timer.data = c->write_timer.data = c;
   c->handles_open = 4;
-  c->next = server->conns;
+  c->next = host->conns;
   if (c->next != NULL)
     c->next->pprev = &c->next;
-  c->pprev = &server->conns;
-  server->conns = c;
-  server->nconns++;
+  c->pprev = &host->conns;
+  host->conns = c;
+  host->nconns++;
   /* A newcomer at the limit makes room by closing a connection that only
    * lingers after our CLOSE (on this loop), then takes the slot. */
-  c->counted = mr_server_admit(server) || (make_room(server) && mr_server_admit(server));
+  c->counted = host->admit(host->ctx) || (make_room(host) && host->admit(host->ctx));
   int busy = !c->counted;
   if (c->counted)
     mr_metrics_connection_open();
@@ -779,7 +781,7 @@ void mr_conn_accept(mr_server *server, int fd) {
     rc = mr_envelope_channel(channel_bytes(c), mr_metrics_outbox_bytes, wake_loop, NULL, c,
                              &c->outbox);
   if (rc == 0)
-    rc = mr_decoder_create(server->env->limits, &cb, &c->dec);
+    rc = mr_decoder_create(host->env->limits, &cb, &c->dec);
   if (uv_rc != 0 || rc != 0) {
     mr_log(MR_LOG_ERROR, "cannot accept a connection: %s",
            uv_rc != 0 ? uv_strerror(uv_rc) : mr_strerror(rc));
@@ -790,7 +792,7 @@ void mr_conn_accept(mr_server *server, int fd) {
   }
   uv_tcp_nodelay(&c->tcp, 1);
   peer_name(&c->tcp, c->peer, sizeof c->peer);
-  c->session = (mr_session){.env = server->env, .inbox = c->inbox, .outbox = c->outbox,
+  c->session = (mr_session){.env = host->env, .inbox = c->inbox, .outbox = c->outbox,
                             .cancel = &c->cancel, .chain_mu = PTHREAD_MUTEX_INITIALIZER,
                             .peer = c->peer};
   mr_log(MR_LOG_DEBUG, "%s: connected", c->peer);
@@ -799,7 +801,7 @@ void mr_conn_accept(mr_server *server, int fd) {
   if (busy) {
     char why[128];
     snprintf(why, sizeof why, "server busy: %d connections open (--max-connections %d)",
-             mr_server_open_count(server), server->opt.max_connections);
+             host->open_count(host->ctx), host->max_connections);
     mr_metrics_error(MR_ERRKIND_BUSY);
     refuse(c, why);
     return;

@@ -28,7 +28,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "pool.h"
-#include "server.h"
+#include "conn_host.h"
 
 #define WATCHDOG_MS 20000
 
@@ -49,8 +49,11 @@ typedef struct client {
 
 typedef struct fixture {
   uv_loop_t loop;
-  mr_server server;
+  mr_conn_host host; /* the server, as the connection sees it */
   mr_server_env env;
+  int nopen;    /* slots taken under host.max_connections */
+  int stopping; /* the server drains: ... */
+  int drained;  /* ... and its last connection is gone (host.closed) */
   mr_limits limits;
   uv_timer_t watchdog;
   client cl;
@@ -226,6 +229,25 @@ static int group_teardown(void **state) {
   return 0;
 }
 
+/* The host's callbacks: the server's slots and its drain, counted here. */
+static int host_admit(void *ctx) {
+  fixture *f = ctx;
+  if (f->nopen >= f->host.max_connections)
+    return 0;
+  f->nopen++;
+  return 1;
+}
+
+static void host_release(void *ctx) { ((fixture *)ctx)->nopen--; }
+
+static int host_open_count(void *ctx) { return ((fixture *)ctx)->nopen; }
+
+static void host_closed(void *ctx) {
+  fixture *f = ctx;
+  if (f->stopping && f->host.nconns == 0)
+    f->drained = 1;
+}
+
 static int setup(void **state) {
   fixture *f = calloc(1, sizeof *f);
   assert_non_null(f);
@@ -234,9 +256,11 @@ static int setup(void **state) {
   f->env = (mr_server_env){.configs = &configs, .pool = pool, .limits = &f->limits,
                            .version = "test", .handshake_timeout_ms = 30000,
                            .idle_timeout_ms = 30000, .error_grace_ms = 100};
-  f->server = (mr_server){.loop = &f->loop, .listen_fd = -1, .reserve_fd = -1, .env = &f->env,
-                          .opt = {.max_connections = 4, .drain_timeout_ms = 1000,
-                                  .close_grace_ms = 5000, .write_timeout_ms = 10000}};
+  f->host = (mr_conn_host){.loop = &f->loop, .env = &f->env, .max_connections = 4,
+                           .drain_timeout_ms = 1000, .close_grace_ms = 5000,
+                           .write_timeout_ms = 10000, .admit = host_admit,
+                           .release = host_release, .open_count = host_open_count,
+                           .closed = host_closed, .ctx = f};
   uv_timer_init(&f->loop, &f->watchdog);
   uv_timer_start(&f->watchdog, on_watchdog, WATCHDOG_MS, 0);
   uv_unref((uv_handle_t *)&f->watchdog);
@@ -252,8 +276,8 @@ static int setup(void **state) {
 static void connect_client(fixture *f) {
   int sv[2];
   assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-  mr_conn_accept(&f->server, sv[0]);
-  assert_int_equal(f->server.nconns, 1);
+  mr_conn_accept(&f->host, sv[0]);
+  assert_int_equal(f->host.nconns, 1);
   assert_int_equal(uv_pipe_init(&f->loop, &f->cl.pipe, 0), 0);
   assert_int_equal(uv_pipe_open(&f->cl.pipe, sv[1]), 0);
   f->cl.pipe.data = &f->cl;
@@ -265,19 +289,19 @@ static void connect_other(fixture *f) {
   assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
   mr_decoder_callbacks cb = {on_reply, NULL, &f->other};
   assert_int_equal(mr_decoder_create(NULL, &cb, &f->other.dec), 0);
-  mr_conn_accept(&f->server, sv[0]);
+  mr_conn_accept(&f->host, sv[0]);
   assert_int_equal(uv_pipe_init(&f->loop, &f->other.pipe, 0), 0);
   assert_int_equal(uv_pipe_open(&f->other.pipe, sv[1]), 0);
   f->other.pipe.data = &f->other;
 }
 
 /* Runs the loop until every handle but the watchdog is closed: the
- * connection is freed (mr_server_conn_closed counted it out). */
+ * connection is freed (and counted out of the host's list). */
 static void run_to_the_end(fixture *f) {
   assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
-  assert_int_equal(f->server.nconns, 0);
-  assert_null(f->server.conns);
-  assert_int_equal(f->server.nopen, 0);
+  assert_int_equal(f->host.nconns, 0);
+  assert_null(f->host.conns);
+  assert_int_equal(f->nopen, 0);
   assert_int_equal(f->cl.closed, 1);
 }
 
@@ -363,7 +387,7 @@ static void test_a_malformed_message_is_answered_and_closed(void **state) {
 static void test_an_unknown_config_is_answered_at_once(void **state) {
   fixture *f = *state;
   f->env.error_grace_ms = 10000;
-  f->server.opt.close_grace_ms = 300;
+  f->host.close_grace_ms = 300;
   connect_client(f);
   client_read(&f->cl);
   uint64_t start = uv_now(&f->loop);
@@ -506,7 +530,7 @@ static void test_a_client_that_does_not_read_pauses_receiving(void **state) {
 static void test_a_client_that_never_reads_is_dropped(void **state) {
   fixture *f = *state;
   f->limits.connection_bytes = 128 * 1024;
-  f->server.opt.write_timeout_ms = 200;
+  f->host.write_timeout_ms = 200;
   connect_client(f);
   client_send_scan(&f->cl, 128, 64, BP_REPS);
   client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
@@ -558,16 +582,16 @@ static void on_linger_tick(uv_timer_t *t) {
   if (w->eof_ms == 0) {
     w->eof_ms = uv_now(&f->loop);
     if (w->cut_at_eof)
-      mr_conn_cancel_all(&f->server);
+      mr_conn_cancel_all(&f->host);
   }
-  if (f->server.nconns == 0 || cl->write_errors > 0) {
+  if (f->host.nconns == 0 || cl->write_errors > 0) {
     w->closed_ms = uv_now(&f->loop);
     uv_close((uv_handle_t *)t, NULL);
     client_close(cl);
     return;
   }
   w->ticks_open++;
-  w->ticks_uncounted += f->server.nopen == 0;
+  w->ticks_uncounted += f->nopen == 0;
   if (w->other_at_tick > 0 && w->ticks_open == w->other_at_tick) {
     connect_other(f); /* a health check: CLOSE alone, answered with CLOSE */
     client_read(&f->other);
@@ -592,7 +616,7 @@ static void start_linger_watch(fixture *f, linger_watch *w) {
  * against --max-connections (it holds a descriptor). */
 static void test_a_client_sending_after_our_close_counts_and_is_closed(void **state) {
   fixture *f = *state;
-  f->server.opt.close_grace_ms = 300;
+  f->host.close_grace_ms = 300;
   f->env.idle_timeout_ms = 5000;
   connect_client(f);
   client_read(&f->cl);
@@ -612,8 +636,8 @@ static void test_a_client_sending_after_our_close_counts_and_is_closed(void **st
  * reconnects as soon as it has read our CLOSE finds room. */
 static void test_a_new_client_at_the_limit_closes_a_lingering_one(void **state) {
   fixture *f = *state;
-  f->server.opt.max_connections = 1;
-  f->server.opt.close_grace_ms = 5000;
+  f->host.max_connections = 1;
+  f->host.close_grace_ms = 5000;
   connect_client(f);
   client_read(&f->cl);
   linger_watch w = {.other_at_tick = 3};
@@ -629,23 +653,18 @@ static void test_a_new_client_at_the_limit_closes_a_lingering_one(void **state) 
 
 /* ---- drain ---- */
 
-/* The signal handles of a stopping server, which the connection closing
- * last closes (mr_server_conn_closed): they are what ends its loop. */
-static void stop_the_server(fixture *f) {
-  uv_signal_init(&f->loop, &f->server.sigterm);
-  uv_signal_init(&f->loop, &f->server.sigint);
-  uv_timer_init(&f->loop, &f->server.drain_timer);
-  f->server.stopping = 1;
-}
+/* A stopping server: the connection closing last tells the host
+ * (host.closed), which is what ends a loop thread (loops.c). */
+static void stop_the_server(fixture *f) { f->stopping = 1; }
 
 static void cut_at_the_deadline(client *cl) {
   (void)cl;
-  mr_conn_cancel_all(&current->server);
+  mr_conn_cancel_all(&current->host);
 }
 
 /* SIGTERM's deadline passes under a running session: the client is told
- * the session was cut, then CLOSE; the last connection gone, the server's
- * own handles close. */
+ * the session was cut, then CLOSE; the last connection gone, the host
+ * hears of it. */
 static void test_the_drain_deadline_cuts_a_running_session(void **state) {
   fixture *f = *state;
   stop_the_server(f);
@@ -657,7 +676,7 @@ static void test_the_drain_deadline_cuts_a_running_session(void **state) {
   f->cl.after_last_write = cut_at_the_deadline;
   run_to_the_end(f);
   expect_reply(&f->cl, 0, 1, "ERROR: server shutting down", 1);
-  assert_true(uv_is_closing((uv_handle_t *)&f->server.sigterm));
+  assert_int_equal(f->drained, 1);
 }
 
 /* Answered connections waiting for their client's EOF do not hold a
@@ -665,7 +684,7 @@ static void test_the_drain_deadline_cuts_a_running_session(void **state) {
  * not at the end of their grace period. */
 static void test_the_drain_deadline_closes_lingering_connections(void **state) {
   fixture *f = *state;
-  f->server.opt.close_grace_ms = 5000;
+  f->host.close_grace_ms = 5000;
   f->env.idle_timeout_ms = 10000;
   stop_the_server(f);
   connect_client(f);
@@ -677,7 +696,7 @@ static void test_the_drain_deadline_closes_lingering_connections(void **state) {
   run_to_the_end(f);
   expect_reply(&f->cl, 1, 0, NULL, 1);
   assert_true(w.closed_ms - w.eof_ms < 1000);
-  assert_true(uv_is_closing((uv_handle_t *)&f->server.sigterm));
+  assert_int_equal(f->drained, 1);
 }
 
 /* A session that ends before the deadline is served in full while the
@@ -691,7 +710,7 @@ static void test_a_draining_server_finishes_a_session(void **state) {
   client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
   run_to_the_end(f);
   expect_reply(&f->cl, 2, 0, NULL, 1);
-  assert_true(uv_is_closing((uv_handle_t *)&f->server.sigterm));
+  assert_int_equal(f->drained, 1);
 }
 
 int main(void) {
