@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include <uv.h>
@@ -38,6 +39,7 @@ typedef struct client {
   /* What came back. */
   int images, texts, closes, eofs, read_errors;
   char first_text[300];
+  char order[64]; /* the kinds in the order they came: I(mage), T(ext), C(lose), ? */
   /* What went out. */
   int writes_queued, writes_done, write_errors;
   int shutdowns;          /* uv_shutdown callbacks */
@@ -58,6 +60,9 @@ typedef struct fixture {
   uv_timer_t watchdog;
   client cl;
   client other; /* a second client, when a test connects one (connect_other) */
+  /* The server's log (stderr) while a test captures it (capture_log). */
+  FILE *log;
+  int saved_stderr;
 } fixture;
 
 static mr_config_dir configs;
@@ -123,6 +128,12 @@ static int on_reply(void *ctx, mr_message *msg) {
   client *cl = ctx;
   cl->images += msg->kind == MR_MSG_IMAGE;
   cl->closes += msg->kind == MR_MSG_CLOSE;
+  size_t n = strlen(cl->order);
+  if (n + 1 < sizeof cl->order)
+    cl->order[n] = msg->kind == MR_MSG_IMAGE ? 'I'
+                   : msg->kind == MR_MSG_TEXT ? 'T'
+                   : msg->kind == MR_MSG_CLOSE ? 'C'
+                                               : '?';
   if (msg->kind == MR_MSG_TEXT && cl->texts++ == 0)
     snprintf(cl->first_text, sizeof cl->first_text, "%s", msg->u.text);
   mr_message_unref(msg);
@@ -317,8 +328,48 @@ static void expect_reply(const client *cl, int images, int texts, const char *te
   assert_int_equal(cl->read_errors, 0);
 }
 
+/* The server's log goes to a file until the test ends (cmocka's own
+ * failure lines too: capture only where a log line is asserted). */
+static void capture_log(fixture *f) {
+  mr_log_set_level(MR_LOG_INFO);
+  f->log = tmpfile();
+  assert_non_null(f->log);
+  fflush(stderr);
+  f->saved_stderr = dup(STDERR_FILENO);
+  assert_true(f->saved_stderr >= 0);
+  assert_true(dup2(fileno(f->log), STDERR_FILENO) >= 0);
+}
+
+static void end_log_capture(fixture *f) {
+  if (f->log == NULL)
+    return;
+  fflush(stderr);
+  dup2(f->saved_stderr, STDERR_FILENO);
+  close(f->saved_stderr);
+  fclose(f->log);
+  f->log = NULL;
+  mr_log_set_level(MR_LOG_WARN);
+}
+
+/* The connection's summary line (the one with "duration="), which must
+ * contain each of the `n` words; the log goes back to stderr first, so a
+ * failure is seen. */
+static void expect_log_line(fixture *f, int n, const char *const *words) {
+  fflush(stderr);
+  char line[4096], found[4096] = "";
+  rewind(f->log);
+  while (fgets(line, sizeof line, f->log) != NULL)
+    if (strstr(line, " duration=") != NULL)
+      snprintf(found, sizeof found, "%s", line);
+  end_log_capture(f);
+  for (int i = 0; i < n; i++)
+    if (strstr(found, words[i]) == NULL)
+      fail_msg("no '%s' in the connection's log line: %s", words[i], found);
+}
+
 static int teardown(void **state) {
   fixture *f = *state;
+  end_log_capture(f);
   uv_close((uv_handle_t *)&f->watchdog, NULL);
   uv_run(&f->loop, UV_RUN_DEFAULT);
   assert_int_equal(uv_loop_close(&f->loop), 0);
@@ -332,9 +383,11 @@ static int teardown(void **state) {
 /* ---- tests ---- */
 
 /* Rule 2 as socat and nc -N speak it: the client half-closes right after
- * its CLOSE and still reads every image and the server's CLOSE. */
+ * its CLOSE and still reads every image and the server's CLOSE; the log's
+ * image count is what reached the socket. */
 static void test_close_then_half_close_gets_every_image(void **state) {
   fixture *f = *state;
+  capture_log(f);
   connect_client(f);
   client_read(&f->cl);
   client_send_scan(&f->cl, 32, 16, 4);
@@ -344,6 +397,7 @@ static void test_close_then_half_close_gets_every_image(void **state) {
   assert_int_equal(f->cl.write_errors, 0);
   assert_int_equal(f->cl.shutdowns, 1);
   expect_reply(&f->cl, 4, 0, NULL, 1);
+  expect_log_line(f, 2, (const char *const[]){" images=4 ", " errors=0"});
 }
 
 /* The client goes away mid-scan, without its CLOSE: its EOF alone (no
@@ -475,6 +529,35 @@ static void test_garbage_after_the_nul_of_a_config_name(void **state) {
   expect_reply(&f->cl, 1, 0, NULL, 1);
 }
 
+/* A config name that is empty or names a path is refused, whatever fills
+ * the rest of its 1024-byte field: each on a connection of its own. */
+static void expect_name_refused(const char *name, const char *error) {
+  void *st = NULL;
+  assert_int_equal(setup(&st), 0);
+  fixture *f = st;
+  connect_client(f);
+  client_read(&f->cl);
+  uint8_t *b = malloc(2 + 1024);
+  assert_non_null(b);
+  b[0] = 1; /* CONFIG_FILE */
+  b[1] = 0;
+  memset(b + 2, 'x', 1024);
+  memcpy(b + 2, name, strlen(name) + 1);
+  client_send_bytes(&f->cl, b, 2 + 1024);
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  expect_reply(&f->cl, 0, 1, error, 1);
+  teardown(&st);
+}
+
+static void test_a_config_name_that_is_a_path_is_refused(void **state) {
+  (void)state;
+  expect_name_refused("", "ERROR: empty config name");
+  expect_name_refused("../default.xml", "a config name is not a path");
+  expect_name_refused("configs/default.xml", "a config name is not a path");
+  expect_name_refused("default.xml", "a config name is not a path");
+}
+
 /* ---- backpressure ---- */
 
 #define BP_REPS 64
@@ -556,6 +639,37 @@ static void test_a_second_session_after_close_is_told(void **state) {
   assert_int_equal(f->cl.shutdowns, 1);
   /* CLOSE twice: the first session's, then the connection's */
   expect_reply(&f->cl, 1, 1, "ERROR: a second session on one connection", 2);
+  assert_string_equal(f->cl.order, "ICTC"); /* the first answer in full, then word of the second */
+}
+
+/* At --max-connections with no connection that has answered in full, a
+ * newcomer is told so (ERROR once) and let go, and its log line says why;
+ * the connection holding the slot is served on. */
+static void test_a_client_over_the_limit_is_told_busy(void **state) {
+  fixture *f = *state;
+  f->host.max_connections = 1;
+  capture_log(f);
+  connect_client(f);
+  client_read(&f->cl);
+  client_send(&f->cl, mr_message_new_config_file("default.xml")); /* served: holds the slot */
+  connect_other(f);
+  client_read(&f->other);
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  expect_reply(&f->other, 0, 1, NULL, 1);
+  assert_string_equal(f->other.first_text,
+                      "ERROR: server busy: 1 connections open (--max-connections 1)");
+  assert_int_equal(f->other.closed, 1);
+  expect_reply(&f->cl, 0, 0, NULL, 1);
+  /* The refused connection closes first: the last line is the served one's. */
+  fflush(stderr);
+  char line[4096];
+  int found = 0;
+  rewind(f->log);
+  while (fgets(line, sizeof line, f->log) != NULL)
+    found += strstr(line, "first_error=server busy: 1 connections open") != NULL;
+  end_log_capture(f);
+  assert_int_equal(found, 1);
 }
 
 /* ---- a client that goes on sending after our CLOSE ---- */
@@ -674,9 +788,12 @@ static void test_the_drain_deadline_cuts_a_running_session(void **state) {
   client_send_header(&f->cl, 32, 16);
   client_send_lines(&f->cl, 32, 16, 0, 8, 0); /* no CLOSE: it would run on */
   f->cl.after_last_write = cut_at_the_deadline;
+  capture_log(f);
   run_to_the_end(f);
-  expect_reply(&f->cl, 0, 1, "ERROR: server shutting down", 1);
+  expect_reply(&f->cl, 0, 1, "ERROR: server shutting down: ", 1);
   assert_int_equal(f->drained, 1);
+  /* Its log line counts the cut as an error. */
+  expect_log_line(f, 2, (const char *const[]){" errors=1", "first_error=server shutting down"});
 }
 
 /* Answered connections waiting for their client's EOF do not hold a
@@ -723,6 +840,7 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_garbage_after_the_nul_of_a_config_name, setup,
                                       teardown),
+      cmocka_unit_test(test_a_config_name_that_is_a_path_is_refused),
       cmocka_unit_test_setup_teardown(test_an_unknown_config_is_answered_at_once, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_a_script_over_the_step_limit_is_refused, setup,
@@ -741,6 +859,8 @@ int main(void) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_new_client_at_the_limit_closes_a_lingering_one,
                                       setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_client_over_the_limit_is_told_busy, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_the_drain_deadline_cuts_a_running_session, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_the_drain_deadline_closes_lingering_connections,
