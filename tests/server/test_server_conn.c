@@ -330,8 +330,8 @@ static void expect_reply(const client *cl, int images, int texts, const char *te
 
 /* The server's log goes to a file until the test ends (cmocka's own
  * failure lines too: capture only where a log line is asserted). */
-static void capture_log(fixture *f) {
-  mr_log_set_level(MR_LOG_INFO);
+static void capture_log(fixture *f, mr_log_level level) {
+  mr_log_set_level(level);
   f->log = tmpfile();
   assert_non_null(f->log);
   fflush(stderr);
@@ -351,20 +351,36 @@ static void end_log_capture(fixture *f) {
   mr_log_set_level(MR_LOG_WARN);
 }
 
-/* The connection's summary line (the one with "duration="), which must
- * contain each of the `n` words; the log goes back to stderr first, so a
- * failure is seen. */
-static void expect_log_line(fixture *f, int n, const char *const *words) {
+/* Everything logged since capture_log (malloc'ed); the log goes back to
+ * stderr, so that a failure after this is seen. */
+static char *captured_log(fixture *f) {
   fflush(stderr);
-  char line[4096], found[4096] = "";
+  long n = ftell(f->log);
+  assert_true(n >= 0);
+  char *text = calloc(1, (size_t)n + 1);
+  assert_non_null(text);
   rewind(f->log);
-  while (fgets(line, sizeof line, f->log) != NULL)
-    if (strstr(line, " duration=") != NULL)
-      snprintf(found, sizeof found, "%s", line);
+  assert_int_equal(fread(text, 1, (size_t)n, f->log), (size_t)n);
   end_log_capture(f);
+  return text;
+}
+
+/* The last connection's summary line (the one with " duration="), which
+ * must contain each of the `n` words. */
+static void expect_log_line(fixture *f, int n, const char *const *words) {
+  char *log = captured_log(f), *found = NULL;
+  for (char *p = log; (p = strstr(p, " duration=")) != NULL; p++)
+    found = p;
+  assert_non_null(found);
+  while (found > log && found[-1] != '\n')
+    found--;
+  char *end = strchr(found, '\n');
+  if (end != NULL)
+    *end = '\0';
   for (int i = 0; i < n; i++)
     if (strstr(found, words[i]) == NULL)
       fail_msg("no '%s' in the connection's log line: %s", words[i], found);
+  free(log);
 }
 
 static int teardown(void **state) {
@@ -387,7 +403,7 @@ static int teardown(void **state) {
  * image count is what reached the socket. */
 static void test_close_then_half_close_gets_every_image(void **state) {
   fixture *f = *state;
-  capture_log(f);
+  capture_log(f, MR_LOG_INFO);
   connect_client(f);
   client_read(&f->cl);
   client_send_scan(&f->cl, 32, 16, 4);
@@ -529,6 +545,18 @@ static void test_garbage_after_the_nul_of_a_config_name(void **state) {
   expect_reply(&f->cl, 1, 0, NULL, 1);
 }
 
+/* A CONFIG_FILE as ISMRMRD's ismrmrd_hdf5_to_stream -c NAME writes it:
+ * the name, its NUL, and whatever was in the rest of the 1024-byte field. */
+static void client_send_config_field(client *cl, const char *name, uint8_t filler) {
+  uint8_t *b = malloc(2 + 1024);
+  assert_non_null(b);
+  b[0] = 1; /* CONFIG_FILE */
+  b[1] = 0;
+  memset(b + 2, filler, 1024);
+  memcpy(b + 2, name, strlen(name) + 1);
+  client_send_bytes(cl, b, 2 + 1024);
+}
+
 /* A config name that is empty or names a path is refused, whatever fills
  * the rest of its 1024-byte field: each on a connection of its own. */
 static void expect_name_refused(const char *name, const char *error) {
@@ -537,13 +565,7 @@ static void expect_name_refused(const char *name, const char *error) {
   fixture *f = st;
   connect_client(f);
   client_read(&f->cl);
-  uint8_t *b = malloc(2 + 1024);
-  assert_non_null(b);
-  b[0] = 1; /* CONFIG_FILE */
-  b[1] = 0;
-  memset(b + 2, 'x', 1024);
-  memcpy(b + 2, name, strlen(name) + 1);
-  client_send_bytes(&f->cl, b, 2 + 1024);
+  client_send_config_field(&f->cl, name, 'x');
   client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
   run_to_the_end(f);
   expect_reply(&f->cl, 0, 1, error, 1);
@@ -556,6 +578,126 @@ static void test_a_config_name_that_is_a_path_is_refused(void **state) {
   expect_name_refused("../default.xml", "a config name is not a path");
   expect_name_refused("configs/default.xml", "a config name is not a path");
   expect_name_refused("default.xml", "a config name is not a path");
+}
+
+/* ---- what the log says of a connection ---- */
+
+/* Acquisitions of 0 samples (sync lines of converted Siemens files) do not
+ * fail the scan: the image comes back, the client is warned once, and the
+ * connection's log line counts them. */
+static void test_empty_acquisitions_are_skipped_and_counted(void **state) {
+  fixture *f = *state;
+  capture_log(f, MR_LOG_INFO);
+  connect_client(f);
+  client_read(&f->cl);
+  client_send(&f->cl, mr_message_new_config_file("default.xml"));
+  client_send_header(&f->cl, 32, 16);
+  for (int i = 0; i < 2; i++) {
+    ISMRMRD_AcquisitionHeader h;
+    ismrmrd_init_acquisition_header(&h);
+    h.scan_counter = (uint32_t)(100 + i);
+    client_send(&f->cl, mr_message_new_acquisition(&h));
+  }
+  client_send_lines(&f->cl, 32, 16, 0, 16, 1);
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  expect_reply(&f->cl, 1, 1, "skipped 2 acquisitions with no samples", 1);
+  expect_log_line(f, 2, (const char *const[]){" empty_acquisitions=2", " errors=0"});
+}
+
+/* A config name with a newline and a timestamp cannot start a log line,
+ * and ESC never reaches the log. */
+static void test_client_bytes_cannot_forge_log_lines(void **state) {
+  fixture *f = *state;
+  capture_log(f, MR_LOG_INFO);
+  connect_client(f);
+  client_read(&f->cl);
+  client_send_config_field(&f->cl, "cartesian\n2099-01-01T00:00:00.000Z info  FORGED\x1b[31m", 0);
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  assert_int_equal(f->cl.closes, 1);
+  char *log = captured_log(f);
+  assert_non_null(strstr(log, "cartesian\\n2099-01-01T00:00:00.000Z info  FORGED\\x1b[31m"));
+  assert_null(strstr(log, "\n2099-"));
+  assert_null(strchr(log, 0x1b));
+  free(log);
+}
+
+/* 10,000 TEXT messages are one log line (a count and the first), and
+ * bytes_in counts the bytes received. */
+static void test_a_text_flood_is_summarised(void **state) {
+  fixture *f = *state;
+  enum { TEXTS = 10000 };
+  mr_message *t = mr_message_new_text(MR_MSG_TEXT, "hello", 5);
+  uint8_t *one;
+  size_t one_len;
+  assert_int_equal(mr_encode_flat(t, &one, &one_len), 0);
+  mr_message_unref(t);
+  assert_int_equal(one_len, 11);
+  uint8_t *all = malloc(one_len * TEXTS);
+  assert_non_null(all);
+  for (int i = 0; i < TEXTS; i++)
+    memcpy(all + i * one_len, one, one_len);
+  free(one);
+  capture_log(f, MR_LOG_INFO);
+  connect_client(f);
+  client_read(&f->cl);
+  client_send_bytes(&f->cl, all, one_len * TEXTS);
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  expect_reply(&f->cl, 0, 0, NULL, 1);
+  char *log = captured_log(f);
+  assert_non_null(strstr(log, " texts=10000 first_text=\"hello\""));
+  assert_non_null(strstr(log, " bytes_in=110002 "));
+  const char *hello = strstr(log, "hello");
+  assert_null(strstr(hello + 1, "hello")); /* one line, not 10,000 */
+  free(log);
+}
+
+/* A health check (QUERY, CLOSE) logs at debug level only: monitoring every
+ * few seconds must not fill the log. */
+static void test_a_health_check_is_logged_at_debug_only(void **state) {
+  fixture *f = *state;
+  capture_log(f, MR_LOG_DEBUG);
+  connect_client(f);
+  client_read(&f->cl);
+  client_send(&f->cl, mr_message_new_query(MR_MSG_QUERY, 1, "gadgetron::version", 18));
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  assert_int_equal(f->cl.closes, 1);
+  expect_log_line(f, 2, (const char *const[]){" debug ", " config=- "});
+}
+
+/* A declared length over its limit is answered when it arrives: the body
+ * (4 GiB, 2^63 bytes) is never waited for. */
+static void expect_answered_at_once(const uint8_t *bytes, size_t len, const char *error) {
+  void *st = NULL;
+  assert_int_equal(setup(&st), 0);
+  fixture *f = st;
+  connect_client(f);
+  client_read(&f->cl);
+  client_send(&f->cl, mr_message_new_config_file("default.xml"));
+  uint8_t *copy = malloc(len);
+  assert_non_null(copy);
+  memcpy(copy, bytes, len);
+  client_send_bytes(&f->cl, copy, len);
+  uint64_t start = uv_now(&f->loop);
+  run_to_the_end(f);
+  expect_reply(&f->cl, 0, 1, error, 1);
+  assert_true(uv_now(&f->loop) - start < 1000); /* it waits for nothing: not the idle 30 s */
+  teardown(&st);
+}
+
+static void test_an_over_limit_length_is_answered_at_once(void **state) {
+  (void)state;
+  const uint8_t text[6] = {5, 0, 0xff, 0xff, 0xff, 0xff};
+  uint8_t query[26] = {6, 0};
+  query[10] = 1;    /* correlation id */
+  query[25] = 0x80; /* length 2^63 */
+  expect_answered_at_once(text, sizeof text,
+                          "TEXT of 4294967295 bytes is over the limit text_bytes = 1048576");
+  expect_answered_at_once(query, sizeof query,
+                          "QUERY of 9223372036854775808 bytes is over the limit query_bytes = 65536");
 }
 
 /* ---- backpressure ---- */
@@ -648,7 +790,7 @@ static void test_a_second_session_after_close_is_told(void **state) {
 static void test_a_client_over_the_limit_is_told_busy(void **state) {
   fixture *f = *state;
   f->host.max_connections = 1;
-  capture_log(f);
+  capture_log(f, MR_LOG_INFO);
   connect_client(f);
   client_read(&f->cl);
   client_send(&f->cl, mr_message_new_config_file("default.xml")); /* served: holds the slot */
@@ -661,15 +803,12 @@ static void test_a_client_over_the_limit_is_told_busy(void **state) {
                       "ERROR: server busy: 1 connections open (--max-connections 1)");
   assert_int_equal(f->other.closed, 1);
   expect_reply(&f->cl, 0, 0, NULL, 1);
-  /* The refused connection closes first: the last line is the served one's. */
-  fflush(stderr);
-  char line[4096];
-  int found = 0;
-  rewind(f->log);
-  while (fgets(line, sizeof line, f->log) != NULL)
-    found += strstr(line, "first_error=server busy: 1 connections open") != NULL;
-  end_log_capture(f);
-  assert_int_equal(found, 1);
+  /* Said once: the refused connection's line, not the served one's. */
+  char *log = captured_log(f);
+  const char *first = strstr(log, "first_error=server busy: 1 connections open");
+  assert_non_null(first);
+  assert_null(strstr(first + 1, "first_error=server busy"));
+  free(log);
 }
 
 /* ---- a client that goes on sending after our CLOSE ---- */
@@ -788,7 +927,7 @@ static void test_the_drain_deadline_cuts_a_running_session(void **state) {
   client_send_header(&f->cl, 32, 16);
   client_send_lines(&f->cl, 32, 16, 0, 8, 0); /* no CLOSE: it would run on */
   f->cl.after_last_write = cut_at_the_deadline;
-  capture_log(f);
+  capture_log(f, MR_LOG_INFO);
   run_to_the_end(f);
   expect_reply(&f->cl, 0, 1, "ERROR: server shutting down: ", 1);
   assert_int_equal(f->drained, 1);
@@ -841,6 +980,13 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_garbage_after_the_nul_of_a_config_name, setup,
                                       teardown),
       cmocka_unit_test(test_a_config_name_that_is_a_path_is_refused),
+      cmocka_unit_test_setup_teardown(test_empty_acquisitions_are_skipped_and_counted, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_client_bytes_cannot_forge_log_lines, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_text_flood_is_summarised, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_health_check_is_logged_at_debug_only, setup,
+                                      teardown),
+      cmocka_unit_test(test_an_over_limit_length_is_answered_at_once),
       cmocka_unit_test_setup_teardown(test_an_unknown_config_is_answered_at_once, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_a_script_over_the_step_limit_is_refused, setup,
