@@ -4,10 +4,15 @@ target_link_libraries(mr_wire_client PUBLIC mr_test_support)
 add_library(mr_wire_scan STATIC support/wire_scan.c)
 target_link_libraries(mr_wire_scan PUBLIC mr_wire_client mr_gadget_harness)
 
+# The server's connections in the test's process, for blocking clients.
+add_library(mr_inproc_server STATIC support/inproc_server.c)
+target_link_libraries(mr_inproc_server PUBLIC mr_server mr_wire_client PkgConfig::CMOCKA)
+target_compile_definitions(mr_inproc_server PRIVATE MR_VERSION="${PROJECT_VERSION}")
+
 mr_add_test(test_server_session SOURCES server/test_server_session.c
-  LIBS mr_wire_client mr_gadget_harness TIMEOUT 120)
+  LIBS mr_inproc_server mr_gadget_harness TIMEOUT 120)
 mr_add_test(test_server_limits SOURCES server/test_server_limits.c
-  LIBS mr_wire_client mr_gadget_harness TIMEOUT 120)
+  LIBS mr_inproc_server mr_gadget_harness TIMEOUT 120)
 
 # The end-to-end run under valgrind memcheck (skips without valgrind).
 add_test(NAME valgrind_e2e COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/valgrind_e2e.sh

@@ -1,9 +1,11 @@
-/* reconserver on loopback, driven by a plain protocol client: queries,
- * CONFIG_SCRIPT, TEXT mid-stream, NUL-terminated strings, the header-less
- * CLOSE, the noise-dependency query, errors reaching only their client,
- * SIGTERM (a running scan finishes; past the deadline it is cut and the
- * server exits). A vanishing client, a malformed message and
- * --max-connections are tested in process: test_server_conn.c. */
+/* The server's sessions driven by a plain protocol client (blocking
+ * sockets, wire_client.h), served in this process over socketpairs:
+ * queries, CONFIG_SCRIPT, TEXT mid-stream, NUL-terminated strings, the
+ * header-less CLOSE, the noise-dependency query, errors reaching only
+ * their client. A spawned reconserver for SIGTERM only (a running scan
+ * finishes; past the deadline it is cut and the server exits 0). A
+ * vanishing client, a malformed message and --max-connections are tested
+ * on the connection itself: test_server_conn.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,30 +21,29 @@
 
 #include "encode.h"
 #include "gadget_harness.h"
+#include "inproc_server.h"
 #include "test_support.h"
 #include "wire_assert.h"
 #include "wire_client.h"
 
-static mr_test_server server;
+/* The sessions: served in this process (inproc_server.h); the SIGTERM
+ * tests spawn a server of their own. */
+static mr_inproc_server server;
 
 static int start(void **state) {
   (void)state;
-  mr_test_server_start(&server, NULL);
+  mr_inproc_server_init(&server);
+  mr_inproc_server_start(&server);
   return 0;
 }
 
 static int stop(void **state) {
   (void)state;
-  int rc = mr_test_server_stop(&server);
-  assert_int_equal(rc, 0); /* SIGTERM: a clean exit */
+  mr_inproc_server_stop(&server); /* returns once every connection is gone */
   return 0;
 }
 
-static int connect_or_fail(void) {
-  int fd = mr_test_connect(server.port);
-  assert_true(fd >= 0);
-  return fd;
-}
+static int connect_or_fail(void) { return mr_inproc_server_connect(&server); }
 
 /* Text messages as Python clients send them: with a trailing NUL. */
 static mr_message *text_nul(mr_message_kind kind, const char *s) {
@@ -272,7 +273,6 @@ static void test_errors_reach_their_client(void **state) {
     assert_int_equal(r.msgs[r.n - 1]->kind, MR_MSG_CLOSE);
     mr_test_reply_free(&r);
   }
-  assert_true(mr_test_server_alive(&server));
 }
 
 static void test_sigterm_lets_a_running_scan_finish(void **state) {
