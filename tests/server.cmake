@@ -39,7 +39,7 @@ set_tests_properties(test_server_http_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOU
   ENVIRONMENT "MR_TEST_GPUS=all;MR_SOURCE_DIR=${CMAKE_SOURCE_DIR};MR_BINARY_DIR=${CMAKE_BINARY_DIR}")
 # Issue 14: NHLBI-compressed streams (Gadgetron's client -P / -T).
 mr_add_test(test_server_nhlbi SOURCES server/test_server_nhlbi.c
-  LIBS mr_wire_client mr_gadget_harness mr_client TIMEOUT 120)
+  LIBS mr_inproc_server mr_gadget_harness mr_client TIMEOUT 120)
 
 # The external step through reconserver and reconclient (examples/external).
 add_test(NAME external_e2e COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/external_e2e.sh
