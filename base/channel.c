@@ -31,8 +31,8 @@ int mr_chan_create(const mr_chan_opts *opts, mr_chan **out) {
   if (ch == NULL)
     return MR_ENOMEM;
   ch->o = *opts;
-  /* Bounded by number: the ring never grows. Else it starts small and
-   * doubles (a put may go past any bound). */
+  /* Bounded by number: the ring holds the bound (only a put past it grows
+   * it). Else it starts small and doubles as needed. */
   ch->cap = opts->max_items > 0 ? opts->max_items : 16;
   ch->stride = (sizeof(size_t) + opts->item_size + 15) / 16 * 16; /* items stay aligned */
   ch->ring = calloc(ch->cap, ch->stride);
@@ -92,8 +92,9 @@ static int half_empty(const mr_chan *ch) {
          (ch->o.max_bytes == 0 || ch->bytes <= ch->o.max_bytes / 2);
 }
 
-/* Room for one more item in the ring (under mu); only an unbounded ring
- * grows. */
+/* Room for one more item in the ring (under mu): it doubles when full,
+ * which a push into a channel bounded by number never finds (it waits
+ * first), but a put past the bound does. */
 static int make_slot(mr_chan *ch) {
   if (ch->count < ch->cap)
     return 0;
