@@ -42,7 +42,7 @@ static int start(void **state) {
   mr_inproc_server_init(&server);
   for (size_t i = 0; i < sizeof limits / sizeof *limits; i++)
     assert_int_equal(mr_limits_set(&server.limits, limits[i][0], limits[i][1]), 0);
-  server.env.error_grace_ms = server.host.close_grace_ms = 300; /* --grace 300 */
+  server.env.error_grace_ms = server.opt.close_grace_ms = 300; /* --grace 300 */
   mr_inproc_server_start(&server);
   return 0;
 }

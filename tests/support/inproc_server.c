@@ -5,56 +5,13 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <sys/socket.h>
-#include <unistd.h>
 #include <cmocka.h>
 
-#include "conn.h"
 #include "log.h"
+#include "loops.h"
+#include "metrics.h"
 #include "test_support.h"
-
-static int admit(void *ctx) {
-  mr_inproc_server *s = ctx;
-  if (atomic_fetch_add(&s->nopen, 1) < s->host.max_connections)
-    return 1;
-  atomic_fetch_sub(&s->nopen, 1);
-  return 0;
-}
-
-static void release(void *ctx) { atomic_fetch_sub(&((mr_inproc_server *)ctx)->nopen, 1); }
-
-static int open_count(void *ctx) { return atomic_load(&((mr_inproc_server *)ctx)->nopen); }
-
-/* Stopping and its last connection gone: closing the wake handle lets the
- * loop end. */
-static void maybe_end(mr_inproc_server *s) {
-  if (s->stopping && s->host.nconns == 0 && !uv_is_closing((uv_handle_t *)&s->wake))
-    uv_close((uv_handle_t *)&s->wake, NULL);
-}
-
-static void closed(void *ctx) { maybe_end(ctx); }
-
-static void on_wake(uv_async_t *a) {
-  mr_inproc_server *s = a->data;
-  uv_mutex_lock(&s->lock);
-  int fds[64], n = s->nfds, stop = s->stop;
-  for (int i = 0; i < n; i++)
-    fds[i] = s->fds[i];
-  s->nfds = 0;
-  uv_mutex_unlock(&s->lock);
-  for (int i = 0; i < n; i++)
-    mr_conn_accept(&s->host, fds[i]);
-  if (stop) {
-    s->stopping = 1;
-    maybe_end(s);
-  }
-}
-
-static void loop_main(void *arg) {
-  mr_inproc_server *s = arg;
-  uv_run(&s->loop, UV_RUN_DEFAULT);
-}
 
 void mr_inproc_server_init(mr_inproc_server *s) {
   *s = (mr_inproc_server){0};
@@ -73,40 +30,31 @@ void mr_inproc_server_init(mr_inproc_server *s) {
   s->env = (mr_server_env){.configs = &s->configs, .pool = s->pool, .limits = &s->limits,
                            .version = MR_VERSION, .handshake_timeout_ms = 30000,
                            .idle_timeout_ms = 120000, .error_grace_ms = 5000};
-  s->host = (mr_conn_host){.env = &s->env, .max_connections = 64, .drain_timeout_ms = 30000,
-                           .close_grace_ms = 5000, .write_timeout_ms = 60000, .admit = admit,
-                           .release = release, .open_count = open_count, .closed = closed,
-                           .ctx = s};
+  s->opt = (mr_server_options){.max_connections = 64, .drain_timeout_ms = 30000,
+                               .close_grace_ms = 5000, .write_timeout_ms = 60000, .loops = 1};
 }
 
 void mr_inproc_server_start(mr_inproc_server *s) {
-  assert_int_equal(uv_loop_init(&s->loop), 0);
-  s->host.loop = &s->loop;
-  assert_int_equal(uv_mutex_init(&s->lock), 0);
-  assert_int_equal(uv_async_init(&s->loop, &s->wake, on_wake), 0);
-  s->wake.data = s;
-  assert_int_equal(uv_thread_create(&s->thread, loop_main, s), 0);
+  mr_metrics_init(&s->configs, s->opt.max_connections);
+  assert_int_equal(uv_loop_init(&s->acceptor_loop), 0);
+  s->acceptor = (mr_server){.loop = &s->acceptor_loop, .listen_fd = -1, .reserve_fd = -1,
+                            .opt = s->opt, .env = &s->env};
+  mr_err err = {0};
+  if (mr_loops_start(&s->acceptor, s->opt.loops, NULL, &err) < 0)
+    fail_msg("loops: %s", err.msg);
 }
 
 int mr_inproc_server_connect(mr_inproc_server *s) {
   int sv[2];
   assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-  uv_mutex_lock(&s->lock);
-  assert_true(s->nfds < (int)(sizeof s->fds / sizeof *s->fds));
-  s->fds[s->nfds++] = sv[0];
-  uv_async_send(&s->wake);
-  uv_mutex_unlock(&s->lock);
+  mr_loops_hand(s->acceptor.loops, sv[0]);
   return sv[1];
 }
 
 void mr_inproc_server_stop(mr_inproc_server *s) {
-  uv_mutex_lock(&s->lock);
-  s->stop = 1;
-  uv_async_send(&s->wake);
-  uv_mutex_unlock(&s->lock);
-  uv_thread_join(&s->thread);
-  assert_int_equal(uv_loop_close(&s->loop), 0);
-  uv_mutex_destroy(&s->lock);
+  mr_loops_stop(s->acceptor.loops);
+  mr_loops_join(s->acceptor.loops);
+  assert_int_equal(uv_loop_close(&s->acceptor_loop), 0);
   mr_pool_destroy(s->pool);
   mr_config_dir_free(&s->configs);
 }
