@@ -140,8 +140,9 @@ typedef struct mr_gadget_ctx {
   const char *history;         /* the chain's gadget names, comma-separated */
   mr_chain_notes *notes;       /* the chain's (shared by its gadgets) */
   /* Non-zero once the client went away (may be NULL) or any gadget of a
-   * pipelined chain failed: a gadget that waits on something outside the
-   * chain (external) checks these so it never holds a session's end. */
+   * pipelined chain failed (mr_gadget_cancel reads them for a long
+   * solve; a gadget that waits on something outside the chain has its
+   * channel closed instead: mr_gadget_close_on_stop). */
   const atomic_int *cancel;
   const atomic_int *failed;
   void *stage; /* the runtime's (chain_impl.h): its stage thread, or NULL */
