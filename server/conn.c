@@ -10,9 +10,9 @@
 #include "decode.h"
 #include "encode.h"
 #include "log.h"
+#include "conn_host.h"
 #include "metrics.h"
-#include "queue.h"
-#include "server.h"
+#include "envelope.h"
 #include "session.h"
 #include "state_machine.h"
 #include "write_bufs.h"
@@ -89,10 +89,10 @@ typedef struct mr_conn {
   uv_timer_t timer;       /* closing grace */
   uv_timer_t write_timer; /* no write completed for write_timeout_ms */
   int handles_open;
-  mr_server *server;
+  mr_conn_host *host;
   struct mr_conn *next, **pprev;
   mr_decoder *dec;
-  mr_queue inbox, outbox;
+  mr_chan *inbox, *outbox; /* NULL until set up */
   mr_session session;
   uv_thread_t thread;
   int has_thread;
@@ -126,11 +126,12 @@ typedef struct write_req {
   mr_encoded enc;
 } write_req;
 
-/* The queues count memory (mr_queue_message_bytes), the write request
- * that sends an answer included. */
-_Static_assert(sizeof(write_req) + sizeof(mr_message) + sizeof(mr_queue_entry) <=
-                   MR_QUEUE_MESSAGE_OVERHEAD,
-               "MR_QUEUE_MESSAGE_OVERHEAD must cover a queued answer's own memory");
+/* The channels count memory (mr_envelope_bytes), the write request that
+ * sends an answer included (an envelope's slot is its size and a size_t,
+ * rounded up to 16). */
+_Static_assert(sizeof(write_req) + sizeof(mr_message) + sizeof(mr_envelope) + 32 <=
+                   MR_ENVELOPE_OVERHEAD,
+               "MR_ENVELOPE_OVERHEAD must cover a queued answer's own memory");
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
@@ -205,6 +206,12 @@ static void lose_client(mr_conn *c) {
     enter_client(c, CLIENT_LOST);
 }
 
+/* connection_bytes bounds what the connection holds: half for read-ahead
+ * (the inbox), half for answers not yet written (the outbox). */
+static size_t channel_bytes(const mr_conn *c) {
+  return (size_t)(c->host->env->limits->connection_bytes / 2);
+}
+
 /* ---- counting ---- */
 
 /* A connection counts against --max-connections until its socket is
@@ -217,7 +224,7 @@ static void lose_client(mr_conn *c) {
 static void uncount(mr_conn *c) {
   if (c->counted) {
     c->counted = 0;
-    mr_server_release(c->server);
+    c->host->release(c->host->ctx);
     mr_metrics_connection_closed();
   }
 }
@@ -242,7 +249,7 @@ static int is_health_check(const mr_conn *c) {
 
 static void log_session(const mr_conn *c) {
   const mr_session_stats *st = &c->session.stats;
-  double secs = (double)(uv_now(c->server->loop) - c->start_ms) / 1000.0;
+  double secs = (double)(uv_now(c->host->loop) - c->start_ms) / 1000.0;
   char extra[240] = "";
   if (st->empty_acquisitions > 0) /* skipped by the chain, which tells the client */
     snprintf(extra, sizeof extra, " empty_acquisitions=%llu",
@@ -266,7 +273,7 @@ static void count_session(const mr_conn *c) {
                                : c->session.stats.errors ? MR_OUTCOME_ERROR
                                                          : MR_OUTCOME_OK;
   mr_metrics_session_finished(c->session.stats.config, outcome,
-                              (double)(uv_now(c->server->loop) - c->start_ms) / 1000.0);
+                              (double)(uv_now(c->host->loop) - c->start_ms) / 1000.0);
 }
 
 static void on_handle_closed(uv_handle_t *h) {
@@ -281,12 +288,14 @@ static void on_handle_closed(uv_handle_t *h) {
   *c->pprev = c->next;
   if (c->next != NULL)
     c->next->pprev = c->pprev;
-  mr_server *server = c->server;
+  mr_conn_host *host = c->host;
+  host->nconns--;
   mr_decoder_destroy(c->dec);
-  mr_queue_destroy(&c->inbox);
-  mr_queue_destroy(&c->outbox);
+  mr_chan_free(c->inbox);
+  mr_chan_free(c->outbox);
   free(c);
-  mr_server_conn_closed(server);
+  if (host->closed != NULL)
+    host->closed(host->ctx);
 }
 
 static void close_handle(uv_handle_t *h) {
@@ -305,18 +314,22 @@ static void close_all(mr_conn *c) {
 
 /* The client is gone (or must go): stop the session where it stands. */
 static void cancel_session(mr_conn *c) {
+  if (c->life == LIFE_CLOSING)
+    return; /* its session thread is done (or never ran), its handles closing */
   atomic_store(&c->cancel, 1);
-  mr_queue_close(&c->inbox);
-  mr_queue_close(&c->outbox);
+  mr_chan_close(c->inbox);
+  mr_chan_close(c->outbox);
+  if (c->has_thread)
+    mr_session_cancel(&c->session);
 }
 
 /* At --max-connections: the oldest connection whose CLOSE is written (it
  * has answered in full) stops counting and closes: at once when it only
  * waits for its client's EOF, else without that wait once its session
  * thread has stopped (begin_closing). 1 when one made room. */
-static int make_room(mr_server *server) {
+static int make_room(mr_conn_host *host) {
   mr_conn *oldest = NULL;
-  for (mr_conn *c = server->conns; c != NULL; c = c->next)
+  for (mr_conn *c = host->conns; c != NULL; c = c->next)
     if (c->close_written && c->counted)
       oldest = c; /* the list is newest first */
   if (oldest == NULL)
@@ -328,8 +341,8 @@ static int make_room(mr_server *server) {
   return 1;
 }
 
-void mr_conn_cancel_all(mr_server *server) {
-  for (mr_conn *c = server->conns; c != NULL; c = c->next) {
+void mr_conn_cancel_all(mr_conn_host *host) {
+  for (mr_conn *c = host->conns; c != NULL; c = c->next) {
     if (c->life == LIFE_LINGERING) {
       close_all(c); /* answered in full: waiting for its EOF must not hold the exit */
       continue;
@@ -377,7 +390,7 @@ static void begin_closing(mr_conn *c) {
    * that keeps sending after our CLOSE is drained that long, then closed. A
    * session the drain deadline cut lingers only briefly: the server is
    * past its deadline. */
-  int grace = c->server->opt.close_grace_ms;
+  int grace = c->host->close_grace_ms;
   if (c->cut != CUT_NO && grace > CUT_GRACE_MS)
     grace = CUT_GRACE_MS;
   uv_timer_start(&c->timer, on_grace_timeout, (uint64_t)grace, 0);
@@ -398,7 +411,7 @@ static int owe_answer(mr_conn *c) {
     snprintf(why, sizeof why,
              "server shutting down: the session was cut before it finished (--drain-timeout "
              "%d ms)",
-             c->server->opt.drain_timeout_ms);
+             c->host->drain_timeout_ms);
     mr_metrics_error(MR_ERRKIND_SHUTDOWN);
   } else if (c->pipelined == PIPELINED_SEEN && c->close_queued) {
     c->pipelined = PIPELINED_TOLD;
@@ -421,7 +434,7 @@ static void maybe_finish(mr_conn *c) {
   if (c->life == LIFE_SERVING)
     enter_life(c, LIFE_ANSWERING);
   if ((c->life != LIFE_ANSWERING && c->life != LIFE_DROPPED) || c->writes_pending > 0 ||
-      mr_queue_bytes(&c->outbox) > 0)
+      mr_chan_bytes(c->outbox) > 0)
     return;
   if (owe_answer(c))
     return; /* back here when it is written */
@@ -435,7 +448,7 @@ static void maybe_finish(mr_conn *c) {
 static void on_write_stall(uv_timer_t *t) {
   mr_conn *c = t->data;
   mr_log(MR_LOG_WARN, "%s: no output written for %d ms (--write-timeout): dropping the client",
-         c->peer, c->server->opt.write_timeout_ms);
+         c->peer, c->host->write_timeout_ms);
   mr_metrics_error(MR_ERRKIND_TIMEOUT);
   lose_client(c);
   cancel_session(c);
@@ -450,7 +463,7 @@ static void on_write_stall(uv_timer_t *t) {
 /* Armed while writes are pending on a live socket (SERVING, ANSWERING). */
 static void arm_write_timer(mr_conn *c) {
   if (c->writes_pending > 0 && (c->life == LIFE_SERVING || c->life == LIFE_ANSWERING))
-    uv_timer_start(&c->write_timer, on_write_stall, (uint64_t)c->server->opt.write_timeout_ms, 0);
+    uv_timer_start(&c->write_timer, on_write_stall, (uint64_t)c->host->write_timeout_ms, 0);
   else
     uv_timer_stop(&c->write_timer);
 }
@@ -462,7 +475,7 @@ static void on_written(uv_write_t *req, int status) {
   mr_conn *c = w->conn;
   c->writes_pending--;
   if (w->bytes > 0)
-    mr_queue_release(&c->outbox, w->bytes);
+    mr_chan_release(c->outbox, w->bytes);
   if (status == 0)
     mr_metrics_bytes_out(w->enc.total);
   if (status == 0 && w->msg->kind == MR_MSG_CLOSE)
@@ -517,20 +530,20 @@ static int write_message(mr_conn *c, mr_message *msg, size_t counted) {
   free(w);
   mr_message_unref(msg);
   if (counted > 0)
-    mr_queue_release(&c->outbox, counted);
+    mr_chan_release(c->outbox, counted);
   return rc;
 }
 
 static void write_outbox(mr_conn *c) {
-  mr_queue_entry *e;
-  while ((e = mr_queue_pop(&c->outbox, 0)) != NULL) {
-    mr_message *msg = e->msg;
-    e->msg = NULL;
-    if (msg != NULL)
-      write_message(c, msg, e->bytes);
+  mr_envelope e;
+  size_t bytes;
+  while (mr_chan_pop(c->outbox, &e, &bytes, 0) == 0) {
+    if (e.msg != NULL)
+      write_message(c, e.msg, bytes);
     else
-      mr_queue_release(&c->outbox, e->bytes);
-    mr_queue_entry_free(e);
+      mr_chan_release(c->outbox, bytes);
+    e.msg = NULL;
+    mr_envelope_clear(&e);
   }
 }
 
@@ -548,8 +561,8 @@ static int send_error(mr_conn *c, const char *why) {
   return rc;
 }
 
-/* The session thread woke us: output to write, room in the inbox, or the
- * session is over. */
+/* The session thread woke us (the channels' hooks, or its end): output
+ * to write, room in the inbox, or the session is over. */
 static void on_async(uv_async_t *a) {
   mr_conn *c = a->data;
   write_outbox(c);
@@ -570,10 +583,10 @@ static void wake_loop(void *ctx) {
  * holds stays within its two queues' bounds. */
 static void start_reading(mr_conn *c) {
   if (c->reading == READING_ON || client_done(c) ||
-      (c->life != LIFE_SERVING && c->life != LIFE_ANSWERING) || mr_queue_full(&c->inbox))
+      (c->life != LIFE_SERVING && c->life != LIFE_ANSWERING) || mr_chan_full(c->inbox))
     return;
-  size_t out = mr_queue_bytes(&c->outbox);
-  if (c->reading == READING_HELD ? out > c->outbox.capacity / 2 : out >= c->outbox.capacity)
+  size_t out = mr_chan_bytes(c->outbox), bound = channel_bytes(c);
+  if (c->reading == READING_HELD ? out > bound / 2 : out >= bound)
     return;
   if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
     enter_reading(c, READING_ON);
@@ -604,8 +617,7 @@ static int on_decoded(void *ctx, mr_message *msg) {
   }
   if (msg->kind == MR_MSG_CLOSE)
     enter_client(c, CLIENT_CLOSED);
-  return mr_queue_push(&c->inbox, msg, mr_queue_message_bytes(msg), 0) == MR_ENOMEM ? MR_ENOMEM
-                                                                                    : 0;
+  return mr_envelope_send(c->inbox, msg, 0) == MR_ENOMEM ? MR_ENOMEM : 0;
 }
 
 static void on_rejected(void *ctx, int code, const char *text) {
@@ -613,7 +625,7 @@ static void on_rejected(void *ctx, int code, const char *text) {
   if (c->client != CLIENT_SENDING)
     after_close(c);
   else
-    mr_queue_push_event(&c->inbox, code, text);
+    mr_envelope_send_event(c->inbox, code, text);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
@@ -647,9 +659,9 @@ static void on_read_end(mr_conn *c, ssize_t nread) {
    * (socat, nc -N): writing goes on until our CLOSE is out. One that
    * leaves before its CLOSE is gone. */
   if (c->client != CLIENT_HALF_CLOSED) {
-    mr_queue_push_event(&c->inbox, MR_ECONN, nread == UV_EOF
-                                                 ? "the client left before its CLOSE"
-                                                 : "the connection failed before the client's CLOSE");
+    mr_envelope_send_event(c->inbox, MR_ECONN,
+                           nread == UV_EOF ? "the client left before its CLOSE"
+                                           : "the connection failed before the client's CLOSE");
     cancel_session(c);
   }
   maybe_finish(c);
@@ -675,19 +687,19 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
    * CLOSED_GARBLED already); anything else that does not frame is told to
    * the session. */
   if (rc < 0 && (c->client == CLIENT_SENDING || c->client == CLIENT_CLOSED)) {
-    mr_queue_push_event(&c->inbox, MR_EFRAME,
-                        rc == MR_ENOMEM ? "out of memory reading a message"
-                                        : mr_decoder_error(c->dec));
+    mr_envelope_send_event(c->inbox, MR_EFRAME,
+                           rc == MR_ENOMEM ? "out of memory reading a message"
+                                           : mr_decoder_error(c->dec));
     enter_client(c, c->client == CLIENT_SENDING ? CLIENT_GARBLED : CLIENT_CLOSED_GARBLED);
   }
-  if (mr_queue_full(&c->inbox)) {
-    mr_queue_pause(&c->inbox);
+  if (mr_chan_full(c->inbox)) {
+    mr_chan_pause(c->inbox); /* on_room wakes the loop when it has drained to half */
     stop_reading(c, READING_OFF);
-    /* The session may have drained the queue between the check and the
-     * pause; look again so we never sleep on a queue nobody will wake. */
-    if (!mr_queue_full(&c->inbox))
+    /* The session may have drained the channel between the check and the
+     * pause; look again so we never sleep on a channel nobody will wake. */
+    if (!mr_chan_full(c->inbox))
       uv_async_send(&c->async);
-  } else if (mr_queue_full(&c->outbox)) {
+  } else if (mr_chan_full(c->outbox)) {
     stop_reading(c, READING_HELD); /* on_written reads again once the client has read */
   }
 }
@@ -729,30 +741,30 @@ static void refuse(mr_conn *c, const char *why) {
   maybe_finish(c);
 }
 
-void mr_conn_accept(mr_server *server, int fd) {
+void mr_conn_accept(mr_conn_host *host, int fd) {
   mr_conn *c = calloc(1, sizeof *c);
   if (c == NULL) {
     mr_log(MR_LOG_ERROR, "out of memory accepting a connection");
     close(fd);
     return;
   }
-  c->server = server;
-  c->start_ms = uv_now(server->loop);
-  uv_tcp_init(server->loop, &c->tcp);
-  uv_async_init(server->loop, &c->async, on_async);
-  uv_timer_init(server->loop, &c->timer);
-  uv_timer_init(server->loop, &c->write_timer);
+  c->host = host;
+  c->start_ms = uv_now(host->loop);
+  uv_tcp_init(host->loop, &c->tcp);
+  uv_async_init(host->loop, &c->async, on_async);
+  uv_timer_init(host->loop, &c->timer);
+  uv_timer_init(host->loop, &c->write_timer);
   c->tcp.data = c->async.data = c->timer.data = c->write_timer.data = c;
   c->handles_open = 4;
-  c->next = server->conns;
+  c->next = host->conns;
   if (c->next != NULL)
     c->next->pprev = &c->next;
-  c->pprev = &server->conns;
-  server->conns = c;
-  server->nconns++;
+  c->pprev = &host->conns;
+  host->conns = c;
+  host->nconns++;
   /* A newcomer at the limit makes room by closing a connection that only
    * lingers after our CLOSE (on this loop), then takes the slot. */
-  c->counted = mr_server_admit(server) || (make_room(server) && mr_server_admit(server));
+  c->counted = host->admit(host->ctx) || (make_room(host) && host->admit(host->ctx));
   int busy = !c->counted;
   if (c->counted)
     mr_metrics_connection_open();
@@ -761,16 +773,15 @@ void mr_conn_accept(mr_server *server, int fd) {
   int uv_rc = uv_tcp_open(&c->tcp, fd);
   if (uv_rc != 0)
     close(fd);
-  /* connection_bytes bounds what the connection holds: half for read-ahead,
-   * half for answers not yet written. */
-  size_t half = (size_t)(server->env->limits->connection_bytes / 2);
-  int rc = mr_queue_init(&c->inbox, half);
+  /* The loop hears of room in the inbox and of answers in the outbox
+   * through the channels' hooks (uv_async_send: any thread). */
+  int rc = mr_envelope_channel(channel_bytes(c), mr_metrics_inbox_bytes, NULL, wake_loop, c,
+                               &c->inbox);
   if (rc == 0)
-    rc = mr_queue_init(&c->outbox, half);
-  c->inbox.count = mr_metrics_inbox_bytes;
-  c->outbox.count = mr_metrics_outbox_bytes;
+    rc = mr_envelope_channel(channel_bytes(c), mr_metrics_outbox_bytes, wake_loop, NULL, c,
+                             &c->outbox);
   if (rc == 0)
-    rc = mr_decoder_create(server->env->limits, &cb, &c->dec);
+    rc = mr_decoder_create(host->env->limits, &cb, &c->dec);
   if (uv_rc != 0 || rc != 0) {
     mr_log(MR_LOG_ERROR, "cannot accept a connection: %s",
            uv_rc != 0 ? uv_strerror(uv_rc) : mr_strerror(rc));
@@ -781,8 +792,8 @@ void mr_conn_accept(mr_server *server, int fd) {
   }
   uv_tcp_nodelay(&c->tcp, 1);
   peer_name(&c->tcp, c->peer, sizeof c->peer);
-  c->session = (mr_session){.env = server->env, .inbox = &c->inbox, .outbox = &c->outbox,
-                            .cancel = &c->cancel, .wake = wake_loop, .wake_ctx = c,
+  c->session = (mr_session){.env = host->env, .inbox = c->inbox, .outbox = c->outbox,
+                            .cancel = &c->cancel, .chain_mu = PTHREAD_MUTEX_INITIALIZER,
                             .peer = c->peer};
   mr_log(MR_LOG_DEBUG, "%s: connected", c->peer);
   if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
@@ -790,7 +801,7 @@ void mr_conn_accept(mr_server *server, int fd) {
   if (busy) {
     char why[128];
     snprintf(why, sizeof why, "server busy: %d connections open (--max-connections %d)",
-             mr_server_open_count(server), server->opt.max_connections);
+             host->open_count(host->ctx), host->max_connections);
     mr_metrics_error(MR_ERRKIND_BUSY);
     refuse(c, why);
     return;

@@ -7,20 +7,19 @@
 
 #include <uv.h>
 
-struct mr_server;
+#include "conn_host.h"
 
-/* Serves the accepted socket fd (takes it). When the server is at
- * --max-connections the client is told so (TEXT, CLOSE) and let go. Any
- * connected stream socket will do, and of the server only its loop, opt,
- * env, counts and connection list are used (and, once it is stopping, its
- * signal handles: mr_server_conn_closed), so tests/server/test_server_conn.c
- * serves one end of a socketpair from a hand-built mr_server. */
-void mr_conn_accept(struct mr_server *server, int fd);
+/* Serves the accepted socket fd (takes it) on host's loop. When the
+ * server is at --max-connections the client is told so (TEXT, CLOSE) and
+ * let go. Any connected stream socket will do, and the connection sees of
+ * the server only its host (conn_host.h), so tests/server/test_server_conn.c
+ * serves one end of a socketpair from a hand-filled host. */
+void mr_conn_accept(mr_conn_host *host, int fd);
 
 /* Ends every connection's session early (server shutting down past its
  * deadline): each pipeline stops at its next message (an iterative solve
  * at its next iteration); a connection that has answered and only waits
  * for the client's EOF closes at once. */
-void mr_conn_cancel_all(struct mr_server *server);
+void mr_conn_cancel_all(mr_conn_host *host);
 
 #endif

@@ -14,7 +14,8 @@ typedef struct serve_loop {
   mr_loops *owner;
   int index;
   uv_loop_t uv;
-  mr_server server; /* its share: loop, connection list; counts in the acceptor */
+  mr_conn_host host; /* what its connections see: its loop, its connection list */
+  int stopping;      /* told to stop: it ends once its last connection is gone */
   uv_async_t wake;
   uv_thread_t thread;
   uv_mutex_t lock;
@@ -38,8 +39,7 @@ int mr_loops_default(int cpus) {
 }
 
 /* Its last connection is gone after a stop: its loop may end. */
-static void loop_drained(mr_server *server) {
-  serve_loop *s = server->loop->data;
+static void loop_drained(serve_loop *s) {
   uv_mutex_lock(&s->lock);
   int first = !s->closed;
   s->closed = 1;
@@ -63,18 +63,33 @@ static void on_wake(uv_async_t *a) {
   uv_mutex_unlock(&s->lock);
   for (int i = 0; i < nfds; i++) {
     mr_metrics_loop_connection(s->index);
-    mr_conn_accept(&s->server, fds[i]);
+    mr_conn_accept(&s->host, fds[i]);
   }
   free(fds);
-  if (cut && s->server.nconns > 0) {
-    mr_log(MR_LOG_WARN, "drain deadline passed: cutting %d session(s)", s->server.nconns);
-    mr_conn_cancel_all(&s->server);
+  if (cut && s->host.nconns > 0) {
+    mr_log(MR_LOG_WARN, "drain deadline passed: cutting %d session(s)", s->host.nconns);
+    mr_conn_cancel_all(&s->host);
   }
-  if (stop && !s->server.stopping) {
-    s->server.stopping = 1;
-    if (s->server.nconns == 0)
-      loop_drained(&s->server);
+  if (stop && !s->stopping) {
+    s->stopping = 1;
+    if (s->host.nconns == 0)
+      loop_drained(s);
   }
+}
+
+/* The host's side of the slots: server-wide, in the acceptor. */
+static int host_admit(void *ctx) { return mr_server_admit(((serve_loop *)ctx)->owner->acceptor); }
+
+static void host_release(void *ctx) { mr_server_release(((serve_loop *)ctx)->owner->acceptor); }
+
+static int host_open_count(void *ctx) {
+  return mr_server_open_count(((serve_loop *)ctx)->owner->acceptor);
+}
+
+static void host_closed(void *ctx) {
+  serve_loop *s = ctx;
+  if (s->stopping && s->host.nconns == 0)
+    loop_drained(s);
 }
 
 static void loop_main(void *arg) {
@@ -180,14 +195,17 @@ int mr_loops_start(mr_server *acceptor, int n, void (*all_ended)(mr_server *acce
   int started = 0;
   for (; started < n; started++) {
     serve_loop *s = &loops[started];
-    s->server = (mr_server){.listen_fd = -1, .reserve_fd = -1, .opt = acceptor->opt,
-                            .env = acceptor->env, .counts = acceptor,
-                            .drained = loop_drained};
+    s->host = (mr_conn_host){.loop = &s->uv, .env = acceptor->env,
+                             .max_connections = acceptor->opt.max_connections,
+                             .drain_timeout_ms = acceptor->opt.drain_timeout_ms,
+                             .close_grace_ms = acceptor->opt.close_grace_ms,
+                             .write_timeout_ms = acceptor->opt.write_timeout_ms,
+                             .admit = host_admit, .release = host_release,
+                             .open_count = host_open_count, .closed = host_closed, .ctx = s};
     /* The handles are made here, before the thread runs the loop. */
     if (uv_loop_init(&s->uv) != 0)
       break;
     s->uv.data = s;
-    s->server.loop = &s->uv;
     uv_async_init(&s->uv, &s->wake, on_wake);
     s->wake.data = s;
     atomic_fetch_add(&l->running, 1);

@@ -123,34 +123,18 @@ static void stop_listening(mr_server *server) {
   uv_close((uv_handle_t *)&server->listener, on_listener_closed);
 }
 
-void mr_server_conn_closed(mr_server *server) {
-  server->nconns--;
-  if (server->stopping && server->nconns == 0) {
-    if (server->drained != NULL)
-      server->drained(server);
-    else
-      close_signals(server); /* the loop ends when nothing is left open */
-  }
-}
-
-static atomic_int *slots(mr_server *server) {
-  return &(server->counts != NULL ? server->counts : server)->nopen;
-}
-
 int mr_server_admit(mr_server *server) {
   /* Taken first, then checked: two loops at the last slot cannot both
    * have it. */
-  if (atomic_fetch_add(slots(server), 1) < server->opt.max_connections)
+  if (atomic_fetch_add(&server->nopen, 1) < server->opt.max_connections)
     return 1;
-  atomic_fetch_sub(slots(server), 1);
+  atomic_fetch_sub(&server->nopen, 1);
   return 0;
 }
 
-void mr_server_release(mr_server *server) { atomic_fetch_sub(slots(server), 1); }
+void mr_server_release(mr_server *server) { atomic_fetch_sub(&server->nopen, 1); }
 
-int mr_server_open_count(const mr_server *server) {
-  return atomic_load(&(server->counts != NULL ? server->counts : server)->nopen);
-}
+int mr_server_open_count(const mr_server *server) { return atomic_load(&server->nopen); }
 
 /* Every loop thread has ended: the acceptor's loop may end too. */
 static void on_loops_ended(mr_server *server) { close_signals(server); }

@@ -26,8 +26,8 @@ typedef struct mr_server_options {
 
 struct mr_loops;
 
-/* The acceptor (the main loop), or one loop thread's share of the server
- * (loops.c), or a hand-built one in tests/server/test_server_conn.c. */
+/* The acceptor (the main loop). The loop threads (loops.c) serve its
+ * connections, each through a mr_conn_host of its own (conn_host.h). */
 typedef struct mr_server {
   uv_loop_t *loop;
   int listen_fd;
@@ -40,17 +40,10 @@ typedef struct mr_server {
   uv_timer_t drain_timer;
   mr_server_options opt;
   const mr_server_env *env;
-  struct mr_conn *conns; /* live connections (conn.c owns the list) */
-  int nconns;            /* in the list: until their sockets are closed */
-  /* Connections served and not yet answered in full, server-wide: in the
-   * server `counts` points to (the acceptor's, for a loop thread), else
-   * here. Taken and given back with mr_server_admit / mr_server_release. */
+  /* Connections served and not yet answered in full, server-wide. Taken
+   * and given back with mr_server_admit / mr_server_release. */
   atomic_int nopen;
-  struct mr_server *counts;
-  struct mr_loops *loops; /* the acceptor's: the loop threads */
-  /* A loop thread's: called on its loop's thread when it is stopping and
-   * its last connection is gone; NULL: the signal handles are closed. */
-  void (*drained)(struct mr_server *server);
+  struct mr_loops *loops; /* the loop threads */
   int stopping;
 } mr_server;
 
@@ -58,10 +51,6 @@ typedef struct mr_server {
  * that follows; returns 0 then, or an error (err says which) when it could
  * not start. Borrows env. */
 int mr_server_run(const mr_server_options *opt, const mr_server_env *env, mr_err *err);
-
-/* Called by conn.c when a connection is gone, so that a stopping server
- * can end once the last one is. */
-void mr_server_conn_closed(mr_server *server);
 
 /* A slot under --max-connections for a new connection: 1 when taken, 0
  * when the server is full. Any thread. */

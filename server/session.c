@@ -104,10 +104,7 @@ static void fail(run *r, int code, const char *fmt, ...) {
 static int send_to_client(run *r, mr_message *msg) {
   if (msg == NULL)
     return MR_ENOMEM;
-  int rc = mr_queue_push(r->s->outbox, msg, mr_queue_message_bytes(msg), 1);
-  if (rc == 0)
-    r->s->wake(r->s->wake_ctx);
-  return rc;
+  return mr_envelope_send(r->s->outbox, msg, 1); /* the outbox's hook wakes the loop */
 }
 
 /* The end of the chain: images, DICOM files and TEXT go to the client; acquisitions and
@@ -161,6 +158,9 @@ static void start_chain(run *r, const mr_pipeline_config *cfg) {
     fail(r, MR_ENOMEM, "out of memory building config '%s'", cfg->name);
     return;
   }
+  pthread_mutex_lock(&r->s->chain_mu); /* from now on a cancel interrupts it */
+  r->s->chain = r->chain;
+  pthread_mutex_unlock(&r->s->chain_mu);
   if (within(r, cfg->name, "would start", mr_chain_threads_needed(r->chain),
              limits->session_threads, "pipeline threads per session", "session_threads") < 0)
     return;
@@ -457,36 +457,39 @@ void mr_session_run(mr_session *s) {
       break;
     }
     const char *why = NULL;
-    mr_queue_entry *e = mr_queue_pop(s->inbox, wait_budget(&r, start, &why));
-    if (e == NULL) {
-      if (!atomic_load(s->cancel))
+    mr_envelope e;
+    size_t bytes;
+    if (mr_chan_pop(s->inbox, &e, &bytes, wait_budget(&r, start, &why)) < 0) {
+      if (!atomic_load(s->cancel)) /* closed only by a cancel: else the wait ran out */
         time_out(&r, why);
       break;
     }
-    if (mr_queue_release(s->inbox, e->bytes))
-      s->wake(s->wake_ctx);
-    if (e->msg != NULL) {
-      mr_message *m = e->msg;
-      e->msg = NULL;
+    mr_chan_release(s->inbox, bytes); /* its hook tells a paused loop of room */
+    if (e.msg != NULL) {
+      mr_message *m = e.msg;
+      e.msg = NULL;
       on_message(&r, m);
-    } else if (e->code == MR_ECONN) {
-      record_error(&r, e->code, e->text); /* for the log: nobody is left to tell */
-      mr_queue_entry_free(e);
+    } else if (e.code == MR_ECONN) {
+      record_error(&r, e.code, e.text); /* for the log: nobody is left to tell */
+      mr_envelope_clear(&e);
       break;
     } else {
-      record_error(&r, e->code, e->text);
+      record_error(&r, e.code, e.text);
       /* Nothing more can be read, or the client declared a size over a
        * limit (its body is not waited for): answer now. */
-      if (e->code == MR_EFRAME || e->code == MR_ELIMIT)
+      if (e.code == MR_EFRAME || e.code == MR_ELIMIT)
         on_close(&r);
     }
-    mr_queue_entry_free(e);
+    mr_envelope_clear(&e);
   }
   if (r.chain != NULL) {
     mr_chain_abandon(r.chain); /* its stages idle before their times are read */
     mr_chain_timings(r.chain, s->stats.gadget_time, sizeof s->stats.gadget_time);
     mr_chain_each_timing(r.chain, count_gadget_time, NULL);
   }
+  pthread_mutex_lock(&s->chain_mu);
+  s->chain = NULL;
+  pthread_mutex_unlock(&s->chain_mu);
   mr_chain_destroy(r.chain);
   if (r.device != NULL)
     mr_pool_release(s->env->pool, r.device);
@@ -495,4 +498,11 @@ void mr_session_run(mr_session *s) {
     mr_stream_header_free(&r.hdr);
   for (int i = 0; i < r.nerrors; i++)
     free(r.errors[i]);
+}
+
+void mr_session_cancel(mr_session *s) {
+  pthread_mutex_lock(&s->chain_mu);
+  if (s->chain != NULL)
+    mr_chain_interrupt(s->chain);
+  pthread_mutex_unlock(&s->chain_mu);
 }

@@ -10,12 +10,13 @@
 #ifndef MR_SERVER_SESSION_H
 #define MR_SERVER_SESSION_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
 #include "config_dir.h"
 #include "wire_limits.h"
-#include "queue.h"
+#include "envelope.h"
 
 struct mr_pool;
 
@@ -51,13 +52,15 @@ typedef struct mr_session_stats {
 
 typedef struct mr_session {
   const mr_server_env *env;
-  mr_queue *inbox;  /* filled by the loop thread */
-  mr_queue *outbox; /* drained by the loop thread */
+  /* Channels of mr_envelope (envelope.h). Their hooks tell the loop
+   * thread of answers in the outbox and of room in the inbox. */
+  mr_chan *inbox;  /* filled by the loop thread */
+  mr_chan *outbox; /* drained by the loop thread */
   const atomic_int *cancel; /* set when the client is gone */
-  /* Tells the loop thread the outbox has something, or the inbox has room
-   * again. */
-  void (*wake)(void *ctx);
-  void *wake_ctx;
+  /* The session's chain while one runs (the session thread sets it), for
+   * mr_session_cancel. Initialise with PTHREAD_MUTEX_INITIALIZER. */
+  pthread_mutex_t chain_mu;
+  struct mr_chain *chain;
   const char *peer;
   mr_session_stats stats;
 } mr_session;
@@ -65,5 +68,10 @@ typedef struct mr_session {
 /* The pipeline thread's body; returns when the session is over (CLOSE
  * answered, or the client gone). */
 void mr_session_run(mr_session *s);
+
+/* From the loop thread, after setting *cancel and closing the channels:
+ * interrupts the running chain (mr_chain_interrupt), so a step waiting on
+ * a peer (external) stops at once instead of at its timeout. */
+void mr_session_cancel(mr_session *s);
 
 #endif

@@ -4,10 +4,15 @@ target_link_libraries(mr_wire_client PUBLIC mr_test_support)
 add_library(mr_wire_scan STATIC support/wire_scan.c)
 target_link_libraries(mr_wire_scan PUBLIC mr_wire_client mr_gadget_harness)
 
+# The server's connections in the test's process, for blocking clients.
+add_library(mr_inproc_server STATIC support/inproc_server.c)
+target_link_libraries(mr_inproc_server PUBLIC mr_server mr_wire_client PkgConfig::CMOCKA)
+target_compile_definitions(mr_inproc_server PRIVATE MR_VERSION="${PROJECT_VERSION}")
+
 mr_add_test(test_server_session SOURCES server/test_server_session.c
-  LIBS mr_wire_client mr_gadget_harness TIMEOUT 120)
+  LIBS mr_inproc_server mr_gadget_harness TIMEOUT 120)
 mr_add_test(test_server_limits SOURCES server/test_server_limits.c
-  LIBS mr_wire_client mr_gadget_harness TIMEOUT 120)
+  LIBS mr_inproc_server mr_gadget_harness TIMEOUT 120)
 
 # The end-to-end run under valgrind memcheck (skips without valgrind).
 add_test(NAME valgrind_e2e COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/valgrind_e2e.sh
@@ -22,7 +27,7 @@ mr_add_test(test_server_cgroup SOURCES server/test_server_cgroup.c LIBS mr_serve
 mr_add_test(test_server_robust SOURCES server/test_server_robust.c
   LIBS mr_wire_scan Threads::Threads TIMEOUT 300)
 mr_add_test(test_server_write_bufs SOURCES server/test_server_write_bufs.c LIBS mr_server)
-mr_add_test(test_server_queue SOURCES server/test_server_queue.c LIBS mr_server)
+mr_add_test(test_server_envelope SOURCES server/test_server_envelope.c LIBS mr_server)
 # Issue 13: the health and metrics listener (--http).
 mr_add_test(test_server_metrics SOURCES server/test_server_metrics.c LIBS mr_server)
 mr_add_test(test_server_http SOURCES server/test_server_http.c LIBS mr_wire_scan TIMEOUT 120)
@@ -34,7 +39,7 @@ set_tests_properties(test_server_http_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOU
   ENVIRONMENT "MR_TEST_GPUS=all;MR_SOURCE_DIR=${CMAKE_SOURCE_DIR};MR_BINARY_DIR=${CMAKE_BINARY_DIR}")
 # Issue 14: NHLBI-compressed streams (Gadgetron's client -P / -T).
 mr_add_test(test_server_nhlbi SOURCES server/test_server_nhlbi.c
-  LIBS mr_wire_client mr_gadget_harness mr_client TIMEOUT 120)
+  LIBS mr_inproc_server mr_gadget_harness mr_client TIMEOUT 120)
 
 # The external step through reconserver and reconclient (examples/external).
 add_test(NAME external_e2e COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/external_e2e.sh

@@ -41,6 +41,7 @@ typedef struct external {
   int send, expect, queue;
   int connect_timeout_ms, idle_timeout_ms, total_timeout_ms, max_replies;
   mr_link *link;
+  mr_gadget_ctx *ctx; /* where the link's channel is registered to close on stop */
   mr_program program;
   int have_program;
   int failed;
@@ -115,13 +116,21 @@ static int deliver(void *arg, mr_message *msg) {
   return mr_emit_message(d->out, msg);
 }
 
+/* Stops the link (the chain no longer closes its channel). */
+static void let_go(external *s) {
+  if (s->link == NULL)
+    return;
+  mr_gadget_close_on_stop(s->ctx, NULL);
+  mr_link_stop(s->link);
+  s->link = NULL;
+}
+
 /* The peer has failed us: report it once, naming the step and the peer
  * (with a program's last stderr line, read after it is gone), and let go
  * of it. */
 static int peer_failed(external *s, mr_gadget_ctx *ctx, int rc, const mr_err *why) {
   s->failed = 1;
-  mr_link_stop(s->link);
-  s->link = NULL;
+  let_go(s);
   if (rc == MR_ECANCELED || (ctx->failed != NULL && atomic_load(ctx->failed)))
     return rc; /* the session is over, or failed elsewhere first: nothing to add */
   char tail[MR_PROGRAM_LINE_BYTES + 80] = "";
@@ -222,10 +231,13 @@ static int configure(void *state, mr_gadget_ctx *ctx) {
    * the next message for it comes. */
   mr_link_opts o = {.depth = (size_t)s->queue, .idle_ms = s->idle_timeout_ms,
                     .total_ms = s->total_timeout_ms, .peer = s->peer,
-                    .cancel = ctx->cancel, .failed = ctx->failed,
                     .notify = wake_stage, .notify_ctx = ctx};
   if ((rc = mr_link_start(fd, &o, &s->link, &e)) < 0)
     return peer_failed(s, ctx, rc, &e);
+  /* The session's end (its client gone, the drain deadline, another step
+   * failed) closes the link's channel: a wait on the peer ends at once. */
+  s->ctx = ctx;
+  mr_gadget_close_on_stop(ctx, mr_link_channel(s->link));
   delivery d = {.s = s, .ctx = ctx};
   mr_message *config = mr_message_new_config_file(s->config);
   mr_message *header = mr_message_new_text(MR_MSG_HEADER, ctx->hdr->xml, ctx->hdr->xml_len);
@@ -275,8 +287,7 @@ static int flush(void *state, mr_gadget_ctx *ctx, mr_emit *out) {
     rc = mr_link_finish(s->link, deliver, &d, &d.err);
   if (rc < 0)
     return peer_failed(s, ctx, rc, &d.err);
-  mr_link_stop(s->link);
-  s->link = NULL;
+  let_go(s);
   return 0;
 }
 
@@ -285,7 +296,7 @@ static void destroy(void *state) {
   /* After a clean exchange (flush let go of the link) the program has sent
    * its CLOSE and should be on its way out; otherwise it is killed now. */
   int clean = !s->failed && s->link == NULL;
-  mr_link_stop(s->link);
+  let_go(s);
   if (s->have_program)
     mr_program_end(&s->program, clean ? 1000 : 0, NULL, 0);
 }

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,34 +16,35 @@
 #include "decode.h"
 #include "encode.h"
 
-/* How often a waiting thread looks at the cancel flags and the clocks. */
-#define SLICE_MS 20
-/* What the receive queue holds at most, besides one message of any size
- * the decoder's limits allow: a peer that answers with big images faster
- * than the chain takes them waits (TCP backpressure) instead of filling
- * `depth` slots of up to a GiB each. What is queued counts against the
- * memory budget until it is delivered. */
+/* What the receive channel holds: `depth` messages, and no more once they
+ * hold 64 MiB (a message of any size the decoder's limits allow still
+ * goes into a channel under that): a peer that answers with big images
+ * faster than the chain takes them waits (TCP backpressure) instead of
+ * filling `depth` slots of up to a GiB each. What is queued counts
+ * against the memory budget until it is delivered. */
 #define IN_BYTES ((size_t)64 << 20)
 
-typedef struct ring {
-  mr_message **slot;
-  size_t cap, head, count;
-  size_t bytes; /* the payloads held (the receive queue's; mr_message_payload_bytes) */
-} ring;
-
+/* Two channels (base/channel.h) of mr_message pointers:
+ *   out: to the peer; the gadget's thread pushes, the writer pops.
+ *   in:  to the gadget's thread: what the reader received, and NULL, word
+ *        of room in `out` for a gadget that paused on it full (out's
+ *        on_room). Closed on a fault, at stop, and by the chain when the
+ *        session stops (mr_gadget_close_on_stop).
+ * The gadget's thread waits on `in` alone, up to its next timeout: a
+ * message, room, a fault or a stop wakes it, nothing is polled. */
 struct mr_link {
   int fd;
   char peer[160];
   mr_link_opts opts;
   mr_decoder *dec;
-  pthread_mutex_t mu;
-  pthread_cond_t changed;
-  ring out, in;         /* to the peer, from the peer */
-  int stopping;         /* mr_link_stop: threads leave */
-  int peer_closed;      /* its CLOSE was received */
-  int fault;            /* the connection failed (code in why) */
+  mr_chan *out, *in;
+  pthread_mutex_t mu; /* the four fields below */
+  int stopping;       /* mr_link_stop: threads leave */
+  int peer_closed;    /* its CLOSE was received */
+  int fault;          /* the connection failed (code in why) */
   mr_err why;
-  uint64_t start_ns, moved_ns; /* when started; when a byte last moved */
+  uint64_t start_ns;         /* when started */
+  _Atomic uint64_t moved_ns; /* when a byte last moved either way */
   pthread_t reader, writer;
   int threads;
 };
@@ -53,46 +55,27 @@ static uint64_t now_ns(void) {
   return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-static void wait_slice(mr_link *l) {
-  struct timespec t;
-  clock_gettime(CLOCK_REALTIME, &t);
-  t.tv_nsec += SLICE_MS * 1000000L;
-  if (t.tv_nsec >= 1000000000L) {
-    t.tv_sec++;
-    t.tv_nsec -= 1000000000L;
-  }
-  pthread_cond_timedwait(&l->changed, &l->mu, &t);
+/* What the receive channel still holds at stop was taken from the budget. */
+static void drop_in(void *item) {
+  mr_message *m = *(mr_message **)item;
+  if (m != NULL)
+    mr_budget_give(mr_message_payload_bytes(m));
+  mr_message_unref(m);
 }
 
-static void ring_push(ring *r, mr_message *m) {
-  r->slot[(r->head + r->count) % r->cap] = m;
-  r->count++;
+static void drop_out(void *item) { mr_message_unref(*(mr_message **)item); }
+
+/* out's on_room (the writer's thread): the gadget paused on a full `out`
+ * hears of room. */
+static void room_for_gadget(void *ctx) {
+  mr_link *l = ctx;
+  mr_message *room = NULL;
+  mr_chan_put(l->in, &room, 0); /* fails only once closed: then nobody waits for room */
 }
 
-static mr_message *ring_pop(ring *r) {
-  mr_message *m = r->slot[r->head];
-  r->head = (r->head + 1) % r->cap;
-  r->count--;
-  return m;
-}
-
-/* The receive queue's side: what arrives is counted (and taken from the
- * memory budget) until delivered. */
-static mr_message *ring_take(ring *r) {
-  mr_message *m = ring_pop(r);
-  size_t bytes = mr_message_payload_bytes(m);
-  r->bytes -= bytes;
-  mr_budget_give(bytes);
-  return m;
-}
-
-static void ring_drop(ring *r, int counted) {
-  while (r->count > 0)
-    mr_message_unref(counted ? ring_take(r) : ring_pop(r));
-  free(r->slot);
-}
-
-/* Records the connection's first failure (under mu). */
+/* Records the connection's first failure (under mu) and closes both
+ * channels: the threads stop, and the waiting thread takes what arrived
+ * before, then hears of the fault. */
 static void set_fault(mr_link *l, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void set_fault(mr_link *l, int code, const char *fmt, ...) {
@@ -105,7 +88,8 @@ static void set_fault(mr_link *l, int code, const char *fmt, ...) {
   va_end(ap);
   mr_err_set(&l->why, code, "%s: %s", l->peer, what);
   l->fault = code;
-  pthread_cond_broadcast(&l->changed);
+  mr_chan_close(l->in);
+  mr_chan_close(l->out);
   if (l->opts.notify != NULL && !l->stopping)
     l->opts.notify(l->opts.notify_ctx);
 }
@@ -113,31 +97,32 @@ static void set_fault(mr_link *l, int code, const char *fmt, ...) {
 static int on_message(void *ctx, mr_message *msg) {
   mr_link *l = ctx;
   size_t bytes = mr_message_payload_bytes(msg);
-  pthread_mutex_lock(&l->mu);
-  while ((l->in.count == l->in.cap || (l->in.count > 0 && l->in.bytes + bytes > IN_BYTES)) &&
-         !l->stopping)
-    pthread_cond_wait(&l->changed, &l->mu);
-  int stop = l->stopping, closed = 0;
   mr_err e = {0};
-  if (!stop && mr_budget_take(bytes, "a message from the external peer", &e) < 0) {
-    set_fault(l, MR_ELIMIT, "sent a message of %.1f MiB: %s", (double)bytes / (1 << 20),
-              e.msg);
-    stop = 1;
-  }
-  if (!stop) {
-    l->in.bytes += bytes;
-    ring_push(&l->in, msg);
-    if (msg->kind == MR_MSG_CLOSE)
-      l->peer_closed = closed = 1;
-    pthread_cond_broadcast(&l->changed);
-  }
-  pthread_mutex_unlock(&l->mu);
-  if (stop)
+  if (mr_budget_take(bytes, "a message from the external peer", &e) < 0) {
+    pthread_mutex_lock(&l->mu);
+    if (!l->stopping)
+      set_fault(l, MR_ELIMIT, "sent a message of %.1f MiB: %s", (double)bytes / (1 << 20),
+                e.msg);
+    pthread_mutex_unlock(&l->mu);
     mr_message_unref(msg);
-  else if (l->opts.notify != NULL)
+    return 1;
+  }
+  int closing = msg->kind == MR_MSG_CLOSE;
+  if (closing) { /* from now on the writer's failures are no fault */
+    pthread_mutex_lock(&l->mu);
+    l->peer_closed = 1;
+    pthread_mutex_unlock(&l->mu);
+  }
+  /* Waits while the channel is full: the peer then waits on TCP. */
+  if (mr_chan_push(l->in, &msg, bytes, -1) < 0) { /* closed: a fault or a stop */
+    mr_budget_give(bytes);
+    mr_message_unref(msg);
+    return 1;
+  }
+  if (l->opts.notify != NULL)
     l->opts.notify(l->opts.notify_ctx);
   /* Nothing after its CLOSE is read. */
-  return stop || closed ? 1 : 0;
+  return closing ? 1 : 0;
 }
 
 static void on_reject(void *ctx, int code, const char *text) {
@@ -155,13 +140,14 @@ static void *reader_main(void *arg) {
     if (n < 0 && errno == EINTR)
       continue;
     int why = n < 0 ? errno : 0;
+    if (n > 0)
+      atomic_store(&l->moved_ns, now_ns());
     pthread_mutex_lock(&l->mu);
     int stop = l->stopping || l->fault;
-    if (n > 0)
-      l->moved_ns = now_ns();
-    else if (!stop && (n == 0 || why == ECONNRESET)) /* a peer that dies with our bytes unread resets */
-      set_fault(l, MR_ECONN, "closed the connection before its CLOSE");
-    else if (!stop)
+    if (n == 0 || (n < 0 && why == ECONNRESET)) { /* a peer that dies with our bytes unread resets */
+      if (!stop)
+        set_fault(l, MR_ECONN, "closed the connection before its CLOSE");
+    } else if (n < 0 && !stop)
       set_fault(l, MR_ECONN, "receiving failed: %s", strerror(why));
     pthread_mutex_unlock(&l->mu);
     if (n <= 0 || stop)
@@ -197,9 +183,7 @@ static int write_all(mr_link *l, mr_encoded *e) {
       continue;
     if (w < 0)
       return errno;
-    pthread_mutex_lock(&l->mu);
-    l->moved_ns = now_ns();
-    pthread_mutex_unlock(&l->mu);
+    atomic_store(&l->moved_ns, now_ns());
     size_t left = (size_t)w;
     while (first < n && left >= iov[first].iov_len)
       left -= iov[first++].iov_len;
@@ -213,27 +197,19 @@ static int write_all(mr_link *l, mr_encoded *e) {
 
 static void *writer_main(void *arg) {
   mr_link *l = arg;
-  for (;;) {
-    pthread_mutex_lock(&l->mu);
-    while (l->out.count == 0 && !l->stopping && !l->fault)
-      pthread_cond_wait(&l->changed, &l->mu);
-    if (l->stopping || l->fault) {
-      pthread_mutex_unlock(&l->mu);
-      return NULL;
-    }
-    mr_message *m = ring_pop(&l->out);
-    pthread_cond_broadcast(&l->changed);
-    pthread_mutex_unlock(&l->mu);
+  mr_message *m;
+  while (mr_chan_pop(l->out, &m, NULL, -1) == 0) { /* until a fault or the stop closes it */
     mr_encoded e;
     int rc = mr_encode(m, &e), err = rc < 0 ? 0 : write_all(l, &e);
     int closing = m->kind == MR_MSG_CLOSE;
     mr_message_unref(m);
     pthread_mutex_lock(&l->mu);
+    int quiet = l->stopping || l->peer_closed;
     if (rc < 0)
       set_fault(l, rc, "a message for it could not be encoded: %s", mr_strerror(rc));
-    else if ((err == EPIPE || err == ECONNRESET) && !l->stopping && !l->peer_closed)
+    else if ((err == EPIPE || err == ECONNRESET) && !quiet)
       set_fault(l, MR_ECONN, "closed the connection before its CLOSE");
-    else if (err != 0 && !l->stopping && !l->peer_closed)
+    else if (err != 0 && !quiet)
       set_fault(l, MR_ECONN, "sending failed: %s", strerror(err));
     pthread_mutex_unlock(&l->mu);
     if (rc < 0 || err != 0)
@@ -241,21 +217,22 @@ static void *writer_main(void *arg) {
     if (closing) /* the peer knows we are done; it may still answer */
       shutdown(l->fd, SHUT_WR);
   }
+  return NULL;
 }
 
 int mr_link_start(int fd, const mr_link_opts *opts, mr_link **out, mr_err *err) {
   mr_link *l = calloc(1, sizeof *l);
   size_t depth = opts->depth > 0 ? opts->depth : 1;
-  if (l != NULL) {
-    l->out.slot = calloc(depth, sizeof *l->out.slot);
-    l->in.slot = calloc(depth, sizeof *l->in.slot);
-  }
+  mr_chan_opts o_out = {.item_size = sizeof(mr_message *), .max_items = depth,
+                        .on_room = room_for_gadget, .hook_ctx = l, .drop = drop_out};
+  mr_chan_opts o_in = {.item_size = sizeof(mr_message *), .max_items = depth,
+                       .max_bytes = IN_BYTES, .drop = drop_in};
   mr_decoder_callbacks cb = {on_message, on_reject, l};
-  if (l == NULL || l->out.slot == NULL || l->in.slot == NULL ||
+  if (l == NULL || mr_chan_create(&o_out, &l->out) < 0 || mr_chan_create(&o_in, &l->in) < 0 ||
       mr_decoder_create(NULL, &cb, &l->dec) < 0) {
     if (l != NULL) {
-      free(l->out.slot);
-      free(l->in.slot);
+      mr_chan_free(l->out);
+      mr_chan_free(l->in);
     }
     free(l);
     close(fd);
@@ -265,10 +242,9 @@ int mr_link_start(int fd, const mr_link_opts *opts, mr_link **out, mr_err *err) 
   l->opts = *opts;
   snprintf(l->peer, sizeof l->peer, "%s", opts->peer);
   l->opts.peer = l->peer;
-  l->out.cap = l->in.cap = depth;
-  l->start_ns = l->moved_ns = now_ns();
+  l->start_ns = now_ns();
+  atomic_init(&l->moved_ns, l->start_ns);
   pthread_mutex_init(&l->mu, NULL);
-  pthread_cond_init(&l->changed, NULL);
   if (pthread_create(&l->reader, NULL, reader_main, l) == 0) {
     l->threads = 1;
     if (pthread_create(&l->writer, NULL, writer_main, l) == 0)
@@ -282,16 +258,12 @@ int mr_link_start(int fd, const mr_link_opts *opts, mr_link **out, mr_err *err) 
   return 0;
 }
 
-/* Why the waiting thread must stop waiting (under mu); 0 to go on. */
-static int check(mr_link *l, uint64_t wait_start, mr_err *err) {
-  if ((l->opts.cancel != NULL && atomic_load(l->opts.cancel)) ||
-      (l->opts.failed != NULL && atomic_load(l->opts.failed)))
-    return MR_ECANCELED;
-  if (l->fault) {
-    mr_err_set(err, l->fault, "%s", l->why.msg);
-    return l->fault;
-  }
-  uint64_t now = now_ns(), since = l->moved_ns > wait_start ? l->moved_ns : wait_start;
+mr_chan *mr_link_channel(mr_link *l) { return l->in; }
+
+/* Whether a timeout has passed (0: not yet); a wait began at wait_start. */
+static int timed_out(mr_link *l, uint64_t wait_start, mr_err *err) {
+  uint64_t now = now_ns(), moved = atomic_load(&l->moved_ns);
+  uint64_t since = moved > wait_start ? moved : wait_start;
   if (l->opts.total_ms > 0 && now - l->start_ns > (uint64_t)l->opts.total_ms * 1000000u)
     return mr_err_set(err, MR_ETIMEDOUT, "%s: no CLOSE within %d ms (total_timeout_ms)",
                       l->peer, l->opts.total_ms);
@@ -303,75 +275,111 @@ static int check(mr_link *l, uint64_t wait_start, mr_err *err) {
   return 0;
 }
 
-/* Delivers what has arrived, without the lock; 1 once the peer's CLOSE
- * was delivered, else 0 or a delivery's error. Called with mu held; returns
- * with it held. */
-static int deliver_arrived(mr_link *l, mr_link_deliver deliver, void *ctx) {
-  while (l->in.count > 0) {
-    mr_message *m = ring_take(&l->in);
-    pthread_cond_broadcast(&l->changed);
-    if (m->kind == MR_MSG_CLOSE) {
-      mr_message_unref(m);
-      return 1;
-    }
-    pthread_mutex_unlock(&l->mu);
-    int rc = deliver(ctx, m);
-    pthread_mutex_lock(&l->mu);
-    if (rc < 0)
-      return rc;
+/* Milliseconds until the nearer timeout (at least 1), or -1 for none. */
+static int until_timeout(mr_link *l, uint64_t wait_start) {
+  uint64_t now = now_ns(), moved = atomic_load(&l->moved_ns), next = UINT64_MAX;
+  uint64_t since = moved > wait_start ? moved : wait_start;
+  if (l->opts.total_ms > 0)
+    next = l->start_ns + (uint64_t)l->opts.total_ms * 1000000u;
+  if (l->opts.idle_ms > 0 && since + (uint64_t)l->opts.idle_ms * 1000000u < next)
+    next = since + (uint64_t)l->opts.idle_ms * 1000000u;
+  if (next == UINT64_MAX)
+    return -1;
+  uint64_t ms = next > now ? (next - now + 999999u) / 1000000u + 1 : 1;
+  return ms > INT32_MAX ? INT32_MAX : (int)ms;
+}
+
+/* Why `in` is closed: the connection's fault, else the chain's stop. */
+static int closed_why(mr_link *l, mr_err *err) {
+  pthread_mutex_lock(&l->mu);
+  int code = l->fault;
+  if (code != 0)
+    mr_err_set(err, code, "%s", l->why.msg);
+  pthread_mutex_unlock(&l->mu);
+  return code != 0 ? code : MR_ECANCELED;
+}
+
+enum { NOTHING, TOOK, PEER_CLOSE };
+
+/* Waits up to wait_ms for what the peer sent or word of room, and
+ * delivers a message: NOTHING, TOOK (a message or room), PEER_CLOSE, or
+ * an error (a fault, the chain's stop, a delivery's). */
+static int take_one(mr_link *l, int wait_ms, mr_link_deliver deliver, void *ctx, mr_err *err) {
+  mr_message *m;
+  size_t bytes;
+  int rc = mr_chan_pop(l->in, &m, &bytes, wait_ms);
+  if (rc == MR_ETIMEDOUT)
+    return NOTHING;
+  if (rc < 0)
+    return closed_why(l, err);
+  if (m == NULL)
+    return TOOK; /* room in `out` */
+  mr_chan_release(l->in, bytes);
+  mr_budget_give(bytes);
+  if (m->kind == MR_MSG_CLOSE) {
+    mr_message_unref(m);
+    return PEER_CLOSE;
   }
-  return 0;
+  rc = deliver(ctx, m);
+  return rc < 0 ? rc : TOOK;
+}
+
+/* Delivers what has arrived, without waiting: NOTHING once it is all
+ * delivered, PEER_CLOSE, or an error. */
+static int deliver_arrived(mr_link *l, mr_link_deliver deliver, void *ctx, mr_err *err) {
+  int rc;
+  while ((rc = take_one(l, 0, deliver, ctx, err)) == TOOK)
+    ;
+  return rc;
+}
+
+static int early_close(mr_link *l, mr_err *err) {
+  return mr_err_set(err, MR_EPROTO, "%s: sent CLOSE before it had our CLOSE", l->peer);
 }
 
 int mr_link_send(mr_link *l, mr_message *msg, mr_link_deliver deliver, void *ctx, mr_err *err) {
   uint64_t wait_start = now_ns();
-  int rc = 0;
-  pthread_mutex_lock(&l->mu);
+  int rc;
   for (;;) {
-    if ((rc = deliver_arrived(l, deliver, ctx)) != 0) {
-      if (rc > 0)
-        rc = mr_err_set(err, MR_EPROTO, "%s: sent CLOSE before it had our CLOSE", l->peer);
+    if ((rc = deliver_arrived(l, deliver, ctx, err)) != NOTHING ||
+        (rc = timed_out(l, wait_start, err)) < 0)
       break;
-    }
-    if ((rc = check(l, wait_start, err)) < 0)
+    if ((rc = mr_chan_push(l->out, &msg, 0, 0)) != MR_ETIMEDOUT)
       break;
-    if (l->out.count < l->out.cap) {
-      ring_push(&l->out, msg);
-      msg = NULL;
-      pthread_cond_broadcast(&l->changed);
+    /* Full: room comes as a NULL on `in` (once paused), meanwhile what
+     * the peer sends is delivered, so a peer that answers before it has
+     * read everything never deadlocks against us. */
+    mr_chan_pause(l->out);
+    if ((rc = mr_chan_push(l->out, &msg, 0, 0)) != MR_ETIMEDOUT)
+      break; /* room was made before the pause */
+    if ((rc = take_one(l, until_timeout(l, wait_start), deliver, ctx, err)) < 0 ||
+        rc == PEER_CLOSE)
       break;
-    }
-    wait_slice(l);
   }
-  pthread_mutex_unlock(&l->mu);
+  if (rc == 0) /* in `out` now */
+    return 0;
   mr_message_unref(msg);
-  return rc;
+  if (rc == PEER_CLOSE)
+    return early_close(l, err);
+  return rc == MR_ECANCELED ? closed_why(l, err) : rc;
 }
 
 int mr_link_poll(mr_link *l, mr_link_deliver deliver, void *ctx, mr_err *err) {
-  pthread_mutex_lock(&l->mu);
-  int rc = deliver_arrived(l, deliver, ctx);
-  if (rc > 0)
-    rc = mr_err_set(err, MR_EPROTO, "%s: sent CLOSE before it had our CLOSE", l->peer);
-  else if (rc == 0 && l->fault)
-    rc = mr_err_set(err, l->fault, "%s", l->why.msg);
-  pthread_mutex_unlock(&l->mu);
-  return rc;
+  int rc = deliver_arrived(l, deliver, ctx, err);
+  return rc == PEER_CLOSE ? early_close(l, err) : rc;
 }
 
 int mr_link_finish(mr_link *l, mr_link_deliver deliver, void *ctx, mr_err *err) {
   uint64_t wait_start = now_ns();
-  int rc;
-  pthread_mutex_lock(&l->mu);
   for (;;) {
-    if ((rc = deliver_arrived(l, deliver, ctx)) != 0)
-      break;
-    if ((rc = check(l, wait_start, err)) < 0)
-      break;
-    wait_slice(l);
+    int rc = timed_out(l, wait_start, err);
+    if (rc == 0)
+      rc = take_one(l, until_timeout(l, wait_start), deliver, ctx, err);
+    if (rc == PEER_CLOSE)
+      return 0;
+    if (rc < 0)
+      return rc;
   }
-  pthread_mutex_unlock(&l->mu);
-  return rc > 0 ? 0 : rc;
 }
 
 void mr_link_stop(mr_link *l) {
@@ -379,18 +387,18 @@ void mr_link_stop(mr_link *l) {
     return;
   pthread_mutex_lock(&l->mu);
   l->stopping = 1;
-  pthread_cond_broadcast(&l->changed);
   pthread_mutex_unlock(&l->mu);
-  shutdown(l->fd, SHUT_RDWR); /* wakes a thread blocked in recv or writev */
+  mr_chan_close(l->in);  /* the reader stops waiting for room */
+  mr_chan_close(l->out); /* the writer stops waiting for messages */
+  shutdown(l->fd, SHUT_RDWR); /* wakes a thread blocked in recv or sendmsg */
   if (l->threads >= 1)
     pthread_join(l->reader, NULL);
   if (l->threads >= 2)
     pthread_join(l->writer, NULL);
   close(l->fd);
-  ring_drop(&l->out, 0);
-  ring_drop(&l->in, 1);
+  mr_chan_free(l->out);
+  mr_chan_free(l->in);
   mr_decoder_destroy(l->dec);
   pthread_mutex_destroy(&l->mu);
-  pthread_cond_destroy(&l->changed);
   free(l);
 }

@@ -1,18 +1,21 @@
 /* The external gadget's connection to its peer: one socket that speaks the
  * client side of the wire protocol (protocol/encode, protocol/decode), a
  * writer thread fed by a bounded send queue and a reader thread that fills
- * a bounded receive queue, so both directions flow at once: a peer that
- * answers before it has read everything never deadlocks against us.
+ * a bounded receive queue (both base/ channels), so both directions flow
+ * at once: a peer that answers before it has read everything never
+ * deadlocks against us.
  *
- * The gadget's thread only waits on the queues, in slices of a few
- * milliseconds, checking the session's cancel and failure flags and the
- * idle and total timeouts between them, so it never holds a session's end. */
+ * The gadget's thread waits on one channel (mr_link_channel), up to the
+ * nearer of the idle and total timeouts: what the peer sends, room to
+ * send, a failed connection, or the channel's close wakes it. The chain
+ * closes that channel when the session stops (mr_gadget_close_on_stop), so
+ * the gadget never holds a session's end and nothing is polled. */
 #ifndef MR_GADGETS_EXTERNAL_LINK_H
 #define MR_GADGETS_EXTERNAL_LINK_H
 
-#include <stdatomic.h>
 #include <stddef.h>
 
+#include "channel.h"
 #include "error.h"
 #include "message.h"
 
@@ -23,7 +26,6 @@ typedef struct mr_link_opts {
   int idle_ms;        /* waiting on the peer with no byte moving either way */
   int total_ms;       /* from start to the peer's CLOSE */
   const char *peer;   /* how errors name the peer ("127.0.0.1:9020", "program x (pid 12)") */
-  const atomic_int *cancel, *failed; /* stop waiting once either is non-zero (may be NULL) */
   /* Called from the link's threads, never blocking, when a message from
    * the peer is queued or the connection failed (may be NULL): the owner
    * then calls mr_link_poll() on its own thread. */
@@ -38,6 +40,11 @@ typedef int (*mr_link_deliver)(void *ctx, mr_message *msg);
 /* Starts the threads on a connected socket (takes fd; opts->peer is
  * copied). */
 int mr_link_start(int fd, const mr_link_opts *opts, mr_link **out, mr_err *err);
+
+/* The channel the waiting thread waits on: once it is closed (by the
+ * chain, mr_gadget_close_on_stop) every wait of the link ends at once with
+ * MR_ECANCELED. Valid until mr_link_stop(). */
+mr_chan *mr_link_channel(mr_link *l);
 
 /* Queues msg for the peer (takes it), waiting while the send queue is full;
  * whatever the peer sent meanwhile, and before, is delivered first. */

@@ -225,6 +225,7 @@ int mr_chain_failed(mr_chain *c, int code, const mr_err *why) {
     atomic_store(&c->failed, code);
   }
   pthread_mutex_unlock(&c->mu);
+  mr_chain_interrupt(c); /* a gadget waiting on a peer stops now */
   return code;
 }
 
@@ -337,6 +338,7 @@ int mr_chain_flush(mr_chain *c) {
 void mr_chain_abandon(mr_chain *c) {
   int none = 0;
   atomic_compare_exchange_strong(&c->failed, &none, MR_ECANCELED);
+  mr_chain_interrupt(c);
   mr_stages_flush(c);
 }
 

@@ -76,6 +76,13 @@ int mr_chain_flush(mr_chain *chain);
  * returns. */
 void mr_chain_abandon(mr_chain *chain);
 
+/* From any thread, without waiting on the chain: closes the channels its
+ * gadgets wait on outside the chain (mr_gadget_close_on_stop: external's
+ * peer), so none holds the session's end. The session calls it once its
+ * client is gone or the drain deadline has cut it (after setting the
+ * cancel flag); the chain itself at its first failure and when abandoned. */
+void mr_chain_interrupt(mr_chain *chain);
+
 /* "accumulate=1.2ms,fft=3.4ms,...": each gadget's own processing time so
  * far (what it emitted is charged to the gadgets downstream). For a
  * pipelined chain, call it after flush or abandon, when no stage runs. */

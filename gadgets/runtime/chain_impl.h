@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "chain.h"
+#include "channel.h"
 
 typedef struct node {
   const mr_gadget_class *cls;
@@ -24,6 +25,9 @@ typedef struct node {
   mr_gadget_ctx ctx;
   uint64_t busy_ns; /* in process/flush, less what it handed downstream */
   int stage;        /* the stage that runs it */
+  /* Closed when the chain is interrupted (mr_gadget_close_on_stop), under
+   * the chain's mu. */
+  mr_chan *close_on_stop;
 } node;
 
 enum item_kind {
@@ -44,13 +48,8 @@ typedef struct stage {
   int first, end;     /* its gadgets: [first, end) */
   uint64_t nested_ns; /* time spent downstream of the running gadget */
   mr_err err;         /* where its gadgets report (stages after 0) */
-  /* The inbox (stages after 0), a ring of `cap` items. */
-  pthread_mutex_t mu;
-  pthread_cond_t changed;
-  stage_item *ring;
-  size_t cap, head, count;
-  int closed;
-  int wake; /* mr_gadget_wake() was called (under mu) */
+  mr_chan *inbox;     /* of stage_item, `depth` of them (stages after 0) */
+  atomic_int wake_queued; /* an ITEM_WAKE is in the inbox, not yet taken */
   pthread_t thread;
 } stage;
 
@@ -75,6 +74,7 @@ struct mr_chain {
   pthread_cond_t flushed;
   mr_err first_err; /* under mu */
   unsigned flushes; /* flush markers that passed the last stage, under mu */
+  int interrupted;  /* mr_chain_interrupt() was called, under mu */
 };
 
 struct mr_emit {

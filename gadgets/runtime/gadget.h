@@ -140,8 +140,9 @@ typedef struct mr_gadget_ctx {
   const char *history;         /* the chain's gadget names, comma-separated */
   mr_chain_notes *notes;       /* the chain's (shared by its gadgets) */
   /* Non-zero once the client went away (may be NULL) or any gadget of a
-   * pipelined chain failed: a gadget that waits on something outside the
-   * chain (external) checks these so it never holds a session's end. */
+   * pipelined chain failed (mr_gadget_cancel reads them for a long
+   * solve; a gadget that waits on something outside the chain has its
+   * channel closed instead: mr_gadget_close_on_stop). */
   const atomic_int *cancel;
   const atomic_int *failed;
   void *stage; /* the runtime's (chain_impl.h): its stage thread, or NULL */
@@ -197,6 +198,15 @@ typedef struct mr_gadget_class {
  * chain): it then catches up in its next process() or flush(). Valid until
  * the gadget's destroy() returns. */
 void mr_gadget_wake(mr_gadget_ctx *ctx);
+
+/* A gadget that waits on something outside the chain (external's peer)
+ * waits on a channel (base/channel.h) that the chain closes when it is
+ * told to stop: the client left, the drain deadline passed, another stage
+ * failed (at once when that has already happened). So the wait ends at
+ * once, with nothing polled. ch NULL: no channel any more (before the
+ * gadget frees it). From the gadget's own calls (configure ... destroy). */
+struct mr_chan;
+void mr_gadget_close_on_stop(mr_gadget_ctx *ctx, struct mr_chan *ch);
 
 /* Reports a failure of the current gadget: writes "config, gadget: ..."
  * into ctx->err and returns code. */

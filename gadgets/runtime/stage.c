@@ -1,11 +1,15 @@
 /* The stages of a pipelined chain: where a chain is cut, one thread and
- * one bounded inbox per stage after the first, flush markers, shutdown. */
+ * one bounded inbox (a base/ channel) per stage after the first, flush
+ * markers, wakes, shutdown; and the interruption that closes the channels
+ * its gadgets wait on outside the chain. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "chain_impl.h"
 #include "device.h"
+
+static void drop_item(void *item) { mr_message_unref(((stage_item *)item)->msg); }
 
 /* A stage starts at a gadget that handles a chain object: per-slice work,
  * as opposed to the per-line work on what the wire brings; and at a gadget
@@ -39,49 +43,26 @@ int mr_stages_plan(mr_chain *c, size_t depth) {
   }
   if (c->n == 0)
     st[0].first = 0;
+  mr_chan_opts inbox = {.item_size = sizeof(stage_item), .max_items = depth, .drop = drop_item};
   for (int s = 1; s < n; s++) {
-    st[s].cap = depth;
-    if ((st[s].ring = calloc(depth, sizeof *st[s].ring)) == NULL) {
+    if (mr_chan_create(&inbox, &st[s].inbox) < 0) {
       for (int k = 1; k < s; k++)
-        free(st[k].ring);
+        mr_chan_free(st[k].inbox);
       free(st);
       return MR_ENOMEM;
     }
-    pthread_mutex_init(&st[s].mu, NULL);
-    pthread_cond_init(&st[s].changed, NULL);
     /* The gadgets of a stage report into the stage's own line. */
     for (int i = st[s].first; i < st[s].end; i++)
       c->nodes[i].ctx.err = &st[s].err;
   }
-  for (int i = 0; i < c->n; i++) {
-    int s = c->nodes[i].stage;
-    c->nodes[i].ctx.stage = s > 0 ? &st[s] : NULL;
-  }
+  for (int i = 0; i < c->n; i++)
+    c->nodes[i].ctx.stage = &st[c->nodes[i].stage];
   free(c->stages);
   c->stages = st;
   c->nstages = n;
   return 0;
 }
 
-/* Takes the next item (a wake when one is due and nothing is queued); 0
- * when the inbox is closed and empty. */
-static int take(stage *st, stage_item *out) {
-  pthread_mutex_lock(&st->mu);
-  while (st->count == 0 && !st->closed && !st->wake)
-    pthread_cond_wait(&st->changed, &st->mu);
-  int got = st->count > 0 || (st->wake && !st->closed);
-  if (st->count == 0 && got) {
-    *out = (stage_item){.kind = ITEM_WAKE};
-    st->wake = 0;
-  } else if (got) {
-    *out = st->ring[st->head];
-    st->head = (st->head + 1) % st->cap;
-    st->count--;
-    pthread_cond_broadcast(&st->changed); /* room for a waiting producer */
-  }
-  pthread_mutex_unlock(&st->mu);
-  return got;
-}
 
 static uint64_t now_ns(void) {
   struct timespec t;
@@ -90,20 +71,10 @@ static uint64_t now_ns(void) {
 }
 
 int mr_stages_hand(mr_chain *c, int to, stage_item item) {
-  stage *st = &c->stages[to];
-  pthread_mutex_lock(&st->mu);
-  while (st->count == st->cap && !st->closed)
-    pthread_cond_wait(&st->changed, &st->mu);
-  if (st->closed) {
-    pthread_mutex_unlock(&st->mu);
+  int rc = mr_chan_push(c->stages[to].inbox, &item, 0, -1);
+  if (rc < 0) /* closed: the chain is being stopped */
     mr_message_unref(item.msg);
-    return MR_ECANCELED;
-  }
-  st->ring[(st->head + st->count) % st->cap] = item;
-  st->count++;
-  pthread_cond_broadcast(&st->changed);
-  pthread_mutex_unlock(&st->mu);
-  return 0;
+  return rc;
 }
 
 /* The flush marker has passed stage st: on to the next, or, past the
@@ -124,12 +95,13 @@ static void *stage_main(void *arg) {
   mr_chain *c = st->chain;
   mr_device_set_realtime(c->cfg->realtime);
   stage_item it;
-  while (take(st, &it)) {
+  while (mr_chan_pop(st->inbox, &it, NULL, -1) == 0) {
     if (it.kind == ITEM_MESSAGE) {
       mr_chain_deliver(c, st, it.from, it.msg); /* failures are recorded there */
       continue;
     }
     if (it.kind == ITEM_WAKE) {
+      atomic_store(&st->wake_queued, 0); /* a wake from now on queues another */
       if (!atomic_load(&c->failed))
         mr_chain_wake_stage(c, st);
       continue;
@@ -167,38 +139,56 @@ void mr_stages_flush(mr_chain *c) {
 }
 
 void mr_stages_stop(mr_chain *c) {
-  for (int s = 1; s < c->nstages; s++) {
-    stage *st = &c->stages[s];
-    pthread_mutex_lock(&st->mu);
-    st->closed = 1;
-    pthread_cond_broadcast(&st->changed);
-    pthread_mutex_unlock(&st->mu);
-  }
+  for (int s = 1; s < c->nstages; s++)
+    mr_chan_close(c->stages[s].inbox);
   for (int s = 1; s <= c->threads; s++)
     pthread_join(c->stages[s].thread, NULL);
   c->threads = 0;
-  for (int s = 1; s < c->nstages; s++) {
-    stage *st = &c->stages[s];
-    for (; st->count > 0; st->count--, st->head = (st->head + 1) % st->cap)
-      mr_message_unref(st->ring[st->head].msg);
-  }
+  stage_item it;
+  for (int s = 1; s < c->nstages; s++)
+    while (mr_chan_pop(c->stages[s].inbox, &it, NULL, 0) == 0)
+      mr_message_unref(it.msg);
 }
 
 void mr_stages_free(mr_chain *c) {
-  for (int s = 1; s < c->nstages; s++) {
-    stage *st = &c->stages[s];
-    free(st->ring);
-    pthread_mutex_destroy(&st->mu);
-    pthread_cond_destroy(&st->changed);
-  }
+  for (int s = 1; s < c->nstages; s++)
+    mr_chan_free(c->stages[s].inbox);
 }
 
 void mr_gadget_wake(mr_gadget_ctx *ctx) {
   stage *st = ctx->stage;
+  if (st == NULL || st->index == 0)
+    return; /* no stage thread of its own: it catches up in its next call */
+  /* Once for any number of calls before the stage takes it; past the
+   * inbox's bound (never blocking), and dropped once the inbox is closed. */
+  if (atomic_exchange(&st->wake_queued, 1) == 0 &&
+      mr_chan_put(st->inbox, &(stage_item){.kind = ITEM_WAKE}, 0) < 0)
+    atomic_store(&st->wake_queued, 0);
+}
+
+/* Under the chain's mu. */
+static int told_to_stop(const mr_chain *c) {
+  return c->interrupted || (c->cancel != NULL && atomic_load(c->cancel)) ||
+         atomic_load(&c->failed) != 0;
+}
+
+void mr_chain_interrupt(mr_chain *c) {
+  pthread_mutex_lock(&c->mu);
+  c->interrupted = 1;
+  for (int i = 0; i < c->n; i++)
+    if (c->nodes[i].close_on_stop != NULL)
+      mr_chan_close(c->nodes[i].close_on_stop);
+  pthread_mutex_unlock(&c->mu);
+}
+
+void mr_gadget_close_on_stop(mr_gadget_ctx *ctx, mr_chan *ch) {
+  stage *st = ctx->stage;
   if (st == NULL)
-    return;
-  pthread_mutex_lock(&st->mu);
-  st->wake = 1;
-  pthread_cond_broadcast(&st->changed);
-  pthread_mutex_unlock(&st->mu);
+    return; /* not run by a chain */
+  mr_chain *c = st->chain;
+  pthread_mutex_lock(&c->mu);
+  c->nodes[ctx->index].close_on_stop = ch;
+  if (ch != NULL && told_to_stop(c))
+    mr_chan_close(ch);
+  pthread_mutex_unlock(&c->mu);
 }

@@ -49,15 +49,11 @@ static void setup(void) {
                         .idle_timeout_ms = 3600000, .error_grace_ms = 3600000};
 }
 
-static int to_inbox(void *ctx, mr_message *m) {
-  return mr_queue_push(ctx, m, mr_queue_message_bytes(m), 0);
-}
+static int to_inbox(void *ctx, mr_message *m) { return mr_envelope_send(ctx, m, 0); }
 
 static void rejected(void *ctx, int code, const char *text) {
-  mr_queue_push_event(ctx, code, text);
+  mr_envelope_send_event(ctx, code, text);
 }
-
-static void no_wake(void *ctx) { (void)ctx; }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static int ready;
@@ -65,30 +61,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     setup();
     ready = 1;
   }
-  mr_queue inbox, outbox;
-  mr_queue_init(&inbox, SIZE_MAX);
-  mr_queue_init(&outbox, SIZE_MAX);
-  mr_decoder_callbacks cb = {to_inbox, rejected, &inbox};
+  mr_chan *inbox = NULL, *outbox = NULL;
+  if (mr_envelope_channel(0, NULL, NULL, NULL, NULL, &inbox) < 0 ||
+      mr_envelope_channel(0, NULL, NULL, NULL, NULL, &outbox) < 0)
+    abort();
+  mr_decoder_callbacks cb = {to_inbox, rejected, inbox};
   mr_decoder *d = NULL;
   mr_decoder_create(&limits, &cb, &d);
   if (mr_decoder_feed(d, data, size) < 0)
-    mr_queue_push_event(&inbox, MR_EFRAME, mr_decoder_error(d));
+    mr_envelope_send_event(inbox, MR_EFRAME, mr_decoder_error(d));
   mr_decoder_destroy(d);
-  mr_queue_close(&inbox); /* the end of the input: an idle client */
+  mr_chan_close(inbox); /* the end of the input: an idle client */
   atomic_int cancel = 0;
-  mr_session s = {.env = &env, .inbox = &inbox, .outbox = &outbox, .cancel = &cancel,
-                  .wake = no_wake, .peer = "fuzz"};
+  mr_session s = {.env = &env, .inbox = inbox, .outbox = outbox, .cancel = &cancel,
+                  .chain_mu = PTHREAD_MUTEX_INITIALIZER, .peer = "fuzz"};
   mr_session_run(&s);
   /* The last thing a session sends is CLOSE. */
-  mr_queue_entry *e, *last = NULL;
-  while ((e = mr_queue_pop(&outbox, 0)) != NULL) {
-    mr_queue_entry_free(last);
+  mr_envelope e, last = {0};
+  int any = 0;
+  while (mr_chan_pop(outbox, &e, NULL, 0) == 0) {
+    mr_envelope_clear(&last);
     last = e;
+    any = 1;
   }
-  if (last == NULL || last->msg == NULL || last->msg->kind != MR_MSG_CLOSE)
+  if (!any || last.msg == NULL || last.msg->kind != MR_MSG_CLOSE)
     abort();
-  mr_queue_entry_free(last);
-  mr_queue_destroy(&inbox);
-  mr_queue_destroy(&outbox);
+  mr_envelope_clear(&last);
+  mr_chan_free(inbox);
+  mr_chan_free(outbox);
   return 0;
 }

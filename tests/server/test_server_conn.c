@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include <uv.h>
@@ -28,7 +29,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "pool.h"
-#include "server.h"
+#include "conn_host.h"
 
 #define WATCHDOG_MS 20000
 
@@ -38,6 +39,7 @@ typedef struct client {
   /* What came back. */
   int images, texts, closes, eofs, read_errors;
   char first_text[300];
+  char order[64]; /* the kinds in the order they came: I(mage), T(ext), C(lose), ? */
   /* What went out. */
   int writes_queued, writes_done, write_errors;
   int shutdowns;          /* uv_shutdown callbacks */
@@ -49,12 +51,18 @@ typedef struct client {
 
 typedef struct fixture {
   uv_loop_t loop;
-  mr_server server;
+  mr_conn_host host; /* the server, as the connection sees it */
   mr_server_env env;
+  int nopen;    /* slots taken under host.max_connections */
+  int stopping; /* the server drains: ... */
+  int drained;  /* ... and its last connection is gone (host.closed) */
   mr_limits limits;
   uv_timer_t watchdog;
   client cl;
   client other; /* a second client, when a test connects one (connect_other) */
+  /* The server's log (stderr) while a test captures it (capture_log). */
+  FILE *log;
+  int saved_stderr;
 } fixture;
 
 static mr_config_dir configs;
@@ -120,6 +128,12 @@ static int on_reply(void *ctx, mr_message *msg) {
   client *cl = ctx;
   cl->images += msg->kind == MR_MSG_IMAGE;
   cl->closes += msg->kind == MR_MSG_CLOSE;
+  size_t n = strlen(cl->order);
+  if (n + 1 < sizeof cl->order)
+    cl->order[n] = msg->kind == MR_MSG_IMAGE ? 'I'
+                   : msg->kind == MR_MSG_TEXT ? 'T'
+                   : msg->kind == MR_MSG_CLOSE ? 'C'
+                                               : '?';
   if (msg->kind == MR_MSG_TEXT && cl->texts++ == 0)
     snprintf(cl->first_text, sizeof cl->first_text, "%s", msg->u.text);
   mr_message_unref(msg);
@@ -226,6 +240,25 @@ static int group_teardown(void **state) {
   return 0;
 }
 
+/* The host's callbacks: the server's slots and its drain, counted here. */
+static int host_admit(void *ctx) {
+  fixture *f = ctx;
+  if (f->nopen >= f->host.max_connections)
+    return 0;
+  f->nopen++;
+  return 1;
+}
+
+static void host_release(void *ctx) { ((fixture *)ctx)->nopen--; }
+
+static int host_open_count(void *ctx) { return ((fixture *)ctx)->nopen; }
+
+static void host_closed(void *ctx) {
+  fixture *f = ctx;
+  if (f->stopping && f->host.nconns == 0)
+    f->drained = 1;
+}
+
 static int setup(void **state) {
   fixture *f = calloc(1, sizeof *f);
   assert_non_null(f);
@@ -234,9 +267,11 @@ static int setup(void **state) {
   f->env = (mr_server_env){.configs = &configs, .pool = pool, .limits = &f->limits,
                            .version = "test", .handshake_timeout_ms = 30000,
                            .idle_timeout_ms = 30000, .error_grace_ms = 100};
-  f->server = (mr_server){.loop = &f->loop, .listen_fd = -1, .reserve_fd = -1, .env = &f->env,
-                          .opt = {.max_connections = 4, .drain_timeout_ms = 1000,
-                                  .close_grace_ms = 5000, .write_timeout_ms = 10000}};
+  f->host = (mr_conn_host){.loop = &f->loop, .env = &f->env, .max_connections = 4,
+                           .drain_timeout_ms = 1000, .close_grace_ms = 5000,
+                           .write_timeout_ms = 10000, .admit = host_admit,
+                           .release = host_release, .open_count = host_open_count,
+                           .closed = host_closed, .ctx = f};
   uv_timer_init(&f->loop, &f->watchdog);
   uv_timer_start(&f->watchdog, on_watchdog, WATCHDOG_MS, 0);
   uv_unref((uv_handle_t *)&f->watchdog);
@@ -252,8 +287,8 @@ static int setup(void **state) {
 static void connect_client(fixture *f) {
   int sv[2];
   assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-  mr_conn_accept(&f->server, sv[0]);
-  assert_int_equal(f->server.nconns, 1);
+  mr_conn_accept(&f->host, sv[0]);
+  assert_int_equal(f->host.nconns, 1);
   assert_int_equal(uv_pipe_init(&f->loop, &f->cl.pipe, 0), 0);
   assert_int_equal(uv_pipe_open(&f->cl.pipe, sv[1]), 0);
   f->cl.pipe.data = &f->cl;
@@ -265,19 +300,19 @@ static void connect_other(fixture *f) {
   assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
   mr_decoder_callbacks cb = {on_reply, NULL, &f->other};
   assert_int_equal(mr_decoder_create(NULL, &cb, &f->other.dec), 0);
-  mr_conn_accept(&f->server, sv[0]);
+  mr_conn_accept(&f->host, sv[0]);
   assert_int_equal(uv_pipe_init(&f->loop, &f->other.pipe, 0), 0);
   assert_int_equal(uv_pipe_open(&f->other.pipe, sv[1]), 0);
   f->other.pipe.data = &f->other;
 }
 
 /* Runs the loop until every handle but the watchdog is closed: the
- * connection is freed (mr_server_conn_closed counted it out). */
+ * connection is freed (and counted out of the host's list). */
 static void run_to_the_end(fixture *f) {
   assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
-  assert_int_equal(f->server.nconns, 0);
-  assert_null(f->server.conns);
-  assert_int_equal(f->server.nopen, 0);
+  assert_int_equal(f->host.nconns, 0);
+  assert_null(f->host.conns);
+  assert_int_equal(f->nopen, 0);
   assert_int_equal(f->cl.closed, 1);
 }
 
@@ -293,8 +328,64 @@ static void expect_reply(const client *cl, int images, int texts, const char *te
   assert_int_equal(cl->read_errors, 0);
 }
 
+/* The server's log goes to a file until the test ends (cmocka's own
+ * failure lines too: capture only where a log line is asserted). */
+static void capture_log(fixture *f, mr_log_level level) {
+  mr_log_set_level(level);
+  f->log = tmpfile();
+  assert_non_null(f->log);
+  fflush(stderr);
+  f->saved_stderr = dup(STDERR_FILENO);
+  assert_true(f->saved_stderr >= 0);
+  assert_true(dup2(fileno(f->log), STDERR_FILENO) >= 0);
+}
+
+static void end_log_capture(fixture *f) {
+  if (f->log == NULL)
+    return;
+  fflush(stderr);
+  dup2(f->saved_stderr, STDERR_FILENO);
+  close(f->saved_stderr);
+  fclose(f->log);
+  f->log = NULL;
+  mr_log_set_level(MR_LOG_WARN);
+}
+
+/* Everything logged since capture_log (malloc'ed); the log goes back to
+ * stderr, so that a failure after this is seen. */
+static char *captured_log(fixture *f) {
+  fflush(stderr);
+  long n = ftell(f->log);
+  assert_true(n >= 0);
+  char *text = calloc(1, (size_t)n + 1);
+  assert_non_null(text);
+  rewind(f->log);
+  assert_int_equal(fread(text, 1, (size_t)n, f->log), (size_t)n);
+  end_log_capture(f);
+  return text;
+}
+
+/* The last connection's summary line (the one with " duration="), which
+ * must contain each of the `n` words. */
+static void expect_log_line(fixture *f, int n, const char *const *words) {
+  char *log = captured_log(f), *found = NULL;
+  for (char *p = log; (p = strstr(p, " duration=")) != NULL; p++)
+    found = p;
+  assert_non_null(found);
+  while (found > log && found[-1] != '\n')
+    found--;
+  char *end = strchr(found, '\n');
+  if (end != NULL)
+    *end = '\0';
+  for (int i = 0; i < n; i++)
+    if (strstr(found, words[i]) == NULL)
+      fail_msg("no '%s' in the connection's log line: %s", words[i], found);
+  free(log);
+}
+
 static int teardown(void **state) {
   fixture *f = *state;
+  end_log_capture(f);
   uv_close((uv_handle_t *)&f->watchdog, NULL);
   uv_run(&f->loop, UV_RUN_DEFAULT);
   assert_int_equal(uv_loop_close(&f->loop), 0);
@@ -308,9 +399,11 @@ static int teardown(void **state) {
 /* ---- tests ---- */
 
 /* Rule 2 as socat and nc -N speak it: the client half-closes right after
- * its CLOSE and still reads every image and the server's CLOSE. */
+ * its CLOSE and still reads every image and the server's CLOSE; the log's
+ * image count is what reached the socket. */
 static void test_close_then_half_close_gets_every_image(void **state) {
   fixture *f = *state;
+  capture_log(f, MR_LOG_INFO);
   connect_client(f);
   client_read(&f->cl);
   client_send_scan(&f->cl, 32, 16, 4);
@@ -320,6 +413,7 @@ static void test_close_then_half_close_gets_every_image(void **state) {
   assert_int_equal(f->cl.write_errors, 0);
   assert_int_equal(f->cl.shutdowns, 1);
   expect_reply(&f->cl, 4, 0, NULL, 1);
+  expect_log_line(f, 2, (const char *const[]){" images=4 ", " errors=0"});
 }
 
 /* The client goes away mid-scan, without its CLOSE: its EOF alone (no
@@ -363,7 +457,7 @@ static void test_a_malformed_message_is_answered_and_closed(void **state) {
 static void test_an_unknown_config_is_answered_at_once(void **state) {
   fixture *f = *state;
   f->env.error_grace_ms = 10000;
-  f->server.opt.close_grace_ms = 300;
+  f->host.close_grace_ms = 300;
   connect_client(f);
   client_read(&f->cl);
   uint64_t start = uv_now(&f->loop);
@@ -451,6 +545,161 @@ static void test_garbage_after_the_nul_of_a_config_name(void **state) {
   expect_reply(&f->cl, 1, 0, NULL, 1);
 }
 
+/* A CONFIG_FILE as ISMRMRD's ismrmrd_hdf5_to_stream -c NAME writes it:
+ * the name, its NUL, and whatever was in the rest of the 1024-byte field. */
+static void client_send_config_field(client *cl, const char *name, uint8_t filler) {
+  uint8_t *b = malloc(2 + 1024);
+  assert_non_null(b);
+  b[0] = 1; /* CONFIG_FILE */
+  b[1] = 0;
+  memset(b + 2, filler, 1024);
+  memcpy(b + 2, name, strlen(name) + 1);
+  client_send_bytes(cl, b, 2 + 1024);
+}
+
+/* A config name that is empty or names a path is refused, whatever fills
+ * the rest of its 1024-byte field: each on a connection of its own. */
+static void expect_name_refused(const char *name, const char *error) {
+  void *st = NULL;
+  assert_int_equal(setup(&st), 0);
+  fixture *f = st;
+  connect_client(f);
+  client_read(&f->cl);
+  client_send_config_field(&f->cl, name, 'x');
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  expect_reply(&f->cl, 0, 1, error, 1);
+  teardown(&st);
+}
+
+static void test_a_config_name_that_is_a_path_is_refused(void **state) {
+  (void)state;
+  expect_name_refused("", "ERROR: empty config name");
+  expect_name_refused("../default.xml", "a config name is not a path");
+  expect_name_refused("configs/default.xml", "a config name is not a path");
+  expect_name_refused("default.xml", "a config name is not a path");
+}
+
+/* ---- what the log says of a connection ---- */
+
+/* Acquisitions of 0 samples (sync lines of converted Siemens files) do not
+ * fail the scan: the image comes back, the client is warned once, and the
+ * connection's log line counts them. */
+static void test_empty_acquisitions_are_skipped_and_counted(void **state) {
+  fixture *f = *state;
+  capture_log(f, MR_LOG_INFO);
+  connect_client(f);
+  client_read(&f->cl);
+  client_send(&f->cl, mr_message_new_config_file("default.xml"));
+  client_send_header(&f->cl, 32, 16);
+  for (int i = 0; i < 2; i++) {
+    ISMRMRD_AcquisitionHeader h;
+    ismrmrd_init_acquisition_header(&h);
+    h.scan_counter = (uint32_t)(100 + i);
+    client_send(&f->cl, mr_message_new_acquisition(&h));
+  }
+  client_send_lines(&f->cl, 32, 16, 0, 16, 1);
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  expect_reply(&f->cl, 1, 1, "skipped 2 acquisitions with no samples", 1);
+  expect_log_line(f, 2, (const char *const[]){" empty_acquisitions=2", " errors=0"});
+}
+
+/* A config name with a newline and a timestamp cannot start a log line,
+ * and ESC never reaches the log. */
+static void test_client_bytes_cannot_forge_log_lines(void **state) {
+  fixture *f = *state;
+  capture_log(f, MR_LOG_INFO);
+  connect_client(f);
+  client_read(&f->cl);
+  client_send_config_field(&f->cl, "cartesian\n2099-01-01T00:00:00.000Z info  FORGED\x1b[31m", 0);
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  assert_int_equal(f->cl.closes, 1);
+  char *log = captured_log(f);
+  assert_non_null(strstr(log, "cartesian\\n2099-01-01T00:00:00.000Z info  FORGED\\x1b[31m"));
+  assert_null(strstr(log, "\n2099-"));
+  assert_null(strchr(log, 0x1b));
+  free(log);
+}
+
+/* 10,000 TEXT messages are one log line (a count and the first), and
+ * bytes_in counts the bytes received. */
+static void test_a_text_flood_is_summarised(void **state) {
+  fixture *f = *state;
+  enum { TEXTS = 10000 };
+  mr_message *t = mr_message_new_text(MR_MSG_TEXT, "hello", 5);
+  uint8_t *one;
+  size_t one_len;
+  assert_int_equal(mr_encode_flat(t, &one, &one_len), 0);
+  mr_message_unref(t);
+  assert_int_equal(one_len, 11);
+  uint8_t *all = malloc(one_len * TEXTS);
+  assert_non_null(all);
+  for (int i = 0; i < TEXTS; i++)
+    memcpy(all + i * one_len, one, one_len);
+  free(one);
+  capture_log(f, MR_LOG_INFO);
+  connect_client(f);
+  client_read(&f->cl);
+  client_send_bytes(&f->cl, all, one_len * TEXTS);
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  expect_reply(&f->cl, 0, 0, NULL, 1);
+  char *log = captured_log(f);
+  assert_non_null(strstr(log, " texts=10000 first_text=\"hello\""));
+  assert_non_null(strstr(log, " bytes_in=110002 "));
+  const char *hello = strstr(log, "hello");
+  assert_null(strstr(hello + 1, "hello")); /* one line, not 10,000 */
+  free(log);
+}
+
+/* A health check (QUERY, CLOSE) logs at debug level only: monitoring every
+ * few seconds must not fill the log. */
+static void test_a_health_check_is_logged_at_debug_only(void **state) {
+  fixture *f = *state;
+  capture_log(f, MR_LOG_DEBUG);
+  connect_client(f);
+  client_read(&f->cl);
+  client_send(&f->cl, mr_message_new_query(MR_MSG_QUERY, 1, "gadgetron::version", 18));
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  assert_int_equal(f->cl.closes, 1);
+  expect_log_line(f, 2, (const char *const[]){" debug ", " config=- "});
+}
+
+/* A declared length over its limit is answered when it arrives: the body
+ * (4 GiB, 2^63 bytes) is never waited for. */
+static void expect_answered_at_once(const uint8_t *bytes, size_t len, const char *error) {
+  void *st = NULL;
+  assert_int_equal(setup(&st), 0);
+  fixture *f = st;
+  connect_client(f);
+  client_read(&f->cl);
+  client_send(&f->cl, mr_message_new_config_file("default.xml"));
+  uint8_t *copy = malloc(len);
+  assert_non_null(copy);
+  memcpy(copy, bytes, len);
+  client_send_bytes(&f->cl, copy, len);
+  uint64_t start = uv_now(&f->loop);
+  run_to_the_end(f);
+  expect_reply(&f->cl, 0, 1, error, 1);
+  assert_true(uv_now(&f->loop) - start < 1000); /* it waits for nothing: not the idle 30 s */
+  teardown(&st);
+}
+
+static void test_an_over_limit_length_is_answered_at_once(void **state) {
+  (void)state;
+  const uint8_t text[6] = {5, 0, 0xff, 0xff, 0xff, 0xff};
+  uint8_t query[26] = {6, 0};
+  query[10] = 1;    /* correlation id */
+  query[25] = 0x80; /* length 2^63 */
+  expect_answered_at_once(text, sizeof text,
+                          "TEXT of 4294967295 bytes is over the limit text_bytes = 1048576");
+  expect_answered_at_once(query, sizeof query,
+                          "QUERY of 9223372036854775808 bytes is over the limit query_bytes = 65536");
+}
+
 /* ---- backpressure ---- */
 
 #define BP_REPS 64
@@ -506,7 +755,7 @@ static void test_a_client_that_does_not_read_pauses_receiving(void **state) {
 static void test_a_client_that_never_reads_is_dropped(void **state) {
   fixture *f = *state;
   f->limits.connection_bytes = 128 * 1024;
-  f->server.opt.write_timeout_ms = 200;
+  f->host.write_timeout_ms = 200;
   connect_client(f);
   client_send_scan(&f->cl, 128, 64, BP_REPS);
   client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
@@ -532,6 +781,34 @@ static void test_a_second_session_after_close_is_told(void **state) {
   assert_int_equal(f->cl.shutdowns, 1);
   /* CLOSE twice: the first session's, then the connection's */
   expect_reply(&f->cl, 1, 1, "ERROR: a second session on one connection", 2);
+  assert_string_equal(f->cl.order, "ICTC"); /* the first answer in full, then word of the second */
+}
+
+/* At --max-connections with no connection that has answered in full, a
+ * newcomer is told so (ERROR once) and let go, and its log line says why;
+ * the connection holding the slot is served on. */
+static void test_a_client_over_the_limit_is_told_busy(void **state) {
+  fixture *f = *state;
+  f->host.max_connections = 1;
+  capture_log(f, MR_LOG_INFO);
+  connect_client(f);
+  client_read(&f->cl);
+  client_send(&f->cl, mr_message_new_config_file("default.xml")); /* served: holds the slot */
+  connect_other(f);
+  client_read(&f->other);
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  expect_reply(&f->other, 0, 1, NULL, 1);
+  assert_string_equal(f->other.first_text,
+                      "ERROR: server busy: 1 connections open (--max-connections 1)");
+  assert_int_equal(f->other.closed, 1);
+  expect_reply(&f->cl, 0, 0, NULL, 1);
+  /* Said once: the refused connection's line, not the served one's. */
+  char *log = captured_log(f);
+  const char *first = strstr(log, "first_error=server busy: 1 connections open");
+  assert_non_null(first);
+  assert_null(strstr(first + 1, "first_error=server busy"));
+  free(log);
 }
 
 /* ---- a client that goes on sending after our CLOSE ---- */
@@ -558,16 +835,16 @@ static void on_linger_tick(uv_timer_t *t) {
   if (w->eof_ms == 0) {
     w->eof_ms = uv_now(&f->loop);
     if (w->cut_at_eof)
-      mr_conn_cancel_all(&f->server);
+      mr_conn_cancel_all(&f->host);
   }
-  if (f->server.nconns == 0 || cl->write_errors > 0) {
+  if (f->host.nconns == 0 || cl->write_errors > 0) {
     w->closed_ms = uv_now(&f->loop);
     uv_close((uv_handle_t *)t, NULL);
     client_close(cl);
     return;
   }
   w->ticks_open++;
-  w->ticks_uncounted += f->server.nopen == 0;
+  w->ticks_uncounted += f->nopen == 0;
   if (w->other_at_tick > 0 && w->ticks_open == w->other_at_tick) {
     connect_other(f); /* a health check: CLOSE alone, answered with CLOSE */
     client_read(&f->other);
@@ -592,7 +869,7 @@ static void start_linger_watch(fixture *f, linger_watch *w) {
  * against --max-connections (it holds a descriptor). */
 static void test_a_client_sending_after_our_close_counts_and_is_closed(void **state) {
   fixture *f = *state;
-  f->server.opt.close_grace_ms = 300;
+  f->host.close_grace_ms = 300;
   f->env.idle_timeout_ms = 5000;
   connect_client(f);
   client_read(&f->cl);
@@ -612,8 +889,8 @@ static void test_a_client_sending_after_our_close_counts_and_is_closed(void **st
  * reconnects as soon as it has read our CLOSE finds room. */
 static void test_a_new_client_at_the_limit_closes_a_lingering_one(void **state) {
   fixture *f = *state;
-  f->server.opt.max_connections = 1;
-  f->server.opt.close_grace_ms = 5000;
+  f->host.max_connections = 1;
+  f->host.close_grace_ms = 5000;
   connect_client(f);
   client_read(&f->cl);
   linger_watch w = {.other_at_tick = 3};
@@ -629,23 +906,18 @@ static void test_a_new_client_at_the_limit_closes_a_lingering_one(void **state) 
 
 /* ---- drain ---- */
 
-/* The signal handles of a stopping server, which the connection closing
- * last closes (mr_server_conn_closed): they are what ends its loop. */
-static void stop_the_server(fixture *f) {
-  uv_signal_init(&f->loop, &f->server.sigterm);
-  uv_signal_init(&f->loop, &f->server.sigint);
-  uv_timer_init(&f->loop, &f->server.drain_timer);
-  f->server.stopping = 1;
-}
+/* A stopping server: the connection closing last tells the host
+ * (host.closed), which is what ends a loop thread (loops.c). */
+static void stop_the_server(fixture *f) { f->stopping = 1; }
 
 static void cut_at_the_deadline(client *cl) {
   (void)cl;
-  mr_conn_cancel_all(&current->server);
+  mr_conn_cancel_all(&current->host);
 }
 
 /* SIGTERM's deadline passes under a running session: the client is told
- * the session was cut, then CLOSE; the last connection gone, the server's
- * own handles close. */
+ * the session was cut, then CLOSE; the last connection gone, the host
+ * hears of it. */
 static void test_the_drain_deadline_cuts_a_running_session(void **state) {
   fixture *f = *state;
   stop_the_server(f);
@@ -655,9 +927,12 @@ static void test_the_drain_deadline_cuts_a_running_session(void **state) {
   client_send_header(&f->cl, 32, 16);
   client_send_lines(&f->cl, 32, 16, 0, 8, 0); /* no CLOSE: it would run on */
   f->cl.after_last_write = cut_at_the_deadline;
+  capture_log(f, MR_LOG_INFO);
   run_to_the_end(f);
-  expect_reply(&f->cl, 0, 1, "ERROR: server shutting down", 1);
-  assert_true(uv_is_closing((uv_handle_t *)&f->server.sigterm));
+  expect_reply(&f->cl, 0, 1, "ERROR: server shutting down: ", 1);
+  assert_int_equal(f->drained, 1);
+  /* Its log line counts the cut as an error. */
+  expect_log_line(f, 2, (const char *const[]){" errors=1", "first_error=server shutting down"});
 }
 
 /* Answered connections waiting for their client's EOF do not hold a
@@ -665,7 +940,7 @@ static void test_the_drain_deadline_cuts_a_running_session(void **state) {
  * not at the end of their grace period. */
 static void test_the_drain_deadline_closes_lingering_connections(void **state) {
   fixture *f = *state;
-  f->server.opt.close_grace_ms = 5000;
+  f->host.close_grace_ms = 5000;
   f->env.idle_timeout_ms = 10000;
   stop_the_server(f);
   connect_client(f);
@@ -677,7 +952,7 @@ static void test_the_drain_deadline_closes_lingering_connections(void **state) {
   run_to_the_end(f);
   expect_reply(&f->cl, 1, 0, NULL, 1);
   assert_true(w.closed_ms - w.eof_ms < 1000);
-  assert_true(uv_is_closing((uv_handle_t *)&f->server.sigterm));
+  assert_int_equal(f->drained, 1);
 }
 
 /* A session that ends before the deadline is served in full while the
@@ -691,7 +966,7 @@ static void test_a_draining_server_finishes_a_session(void **state) {
   client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
   run_to_the_end(f);
   expect_reply(&f->cl, 2, 0, NULL, 1);
-  assert_true(uv_is_closing((uv_handle_t *)&f->server.sigterm));
+  assert_int_equal(f->drained, 1);
 }
 
 int main(void) {
@@ -704,6 +979,14 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_garbage_after_the_nul_of_a_config_name, setup,
                                       teardown),
+      cmocka_unit_test(test_a_config_name_that_is_a_path_is_refused),
+      cmocka_unit_test_setup_teardown(test_empty_acquisitions_are_skipped_and_counted, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_client_bytes_cannot_forge_log_lines, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_text_flood_is_summarised, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_health_check_is_logged_at_debug_only, setup,
+                                      teardown),
+      cmocka_unit_test(test_an_over_limit_length_is_answered_at_once),
       cmocka_unit_test_setup_teardown(test_an_unknown_config_is_answered_at_once, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_a_script_over_the_step_limit_is_refused, setup,
@@ -722,6 +1005,8 @@ int main(void) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_new_client_at_the_limit_closes_a_lingering_one,
                                       setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_client_over_the_limit_is_told_busy, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_the_drain_deadline_cuts_a_running_session, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_the_drain_deadline_closes_lingering_connections,

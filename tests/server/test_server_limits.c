@@ -1,8 +1,9 @@
-/* reconserver's bounds, end to end: every limit over the wire gives a TEXT
- * naming the limit and the value, then CLOSE, and the server serves the
- * next client; the memory budget; the handshake, idle and error-grace
- * timeouts; a client that stops reading is dropped and costs bounded
- * memory. */
+/* The server's bounds over the wire, served in this process
+ * (inproc_server.h): every limit gives a TEXT naming the limit and the
+ * value, then CLOSE, and the next client is served; the memory budget;
+ * the handshake, idle and error-grace timeouts. A spawned reconserver
+ * where its memory (RSS) is measured: a client that stops reading is
+ * dropped and costs bounded memory. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,29 +21,35 @@
 #include <poll.h>
 
 #include "encode.h"
+#include "budget.h"
 #include "gadget_harness.h"
+#include "inproc_server.h"
 #include "test_support.h"
 #include "wire_assert.h"
 #include "wire_client.h"
 
-static mr_test_server server;
+/* Served in this process (inproc_server.h), as reconserver --limit NAME=N
+ * ... --grace 300 would. */
+static mr_inproc_server server;
 
 static int start(void **state) {
   (void)state;
-  static const char *const args[] = {
-      "--limit", "header_bytes=4096",       "--limit", "config_script_bytes=2048",
-      "--limit", "text_bytes=64",           "--limit", "query_bytes=64",
-      "--limit", "channels=8",              "--limit", "samples=512",
-      "--limit", "acquisition_bytes=16384", "--limit", "image_bytes=4096",
-      "--limit", "attribute_bytes=256",     "--limit", "waveform_bytes=1024",
-      "--grace", "300",                     NULL};
-  mr_test_server_start(&server, args);
+  static const char *const limits[][2] = {
+      {"header_bytes", "4096"},   {"config_script_bytes", "2048"}, {"text_bytes", "64"},
+      {"query_bytes", "64"},      {"channels", "8"},               {"samples", "512"},
+      {"acquisition_bytes", "16384"}, {"image_bytes", "4096"},     {"attribute_bytes", "256"},
+      {"waveform_bytes", "1024"}};
+  mr_inproc_server_init(&server);
+  for (size_t i = 0; i < sizeof limits / sizeof *limits; i++)
+    assert_int_equal(mr_limits_set(&server.limits, limits[i][0], limits[i][1]), 0);
+  server.env.error_grace_ms = server.opt.close_grace_ms = 300; /* --grace 300 */
+  mr_inproc_server_start(&server);
   return 0;
 }
 
 static int stop(void **state) {
   (void)state;
-  assert_int_equal(mr_test_server_stop(&server), 0);
+  mr_inproc_server_stop(&server);
   return 0;
 }
 
@@ -55,7 +62,7 @@ static const char *header_xml(void) { return mr_harness_cartesian_header(32, 16,
 /* Opens a session, sends `bad` after config and header, then CLOSE, and
  * expects `error` in a TEXT before the server's CLOSE. */
 static void expect_rejection(mr_message *bad, const char *error) {
-  int fd = mr_test_connect(server.port);
+  int fd = mr_inproc_server_connect(&server);
   assert_true(fd >= 0);
   mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
   mr_test_send_msg(fd, text(MR_MSG_HEADER, header_xml()));
@@ -131,7 +138,7 @@ static void test_config_and_header_limits(void **state) {
       {MR_MSG_HEADER, 4097, "HEADER of 4097 bytes is over the limit header_bytes = 4096"},
   };
   for (size_t i = 0; i < 2; i++) {
-    int fd = mr_test_connect(server.port);
+    int fd = mr_inproc_server_connect(&server);
     if (cases[i].kind == MR_MSG_HEADER)
       mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
     mr_test_send_msg(fd, mr_message_new_text(cases[i].kind, big, cases[i].len));
@@ -155,7 +162,7 @@ static int64_t elapsed_ms(const struct timespec *t0) {
  * test_server_conn's test_an_unknown_config_is_answered_at_once.) */
 static void test_no_close_after_an_error_is_answered_after_the_grace(void **state) {
   (void)state;
-  int fd = mr_test_connect(server.port);
+  int fd = mr_inproc_server_connect(&server);
   mr_test_send_msg(fd, mr_message_new_text(MR_MSG_HEADER, "<x/>", 4)); /* before a config */
   struct timespec t0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -171,11 +178,13 @@ static void test_no_close_after_an_error_is_answered_after_the_grace(void **stat
 
 static void test_timeouts(void **state) {
   (void)state;
-  mr_test_server s;
-  const char *const args[] = {"--handshake-timeout", "300", "--idle-timeout", "400", NULL};
-  mr_test_server_start(&s, args);
+  mr_inproc_server s; /* --handshake-timeout 300 --idle-timeout 400 */
+  mr_inproc_server_init(&s);
+  s.env.handshake_timeout_ms = 300;
+  s.env.idle_timeout_ms = 400;
+  mr_inproc_server_start(&s);
   /* Silent from the start. */
-  int fd = mr_test_connect(s.port);
+  int fd = mr_inproc_server_connect(&s);
   mr_test_reply r;
   mr_test_receive(fd, &r, 5000);
   close(fd);
@@ -184,7 +193,7 @@ static void test_timeouts(void **state) {
       mr_test_reply_text(&r, "ERROR: no config within 300 ms of connecting (--handshake-timeout)"));
   mr_test_reply_free(&r);
   /* Silent mid-stream. */
-  fd = mr_test_connect(s.port);
+  fd = mr_inproc_server_connect(&s);
   mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
   mr_test_send_msg(fd, text(MR_MSG_HEADER, header_xml()));
   mr_test_send_msg(fd, mr_harness_acquisition(32, 2, 0, 0, 0, NULL, NULL));
@@ -193,15 +202,16 @@ static void test_timeouts(void **state) {
   assert_true(r.got_close);
   assert_non_null(mr_test_reply_text(&r, "ERROR: no message for 400 ms (--idle-timeout)"));
   mr_test_reply_free(&r);
-  assert_int_equal(mr_test_server_stop(&s), 0);
+  mr_inproc_server_stop(&s);
 }
 
 static void test_memory_budget(void **state) {
   (void)state;
-  mr_test_server s;
-  const char *const args[] = {"--memory-budget", "1", NULL};
-  mr_test_server_start(&s, args);
-  int fd = mr_test_connect(s.port);
+  mr_inproc_server s; /* the default limits, and --memory-budget 1 (the process's) */
+  mr_inproc_server_init(&s);
+  mr_inproc_server_start(&s);
+  mr_budget_set(1u << 20);
+  int fd = mr_inproc_server_connect(&s);
   mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
   /* 512 x 512 x 8 coils x 8 bytes = 16 MiB of k-space against 1 MiB. */
   mr_test_send_msg(fd, text(MR_MSG_HEADER, mr_harness_cartesian_header(512, 512, 1, 512, 512, 1)));
@@ -215,7 +225,8 @@ static void test_memory_budget(void **state) {
                                          "needs 16.0 MiB; the server's budget (--memory-budget) "
                                          "is 1.0 MiB"));
   mr_test_reply_free(&r);
-  assert_int_equal(mr_test_server_stop(&s), 0);
+  mr_inproc_server_stop(&s);
+  mr_budget_set(0); /* no budget again, as for the other tests */
 }
 
 /* A client that sends scans and never reads an image: the outbox fills,

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "gadget_harness.h"
+#include "inproc_server.h"
 #include "nhlbi_encode.h"
 #include "phantom.h"
 #include "test_support.h"
@@ -26,17 +27,19 @@
 #define N 64       /* recon matrix; the readout is oversampled 2x */
 #define COILS 4
 
-static mr_test_server server;
+/* Served in this process (inproc_server.h). */
+static mr_inproc_server server;
 
 static int start(void **state) {
   (void)state;
-  mr_test_server_start(&server, NULL);
+  mr_inproc_server_init(&server);
+  mr_inproc_server_start(&server);
   return 0;
 }
 
 static int stop(void **state) {
   (void)state;
-  assert_int_equal(mr_test_server_stop(&server), 0);
+  mr_inproc_server_stop(&server);
   return 0;
 }
 
@@ -80,7 +83,7 @@ static void kspace_extent(float *top, double *norm) {
 
 /* A connection that has sent the cartesian config and the scan's header. */
 static int open_scan(void) {
-  int fd = mr_test_connect(server.port);
+  int fd = mr_inproc_server_connect(&server);
   assert_true(fd >= 0);
   mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
   const char *xml = mr_harness_cartesian_header(2 * N, N, 1, N, N, 1);

@@ -1,7 +1,11 @@
-/* reconserver on loopback, driven by a plain protocol client: queries,
- * CONFIG_SCRIPT, TEXT mid-stream, NUL-terminated strings, the header-less
- * CLOSE, the noise-dependency query, errors reaching only their client,
- * a client that vanishes, --max-connections, SIGTERM. */
+/* The server's sessions driven by a plain protocol client (blocking
+ * sockets, wire_client.h), served in this process over socketpairs:
+ * queries, CONFIG_SCRIPT, TEXT mid-stream, NUL-terminated strings, the
+ * header-less CLOSE, the noise-dependency query, errors reaching only
+ * their client. A spawned reconserver for SIGTERM only (a running scan
+ * finishes; past the deadline it is cut and the server exits 0). A
+ * vanishing client, a malformed message and --max-connections are tested
+ * on the connection itself: test_server_conn.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,30 +21,29 @@
 
 #include "encode.h"
 #include "gadget_harness.h"
+#include "inproc_server.h"
 #include "test_support.h"
 #include "wire_assert.h"
 #include "wire_client.h"
 
-static mr_test_server server;
+/* The sessions: served in this process (inproc_server.h); the SIGTERM
+ * tests spawn a server of their own. */
+static mr_inproc_server server;
 
 static int start(void **state) {
   (void)state;
-  mr_test_server_start(&server, NULL);
+  mr_inproc_server_init(&server);
+  mr_inproc_server_start(&server);
   return 0;
 }
 
 static int stop(void **state) {
   (void)state;
-  int rc = mr_test_server_stop(&server);
-  assert_int_equal(rc, 0); /* SIGTERM: a clean exit */
+  mr_inproc_server_stop(&server); /* returns once every connection is gone */
   return 0;
 }
 
-static int connect_or_fail(void) {
-  int fd = mr_test_connect(server.port);
-  assert_true(fd >= 0);
-  return fd;
-}
+static int connect_or_fail(void) { return mr_inproc_server_connect(&server); }
 
 /* Text messages as Python clients send them: with a trailing NUL. */
 static mr_message *text_nul(mr_message_kind kind, const char *s) {
@@ -270,87 +273,6 @@ static void test_errors_reach_their_client(void **state) {
     assert_int_equal(r.msgs[r.n - 1]->kind, MR_MSG_CLOSE);
     mr_test_reply_free(&r);
   }
-  assert_true(mr_test_server_alive(&server));
-}
-
-static void test_unknown_id_ends_the_session_and_server_survives(void **state) {
-  (void)state;
-  int fd = connect_or_fail();
-  uint8_t junk[] = {0x39, 0x05, 1, 2, 3, 4};
-  assert_int_equal(mr_test_send_bytes(fd, junk, sizeof junk), 0);
-  mr_test_reply r;
-  mr_test_receive(fd, &r, 5000);
-  close(fd);
-  assert_true(r.got_close);
-  assert_non_null(mr_test_reply_text(&r, "ERROR: unknown message id 1337"));
-  mr_test_reply_free(&r);
-  test_queries_without_a_scan(NULL);
-}
-
-static void test_client_vanishing_mid_stream(void **state) {
-  (void)state;
-  for (int i = 0; i < 5; i++) {
-    int fd = connect_or_fail();
-    mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
-    mr_test_send_msg(fd, text_nul(MR_MSG_HEADER, header_xml()));
-    send_lines(fd, 0, 5, 32, 2);
-    /* Half an acquisition, then gone. */
-    mr_message *m = mr_harness_acquisition(32, 2, 6, 0, 0, NULL, NULL);
-    uint8_t *b;
-    size_t len;
-    mr_encode_flat(m, &b, &len);
-    mr_test_send_bytes(fd, b, len / 2);
-    free(b);
-    mr_message_unref(m);
-    close(fd);
-  }
-  assert_true(mr_test_server_alive(&server));
-  test_config_script_text_and_query_mid_stream(NULL);
-}
-
-static void test_max_connections(void **state) {
-  (void)state;
-  mr_test_server small;
-  const char *const args[] = {"--max-connections", "1", NULL};
-  mr_test_server_start(&small, args);
-  /* The start-up probe's connection may still count for a moment: wait
-   * until a connection is served. */
-  int served = 0;
-  for (int i = 0; i < 100 && !served; i++) {
-    int probe = mr_test_connect(small.port);
-    mr_test_send_msg(probe, mr_message_new(MR_MSG_CLOSE));
-    mr_test_reply pr;
-    mr_test_receive(probe, &pr, 5000);
-    close(probe);
-    served = pr.n == 1 && pr.msgs[0]->kind == MR_MSG_CLOSE;
-    mr_test_reply_free(&pr);
-    if (!served)
-      usleep(20000);
-  }
-  assert_true(served);
-  int held = mr_test_connect(small.port);
-  assert_true(held >= 0);
-  mr_test_send_msg(held, mr_message_new_config_file("default.xml"));
-  /* Answered: it is served, and holds the only slot. */
-  mr_test_send_msg(held, mr_message_new_query(MR_MSG_QUERY, 1, "gadgetron::version", 18));
-  mr_message *answer = mr_test_receive_kind(held, MR_MSG_RESPONSE, 5000);
-  assert_non_null(answer);
-  mr_message_unref(answer);
-  int fd = mr_test_connect(small.port);
-  assert_true(fd >= 0);
-  mr_test_reply r;
-  mr_test_receive(fd, &r, 5000);
-  close(fd);
-  assert_non_null(mr_test_reply_text(&r, "ERROR: server busy: 1 connections open "
-                                          "(--max-connections 1)"));
-  assert_true(r.got_close);
-  mr_test_reply_free(&r);
-  mr_test_send_msg(held, mr_message_new(MR_MSG_CLOSE));
-  mr_test_receive(held, &r, 5000);
-  assert_true(r.got_close);
-  mr_test_reply_free(&r);
-  close(held);
-  assert_int_equal(mr_test_server_stop(&small), 0);
 }
 
 static void test_sigterm_lets_a_running_scan_finish(void **state) {
@@ -386,6 +308,34 @@ static void test_sigterm_lets_a_running_scan_finish(void **state) {
   assert_int_equal(mr_test_server_wait(&s), 0);
 }
 
+/* Past --drain-timeout a running session is cut (what the client is told
+ * and what the log says: test_server_conn's drain tests, in process), and
+ * the server, its connections gone, exits by itself with 0. */
+static void test_sigterm_past_the_deadline_cuts_and_exits(void **state) {
+  (void)state;
+  mr_test_server s;
+  const char *const args[] = {"--drain-timeout", "300", NULL};
+  mr_test_server_start(&s, args);
+  int fd = mr_test_connect(s.port);
+  mr_test_send_msg(fd, mr_message_new_config_file("default.xml"));
+  mr_test_send_msg(fd, text_nul(MR_MSG_HEADER, header_xml()));
+  send_lines(fd, 0, 4, 32, 2);
+  /* Answered: the session runs and has taken the lines before. */
+  mr_test_send_msg(fd, mr_message_new_query(MR_MSG_QUERY, 1, "gadgetron::version", 18));
+  mr_message *answer = mr_test_receive_kind(fd, MR_MSG_RESPONSE, 5000);
+  assert_non_null(answer);
+  mr_message_unref(answer);
+  kill(s.pid, SIGTERM);
+  mr_test_reply r;
+  mr_test_receive(fd, &r, 10000); /* no CLOSE of ours: only the deadline ends it */
+  close(fd);
+  assert_true(r.got_close);
+  assert_non_null(mr_test_reply_text(&r, "ERROR: server shutting down"));
+  mr_test_reply_free(&r);
+  /* A second SIGTERM could meet it past its handlers, in its exit path. */
+  assert_int_equal(mr_test_server_wait(&s), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_queries_without_a_scan),
@@ -393,10 +343,8 @@ int main(void) {
       cmocka_unit_test(test_header_less_close),
       cmocka_unit_test(test_noise_dependency_query),
       cmocka_unit_test(test_errors_reach_their_client),
-      cmocka_unit_test(test_unknown_id_ends_the_session_and_server_survives),
-      cmocka_unit_test(test_client_vanishing_mid_stream),
-      cmocka_unit_test(test_max_connections),
       cmocka_unit_test(test_sigterm_lets_a_running_scan_finish),
+      cmocka_unit_test(test_sigterm_past_the_deadline_cuts_and_exits),
   };
   return cmocka_run_group_tests(tests, start, stop);
 }

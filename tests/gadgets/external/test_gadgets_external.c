@@ -196,6 +196,10 @@ typedef struct fake_peer {
   int listen_fd, port;
   atomic_int stop; /* NEVER_ANSWERS holds the connection open until then */
   pthread_t thread;
+  /* NEVER_ANSWERS: it has read our CLOSE (and our EOF): we wait on it now. */
+  pthread_mutex_t mu;
+  pthread_cond_t changed;
+  int heard_all;
 } fake_peer;
 
 /* Reads until EOF, or until `limit` bytes (0: no limit). */
@@ -218,8 +222,12 @@ static void *fake_peer_main(void *arg) {
     break;
   case NEVER_ANSWERS: /* reads everything, even our CLOSE, and stays silent */
     drain(fd, 0);
+    pthread_mutex_lock(&p->mu);
+    p->heard_all = 1;
+    pthread_cond_broadcast(&p->changed);
     while (!atomic_load(&p->stop))
-      usleep(10000);
+      pthread_cond_wait(&p->changed, &p->mu);
+    pthread_mutex_unlock(&p->mu);
     break;
   case GARBAGE: {
     static const char junk[] = "HTTP/1.1 400 Bad Request\r\n\r\n";
@@ -265,6 +273,9 @@ static void *fake_peer_main(void *arg) {
 static void start_fake_peer(fake_peer *p, enum behaviour how) {
   p->how = how;
   atomic_init(&p->stop, 0);
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->changed, NULL);
+  p->heard_all = 0;
   p->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   socklen_t len = sizeof a;
@@ -276,9 +287,14 @@ static void start_fake_peer(fake_peer *p, enum behaviour how) {
 }
 
 static void stop_fake_peer(fake_peer *p) {
+  pthread_mutex_lock(&p->mu);
   atomic_store(&p->stop, 1);
+  pthread_cond_broadcast(&p->changed);
+  pthread_mutex_unlock(&p->mu);
   pthread_join(p->thread, NULL);
   close(p->listen_fd);
+  pthread_mutex_destroy(&p->mu);
+  pthread_cond_destroy(&p->changed);
 }
 
 /* ---- tests ---------------------------------------------------------- */
@@ -430,6 +446,58 @@ static const peer_case closes_before_us = {EARLY_CLOSE, "", "sent CLOSE before i
 static void test_misbehaving_peer(void **state) {
   const peer_case *c = *state;
   fake_peer_case(c->how, c->extra, c->why);
+}
+
+typedef struct canceller {
+  fake_peer *peer;
+  mr_harness *h;
+  atomic_int flag;
+} canceller;
+
+/* Once the peer has read everything, our CLOSE included (the step now
+ * waits for its answer): what a session does when its client leaves. */
+static void *cancel_when_waiting(void *arg) {
+  canceller *c = arg;
+  pthread_mutex_lock(&c->peer->mu);
+  while (!c->peer->heard_all)
+    pthread_cond_wait(&c->peer->changed, &c->peer->mu);
+  pthread_mutex_unlock(&c->peer->mu);
+  atomic_store(&c->flag, 1);
+  mr_chain_interrupt(c->h->chain);
+  return NULL;
+}
+
+/* A session that ends while the step waits on a silent peer (timeouts of
+ * ten minutes) ends the wait at once: the chain closes the link's channel,
+ * nothing is polled. The flush then fails with MR_ECANCELED and no line of
+ * the step's (the session is over: there is nobody to tell). */
+static void test_a_cancel_ends_a_wait_on_the_peer(void **state) {
+  (void)state;
+  fake_peer p;
+  start_fake_peer(&p, NEVER_ANSWERS);
+  char entry[300];
+  snprintf(entry, sizeof entry,
+           "{\"gadget\":\"external\",\"connect\":\"127.0.0.1:%d\","
+           "\"idle_timeout_ms\":600000,\"total_timeout_ms\":600000}",
+           p.port);
+  char *gadgets = chain_text(entry, 1);
+  mr_harness h;
+  canceller c = {.peer = &p, .h = &h};
+  atomic_init(&c.flag, 0);
+  assert_int_equal(mr_harness_open(&h, gadgets, MR_CHAIN_WIRE_INPUT), 0);
+  assert_int_equal(mr_harness_set_pipelined(&h, DEPTH), 0);
+  mr_harness_set_cancel(&h, &c.flag);
+  int rc = mr_harness_configure(&h, mr_harness_cartesian_header(2 * N, N, 1, N, N, 1));
+  for (int e1 = 0; rc == 0 && e1 < N; e1++)
+    rc = mr_harness_push(&h, phantom_line(e1, 0));
+  assert_int_equal(rc, 0);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, cancel_when_waiting, &c), 0);
+  assert_int_equal(mr_harness_flush(&h), MR_ECANCELED); /* sends CLOSE, waits, is cancelled */
+  pthread_join(t, NULL);
+  mr_harness_close(&h);
+  free(gadgets);
+  stop_fake_peer(&p);
 }
 
 /* What the peer sends counts against the memory budget while it waits to
@@ -625,6 +693,7 @@ int main(void) {
       cmocka_unit_test_prestate(test_misbehaving_peer, (void *)&sends_a_kind_not_expected),
       cmocka_unit_test_prestate(test_misbehaving_peer, (void *)&closes_before_us),
       cmocka_unit_test(test_nobody_listening),
+      cmocka_unit_test(test_a_cancel_ends_a_wait_on_the_peer),
       cmocka_unit_test(test_a_peer_answer_over_the_budget),
       cmocka_unit_test(test_program_crash_shows_its_stderr),
       cmocka_unit_test(test_program_that_hangs_is_killed_and_reaped),

@@ -1,0 +1,2 @@
+# base/: the ground floor.
+mr_add_test(test_base_channel SOURCES base/test_base_channel.c LIBS mr_base TIMEOUT 120)
