@@ -46,7 +46,7 @@ typedef enum mr_espirit_stage {
   MR_ESPIRIT_CALIBRATION, /* the ACS region, readout transform (3D), calibration matrices, Gram */
   MR_ESPIRIT_SUBSPACE,    /* the kept kernels: the Gram's truncated projector (and inverse) */
   MR_ESPIRIT_PROJECTOR,   /* the projector onto them in kernel space */
-  MR_ESPIRIT_KERNEL_FFT,  /* its lag sums to image space: G(x) */
+  MR_ESPIRIT_KERNEL_FFT,  /* its lag sums to image space (a direct DFT): G(x) */
   MR_ESPIRIT_EIGEN,       /* per pixel: the eigenvector, crop, phase */
   MR_ESPIRIT_STAGES
 } mr_espirit_stage;
