@@ -414,6 +414,20 @@ static void cuda_matches_cpu_2d(void **state) {
   free(object);
 }
 
+/* More than 32 coils: the GPU's eigenvector kernel with two rows of G a
+ * lane. */
+static void cuda_matches_cpu_40_coils(void **state) {
+  (void)state;
+  enum { N = 64, C = 40 };
+  mr_cfloat *k = phantom_2d(N, N, C, 0.01);
+  float *object = malloc(sizeof *object * N * N);
+  grappa_phantom_truth(N, N, C, object, NULL);
+  size_t dims[3] = {N, N, 1};
+  gpu_vs_cpu(k, dims, C, object);
+  free(k);
+  free(object);
+}
+
 static void cuda_matches_cpu_3d(void **state) {
   (void)state;
   enum { X = 24, Y = 32, Z = 20, C = 6 };
@@ -462,6 +476,7 @@ int main(int argc, char **argv) {
   };
   const struct CMUnitTest cuda_tests[] = {
       cmocka_unit_test(cuda_matches_cpu_2d),
+      cmocka_unit_test(cuda_matches_cpu_40_coils),
       cmocka_unit_test(cuda_matches_cpu_3d),
   };
   const struct CMUnitTest bart_tests[] = {
