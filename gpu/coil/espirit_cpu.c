@@ -66,9 +66,14 @@ int mr_espirit_cpu_lags(mr_device *dev, const mr_cfloat *p, const mr_espirit_geo
   return 0;
 }
 
-static float complex turn(long m, size_t n) {
-  double a = 2 * M_PI * (double)m / (double)n;
-  return (float)cos(a) + I * (float)sin(a);
+/* out [2 k - 1][n]: e^{+2 pi i d (x - n/2) / n} for lag d = 1 - k .. k - 1
+ * and x < n. */
+static void twiddles(int k, size_t n, float complex *out) {
+  for (long d = 1 - k; d < k; d++)
+    for (size_t x = 0; x < n; x++) {
+      double a = 2 * M_PI * (double)mr_espirit_turn(d, x, n) / (double)n;
+      *out++ = (float)cos(a) + I * (float)sin(a);
+    }
 }
 
 typedef struct image_job {
@@ -78,6 +83,19 @@ typedef struct image_job {
   const float complex *tu, *tv; /* the twiddles [2 ku - 1][nu], [2 kv - 1][nv] */
 } image_job;
 
+/* out [i][x] = sum over d < nd of a[i ai + d ad] b[d][x], for i < ni and
+ * x < nx. */
+static void product(const float complex *a, size_t ai, size_t ad, const float complex *b,
+                    size_t ni, size_t nd, size_t nx, float complex *out) {
+  for (size_t i = 0; i < ni; i++)
+    for (size_t x = 0; x < nx; x++) {
+      float complex sum = 0;
+      for (size_t d = 0; d < nd; d++)
+        sum += a[i * ai + d * ad] * b[d * nx + x];
+      out[i * nx + x] = sum;
+    }
+}
+
 /* Coil pairs [begin, end). */
 static void image_range(void *arg, size_t begin, size_t end) {
   const image_job *e = arg;
@@ -86,20 +104,9 @@ static void image_range(void *arg, size_t begin, size_t end) {
   for (size_t pair = begin; pair < end; pair++) {
     const mr_cfloat *lag = e->lag + pair * nlv * nlu;
     mr_cfloat *row = e->row + pair * nlv * nu, *out = e->grid + pair * nu * nv;
-    for (size_t dv = 0; dv < nlv; dv++)
-      for (size_t u = 0; u < nu; u++) {
-        float complex sum = 0;
-        for (size_t du = 0; du < nlu; du++)
-          sum += lag[dv * nlu + du] * e->tu[du * nu + u];
-        row[dv * nu + u] = sum;
-      }
-    for (size_t v = 0; v < nv; v++)
-      for (size_t u = 0; u < nu; u++) {
-        float complex sum = 0;
-        for (size_t dv = 0; dv < nlv; dv++)
-          sum += row[dv * nu + u] * e->tv[dv * nv + v];
-        out[v * nu + u] = sum;
-      }
+    /* row [dv][u] = lag [dv][du] tu [du][u]; out [v][u] = tv [dv][v] row [dv][u] */
+    product(lag, nlu, 1, e->tu, nlv, nlu, nu, row);
+    product(e->tv, 1, nv, row, nv, nlv, nu, out);
   }
 }
 
@@ -112,12 +119,8 @@ int mr_espirit_cpu_image(mr_device *dev, const mr_cfloat *lag, const mr_espirit_
     free(tv);
     return mr_fail(MR_ENOMEM, "espirit: out of memory");
   }
-  for (size_t d = 0; d < nlu; d++)
-    for (size_t u = 0; u < g->nu; u++)
-      tu[d * g->nu + u] = turn(mr_espirit_turn((long)d - (g->ku - 1), u, g->nu), g->nu);
-  for (size_t d = 0; d < nlv; d++)
-    for (size_t v = 0; v < g->nv; v++)
-      tv[d * g->nv + v] = turn(mr_espirit_turn((long)d - (g->kv - 1), v, g->nv), g->nv);
+  twiddles(g->ku, g->nu, tu);
+  twiddles(g->kv, g->nv, tv);
   image_job e = {lag, g, row, grid, tu, tv};
   mr_cpu_parallel_for(mr_device_threads(dev), g->nc * (g->nc + 1) / 2, 1, image_range, &e);
   free(tu);

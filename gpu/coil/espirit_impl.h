@@ -88,13 +88,13 @@ typedef struct mr_espirit_out {
  * dominant eigenvector by power iteration, at most MR_ESPIRIT_POWER steps,
  * stopped once the residual |G v - lambda v| (lambda = v^H G v, v unit) is
  * at most MR_ESPIRIT_RESIDUAL, v then taken one step further. The start:
- * the previous pixel's eigenvector within a run of consecutive pixels
- * (the maps are smooth), for a run's first pixel prior's map there where
- * not zero, else G's column of the largest diagonal element. A pixel whose
- * trace(G) (>= its largest eigenvalue) is below crop is not iterated. The
+ * the previous pixel's eigenvector within a run of mr_espirit_run()
+ * consecutive pixels (the maps are smooth; CPU and GPU cut the same runs,
+ * so both take the same starts), for a run's first pixel prior's map there
+ * where not zero, else G's column of the largest diagonal element. A pixel
+ * whose trace(G) (>= its largest eigenvalue) is below crop is not iterated. The
  * map is zero where lambda is below crop, else its phase turned so that
- * rot^H s is real and positive (rot on dev). runs: consecutive pixels a run
- * (the GPU's: mr_espirit_run()). */
+ * rot^H s is real and positive (rot on dev). */
 #define MR_ESPIRIT_POWER 30
 #define MR_ESPIRIT_RESIDUAL 1e-4f
 

@@ -199,7 +199,8 @@ int posv_batched(mr_device *dev, int n, int batch, mr_cdouble *a, mr_cdouble *b)
       host[nb + i] = reinterpret_cast<cuDoubleComplex *>(b) + i * nn;
     }
     cuDoubleComplex **ptrs = static_cast<cuDoubleComplex **>(block);
-    int *flags = rc == 0 ? reinterpret_cast<int *>(static_cast<char *>(block) + ptr_bytes) : nullptr;
+    int *flags =
+        rc == 0 ? reinterpret_cast<int *>(static_cast<char *>(block) + ptr_bytes) : nullptr;
     if (rc == 0)
       rc = mr_cuda_upload(dev, ptrs, host, ptr_bytes);
     if (rc == 0) {
