@@ -50,12 +50,21 @@ static int calmat(mr_device *dev, const mr_cfloat *cal, size_t cu, size_t cv,
 }
 
 static int lags(mr_device *dev, const mr_cfloat *p, const mr_espirit_geom *g, float scale,
-                mr_cfloat *grid) {
+                mr_cfloat *lag) {
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(dev))
-    return mr_espirit_cuda_lags(dev, p, g, scale, grid);
+    return mr_espirit_cuda_lags(dev, p, g, scale, lag);
 #endif
-  return mr_espirit_cpu_lags(dev, p, g, scale, grid);
+  return mr_espirit_cpu_lags(dev, p, g, scale, lag);
+}
+
+static int image(mr_device *dev, const mr_cfloat *lag, const mr_espirit_geom *g, mr_cfloat *row,
+                 mr_cfloat *grid) {
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(dev))
+    return mr_espirit_cuda_image(dev, lag, g, row, grid);
+#endif
+  return mr_espirit_cpu_image(dev, lag, g, row, grid);
 }
 
 static int eigen(mr_device *dev, const mr_cfloat *grid, const mr_espirit_geom *g,
@@ -129,8 +138,7 @@ typedef struct calib {
 
 /* Work for a chunk of slices, on dev. */
 typedef struct work {
-  mr_buf *a, *f, *b, *p, *grid, *rot;
-  mr_fft_plan *plan;
+  mr_buf *a, *f, *b, *p, *lag, *row, *grid, *rot;
 } work;
 
 /* The first principal component of the calibration data over the coils:
@@ -173,10 +181,9 @@ static int virtual_coil(mr_device *dev, const mr_cfloat *data, size_t rows, size
 }
 
 static void work_free(work *wk) {
-  mr_buf *all[] = {wk->a, wk->f, wk->b, wk->p, wk->grid, wk->rot};
+  mr_buf *all[] = {wk->a, wk->f, wk->b, wk->p, wk->lag, wk->row, wk->grid, wk->rot};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++)
     mr_buf_destroy(all[i]);
-  mr_fft_plan_destroy(wk->plan);
 }
 
 static double since(const struct timespec *t0, const struct timespec *t1) {
@@ -275,28 +282,31 @@ static int maps_from(mr_device *dev, const calib *k, float crop, const mr_espiri
     rc = make(dev, chunk * N * n, &wk.b);
   if (rc == 0)
     rc = make(dev, chunk * N * N, &wk.p);
+  size_t nlu = 2 * (size_t)g->ku - 1, nlv = 2 * (size_t)g->kv - 1;
+  if (rc == 0)
+    rc = make(dev, pairs * nlu * nlv, &wk.lag);
+  if (rc == 0)
+    rc = make(dev, pairs * nlv * g->nu, &wk.row);
   if (rc == 0)
     rc = make(dev, pairs * npix, &wk.grid);
   if (rc == 0)
     rc = make(dev, g->nc, &wk.rot);
   if (rc == 0)
     rc = mr_buf_upload(wk.rot, 0, k->rot, g->nc * sizeof *k->rot);
-  mr_fft_opts fo = {.rank = 2, .dims = {g->nu, g->nv, 1}, .batch = pairs};
-  if (rc == 0)
-    rc = mr_fft_plan_create(dev, &fo, &wk.plan);
-  /* G(x) = sum_d g[d] e^{+2 pi i d x / n}: the unitary backward transform
-   * times sqrt(npix); the 1 / (ku kv) makes G's eigenvalues at most 1 */
-  float scale = (float)(sqrt((double)npix) / (g->ku * g->kv));
+  /* G(x) = sum_d g[d] e^{+2 pi i d x / n}; the 1 / (ku kv) makes G's
+   * eigenvalues at most 1 */
+  float scale = 1.0f / (float)(g->ku * g->kv);
   for (size_t s0 = 0; rc == 0 && s0 < k->slices; s0 += chunk) {
     size_t count = k->slices - s0 < chunk ? k->slices - s0 : chunk;
     rc = projectors(dev, k, s0, count, &wk, pr);
     for (size_t s = 0; rc == 0 && s < count; s++) {
       mr_espirit_out o = *out0;
       o.maps += (s0 + s) * slice_step;
-      mr_cfloat *grid = mr_buf_data(wk.grid);
-      rc = lags(dev, (const mr_cfloat *)mr_buf_data(wk.p) + s * N * N, g, scale, grid);
+      o.prior = s0 + s > 0 ? o.maps - slice_step : NULL;
+      mr_cfloat *grid = mr_buf_data(wk.grid), *lag = mr_buf_data(wk.lag);
+      rc = lags(dev, (const mr_cfloat *)mr_buf_data(wk.p) + s * N * N, g, scale, lag);
       if (rc == 0)
-        rc = mr_fft_execute(wk.plan, MR_FFT_BACKWARD, grid, grid);
+        rc = image(dev, lag, g, mr_buf_data(wk.row), grid);
       if (rc == 0)
         rc = stage_mark(dev, pr, MR_ESPIRIT_KERNEL_FFT);
       if (rc == 0)

@@ -8,8 +8,9 @@
  * eigen-decomposition on the GPU: gpu/linalg/spectral.h), and from their
  * projector the per-pixel matrix G(x) of the ESPIRiT operator (the
  * kernels zero-padded to the image grid: a trigonometric polynomial of the
- * kernel's lags). The map at a pixel is G(x)'s eigenvector of the largest
- * eigenvalue (about 1 inside the object; 30 power iterations), zeroed where
+ * kernel's lags, summed directly at every pixel). The map at a pixel is
+ * G(x)'s eigenvector of the largest eigenvalue (about 1 inside the object;
+ * power iteration warm-started from a neighbour, espirit_impl.h), zeroed where
  * that eigenvalue is below crop (BART's -c), its phase taken relative to
  * the virtual coil of the calibration data's first principal component (so
  * maps are smooth).
@@ -46,7 +47,7 @@ typedef enum mr_espirit_stage {
   MR_ESPIRIT_CALIBRATION, /* the ACS region, readout transform (3D), calibration matrices, Gram */
   MR_ESPIRIT_SUBSPACE,    /* the kept kernels: the Gram's truncated projector (and inverse) */
   MR_ESPIRIT_PROJECTOR,   /* the projector onto them in kernel space */
-  MR_ESPIRIT_KERNEL_FFT,  /* its lag sums to image space: G(x) */
+  MR_ESPIRIT_KERNEL_FFT,  /* its lag sums to image space (a direct DFT): G(x) */
   MR_ESPIRIT_EIGEN,       /* per pixel: the eigenvector, crop, phase */
   MR_ESPIRIT_STAGES
 } mr_espirit_stage;

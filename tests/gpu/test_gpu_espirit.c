@@ -402,16 +402,27 @@ static void gpu_vs_cpu(const mr_cfloat *k, const size_t dims[3], size_t nc, cons
   free(got);
 }
 
-static void cuda_matches_cpu_2d(void **state) {
-  (void)state;
-  enum { N = 96, C = 32 };
-  mr_cfloat *k = phantom_2d(N, N, C, 0.01);
-  float *object = malloc(sizeof *object * N * N);
-  grappa_phantom_truth(N, N, C, object, NULL);
-  size_t dims[3] = {N, N, 1};
-  gpu_vs_cpu(k, dims, C, object);
+/* The 2D phantom, n x n with nc coils. */
+static void matches_cpu_2d(int n, int nc) {
+  mr_cfloat *k = phantom_2d(n, n, nc, 0.01);
+  float *object = malloc(sizeof *object * (size_t)n * n);
+  grappa_phantom_truth(n, n, nc, object, NULL);
+  size_t dims[3] = {(size_t)n, (size_t)n, 1};
+  gpu_vs_cpu(k, dims, (size_t)nc, object);
   free(k);
   free(object);
+}
+
+static void cuda_matches_cpu_2d(void **state) {
+  (void)state;
+  matches_cpu_2d(96, 32);
+}
+
+/* More than 32 coils: the GPU's eigenvector kernel with two rows of G a
+ * lane. */
+static void cuda_matches_cpu_40_coils(void **state) {
+  (void)state;
+  matches_cpu_2d(64, 40);
 }
 
 static void cuda_matches_cpu_3d(void **state) {
@@ -462,6 +473,7 @@ int main(int argc, char **argv) {
   };
   const struct CMUnitTest cuda_tests[] = {
       cmocka_unit_test(cuda_matches_cpu_2d),
+      cmocka_unit_test(cuda_matches_cpu_40_coils),
       cmocka_unit_test(cuda_matches_cpu_3d),
   };
   const struct CMUnitTest bart_tests[] = {
