@@ -78,8 +78,10 @@ static uint64_t now_ms(void) {
 static void record_error(run *r, int code, const char *text) {
   mr_session_stats *st = &r->s->stats;
   mr_metrics_error(mr_metrics_error_kind_of(code));
-  if (st->errors == 0)
-    snprintf(st->first_error, sizeof st->first_error, "%s", text);
+  /* the first error's text, cut to the stats' field (the log has it whole) */
+  if (st->errors == 0 &&
+      snprintf(st->first_error, sizeof st->first_error, "%s", text) >= (int)sizeof st->first_error)
+    st->first_error[sizeof st->first_error - 1] = '\0';
   st->errors++;
   if (!r->failed)
     r->answer_by_ms = now_ms() + (uint64_t)r->s->env->error_grace_ms;
