@@ -10,7 +10,7 @@
 #   tests   every CUDA group behind ctest's gpu label (gpu/'s tests and the
 #           gadgets' with one: configs, gridding, epi),
 #           the installed configs' images on the GPU against the stored
-#           ones; then e2e
+#           ones; then e2e (not with TESTS_E2E=0)
 #   e2e     the server and client end-to-end tests against a GPU server;
 #           GRAPPA end to end (mr-grappa-e2e); mr-load's 32 clients x 20
 #           scans on a GPU server
@@ -42,7 +42,9 @@
 #           compression tests (test_gpu_sparse, test_gpu_espirit,
 #           test_gpu_compress: those staged); `mr-bench sparse` on the 2D,
 #           radial and real-time cases, ours against BART (staged beside
-#           mr-bench, OMP_NUM_THREADS = the host's cores): sparse-h100.json
+#           mr-bench, OMP_NUM_THREADS = the host's cores): sparse-h100.json;
+#           `mr-bench espirit` (espirit-h100.json); `mr-bench stream --case
+#           realtime_cs` (stream-realtime_cs-h100.json)
 #   sparse3d  `mr-bench sparse --case cartesian_3d --rounds 1` (256x256x128,
 #           32 coils; BART alone takes minutes there): sparse-3d-h100.json
 # Runs what scripts/device-build.sh staged for those areas (STAGE=dir: a
@@ -128,7 +130,7 @@ area_tests() {
   MR_TEST_GPUS=all step "test_configs_images (GPU)" 240 "$out/gpu-tests.log" \
     "$tests/test_configs_images"
   echo "---- config images"; grep -E "relative L2" "$out/gpu-tests.log"
-  area_e2e
+  [ "${TESTS_E2E:-1}" = 0 ] || area_e2e
 }
 
 area_e2e() {
@@ -232,8 +234,12 @@ area_sparse() {
   while read -r t; do
     step "$t --cuda" 240 "$out/sparse-tests.log" "$tests/$t" --cuda
   done <"$stage/sparse-tests"
+  step "mr-bench espirit" 120 "$out/sparse-bench.log" "$bin/mr-bench" espirit \
+    --json "$out/espirit-h100.json"
   step "mr-bench sparse" 540 "$out/sparse-bench.log" "$bin/mr-bench" sparse --configs "$PWD/configs" \
     --case cartesian_2d_8,cartesian_2d_32,radial_2d,realtime_radial --json "$out/sparse-h100.json"
+  step "mr-bench stream realtime_cs" 240 "$out/sparse-bench.log" "$bin/mr-bench" stream \
+    --configs "$PWD/configs" --case realtime_cs --json "$out/stream-realtime_cs-h100.json"
 }
 
 area_sparse3d() {
