@@ -17,10 +17,12 @@
  * taps cut on the left), ey likewise along the phase encode; (0, 0) is the
  * full kernel. */
 #include <complex.h>
+#include <float.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <cblas.h>
 #include <lapacke.h>
 
 #include "blas.h"
@@ -233,39 +235,77 @@ static int class_equations(mr_slice_grappa_plan *p, const kernel_class *c, const
   return rc;
 }
 
+/* (a + lambda I) x = b by the eigen-decomposition of a, its eigenvalues
+ * under the rounding of its single-precision sums (n float epsilons of the
+ * largest, as a pseudo-inverse's cut) set to zero: a is a Gram matrix,
+ * positive semi-definite but for that rounding. ad and bd: a and b in double (ad overwritten by the
+ * eigenvectors, bd by x); w: n values and n * nrhs more of scratch. With
+ * lambda 0 the null space gets nothing: the least-norm solution. */
+static int solve_clamped(size_t n, size_t nrhs, double lambda, double complex *ad,
+                         double complex *bd, double *w, double complex *t) {
+  lapack_int info = LAPACKE_zheevd(LAPACK_COL_MAJOR, 'V', 'L', (lapack_int)n,
+                                   (lapack_complex_double *)ad, (lapack_int)n, w);
+  if (info != 0)
+    return mr_fail(MR_ENUMERIC, "slice-GRAPPA: the eigen-decomposition of the normal equations "
+                   "failed (%d)", (int)info);
+  /* t = V^H b, scaled by 1 / (max(w, 0) + lambda); x = V t */
+  const double complex one = 1, zero = 0;
+  cblas_zgemm(CblasColMajor, CblasConjTrans, CblasNoTrans, (int)n, (int)nrhs, (int)n,
+              &one, ad, (int)n, bd, (int)n, &zero, t, (int)n);
+  double floor = (double)n * FLT_EPSILON * w[n - 1]; /* the sums' rounding (w ascends) */
+  for (size_t k = 0; k < nrhs; k++)
+    for (size_t i = 0; i < n; i++) {
+      double d = (w[i] > floor ? w[i] : 0) + lambda; /* 0: lambda 0 on the null space */
+      t[k * n + i] = d > 0 ? t[k * n + i] / d : 0;
+    }
+  cblas_zgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)nrhs, (int)n,
+              &one, ad, (int)n, t, (int)n, &zero, bd, (int)n);
+  return 0;
+}
+
 /* Solves (a + lambda I) x = b, a Hermitian n x n and b n x nrhs on dev
  * (dense: ld = rows), in double precision on the host, whatever dev is.
  * The leak-blocked equations at a small lambda are too ill-conditioned
  * for a single-precision Cholesky: on a GPU, cuSOLVER's failed as not
  * positive definite where LAPACK's single precision passed, and the two
  * backends' kernels drifted apart; one double-precision solve of the
- * same matrix serves both. The matrix is small (kernel taps x coils). */
+ * same matrix serves both. On noiseless calibration data even that can
+ * meet a: summed in single precision, its null space's rounding (about
+ * 1e-7 of the largest eigenvalue, times the rows' square root) outweighs
+ * a lambda of 1e-5 of the mean diagonal, and a Cholesky of a + lambda I
+ * fails (the H100's cuBLAS sums gave column 508 of 512); the
+ * eigen-decomposition with that rounding clamped then solves the same
+ * equations. The matrix is small (kernel taps x coils). */
 static int solve_in_double(mr_device *dev, mr_cmat a, float lambda, mr_cmat b) {
   size_t n = (size_t)a.rows, nrhs = (size_t)b.cols;
   size_t fa = n * n * sizeof(mr_cfloat), fb = n * nrhs * sizeof(mr_cfloat);
-  size_t bytes = fa + fb + (n * n + n * nrhs) * sizeof(double complex);
+  size_t bytes = fa + fb + (n * n + 2 * n * nrhs) * sizeof(double complex) + n * sizeof(double);
   mr_err e = {0};
   char *host = mr_budget_alloc(bytes, "slice-GRAPPA's normal equations", &e);
   if (host == NULL)
     return mr_fail(e.code ? e.code : MR_ENOMEM, "slice-GRAPPA: %s", e.msg);
   mr_cfloat *af = (mr_cfloat *)host, *bf = (mr_cfloat *)(host + fa);
   double complex *ad = (double complex *)(host + fa + fb), *bd = ad + n * n;
+  double complex *t = bd + n * nrhs;
+  double *w = (double *)(t + n * nrhs);
   int rc = mr_device_download(dev, af, a.data, fa);
   if (rc == 0)
     rc = mr_device_download(dev, bf, b.data, fb);
-  if (rc == 0) {
+  for (int clamped = 0; rc == 0 && clamped < 2; clamped++) {
     for (size_t i = 0; i < n * n; i++)
       ad[i] = (double complex)af[i];
-    for (size_t i = 0; i < n; i++)
-      ad[i * n + i] += lambda;
     for (size_t i = 0; i < n * nrhs; i++)
       bd[i] = (double complex)bf[i];
-    lapack_int info = LAPACKE_zposv(LAPACK_COL_MAJOR, 'L', (lapack_int)n, (lapack_int)nrhs,
-                                    (lapack_complex_double *)ad, (lapack_int)n,
-                                    (lapack_complex_double *)bd, (lapack_int)n);
-    if (info != 0)
-      rc = mr_fail(MR_ENUMERIC, "slice-GRAPPA: the normal equations are not positive definite "
-                   "(column %d of %zu): raise lambda", (int)info, n);
+    if (clamped) {
+      rc = solve_clamped(n, nrhs, lambda, ad, bd, w, t);
+      break;
+    }
+    for (size_t i = 0; i < n; i++)
+      ad[i * n + i] += lambda;
+    if (LAPACKE_zposv(LAPACK_COL_MAJOR, 'L', (lapack_int)n, (lapack_int)nrhs,
+                      (lapack_complex_double *)ad, (lapack_int)n, (lapack_complex_double *)bd,
+                      (lapack_int)n) == 0)
+      break;
   }
   if (rc == 0) {
     for (size_t i = 0; i < n * nrhs; i++)
