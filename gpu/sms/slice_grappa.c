@@ -235,12 +235,15 @@ static int class_equations(mr_slice_grappa_plan *p, const kernel_class *c, const
   return rc;
 }
 
-/* (a + lambda I) x = b by the eigen-decomposition of a, its eigenvalues
- * under the rounding of its single-precision sums (n float epsilons of the
- * largest, as a pseudo-inverse's cut) set to zero: a is a Gram matrix,
- * positive semi-definite but for that rounding. ad and bd: a and b in double (ad overwritten by the
+/* (a + lambda I) x = b by the eigen-decomposition of a, the eigenvectors
+ * whose eigenvalues are under the rounding of its single-precision sums (a
+ * float epsilon of the largest) left out: a is a Gram matrix, positive
+ * semi-definite but for that rounding. On epi_sms's noiseless calibration
+ * (this path forced on the CPU) it gives what the Cholesky gives: slice
+ * NRMSE <= 0.009, leakage 0.87% against 0.82%; a cut at n epsilons lost
+ * too much (3.8% leakage). ad and bd: a and b in double (ad overwritten by the
  * eigenvectors, bd by x); w: n values and n * nrhs more of scratch. With
- * lambda 0 the null space gets nothing: the least-norm solution. */
+ * lambda 0: the least-norm solution. */
 static int solve_clamped(size_t n, size_t nrhs, double lambda, double complex *ad,
                          double complex *bd, double *w, double complex *t) {
   lapack_int info = LAPACKE_zheevd(LAPACK_COL_MAJOR, 'V', 'L', (lapack_int)n,
@@ -252,11 +255,12 @@ static int solve_clamped(size_t n, size_t nrhs, double lambda, double complex *a
   const double complex one = 1, zero = 0;
   cblas_zgemm(CblasColMajor, CblasConjTrans, CblasNoTrans, (int)n, (int)nrhs, (int)n,
               &one, ad, (int)n, bd, (int)n, &zero, t, (int)n);
-  double floor = (double)n * FLT_EPSILON * w[n - 1]; /* the sums' rounding (w ascends) */
+  double floor = FLT_EPSILON * w[n - 1]; /* the sums' rounding (w ascends) */
   for (size_t k = 0; k < nrhs; k++)
     for (size_t i = 0; i < n; i++) {
-      double d = (w[i] > floor ? w[i] : 0) + lambda; /* 0: lambda 0 on the null space */
-      t[k * n + i] = d > 0 ? t[k * n + i] / d : 0;
+      /* under the floor a direction is rounding, not data: left out (a
+       * lambda far below the floor must not amplify it) */
+      t[k * n + i] = w[i] > floor ? t[k * n + i] / (w[i] + lambda) : 0;
     }
   cblas_zgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)nrhs, (int)n,
               &one, ad, (int)n, t, (int)n, &zero, bd, (int)n);
