@@ -58,9 +58,11 @@ static const mr_param params[] = {
         "wavelet: L1 of a multi-level Daubechies wavelet (random shifts per iteration), FISTA; "
         "tv: isotropic total variation, FISTA; l2: Tikhonov-regularised SENSE, CG"),
     MR_PARAM_DOUBLE(cs_gadget, lambda, "lambda", "0.005", 0, 1e3,
-        "regularisation weight relative to the zero-filled image's scale, taken as BART's pics "
-        "takes it (its 90th percentile, or its maximum when a few pixels stand far above "
-        "it), so that BART's pics -r means the same: above 0 for wavelet and tv"),
+        "regularisation weight relative to the data's scale, taken as BART's pics takes it "
+        "(the 90th percentile, or the maximum when a few pixels stand far above it, of the "
+        "low-resolution image of the fully sampled centre; of the zero-filled image for a "
+        "dynamic series or a scan without centre lines), so that BART's pics -r means the "
+        "same: above 0 for wavelet and tv"),
     MR_PARAM_DOUBLE(cs_gadget, temporal_lambda, "temporal_lambda", "0", 0, 1e3,
         "regularizer tv, 2D: a dynamic series; the buffers of a slice (its repetitions or "
         "phases, each its own mask) are held to the end of the scan and reconstructed "
