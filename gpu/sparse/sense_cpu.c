@@ -37,7 +37,7 @@ static void expand_range(void *arg, size_t begin, size_t end) {
         size_t i = r * nx + x;
         float s = x % 2 ? odd : sg, mr = crealf(m[i]), mi = cimagf(m[i]);
         float xr = crealf(j->x[i]), xi = cimagf(j->x[i]);
-        o[i] = CMPLXF((mr * xr - mi * xi) * s, (mr * xi + mi * xr) * s);
+        o[i] = (mr * xr - mi * xi) * s + (mr * xi + mi * xr) * s * I;
       }
     }
   }
@@ -76,7 +76,7 @@ static void combine_range(void *arg, size_t begin, size_t end) {
       }
       for (size_t i = 0; i < len; i++) {
         float s = (x0 + i) % 2 ? odd : sg;
-        float complex v = CMPLXF(yr[i] * s, yi[i] * s);
+        float complex v = yr[i] * s + yi[i] * s * I;
         j->out[at + i] = j->z != NULL ? j->z[at + i] - j->step * (v - j->ahb[at + i]) : v;
       }
     }

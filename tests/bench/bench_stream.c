@@ -77,6 +77,13 @@ typedef struct stream_case {
   int paced_whole;
 } stream_case;
 
+/* The real-time cases' session (realtime, realtime_cg and realtime_cs read
+ * the same frames), full and --quick. */
+#define REALTIME_DATA \
+  "--trajectory golden --matrix 128 --coils 16 --samples 256 --spokes 34 --frames 1000"
+#define REALTIME_QUICK_DATA \
+  "--trajectory golden --matrix 32 --coils 4 --samples 64 --spokes 16 --frames 20"
+
 static const stream_case cases[] = {
     {"cartesian", "256x256, 32 coils, readout oversampling 2, 10 repetitions (one slice image each)",
      "cartesian", "slices", ISMRMRD_TOOL, "-m 256 -c 32 -r 10", "-m 64 -c 4 -r 2", 0, 1,
@@ -108,8 +115,7 @@ static const stream_case cases[] = {
     {"realtime", "golden-angle radial, 128x128, 16 coils, 256 samples per spoke, 34 spokes per "
                  "frame, 1,000 frames; gridding",
      "realtime", "frames", SIMULATE,
-     "--trajectory golden --matrix 128 --coils 16 --samples 256 --spokes 34 --frames 1000",
-     "--trajectory golden --matrix 32 --coils 4 --samples 64 --spokes 16 --frames 20", 0, 0,
+     REALTIME_DATA, REALTIME_QUICK_DATA, 0, 0,
      {{"frames_per_s", ">= 1000 (H100)"}},
      {{NULL, NULL}},
      {NULL, NULL},
@@ -117,8 +123,7 @@ static const stream_case cases[] = {
      {{"latency_p99_ms", "<= 5 (H100), frames sent at 1,000 per second"}}, 0, 0, 0},
     {"realtime_cg", "the realtime data through CG-SENSE (10 iterations)", "realtime_cg", "frames",
      SIMULATE,
-     "--trajectory golden --matrix 128 --coils 16 --samples 256 --spokes 34 --frames 1000",
-     "--trajectory golden --matrix 32 --coils 4 --samples 64 --spokes 16 --frames 20", 0, 0,
+     REALTIME_DATA, REALTIME_QUICK_DATA, 0, 0,
      {{"frames_per_s", ">= 200 (H100)"}},
      {{NULL, NULL}},
      {NULL, NULL},
@@ -127,8 +132,7 @@ static const stream_case cases[] = {
     {"realtime_cs", "the realtime data through compressed sensing: TV with the causal temporal "
                     "prior against the last frame (FISTA, 30 iterations), maps tracking",
      "realtime_cs", "frames", SIMULATE,
-     "--trajectory golden --matrix 128 --coils 16 --samples 256 --spokes 34 --frames 1000",
-     "--trajectory golden --matrix 32 --coils 4 --samples 64 --spokes 16 --frames 20", 0, 0,
+     REALTIME_DATA, REALTIME_QUICK_DATA, 0, 0,
      {{"frames_per_s", ">= 200 (H100)"}},
      {{NULL, NULL}},
      {NULL, NULL},
