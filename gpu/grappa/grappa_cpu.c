@@ -55,7 +55,8 @@ typedef struct cpu_scratch {
   uint8_t *discard;   /* [nseg][npe * nro_max] */
   ranked *order;      /* [npe * nro_max] */
   /* F's first and last kro - 1 columns of each row ([npe][2 (kro - 1)]
-   * [nc kpe], the window's moves), a lag block (nc kpe x nc kpe), M
+   * [nc kpe], the window's moves), a lag block per lag (kro x nc kpe x
+   * nc kpe), M
    * (n_src^2), U^H (n_src x n_tgt), and the clipped equations' columns
    * (n_src and n_tgt x ndisc_max). */
   double complex *edge, *lag, *m, *x, *cut_a, *cut_b;
@@ -153,7 +154,7 @@ int mr_grappa_cpu_create(mr_grappa_plan *p) {
   size_t cut = (size_t)g->ndisc_max, na = rows + nt, lb = (size_t)gram_len(g);
   size_t edges = (size_t)g->npe * edge_width(g) * rows;
   c->edge = malloc((edges > 0 ? edges : 1) * sizeof *c->edge);
-  c->lag = malloc(rows * rows * sizeof *c->lag);
+  c->lag = malloc((size_t)g->kro * rows * rows * sizeof *c->lag);
   /* (row, block) pairs: a chunk, at most all of the widest segment's */
   size_t per_pair = (GRAM_BLOCK * na + lb * na + 2 * lb * rows) * sizeof(double complex);
   size_t all = (size_t)g->npe * tiles_of(g->nro_max, GRAM_BLOCK), kc = GRAM_CHUNK_BYTES / per_pair;
@@ -313,14 +314,15 @@ static void build_edges(const mr_grappa_plan *p, const mr_cfloat *acs, size_t co
 
 /* lag += alpha sum_i F(i, u) F(i, u + d)^H, u and u + d edge columns of
  * the same end. */
-static void lag_columns(const mr_grappa_plan *p, int n, int u, int d, double alpha) {
+static void lag_columns(const mr_grappa_plan *p, int n, int u, int d, double alpha,
+                        double complex *lag) {
   const mr_grappa_geom *g = &p->g;
   const cpu_scratch *c = p->backend;
   int rows = g->nb_src, ld = rows * edge_width(g);
   const double complex a = alpha, one = 1;
   cblas_zgemm(CblasColMajor, CblasNoTrans, CblasConjTrans, rows, rows, g->npe, &a,
               c->edge + (size_t)edge_column(g, n, u) * rows, ld,
-              c->edge + (size_t)edge_column(g, n, u + d) * rows, ld, &one, c->lag, rows);
+              c->edge + (size_t)edge_column(g, n, u + d) * rows, ld, &one, lag, rows);
 }
 
 /* One chunk of (row, block) pairs of segment s into blk_a and blk_b:
@@ -367,12 +369,51 @@ static void gather_pairs(void *arg, size_t begin, size_t end) {
   }
 }
 
+/* Lag d into M and U^H: the blocks (j, j + d) of M, the window moved on
+ * from G_d(0) a position per tap, and U^H's rows of tap d. The lags apart
+ * on the device's threads (each its own lag block). */
+typedef struct lag_chain {
+  const mr_grappa_plan *p;
+  int n; /* the segment's positions */
+} lag_chain;
+
+static void place_lag(void *arg, size_t begin, size_t end) {
+  const lag_chain *h = arg;
+  const mr_grappa_geom *g = &h->p->g;
+  const cpu_scratch *c = h->p->backend;
+  int rows = g->nb_src, na = rows + g->n_tgt, kro = g->kro, ns = g->n_src, nt = g->n_tgt;
+  for (size_t dd = begin; dd < end; dd++) {
+    int d = (int)dd;
+    const double complex *ld = c->lags + (size_t)d * na * rows;
+    double complex *lag = c->lag + (size_t)d * rows * rows;
+    for (int b = 0; b < rows; b++)
+      memcpy(lag + (size_t)b * rows, ld + (size_t)b * na, (size_t)rows * sizeof *lag);
+    for (int j = 0; j + d < kro; j++) {
+      if (j > 0) { /* the window moves on by one position */
+        lag_columns(h->p, h->n, h->n + j - 1, d, 1.0, lag);
+        lag_columns(h->p, h->n, j - 1, d, -1.0, lag);
+      }
+      for (int b = 0; b < rows; b++)
+        for (int a = 0; a < rows; a++) {
+          double complex v = lag[(size_t)b * rows + a];
+          size_t ra = (size_t)a * kro + j, rb = (size_t)b * kro + j + d;
+          c->m[rb * ns + ra] = v;
+          c->m[ra * ns + rb] = conj(v);
+        }
+    }
+    /* U^H rows of tap d: the targets at c against source a at c + d */
+    for (int t = 0; t < nt; t++)
+      for (int a = 0; a < rows; a++)
+        c->x[(size_t)t * ns + (size_t)a * kro + d] = conj(ld[(size_t)a * na + rows + t]);
+  }
+}
+
 /* M = A A^H and U^H = A B^H of segment s, both full (see the top). */
 static void normal_equations(const mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
                              int s) {
   const mr_grappa_geom *g = &p->g;
   const cpu_scratch *c = p->backend;
-  int n = mr_grappa_seg_positions(g, s), rows = g->nb_src, kro = g->kro, ns = g->n_src;
+  int n = mr_grappa_seg_positions(g, s), rows = g->nb_src, kro = g->kro;
   int nt = g->n_tgt, na = rows + nt, lb = gram_len(g), nb = tiles_of(n, GRAM_BLOCK);
   int pairs = g->npe * nb;
   mr_cpu_threads *threads = mr_device_threads(p->dev);
@@ -406,28 +447,8 @@ static void normal_equations(const mr_grappa_plan *p, const mr_cfloat *acs, size
                   .c = c->lags, .ldc = na * rows, .tile_m = 1024, .tile_n = kro};
   zgemm_run(p->dev, &tl);
   build_edges(p, acs, coil_stride, s);
-  for (int d = 0; d < kro; d++) {
-    const double complex *ld = c->lags + (size_t)d * na * rows;
-    for (int b = 0; b < rows; b++)
-      memcpy(c->lag + (size_t)b * rows, ld + (size_t)b * na, (size_t)rows * sizeof *c->lag);
-    for (int j = 0; j + d < kro; j++) {
-      if (j > 0) { /* the window moves on by one position */
-        lag_columns(p, n, n + j - 1, d, 1.0);
-        lag_columns(p, n, j - 1, d, -1.0);
-      }
-      for (int b = 0; b < rows; b++)
-        for (int a = 0; a < rows; a++) {
-          double complex v = c->lag[(size_t)b * rows + a];
-          size_t ra = (size_t)a * kro + j, rb = (size_t)b * kro + j + d;
-          c->m[rb * ns + ra] = v;
-          c->m[ra * ns + rb] = conj(v);
-        }
-    }
-    /* U^H rows of tap d: the targets at c against source a at c + d */
-    for (int t = 0; t < nt; t++)
-      for (int a = 0; a < rows; a++)
-        c->x[(size_t)t * ns + (size_t)a * kro + d] = conj(ld[(size_t)a * na + rows + t]);
-  }
+  lag_chain ch = {p, n};
+  mr_cpu_parallel_for(threads, (size_t)kro, 1, place_lag, &ch);
 }
 
 /* The equations power clipping leaves out: their terms come off M and U^H
