@@ -17,15 +17,18 @@
  *
  * Those sums are correlations along the readout at lags 0..kro-1, taken
  * in blocks of GRAM_BLOCK positions: block b of row i has the sources and
- * targets at its positions (zero from n on) on one side and the sources at
- * them and the next kro - 1 on the other. Along a block padded to
- * LB = GRAM_BLOCK + kro - 1 samples nothing wraps, so each lag is a sum
- * over LB frequencies of the two sides' spectra (a DFT of LB points, a
- * small GEMM): per frequency one (sources + targets) x sources product
- * over all (row, block) pairs, then one small GEMM to the kro lags. That
- * is LB / GRAM_BLOCK = 1.25 products per position instead of kro = 5
- * (and the DFTs, a sixth of it), in double precision throughout: the
- * result is the direct sums' to rounding. Power clipping zeroes
+ * the targets (zero from n on) at its positions on one side and the
+ * sources at them and the next kro - 1 on the other. Along a block padded
+ * to LB = GRAM_BLOCK + kro - 1 samples nothing wraps, so each lag is a sum
+ * over LB frequencies of the two sides' spectra (DFTs of LB points as
+ * small GEMMs; the second side's spectra are the first's sources plus
+ * those kro - 1 samples'): per frequency one (sources + targets) x
+ * sources product over all (row, block) pairs, then one small GEMM to the
+ * kro lags. That is LB / GRAM_BLOCK = 1.25 products per position instead
+ * of kro = 5 (and the DFTs, a tenth of it), in double precision
+ * throughout: the result is the direct sums' to rounding. The sources'
+ * pairs that start at positions n and later come off G_d(0) afterwards
+ * (F's edge columns). Power clipping zeroes
  * equations: their terms are subtracted afterwards (explicit columns for
  * those few). */
 #include <cblas.h>
@@ -61,11 +64,12 @@ typedef struct cpu_scratch {
    * (n_src and n_tgt x ndisc_max). */
   double complex *edge, *lag, *m, *x, *cut_a, *cut_b;
   /* The blocked correlations (see the top): a chunk of gram_pairs (row,
-   * block) pairs, both sides in samples (GRAM_BLOCK and LB of them) and in
+   * block) pairs, the first side in samples (GRAM_BLOCK) and in
+   * frequencies (LB), the second side's kro - 1 further samples and its
    * frequencies (LB); the products per frequency summed over the chunks
    * (LB x (nc kpe + n_tgt) x nc kpe) and per lag (kro x the same); the
-   * DFTs (GRAM_BLOCK x LB and LB x LB) and frequencies -> lags (LB x kro). */
-  double complex *blk_a, *spec_a, *blk_b, *spec_b, *cross, *lags, *dft_a, *dft_b, *to_lag;
+   * DFT (LB x LB) and frequencies -> lags (LB x kro). */
+  double complex *blk_a, *spec_a, *tail_b, *spec_b, *cross, *lags, *dft, *to_lag;
   int gram_pairs;
   /* Filling (mr_grappa_cpu_fill), grown on demand and kept: the padded
    * pattern lines, the targets, one step's sources and products, H with
@@ -112,8 +116,9 @@ static void zgemm_tiles(void *arg, size_t begin, size_t end) {
     int r0 = (int)(r % tiles_m) * z->tile_m, c0 = (int)(r / tiles_m) * z->tile_n;
     int rows = z->m - r0 < z->tile_m ? z->m - r0 : z->tile_m;
     int cols = z->n - c0 < z->tile_n ? z->n - c0 : z->tile_n;
-    const double complex *a = z->a + bi * z->sa + (z->ta == CblasNoTrans ? (size_t)r0 : (size_t)r0 * z->lda);
-    const double complex *b = z->b + bi * z->sb + (z->tb == CblasNoTrans ? (size_t)c0 * z->ldb : (size_t)c0);
+    size_t ar = z->ta == CblasNoTrans ? (size_t)r0 : (size_t)r0 * z->lda;
+    size_t bc = z->tb == CblasNoTrans ? (size_t)c0 * z->ldb : (size_t)c0;
+    const double complex *a = z->a + bi * z->sa + ar, *b = z->b + bi * z->sb + bc;
     cblas_zgemm(CblasColMajor, z->ta, z->tb, rows, cols, z->k, &z->alpha, a, z->lda, b, z->ldb,
                 &z->beta, z->c + bi * z->sc + (size_t)c0 * z->ldc + r0, z->ldc);
   }
@@ -156,18 +161,19 @@ int mr_grappa_cpu_create(mr_grappa_plan *p) {
   c->edge = malloc((edges > 0 ? edges : 1) * sizeof *c->edge);
   c->lag = malloc((size_t)g->kro * rows * rows * sizeof *c->lag);
   /* (row, block) pairs: a chunk, at most all of the widest segment's */
-  size_t per_pair = (GRAM_BLOCK * na + lb * na + 2 * lb * rows) * sizeof(double complex);
-  size_t all = (size_t)g->npe * tiles_of(g->nro_max, GRAM_BLOCK), kc = GRAM_CHUNK_BYTES / per_pair;
+  size_t per_pair =
+      (GRAM_BLOCK * na + lb * na + (g->kro - 1 + lb) * rows) * sizeof(double complex);
+  size_t all = (size_t)g->npe * tiles_of(g->nro_max + g->kro - 1, GRAM_BLOCK);
+  size_t kc = GRAM_CHUNK_BYTES / per_pair;
   kc = kc < 1 ? 1 : kc > all ? all : kc;
   c->gram_pairs = (int)kc;
   c->blk_a = malloc(GRAM_BLOCK * kc * na * sizeof *c->blk_a);
   c->spec_a = malloc(lb * kc * na * sizeof *c->spec_a);
-  c->blk_b = malloc(lb * kc * rows * sizeof *c->blk_b);
+  c->tail_b = malloc(((size_t)g->kro * kc * rows) * sizeof *c->tail_b);
   c->spec_b = malloc(lb * kc * rows * sizeof *c->spec_b);
   c->cross = malloc(lb * na * rows * sizeof *c->cross);
   c->lags = malloc((size_t)g->kro * na * rows * sizeof *c->lags);
-  c->dft_a = malloc(GRAM_BLOCK * lb * sizeof *c->dft_a);
-  c->dft_b = malloc(lb * lb * sizeof *c->dft_b);
+  c->dft = malloc(lb * lb * sizeof *c->dft);
   c->to_lag = malloc(lb * g->kro * sizeof *c->to_lag);
   c->m = malloc(ns * ns * sizeof *c->m);
   c->x = malloc(ns * nt * sizeof *c->x);
@@ -176,20 +182,18 @@ int mr_grappa_cpu_create(mr_grappa_plan *p) {
   p->backend = c;
   if (c->line_power == NULL || c->col_power == NULL || c->psi == NULL || c->discard == NULL ||
       c->order == NULL || c->edge == NULL || c->lag == NULL || c->blk_a == NULL ||
-      c->spec_a == NULL || c->blk_b == NULL || c->spec_b == NULL || c->cross == NULL ||
-      c->lags == NULL || c->dft_a == NULL || c->dft_b == NULL || c->to_lag == NULL ||
+      c->spec_a == NULL || c->tail_b == NULL || c->spec_b == NULL || c->cross == NULL ||
+      c->lags == NULL || c->dft == NULL || c->to_lag == NULL ||
       c->m == NULL || c->x == NULL || c->cut_a == NULL || c->cut_b == NULL) {
     mr_grappa_cpu_destroy(p);
     return mr_fail(MR_ENOMEM, "grappa: out of memory for calibration scratch");
   }
-  /* e^{-2 pi i f m / LB}: samples -> frequencies (both sides); the inverse
-   * over LB, frequencies -> lags. The exponent reduced mod LB first. */
+  /* e^{-2 pi i f m / LB}: samples -> frequencies; the inverse over LB,
+   * frequencies -> lags. The exponent reduced mod LB first. */
   for (size_t f = 0; f < lb; f++) {
     for (size_t m = 0; m < lb; m++) {
       double complex e = cexp(-2 * M_PI * I * (double)((f * m) % lb) / (double)lb);
-      c->dft_b[f * lb + m] = e;
-      if (m < GRAM_BLOCK)
-        c->dft_a[f * GRAM_BLOCK + m] = e;
+      c->dft[f * lb + m] = e;
       if (m < (size_t)g->kro)
         c->to_lag[m * lb + f] = e / (double)lb;
     }
@@ -210,12 +214,11 @@ void mr_grappa_cpu_destroy(mr_grappa_plan *p) {
   free(c->lag);
   free(c->blk_a);
   free(c->spec_a);
-  free(c->blk_b);
+  free(c->tail_b);
   free(c->spec_b);
   free(c->cross);
   free(c->lags);
-  free(c->dft_a);
-  free(c->dft_b);
+  free(c->dft);
   free(c->to_lag);
   free(c->m);
   free(c->x);
@@ -325,10 +328,11 @@ static void lag_columns(const mr_grappa_plan *p, int n, int u, int d, double alp
               c->edge + (size_t)edge_column(g, n, u + d) * rows, ld, &one, lag, rows);
 }
 
-/* One chunk of (row, block) pairs of segment s into blk_a and blk_b:
+/* One chunk of (row, block) pairs of segment s into blk_a and tail_b:
  * pair q = i nb + b, sample m of the block at position u = b GRAM_BLOCK +
- * m. Side a (GRAM_BLOCK samples): the sources, then the targets, both zero
- * from n on; side b (LB samples): the sources, to the taps' reach. */
+ * m. The first side (GRAM_BLOCK samples): the sources, then the targets
+ * (zero from n on); the second side's further samples (m >= GRAM_BLOCK):
+ * the sources. Sources past the taps' reach are zero. */
 typedef struct gram_chunk {
   const mr_grappa_plan *p;
   const mr_cfloat *acs;
@@ -346,27 +350,33 @@ static void gather_pairs(void *arg, size_t begin, size_t end) {
     int q = h->q0 + (int)pr, i = q / h->nb, b = q % h->nb;
     double psi = c->psi[h->s * g->npe + i];
     for (int m = 0; m < lb; m++) {
-      int u = b * GRAM_BLOCK + m, x = c0 + u, in_a = m < GRAM_BLOCK && u < n;
-      int in_b = u < n + g->kro - 1;
-      double complex *xa = m < GRAM_BLOCK ? c->blk_a + ((size_t)m * h->kc + pr) * na : NULL;
-      double complex *xb = c->blk_b + ((size_t)m * h->kc + pr) * rows;
+      int u = b * GRAM_BLOCK + m, x = c0 + u, reach = u < n + g->kro - 1, target = u < n;
+      double complex *xs = m < GRAM_BLOCK
+                               ? c->blk_a + ((size_t)m * h->kc + pr) * na
+                               : c->tail_b + ((size_t)(m - GRAM_BLOCK) * h->kc + pr) * rows;
       for (int k = 0; k < g->nc; k++) {
         const mr_cfloat *coil = h->acs + k * h->coil_stride;
-        for (int pl = 0; pl < g->kpe; pl++) {
-          double complex v =
-              in_b ? psi * (double complex)coil[(size_t)(i + pl * g->accel) * g->nro + x] : 0.0;
-          xb[k * g->kpe + pl] = v;
-          if (xa != NULL)
-            xa[k * g->kpe + pl] = in_a ? v : 0.0;
-        }
-        if (xa != NULL)
+        for (int pl = 0; pl < g->kpe; pl++)
+          xs[k * g->kpe + pl] =
+              reach ? psi * (double complex)coil[(size_t)(i + pl * g->accel) * g->nro + x] : 0.0;
+        if (m < GRAM_BLOCK)
           for (int mm = 1; mm < g->accel; mm++)
-            xa[rows + k * (g->accel - 1) + mm - 1] =
-                in_a ? psi * (double complex)coil[(size_t)(i + g->dpe + mm) * g->nro + x + g->dro]
-                     : 0.0;
+            xs[rows + k * (g->accel - 1) + mm - 1] =
+                target ? psi * (double complex)coil[(size_t)(i + g->dpe + mm) * g->nro + x + g->dro]
+                       : 0.0;
       }
     }
   }
+}
+
+/* The second side's spectra start as the first side's sources'. */
+static void copy_sources(void *arg, size_t begin, size_t end) {
+  const gram_chunk *h = arg;
+  const mr_grappa_geom *g = &h->p->g;
+  const cpu_scratch *c = h->p->backend;
+  int rows = g->nb_src, na = rows + g->n_tgt;
+  for (size_t fp = begin; fp < end; fp++) /* fp = frequency kc + pair */
+    memcpy(c->spec_b + fp * rows, c->spec_a + fp * na, (size_t)rows * sizeof *c->spec_b);
 }
 
 /* Lag d into M and U^H: the blocks (j, j + d) of M, the window moved on
@@ -388,6 +398,8 @@ static void place_lag(void *arg, size_t begin, size_t end) {
     double complex *lag = c->lag + (size_t)d * rows * rows;
     for (int b = 0; b < rows; b++)
       memcpy(lag + (size_t)b * rows, ld + (size_t)b * na, (size_t)rows * sizeof *lag);
+    for (int u = h->n; u + d < h->n + kro - 1; u++) /* G_d(0): pairs from position n off */
+      lag_columns(h->p, h->n, u, d, -1.0, lag);
     for (int j = 0; j + d < kro; j++) {
       if (j > 0) { /* the window moves on by one position */
         lag_columns(h->p, h->n, h->n + j - 1, d, 1.0, lag);
@@ -414,7 +426,7 @@ static void normal_equations(const mr_grappa_plan *p, const mr_cfloat *acs, size
   const mr_grappa_geom *g = &p->g;
   const cpu_scratch *c = p->backend;
   int n = mr_grappa_seg_positions(g, s), rows = g->nb_src, kro = g->kro;
-  int nt = g->n_tgt, na = rows + nt, lb = gram_len(g), nb = tiles_of(n, GRAM_BLOCK);
+  int nt = g->n_tgt, na = rows + nt, lb = gram_len(g), nb = tiles_of(n + kro - 1, GRAM_BLOCK);
   int pairs = g->npe * nb;
   mr_cpu_threads *threads = mr_device_threads(p->dev);
   for (int q0 = 0; q0 < pairs; q0 += c->gram_pairs) {
@@ -422,16 +434,18 @@ static void normal_equations(const mr_grappa_plan *p, const mr_cfloat *acs, size
     gram_chunk h = {.p = p, .acs = acs, .coil_stride = coil_stride, .s = s, .nb = nb, .q0 = q0,
                     .kc = kc};
     mr_cpu_parallel_for(threads, (size_t)kc, 1, gather_pairs, &h);
-    /* both sides to frequencies: (pairs x channels) x samples times the DFT */
+    /* to frequencies: (pairs x channels) x samples times the DFT's rows */
     zgemm_job da = {.ta = CblasNoTrans, .tb = CblasNoTrans, .m = kc * na, .n = lb,
-                    .k = GRAM_BLOCK, .alpha = 1, .a = c->blk_a, .lda = kc * na, .b = c->dft_a,
-                    .ldb = GRAM_BLOCK, .c = c->spec_a, .ldc = kc * na, .tile_m = 512,
-                    .tile_n = lb};
+                    .k = GRAM_BLOCK, .alpha = 1, .a = c->blk_a, .lda = kc * na, .b = c->dft,
+                    .ldb = lb, .c = c->spec_a, .ldc = kc * na, .tile_m = 512, .tile_n = lb};
     zgemm_run(p->dev, &da);
-    zgemm_job db = {.ta = CblasNoTrans, .tb = CblasNoTrans, .m = kc * rows, .n = lb, .k = lb,
-                    .alpha = 1, .a = c->blk_b, .lda = kc * rows, .b = c->dft_b, .ldb = lb,
-                    .c = c->spec_b, .ldc = kc * rows, .tile_m = 512, .tile_n = lb};
-    zgemm_run(p->dev, &db);
+    mr_cpu_parallel_for(threads, (size_t)lb * kc, 64, copy_sources, &h);
+    zgemm_job db = {.ta = CblasNoTrans, .tb = CblasNoTrans, .m = kc * rows, .n = lb,
+                    .k = kro - 1, .alpha = 1, .beta = 1, .a = c->tail_b, .lda = kc * rows,
+                    .b = c->dft + GRAM_BLOCK, .ldb = lb, .c = c->spec_b, .ldc = kc * rows,
+                    .tile_m = 512, .tile_n = lb};
+    if (kro > 1)
+      zgemm_run(p->dev, &db);
     /* per frequency: side a times side b^H over the chunk's pairs, summed */
     zgemm_job cr = {.ta = CblasNoTrans, .tb = CblasConjTrans, .m = na, .n = rows, .k = kc,
                     .alpha = 1, .beta = q0 == 0 ? 0 : 1, .a = c->spec_a, .lda = na,

@@ -164,14 +164,14 @@ static void matches_reference(void **state) {
 }
 
 /* The CPU sums the normal equations over (PE row, 16-position block)
- * pairs in chunks of about 16 MB of spectra (grappa_cpu.c): at 2 coils
- * and R 2 a chunk holds 1,542 pairs, and each of these two segments has
- * 40 rows x 40 blocks, so each is summed in two chunks, the second
- * partial; its last block is partial too (638 positions), and power
- * clipping takes equations out of both. */
+ * pairs in chunks of about 16 MB (grappa_cpu.c): at 2 coils and R 2 a
+ * chunk holds 1,899 pairs, and each of these two segments has 40 rows x
+ * 51 blocks (798 positions and the taps' reach, 4 more), so each is summed
+ * in two chunks, the second partial; the last block is partial too, and
+ * power clipping takes equations out of both. */
 static void matches_reference_in_chunks(void **state) {
   (void)state;
-  mr_grappa_opts o = mr_grappa_opts_default(2, 1280, 46, 2);
+  mr_grappa_opts o = mr_grappa_opts_default(2, 1600, 46, 2);
   o.segments = 2;
   o.kappa = 0.05f;
   size_t cs = (size_t)o.nacs * o.nro, nw = mr_grappa_weights_count(&o);
