@@ -328,11 +328,14 @@ static void lag_columns(const mr_grappa_plan *p, int n, int u, int d, double alp
               c->edge + (size_t)edge_column(g, n, u + d) * rows, ld, &one, lag, rows);
 }
 
-/* One chunk of (row, block) pairs of segment s into blk_a and tail_b:
- * pair q = i nb + b, sample m of the block at position u = b GRAM_BLOCK +
- * m. The first side (GRAM_BLOCK samples): the sources, then the targets
- * (zero from n on); the second side's further samples (m >= GRAM_BLOCK):
- * the sources. Sources past the taps' reach are zero. */
+/* The spectra of one chunk of (row, block) pairs of segment s: pair
+ * q = i nb + b, sample m of the block at position u = b GRAM_BLOCK + m.
+ * The first side (GRAM_BLOCK samples into blk_a): the sources, then the
+ * targets (zero from n on); the second side's further samples (m >=
+ * GRAM_BLOCK, into tail_b): the sources. Sources past the taps' reach are
+ * zero. Each pair's samples to frequencies while they are in cache: its
+ * column of spec_a, then of spec_b (the first side's sources plus the
+ * further samples'). */
 typedef struct gram_chunk {
   const mr_grappa_plan *p;
   const mr_cfloat *acs;
@@ -340,20 +343,21 @@ typedef struct gram_chunk {
   int s, nb, q0, kc;
 } gram_chunk;
 
-static void gather_pairs(void *arg, size_t begin, size_t end) {
+static void pair_spectra(void *arg, size_t begin, size_t end) {
   const gram_chunk *h = arg;
   const mr_grappa_geom *g = &h->p->g;
   const cpu_scratch *c = h->p->backend;
   int c0 = g->c0[h->s], n = mr_grappa_seg_positions(g, h->s), rows = g->nb_src;
-  int na = rows + g->n_tgt, lb = gram_len(g);
+  int na = rows + g->n_tgt, lb = gram_len(g), tail = g->kro - 1;
+  const double complex one = 1, zero = 0;
   for (size_t pr = begin; pr < end; pr++) {
     int q = h->q0 + (int)pr, i = q / h->nb, b = q % h->nb;
     double psi = c->psi[h->s * g->npe + i];
+    double complex *first = c->blk_a + pr * GRAM_BLOCK * na, *more = c->tail_b + pr * tail * rows;
     for (int m = 0; m < lb; m++) {
       int u = b * GRAM_BLOCK + m, x = c0 + u, reach = u < n + g->kro - 1, target = u < n;
-      double complex *xs = m < GRAM_BLOCK
-                               ? c->blk_a + ((size_t)m * h->kc + pr) * na
-                               : c->tail_b + ((size_t)(m - GRAM_BLOCK) * h->kc + pr) * rows;
+      double complex *xs =
+          m < GRAM_BLOCK ? first + (size_t)m * na : more + (size_t)(m - GRAM_BLOCK) * rows;
       for (int k = 0; k < g->nc; k++) {
         const mr_cfloat *coil = h->acs + k * h->coil_stride;
         for (int pl = 0; pl < g->kpe; pl++)
@@ -366,17 +370,17 @@ static void gather_pairs(void *arg, size_t begin, size_t end) {
                        : 0.0;
       }
     }
+    /* channels x samples times the DFT's rows: column pr of each frequency */
+    size_t lda = (size_t)h->kc * na, ldb = (size_t)h->kc * rows;
+    double complex *sa = c->spec_a + pr * na, *sb = c->spec_b + pr * rows;
+    cblas_zgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, na, lb, GRAM_BLOCK, &one, first, na,
+                c->dft, lb, &zero, sa, (int)lda);
+    for (int f = 0; f < lb; f++)
+      memcpy(sb + f * ldb, sa + f * lda, (size_t)rows * sizeof *sb);
+    if (tail > 0)
+      cblas_zgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, rows, lb, tail, &one, more, rows,
+                  c->dft + GRAM_BLOCK, lb, &one, sb, (int)ldb);
   }
-}
-
-/* The second side's spectra start as the first side's sources'. */
-static void copy_sources(void *arg, size_t begin, size_t end) {
-  const gram_chunk *h = arg;
-  const mr_grappa_geom *g = &h->p->g;
-  const cpu_scratch *c = h->p->backend;
-  int rows = g->nb_src, na = rows + g->n_tgt;
-  for (size_t fp = begin; fp < end; fp++) /* fp = frequency kc + pair */
-    memcpy(c->spec_b + fp * rows, c->spec_a + fp * na, (size_t)rows * sizeof *c->spec_b);
 }
 
 /* Lag d into M and U^H: the blocks (j, j + d) of M, the window moved on
@@ -433,19 +437,7 @@ static void normal_equations(const mr_grappa_plan *p, const mr_cfloat *acs, size
     int kc = pairs - q0 < c->gram_pairs ? pairs - q0 : c->gram_pairs;
     gram_chunk h = {.p = p, .acs = acs, .coil_stride = coil_stride, .s = s, .nb = nb, .q0 = q0,
                     .kc = kc};
-    mr_cpu_parallel_for(threads, (size_t)kc, 1, gather_pairs, &h);
-    /* to frequencies: (pairs x channels) x samples times the DFT's rows */
-    zgemm_job da = {.ta = CblasNoTrans, .tb = CblasNoTrans, .m = kc * na, .n = lb,
-                    .k = GRAM_BLOCK, .alpha = 1, .a = c->blk_a, .lda = kc * na, .b = c->dft,
-                    .ldb = lb, .c = c->spec_a, .ldc = kc * na, .tile_m = 512, .tile_n = lb};
-    zgemm_run(p->dev, &da);
-    mr_cpu_parallel_for(threads, (size_t)lb * kc, 64, copy_sources, &h);
-    zgemm_job db = {.ta = CblasNoTrans, .tb = CblasNoTrans, .m = kc * rows, .n = lb,
-                    .k = kro - 1, .alpha = 1, .beta = 1, .a = c->tail_b, .lda = kc * rows,
-                    .b = c->dft + GRAM_BLOCK, .ldb = lb, .c = c->spec_b, .ldc = kc * rows,
-                    .tile_m = 512, .tile_n = lb};
-    if (kro > 1)
-      zgemm_run(p->dev, &db);
+    mr_cpu_parallel_for(threads, (size_t)kc, 4, pair_spectra, &h);
     /* per frequency: side a times side b^H over the chunk's pairs, summed */
     zgemm_job cr = {.ta = CblasNoTrans, .tb = CblasConjTrans, .m = na, .n = rows, .k = kc,
                     .alpha = 1, .beta = q0 == 0 ? 0 : 1, .a = c->spec_a, .lda = na,
