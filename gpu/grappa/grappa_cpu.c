@@ -24,13 +24,12 @@
  * small GEMMs; the second side's spectra are the first's sources plus
  * those kro - 1 samples'): per frequency one (sources + targets) x
  * sources product over all (row, block) pairs, then one small GEMM to the
- * kro lags. That is LB / GRAM_BLOCK = 1.25 products per position instead
- * of kro = 5 (and the DFTs, a tenth of it), in double precision
+ * kro lags. That is LB / GRAM_BLOCK products per position instead of kro
+ * (1.25 against 5 at kro 5; the DFTs add a seventh), in double precision
  * throughout: the result is the direct sums' to rounding. The sources'
  * pairs that start at positions n and later come off G_d(0) afterwards
- * (F's edge columns). Power clipping zeroes
- * equations: their terms are subtracted afterwards (explicit columns for
- * those few). */
+ * (F's edge columns). Power clipping zeroes equations: their terms are
+ * subtracted afterwards (explicit columns for those few). */
 #include <cblas.h>
 #include <complex.h>
 #include <lapacke.h>
