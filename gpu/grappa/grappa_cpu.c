@@ -9,14 +9,26 @@
  * F_r(i, u) = psi_i acs_k(i + pl R, c0 + u): the taps are one row read at
  * kro shifts. So the block (j, j + d) of M = A A^H is
  *   G_d(j) = sum_i sum_{c < n} F(i, c + j) F(i, c + j + d)^H,
- * a (coils x lines)^2 matrix: for each lag d one GEMM over the rows laid
- * end to end gives G_d(0) (less the pairs that straddle a row's end, a
- * small GEMM), and each next tap j moves the window by one readout
- * position (plus one column, less one: two rank-npe products). That is
- * kro GEMMs of (nc kpe)^2 x equations instead of a HERK of
- * (nc kpe kro)^2 x equations, about 2.5x fewer operations at kro 5, and
- * no A in memory. U^H = A B^H likewise: kro GEMMs of F, shifted by j,
- * against the targets. Power clipping zeroes equations: their terms are
+ * a (coils x lines)^2 matrix; each next tap j moves the window by one
+ * readout position (plus one column, less one: two rank-npe products), so
+ * only the G_d(0), d < kro, are sums over all equations. U^H = A B^H
+ * likewise: its rows of tap j are C_j = sum_i sum_{c < n} F(i, c + j)
+ * T(i, c)^H, T the psi-weighted targets.
+ *
+ * Those sums are correlations along the readout at lags 0..kro-1, taken
+ * in blocks of GRAM_BLOCK positions: block b of row i has the sources and
+ * the targets (zero from n on) at its positions on one side and the
+ * sources at them and the next kro - 1 on the other. Along a block padded
+ * to LB = GRAM_BLOCK + kro - 1 samples nothing wraps, so each lag is a sum
+ * over LB frequencies of the two sides' spectra (DFTs of LB points as
+ * small GEMMs; the second side's spectra are the first's sources plus
+ * those kro - 1 samples'): per frequency one (sources + targets) x
+ * sources product over all (row, block) pairs, then one small GEMM to the
+ * kro lags. That is LB / GRAM_BLOCK products per position instead of kro
+ * (1.25 against 5 at kro 5; the DFTs add a seventh), in double precision
+ * throughout: the result is the direct sums' to rounding. The sources'
+ * pairs that start at positions n and later come off G_d(0) afterwards
+ * (F's edge columns). Power clipping zeroes equations: their terms are
  * subtracted afterwards (explicit columns for those few). */
 #include <cblas.h>
 #include <complex.h>
@@ -44,11 +56,20 @@ typedef struct cpu_scratch {
   double *psi;        /* [nseg][npe] */
   uint8_t *discard;   /* [nseg][npe * nro_max] */
   ranked *order;      /* [npe * nro_max] */
-  /* The segment at hand's rows (nc kpe x npe (nro_max + kro - 1)) and
-   * targets (n_tgt x the same), a lag block and a tap's U^H part
-   * (nc kpe x nc kpe, x n_tgt), M (n_src^2), U^H (n_src x n_tgt), and the
-   * clipped equations' columns (n_src and n_tgt x ndisc_max). */
-  double complex *f, *t, *lag, *uj, *m, *x, *cut_a, *cut_b;
+  /* F's first and last kro - 1 columns of each row ([npe][2 (kro - 1)]
+   * [nc kpe], the window's moves), a lag block per lag (kro x nc kpe x
+   * nc kpe), M
+   * (n_src^2), U^H (n_src x n_tgt), and the clipped equations' columns
+   * (n_src and n_tgt x ndisc_max). */
+  double complex *edge, *lag, *m, *x, *cut_a, *cut_b;
+  /* The blocked correlations (see the top): a chunk of gram_pairs (row,
+   * block) pairs, the first side in samples (GRAM_BLOCK) and in
+   * frequencies (LB), the second side's kro - 1 further samples and its
+   * frequencies (LB); the products per frequency summed over the chunks
+   * (LB x (nc kpe + n_tgt) x nc kpe) and per lag (kro x the same); the
+   * DFT (LB x LB) and frequencies -> lags (LB x kro). */
+  double complex *blk_a, *spec_a, *tail_b, *spec_b, *cross, *lags, *dft, *to_lag;
+  int gram_pairs;
   /* Filling (mr_grappa_cpu_fill), grown on demand and kept: the padded
    * pattern lines, the targets, one step's sources and products, H with
    * the weights and phases it is made from; the two transforms. */
@@ -57,35 +78,60 @@ typedef struct cpu_scratch {
   mr_fft_plan *fft_lines, *fft_targets;
 } cpu_scratch;
 
-/* The rows of F and T per PE position: a segment's positions and the
- * taps' reach beyond them. */
-static int row_width(const mr_grappa_geom *g) { return g->nro_max + g->kro - 1; }
+/* Positions per block of the correlations, and the chunk of (row, block)
+ * pairs they are summed over at once: both sides, in samples and in
+ * frequencies, in about GRAM_CHUNK_BYTES (the cross products per frequency
+ * are GEMMs with that many pairs as their inner dimension). */
+enum { GRAM_BLOCK = 16, GRAM_CHUNK_BYTES = 16 << 20 };
+
+static int gram_len(const mr_grappa_geom *g) { return GRAM_BLOCK + g->kro - 1; }
+
+/* The columns F keeps per row: the first and the last kro - 1. */
+static int edge_width(const mr_grappa_geom *g) { return 2 * (g->kro - 1); }
 
 /* ZGEMM on the device's threads (OpenBLAS runs single-threaded, see
- * gpu/core/cpu_threads.c): c in tiles of about ZGEMM_TILE x ZGEMM_TILE,
- * a call each. */
+ * gpu/core/cpu_threads.c): c in tiles of tile_m x tile_n (ZGEMM_TILE
+ * square unless set), a call each; batch products (1 unless set) a, b and
+ * c apart by sa, sb and sc values. */
 enum { ZGEMM_TILE = 32 };
 
 typedef struct zgemm_job {
   enum CBLAS_TRANSPOSE ta, tb;
-  int m, n, k, tiles_m;
+  int m, n, k, tile_m, tile_n, batch;
   double complex alpha, beta;
   const double complex *a, *b;
   double complex *c;
   int lda, ldb, ldc;
+  size_t sa, sb, sc;
 } zgemm_job;
+
+static int tiles_of(int n, int tile) { return (n + tile - 1) / tile; }
 
 static void zgemm_tiles(void *arg, size_t begin, size_t end) {
   const zgemm_job *z = arg;
+  size_t tiles_m = (size_t)tiles_of(z->m, z->tile_m), per = tiles_m * tiles_of(z->n, z->tile_n);
   for (size_t t = begin; t < end; t++) {
-    int r0 = (int)(t % z->tiles_m) * ZGEMM_TILE, c0 = (int)(t / z->tiles_m) * ZGEMM_TILE;
-    int rows = z->m - r0 < ZGEMM_TILE ? z->m - r0 : ZGEMM_TILE;
-    int cols = z->n - c0 < ZGEMM_TILE ? z->n - c0 : ZGEMM_TILE;
-    const double complex *a = z->a + (z->ta == CblasNoTrans ? (size_t)r0 : (size_t)r0 * z->lda);
-    const double complex *b = z->b + (z->tb == CblasNoTrans ? (size_t)c0 * z->ldb : (size_t)c0);
+    size_t bi = t / per, r = t % per;
+    int r0 = (int)(r % tiles_m) * z->tile_m, c0 = (int)(r / tiles_m) * z->tile_n;
+    int rows = z->m - r0 < z->tile_m ? z->m - r0 : z->tile_m;
+    int cols = z->n - c0 < z->tile_n ? z->n - c0 : z->tile_n;
+    size_t ar = z->ta == CblasNoTrans ? (size_t)r0 : (size_t)r0 * z->lda;
+    size_t bc = z->tb == CblasNoTrans ? (size_t)c0 * z->ldb : (size_t)c0;
+    const double complex *a = z->a + bi * z->sa + ar, *b = z->b + bi * z->sb + bc;
     cblas_zgemm(CblasColMajor, z->ta, z->tb, rows, cols, z->k, &z->alpha, a, z->lda, b, z->ldb,
-                &z->beta, z->c + (size_t)c0 * z->ldc + r0, z->ldc);
+                &z->beta, z->c + bi * z->sc + (size_t)c0 * z->ldc + r0, z->ldc);
   }
+}
+
+static void zgemm_run(mr_device *dev, zgemm_job *z) {
+  if (z->tile_m == 0)
+    z->tile_m = ZGEMM_TILE;
+  if (z->tile_n == 0)
+    z->tile_n = ZGEMM_TILE;
+  if (z->batch == 0)
+    z->batch = 1;
+  size_t tiles = (size_t)tiles_of(z->m, z->tile_m) * tiles_of(z->n, z->tile_n) * z->batch;
+  mr_cpu_parallel_for(mr_device_threads(dev), tiles, 1, zgemm_tiles, z);
 }
 
 static void zgemm_on(mr_device *dev, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m,
@@ -93,10 +139,8 @@ static void zgemm_on(mr_device *dev, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPO
                      const double complex *b, int ldb, double complex beta, double complex *c,
                      int ldc) {
   zgemm_job z = {.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .alpha = alpha, .beta = beta,
-                 .a = a, .b = b, .c = c, .lda = lda, .ldb = ldb, .ldc = ldc,
-                 .tiles_m = (m + ZGEMM_TILE - 1) / ZGEMM_TILE};
-  size_t tiles = (size_t)z.tiles_m * (size_t)((n + ZGEMM_TILE - 1) / ZGEMM_TILE);
-  mr_cpu_parallel_for(mr_device_threads(dev), tiles, 1, zgemm_tiles, &z);
+                 .a = a, .b = b, .c = c, .lda = lda, .ldb = ldb, .ldc = ldc};
+  zgemm_run(dev, &z);
 }
 
 int mr_grappa_cpu_create(mr_grappa_plan *p) {
@@ -110,22 +154,48 @@ int mr_grappa_cpu_create(mr_grappa_plan *p) {
   c->psi = malloc((size_t)g->nseg * g->npe * sizeof *c->psi);
   c->discard = malloc((size_t)g->nseg * per_seg);
   c->order = malloc(per_seg * sizeof *c->order);
-  size_t rows = (size_t)g->nb_src, cols = (size_t)g->npe * row_width(g);
-  size_t ns = (size_t)g->n_src, nt = (size_t)g->n_tgt, cut = (size_t)g->ndisc_max;
-  c->f = malloc(rows * cols * sizeof *c->f);
-  c->t = malloc(nt * cols * sizeof *c->t);
-  c->lag = malloc(rows * rows * sizeof *c->lag);
-  c->uj = malloc(rows * nt * sizeof *c->uj);
+  size_t rows = (size_t)g->nb_src, ns = (size_t)g->n_src, nt = (size_t)g->n_tgt;
+  size_t cut = (size_t)g->ndisc_max, na = rows + nt, lb = (size_t)gram_len(g);
+  size_t edges = (size_t)g->npe * edge_width(g) * rows;
+  c->edge = malloc((edges > 0 ? edges : 1) * sizeof *c->edge);
+  c->lag = malloc((size_t)g->kro * rows * rows * sizeof *c->lag);
+  /* (row, block) pairs: a chunk, at most all of the widest segment's */
+  size_t per_pair =
+      (GRAM_BLOCK * na + lb * na + (g->kro - 1 + lb) * rows) * sizeof(double complex);
+  size_t all = (size_t)g->npe * tiles_of(g->nro_max + g->kro - 1, GRAM_BLOCK);
+  size_t kc = GRAM_CHUNK_BYTES / per_pair;
+  kc = kc < 1 ? 1 : kc > all ? all : kc;
+  c->gram_pairs = (int)kc;
+  c->blk_a = malloc(GRAM_BLOCK * kc * na * sizeof *c->blk_a);
+  c->spec_a = malloc(lb * kc * na * sizeof *c->spec_a);
+  c->tail_b = malloc(((size_t)g->kro * kc * rows) * sizeof *c->tail_b);
+  c->spec_b = malloc(lb * kc * rows * sizeof *c->spec_b);
+  c->cross = malloc(lb * na * rows * sizeof *c->cross);
+  c->lags = malloc((size_t)g->kro * na * rows * sizeof *c->lags);
+  c->dft = malloc(lb * lb * sizeof *c->dft);
+  c->to_lag = malloc(lb * g->kro * sizeof *c->to_lag);
   c->m = malloc(ns * ns * sizeof *c->m);
   c->x = malloc(ns * nt * sizeof *c->x);
   c->cut_a = malloc((cut > 0 ? ns * cut : 1) * sizeof *c->cut_a);
   c->cut_b = malloc((cut > 0 ? nt * cut : 1) * sizeof *c->cut_b);
   p->backend = c;
   if (c->line_power == NULL || c->col_power == NULL || c->psi == NULL || c->discard == NULL ||
-      c->order == NULL || c->f == NULL || c->t == NULL || c->lag == NULL || c->uj == NULL ||
+      c->order == NULL || c->edge == NULL || c->lag == NULL || c->blk_a == NULL ||
+      c->spec_a == NULL || c->tail_b == NULL || c->spec_b == NULL || c->cross == NULL ||
+      c->lags == NULL || c->dft == NULL || c->to_lag == NULL ||
       c->m == NULL || c->x == NULL || c->cut_a == NULL || c->cut_b == NULL) {
     mr_grappa_cpu_destroy(p);
     return mr_fail(MR_ENOMEM, "grappa: out of memory for calibration scratch");
+  }
+  /* e^{-2 pi i f m / LB}: samples -> frequencies; the inverse over LB,
+   * frequencies -> lags. The exponent reduced mod LB first. */
+  for (size_t f = 0; f < lb; f++) {
+    for (size_t m = 0; m < lb; m++) {
+      double complex e = cexp(-2 * M_PI * I * (double)((f * m) % lb) / (double)lb);
+      c->dft[f * lb + m] = e;
+      if (m < (size_t)g->kro)
+        c->to_lag[m * lb + f] = e / (double)lb;
+    }
   }
   return 0;
 }
@@ -139,10 +209,16 @@ void mr_grappa_cpu_destroy(mr_grappa_plan *p) {
   free(c->psi);
   free(c->discard);
   free(c->order);
-  free(c->f);
-  free(c->t);
+  free(c->edge);
   free(c->lag);
-  free(c->uj);
+  free(c->blk_a);
+  free(c->spec_a);
+  free(c->tail_b);
+  free(c->spec_b);
+  free(c->cross);
+  free(c->lags);
+  free(c->dft);
+  free(c->to_lag);
   free(c->m);
   free(c->x);
   free(c->cut_a);
@@ -213,84 +289,171 @@ static int prepare(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride) 
   return 0;
 }
 
-/* F and T of segment s (see the top): row i of F holds psi_i times every
- * kernel line's samples from the segment's first position on, row_width()
- * of them; T's rows the targets at the segment's positions, then zeros. */
-static void build_rows(const mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride, int s) {
+/* F's edge columns of segment s (see the top): per PE position i the
+ * first kro - 1 columns and the kro - 1 from n on, psi_i times every
+ * kernel line's samples there. */
+static int edge_column(const mr_grappa_geom *g, int n, int u) {
+  return u < g->kro - 1 ? u : u - n + g->kro - 1;
+}
+
+static void build_edges(const mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride, int s) {
   const mr_grappa_geom *g = &p->g;
   const cpu_scratch *c = p->backend;
-  int c0 = g->c0[s], n = mr_grappa_seg_positions(g, s), w = row_width(g), rows = g->nb_src;
+  int c0 = g->c0[s], n = mr_grappa_seg_positions(g, s), rows = g->nb_src, ew = edge_width(g);
   for (int i = 0; i < g->npe; i++) {
     double psi = c->psi[s * g->npe + i];
-    for (int u = 0; u < w; u++) {
-      double complex *fcol = c->f + ((size_t)i * w + u) * rows;
-      double complex *tcol = c->t + ((size_t)i * w + u) * g->n_tgt;
-      /* a segment narrower than the widest: its row ends in zeros */
-      int reach = u < n + g->kro - 1, x = c0 + u;
-      for (int k = 0; k < g->nc; k++) {
-        const mr_cfloat *coil = acs + k * coil_stride;
+    for (int e = 0; e < ew; e++) {
+      int u = e < g->kro - 1 ? e : n + e - (g->kro - 1);
+      double complex *col = c->edge + ((size_t)i * ew + e) * rows;
+      for (int k = 0; k < g->nc; k++)
         for (int pl = 0; pl < g->kpe; pl++)
-          fcol[k * g->kpe + pl] =
-              reach ? psi * (double complex)coil[(size_t)(i + pl * g->accel) * g->nro + x] : 0.0;
-        for (int m = 1; m < g->accel; m++)
-          tcol[k * (g->accel - 1) + m - 1] =
-              u < n ? psi * (double complex)coil[(size_t)(i + g->dpe + m) * g->nro + x + g->dro]
-                    : 0.0;
-      }
+          col[k * g->kpe + pl] =
+              psi * (double complex)acs[k * coil_stride + (size_t)(i + pl * g->accel) * g->nro +
+                                        c0 + u];
     }
   }
 }
 
-/* lag += alpha sum_i F(i, u) F(i, u + d)^H over the PE positions i that
- * have column u + d in the layout (the next row's, past a row's end). */
-static void lag_columns(const mr_grappa_plan *p, int u, int d, double alpha) {
+/* lag += alpha sum_i F(i, u) F(i, u + d)^H, u and u + d edge columns of
+ * the same end. */
+static void lag_columns(const mr_grappa_plan *p, int n, int u, int d, double alpha,
+                        double complex *lag) {
   const mr_grappa_geom *g = &p->g;
   const cpu_scratch *c = p->backend;
-  int w = row_width(g), rows = g->nb_src, count = u + d < w ? g->npe : g->npe - 1;
+  int rows = g->nb_src, ld = rows * edge_width(g);
   const double complex a = alpha, one = 1;
-  if (count > 0)
-    cblas_zgemm(CblasColMajor, CblasNoTrans, CblasConjTrans, rows, rows, count, &a,
-                c->f + (size_t)u * rows, rows * w, c->f + (size_t)(u + d) * rows, rows * w,
-                &one, c->lag, rows);
+  cblas_zgemm(CblasColMajor, CblasNoTrans, CblasConjTrans, rows, rows, g->npe, &a,
+              c->edge + (size_t)edge_column(g, n, u) * rows, ld,
+              c->edge + (size_t)edge_column(g, n, u + d) * rows, ld, &one, lag, rows);
 }
 
-/* M = A A^H and U^H = A B^H of segment s, both full, from F and T. */
-static void lagged_products(const mr_grappa_plan *p, int s) {
-  const mr_grappa_geom *g = &p->g;
-  const cpu_scratch *c = p->backend;
-  int n = mr_grappa_seg_positions(g, s), w = row_width(g), rows = g->nb_src, kro = g->kro;
-  int ns = g->n_src, nt = g->n_tgt, total = g->npe * w;
+/* The spectra of one chunk of (row, block) pairs of segment s: pair
+ * q = i nb + b, sample m of the block at position u = b GRAM_BLOCK + m.
+ * The first side (GRAM_BLOCK samples into blk_a): the sources, then the
+ * targets (zero from n on); the second side's further samples (m >=
+ * GRAM_BLOCK, into tail_b): the sources. Sources past the taps' reach are
+ * zero. Each pair's samples to frequencies while they are in cache: its
+ * column of spec_a, then of spec_b (the first side's sources plus the
+ * further samples'). */
+typedef struct gram_chunk {
+  const mr_grappa_plan *p;
+  const mr_cfloat *acs;
+  size_t coil_stride;
+  int s, nb, q0, kc;
+} gram_chunk;
+
+static void pair_spectra(void *arg, size_t begin, size_t end) {
+  const gram_chunk *h = arg;
+  const mr_grappa_geom *g = &h->p->g;
+  const cpu_scratch *c = h->p->backend;
+  int c0 = g->c0[h->s], n = mr_grappa_seg_positions(g, h->s), rows = g->nb_src;
+  int na = rows + g->n_tgt, lb = gram_len(g), tail = g->kro - 1;
   const double complex one = 1, zero = 0;
-  for (int d = 0; d < kro; d++) {
-    /* G_d(0): every column against the one d later, less the pairs that
-     * start past the positions (u >= n) */
-    zgemm_on(p->dev, CblasNoTrans, CblasConjTrans, rows, rows, total - d, one, c->f, rows,
-             c->f + (size_t)d * rows, rows, zero, c->lag, rows);
-    for (int u = n; u < w; u++)
-      lag_columns(p, u, d, -1.0);
+  for (size_t pr = begin; pr < end; pr++) {
+    int q = h->q0 + (int)pr, i = q / h->nb, b = q % h->nb;
+    double psi = c->psi[h->s * g->npe + i];
+    double complex *first = c->blk_a + pr * GRAM_BLOCK * na, *more = c->tail_b + pr * tail * rows;
+    for (int m = 0; m < lb; m++) {
+      int u = b * GRAM_BLOCK + m, x = c0 + u, reach = u < n + g->kro - 1, target = u < n;
+      double complex *xs =
+          m < GRAM_BLOCK ? first + (size_t)m * na : more + (size_t)(m - GRAM_BLOCK) * rows;
+      for (int k = 0; k < g->nc; k++) {
+        const mr_cfloat *coil = h->acs + k * h->coil_stride;
+        for (int pl = 0; pl < g->kpe; pl++)
+          xs[k * g->kpe + pl] =
+              reach ? psi * (double complex)coil[(size_t)(i + pl * g->accel) * g->nro + x] : 0.0;
+        if (m < GRAM_BLOCK)
+          for (int mm = 1; mm < g->accel; mm++)
+            xs[rows + k * (g->accel - 1) + mm - 1] =
+                target ? psi * (double complex)coil[(size_t)(i + g->dpe + mm) * g->nro + x + g->dro]
+                       : 0.0;
+      }
+    }
+    /* channels x samples times the DFT's rows: column pr of each frequency */
+    size_t lda = (size_t)h->kc * na, ldb = (size_t)h->kc * rows;
+    double complex *sa = c->spec_a + pr * na, *sb = c->spec_b + pr * rows;
+    cblas_zgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, na, lb, GRAM_BLOCK, &one, first, na,
+                c->dft, lb, &zero, sa, (int)lda);
+    for (int f = 0; f < lb; f++)
+      memcpy(sb + f * ldb, sa + f * lda, (size_t)rows * sizeof *sb);
+    if (tail > 0)
+      cblas_zgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, rows, lb, tail, &one, more, rows,
+                  c->dft + GRAM_BLOCK, lb, &one, sb, (int)ldb);
+  }
+}
+
+/* Lag d into M and U^H: the blocks (j, j + d) of M, the window moved on
+ * from G_d(0) a position per tap, and U^H's rows of tap d. The lags apart
+ * on the device's threads (each its own lag block). */
+typedef struct lag_chain {
+  const mr_grappa_plan *p;
+  int n; /* the segment's positions */
+} lag_chain;
+
+static void place_lag(void *arg, size_t begin, size_t end) {
+  const lag_chain *h = arg;
+  const mr_grappa_geom *g = &h->p->g;
+  const cpu_scratch *c = h->p->backend;
+  int rows = g->nb_src, na = rows + g->n_tgt, kro = g->kro, ns = g->n_src, nt = g->n_tgt;
+  for (size_t dd = begin; dd < end; dd++) {
+    int d = (int)dd;
+    const double complex *ld = c->lags + (size_t)d * na * rows;
+    double complex *lag = c->lag + (size_t)d * rows * rows;
+    for (int b = 0; b < rows; b++)
+      memcpy(lag + (size_t)b * rows, ld + (size_t)b * na, (size_t)rows * sizeof *lag);
+    for (int u = h->n; u + d < h->n + kro - 1; u++) /* G_d(0): pairs from position n off */
+      lag_columns(h->p, h->n, u, d, -1.0, lag);
     for (int j = 0; j + d < kro; j++) {
       if (j > 0) { /* the window moves on by one position */
-        lag_columns(p, n + j - 1, d, 1.0);
-        lag_columns(p, j - 1, d, -1.0);
+        lag_columns(h->p, h->n, h->n + j - 1, d, 1.0, lag);
+        lag_columns(h->p, h->n, j - 1, d, -1.0, lag);
       }
       for (int b = 0; b < rows; b++)
         for (int a = 0; a < rows; a++) {
-          double complex v = c->lag[(size_t)b * rows + a];
+          double complex v = lag[(size_t)b * rows + a];
           size_t ra = (size_t)a * kro + j, rb = (size_t)b * kro + j + d;
           c->m[rb * ns + ra] = v;
           c->m[ra * ns + rb] = conj(v);
         }
     }
-  }
-  /* U^H rows of tap j: F from column j on against T (zero past the
-   * positions, so a row's last taps meet nothing of the next row's) */
-  for (int j = 0; j < kro; j++) {
-    zgemm_on(p->dev, CblasNoTrans, CblasConjTrans, rows, nt, total - (kro - 1), one,
-             c->f + (size_t)j * rows, rows, c->t, nt, zero, c->uj, rows);
+    /* U^H rows of tap d: the targets at c against source a at c + d */
     for (int t = 0; t < nt; t++)
       for (int a = 0; a < rows; a++)
-        c->x[(size_t)t * ns + (size_t)a * kro + j] = c->uj[(size_t)t * rows + a];
+        c->x[(size_t)t * ns + (size_t)a * kro + d] = conj(ld[(size_t)a * na + rows + t]);
   }
+}
+
+/* M = A A^H and U^H = A B^H of segment s, both full (see the top). */
+static void normal_equations(const mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
+                             int s) {
+  const mr_grappa_geom *g = &p->g;
+  const cpu_scratch *c = p->backend;
+  int n = mr_grappa_seg_positions(g, s), rows = g->nb_src, kro = g->kro;
+  int nt = g->n_tgt, na = rows + nt, lb = gram_len(g), nb = tiles_of(n + kro - 1, GRAM_BLOCK);
+  int pairs = g->npe * nb;
+  mr_cpu_threads *threads = mr_device_threads(p->dev);
+  for (int q0 = 0; q0 < pairs; q0 += c->gram_pairs) {
+    int kc = pairs - q0 < c->gram_pairs ? pairs - q0 : c->gram_pairs;
+    gram_chunk h = {.p = p, .acs = acs, .coil_stride = coil_stride, .s = s, .nb = nb, .q0 = q0,
+                    .kc = kc};
+    mr_cpu_parallel_for(threads, (size_t)kc, 4, pair_spectra, &h);
+    /* per frequency: side a times side b^H over the chunk's pairs, summed */
+    zgemm_job cr = {.ta = CblasNoTrans, .tb = CblasConjTrans, .m = na, .n = rows, .k = kc,
+                    .alpha = 1, .beta = q0 == 0 ? 0 : 1, .a = c->spec_a, .lda = na,
+                    .sa = (size_t)kc * na, .b = c->spec_b, .ldb = rows, .sb = (size_t)kc * rows,
+                    .c = c->cross, .ldc = na, .sc = (size_t)na * rows, .batch = lb,
+                    .tile_m = 64, .tile_n = 64};
+    zgemm_run(p->dev, &cr);
+  }
+  /* frequencies -> lags: lags_d(a, b) = sum over the equations of side a's
+   * channel a at c times source b at c + d */
+  zgemm_job tl = {.ta = CblasNoTrans, .tb = CblasNoTrans, .m = na * rows, .n = kro, .k = lb,
+                  .alpha = 1, .a = c->cross, .lda = na * rows, .b = c->to_lag, .ldb = lb,
+                  .c = c->lags, .ldc = na * rows, .tile_m = 1024, .tile_n = kro};
+  zgemm_run(p->dev, &tl);
+  build_edges(p, acs, coil_stride, s);
+  lag_chain ch = {p, n};
+  mr_cpu_parallel_for(threads, (size_t)kro, 1, place_lag, &ch);
 }
 
 /* The equations power clipping leaves out: their terms come off M and U^H
@@ -427,8 +590,7 @@ static int calibrate_segment(mr_grappa_plan *p, const mr_cfloat *acs, size_t coi
   const cpu_scratch *c = p->backend;
   int ns = g->n_src, nt = g->n_tgt;
   double t0 = now_ms();
-  build_rows(p, acs, coil_stride, s);
-  lagged_products(p, s);
+  normal_equations(p, acs, coil_stride, s);
   remove_clipped(p, acs, coil_stride, s);
   double trace = 0;
   for (int r = 0; r < ns; r++)
