@@ -1,5 +1,6 @@
 #include "xml_doc.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,8 +14,17 @@
 #define OPTIONS                                                                        \
   (XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_IGNORE_ENC)
 
+/* libxml2's globals (its mutexes, the dictionaries' seed) are set up by its
+ * first use unless xmlInitParser ran before: two sessions' threads parsing
+ * their first headers at once both set them up, and one set leaks (the
+ * sanitizer build's load test saw it). */
+static pthread_once_t parser_once = PTHREAD_ONCE_INIT;
+
+static void init_parser(void) { xmlInitParser(); }
+
 int mr_xml_doc_read(const char *text, size_t len, const char *what, xmlDoc **doc, mr_err *err) {
   *doc = NULL;
+  pthread_once(&parser_once, init_parser);
   if (len > INT32_MAX)
     return mr_err_set(err, MR_EHEADER, "%s of %zu bytes is too large", what, len);
   /* In UTF-8 '<' and '!' are never part of another character, so a byte
