@@ -28,6 +28,7 @@
  * untouched. */
 #include <complex.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -205,14 +206,14 @@ static int acquired_lines_alone(const mr_kspace *k, const mr_slice_grappa_opts *
   for (size_t y = 0; y < ny; y++)
     if ((k->sampled[y] != 0) != (y % r == *first))
       return 0;
+  /* the apply plan's calibration region (unused) is o's columns by all the
+   * lines: it must pass the plan's checks */
   int lines = (int)(ny / r);
-  long taps = (long)o->kx * o->ky * o->nc;
-  long equations = (long)(o->nx - o->kx + 1) * (lines - o->ky + 1) * (o->leak_block ? o->mb : 1);
-  if (o->ky > lines / 2 || equations < taps)
-    return 0; /* no plan takes the kernel on so few lines */
+  long taps = (long)o->kx * o->ky * o->nc, rows = (long)(o->cx - o->kx + 1) * (lines - o->ky + 1);
+  if (o->ky > lines / 2 || rows * (o->leak_block ? o->mb : 1) < taps || taps * rows > INT32_MAX)
+    return 0; /* no plan takes the kernel on these lines */
   a->ny = lines;
   a->ystep = 1;
-  a->cx = o->nx;
   a->cy = lines;
   a->caipi = 1;
   return 1;
