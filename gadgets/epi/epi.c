@@ -42,7 +42,7 @@ enum ghost_mode { GHOST_NAVIGATORS, GHOST_NONE };
 typedef struct nav_set {
   uint16_t slice, segment;
   int calib;
-  mr_cfloat *fwd, *rev; /* sums of the profiles, nx x channels */
+  mr_cfloat *fwd, *rev; /* sums of the readouts, samples x channels */
   int nfwd, nrev;
   mr_ghost_history history;
 } nav_set;
@@ -73,7 +73,7 @@ typedef struct epi_gadget {
   mr_message **batch;       /* echoes waiting, in order (references) */
   int nbatch;
   mr_scratch packed, regridded;
-  mr_cfloat *profiles;      /* one navigator's profiles */
+  mr_cfloat *profiles;      /* the mean forward and reversed navigators' profiles */
 } epi_gadget;
 
 static const mr_param params[] = {
@@ -121,7 +121,7 @@ static int readout_shape(epi_gadget *s, mr_gadget_ctx *ctx, const mr_acquisition
                           a->head.scan_counter, ns, nch);
   s->fwd_pos = malloc((size_t)ns * sizeof *s->fwd_pos);
   s->rev_pos = malloc((size_t)ns * sizeof *s->rev_pos);
-  s->profiles = malloc((size_t)s->nx * (size_t)nch * sizeof *s->profiles);
+  s->profiles = malloc(2 * (size_t)s->nx * (size_t)nch * sizeof *s->profiles);
   if (s->fwd_pos == NULL || s->rev_pos == NULL || s->profiles == NULL)
     return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
   mr_err e = {0};
@@ -178,7 +178,7 @@ static nav_set *find_set(epi_gadget *s, mr_gadget_ctx *ctx, const ISMRMRD_Acquis
   n->slice = h->idx.slice;
   n->segment = h->idx.segment;
   n->calib = calib;
-  size_t count = (size_t)s->nx * (size_t)s->channels;
+  size_t count = (size_t)s->samples * (size_t)s->channels;
   n->fwd = calloc(count, sizeof *n->fwd);
   n->rev = calloc(count, sizeof *n->rev);
   if (n->fwd == NULL || n->rev == NULL) {
@@ -308,11 +308,11 @@ done:
   return rc;
 }
 
-/* A navigator: its profiles added to its set's forward or reversed sum. */
+/* A navigator: added to its set's forward or reversed sum (the profiles
+ * are linear in the samples: those of the mean are made once per train,
+ * update_correction). */
 static int add_navigator(epi_gadget *s, mr_gadget_ctx *ctx, const mr_acquisition *a) {
-  int index, rc = host_plan(s, ctx);
-  if (rc < 0)
-    return rc;
+  int index;
   nav_set *n = find_set(s, ctx, &a->head, &index);
   slice_state *st = n != NULL ? find_slice(s, ctx, a->head.idx.slice) : NULL;
   if (st == NULL)
@@ -323,12 +323,11 @@ static int add_navigator(epi_gadget *s, mr_gadget_ctx *ctx, const mr_acquisition
   }
   st->latest = index;
   int reversed = mr_acq_flag(a, ISMRMRD_ACQ_IS_REVERSE);
-  mr_epi_profiles_host(s->plan, reversed, a->data, s->channels, s->profiles);
   mr_cfloat *sum = reversed ? n->rev : n->fwd;
   int *count = reversed ? &n->nrev : &n->nfwd;
-  size_t total = (size_t)s->nx * (size_t)s->channels;
+  size_t total = (size_t)s->samples * (size_t)s->channels;
   for (size_t i = 0; i < total; i++)
-    sum[i] = (*count == 0 ? 0 : sum[i]) + s->profiles[i];
+    sum[i] = (*count == 0 ? 0 : sum[i]) + a->data[i];
   (*count)++;
   return 0;
 }
@@ -353,12 +352,18 @@ static int update_correction(epi_gadget *s, mr_gadget_ctx *ctx, slice_state *st,
                           "the odd/even correction needs both polarities",
                           a->head.scan_counter, (unsigned)n->slice, (unsigned)n->segment,
                           n->nfwd == 0 ? "reversed" : "forward");
-  size_t total = (size_t)s->nx * (size_t)s->channels;
+  int rc = host_plan(s, ctx);
+  if (rc < 0)
+    return rc;
+  size_t total = (size_t)s->samples * (size_t)s->channels;
   for (size_t i = 0; i < total; i++) {
     n->fwd[i] /= (float)n->nfwd;
     n->rev[i] /= (float)n->nrev;
   }
-  mr_ghost_fit fit = mr_ghost_fit_profiles(n->fwd, n->rev, s->nx, s->channels);
+  mr_cfloat *fwd = s->profiles, *rev = s->profiles + (size_t)s->nx * (size_t)s->channels;
+  mr_epi_profiles_host(s->plan, 0, n->fwd, s->channels, fwd);
+  mr_epi_profiles_host(s->plan, 1, n->rev, s->channels, rev);
+  mr_ghost_fit fit = mr_ghost_fit_profiles(fwd, rev, s->nx, s->channels);
   fit = mr_ghost_history_add(&n->history, fit, s->filter);
   mr_ghost_correction(fit, s->nx, st->factors);
   st->have = 1;

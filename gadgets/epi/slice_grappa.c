@@ -28,6 +28,7 @@
  * untouched. */
 #include <complex.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -154,34 +155,101 @@ static int keep_reference(sms_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k) {
 }
 
 typedef struct sms_job {
-  const mr_slice_grappa_opts *o;
-  const mr_cfloat *reference; /* NULL: calibrated already */
+  const mr_slice_grappa_opts *o;     /* the calibration's: the whole k-space */
+  const mr_slice_grappa_opts *apply; /* the separation's: o, or its acquired lines alone */
+  const mr_cfloat *reference;        /* NULL: calibrated already */
   mr_cfloat *weights;
-  const mr_cfloat *collapsed;
+  const mr_cfloat *collapsed;        /* as apply says */
   mr_cfloat *slices;
 } sms_job;
 
 static int run_separate(mr_device *dev, void *arg) {
   sms_job *j = arg;
   mr_slice_grappa_plan *plan = NULL;
-  int rc = mr_slice_grappa_plan_create(dev, j->o, &plan);
-  if (rc == 0 && j->reference != NULL)
-    rc = mr_slice_grappa_calibrate_host(plan, j->reference, j->weights);
+  int rc = 0;
+  if (j->reference != NULL) {
+    rc = mr_slice_grappa_plan_create(dev, j->o, &plan);
+    if (rc == 0)
+      rc = mr_slice_grappa_calibrate_host(plan, j->reference, j->weights);
+    mr_slice_grappa_plan_destroy(plan);
+    plan = NULL;
+  }
+  if (rc == 0)
+    rc = mr_slice_grappa_plan_create(dev, j->apply, &plan);
   if (rc == 0)
     rc = mr_slice_grappa_apply_host(plan, j->weights, j->collapsed, j->slices);
   mr_slice_grappa_plan_destroy(plan);
   return rc;
 }
 
-/* Separated slice j of the collapsed buffer k: a new buffer. */
+/* The separation on the acquired lines alone. With in-plane acceleration R
+ * the kernel's taps are R lines apart: when the acquired lines are every
+ * R-th (from a line first < R, ny a multiple of R), an acquired line's taps
+ * are acquired lines and an unacquired line's are not (zero). The acquired
+ * lines by themselves, taps one line apart, are then the same equations
+ * (the edge kernels' positions map onto each other: a tap leaves the
+ * k-space in both or in neither) on 1/R of the positions: R times less
+ * work. The CAIPI shift is undone on the full k-space's line numbers when
+ * the lines go back (expand_lines), so the apply plan has none. Sets *a to
+ * the apply's options and returns 1, or 0 (a leaves o): irregular lines, or
+ * too few of them for the kernel. */
+static int acquired_lines_alone(const mr_kspace *k, const mr_slice_grappa_opts *o,
+                                mr_slice_grappa_opts *a, size_t *first) {
+  size_t r = (size_t)o->ystep, ny = k->ne1;
+  *a = *o;
+  if (r < 2 || ny % r != 0)
+    return 0;
+  for (*first = 0; *first < r && !k->sampled[*first]; (*first)++)
+    ;
+  if (*first == r)
+    return 0; /* no line in the first R */
+  for (size_t y = 0; y < ny; y++)
+    if ((k->sampled[y] != 0) != (y % r == *first))
+      return 0;
+  /* the apply plan's calibration region (unused) is o's columns by all the
+   * lines: it must pass the plan's checks */
+  int lines = (int)(ny / r);
+  long taps = (long)o->kx * o->ky * o->nc, rows = (long)(o->cx - o->kx + 1) * (lines - o->ky + 1);
+  if (o->ky > lines / 2 || rows * (o->leak_block ? o->mb : 1) < taps || taps * rows > INT32_MAX)
+    return 0; /* no plan takes the kernel on these lines */
+  a->ny = lines;
+  a->ystep = 1;
+  a->cy = lines;
+  a->caipi = 1;
+  return 1;
+}
+
+/* Slice j of the separation on the acquired lines alone (lines: [nc][ny /
+ * r][nx]) into its k-space (out: [nc][ny][nx], zero elsewhere), line m at
+ * line first + r m with the CAIPI shift of slice j undone there (the phase
+ * of mr_slice_grappa_caipi, direction -1, its argument reduced modulo caipi
+ * first: exact for any line). */
+static void expand_lines(const mr_cfloat *lines, size_t nc, size_t ny, size_t nx, size_t first,
+                         size_t r, int j, int caipi, mr_cfloat *out) {
+  size_t nyc = ny / r;
+  for (size_t m = 0; m < nyc; m++) {
+    long y = (long)(first + r * m);
+    long turns = ((y - (long)(ny / 2)) * j) % caipi;
+    double t = 2 * M_PI * (double)turns / caipi;
+    mr_cfloat ph = (float)cos(t) + I * (float)sin(t);
+    for (size_t c = 0; c < nc; c++) {
+      const mr_cfloat *from = lines + (c * nyc + m) * nx;
+      mr_cfloat *to = out + (c * ny + (size_t)y) * nx;
+      for (size_t x = 0; x < nx; x++)
+        to[x] = from[x] * ph;
+    }
+  }
+}
+
+/* Separated slice j of the collapsed buffer k: a new buffer, its samples
+ * zero (the caller's to write). */
 static mr_kspace *slice_buffer(const sms_gadget *s, const mr_gadget_ctx *ctx, const mr_kspace *k,
-                               size_t j, const float complex *data, int in_plane, mr_err *err) {
+                               size_t j, int in_plane, mr_err *err) {
   const mr_multiband *mb = multiband_of(ctx);
   mr_kspace *out = mr_kspace_new(k->nro, k->ne1, 1, k->nch, 0, err);
   if (out == NULL)
     return NULL;
   mr_kspace_copy_meta(out, k);
-  memcpy(out->data, data, k->nch * k->ne1 * k->nro * sizeof *data);
   memcpy(out->sampled, k->sampled, k->ne1);
   size_t slice = k->ref.idx.slice + j * s->ngroups;
   out->ref.idx.slice = (uint16_t)slice;
@@ -197,7 +265,7 @@ static mr_kspace *slice_buffer(const sms_gadget *s, const mr_gadget_ctx *ctx, co
       return NULL;
     }
     mr_kspace_copy_meta(out->calib, out);
-    memcpy(out->calib->data, s->ref[slice], k->nch * k->ne1 * k->nro * sizeof *data);
+    memcpy(out->calib->data, s->ref[slice], k->nch * k->ne1 * k->nro * sizeof *out->data);
     memset(out->calib->sampled, 1, k->ne1);
   }
   return out;
@@ -239,23 +307,39 @@ static int separate(sms_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k, mr_emit *ou
   float complex *collapsed = mr_kspace_host(k, &e);
   if (collapsed == NULL)
     return mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, e.code));
-  size_t plane = k->nch * k->ne1 * k->nro;
-  size_t bytes = plane * m * sizeof(float complex);
-  float complex *reference = NULL, *slices = mr_budget_alloc(bytes, "separated SMS slices", &e);
+  mr_slice_grappa_opts a;
+  size_t first = 0, r = (size_t)o.ystep, nx = k->nro;
+  int alone = acquired_lines_alone(k, &o, &a, &first);
+  size_t plane = k->nch * k->ne1 * nx, lines = (size_t)a.ny, part = k->nch * lines * nx;
+  /* the separated slices (on the apply's lines), after the collapsed
+   * acquired lines when they go alone */
+  size_t work = (alone ? part : 0) + part * m, bytes = work * sizeof(float complex);
+  size_t ref_bytes = plane * m * sizeof(float complex);
+  float complex *reference = NULL, *buf = mr_budget_alloc(bytes, "separated SMS slices", &e);
   int calibrate = s->weights[g] == NULL, rc = 0;
-  if (slices != NULL && calibrate) {
+  if (buf != NULL && calibrate) {
     s->weights_bytes = mr_slice_grappa_weights_count(&o) * sizeof(mr_cfloat);
-    reference = mr_budget_alloc(bytes, "SMS reference slices", &e);
+    reference = mr_budget_alloc(ref_bytes, "SMS reference slices", &e);
     s->weights[g] = reference == NULL ? NULL
                                       : mr_budget_alloc(s->weights_bytes, "slice-GRAPPA kernels", &e);
   }
-  if (slices == NULL || (calibrate && s->weights[g] == NULL)) {
+  if (buf == NULL || (calibrate && s->weights[g] == NULL)) {
     rc = mr_gadget_fail(ctx, e.code, "%s", mr_err_text(&e, e.code));
     goto done;
   }
   for (size_t j = 0; calibrate && j < m; j++)
     memcpy(reference + j * plane, s->ref[g + j * s->ngroups], plane * sizeof *reference);
-  sms_job job = {&o, reference, s->weights[g], collapsed, slices};
+  const float complex *in = collapsed;
+  float complex *slices = buf;
+  if (alone) {
+    for (size_t c = 0; c < k->nch; c++)
+      for (size_t l = 0; l < lines; l++)
+        memcpy(buf + (c * lines + l) * nx, collapsed + (c * k->ne1 + first + r * l) * nx,
+               nx * sizeof *buf);
+    in = buf;
+    slices = buf + part;
+  }
+  sms_job job = {&o, &a, reference, s->weights[g], in, slices};
   mr_device_clear_error();
   if ((rc = mr_placement_run(&s->place, ctx, run_separate, &job)) < 0) {
     rc = mr_gadget_fail_device(ctx, rc, "slice-GRAPPA");
@@ -264,7 +348,11 @@ static int separate(sms_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k, mr_emit *ou
   for (size_t j = 0; rc == 0 && j < m; j++) {
     /* grappa keeps a slice's kernel until new calibration lines come: the
      * reference rides along only when it is new to this group */
-    mr_kspace *sk = slice_buffer(s, ctx, k, j, slices + j * plane, o.ystep > 1 && calibrate, &e);
+    mr_kspace *sk = slice_buffer(s, ctx, k, j, o.ystep > 1 && calibrate, &e);
+    if (sk != NULL && alone)
+      expand_lines(slices + j * part, k->nch, k->ne1, nx, first, r, (int)j, caipi, sk->data);
+    else if (sk != NULL)
+      memcpy(sk->data, slices + j * plane, plane * sizeof *slices);
     mr_message *msg = sk != NULL ? mr_kspace_message(sk) : NULL;
     rc = msg != NULL ? mr_emit_message(out, msg)
                      : mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "%s",
@@ -275,8 +363,8 @@ done:
     mr_budget_free(s->weights[g], s->weights_bytes);
     s->weights[g] = NULL;
   }
-  mr_budget_free(reference, bytes);
-  mr_budget_free(slices, bytes);
+  mr_budget_free(reference, ref_bytes);
+  mr_budget_free(buf, bytes);
   return rc;
 }
 

@@ -18,7 +18,9 @@ typedef struct im2col_job {
   mr_cfloat *out;
 } im2col_job;
 
-/* Column s: tap (i, j) of coil c, over every position of the box. */
+/* Column s: tap (i, j) of coil c, over every position of the box: per
+ * row, the positions whose tap lies inside the line copied at once, the
+ * rest zero. */
 static void im2col_columns(void *arg, size_t begin, size_t end) {
   const im2col_job *job = arg;
   const mr_sg_window *w = job->w;
@@ -27,6 +29,11 @@ static void im2col_columns(void *arg, size_t begin, size_t end) {
   for (size_t s = begin; s < end; s++) {
     int i = w->i0 + (int)(s % wi), j = w->j0 + (int)(s / wi % wj), c = (int)(s / (wi * wj));
     int dx = i - w->kx / 2, dy = (j - w->ky / 2) * w->ystep;
+    /* positions [xa, xb) have their tap x + dx in [0, nx) */
+    int xa = -dx > w->x0 ? -dx : w->x0, xb = w->nx - dx < w->x1 ? w->nx - dx : w->x1;
+    xa = xa < w->x1 ? xa : w->x1;
+    xb = xb > xa ? xb : xa;
+    size_t before = (size_t)(xa - w->x0), inside = (size_t)(xb - xa), after = bx - before - inside;
     mr_cfloat *col = job->out + s * rows;
     for (int y = w->y0; y < w->y1; y++) {
       mr_cfloat *row = col + (size_t)(y - w->y0) * bx;
@@ -36,10 +43,9 @@ static void im2col_columns(void *arg, size_t begin, size_t end) {
         continue;
       }
       const mr_cfloat *line = job->k + ((size_t)c * w->ny + (size_t)ys) * w->nx;
-      for (int x = w->x0; x < w->x1; x++) {
-        int xs = x + dx;
-        row[x - w->x0] = xs >= 0 && xs < w->nx ? line[xs] : 0.0f;
-      }
+      memset(row, 0, before * sizeof *row);
+      memcpy(row + before, line + xa + dx, inside * sizeof *row);
+      memset(row + before + inside, 0, after * sizeof *row);
     }
   }
 }

@@ -5,7 +5,8 @@
  * (what a single-band reference reconstructs), slice leakage (a collapsed
  * acquisition with only slice j lit, separated: the energy landing in
  * slice m over the energy in slice j), leak-blocked against plain
- * kernels, in-plane undersampled data, and the errors. --cuda: the GPU
+ * kernels, in-plane undersampled data, the errors, and the CPU's im2col
+ * against its definition. --cuda: the GPU
  * against the CPU. */
 #include <complex.h>
 #include <math.h>
@@ -19,6 +20,7 @@
 #include <cmocka.h>
 
 #include "slice_grappa.h"
+#include "slice_grappa_impl.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
 
@@ -307,12 +309,53 @@ static void cuda_matches_cpu(void **state) {
   }
 }
 
+/* The CPU's im2col against its definition (slice_grappa_impl.h), value for
+ * value: whole kernels over the whole k-space (taps 1 and 2 lines apart,
+ * reaching out of it on every side), cut kernels over edge boxes, a box
+ * inside. */
+static void cpu_im2col(void **state) {
+  (void)state;
+  enum { NC = 2, NX = 11, NY = 13 };
+  mr_cfloat k[NC * NY * NX];
+  for (int v = 0; v < NC * NY * NX; v++)
+    k[v] = (float)(v + 1) + I * (float)(v % 7);
+  const mr_sg_window windows[] = {
+      {NC, NX, NY, 5, 5, 1, 0, 5, 0, 5, 0, NX, 0, NY},
+      {NC, NX, NY, 5, 3, 2, 0, 5, 0, 3, 0, NX, 0, NY},
+      {NC, NX, NY, 5, 5, 2, 2, 5, 0, 4, 0, 2, 0, 4},
+      {NC, NX, NY, 5, 5, 1, 0, 3, 1, 5, NX - 2, NX, NY - 1, NY},
+      {NC, NX, NY, 3, 3, 1, 0, 3, 0, 3, 1, NX - 1, 1, NY - 1},
+  };
+  for (size_t n = 0; n < sizeof windows / sizeof *windows; n++) {
+    const mr_sg_window *w = &windows[n];
+    int bx = w->x1 - w->x0, rows = bx * (w->y1 - w->y0);
+    int wi = w->i1 - w->i0, wj = w->j1 - w->j0, cols = wi * wj * w->nc;
+    mr_cfloat *out = malloc((size_t)rows * cols * sizeof *out);
+    assert_non_null(out);
+    GPU_OK(mr_sg_cpu_im2col(gpu_test_cpu(), w, k, out));
+    for (int c = 0; c < w->nc; c++)
+      for (int j = w->j0; j < w->j1; j++)
+        for (int i = w->i0; i < w->i1; i++)
+          for (int y = w->y0; y < w->y1; y++)
+            for (int x = w->x0; x < w->x1; x++) {
+              int col = (c * wj + j - w->j0) * wi + i - w->i0;
+              int row = (y - w->y0) * bx + x - w->x0;
+              int xs = x + i - w->kx / 2, ys = y + (j - w->ky / 2) * w->ystep;
+              mr_cfloat want = xs >= 0 && xs < NX && ys >= 0 && ys < NY
+                                   ? k[(c * NY + ys) * NX + xs]
+                                   : 0;
+              assert_true(out[(size_t)col * rows + row] == want);
+            }
+    free(out);
+  }
+}
+
 int main(int argc, char **argv) {
   int cuda = gpu_test_init(argc, argv);
   const struct CMUnitTest cpu_tests[] = {
       cmocka_unit_test(cpu_mb2),   cmocka_unit_test(cpu_mb3),    cmocka_unit_test(cpu_leak_block),
       cmocka_unit_test(cpu_in_plane), cmocka_unit_test(cpu_singular_lambda_zero),
-      cmocka_unit_test(cpu_errors),
+      cmocka_unit_test(cpu_errors), cmocka_unit_test(cpu_im2col),
   };
   const struct CMUnitTest cuda_tests[] = {cmocka_unit_test(cuda_matches_cpu)};
   int rc = cuda ? cmocka_run_group_tests(cuda_tests, NULL, NULL)
