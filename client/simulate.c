@@ -240,22 +240,27 @@ double complex mr_sim_gaussian(mr_sim_noise *g) {
   return g->sigma * r * (cos(t) + I * sin(t));
 }
 
-/* The acquisition header of readout r. */
-static void readout_header(const mr_sim_options *o, const layout *l, size_t r,
-                           ISMRMRD_AcquisitionHeader *h) {
+void mr_sim_readout(ISMRMRD_AcquisitionHeader *h, size_t index, int samples, int coils) {
   h->version = ISMRMRD_VERSION_MAJOR;
-  h->scan_counter = (uint32_t)r;
-  h->acquisition_time_stamp = (uint32_t)r;
-  h->number_of_samples = (uint16_t)l->samples;
-  h->available_channels = h->active_channels = (uint16_t)o->coils;
-  for (int c = 0; c < o->coils; c++)
+  h->scan_counter = (uint32_t)index;
+  h->acquisition_time_stamp = (uint32_t)index;
+  h->number_of_samples = (uint16_t)samples;
+  h->available_channels = h->active_channels = (uint16_t)coils;
+  for (int c = 0; c < coils; c++)
     h->channel_mask[c / 64] |= 1ull << (c % 64);
-  h->center_sample = (uint16_t)l->center_sample;
-  h->trajectory_dimensions = (uint16_t)l->traj_dims;
+  h->center_sample = (uint16_t)(samples / 2);
   h->sample_time_us = 2.0f;
   h->read_dir[0] = 1;
   h->phase_dir[1] = 1;
   h->slice_dir[2] = 1;
+}
+
+/* The acquisition header of readout r. */
+static void readout_header(const mr_sim_options *o, const layout *l, size_t r,
+                           ISMRMRD_AcquisitionHeader *h) {
+  mr_sim_readout(h, r, (int)l->samples, o->coils);
+  h->center_sample = (uint16_t)l->center_sample;
+  h->trajectory_dimensions = (uint16_t)l->traj_dims;
   h->idx.kspace_encode_step_1 = (uint16_t)(r % l->lines);
   if (l->frames > 0) {
     h->idx.repetition = (uint16_t)(r / l->lines);

@@ -270,18 +270,9 @@ static void header_xml(const mr_sim_options *o, const epi_layout *l, char *buf, 
 
 static void readout_header(const mr_sim_options *o, const epi_layout *l, size_t i,
                            const readout *r, ISMRMRD_AcquisitionHeader *h) {
-  h->version = ISMRMRD_VERSION_MAJOR;
-  h->scan_counter = (uint32_t)i;
-  h->acquisition_time_stamp = (uint32_t)i;
-  h->number_of_samples = (uint16_t)l->ns;
-  h->available_channels = h->active_channels = (uint16_t)o->coils;
-  for (int c = 0; c < o->coils; c++)
-    h->channel_mask[c / 64] |= 1ull << (c % 64);
-  h->center_sample = (uint16_t)(l->ns / 2);
-  h->sample_time_us = l->ramp ? (float)l->dwell : 2.0f;
-  h->read_dir[0] = 1;
-  h->phase_dir[1] = 1;
-  h->slice_dir[2] = 1;
+  mr_sim_readout(h, i, (int)l->ns, o->coils);
+  if (l->ramp)
+    h->sample_time_us = (float)l->dwell;
   h->idx.kspace_encode_step_1 = (uint16_t)r->line;
   h->idx.segment = (uint16_t)r->shot;
   h->idx.slice = (uint16_t)r->slice;

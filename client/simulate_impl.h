@@ -27,6 +27,11 @@ void mr_sim_header(char *buf, size_t size, const char *protocol, int coils,
                    const char *encodings);
 double complex mr_sim_gaussian(mr_sim_noise *g);
 
+/* What every kind's readout header shares (h zeroed before): readout
+ * `index` as scan counter and time stamp, samples with the centre at the
+ * middle, every coil active, a 2 us dwell, the axes along x, y, z. */
+void mr_sim_readout(ISMRMRD_AcquisitionHeader *h, size_t index, int samples, int coils);
+
 /* A kind of scan, as the dataset writer takes it. */
 typedef struct mr_sim_scan {
   size_t readouts;

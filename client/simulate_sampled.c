@@ -188,18 +188,7 @@ static void header_xml(const scan *s, char *buf, size_t size) {
 /* Readout `index` of the frame being written (its `in_frame`-th). */
 static void acquisition_header(const scan *s, int y, int z, long index, long in_frame,
                                ISMRMRD_AcquisitionHeader *h) {
-  h->version = ISMRMRD_VERSION_MAJOR;
-  h->scan_counter = (uint32_t)index;
-  h->acquisition_time_stamp = (uint32_t)index;
-  h->number_of_samples = (uint16_t)s->n;
-  h->available_channels = h->active_channels = (uint16_t)s->coils;
-  for (int c = 0; c < s->coils; c++)
-    h->channel_mask[c / 64] |= 1ull << (c % 64);
-  h->center_sample = (uint16_t)(s->n / 2);
-  h->sample_time_us = 2.0f;
-  h->read_dir[0] = 1;
-  h->phase_dir[1] = 1;
-  h->slice_dir[2] = 1;
+  mr_sim_readout(h, (size_t)index, s->n, s->coils);
   h->idx.kspace_encode_step_1 = (uint16_t)y;
   h->idx.kspace_encode_step_2 = (uint16_t)z;
   h->idx.repetition = (uint16_t)s->frame;

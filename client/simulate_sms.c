@@ -160,17 +160,7 @@ static void head(void *arg, size_t r, ISMRMRD_AcquisitionHeader *h) {
   const sms_scan *s = arg;
   int n = s->n, reference = r < (size_t)s->mb * n;
   int slice = reference ? (int)(r / n) : 0, y = (int)(r % n);
-  h->version = ISMRMRD_VERSION_MAJOR;
-  h->scan_counter = h->acquisition_time_stamp = (uint32_t)r;
-  h->number_of_samples = (uint16_t)n;
-  h->available_channels = h->active_channels = (uint16_t)s->coils;
-  for (int c = 0; c < s->coils; c++)
-    h->channel_mask[c / 64] |= 1ull << (c % 64);
-  h->center_sample = (uint16_t)(n / 2);
-  h->sample_time_us = 2.0f;
-  h->read_dir[0] = 1;
-  h->phase_dir[1] = 1;
-  h->slice_dir[2] = 1;
+  mr_sim_readout(h, r, n, s->coils);
   h->position[2] = (float)slice_z(s, slice);
   h->encoding_space_ref = reference ? 1 : 0;
   h->idx.kspace_encode_step_1 = (uint16_t)y;
