@@ -251,7 +251,7 @@ static int solve_clamped(size_t n, size_t nrhs, double lambda, double complex *a
   if (info != 0)
     return mr_fail(MR_ENUMERIC, "slice-GRAPPA: the eigen-decomposition of the normal equations "
                    "failed (%d)", (int)info);
-  /* t = V^H b, scaled by 1 / (max(w, 0) + lambda); x = V t */
+  /* t = V^H b, scaled by 1 / (w + lambda) where w is data; x = V t */
   const double complex one = 1, zero = 0;
   cblas_zgemm(CblasColMajor, CblasConjTrans, CblasNoTrans, (int)n, (int)nrhs, (int)n,
               &one, ad, (int)n, bd, (int)n, &zero, t, (int)n);
@@ -267,6 +267,12 @@ static int solve_clamped(size_t n, size_t nrhs, double lambda, double complex *a
   return 0;
 }
 
+/* n values of single precision into double. */
+static void widen(size_t n, const mr_cfloat *from, double complex *to) {
+  for (size_t i = 0; i < n; i++)
+    to[i] = (double complex)from[i];
+}
+
 /* Solves (a + lambda I) x = b, a Hermitian n x n and b n x nrhs on dev
  * (dense: ld = rows), in double precision on the host, whatever dev is.
  * The leak-blocked equations at a small lambda are too ill-conditioned
@@ -278,8 +284,8 @@ static int solve_clamped(size_t n, size_t nrhs, double lambda, double complex *a
  * 1e-7 of the largest eigenvalue, times the rows' square root) outweighs
  * a lambda of 1e-5 of the mean diagonal, and a Cholesky of a + lambda I
  * fails (the H100's cuBLAS sums gave column 508 of 512); the
- * eigen-decomposition with that rounding clamped then solves the same
- * equations. The matrix is small (kernel taps x coils). */
+ * eigen-decomposition without that rounding then solves the same
+ * equations (solve_clamped). The matrix is small (kernel taps x coils). */
 static int solve_in_double(mr_device *dev, mr_cmat a, float lambda, mr_cmat b) {
   size_t n = (size_t)a.rows, nrhs = (size_t)b.cols;
   size_t fa = n * n * sizeof(mr_cfloat), fb = n * nrhs * sizeof(mr_cfloat);
@@ -295,21 +301,18 @@ static int solve_in_double(mr_device *dev, mr_cmat a, float lambda, mr_cmat b) {
   int rc = mr_device_download(dev, af, a.data, fa);
   if (rc == 0)
     rc = mr_device_download(dev, bf, b.data, fb);
-  for (int clamped = 0; rc == 0 && clamped < 2; clamped++) {
-    for (size_t i = 0; i < n * n; i++)
-      ad[i] = (double complex)af[i];
-    for (size_t i = 0; i < n * nrhs; i++)
-      bd[i] = (double complex)bf[i];
-    if (clamped) {
-      rc = solve_clamped(n, nrhs, lambda, ad, bd, w, t);
-      break;
-    }
+  if (rc == 0) {
+    widen(n * n, af, ad);
+    widen(n * nrhs, bf, bd);
     for (size_t i = 0; i < n; i++)
       ad[i * n + i] += lambda;
     if (LAPACKE_zposv(LAPACK_COL_MAJOR, 'L', (lapack_int)n, (lapack_int)nrhs,
                       (lapack_complex_double *)ad, (lapack_int)n, (lapack_complex_double *)bd,
-                      (lapack_int)n) == 0)
-      break;
+                      (lapack_int)n) != 0) { /* the factorisation spoilt both: again */
+      widen(n * n, af, ad);
+      widen(n * nrhs, bf, bd);
+      rc = solve_clamped(n, nrhs, lambda, ad, bd, w, t);
+    }
   }
   if (rc == 0) {
     for (size_t i = 0; i < n * nrhs; i++)
