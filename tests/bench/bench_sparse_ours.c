@@ -36,8 +36,10 @@ int bench_sparse_ours_solve(mr_device *dev, const sparse_scan *scan, const spars
   int rc = regularizer_of(run->regularizer, &o.regularizer);
   if (rc < 0)
     return mr_err_set(err, rc, "no regularizer '%s'", run->regularizer);
-  mr_espirit_opts eo;
+  mr_espirit_opts eo; /* as the cs step: the region no larger than what was sampled */
   mr_espirit_opts_default(&eo);
+  eo.calib = scan->calibration < eo.calib ? scan->calibration : eo.calib;
+  eo.kernel = eo.kernel < eo.calib ? eo.kernel : eo.calib;
   mr_buf *k = NULL, *maps = NULL, *img = NULL;
   mr_sparse_plan *plan = NULL;
   mr_sparse_report report = {0};

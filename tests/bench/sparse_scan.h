@@ -14,6 +14,7 @@ typedef struct sparse_scan {
   float complex *kspace; /* [coil][z][y][x], zero where not acquired */
   uint8_t *mask;         /* [z][y]: 1 where the line at (y, z) was acquired */
   float *reference;      /* [z][y][x]: the noiseless fully sampled image */
+  int calibration;       /* fully sampled centre lines (2D) or points per side (3D) */
 } sparse_scan;
 
 #endif
