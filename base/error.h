@@ -9,6 +9,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define MR_ERROR_TABLE(X)                                                    \
   X(ENOMEM, -1, "out of memory")                                             \
   X(EINVAL, -2, "invalid argument")                                          \
@@ -63,5 +67,9 @@ void mr_err_clear(mr_err *e);
 
 /* The detail text if set, else mr_strerror(code). */
 const char *mr_err_text(const mr_err *e, int code);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -12,7 +12,8 @@ extern "C" {
 int mr_compress_cpu_per_x(mr_device *dev, const mr_cfloat *m, size_t ncoils, size_t nvirtual,
                           size_t nlines, size_t nro, const mr_cfloat *in, mr_cfloat *out);
 int mr_compress_cuda_per_x(mr_device *dev, const mr_cfloat *m, size_t ncoils, size_t nvirtual,
-                           size_t nlines, size_t nro, const mr_cfloat *in, mr_cfloat *out);
+                           size_t nlines, size_t nro, const mr_cfloat *in, mr_cfloat *out,
+                           mr_err *err);
 
 #ifdef __cplusplus
 }

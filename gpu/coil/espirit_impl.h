@@ -17,7 +17,7 @@ int mr_espirit_cpu_extract(mr_device *dev, const mr_cfloat *src, const size_t st
                            mr_cfloat *out);
 int mr_espirit_cuda_extract(mr_device *dev, const mr_cfloat *src, const size_t stride[4],
                             const size_t origin[3], const size_t size[3], size_t ncoils,
-                            mr_cfloat *out);
+                            mr_cfloat *out, mr_err *err);
 
 /* The plane's kernel geometry: kernel ku x kv, coils nc; the projector's
  * index of coil c, patch offset (pu, pv) is (c kv + pv) ku + pu. */
@@ -37,7 +37,7 @@ typedef struct mr_espirit_geom {
 int mr_espirit_cpu_calmat(mr_device *dev, const mr_cfloat *cal, size_t cu, size_t cv,
                           const mr_espirit_geom *g, size_t count, mr_cfloat *a);
 int mr_espirit_cuda_calmat(mr_device *dev, const mr_cfloat *cal, size_t cu, size_t cv,
-                           const mr_espirit_geom *g, size_t count, mr_cfloat *a);
+                           const mr_espirit_geom *g, size_t count, mr_cfloat *a, mr_err *err);
 
 /* Coil pairs i <= j, packed row by row. */
 static inline size_t mr_espirit_pair(size_t i, size_t j, size_t nc) {
@@ -50,8 +50,8 @@ static inline size_t mr_espirit_pair(size_t i, size_t j, size_t nc) {
  * (lag (du, dv) at [dv + kv - 1][du + ku - 1]). */
 int mr_espirit_cpu_lags(mr_device *dev, const mr_cfloat *p, const mr_espirit_geom *g,
                         float scale, mr_cfloat *lag);
-int mr_espirit_cuda_lags(mr_device *dev, const mr_cfloat *p, const mr_espirit_geom *g,
-                         float scale, mr_cfloat *lag);
+int mr_espirit_cuda_lags(mr_device *dev, const mr_cfloat *p, const mr_espirit_geom *g, float scale,
+                         mr_cfloat *lag, mr_err *err);
 
 /* G at every pixel from its lag coefficients: grid [pair][nv][nu] = sum over
  * lags of lag[pair][dv][du] e^{+2 pi i (du (u - nu/2) / nu + dv (v - nv/2) / nv)},
@@ -59,9 +59,9 @@ int mr_espirit_cuda_lags(mr_device *dev, const mr_cfloat *p, const mr_espirit_ge
  * are few: 11 x 11 for a 6 x 6 kernel), along u into row
  * [pair][2 kv - 1][nu], then along v. */
 int mr_espirit_cpu_image(mr_device *dev, const mr_cfloat *lag, const mr_espirit_geom *g,
-                         mr_cfloat *row, mr_cfloat *grid);
+                         mr_cfloat *row, mr_cfloat *grid, mr_err *err);
 int mr_espirit_cuda_image(mr_device *dev, const mr_cfloat *lag, const mr_espirit_geom *g,
-                          mr_cfloat *row, mr_cfloat *grid);
+                          mr_cfloat *row, mr_cfloat *grid, mr_err *err);
 
 /* e^{+2 pi i d (x - n/2) / n} as the angle's fraction of a turn, m / n with
  * m in [0, n) (reduced exactly, in integers). */
@@ -108,7 +108,7 @@ static inline size_t mr_espirit_run(size_t nc) {
 int mr_espirit_cpu_eigen(mr_device *dev, const mr_cfloat *grid, const mr_espirit_geom *g,
                          const mr_cfloat *rot, float crop, const mr_espirit_out *out);
 int mr_espirit_cuda_eigen(mr_device *dev, const mr_cfloat *grid, const mr_espirit_geom *g,
-                          const mr_cfloat *rot, float crop, const mr_espirit_out *out);
+                          const mr_cfloat *rot, float crop, const mr_espirit_out *out, mr_err *err);
 
 #ifdef __cplusplus
 }

@@ -19,21 +19,21 @@ struct mr_buf {
   int queued_rc;
 };
 
-int mr_buf_cpu_alloc(mr_buf *buf);
+int mr_buf_cpu_alloc(mr_buf *buf, mr_err *err);
 void mr_buf_cpu_free(mr_buf *buf);
 
-int mr_buf_cuda_alloc(mr_buf *buf);
+int mr_buf_cuda_alloc(mr_buf *buf, mr_err *err);
 void mr_buf_cuda_free(mr_buf *buf);
-int mr_buf_cuda_upload_rows(mr_buf *buf, size_t at, size_t pitch, const void *src,
-                            size_t src_pitch, size_t width, size_t rows, int wait);
-int mr_buf_cuda_wait_uploads(const mr_buf *buf);
+int mr_buf_cuda_upload_rows(mr_buf *buf, size_t at, size_t pitch, const void *src, size_t src_pitch,
+                            size_t width, size_t rows, int wait, mr_err *err);
+int mr_buf_cuda_wait_uploads(const mr_buf *buf, mr_err *err);
 int mr_buf_cuda_is_pinned(const void *p);
 /* mr_device_upload / mr_device_download on a GPU (raw device pointers;
  * mr_buf_upload and mr_buf_download come through them too). */
-int mr_buf_cuda_copy_up(mr_device *dev, void *dst, const void *host, size_t bytes);
-int mr_buf_cuda_copy_down(mr_device *dev, void *host, const void *src, size_t bytes);
+int mr_buf_cuda_copy_up(mr_device *dev, void *dst, const void *host, size_t bytes, mr_err *err);
+int mr_buf_cuda_copy_down(mr_device *dev, void *host, const void *src, size_t bytes, mr_err *err);
 int mr_buf_cuda_download_rows(const mr_buf *buf, size_t at, size_t pitch, void *dst,
-                              size_t dst_pitch, size_t width, size_t rows);
+                              size_t dst_pitch, size_t width, size_t rows, mr_err *err);
 
 #ifdef __cplusplus
 }

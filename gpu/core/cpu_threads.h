@@ -8,6 +8,8 @@
 
 #include <stddef.h>
 
+#include "error.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -18,7 +20,7 @@ typedef struct mr_cpu_threads mr_cpu_threads;
 typedef void (*mr_range_fn)(void *arg, size_t begin, size_t end);
 
 /* nthreads counts the caller, so nthreads - 1 helper threads start. */
-int mr_cpu_threads_create(int nthreads, mr_cpu_threads **out);
+int mr_cpu_threads_create(int nthreads, mr_cpu_threads **out, mr_err *err);
 void mr_cpu_threads_destroy(mr_cpu_threads *t);
 int mr_cpu_threads_count(const mr_cpu_threads *t);
 

@@ -21,24 +21,23 @@ int mr_cuda_count(char *why, size_t whylen);
 /* Makes the device current on this thread and creates its streams,
  * library handles, memory pool settings and staging buffers; high_priority:
  * its streams at the device's highest priority (the real-time lane). */
-int mr_cuda_ctx_create(int ordinal, int high_priority, struct mr_cuda_ctx **out);
+int mr_cuda_ctx_create(int ordinal, int high_priority, struct mr_cuda_ctx **out, mr_err *err);
 void mr_cuda_ctx_destroy(struct mr_cuda_ctx *ctx);
 
 /* Waits for all work queued on the device; returns the first error. */
-int mr_cuda_ctx_sync(struct mr_cuda_ctx *ctx);
+int mr_cuda_ctx_sync(struct mr_cuda_ctx *ctx, mr_err *err);
 
 /* Fills the CUDA fields of info (not load). */
-int mr_cuda_ctx_info(struct mr_cuda_ctx *ctx, mr_device_info *info);
+int mr_cuda_ctx_info(struct mr_cuda_ctx *ctx, mr_device_info *info, mr_err *err);
 
 /* Free memory of a device now (cudaMemGetInfo). Unlike the functions
  * above it may run on any thread: it makes the device current there and
  * does not wait for queued work. */
-int mr_cuda_mem_free(int ordinal, size_t *free_bytes);
+int mr_cuda_mem_free(int ordinal, size_t *free_bytes, mr_err *err);
 
 /* mr_device_time() for a GPU, on its worker. */
-int mr_cuda_ctx_time(struct mr_cuda_ctx *ctx, mr_device *dev,
-                     mr_device_task task, void *arg, int warmup, int reps,
-                     double *ms);
+int mr_cuda_ctx_time(struct mr_cuda_ctx *ctx, mr_device *dev, mr_device_task task, void *arg,
+                     int warmup, int reps, double *ms, mr_err *err);
 
 #ifdef __cplusplus
 }

@@ -89,10 +89,10 @@ void mr_device_fake_info(mr_device *dev, mr_device_info *info);
 
 /* A fake GPU's injected fault: 0 while none is due, else the code to fail
  * with (counting this call against fail_after). 0 for any other device. */
-int mr_device_fake_fault(mr_device *dev, const char *what);
+int mr_device_fake_fault(mr_device *dev, const char *what, mr_err *err);
 /* Takes / gives back `bytes` of a fake GPU's memory: MR_EDEVMEM when it
  * does not have them. Both do nothing (0) for any other device. */
-int mr_device_fake_take(mr_device *dev, size_t bytes);
+int mr_device_fake_take(mr_device *dev, size_t bytes, mr_err *err);
 void mr_device_fake_give(mr_device *dev, size_t bytes);
 #endif
 

@@ -8,7 +8,7 @@
 extern "C" {
 #endif
 
-int mr_host_cuda_alloc(mr_device *dev, size_t bytes, void **out);
+int mr_host_cuda_alloc(mr_device *dev, size_t bytes, void **out, mr_err *err);
 void mr_host_cuda_free(mr_device *dev, void *p);
 
 #ifdef __cplusplus

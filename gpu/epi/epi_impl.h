@@ -15,7 +15,7 @@ extern "C" {
 int mr_epi_cpu_scale_rows(mr_device *dev, int rows, int cols, int ld, const mr_cfloat *factors,
                           mr_cfloat *x);
 int mr_epi_cuda_scale_rows(mr_device *dev, int rows, int cols, int ld, const mr_cfloat *factors,
-                           mr_cfloat *x);
+                           mr_cfloat *x, mr_err *err);
 
 #ifdef __cplusplus
 }

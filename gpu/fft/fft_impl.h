@@ -36,7 +36,7 @@ typedef struct mr_fft_shape {
   size_t ramp_len; /* nx + ny + nz */
 } mr_fft_shape;
 
-int mr_fft_shape_init(mr_fft_shape *shape, const mr_fft_opts *opts);
+int mr_fft_shape_init(mr_fft_shape *shape, const mr_fft_opts *opts, mr_err *err);
 void mr_fft_shape_free(mr_fft_shape *shape);
 
 /* The factors of one direction and stage (0 pre, 1 post), dimension x
@@ -50,16 +50,16 @@ struct mr_fft_plan {
   void *impl; /* the backend's plan */
 };
 
-int mr_fft_cpu_create(mr_fft_plan *plan);
-int mr_fft_cpu_execute(mr_fft_plan *plan, mr_fft_direction dir,
-                       const mr_cfloat *in, mr_cfloat *out);
+int mr_fft_cpu_create(mr_fft_plan *plan, mr_err *err);
+int mr_fft_cpu_execute(mr_fft_plan *plan, mr_fft_direction dir, const mr_cfloat *in, mr_cfloat *out,
+                       mr_err *err);
 void mr_fft_cpu_destroy(mr_fft_plan *plan);
 
-int mr_fft_cuda_create(mr_fft_plan *plan);
-int mr_fft_cuda_execute(mr_fft_plan *plan, mr_fft_direction dir,
-                        const mr_cfloat *in, mr_cfloat *out);
-int mr_fft_cuda_execute_host(mr_fft_plan *plan, mr_fft_direction dir,
-                             const mr_cfloat *in, mr_cfloat *out);
+int mr_fft_cuda_create(mr_fft_plan *plan, mr_err *err);
+int mr_fft_cuda_execute(mr_fft_plan *plan, mr_fft_direction dir, const mr_cfloat *in,
+                        mr_cfloat *out, mr_err *err);
+int mr_fft_cuda_execute_host(mr_fft_plan *plan, mr_fft_direction dir, const mr_cfloat *in,
+                             mr_cfloat *out, mr_err *err);
 void mr_fft_cuda_destroy(mr_fft_plan *plan);
 
 #ifdef __cplusplus

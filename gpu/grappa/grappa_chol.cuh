@@ -22,7 +22,7 @@ struct mr_grappa_chol_side {
 
 // Lets the diagonal-tile kernel take its shared memory; once per device
 // before the first factorisation (not inside a graph capture).
-int mr_grappa_chol_init(void);
+int mr_grappa_chol_init(mr_err *err);
 
 // Factors, in double precision, for each of nseg matrices g + s * seg_stride (column-major, na
 // rows, ns columns, leading dimension na), the leading ns x ns block
@@ -36,7 +36,7 @@ int mr_grappa_chol_init(void);
 // the compute stream.
 int mr_grappa_chol_factor(mr_cuda_ctx *c, const mr_grappa_chol_side &side, double2 *g, int na,
                           int ns, int nseg, size_t seg_stride, double2 *inv, double2 *below,
-                          int *status);
+                          int *status, mr_err *err);
 
 // After mr_grappa_chol_factor: W (nt x ns per segment, at w + s ldw ns,
 // leading dimension ldw >= nt) with W L = G21 (so W = U M^-1), by the
@@ -44,6 +44,6 @@ int mr_grappa_chol_factor(mr_cuda_ctx *c, const mr_grappa_chol_side &side, doubl
 // (ns .. ns + nt) of g overwritten on the way. Queued on the compute
 // stream.
 int mr_grappa_chol_solve(mr_cuda_ctx *c, double2 *g, int na, int ns, int nt, int nseg,
-                         size_t seg_stride, const double2 *inv, double2 *w, int ldw);
+                         size_t seg_stride, const double2 *inv, double2 *w, int ldw, mr_err *err);
 
 #endif

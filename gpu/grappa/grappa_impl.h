@@ -57,14 +57,14 @@ struct mr_grappa_plan {
  *                   (n_tgt x ..., dense) into line lines[b] + m where that
  *                   line exists and sampled[] says it is missing
  * Device arrays (lines, sampled) live on the plan's device. */
-int mr_grappa_cpu_create(mr_grappa_plan *p);
+int mr_grappa_cpu_create(mr_grappa_plan *p, mr_err *err);
 void mr_grappa_cpu_destroy(mr_grappa_plan *p);
 /* The whole calibration in double precision (A, B, M and the factor), the
  * weights rounded to float at the end; build_ms / solve_ms (may be NULL)
  * receive the time of building the normal equations (with prepare) and of
  * solving them. */
 int mr_grappa_cpu_calibrate(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
-                            mr_cfloat *weights, double *build_ms, double *solve_ms);
+                            mr_cfloat *weights, double *build_ms, double *solve_ms, mr_err *err);
 int mr_grappa_cpu_im2col(mr_grappa_plan *p, const mr_cfloat *kspace, int ne1,
                          const int *lines, int nblk, int x0, int x1, mr_cfloat *src);
 int mr_grappa_cpu_scatter(mr_grappa_plan *p, const mr_cfloat *tv, const int *lines, int nblk,
@@ -74,32 +74,34 @@ int mr_grappa_cpu_scatter(mr_grappa_plan *p, const mr_cfloat *tv, const int *lin
  * host memory. Fills what im2col, the GEMM and scatter fill, the same up
  * to rounding. */
 int mr_grappa_cpu_fill(mr_grappa_plan *p, const mr_cfloat *weights, const int *lines, int nblk,
-                       const uint8_t *sampled, int ne1, mr_cfloat *kspace);
+                       const uint8_t *sampled, int ne1, mr_cfloat *kspace, mr_err *err);
 
-int mr_grappa_cuda_create(mr_grappa_plan *p);
+int mr_grappa_cuda_create(mr_grappa_plan *p, mr_err *err);
 void mr_grappa_cuda_destroy(mr_grappa_plan *p);
 /* The direct method's pieces: prepare (per segment and PE position the
  * normalisation psi, and which equations power clipping discards, in
  * scratch), then per segment the explicit A (n_src x positions) and B
  * (n_tgt x positions), normalised, the discarded equations zero (column
  * q = i * positions + c), in single precision. */
-int mr_grappa_cuda_prepare(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride);
+int mr_grappa_cuda_prepare(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
+                           mr_err *err);
 int mr_grappa_cuda_build(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride, int s,
-                         mr_cfloat *a, mr_cfloat *b);
-int mr_grappa_cuda_im2col(mr_grappa_plan *p, const mr_cfloat *kspace, int ne1,
-                          const int *lines, int nblk, int x0, int x1, mr_cfloat *src);
+                         mr_cfloat *a, mr_cfloat *b, mr_err *err);
+int mr_grappa_cuda_im2col(mr_grappa_plan *p, const mr_cfloat *kspace, int ne1, const int *lines,
+                          int nblk, int x0, int x1, mr_cfloat *src, mr_err *err);
 int mr_grappa_cuda_scatter(mr_grappa_plan *p, const mr_cfloat *tv, const int *lines, int nblk,
-                           int x0, int x1, const uint8_t *sampled, int ne1, mr_cfloat *kspace);
+                           int x0, int x1, const uint8_t *sampled, int ne1, mr_cfloat *kspace,
+                           mr_err *err);
 /* The whole fused calibration, queued (prepare included). */
 int mr_grappa_cuda_fused(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
-                         mr_cfloat *weights);
+                         mr_cfloat *weights, mr_err *err);
 /* The same, not as the graph and waited for; *build_ms and *solve_ms
  * receive the device time of building [M; U] (prepare included) and of
  * solving it (factor, triangular solve, export). */
 int mr_grappa_cuda_fused_steps(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
-                               mr_cfloat *weights, double *build_ms, double *solve_ms);
+                               mr_cfloat *weights, double *build_ms, double *solve_ms, mr_err *err);
 /* MR_ENUMERIC when the last fused calibration met a non-positive pivot. */
-int mr_grappa_cuda_status(mr_grappa_plan *p);
+int mr_grappa_cuda_status(mr_grappa_plan *p, mr_err *err);
 
 /* Block order of the GPU's blocked Cholesky factorisation. */
 enum { MR_GRAPPA_TILE = 64 };
@@ -126,9 +128,9 @@ enum { MR_GRAPPA_TILE = 64 };
  * MR_ENUMERIC for a non-positive pivot, MR_EINVAL on a CPU device. The
  * CUDA twin has the same contract. */
 int mr_grappa_chol_tile(mr_device *dev, int rows, double *panel, double *inv, double *tile_ms,
-                        double *below_ms, double *phase_us);
-int mr_grappa_cuda_chol_tile(mr_device *dev, int rows, double *panel, double *inv,
-                             double *tile_ms, double *below_ms, double *phase_us);
+                        double *below_ms, double *phase_us, mr_err *err);
+int mr_grappa_cuda_chol_tile(mr_device *dev, int rows, double *panel, double *inv, double *tile_ms,
+                             double *below_ms, double *phase_us, mr_err *err);
 
 #ifdef __cplusplus
 }

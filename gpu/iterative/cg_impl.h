@@ -29,14 +29,15 @@ typedef struct mr_cg_job {
 
 /* MR_ENUMERIC with the line that says which step broke down (what =
  * value) at which iteration, from which residual. */
-int mr_cg_breakdown_fail(const char *what, double value, int iteration, double residual);
+int mr_cg_breakdown_fail(const char *what, double value, int iteration, double residual,
+                         mr_err *err);
 
 /* The whole solve of every system on a GPU, inside a task on its worker:
  * the same recursion as the CPU's, with alpha and beta computed and tested
  * on the device, so the loop queues without waiting for a reduction; the
  * state is read back once at the end (and every 16 iterations, to stop
  * early). */
-int mr_cg_cuda_solve(mr_device *dev, mr_cg_job *j);
+int mr_cg_cuda_solve(mr_device *dev, mr_cg_job *j, mr_err *err);
 
 #ifdef __cplusplus
 }

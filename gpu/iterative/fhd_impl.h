@@ -32,16 +32,16 @@ static inline long mr_fhd_grid_coord(size_t i, size_t n) { return (long)i - (lon
 /* k * 2^32 wrapped to int32, as unsigned (see MR_FHD_FIXED_ONE). */
 unsigned mr_fhd_fixed(double k);
 
-int mr_fhd_cpu_adjoint(mr_fhd_plan *p, const mr_cfloat *data, const float *weights,
-                       mr_cfloat *out);
-int mr_fhd_cpu_forward(mr_fhd_plan *p, const mr_cfloat *image, mr_cfloat *out);
+int mr_fhd_cpu_adjoint(mr_fhd_plan *p, const mr_cfloat *data, const float *weights, mr_cfloat *out,
+                       mr_err *err);
+int mr_fhd_cpu_forward(mr_fhd_plan *p, const mr_cfloat *image, mr_cfloat *out, mr_err *err);
 
-int mr_fhd_cuda_create(mr_fhd_plan *p);
+int mr_fhd_cuda_create(mr_fhd_plan *p, mr_err *err);
 /* The voxels changed: the device's copies of their positions are stale. */
 void mr_fhd_cuda_forget(mr_fhd_plan *p);
-int mr_fhd_cuda_adjoint(mr_fhd_plan *p, const mr_cfloat *data, const float *weights,
-                        mr_cfloat *out);
-int mr_fhd_cuda_forward(mr_fhd_plan *p, const mr_cfloat *image, mr_cfloat *out);
+int mr_fhd_cuda_adjoint(mr_fhd_plan *p, const mr_cfloat *data, const float *weights, mr_cfloat *out,
+                        mr_err *err);
+int mr_fhd_cuda_forward(mr_fhd_plan *p, const mr_cfloat *image, mr_cfloat *out, mr_err *err);
 void mr_fhd_cuda_destroy(mr_fhd_plan *p);
 
 #ifdef __cplusplus

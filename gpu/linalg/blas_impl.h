@@ -26,12 +26,12 @@ typedef struct mr_herk_args {
 
 /* Checks a view for `batch` items: ld, and for outputs a stride that keeps
  * items apart. Shared with solve.c. */
-int mr_cmat_check(const mr_cmat *m, int batch, int is_output, const char *what);
+int mr_cmat_check(const mr_cmat *m, int batch, int is_output, const char *what, mr_err *err);
 
 int mr_blas_cpu_gemm(mr_device *dev, const mr_gemm_args *g);
 int mr_blas_cpu_herk(mr_device *dev, const mr_herk_args *h);
-int mr_blas_cuda_gemm(mr_device *dev, const mr_gemm_args *g);
-int mr_blas_cuda_herk(mr_device *dev, const mr_herk_args *h);
+int mr_blas_cuda_gemm(mr_device *dev, const mr_gemm_args *g, mr_err *err);
+int mr_blas_cuda_herk(mr_device *dev, const mr_herk_args *h, mr_err *err);
 
 #ifdef __cplusplus
 }

@@ -19,37 +19,38 @@ typedef double _Complex mr_cdouble;
 
 typedef struct mr_spectral_ops {
   /* out (dense) = src, widened (src a rows x cols float view) */
-  int (*widen)(mr_device *dev, mr_cmat src, int batch, mr_cdouble *out);
+  int (*widen)(mr_device *dev, mr_cmat src, int batch, mr_cdouble *out, mr_err *err);
   /* dst (an n x n float view) = src (dense n x n), narrowed */
-  int (*narrow)(mr_device *dev, const mr_cdouble *src, int n, int batch, mr_cmat dst);
+  int (*narrow)(mr_device *dev, const mr_cdouble *src, int n, int batch, mr_cmat dst, mr_err *err);
   /* c = alpha op_a(a) op_b(b) + beta c: op_a(a) m x k, op_b(b) k x n, all dense */
-  int (*gemm)(mr_device *dev, mr_blas_op op_a, mr_blas_op op_b, int m, int n, int k,
-              double alpha, const mr_cdouble *a, const mr_cdouble *b, double beta,
-              mr_cdouble *c, int batch);
+  int (*gemm)(mr_device *dev, mr_blas_op op_a, mr_blas_op op_b, int m, int n, int k, double alpha,
+              const mr_cdouble *a, const mr_cdouble *b, double beta, mr_cdouble *c, int batch,
+              mr_err *err);
   /* out = p[b] x + q[b] y + r[b] I per n x n item b (y NULL: no y term;
    * out may be x or y) */
   int (*combine)(mr_device *dev, int n, int batch, const double *p, const mr_cdouble *x,
-                 const double *q, const mr_cdouble *y, const double *r, mr_cdouble *out);
+                 const double *q, const mr_cdouble *y, const double *r, mr_cdouble *out,
+                 mr_err *err);
   /* d[b] (host) = Re sum_ij x(i, j) conj(y(i, j)), trace(x y) for
    * Hermitian items; y NULL: trace(x) */
-  int (*dot)(mr_device *dev, int n, int batch, const mr_cdouble *x, const mr_cdouble *y,
-             double *d);
+  int (*dot)(mr_device *dev, int n, int batch, const mr_cdouble *x, const mr_cdouble *y, double *d,
+             mr_err *err);
   /* b = a^-1 b for Hermitian positive definite n x n a (overwritten by its
    * Cholesky factor); MR_ENUMERIC when an item is not positive definite */
-  int (*posv)(mr_device *dev, int n, int batch, mr_cdouble *a, mr_cdouble *b);
+  int (*posv)(mr_device *dev, int n, int batch, mr_cdouble *a, mr_cdouble *b, mr_err *err);
   /* Where not NULL, the whole spectral function through an eigen-
    * decomposition (fast on a CPU, where the matrix polynomials are not):
    * from the Gram matrices g (destroyed), lmax (host) and proj, and pinv
    * where not NULL, each eigenvalue weighted by mr_spectral_weights() */
-  int (*by_eigen)(mr_device *dev, int n, int batch, mr_cdouble *g, double threshold,
-                  double *lmax, mr_cdouble *proj, mr_cdouble *pinv);
+  int (*by_eigen)(mr_device *dev, int n, int batch, mr_cdouble *g, double threshold, double *lmax,
+                  mr_cdouble *proj, mr_cdouble *pinv, mr_err *err);
 } mr_spectral_ops;
 
 /* mr_spectral_truncate() through the given steps (a test runs the matrix
  * polynomials on the CPU, whose own steps take the eigen path). */
-int mr_spectral_truncate_by(const mr_spectral_ops *ops, mr_device *dev, mr_cmat a,
-                            mr_blas_op side, float threshold, mr_cmat proj, mr_cmat pinv,
-                            float *lambda_max, int batch);
+int mr_spectral_truncate_by(const mr_spectral_ops *ops, mr_device *dev, mr_cmat a, mr_blas_op side,
+                            float threshold, mr_cmat proj, mr_cmat pinv, float *lambda_max,
+                            int batch, mr_err *err);
 
 /* What the matrix iteration of spectral.c does to one eigenvalue lambda of
  * a Gram matrix whose eigenvalues are w[0..n-1]: lmax (the estimate from

@@ -42,35 +42,36 @@ double mr_nufft_sigma_rule(int rank);
 int mr_nufft_sigma_remembered(mr_device *dev, const mr_nufft_opts *o, double *upsampling);
 int mr_nufft_sigma_measure(mr_device *dev, const mr_nufft_opts *o, const double *candidates,
                            int ncandidates, size_t n, const float *k, int k_on_host,
-                           double *upsampling);
+                           double *upsampling, mr_err *err);
 
 /* The backends. create: grid memory and FFT plan; set_points: place and
  * bin the positions on the device (k in host memory when k_on_host, else
  * device memory), filling the plan's points with counts only (the arrays
  * stay on the device); execute: as mr_nufft_execute; pipe_menon: as
  * mr_density_pipe_menon without the final scaling. */
-int mr_nufft_cpu_create(mr_nufft_plan *p);
+int mr_nufft_cpu_create(mr_nufft_plan *p, mr_err *err);
 int mr_nufft_cpu_execute(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
-                         mr_cfloat *out);
-int mr_nufft_cpu_pipe_menon(mr_nufft_plan *p, int iterations, float *weights);
+                         mr_cfloat *out, mr_err *err);
+int mr_nufft_cpu_pipe_menon(mr_nufft_plan *p, int iterations, float *weights, mr_err *err);
 void mr_nufft_cpu_destroy(mr_nufft_plan *p);
 
-int mr_nufft_cuda_create(mr_nufft_plan *p);
-int mr_nufft_cuda_set_points(mr_nufft_plan *p, size_t npoints, const float *k, int k_on_host);
+int mr_nufft_cuda_create(mr_nufft_plan *p, mr_err *err);
+int mr_nufft_cuda_set_points(mr_nufft_plan *p, size_t npoints, const float *k, int k_on_host,
+                             mr_err *err);
 /* The device's binned points as host arrays into *out (bin_start left
  * NULL: the subproblems carry the bins' ranges), for tests comparing them
  * with mr_nufft_points_build. The caller frees *out. */
-int mr_nufft_cuda_points_download(mr_nufft_plan *p, mr_nufft_points *out);
+int mr_nufft_cuda_points_download(mr_nufft_plan *p, mr_nufft_points *out, mr_err *err);
 int mr_nufft_cuda_execute(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
-                          mr_cfloat *out);
+                          mr_cfloat *out, mr_err *err);
 int mr_nufft_cuda_execute_host(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
-                               mr_cfloat *out);
-int mr_nufft_cuda_pipe_menon(mr_nufft_plan *p, int iterations, float *weights);
+                               mr_cfloat *out, mr_err *err);
+int mr_nufft_cuda_pipe_menon(mr_nufft_plan *p, int iterations, float *weights, mr_err *err);
 /* One execute with its stages timed by CUDA events: spreading (or
  * deapodize and pad), FFT, deapodize and crop (or interpolation), in ms. For
  * benchmarks. */
 int mr_nufft_cuda_stage_times(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
-                              mr_cfloat *out, float ms[3]);
+                              mr_cfloat *out, float ms[3], mr_err *err);
 void mr_nufft_cuda_destroy(mr_nufft_plan *p);
 
 #ifdef __cplusplus

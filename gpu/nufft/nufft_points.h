@@ -45,7 +45,7 @@ typedef struct mr_nufft_points {
  * MR_EINVAL for a position that is not finite (the caller keeps npoints
  * within 2^28, so that every entry index fits int32). */
 int mr_nufft_points_build(const mr_nufft_geom *g, size_t npoints, const float *k,
-                          size_t max_entries, mr_cpu_threads *t, mr_nufft_points *out);
+                          size_t max_entries, mr_cpu_threads *t, mr_nufft_points *out, mr_err *err);
 void mr_nufft_points_free(mr_nufft_points *p);
 
 /* Largest and least bin piece one GPU thread block spreads. */

@@ -26,14 +26,14 @@ typedef struct mr_sg_window {
 int mr_sg_cpu_im2col(mr_device *dev, const mr_sg_window *w, const mr_cfloat *kspace,
                      mr_cfloat *out);
 int mr_sg_cuda_im2col(mr_device *dev, const mr_sg_window *w, const mr_cfloat *kspace,
-                      mr_cfloat *out);
+                      mr_cfloat *out, mr_err *err);
 
 /* Line y of k-space b of kspace ([count][nc][ny][nx]) times
  * exp(-direction 2 pi i (y - ny/2) (first + b) / caipi). */
 int mr_sg_cpu_caipi(mr_device *dev, int nc, int nx, int ny, int caipi, int first, int count,
                     int direction, mr_cfloat *kspace);
 int mr_sg_cuda_caipi(mr_device *dev, int nc, int nx, int ny, int caipi, int first, int count,
-                     int direction, mr_cfloat *kspace);
+                     int direction, mr_cfloat *kspace, mr_err *err);
 
 #ifdef __cplusplus
 }

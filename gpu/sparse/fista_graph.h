@@ -22,18 +22,18 @@ extern "C" {
 typedef struct mr_fista_graph mr_fista_graph;
 
 /* Starts capturing the compute stream (this thread's work only). */
-int mr_fista_graph_begin(mr_device *dev);
+int mr_fista_graph_begin(mr_device *dev, mr_err *err);
 /* *node = the node captured last. */
-int mr_fista_graph_mark(mr_device *dev, void **node);
+int mr_fista_graph_mark(mr_device *dev, void **node, mr_err *err);
 /* Ends the capture; with keep, instantiates it into *out (NULL after a
  * failure, the stream usable again either way). */
-int mr_fista_graph_end(mr_device *dev, int keep, mr_fista_graph **out);
+int mr_fista_graph_end(mr_device *dev, int keep, mr_fista_graph **out, mr_err *err);
 /* *next = the one node that follows node. */
-int mr_fista_graph_next(void *node, void **next);
+int mr_fista_graph_next(void *node, void **next, mr_err *err);
 /* The instantiated graph, for the node setters. */
 void *mr_fista_graph_exec(mr_fista_graph *g);
 /* Queues one replay on the compute stream. */
-int mr_fista_graph_launch(mr_device *dev, mr_fista_graph *g);
+int mr_fista_graph_launch(mr_device *dev, mr_fista_graph *g, mr_err *err);
 void mr_fista_graph_destroy(mr_fista_graph *g);
 
 #ifdef __cplusplus

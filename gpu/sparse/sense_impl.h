@@ -19,22 +19,23 @@ typedef struct mr_sense_pass {
 /* out[c] = maps[c] x (times the sign). */
 int mr_sense_cpu_expand(mr_device *dev, const mr_sense_pass *p, const mr_cfloat *x,
                         mr_cfloat *out);
-int mr_sense_cuda_expand(mr_device *dev, const mr_sense_pass *p, const mr_cfloat *x,
-                         mr_cfloat *out);
+int mr_sense_cuda_expand(mr_device *dev, const mr_sense_pass *p, const mr_cfloat *x, mr_cfloat *out,
+                         mr_err *err);
 /* out[c][z][y][x] = in[c][z][y][x] mask[z][y] scale (out may be in). */
 int mr_sense_cpu_mask(mr_device *dev, const mr_sense_pass *p, const float *mask, float scale,
                       const mr_cfloat *in, mr_cfloat *out);
 int mr_sense_cuda_mask(mr_device *dev, const mr_sense_pass *p, const float *mask, float scale,
-                       const mr_cfloat *in, mr_cfloat *out);
+                       const mr_cfloat *in, mr_cfloat *out, mr_err *err);
 /* y = sum_c conj(maps[c]) k[c] (times the sign); with z (not NULL):
  * out = z - step (y - ahb), else out = y. */
 int mr_sense_cpu_combine(mr_device *dev, const mr_sense_pass *p, const mr_cfloat *k,
                          const mr_cfloat *z, const mr_cfloat *ahb, float step, mr_cfloat *out);
 int mr_sense_cuda_combine(mr_device *dev, const mr_sense_pass *p, const mr_cfloat *k,
-                          const mr_cfloat *z, const mr_cfloat *ahb, float step, mr_cfloat *out);
+                          const mr_cfloat *z, const mr_cfloat *ahb, float step, mr_cfloat *out,
+                          mr_err *err);
 /* out[i] = sum_c |maps[c][i]|^2 + 0i. */
 int mr_sense_cpu_power(mr_device *dev, const mr_sense_pass *p, mr_cfloat *out);
-int mr_sense_cuda_power(mr_device *dev, const mr_sense_pass *p, mr_cfloat *out);
+int mr_sense_cuda_power(mr_device *dev, const mr_sense_pass *p, mr_cfloat *out, mr_err *err);
 
 /* A GPU's normal operator of a 2D image. The mask keeps whole readout
  * lines, so F^H M F is the identity along x: A^H A z = S^H F_y^H M F_y S z
@@ -52,12 +53,13 @@ int mr_sense_cuda_power(mr_device *dev, const mr_sense_pass *p, mr_cfloat *out);
  * (cuFFT's strided 2D batches; mr-sparse-timing on an H100), so 3D keeps
  * the five passes of sense.c's normal_k. */
 typedef struct mr_sense_lines mr_sense_lines;
-int mr_sense_cuda_lines_create(mr_device *dev, const mr_sense_pass *p, mr_sense_lines **out);
+int mr_sense_cuda_lines_create(mr_device *dev, const mr_sense_pass *p, mr_sense_lines **out,
+                               mr_err *err);
 void mr_sense_cuda_lines_destroy(mr_device *dev, mr_sense_lines *l);
 int mr_sense_cuda_lines_normal(mr_device *dev, mr_sense_lines *l, const mr_sense_pass *p,
                                const float *mask_plain, mr_cfloat *scratch, const mr_cfloat *x,
-                               const mr_cfloat *z, const mr_cfloat *ahb, float step,
-                               mr_cfloat *out);
+                               const mr_cfloat *z, const mr_cfloat *ahb, float step, mr_cfloat *out,
+                               mr_err *err);
 
 #ifdef __cplusplus
 }

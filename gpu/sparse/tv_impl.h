@@ -24,7 +24,7 @@ typedef struct mr_tv_shape {
 int mr_tv_cpu_primal(mr_device *dev, const mr_tv_shape *s, float t, const mr_cfloat *u,
                      const mr_cfloat *p, mr_cfloat *x);
 int mr_tv_cuda_primal(mr_device *dev, const mr_tv_shape *s, float t, const mr_cfloat *u,
-                      const mr_cfloat *p, mr_cfloat *x);
+                      const mr_cfloat *p, mr_cfloat *x, mr_err *err);
 /* p = p + tau (K x - c) (c the reference term's offset, with project
  * only: K stays linear for mr_tv_forward), then (project) each pixel's
  * spatial dual scaled to at most unit norm over the axes, its temporal
@@ -32,7 +32,7 @@ int mr_tv_cuda_primal(mr_device *dev, const mr_tv_shape *s, float t, const mr_cf
 int mr_tv_cpu_dual(mr_device *dev, const mr_tv_shape *s, float tau, int project,
                    const mr_cfloat *x, mr_cfloat *p);
 int mr_tv_cuda_dual(mr_device *dev, const mr_tv_shape *s, float tau, int project,
-                    const mr_cfloat *x, mr_cfloat *p);
+                    const mr_cfloat *x, mr_cfloat *p, mr_err *err);
 
 #ifdef __cplusplus
 }

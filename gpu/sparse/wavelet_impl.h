@@ -23,11 +23,11 @@ typedef struct mr_wavelet_taps {
  * the synthesis (inverse 1) of src's region along that axis, periodic in
  * len[axis] (even). Samples outside the region are not touched. */
 int mr_wavelet_cpu_pass(mr_device *dev, const size_t dims[3], const size_t len[3], int axis,
-                        int inverse, const mr_wavelet_taps *f, const mr_cfloat *src,
-                        mr_cfloat *dst);
+                        int inverse, const mr_wavelet_taps *f, const mr_cfloat *src, mr_cfloat *dst,
+                        mr_err *err);
 int mr_wavelet_cuda_pass(mr_device *dev, const size_t dims[3], const size_t len[3], int axis,
                          int inverse, const mr_wavelet_taps *f, const mr_cfloat *src,
-                         mr_cfloat *dst);
+                         mr_cfloat *dst, mr_err *err);
 
 /* The GPU does the levels whose region holds at most MR_WAVELET_SMALL
  * samples in one block, in shared memory (one launch instead of one per
@@ -38,7 +38,8 @@ int mr_wavelet_cuda_pass(mr_device *dev, const size_t dims[3], const size_t len[
 #define MR_WAVELET_SMALL 2048
 #define MR_WAVELET_MAX_SMALL_LEVELS 12
 int mr_wavelet_cuda_small(mr_device *dev, const size_t dims[3], const size_t len[][3], int levels,
-                          int inverse, const mr_wavelet_taps *f, float thresh, mr_cfloat *c);
+                          int inverse, const mr_wavelet_taps *f, float thresh, mr_cfloat *c,
+                          mr_err *err);
 
 /* One level of a 2D image whose x and y both halve, in one launch on a
  * GPU (both passes, through shared memory), on the region len of arrays of
@@ -61,14 +62,14 @@ typedef struct mr_wavelet_momentum {
 int mr_wavelet_cuda_level2d(mr_device *dev, const size_t dims[3], const size_t len[3], int inverse,
                             const mr_wavelet_taps *f, const size_t *shift, float thresh,
                             const mr_wavelet_momentum *m, const mr_cfloat *lo_in, mr_cfloat *c,
-                            mr_cfloat *lo_out);
+                            mr_cfloat *lo_out, mr_err *err);
 
 /* dst[(i + shift) mod len] = src[i] over the region [0, len) of arrays of
  * dims (a nonzero shift only with len == dims). */
 int mr_wavelet_cpu_copy(mr_device *dev, const size_t dims[3], const size_t len[3],
                         const size_t shift[3], const mr_cfloat *src, mr_cfloat *dst);
 int mr_wavelet_cuda_copy(mr_device *dev, const size_t dims[3], const size_t len[3],
-                         const size_t shift[3], const mr_cfloat *src, mr_cfloat *dst);
+                         const size_t shift[3], const mr_cfloat *src, mr_cfloat *dst, mr_err *err);
 
 /* FISTA's graph (fista_graph.h): sets the shift of the captured node
  * that starts mr_wavelet_forward (forward: the copy, or the first 2D
@@ -78,7 +79,7 @@ int mr_wavelet_cuda_copy(mr_device *dev, const size_t dims[3], const size_t len[
  * instantiated graph exec, as the calls with this shift and beta would
  * launch them. */
 int mr_wavelet_cuda_set_shifts(void *exec, void *forward, void *back, const size_t dims[3],
-                               const size_t shift[3], float beta);
+                               const size_t shift[3], float beta, mr_err *err);
 
 #ifdef __cplusplus
 }

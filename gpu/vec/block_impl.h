@@ -18,7 +18,7 @@ typedef struct mr_block_args {
 } mr_block_args;
 
 int mr_block_cpu_copy(mr_device *dev, const mr_block_args *b);
-int mr_block_cuda_copy(mr_device *dev, const mr_block_args *b);
+int mr_block_cuda_copy(mr_device *dev, const mr_block_args *b, mr_err *err);
 
 #ifdef __cplusplus
 }

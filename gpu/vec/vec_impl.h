@@ -31,15 +31,14 @@ typedef struct mr_vec_args {
   mr_cfloat *dot;     /* host */
 } mr_vec_args;
 
-int mr_vec_cpu_run(mr_device *dev, const mr_vec_args *v);
-int mr_vec_cuda_run(mr_device *dev, const mr_vec_args *v);
+int mr_vec_cpu_run(mr_device *dev, const mr_vec_args *v, mr_err *err);
+int mr_vec_cuda_run(mr_device *dev, const mr_vec_args *v, mr_err *err);
 
 int mr_vec_cpu_crop(mr_device *dev, size_t batch, const mr_cfloat *in,
                     const size_t in_dims[3], const size_t at[3], mr_cfloat *out,
                     const size_t out_dims[3]);
-int mr_vec_cuda_crop(mr_device *dev, size_t batch, const mr_cfloat *in,
-                     const size_t in_dims[3], const size_t at[3], mr_cfloat *out,
-                     const size_t out_dims[3]);
+int mr_vec_cuda_crop(mr_device *dev, size_t batch, const mr_cfloat *in, const size_t in_dims[3],
+                     const size_t at[3], mr_cfloat *out, const size_t out_dims[3], mr_err *err);
 
 #ifdef __cplusplus
 }

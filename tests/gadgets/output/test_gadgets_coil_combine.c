@@ -21,6 +21,7 @@
 #include "fft.h"
 #include "gadget_harness.h"
 #include "image_array.h"
+#include "test_err.h"
 
 static void test_rss(void **state) {
   (void)state;
@@ -273,7 +274,7 @@ static void test_weighted_maps_over_budget(void **state) {
   /* a stale detail line on this thread, as a failed GPU call leaves */
   mr_fft_opts bad = {.rank = 7, .dims = {1, 1, 1}, .batch = 1};
   mr_fft_plan *plan = NULL;
-  assert_true(mr_fft_plan_create(h.device, &bad, &plan) < 0);
+  assert_true(mr_fft_plan_create(h.device, &bad, &plan, TERR) < 0);
   mr_image_array *a = coil_images(dims, nch, 0, 0, 30);
   /* room for the combined image (the input is counted already), not for
    * the maps */
