@@ -21,6 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blas.h"
+#include "cmat.h"
+#include "coil.h"
+#include "fft.h"
+#include "host.h"
+#include "solve.h"
+#include "vec.h"
 #include "bench.h"
 #include "test_err.h"
 #ifdef MR_HAVE_CUDA

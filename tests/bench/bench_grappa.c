@@ -17,6 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coil.h"
+#include "fft.h"
+#include "host.h"
+#include "vec.h"
 #include "bench.h"
 #include "grappa.h"
 #include "grappa_impl.h"

@@ -8,7 +8,7 @@
 #ifndef MR_BENCH_SPARSE_OURS_H
 #define MR_BENCH_SPARSE_OURS_H
 
-#include "gpu.h"
+#include "device.h"
 #include "sparse_scan.h"
 
 typedef struct sparse_ours_run {

@@ -7,11 +7,13 @@
 #include <stdlib.h>
 
 #include "bench.h"
+#include "fft.h"
 #include "raw_cuda.h"
 #include "test_err.h"
 #include "test_support.h"
 #include "toeplitz.h"
 #include "toeplitz_impl.h"
+#include "vec.h"
 
 /* Timing as the rest of mr-bench gpu: the median of 10 after 3 warm-ups. */
 #define GPU_WARMUP 3

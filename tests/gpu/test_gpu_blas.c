@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "blas.h"
+#include "cmat.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
 

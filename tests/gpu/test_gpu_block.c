@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "block.h"
 #include "test_gpu_common.h"
 
 static const size_t big[3] = {12, 7, 5}, small[3] = {5, 4, 2};

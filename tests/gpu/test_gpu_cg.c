@@ -23,6 +23,7 @@
 #include "iterative_support.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
+#include "vec.h"
 
 typedef struct diagonal {
   size_t n;

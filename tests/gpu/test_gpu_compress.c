@@ -16,8 +16,10 @@
 
 #include <cmocka.h>
 
-#include "compress.h"
 #include "bart_cfl.h"
+#include "coil.h"
+#include "compress.h"
+#include "fft.h"
 #include "grappa_phantom.h"
 #include "test_gpu_common.h"
 #include "test_support.h"

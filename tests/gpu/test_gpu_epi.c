@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "epi.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
 

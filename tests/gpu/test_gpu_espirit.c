@@ -17,8 +17,9 @@
 
 #include <cmocka.h>
 
-#include "espirit.h"
 #include "bart_cfl.h"
+#include "espirit.h"
+#include "fft.h"
 #include "grappa_phantom.h"
 #include "test_gpu_common.h"
 #include "test_support.h"

@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "fft.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
 

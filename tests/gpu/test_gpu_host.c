@@ -11,6 +11,9 @@
 #include <cmocka.h>
 
 #include "budget.h"
+#include "coil.h"
+#include "fft.h"
+#include "host.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
 

@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "fft.h"
 #include "slice_grappa.h"
 #include "slice_grappa_impl.h"
 #include "test_gpu_common.h"

@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "cmat.h"
+#include "solve.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
 

@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "blas.h"
+#include "cmat.h"
 #include "solve.h"
 #include "spectral.h"
 #include "spectral_impl.h"

@@ -12,6 +12,7 @@
 
 #include "test_gpu_common.h"
 #include "test_support.h"
+#include "vec.h"
 
 enum { N = 200003 }; /* several reduction blocks and an uneven tail */
 

@@ -16,7 +16,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "gpu.h"
+#include "buf.h"
+#include "cfloat.h"
+#include "device.h"
+#include "pool.h"
 #include "prox.h"
 #include "sense.h"
 #include "sparse.h"

@@ -1,3 +1,4 @@
+#include "fft.h"
 #include "grappa_phantom.h"
 #include "test_err.h"
 

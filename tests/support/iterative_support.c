@@ -1,3 +1,4 @@
+#include "fft.h"
 #include "iterative_support.h"
 
 #include <math.h>

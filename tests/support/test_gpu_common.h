@@ -8,7 +8,10 @@
 #include <complex.h>
 #include <stddef.h>
 
-#include "gpu.h"
+#include "buf.h"
+#include "cfloat.h"
+#include "device.h"
+#include "pool.h"
 #include "test_err.h"
 
 /* Creates the pool for the group argv asks for: "none" for the CPU group,

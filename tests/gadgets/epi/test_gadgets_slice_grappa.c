@@ -22,7 +22,9 @@
 
 #include "dataset.h"
 #include "gadget_harness.h"
-#include "gpu.h"
+#include "cfloat.h"
+#include "device.h"
+#include "pool.h"
 #include "kspace.h"
 #include "simulate.h"
 #include "slice_grappa.h"

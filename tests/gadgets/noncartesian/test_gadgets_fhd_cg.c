@@ -23,6 +23,7 @@
 #include "image_array.h"
 #include "iterative_support.h"
 #include "kspace.h"
+#include "pool.h"
 #include "test_err.h"
 #include "test_support.h"
 

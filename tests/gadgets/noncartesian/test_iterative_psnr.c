@@ -42,6 +42,7 @@
 #include "iterative_support.h"
 #include "kspace.h"
 #include "nufft.h"
+#include "pool.h"
 #include "test_err.h"
 #include "test_support.h"
 
