@@ -58,7 +58,7 @@ int mr_err_set(mr_err *e, int code, const char *fmt, ...)
 #ifdef __clang_analyzer__
 /* The static analyzer does not follow calls into variadic functions, and
  * would take `return mr_err_set(...)` for a possible success: for it alone,
- * the call says what it returns (as mr_gadget_fail and mr_fail do). */
+ * the call says what it returns (as mr_gadget_fail does). */
 #define mr_err_set(e, code, ...) (mr_err_set((e), (code), __VA_ARGS__), (code))
 #endif
 

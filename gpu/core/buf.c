@@ -104,13 +104,12 @@ static int queue_rows(void *arg, mr_err *err) {
                                  0, err);
 }
 
-/* Posted: nobody waits for the result, mr_buf_wait_uploads() reports it. */
+/* Posted: nobody waits for the result (err is NULL); its line goes to the
+ * buffer, and mr_buf_wait_uploads() reports it. */
 static int queue_rows_posted(void *arg, mr_err *err) {
+  (void)err;
   rows_call *c = arg;
-  int rc = queue_rows(c, err);
-  if (rc < 0 && c->buf->queued_rc == 0)
-    c->buf->queued_rc = rc;
-  return rc;
+  return queue_rows(c, &c->buf->queued);
 }
 #endif
 
@@ -158,8 +157,9 @@ int mr_buf_wait_uploads(const mr_buf *buf, mr_err *err) {
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(buf->dev)) {
     int rc = mr_buf_cuda_wait_uploads(buf, err);
-    if (rc == 0 && buf->queued_rc < 0)
-      rc = mr_err_set(err, buf->queued_rc, "an upload queued earlier failed");
+    if (rc == 0 && buf->queued.code < 0)
+      rc = mr_err_set(err, buf->queued.code, "an upload queued earlier failed: %s",
+                      buf->queued.msg);
     return rc;
   }
 #endif

@@ -82,10 +82,11 @@ int mr_device_lane_pick(int nlanes, int realtime_thread, int realtime_active, in
 int mr_device_upload(mr_device *dev, void *dst, const void *host, size_t bytes, mr_err *err);
 int mr_device_download(mr_device *dev, void *host, const void *src, size_t bytes, mr_err *err);
 
-/* Runs task(dev, arg) on dev's worker (directly when already there, and on
- * the calling thread for the CPU), waits for it and for all the device work
- * it queued, and returns its result; a device error found while waiting is
- * returned when the task itself succeeded. Borrows arg. */
+/* Runs task(dev, arg, err) on dev's worker (directly when already there,
+ * and on the calling thread for the CPU), waits for it and for all the
+ * device work it queued, and returns its result; a device error found while
+ * waiting is returned when the task itself succeeded. The task's line (or
+ * the wait's) is in err on return. Borrows arg. */
 int mr_device_run(mr_device *dev, mr_device_task task, void *arg, mr_err *err);
 
 /* Times task as mr_device_run() would run it: `warmup` untimed runs, then

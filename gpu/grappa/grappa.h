@@ -111,7 +111,7 @@ int mr_grappa_calibrate(mr_grappa_plan *plan, const mr_cfloat *acs, size_t coil_
 int mr_grappa_calibrate_steps(mr_grappa_plan *plan, const mr_cfloat *acs, size_t coil_stride,
                               mr_cfloat *weights, double *build_ms, double *solve_ms, mr_err *err);
 
-/* Waits for the plan's device and returns MR_ENUMERIC (with a detail line)
+/* Waits for the plan's device and returns MR_ENUMERIC (with a line in err)
  * when the last calibration met a non-positive-definite system, else 0. */
 int mr_grappa_status(mr_grappa_plan *plan, mr_err *err);
 

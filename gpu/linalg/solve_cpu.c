@@ -8,8 +8,7 @@
 
 /* The items of a batch on the device's threads (LAPACK runs each in its
  * caller's thread: gpu/core/cpu_threads.c); the first failing item's
- * LAPACK info is kept for the caller to report (a detail line is the
- * calling thread's). */
+ * LAPACK info is kept for the calling thread to report in its err). */
 typedef struct solve_job {
   mr_cmat a, b;
   float lambda;

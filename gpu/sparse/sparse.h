@@ -87,7 +87,7 @@ typedef struct mr_sparse_plan mr_sparse_plan;
 void mr_sparse_opts_default(mr_sparse_opts *o);
 
 /* A solver for opts on dev (borrowed): its operator, transforms and
- * images. MR_EINVAL (with gpu/'s detail line) for bad options: a lambda of
+ * images. MR_EINVAL (with its line in err) for bad options: a lambda of
  * 0 with wavelet or tv, no iterations, a bad shape. The caller takes *out. */
 int mr_sparse_plan_create(mr_device *dev, const mr_sparse_opts *opts, mr_sparse_plan **out,
                           mr_err *err);
@@ -103,7 +103,7 @@ void mr_sparse_plan_destroy(mr_sparse_plan *plan);
 int mr_sparse_set_reference(mr_sparse_plan *plan, const mr_cfloat *reference, mr_err *err);
 
 /* Reconstructs image from kspace (b: its sampled lines are read), mask
- * and maps, in one task on the plan's device. MR_EDATA with a detail line
+ * and maps, in one task on the plan's device. MR_EDATA with a line in err
  * for data that cannot give an image: fewer than two sampled lines,
  * non-finite samples or maps, maps that are zero everywhere, a zero-filled
  * image with no signal. MR_ECANCELED when *cancel (may be NULL) turned

@@ -14,9 +14,9 @@ struct mr_buf {
   mr_device *dev;
   void *data;
   size_t bytes;
-  /* The first failure of an upload queued without waiting (set on the
-   * worker; read after a call that waited for it). */
-  int queued_rc;
+  /* The first failure of an upload queued without waiting, its code and
+   * line (written on the worker; read after a call that waited for it). */
+  mr_err queued;
 };
 
 int mr_buf_cpu_alloc(mr_buf *buf, mr_err *err);

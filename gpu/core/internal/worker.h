@@ -27,9 +27,10 @@ int mr_worker_call(mr_worker *w, mr_worker_fn fn, void *arg, mr_err *err);
 /* Queues fn on the worker with a copy of the `size` bytes at arg and
  * returns at once (runs it directly when called from the worker itself):
  * for work whose caller need not wait, such as queueing a copy. fn's result
- * is not returned: fn records a failure where the caller will look after
- * its next mr_worker_call() (calls run in order). MR_ENOMEM when the copy
- * cannot be made (fn does not run then). */
+ * is not returned and it is given no mr_err (NULL): fn records a failure,
+ * its line included, where the caller will look after its next
+ * mr_worker_call() (calls run in order). MR_ENOMEM (with its line in err)
+ * when the copy cannot be made (fn does not run then). */
 int mr_worker_post(mr_worker *w, mr_worker_fn fn, const void *arg, size_t size, mr_err *err);
 
 /* 1 when the calling thread is w's thread. */
