@@ -9,6 +9,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define MR_ERROR_TABLE(X)                                                    \
   X(ENOMEM, -1, "out of memory")                                             \
   X(EINVAL, -2, "invalid argument")                                          \
@@ -54,7 +58,7 @@ int mr_err_set(mr_err *e, int code, const char *fmt, ...)
 #ifdef __clang_analyzer__
 /* The static analyzer does not follow calls into variadic functions, and
  * would take `return mr_err_set(...)` for a possible success: for it alone,
- * the call says what it returns (as mr_gadget_fail and mr_fail do). */
+ * the call says what it returns (as mr_gadget_fail does). */
 #define mr_err_set(e, code, ...) (mr_err_set((e), (code), __VA_ARGS__), (code))
 #endif
 
@@ -63,5 +67,9 @@ void mr_err_clear(mr_err *e);
 
 /* The detail text if set, else mr_strerror(code). */
 const char *mr_err_text(const mr_err *e, int code);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -10,7 +10,7 @@
 
 static char *devices(const mr_server_env *env, mr_pool_format format) {
   char *text = NULL;
-  return mr_pool_describe(env->pool, format, &text) == 0 ? text : NULL;
+  return mr_pool_describe(env->pool, format, &text, NULL) == 0 ? text : NULL;
 }
 
 static char *info_text(const mr_server_env *env) {

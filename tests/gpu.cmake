@@ -12,7 +12,12 @@ foreach(noun pool placement host fft coil blas solve spectral vec block epi)
     TIMEOUT 300 LABELS gpu)
 endforeach()
 
+# Tests that reach gpu/'s internals (a room's internal/ headers).
+foreach(t test_gpu_pool test_gpu_spectral)
+  target_link_libraries(${t} PRIVATE mr_gpu_internal)
+endforeach()
+
 # The GPU worker thread's queue (plain threads: no GPU needed).
-mr_add_test(test_gpu_worker SOURCES gpu/test_gpu_worker.c LIBS mr_gpu Threads::Threads)
+mr_add_test(test_gpu_worker SOURCES gpu/test_gpu_worker.c LIBS mr_gpu_internal Threads::Threads)
 
 add_subdirectory(bench)

@@ -6,6 +6,7 @@ target_link_libraries(mr_test_grappa_phantom PUBLIC mr_gpu m)
 
 mr_add_test(test_gpu_grappa SOURCES gpu/test_gpu_grappa.c
             LIBS mr_test_gpu_common mr_test_grappa_phantom mr_gpu m)
+target_link_libraries(test_gpu_grappa PRIVATE mr_gpu_internal) # its internal/ headers
 add_test(NAME test_gpu_grappa_cuda COMMAND test_gpu_grappa --cuda)
 set_tests_properties(test_gpu_grappa_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS gpu)
 

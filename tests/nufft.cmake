@@ -6,6 +6,7 @@ target_link_libraries(mr_test_nufft_support PUBLIC m)
 
 mr_add_test(test_gpu_nufft SOURCES gpu/test_gpu_nufft.c
             LIBS mr_test_gpu_common mr_test_nufft_support mr_gpu m)
+target_link_libraries(test_gpu_nufft PRIVATE mr_gpu_internal) # its internal/ headers
 if(MR_HAVE_CUDA) # the GPU group also compares the device's binning with the host's
   target_compile_definitions(test_gpu_nufft PRIVATE MR_HAVE_CUDA)
 endif()

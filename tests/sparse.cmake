@@ -22,5 +22,6 @@ mr_add_test(test_gadgets_cs_series SOURCES gadgets/sparse/test_gadgets_cs_series
 # mr-sparse-timing: the solve's time on the GPU and the CPU (JSON; not a
 # test: performance is measured by programs, never asserted).
 add_executable(mr-sparse-timing gpu/time_gpu_sparse.c)
+target_include_directories(mr-sparse-timing PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/support)
 target_link_libraries(mr-sparse-timing PRIVATE mr_gpu m)
 set_target_properties(mr-sparse-timing PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)

@@ -26,7 +26,6 @@
 
 #include "buf.h"
 #include "compress.h"
-#include "fail.h"
 #include "gadget.h"
 #include "handoff.h"
 #include "kspace.h"
@@ -148,30 +147,30 @@ typedef struct job {
 } job;
 
 /* Compresses the sampled lines of k->calib into a new calibration part. */
-static int compress_calib(mr_device *dev, job *j, const mr_cfloat *m) {
+static int compress_calib(mr_device *dev, job *j, const mr_cfloat *m, mr_err *err) {
   mr_kspace *c = j->k->calib;
   mr_err e = {0};
   mr_buf *in = NULL, *out = NULL;
   size_t lines = 0, nv = j->m->nv;
   j->out_calib = mr_kspace_new(c->nro, c->ne1, c->ne2, nv, 0, &e);
   if (j->out_calib == NULL)
-    return mr_fail(e.code, "%s", e.msg);
+    return mr_err_set(err, e.code, "%s", e.msg);
   mr_kspace_copy_meta(j->out_calib, c);
   memcpy(j->out_calib->sampled, c->sampled, c->ne1 * c->ne2);
-  int rc = mr_kspace_gather_sampled(c, dev, &in, &lines);
+  int rc = mr_kspace_gather_sampled(c, dev, &in, &lines, err);
   if (rc == 0 && lines > 0)
-    rc = mr_buf_create(dev, nv * lines * c->nro * sizeof(mr_cfloat), &out);
+    rc = mr_buf_create(dev, nv * lines * c->nro * sizeof(mr_cfloat), &out, err);
   if (rc == 0 && lines > 0)
     rc = mr_compress_apply(dev, (mr_compress_method)j->s->method, m, c->nch, nv, lines, c->nro,
-                           mr_buf_data(in), mr_buf_data(out));
+                           mr_buf_data(in), mr_buf_data(out), err);
   if (rc == 0 && lines > 0)
-    rc = mr_kspace_scatter_sampled(j->out_calib, out);
+    rc = mr_kspace_scatter_sampled(j->out_calib, out, err);
   mr_buf_destroy(in);
   mr_buf_destroy(out);
   return rc;
 }
 
-static int compress_task(mr_device *dev, void *arg) {
+static int compress_task(mr_device *dev, void *arg, mr_err *err) {
   job *j = arg;
   coil_compress *s = j->s;
   slice_matrix *sm = j->m;
@@ -183,11 +182,11 @@ static int compress_task(mr_device *dev, void *arg) {
     matrix_drop(sm);
     sm->m = malloc(msize * sizeof *sm->m);
     if (sm->m == NULL)
-      return mr_fail(MR_ENOMEM, "out of memory for the compression matrix");
+      return mr_err_set(err, MR_ENOMEM, "out of memory for the compression matrix");
     size_t channels = s->channels > 0 && (size_t)s->channels > k->nch ? k->nch
                                                                        : (size_t)s->channels;
     rc = mr_compress_matrix(dev, method, j->cal, k->nch, j->ncal, k->nro, channels, s->energy,
-                            sm->m, &sm->nv, NULL);
+                            sm->m, &sm->nv, NULL, err);
     if (rc < 0) {
       matrix_drop(sm);
       return rc;
@@ -199,8 +198,8 @@ static int compress_task(mr_device *dev, void *arg) {
   if (sm->dev == NULL || mr_buf_device(sm->dev) != dev) {
     mr_buf_destroy(sm->dev);
     sm->dev = NULL;
-    if ((rc = mr_buf_create(dev, msize * sizeof *sm->m, &sm->dev)) == 0 &&
-        (rc = mr_buf_upload(sm->dev, 0, sm->m, msize * sizeof *sm->m)) < 0) {
+    if ((rc = mr_buf_create(dev, msize * sizeof *sm->m, &sm->dev, err)) == 0 &&
+        (rc = mr_buf_upload(sm->dev, 0, sm->m, msize * sizeof *sm->m, err)) < 0) {
       mr_buf_destroy(sm->dev);
       sm->dev = NULL;
     }
@@ -210,11 +209,11 @@ static int compress_task(mr_device *dev, void *arg) {
   mr_err e = {0};
   const mr_cfloat *in = mr_kspace_on(k, dev, &e);
   if (in == NULL)
-    return mr_fail(e.code, "%s", e.msg);
+    return mr_err_set(err, e.code, "%s", e.msg);
   mr_kspace *out = k->traj != NULL ? mr_kspace_new(k->nro, k->ne1, k->ne2, sm->nv, k->traj_dims, &e)
                                    : mr_kspace_new_on(dev, k->nro, k->ne1, k->ne2, sm->nv, &e);
   if (out == NULL)
-    return mr_fail(e.code, "%s", e.msg);
+    return mr_err_set(err, e.code, "%s", e.msg);
   j->out = out;
   mr_kspace_copy_meta(out, k);
   memcpy(out->sampled, k->sampled, k->ne1 * k->ne2);
@@ -222,21 +221,21 @@ static int compress_task(mr_device *dev, void *arg) {
     memcpy(out->traj, k->traj, k->ne1 * k->ne2 * k->nro * (size_t)k->traj_dims * sizeof *k->traj);
   mr_cfloat *o = mr_kspace_on(out, dev, &e);
   if (o == NULL)
-    return mr_fail(e.code, "%s", e.msg);
-  rc = mr_compress_apply(dev, method, mr_buf_data(sm->dev), k->nch, sm->nv, k->ne1 * k->ne2,
-                         k->nro, in, o);
+    return mr_err_set(err, e.code, "%s", e.msg);
+  rc = mr_compress_apply(dev, method, mr_buf_data(sm->dev), k->nch, sm->nv, k->ne1 * k->ne2, k->nro,
+                         in, o, err);
   if (rc < 0)
     return rc;
   mr_kspace_changed_on(out, dev);
-  return k->calib != NULL ? compress_calib(dev, j, mr_buf_data(sm->dev)) : 0;
+  return k->calib != NULL ? compress_calib(dev, j, mr_buf_data(sm->dev), err) : 0;
 }
 
-static int run_compress(mr_device *dev, void *arg) {
+static int run_compress(mr_device *dev, void *arg, mr_err *err) {
   job *j = arg;
   mr_kspace_free(j->out); /* a retry on another device starts afresh */
   mr_kspace_free(j->out_calib);
   j->out = j->out_calib = NULL;
-  return mr_device_run(dev, compress_task, arg);
+  return mr_device_run(dev, compress_task, arg, err);
 }
 
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {

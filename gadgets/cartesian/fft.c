@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fail.h"
 #include "block.h"
 #include "buf.h"
 #include "fft.h"
@@ -33,9 +32,9 @@ static int configure(void *state, mr_gadget_ctx *ctx) {
 }
 
 /* The transform of k's shape on dev, made once per shape and device. */
-static int plan_for(fft_gadget *s, mr_device *dev, const mr_kspace *k) {
+static int plan_for(fft_gadget *s, mr_device *dev, const mr_kspace *k, mr_err *err) {
   mr_fft_opts o = {.rank = k->ne2 > 1 ? 3 : 2, .dims = {k->nro, k->ne1, k->ne2}, .batch = k->nch};
-  return mr_fft_plan_keep(dev, &o, &s->plan);
+  return mr_fft_plan_keep(dev, &o, &s->plan, err);
 }
 
 typedef struct fft_job {
@@ -47,7 +46,7 @@ typedef struct fft_job {
 
 /* One device task: k-space onto dev, the transform in the image array's
  * own memory when nothing is cropped, else in scratch and cropped. */
-static int fft_task(mr_device *dev, void *arg) {
+static int fft_task(mr_device *dev, void *arg, mr_err *err) {
   fft_job *j = arg;
   mr_kspace *k = j->k;
   size_t nch = k->nch, full = mr_kspace_channel_size(k) * nch;
@@ -59,18 +58,18 @@ static int fft_task(mr_device *dev, void *arg) {
   mr_cfloat *img = a != NULL ? mr_image_array_on(a, dev, &e) : NULL;
   if (img == NULL) {
     mr_image_array_free(a);
-    return mr_fail(e.code ? e.code : MR_ENOMEM, "%s", e.code ? e.msg : "out of memory");
+    return mr_err_set(err, e.code ? e.code : MR_ENOMEM, "%s", e.code ? e.msg : "out of memory");
   }
   mr_buf *scratch = NULL;
-  int rc = plan_for(j->s, dev, k);
+  int rc = plan_for(j->s, dev, k, err);
   if (rc == 0 && crop)
-    rc = mr_buf_create(dev, full * sizeof(mr_cfloat), &scratch);
+    rc = mr_buf_create(dev, full * sizeof(mr_cfloat), &scratch, err);
   mr_cfloat *t = scratch != NULL ? mr_buf_data(scratch) : img;
   if (rc == 0)
-    rc = mr_fft_execute(j->s->plan, MR_FFT_BACKWARD, in, t);
+    rc = mr_fft_execute(j->s->plan, MR_FFT_BACKWARD, in, t, err);
   if (rc == 0 && crop) {
     size_t from[3] = {k->nro, k->ne1, k->ne2};
-    rc = mr_block_crop_center(dev, nch, t, from, img, j->n);
+    rc = mr_block_crop_center(dev, nch, t, from, img, j->n, err);
   }
   mr_buf_destroy(scratch);
   if (rc < 0) {
@@ -81,7 +80,9 @@ static int fft_task(mr_device *dev, void *arg) {
   return 0;
 }
 
-static int run_fft(mr_device *dev, void *arg) { return mr_device_run(dev, fft_task, arg); }
+static int run_fft(mr_device *dev, void *arg, mr_err *err) {
+  return mr_device_run(dev, fft_task, arg, err);
+}
 
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
   fft_gadget *s = state;

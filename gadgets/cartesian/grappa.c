@@ -22,10 +22,9 @@
 
 #include "budget.h"
 #include "buf.h"
-#include "fail.h"
 #include "gadget.h"
-#include "handoff.h"
 #include "grappa.h"
+#include "handoff.h"
 #include "kspace.h"
 #include "placement.h"
 
@@ -157,12 +156,12 @@ static int same_opts(const mr_grappa_opts *a, const mr_grappa_opts *b) {
 }
 
 /* The plan for opts on dev, made anew when either changed. */
-static int plan_for(grappa_gadget *s, mr_device *dev, const mr_grappa_opts *o) {
+static int plan_for(grappa_gadget *s, mr_device *dev, const mr_grappa_opts *o, mr_err *err) {
   if (s->plan != NULL && s->plan_dev == dev && same_opts(mr_grappa_plan_opts(s->plan), o))
     return 0;
   mr_grappa_plan_destroy(s->plan);
   s->plan = NULL;
-  int rc = mr_grappa_plan_create(dev, o, &s->plan);
+  int rc = mr_grappa_plan_create(dev, o, &s->plan, err);
   s->plan_dev = rc == 0 ? dev : NULL;
   return rc;
 }
@@ -175,10 +174,11 @@ typedef struct calib_job {
   mr_cfloat *weights;
 } calib_job;
 
-static int run_calibrate(mr_device *dev, void *arg) {
+static int run_calibrate(mr_device *dev, void *arg, mr_err *err) {
   calib_job *j = arg;
-  int rc = plan_for(j->s, dev, j->opts);
-  return rc < 0 ? rc : mr_grappa_calibrate_host(j->s->plan, j->acs, j->coil_stride, j->weights);
+  int rc = plan_for(j->s, dev, j->opts, err);
+  return rc < 0 ? rc
+                : mr_grappa_calibrate_host(j->s->plan, j->acs, j->coil_stride, j->weights, err);
 }
 
 typedef struct fill_job {
@@ -191,40 +191,40 @@ typedef struct fill_job {
 /* On a GPU, when the k-space is there already or goes on to a gadget that
  * works on the device (fft), it is filled there: at most one upload, no
  * download. */
-static int fill_task(mr_device *dev, void *arg) {
+static int fill_task(mr_device *dev, void *arg, mr_err *err) {
   fill_job *j = arg;
   mr_err e = {0};
   mr_cfloat *k = mr_kspace_on(j->k, dev, &e);
   if (k == NULL)
-    return mr_fail(e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
+    return mr_err_set(err, e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
   size_t bytes = mr_grappa_weights_count(j->opts) * sizeof(mr_cfloat);
   mr_buf *w = NULL;
-  int rc = mr_buf_create(dev, bytes, &w);
+  int rc = mr_buf_create(dev, bytes, &w, err);
   if (rc == 0)
-    rc = mr_buf_upload(w, 0, j->weights, bytes);
+    rc = mr_buf_upload(w, 0, j->weights, bytes, err);
   if (rc == 0)
-    rc = mr_grappa_apply(j->s->plan, mr_buf_data(w), j->k->sampled, j->k->ne1, k, NULL);
+    rc = mr_grappa_apply(j->s->plan, mr_buf_data(w), j->k->sampled, j->k->ne1, k, NULL, err);
   mr_buf_destroy(w);
   if (rc == 0)
     mr_kspace_changed_on(j->k, dev);
   return rc;
 }
 
-static int run_fill(mr_device *dev, void *arg) {
+static int run_fill(mr_device *dev, void *arg, mr_err *err) {
   fill_job *j = arg;
-  int rc = plan_for(j->s, dev, j->opts);
+  int rc = plan_for(j->s, dev, j->opts, err);
   if (rc < 0)
     return rc;
   mr_kspace *k = j->k;
   if (mr_device_is_gpu(dev) &&
       (j->s->on_device || (k->dev != NULL && mr_buf_device(k->dev) == dev)))
-    return mr_device_run(dev, fill_task, j);
+    return mr_device_run(dev, fill_task, j, err);
   /* On the host: the only copy from here on. */
   mr_err e = {0};
   if ((rc = mr_kspace_hand_on(k, 0, &e)) < 0)
-    return mr_fail(rc, "%s", mr_err_text(&e, rc));
+    return mr_err_set(err, rc, "%s", mr_err_text(&e, rc));
   return mr_grappa_apply_host(j->s->plan, j->weights, k->sampled, k->ne1, (mr_cfloat *)k->data,
-                              NULL);
+                              NULL, err);
 }
 
 /* Calibrates slice sl on nacs lines from line a0 of src (same shape as k). */
@@ -335,7 +335,7 @@ static int merge_frames(mr_gadget_ctx *ctx, slice_state *sl, const mr_kspace *k,
 
 /* Embedded calibration-only lines are measured k-space: they join it,
  * in every copy of the samples (host, device). */
-static int adopt_calibration_lines(mr_kspace *k) {
+static int adopt_calibration_lines(mr_kspace *k, mr_err *err) {
   const mr_kspace *c = k->calib;
   if (c->nro != k->nro || c->ne1 != k->ne1 || c->nch != k->nch || c->ne2 != k->ne2)
     return 0;
@@ -355,13 +355,13 @@ static int adopt_calibration_lines(mr_kspace *k) {
       memcpy(k->data + ch * per + y * k->nro, c->data + ch * per + y * k->nro, (end - y) * row);
     if (k->dev != NULL) {
       rc = mr_buf_upload_rows_async(k->dev, y * row, per * sizeof *k->data, c->data + y * k->nro,
-                                    per * sizeof *k->data, (end - y) * row, k->nch);
+                                    per * sizeof *k->data, (end - y) * row, k->nch, err);
       queued = 1;
     }
     y = end;
   }
   /* The copies read c's samples, which go with c. */
-  int wait = queued ? mr_buf_wait_uploads(k->dev) : 0;
+  int wait = queued ? mr_buf_wait_uploads(k->dev, err) : 0;
   return rc < 0 ? rc : wait;
 }
 
@@ -463,8 +463,9 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   int separate = pi->calibration == MR_CALIB_SEPARATE || pi->calibration == MR_CALIB_EXTERNAL;
   int calibrated = 0;
   long need = (long)(s->kernel[1] - 1) * accel + 1;
-  if (k->calib != NULL && !separate && (rc = adopt_calibration_lines(k)) < 0) {
-    rc = mr_gadget_fail_device(ctx, rc, "calibration lines onto the GPU");
+  mr_err why = {0};
+  if (k->calib != NULL && !separate && (rc = adopt_calibration_lines(k, &why)) < 0) {
+    rc = mr_gadget_fail(ctx, rc, "calibration lines onto the GPU: %s", mr_err_text(&why, rc));
     goto done;
   }
   /* Calibrating without calibration lines reads the k-space on the host. */

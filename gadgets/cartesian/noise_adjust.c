@@ -42,7 +42,6 @@
 
 #include "blas.h"
 #include "buf.h"
-#include "fail.h"
 #include "gadget.h"
 #include "handoff.h"
 #include "kspace.h"
@@ -178,7 +177,7 @@ static int whitening_for(noise_adjust *s, mr_gadget_ctx *ctx, float dwell_us) {
   return 0;
 }
 
-static int whiten(noise_adjust *s, mr_gadget_ctx *ctx, mr_acquisition *a) {
+static int whiten(noise_adjust *s, mr_gadget_ctx *ctx, mr_acquisition *a, mr_err *err) {
   const ISMRMRD_AcquisitionHeader *h = &a->head;
   if (h->active_channels != s->noise.nch)
     return mr_gadget_fail(ctx, MR_EDATA,
@@ -197,10 +196,10 @@ static int whiten(noise_adjust *s, mr_gadget_ctx *ctx, mr_acquisition *a) {
   if (y == NULL)
     return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory prewhitening a line");
   mr_cmat x = {a->data, ns, n, ns, 0}, w = {s->white, n, n, n, 0}, out = {y, ns, n, ns, 0};
-  rc = mr_blas_gemm(s->place.dev, MR_BLAS_N, MR_BLAS_N, 1, x, w, 0, out, 1);
+  rc = mr_blas_gemm(s->place.dev, MR_BLAS_N, MR_BLAS_N, 1, x, w, 0, out, 1, err);
   if (rc < 0) {
     free(y);
-    return mr_gadget_fail_device(ctx, rc, "prewhitening");
+    return mr_gadget_fail(ctx, rc, "prewhitening: %s", mr_err_text(err, rc));
   }
   free(a->data);
   a->data = y;
@@ -213,7 +212,7 @@ typedef struct whiten_job {
 } whiten_job;
 
 /* L^-1 on dev: uploaded when it changed, else the copy from before. */
-static int white_on(noise_adjust *s, mr_device *dev, const mr_buf **out) {
+static int white_on(noise_adjust *s, mr_device *dev, const mr_buf **out, mr_err *err) {
   size_t bytes = (size_t)s->noise.nch * s->noise.nch * sizeof(mr_cfloat);
   if (s->white_dev != NULL && mr_buf_device(s->white_dev) != dev) {
     mr_buf_destroy(s->white_dev);
@@ -221,13 +220,13 @@ static int white_on(noise_adjust *s, mr_device *dev, const mr_buf **out) {
   }
   int rc = 0;
   if (s->white_dev == NULL) {
-    if ((rc = mr_buf_create(dev, bytes, &s->white_dev)) < 0) {
+    if ((rc = mr_buf_create(dev, bytes, &s->white_dev, err)) < 0) {
       s->white_dev = NULL;
       return rc;
     }
     s->white_dev_stale = 1;
   }
-  if (s->white_dev_stale && (rc = mr_buf_upload(s->white_dev, 0, s->white, bytes)) < 0)
+  if (s->white_dev_stale && (rc = mr_buf_upload(s->white_dev, 0, s->white, bytes, err)) < 0)
     return rc;
   s->white_dev_stale = 0;
   *out = s->white_dev;
@@ -238,21 +237,22 @@ static int white_on(noise_adjust *s, mr_device *dev, const mr_buf **out) {
  * gathered into one (lines x readout) x channels matrix, one product, and
  * back into place. A failure leaves c unchanged unless the copy back
  * failed. */
-static int whiten_sampled_on(noise_adjust *s, mr_device *dev, mr_kspace *c, const mr_buf *w) {
+static int whiten_sampled_on(noise_adjust *s, mr_device *dev, mr_kspace *c, const mr_buf *w,
+                             mr_err *err) {
   int n = s->noise.nch;
   size_t m;
   mr_buf *x = NULL, *y = NULL;
-  int rc = mr_kspace_gather_sampled(c, dev, &x, &m);
+  int rc = mr_kspace_gather_sampled(c, dev, &x, &m, err);
   if (rc < 0 || x == NULL)
     return rc;
   int points = (int)(m * c->nro);
-  if ((rc = mr_buf_create(dev, mr_buf_size(x), &y)) == 0) {
+  if ((rc = mr_buf_create(dev, mr_buf_size(x), &y, err)) == 0) {
     mr_cmat xm = {mr_buf_data(x), points, n, points, 0}, wm = {mr_buf_data(w), n, n, n, 0};
     mr_cmat ym = {mr_buf_data(y), points, n, points, 0};
-    rc = mr_blas_gemm(dev, MR_BLAS_N, MR_BLAS_N, 1, xm, wm, 0, ym, 1);
+    rc = mr_blas_gemm(dev, MR_BLAS_N, MR_BLAS_N, 1, xm, wm, 0, ym, 1, err);
   }
   if (rc == 0)
-    rc = mr_kspace_scatter_sampled(c, y);
+    rc = mr_kspace_scatter_sampled(c, y, err);
   mr_buf_destroy(x);
   mr_buf_destroy(y);
   return rc;
@@ -269,14 +269,14 @@ static int whiten_sampled_on(noise_adjust *s, mr_device *dev, mr_kspace *c, cons
  * and is copied back. No gathered copy and no fresh output per slice: those
  * were two new 10 MB buffers per slice of 32 coils, all of it page faults
  * (the kernel zeroing pages took more time than the products). */
-static int whiten_runs(noise_adjust *s, mr_kspace *k) {
+static int whiten_runs(noise_adjust *s, mr_kspace *k, mr_err *err) {
   int n = s->noise.nch;
   size_t lines = k->ne1 * k->ne2, per_channel = mr_kspace_channel_size(k);
   size_t most = WHITEN_CPU_SCRATCH_BYTES / ((size_t)n * sizeof(mr_cfloat));
   if (most < 1)
     most = 1;
   if (s->scratch == NULL && (s->scratch = malloc(most * (size_t)n * sizeof *s->scratch)) == NULL)
-    return mr_fail(MR_ENOMEM, "out of memory for prewhitening scratch");
+    return mr_err_set(err, MR_ENOMEM, "out of memory for prewhitening scratch");
   mr_cmat w = {s->white, n, n, n, 0};
   for (size_t l = 0; l < lines;) {
     if (!k->sampled[l]) {
@@ -290,7 +290,7 @@ static int whiten_runs(noise_adjust *s, mr_kspace *k) {
       size_t points = p1 - p0 < most ? p1 - p0 : most;
       mr_cmat x = {k->data + p0, (int)points, n, (int)per_channel, 0};
       mr_cmat y = {s->scratch, (int)points, n, (int)points, 0};
-      int rc = mr_blas_gemm(s->place.dev, MR_BLAS_N, MR_BLAS_N, 1, x, w, 0, y, 1);
+      int rc = mr_blas_gemm(s->place.dev, MR_BLAS_N, MR_BLAS_N, 1, x, w, 0, y, 1, err);
       if (rc < 0)
         return rc;
       for (int c = 0; c < n; c++)
@@ -303,17 +303,17 @@ static int whiten_runs(noise_adjust *s, mr_kspace *k) {
 }
 
 /* Whitens k (host memory) and its calibration part on the CPU. */
-static int whiten_host(noise_adjust *s, mr_kspace *k) {
-  int rc = whiten_runs(s, k);
+static int whiten_host(noise_adjust *s, mr_kspace *k, mr_err *err) {
+  int rc = whiten_runs(s, k, err);
   if (rc == 0 && k->calib != NULL)
-    rc = whiten_runs(s, k->calib);
+    rc = whiten_runs(s, k->calib, err);
   return rc;
 }
 
 /* The whole buffer as one (points x channels) times (channels x channels)
  * product on dev, into a new buffer that replaces the old one; the
  * calibration part on dev too, before (its failure leaves k as it was). */
-static int whiten_batch_task(mr_device *dev, void *arg) {
+static int whiten_batch_task(mr_device *dev, void *arg, mr_err *err) {
   whiten_job *j = arg;
   mr_kspace *k = j->k;
   int n = j->s->noise.nch;
@@ -321,19 +321,19 @@ static int whiten_batch_task(mr_device *dev, void *arg) {
   mr_err e = {0};
   mr_cfloat *x = mr_kspace_on(k, dev, &e);
   if (x == NULL)
-    return mr_fail(e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
+    return mr_err_set(err, e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
   const mr_buf *w = NULL;
   mr_buf *y = NULL;
-  int rc = white_on(j->s, dev, &w);
+  int rc = white_on(j->s, dev, &w, err);
   if (rc == 0)
-    rc = mr_buf_create(dev, points * (size_t)n * sizeof(mr_cfloat) + 1, &y);
+    rc = mr_buf_create(dev, points * (size_t)n * sizeof(mr_cfloat) + 1, &y, err);
   if (rc == 0) {
     mr_cmat xm = {x, (int)points, n, (int)points, 0};
     mr_cmat wm = {mr_buf_data(w), n, n, n, 0}, ym = {mr_buf_data(y), (int)points, n, (int)points, 0};
-    rc = mr_blas_gemm(dev, MR_BLAS_N, MR_BLAS_N, 1, xm, wm, 0, ym, 1);
+    rc = mr_blas_gemm(dev, MR_BLAS_N, MR_BLAS_N, 1, xm, wm, 0, ym, 1, err);
   }
   if (rc == 0 && k->calib != NULL)
-    rc = whiten_sampled_on(j->s, dev, k->calib, w);
+    rc = whiten_sampled_on(j->s, dev, k->calib, w, err);
   if (rc < 0) {
     mr_buf_destroy(y);
     return rc;
@@ -344,19 +344,19 @@ static int whiten_batch_task(mr_device *dev, void *arg) {
   return 0;
 }
 
-static int run_batch(mr_device *dev, void *arg) {
+static int run_batch(mr_device *dev, void *arg, mr_err *err) {
   whiten_job *j = arg;
   if (mr_device_is_gpu(dev))
-    return mr_device_run(dev, whiten_batch_task, arg);
+    return mr_device_run(dev, whiten_batch_task, arg, err);
   /* The GPU ran out of memory: the CPU whitens. */
   mr_err e = {0};
   if (mr_kspace_host(j->k, &e) == NULL)
-    return mr_fail(e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
+    return mr_err_set(err, e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
   mr_kspace_changed_on(j->k, dev);
-  return whiten_host(j->s, j->k);
+  return whiten_host(j->s, j->k, err);
 }
 
-static int whiten_kspace(noise_adjust *s, mr_gadget_ctx *ctx, mr_kspace *k) {
+static int whiten_kspace(noise_adjust *s, mr_gadget_ctx *ctx, mr_kspace *k, mr_err *err) {
   if (k->nch != (size_t)s->noise.nch)
     return mr_gadget_fail(ctx, MR_EDATA, "k-space of slice %u has %zu channels, the noise "
                           "lines had %d", k->ref.idx.slice, k->nch, s->noise.nch);
@@ -389,8 +389,8 @@ static int whiten_kspace(noise_adjust *s, mr_gadget_ctx *ctx, mr_kspace *k) {
     if (mr_kspace_host(k, &e) == NULL)
       return mr_gadget_fail(ctx, e.code, "%s", e.msg);
     mr_kspace_changed_on(k, s->place.dev);
-    if ((rc = whiten_host(s, k)) < 0)
-      return mr_gadget_fail_device(ctx, rc, "prewhitening");
+    if ((rc = whiten_host(s, k, err)) < 0)
+      return mr_gadget_fail(ctx, rc, "prewhitening: %s", mr_err_text(err, rc));
   }
   return 0;
 }
@@ -474,7 +474,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
     if (!s->started)
       rc = start_imaging(s, ctx, out, k->nch);
     if (rc == 0 && s->noise.samples > 0)
-      rc = whiten_kspace(s, ctx, k);
+      rc = whiten_kspace(s, ctx, k, &e);
     else if (rc == 0 && (rc = mr_kspace_hand_on(k, s->on_device, &e)) < 0)
       rc = mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
     return rc < 0 ? rc : mr_emit_message(out, mr_message_ref(msg));
@@ -484,8 +484,9 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   if (!(h->flags & MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT))) {
     if (!s->started)
       rc = start_imaging(s, ctx, out, h->active_channels);
+    mr_err e = {0};
     if (rc == 0 && s->noise.samples > 0)
-      rc = whiten(s, ctx, a);
+      rc = whiten(s, ctx, a, &e);
     return rc < 0 ? rc : mr_emit_message(out, mr_message_ref(msg));
   }
   if (h->number_of_samples == 0 || h->active_channels == 0 || a->data == NULL) {

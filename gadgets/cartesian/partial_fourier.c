@@ -51,12 +51,12 @@ typedef struct homodyne_job {
   const float *ramp, *window; /* [ne1] */
 } homodyne_job;
 
-static int run_homodyne(mr_device *dev, void *arg) {
+static int run_homodyne(mr_device *dev, void *arg, mr_err *err) {
   homodyne_job *j = arg;
   mr_kspace *k = j->k;
   mr_fft_opts o = {.rank = k->ne2 > 1 ? 3 : 2, .dims = {k->nro, k->ne1, k->ne2},
                    .batch = k->nch};
-  int rc = mr_fft_plan_keep(dev, &o, &j->s->plan);
+  int rc = mr_fft_plan_keep(dev, &o, &j->s->plan, err);
   if (rc < 0)
     return rc;
   mr_cfloat *a = j->s->weighted.p, *p = j->s->lowpass.p;
@@ -70,8 +70,8 @@ static int run_homodyne(mr_device *dev, void *arg) {
       p[l * k->nro + x] = v * j->window[y];
     }
   }
-  if ((rc = mr_fft_execute_host(j->s->plan, MR_FFT_BACKWARD, a, a)) < 0 ||
-      (rc = mr_fft_execute_host(j->s->plan, MR_FFT_BACKWARD, p, p)) < 0)
+  if ((rc = mr_fft_execute_host(j->s->plan, MR_FFT_BACKWARD, a, a, err)) < 0 ||
+      (rc = mr_fft_execute_host(j->s->plan, MR_FFT_BACKWARD, p, p, err)) < 0)
     return rc;
   /* Re(a e^{-i phase(p)}): the projection of a on p's direction. */
   size_t n = lines * k->nro;
@@ -79,7 +79,7 @@ static int run_homodyne(mr_device *dev, void *arg) {
     float mag = cabsf(p[i]);
     a[i] = mag > 0 ? crealf(a[i] * conjf(p[i])) / mag : 0.0f;
   }
-  return mr_fft_execute_host(j->s->plan, MR_FFT_FORWARD, a, (mr_cfloat *)k->data);
+  return mr_fft_execute_host(j->s->plan, MR_FFT_FORWARD, a, (mr_cfloat *)k->data, err);
 }
 
 /* The ramp and window for sampled lines [lo, hi] about centre c, the

@@ -24,7 +24,6 @@
 #include <string.h>
 
 #include "buf.h"
-#include "fail.h"
 #include "fft.h"
 #include "gadget.h"
 #include "handoff.h"
@@ -110,15 +109,15 @@ static void drop_batch_plans(remove_os *s) {
   s->bfull = s->bcropped = s->cfull = s->ccropped = NULL;
 }
 
-static int make_plans(remove_os *s, size_t ns, size_t nout, size_t nch) {
+static int make_plans(remove_os *s, size_t ns, size_t nout, size_t nch, mr_err *err) {
   if (s->ns == ns && s->nout == nout && s->nch == nch)
     return 0;
   drop_plans(s);
   mr_fft_opts a = {.rank = 1, .dims = {ns, 1, 1}, .batch = nch};
   mr_fft_opts b = {.rank = 1, .dims = {nout, 1, 1}, .batch = nch};
-  int rc = mr_fft_plan_create(s->cpu.dev, &a, &s->full);
+  int rc = mr_fft_plan_create(s->cpu.dev, &a, &s->full, err);
   if (rc == 0)
-    rc = mr_fft_plan_create(s->cpu.dev, &b, &s->cropped);
+    rc = mr_fft_plan_create(s->cpu.dev, &b, &s->cropped, err);
   if (rc == 0 && ((s->tmp = malloc(ns * nch * sizeof *s->tmp)) == NULL ||
                   (s->line = malloc(ns * nch * sizeof *s->line)) == NULL))
     rc = MR_ENOMEM;
@@ -148,16 +147,17 @@ static void crop_header(ISMRMRD_AcquisitionHeader *h, size_t nout, double ratio)
 /* Crops one readout of nch channels (side by side) into out + c *
  * out_stride: centred inverse FFT, the central nout pixels, FFT back (the
  * line plans, on the CPU). in may be s->line. */
-static int crop_line(remove_os *s, const mr_cfloat *in, mr_cfloat *out, size_t out_stride) {
+static int crop_line(remove_os *s, const mr_cfloat *in, mr_cfloat *out, size_t out_stride,
+                     mr_err *err) {
   size_t ns = s->ns, nout = s->nout, nch = s->nch, start = ns / 2 - nout / 2;
-  int rc = mr_fft_execute_host(s->full, MR_FFT_BACKWARD, in, s->tmp);
+  int rc = mr_fft_execute_host(s->full, MR_FFT_BACKWARD, in, s->tmp, err);
   if (rc < 0)
     return rc;
   for (size_t c = 0; c < nch; c++)
     memmove(s->tmp + c * nout, s->tmp + c * ns + start, nout * sizeof *s->tmp);
   if (out_stride == nout)
-    return mr_fft_execute_host(s->cropped, MR_FFT_FORWARD, s->tmp, out);
-  rc = mr_fft_execute_host(s->cropped, MR_FFT_FORWARD, s->tmp, s->line);
+    return mr_fft_execute_host(s->cropped, MR_FFT_FORWARD, s->tmp, out, err);
+  rc = mr_fft_execute_host(s->cropped, MR_FFT_FORWARD, s->tmp, s->line, err);
   for (size_t c = 0; rc == 0 && c < nch; c++)
     memcpy(out + c * out_stride, s->line + c * nout, nout * sizeof *out);
   return rc;
@@ -171,16 +171,16 @@ static int crop_line(remove_os *s, const mr_cfloat *in, mr_cfloat *out, size_t o
 static int halves(size_t nro, size_t nout) { return nro == 2 * nout && nout % 2 == 0; }
 
 /* The state for halving readouts of nro samples on nch channels. */
-static int make_half(remove_os *s, size_t nro, size_t nch) {
+static int make_half(remove_os *s, size_t nro, size_t nch, mr_err *err) {
   if (s->half_nro == nro && s->half_nch == nch)
     return 0;
   drop_half(s);
   size_t m = nro / 2;
   mr_fft_opts block = {.rank = 1, .dims = {m, 1, 1}, .batch = HALVE_LINES * nch};
   mr_fft_opts line = {.rank = 1, .dims = {m, 1, 1}, .batch = nch};
-  int rc = mr_fft_plan_create(s->cpu.dev, &block, &s->half_block);
+  int rc = mr_fft_plan_create(s->cpu.dev, &block, &s->half_block, err);
   if (rc == 0)
-    rc = mr_fft_plan_create(s->cpu.dev, &line, &s->half_line);
+    rc = mr_fft_plan_create(s->cpu.dev, &line, &s->half_line, err);
   if (rc == 0 && ((s->odd = calloc(HALVE_LINES * nch * m, sizeof *s->odd)) == NULL ||
                   (s->twist = malloc(m * sizeof *s->twist)) == NULL))
     rc = MR_ENOMEM;
@@ -208,7 +208,8 @@ static int make_half(remove_os *s, size_t nro, size_t nch) {
  * transforms cancels): two transforms of M instead of one of 2M and one of
  * M. The result is the same whichever path (lines or buffers) runs it. */
 static int halve_block(remove_os *s, mr_fft_plan *plan, const mr_cfloat *const *in,
-                       mr_cfloat *const *out, size_t n, size_t in_stride, size_t out_stride) {
+                       mr_cfloat *const *out, size_t n, size_t in_stride, size_t out_stride,
+                       mr_err *err) {
   size_t m = s->half_nro / 2, nch = s->half_nch;
   for (size_t b = 0; b < n; b++) /* readout (b, c) at row b * nch + c */
     for (size_t c = 0; c < nch; c++) {
@@ -220,7 +221,7 @@ static int halve_block(remove_os *s, mr_fft_plan *plan, const mr_cfloat *const *
       }
     }
   /* Rows past n of a block plan keep earlier values: transformed, unused. */
-  int rc = mr_fft_execute(plan, MR_FFT_BACKWARD, s->odd, s->odd);
+  int rc = mr_fft_execute(plan, MR_FFT_BACKWARD, s->odd, s->odd, err);
   for (size_t r = 0; rc == 0 && r < n * nch; r++) {
     /* as floats: C's complex product checks for infinities and does not
      * vectorise */
@@ -233,7 +234,7 @@ static int halve_block(remove_os *s, mr_fft_plan *plan, const mr_cfloat *const *
     }
   }
   if (rc == 0)
-    rc = mr_fft_execute(plan, MR_FFT_FORWARD, s->odd, s->odd);
+    rc = mr_fft_execute(plan, MR_FFT_FORWARD, s->odd, s->odd, err);
   const float half = (float)M_SQRT1_2;
   for (size_t b = 0; rc == 0 && b < n; b++)
     for (size_t c = 0; c < nch; c++) {
@@ -249,9 +250,9 @@ static int halve_block(remove_os *s, mr_fft_plan *plan, const mr_cfloat *const *
 
 /* Every sampled line of k into out (host memory both), halved, a block of
  * lines at a time. */
-static int halve_lines_cpu(remove_os *s, const mr_kspace *k, mr_kspace *out) {
+static int halve_lines_cpu(remove_os *s, const mr_kspace *k, mr_kspace *out, mr_err *err) {
   size_t lines = k->ne1 * k->ne2, l = 0;
-  int rc = make_half(s, k->nro, k->nch);
+  int rc = make_half(s, k->nro, k->nch, err);
   while (rc == 0 && l < lines) {
     const mr_cfloat *in[HALVE_LINES];
     mr_cfloat *to[HALVE_LINES];
@@ -263,25 +264,25 @@ static int halve_lines_cpu(remove_os *s, const mr_kspace *k, mr_kspace *out) {
       }
     if (n > 0)
       rc = halve_block(s, s->half_block, in, to, n, mr_kspace_channel_size(k),
-                       mr_kspace_channel_size(out));
+                       mr_kspace_channel_size(out), err);
   }
   return rc;
 }
 
 /* Every sampled line of k (host memory) into out (host memory). */
-static int crop_lines_cpu(remove_os *s, const mr_kspace *k, mr_kspace *out) {
+static int crop_lines_cpu(remove_os *s, const mr_kspace *k, mr_kspace *out, mr_err *err) {
   size_t lines = k->ne1 * k->ne2, in_stride = mr_kspace_channel_size(k),
          out_stride = mr_kspace_channel_size(out);
   if (halves(k->nro, out->nro))
-    return halve_lines_cpu(s, k, out);
-  int rc = make_plans(s, k->nro, out->nro, k->nch);
+    return halve_lines_cpu(s, k, out, err);
+  int rc = make_plans(s, k->nro, out->nro, k->nch, err);
   for (size_t l = 0; rc == 0 && l < lines; l++) {
     if (!k->sampled[l])
       continue;
     for (size_t c = 0; c < k->nch; c++) /* the line's channels side by side */
       memcpy(s->line + c * k->nro, k->data + c * in_stride + l * k->nro,
              k->nro * sizeof *s->line);
-    rc = crop_line(s, s->line, out->data + l * out->nro, out_stride);
+    rc = crop_line(s, s->line, out->data + l * out->nro, out_stride, err);
   }
   return rc;
 }
@@ -296,69 +297,71 @@ typedef struct batch_job {
  * inverse transforms into scratch, the central samples into out, forward
  * transforms in place; the plans are kept in *full and *cropped. */
 static int crop_readouts(mr_device *dev, const mr_cfloat *in, size_t nro, size_t batch,
-                         mr_cfloat *out, size_t nout, mr_fft_plan **full, mr_fft_plan **cropped) {
+                         mr_cfloat *out, size_t nout, mr_fft_plan **full, mr_fft_plan **cropped,
+                         mr_err *err) {
   mr_fft_opts a = {.rank = 1, .dims = {nro, 1, 1}, .batch = batch};
   mr_fft_opts b = {.rank = 1, .dims = {nout, 1, 1}, .batch = batch};
   int rc;
-  if ((rc = mr_fft_plan_keep(dev, &a, full)) < 0 || (rc = mr_fft_plan_keep(dev, &b, cropped)) < 0)
+  if ((rc = mr_fft_plan_keep(dev, &a, full, err)) < 0 ||
+      (rc = mr_fft_plan_keep(dev, &b, cropped, err)) < 0)
     return rc;
   mr_buf *scratch = NULL;
-  rc = mr_buf_create(dev, batch * nro * sizeof(mr_cfloat), &scratch);
+  rc = mr_buf_create(dev, batch * nro * sizeof(mr_cfloat), &scratch, err);
   if (rc == 0)
-    rc = mr_fft_execute(*full, MR_FFT_BACKWARD, in, mr_buf_data(scratch));
+    rc = mr_fft_execute(*full, MR_FFT_BACKWARD, in, mr_buf_data(scratch), err);
   if (rc == 0) {
     size_t from[3] = {nro, batch, 1}, at[3] = {nro / 2 - nout / 2, 0, 0}, to[3] = {nout, batch, 1};
-    rc = mr_vec_crop(dev, 1, mr_buf_data(scratch), from, at, out, to);
+    rc = mr_vec_crop(dev, 1, mr_buf_data(scratch), from, at, out, to, err);
   }
   if (rc == 0)
-    rc = mr_fft_execute(*cropped, MR_FFT_FORWARD, out, out);
+    rc = mr_fft_execute(*cropped, MR_FFT_FORWARD, out, out, err);
   mr_buf_destroy(scratch);
   return rc;
 }
 
 /* All lines of every channel as one batch on dev. */
-static int crop_batch_task(mr_device *dev, void *arg) {
+static int crop_batch_task(mr_device *dev, void *arg, mr_err *err) {
   batch_job *j = arg;
   mr_kspace *k = j->k;
   mr_err e = {0};
   const mr_cfloat *in = mr_kspace_on(k, dev, &e);
   mr_cfloat *out = in != NULL ? mr_kspace_on(j->out, dev, &e) : NULL;
   if (out == NULL)
-    return mr_fail(e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
-  return crop_readouts(dev, in, k->nro, k->nch * k->ne1 * k->ne2, out, j->out->nro,
-                       &j->s->bfull, &j->s->bcropped);
+    return mr_err_set(err, e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
+  return crop_readouts(dev, in, k->nro, k->nch * k->ne1 * k->ne2, out, j->out->nro, &j->s->bfull,
+                       &j->s->bcropped, err);
 }
 
 /* The sampled lines of j->k (host memory) gathered on dev, cropped as one
  * batch, and put into the same lines of j->out (host memory). */
-static int crop_calib_task(mr_device *dev, void *arg) {
+static int crop_calib_task(mr_device *dev, void *arg, mr_err *err) {
   batch_job *j = arg;
   mr_buf *in = NULL, *out = NULL;
   size_t m;
-  int rc = mr_kspace_gather_sampled(j->k, dev, &in, &m);
+  int rc = mr_kspace_gather_sampled(j->k, dev, &in, &m, err);
   if (rc < 0 || in == NULL)
     return rc;
   size_t batch = m * j->k->nch, nout = j->out->nro;
-  if ((rc = mr_buf_create(dev, batch * nout * sizeof(mr_cfloat), &out)) == 0)
-    rc = crop_readouts(dev, mr_buf_data(in), j->k->nro, batch, mr_buf_data(out), nout,
-                       &j->s->cfull, &j->s->ccropped);
+  if ((rc = mr_buf_create(dev, batch * nout * sizeof(mr_cfloat), &out, err)) == 0)
+    rc = crop_readouts(dev, mr_buf_data(in), j->k->nro, batch, mr_buf_data(out), nout, &j->s->cfull,
+                       &j->s->ccropped, err);
   if (rc == 0)
-    rc = mr_kspace_scatter_sampled(j->out, out);
+    rc = mr_kspace_scatter_sampled(j->out, out, err);
   mr_buf_destroy(in);
   mr_buf_destroy(out);
   return rc;
 }
 
-static int run_batch(mr_device *dev, void *arg) {
+static int run_batch(mr_device *dev, void *arg, mr_err *err) {
   batch_job *j = arg;
   if (mr_device_is_gpu(dev))
-    return mr_device_run(dev, crop_batch_task, arg);
+    return mr_device_run(dev, crop_batch_task, arg, err);
   /* The GPU ran out of memory: the CPU crops line by line. */
   mr_err e = {0};
   if (mr_kspace_host(j->k, &e) == NULL || mr_kspace_host(j->out, &e) == NULL)
-    return mr_fail(e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
+    return mr_err_set(err, e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
   mr_kspace_changed_on(j->out, dev);
-  return crop_lines_cpu(j->s, j->k, j->out);
+  return crop_lines_cpu(j->s, j->k, j->out, err);
 }
 
 /* A cropped copy of k (host memory, as is the copy): on dev when a GPU (its
@@ -376,12 +379,15 @@ static mr_kspace *crop_host(remove_os *s, mr_gadget_ctx *ctx, mr_device *dev, co
   }
   memcpy(out->sampled, k->sampled, k->ne1 * k->ne2);
   batch_job job = {s, (mr_kspace *)k, out}; /* k is only read */
-  *rc = mr_device_is_gpu(dev) ? mr_device_run(dev, crop_calib_task, &job) : MR_EDEVMEM;
-  if (*rc == MR_EDEVMEM) /* the CPU's turn: no GPU, or it is out of memory */
-    *rc = crop_lines_cpu(s, k, out);
+  mr_err why = {0};
+  *rc = mr_device_is_gpu(dev) ? mr_device_run(dev, crop_calib_task, &job, &why) : MR_EDEVMEM;
+  if (*rc == MR_EDEVMEM) { /* the CPU's turn: no GPU, or it is out of memory */
+    mr_err_clear(&why);
+    *rc = crop_lines_cpu(s, k, out, &why);
+  }
   if (*rc < 0) {
     mr_kspace_free(out);
-    *rc = mr_gadget_fail(ctx, *rc, "readout of %zu samples: %s", k->nro, mr_strerror(*rc));
+    *rc = mr_gadget_fail(ctx, *rc, "readout of %zu samples: %s", k->nro, mr_err_text(&why, *rc));
     return NULL;
   }
   if (!calib)
@@ -459,7 +465,8 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   if (nout == 0)
     nout = 1;
   int halving = halves(ns, nout);
-  int rc = halving ? make_half(s, ns, nch) : make_plans(s, ns, nout, nch);
+  mr_err why = {0};
+  int rc = halving ? make_half(s, ns, nch, &why) : make_plans(s, ns, nout, nch, &why);
   ISMRMRD_AcquisitionHeader nh = *h;
   crop_header(&nh, nout, ratio);
   mr_message *m = rc == 0 ? mr_message_new_acquisition(&nh) : NULL;
@@ -468,11 +475,11 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   const mr_cfloat *in = (const mr_cfloat *)msg->u.acq.data;
   mr_cfloat *to = rc == 0 ? (mr_cfloat *)m->u.acq.data : NULL;
   if (rc == 0)
-    rc = halving ? halve_block(s, s->half_line, &in, &to, 1, ns, nout)
-                 : crop_line(s, in, to, nout);
+    rc = halving ? halve_block(s, s->half_line, &in, &to, 1, ns, nout, &why)
+                 : crop_line(s, in, to, nout, &why);
   if (rc < 0) {
     mr_message_unref(m);
-    return mr_gadget_fail(ctx, rc, "readout of %zu samples: %s", ns, mr_strerror(rc));
+    return mr_gadget_fail(ctx, rc, "readout of %zu samples: %s", ns, mr_err_text(&why, rc));
   }
   return mr_emit_message(out, m);
 }

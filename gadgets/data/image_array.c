@@ -50,13 +50,12 @@ static int alloc_device(mr_image_array *a, mr_device *dev, mr_err *err) {
   describe(a, what, sizeof what);
   if (mr_budget_take(footprint(a), what, err) < 0)
     return MR_ELIMIT;
-  int rc = mr_buf_create(dev, footprint(a) > 0 ? footprint(a) : 1, &a->dev);
+  mr_err why = {0};
+  int rc = mr_buf_create(dev, footprint(a) > 0 ? footprint(a) : 1, &a->dev, &why);
   if (rc < 0) {
     mr_budget_give(footprint(a));
     a->dev = NULL;
-    char where[sizeof what + 16];
-    snprintf(where, sizeof where, "%s on the GPU", what);
-    return mr_device_error(err, rc, where);
+    return mr_err_set(err, rc, "%s on the GPU: %s", what, mr_err_text(&why, rc));
   }
   return 0;
 }
@@ -99,9 +98,10 @@ float complex *mr_image_array_host(mr_image_array *a, mr_err *err) {
     return a->data;
   if (alloc_host(a, err) < 0)
     return NULL;
-  int rc = mr_buf_download(a->dev, 0, a->data, footprint(a));
+  mr_err why = {0};
+  int rc = mr_buf_download(a->dev, 0, a->data, footprint(a), &why);
   if (rc < 0) {
-    mr_device_error(err, rc, "downloading an image array");
+    mr_err_set(err, rc, "downloading an image array: %s", mr_err_text(&why, rc));
     return NULL;
   }
   return a->data;
@@ -133,9 +133,10 @@ mr_cfloat *mr_image_array_on(mr_image_array *a, mr_device *dev, mr_err *err) {
   }
   if (alloc_device(a, dev, err) < 0)
     return NULL;
-  int rc = mr_buf_upload(a->dev, 0, a->data, footprint(a));
+  mr_err why = {0};
+  int rc = mr_buf_upload(a->dev, 0, a->data, footprint(a), &why);
   if (rc < 0) {
-    mr_device_error(err, rc, "uploading an image array");
+    mr_err_set(err, rc, "uploading an image array: %s", mr_err_text(&why, rc));
     return NULL;
   }
   return mr_buf_data(a->dev);

@@ -143,8 +143,9 @@ static mr_kspace *make(mr_device *dev, mr_device *pin, size_t nro, size_t ne1, s
   size_t n = nro * ne1 * ne2;
   int on_gpu = dev != NULL && mr_device_is_gpu(dev), rc = 0;
   if (on_gpu) {
-    rc = mr_buf_create(dev, n * nch * sizeof *k->data + 1, &k->dev);
-  } else if (pin != NULL && mr_host_alloc(pin, n * nch * sizeof *k->data, (void **)&k->data) == 0) {
+    rc = mr_buf_create(dev, n * nch * sizeof *k->data + 1, &k->dev, err);
+  } else if (pin != NULL &&
+             mr_host_alloc(pin, n * nch * sizeof *k->data, (void **)&k->data, NULL) == 0) {
     k->pinned = pin;
     if (zero)
       memset(k->data, 0, n * nch * sizeof *k->data);
@@ -214,15 +215,13 @@ float complex *mr_kspace_host(mr_kspace *k, mr_err *err) {
   if (mr_budget_take(bytes, "a k-space buffer's host copy", err) < 0)
     return NULL;
   k->data = samples_alloc(bytes, 0); /* the download fills every sample */
-  int rc = k->data == NULL ? MR_ENOMEM : mr_buf_download(k->dev, 0, k->data, bytes);
+  mr_err why = {0};
+  int rc = k->data == NULL ? MR_ENOMEM : mr_buf_download(k->dev, 0, k->data, bytes, &why);
   if (rc < 0) {
     samples_free(k->data, bytes);
     k->data = NULL;
     mr_budget_give(bytes);
-    if (rc == MR_ENOMEM) /* the host copy: no gpu/ line explains it */
-      mr_err_set(err, rc, "downloading a k-space buffer: out of memory");
-    else
-      mr_device_error(err, rc, "downloading a k-space buffer");
+    mr_err_set(err, rc, "downloading a k-space buffer: %s", mr_err_text(&why, rc));
     return NULL;
   }
   return k->data;
@@ -243,14 +242,15 @@ mr_cfloat *mr_kspace_on(mr_kspace *k, mr_device *dev, mr_err *err) {
   uint64_t bytes = samples_bytes(k);
   if (mr_budget_take(bytes, "a k-space buffer on the GPU", err) < 0)
     return NULL;
-  int rc = mr_buf_create(dev, bytes > 0 ? bytes : 1, &k->dev);
-  if (rc == 0 && (rc = mr_buf_upload(k->dev, 0, k->data, bytes)) < 0) {
+  mr_err why = {0};
+  int rc = mr_buf_create(dev, bytes > 0 ? bytes : 1, &k->dev, &why);
+  if (rc == 0 && (rc = mr_buf_upload(k->dev, 0, k->data, bytes, &why)) < 0) {
     mr_buf_destroy(k->dev);
   }
   if (rc < 0) {
     k->dev = NULL;
     mr_budget_give(bytes);
-    mr_device_error(err, rc, "a k-space buffer on the GPU");
+    mr_err_set(err, rc, "a k-space buffer on the GPU: %s", mr_err_text(&why, rc));
     return NULL;
   }
   return mr_buf_data(k->dev);
@@ -291,28 +291,29 @@ static void drop_device(mr_kspace *k) {
 int mr_kspace_upload_lines(mr_kspace *k, mr_device *dev, size_t first, size_t count,
                            mr_err *err) {
   int rc = 0;
+  mr_err why = {0};
   if (k->dev == NULL) {
     uint64_t bytes = samples_bytes(k);
     if ((rc = mr_budget_take(bytes, "a k-space buffer on the GPU", err)) < 0)
       return rc;
-    if ((rc = mr_buf_create(dev, bytes > 0 ? bytes : 1, &k->dev)) < 0) {
+    if ((rc = mr_buf_create(dev, bytes > 0 ? bytes : 1, &k->dev, &why)) < 0) {
       k->dev = NULL;
       mr_budget_give(bytes);
-      return mr_device_error(err, rc, "a k-space buffer on the GPU");
+      return mr_err_set(err, rc, "a k-space buffer on the GPU: %s", mr_err_text(&why, rc));
     }
-    rc = mr_vec_zero(dev, mr_kspace_channel_size(k) * k->nch, mr_buf_data(k->dev));
+    rc = mr_vec_zero(dev, mr_kspace_channel_size(k) * k->nch, mr_buf_data(k->dev), &why);
   }
   /* The run of lines in every channel: rows a channel apart. */
   size_t pitch = mr_kspace_channel_size(k) * sizeof *k->data;
   if (rc == 0)
     rc = mr_buf_upload_rows_async(k->dev, first * k->nro * sizeof *k->data, pitch,
-                                  k->data + first * k->nro, pitch,
-                                  count * k->nro * sizeof *k->data, k->nch);
+                                  k->data + first * k->nro, pitch, count * k->nro * sizeof *k->data,
+                                  k->nch, &why);
   if (rc < 0) {
     if (k->dev != NULL)
-      mr_buf_wait_uploads(k->dev); /* earlier copies may still read k->data */
+      mr_buf_wait_uploads(k->dev, NULL); /* earlier copies may still read k->data */
     drop_device(k);
-    return mr_device_error(err, rc, "uploading k-space lines");
+    return mr_err_set(err, rc, "uploading k-space lines: %s", mr_err_text(&why, rc));
   }
   return 0;
 }
@@ -320,17 +321,19 @@ int mr_kspace_upload_lines(mr_kspace *k, mr_device *dev, size_t first, size_t co
 int mr_kspace_wait_uploads(mr_kspace *k, mr_err *err) {
   if (k->dev == NULL)
     return 0;
-  int rc = mr_buf_wait_uploads(k->dev);
+  mr_err why = {0};
+  int rc = mr_buf_wait_uploads(k->dev, &why);
   if (rc < 0) {
     drop_device(k);
-    return mr_device_error(err, rc, "uploading k-space lines");
+    return mr_err_set(err, rc, "uploading k-space lines: %s", mr_err_text(&why, rc));
   }
   return 0;
 }
 
-/* Runs of sampled lines: calls each(first, count, at, arg), `at` the
+/* Runs of sampled lines: calls each(first, count, at, arg, err), `at` the
  * run's first line among the sampled ones, until one fails. */
-static int each_run(const mr_kspace *k, int (*each)(size_t, size_t, size_t, void *), void *arg) {
+static int each_run(const mr_kspace *k, int (*each)(size_t, size_t, size_t, void *, mr_err *),
+                    void *arg, mr_err *err) {
   size_t lines = k->ne1 * k->ne2;
   int rc = 0;
   for (size_t l = 0, at = 0; rc == 0 && l < lines;) {
@@ -338,7 +341,7 @@ static int each_run(const mr_kspace *k, int (*each)(size_t, size_t, size_t, void
     while (end < lines && k->sampled[end])
       end++;
     if (end > l)
-      rc = each(l, end - l, at, arg);
+      rc = each(l, end - l, at, arg, err);
     at += end - l;
     l = end + 1;
   }
@@ -351,20 +354,20 @@ typedef struct run_copy {
   size_t lines; /* sampled lines: the buffer's lines per channel */
 } run_copy;
 
-static int gather_run(size_t first, size_t count, size_t at, void *arg) {
+static int gather_run(size_t first, size_t count, size_t at, void *arg, mr_err *err) {
   run_copy *c = arg;
   size_t row = c->k->nro * sizeof *c->k->data;
   return mr_buf_upload_rows(c->buf, at * row, c->lines * row, c->k->data + first * c->k->nro,
                             mr_kspace_channel_size(c->k) * sizeof *c->k->data, count * row,
-                            c->k->nch);
+                            c->k->nch, err);
 }
 
-static int scatter_run(size_t first, size_t count, size_t at, void *arg) {
+static int scatter_run(size_t first, size_t count, size_t at, void *arg, mr_err *err) {
   run_copy *c = arg;
   size_t row = c->k->nro * sizeof *c->k->data;
   return mr_buf_download_rows(c->buf, at * row, c->lines * row, c->k->data + first * c->k->nro,
                               mr_kspace_channel_size(c->k) * sizeof *c->k->data, count * row,
-                              c->k->nch);
+                              c->k->nch, err);
 }
 
 static size_t sampled_lines(const mr_kspace *k) {
@@ -374,23 +377,24 @@ static size_t sampled_lines(const mr_kspace *k) {
   return n;
 }
 
-int mr_kspace_gather_sampled(const mr_kspace *k, mr_device *dev, mr_buf **out, size_t *lines) {
+int mr_kspace_gather_sampled(const mr_kspace *k, mr_device *dev, mr_buf **out, size_t *lines,
+                             mr_err *err) {
   *out = NULL;
   *lines = sampled_lines(k);
   if (*lines == 0)
     return 0;
   run_copy c = {(mr_kspace *)k, NULL, *lines}; /* only read */
-  int rc = mr_buf_create(dev, *lines * k->nro * k->nch * sizeof *k->data, &c.buf);
-  if (rc == 0 && (rc = each_run(k, gather_run, &c)) < 0)
+  int rc = mr_buf_create(dev, *lines * k->nro * k->nch * sizeof *k->data, &c.buf, err);
+  if (rc == 0 && (rc = each_run(k, gather_run, &c, err)) < 0)
     mr_buf_destroy(c.buf);
   if (rc == 0)
     *out = c.buf;
   return rc;
 }
 
-int mr_kspace_scatter_sampled(mr_kspace *k, const mr_buf *buf) {
+int mr_kspace_scatter_sampled(mr_kspace *k, const mr_buf *buf, mr_err *err) {
   run_copy c = {k, (mr_buf *)buf, sampled_lines(k)}; /* only read */
-  return c.lines == 0 ? 0 : each_run(k, scatter_run, &c);
+  return c.lines == 0 ? 0 : each_run(k, scatter_run, &c, err);
 }
 
 int mr_kspace_hand_on(mr_kspace *k, int on_device, mr_err *err) {

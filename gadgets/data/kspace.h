@@ -125,14 +125,13 @@ int mr_kspace_wait_uploads(mr_kspace *k, mr_err *err);
  * CPU) into a new buffer, [ch][line][ro] with *lines lines in their order
  * (0: none, and *out is NULL), a run of lines of every channel per copy:
  * for per-slice work on a sparse part, such as the calibration lines. The
- * caller takes *out. 0, or an error code (gpu/'s detail line says more:
- * report it with mr_device_error() or mr_gadget_fail_device()). */
-int mr_kspace_gather_sampled(const mr_kspace *k, mr_device *dev, struct mr_buf **out,
-                             size_t *lines);
+ * caller takes *out. 0, or an error code with gpu/'s line in err. */
+int mr_kspace_gather_sampled(const mr_kspace *k, mr_device *dev, struct mr_buf **out, size_t *lines,
+                             mr_err *err);
 /* The reverse: the rows of buf, [ch][line][ro] as gathered from a buffer
  * with k's mask and readout length, into the sampled lines of k's host
- * samples. 0, or an error code. */
-int mr_kspace_scatter_sampled(mr_kspace *k, const struct mr_buf *buf);
+ * samples. 0, or an error code with its line in err. */
+int mr_kspace_scatter_sampled(mr_kspace *k, const struct mr_buf *buf, mr_err *err);
 
 /* Before a gadget passes k on: unless its consumer takes device data
  * (on_device, from handoff.h), the samples are brought to the host and the

@@ -134,23 +134,23 @@ static int readout_shape(epi_gadget *s, mr_gadget_ctx *ctx, const mr_acquisition
   return 0;
 }
 
-static int plan_on(epi_gadget *s, mr_device *dev) {
+static int plan_on(epi_gadget *s, mr_device *dev, mr_err *err) {
   if (s->plan != NULL && mr_epi_plan_device(s->plan) == dev)
     return 0;
   mr_epi_plan_destroy(s->plan);
   s->plan = NULL;
   mr_epi_readout r = {.samples = s->samples, .nx = s->nx, .forward = s->fwd_pos,
                       .reverse = s->rev_pos, .rcond = s->rcond};
-  return mr_epi_plan_create(dev, &r, &s->plan);
+  return mr_epi_plan_create(dev, &r, &s->plan, err);
 }
 
 /* The host plan for the navigators: the session's device's plan keeps its
  * operators on the host too. */
-static int host_plan(epi_gadget *s, mr_gadget_ctx *ctx) {
+static int host_plan(epi_gadget *s, mr_gadget_ctx *ctx, mr_err *err) {
   if (s->plan != NULL)
     return 0;
-  int rc = plan_on(s, s->place.dev);
-  return rc < 0 ? mr_gadget_fail_device(ctx, rc, "the EPI regridding plan") : 0;
+  int rc = plan_on(s, s->place.dev, err);
+  return rc < 0 ? mr_gadget_fail(ctx, rc, "the EPI regridding plan: %s", mr_err_text(err, rc)) : 0;
 }
 
 static nav_set *find_set(epi_gadget *s, mr_gadget_ctx *ctx, const ISMRMRD_AcquisitionHeader *h,
@@ -216,31 +216,33 @@ typedef struct regrid_job {
 } regrid_job;
 
 /* On dev: the packed batch up, regridded, down. */
-static int regrid_task(mr_device *dev, void *arg) {
+static int regrid_task(mr_device *dev, void *arg, mr_err *err) {
   regrid_job *j = arg;
   epi_gadget *s = j->s;
   size_t cols = (size_t)(j->nfwd + j->nrev);
   size_t in_bytes = cols * (size_t)s->samples * sizeof(mr_cfloat);
   size_t out_bytes = cols * (size_t)s->nx * sizeof(mr_cfloat);
   mr_buf *in = NULL, *out = NULL;
-  int rc = plan_on(s, dev);
+  int rc = plan_on(s, dev, err);
   if (rc == 0)
-    rc = mr_buf_create(dev, in_bytes, &in);
+    rc = mr_buf_create(dev, in_bytes, &in, err);
   if (rc == 0)
-    rc = mr_buf_create(dev, out_bytes, &out);
+    rc = mr_buf_create(dev, out_bytes, &out, err);
   if (rc == 0)
-    rc = mr_buf_upload(in, 0, s->packed.p, in_bytes);
+    rc = mr_buf_upload(in, 0, s->packed.p, in_bytes, err);
   if (rc == 0)
-    rc = mr_epi_regrid(s->plan, mr_buf_data(in), j->nfwd, j->nrev, j->correction,
-                       mr_buf_data(out));
+    rc = mr_epi_regrid(s->plan, mr_buf_data(in), j->nfwd, j->nrev, j->correction, mr_buf_data(out),
+                       err);
   if (rc == 0)
-    rc = mr_buf_download(out, 0, s->regridded.p, out_bytes);
+    rc = mr_buf_download(out, 0, s->regridded.p, out_bytes, err);
   mr_buf_destroy(in);
   mr_buf_destroy(out);
   return rc;
 }
 
-static int run_regrid(mr_device *dev, void *arg) { return mr_device_run(dev, regrid_task, arg); }
+static int run_regrid(mr_device *dev, void *arg, mr_err *err) {
+  return mr_device_run(dev, regrid_task, arg, err);
+}
 
 /* Regrids the waiting echoes together and sends them on in order. */
 static int send_batch(epi_gadget *s, mr_gadget_ctx *ctx, mr_emit *out) {
@@ -334,7 +336,7 @@ static int add_navigator(epi_gadget *s, mr_gadget_ctx *ctx, const mr_acquisition
 
 /* An echo of slice st: the fit of its navigators first, when new ones came. */
 static int update_correction(epi_gadget *s, mr_gadget_ctx *ctx, slice_state *st,
-                             const mr_acquisition *a) {
+                             const mr_acquisition *a, mr_err *err) {
   if (s->ghost == GHOST_NONE)
     return 0;
   if (st->latest < 0)
@@ -352,7 +354,7 @@ static int update_correction(epi_gadget *s, mr_gadget_ctx *ctx, slice_state *st,
                           "the odd/even correction needs both polarities",
                           a->head.scan_counter, (unsigned)n->slice, (unsigned)n->segment,
                           n->nfwd == 0 ? "reversed" : "forward");
-  int rc = host_plan(s, ctx);
+  int rc = host_plan(s, ctx, err);
   if (rc < 0)
     return rc;
   size_t total = (size_t)s->samples * (size_t)s->channels;
@@ -394,7 +396,8 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   slice_state *st = find_slice(s, ctx, a->head.idx.slice);
   if (st == NULL)
     return MR_ENOMEM;
-  if ((rc = update_correction(s, ctx, st, a)) < 0)
+  mr_err why = {0};
+  if ((rc = update_correction(s, ctx, st, a, &why)) < 0)
     return rc;
   if (s->batch == NULL && (s->batch = malloc(BATCH_READOUTS * sizeof *s->batch)) == NULL)
     return mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");

@@ -163,21 +163,21 @@ typedef struct sms_job {
   mr_cfloat *slices;
 } sms_job;
 
-static int run_separate(mr_device *dev, void *arg) {
+static int run_separate(mr_device *dev, void *arg, mr_err *err) {
   sms_job *j = arg;
   mr_slice_grappa_plan *plan = NULL;
   int rc = 0;
   if (j->reference != NULL) {
-    rc = mr_slice_grappa_plan_create(dev, j->o, &plan);
+    rc = mr_slice_grappa_plan_create(dev, j->o, &plan, err);
     if (rc == 0)
-      rc = mr_slice_grappa_calibrate_host(plan, j->reference, j->weights);
+      rc = mr_slice_grappa_calibrate_host(plan, j->reference, j->weights, err);
     mr_slice_grappa_plan_destroy(plan);
     plan = NULL;
   }
   if (rc == 0)
-    rc = mr_slice_grappa_plan_create(dev, j->apply, &plan);
+    rc = mr_slice_grappa_plan_create(dev, j->apply, &plan, err);
   if (rc == 0)
-    rc = mr_slice_grappa_apply_host(plan, j->weights, j->collapsed, j->slices);
+    rc = mr_slice_grappa_apply_host(plan, j->weights, j->collapsed, j->slices, err);
   mr_slice_grappa_plan_destroy(plan);
   return rc;
 }
@@ -340,11 +340,8 @@ static int separate(sms_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k, mr_emit *ou
     slices = buf + part;
   }
   sms_job job = {&o, &a, reference, s->weights[g], in, slices};
-  mr_device_clear_error();
-  if ((rc = mr_placement_run(&s->place, ctx, run_separate, &job)) < 0) {
-    rc = mr_gadget_fail_device(ctx, rc, "slice-GRAPPA");
+  if ((rc = mr_placement_run(&s->place, ctx, run_separate, &job)) < 0)
     goto done;
-  }
   for (size_t j = 0; rc == 0 && j < m; j++) {
     /* grappa keeps a slice's kernel until new calibration lines come: the
      * reference rides along only when it is new to this group */

@@ -302,27 +302,27 @@ typedef struct job {
 } job;
 
 /* b holding at least `bytes` on dev, kept for the next buffers. */
-static int keep_buf(mr_buf **b, mr_device *dev, size_t bytes) {
+static int keep_buf(mr_buf **b, mr_device *dev, size_t bytes, mr_err *err) {
   if (*b != NULL && mr_buf_device(*b) == dev && mr_buf_size(*b) >= bytes)
     return 0;
   mr_buf_destroy(*b);
   *b = NULL;
-  return mr_buf_create(dev, bytes, b);
+  return mr_buf_create(dev, bytes, b, err);
 }
 
 /* At least m ones on dev, in s->ones. */
-static int keep_ones(fhd_cg *s, mr_device *dev, size_t m) {
+static int keep_ones(fhd_cg *s, mr_device *dev, size_t m, mr_err *err) {
   if (s->ones != NULL && mr_buf_device(s->ones) == dev && s->ones_n >= m)
     return 0;
   s->ones_n = 0;
-  int rc = keep_buf(&s->ones, dev, m * sizeof(mr_cfloat));
+  int rc = keep_buf(&s->ones, dev, m * sizeof(mr_cfloat), err);
   mr_cfloat *ones = rc == 0 ? malloc(m * sizeof *ones) : NULL;
   if (rc == 0 && ones == NULL)
     rc = MR_ENOMEM;
   for (size_t j = 0; rc == 0 && j < m; j++)
     ones[j] = 1;
   if (rc == 0)
-    rc = mr_buf_upload(s->ones, 0, ones, m * sizeof *ones);
+    rc = mr_buf_upload(s->ones, 0, ones, m * sizeof *ones, err);
   free(ones);
   s->ones_n = rc == 0 ? m : 0;
   return rc;
@@ -333,8 +333,8 @@ static int keep_ones(fhd_cg *s, mr_device *dev, size_t m) {
  * generation s->positions once); data (host) NULL: all ones (Q). out is a
  * buffer on dev. */
 static int adjoint_sums(fhd_cg *s, kept_plan *kp, mr_device *dev, int rank, const size_t n[3],
-                        size_t m, const float *k, size_t batch, const mr_cfloat *data,
-                        mr_buf *out) {
+                        size_t m, const float *k, size_t batch, const mr_cfloat *data, mr_buf *out,
+                        mr_err *err) {
   int rc;
   if (s->sums == SUMS_DIRECT) {
     size_t out_bytes = batch * n[0] * n[1] * n[2] * sizeof(mr_cfloat);
@@ -342,22 +342,22 @@ static int adjoint_sums(fhd_cg *s, kept_plan *kp, mr_device *dev, int rank, cons
     mr_fhd_plan *plan = NULL;
     rc = mr_scratch_grow(&s->sums_out, out_bytes, "the direct sums", NULL);
     if (rc == 0)
-      rc = mr_fhd_plan_create(dev, &fo, &plan);
+      rc = mr_fhd_plan_create(dev, &fo, &plan, err);
     if (rc == 0)
-      rc = mr_fhd_set_points(plan, m, k);
+      rc = mr_fhd_set_points(plan, m, k, err);
     if (rc == 0)
-      rc = mr_fhd_adjoint(plan, data, NULL, s->sums_out.p);
+      rc = mr_fhd_adjoint(plan, data, NULL, s->sums_out.p, err);
     mr_fhd_plan_destroy(plan);
-    return rc == 0 ? mr_buf_upload(out, 0, s->sums_out.p, out_bytes) : rc;
+    return rc == 0 ? mr_buf_upload(out, 0, s->sums_out.p, out_bytes, err) : rc;
   }
   const mr_cfloat *in;
   if (data == NULL) {
-    rc = keep_ones(s, dev, m);
+    rc = keep_ones(s, dev, m, err);
     in = rc == 0 ? mr_buf_data(s->ones) : NULL;
   } else {
-    rc = keep_buf(&s->data_dev, dev, batch * m * sizeof *data);
+    rc = keep_buf(&s->data_dev, dev, batch * m * sizeof *data, err);
     if (rc == 0)
-      rc = mr_buf_upload(s->data_dev, 0, data, batch * m * sizeof *data);
+      rc = mr_buf_upload(s->data_dev, 0, data, batch * m * sizeof *data, err);
     in = rc == 0 ? mr_buf_data(s->data_dev) : NULL;
   }
   if (rc < 0)
@@ -368,23 +368,23 @@ static int adjoint_sums(fhd_cg *s, kept_plan *kp, mr_device *dev, int rank, cons
   if (kp->plan == NULL || kp->dev != dev || kp->opts.rank != rank ||
       memcmp(kp->opts.dims, no.dims, sizeof no.dims) != 0 || kp->opts.batch != batch) {
     plan_clear(kp);
-    if ((rc = mr_nufft_plan_create(dev, &no, &kp->plan)) < 0)
+    if ((rc = mr_nufft_plan_create(dev, &no, &kp->plan, err)) < 0)
       return rc;
     kp->dev = dev;
     kp->opts = no;
   }
   if (kp->points != s->positions) {
     kp->points = 0;
-    if ((rc = mr_nufft_set_points(kp->plan, m, k)) < 0)
+    if ((rc = mr_nufft_set_points(kp->plan, m, k, err)) < 0)
       return rc;
     kp->points = s->positions;
   }
-  return mr_nufft_execute(kp->plan, MR_NUFFT_ADJOINT, in, mr_buf_data(out));
+  return mr_nufft_execute(kp->plan, MR_NUFFT_ADJOINT, in, mr_buf_data(out), err);
 }
 
 /* Q for p's trajectory on dev: the kept one, or a fresh one (a new
  * positions generation); a new shape drops the operators too. */
-static int q_for(fhd_cg *s, mr_device *dev, const problem *p) {
+static int q_for(fhd_cg *s, mr_device *dev, const problem *p, mr_err *err) {
   op_cache *c = &s->cache;
   size_t kbytes = p->m * p->rank * sizeof *p->k;
   int same_shape = c->valid && c->dev == dev && c->sums == s->sums && c->rank == p->rank &&
@@ -396,13 +396,14 @@ static int q_for(fhd_cg *s, mr_device *dev, const problem *p) {
   c->valid = 0;
   s->positions++;
   size_t big[3] = {2 * p->n[0], 2 * p->n[1], p->rank == 3 ? 2 * p->n[2] : 1};
-  int rc = c->q != NULL ? 0
-                        : mr_buf_create(dev, big[0] * big[1] * big[2] * sizeof(mr_cfloat), &c->q);
+  int rc = c->q != NULL
+               ? 0
+               : mr_buf_create(dev, big[0] * big[1] * big[2] * sizeof(mr_cfloat), &c->q, err);
   if (rc == 0)
     rc = mr_scratch_grow(&c->k, kbytes, "Q's positions", NULL);
   if (rc == 0) {
     memcpy(c->k.p, p->k, kbytes);
-    rc = adjoint_sums(s, &s->q_plan, dev, p->rank, big, p->m, p->k, 1, NULL, c->q);
+    rc = adjoint_sums(s, &s->q_plan, dev, p->rank, big, p->m, p->k, 1, NULL, c->q, err);
   }
   if (rc < 0)
     return rc;
@@ -429,9 +430,9 @@ static mr_toeplitz_opts operator_opts(const fhd_cg *s, const problem *p, size_t 
  * many coils), made for the shape when first needed and given the current
  * trajectory's Q when it holds an older one. */
 static int operator_for(fhd_cg *s, mr_device *dev, const problem *p, size_t coils,
-                        mr_toeplitz **out) {
+                        mr_toeplitz **out, mr_err *err) {
   op_cache *c = &s->cache;
-  int rc = q_for(s, dev, p);
+  int rc = q_for(s, dev, p, err);
   if (rc < 0)
     return rc;
   mr_toeplitz **t = coils == 0 ? &c->op : &c->sense;
@@ -443,7 +444,7 @@ static int operator_for(fhd_cg *s, mr_device *dev, const problem *p, size_t coil
   if (*t == NULL) {
     mr_toeplitz_opts to = operator_opts(s, p, coils);
     *held = 0;
-    if ((rc = mr_toeplitz_create(dev, &to, NULL, t)) < 0)
+    if ((rc = mr_toeplitz_create(dev, &to, NULL, t, err)) < 0)
       return rc;
     if (coils > 0) {
       c->sense_coils = coils;
@@ -452,7 +453,7 @@ static int operator_for(fhd_cg *s, mr_device *dev, const problem *p, size_t coil
   }
   if (*held != s->positions) {
     *held = 0;
-    if ((rc = mr_toeplitz_set_q(*t, mr_buf_data(c->q))) < 0)
+    if ((rc = mr_toeplitz_set_q(*t, mr_buf_data(c->q), err)) < 0)
       return rc;
     *held = s->positions;
   }
@@ -463,38 +464,38 @@ static int operator_for(fhd_cg *s, mr_device *dev, const problem *p, size_t coil
 /* Maps from the coil images img [coils][nvox] on dev into maps (host), by
  * the gadget's estimator. */
 static int estimate_maps(fhd_cg *s, mr_device *dev, const problem *p, const mr_cfloat *img,
-                         mr_cfloat *maps) {
+                         mr_cfloat *maps, mr_err *err) {
   size_t bytes = p->coils * p->nvox * sizeof(mr_cfloat);
-  int rc = keep_buf(&s->maps_dev, dev, bytes);
+  int rc = keep_buf(&s->maps_dev, dev, bytes, err);
   mr_cfloat *m = rc == 0 ? mr_buf_data(s->maps_dev) : NULL;
   if (rc == 0 && s->estimator == ESTIMATE_LOWRES) {
     int width[3];
     for (int d = 0; d < 3; d++) /* the central quarter; one sample on an axis of one */
       width[d] = p->n[d] >= 8 ? (int)(p->n[d] / 4) : 2;
-    rc = mr_coil_maps_lowres(dev, img, p->coils, p->n, width, MAP_FLOOR, m);
+    rc = mr_coil_maps_lowres(dev, img, p->coils, p->n, width, MAP_FLOOR, m, err);
   } else if (rc == 0) {
     mr_fft_opts fo = {.rank = p->rank, .dims = {p->n[0], p->n[1], p->n[2]}, .batch = p->coils};
     mr_espirit_opts o;
     mr_espirit_opts_default(&o);
-    rc = keep_buf(&s->maps_k, dev, bytes);
+    rc = keep_buf(&s->maps_k, dev, bytes, err);
     if (rc == 0)
-      rc = mr_fft_plan_keep(dev, &fo, &s->maps_fft);
+      rc = mr_fft_plan_keep(dev, &fo, &s->maps_fft, err);
     if (rc == 0)
-      rc = mr_fft_execute(s->maps_fft, MR_FFT_FORWARD, img, mr_buf_data(s->maps_k));
+      rc = mr_fft_execute(s->maps_fft, MR_FFT_FORWARD, img, mr_buf_data(s->maps_k), err);
     if (rc == 0)
-      rc = mr_espirit_maps(dev, mr_buf_data(s->maps_k), p->n, p->coils, &o, m);
+      rc = mr_espirit_maps(dev, mr_buf_data(s->maps_k), p->n, p->coils, &o, m, err);
   }
-  return rc == 0 ? mr_buf_download(s->maps_dev, 0, maps, bytes) : rc;
+  return rc == 0 ? mr_buf_download(s->maps_dev, 0, maps, bytes, err) : rc;
 }
 
 /* x = A^-1 b (`iterations` at most) for each of `count` right-hand sides
  * [count][nvox], b and x on dev: on a GPU in one batched solve (the coils'
  * solves behind maps: one loop, not one per coil). */
 static int solve_all(fhd_cg *s, mr_device *dev, mr_toeplitz *op, int iterations, int warm,
-                     size_t nvox, size_t count, const mr_cfloat *b, mr_cfloat *x) {
+                     size_t nvox, size_t count, const mr_cfloat *b, mr_cfloat *x, mr_err *err) {
   mr_cg_opts co = {.max_iterations = iterations, .tolerance = s->tolerance, .warm_start = warm,
                    .cancel = &s->cancel};
-  return mr_cg_solve_batch(dev, nvox, count, mr_toeplitz_apply_batch_op, op, b, x, &co, NULL);
+  return mr_cg_solve_batch(dev, nvox, count, mr_toeplitz_apply_batch_op, op, b, x, &co, NULL, err);
 }
 
 /* Whether this buffer estimates new maps: none yet, another shape, or
@@ -506,7 +507,8 @@ static int maps_due(const fhd_cg *s, const problem *p) {
 
 /* New maps from the coils' own solves (fhd: their F^H D on dev), into
  * s->sens (host). */
-static int refresh_maps(fhd_cg *s, mr_device *dev, const problem *p, const mr_cfloat *fhd) {
+static int refresh_maps(fhd_cg *s, mr_device *dev, const problem *p, const mr_cfloat *fhd,
+                        mr_err *err) {
   size_t bytes = p->coils * p->nvox * sizeof(mr_cfloat);
   if (s->sens_coils * s->sens_n[0] * s->sens_n[1] * s->sens_n[2] != p->coils * p->nvox) {
     free(s->sens);
@@ -527,17 +529,17 @@ static int refresh_maps(fhd_cg *s, mr_device *dev, const problem *p, const mr_cf
              memcmp(s->track_n, p->n, sizeof s->track_n) == 0;
   s->track_coils = 0;
   mr_toeplitz *op;
-  int rc = operator_for(s, dev, p, 0, &op);
+  int rc = operator_for(s, dev, p, 0, &op, err);
   if (rc == 0)
-    rc = solve_all(s, dev, op, warm ? s->maps_tracking : MAP_ITERATIONS, warm, p->nvox,
-                   p->coils, fhd, mr_buf_data(s->img));
+    rc = solve_all(s, dev, op, warm ? s->maps_tracking : MAP_ITERATIONS, warm, p->nvox, p->coils,
+                   fhd, mr_buf_data(s->img), err);
   if (rc == 0 && s->maps_tracking > 0) {
     s->track_dev = dev;
     s->track_coils = p->coils;
     memcpy(s->track_n, p->n, sizeof s->track_n);
   }
   if (rc == 0)
-    rc = estimate_maps(s, dev, p, mr_buf_data(s->img), s->sens);
+    rc = estimate_maps(s, dev, p, mr_buf_data(s->img), s->sens, err);
   if (rc < 0)
     return rc;
   s->sens_gen = ++s->sens_made;
@@ -570,8 +572,8 @@ static size_t split_devices(fhd_cg *s, struct mr_pool *pool, mr_device *dev,
 /* The split SENSE operator for p on dev and the other GPUs: remade from
  * Q (through the host) for a new trajectory, given new maps when there
  * are. */
-static int split_for(fhd_cg *s, mr_device *dev, const problem *p) {
-  int rc = q_for(s, dev, p);
+static int split_for(fhd_cg *s, mr_device *dev, const problem *p, mr_err *err) {
+  int rc = q_for(s, dev, p, err);
   if (rc == 0 && (s->split == NULL || s->split_dev != dev || s->split_q != s->positions)) {
     mr_toeplitz_split_destroy(s->split);
     s->split = NULL;
@@ -580,17 +582,17 @@ static int split_for(fhd_cg *s, mr_device *dev, const problem *p) {
                     sizeof(mr_cfloat);
     rc = mr_scratch_grow(&s->q_host, qbytes, "Q for the split solve", NULL);
     if (rc == 0)
-      rc = mr_buf_download(s->cache.q, 0, s->q_host.p, qbytes);
+      rc = mr_buf_download(s->cache.q, 0, s->q_host.p, qbytes, err);
     mr_device *devs[MAX_SPLIT];
     size_t ndev = split_devices(s, s->place.pool, dev, devs);
     mr_toeplitz_opts to = operator_opts(s, p, p->coils);
     if (rc == 0)
-      rc = mr_toeplitz_split_create(devs, ndev, &to, s->q_host.p, &s->split);
+      rc = mr_toeplitz_split_create(devs, ndev, &to, s->q_host.p, &s->split, err);
     s->split_dev = dev;
     s->split_q = s->positions;
   }
   if (rc == 0 && s->split_maps != s->sens_gen) {
-    rc = mr_toeplitz_split_set_maps(s->split, s->sens);
+    rc = mr_toeplitz_split_set_maps(s->split, s->sens, err);
     s->split_maps = rc == 0 ? s->sens_gen : 0;
   }
   return rc;
@@ -598,22 +600,22 @@ static int split_for(fhd_cg *s, mr_device *dev, const problem *p) {
 
 /* solve_sense across GPUs. */
 static int solve_sense_split(fhd_cg *s, mr_device *dev, const problem *p, const mr_cfloat *fhd,
-                             mr_cfloat *out) {
+                             mr_cfloat *out, mr_err *err) {
   size_t bytes = p->nvox * sizeof(mr_cfloat);
-  int rc = split_for(s, dev, p);
+  int rc = split_for(s, dev, p, err);
   if (rc == 0)
-    rc = keep_buf(&s->cg_b, dev, bytes);
+    rc = keep_buf(&s->cg_b, dev, bytes, err);
   if (rc == 0)
-    rc = keep_buf(&s->cg_x, dev, bytes);
+    rc = keep_buf(&s->cg_x, dev, bytes, err);
   if (rc == 0)
-    rc = mr_toeplitz_split_combine(s->split, fhd, mr_buf_data(s->cg_b));
+    rc = mr_toeplitz_split_combine(s->split, fhd, mr_buf_data(s->cg_b), err);
   mr_cg_opts co = {.max_iterations = s->iterations, .tolerance = s->tolerance,
                    .cancel = &s->cancel};
   if (rc == 0)
     rc = mr_cg_solve_batch(dev, p->nvox, 1, mr_toeplitz_split_apply_op, s->split,
-                           mr_buf_data(s->cg_b), mr_buf_data(s->cg_x), &co, NULL);
+                           mr_buf_data(s->cg_b), mr_buf_data(s->cg_x), &co, NULL, err);
   if (rc == 0)
-    rc = mr_buf_download(s->cg_x, 0, out, bytes);
+    rc = mr_buf_download(s->cg_x, 0, out, bytes, err);
   return rc;
 }
 
@@ -624,7 +626,7 @@ static int solve_sense_split(fhd_cg *s, mr_device *dev, const problem *p, const 
  * image when it has this shape: with temporal_lambda its copy is the
  * temporal term's reference, with warm_start FISTA's start (else zero). */
 static int solve_sparse(fhd_cg *s, mr_device *dev, const problem *p, mr_toeplitz *op,
-                        const mr_cfloat *b, mr_cfloat *x) {
+                        const mr_cfloat *b, mr_cfloat *x, mr_err *err) {
   mr_sparse_opts o;
   mr_sparse_opts_default(&o);
   memcpy(o.dims, p->n, sizeof o.dims);
@@ -638,20 +640,21 @@ static int solve_sparse(fhd_cg *s, mr_device *dev, const problem *p, mr_toeplitz
   o.tv_steps = s->tv_steps;
   int last = s->last_dev == dev && memcmp(s->last_n, p->n, sizeof s->last_n) == 0;
   s->last_dev = NULL; /* until this solve succeeds */
-  int rc = mr_sparse_plan_keep(dev, &o, &s->sparse);
+  int rc = mr_sparse_plan_keep(dev, &o, &s->sparse, err);
   if (rc == 0 && s->warm_start && !last)
-    rc = mr_vec_zero(dev, p->nvox, x);
+    rc = mr_vec_zero(dev, p->nvox, x, err);
   if (rc == 0 && o.time == MR_TV_REFERENCE && last) {
-    rc = keep_buf(&s->reference, dev, p->nvox * sizeof(mr_cfloat));
+    rc = keep_buf(&s->reference, dev, p->nvox * sizeof(mr_cfloat), err);
     if (rc == 0)
-      rc = mr_vec_copy(dev, p->nvox, x, mr_buf_data(s->reference));
+      rc = mr_vec_copy(dev, p->nvox, x, mr_buf_data(s->reference), err);
   }
   if (rc == 0 && o.time == MR_TV_REFERENCE)
-    rc = mr_sparse_set_reference(s->sparse, last ? mr_buf_data(s->reference) : NULL);
+    rc = mr_sparse_set_reference(s->sparse, last ? mr_buf_data(s->reference) : NULL, err);
   mr_sparse_report r = {0};
   float bound = last && s->last_m == p->m ? s->last_bound : 0;
   if (rc == 0)
-    rc = mr_sparse_solve_normal(s->sparse, mr_toeplitz_apply_op, op, bound, b, x, &s->cancel, &r);
+    rc = mr_sparse_solve_normal(s->sparse, mr_toeplitz_apply_op, op, bound, b, x, &s->cancel, &r,
+                                err);
   if (rc == 0) {
     s->last_dev = dev;
     memcpy(s->last_n, p->n, sizeof s->last_n);
@@ -664,67 +667,68 @@ static int solve_sparse(fhd_cg *s, mr_device *dev, const problem *p, mr_toeplitz
 /* One image through the maps: b = sum_c S_c^H F^H D_c, solved, into out
  * (host). */
 static int solve_sense(fhd_cg *s, mr_device *dev, const problem *p, const mr_cfloat *fhd,
-                       mr_cfloat *out) {
+                       mr_cfloat *out, mr_err *err) {
   if (s->gpus > 1 && mr_device_gpu_index(dev) >= 0)
-    return solve_sense_split(s, dev, p, fhd, out);
+    return solve_sense_split(s, dev, p, fhd, out, err);
   mr_toeplitz *op;
   size_t bytes = p->nvox * sizeof(mr_cfloat);
-  int rc = operator_for(s, dev, p, p->coils, &op);
+  int rc = operator_for(s, dev, p, p->coils, &op, err);
   if (rc == 0 && s->cache.sense_maps != s->sens_gen) {
-    rc = mr_toeplitz_set_maps(op, s->sens);
+    rc = mr_toeplitz_set_maps(op, s->sens, err);
     s->cache.sense_maps = rc == 0 ? s->sens_gen : 0;
   }
   if (rc == 0)
-    rc = keep_buf(&s->cg_b, dev, bytes);
+    rc = keep_buf(&s->cg_b, dev, bytes, err);
   if (rc == 0)
-    rc = keep_buf(&s->cg_x, dev, bytes);
+    rc = keep_buf(&s->cg_x, dev, bytes, err);
   if (rc == 0)
-    rc = mr_toeplitz_combine(op, fhd, mr_buf_data(s->cg_b));
+    rc = mr_toeplitz_combine(op, fhd, mr_buf_data(s->cg_b), err);
   if (rc == 0 && sparse_prior(s))
-    rc = solve_sparse(s, dev, p, op, mr_buf_data(s->cg_b), mr_buf_data(s->cg_x));
+    rc = solve_sparse(s, dev, p, op, mr_buf_data(s->cg_b), mr_buf_data(s->cg_x), err);
   else if (rc == 0)
     rc = solve_all(s, dev, op, s->iterations, 0, p->nvox, 1, mr_buf_data(s->cg_b),
-                   mr_buf_data(s->cg_x));
+                   mr_buf_data(s->cg_x), err);
   if (rc == 0)
-    rc = mr_buf_download(s->cg_x, 0, out, bytes);
+    rc = mr_buf_download(s->cg_x, 0, out, bytes, err);
   return rc;
 }
 
 /* One buffer's reconstruction, as one device task: its operations queue
  * on the worker without a hand-off each. */
-static int reconstruct_task(mr_device *dev, void *arg) {
+static int reconstruct_task(mr_device *dev, void *arg, mr_err *err) {
   job *j = arg;
   fhd_cg *s = j->s;
   const problem *p = j->p;
   size_t bytes = p->coils * p->nvox * sizeof(mr_cfloat);
-  int rc = q_for(s, dev, p);
+  int rc = q_for(s, dev, p, err);
   if (rc == 0)
-    rc = keep_buf(&s->fhd, dev, bytes);
+    rc = keep_buf(&s->fhd, dev, bytes, err);
   if (rc == 0)
-    rc = keep_buf(&s->img, dev, bytes);
+    rc = keep_buf(&s->img, dev, bytes, err);
   if (rc == 0)
-    rc = adjoint_sums(s, &s->fhd_plan, dev, p->rank, p->n, p->m, p->k, p->coils, p->data,
-                      s->fhd);
+    rc = adjoint_sums(s, &s->fhd_plan, dev, p->rank, p->n, p->m, p->k, p->coils, p->data, s->fhd,
+                      err);
   if (rc < 0)
     return rc;
   const mr_cfloat *fhd = mr_buf_data(s->fhd);
   if (s->maps == MAPS_NONE) {
     mr_toeplitz *op;
-    rc = operator_for(s, dev, p, 0, &op);
+    rc = operator_for(s, dev, p, 0, &op, err);
     if (rc == 0)
-      rc = solve_all(s, dev, op, s->iterations, 0, p->nvox, p->coils, fhd, mr_buf_data(s->img));
-    return rc == 0 ? mr_buf_download(s->img, 0, j->out, bytes) : rc;
+      rc =
+          solve_all(s, dev, op, s->iterations, 0, p->nvox, p->coils, fhd, mr_buf_data(s->img), err);
+    return rc == 0 ? mr_buf_download(s->img, 0, j->out, bytes, err) : rc;
   }
   if (s->maps_tracking > 0 || maps_due(s, p))
-    rc = refresh_maps(s, dev, p, fhd);
+    rc = refresh_maps(s, dev, p, fhd, err);
   if (rc == 0)
-    rc = solve_sense(s, dev, p, fhd, j->out);
+    rc = solve_sense(s, dev, p, fhd, j->out, err);
   s->since_maps++;
   return rc;
 }
 
-static int reconstruct(mr_device *dev, void *arg) {
-  return mr_device_run(dev, reconstruct_task, arg);
+static int reconstruct(mr_device *dev, void *arg, mr_err *err) {
+  return mr_device_run(dev, reconstruct_task, arg, err);
 }
 
 /* Gathers the sampled lines of k into p (rank from the recon matrix); the

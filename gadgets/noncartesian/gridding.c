@@ -34,7 +34,6 @@
 #include "block.h"
 #include "buf.h"
 #include "density.h"
-#include "fail.h"
 #include "gadget.h"
 #include "handoff.h"
 #include "image_array.h"
@@ -126,10 +125,10 @@ static mr_nufft_opts plan_opts(const job *j, size_t batch) {
 }
 
 /* The job's density weights, on dev. */
-static int run_density(mr_device *dev, void *arg) {
+static int run_density(mr_device *dev, void *arg, mr_err *err) {
   job *j = arg;
   if (j->density == DENSITY_RADIAL)
-    return mr_density_radial(j->rank, j->n, j->k, j->spokes, j->dk, j->w);
+    return mr_density_radial(j->rank, j->n, j->k, j->spokes, j->dk, j->w, err);
   if (j->density == DENSITY_NONE) {
     for (size_t i = 0; i < j->n; i++)
       j->w[i] = 1.0f;
@@ -137,11 +136,11 @@ static int run_density(mr_device *dev, void *arg) {
   }
   mr_nufft_opts o = plan_opts(j, 1);
   mr_nufft_plan *plan = NULL;
-  int rc = mr_nufft_plan_create(dev, &o, &plan);
+  int rc = mr_nufft_plan_create(dev, &o, &plan, err);
   if (rc == 0)
-    rc = mr_nufft_set_points(plan, j->n, j->k);
+    rc = mr_nufft_set_points(plan, j->n, j->k, err);
   if (rc == 0)
-    rc = mr_density_pipe_menon(plan, j->s->iterations, j->w);
+    rc = mr_density_pipe_menon(plan, j->s->iterations, j->w, err);
   mr_nufft_plan_destroy(plan);
   return rc;
 }
@@ -155,7 +154,7 @@ static int same_opts(const mr_nufft_opts *a, const mr_nufft_opts *b) {
 /* A kept plan for opts on dev, made in place of the least recently used
  * one when none fits, holding the job's positions. */
 static int plan_for(gridding *s, mr_device *dev, const mr_nufft_opts *o, const job *j,
-                    const float *k, int k_on_device, mr_nufft_plan **out) {
+                    const float *k, int k_on_device, mr_nufft_plan **out, mr_err *err) {
   kept_plan *kp = NULL;
   for (int i = 0; i < 2 && kp == NULL; i++)
     if (s->plans[i].plan != NULL && s->plans[i].dev == dev && same_opts(&s->plans[i].opts, o))
@@ -164,15 +163,15 @@ static int plan_for(gridding *s, mr_device *dev, const mr_nufft_opts *o, const j
     kp = s->plans[0].used <= s->plans[1].used ? &s->plans[0] : &s->plans[1];
     mr_nufft_plan_destroy(kp->plan);
     memset(kp, 0, sizeof *kp);
-    int rc = mr_nufft_plan_create(dev, o, &kp->plan);
+    int rc = mr_nufft_plan_create(dev, o, &kp->plan, err);
     if (rc < 0)
       return rc;
     kp->dev = dev;
     kp->opts = *o;
   }
   if (!kp->has_points) {
-    int rc = k_on_device ? mr_nufft_set_points_device(kp->plan, j->n, k)
-                         : mr_nufft_set_points(kp->plan, j->n, k);
+    int rc = k_on_device ? mr_nufft_set_points_device(kp->plan, j->n, k, err)
+                         : mr_nufft_set_points(kp->plan, j->n, k, err);
     if (rc < 0)
       return rc;
     kp->has_points = 1;
@@ -210,34 +209,34 @@ static void crop(const job *j, const mr_cfloat *image, mr_image_array *a) {
 }
 
 /* b holding at least `bytes` on dev, kept for the next buffers. */
-static int keep_buf(mr_buf **b, mr_device *dev, size_t bytes) {
+static int keep_buf(mr_buf **b, mr_device *dev, size_t bytes, mr_err *err) {
   if (*b != NULL && mr_buf_device(*b) == dev && mr_buf_size(*b) >= bytes)
     return 0;
   mr_buf_destroy(*b);
   *b = NULL;
-  return mr_buf_create(dev, bytes, b);
+  return mr_buf_create(dev, bytes, b, err);
 }
 
 /* The GPU's gridding, one device task: the new positions and the weighted
  * samples up into the kept buffers, every batch of coils gridded there, the
  * images cropped into a device array (j->out). */
-static int grid_task(mr_device *dev, void *arg) {
+static int grid_task(mr_device *dev, void *arg, mr_err *err) {
   job *j = arg;
   gridding *s = j->s;
   size_t npix = j->dims[0] * j->dims[1] * j->dims[2], n1 = j->n > 0 ? j->n : 1;
   size_t batch = coil_batch(j, npix);
   int cropped = is_cropped(j);
-  int rc = keep_buf(&s->dsamp, dev, n1 * j->nch * sizeof(mr_cfloat));
+  int rc = keep_buf(&s->dsamp, dev, n1 * j->nch * sizeof(mr_cfloat), err);
   if (rc == 0 && !s->dpos_valid) {
-    rc = keep_buf(&s->dpos, dev, n1 * (size_t)j->rank * sizeof(float));
+    rc = keep_buf(&s->dpos, dev, n1 * (size_t)j->rank * sizeof(float), err);
     if (rc == 0)
-      rc = mr_buf_upload(s->dpos, 0, j->k, j->n * (size_t)j->rank * sizeof(float));
+      rc = mr_buf_upload(s->dpos, 0, j->k, j->n * (size_t)j->rank * sizeof(float), err);
     s->dpos_valid = rc == 0;
   }
   if (rc == 0)
-    rc = mr_buf_upload(s->dsamp, 0, j->data, j->n * j->nch * sizeof(mr_cfloat));
+    rc = mr_buf_upload(s->dsamp, 0, j->data, j->n * j->nch * sizeof(mr_cfloat), err);
   if (rc == 0 && cropped)
-    rc = keep_buf(&s->dimage, dev, npix * j->nch * sizeof(mr_cfloat));
+    rc = keep_buf(&s->dimage, dev, npix * j->nch * sizeof(mr_cfloat), err);
   if (rc < 0)
     return rc;
   mr_err e = {0};
@@ -245,7 +244,7 @@ static int grid_task(mr_device *dev, void *arg) {
   mr_cfloat *img = a != NULL ? mr_image_array_on(a, dev, &e) : NULL;
   if (img == NULL) {
     mr_image_array_free(a);
-    return mr_fail(e.code ? e.code : MR_ENOMEM, "%s", e.code ? e.msg : "out of memory");
+    return mr_err_set(err, e.code ? e.code : MR_ENOMEM, "%s", e.code ? e.msg : "out of memory");
   }
   const float *k = mr_buf_data(s->dpos);
   const mr_cfloat *samples = mr_buf_data(s->dsamp);
@@ -254,12 +253,12 @@ static int grid_task(mr_device *dev, void *arg) {
     size_t nb = j->nch - c0 < batch ? j->nch - c0 : batch;
     mr_nufft_opts o = plan_opts(j, nb);
     mr_nufft_plan *plan = NULL;
-    rc = plan_for(s, dev, &o, j, k, 1, &plan);
+    rc = plan_for(s, dev, &o, j, k, 1, &plan, err);
     if (rc == 0)
-      rc = mr_nufft_execute(plan, MR_NUFFT_ADJOINT, samples + c0 * j->n, image + c0 * npix);
+      rc = mr_nufft_execute(plan, MR_NUFFT_ADJOINT, samples + c0 * j->n, image + c0 * npix, err);
   }
   if (rc == 0 && cropped)
-    rc = mr_block_crop_center(dev, j->nch, image, j->dims, img, j->rs);
+    rc = mr_block_crop_center(dev, j->nch, image, j->dims, img, j->rs, err);
   if (rc < 0) {
     mr_image_array_free(a);
     return rc;
@@ -271,10 +270,10 @@ static int grid_task(mr_device *dev, void *arg) {
 /* The weighted samples of every coil gridded on dev, in plans of as many
  * coils as GRID_BYTES allows, into a new image array (j->out): on the CPU
  * straight into it when no crop is needed, else into the kept scratch. */
-static int run_gridding(mr_device *dev, void *arg) {
+static int run_gridding(mr_device *dev, void *arg, mr_err *err) {
   job *j = arg;
   if (mr_device_is_gpu(dev))
-    return mr_device_run(dev, grid_task, arg);
+    return mr_device_run(dev, grid_task, arg, err);
   gridding *s = j->s;
   size_t npix = j->dims[0] * j->dims[1] * j->dims[2];
   size_t batch = coil_batch(j, npix);
@@ -282,23 +281,23 @@ static int run_gridding(mr_device *dev, void *arg) {
   mr_err e = {0};
   mr_image_array *a = mr_image_array_new(j->rs[0], j->rs[1], j->rs[2], j->nch, &e);
   if (a == NULL)
-    return mr_fail(e.code ? e.code : MR_ENOMEM, "%s", e.code ? e.msg : "out of memory");
+    return mr_err_set(err, e.code ? e.code : MR_ENOMEM, "%s", e.code ? e.msg : "out of memory");
   int rc = cropped ? mr_scratch_grow(&s->image, npix * j->nch * sizeof(mr_cfloat),
                                      "the gridded coil images", &e)
                    : 0;
   if (rc < 0) {
     mr_image_array_free(a);
-    return mr_fail(rc, "%s", mr_err_text(&e, rc));
+    return mr_err_set(err, rc, "%s", mr_err_text(&e, rc));
   }
   mr_cfloat *image = cropped ? s->image.p : (mr_cfloat *)a->data;
   for (size_t c0 = 0; rc == 0 && c0 < j->nch; c0 += batch) {
     size_t nb = j->nch - c0 < batch ? j->nch - c0 : batch;
     mr_nufft_opts o = plan_opts(j, nb);
     mr_nufft_plan *plan = NULL;
-    rc = plan_for(s, dev, &o, j, j->k, 0, &plan);
+    rc = plan_for(s, dev, &o, j, j->k, 0, &plan, err);
     if (rc == 0)
-      rc = mr_nufft_execute_host(plan, MR_NUFFT_ADJOINT, j->data + c0 * j->n,
-                                 image + c0 * npix);
+      rc = mr_nufft_execute_host(plan, MR_NUFFT_ADJOINT, j->data + c0 * j->n, image + c0 * npix,
+                                 err);
   }
   if (rc < 0) {
     mr_image_array_free(a);

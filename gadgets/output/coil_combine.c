@@ -31,7 +31,6 @@
 #include "buf.h"
 #include "coil.h"
 #include "espirit.h"
-#include "fail.h"
 #include "fft.h"
 #include "gadget.h"
 #include "handoff.h"
@@ -122,30 +121,30 @@ static int maps_current(const coil_combine *s, const slice_maps *m, const mr_ima
 }
 
 /* ESPIRiT's transform of in's shape on dev, made once per shape and device. */
-static int plan_for(coil_combine *s, mr_device *dev, const mr_image_array *in) {
+static int plan_for(coil_combine *s, mr_device *dev, const mr_image_array *in, mr_err *err) {
   mr_fft_opts o = {.rank = in->nz > 1 ? 3 : 2, .dims = {in->nx, in->ny, in->nz},
                    .batch = in->nch};
-  return mr_fft_plan_keep(dev, &o, &s->plan);
+  return mr_fft_plan_keep(dev, &o, &s->plan, err);
 }
 
 /* The coil images x of in (on dev) in k-space, in s->kspace (kept). */
 static int espirit_kspace(coil_combine *s, mr_device *dev, const mr_image_array *in,
-                          const mr_cfloat *x) {
+                          const mr_cfloat *x, mr_err *err) {
   size_t bytes = mr_image_array_channel_size(in) * in->nch * sizeof(mr_cfloat);
   int rc = 0;
   if (s->kspace == NULL || mr_buf_device(s->kspace) != dev || mr_buf_size(s->kspace) < bytes) {
     mr_buf_destroy(s->kspace);
     s->kspace = NULL;
-    rc = mr_buf_create(dev, bytes, &s->kspace);
+    rc = mr_buf_create(dev, bytes, &s->kspace, err);
   }
   if (rc == 0)
-    rc = plan_for(s, dev, in);
-  return rc == 0 ? mr_fft_execute(s->plan, MR_FFT_FORWARD, x, mr_buf_data(s->kspace)) : rc;
+    rc = plan_for(s, dev, in, err);
+  return rc == 0 ? mr_fft_execute(s->plan, MR_FFT_FORWARD, x, mr_buf_data(s->kspace), err) : rc;
 }
 
 /* Makes m's maps on dev from the coil images x (on dev) of in. */
 static int make_maps(coil_combine *s, mr_device *dev, slice_maps *m, const mr_image_array *in,
-                     const mr_cfloat *x) {
+                     const mr_cfloat *x, mr_err *err) {
   drop_maps(m);
   m->nx = in->nx;
   m->ny = in->ny;
@@ -154,8 +153,8 @@ static int make_maps(coil_combine *s, mr_device *dev, slice_maps *m, const mr_im
   m->generation = in->calib_generation;
   mr_err e = {0};
   if (mr_budget_take(maps_bytes(m), "coil maps", &e) < 0)
-    return mr_fail(e.code, "%s", e.msg);
-  int rc = mr_buf_create(dev, maps_bytes(m), &m->maps);
+    return mr_err_set(err, e.code, "%s", e.msg);
+  int rc = mr_buf_create(dev, maps_bytes(m), &m->maps, err);
   if (rc < 0) {
     mr_budget_give(maps_bytes(m));
     m->maps = NULL;
@@ -165,15 +164,15 @@ static int make_maps(coil_combine *s, mr_device *dev, slice_maps *m, const mr_im
   mr_cfloat *maps = mr_buf_data(m->maps);
   if (s->estimator == ESTIMATE_LOWRES) {
     int width[3] = {s->calib[0], s->calib[1], s->calib[1]};
-    rc = mr_coil_maps_lowres(dev, x, in->nch, dims, width, MR_COIL_MAP_FLOOR, maps);
+    rc = mr_coil_maps_lowres(dev, x, in->nch, dims, width, MR_COIL_MAP_FLOOR, maps, err);
   } else {
     mr_espirit_opts o;
     mr_espirit_opts_default(&o);
     o.calib = s->calib[0] < s->calib[1] ? s->calib[0] : s->calib[1];
     o.kernel = o.kernel < o.calib ? o.kernel : o.calib;
-    rc = espirit_kspace(s, dev, in, x);
+    rc = espirit_kspace(s, dev, in, x, err);
     if (rc == 0)
-      rc = mr_espirit_maps(dev, mr_buf_data(s->kspace), dims, in->nch, &o, maps);
+      rc = mr_espirit_maps(dev, mr_buf_data(s->kspace), dims, in->nch, &o, maps, err);
   }
   if (rc < 0)
     drop_maps(m);
@@ -188,7 +187,7 @@ typedef struct combine_job {
 
 /* One device task: the coil images onto dev (when they are not there),
  * maps when due, the combination into a new array on dev. */
-static int combine_task(mr_device *dev, void *arg) {
+static int combine_task(mr_device *dev, void *arg, mr_err *err) {
   combine_job *j = arg;
   coil_combine *s = j->s;
   mr_image_array *in = j->in;
@@ -198,20 +197,20 @@ static int combine_task(mr_device *dev, void *arg) {
   mr_image_array *a = x != NULL ? mr_image_array_new_on(dev, in->nx, in->ny, in->nz, 1, &e)
                                 : NULL;
   if (a == NULL)
-    return mr_fail(e.code ? e.code : MR_ENOMEM, "%s", e.code ? e.msg : "out of memory");
+    return mr_err_set(err, e.code ? e.code : MR_ENOMEM, "%s", e.code ? e.msg : "out of memory");
   mr_cfloat *out = mr_image_array_on(a, dev, &e);
   int rc;
   if (s->method == COMBINE_RSS) {
-    rc = mr_coil_rss_complex(dev, x, in->nch, n, out);
+    rc = mr_coil_rss_complex(dev, x, in->nch, n, out, err);
   } else {
     slice_maps *m = slice_entry(s, in);
     if (m == NULL) {
       mr_image_array_free(a);
-      return mr_fail(MR_ENOMEM, "out of memory for coil maps");
+      return mr_err_set(err, MR_ENOMEM, "out of memory for coil maps");
     }
-    rc = maps_current(s, m, in, dev) ? 0 : make_maps(s, dev, m, in, x);
+    rc = maps_current(s, m, in, dev) ? 0 : make_maps(s, dev, m, in, x, err);
     if (rc == 0)
-      rc = mr_coil_combine(dev, x, mr_buf_data(m->maps), in->nch, n, out);
+      rc = mr_coil_combine(dev, x, mr_buf_data(m->maps), in->nch, n, out, err);
   }
   if (rc < 0) {
     mr_image_array_free(a);
@@ -221,8 +220,8 @@ static int combine_task(mr_device *dev, void *arg) {
   return 0;
 }
 
-static int run_combine(mr_device *dev, void *arg) {
-  return mr_device_run(dev, combine_task, arg);
+static int run_combine(mr_device *dev, void *arg, mr_err *err) {
+  return mr_device_run(dev, combine_task, arg, err);
 }
 
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {

@@ -377,9 +377,3 @@ static int gadget_cancelled(void *arg) {
 mr_cancel mr_gadget_cancel(mr_gadget_ctx *ctx) {
   return (mr_cancel){.requested = gadget_cancelled, .ctx = ctx};
 }
-
-int mr_gadget_fail_device(mr_gadget_ctx *ctx, int code, const char *what) {
-  mr_err e = {0};
-  mr_device_error(&e, code, what);
-  return mr_gadget_fail(ctx, code, "%s", e.msg);
-}

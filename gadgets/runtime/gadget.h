@@ -219,10 +219,6 @@ int mr_gadget_fail(mr_gadget_ctx *ctx, int code, const char *fmt, ...)
  * every call). */
 #define mr_gadget_fail(ctx, code, ...) (mr_gadget_fail((ctx), (code), __VA_ARGS__), (code))
 #endif
-/* The same for a failed gpu/ call: "config, gadget: what: <what gpu/ said
- * about it>" (what NULL: gpu/'s line alone), through mr_device_error()
- * (gpu/core/device.h). */
-int mr_gadget_fail_device(mr_gadget_ctx *ctx, int code, const char *what);
 
 /* The chain's request to stop (the client left, the server's drain
  * deadline passed, another stage failed) as gpu/'s mr_cancel

@@ -36,37 +36,35 @@ void mr_placement_release(mr_placement *p) {
   p->dev = p->cpu = p->other = NULL;
 }
 
-int mr_placement_run(mr_placement *p, mr_gadget_ctx *ctx, int (*op)(mr_device *, void *),
-                     void *arg) {
-  /* Only a line op's own gpu/ calls leave explains its failure: an older
-   * one (another gadget's, an earlier scan's) must not be reported. */
-  mr_device_clear_error();
-  int rc = op(p->dev, arg);
+int mr_placement_run(mr_placement *p, mr_gadget_ctx *ctx, mr_device_task op, void *arg) {
+  mr_err e = {0};
+  int rc = op(p->dev, arg, &e);
   int gpu_failed = rc == MR_EDEVMEM || (rc == MR_EDEVICE && p->fallback == MR_FALLBACK_GPU);
   if (!gpu_failed || p->fallback == MR_FALLBACK_NONE || mr_device_gpu_index(p->dev) < 0)
-    return rc < 0 ? mr_gadget_fail_device(ctx, rc, NULL) : rc;
+    return rc < 0 ? mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc)) : rc;
   int first = rc;
   if (p->fallback == MR_FALLBACK_GPU) {
     /* Without another GPU in the pool, on to the CPU. */
     if (p->other == NULL)
       (void)mr_pool_acquire_other(p->pool, &p->dev, 1, &p->other, NULL);
     if (p->other != NULL) {
-      mr_device_clear_error();
-      rc = op(p->other, arg);
+      mr_err_clear(&e);
+      rc = op(p->other, arg, &e);
       if (rc != MR_EDEVMEM && rc != MR_EDEVICE)
-        return rc < 0 ? mr_gadget_fail(ctx, rc, "%s on GPU %d; on GPU %d: %s",
-                                       mr_strerror(first), mr_device_ordinal(p->dev),
-                                       mr_device_ordinal(p->other), mr_strerror(rc))
+        return rc < 0 ? mr_gadget_fail(ctx, rc, "%s on GPU %d; on GPU %d: %s", mr_strerror(first),
+                                       mr_device_ordinal(p->dev), mr_device_ordinal(p->other),
+                                       mr_err_text(&e, rc))
                       : rc;
     }
   }
   if (p->cpu == NULL) {
-    mr_err e = {0};
+    mr_err_clear(&e);
     if (mr_pool_acquire(p->pool, "cpu", &p->cpu, &e) < 0)
       return mr_gadget_fail(ctx, first, "%s, and no CPU to fall back on", mr_strerror(first));
   }
-  rc = op(p->cpu, arg);
+  mr_err_clear(&e);
+  rc = op(p->cpu, arg, &e);
   return rc < 0 ? mr_gadget_fail(ctx, rc, "%s; on the CPU: %s", mr_strerror(first),
-                                 mr_strerror(rc))
+                                 mr_err_text(&e, rc))
                 : rc;
 }

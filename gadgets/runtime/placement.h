@@ -35,11 +35,12 @@ int mr_placement_acquire(mr_placement *p, mr_gadget_ctx *ctx, int device, int fa
 /* Gives the devices back (a zeroed placement is fine). */
 void mr_placement_release(mr_placement *p);
 
-/* Runs op(dev, arg) on the placed device; when that fails with MR_EDEVMEM
- * and the fallback is "cpu", runs it again on the CPU; with "gpu", when it
- * fails with MR_EDEVMEM or MR_EDEVICE, again on another GPU (the least
- * loaded, kept for the next steps' fallbacks), then on the CPU. */
-int mr_placement_run(mr_placement *p, mr_gadget_ctx *ctx, int (*op)(mr_device *, void *),
-                     void *arg);
+/* Runs op(dev, arg, err) on the placed device; when that fails with
+ * MR_EDEVMEM and the fallback is "cpu", runs it again on the CPU; with
+ * "gpu", when it fails with MR_EDEVMEM or MR_EDEVICE, again on another GPU
+ * (the least loaded, kept for the next steps' fallbacks), then on the CPU.
+ * Each run gets an mr_err of its own; a failure that ends the step goes to
+ * ctx->err with the line op's gpu/ calls wrote (mr_gadget_fail()). */
+int mr_placement_run(mr_placement *p, mr_gadget_ctx *ctx, mr_device_task op, void *arg);
 
 #endif

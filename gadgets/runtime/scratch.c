@@ -24,9 +24,11 @@ int mr_scratch_grow_pinned(mr_scratch *s, mr_device *dev, size_t bytes, const ch
     int rc = mr_budget_take(bytes, what, err);
     if (rc < 0)
       return rc;
-    if ((rc = mr_host_alloc(pin, bytes, &p)) < 0) {
+    mr_err why = {0};
+    if ((rc = mr_host_alloc(pin, bytes, &p, &why)) < 0) {
       mr_budget_give(bytes);
-      return mr_err_set(err, rc, "out of pinned host memory for %s", what);
+      return mr_err_set(err, rc, "out of pinned host memory for %s: %s", what,
+                        mr_err_text(&why, rc));
     }
   }
   mr_scratch_free(s);

@@ -37,11 +37,10 @@
 #include <string.h>
 
 #include "block.h"
-#include "cs_impl.h"
 #include "buf.h"
 #include "coil.h"
+#include "cs_impl.h"
 #include "espirit.h"
-#include "fail.h"
 #include "fft.h"
 #include "gadget.h"
 #include "handoff.h"
@@ -49,9 +48,6 @@
 #include "kspace.h"
 #include "placement.h"
 #include "sparse.h"
-
-
-
 
 static const mr_param params[] = {
     MR_PARAM_ENUM(cs_gadget, regularizer, "regularizer", "\"wavelet\"", "wavelet|tv|l2",
@@ -127,7 +123,8 @@ void mr_cs_calibration_box(const uint8_t *sampled, size_t ne1, size_t ne2, size_
   *wz = ne2 > 1 ? 2 * hz : 1;
 }
 
-int mr_cs_coil_maps(cs_job *j, mr_device *dev, const mr_cfloat *kspace, mr_cfloat *maps) {
+int mr_cs_coil_maps(cs_job *j, mr_device *dev, const mr_cfloat *kspace, mr_cfloat *maps,
+                    mr_err *err) {
   mr_kspace *k = j->k;
   size_t dims[3] = {k->nro, k->ne1, k->ne2};
   if (j->s->maps == MAPS_ESPIRIT) {
@@ -136,21 +133,21 @@ int mr_cs_coil_maps(cs_job *j, mr_device *dev, const mr_cfloat *kspace, mr_cfloa
     int calib = (int)(k->ne2 > 1 && j->calib[1] < j->calib[0] ? j->calib[1] : j->calib[0]);
     o.calib = calib < o.calib ? calib : o.calib;
     o.kernel = o.kernel < o.calib ? o.kernel : o.calib;
-    return mr_espirit_maps(dev, kspace, dims, k->nch, &o, maps);
+    return mr_espirit_maps(dev, kspace, dims, k->nch, &o, maps, err);
   }
   mr_fft_opts o = {.rank = k->ne2 > 1 ? 3 : 2, .dims = {k->nro, k->ne1, k->ne2},
                    .batch = k->nch};
   int width[3] = {(int)j->calib[0], (int)j->calib[0], (int)j->calib[1]};
-  int rc = mr_fft_plan_keep(dev, &o, &j->s->maps_fft);
+  int rc = mr_fft_plan_keep(dev, &o, &j->s->maps_fft, err);
   if (rc == 0)
-    rc = mr_fft_execute(j->s->maps_fft, MR_FFT_BACKWARD, kspace, maps);
-  return rc == 0 ? mr_coil_maps_lowres(dev, maps, k->nch, dims, width, MR_COIL_MAP_FLOOR, maps)
+    rc = mr_fft_execute(j->s->maps_fft, MR_FFT_BACKWARD, kspace, maps, err);
+  return rc == 0 ? mr_coil_maps_lowres(dev, maps, k->nch, dims, width, MR_COIL_MAP_FLOOR, maps, err)
                  : rc;
 }
 
 /* One device task: k-space onto dev, maps, the solve (into scratch when
  * the recon matrix crops it), the image array. */
-static int cs_task(mr_device *dev, void *arg) {
+static int cs_task(mr_device *dev, void *arg, mr_err *err) {
   cs_job *j = arg;
   mr_kspace *k = j->k;
   size_t n = mr_kspace_channel_size(k);
@@ -165,7 +162,7 @@ static int cs_task(mr_device *dev, void *arg) {
   o.lambda = j->s->lambda;
   o.iterations = j->s->iterations;
   o.tolerance = j->s->tolerance;
-  int rc = mr_sparse_plan_keep(dev, &o, &j->s->plan);
+  int rc = mr_sparse_plan_keep(dev, &o, &j->s->plan, err);
   if (rc < 0)
     return rc;
   mr_err e = {0};
@@ -176,20 +173,21 @@ static int cs_task(mr_device *dev, void *arg) {
   mr_cfloat *img = a != NULL ? mr_image_array_on(a, dev, &e) : NULL;
   if (img == NULL) {
     mr_image_array_free(a);
-    return mr_fail(e.code ? e.code : MR_ENOMEM, "%s", e.code ? e.msg : "out of memory");
+    return mr_err_set(err, e.code ? e.code : MR_ENOMEM, "%s", e.code ? e.msg : "out of memory");
   }
   mr_buf *maps = NULL, *full = NULL;
-  rc = mr_buf_create(dev, n * k->nch * sizeof(mr_cfloat), &maps);
+  rc = mr_buf_create(dev, n * k->nch * sizeof(mr_cfloat), &maps, err);
   if (rc == 0 && crop)
-    rc = mr_buf_create(dev, n * sizeof(mr_cfloat), &full);
+    rc = mr_buf_create(dev, n * sizeof(mr_cfloat), &full, err);
   mr_cfloat *x = full != NULL ? mr_buf_data(full) : img;
   if (rc == 0)
-    rc = mr_cs_coil_maps(j, dev, kspace, mr_buf_data(maps));
+    rc = mr_cs_coil_maps(j, dev, kspace, mr_buf_data(maps), err);
   if (rc == 0)
-    rc = mr_sparse_solve(j->s->plan, kspace, k->sampled, mr_buf_data(maps), x, j->cancel, NULL);
+    rc =
+        mr_sparse_solve(j->s->plan, kspace, k->sampled, mr_buf_data(maps), x, j->cancel, NULL, err);
   if (rc == 0 && crop) {
     size_t from[3] = {k->nro, k->ne1, k->ne2};
-    rc = mr_block_crop_center(dev, 1, x, from, img, j->n);
+    rc = mr_block_crop_center(dev, 1, x, from, img, j->n, err);
   }
   mr_buf_destroy(maps);
   mr_buf_destroy(full);
@@ -201,7 +199,9 @@ static int cs_task(mr_device *dev, void *arg) {
   return 0;
 }
 
-static int run_cs(mr_device *dev, void *arg) { return mr_device_run(dev, cs_task, arg); }
+static int run_cs(mr_device *dev, void *arg, mr_err *err) {
+  return mr_device_run(dev, cs_task, arg, err);
+}
 
 static size_t sampled_lines(const mr_kspace *k) {
   size_t count = 0;

@@ -67,7 +67,8 @@ int mr_cs_no_calibration(mr_gadget_ctx *ctx, const mr_kspace *k, const size_t ca
                          int frames);
 /* The coil maps of j's shape from kspace (on dev) into maps, by the step's
  * estimator over j's calibration region. */
-int mr_cs_coil_maps(cs_job *j, mr_device *dev, const mr_cfloat *kspace, mr_cfloat *maps);
+int mr_cs_coil_maps(cs_job *j, mr_device *dev, const mr_cfloat *kspace, mr_cfloat *maps,
+                    mr_err *err);
 
 /* cs_series.c: holds msg's buffer (merged: its copy with the calibration
  * lines, taken) as the next frame of its slice's series. */

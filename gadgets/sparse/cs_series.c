@@ -10,7 +10,6 @@
 #include "block.h"
 #include "buf.h"
 #include "cs_impl.h"
-#include "fail.h"
 #include "image_array.h"
 #include "vec.h"
 
@@ -107,7 +106,7 @@ typedef struct series_job {
 
 /* One device task: the frames' k-space side by side on dev, maps from
  * their sum, the joint solve, a cropped image per frame. */
-static int series_task(mr_device *dev, void *arg) {
+static int series_task(mr_device *dev, void *arg, mr_err *err) {
   series_job *j = arg;
   const series *se = j->se;
   mr_kspace *k0 = frame_kspace(se, 0);
@@ -124,41 +123,41 @@ static int series_task(mr_device *dev, void *arg) {
   o.tolerance = j->s->tolerance;
   o.time = MR_TV_FRAMES;
   o.temporal_lambda = j->s->temporal_lambda;
-  int rc = mr_sparse_plan_keep(dev, &o, &j->s->plan);
+  int rc = mr_sparse_plan_keep(dev, &o, &j->s->plan, err);
   mr_buf *all = NULL, *sum = NULL, *maps = NULL, *images = NULL;
   uint8_t *mask = malloc(frames * k0->ne1);
   if (rc == 0 && mask == NULL)
-    rc = mr_fail(MR_ENOMEM, "cs: out of memory");
+    rc = mr_err_set(err, MR_ENOMEM, "cs: out of memory");
   if (rc == 0)
-    rc = mr_buf_create(dev, frames * nk * sizeof(mr_cfloat), &all);
+    rc = mr_buf_create(dev, frames * nk * sizeof(mr_cfloat), &all, err);
   if (rc == 0)
-    rc = mr_buf_create(dev, nk * sizeof(mr_cfloat), &sum);
+    rc = mr_buf_create(dev, nk * sizeof(mr_cfloat), &sum, err);
   if (rc == 0)
-    rc = mr_buf_create(dev, nk * sizeof(mr_cfloat), &maps);
+    rc = mr_buf_create(dev, nk * sizeof(mr_cfloat), &maps, err);
   if (rc == 0)
-    rc = mr_buf_create(dev, frames * n * sizeof(mr_cfloat), &images);
+    rc = mr_buf_create(dev, frames * n * sizeof(mr_cfloat), &images, err);
   if (rc == 0)
-    rc = mr_vec_zero(dev, nk, mr_buf_data(sum));
+    rc = mr_vec_zero(dev, nk, mr_buf_data(sum), err);
   mr_cfloat *kall = rc == 0 ? mr_buf_data(all) : NULL, one = 1;
   for (size_t f = 0; f < frames && rc == 0; f++) {
     mr_err e = {0};
     mr_kspace *k = frame_kspace(se, f);
     const mr_cfloat *kf = mr_kspace_on(k, dev, &e);
     if (kf == NULL)
-      rc = mr_fail(e.code ? e.code : MR_ENOMEM, "%s", e.code ? e.msg : "out of memory");
+      rc = mr_err_set(err, e.code ? e.code : MR_ENOMEM, "%s", e.code ? e.msg : "out of memory");
     if (rc == 0)
-      rc = mr_vec_copy(dev, nk, kf, kall + f * nk);
+      rc = mr_vec_copy(dev, nk, kf, kall + f * nk, err);
     if (rc == 0)
-      rc = mr_vec_axpy(dev, nk, one, kf, mr_buf_data(sum));
+      rc = mr_vec_axpy(dev, nk, one, kf, mr_buf_data(sum), err);
     if (rc == 0)
       memcpy(mask + f * k0->ne1, k->sampled, k0->ne1);
   }
   cs_job maps_job = {.s = j->s, .k = k0, .calib = {j->calib[0], j->calib[1]}};
   if (rc == 0)
-    rc = mr_cs_coil_maps(&maps_job, dev, mr_buf_data(sum), mr_buf_data(maps));
+    rc = mr_cs_coil_maps(&maps_job, dev, mr_buf_data(sum), mr_buf_data(maps), err);
   if (rc == 0)
-    rc = mr_sparse_solve(j->s->plan, kall, mask, mr_buf_data(maps), mr_buf_data(images),
-                         j->cancel, NULL);
+    rc = mr_sparse_solve(j->s->plan, kall, mask, mr_buf_data(maps), mr_buf_data(images), j->cancel,
+                         NULL, err);
   size_t from[3] = {k0->nro, k0->ne1, 1};
   for (size_t f = 0; f < frames && rc == 0; f++) {
     mr_err e = {0};
@@ -166,11 +165,12 @@ static int series_task(mr_device *dev, void *arg) {
     mr_cfloat *img = a != NULL ? mr_image_array_on(a, dev, &e) : NULL;
     if (img == NULL) {
       mr_image_array_free(a);
-      rc = mr_fail(e.code ? e.code : MR_ENOMEM, "%s", e.code ? e.msg : "out of memory");
+      rc = mr_err_set(err, e.code ? e.code : MR_ENOMEM, "%s", e.code ? e.msg : "out of memory");
       break;
     }
     j->out[f] = a;
-    rc = mr_block_crop_center(dev, 1, (mr_cfloat *)mr_buf_data(images) + f * n, from, img, j->n);
+    rc = mr_block_crop_center(dev, 1, (mr_cfloat *)mr_buf_data(images) + f * n, from, img, j->n,
+                              err);
   }
   free(mask);
   mr_buf_destroy(all);
@@ -180,7 +180,9 @@ static int series_task(mr_device *dev, void *arg) {
   return rc;
 }
 
-static int run_series(mr_device *dev, void *arg) { return mr_device_run(dev, series_task, arg); }
+static int run_series(mr_device *dev, void *arg, mr_err *err) {
+  return mr_device_run(dev, series_task, arg, err);
+}
 
 /* The series' images, emitted frame by frame with their buffers' headers. */
 static int reconstruct_series(cs_gadget *s, mr_gadget_ctx *ctx, const series *se,

@@ -16,24 +16,23 @@ extern "C" {
 #endif
 
 /* Root sum of squares: out[p] = sqrt(sum_c |x[c][p]|^2). Borrows x, out. */
-int mr_coil_rss(mr_device *dev, const mr_cfloat *x, size_t ncoils,
-                size_t npixels, float *out);
-int mr_coil_rss_host(mr_device *dev, const mr_cfloat *x, size_t ncoils,
-                     size_t npixels, float *out);
+int mr_coil_rss(mr_device *dev, const mr_cfloat *x, size_t ncoils, size_t npixels, float *out,
+                mr_err *err);
+int mr_coil_rss_host(mr_device *dev, const mr_cfloat *x, size_t ncoils, size_t npixels, float *out,
+                     mr_err *err);
 
 /* Sensitivity-weighted (Roemer) combination:
  * out[p] = sum_c conj(s[c][p]) x[c][p] / sum_c |s[c][p]|^2, and 0 where the
  * sensitivities are all zero. s has the layout of x. Borrows x, s, out. */
-int mr_coil_combine(mr_device *dev, const mr_cfloat *x, const mr_cfloat *s,
-                    size_t ncoils, size_t npixels, mr_cfloat *out);
-int mr_coil_combine_host(mr_device *dev, const mr_cfloat *x,
-                         const mr_cfloat *s, size_t ncoils, size_t npixels,
-                         mr_cfloat *out);
+int mr_coil_combine(mr_device *dev, const mr_cfloat *x, const mr_cfloat *s, size_t ncoils,
+                    size_t npixels, mr_cfloat *out, mr_err *err);
+int mr_coil_combine_host(mr_device *dev, const mr_cfloat *x, const mr_cfloat *s, size_t ncoils,
+                         size_t npixels, mr_cfloat *out, mr_err *err);
 
 /* The same root sum of squares as complex pixels with zero phase
  * (out[p] = rss + 0i), the form image arrays carry. Borrows x, out. */
-int mr_coil_rss_complex(mr_device *dev, const mr_cfloat *x, size_t ncoils,
-                        size_t npixels, mr_cfloat *out);
+int mr_coil_rss_complex(mr_device *dev, const mr_cfloat *x, size_t ncoils, size_t npixels,
+                        mr_cfloat *out, mr_err *err);
 
 /* Low-resolution sensitivity maps, the estimator coil_combine and fhd_cg
  * share (beside ESPIRiT, espirit.h): each coil image of images
@@ -42,8 +41,8 @@ int mr_coil_rss_complex(mr_device *dev, const mr_cfloat *x, size_t ncoils,
  * centre), back to image space, normalised with mr_coil_normalise(floor).
  * images and maps on dev, maps may be images. Borrows both. */
 int mr_coil_maps_lowres(mr_device *dev, const mr_cfloat *images, size_t ncoils,
-                        const size_t dims[3], const int width[3], double floor,
-                        mr_cfloat *maps);
+                        const size_t dims[3], const int width[3], double floor, mr_cfloat *maps,
+                        mr_err *err);
 
 /* Its steps: */
 
@@ -52,8 +51,8 @@ int mr_coil_maps_lowres(mr_device *dev, const mr_cfloat *images, size_t ncoils,
  * 0.5 (1 + cos(2 pi k / w)) at k = i - dims[d]/2 where 2|k| < w, 0 outside,
  * w = min(width[d], dims[d]) (an axis of one sample keeps its value).
  * Borrows x. */
-int mr_coil_window(mr_device *dev, mr_cfloat *x, size_t ncoils,
-                   const size_t dims[3], const int width[3]);
+int mr_coil_window(mr_device *dev, mr_cfloat *x, size_t ncoils, const size_t dims[3],
+                   const int width[3], mr_err *err);
 
 /* Normalises maps in place to unit root sum of squares over the coils at
  * every pixel; pixels whose root sum of squares is at most floor times its
@@ -61,8 +60,8 @@ int mr_coil_window(mr_device *dev, mr_cfloat *x, size_t ncoils,
  * where every pixel with signal counts; fhd_cg takes 0.05, the object's
  * support). Borrows maps. */
 #define MR_COIL_MAP_FLOOR 1e-6
-int mr_coil_normalise(mr_device *dev, mr_cfloat *maps, size_t ncoils, size_t npixels,
-                      double floor);
+int mr_coil_normalise(mr_device *dev, mr_cfloat *maps, size_t ncoils, size_t npixels, double floor,
+                      mr_err *err);
 
 #ifdef __cplusplus
 }

@@ -5,7 +5,6 @@
 #include "coil_impl.h"
 #include "device_impl.h"
 #include "error.h"
-#include "fail.h"
 
 /* Pixels per thread hand-out: enough work to amortise the hand-out. */
 #define GRAIN 4096
@@ -154,10 +153,10 @@ static void norm_scale_range(void *arg, size_t begin, size_t end) {
 }
 
 int mr_coil_cpu_normalise(mr_device *dev, mr_cfloat *maps, size_t ncoils, size_t npixels,
-                          double floor) {
+                          double floor, mr_err *err) {
   float *rss = malloc(npixels * sizeof *rss);
   if (rss == NULL)
-    return mr_fail(MR_ENOMEM, "coil maps: out of memory");
+    return mr_err_set(err, MR_ENOMEM, "coil maps: out of memory");
   norm_job j = {maps, ncoils, npixels, rss, 0};
   mr_cpu_parallel_for(mr_device_threads(dev), npixels, GRAIN, norm_rss_range, &j);
   float peak = 0;

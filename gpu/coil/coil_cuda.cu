@@ -86,15 +86,16 @@ __global__ void map_scale(float2 *maps, size_t ncoils, size_t npixels, const flo
   }
 }
 
-int launch_rss(mr_cuda_ctx *c, const void *x, size_t ncoils, size_t npixels, float *out) {
+int launch_rss(mr_cuda_ctx *c, const void *x, size_t ncoils, size_t npixels, float *out,
+               mr_err *err) {
   rss<float><<<mr_grid_for(c, npixels, BLOCK), BLOCK, 0, c->compute>>>(
       static_cast<const float2 *>(x), ncoils, npixels, out);
   MR_LAUNCHED(rss);
   return 0;
 }
 
-int launch_combine(mr_cuda_ctx *c, const void *x, const void *s, size_t ncoils,
-                   size_t npixels, void *out) {
+int launch_combine(mr_cuda_ctx *c, const void *x, const void *s, size_t ncoils, size_t npixels,
+                   void *out, mr_err *err) {
   combine<<<mr_grid_for(c, npixels, BLOCK), BLOCK, 0, c->compute>>>(
       static_cast<const float2 *>(x), static_cast<const float2 *>(s), ncoils, npixels,
       static_cast<float2 *>(out));
@@ -116,69 +117,68 @@ struct scratch {
 
 } // namespace
 
-int mr_coil_cuda_rss(mr_device *dev, const mr_cfloat *x, size_t ncoils, size_t npixels,
-                     float *out) {
-  return mr_on_worker(dev, [&] {
-    return launch_rss(mr_device_cuda(dev), x, ncoils, npixels, out);
+int mr_coil_cuda_rss(mr_device *dev, const mr_cfloat *x, size_t ncoils, size_t npixels, float *out,
+                     mr_err *err) {
+  return mr_on_worker(
+      dev, err, [&] { return launch_rss(mr_device_cuda(dev), x, ncoils, npixels, out, err); });
+}
+
+int mr_coil_cuda_combine(mr_device *dev, const mr_cfloat *x, const mr_cfloat *s, size_t ncoils,
+                         size_t npixels, mr_cfloat *out, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
+    return launch_combine(mr_device_cuda(dev), x, s, ncoils, npixels, out, err);
   });
 }
 
-int mr_coil_cuda_combine(mr_device *dev, const mr_cfloat *x, const mr_cfloat *s,
-                         size_t ncoils, size_t npixels, mr_cfloat *out) {
-  return mr_on_worker(dev, [&] {
-    return launch_combine(mr_device_cuda(dev), x, s, ncoils, npixels, out);
-  });
-}
-
-int mr_coil_cuda_rss_host(mr_device *dev, const mr_cfloat *x, size_t ncoils,
-                          size_t npixels, float *out) {
-  return mr_on_worker(dev, [&] {
+int mr_coil_cuda_rss_host(mr_device *dev, const mr_cfloat *x, size_t ncoils, size_t npixels,
+                          float *out, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     scratch d(c);
     size_t in_bytes = ncoils * npixels * sizeof(float2), out_bytes = npixels * sizeof(float);
-    int rc = mr_cuda_alloc(c, &d.p[0], in_bytes);
+    int rc = mr_cuda_alloc(c, &d.p[0], in_bytes, err);
     if (rc == 0)
-      rc = mr_cuda_alloc(c, &d.p[1], out_bytes);
+      rc = mr_cuda_alloc(c, &d.p[1], out_bytes, err);
     if (rc == 0)
-      rc = mr_cuda_upload(dev, d.p[0], x, in_bytes);
+      rc = mr_cuda_upload(dev, d.p[0], x, in_bytes, err);
     if (rc == 0)
-      rc = launch_rss(c, d.p[0], ncoils, npixels, static_cast<float *>(d.p[1]));
+      rc = launch_rss(c, d.p[0], ncoils, npixels, static_cast<float *>(d.p[1]), err);
     if (rc == 0)
-      rc = mr_cuda_download(dev, out, d.p[1], out_bytes);
+      rc = mr_cuda_download(dev, out, d.p[1], out_bytes, err);
     if (rc < 0)
-      mr_cuda_ctx_sync(c); // no copy may still touch the scratch once freed
+      mr_cuda_ctx_sync(c, err); // no copy may still touch the scratch once freed
     return rc;
   });
 }
 
-int mr_coil_cuda_combine_host(mr_device *dev, const mr_cfloat *x, const mr_cfloat *s,
-                              size_t ncoils, size_t npixels, mr_cfloat *out) {
-  return mr_on_worker(dev, [&] {
+int mr_coil_cuda_combine_host(mr_device *dev, const mr_cfloat *x, const mr_cfloat *s, size_t ncoils,
+                              size_t npixels, mr_cfloat *out, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     scratch d(c);
     size_t in_bytes = ncoils * npixels * sizeof(float2), out_bytes = npixels * sizeof(float2);
-    int rc = mr_cuda_alloc(c, &d.p[0], in_bytes);
+    int rc = mr_cuda_alloc(c, &d.p[0], in_bytes, err);
     if (rc == 0)
-      rc = mr_cuda_alloc(c, &d.p[1], in_bytes);
+      rc = mr_cuda_alloc(c, &d.p[1], in_bytes, err);
     if (rc == 0)
-      rc = mr_cuda_alloc(c, &d.p[2], out_bytes);
+      rc = mr_cuda_alloc(c, &d.p[2], out_bytes, err);
     if (rc == 0)
-      rc = mr_cuda_upload(dev, d.p[0], x, in_bytes);
+      rc = mr_cuda_upload(dev, d.p[0], x, in_bytes, err);
     if (rc == 0)
-      rc = mr_cuda_upload(dev, d.p[1], s, in_bytes);
+      rc = mr_cuda_upload(dev, d.p[1], s, in_bytes, err);
     if (rc == 0)
-      rc = launch_combine(c, d.p[0], d.p[1], ncoils, npixels, d.p[2]);
+      rc = launch_combine(c, d.p[0], d.p[1], ncoils, npixels, d.p[2], err);
     if (rc == 0)
-      rc = mr_cuda_download(dev, out, d.p[2], out_bytes);
+      rc = mr_cuda_download(dev, out, d.p[2], out_bytes, err);
     if (rc < 0)
-      mr_cuda_ctx_sync(c);
+      mr_cuda_ctx_sync(c, err);
     return rc;
   });
 }
 
-int mr_coil_cuda_rss_complex(mr_device *dev, const mr_cfloat *x, size_t ncoils,
-                             size_t npixels, mr_cfloat *out) {
-  return mr_on_worker(dev, [&] {
+int mr_coil_cuda_rss_complex(mr_device *dev, const mr_cfloat *x, size_t ncoils, size_t npixels,
+                             mr_cfloat *out, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     rss<float2><<<mr_grid_for(c, npixels, BLOCK), BLOCK, 0, c->compute>>>(
         reinterpret_cast<const float2 *>(x), ncoils, npixels, reinterpret_cast<float2 *>(out));
@@ -188,17 +188,17 @@ int mr_coil_cuda_rss_complex(mr_device *dev, const mr_cfloat *x, size_t ncoils,
 }
 
 int mr_coil_cuda_window(mr_device *dev, mr_cfloat *x, size_t ncoils, const size_t dims[3],
-                        const float *win) {
-  return mr_on_worker(dev, [&] {
+                        const float *win, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     scratch d(c);
     size_t bytes = (dims[0] + dims[1] + dims[2]) * sizeof(float);
     size_t total = ncoils * dims[0] * dims[1] * dims[2];
-    int rc = mr_cuda_alloc(c, &d.p[0], bytes);
+    int rc = mr_cuda_alloc(c, &d.p[0], bytes, err);
     if (rc == 0)
-      rc = mr_cuda_upload(dev, d.p[0], win, bytes);
+      rc = mr_cuda_upload(dev, d.p[0], win, bytes, err);
     if (rc < 0) {
-      mr_cuda_ctx_sync(c);
+      mr_cuda_ctx_sync(c, err);
       return rc;
     }
     window<<<mr_grid_for(c, total, BLOCK), BLOCK, 0, c->compute>>>(
@@ -210,13 +210,13 @@ int mr_coil_cuda_window(mr_device *dev, mr_cfloat *x, size_t ncoils, const size_
 }
 
 int mr_coil_cuda_normalise(mr_device *dev, mr_cfloat *maps, size_t ncoils, size_t npixels,
-                           double floor) {
-  return mr_on_worker(dev, [&] {
+                           double floor, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     scratch d(c);
-    int rc = mr_cuda_alloc(c, &d.p[0], npixels * sizeof(float));
+    int rc = mr_cuda_alloc(c, &d.p[0], npixels * sizeof(float), err);
     if (rc == 0)
-      rc = mr_cuda_alloc(c, &d.p[1], sizeof(unsigned));
+      rc = mr_cuda_alloc(c, &d.p[1], sizeof(unsigned), err);
     if (rc < 0)
       return rc;
     float2 *m = reinterpret_cast<float2 *>(maps);

@@ -11,7 +11,6 @@
 #include "buf.h"
 #include "compress_impl.h"
 #include "error.h"
-#include "fail.h"
 #include "fft.h"
 
 size_t mr_compress_matrix_size(mr_compress_method method, size_t ncoils, size_t nro) {
@@ -20,11 +19,12 @@ size_t mr_compress_matrix_size(mr_compress_method method, size_t ncoils, size_t 
 
 /* Eigenvectors (columns of vec, in place of the covariance) and their
  * eigenvalues w, descending. */
-static int eig_descending(double complex *vec, double *w, size_t nc) {
+static int eig_descending(double complex *vec, double *w, size_t nc, mr_err *err) {
   lapack_int info = LAPACKE_zheevd(LAPACK_COL_MAJOR, 'V', 'L', (lapack_int)nc,
                                    (lapack_complex_double *)vec, (lapack_int)nc, w);
   if (info != 0)
-    return mr_fail(MR_ENUMERIC, "coil compression: eigen-decomposition (info %d)", (int)info);
+    return mr_err_set(err, MR_ENUMERIC, "coil compression: eigen-decomposition (info %d)",
+                      (int)info);
   for (size_t a = 0, b = nc - 1; a < b; a++, b--) {
     double t = w[a];
     w[a] = w[b];
@@ -88,17 +88,18 @@ static void accumulate(const mr_cfloat *x, size_t nc, size_t stride, size_t n, s
     }
 }
 
-static int svd_matrix(const mr_cfloat *calib, size_t nc, size_t n, size_t channels,
-                      double energy, mr_cfloat *m, size_t *nvirtual, double *kept) {
+static int svd_matrix(const mr_cfloat *calib, size_t nc, size_t n, size_t channels, double energy,
+                      mr_cfloat *m, size_t *nvirtual, double *kept, mr_err *err) {
   double complex *cov = calloc(nc * nc, sizeof *cov);
   double *w = malloc(nc * sizeof *w);
-  int rc = cov == NULL || w == NULL ? mr_fail(MR_ENOMEM, "coil compression: out of memory") : 0;
+  int rc =
+      cov == NULL || w == NULL ? mr_err_set(err, MR_ENOMEM, "coil compression: out of memory") : 0;
   if (rc == 0) {
     accumulate(calib, nc, n, n, 1, cov);
-    rc = eig_descending(cov, w, nc);
+    rc = eig_descending(cov, w, nc, err);
   }
   if (rc == 0 && !(w[0] > 0))
-    rc = mr_fail(MR_EDATA, "coil compression: no signal in the calibration data");
+    rc = mr_err_set(err, MR_EDATA, "coil compression: no signal in the calibration data");
   if (rc == 0) {
     *nvirtual = choose(w, nc, channels, energy, kept);
     fix_phase(cov, nc, *nvirtual);
@@ -111,12 +112,12 @@ static int svd_matrix(const mr_cfloat *calib, size_t nc, size_t n, size_t channe
 
 /* Turns u (nc x nv) by the unitary Q closest to taking it onto prev:
  * Q = W Z^H from the SVD u^H prev = W S Z^H. */
-static int align(double complex *u, const double complex *prev, size_t nc, size_t nv) {
+static int align(double complex *u, const double complex *prev, size_t nc, size_t nv, mr_err *err) {
   double complex *a = calloc(nv * nv, sizeof *a), *wl = malloc(nv * nv * sizeof *wl);
   double complex *zh = malloc(nv * nv * sizeof *zh), *turned = calloc(nc * nv, sizeof *turned);
   double *s = malloc(nv * sizeof *s), *superb = malloc(nv * sizeof *superb);
   int rc = a == NULL || wl == NULL || zh == NULL || turned == NULL || s == NULL || superb == NULL
-               ? mr_fail(MR_ENOMEM, "coil compression: out of memory")
+               ? mr_err_set(err, MR_ENOMEM, "coil compression: out of memory")
                : 0;
   for (size_t j = 0; rc == 0 && j < nv; j++)
     for (size_t i = 0; i < nv; i++)
@@ -126,7 +127,7 @@ static int align(double complex *u, const double complex *prev, size_t nc, size_
       LAPACKE_zgesvd(LAPACK_COL_MAJOR, 'A', 'A', (lapack_int)nv, (lapack_int)nv,
                      (lapack_complex_double *)a, (lapack_int)nv, s, (lapack_complex_double *)wl,
                      (lapack_int)nv, (lapack_complex_double *)zh, (lapack_int)nv, superb) != 0)
-    rc = mr_fail(MR_ENUMERIC, "coil compression: alignment SVD failed");
+    rc = mr_err_set(err, MR_ENUMERIC, "coil compression: alignment SVD failed");
   for (size_t j = 0; rc == 0 && j < nv; j++) /* u (W Z^H) */
     for (size_t l = 0; l < nv; l++) {
       double complex q = 0;
@@ -147,21 +148,21 @@ static int align(double complex *u, const double complex *prev, size_t nc, size_
 }
 
 static int gcc_matrix(mr_device *dev, const mr_cfloat *calib, size_t nc, size_t nl, size_t nro,
-                      size_t channels, double energy, mr_cfloat *m, size_t *nvirtual,
-                      double *kept) {
+                      size_t channels, double energy, mr_cfloat *m, size_t *nvirtual, double *kept,
+                      mr_err *err) {
   size_t per = nc * nc;
   mr_cfloat *h = malloc(nc * nl * nro * sizeof *h);
   double complex *cov = calloc(nro * per, sizeof *cov), *vec = malloc(nro * per * sizeof *vec);
   double *w = malloc(nro * nc * sizeof *w), *sum = calloc(nc, sizeof *sum);
   int rc = h == NULL || cov == NULL || vec == NULL || w == NULL || sum == NULL
-               ? mr_fail(MR_ENOMEM, "coil compression: out of memory")
+               ? mr_err_set(err, MR_ENOMEM, "coil compression: out of memory")
                : 0;
   mr_fft_opts fo = {.rank = 1, .dims = {nro, 1, 1}, .batch = nc * nl};
   mr_fft_plan *plan = NULL;
   if (rc == 0)
-    rc = mr_fft_plan_create(dev, &fo, &plan);
+    rc = mr_fft_plan_create(dev, &fo, &plan, err);
   if (rc == 0)
-    rc = mr_fft_execute_host(plan, MR_FFT_BACKWARD, calib, h);
+    rc = mr_fft_execute_host(plan, MR_FFT_BACKWARD, calib, h, err);
   mr_fft_plan_destroy(plan);
   for (size_t x = 0; rc == 0 && x < nro; x++)
     accumulate(h + x, nc, nl * nro, nl, nro, cov + x * per);
@@ -173,19 +174,19 @@ static int gcc_matrix(mr_device *dev, const mr_cfloat *calib, size_t nc, size_t 
     for (size_t y = lo; y <= hi; y++)
       for (size_t i = 0; i < per; i++)
         vec[x * per + i] += cov[y * per + i];
-    rc = eig_descending(vec + x * per, w + x * nc, nc);
+    rc = eig_descending(vec + x * per, w + x * nc, nc, err);
     for (size_t i = 0; rc == 0 && i < nc; i++)
       sum[i] += w[x * nc + i];
   }
   if (rc == 0 && !(sum[0] > 0))
-    rc = mr_fail(MR_EDATA, "coil compression: no signal in the calibration data");
+    rc = mr_err_set(err, MR_EDATA, "coil compression: no signal in the calibration data");
   size_t nv = rc == 0 ? choose(sum, nc, channels, energy, kept) : 0, a = nro / 2;
   if (rc == 0)
     fix_phase(vec + a * per, nc, nv);
   for (size_t x = a + 1; rc == 0 && x < nro; x++)
-    rc = align(vec + x * per, vec + (x - 1) * per, nc, nv);
+    rc = align(vec + x * per, vec + (x - 1) * per, nc, nv, err);
   for (size_t x = a; rc == 0 && x-- > 0;)
-    rc = align(vec + x * per, vec + (x + 1) * per, nc, nv);
+    rc = align(vec + x * per, vec + (x + 1) * per, nc, nv, err);
   for (size_t x = 0; rc == 0 && x < nro; x++)
     store(vec + x * per, nc, nv, m + x * per);
   *nvirtual = nv;
@@ -199,54 +200,55 @@ static int gcc_matrix(mr_device *dev, const mr_cfloat *calib, size_t nc, size_t 
 
 int mr_compress_matrix(mr_device *dev, mr_compress_method method, const mr_cfloat *calib,
                        size_t ncoils, size_t nlines, size_t nro, size_t channels, double energy,
-                       mr_cfloat *m, size_t *nvirtual, double *kept) {
+                       mr_cfloat *m, size_t *nvirtual, double *kept, mr_err *err) {
   if (ncoils < 1 || ncoils > 1024 || nlines < 1 || nro < 1 || nlines > SIZE_MAX / nro / ncoils)
-    return mr_fail(MR_EINVAL, "coil compression: %zu coils, %zu lines of %zu samples", ncoils,
-                   nlines, nro);
+    return mr_err_set(err, MR_EINVAL, "coil compression: %zu coils, %zu lines of %zu samples",
+                      ncoils, nlines, nro);
   if (channels > ncoils || (channels == 0 && !(energy > 0 && energy <= 1)))
-    return mr_fail(MR_EINVAL, "coil compression: %zu of %zu channels, energy %g", channels,
-                   ncoils, energy);
+    return mr_err_set(err, MR_EINVAL, "coil compression: %zu of %zu channels, energy %g", channels,
+                      ncoils, energy);
   if (method == MR_COMPRESS_GCC)
-    return gcc_matrix(dev, calib, ncoils, nlines, nro, channels, energy, m, nvirtual, kept);
-  return svd_matrix(calib, ncoils, nlines * nro, channels, energy, m, nvirtual, kept);
+    return gcc_matrix(dev, calib, ncoils, nlines, nro, channels, energy, m, nvirtual, kept, err);
+  return svd_matrix(calib, ncoils, nlines * nro, channels, energy, m, nvirtual, kept, err);
 }
 
-int mr_compress_apply(mr_device *dev, mr_compress_method method, const mr_cfloat *m,
-                      size_t ncoils, size_t nvirtual, size_t nlines, size_t nro,
-                      const mr_cfloat *in, mr_cfloat *out) {
+int mr_compress_apply(mr_device *dev, mr_compress_method method, const mr_cfloat *m, size_t ncoils,
+                      size_t nvirtual, size_t nlines, size_t nro, const mr_cfloat *in,
+                      mr_cfloat *out, mr_err *err) {
   size_t n = nlines * nro;
   if (ncoils < 1 || nvirtual < 1 || nvirtual > ncoils || ncoils > INT_MAX || nlines < 1 ||
       nro < 1 || n / nro != nlines || n > INT_MAX)
-    return mr_fail(MR_EINVAL, "coil compression: %zu to %zu coils, %zu lines of %zu samples",
-                   ncoils, nvirtual, nlines, nro);
+    return mr_err_set(err, MR_EINVAL,
+                      "coil compression: %zu to %zu coils, %zu lines of %zu samples", ncoils,
+                      nvirtual, nlines, nro);
   if (method == MR_COMPRESS_SVD) {
     mr_cmat a = {(mr_cfloat *)in, (int)n, (int)ncoils, (int)n, 0};
     mr_cmat b = {(mr_cfloat *)m, (int)ncoils, (int)nvirtual, (int)ncoils, 0};
     mr_cmat c = {out, (int)n, (int)nvirtual, (int)n, 0};
-    return mr_blas_gemm(dev, MR_BLAS_N, MR_BLAS_N, 1.0f, a, b, 0.0f, c, 1);
+    return mr_blas_gemm(dev, MR_BLAS_N, MR_BLAS_N, 1.0f, a, b, 0.0f, c, 1, err);
   }
   mr_buf *scratch = NULL;
   mr_fft_plan *to_image = NULL, *to_kspace = NULL;
   mr_fft_opts fi = {.rank = 1, .dims = {nro, 1, 1}, .batch = ncoils * nlines};
   mr_fft_opts fk = {.rank = 1, .dims = {nro, 1, 1}, .batch = nvirtual * nlines};
-  int rc = mr_buf_create(dev, ncoils * n * sizeof(mr_cfloat), &scratch);
+  int rc = mr_buf_create(dev, ncoils * n * sizeof(mr_cfloat), &scratch, err);
   if (rc == 0)
-    rc = mr_fft_plan_create(dev, &fi, &to_image);
+    rc = mr_fft_plan_create(dev, &fi, &to_image, err);
   if (rc == 0)
-    rc = mr_fft_plan_create(dev, &fk, &to_kspace);
+    rc = mr_fft_plan_create(dev, &fk, &to_kspace, err);
   mr_cfloat *h = rc == 0 ? mr_buf_data(scratch) : NULL;
   if (rc == 0)
-    rc = mr_fft_execute(to_image, MR_FFT_BACKWARD, in, h);
+    rc = mr_fft_execute(to_image, MR_FFT_BACKWARD, in, h, err);
   if (rc == 0) {
 #ifdef MR_HAVE_CUDA
     if (mr_device_is_gpu(dev))
-      rc = mr_compress_cuda_per_x(dev, m, ncoils, nvirtual, nlines, nro, h, out);
+      rc = mr_compress_cuda_per_x(dev, m, ncoils, nvirtual, nlines, nro, h, out, err);
     else
 #endif
       rc = mr_compress_cpu_per_x(dev, m, ncoils, nvirtual, nlines, nro, h, out);
   }
   if (rc == 0)
-    rc = mr_fft_execute(to_kspace, MR_FFT_FORWARD, out, out);
+    rc = mr_fft_execute(to_kspace, MR_FFT_FORWARD, out, out, err);
   mr_fft_plan_destroy(to_image);
   mr_fft_plan_destroy(to_kspace);
   mr_buf_destroy(scratch);

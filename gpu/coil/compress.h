@@ -49,15 +49,15 @@ size_t mr_compress_matrix_size(mr_compress_method method, size_t ncoils, size_t 
  * without signal. */
 int mr_compress_matrix(mr_device *dev, mr_compress_method method, const mr_cfloat *calib,
                        size_t ncoils, size_t nlines, size_t nro, size_t channels, double energy,
-                       mr_cfloat *m, size_t *nvirtual, double *kept);
+                       mr_cfloat *m, size_t *nvirtual, double *kept, mr_err *err);
 
 /* out [virtual][line][nro] = the compressed lines of in [coil][line][nro];
  * m from mr_compress_matrix(), in, m and out on dev, out not overlapping
  * in. GCC needs nro * ncoils * nlines values of scratch on dev, taken here
  * (counted against the budget on the CPU). Borrows all. */
-int mr_compress_apply(mr_device *dev, mr_compress_method method, const mr_cfloat *m,
-                      size_t ncoils, size_t nvirtual, size_t nlines, size_t nro,
-                      const mr_cfloat *in, mr_cfloat *out);
+int mr_compress_apply(mr_device *dev, mr_compress_method method, const mr_cfloat *m, size_t ncoils,
+                      size_t nvirtual, size_t nlines, size_t nro, const mr_cfloat *in,
+                      mr_cfloat *out, mr_err *err);
 
 #ifdef __cplusplus
 }

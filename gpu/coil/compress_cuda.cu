@@ -25,8 +25,9 @@ __global__ void per_x(const float2 *m, size_t nc, size_t nv, size_t nl, size_t n
 } // namespace
 
 int mr_compress_cuda_per_x(mr_device *dev, const mr_cfloat *m, size_t ncoils, size_t nvirtual,
-                           size_t nlines, size_t nro, const mr_cfloat *in, mr_cfloat *out) {
-  return mr_on_worker(dev, [&] {
+                           size_t nlines, size_t nro, const mr_cfloat *in, mr_cfloat *out,
+                           mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     size_t total = nvirtual * nlines * nro;
     per_x<<<mr_grid_for(c, total, 256), 256, 0, c->compute>>>(

@@ -15,7 +15,6 @@
 #include "buf.h"
 #include "error.h"
 #include "espirit_impl.h"
-#include "fail.h"
 #include "fft.h"
 #include "spectral.h"
 
@@ -32,53 +31,58 @@ void mr_espirit_opts_default(mr_espirit_opts *o) {
 }
 
 static int extract(mr_device *dev, const mr_cfloat *src, const size_t stride[4],
-                   const size_t origin[3], const size_t size[3], size_t nc, mr_cfloat *out) {
+                   const size_t origin[3], const size_t size[3], size_t nc, mr_cfloat *out,
+                   mr_err *err) {
+  (void)err;
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(dev))
-    return mr_espirit_cuda_extract(dev, src, stride, origin, size, nc, out);
+    return mr_espirit_cuda_extract(dev, src, stride, origin, size, nc, out, err);
 #endif
   return mr_espirit_cpu_extract(dev, src, stride, origin, size, nc, out);
 }
 
 static int calmat(mr_device *dev, const mr_cfloat *cal, size_t cu, size_t cv,
-                  const mr_espirit_geom *g, size_t count, mr_cfloat *a) {
+                  const mr_espirit_geom *g, size_t count, mr_cfloat *a, mr_err *err) {
+  (void)err;
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(dev))
-    return mr_espirit_cuda_calmat(dev, cal, cu, cv, g, count, a);
+    return mr_espirit_cuda_calmat(dev, cal, cu, cv, g, count, a, err);
 #endif
   return mr_espirit_cpu_calmat(dev, cal, cu, cv, g, count, a);
 }
 
 static int lags(mr_device *dev, const mr_cfloat *p, const mr_espirit_geom *g, float scale,
-                mr_cfloat *lag) {
+                mr_cfloat *lag, mr_err *err) {
+  (void)err;
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(dev))
-    return mr_espirit_cuda_lags(dev, p, g, scale, lag);
+    return mr_espirit_cuda_lags(dev, p, g, scale, lag, err);
 #endif
   return mr_espirit_cpu_lags(dev, p, g, scale, lag);
 }
 
 static int image(mr_device *dev, const mr_cfloat *lag, const mr_espirit_geom *g, mr_cfloat *row,
-                 mr_cfloat *grid) {
+                 mr_cfloat *grid, mr_err *err) {
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(dev))
-    return mr_espirit_cuda_image(dev, lag, g, row, grid);
+    return mr_espirit_cuda_image(dev, lag, g, row, grid, err);
 #endif
-  return mr_espirit_cpu_image(dev, lag, g, row, grid);
+  return mr_espirit_cpu_image(dev, lag, g, row, grid, err);
 }
 
 static int eigen(mr_device *dev, const mr_cfloat *grid, const mr_espirit_geom *g,
-                 const mr_cfloat *rot, float crop, const mr_espirit_out *out) {
+                 const mr_cfloat *rot, float crop, const mr_espirit_out *out, mr_err *err) {
+  (void)err;
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(dev))
-    return mr_espirit_cuda_eigen(dev, grid, g, rot, crop, out);
+    return mr_espirit_cuda_eigen(dev, grid, g, rot, crop, out, err);
 #endif
   return mr_espirit_cpu_eigen(dev, grid, g, rot, crop, out);
 }
 
 /* A buffer of n complex values on dev. */
-static int make(mr_device *dev, size_t n, mr_buf **b) {
-  return mr_buf_create(dev, n * sizeof(mr_cfloat), b);
+static int make(mr_device *dev, size_t n, mr_buf **b, mr_err *err) {
+  return mr_buf_create(dev, n * sizeof(mr_cfloat), b, err);
 }
 
 /* Whether sample (u, v) of the compact box [coil][bv][bu] was sampled:
@@ -146,24 +150,24 @@ typedef struct work {
  * on dev, every calibration sample of every slice; its coil covariance
  * on dev (a HERK), the eigenvector on the host. */
 static int virtual_coil(mr_device *dev, const mr_cfloat *data, size_t rows, size_t nc,
-                        mr_cfloat *rot) {
+                        mr_cfloat *rot, mr_err *err) {
   if (rows > INT_MAX)
-    return mr_fail(MR_EINVAL, "espirit: %zu calibration samples a coil (at most %d)", rows,
-                   INT_MAX);
+    return mr_err_set(err, MR_EINVAL, "espirit: %zu calibration samples a coil (at most %d)", rows,
+                      INT_MAX);
   size_t nn = nc * nc;
   mr_buf *dcov = NULL;
   mr_cfloat *cov = malloc(nn * sizeof *cov);
   float *w = malloc(nc * sizeof *w);
-  int rc = cov == NULL || w == NULL ? mr_fail(MR_ENOMEM, "espirit: out of memory")
-                                    : make(dev, nn, &dcov);
+  int rc = cov == NULL || w == NULL ? mr_err_set(err, MR_ENOMEM, "espirit: out of memory")
+                                    : make(dev, nn, &dcov, err);
   /* the data as rows x nc (a column per coil): D^H D, element (i, j) the
    * sum of conj(d_i) d_j, the covariance's conjugate */
   mr_cmat dm = {(mr_cfloat *)data, (int)rows, (int)nc, (int)rows, 0};
   mr_cmat cm = {rc == 0 ? mr_buf_data(dcov) : NULL, (int)nc, (int)nc, (int)nc, nn};
   if (rc == 0)
-    rc = mr_blas_herk(dev, MR_BLAS_C, 1.0f, dm, 0.0f, cm, 1);
+    rc = mr_blas_herk(dev, MR_BLAS_C, 1.0f, dm, 0.0f, cm, 1, err);
   if (rc == 0)
-    rc = mr_buf_download(dcov, 0, cov, nn * sizeof *cov);
+    rc = mr_buf_download(dcov, 0, cov, nn * sizeof *cov, err);
   for (size_t e = 0; rc == 0 && e < nn; e++)
     cov[e] = conjf(cov[e]);
   lapack_int info = 0;
@@ -171,7 +175,7 @@ static int virtual_coil(mr_device *dev, const mr_cfloat *data, size_t rows, size
     info = LAPACKE_cheevd(LAPACK_COL_MAJOR, 'V', 'L', (lapack_int)nc,
                           (lapack_complex_float *)cov, (lapack_int)nc, w);
   if (rc == 0 && info != 0)
-    rc = mr_fail(MR_ENUMERIC, "espirit: coil covariance (info %d)", (int)info);
+    rc = mr_err_set(err, MR_ENUMERIC, "espirit: coil covariance (info %d)", (int)info);
   if (rc == 0)
     memcpy(rot, cov + (nc - 1) * nc, nc * sizeof *rot);
   mr_buf_destroy(dcov);
@@ -199,11 +203,11 @@ typedef struct profile {
 
 /* When timing: waits for dev's queued work (a download ordered after it)
  * and adds the time since the last mark to the stage's entry. */
-static int stage_mark(mr_device *dev, profile *pr, mr_espirit_stage stage) {
+static int stage_mark(mr_device *dev, profile *pr, mr_espirit_stage stage, mr_err *err) {
   if (pr->ms == NULL)
     return 0;
   mr_cfloat probe;
-  int rc = mr_device_download(dev, &probe, pr->probe, sizeof probe);
+  int rc = mr_device_download(dev, &probe, pr->probe, sizeof probe, err);
   struct timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
   pr->ms[stage] += since(&pr->mark, &now);
@@ -220,42 +224,42 @@ static int stage_mark(mr_device *dev, profile *pr, mr_espirit_stage stage) {
  * (V = conj(A)^H U / sigma). The rows of conj(A) are conjugated patches,
  * so these are conj(V)'s, the projector's factor as the lags want it. */
 static int projectors(mr_device *dev, const calib *k, size_t s0, size_t count, work *wk,
-                      profile *pr) {
+                      profile *pr, mr_err *err) {
   const mr_espirit_geom *g = &k->g;
   size_t m = (k->cu - (size_t)g->ku + 1) * (k->cv - (size_t)g->kv + 1);
   size_t N = (size_t)g->ku * (size_t)g->kv * g->nc, n = m < N ? m : N;
   int batch = (int)count;
   mr_cfloat *a = mr_buf_data(wk->a);
   const mr_cfloat *cal = (const mr_cfloat *)mr_buf_data(k->cal) + s0 * g->nc * k->cu * k->cv;
-  int rc = calmat(dev, cal, k->cu, k->cv, g, count, a);
+  int rc = calmat(dev, cal, k->cu, k->cv, g, count, a, err);
   mr_cmat am = {a, (int)m, (int)N, (int)m, m * N};
   if (rc == 0)
-    rc = stage_mark(dev, pr, MR_ESPIRIT_CALIBRATION);
+    rc = stage_mark(dev, pr, MR_ESPIRIT_CALIBRATION, err);
   float *lmax = malloc(count * sizeof *lmax);
   if (rc == 0 && lmax == NULL)
-    rc = mr_fail(MR_ENOMEM, "espirit: out of memory");
+    rc = mr_err_set(err, MR_ENOMEM, "espirit: out of memory");
   mr_cmat pm = {mr_buf_data(wk->p), (int)N, (int)N, (int)N, N * N};
   mr_cmat fm = {mr_buf_data(wk->f), (int)n, (int)n, (int)n, n * n};
   mr_cmat none = {0};
   if (rc == 0 && m >= N) /* the smaller Gram matrix: conj(A)^H conj(A) */
-    rc = mr_spectral_truncate(dev, am, MR_BLAS_C, k->threshold, pm, none, lmax, batch);
+    rc = mr_spectral_truncate(dev, am, MR_BLAS_C, k->threshold, pm, none, lmax, batch, err);
   if (rc == 0 && m < N) { /* conj(A) conj(A)^H; its projector goes to the spare b */
     mr_cmat sm = {mr_buf_data(wk->b), (int)n, (int)n, (int)n, n * n};
-    rc = mr_spectral_truncate(dev, am, MR_BLAS_N, k->threshold, sm, fm, lmax, batch);
+    rc = mr_spectral_truncate(dev, am, MR_BLAS_N, k->threshold, sm, fm, lmax, batch, err);
   }
   for (size_t s = 0; rc == 0 && s < count; s++)
     if (!(lmax[s] > 0))
-      rc = mr_fail(MR_EDATA, "espirit: no signal in the calibration region");
+      rc = mr_err_set(err, MR_EDATA, "espirit: no signal in the calibration region");
   if (rc == 0)
-    rc = stage_mark(dev, pr, MR_ESPIRIT_SUBSPACE);
+    rc = stage_mark(dev, pr, MR_ESPIRIT_SUBSPACE, err);
   if (rc == 0 && m < N) { /* P = conj(A)^H (G^+ conj(A)) */
     mr_cmat tm = {mr_buf_data(wk->b), (int)m, (int)N, (int)m, m * N};
-    rc = mr_blas_gemm(dev, MR_BLAS_N, MR_BLAS_N, 1.0f, fm, am, 0.0f, tm, batch);
+    rc = mr_blas_gemm(dev, MR_BLAS_N, MR_BLAS_N, 1.0f, fm, am, 0.0f, tm, batch, err);
     if (rc == 0)
-      rc = mr_blas_gemm(dev, MR_BLAS_C, MR_BLAS_N, 1.0f, am, tm, 0.0f, pm, batch);
+      rc = mr_blas_gemm(dev, MR_BLAS_C, MR_BLAS_N, 1.0f, am, tm, 0.0f, pm, batch, err);
   }
   if (rc == 0)
-    rc = stage_mark(dev, pr, MR_ESPIRIT_PROJECTOR);
+    rc = stage_mark(dev, pr, MR_ESPIRIT_PROJECTOR, err);
   free(lmax);
   return rc;
 }
@@ -264,7 +268,7 @@ static int projectors(mr_device *dev, const calib *k, size_t s0, size_t count, w
  * per slice; out0 is slice 0's output and slice_step the offset from one
  * slice's maps to the next. */
 static int maps_from(mr_device *dev, const calib *k, float crop, const mr_espirit_out *out0,
-                     size_t slice_step, profile *pr) {
+                     size_t slice_step, profile *pr, mr_err *err) {
   const mr_espirit_geom *g = &k->g;
   size_t m = (k->cu - (size_t)g->ku + 1) * (k->cv - (size_t)g->kv + 1);
   size_t N = (size_t)g->ku * (size_t)g->kv * g->nc, n = m < N ? m : N;
@@ -275,65 +279,68 @@ static int maps_from(mr_device *dev, const calib *k, float crop, const mr_espiri
   size_t chunk = per_slice > 0 ? CHUNK_BYTES / per_slice : 1; /* per_slice: never 0 */
   chunk = chunk < 1 ? 1 : chunk > k->slices ? k->slices : chunk;
   work wk = {0};
-  int rc = make(dev, chunk * m * N, &wk.a);
+  int rc = make(dev, chunk * m * N, &wk.a, err);
   if (rc == 0)
-    rc = make(dev, chunk * n * n, &wk.f);
+    rc = make(dev, chunk * n * n, &wk.f, err);
   if (rc == 0)
-    rc = make(dev, chunk * N * n, &wk.b);
+    rc = make(dev, chunk * N * n, &wk.b, err);
   if (rc == 0)
-    rc = make(dev, chunk * N * N, &wk.p);
+    rc = make(dev, chunk * N * N, &wk.p, err);
   size_t nlu = 2 * (size_t)g->ku - 1, nlv = 2 * (size_t)g->kv - 1;
   if (rc == 0)
-    rc = make(dev, pairs * nlu * nlv, &wk.lag);
+    rc = make(dev, pairs * nlu * nlv, &wk.lag, err);
   if (rc == 0)
-    rc = make(dev, pairs * nlv * g->nu, &wk.row);
+    rc = make(dev, pairs * nlv * g->nu, &wk.row, err);
   if (rc == 0)
-    rc = make(dev, pairs * npix, &wk.grid);
+    rc = make(dev, pairs * npix, &wk.grid, err);
   if (rc == 0)
-    rc = make(dev, g->nc, &wk.rot);
+    rc = make(dev, g->nc, &wk.rot, err);
   if (rc == 0)
-    rc = mr_buf_upload(wk.rot, 0, k->rot, g->nc * sizeof *k->rot);
+    rc = mr_buf_upload(wk.rot, 0, k->rot, g->nc * sizeof *k->rot, err);
   /* G(x) = sum_d g[d] e^{+2 pi i d x / n}; the 1 / (ku kv) makes G's
    * eigenvalues at most 1 */
   float scale = 1.0f / (float)(g->ku * g->kv);
   for (size_t s0 = 0; rc == 0 && s0 < k->slices; s0 += chunk) {
     size_t count = k->slices - s0 < chunk ? k->slices - s0 : chunk;
-    rc = projectors(dev, k, s0, count, &wk, pr);
+    rc = projectors(dev, k, s0, count, &wk, pr, err);
     for (size_t s = 0; rc == 0 && s < count; s++) {
       mr_espirit_out o = *out0;
       o.maps += (s0 + s) * slice_step;
       o.prior = s0 + s > 0 ? o.maps - slice_step : NULL;
       mr_cfloat *grid = mr_buf_data(wk.grid), *lag = mr_buf_data(wk.lag);
-      rc = lags(dev, (const mr_cfloat *)mr_buf_data(wk.p) + s * N * N, g, scale, lag);
+      rc = lags(dev, (const mr_cfloat *)mr_buf_data(wk.p) + s * N * N, g, scale, lag, err);
       if (rc == 0)
-        rc = image(dev, lag, g, mr_buf_data(wk.row), grid);
+        rc = image(dev, lag, g, mr_buf_data(wk.row), grid, err);
       if (rc == 0)
-        rc = stage_mark(dev, pr, MR_ESPIRIT_KERNEL_FFT);
+        rc = stage_mark(dev, pr, MR_ESPIRIT_KERNEL_FFT, err);
       if (rc == 0)
-        rc = eigen(dev, grid, g, mr_buf_data(wk.rot), crop, &o);
+        rc = eigen(dev, grid, g, mr_buf_data(wk.rot), crop, &o, err);
       if (rc == 0)
-        rc = stage_mark(dev, pr, MR_ESPIRIT_EIGEN);
+        rc = stage_mark(dev, pr, MR_ESPIRIT_EIGEN, err);
     }
   }
   work_free(&wk);
   return rc;
 }
 
-static int check(const size_t dims[3], size_t nc, const mr_espirit_opts *o) {
+static int check(const size_t dims[3], size_t nc, const mr_espirit_opts *o, mr_err *err) {
   if (o == NULL || dims == NULL)
-    return mr_fail(MR_EINVAL, "espirit: no options or shape");
+    return mr_err_set(err, MR_EINVAL, "espirit: no options or shape");
   if (nc < 1 || nc > MR_ESPIRIT_MAX_COILS)
-    return mr_fail(MR_EINVAL, "espirit: %zu coils (1 to %d: compress the coils first)", nc,
-                   MR_ESPIRIT_MAX_COILS);
+    return mr_err_set(err, MR_EINVAL, "espirit: %zu coils (1 to %d: compress the coils first)", nc,
+                      MR_ESPIRIT_MAX_COILS);
   if (dims[0] < 1 || dims[1] < 1 || dims[2] < 1 || dims[0] > 65536 || dims[1] > 65536 ||
       dims[2] > 65536)
-    return mr_fail(MR_EINVAL, "espirit: %zu x %zu x %zu samples", dims[0], dims[1], dims[2]);
+    return mr_err_set(err, MR_EINVAL, "espirit: %zu x %zu x %zu samples", dims[0], dims[1],
+                      dims[2]);
   if (o->kernel < 1 || o->kernel > 16 || o->calib < o->kernel || o->calib > 256)
-    return mr_fail(MR_EINVAL, "espirit: kernel %d, calibration %d (1 <= kernel <= calibration, "
-                   "kernel <= 16, calibration <= 256)", o->kernel, o->calib);
+    return mr_err_set(err, MR_EINVAL,
+                      "espirit: kernel %d, calibration %d (1 <= kernel <= calibration, "
+                      "kernel <= 16, calibration <= 256)",
+                      o->kernel, o->calib);
   if (!(o->threshold > 0 && o->threshold < 1) || !(o->crop >= 0 && o->crop < 1))
-    return mr_fail(MR_EINVAL, "espirit: threshold %g (0 to 1), crop %g (0 to 1)",
-                   (double)o->threshold, (double)o->crop);
+    return mr_err_set(err, MR_EINVAL, "espirit: threshold %g (0 to 1), crop %g (0 to 1)",
+                      (double)o->threshold, (double)o->crop);
   return 0;
 }
 
@@ -370,7 +377,7 @@ typedef struct job {
   mr_cfloat *maps;
 } job;
 
-static int task(mr_device *dev, void *arg) {
+static int task(mr_device *dev, void *arg, mr_err *err) {
   job *j = arg;
   profile pr = {.ms = j->o->profile, .probe = j->kspace};
   clock_gettime(CLOCK_MONOTONIC, &pr.mark);
@@ -389,13 +396,13 @@ static int task(mr_device *dev, void *arg) {
   k.g.kv = kernel_for(j->o->kernel, nv);
   mr_buf *box = NULL;
   mr_cfloat *host = malloc(bu * bv * nc * sizeof *host);
-  int rc = host == NULL ? mr_fail(MR_ENOMEM, "espirit: out of memory") : 0;
+  int rc = host == NULL ? mr_err_set(err, MR_ENOMEM, "espirit: out of memory") : 0;
   if (rc == 0)
-    rc = make(dev, bu * bv * nc, &box);
+    rc = make(dev, bu * bv * nc, &box, err);
   if (rc == 0)
-    rc = extract(dev, j->kspace, stride, origin, size, nc, mr_buf_data(box));
+    rc = extract(dev, j->kspace, stride, origin, size, nc, mr_buf_data(box), err);
   if (rc == 0)
-    rc = mr_buf_download(box, 0, host, bu * bv * nc * sizeof *host);
+    rc = mr_buf_download(box, 0, host, bu * bv * nc * sizeof *host, err);
   mr_buf_destroy(box);
   box = NULL;
   size_t lo[2] = {0, 0}, hi[2] = {0, 0};
@@ -404,21 +411,22 @@ static int task(mr_device *dev, void *arg) {
     k.cu = hi[0] - lo[0];
     k.cv = hi[1] - lo[1];
     if (too_small(k.cu, k.cv, &k.g))
-      rc = mr_fail(MR_EDATA, "espirit: the fully sampled centre is %zu x %zu, too small for "
-                   "the %d x %d kernel (it needs 3 kernel positions along each axis and %d "
-                   "in all: sample a larger centre, or use low-resolution maps)", k.cu, k.cv,
-                   k.g.ku, k.g.kv, (k.g.ku * k.g.kv + 1) / 2);
+      rc = mr_err_set(err, MR_EDATA,
+                      "espirit: the fully sampled centre is %zu x %zu, too small for "
+                      "the %d x %d kernel (it needs 3 kernel positions along each axis and %d "
+                      "in all: sample a larger centre, or use low-resolution maps)",
+                      k.cu, k.cv, k.g.ku, k.g.kv, (k.g.ku * k.g.kv + 1) / 2);
   }
   free(host);
   k.slices = is3d ? dims[0] : 1;
   size_t per = k.cu * k.cv;
   if (rc == 0)
-    rc = make(dev, k.slices * nc * per, &k.cal);
+    rc = make(dev, k.slices * nc * per, &k.cal, err);
   if (rc == 0 && !is3d) { /* cal [coil][y][x] */
     size_t o2[3] = {origin[0] + lo[0], origin[1] + lo[1], 0}, s2[3] = {k.cu, k.cv, 1};
-    rc = extract(dev, j->kspace, stride, o2, s2, nc, mr_buf_data(k.cal));
+    rc = extract(dev, j->kspace, stride, o2, s2, nc, mr_buf_data(k.cal), err);
     if (rc == 0)
-      rc = virtual_coil(dev, mr_buf_data(k.cal), per, nc, k.rot);
+      rc = virtual_coil(dev, mr_buf_data(k.cal), per, nc, k.rot, err);
   }
   if (rc == 0 && is3d) {
     /* the calibration rows along the whole readout ([coil][z][y][x]), to
@@ -427,20 +435,20 @@ static int task(mr_device *dev, void *arg) {
     size_t s3[3] = {nx, k.cu, k.cv};
     mr_fft_opts fo = {.rank = 1, .dims = {nx, 1, 1}, .batch = nc * per};
     mr_fft_plan *plan = NULL;
-    rc = make(dev, nx * per * nc, &box);
+    rc = make(dev, nx * per * nc, &box, err);
     if (rc == 0)
-      rc = extract(dev, j->kspace, stride, o3, s3, nc, mr_buf_data(box));
+      rc = extract(dev, j->kspace, stride, o3, s3, nc, mr_buf_data(box), err);
     if (rc == 0)
-      rc = mr_fft_plan_create(dev, &fo, &plan);
+      rc = mr_fft_plan_create(dev, &fo, &plan, err);
     if (rc == 0)
-      rc = mr_fft_execute(plan, MR_FFT_BACKWARD, mr_buf_data(box), mr_buf_data(box));
+      rc = mr_fft_execute(plan, MR_FFT_BACKWARD, mr_buf_data(box), mr_buf_data(box), err);
     if (rc == 0)
-      rc = virtual_coil(dev, mr_buf_data(box), nx * per, nc, k.rot);
+      rc = virtual_coil(dev, mr_buf_data(box), nx * per, nc, k.rot, err);
     /* the regrouping as a box copy: x' = q (stride nx), y' = coil (stride
      * per nx), z' = x (stride 1) */
     size_t rs[4] = {nx, per * nx, 1, 0}, r0[3] = {0, 0, 0}, rn[3] = {per, nc, nx};
     if (rc == 0)
-      rc = extract(dev, mr_buf_data(box), rs, r0, rn, 1, mr_buf_data(k.cal));
+      rc = extract(dev, mr_buf_data(box), rs, r0, rn, 1, mr_buf_data(k.cal), err);
     mr_fft_plan_destroy(plan);
     mr_buf_destroy(box);
   }
@@ -449,18 +457,18 @@ static int task(mr_device *dev, void *arg) {
                         .vstride = is3d ? dims[0] * dims[1] : dims[0],
                         .cstride = stride[3]};
   if (rc == 0)
-    rc = maps_from(dev, &k, j->o->crop, &out, is3d ? 1 : 0, &pr);
+    rc = maps_from(dev, &k, j->o->crop, &out, is3d ? 1 : 0, &pr, err);
   mr_buf_destroy(k.cal);
   return rc;
 }
 
-int mr_espirit_maps(mr_device *dev, const mr_cfloat *kspace, const size_t dims[3],
-                    size_t ncoils, const mr_espirit_opts *o, mr_cfloat *maps) {
-  int rc = check(dims, ncoils, o);
+int mr_espirit_maps(mr_device *dev, const mr_cfloat *kspace, const size_t dims[3], size_t ncoils,
+                    const mr_espirit_opts *o, mr_cfloat *maps, mr_err *err) {
+  int rc = check(dims, ncoils, o, err);
   if (rc < 0)
     return rc;
   if (kspace == NULL || maps == NULL)
-    return mr_fail(MR_EINVAL, "espirit: no k-space or maps");
+    return mr_err_set(err, MR_EINVAL, "espirit: no k-space or maps");
   job j = {kspace, dims, ncoils, o, maps};
-  return mr_device_run(dev, task, &j);
+  return mr_device_run(dev, task, &j, err);
 }

@@ -71,8 +71,8 @@ void mr_espirit_opts_default(mr_espirit_opts *o);
  * kernel positions along an axis it does not span whole, or fewer patches
  * than half the kernel's points: the maps would be cropped almost
  * everywhere) or holds no signal. Borrows kspace and maps. */
-int mr_espirit_maps(mr_device *dev, const mr_cfloat *kspace, const size_t dims[3],
-                    size_t ncoils, const mr_espirit_opts *o, mr_cfloat *maps);
+int mr_espirit_maps(mr_device *dev, const mr_cfloat *kspace, const size_t dims[3], size_t ncoils,
+                    const mr_espirit_opts *o, mr_cfloat *maps, mr_err *err);
 
 #ifdef __cplusplus
 }

@@ -7,7 +7,6 @@
 #include "cpu_threads.h"
 #include "device_impl.h"
 #include "espirit_impl.h"
-#include "fail.h"
 
 int mr_espirit_cpu_extract(mr_device *dev, const mr_cfloat *src, const size_t stride[4],
                            const size_t origin[3], const size_t size[3], size_t ncoils,
@@ -111,13 +110,13 @@ static void image_range(void *arg, size_t begin, size_t end) {
 }
 
 int mr_espirit_cpu_image(mr_device *dev, const mr_cfloat *lag, const mr_espirit_geom *g,
-                         mr_cfloat *row, mr_cfloat *grid) {
+                         mr_cfloat *row, mr_cfloat *grid, mr_err *err) {
   size_t nlu = 2 * (size_t)g->ku - 1, nlv = 2 * (size_t)g->kv - 1;
   float complex *tu = malloc(nlu * g->nu * sizeof *tu), *tv = malloc(nlv * g->nv * sizeof *tv);
   if (tu == NULL || tv == NULL) {
     free(tu);
     free(tv);
-    return mr_fail(MR_ENOMEM, "espirit: out of memory");
+    return mr_err_set(err, MR_ENOMEM, "espirit: out of memory");
   }
   twiddles(g->ku, g->nu, tu);
   twiddles(g->kv, g->nv, tv);

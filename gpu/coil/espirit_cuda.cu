@@ -299,7 +299,7 @@ __global__ void eigen(const float2 *grid, int nc, size_t nu, size_t npix, int ru
 
 template <int R>
 int launch_eigen(mr_cuda_ctx *c, const mr_cfloat *grid, const mr_espirit_geom *g,
-                 const mr_cfloat *rot, float crop, const mr_espirit_out *out) {
+                 const mr_cfloat *rot, float crop, const mr_espirit_out *out, mr_err *err) {
   size_t npix = g->nu * g->nv, pairs = g->nc * (g->nc + 1) / 2, run = mr_espirit_run(g->nc);
   size_t warp_floats = (32 * R + pairs * run + 1) / 2 * 2; // even: vs stays 16-byte aligned
   size_t runs = (npix + run - 1) / run;
@@ -319,8 +319,8 @@ int launch_eigen(mr_cuda_ctx *c, const mr_cfloat *grid, const mr_espirit_geom *g
 
 int mr_espirit_cuda_extract(mr_device *dev, const mr_cfloat *src, const size_t stride[4],
                             const size_t origin[3], const size_t size[3], size_t ncoils,
-                            mr_cfloat *out) {
-  return mr_on_worker(dev, [&] {
+                            mr_cfloat *out, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     size_t total = ncoils * size[0] * size[1] * size[2];
     if (total == 0)
@@ -335,8 +335,8 @@ int mr_espirit_cuda_extract(mr_device *dev, const mr_cfloat *src, const size_t s
 }
 
 int mr_espirit_cuda_calmat(mr_device *dev, const mr_cfloat *cal, size_t cu, size_t cv,
-                           const mr_espirit_geom *g, size_t count, mr_cfloat *a) {
-  return mr_on_worker(dev, [&] {
+                           const mr_espirit_geom *g, size_t count, mr_cfloat *a, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     size_t total = count * (cu - size_t(g->ku) + 1) * (cv - size_t(g->kv) + 1) *
                    size_t(g->ku) * size_t(g->kv) * g->nc;
@@ -350,9 +350,9 @@ int mr_espirit_cuda_calmat(mr_device *dev, const mr_cfloat *cal, size_t cu, size
   });
 }
 
-int mr_espirit_cuda_lags(mr_device *dev, const mr_cfloat *p, const mr_espirit_geom *g,
-                         float scale, mr_cfloat *lag) {
-  return mr_on_worker(dev, [&] {
+int mr_espirit_cuda_lags(mr_device *dev, const mr_cfloat *p, const mr_espirit_geom *g, float scale,
+                         mr_cfloat *lag, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     size_t pairs = g->nc * (g->nc + 1) / 2;
     size_t total = pairs * size_t(2 * g->ku - 1) * size_t(2 * g->kv - 1);
@@ -365,8 +365,8 @@ int mr_espirit_cuda_lags(mr_device *dev, const mr_cfloat *p, const mr_espirit_ge
 }
 
 int mr_espirit_cuda_image(mr_device *dev, const mr_cfloat *lag, const mr_espirit_geom *g,
-                          mr_cfloat *row, mr_cfloat *grid) {
-  return mr_on_worker(dev, [&] {
+                          mr_cfloat *row, mr_cfloat *grid, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     int pairs = int(g->nc * (g->nc + 1) / 2);
     size_t total = size_t(pairs) * size_t(2 * g->kv - 1) * g->nu;
@@ -386,12 +386,13 @@ int mr_espirit_cuda_image(mr_device *dev, const mr_cfloat *lag, const mr_espirit
 }
 
 int mr_espirit_cuda_eigen(mr_device *dev, const mr_cfloat *grid, const mr_espirit_geom *g,
-                          const mr_cfloat *rot, float crop, const mr_espirit_out *out) {
-  return mr_on_worker(dev, [&] {
+                          const mr_cfloat *rot, float crop, const mr_espirit_out *out,
+                          mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     // more than 32 coils: G's two rows a lane spill to local memory (slow,
     // still right; compress to 32 first)
-    return g->nc <= 32 ? launch_eigen<1>(c, grid, g, rot, crop, out)
-                       : launch_eigen<2>(c, grid, g, rot, crop, out);
+    return g->nc <= 32 ? launch_eigen<1>(c, grid, g, rot, crop, out, err)
+                       : launch_eigen<2>(c, grid, g, rot, crop, out, err);
   });
 }

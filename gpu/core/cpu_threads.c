@@ -5,7 +5,6 @@
 #include <stdlib.h>
 
 #include "error.h"
-#include "fail.h"
 
 /* One parallel loop; lives on its caller's stack. Chunks are handed out
  * under the lock: they are coarse (several per thread), so the lock is
@@ -73,7 +72,7 @@ static void *helper_main(void *p) {
   return NULL;
 }
 
-int mr_cpu_threads_create(int nthreads, mr_cpu_threads **out) {
+int mr_cpu_threads_create(int nthreads, mr_cpu_threads **out, mr_err *err) {
   /* One pool for the CPU's work: OpenBLAS runs every call in its caller's
    * thread, and the callers (gpu/linalg, gpu/grappa) cut big products into
    * pieces for these threads. OpenBLAS's own pool served one call at a time
@@ -84,11 +83,11 @@ int mr_cpu_threads_create(int nthreads, mr_cpu_threads **out) {
   openblas_set_num_threads(1);
   mr_cpu_threads *t = calloc(1, sizeof *t);
   if (t == NULL)
-    return mr_fail(MR_ENOMEM, "cpu threads: out of memory");
+    return mr_err_set(err, MR_ENOMEM, "cpu threads: out of memory");
   t->threads = calloc(nthreads > 1 ? (size_t)nthreads - 1 : 1, sizeof *t->threads);
   if (t->threads == NULL) {
     free(t);
-    return mr_fail(MR_ENOMEM, "cpu threads: out of memory");
+    return mr_err_set(err, MR_ENOMEM, "cpu threads: out of memory");
   }
   pthread_mutex_init(&t->lock, NULL);
   pthread_cond_init(&t->work, NULL);

@@ -11,15 +11,15 @@
 
 // ---- status conversion ----------------------------------------------------
 
-int mr_cuda_fail(cudaError_t e, const char *call, const char *file, int line) {
+int mr_cuda_fail(cudaError_t e, const char *call, const char *file, int line, mr_err *err) {
   cudaGetLastError(); // clear a non-sticky error so later checks see their own
   int code = e == cudaErrorMemoryAllocation ? MR_EDEVMEM : MR_EDEVICE;
-  return mr_fail(code, "%s: %s (%s:%d)", call, cudaGetErrorName(e), file, line);
+  return mr_err_set(err, code, "%s: %s (%s:%d)", call, cudaGetErrorName(e), file, line);
 }
 
-int mr_cublas_fail(cublasStatus_t s, const char *call, const char *file, int line) {
+int mr_cublas_fail(cublasStatus_t s, const char *call, const char *file, int line, mr_err *err) {
   int code = s == CUBLAS_STATUS_ALLOC_FAILED ? MR_EDEVMEM : MR_EDEVICE;
-  return mr_fail(code, "%s: %s (%s:%d)", call, cublasGetStatusName(s), file, line);
+  return mr_err_set(err, code, "%s: %s (%s:%d)", call, cublasGetStatusName(s), file, line);
 }
 
 static const char *cufft_name(cufftResult r) {
@@ -36,9 +36,9 @@ static const char *cufft_name(cufftResult r) {
   }
 }
 
-int mr_cufft_fail(cufftResult r, const char *call, const char *file, int line) {
+int mr_cufft_fail(cufftResult r, const char *call, const char *file, int line, mr_err *err) {
   int code = r == CUFFT_ALLOC_FAILED ? MR_EDEVMEM : MR_EDEVICE;
-  return mr_fail(code, "%s: %s %d (%s:%d)", call, cufft_name(r), int(r), file, line);
+  return mr_err_set(err, code, "%s: %s %d (%s:%d)", call, cufft_name(r), int(r), file, line);
 }
 
 static const char *cusolver_name(cusolverStatus_t s) {
@@ -53,9 +53,10 @@ static const char *cusolver_name(cusolverStatus_t s) {
   }
 }
 
-int mr_cusolver_fail(cusolverStatus_t s, const char *call, const char *file, int line) {
+int mr_cusolver_fail(cusolverStatus_t s, const char *call, const char *file, int line,
+                     mr_err *err) {
   int code = s == CUSOLVER_STATUS_ALLOC_FAILED ? MR_EDEVMEM : MR_EDEVICE;
-  return mr_fail(code, "%s: %s %d (%s:%d)", call, cusolver_name(s), int(s), file, line);
+  return mr_err_set(err, code, "%s: %s %d (%s:%d)", call, cusolver_name(s), int(s), file, line);
 }
 
 // ---- discovery and lifetime -----------------------------------------------
@@ -82,7 +83,7 @@ int mr_cuda_count(char *why, size_t whylen) {
   return n;
 }
 
-static int create(mr_cuda_ctx *c, int high_priority) {
+static int create(mr_cuda_ctx *c, int high_priority, mr_err *err) {
   MR_CU(cudaSetDevice(c->ordinal));
   MR_CU(cudaGetDeviceProperties(&c->props, c->ordinal));
   // The real-time lane's streams (device.h) at the device's highest
@@ -119,12 +120,12 @@ static int create(mr_cuda_ctx *c, int high_priority) {
   return 0;
 }
 
-int mr_cuda_ctx_create(int ordinal, int high_priority, mr_cuda_ctx **out) {
+int mr_cuda_ctx_create(int ordinal, int high_priority, mr_cuda_ctx **out, mr_err *err) {
   mr_cuda_ctx *c = static_cast<mr_cuda_ctx *>(calloc(1, sizeof *c));
   if (c == nullptr)
-    return mr_fail(MR_ENOMEM, "gpu %d: out of memory", ordinal);
+    return mr_err_set(err, MR_ENOMEM, "gpu %d: out of memory", ordinal);
   c->ordinal = ordinal;
-  int rc = create(c, high_priority);
+  int rc = create(c, high_priority, err);
   if (rc < 0) {
     mr_cuda_ctx_destroy(c);
     return rc;
@@ -165,14 +166,14 @@ void mr_cuda_ctx_destroy(mr_cuda_ctx *c) {
   free(c);
 }
 
-int mr_cuda_ctx_sync(mr_cuda_ctx *c) {
+int mr_cuda_ctx_sync(mr_cuda_ctx *c, mr_err *err) {
   MR_CU(cudaStreamSynchronize(c->compute));
   MR_CU(cudaStreamSynchronize(c->upload));
   MR_CU(cudaStreamSynchronize(c->download));
   return 0;
 }
 
-int mr_cuda_ctx_info(mr_cuda_ctx *c, mr_device_info *info) {
+int mr_cuda_ctx_info(mr_cuda_ctx *c, mr_device_info *info, mr_err *err) {
   size_t free_bytes, total;
   MR_CU(cudaMemGetInfo(&free_bytes, &total));
   info->ordinal = c->ordinal;
@@ -185,19 +186,18 @@ int mr_cuda_ctx_info(mr_cuda_ctx *c, mr_device_info *info) {
   return 0;
 }
 
-int mr_cuda_mem_free(int ordinal, size_t *free_bytes) {
+int mr_cuda_mem_free(int ordinal, size_t *free_bytes, mr_err *err) {
   size_t total;
   MR_CU(cudaSetDevice(ordinal));
   MR_CU(cudaMemGetInfo(free_bytes, &total));
   return 0;
 }
 
-static int time_runs(mr_cuda_ctx *c, mr_device *dev, mr_device_task task, void *arg,
-                     int warmup, int reps, double *ms, cudaEvent_t start,
-                     cudaEvent_t stop) {
+static int time_runs(mr_cuda_ctx *c, mr_device *dev, mr_device_task task, void *arg, int warmup,
+                     int reps, double *ms, cudaEvent_t start, cudaEvent_t stop, mr_err *err) {
   for (int i = 0; i < warmup + reps; i++) {
     MR_CU(cudaEventRecord(start, c->compute));
-    int rc = task(dev, arg);
+    int rc = task(dev, arg, err);
     if (rc < 0)
       return rc;
     MR_CU(cudaEventRecord(stop, c->compute));
@@ -207,19 +207,19 @@ static int time_runs(mr_cuda_ctx *c, mr_device *dev, mr_device_task task, void *
     if (i >= warmup)
       ms[i - warmup] = elapsed;
   }
-  return mr_cuda_ctx_sync(c);
+  return mr_cuda_ctx_sync(c, err);
 }
 
-int mr_cuda_ctx_time(mr_cuda_ctx *c, mr_device *dev, mr_device_task task, void *arg,
-                     int warmup, int reps, double *ms) {
+int mr_cuda_ctx_time(mr_cuda_ctx *c, mr_device *dev, mr_device_task task, void *arg, int warmup,
+                     int reps, double *ms, mr_err *err) {
   cudaEvent_t start, stop;
   MR_CU(cudaEventCreate(&start));
   cudaError_t e = cudaEventCreate(&stop);
   if (e != cudaSuccess) {
     cudaEventDestroy(start);
-    return mr_cuda_fail(e, "cudaEventCreate", __FILE__, __LINE__);
+    return mr_cuda_fail(e, "cudaEventCreate", __FILE__, __LINE__, err);
   }
-  int rc = time_runs(c, dev, task, arg, warmup, reps, ms, start, stop);
+  int rc = time_runs(c, dev, task, arg, warmup, reps, ms, start, stop, err);
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   return rc;
@@ -227,16 +227,17 @@ int mr_cuda_ctx_time(mr_cuda_ctx *c, mr_device *dev, mr_device_task task, void *
 
 // ---- memory and staging ---------------------------------------------------
 
-int mr_cuda_alloc(mr_cuda_ctx *c, void **p, size_t bytes) {
+int mr_cuda_alloc(mr_cuda_ctx *c, void **p, size_t bytes, mr_err *err) {
   *p = nullptr;
   if (bytes == 0)
     return 0;
   cudaError_t e = cudaMallocAsync(p, bytes, c->compute);
   if (e != cudaSuccess) {
     *p = nullptr;
-    int rc = mr_cuda_fail(e, "cudaMallocAsync", __FILE__, __LINE__);
-    return mr_fail(rc, "cannot allocate %zu bytes on GPU %d: %s", bytes, c->ordinal,
-                   cudaGetErrorName(e));
+    // the code alone (and the error cleared): the line says more than the call
+    int rc = mr_cuda_fail(e, "cudaMallocAsync", __FILE__, __LINE__, nullptr);
+    return mr_err_set(err, rc, "cannot allocate %zu bytes on GPU %d: %s", bytes, c->ordinal,
+                      cudaGetErrorName(e));
   }
   return 0;
 }
@@ -246,7 +247,7 @@ void mr_cuda_free(mr_cuda_ctx *c, void *p) {
     cudaFreeAsync(p, c->compute);
 }
 
-int mr_cuda_after(mr_cuda_ctx *c, cudaStream_t to, cudaStream_t from) {
+int mr_cuda_after(mr_cuda_ctx *c, cudaStream_t to, cudaStream_t from, mr_err *err) {
   MR_CU(cudaEventRecord(c->order, from));
   MR_CU(cudaStreamWaitEvent(to, c->order, 0));
   return 0;
@@ -278,8 +279,8 @@ bool mr_cuda_is_pinned(const void *p) {
   return a.type == cudaMemoryTypeHost;
 }
 
-int mr_cuda_upload_piece(mr_device *dev, void *dst, const void *src, size_t bytes,
-                         bool pinned) {
+int mr_cuda_upload_piece(mr_device *dev, void *dst, const void *src, size_t bytes, bool pinned,
+                         mr_err *err) {
   mr_cuda_ctx *c = mr_device_cuda(dev);
   if (pinned) {
     MR_CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->upload));
@@ -293,18 +294,18 @@ int mr_cuda_upload_piece(mr_device *dev, void *dst, const void *src, size_t byte
   return 0;
 }
 
-int mr_cuda_upload(mr_device *dev, void *dst, const void *src, size_t bytes) {
+int mr_cuda_upload(mr_device *dev, void *dst, const void *src, size_t bytes, mr_err *err) {
   mr_cuda_ctx *c = mr_device_cuda(dev);
   bool pinned = mr_cuda_is_pinned(src);
   size_t piece = pinned ? bytes : MR_STAGE_SLOT;
-  int rc = mr_cuda_after(c, c->upload, c->compute);
+  int rc = mr_cuda_after(c, c->upload, c->compute, err);
   for (size_t at = 0; rc == 0 && at < bytes; at += piece) {
     size_t n = bytes - at < piece ? bytes - at : piece;
     rc = mr_cuda_upload_piece(dev, static_cast<char *>(dst) + at,
-                              static_cast<const char *>(src) + at, n, pinned);
+                              static_cast<const char *>(src) + at, n, pinned, err);
   }
   if (rc == 0)
-    rc = mr_cuda_after(c, c->compute, c->upload);
+    rc = mr_cuda_after(c, c->compute, c->upload, err);
   // A staged src was copied to a slot already; a pinned one is read by the
   // copy engine, so wait for it before the caller may change it.
   if (rc == 0 && pinned)
@@ -312,16 +313,16 @@ int mr_cuda_upload(mr_device *dev, void *dst, const void *src, size_t bytes) {
   return rc;
 }
 
-int mr_cuda_download_issue(mr_cuda_ctx *c, int slot, void *dst, const void *src,
-                           size_t bytes, bool pinned) {
+int mr_cuda_download_issue(mr_cuda_ctx *c, int slot, void *dst, const void *src, size_t bytes,
+                           bool pinned, mr_err *err) {
   MR_CU(cudaMemcpyAsync(pinned ? dst : c->down_slot[slot], src, bytes,
                         cudaMemcpyDeviceToHost, c->download));
   MR_CU(cudaEventRecord(c->down_ready[slot], c->download));
   return 0;
 }
 
-int mr_cuda_download_finish(mr_device *dev, int slot, void *dst, size_t bytes,
-                            bool pinned) {
+int mr_cuda_download_finish(mr_device *dev, int slot, void *dst, size_t bytes, bool pinned,
+                            mr_err *err) {
   mr_cuda_ctx *c = mr_device_cuda(dev);
   MR_CU(cudaEventSynchronize(c->down_ready[slot]));
   if (!pinned)
@@ -331,22 +332,22 @@ int mr_cuda_download_finish(mr_device *dev, int slot, void *dst, size_t bytes,
 
 // Double-buffered when staged: piece i is copied off its slot while piece
 // i+1 crosses the bus into the other.
-int mr_cuda_download(mr_device *dev, void *dst, const void *src, size_t bytes) {
+int mr_cuda_download(mr_device *dev, void *dst, const void *src, size_t bytes, mr_err *err) {
   mr_cuda_ctx *c = mr_device_cuda(dev);
   bool pinned = mr_cuda_is_pinned(dst);
   size_t piece = pinned ? bytes : MR_STAGE_SLOT;
-  int rc = mr_cuda_after(c, c->download, c->compute);
+  int rc = mr_cuda_after(c, c->download, c->compute, err);
   size_t pieces = (bytes + piece - 1) / piece;
   for (size_t i = 0; rc == 0 && i <= pieces; i++) {
     if (i < pieces) {
       size_t at = i * piece, n = bytes - at < piece ? bytes - at : piece;
       rc = mr_cuda_download_issue(c, int(i & 1), static_cast<char *>(dst) + at,
-                                  static_cast<const char *>(src) + at, n, pinned);
+                                  static_cast<const char *>(src) + at, n, pinned, err);
     }
     if (rc == 0 && i > 0) {
       size_t at = (i - 1) * piece, n = bytes - at < piece ? bytes - at : piece;
-      rc = mr_cuda_download_finish(dev, int((i - 1) & 1), static_cast<char *>(dst) + at, n,
-                                   pinned);
+      rc = mr_cuda_download_finish(dev, int((i - 1) & 1), static_cast<char *>(dst) + at, n, pinned,
+                                   err);
     }
   }
   return rc;
@@ -354,7 +355,7 @@ int mr_cuda_download(mr_device *dev, void *dst, const void *src, size_t bytes) {
 
 // ---- cuFFT plan cache -----------------------------------------------------
 
-static int make_fft(mr_cuda_ctx *c, mr_fft_cached *e) {
+static int make_fft(mr_cuda_ctx *c, mr_fft_cached *e, mr_err *err) {
   MR_CUFFT(cufftCreate(&e->handle));
   long long dist = e->n[0] * e->n[1] * e->n[2];
   cufftResult r = cufftSetAutoAllocation(e->handle, 0);
@@ -365,13 +366,13 @@ static int make_fft(mr_cuda_ctx *c, mr_fft_cached *e) {
     r = cufftSetStream(e->handle, c->compute);
   if (r != CUFFT_SUCCESS) {
     cufftDestroy(e->handle);
-    return mr_cufft_fail(r, "cufftMakePlanMany64", __FILE__, __LINE__);
+    return mr_cufft_fail(r, "cufftMakePlanMany64", __FILE__, __LINE__, err);
   }
   return 0;
 }
 
 int mr_cuda_fft_plan(mr_cuda_ctx *c, int rank, const long long n[3], long long batch,
-                     cufftHandle *out) {
+                     cufftHandle *out, mr_err *err) {
   mr_fft_cached *hit = nullptr;
   for (int i = 0; i < c->nfft && hit == nullptr; i++) {
     mr_fft_cached *e = &c->fft[i];
@@ -389,7 +390,7 @@ int mr_cuda_fft_plan(mr_cuda_ctx *c, int rank, const long long n[3], long long b
       c->fft[lru] = c->fft[--c->nfft];
     }
     mr_fft_cached e = {rank, {n[0], n[1], n[2]}, batch, 0, 0, 0};
-    int rc = make_fft(c, &e);
+    int rc = make_fft(c, &e, err);
     if (rc < 0)
       return rc;
     c->fft[c->nfft] = e;
@@ -400,7 +401,7 @@ int mr_cuda_fft_plan(mr_cuda_ctx *c, int rank, const long long n[3], long long b
     // Stream-ordered: transforms already queued keep the old area until done.
     mr_cuda_free(c, c->fft_work);
     c->fft_work_size = 0;
-    int rc = mr_cuda_alloc(c, &c->fft_work, hit->work);
+    int rc = mr_cuda_alloc(c, &c->fft_work, hit->work, err);
     if (rc < 0)
       return rc;
     c->fft_work_size = hit->work;

@@ -8,7 +8,6 @@
 
 #include "buf_impl.h"
 #include "error.h"
-#include "fail.h"
 #ifdef MR_HAVE_CUDA
 #include "cuda_ctx.h"
 #endif
@@ -81,26 +80,26 @@ typedef struct task_call {
 } task_call;
 
 /* A task that came through the queue: it owns the synchronisation. */
-static int run_outermost(void *p) {
+static int run_outermost(void *p, mr_err *err) {
   task_call *c = p;
-  int rc = c->task(c->dev, c->arg);
-  int sync = mr_cuda_ctx_sync(mr_device_cuda(c->dev));
+  int rc = c->task(c->dev, c->arg, err);
+  int sync = mr_cuda_ctx_sync(mr_device_cuda(c->dev), err);
   return rc < 0 ? rc : sync;
 }
 
-static int time_on_worker(void *p) {
+static int time_on_worker(void *p, mr_err *err) {
   task_call *c = p;
-  return mr_cuda_ctx_time(mr_device_cuda(c->dev), c->dev, c->task, c->arg, c->warmup,
-                          c->reps, c->ms);
+  return mr_cuda_ctx_time(mr_device_cuda(c->dev), c->dev, c->task, c->arg, c->warmup, c->reps,
+                          c->ms, err);
 }
 
-static int info_on_worker(void *p) {
+static int info_on_worker(void *p, mr_err *err) {
   task_call *c = p;
-  return mr_cuda_ctx_info(mr_device_cuda(c->dev), c->arg);
+  return mr_cuda_ctx_info(mr_device_cuda(c->dev), c->arg, err);
 }
 #endif
 
-int mr_device_fake_fault(mr_device *dev, const char *what) {
+int mr_device_fake_fault(mr_device *dev, const char *what, mr_err *err) {
   mr_fake_gpu *f = dev->fake;
   if (f == NULL)
     return 0;
@@ -109,20 +108,20 @@ int mr_device_fake_fault(mr_device *dev, const char *what) {
     ;
   if (left != 0)
     return 0;
-  return mr_fail(f->fail_code, "%s on fake GPU %d: injected fault (%s)", what, dev->ordinal,
-                 mr_strerror(f->fail_code));
+  return mr_err_set(err, f->fail_code, "%s on fake GPU %d: injected fault (%s)", what, dev->ordinal,
+                    mr_strerror(f->fail_code));
 }
 
-int mr_device_fake_take(mr_device *dev, size_t bytes) {
+int mr_device_fake_take(mr_device *dev, size_t bytes, mr_err *err) {
   mr_fake_gpu *f = dev->fake;
   if (f == NULL)
     return 0;
   size_t used = atomic_load(&f->mem_used);
   do {
     if (bytes > f->mem_limit - used)
-      return mr_fail(MR_EDEVMEM,
-                     "cannot allocate %zu bytes on fake GPU %d: %zu of its %zu bytes in use",
-                     bytes, dev->ordinal, used, f->mem_limit);
+      return mr_err_set(err, MR_EDEVMEM,
+                        "cannot allocate %zu bytes on fake GPU %d: %zu of its %zu bytes in use",
+                        bytes, dev->ordinal, used, f->mem_limit);
   } while (!atomic_compare_exchange_weak(&f->mem_used, &used, used + bytes));
   return 0;
 }
@@ -132,8 +131,8 @@ void mr_device_fake_give(mr_device *dev, size_t bytes) {
     atomic_fetch_sub(&dev->fake->mem_used, bytes);
 }
 
-int mr_device_run(mr_device *dev, mr_device_task task, void *arg) {
-  int fault = mr_device_fake_fault(dev, "task");
+int mr_device_run(mr_device *dev, mr_device_task task, void *arg, mr_err *err) {
+  int fault = mr_device_fake_fault(dev, "task", err);
   if (fault < 0)
     return fault;
 #ifdef MR_HAVE_CUDA
@@ -141,12 +140,12 @@ int mr_device_run(mr_device *dev, mr_device_task task, void *arg) {
     mr_worker *w = mr_device_lane(dev)->worker;
     /* Inside a task already: the outer task synchronises at its end. */
     if (mr_worker_is_current(w))
-      return task(dev, arg);
+      return task(dev, arg, err);
     task_call c = {.dev = dev, .task = task, .arg = arg};
-    return mr_worker_call(w, run_outermost, &c);
+    return mr_worker_call(w, run_outermost, &c, err);
   }
 #endif
-  return task(dev, arg);
+  return task(dev, arg, err);
 }
 
 static double now_ms(void) {
@@ -155,20 +154,20 @@ static double now_ms(void) {
   return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
-int mr_device_time(mr_device *dev, mr_device_task task, void *arg, int warmup,
-                   int reps, double *ms) {
+int mr_device_time(mr_device *dev, mr_device_task task, void *arg, int warmup, int reps, double *ms,
+                   mr_err *err) {
   if (warmup < 0 || reps < 1 || ms == NULL)
-    return mr_fail(MR_EINVAL, "device time: warmup %d, reps %d", warmup, reps);
+    return mr_err_set(err, MR_EINVAL, "device time: warmup %d, reps %d", warmup, reps);
 #ifdef MR_HAVE_CUDA
   if (dev->nlanes > 0) {
     task_call c = {.dev = dev, .task = task, .arg = arg, .warmup = warmup,
                    .reps = reps, .ms = ms};
-    return mr_worker_call(mr_device_lane(dev)->worker, time_on_worker, &c);
+    return mr_worker_call(mr_device_lane(dev)->worker, time_on_worker, &c, err);
   }
 #endif
   for (int i = 0; i < warmup + reps; i++) {
     double t0 = now_ms();
-    int rc = task(dev, arg);
+    int rc = task(dev, arg, err);
     if (rc < 0)
       return rc;
     if (i >= warmup)
@@ -217,7 +216,8 @@ void mr_device_cpu_info(mr_device *dev, mr_device_info *info) {
   info->units = mr_cpu_threads_count(dev->threads);
 }
 
-int mr_device_info_get(mr_device *dev, mr_device_info *info) {
+int mr_device_info_get(mr_device *dev, mr_device_info *info, mr_err *err) {
+  (void)err;
   memset(info, 0, sizeof *info);
   if (dev->fake != NULL)
     mr_device_fake_info(dev, info);
@@ -226,7 +226,7 @@ int mr_device_info_get(mr_device *dev, mr_device_info *info) {
 #ifdef MR_HAVE_CUDA
   else {
     task_call c = {.dev = dev, .arg = info};
-    int rc = mr_worker_call(mr_device_lane(dev)->worker, info_on_worker, &c);
+    int rc = mr_worker_call(mr_device_lane(dev)->worker, info_on_worker, &c, err);
     if (rc < 0)
       return rc;
   }
@@ -236,27 +236,29 @@ int mr_device_info_get(mr_device *dev, mr_device_info *info) {
   return 0;
 }
 
-int mr_device_upload(mr_device *dev, void *dst, const void *host, size_t bytes) {
+int mr_device_upload(mr_device *dev, void *dst, const void *host, size_t bytes, mr_err *err) {
   if (bytes == 0)
     return 0;
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(dev))
-    return mr_buf_cuda_copy_up(dev, dst, host, bytes);
+    return mr_buf_cuda_copy_up(dev, dst, host, bytes, err);
 #else
   (void)dev;
+  (void)err;
 #endif
   memcpy(dst, host, bytes);
   return 0;
 }
 
-int mr_device_download(mr_device *dev, void *host, const void *src, size_t bytes) {
+int mr_device_download(mr_device *dev, void *host, const void *src, size_t bytes, mr_err *err) {
   if (bytes == 0)
     return 0;
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(dev))
-    return mr_buf_cuda_copy_down(dev, host, src, bytes);
+    return mr_buf_cuda_copy_down(dev, host, src, bytes, err);
 #else
   (void)dev;
+  (void)err;
 #endif
   memcpy(host, src, bytes);
   return 0;

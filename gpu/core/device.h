@@ -20,12 +20,13 @@
 
 #include <stddef.h>
 
+#include "error.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct mr_device mr_device;
-struct mr_err;
 
 typedef struct mr_device_info {
   int ordinal;       /* CUDA device number; -1 for the CPU */
@@ -38,8 +39,12 @@ typedef struct mr_device_info {
   int load;          /* sessions placed on it now */
 } mr_device_info;
 
-/* A unit of work for mr_device_run(): returns 0 or a negative MR_E* code. */
-typedef int (*mr_device_task)(mr_device *dev, void *arg);
+/* A unit of work for mr_device_run(): returns 0 or a negative MR_E* code
+ * and writes its failure's line into err (mr_err_set(), which keeps the
+ * first error), as every gpu/ call does with the mr_err it is given. On a
+ * GPU the task runs on the device's worker thread while the caller waits:
+ * err is the caller's own (NULL: no line wanted). */
+typedef int (*mr_device_task)(mr_device *dev, void *arg, mr_err *err);
 
 /* 1 for a GPU that runs the CUDA backend, 0 for the CPU and for a fake
  * GPU (pool.h: a pretend one, which runs the CPU's implementations): what
@@ -74,46 +79,25 @@ int mr_device_lane_pick(int nlanes, int realtime_thread, int realtime_active, in
  * operation was given, such as an operator split across devices. Upload
  * returns once host may be reused, download once host holds the bytes,
  * both ordered after the work queued on dev before them. Borrow both. */
-int mr_device_upload(mr_device *dev, void *dst, const void *host, size_t bytes);
-int mr_device_download(mr_device *dev, void *host, const void *src, size_t bytes);
+int mr_device_upload(mr_device *dev, void *dst, const void *host, size_t bytes, mr_err *err);
+int mr_device_download(mr_device *dev, void *host, const void *src, size_t bytes, mr_err *err);
 
-/* Runs task(dev, arg) on dev's worker (directly when already there, and on
- * the calling thread for the CPU), waits for it and for all the device work
- * it queued, and returns its result; a device error found while waiting is
- * returned when the task itself succeeded. Borrows arg. */
-int mr_device_run(mr_device *dev, mr_device_task task, void *arg);
+/* Runs task(dev, arg, err) on dev's worker (directly when already there,
+ * and on the calling thread for the CPU), waits for it and for all the
+ * device work it queued, and returns its result; a device error found while
+ * waiting is returned when the task itself succeeded. The task's line (or
+ * the wait's) is in err on return. Borrows arg. */
+int mr_device_run(mr_device *dev, mr_device_task task, void *arg, mr_err *err);
 
 /* Times task as mr_device_run() would run it: `warmup` untimed runs, then
  * `reps` timed ones, writing each run's milliseconds to ms[0..reps-1]. GPU
  * runs are timed with CUDA events on the worker's compute stream, CPU runs
  * with the monotonic clock. For benchmarks. */
-int mr_device_time(mr_device *dev, mr_device_task task, void *arg, int warmup,
-                   int reps, double *ms);
+int mr_device_time(mr_device *dev, mr_device_task task, void *arg, int warmup, int reps, double *ms,
+                   mr_err *err);
 
 /* Fills *info (memory figures are read now). */
-int mr_device_info_get(mr_device *dev, mr_device_info *info);
-
-/* Errors. A gpu/ call returns a negative MR_E* code and leaves a detail
- * line on the calling thread, e.g. "cufftExecC2C: CUFFT_INTERNAL_ERROR
- * (fft_cuda.cu:120)"; a failure on a GPU worker (a task's too: a task
- * explains its own failures with mr_fail(), gpu/core/fail.h) is carried to
- * the thread that asked for the work. The line is gpu/'s internal detail:
- * what reports a failure to a client folds it into its mr_err with
- * mr_device_error(), the one place the two meet, and never reads it
- * itself. A gpu/ call that fails without a line of its own leaves an older
- * one in place: clear it before the calls whose failure is to be explained
- * (the GPU worker does so before each task it runs). */
-
-/* Writes "what: <detail line>" into err (what NULL: the line alone), or
- * "what: <mr_strerror(code)>" when the line is empty, and returns code. As
- * mr_err_set(), keeps an error err already holds. */
-int mr_device_error(struct mr_err *err, int code, const char *what);
-/* This thread's detail line ("" when none), for gpu/'s own tests and
- * benchmarks; code that reports to a client uses mr_device_error(). Valid
- * until this thread's next gpu/ call. */
-const char *mr_device_last_error(void);
-/* Empties this thread's detail line. */
-void mr_device_clear_error(void);
+int mr_device_info_get(mr_device *dev, mr_device_info *info, mr_err *err);
 
 #ifdef __cplusplus
 }

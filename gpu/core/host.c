@@ -3,7 +3,6 @@
 
 #include "budget.h"
 #include "error.h"
-#include "fail.h"
 #include "host_impl.h"
 
 /* A cache line, and enough for every SIMD width FFTW uses. */
@@ -52,17 +51,17 @@ static size_t forget(void *p) {
   return bytes;
 }
 
-static int allocate(mr_device *dev, size_t bytes, void **out) {
+static int allocate(mr_device *dev, size_t bytes, void **out, mr_err *err) {
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(dev))
-    return mr_host_cuda_alloc(dev, bytes, out);
+    return mr_host_cuda_alloc(dev, bytes, out, err);
 #else
   (void)dev;
 #endif
   size_t rounded = (bytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
   *out = aligned_alloc(ALIGNMENT, rounded > 0 ? rounded : ALIGNMENT);
   if (*out == NULL)
-    return mr_fail(MR_ENOMEM, "host memory: cannot allocate %zu bytes", bytes);
+    return mr_err_set(err, MR_ENOMEM, "host memory: cannot allocate %zu bytes", bytes);
   return 0;
 }
 
@@ -78,15 +77,15 @@ static void release(mr_device *dev, void *p) {
   free(p);
 }
 
-int mr_host_alloc(mr_device *dev, size_t bytes, void **out) {
+int mr_host_alloc(mr_device *dev, size_t bytes, void **out, mr_err *err) {
   mr_err e = {0};
   if (mr_budget_take(bytes, "host memory for a compute device", &e) < 0)
-    return mr_fail(e.code, "%s", e.msg);
+    return mr_err_set(err, e.code, "%s", e.msg);
   void *p = NULL;
-  int rc = allocate(dev, bytes, &p);
+  int rc = allocate(dev, bytes, &p, err);
   if (rc == 0 && remember(p, bytes) < 0) {
     release(dev, p);
-    rc = mr_fail(MR_ENOMEM, "host memory: out of memory");
+    rc = mr_err_set(err, MR_ENOMEM, "host memory: out of memory");
   }
   if (rc < 0) {
     mr_budget_give(bytes);

@@ -23,7 +23,7 @@ extern "C" {
 /* Allocates `bytes` of host memory suited to dev; the caller takes *out
  * and frees it with mr_host_free() on the same device. MR_ENOMEM when the
  * system cannot provide it. */
-int mr_host_alloc(mr_device *dev, size_t bytes, void **out);
+int mr_host_alloc(mr_device *dev, size_t bytes, void **out, mr_err *err);
 
 /* Frees memory from mr_host_alloc(dev, ...). NULL is ignored. */
 void mr_host_free(mr_device *dev, void *p);

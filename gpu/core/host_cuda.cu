@@ -56,21 +56,21 @@ bool keep(char *base, size_t size) {
 
 } // namespace
 
-int mr_host_cuda_alloc(mr_device *dev, size_t bytes, void **out) {
+int mr_host_cuda_alloc(mr_device *dev, size_t bytes, void **out, mr_err *err) {
   char *base = take_cached(bytes);
   if (base != nullptr) {
     *out = base + HEADER;
     return 0;
   }
-  return mr_on_worker(dev, [&] {
+  return mr_on_worker(dev, err, [&] {
     void *p = nullptr;
     cudaError_t e = cudaHostAlloc(&p, HEADER + (bytes > 0 ? bytes : 1), cudaHostAllocPortable);
     if (e != cudaSuccess) {
       *out = nullptr;
-      mr_cuda_fail(e, "cudaHostAlloc", __FILE__, __LINE__);
+      mr_cuda_fail(e, "cudaHostAlloc", __FILE__, __LINE__, err);
       // Host memory, not device memory, ran out.
-      return mr_fail(MR_ENOMEM, "cannot pin %zu bytes of host memory: %s", bytes,
-                     cudaGetErrorName(e));
+      return mr_err_set(err, MR_ENOMEM, "cannot pin %zu bytes of host memory: %s", bytes,
+                        cudaGetErrorName(e));
     }
     *reinterpret_cast<size_t *>(p) = bytes > 0 ? bytes : 1;
     *out = static_cast<char *>(p) + HEADER;
@@ -82,7 +82,7 @@ void mr_host_cuda_free(mr_device *dev, void *p) {
   char *base = static_cast<char *>(p) - HEADER;
   if (keep(base, *reinterpret_cast<size_t *>(base)))
     return;
-  mr_on_worker(dev, [&] {
+  mr_on_worker(dev, nullptr, [&] {
     cudaFreeHost(base);
     return 0;
   });

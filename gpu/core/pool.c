@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include "device_impl.h"
-#include "fail.h"
 #ifdef MR_HAVE_CUDA
 #include "cuda_ctx.h"
 #endif
@@ -81,14 +80,15 @@ static int parse_gpus(const char *spec, int share, int *list, size_t *n, int *al
 }
 
 #ifdef MR_HAVE_CUDA
-static int gpu_init(void *p) {
+static int gpu_init(void *p, mr_err *err) {
   mr_gpu_lane *lane = p;
   mr_device_enter_lane(lane);
   /* Lane 0 is the real-time lane (device.h): its streams first. */
-  return mr_cuda_ctx_create(lane->dev->ordinal, lane == &lane->dev->lanes[0], &lane->cuda);
+  return mr_cuda_ctx_create(lane->dev->ordinal, lane == &lane->dev->lanes[0], &lane->cuda, err);
 }
 
-static int gpu_fini(void *p) {
+static int gpu_fini(void *p, mr_err *err) {
+  (void)err;
   mr_gpu_lane *lane = p;
   mr_cuda_ctx_destroy(lane->cuda);
   return 0;
@@ -136,18 +136,20 @@ static int start_gpus(mr_pool *pool, const mr_pool_opts *opts, int *list,
      * for its helpers (device_impl.h). */
     for (int l = 0; l < lanes + (n > 1); l++) {
       dev->lanes[l].dev = dev;
-      int rc = mr_worker_start(gpu_init, &dev->lanes[l], &dev->lanes[l].worker);
+      mr_err why = {0};
+      int rc = mr_worker_start(gpu_init, &dev->lanes[l], &dev->lanes[l].worker, &why);
       if (rc < 0)
-        return mr_err_set(err, rc, "gpu %d: %s", list[i], mr_fail_detail());
+        return mr_err_set(err, rc, "gpu %d: %s", list[i], mr_err_text(&why, rc));
       if (l < lanes)
         dev->nlanes++;
       else
         dev->helper_lane = 1;
     }
     int rc;
+    mr_err why = {0};
     mr_device_info *info = &pool->gpu_info[i];
-    if ((rc = mr_device_info_get(dev, info)) < 0)
-      return mr_err_set(err, rc, "gpu %d: %s", list[i], mr_fail_detail());
+    if ((rc = mr_device_info_get(dev, info, &why)) < 0)
+      return mr_err_set(err, rc, "gpu %d: %s", list[i], mr_err_text(&why, rc));
     say(opts, "gpu %d: %s, %.1f GiB, compute capability %d.%d, %d SMs",
         info->ordinal, info->name, info->mem_total / 1073741824.0,
         info->cc_major, info->cc_minor, info->units);
@@ -215,10 +217,10 @@ int mr_pool_create(const mr_pool_opts *opts, mr_pool **out, mr_err *err) {
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     threads = online > 0 ? (int)online : 1;
   }
-  rc = mr_cpu_threads_create(threads, &pool->threads);
+  rc = mr_cpu_threads_create(threads, &pool->threads, err);
   if (rc < 0) {
     mr_pool_destroy(pool);
-    return mr_err_set(err, rc, "gpu pool: %s", mr_fail_detail());
+    return rc;
   }
   pool->cpu.pool = pool;
   pool->cpu.ordinal = -1;
@@ -329,10 +331,10 @@ int mr_pool_acquire_other(mr_pool *pool, mr_device *const *held, size_t nheld,
   return 0;
 }
 
-int mr_pool_fake_fault(mr_pool *pool, int index, int after, int code) {
+int mr_pool_fake_fault(mr_pool *pool, int index, int after, int code, mr_err *err) {
   if (pool->fakes == NULL || index < 0 || index >= pool->ngpus || (after >= 0 && code >= 0))
-    return mr_fail(MR_EINVAL, "fake fault: device %d of %d fake GPUs, code %d", index,
-                   pool->fakes != NULL ? pool->ngpus : 0, code);
+    return mr_err_set(err, MR_EINVAL, "fake fault: device %d of %d fake GPUs, code %d", index,
+                      pool->fakes != NULL ? pool->ngpus : 0, code);
   mr_fake_gpu *f = &pool->fakes[index];
   f->fail_code = code;
   atomic_store(&f->fail_after, after < 0 ? -1 : after);
@@ -436,13 +438,13 @@ int mr_pool_gpu_info(mr_pool *pool, int i, mr_device_info *out) {
   }
 #ifdef MR_HAVE_CUDA
   size_t free_bytes;
-  if (mr_cuda_mem_free(out->ordinal, &free_bytes) == 0)
+  if (mr_cuda_mem_free(out->ordinal, &free_bytes, NULL) == 0) /* the figure from the start stays */
     out->mem_free = free_bytes;
 #endif
   return 0;
 }
 
-int mr_pool_describe(mr_pool *pool, mr_pool_format format, char **out) {
+int mr_pool_describe(mr_pool *pool, mr_pool_format format, char **out, mr_err *err) {
   text t = {0};
   if (format == MR_POOL_JSON)
     put(&t, "{\"devices\":[");
@@ -456,7 +458,7 @@ int mr_pool_describe(mr_pool *pool, mr_pool_format format, char **out) {
       if (pool->fakes != NULL)
         mr_device_fake_info(&pool->gpus[i], &info);
     } else {
-      int rc = mr_device_info_get(&pool->cpu, &info); /* no worker: read here */
+      int rc = mr_device_info_get(&pool->cpu, &info, err); /* no worker: read here */
       if (rc < 0) {
         free(t.s);
         return rc;
@@ -468,7 +470,7 @@ int mr_pool_describe(mr_pool *pool, mr_pool_format format, char **out) {
     put(&t, "]}");
   if (t.failed || t.s == NULL) {
     free(t.s);
-    return mr_fail(MR_ENOMEM, "pool describe: out of memory");
+    return mr_err_set(err, MR_ENOMEM, "pool describe: out of memory");
   }
   *out = t.s;
   return 0;

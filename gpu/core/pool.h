@@ -84,7 +84,7 @@ void mr_pool_release(mr_pool *pool, mr_device *dev);
  * each one fails with `code` (MR_EDEVICE: the GPU failed; MR_EDEVMEM: out
  * of memory) until called again; after < 0 clears it. MR_EINVAL for a
  * device that is not a fake GPU. */
-int mr_pool_fake_fault(mr_pool *pool, int index, int after, int code);
+int mr_pool_fake_fault(mr_pool *pool, int index, int after, int code, mr_err *err);
 
 typedef enum mr_pool_format {
   MR_POOL_TEXT, /* one line per device, for reconserver --info */
@@ -96,7 +96,7 @@ typedef enum mr_pool_format {
  * figures (its memory_free included) are those read when the pool started,
  * with its current load: describing never goes through a GPU worker, so it
  * never waits behind a session's work there. */
-int mr_pool_describe(mr_pool *pool, mr_pool_format format, char **out);
+int mr_pool_describe(mr_pool *pool, mr_pool_format format, char **out, mr_err *err);
 
 /* GPU i (0 .. mr_pool_gpu_count()-1) of the pool: its start-up figures, its
  * current load, and its memory free now as the driver reports it (read on

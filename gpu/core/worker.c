@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "error.h"
-#include "fail.h"
 
 /* One call for the worker: on the caller's stack while it waits, or on
  * the heap (with its argument after it) when posted. */
@@ -15,7 +14,7 @@ typedef struct call {
   int rc;
   int done;
   int posted; /* nobody waits: the worker frees it */
-  char detail[256];
+  mr_err *err; /* the caller's: the worker writes a failure's line into it */
   struct call *next;
 } call;
 
@@ -29,7 +28,7 @@ struct mr_worker {
   mr_worker_fn init;
   void *init_arg;
   int init_rc;
-  char init_detail[256];
+  mr_err *init_err; /* the starting thread's, which waits meanwhile */
   int started;
 };
 
@@ -38,11 +37,9 @@ static _Thread_local const mr_worker *current_worker;
 static void *worker_main(void *p) {
   mr_worker *w = p;
   current_worker = w;
-  int rc = w->init(w->init_arg);
+  int rc = w->init(w->init_arg, w->init_err);
   pthread_mutex_lock(&w->lock);
   w->init_rc = rc;
-  if (rc < 0)
-    strcpy(w->init_detail, mr_fail_detail());
   w->started = 1;
   pthread_cond_broadcast(&w->done);
   pthread_mutex_unlock(&w->lock);
@@ -59,8 +56,11 @@ static void *worker_main(void *p) {
     if (w->head == NULL)
       w->tail = NULL;
     pthread_mutex_unlock(&w->lock);
-    mr_fail_set_detail(""); /* a failure without a line must not carry back an old one */
-    int r = c->fn(c->arg);
+    /* The caller waits until done is set (under the lock), so its mr_err
+     * is written by this thread alone meanwhile. A posted call has no
+     * caller: it records a failure where its next waited-for call finds
+     * it (mr_worker_post). */
+    int r = c->fn(c->arg, c->err);
     if (c->posted) {
       free(c);
       pthread_mutex_lock(&w->lock);
@@ -68,8 +68,6 @@ static void *worker_main(void *p) {
     }
     pthread_mutex_lock(&w->lock);
     c->rc = r;
-    if (r < 0)
-      strcpy(c->detail, mr_fail_detail());
     c->done = 1;
     pthread_cond_broadcast(&w->done);
   }
@@ -77,18 +75,19 @@ static void *worker_main(void *p) {
   return NULL;
 }
 
-int mr_worker_start(mr_worker_fn init, void *arg, mr_worker **out) {
+int mr_worker_start(mr_worker_fn init, void *arg, mr_worker **out, mr_err *err) {
   mr_worker *w = calloc(1, sizeof *w);
   if (w == NULL)
-    return mr_fail(MR_ENOMEM, "worker: out of memory");
+    return mr_err_set(err, MR_ENOMEM, "worker: out of memory");
   pthread_mutex_init(&w->lock, NULL);
   pthread_cond_init(&w->wake, NULL);
   pthread_cond_init(&w->done, NULL);
   w->init = init;
   w->init_arg = arg;
+  w->init_err = err;
   if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
     free(w);
-    return mr_fail(MR_ENOMEM, "worker: cannot start a thread");
+    return mr_err_set(err, MR_ENOMEM, "worker: cannot start a thread");
   }
   pthread_mutex_lock(&w->lock);
   while (!w->started)
@@ -96,7 +95,6 @@ int mr_worker_start(mr_worker_fn init, void *arg, mr_worker **out) {
   pthread_mutex_unlock(&w->lock);
   if (w->init_rc < 0) {
     int rc = w->init_rc;
-    mr_fail_set_detail(w->init_detail);
     pthread_join(w->thread, NULL);
     free(w);
     return rc;
@@ -107,10 +105,10 @@ int mr_worker_start(mr_worker_fn init, void *arg, mr_worker **out) {
 
 int mr_worker_is_current(const mr_worker *w) { return current_worker == w; }
 
-int mr_worker_call(mr_worker *w, mr_worker_fn fn, void *arg) {
+int mr_worker_call(mr_worker *w, mr_worker_fn fn, void *arg, mr_err *err) {
   if (current_worker == w)
-    return fn(arg);
-  call c = {.fn = fn, .arg = arg};
+    return fn(arg, err);
+  call c = {.fn = fn, .arg = arg, .err = err};
   pthread_mutex_lock(&w->lock);
   if (w->tail != NULL)
     w->tail->next = &c;
@@ -121,22 +119,20 @@ int mr_worker_call(mr_worker *w, mr_worker_fn fn, void *arg) {
   while (!c.done)
     pthread_cond_wait(&w->done, &w->lock);
   pthread_mutex_unlock(&w->lock);
-  if (c.rc < 0)
-    mr_fail_set_detail(c.detail);
   return c.rc;
 }
 
-int mr_worker_post(mr_worker *w, mr_worker_fn fn, const void *arg, size_t size) {
+int mr_worker_post(mr_worker *w, mr_worker_fn fn, const void *arg, size_t size, mr_err *err) {
   call *c = malloc(sizeof *c + size);
   if (c == NULL)
-    return mr_fail(MR_ENOMEM, "worker: out of memory");
+    return mr_err_set(err, MR_ENOMEM, "worker: out of memory");
   memset(c, 0, sizeof *c);
   c->fn = fn;
   c->arg = c + 1;
   c->posted = 1;
   memcpy(c->arg, arg, size);
   if (current_worker == w) {
-    fn(c->arg);
+    fn(c->arg, NULL);
     free(c);
     return 0;
   }
@@ -153,7 +149,7 @@ int mr_worker_post(mr_worker *w, mr_worker_fn fn, const void *arg, size_t size) 
 
 void mr_worker_stop(mr_worker *w, mr_worker_fn fini, void *arg) {
   if (fini != NULL)
-    mr_worker_call(w, fini, arg);
+    mr_worker_call(w, fini, arg, NULL);
   pthread_mutex_lock(&w->lock);
   w->stopping = 1;
   pthread_cond_signal(&w->wake);

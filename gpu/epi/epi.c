@@ -9,7 +9,6 @@
 #include "buf.h"
 #include "epi_impl.h"
 #include "error.h"
-#include "fail.h"
 
 #define MAX_POINTS 4096
 
@@ -29,7 +28,7 @@ struct mr_epi_plan {
  * (samples x nx) into p (nx x samples, column-major, float): V S^-1 U^H
  * over the singular values at least rcond times the largest. */
 static int pseudo_inverse(int samples, int nx, const double *k, double rcond, mr_cfloat *p,
-                          int *rank) {
+                          int *rank, mr_err *err) {
   int m = samples, n = nx, r = m < n ? m : n;
   double complex *a = malloc((size_t)m * (size_t)n * sizeof *a);
   double complex *u = malloc((size_t)m * (size_t)r * sizeof *u);
@@ -37,7 +36,7 @@ static int pseudo_inverse(int samples, int nx, const double *k, double rcond, mr
   double *s = malloc((size_t)r * sizeof *s), *superb = malloc((size_t)r * sizeof *superb);
   int rc = 0;
   if (a == NULL || u == NULL || vt == NULL || s == NULL || superb == NULL) {
-    rc = mr_fail(MR_ENOMEM, "epi: out of memory for a %d x %d operator", m, n);
+    rc = mr_err_set(err, MR_ENOMEM, "epi: out of memory for a %d x %d operator", m, n);
     goto done;
   }
   for (int j = 0; j < n; j++)
@@ -46,8 +45,8 @@ static int pseudo_inverse(int samples, int nx, const double *k, double rcond, mr
   lapack_int info = LAPACKE_zgesvd(LAPACK_COL_MAJOR, 'S', 'S', m, n, a, m, s, u, m, vt, r,
                                    superb);
   if (info != 0) {
-    rc = mr_fail(MR_EDATA, "epi: the SVD of the %d x %d regridding matrix failed (%d)", m, n,
-                 (int)info);
+    rc = mr_err_set(err, MR_EDATA, "epi: the SVD of the %d x %d regridding matrix failed (%d)", m,
+                    n, (int)info);
     goto done;
   }
   int kept = 0;
@@ -72,30 +71,30 @@ done:
   return rc;
 }
 
-static int upload(mr_device *dev, const mr_cfloat *src, size_t count, mr_buf **out) {
-  int rc = mr_buf_create(dev, count * sizeof *src, out);
-  if (rc == 0 && (rc = mr_buf_upload(*out, 0, src, count * sizeof *src)) < 0) {
+static int upload(mr_device *dev, const mr_cfloat *src, size_t count, mr_buf **out, mr_err *err) {
+  int rc = mr_buf_create(dev, count * sizeof *src, out, err);
+  if (rc == 0 && (rc = mr_buf_upload(*out, 0, src, count * sizeof *src, err)) < 0) {
     mr_buf_destroy(*out);
     *out = NULL;
   }
   return rc;
 }
 
-int mr_epi_plan_create(mr_device *dev, const mr_epi_readout *r, mr_epi_plan **out) {
+int mr_epi_plan_create(mr_device *dev, const mr_epi_readout *r, mr_epi_plan **out, mr_err *err) {
   if (r->samples < 1 || r->samples > MAX_POINTS || r->nx < 1 || r->nx > MAX_POINTS ||
       !(r->rcond > 0 && r->rcond < 1))
-    return mr_fail(MR_EINVAL, "epi: %d samples onto %d points, rcond %g", r->samples, r->nx,
-                   r->rcond);
+    return mr_err_set(err, MR_EINVAL, "epi: %d samples onto %d points, rcond %g", r->samples, r->nx,
+                      r->rcond);
   for (int q = 0; q < r->samples; q++)
     if (!isfinite(r->forward[q]) || !isfinite(r->reverse[q]))
-      return mr_fail(MR_EDATA, "epi: sample %d has no finite position", q);
+      return mr_err_set(err, MR_EDATA, "epi: sample %d has no finite position", q);
   mr_epi_plan *p = calloc(1, sizeof *p);
   size_t np = (size_t)r->nx * (size_t)r->samples, nf = (size_t)r->nx * (size_t)r->nx;
   mr_cfloat *f = malloc(nf * sizeof *f);
   if (p == NULL || f == NULL) {
     free(p);
     free(f);
-    return mr_fail(MR_ENOMEM, "epi: out of memory");
+    return mr_err_set(err, MR_ENOMEM, "epi: out of memory");
   }
   p->dev = dev;
   p->samples = r->samples;
@@ -103,12 +102,12 @@ int mr_epi_plan_create(mr_device *dev, const mr_epi_readout *r, mr_epi_plan **ou
   int rc = 0;
   for (int d = 0; d < 2 && rc == 0; d++) {
     if ((p->host_p[d] = malloc(np * sizeof(mr_cfloat))) == NULL)
-      rc = mr_fail(MR_ENOMEM, "epi: out of memory");
+      rc = mr_err_set(err, MR_ENOMEM, "epi: out of memory");
     else
-      rc = pseudo_inverse(r->samples, r->nx, d ? r->reverse : r->forward, r->rcond,
-                          p->host_p[d], &p->rank[d]);
+      rc = pseudo_inverse(r->samples, r->nx, d ? r->reverse : r->forward, r->rcond, p->host_p[d],
+                          &p->rank[d], err);
     if (rc == 0)
-      rc = upload(dev, p->host_p[d], np, &p->p[d]);
+      rc = upload(dev, p->host_p[d], np, &p->p[d], err);
   }
   int n = r->nx;
   for (int j = 0; j < n; j++)
@@ -116,9 +115,9 @@ int mr_epi_plan_create(mr_device *dev, const mr_epi_readout *r, mr_epi_plan **ou
       f[(size_t)j * (size_t)n + (size_t)i] =
           (mr_cfloat)cexp(-2 * M_PI * I * (double)((i - n / 2) * (j - n / 2) % n) / n);
   if (rc == 0)
-    rc = upload(dev, f, nf, &p->f);
+    rc = upload(dev, f, nf, &p->f, err);
   if (rc == 0)
-    rc = mr_buf_create(dev, (size_t)n * sizeof(mr_cfloat), &p->factors);
+    rc = mr_buf_create(dev, (size_t)n * sizeof(mr_cfloat), &p->factors, err);
   free(f);
   if (rc < 0) {
     mr_epi_plan_destroy(p);
@@ -161,25 +160,27 @@ int mr_epi_profiles_host(const mr_epi_plan *p, int reversed, const mr_cfloat *in
 }
 
 static int scale_rows(mr_device *dev, int rows, int cols, int ld, const mr_cfloat *factors,
-                      mr_cfloat *x) {
+                      mr_cfloat *x, mr_err *err) {
+  (void)err;
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(dev))
-    return mr_epi_cuda_scale_rows(dev, rows, cols, ld, factors, x);
+    return mr_epi_cuda_scale_rows(dev, rows, cols, ld, factors, x, err);
 #endif
   return mr_epi_cpu_scale_rows(dev, rows, cols, ld, factors, x);
 }
 
 int mr_epi_regrid(mr_epi_plan *p, const mr_cfloat *in, int nfwd, int nrev,
-                  const mr_cfloat *correction, mr_cfloat *out) {
+                  const mr_cfloat *correction, mr_cfloat *out, mr_err *err) {
   if (nfwd < 0 || nrev < 0 || nfwd + nrev < 1 || nfwd > INT32_MAX / 2 - nrev)
-    return mr_fail(MR_EINVAL, "epi: regrid %d forward and %d reversed readouts", nfwd, nrev);
+    return mr_err_set(err, MR_EINVAL, "epi: regrid %d forward and %d reversed readouts", nfwd,
+                      nrev);
   size_t cols = (size_t)nfwd + (size_t)nrev, nx = (size_t)p->nx, ns = (size_t)p->samples;
   int rc = 0;
   if (cols > p->work_cols) {
     mr_buf_destroy(p->work);
     p->work = NULL;
     p->work_cols = 0;
-    if ((rc = mr_buf_create(p->dev, nx * cols * sizeof(mr_cfloat), &p->work)) < 0)
+    if ((rc = mr_buf_create(p->dev, nx * cols * sizeof(mr_cfloat), &p->work, err)) < 0)
       return rc;
     p->work_cols = cols;
   }
@@ -193,19 +194,19 @@ int mr_epi_regrid(mr_epi_plan *p, const mr_cfloat *in, int nfwd, int nrev,
     mr_cmat op = mr_cmat_dense(mr_buf_data(p->p[d]), p->nx, p->samples);
     mr_cmat x = mr_cmat_dense((mr_cfloat *)in + first[d] * ns, p->samples, counts[d]);
     mr_cmat prof = mr_cmat_dense(y + first[d] * nx, p->nx, counts[d]);
-    rc = mr_blas_gemm(p->dev, MR_BLAS_N, MR_BLAS_N, one, op, x, zero, prof, 1);
+    rc = mr_blas_gemm(p->dev, MR_BLAS_N, MR_BLAS_N, one, op, x, zero, prof, 1, err);
   }
   if (rc == 0 && correction != NULL && nrev > 0) {
     mr_cfloat *factors = mr_buf_data(p->factors);
-    rc = mr_buf_upload(p->factors, 0, correction, nx * sizeof *correction);
+    rc = mr_buf_upload(p->factors, 0, correction, nx * sizeof *correction, err);
     if (rc == 0)
-      rc = scale_rows(p->dev, p->nx, nrev, p->nx, factors, y + (size_t)nfwd * nx);
+      rc = scale_rows(p->dev, p->nx, nrev, p->nx, factors, y + (size_t)nfwd * nx, err);
   }
   if (rc == 0) {
     mr_cmat f = mr_cmat_dense(mr_buf_data(p->f), p->nx, p->nx);
     mr_cmat prof = mr_cmat_dense(y, p->nx, (int)cols);
     mr_cmat k = mr_cmat_dense(out, p->nx, (int)cols);
-    rc = mr_blas_gemm(p->dev, MR_BLAS_N, MR_BLAS_N, one, f, prof, zero, k, 1);
+    rc = mr_blas_gemm(p->dev, MR_BLAS_N, MR_BLAS_N, one, f, prof, zero, k, 1, err);
   }
   return rc;
 }

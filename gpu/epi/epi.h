@@ -41,7 +41,7 @@ typedef struct mr_epi_readout {
 
 /* Makes the operators and puts them on dev. MR_EINVAL for sizes out of
  * range, MR_EDATA for a position that is not finite. The caller takes *out. */
-int mr_epi_plan_create(mr_device *dev, const mr_epi_readout *r, mr_epi_plan **out);
+int mr_epi_plan_create(mr_device *dev, const mr_epi_readout *r, mr_epi_plan **out, mr_err *err);
 void mr_epi_plan_destroy(mr_epi_plan *p);
 
 mr_device *mr_epi_plan_device(const mr_epi_plan *p);
@@ -60,7 +60,7 @@ int mr_epi_profiles_host(const mr_epi_plan *p, int reversed, const mr_cfloat *in
  * correction (nx factors in host memory; NULL: none) on the way. Borrows
  * in, correction, out (which must not overlap). */
 int mr_epi_regrid(mr_epi_plan *p, const mr_cfloat *in, int nfwd, int nrev,
-                  const mr_cfloat *correction, mr_cfloat *out);
+                  const mr_cfloat *correction, mr_cfloat *out, mr_err *err);
 
 #ifdef __cplusplus
 }

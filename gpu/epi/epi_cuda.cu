@@ -19,8 +19,8 @@ __global__ void scale_rows(int rows, size_t total, int ld, const float2 *factors
 } // namespace
 
 int mr_epi_cuda_scale_rows(mr_device *dev, int rows, int cols, int ld, const mr_cfloat *factors,
-                           mr_cfloat *x) {
-  return mr_on_worker(dev, [&] {
+                           mr_cfloat *x, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     size_t total = size_t(rows) * size_t(cols);
     scale_rows<<<mr_grid_for(c, total, BLOCK), BLOCK, 0, c->compute>>>(

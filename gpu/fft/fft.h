@@ -66,25 +66,24 @@ typedef struct mr_fft_opts {
  * come from a per-device cache, so making the same shape again is cheap.
  * MR_EINVAL for a bad shape, MR_EDEVMEM when the GPU is out of memory. The
  * caller takes *out. */
-int mr_fft_plan_create(mr_device *dev, const mr_fft_opts *opts,
-                       mr_fft_plan **out);
+int mr_fft_plan_create(mr_device *dev, const mr_fft_opts *opts, mr_fft_plan **out, mr_err *err);
 
 /* Transforms batch arrays from in to out, both on the plan's device
  * (in == out for in place; otherwise they must not overlap, and in is left
  * unchanged). Borrows in and out. */
-int mr_fft_execute(mr_fft_plan *plan, mr_fft_direction dir, const mr_cfloat *in,
-                   mr_cfloat *out);
+int mr_fft_execute(mr_fft_plan *plan, mr_fft_direction dir, const mr_cfloat *in, mr_cfloat *out,
+                   mr_err *err);
 
 /* Same, with in and out in host memory whatever the device: on a GPU the
  * batch goes up, is transformed and comes back in chunks, copies in both
  * directions overlapping the transforms. */
-int mr_fft_execute_host(mr_fft_plan *plan, mr_fft_direction dir,
-                        const mr_cfloat *in, mr_cfloat *out);
+int mr_fft_execute_host(mr_fft_plan *plan, mr_fft_direction dir, const mr_cfloat *in,
+                        mr_cfloat *out, mr_err *err);
 
 /* For a gadget that keeps one plan for the shape it last saw: leaves *plan
  * as it is when it was made for opts on dev, else destroys it and makes
  * one (*plan is NULL after a failure). */
-int mr_fft_plan_keep(mr_device *dev, const mr_fft_opts *opts, mr_fft_plan **plan);
+int mr_fft_plan_keep(mr_device *dev, const mr_fft_opts *opts, mr_fft_plan **plan, mr_err *err);
 
 /* Frees the plan (the cached library plan stays for reuse). NULL ignored. */
 void mr_fft_plan_destroy(mr_fft_plan *plan);

@@ -22,7 +22,6 @@
 
 #include "device_impl.h"
 #include "error.h"
-#include "fail.h"
 #include "fft_impl.h"
 
 /* FFTW's planner is one global state: plan making and destruction are
@@ -54,11 +53,11 @@ typedef struct fft_cpu {
 
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 
-static int make_plans(axis *a) {
+static int make_plans(axis *a, mr_err *err) {
   int n = (int)a->n, dist = (int)a->dist;
   fftwf_complex *scratch = fftwf_malloc(a->width * a->dist * sizeof *scratch);
   if (scratch == NULL)
-    return mr_fail(MR_ENOMEM, "fft: out of memory");
+    return mr_err_set(err, MR_ENOMEM, "fft: out of memory");
   pthread_mutex_lock(&planner);
   /* FFTW_ESTIMATE never touches the array: it only fixes alignment. */
   for (int d = 0; d < 2; d++)
@@ -67,14 +66,15 @@ static int make_plans(axis *a) {
   pthread_mutex_unlock(&planner);
   fftwf_free(scratch);
   if (a->plan[0] == NULL || a->plan[1] == NULL)
-    return mr_fail(MR_EINVAL, "fft: FFTW cannot plan %zu transforms of %zu", a->width, a->n);
+    return mr_err_set(err, MR_EINVAL, "fft: FFTW cannot plan %zu transforms of %zu", a->width,
+                      a->n);
   return 0;
 }
 
-int mr_fft_cpu_create(mr_fft_plan *p) {
+int mr_fft_cpu_create(mr_fft_plan *p, mr_err *err) {
   fft_cpu *c = calloc(1, sizeof *c);
   if (c == NULL)
-    return mr_fail(MR_ENOMEM, "fft: out of memory");
+    return mr_err_set(err, MR_ENOMEM, "fft: out of memory");
   p->impl = c;
   const mr_fft_shape *s = &p->shape;
   size_t stride = 1, rows = s->len * s->batch / s->n[0];
@@ -90,7 +90,7 @@ int mr_fft_cpu_create(mr_fft_plan *p) {
     a->width = min_size(min_size(MAX_WIDTH, d == 0 ? rows : a->stride),
                         BLOCK_SAMPLES / a->n > 1 ? BLOCK_SAMPLES / a->n : 1);
     a->dist = d == 0 ? a->n : a->n + LINE_PAD;
-    rc = make_plans(a);
+    rc = make_plans(a, err);
   }
   if (rc < 0)
     mr_fft_cpu_destroy(p);
@@ -262,8 +262,8 @@ static void columns(mr_cpu_threads *threads, pass *p, int dim, size_t groups) {
                       column_items, p);
 }
 
-int mr_fft_cpu_execute(mr_fft_plan *p, mr_fft_direction dir, const mr_cfloat *in,
-                       mr_cfloat *out) {
+int mr_fft_cpu_execute(mr_fft_plan *p, mr_fft_direction dir, const mr_cfloat *in, mr_cfloat *out,
+                       mr_err *err) {
   fft_cpu *c = p->impl;
   const mr_fft_shape *s = &p->shape;
   mr_cpu_threads *threads = mr_device_threads(p->dev);
@@ -290,7 +290,7 @@ int mr_fft_cpu_execute(mr_fft_plan *p, mr_fft_direction dir, const mr_cfloat *in
   if (s->n[2] > 1)
     columns(threads, &a, 2, s->batch);
   if (atomic_load(&a.failed))
-    return mr_fail(MR_ENOMEM, "fft: out of memory");
+    return mr_err_set(err, MR_ENOMEM, "fft: out of memory");
   if (s->ramp != NULL) {
     a.in = NULL;
     a.ramp = (const float complex *)mr_fft_shape_ramp(s, dir, 1);

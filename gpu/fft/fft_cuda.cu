@@ -52,8 +52,8 @@ __global__ void apply_ramp(const float2 *in, float2 *out, const float2 *ramp, I 
 constexpr unsigned BLOCK = 256;
 
 template <class I>
-int centre(mr_cuda_ctx *c, const mr_fft_shape *s, const float2 *ramp, const float2 *in,
-           float2 *out, size_t batch, int stage) {
+int centre(mr_cuda_ctx *c, const mr_fft_shape *s, const float2 *ramp, const float2 *in, float2 *out,
+           size_t batch, int stage, mr_err *err) {
   I nx = I(s->n[0]), ny = I(s->n[1]), nz = I(s->n[2]);
   if (s->even) {
     I pairs = I(batch * s->len / 2);
@@ -70,8 +70,8 @@ int centre(mr_cuda_ctx *c, const mr_fft_shape *s, const float2 *ramp, const floa
 
 // One centering stage over `batch` arrays; stage 0 reads in, 1 works in
 // place on out.
-int centre_stage(mr_cuda_ctx *c, const mr_fft_plan *p, mr_fft_direction dir,
-                 const float2 *in, float2 *out, size_t batch, int stage) {
+int centre_stage(mr_cuda_ctx *c, const mr_fft_plan *p, mr_fft_direction dir, const float2 *in,
+                 float2 *out, size_t batch, int stage, mr_err *err) {
   const mr_fft_shape *s = &p->shape;
   const fft_cuda *f = static_cast<const fft_cuda *>(p->impl);
   const float2 *ramp = nullptr;
@@ -79,23 +79,23 @@ int centre_stage(mr_cuda_ctx *c, const mr_fft_plan *p, mr_fft_direction dir,
     ramp = f->ramp + (size_t(dir == MR_FFT_FORWARD ? 0 : 2) + size_t(stage)) * s->ramp_len;
   // Below 2^31 a grid-stride step can never wrap a 32-bit index.
   if (batch * s->len < (size_t(1) << 31))
-    return centre<uint32_t>(c, s, ramp, in, out, batch, stage);
-  return centre<uint64_t>(c, s, ramp, in, out, batch, stage);
+    return centre<uint32_t>(c, s, ramp, in, out, batch, stage, err);
+  return centre<uint64_t>(c, s, ramp, in, out, batch, stage, err);
 }
 
 // The whole transform of `batch` arrays, queued on the compute stream.
-int transform(mr_cuda_ctx *c, const mr_fft_plan *p, mr_fft_direction dir,
-              const float2 *in, float2 *out, size_t batch) {
+int transform(mr_cuda_ctx *c, const mr_fft_plan *p, mr_fft_direction dir, const float2 *in,
+              float2 *out, size_t batch, mr_err *err) {
   const mr_fft_shape *s = &p->shape;
   long long n[3] = {1, 1, 1};
   for (int d = 0; d < s->rank; d++)
     n[d] = (long long)s->n[s->rank - 1 - d]; // cuFFT wants the slowest first
   cufftHandle h;
-  int rc = mr_cuda_fft_plan(c, s->rank, n, (long long)batch, &h);
+  int rc = mr_cuda_fft_plan(c, s->rank, n, (long long)batch, &h, err);
   if (rc < 0)
     return rc;
   if (!s->plain)
-    rc = centre_stage(c, p, dir, in, out, batch, 0);
+    rc = centre_stage(c, p, dir, in, out, batch, 0, err);
   else if (in != out) // the transform below is in place, in out
     MR_CU(cudaMemcpyAsync(out, in, batch * s->len * sizeof(float2), cudaMemcpyDeviceToDevice,
                           c->compute));
@@ -103,24 +103,24 @@ int transform(mr_cuda_ctx *c, const mr_fft_plan *p, mr_fft_direction dir,
     return rc;
   cufftComplex *data = reinterpret_cast<cufftComplex *>(out);
   MR_CUFFT(cufftExecC2C(h, data, data, dir == MR_FFT_FORWARD ? CUFFT_FORWARD : CUFFT_INVERSE));
-  return s->even || s->plain ? 0 : centre_stage(c, p, dir, out, out, batch, 1);
+  return s->even || s->plain ? 0 : centre_stage(c, p, dir, out, out, batch, 1, err);
 }
 
 } // namespace
 
-int mr_fft_cuda_create(mr_fft_plan *p) {
+int mr_fft_cuda_create(mr_fft_plan *p, mr_err *err) {
   fft_cuda *f = static_cast<fft_cuda *>(calloc(1, sizeof *f));
   if (f == nullptr)
-    return mr_fail(MR_ENOMEM, "fft: out of memory");
+    return mr_err_set(err, MR_ENOMEM, "fft: out of memory");
   p->impl = f;
-  int rc = mr_on_worker(p->dev, [&] {
+  int rc = mr_on_worker(p->dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(p->dev);
     const mr_fft_shape *s = &p->shape;
     if (s->ramp != NULL) {
       size_t bytes = 4 * s->ramp_len * sizeof(float2);
-      int r = mr_cuda_alloc(c, reinterpret_cast<void **>(&f->ramp), bytes);
+      int r = mr_cuda_alloc(c, reinterpret_cast<void **>(&f->ramp), bytes, err);
       if (r == 0)
-        r = mr_cuda_upload(p->dev, f->ramp, s->ramp, bytes);
+        r = mr_cuda_upload(p->dev, f->ramp, s->ramp, bytes, err);
       if (r < 0)
         return r;
     }
@@ -129,7 +129,7 @@ int mr_fft_cuda_create(mr_fft_plan *p) {
     for (int d = 0; d < s->rank; d++)
       n[d] = (long long)s->n[s->rank - 1 - d];
     cufftHandle h;
-    return mr_cuda_fft_plan(c, s->rank, n, (long long)s->batch, &h);
+    return mr_cuda_fft_plan(c, s->rank, n, (long long)s->batch, &h, err);
   });
   if (rc < 0)
     mr_fft_cuda_destroy(p);
@@ -139,7 +139,7 @@ int mr_fft_cuda_create(mr_fft_plan *p) {
 void mr_fft_cuda_destroy(mr_fft_plan *p) {
   fft_cuda *f = static_cast<fft_cuda *>(p->impl);
   if (f->ramp != nullptr)
-    mr_on_worker(p->dev, [&] {
+    mr_on_worker(p->dev, nullptr, [&] {
       mr_cuda_free(mr_device_cuda(p->dev), f->ramp);
       return 0;
     });
@@ -147,11 +147,11 @@ void mr_fft_cuda_destroy(mr_fft_plan *p) {
   p->impl = nullptr;
 }
 
-int mr_fft_cuda_execute(mr_fft_plan *p, mr_fft_direction dir, const mr_cfloat *in,
-                        mr_cfloat *out) {
-  return mr_on_worker(p->dev, [&] {
+int mr_fft_cuda_execute(mr_fft_plan *p, mr_fft_direction dir, const mr_cfloat *in, mr_cfloat *out,
+                        mr_err *err) {
+  return mr_on_worker(p->dev, err, [&] {
     return transform(mr_device_cuda(p->dev), p, dir, reinterpret_cast<const float2 *>(in),
-                     reinterpret_cast<float2 *>(out), p->shape.batch);
+                     reinterpret_cast<float2 *>(out), p->shape.batch, err);
   });
 }
 
@@ -162,57 +162,57 @@ int mr_fft_cuda_execute(mr_fft_plan *p, mr_fft_direction dir, const mr_cfloat *i
 // memory (mr_host_alloc) goes to the copy engine directly. Arrays larger
 // than a staging slot go through in one piece (staged, without the overlap).
 int mr_fft_cuda_execute_host(mr_fft_plan *p, mr_fft_direction dir, const mr_cfloat *in,
-                             mr_cfloat *out) {
-  return mr_on_worker(p->dev, [&] {
+                             mr_cfloat *out, mr_err *err) {
+  return mr_on_worker(p->dev, err, [&] {
     mr_device *dev = p->dev;
     mr_cuda_ctx *c = mr_device_cuda(dev);
     size_t array = p->shape.len * sizeof(float2), batch = p->shape.batch;
     float2 *d;
-    int rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&d), array * batch);
+    int rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&d), array * batch, err);
     if (rc < 0)
       return rc;
     if (array > MR_STAGE_SLOT) {
-      rc = mr_cuda_upload(dev, d, in, array * batch);
+      rc = mr_cuda_upload(dev, d, in, array * batch, err);
       if (rc == 0)
-        rc = transform(c, p, dir, d, d, batch);
+        rc = transform(c, p, dir, d, d, batch, err);
       if (rc == 0)
-        rc = mr_cuda_download(dev, out, d, array * batch);
+        rc = mr_cuda_download(dev, out, d, array * batch, err);
       if (rc < 0)
-        mr_cuda_ctx_sync(c); // no copy may still touch d once it is freed
+        mr_cuda_ctx_sync(c, err); // no copy may still touch d once it is freed
       mr_cuda_free(c, d);
       return rc;
     }
     bool in_pinned = mr_cuda_is_pinned(in), out_pinned = mr_cuda_is_pinned(out);
     size_t per = MR_STAGE_SLOT / array, chunks = (batch + per - 1) / per;
-    rc = mr_cuda_after(c, c->upload, c->compute); // d is allocated
+    rc = mr_cuda_after(c, c->upload, c->compute, err); // d is allocated
     const char *src = reinterpret_cast<const char *>(in);
     char *dst = reinterpret_cast<char *>(out);
     for (size_t i = 0; rc == 0 && i <= chunks; i++) {
       if (i < chunks) {
         size_t first = i * per, count = batch - first < per ? batch - first : per;
         float2 *chunk = d + first * p->shape.len;
-        rc = mr_cuda_upload_piece(dev, chunk, src + first * array, count * array, in_pinned);
+        rc = mr_cuda_upload_piece(dev, chunk, src + first * array, count * array, in_pinned, err);
         if (rc == 0)
-          rc = mr_cuda_after(c, c->compute, c->upload);
+          rc = mr_cuda_after(c, c->compute, c->upload, err);
         if (rc == 0)
-          rc = transform(c, p, dir, chunk, chunk, count);
+          rc = transform(c, p, dir, chunk, chunk, count, err);
         if (rc == 0)
-          rc = mr_cuda_after(c, c->download, c->compute);
+          rc = mr_cuda_after(c, c->download, c->compute, err);
         if (rc == 0)
-          rc = mr_cuda_download_issue(c, int(i & 1), dst + first * array, chunk,
-                                      count * array, out_pinned);
+          rc = mr_cuda_download_issue(c, int(i & 1), dst + first * array, chunk, count * array,
+                                      out_pinned, err);
       }
       if (rc == 0 && i > 0) {
         size_t first = (i - 1) * per, count = batch - first < per ? batch - first : per;
-        rc = mr_cuda_download_finish(dev, int((i - 1) & 1), dst + first * array,
-                                     count * array, out_pinned);
+        rc = mr_cuda_download_finish(dev, int((i - 1) & 1), dst + first * array, count * array,
+                                     out_pinned, err);
       }
     }
     // Every copy out of d has finished (each finish waited for its piece,
     // and the uploads precede the transforms those pieces came from), so
     // freeing on compute is safe; after a failure, copies may be in flight.
     if (rc < 0)
-      mr_cuda_ctx_sync(c);
+      mr_cuda_ctx_sync(c, err);
     mr_cuda_free(c, d);
     return rc;
   });

@@ -10,7 +10,6 @@
 #include "blas.h"
 #include "buf.h"
 #include "error.h"
-#include "fail.h"
 #include "grappa_impl.h"
 #include "solve.h"
 #include "vec.h"
@@ -34,38 +33,40 @@ size_t mr_grappa_weights_count(const mr_grappa_opts *o) {
   return (size_t)o->segments * ((size_t)o->kpe * o->kro * o->nc) * ((size_t)(o->accel - 1) * o->nc);
 }
 
-static int check_opts(const mr_grappa_opts *o) {
+static int check_opts(const mr_grappa_opts *o, mr_err *err) {
   if (o->nc < 1 || o->nro < 1 || o->accel < 2 || o->accel > MR_GRAPPA_MAX_ACCEL ||
       o->kpe < 2 || o->kro < 1)
-    return mr_fail(MR_EINVAL,
-                   "grappa: need coils >= 1, readout >= 1, R in 2..%d, kernel >= 2 x 1; got %d "
-                   "coils, %d samples, R %d, kernel %d x %d",
-                   MR_GRAPPA_MAX_ACCEL, o->nc, o->nro, o->accel, o->kpe, o->kro);
+    return mr_err_set(err, MR_EINVAL,
+                      "grappa: need coils >= 1, readout >= 1, R in 2..%d, kernel >= 2 x 1; got %d "
+                      "coils, %d samples, R %d, kernel %d x %d",
+                      MR_GRAPPA_MAX_ACCEL, o->nc, o->nro, o->accel, o->kpe, o->kro);
   if (o->kro > o->nro)
-    return mr_fail(MR_EINVAL, "grappa: kernel readout size %d exceeds the %d readout samples",
-                   o->kro, o->nro);
+    return mr_err_set(err, MR_EINVAL,
+                      "grappa: kernel readout size %d exceeds the %d readout samples", o->kro,
+                      o->nro);
   long need = (long)(o->kpe - 1) * o->accel + 1;
   if (o->nacs < need)
-    return mr_fail(MR_EINVAL,
-                   "grappa: a %d x %d kernel at R %d needs at least %ld consecutive ACS lines, "
-                   "got %d",
-                   o->kpe, o->kro, o->accel, need, o->nacs);
+    return mr_err_set(err, MR_EINVAL,
+                      "grappa: a %d x %d kernel at R %d needs at least %ld consecutive ACS lines, "
+                      "got %d",
+                      o->kpe, o->kro, o->accel, need, o->nacs);
   if (o->segments < 1 || o->segments > MR_GRAPPA_MAX_SEGMENTS ||
       o->segments > o->nro - o->kro + 1)
-    return mr_fail(MR_EINVAL, "grappa: %d segments for %d readout positions (at most %d)",
-                   o->segments, o->nro - o->kro + 1, MR_GRAPPA_MAX_SEGMENTS);
+    return mr_err_set(err, MR_EINVAL, "grappa: %d segments for %d readout positions (at most %d)",
+                      o->segments, o->nro - o->kro + 1, MR_GRAPPA_MAX_SEGMENTS);
   if (!(o->eta >= 0) || !(o->chi >= 0) || !(o->kappa >= 0 && o->kappa < 1))
-    return mr_fail(MR_EINVAL, "grappa: need eta >= 0, chi >= 0, 0 <= kappa < 1; got %g, %g, %g",
-                   o->eta, o->chi, o->kappa);
+    return mr_err_set(err, MR_EINVAL,
+                      "grappa: need eta >= 0, chi >= 0, 0 <= kappa < 1; got %g, %g, %g", o->eta,
+                      o->chi, o->kappa);
   if (o->method != MR_GRAPPA_FUSED && o->method != MR_GRAPPA_HYBRID &&
       o->method != MR_GRAPPA_DIRECT)
-    return mr_fail(MR_EINVAL, "grappa: unknown method %d", (int)o->method);
+    return mr_err_set(err, MR_EINVAL, "grappa: unknown method %d", (int)o->method);
   /* Matrix dimensions and leading dimensions are ints in BLAS. */
   long n_src = (long)o->kpe * o->kro * o->nc, n_tgt = (long)(o->accel - 1) * o->nc;
   long positions = (long)(o->nacs - need + 1) * (o->nro - o->kro + 1);
   if (n_src * (n_src + n_tgt) > INT32_MAX || n_src * positions > INT32_MAX)
-    return mr_fail(MR_EINVAL, "grappa: %ld unknowns x %ld equations is too large", n_src,
-                   positions);
+    return mr_err_set(err, MR_EINVAL, "grappa: %ld unknowns x %ld equations is too large", n_src,
+                      positions);
   return 0;
 }
 
@@ -97,23 +98,24 @@ static void make_geom(const mr_grappa_opts *o, mr_grappa_geom *g) {
   }
 }
 
-int mr_grappa_plan_create(mr_device *dev, const mr_grappa_opts *opts, mr_grappa_plan **out) {
+int mr_grappa_plan_create(mr_device *dev, const mr_grappa_opts *opts, mr_grappa_plan **out,
+                          mr_err *err) {
   *out = NULL;
-  int rc = check_opts(opts);
+  int rc = check_opts(opts, err);
   if (rc < 0)
     return rc;
   mr_grappa_plan *p = calloc(1, sizeof *p);
   if (p == NULL)
-    return mr_fail(MR_ENOMEM, "grappa: out of memory");
+    return mr_err_set(err, MR_ENOMEM, "grappa: out of memory");
   p->dev = dev;
   p->opts = *opts;
   make_geom(opts, &p->g);
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(dev))
-    rc = mr_grappa_cuda_create(p);
+    rc = mr_grappa_cuda_create(p, err);
   else
 #endif
-    rc = mr_grappa_cpu_create(p);
+    rc = mr_grappa_cpu_create(p, err);
   if (rc < 0) {
     free(p);
     return rc;
@@ -138,20 +140,22 @@ const mr_grappa_opts *mr_grappa_plan_opts(const mr_grappa_plan *p) { return &p->
 
 /* ---- backend dispatch ------------------------------------------------- */
 
-static int im2col(mr_grappa_plan *p, const mr_cfloat *kspace, int ne1, const int *lines,
-                  int nblk, int x0, int x1, mr_cfloat *src) {
+static int im2col(mr_grappa_plan *p, const mr_cfloat *kspace, int ne1, const int *lines, int nblk,
+                  int x0, int x1, mr_cfloat *src, mr_err *err) {
+  (void)err;
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(p->dev))
-    return mr_grappa_cuda_im2col(p, kspace, ne1, lines, nblk, x0, x1, src);
+    return mr_grappa_cuda_im2col(p, kspace, ne1, lines, nblk, x0, x1, src, err);
 #endif
   return mr_grappa_cpu_im2col(p, kspace, ne1, lines, nblk, x0, x1, src);
 }
 
 static int scatter(mr_grappa_plan *p, const mr_cfloat *tv, const int *lines, int nblk, int x0,
-                   int x1, const uint8_t *sampled, int ne1, mr_cfloat *kspace) {
+                   int x1, const uint8_t *sampled, int ne1, mr_cfloat *kspace, mr_err *err) {
+  (void)err;
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(p->dev))
-    return mr_grappa_cuda_scatter(p, tv, lines, nblk, x0, x1, sampled, ne1, kspace);
+    return mr_grappa_cuda_scatter(p, tv, lines, nblk, x0, x1, sampled, ne1, kspace, err);
 #endif
   return mr_grappa_cpu_scatter(p, tv, lines, nblk, x0, x1, sampled, ne1, kspace);
 }
@@ -166,43 +170,43 @@ typedef struct direct_scratch {
 /* The normal equations as the seed writes them: M = A A^H (HERK),
  * U^H = A B^H (GEMM), then (M + lambda I) X = U^H by Cholesky, X = W^H. */
 static int calibrate_segment(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride, int s,
-                             const direct_scratch *d, mr_cfloat *x) {
+                             const direct_scratch *d, mr_cfloat *x, mr_err *err) {
   const mr_grappa_geom *g = &p->g;
   int n = g->npe * mr_grappa_seg_positions(g, s);
   mr_cfloat *a = mr_buf_data(d->a), *b = mr_buf_data(d->b), *m = mr_buf_data(d->m);
-  int rc = mr_grappa_cuda_build(p, acs, coil_stride, s, a, b);
+  int rc = mr_grappa_cuda_build(p, acs, coil_stride, s, a, b, err);
   mr_cmat am = {a, g->n_src, n, g->n_src, 0}, bm = {b, g->n_tgt, n, g->n_tgt, 0};
   mr_cmat mm = {m, g->n_src, g->n_src, g->n_src, 0}, xm = {x, g->n_src, g->n_tgt, g->n_src, 0};
   if (rc == 0)
-    rc = mr_blas_herk(p->dev, MR_BLAS_N, 1.0f, am, 0.0f, mm, 1);
+    rc = mr_blas_herk(p->dev, MR_BLAS_N, 1.0f, am, 0.0f, mm, 1, err);
   if (rc == 0)
-    rc = mr_blas_gemm(p->dev, MR_BLAS_N, MR_BLAS_C, 1.0f, am, bm, 0.0f, xm, 1);
+    rc = mr_blas_gemm(p->dev, MR_BLAS_N, MR_BLAS_C, 1.0f, am, bm, 0.0f, xm, 1, err);
   double trace = 0;
   if (rc == 0)
-    rc = mr_vec_sumsq(p->dev, (size_t)g->n_src * n, a, &trace);
+    rc = mr_vec_sumsq(p->dev, (size_t)g->n_src * n, a, &trace, err);
   if (rc < 0)
     return rc;
   if (!(trace > 0))
-    return mr_fail(MR_ENUMERIC, "grappa: the ACS lines of segment %d carry no signal", s);
+    return mr_err_set(err, MR_ENUMERIC, "grappa: the ACS lines of segment %d carry no signal", s);
   float lambda = (float)(p->opts.chi * trace / g->n_src);
-  return mr_solve_hpd(p->dev, mm, lambda, xm, 1);
+  return mr_solve_hpd(p->dev, mm, lambda, xm, 1, err);
 }
 
 static int calibrate_direct(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
-                            mr_cfloat *weights) {
+                            mr_cfloat *weights, mr_err *err) {
   const mr_grappa_geom *g = &p->g;
   size_t most = (size_t)g->npe * g->nro_max;
   direct_scratch d = {0};
-  int rc = mr_grappa_cuda_prepare(p, acs, coil_stride);
+  int rc = mr_grappa_cuda_prepare(p, acs, coil_stride, err);
   if (rc == 0)
-    rc = mr_buf_create(p->dev, (size_t)g->n_src * most * sizeof(mr_cfloat), &d.a);
+    rc = mr_buf_create(p->dev, (size_t)g->n_src * most * sizeof(mr_cfloat), &d.a, err);
   if (rc == 0)
-    rc = mr_buf_create(p->dev, (size_t)g->n_tgt * most * sizeof(mr_cfloat), &d.b);
+    rc = mr_buf_create(p->dev, (size_t)g->n_tgt * most * sizeof(mr_cfloat), &d.b, err);
   if (rc == 0)
-    rc = mr_buf_create(p->dev, (size_t)g->n_src * g->n_src * sizeof(mr_cfloat), &d.m);
+    rc = mr_buf_create(p->dev, (size_t)g->n_src * g->n_src * sizeof(mr_cfloat), &d.m, err);
   for (int s = 0; rc == 0 && s < g->nseg; s++)
-    rc = calibrate_segment(p, acs, coil_stride, s, &d,
-                           weights + (size_t)s * g->n_src * g->n_tgt);
+    rc = calibrate_segment(p, acs, coil_stride, s, &d, weights + (size_t)s * g->n_src * g->n_tgt,
+                           err);
   mr_buf_destroy(d.a);
   mr_buf_destroy(d.b);
   mr_buf_destroy(d.m);
@@ -211,41 +215,43 @@ static int calibrate_direct(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil
 #endif
 
 int mr_grappa_calibrate(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
-                        mr_cfloat *weights) {
+                        mr_cfloat *weights, mr_err *err) {
   if (coil_stride < (size_t)p->g.nacs * p->g.nro)
-    return mr_fail(MR_EINVAL, "grappa: coil stride %zu is less than %d ACS lines of %d",
-                   coil_stride, p->g.nacs, p->g.nro);
+    return mr_err_set(err, MR_EINVAL, "grappa: coil stride %zu is less than %d ACS lines of %d",
+                      coil_stride, p->g.nacs, p->g.nro);
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(p->dev))
-    return p->opts.method == MR_GRAPPA_DIRECT ? calibrate_direct(p, acs, coil_stride, weights)
-                                              : mr_grappa_cuda_fused(p, acs, coil_stride, weights);
+    return p->opts.method == MR_GRAPPA_DIRECT
+               ? calibrate_direct(p, acs, coil_stride, weights, err)
+               : mr_grappa_cuda_fused(p, acs, coil_stride, weights, err);
 #endif
-  return mr_grappa_cpu_calibrate(p, acs, coil_stride, weights, NULL, NULL);
+  return mr_grappa_cpu_calibrate(p, acs, coil_stride, weights, NULL, NULL, err);
 }
 
 int mr_grappa_calibrate_steps(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
-                              mr_cfloat *weights, double *build_ms, double *solve_ms) {
+                              mr_cfloat *weights, double *build_ms, double *solve_ms, mr_err *err) {
   *build_ms = *solve_ms = 0;
   if (coil_stride < (size_t)p->g.nacs * p->g.nro)
-    return mr_fail(MR_EINVAL, "grappa: coil stride %zu is less than %d ACS lines of %d",
-                   coil_stride, p->g.nacs, p->g.nro);
+    return mr_err_set(err, MR_EINVAL, "grappa: coil stride %zu is less than %d ACS lines of %d",
+                      coil_stride, p->g.nacs, p->g.nro);
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(p->dev)) {
     if (p->opts.method == MR_GRAPPA_DIRECT)
-      return mr_fail(MR_EINVAL, "grappa: the direct method on a GPU is not timed by steps");
-    return mr_grappa_cuda_fused_steps(p, acs, coil_stride, weights, build_ms, solve_ms);
+      return mr_err_set(err, MR_EINVAL, "grappa: the direct method on a GPU is not timed by steps");
+    return mr_grappa_cuda_fused_steps(p, acs, coil_stride, weights, build_ms, solve_ms, err);
   }
 #endif
-  return mr_grappa_cpu_calibrate(p, acs, coil_stride, weights, build_ms, solve_ms);
+  return mr_grappa_cpu_calibrate(p, acs, coil_stride, weights, build_ms, solve_ms, err);
 }
 
 int mr_grappa_chol_tile(mr_device *dev, int rows, double *panel, double *inv, double *tile_ms,
-                        double *below_ms, double *phase_us) {
+                        double *below_ms, double *phase_us, mr_err *err) {
   if (rows < MR_GRAPPA_TILE)
-    return mr_fail(MR_EINVAL, "grappa: a tile step needs %d rows, not %d", MR_GRAPPA_TILE, rows);
+    return mr_err_set(err, MR_EINVAL, "grappa: a tile step needs %d rows, not %d", MR_GRAPPA_TILE,
+                      rows);
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(dev))
-    return mr_grappa_cuda_chol_tile(dev, rows, panel, inv, tile_ms, below_ms, phase_us);
+    return mr_grappa_cuda_chol_tile(dev, rows, panel, inv, tile_ms, below_ms, phase_us, err);
 #endif
   (void)phase_us;
   (void)panel;
@@ -253,14 +259,15 @@ int mr_grappa_chol_tile(mr_device *dev, int rows, double *panel, double *inv, do
   (void)dev;
   (void)tile_ms;
   (void)below_ms;
-  return mr_fail(MR_EINVAL, "grappa: the tile step is the GPU factorisation's");
+  return mr_err_set(err, MR_EINVAL, "grappa: the tile step is the GPU factorisation's");
 }
 
-int mr_grappa_status(mr_grappa_plan *p) {
+int mr_grappa_status(mr_grappa_plan *p, mr_err *err) {
   (void)p;
+  (void)err;
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(p->dev) && p->opts.method != MR_GRAPPA_DIRECT)
-    return mr_grappa_cuda_status(p);
+    return mr_grappa_cuda_status(p, err);
 #endif
   return 0; /* the direct path reports failures as they happen */
 }
@@ -316,7 +323,7 @@ static void fill_scratch_free(fill_scratch *f) {
 }
 
 static int fill_segment(mr_grappa_plan *p, const mr_cfloat *weights, int s, const fill_scratch *f,
-                        int nblk, int width, int ne1, mr_cfloat *kspace) {
+                        int nblk, int width, int ne1, mr_cfloat *kspace, mr_err *err) {
   const mr_grappa_geom *g = &p->g;
   const int *lines = mr_buf_data(f->lines);
   const uint8_t *sampled = mr_buf_data(f->sampled);
@@ -328,36 +335,36 @@ static int fill_segment(mr_grappa_plan *p, const mr_cfloat *weights, int s, cons
        x0 += width) {
     int x1 = x0 + width < end ? x0 + width : end, cols = (x1 - x0) * nblk;
     mr_cmat sm = {src, g->n_src, cols, g->n_src, 0}, tm = {tv, g->n_tgt, cols, g->n_tgt, 0};
-    rc = im2col(p, kspace, ne1, lines, nblk, x0, x1, src);
+    rc = im2col(p, kspace, ne1, lines, nblk, x0, x1, src, err);
     if (rc == 0)
-      rc = mr_blas_gemm(p->dev, MR_BLAS_C, MR_BLAS_N, 1.0f, xm, sm, 0.0f, tm, 1);
+      rc = mr_blas_gemm(p->dev, MR_BLAS_C, MR_BLAS_N, 1.0f, xm, sm, 0.0f, tm, 1, err);
     if (rc == 0)
-      rc = scatter(p, tv, lines, nblk, x0, x1, sampled, ne1, kspace);
+      rc = scatter(p, tv, lines, nblk, x0, x1, sampled, ne1, kspace, err);
   }
   return rc;
 }
 
-int mr_grappa_apply(mr_grappa_plan *p, const mr_cfloat *weights, const uint8_t *sampled,
-                    size_t ne1, mr_cfloat *kspace, size_t *filled) {
+int mr_grappa_apply(mr_grappa_plan *p, const mr_cfloat *weights, const uint8_t *sampled, size_t ne1,
+                    mr_cfloat *kspace, size_t *filled, mr_err *err) {
   const mr_grappa_geom *g = &p->g;
   size_t nfilled = 0;
   if (filled != NULL)
     *filled = 0;
   if (ne1 < 1 || ne1 > INT32_MAX)
-    return mr_fail(MR_EINVAL, "grappa: %zu lines", ne1);
+    return mr_err_set(err, MR_EINVAL, "grappa: %zu lines", ne1);
   int phase = pattern_phase(sampled, ne1, g->accel);
   if (phase < 0)
-    return mr_fail(MR_EINVAL, "grappa: no sampled line to fill from");
+    return mr_err_set(err, MR_EINVAL, "grappa: no sampled line to fill from");
   int nblk;
   int *lines = fill_blocks(sampled, (int)ne1, g->accel, phase, &nblk, &nfilled);
   if (lines == NULL)
-    return mr_fail(MR_ENOMEM, "grappa: out of memory");
+    return mr_err_set(err, MR_ENOMEM, "grappa: out of memory");
   if (nblk == 0) {
     free(lines);
     return 0;
   }
   if (!mr_device_is_gpu(p->dev) && g->nseg == 1) {
-    int rc = mr_grappa_cpu_fill(p, weights, lines, nblk, sampled, (int)ne1, kspace);
+    int rc = mr_grappa_cpu_fill(p, weights, lines, nblk, sampled, (int)ne1, kspace, err);
     free(lines);
     if (rc == 0 && filled != NULL)
       *filled = nfilled;
@@ -373,19 +380,19 @@ int mr_grappa_apply(mr_grappa_plan *p, const mr_cfloat *weights, const uint8_t *
     width = g->nro;
   size_t cols = (size_t)width * nblk;
   fill_scratch f = {0};
-  int rc = mr_buf_create(p->dev, (size_t)nblk * sizeof(int), &f.lines);
+  int rc = mr_buf_create(p->dev, (size_t)nblk * sizeof(int), &f.lines, err);
   if (rc == 0)
-    rc = mr_buf_create(p->dev, ne1, &f.sampled);
+    rc = mr_buf_create(p->dev, ne1, &f.sampled, err);
   if (rc == 0)
-    rc = mr_buf_create(p->dev, (size_t)g->n_src * cols * sizeof(mr_cfloat), &f.src);
+    rc = mr_buf_create(p->dev, (size_t)g->n_src * cols * sizeof(mr_cfloat), &f.src, err);
   if (rc == 0)
-    rc = mr_buf_create(p->dev, (size_t)g->n_tgt * cols * sizeof(mr_cfloat), &f.tv);
+    rc = mr_buf_create(p->dev, (size_t)g->n_tgt * cols * sizeof(mr_cfloat), &f.tv, err);
   if (rc == 0)
-    rc = mr_buf_upload(f.lines, 0, lines, (size_t)nblk * sizeof(int));
+    rc = mr_buf_upload(f.lines, 0, lines, (size_t)nblk * sizeof(int), err);
   if (rc == 0)
-    rc = mr_buf_upload(f.sampled, 0, sampled, ne1);
+    rc = mr_buf_upload(f.sampled, 0, sampled, ne1, err);
   for (int s = 0; rc == 0 && s < g->nseg; s++)
-    rc = fill_segment(p, weights, s, &f, nblk, width, (int)ne1, kspace);
+    rc = fill_segment(p, weights, s, &f, nblk, width, (int)ne1, kspace, err);
   fill_scratch_free(&f);
   free(lines);
   if (rc == 0 && filled != NULL)
@@ -408,62 +415,62 @@ typedef struct host_call {
 } host_call;
 
 /* On a GPU: the ACS lines up (compacted), calibrate, the weights down. */
-static int calibrate_task(mr_device *dev, void *arg) {
+static int calibrate_task(mr_device *dev, void *arg, mr_err *err) {
   host_call *h = arg;
   const mr_grappa_geom *g = &h->p->g;
   size_t per_coil = (size_t)g->nacs * g->nro, nw = mr_grappa_weights_count(&h->p->opts);
   mr_buf *acs = NULL, *w = NULL;
-  int rc = mr_buf_create(dev, per_coil * g->nc * sizeof(mr_cfloat), &acs);
+  int rc = mr_buf_create(dev, per_coil * g->nc * sizeof(mr_cfloat), &acs, err);
   if (rc == 0)
-    rc = mr_buf_create(dev, nw * sizeof(mr_cfloat), &w);
+    rc = mr_buf_create(dev, nw * sizeof(mr_cfloat), &w, err);
   for (int c = 0; rc == 0 && c < g->nc; c++)
     rc = mr_buf_upload(acs, c * per_coil * sizeof(mr_cfloat), h->acs + c * h->coil_stride,
-                       per_coil * sizeof(mr_cfloat));
+                       per_coil * sizeof(mr_cfloat), err);
   if (rc == 0)
-    rc = mr_grappa_calibrate(h->p, mr_buf_data(acs), per_coil, mr_buf_data(w));
+    rc = mr_grappa_calibrate(h->p, mr_buf_data(acs), per_coil, mr_buf_data(w), err);
   if (rc == 0)
-    rc = mr_buf_download(w, 0, h->weights_out, nw * sizeof(mr_cfloat));
+    rc = mr_buf_download(w, 0, h->weights_out, nw * sizeof(mr_cfloat), err);
   if (rc == 0)
-    rc = mr_grappa_status(h->p);
+    rc = mr_grappa_status(h->p, err);
   mr_buf_destroy(acs);
   mr_buf_destroy(w);
   return rc;
 }
 
 int mr_grappa_calibrate_host(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
-                             mr_cfloat *weights) {
+                             mr_cfloat *weights, mr_err *err) {
   if (!mr_device_is_gpu(p->dev))
-    return mr_grappa_calibrate(p, acs, coil_stride, weights);
+    return mr_grappa_calibrate(p, acs, coil_stride, weights, err);
   host_call h = {.p = p, .acs = acs, .coil_stride = coil_stride, .weights_out = weights};
-  return mr_device_run(p->dev, calibrate_task, &h);
+  return mr_device_run(p->dev, calibrate_task, &h, err);
 }
 
-static int apply_task(mr_device *dev, void *arg) {
+static int apply_task(mr_device *dev, void *arg, mr_err *err) {
   host_call *h = arg;
   const mr_grappa_geom *g = &h->p->g;
   size_t nk = (size_t)g->nc * h->ne1 * g->nro, nw = mr_grappa_weights_count(&h->p->opts);
   mr_buf *k = NULL, *w = NULL;
-  int rc = mr_buf_create(dev, nk * sizeof(mr_cfloat), &k);
+  int rc = mr_buf_create(dev, nk * sizeof(mr_cfloat), &k, err);
   if (rc == 0)
-    rc = mr_buf_create(dev, nw * sizeof(mr_cfloat), &w);
+    rc = mr_buf_create(dev, nw * sizeof(mr_cfloat), &w, err);
   if (rc == 0)
-    rc = mr_buf_upload(k, 0, h->kspace, nk * sizeof(mr_cfloat));
+    rc = mr_buf_upload(k, 0, h->kspace, nk * sizeof(mr_cfloat), err);
   if (rc == 0)
-    rc = mr_buf_upload(w, 0, h->weights_in, nw * sizeof(mr_cfloat));
+    rc = mr_buf_upload(w, 0, h->weights_in, nw * sizeof(mr_cfloat), err);
   if (rc == 0)
-    rc = mr_grappa_apply(h->p, mr_buf_data(w), h->sampled, h->ne1, mr_buf_data(k), h->filled);
+    rc = mr_grappa_apply(h->p, mr_buf_data(w), h->sampled, h->ne1, mr_buf_data(k), h->filled, err);
   if (rc == 0)
-    rc = mr_buf_download(k, 0, h->kspace, nk * sizeof(mr_cfloat));
+    rc = mr_buf_download(k, 0, h->kspace, nk * sizeof(mr_cfloat), err);
   mr_buf_destroy(k);
   mr_buf_destroy(w);
   return rc;
 }
 
 int mr_grappa_apply_host(mr_grappa_plan *p, const mr_cfloat *weights, const uint8_t *sampled,
-                         size_t ne1, mr_cfloat *kspace, size_t *filled) {
+                         size_t ne1, mr_cfloat *kspace, size_t *filled, mr_err *err) {
   if (!mr_device_is_gpu(p->dev))
-    return mr_grappa_apply(p, weights, sampled, ne1, kspace, filled);
+    return mr_grappa_apply(p, weights, sampled, ne1, kspace, filled, err);
   host_call h = {.p = p, .weights_in = weights, .sampled = sampled, .ne1 = ne1,
                  .kspace = kspace, .filled = filled};
-  return mr_device_run(p->dev, apply_task, &h);
+  return mr_device_run(p->dev, apply_task, &h, err);
 }

@@ -81,8 +81,8 @@ typedef struct mr_grappa_plan mr_grappa_plan;
  * with the scratch memory one calibration needs. MR_EINVAL names the first
  * bad option (too few ACS lines for the kernel, too many segments, ...);
  * MR_EDEVMEM when the GPU is out of memory. The caller takes *out. */
-int mr_grappa_plan_create(mr_device *dev, const mr_grappa_opts *opts,
-                          mr_grappa_plan **out);
+int mr_grappa_plan_create(mr_device *dev, const mr_grappa_opts *opts, mr_grappa_plan **out,
+                          mr_err *err);
 void mr_grappa_plan_destroy(mr_grappa_plan *plan);
 
 const mr_grappa_opts *mr_grappa_plan_opts(const mr_grappa_plan *plan);
@@ -97,7 +97,7 @@ size_t mr_grappa_weights_count(const mr_grappa_opts *opts);
  * work is queued without waiting for it; a non-positive-definite system
  * (e.g. ACS lines without signal) shows in mr_grappa_status(). Borrows all. */
 int mr_grappa_calibrate(mr_grappa_plan *plan, const mr_cfloat *acs, size_t coil_stride,
-                        mr_cfloat *weights);
+                        mr_cfloat *weights, mr_err *err);
 
 /* mr_grappa_calibrate, waited for, with the time of its two steps: building
  * the normal equations (powers, normalisation, clipping, [M; U]) into
@@ -109,11 +109,11 @@ int mr_grappa_calibrate(mr_grappa_plan *plan, const mr_cfloat *acs, size_t coil_
  * mr_grappa_status(), as after mr_grappa_calibrate(). For benchmarks.
  * Borrows all. */
 int mr_grappa_calibrate_steps(mr_grappa_plan *plan, const mr_cfloat *acs, size_t coil_stride,
-                              mr_cfloat *weights, double *build_ms, double *solve_ms);
+                              mr_cfloat *weights, double *build_ms, double *solve_ms, mr_err *err);
 
-/* Waits for the plan's device and returns MR_ENUMERIC (with a detail line)
+/* Waits for the plan's device and returns MR_ENUMERIC (with a line in err)
  * when the last calibration met a non-positive-definite system, else 0. */
-int mr_grappa_status(mr_grappa_plan *plan);
+int mr_grappa_status(mr_grappa_plan *plan, mr_err *err);
 
 /* Fills, in kspace [coil][line][ro] (ne1 lines, on the plan's device), the
  * lines that sampled[] (host, ne1 flags) marks missing, from the sampled
@@ -123,15 +123,14 @@ int mr_grappa_status(mr_grappa_plan *plan);
  * device. *filled (may be NULL) receives the number of lines filled.
  * Borrows all. */
 int mr_grappa_apply(mr_grappa_plan *plan, const mr_cfloat *weights, const uint8_t *sampled,
-                    size_t ne1, mr_cfloat *kspace, size_t *filled);
+                    size_t ne1, mr_cfloat *kspace, size_t *filled, mr_err *err);
 
 /* The same two steps with host memory on any device (uploads and
  * downloads on a GPU; calibrate_host also checks the status). */
 int mr_grappa_calibrate_host(mr_grappa_plan *plan, const mr_cfloat *acs, size_t coil_stride,
-                             mr_cfloat *weights);
-int mr_grappa_apply_host(mr_grappa_plan *plan, const mr_cfloat *weights,
-                         const uint8_t *sampled, size_t ne1, mr_cfloat *kspace,
-                         size_t *filled);
+                             mr_cfloat *weights, mr_err *err);
+int mr_grappa_apply_host(mr_grappa_plan *plan, const mr_cfloat *weights, const uint8_t *sampled,
+                         size_t ne1, mr_cfloat *kspace, size_t *filled, mr_err *err);
 
 #ifdef __cplusplus
 }

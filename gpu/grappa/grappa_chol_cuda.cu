@@ -294,7 +294,7 @@ const tile_kernel tile_kernels[2] = {chol_tile<false>, chol_tile<true>};
 // C (rows x cols at (r0, c0)) -= A A'^H with A the rows [r0, ..) and A' the
 // rows [c0, ..) of columns [k0, k0 + k): the full block, both triangles.
 int gemm_update(mr_cuda_ctx *c, cuDoubleComplex *gc, int na, int k0, int k, int r0, int rows,
-                int c0, int cols) {
+                int c0, int cols, mr_err *err) {
   const cuDoubleComplex one = make_cuDoubleComplex(1, 0), minus = make_cuDoubleComplex(-1, 0);
   const cuDoubleComplex *p = gc + size_t(k0) * na;
   MR_CUBLAS(cublasZgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_C, rows, cols, k, &minus, p + r0, na,
@@ -305,11 +305,12 @@ int gemm_update(mr_cuda_ctx *c, cuDoubleComplex *gc, int na, int k0, int k, int 
 // The trailing update by columns [k0, k0 + k) (factored) of columns
 // [c0, ns), rows [c0, na): M's lower part by CHERK, the U rows by CGEMM;
 // on the stream the cuBLAS handle is set to.
-int trailing(mr_cuda_ctx *c, cuDoubleComplex *gc, int na, int ns, int k0, int k, int c0) {
+int trailing(mr_cuda_ctx *c, cuDoubleComplex *gc, int na, int ns, int k0, int k, int c0,
+             mr_err *err) {
   const double one = 1.0, minus = -1.0;
   MR_CUBLAS(cublasZherk(c->blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, ns - c0, k, &minus,
                         gc + size_t(k0) * na + c0, na, &one, gc + size_t(c0) * na + c0, na));
-  return gemm_update(c, gc, na, k0, k, ns, na - ns, c0, ns - c0);
+  return gemm_update(c, gc, na, k0, k, ns, na - ns, c0, ns - c0, err);
 }
 
 // One tile step: the diagonal tile at (k0, k0) factored and inverted
@@ -319,9 +320,8 @@ int trailing(mr_cuda_ctx *c, cuDoubleComplex *gc, int na, int ns, int k0, int k,
 // mid (may be null) is recorded between the two.
 // stamps (may be null; the test hook's): the stamped tile kernel runs,
 // writing there.
-int tile_step(mr_cuda_ctx *c, cuDoubleComplex *gc, int na, int k0, double2 *inv_k,
-              double2 *below, int *status, cudaEvent_t mid = nullptr,
-              long long *stamps = nullptr) {
+int tile_step(mr_cuda_ctx *c, cuDoubleComplex *gc, int na, int k0, double2 *inv_k, double2 *below,
+              int *status, mr_err *err, cudaEvent_t mid = nullptr, long long *stamps = nullptr) {
   const int k1 = k0 + NB, rows = na - k1;
   const size_t per_block = size_t(THREADS) * 8;
   const unsigned copiers = unsigned(
@@ -346,12 +346,12 @@ int tile_step(mr_cuda_ctx *c, cuDoubleComplex *gc, int na, int k0, double2 *inv_
 // them: factored tile by tile; inv receives the tiles' inverses (tile k at
 // inv + k NB^2).
 int factor_panel(mr_cuda_ctx *c, cuDoubleComplex *gc, int na, int p0, int p1, double2 *inv,
-                 double2 *below, int *status) {
+                 double2 *below, int *status, mr_err *err) {
   for (int k0 = p0; k0 < p1; k0 += NB) {
     const int k1 = k0 + NB;
-    int rc = tile_step(c, gc, na, k0, inv + size_t(k0 / NB) * NB * NB, below, status);
+    int rc = tile_step(c, gc, na, k0, inv + size_t(k0 / NB) * NB * NB, below, status, err);
     if (rc == 0 && k1 < p1)
-      rc = gemm_update(c, gc, na, k0, NB, k1, na - k1, k1, p1 - k1);
+      rc = gemm_update(c, gc, na, k0, NB, k1, na - k1, k1, p1 - k1, err);
     if (rc < 0)
       return rc;
   }
@@ -359,13 +359,13 @@ int factor_panel(mr_cuda_ctx *c, cuDoubleComplex *gc, int na, int p0, int p1, do
 }
 
 int factor_one(mr_cuda_ctx *c, const mr_grappa_chol_side &side, double2 *g, int na, int ns,
-               double2 *inv, double2 *below, int *status) {
+               double2 *inv, double2 *below, int *status, mr_err *err) {
   auto *gc = reinterpret_cast<cuDoubleComplex *>(g);
   bool pending = false; // trailing work on the side stream not yet joined
   int rc = 0;
   for (int p0 = 0; rc == 0 && p0 < ns; p0 += PANEL) {
     const int p1 = ns - p0 < PANEL ? ns : p0 + PANEL;
-    if ((rc = factor_panel(c, gc, na, p0, p1, inv, below, status)) < 0 || p1 >= ns)
+    if ((rc = factor_panel(c, gc, na, p0, p1, inv, below, status, err)) < 0 || p1 >= ns)
       break;
     // The next panel's columns (all their rows) here, once the side stream
     // has finished its update of them; the rest there.
@@ -374,13 +374,13 @@ int factor_one(mr_cuda_ctx *c, const mr_grappa_chol_side &side, double2 *g, int 
       pending = false;
     }
     const int p2 = ns - p1 < PANEL ? ns : p1 + PANEL;
-    if ((rc = gemm_update(c, gc, na, p0, p1 - p0, p1, na - p1, p1, p2 - p1)) < 0)
+    if ((rc = gemm_update(c, gc, na, p0, p1 - p0, p1, na - p1, p1, p2 - p1, err)) < 0)
       break;
     if (p2 < ns) {
       MR_CU(cudaEventRecord(side.fork, c->compute));
       MR_CU(cudaStreamWaitEvent(side.stream, side.fork, 0));
       MR_CUBLAS(cublasSetStream(c->blas, side.stream));
-      rc = trailing(c, gc, na, ns, p0, p1 - p0, p2);
+      rc = trailing(c, gc, na, ns, p0, p1 - p0, p2, err);
       MR_CUBLAS(cublasSetStream(c->blas, c->compute));
       MR_CU(cudaEventRecord(side.join, side.stream));
       pending = true;
@@ -393,14 +393,14 @@ int factor_one(mr_cuda_ctx *c, const mr_grappa_chol_side &side, double2 *g, int 
 
 } // namespace
 
-int mr_grappa_chol_init(void) {
+int mr_grappa_chol_init(mr_err *err) {
   for (tile_kernel k : tile_kernels)
     MR_CU(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(TILE_SHARED)));
   return 0;
 }
 
 int mr_grappa_chol_solve(mr_cuda_ctx *c, double2 *g, int na, int ns, int nt, int nseg,
-                         size_t seg_stride, const double2 *inv, double2 *w, int ldw) {
+                         size_t seg_stride, const double2 *inv, double2 *w, int ldw, mr_err *err) {
   const int tiles = ns / NB;
   const cuDoubleComplex one = make_cuDoubleComplex(1, 0), zero = make_cuDoubleComplex(0, 0),
                         minus = make_cuDoubleComplex(-1, 0);
@@ -425,36 +425,36 @@ int mr_grappa_chol_solve(mr_cuda_ctx *c, double2 *g, int na, int ns, int nt, int
 
 int mr_grappa_chol_factor(mr_cuda_ctx *c, const mr_grappa_chol_side &side, double2 *g, int na,
                           int ns, int nseg, size_t seg_stride, double2 *inv, double2 *below,
-                          int *status) {
+                          int *status, mr_err *err) {
   const size_t per_seg = size_t(ns / NB) * NB * NB;
   for (int s = 0; s < nseg; s++) {
-    int rc = factor_one(c, side, g + s * seg_stride, na, ns, inv + s * per_seg, below, status);
+    int rc = factor_one(c, side, g + s * seg_stride, na, ns, inv + s * per_seg, below, status, err);
     if (rc < 0)
       return rc;
   }
   return 0;
 }
 
-int mr_grappa_cuda_chol_tile(mr_device *dev, int rows, double *panel, double *inv,
-                             double *tile_ms, double *below_ms, double *phase_us) {
-  return mr_on_worker(dev, [&] {
+int mr_grappa_cuda_chol_tile(mr_device *dev, int rows, double *panel, double *inv, double *tile_ms,
+                             double *below_ms, double *phase_us, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     const size_t n = size_t(rows) * NB;
     double2 *g = nullptr, *below = nullptr, *iv = nullptr;
     int *status = nullptr, flag = 0;
     long long *stamps = nullptr, st[STAMPS + 2];
     cudaEvent_t ev[3] = {nullptr, nullptr, nullptr};
-    int rc = mr_grappa_chol_init();
+    int rc = mr_grappa_chol_init(err);
     if (rc == 0)
-      rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&g), n * sizeof(double2));
+      rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&g), n * sizeof(double2), err);
     if (rc == 0)
-      rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&below), n * sizeof(double2));
+      rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&below), n * sizeof(double2), err);
     if (rc == 0)
-      rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&iv), size_t(NB) * NB * sizeof(double2));
+      rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&iv), size_t(NB) * NB * sizeof(double2), err);
     if (rc == 0)
-      rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&status), sizeof(int));
+      rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&status), sizeof(int), err);
     if (rc == 0 && phase_us != nullptr)
-      rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&stamps), sizeof st);
+      rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&stamps), sizeof st, err);
     if (rc == 0) {
       rc = [&] {
         for (cudaEvent_t &e : ev)
@@ -463,7 +463,7 @@ int mr_grappa_cuda_chol_tile(mr_device *dev, int rows, double *panel, double *in
         MR_CU(cudaMemsetAsync(status, 0, sizeof(int), c->compute));
         MR_CU(cudaEventRecord(ev[0], c->compute));
         int r = tile_step(c, reinterpret_cast<cuDoubleComplex *>(g), rows, 0, iv, below, status,
-                          ev[1], stamps);
+                          err, ev[1], stamps);
         if (r < 0)
           return r;
         MR_CU(cudaEventRecord(ev[2], c->compute));
@@ -499,7 +499,7 @@ int mr_grappa_cuda_chol_tile(mr_device *dev, int rows, double *panel, double *in
     mr_cuda_free(c, status);
     mr_cuda_free(c, stamps);
     if (rc == 0 && flag != 0)
-      rc = mr_fail(MR_ENUMERIC, "grappa: a diagonal tile is not positive definite");
+      rc = mr_err_set(err, MR_ENUMERIC, "grappa: a diagonal tile is not positive definite");
     return rc;
   });
 }

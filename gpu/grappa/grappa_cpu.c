@@ -41,7 +41,6 @@
 #include "blas.h"
 #include "device_impl.h"
 #include "error.h"
-#include "fail.h"
 #include "fft.h"
 #include "grappa_impl.h"
 
@@ -143,12 +142,12 @@ static void zgemm_on(mr_device *dev, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPO
   zgemm_run(dev, &z);
 }
 
-int mr_grappa_cpu_create(mr_grappa_plan *p) {
+int mr_grappa_cpu_create(mr_grappa_plan *p, mr_err *err) {
   const mr_grappa_geom *g = &p->g;
   size_t per_seg = (size_t)g->npe * g->nro_max;
   cpu_scratch *c = calloc(1, sizeof *c);
   if (c == NULL)
-    return mr_fail(MR_ENOMEM, "grappa: out of memory");
+    return mr_err_set(err, MR_ENOMEM, "grappa: out of memory");
   c->line_power = malloc((size_t)g->nacs * g->nro * sizeof *c->line_power);
   c->col_power = malloc(per_seg * sizeof *c->col_power);
   c->psi = malloc((size_t)g->nseg * g->npe * sizeof *c->psi);
@@ -185,7 +184,7 @@ int mr_grappa_cpu_create(mr_grappa_plan *p) {
       c->lags == NULL || c->dft == NULL || c->to_lag == NULL ||
       c->m == NULL || c->x == NULL || c->cut_a == NULL || c->cut_b == NULL) {
     mr_grappa_cpu_destroy(p);
-    return mr_fail(MR_ENOMEM, "grappa: out of memory for calibration scratch");
+    return mr_err_set(err, MR_ENOMEM, "grappa: out of memory for calibration scratch");
   }
   /* e^{-2 pi i f m / LB}: samples -> frequencies; the inverse over LB,
    * frequencies -> lags. The exponent reduced mod LB first. */
@@ -585,7 +584,7 @@ static void solve_rhs(void *arg, size_t begin, size_t end) {
 /* One segment: M = A A^H and X = A B^H (X = U^H) by lagged products, then
  * (M + lambda I) X = U^H by a blocked Cholesky factorisation and ZPOTRS; the times of both steps add to *t. */
 static int calibrate_segment(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride, int s,
-                             mr_cfloat *weights, double t[2]) {
+                             mr_cfloat *weights, double t[2], mr_err *err) {
   const mr_grappa_geom *g = &p->g;
   const cpu_scratch *c = p->backend;
   int ns = g->n_src, nt = g->n_tgt;
@@ -598,16 +597,16 @@ static int calibrate_segment(mr_grappa_plan *p, const mr_cfloat *acs, size_t coi
   double t1 = now_ms();
   t[0] += t1 - t0;
   if (!(trace > 0))
-    return mr_fail(MR_ENUMERIC, "grappa: the ACS lines of segment %d carry no signal", s);
+    return mr_err_set(err, MR_ENUMERIC, "grappa: the ACS lines of segment %d carry no signal", s);
   double lambda = p->opts.chi * trace / ns;
   for (int r = 0; r < ns; r++)
     c->m[(size_t)r * ns + r] += lambda;
   lapack_int info = cholesky_on(p->dev, ns, c->m);
   if (info != 0)
-    return mr_fail(MR_ENUMERIC,
-                   "grappa: the calibration system of segment %d is not positive definite "
-                   "(Cholesky pivot %d; raise chi)",
-                   s, (int)info);
+    return mr_err_set(err, MR_ENUMERIC,
+                      "grappa: the calibration system of segment %d is not positive definite "
+                      "(Cholesky pivot %d; raise chi)",
+                      s, (int)info);
   /* the targets' columns apart, on the device's threads */
   rhs_job r = {.m = c->m, .x = c->x, .ns = ns, .nt = nt};
   mr_cpu_parallel_for(mr_device_threads(p->dev), (size_t)(nt + RHS_PIECE - 1) / RHS_PIECE, 1,
@@ -620,13 +619,13 @@ static int calibrate_segment(mr_grappa_plan *p, const mr_cfloat *acs, size_t coi
 }
 
 int mr_grappa_cpu_calibrate(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
-                            mr_cfloat *weights, double *build_ms, double *solve_ms) {
+                            mr_cfloat *weights, double *build_ms, double *solve_ms, mr_err *err) {
   const mr_grappa_geom *g = &p->g;
   double t[2] = {0, 0}, t0 = now_ms();
   int rc = prepare(p, acs, coil_stride);
   t[0] = now_ms() - t0;
   for (int s = 0; rc == 0 && s < g->nseg; s++)
-    rc = calibrate_segment(p, acs, coil_stride, s, weights, t);
+    rc = calibrate_segment(p, acs, coil_stride, s, weights, t, err);
   if (build_ms != NULL)
     *build_ms = t[0];
   if (solve_ms != NULL)
@@ -799,17 +798,17 @@ static void write_targets(void *arg, size_t begin, size_t end) {
 }
 
 /* Scratch of at least n values in *buf (kept across calls: warm pages). */
-static int reserve(mr_cfloat **buf, size_t *have, size_t n) {
+static int reserve(mr_cfloat **buf, size_t *have, size_t n, mr_err *err) {
   if (*have >= n)
     return 0;
   free(*buf);
   *buf = malloc(n * sizeof **buf);
   *have = *buf != NULL ? n : 0;
-  return *buf != NULL ? 0 : mr_fail(MR_ENOMEM, "grappa: out of memory for filling scratch");
+  return *buf != NULL ? 0 : mr_err_set(err, MR_ENOMEM, "grappa: out of memory for filling scratch");
 }
 
 int mr_grappa_cpu_fill(mr_grappa_plan *p, const mr_cfloat *weights, const int *lines, int nblk,
-                       const uint8_t *sampled, int ne1, mr_cfloat *kspace) {
+                       const uint8_t *sampled, int ne1, mr_cfloat *kspace, mr_err *err) {
   const mr_grappa_geom *g = &p->g;
   cpu_scratch *c = p->backend;
   mr_cpu_threads *threads = mr_device_threads(p->dev);
@@ -818,23 +817,24 @@ int mr_grappa_cpu_fill(mr_grappa_plan *p, const mr_cfloat *weights, const int *l
   size_t m = (size_t)nt * nr; /* rows of H: (target, r) */
   hybrid_fill h = {.g = g, .kspace = kspace, .sampled = sampled,
                    .lines = lines, .nblk = nblk, .ne1 = ne1, .phase = phase, .np = np, .len = len};
-  int rc = reserve(&c->fill_in, &c->fill_in_n, (size_t)g->nc * np * len);
+  int rc = reserve(&c->fill_in, &c->fill_in_n, (size_t)g->nc * np * len, err);
   if (rc == 0)
-    rc = reserve(&c->fill_out, &c->fill_out_n, (size_t)nblk * nt * len);
+    rc = reserve(&c->fill_out, &c->fill_out_n, (size_t)nblk * nt * len, err);
   if (rc == 0)
-    rc = reserve(&c->fill_src, &c->fill_src_n, (size_t)FILL_FREQS * nblk * nr);
+    rc = reserve(&c->fill_src, &c->fill_src_n, (size_t)FILL_FREQS * nblk * nr, err);
   if (rc == 0)
-    rc = reserve(&c->fill_prod, &c->fill_prod_n, (size_t)FILL_FREQS * nblk * nt);
+    rc = reserve(&c->fill_prod, &c->fill_prod_n, (size_t)FILL_FREQS * nblk * nt, err);
   if (rc == 0)
-    rc = reserve(&c->fill_h, &c->fill_h_n, m * (FILL_FREQS + g->kro) + (size_t)g->kro * FILL_FREQS);
+    rc = reserve(&c->fill_h, &c->fill_h_n, m * (FILL_FREQS + g->kro) + (size_t)g->kro * FILL_FREQS,
+                 err);
   mr_fft_opts lines_fft = {.rank = 1, .dims = {(size_t)len, 1, 1},
                            .batch = (size_t)g->nc * np, .plain = 1};
   mr_fft_opts targets_fft = {.rank = 1, .dims = {(size_t)len, 1, 1},
                              .batch = (size_t)nblk * nt, .plain = 1};
   if (rc == 0)
-    rc = mr_fft_plan_keep(p->dev, &lines_fft, &c->fft_lines);
+    rc = mr_fft_plan_keep(p->dev, &lines_fft, &c->fft_lines, err);
   if (rc == 0)
-    rc = mr_fft_plan_keep(p->dev, &targets_fft, &c->fft_targets);
+    rc = mr_fft_plan_keep(p->dev, &targets_fft, &c->fft_targets, err);
   if (rc < 0)
     return rc;
   h.in = c->fill_in;
@@ -848,7 +848,7 @@ int mr_grappa_cpu_fill(mr_grappa_plan *p, const mr_cfloat *weights, const int *l
       for (int t = 0; t < nt; t++)
         wc[(size_t)j * m + (size_t)r * nt + t] = conjf(weights[(size_t)t * g->n_src + r * g->kro + j]);
   mr_cpu_parallel_for(threads, (size_t)g->nc * np, 16, pad_lines, &h);
-  rc = mr_fft_execute(c->fft_lines, MR_FFT_FORWARD, h.in, h.in);
+  rc = mr_fft_execute(c->fft_lines, MR_FFT_FORWARD, h.in, h.in, err);
   for (int f0 = 0; rc == 0 && f0 < len; f0 += FILL_FREQS) {
     h.f0 = f0;
     h.nf = len - f0 < FILL_FREQS ? len - f0 : FILL_FREQS;
@@ -860,19 +860,19 @@ int mr_grappa_cpu_fill(mr_grappa_plan *p, const mr_cfloat *weights, const int *l
     /* H of the step's frequencies: (target, r) x tap times tap x frequency */
     mr_cmat wm = {wc, (int)m, g->kro, (int)m, 0}, em = {phases, g->kro, h.nf, g->kro, 0};
     mr_cmat hm = {c->fill_h, (int)m, h.nf, (int)m, 0};
-    rc = mr_blas_gemm(p->dev, MR_BLAS_N, MR_BLAS_N, 1.0f, wm, em, 0.0f, hm, 1);
+    rc = mr_blas_gemm(p->dev, MR_BLAS_N, MR_BLAS_N, 1.0f, wm, em, 0.0f, hm, 1, err);
     mr_cpu_parallel_for(threads, (size_t)h.nf * nblk, 16, gather_sources, &h);
     /* per frequency: H(f) (targets x r) times the sources (r x blocks) */
     mr_cmat hf = {c->fill_h, nt, nr, nt, m};
     mr_cmat sf = {h.src, nr, nblk, nr, (size_t)nr * nblk};
     mr_cmat pf = {h.prod, nt, nblk, nt, (size_t)nt * nblk};
     if (rc == 0)
-      rc = mr_blas_gemm(p->dev, MR_BLAS_N, MR_BLAS_N, 1.0f, hf, sf, 0.0f, pf, h.nf);
+      rc = mr_blas_gemm(p->dev, MR_BLAS_N, MR_BLAS_N, 1.0f, hf, sf, 0.0f, pf, h.nf, err);
     if (rc == 0)
       mr_cpu_parallel_for(threads, (size_t)nblk * nt, 64, spread_products, &h);
   }
   if (rc == 0)
-    rc = mr_fft_execute(c->fft_targets, MR_FFT_BACKWARD, h.out, h.out);
+    rc = mr_fft_execute(c->fft_targets, MR_FFT_BACKWARD, h.out, h.out, err);
   if (rc == 0)
     mr_cpu_parallel_for(threads, (size_t)nblk * nt, 16, write_targets, &h);
   return rc;

@@ -481,8 +481,8 @@ fused_shape make_shape(const mr_grappa_geom &g, int sms) {
   return f;
 }
 
-template <class T> int alloc(mr_cuda_ctx *c, T **p, size_t count) {
-  return mr_cuda_alloc(c, reinterpret_cast<void **>(p), count * sizeof(T));
+template <class T> int alloc(mr_cuda_ctx *c, T **p, size_t count, mr_err *err) {
+  return mr_cuda_alloc(c, reinterpret_cast<void **>(p), count * sizeof(T), err);
 }
 
 void release(mr_cuda_ctx *c, scratch *s) {
@@ -507,12 +507,12 @@ void release(mr_cuda_ctx *c, scratch *s) {
 
 // Device pointer arrays for the two batched products, item (s, piece, lag):
 // A, B and C of the source products, then of the target ones.
-int fill_pointers(mr_cuda_ctx *c, const mr_grappa_geom &g, scratch *s) {
+int fill_pointers(mr_cuda_ctx *c, const mr_grappa_geom &g, scratch *s, mr_err *err) {
   const fused_shape &f = s->f;
   const size_t items = size_t(g.nseg) * f.nchunk * g.kro, nb = g.nb_src, nt = g.n_tgt;
   const double2 **host = static_cast<const double2 **>(malloc(6 * items * sizeof *host));
   if (host == nullptr)
-    return mr_fail(MR_ENOMEM, "grappa: out of memory");
+    return mr_err_set(err, MR_ENOMEM, "grappa: out of memory");
   for (int sg = 0; sg < g.nseg; sg++)
     for (int ch = 0; ch < f.nchunk; ch++)
       for (int d = 0; d < g.kro; d++) {
@@ -532,22 +532,22 @@ int fill_pointers(mr_cuda_ctx *c, const mr_grappa_geom &g, scratch *s) {
     e = cudaStreamSynchronize(c->compute); // host array freed next
   free(host);
   if (e != cudaSuccess)
-    return mr_cuda_fail(e, "cudaMemcpyAsync(grappa pointers)", __FILE__, __LINE__);
+    return mr_cuda_fail(e, "cudaMemcpyAsync(grappa pointers)", __FILE__, __LINE__, err);
   return 0;
 }
 
-int create(mr_cuda_ctx *c, mr_grappa_plan *p, scratch *s) {
+int create(mr_cuda_ctx *c, mr_grappa_plan *p, scratch *s, mr_err *err) {
   const mr_grappa_geom &g = p->g;
   const size_t per_seg = size_t(g.npe) * g.nro_max;
-  int rc = alloc(c, &s->line_power, size_t(g.nacs) * g.nro);
+  int rc = alloc(c, &s->line_power, size_t(g.nacs) * g.nro, err);
   if (rc == 0)
-    rc = alloc(c, &s->col_power, per_seg * g.nseg);
+    rc = alloc(c, &s->col_power, per_seg * g.nseg, err);
   if (rc == 0)
-    rc = alloc(c, &s->psi, size_t(g.npe) * g.nseg);
+    rc = alloc(c, &s->psi, size_t(g.npe) * g.nseg, err);
   if (rc == 0)
-    rc = alloc(c, &s->discard, per_seg * g.nseg);
+    rc = alloc(c, &s->discard, per_seg * g.nseg, err);
   if (rc == 0)
-    rc = alloc(c, &s->dropped, size_t(std::max(g.ndisc_max, 1)) * g.nseg);
+    rc = alloc(c, &s->dropped, size_t(std::max(g.ndisc_max, 1)) * g.nseg, err);
   if (rc < 0 || p->opts.method == MR_GRAPPA_DIRECT)
     return rc;
   fused_shape &f = s->f;
@@ -555,53 +555,54 @@ int create(mr_cuda_ctx *c, mr_grappa_plan *p, scratch *s) {
   const size_t nb = g.nb_src, nt = g.n_tgt, per_lag = size_t(g.nseg) * g.kro;
   const size_t items = per_lag * f.nchunk;
   if (rc == 0)
-    rc = alloc(c, &s->zs, size_t(f.lt) * nb * g.nseg);
+    rc = alloc(c, &s->zs, size_t(f.lt) * nb * g.nseg, err);
   if (rc == 0)
-    rc = alloc(c, &s->zt, size_t(f.lt) * nt * g.nseg);
+    rc = alloc(c, &s->zt, size_t(f.lt) * nt * g.nseg, err);
   if (rc == 0)
-    rc = alloc(c, &s->fs, items * nb * nb);
+    rc = alloc(c, &s->fs, items * nb * nb, err);
   if (rc == 0)
-    rc = alloc(c, &s->ft, items * nt * nb);
+    rc = alloc(c, &s->ft, items * nt * nb, err);
   if (rc == 0 && f.nchunk > 1)
-    rc = alloc(c, &s->fs_sum, per_lag * nb * nb);
+    rc = alloc(c, &s->fs_sum, per_lag * nb * nb, err);
   if (rc == 0 && f.nchunk > 1)
-    rc = alloc(c, &s->ft_sum, per_lag * nt * nb);
+    rc = alloc(c, &s->ft_sum, per_lag * nt * nb, err);
   if (f.nchunk == 1) {
     s->fs_sum = s->fs;
     s->ft_sum = s->ft;
   }
   if (rc == 0)
-    rc = alloc(c, &s->gm, size_t(f.ns) * f.na * g.nseg);
+    rc = alloc(c, &s->gm, size_t(f.ns) * f.na * g.nseg, err);
   if (rc == 0 && f.ncorr > 0)
-    rc = alloc(c, &s->corr, size_t(f.ncorr) * f.na * g.nseg);
+    rc = alloc(c, &s->corr, size_t(f.ncorr) * f.na * g.nseg, err);
   if (rc == 0)
-    rc = alloc(c, &s->ptrs, 6 * items);
+    rc = alloc(c, &s->ptrs, 6 * items, err);
   if (rc == 0)
-    rc = alloc(c, &s->status, 1 + size_t(g.nseg));
+    rc = alloc(c, &s->status, 1 + size_t(g.nseg), err);
   if (rc == 0 && p->opts.method == MR_GRAPPA_HYBRID) {
     MR_CUSOLVER(cusolverDnZpotrf_bufferSize(c->solver, CUBLAS_FILL_MODE_LOWER, g.n_src,
                                             reinterpret_cast<cuDoubleComplex *>(s->gm), f.na,
                                             &s->potrf_lwork));
-    rc = alloc(c, &s->potrf_work, size_t(std::max(s->potrf_lwork, 1)));
+    rc = alloc(c, &s->potrf_work, size_t(std::max(s->potrf_lwork, 1)), err);
   }
   if (rc == 0 && p->opts.method == MR_GRAPPA_FUSED) {
-    if ((rc = mr_grappa_chol_init()) < 0 ||
-        (rc = alloc(c, &s->inv, size_t(f.ns) * TILE * g.nseg)) < 0 ||
-        (rc = alloc(c, &s->below, size_t(f.na) * TILE)) < 0 ||
-        (rc = alloc(c, &s->wsol, size_t(f.ns) * nt * g.nseg)) < 0)
+    if ((rc = mr_grappa_chol_init(err)) < 0 ||
+        (rc = alloc(c, &s->inv, size_t(f.ns) * TILE * g.nseg, err)) < 0 ||
+        (rc = alloc(c, &s->below, size_t(f.na) * TILE, err)) < 0 ||
+        (rc = alloc(c, &s->wsol, size_t(f.ns) * nt * g.nseg, err)) < 0)
       return rc;
     MR_CU(cudaStreamCreateWithFlags(&s->side.stream, cudaStreamNonBlocking));
     MR_CU(cudaEventCreateWithFlags(&s->side.fork, cudaEventDisableTiming));
     MR_CU(cudaEventCreateWithFlags(&s->side.join, cudaEventDisableTiming));
   }
   if (rc == 0)
-    rc = fill_pointers(c, g, s);
+    rc = fill_pointers(c, g, s, err);
   return rc;
 }
 
 unsigned grid(const mr_cuda_ctx *c, size_t n) { return mr_grid_for(c, n, THREADS); }
 
-int prepare_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs, size_t cs) {
+int prepare_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs, size_t cs,
+                      mr_err *err) {
   const mr_grappa_geom &g = p->g;
   scratch *s = state(p);
   line_powers<<<grid(c, size_t(g.nacs) * g.nro), THREADS, 0, c->compute>>>(g, acs, cs,
@@ -621,7 +622,8 @@ int prepare_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs, s
 }
 
 int gemm_batched(mr_cuda_ctx *c, int m, int n, int k, const double2 *const *a, int lda,
-                 const double2 *const *b, int ldb, double2 *const *out, int ldc, int count) {
+                 const double2 *const *b, int ldb, double2 *const *out, int ldc, int count,
+                 mr_err *err) {
   const cuDoubleComplex one = make_cuDoubleComplex(1, 0), zero = make_cuDoubleComplex(0, 0);
   MR_CUBLAS(cublasZgemmBatched(c->blas, CUBLAS_OP_N, CUBLAS_OP_C, m, n, k, &one,
                                reinterpret_cast<const cuDoubleComplex *const *>(a), lda,
@@ -632,13 +634,13 @@ int gemm_batched(mr_cuda_ctx *c, int m, int n, int k, const double2 *const *a, i
 
 // built (may be null) is recorded once [M; U] is built and regularised.
 int fused_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs, size_t cs,
-                    mr_cfloat *weights, cudaEvent_t built) {
+                    mr_cfloat *weights, cudaEvent_t built, mr_err *err) {
   const mr_grappa_geom &g = p->g;
   scratch *s = state(p);
   const fused_shape &f = s->f;
   const int nb = g.nb_src, nt = g.n_tgt, items = g.nseg * f.nchunk * g.kro;
   MR_CU(cudaMemsetAsync(s->status, 0, (1 + size_t(g.nseg)) * sizeof(int), c->compute));
-  int rc = prepare_on_worker(c, p, acs, cs);
+  int rc = prepare_on_worker(c, p, acs, cs, err);
   if (rc < 0)
     return rc;
   size_t zn = size_t(f.lt) * (nb + nt) * g.nseg;
@@ -646,10 +648,10 @@ int fused_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs, siz
   MR_LAUNCHED(build_rows);
   double2 *const *ptrs = const_cast<double2 *const *>(s->ptrs);
   const double2 *const *cptrs = s->ptrs;
-  if ((rc = gemm_batched(c, nb, nb, f.kc, cptrs, nb, cptrs + items, nb, ptrs + 2 * items, nb,
-                         items)) < 0 ||
+  if ((rc = gemm_batched(c, nb, nb, f.kc, cptrs, nb, cptrs + items, nb, ptrs + 2 * items, nb, items,
+                         err)) < 0 ||
       (rc = gemm_batched(c, nt, nb, f.kc, cptrs + 3 * items, nt, cptrs + 4 * items, nb,
-                         ptrs + 5 * items, nt, items)) < 0)
+                         ptrs + 5 * items, nt, items, err)) < 0)
     return rc;
   if (f.nchunk > 1) {
     size_t per_s = size_t(g.kro) * nb * nb, per_t = size_t(g.kro) * nt * nb;
@@ -691,10 +693,10 @@ int fused_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs, siz
       MR_CUBLAS(cublasZtrsm(c->blas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
                             CUBLAS_DIAG_NON_UNIT, nt, g.n_src, &one, m, f.na, m + f.ns, f.na));
     }
-  } else if ((rc = mr_grappa_chol_factor(c, s->side, s->gm, f.na, f.ns, g.nseg, gsize,
-                                         s->inv, s->below, s->status)) < 0 ||
-             (rc = mr_grappa_chol_solve(c, s->gm, f.na, f.ns, nt, g.nseg, gsize, s->inv,
-                                        s->wsol, nt)) < 0)
+  } else if ((rc = mr_grappa_chol_factor(c, s->side, s->gm, f.na, f.ns, g.nseg, gsize, s->inv,
+                                         s->below, s->status, err)) < 0 ||
+             (rc = mr_grappa_chol_solve(c, s->gm, f.na, f.ns, nt, g.nseg, gsize, s->inv, s->wsol,
+                                        nt, err)) < 0)
     return rc;
   const bool fused = p->opts.method == MR_GRAPPA_FUSED;
   dim3 tiles(unsigned((nt + 31) / 32), unsigned((g.n_src + 31) / 32), unsigned(g.nseg));
@@ -711,7 +713,7 @@ int fused_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs, siz
 // (a library call that cannot be captured), the plan runs its calls
 // directly from then on.
 int calibrate_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs, size_t cs,
-                        mr_cfloat *weights) {
+                        mr_cfloat *weights, mr_err *err) {
   scratch *s = state(p);
   if (s->exec != nullptr && s->key_acs == acs && s->key_cs == cs && s->key_weights == weights) {
     MR_CU(cudaGraphLaunch(s->exec, c->compute));
@@ -724,7 +726,7 @@ int calibrate_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs,
     }
     cudaGraph_t graph = nullptr;
     MR_CU(cudaStreamBeginCapture(c->compute, cudaStreamCaptureModeThreadLocal));
-    int rc = fused_on_worker(c, p, acs, cs, weights, nullptr);
+    int rc = fused_on_worker(c, p, acs, cs, weights, nullptr, err);
     cudaError_t e = cudaStreamEndCapture(c->compute, &graph);
     if (rc == 0 && e == cudaSuccess)
       e = cudaGraphInstantiate(&s->exec, graph, 0);
@@ -741,28 +743,28 @@ int calibrate_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs,
     s->no_graph = true;
     cudaGetLastError();
   }
-  return fused_on_worker(c, p, acs, cs, weights, nullptr);
+  return fused_on_worker(c, p, acs, cs, weights, nullptr, err);
 }
 
 // The calibration's calls directly (not as the graph), between events.
 int steps_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs, size_t cs,
-                    mr_cfloat *weights, double *build_ms, double *solve_ms) {
+                    mr_cfloat *weights, double *build_ms, double *solve_ms, mr_err *err) {
   cudaEvent_t ev[3] = {nullptr, nullptr, nullptr};
   cudaError_t e = cudaSuccess;
   for (int i = 0; i < 3 && e == cudaSuccess; i++)
     e = cudaEventCreate(&ev[i]);
-  int rc = e == cudaSuccess ? 0 : mr_cuda_fail(e, "cudaEventCreate", __FILE__, __LINE__);
+  int rc = e == cudaSuccess ? 0 : mr_cuda_fail(e, "cudaEventCreate", __FILE__, __LINE__, err);
   if (rc == 0 && (e = cudaEventRecord(ev[0], c->compute)) != cudaSuccess)
-    rc = mr_cuda_fail(e, "cudaEventRecord", __FILE__, __LINE__);
+    rc = mr_cuda_fail(e, "cudaEventRecord", __FILE__, __LINE__, err);
   if (rc == 0)
-    rc = fused_on_worker(c, p, acs, cs, weights, ev[1]);
+    rc = fused_on_worker(c, p, acs, cs, weights, ev[1], err);
   if (rc == 0 && (e = cudaEventRecord(ev[2], c->compute)) == cudaSuccess)
     e = cudaEventSynchronize(ev[2]);
   float t01 = 0, t12 = 0;
   if (rc == 0 && e == cudaSuccess && (e = cudaEventElapsedTime(&t01, ev[0], ev[1])) == cudaSuccess)
     e = cudaEventElapsedTime(&t12, ev[1], ev[2]);
   if (rc == 0 && e != cudaSuccess)
-    rc = mr_cuda_fail(e, "cudaEventElapsedTime(grappa steps)", __FILE__, __LINE__);
+    rc = mr_cuda_fail(e, "cudaEventElapsedTime(grappa steps)", __FILE__, __LINE__, err);
   for (cudaEvent_t x : ev)
     if (x != nullptr)
       cudaEventDestroy(x);
@@ -773,13 +775,13 @@ int steps_on_worker(mr_cuda_ctx *c, mr_grappa_plan *p, const mr_cfloat *acs, siz
 
 } // namespace
 
-int mr_grappa_cuda_create(mr_grappa_plan *p) {
-  return mr_on_worker(p->dev, [&] {
+int mr_grappa_cuda_create(mr_grappa_plan *p, mr_err *err) {
+  return mr_on_worker(p->dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(p->dev);
     scratch *s = new (std::nothrow) scratch;
     if (s == nullptr)
-      return mr_fail(MR_ENOMEM, "grappa: out of memory");
-    int rc = create(c, p, s);
+      return mr_err_set(err, MR_ENOMEM, "grappa: out of memory");
+    int rc = create(c, p, s, err);
     if (rc < 0) {
       release(c, s);
       delete s;
@@ -791,7 +793,7 @@ int mr_grappa_cuda_create(mr_grappa_plan *p) {
 }
 
 void mr_grappa_cuda_destroy(mr_grappa_plan *p) {
-  mr_on_worker(p->dev, [&] {
+  mr_on_worker(p->dev, nullptr, [&] {
     scratch *s = state(p);
     if (s != nullptr) {
       release(mr_device_cuda(p->dev), s);
@@ -802,15 +804,16 @@ void mr_grappa_cuda_destroy(mr_grappa_plan *p) {
   });
 }
 
-int mr_grappa_cuda_prepare(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride) {
-  return mr_on_worker(p->dev, [&] {
-    return prepare_on_worker(mr_device_cuda(p->dev), p, acs, coil_stride);
+int mr_grappa_cuda_prepare(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
+                           mr_err *err) {
+  return mr_on_worker(p->dev, err, [&] {
+    return prepare_on_worker(mr_device_cuda(p->dev), p, acs, coil_stride, err);
   });
 }
 
 int mr_grappa_cuda_build(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride, int s,
-                         mr_cfloat *a, mr_cfloat *b) {
-  return mr_on_worker(p->dev, [&] {
+                         mr_cfloat *a, mr_cfloat *b, mr_err *err) {
+  return mr_on_worker(p->dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(p->dev);
     const mr_grappa_geom &g = p->g;
     scratch *st = state(p);
@@ -824,22 +827,23 @@ int mr_grappa_cuda_build(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_st
 }
 
 int mr_grappa_cuda_fused(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
-                         mr_cfloat *weights) {
-  return mr_on_worker(p->dev, [&] {
-    return calibrate_on_worker(mr_device_cuda(p->dev), p, acs, coil_stride, weights);
+                         mr_cfloat *weights, mr_err *err) {
+  return mr_on_worker(p->dev, err, [&] {
+    return calibrate_on_worker(mr_device_cuda(p->dev), p, acs, coil_stride, weights, err);
   });
 }
 
 int mr_grappa_cuda_fused_steps(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
-                               mr_cfloat *weights, double *build_ms, double *solve_ms) {
-  return mr_on_worker(p->dev, [&] {
-    return steps_on_worker(mr_device_cuda(p->dev), p, acs, coil_stride, weights, build_ms,
-                           solve_ms);
+                               mr_cfloat *weights, double *build_ms, double *solve_ms,
+                               mr_err *err) {
+  return mr_on_worker(p->dev, err, [&] {
+    return steps_on_worker(mr_device_cuda(p->dev), p, acs, coil_stride, weights, build_ms, solve_ms,
+                           err);
   });
 }
 
-int mr_grappa_cuda_status(mr_grappa_plan *p) {
-  return mr_on_worker(p->dev, [&] {
+int mr_grappa_cuda_status(mr_grappa_plan *p, mr_err *err) {
+  return mr_on_worker(p->dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(p->dev);
     int flags[1 + MR_GRAPPA_MAX_SEGMENTS];
     MR_CU(cudaMemcpyAsync(flags, state(p)->status, (1 + size_t(p->g.nseg)) * sizeof(int),
@@ -850,17 +854,17 @@ int mr_grappa_cuda_status(mr_grappa_plan *p) {
       if (flags[1 + sg] != 0)
         flag |= 1; // potrf: not positive definite (or a rejected argument)
     if (flag & 2)
-      return mr_fail(MR_ENUMERIC, "grappa: the ACS lines carry no signal");
+      return mr_err_set(err, MR_ENUMERIC, "grappa: the ACS lines carry no signal");
     if (flag & 1)
-      return mr_fail(MR_ENUMERIC,
-                     "grappa: the calibration system is not positive definite (raise chi)");
+      return mr_err_set(err, MR_ENUMERIC,
+                        "grappa: the calibration system is not positive definite (raise chi)");
     return 0;
   });
 }
 
 int mr_grappa_cuda_im2col(mr_grappa_plan *p, const mr_cfloat *kspace, int ne1, const int *lines,
-                          int nblk, int x0, int x1, mr_cfloat *src) {
-  return mr_on_worker(p->dev, [&] {
+                          int nblk, int x0, int x1, mr_cfloat *src, mr_err *err) {
+  return mr_on_worker(p->dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(p->dev);
     size_t cols = size_t(x1 - x0) * nblk;
     gather_sources<<<grid(c, cols * p->g.n_src), THREADS, 0, c->compute>>>(
@@ -871,8 +875,9 @@ int mr_grappa_cuda_im2col(mr_grappa_plan *p, const mr_cfloat *kspace, int ne1, c
 }
 
 int mr_grappa_cuda_scatter(mr_grappa_plan *p, const mr_cfloat *tv, const int *lines, int nblk,
-                           int x0, int x1, const uint8_t *sampled, int ne1, mr_cfloat *kspace) {
-  return mr_on_worker(p->dev, [&] {
+                           int x0, int x1, const uint8_t *sampled, int ne1, mr_cfloat *kspace,
+                           mr_err *err) {
+  return mr_on_worker(p->dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(p->dev);
     size_t cols = size_t(x1 - x0) * nblk;
     scatter_targets<<<grid(c, cols * p->g.n_tgt), THREADS, 0, c->compute>>>(

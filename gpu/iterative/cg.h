@@ -17,7 +17,7 @@ extern "C" {
 #endif
 
 /* y = A x, n values each on the solve's device; returns 0 or MR_E*. */
-typedef int (*mr_cg_operator)(void *op, const mr_cfloat *x, mr_cfloat *y);
+typedef int (*mr_cg_operator)(void *op, const mr_cfloat *x, mr_cfloat *y, mr_err *err);
 
 typedef struct mr_cg_opts {
   int max_iterations;  /* >= 1 */
@@ -46,10 +46,11 @@ typedef struct mr_cg_report {
  * when asked to run every iteration. Before that, MR_ENUMERIC: A is not
  * positive. Borrows b, x and op; report may be NULL. */
 int mr_cg_solve(mr_device *dev, size_t n, mr_cg_operator apply, void *op, const mr_cfloat *b,
-                mr_cfloat *x, const mr_cg_opts *opts, mr_cg_report *report);
+                mr_cfloat *x, const mr_cg_opts *opts, mr_cg_report *report, mr_err *err);
 
 /* y_i = A x_i for `count` vectors x, y [count][n] on the solve's device. */
-typedef int (*mr_cg_batch_operator)(void *op, size_t count, const mr_cfloat *x, mr_cfloat *y);
+typedef int (*mr_cg_batch_operator)(void *op, size_t count, const mr_cfloat *x, mr_cfloat *y,
+                                    mr_err *err);
 
 /* Solves `count` independent systems A x_i = b_i (b, x [count][n]) as
  * mr_cg_solve solves one, each with its own step lengths and its own stop:
@@ -57,9 +58,9 @@ typedef int (*mr_cg_batch_operator)(void *op, size_t count, const mr_cfloat *x, 
  * applies A to every vector at once. report (may be NULL): the most
  * iterations and the largest residual of any system; an error is the
  * first failing system's. Borrows b, x and op. */
-int mr_cg_solve_batch(mr_device *dev, size_t n, size_t count, mr_cg_batch_operator apply,
-                      void *op, const mr_cfloat *b, mr_cfloat *x, const mr_cg_opts *opts,
-                      mr_cg_report *report);
+int mr_cg_solve_batch(mr_device *dev, size_t n, size_t count, mr_cg_batch_operator apply, void *op,
+                      const mr_cfloat *b, mr_cfloat *x, const mr_cg_opts *opts,
+                      mr_cg_report *report, mr_err *err);
 
 #ifdef __cplusplus
 }

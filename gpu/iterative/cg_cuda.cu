@@ -206,7 +206,7 @@ struct workspace {
 };
 
 // The states into w.host; *all_done when every system has stopped.
-int read_states(mr_cuda_ctx *c, size_t count, const workspace &w, bool *all_done) {
+int read_states(mr_cuda_ctx *c, size_t count, const workspace &w, bool *all_done, mr_err *err) {
   MR_CU(cudaMemcpyAsync(w.host, w.s, count * sizeof(state), cudaMemcpyDeviceToHost,
                         c->compute));
   MR_CU(cudaStreamSynchronize(c->compute));
@@ -216,7 +216,7 @@ int read_states(mr_cuda_ctx *c, size_t count, const workspace &w, bool *all_done
   return 0;
 }
 
-int run(mr_device *dev, mr_cg_job *j, const workspace &w) {
+int run(mr_device *dev, mr_cg_job *j, const workspace &w, mr_err *err) {
   mr_cuda_ctx *c = mr_device_cuda(dev);
   size_t n = j->n, count = j->count;
   dim3 grid(mr_grid_for(c, n, BLOCK), unsigned(count)), parts(PARTS, unsigned(count));
@@ -227,7 +227,7 @@ int run(mr_device *dev, mr_cg_job *j, const workspace &w) {
   auto *x = reinterpret_cast<float2 *>(j->x);
   auto *ap = reinterpret_cast<mr_cfloat *>(w.ap);
   int rc = 0;
-  if (j->o.warm_start && (rc = j->apply(j->op, count, j->x, ap)) < 0)
+  if (j->o.warm_start && (rc = j->apply(j->op, count, j->x, ap, err)) < 0)
     return rc;
   residual_start<<<grid, BLOCK, 0, c->compute>>>(n, b, j->o.warm_start ? w.ap : nullptr, x, w.r,
                                                   w.p);
@@ -244,14 +244,14 @@ int run(mr_device *dev, mr_cg_job *j, const workspace &w) {
     // The host runs at most POLL iterations ahead of the device (the read
     // below waits), so a cancel ends the solve within about POLL of them.
     if (mr_cancel_requested(j->o.cancel))
-      return mr_fail(MR_ECANCELED, "cg: cancelled at iteration %d", it + 1);
+      return mr_err_set(err, MR_ECANCELED, "cg: cancelled at iteration %d", it + 1);
     if (it > 0 && it % POLL == 0) {
-      if ((rc = read_states(c, count, w, &all_done)) < 0)
+      if ((rc = read_states(c, count, w, &all_done, err)) < 0)
         return rc;
       if (all_done)
         break;
     }
-    if ((rc = j->apply(j->op, count, reinterpret_cast<mr_cfloat *>(w.p), ap)) < 0)
+    if ((rc = j->apply(j->op, count, reinterpret_cast<mr_cfloat *>(w.p), ap, err)) < 0)
       return rc;
     partial_sums<<<parts, BLOCK, 0, c->compute>>>(n, w.p, w.ap, w.part_a);
     step_alpha<<<systems, BLOCK, 0, c->compute>>>(w.s, w.part_a);
@@ -260,13 +260,13 @@ int run(mr_device *dev, mr_cg_job *j, const workspace &w) {
     step_end<<<grid, BLOCK, 0, c->compute>>>(n, w.s, w.r, w.p, x, w.x_best);
     MR_LAUNCHED(cg_iteration);
   }
-  if ((rc = read_states(c, count, w, &all_done)) < 0)
+  if ((rc = read_states(c, count, w, &all_done, err)) < 0)
     return rc;
   for (size_t i = 0; i < count; i++) {
     const state &s = w.host[i];
     if (s.fail != FAIL_NONE)
       return mr_cg_breakdown_fail(s.fail == FAIL_PAP ? "p^H A p" : "|r|^2", s.fail_value,
-                                  s.fail_iteration, s.fail_residual);
+                                  s.fail_iteration, s.fail_residual, err);
     double residual = keep_best && s.bb > 0 ? s.best : s.residual;
     if (s.iterations > j->report.iterations)
       j->report.iterations = s.iterations;
@@ -281,15 +281,15 @@ int run(mr_device *dev, mr_cg_job *j, const workspace &w) {
 
 } // namespace
 
-int mr_cg_cuda_solve(mr_device *dev, mr_cg_job *j) {
-  return mr_on_worker(dev, [&] {
+int mr_cg_cuda_solve(mr_device *dev, mr_cg_job *j, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     size_t vec = j->count * j->n * sizeof(float2), align = 256;
     size_t vec_bytes = (vec + align - 1) / align * align;
     size_t bytes = 4 * vec_bytes + 2 * j->count * PARTS * sizeof(double) +
                    j->count * sizeof(state);
     char *base = nullptr;
-    int rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&base), bytes);
+    int rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&base), bytes, err);
     if (rc < 0)
       return rc;
     workspace w;
@@ -303,9 +303,9 @@ int mr_cg_cuda_solve(mr_device *dev, mr_cg_job *j) {
     w.host = static_cast<state *>(malloc(j->count * sizeof(state)));
     if (w.host == nullptr) {
       mr_cuda_free(c, base);
-      return mr_fail(MR_ENOMEM, "cg: out of memory");
+      return mr_err_set(err, MR_ENOMEM, "cg: out of memory");
     }
-    rc = run(dev, j, w);
+    rc = run(dev, j, w, err);
     free(w.host);
     mr_cuda_free(c, base);
     return rc;

@@ -79,15 +79,15 @@ typedef struct mr_fhd_plan mr_fhd_plan;
 /* Makes a plan on dev (borrowed; it must outlive the plan). MR_EINVAL for
  * bad options or a kernel the device lacks (GPU-only kernels are accepted
  * on the CPU, which has one loop for all). The caller takes *out. */
-int mr_fhd_plan_create(mr_device *dev, const mr_fhd_opts *opts, mr_fhd_plan **out);
+int mr_fhd_plan_create(mr_device *dev, const mr_fhd_opts *opts, mr_fhd_plan **out, mr_err *err);
 
 /* Uses n arbitrary voxel positions x[n][rank] (pixels) instead of the
  * grid. Copies x. */
-int mr_fhd_set_voxels(mr_fhd_plan *plan, size_t n, const float *x);
+int mr_fhd_set_voxels(mr_fhd_plan *plan, size_t n, const float *x, mr_err *err);
 
 /* Sets the trajectory: m samples k[m][rank] in cycles per pixel. Copies k;
  * set it once per trajectory and execute as often as needed. */
-int mr_fhd_set_points(mr_fhd_plan *plan, size_t m, const float *k);
+int mr_fhd_set_points(mr_fhd_plan *plan, size_t m, const float *k, mr_err *err);
 
 /* Voxels the plan sums over (grid size or points set). */
 size_t mr_fhd_voxel_count(const mr_fhd_plan *plan);
@@ -95,11 +95,11 @@ size_t mr_fhd_voxel_count(const mr_fhd_plan *plan);
 /* F^H W D: data [batch][m] (NULL: every sample 1, and out has one array;
  * Q is this with the weights), weights [m] or NULL, out [batch][voxels].
  * Borrows every array. */
-int mr_fhd_adjoint(mr_fhd_plan *plan, const mr_cfloat *data, const float *weights,
-                   mr_cfloat *out);
+int mr_fhd_adjoint(mr_fhd_plan *plan, const mr_cfloat *data, const float *weights, mr_cfloat *out,
+                   mr_err *err);
 
 /* F: image [batch][voxels] to samples out [batch][m]. Borrows both. */
-int mr_fhd_forward(mr_fhd_plan *plan, const mr_cfloat *image, mr_cfloat *out);
+int mr_fhd_forward(mr_fhd_plan *plan, const mr_cfloat *image, mr_cfloat *out, mr_err *err);
 
 void mr_fhd_plan_destroy(mr_fhd_plan *plan);
 

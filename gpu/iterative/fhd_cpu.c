@@ -17,7 +17,6 @@
 
 #include "device_impl.h"
 #include "error.h"
-#include "fail.h"
 #include "fhd_impl.h"
 
 /* Voxels (or samples) a thread works on at once, their sums in registers
@@ -167,8 +166,8 @@ static void adjoint_grid_rows(void *arg, size_t begin, size_t end) {
   }
 }
 
-int mr_fhd_cpu_adjoint(mr_fhd_plan *p, const mr_cfloat *data, const float *weights,
-                       mr_cfloat *out) {
+int mr_fhd_cpu_adjoint(mr_fhd_plan *p, const mr_cfloat *data, const float *weights, mr_cfloat *out,
+                       mr_err *err) {
   job j = {.p = p, .in = data, .w = weights, .out = out};
   mr_cpu_threads *threads = mr_device_threads(p->dev);
   if (p->opts.precision == MR_FHD_DOUBLE || p->voxels != NULL) {
@@ -179,7 +178,7 @@ int mr_fhd_cpu_adjoint(mr_fhd_plan *p, const mr_cfloat *data, const float *weigh
     if (fixed == NULL || step == NULL) {
       free(fixed);
       free(step);
-      return mr_fail(MR_ENOMEM, "fhd: out of memory for %zu samples", p->m);
+      return mr_err_set(err, MR_ENOMEM, "fhd: out of memory for %zu samples", p->m);
     }
     for (size_t m = 0; m < p->m; m++) {
       const float *k = p->k + m * (size_t)p->opts.rank;
@@ -193,7 +192,7 @@ int mr_fhd_cpu_adjoint(mr_fhd_plan *p, const mr_cfloat *data, const float *weigh
     free(fixed);
     free(step);
   }
-  return j.failed ? mr_fail(MR_ENOMEM, "fhd: out of memory for sums") : 0;
+  return j.failed ? mr_err_set(err, MR_ENOMEM, "fhd: out of memory for sums") : 0;
 }
 
 /* Forward sums for blocks of BLOCK samples [begin, end), per pair. */
@@ -232,9 +231,9 @@ static void forward_pairs(void *arg, size_t begin, size_t end) {
   free(acc);
 }
 
-int mr_fhd_cpu_forward(mr_fhd_plan *p, const mr_cfloat *image, mr_cfloat *out) {
+int mr_fhd_cpu_forward(mr_fhd_plan *p, const mr_cfloat *image, mr_cfloat *out, mr_err *err) {
   job j = {.p = p, .in = image, .out = out};
   mr_cpu_parallel_for(mr_device_threads(p->dev), (p->m + BLOCK - 1) / BLOCK, 1, forward_pairs,
                       &j);
-  return j.failed ? mr_fail(MR_ENOMEM, "fhd: out of memory for sums") : 0;
+  return j.failed ? mr_err_set(err, MR_ENOMEM, "fhd: out of memory for sums") : 0;
 }

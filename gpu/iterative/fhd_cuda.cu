@@ -406,14 +406,14 @@ struct scratch {
   ~scratch() {
     if (n == 0)
       return;
-    if (mr_cuda_after(c, c->compute, c->upload) < 0 ||
-        mr_cuda_after(c, c->compute, c->download) < 0)
-      mr_cuda_ctx_sync(c);
+    if (mr_cuda_after(c, c->compute, c->upload, nullptr) < 0 ||
+        mr_cuda_after(c, c->compute, c->download, nullptr) < 0)
+      mr_cuda_ctx_sync(c, nullptr);
     for (int i = 0; i < n; i++)
       mr_cuda_free(c, p[i]);
   }
-  template <class T> int alloc(T **out, size_t count) {
-    int rc = mr_cuda_alloc(c, &p[n], count * sizeof(T) + 16);
+  template <class T> int alloc(T **out, size_t count, mr_err *err) {
+    int rc = mr_cuda_alloc(c, &p[n], count * sizeof(T) + 16, err);
     *out = static_cast<T *>(p[n]);
     n += rc == 0;
     return rc;
@@ -447,7 +447,7 @@ int default_block(mr_fhd_kernel k) {
 }
 
 // The voxel positions a kernel reads, uploaded or generated once.
-int ensure_voxels(mr_cuda_ctx *c, mr_fhd_plan *p, mr_fhd_kernel kernel) {
+int ensure_voxels(mr_cuda_ctx *c, mr_fhd_plan *p, mr_fhd_kernel kernel, mr_err *err) {
   fhd_cuda *f = static_cast<fhd_cuda *>(p->impl);
   bool soa = kernel != MR_FHD_TILED && kernel != MR_FHD_RECURRENCE;
   bool four = kernel == MR_FHD_TILED;
@@ -458,14 +458,14 @@ int ensure_voxels(mr_cuda_ctx *c, mr_fhd_plan *p, mr_fhd_kernel kernel) {
   scratch s(c);
   float *points = nullptr;
   if (p->voxels != nullptr) {
-    int rc = s.alloc(&points, p->nvox * rank);
+    int rc = s.alloc(&points, p->nvox * rank, err);
     if (rc == 0)
-      rc = mr_cuda_upload(p->dev, points, p->voxels, p->nvox * rank * sizeof(float));
+      rc = mr_cuda_upload(p->dev, points, p->voxels, p->nvox * rank * sizeof(float), err);
     if (rc < 0)
       return rc;
   }
   if (soa && f->soa == nullptr) {
-    int rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&f->soa), 3 * p->nvox * sizeof(float));
+    int rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&f->soa), 3 * p->nvox * sizeof(float), err);
     if (rc < 0)
       return rc;
     voxel_soa<<<blocks_for(n, PREP_BLOCK), PREP_BLOCK, 0, c->compute>>>(
@@ -473,7 +473,8 @@ int ensure_voxels(mr_cuda_ctx *c, mr_fhd_plan *p, mr_fhd_kernel kernel) {
     MR_LAUNCHED(voxel_soa);
   }
   if (four && f->voxels4 == nullptr) {
-    int rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&f->voxels4), p->nvox * sizeof(float4));
+    int rc =
+        mr_cuda_alloc(c, reinterpret_cast<void **>(&f->voxels4), p->nvox * sizeof(float4), err);
     if (rc < 0)
       return rc;
     voxel_float4<<<blocks_for(n, PREP_BLOCK), PREP_BLOCK, 0, c->compute>>>(
@@ -487,7 +488,7 @@ int ensure_voxels(mr_cuda_ctx *c, mr_fhd_plan *p, mr_fhd_kernel kernel) {
 // kernel's resident blocks, each group keeping at least a tile of sources.
 template <class K>
 int split_groups(mr_cuda_ctx *c, K kernel, int block, size_t smem, size_t blocks, int nsrc,
-                 int *per_group) {
+                 int *per_group, mr_err *err) {
   int per_sm = 0;
   MR_CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block, smem));
   size_t slots = size_t(per_sm > 0 ? per_sm : 1) * c->props.multiProcessorCount;
@@ -506,7 +507,7 @@ int split_groups(mr_cuda_ctx *c, K kernel, int block, size_t smem, size_t blocks
 
 template <int V>
 int launch_recurrence_v(mr_cuda_ctx *c, const mr_fhd_plan *p, const rec_fixed *r, int n,
-                        float2 *out) {
+                        float2 *out, mr_err *err) {
   int nx = int(p->opts.grid[0]), ny = int(p->opts.grid[1]), nz = int(p->opts.grid[2]);
   int block = p->opts.block ? p->opts.block : default_block(MR_FHD_RECURRENCE);
   int segs = (nx + V - 1) / V;
@@ -514,7 +515,7 @@ int launch_recurrence_v(mr_cuda_ctx *c, const mr_fhd_plan *p, const rec_fixed *r
   size_t blocks = size_t((threads + block - 1) / block);
   size_t smem = size_t(block) * sizeof(rec_fixed);
   int per_group;
-  int groups = split_groups(c, recurrence<V>, block, smem, blocks, n, &per_group);
+  int groups = split_groups(c, recurrence<V>, block, smem, blocks, n, &per_group, err);
   if (groups < 0)
     return groups;
   dim3 grid{unsigned(blocks), unsigned(groups)};
@@ -524,17 +525,17 @@ int launch_recurrence_v(mr_cuda_ctx *c, const mr_fhd_plan *p, const rec_fixed *r
   return 0;
 }
 
-int launch_recurrence(mr_cuda_ctx *c, const mr_fhd_plan *p, const rec_fixed *r, int n,
-                      float2 *out) {
+int launch_recurrence(mr_cuda_ctx *c, const mr_fhd_plan *p, const rec_fixed *r, int n, float2 *out,
+                      mr_err *err) {
   switch (p->opts.voxels_per_thread) {
   case 4:
-    return launch_recurrence_v<4>(c, p, r, n, out);
+    return launch_recurrence_v<4>(c, p, r, n, out, err);
   case 8:
-    return launch_recurrence_v<8>(c, p, r, n, out);
+    return launch_recurrence_v<8>(c, p, r, n, out, err);
   case 16:
-    return launch_recurrence_v<16>(c, p, r, n, out);
+    return launch_recurrence_v<16>(c, p, r, n, out, err);
   default:
-    return launch_recurrence_v<32>(c, p, r, n, out);
+    return launch_recurrence_v<32>(c, p, r, n, out, err);
   }
 }
 
@@ -542,11 +543,11 @@ constexpr int TILED_T = 4; // targets per thread
 
 template <int SIGN>
 int launch_tiled(mr_cuda_ctx *c, int block, const float4 *targets, int ntargets,
-                 const rec_float *src, int nsrc, float2 *out) {
+                 const rec_float *src, int nsrc, float2 *out, mr_err *err) {
   size_t blocks = (size_t(ntargets) + size_t(block) * TILED_T - 1) / (size_t(block) * TILED_T);
   size_t smem = size_t(block) * sizeof(rec_float);
   int per_group;
-  int groups = split_groups(c, tiled<SIGN, TILED_T>, block, smem, blocks, nsrc, &per_group);
+  int groups = split_groups(c, tiled<SIGN, TILED_T>, block, smem, blocks, nsrc, &per_group, err);
   if (groups < 0)
     return groups;
   dim3 grid{unsigned(blocks), unsigned(groups)};
@@ -565,7 +566,7 @@ struct textbook_chunk {
 // The book's kernels over one chunk; the constant-memory ones walk it in
 // CONST_CHUNK pieces, copying each into constant memory first (Fig. 14.12).
 int launch_textbook(mr_cuda_ctx *c, const mr_fhd_plan *p, mr_fhd_kernel kernel,
-                    const textbook_chunk &t, int n, float2 *out) {
+                    const textbook_chunk &t, int n, float2 *out, mr_err *err) {
   const fhd_cuda *f = static_cast<const fhd_cuda *>(p->impl);
   int nvox = int(p->nvox);
   int block = p->opts.block ? p->opts.block : default_block(kernel);
@@ -616,20 +617,22 @@ int launch_textbook(mr_cuda_ctx *c, const mr_fhd_plan *p, mr_fhd_kernel kernel,
   return 0;
 }
 
-int check_sizes(const mr_fhd_plan *p) {
+int check_sizes(const mr_fhd_plan *p, mr_err *err) {
   // Kernels index voxels and samples with int.
   if (p->nvox > size_t(INT32_MAX) || p->m > size_t(INT32_MAX) ||
       p->opts.chunk > size_t(INT32_MAX))
-    return mr_fail(MR_EINVAL, "fhd: %zu voxels, %zu samples: over 2^31 on a GPU", p->nvox, p->m);
+    return mr_err_set(err, MR_EINVAL, "fhd: %zu voxels, %zu samples: over 2^31 on a GPU", p->nvox,
+                      p->m);
   return 0;
 }
 
-int adjoint(mr_fhd_plan *p, const mr_cfloat *data, const float *weights, mr_cfloat *out) {
+int adjoint(mr_fhd_plan *p, const mr_cfloat *data, const float *weights, mr_cfloat *out,
+            mr_err *err) {
   mr_cuda_ctx *c = mr_device_cuda(p->dev);
   mr_fhd_kernel kernel = resolve(p);
-  int rc = check_sizes(p);
+  int rc = check_sizes(p, err);
   if (rc == 0)
-    rc = ensure_voxels(c, p, kernel);
+    rc = ensure_voxels(c, p, kernel, err);
   if (rc < 0)
     return rc;
   const fhd_cuda *f = static_cast<const fhd_cuda *>(p->impl);
@@ -642,19 +645,19 @@ int adjoint(mr_fhd_plan *p, const mr_cfloat *data, const float *weights, mr_cflo
   rec_fixed *fixed = nullptr;
   rec_float *samples = nullptr;
   textbook_chunk t{};
-  if ((rc = s.alloc(&sums, batch * nvox)) < 0 || (rc = s.alloc(&k, chunk * rank)) < 0 ||
-      (weights != nullptr && (rc = s.alloc(&w, chunk)) < 0) ||
-      (data != nullptr && (rc = s.alloc(&d, chunk)) < 0))
+  if ((rc = s.alloc(&sums, batch * nvox, err)) < 0 || (rc = s.alloc(&k, chunk * rank, err)) < 0 ||
+      (weights != nullptr && (rc = s.alloc(&w, chunk, err)) < 0) ||
+      (data != nullptr && (rc = s.alloc(&d, chunk, err)) < 0))
     return rc;
   if (kernel == MR_FHD_RECURRENCE) {
-    rc = s.alloc(&fixed, chunk);
+    rc = s.alloc(&fixed, chunk, err);
   } else if (kernel == MR_FHD_TILED) {
-    rc = s.alloc(&samples, chunk);
+    rc = s.alloc(&samples, chunk, err);
   } else {
     float *a;
-    rc = s.alloc(&a, 5 * chunk);
+    rc = s.alloc(&a, 5 * chunk, err);
     if (rc == 0)
-      rc = s.alloc(&t.k3, chunk);
+      rc = s.alloc(&t.k3, chunk, err);
     if (rc == 0)
       t = {a, a + chunk, a + 2 * chunk, a + 3 * chunk, a + 4 * chunk, t.k3};
   }
@@ -663,43 +666,43 @@ int adjoint(mr_fhd_plan *p, const mr_cfloat *data, const float *weights, mr_cflo
   MR_CU(cudaMemsetAsync(sums, 0, batch * nvox * sizeof(float2), c->compute));
   for (size_t at = 0; at < p->m; at += chunk) {
     int n = int(p->m - at < chunk ? p->m - at : chunk);
-    rc = mr_cuda_upload(p->dev, k, p->k + at * rank, size_t(n) * rank * sizeof(float));
+    rc = mr_cuda_upload(p->dev, k, p->k + at * rank, size_t(n) * rank * sizeof(float), err);
     if (rc == 0 && w != nullptr)
-      rc = mr_cuda_upload(p->dev, w, weights + at, size_t(n) * sizeof(float));
+      rc = mr_cuda_upload(p->dev, w, weights + at, size_t(n) * sizeof(float), err);
     for (size_t b = 0; rc == 0 && b < batch; b++) {
       float2 *o = sums + b * nvox;
       if (d != nullptr)
-        rc = mr_cuda_upload(p->dev, d, data + b * p->m + at, size_t(n) * sizeof(float2));
+        rc = mr_cuda_upload(p->dev, d, data + b * p->m + at, size_t(n) * sizeof(float2), err);
       if (rc < 0)
         break;
       unsigned pb = blocks_for(size_t(n), PREP_BLOCK);
       if (kernel == MR_FHD_RECURRENCE) {
         prep_fixed<<<pb, PREP_BLOCK, 0, c->compute>>>(k, int(rank), w, d, n, fixed);
         MR_LAUNCHED(prep_fixed);
-        rc = launch_recurrence(c, p, fixed, n, o);
+        rc = launch_recurrence(c, p, fixed, n, o, err);
       } else if (kernel == MR_FHD_TILED) {
         prep_samples<<<pb, PREP_BLOCK, 0, c->compute>>>(k, int(rank), w, d, n, samples);
         MR_LAUNCHED(prep_samples);
         int block = p->opts.block ? p->opts.block : default_block(kernel);
-        rc = launch_tiled<+1>(c, block, f->voxels4, int(nvox), samples, n, o);
+        rc = launch_tiled<+1>(c, block, f->voxels4, int(nvox), samples, n, o, err);
       } else {
         prep_textbook<<<pb, PREP_BLOCK, 0, c->compute>>>(k, int(rank), w, d, n, t.kx, t.ky,
                                                           t.kz, t.rmu, t.imu, t.k3);
         MR_LAUNCHED(prep_textbook);
-        rc = launch_textbook(c, p, kernel, t, n, o);
+        rc = launch_textbook(c, p, kernel, t, n, o, err);
       }
     }
     if (rc < 0)
       return rc;
   }
-  return mr_cuda_download(p->dev, out, sums, batch * nvox * sizeof(float2));
+  return mr_cuda_download(p->dev, out, sums, batch * nvox * sizeof(float2), err);
 }
 
 // Forward sums: every sample a target, the voxels streaming past as
 // sources in chunks, one image at a time.
-int forward(mr_fhd_plan *p, const mr_cfloat *image, mr_cfloat *out) {
+int forward(mr_fhd_plan *p, const mr_cfloat *image, mr_cfloat *out, mr_err *err) {
   mr_cuda_ctx *c = mr_device_cuda(p->dev);
-  int rc = check_sizes(p);
+  int rc = check_sizes(p, err);
   if (rc < 0)
     return rc;
   size_t nvox = p->nvox, m = p->m, rank = size_t(p->opts.rank);
@@ -710,15 +713,15 @@ int forward(mr_fhd_plan *p, const mr_cfloat *image, mr_cfloat *out) {
   float4 *targets;
   float2 *sums, *img;
   rec_float *src;
-  if ((rc = s.alloc(&k, m * rank)) < 0 || (rc = s.alloc(&targets, m)) < 0 ||
-      (rc = s.alloc(&sums, p->opts.batch * m)) < 0 || (rc = s.alloc(&img, chunk)) < 0 ||
-      (rc = s.alloc(&src, chunk)) < 0)
+  if ((rc = s.alloc(&k, m * rank, err)) < 0 || (rc = s.alloc(&targets, m, err)) < 0 ||
+      (rc = s.alloc(&sums, p->opts.batch * m, err)) < 0 || (rc = s.alloc(&img, chunk, err)) < 0 ||
+      (rc = s.alloc(&src, chunk, err)) < 0)
     return rc;
-  if ((rc = mr_cuda_upload(p->dev, k, p->k, m * rank * sizeof(float))) < 0)
+  if ((rc = mr_cuda_upload(p->dev, k, p->k, m * rank * sizeof(float), err)) < 0)
     return rc;
   if (p->voxels != nullptr &&
-      ((rc = s.alloc(&points, nvox * rank)) < 0 ||
-       (rc = mr_cuda_upload(p->dev, points, p->voxels, nvox * rank * sizeof(float))) < 0))
+      ((rc = s.alloc(&points, nvox * rank, err)) < 0 ||
+       (rc = mr_cuda_upload(p->dev, points, p->voxels, nvox * rank * sizeof(float), err)) < 0))
     return rc;
   sample_float4<<<blocks_for(m, PREP_BLOCK), PREP_BLOCK, 0, c->compute>>>(k, int(rank), int(m),
                                                                           targets);
@@ -728,22 +731,22 @@ int forward(mr_fhd_plan *p, const mr_cfloat *image, mr_cfloat *out) {
   for (size_t b = 0; b < p->opts.batch; b++) {
     for (size_t at = 0; at < nvox; at += chunk) {
       int n = int(nvox - at < chunk ? nvox - at : chunk);
-      rc = mr_cuda_upload(p->dev, img, image + b * nvox + at, size_t(n) * sizeof(float2));
+      rc = mr_cuda_upload(p->dev, img, image + b * nvox + at, size_t(n) * sizeof(float2), err);
       if (rc < 0)
         return rc;
       prep_voxels<<<blocks_for(size_t(n), PREP_BLOCK), PREP_BLOCK, 0, c->compute>>>(
           points, int(rank), nx, ny, nz, (long long)at, n, img, src);
       MR_LAUNCHED(prep_voxels);
-      if ((rc = launch_tiled<-1>(c, block, targets, int(m), src, n, sums + b * m)) < 0)
+      if ((rc = launch_tiled<-1>(c, block, targets, int(m), src, n, sums + b * m, err)) < 0)
         return rc;
     }
   }
-  return mr_cuda_download(p->dev, out, sums, p->opts.batch * m * sizeof(float2));
+  return mr_cuda_download(p->dev, out, sums, p->opts.batch * m * sizeof(float2), err);
 }
 
 void free_voxels(mr_fhd_plan *p) {
   fhd_cuda *f = static_cast<fhd_cuda *>(p->impl);
-  mr_on_worker(p->dev, [&] {
+  mr_on_worker(p->dev, nullptr, [&] {
     mr_cuda_ctx *c = mr_device_cuda(p->dev);
     mr_cuda_free(c, f->soa);
     mr_cuda_free(c, f->voxels4);
@@ -755,27 +758,27 @@ void free_voxels(mr_fhd_plan *p) {
 
 } // namespace
 
-int mr_fhd_cuda_create(mr_fhd_plan *p) {
+int mr_fhd_cuda_create(mr_fhd_plan *p, mr_err *err) {
   p->impl = calloc(1, sizeof(fhd_cuda));
-  return p->impl != nullptr ? 0 : mr_fail(MR_ENOMEM, "fhd: out of memory");
+  return p->impl != nullptr ? 0 : mr_err_set(err, MR_ENOMEM, "fhd: out of memory");
 }
 
 void mr_fhd_cuda_forget(mr_fhd_plan *p) { free_voxels(p); }
 
-int mr_fhd_cuda_adjoint(mr_fhd_plan *p, const mr_cfloat *data, const float *weights,
-                        mr_cfloat *out) {
+int mr_fhd_cuda_adjoint(mr_fhd_plan *p, const mr_cfloat *data, const float *weights, mr_cfloat *out,
+                        mr_err *err) {
   if (p->m == 0) { // nothing to sum: zeros, without a trip to the GPU
     size_t batch = data != nullptr ? p->opts.batch : 1;
     memset(out, 0, batch * p->nvox * sizeof *out);
     return 0;
   }
-  return mr_on_worker(p->dev, [&] { return adjoint(p, data, weights, out); });
+  return mr_on_worker(p->dev, err, [&] { return adjoint(p, data, weights, out, err); });
 }
 
-int mr_fhd_cuda_forward(mr_fhd_plan *p, const mr_cfloat *image, mr_cfloat *out) {
+int mr_fhd_cuda_forward(mr_fhd_plan *p, const mr_cfloat *image, mr_cfloat *out, mr_err *err) {
   if (p->m == 0)
     return 0;
-  return mr_on_worker(p->dev, [&] { return forward(p, image, out); });
+  return mr_on_worker(p->dev, err, [&] { return forward(p, image, out, err); });
 }
 
 void mr_fhd_cuda_destroy(mr_fhd_plan *p) {

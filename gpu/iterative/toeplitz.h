@@ -50,32 +50,33 @@ typedef struct mr_toeplitz mr_toeplitz;
  * computes it with no data (with the weights W); q NULL: Q comes later, by
  * mr_toeplitz_set_q, before the first apply. The caller takes *out. */
 int mr_toeplitz_create(mr_device *dev, const mr_toeplitz_opts *opts, const mr_cfloat *q,
-                       mr_toeplitz **out);
+                       mr_toeplitz **out, mr_err *err);
 
 /* Gives the operator the Q of a new trajectory of the same shape, q in the
  * operator's device memory (mr_buf memory for a GPU, host memory for the
  * CPU), borrowed: the kernel is remade in place (no allocation, no
  * transfer; FFT plans and coil maps kept), for a stream whose trajectory
  * changes every frame. */
-int mr_toeplitz_set_q(mr_toeplitz *t, const mr_cfloat *q);
+int mr_toeplitz_set_q(mr_toeplitz *t, const mr_cfloat *q, mr_err *err);
 
 /* Sets the coil maps: maps[coils][voxels] in host memory (copied). Needed
  * before the first apply when opts.coils > 0. */
-int mr_toeplitz_set_maps(mr_toeplitz *t, const mr_cfloat *maps);
+int mr_toeplitz_set_maps(mr_toeplitz *t, const mr_cfloat *maps, mr_err *err);
 
 /* out = sum_c S_c^H x_c for coil images x [coils][voxels], with the maps
  * set: the right-hand side of SENSE from each coil's F^H D. x and out on
  * the operator's device, not overlapping; borrows both. */
-int mr_toeplitz_combine(mr_toeplitz *t, const mr_cfloat *x, mr_cfloat *out);
+int mr_toeplitz_combine(mr_toeplitz *t, const mr_cfloat *x, mr_cfloat *out, mr_err *err);
 
 /* y = A x for one image; x and y on the operator's device, not
  * overlapping. Borrows both. */
-int mr_toeplitz_apply(mr_toeplitz *t, const mr_cfloat *x, mr_cfloat *y);
+int mr_toeplitz_apply(mr_toeplitz *t, const mr_cfloat *x, mr_cfloat *y, mr_err *err);
 
 /* y_i = A x_i for `count` images x, y [count][voxels] on the operator's
  * device, of an operator made without coils (with coils count must be 1):
  * on a GPU in one pass of batched transforms, on the CPU one by one. */
-int mr_toeplitz_apply_batch(mr_toeplitz *t, size_t count, const mr_cfloat *x, mr_cfloat *y);
+int mr_toeplitz_apply_batch(mr_toeplitz *t, size_t count, const mr_cfloat *x, mr_cfloat *y,
+                            mr_err *err);
 
 /* Voxels of one image. */
 size_t mr_toeplitz_voxels(const mr_toeplitz *t);
@@ -85,8 +86,9 @@ void mr_toeplitz_destroy(mr_toeplitz *t);
 
 /* The adapters mr_cg_solve and mr_cg_solve_batch (cg.h) take: op is an
  * mr_toeplitz. */
-int mr_toeplitz_apply_op(void *op, const mr_cfloat *x, mr_cfloat *y);
-int mr_toeplitz_apply_batch_op(void *op, size_t count, const mr_cfloat *x, mr_cfloat *y);
+int mr_toeplitz_apply_op(void *op, const mr_cfloat *x, mr_cfloat *y, mr_err *err);
+int mr_toeplitz_apply_batch_op(void *op, size_t count, const mr_cfloat *x, mr_cfloat *y,
+                               mr_err *err);
 
 #ifdef __cplusplus
 }

@@ -99,10 +99,9 @@ __global__ void gather(size_t count, const float2 *maps, const float2 *in, box g
 
 } // namespace
 
-int mr_toeplitz_cuda_expand(mr_device *dev, size_t count, const mr_cfloat *maps,
-                            const mr_cfloat *x, const size_t n[3], const size_t big[3],
-                            mr_cfloat *work) {
-  return mr_on_worker(dev, [&] {
+int mr_toeplitz_cuda_expand(mr_device *dev, size_t count, const mr_cfloat *maps, const mr_cfloat *x,
+                            const size_t n[3], const size_t big[3], mr_cfloat *work, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     box g = box_of(n, big);
     expand<<<mr_grid_for(c, count * g.nbig, BLOCK), BLOCK, 0, c->compute>>>(
@@ -113,9 +112,9 @@ int mr_toeplitz_cuda_expand(mr_device *dev, size_t count, const mr_cfloat *maps,
   });
 }
 
-int mr_toeplitz_cuda_kernel_mul(mr_device *dev, size_t count, size_t nbig,
-                                const mr_cfloat *kernel, mr_cfloat *work) {
-  return mr_on_worker(dev, [&] {
+int mr_toeplitz_cuda_kernel_mul(mr_device *dev, size_t count, size_t nbig, const mr_cfloat *kernel,
+                                mr_cfloat *work, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     kernel_mul<<<mr_grid_for(c, count * nbig, BLOCK), BLOCK, 0, c->compute>>>(
         count, nbig, reinterpret_cast<const float2 *>(kernel), reinterpret_cast<float2 *>(work));
@@ -124,9 +123,9 @@ int mr_toeplitz_cuda_kernel_mul(mr_device *dev, size_t count, size_t nbig,
   });
 }
 
-int mr_toeplitz_cuda_checkerboard(mr_device *dev, const size_t big[3], float scale,
-                                  mr_cfloat *k) {
-  return mr_on_worker(dev, [&] {
+int mr_toeplitz_cuda_checkerboard(mr_device *dev, const size_t big[3], float scale, mr_cfloat *k,
+                                  mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     box g = box_of(big, big);
     checkerboard<<<mr_grid_for(c, g.nbig, BLOCK), BLOCK, 0, c->compute>>>(
@@ -138,8 +137,8 @@ int mr_toeplitz_cuda_checkerboard(mr_device *dev, const size_t big[3], float sca
 
 int mr_toeplitz_cuda_gather(mr_device *dev, size_t count, const mr_cfloat *maps,
                             const mr_cfloat *in, const size_t n[3], const size_t big[3],
-                            const mr_cfloat *x, float lambda, mr_cfloat *y) {
-  return mr_on_worker(dev, [&] {
+                            const mr_cfloat *x, float lambda, mr_cfloat *y, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     box g = box_of(n, big);
     size_t images = maps != nullptr ? 1 : count;

@@ -7,7 +7,6 @@
 #include "buf.h"
 #include "device_impl.h"
 #include "error.h"
-#include "fail.h"
 #include "host.h"
 #include "vec.h"
 #include "worker.h"
@@ -24,8 +23,8 @@ typedef struct part {
   mr_worker *helper;
   mr_buf *x, *y;
   mr_cfloat *host_y;
-  int rc; /* the last apply's, read after waiting for it, */
-  char detail[256]; /* with its detail line */
+  int rc;     /* the last apply's, read after waiting for it, */
+  mr_err why; /* with its line (a posted call has no caller's mr_err) */
 } part;
 
 struct mr_toeplitz_split {
@@ -41,39 +40,42 @@ struct mr_toeplitz_split {
 
 static size_t bytes_of(const mr_toeplitz_split *s) { return s->nvox * sizeof(mr_cfloat); }
 
-static int nothing(void *arg) {
+static int nothing(void *arg, mr_err *err) {
   (void)arg;
+  (void)err;
   return 0;
 }
 
 /* A helper's start: its GPU calls go to the helpers' lanes. */
-static int become_helper(void *arg) {
+static int become_helper(void *arg, mr_err *err) {
   (void)arg;
+  (void)err;
   mr_device_become_helper();
   return 0;
 }
 
 /* Makes part p's operator (on its helper, when it has one, so the device
  * sees the thread that will drive it). */
-static int make_part(void *arg) {
+static int make_part(void *arg, mr_err *err) {
   part *p = arg;
   mr_toeplitz_split *s = p->s;
   mr_toeplitz_opts o = s->o;
   o.coils = p->coils;
   if (p != &s->parts[0])
     o.lambda = 0; /* lambda R once, on the first device */
-  int rc = mr_toeplitz_create(p->dev, &o, s->q, &p->op);
+  int rc = mr_toeplitz_create(p->dev, &o, s->q, &p->op, err);
   if (rc == 0 && p != &s->parts[0]) {
-    rc = mr_buf_create(p->dev, bytes_of(s), &p->x);
+    rc = mr_buf_create(p->dev, bytes_of(s), &p->x, err);
     if (rc == 0)
-      rc = mr_buf_create(p->dev, bytes_of(s), &p->y);
+      rc = mr_buf_create(p->dev, bytes_of(s), &p->y, err);
     if (rc == 0)
-      rc = mr_host_alloc(p->dev, bytes_of(s), (void **)&p->host_y);
+      rc = mr_host_alloc(p->dev, bytes_of(s), (void **)&p->host_y, err);
   }
   return rc;
 }
 
-static int free_part(void *arg) {
+static int free_part(void *arg, mr_err *err) {
+  (void)err;
   part *p = arg;
   mr_toeplitz_destroy(p->op);
   mr_buf_destroy(p->x);
@@ -82,24 +84,24 @@ static int free_part(void *arg) {
   return 0;
 }
 
-static int set_part_maps(void *arg) {
+static int set_part_maps(void *arg, mr_err *err) {
   part *p = arg;
-  return mr_toeplitz_set_maps(p->op, p->s->maps + p->first * p->s->nvox);
+  return mr_toeplitz_set_maps(p->op, p->s->maps + p->first * p->s->nvox, err);
 }
 
 /* Runs fn(p) on p's helper, or here for the first device. */
-static int on_part(part *p, mr_worker_fn fn) {
-  return p->helper != NULL ? mr_worker_call(p->helper, fn, p) : fn(p);
+static int on_part(part *p, mr_worker_fn fn, mr_err *err) {
+  return p->helper != NULL ? mr_worker_call(p->helper, fn, p, err) : fn(p, err);
 }
 
 int mr_toeplitz_split_create(mr_device *const *devs, size_t ndev, const mr_toeplitz_opts *opts,
-                             const mr_cfloat *q, mr_toeplitz_split **out) {
+                             const mr_cfloat *q, mr_toeplitz_split **out, mr_err *err) {
   if (ndev < 1 || ndev > MAX_PARTS || opts->coils < 1 || q == NULL)
-    return mr_fail(MR_EINVAL, "toeplitz split: %zu devices (1 to %d), %zu coils, Q %s", ndev,
-                   MAX_PARTS, opts->coils, q != NULL ? "given" : "missing");
+    return mr_err_set(err, MR_EINVAL, "toeplitz split: %zu devices (1 to %d), %zu coils, Q %s",
+                      ndev, MAX_PARTS, opts->coils, q != NULL ? "given" : "missing");
   mr_toeplitz_split *s = calloc(1, sizeof *s);
   if (s == NULL)
-    return mr_fail(MR_ENOMEM, "toeplitz split: out of memory");
+    return mr_err_set(err, MR_ENOMEM, "toeplitz split: out of memory");
   s->o = *opts;
   s->nvox = 1;
   for (int d = 0; d < opts->rank && d < 3; d++)
@@ -117,15 +119,15 @@ int mr_toeplitz_split_create(mr_device *const *devs, size_t ndev, const mr_toepl
     p->coils = base + (i < extra);
   }
   for (size_t i = 1; rc == 0 && i < s->nparts; i++)
-    rc = mr_worker_start(become_helper, NULL, &s->parts[i].helper);
+    rc = mr_worker_start(become_helper, NULL, &s->parts[i].helper, err);
   for (size_t i = 0; rc == 0 && i < s->nparts; i++)
-    rc = on_part(&s->parts[i], make_part);
+    rc = on_part(&s->parts[i], make_part, err);
   if (rc == 0 && s->nparts > 1)
-    rc = mr_host_alloc(devs[0], bytes_of(s), (void **)&s->host_x);
+    rc = mr_host_alloc(devs[0], bytes_of(s), (void **)&s->host_x, err);
   if (rc == 0)
-    rc = mr_buf_create(devs[0], bytes_of(s), &s->sum);
+    rc = mr_buf_create(devs[0], bytes_of(s), &s->sum, err);
   if (rc == 0)
-    rc = mr_buf_create(devs[0], opts->coils * bytes_of(s), &s->maps_all);
+    rc = mr_buf_create(devs[0], opts->coils * bytes_of(s), &s->maps_all, err);
   s->q = NULL;
   if (rc < 0) {
     mr_toeplitz_split_destroy(s);
@@ -135,63 +137,66 @@ int mr_toeplitz_split_create(mr_device *const *devs, size_t ndev, const mr_toepl
   return 0;
 }
 
-int mr_toeplitz_split_set_maps(mr_toeplitz_split *s, const mr_cfloat *maps) {
+int mr_toeplitz_split_set_maps(mr_toeplitz_split *s, const mr_cfloat *maps, mr_err *err) {
   s->maps = maps;
   int rc = 0;
   for (size_t i = 0; rc == 0 && i < s->nparts; i++)
-    rc = on_part(&s->parts[i], set_part_maps);
+    rc = on_part(&s->parts[i], set_part_maps, err);
   s->maps = NULL;
   if (rc == 0)
-    rc = mr_buf_upload(s->maps_all, 0, maps, s->o.coils * bytes_of(s));
+    rc = mr_buf_upload(s->maps_all, 0, maps, s->o.coils * bytes_of(s), err);
   s->have_maps = rc == 0;
   return rc;
 }
 
-int mr_toeplitz_split_combine(mr_toeplitz_split *s, const mr_cfloat *x, mr_cfloat *out) {
+int mr_toeplitz_split_combine(mr_toeplitz_split *s, const mr_cfloat *x, mr_cfloat *out,
+                              mr_err *err) {
   if (!s->have_maps)
-    return mr_fail(MR_EINVAL, "toeplitz split: combining coils needs maps");
+    return mr_err_set(err, MR_EINVAL, "toeplitz split: combining coils needs maps");
   return mr_vec_conj_mul_sum(s->parts[0].dev, s->o.coils, s->nvox, mr_buf_data(s->maps_all), x,
-                             mr_buf_data(s->sum), out);
+                             mr_buf_data(s->sum), out, err);
 }
 
-/* A device after the first: x from host memory, its part, y back. */
-static int apply_part(void *arg) {
+/* A device after the first: x from host memory, its part, y back. Posted:
+ * its line goes to the part's own mr_err, for part_result(). */
+static int apply_part(void *arg, mr_err *unused) {
+  (void)unused;
   part *p = *(part **)arg;
+  mr_err *err = &p->why;
+  mr_err_clear(err);
   size_t bytes = bytes_of(p->s);
   mr_cfloat *x = mr_buf_data(p->x), *y = mr_buf_data(p->y);
-  int rc = mr_device_upload(p->dev, x, p->s->host_x, bytes);
+  int rc = mr_device_upload(p->dev, x, p->s->host_x, bytes, err);
   if (rc == 0)
-    rc = mr_toeplitz_apply(p->op, x, y);
+    rc = mr_toeplitz_apply(p->op, x, y, err);
   if (rc == 0)
-    rc = mr_device_download(p->dev, p->host_y, y, bytes);
+    rc = mr_device_download(p->dev, p->host_y, y, bytes, err);
   p->rc = rc;
-  if (rc < 0)
-    snprintf(p->detail, sizeof p->detail, "%s", mr_fail_detail());
   return rc;
 }
 
-/* The apply's result, its line carried to the waiting thread. */
-static int part_result(void *arg) {
+/* The apply's result, its line copied into the waiting thread's mr_err. */
+static int part_result(void *arg, mr_err *err) {
   part *p = arg;
-  return p->rc < 0 ? mr_fail(p->rc, "%s", p->detail) : 0;
+  return p->rc < 0 ? mr_err_set(err, p->rc, "%s", mr_err_text(&p->why, p->rc)) : 0;
 }
 
-int mr_toeplitz_split_apply(mr_toeplitz_split *s, const mr_cfloat *x, mr_cfloat *y) {
+int mr_toeplitz_split_apply(mr_toeplitz_split *s, const mr_cfloat *x, mr_cfloat *y, mr_err *err) {
   if (!s->have_maps)
-    return mr_fail(MR_EINVAL, "toeplitz split: no coil maps set");
+    return mr_err_set(err, MR_EINVAL, "toeplitz split: no coil maps set");
   mr_device *first = s->parts[0].dev;
   size_t n = s->nvox, posted = 1;
-  int rc = s->nparts > 1 ? mr_device_download(first, s->host_x, x, bytes_of(s)) : 0;
+  int rc = s->nparts > 1 ? mr_device_download(first, s->host_x, x, bytes_of(s), err) : 0;
   for (; rc == 0 && posted < s->nparts; posted++) {
     part *p = &s->parts[posted];
     p->rc = 0;
-    rc = mr_worker_post(p->helper, apply_part, &p, sizeof p);
+    rc = mr_worker_post(p->helper, apply_part, &p, sizeof p, err);
   }
   if (rc == 0)
-    rc = mr_toeplitz_apply(s->parts[0].op, x, y); /* while the others run theirs */
+    rc = mr_toeplitz_apply(s->parts[0].op, x, y, err); /* while the others run theirs */
   /* Every posted apply reads host_x: wait for each, whatever failed. */
   for (size_t i = 1; i < posted; i++) {
-    int part_rc = mr_worker_call(s->parts[i].helper, part_result, &s->parts[i]);
+    int part_rc = mr_worker_call(s->parts[i].helper, part_result, &s->parts[i], err);
     if (rc == 0)
       rc = part_rc;
   }
@@ -202,14 +207,16 @@ int mr_toeplitz_split_apply(mr_toeplitz_split *s, const mr_cfloat *x, mr_cfloat 
     for (size_t v = 0; v < n; v++)
       total[v] += s->parts[i].host_y[v];
   mr_cfloat *sum = mr_buf_data(s->sum);
-  rc = mr_device_upload(first, sum, total, bytes_of(s));
-  return rc == 0 ? mr_vec_axpy(first, n, 1.0f, sum, y) : rc;
+  rc = mr_device_upload(first, sum, total, bytes_of(s), err);
+  return rc == 0 ? mr_vec_axpy(first, n, 1.0f, sum, y, err) : rc;
 }
 
-int mr_toeplitz_split_apply_op(void *op, size_t count, const mr_cfloat *x, mr_cfloat *y) {
+int mr_toeplitz_split_apply_op(void *op, size_t count, const mr_cfloat *x, mr_cfloat *y,
+                               mr_err *err) {
   if (count != 1)
-    return mr_fail(MR_EINVAL, "toeplitz split: a batch of %zu images (coil maps: 1)", count);
-  return mr_toeplitz_split_apply(op, x, y);
+    return mr_err_set(err, MR_EINVAL, "toeplitz split: a batch of %zu images (coil maps: 1)",
+                      count);
+  return mr_toeplitz_split_apply(op, x, y, err);
 }
 
 size_t mr_toeplitz_split_devices(const mr_toeplitz_split *s) { return s->nparts; }
@@ -220,7 +227,7 @@ void mr_toeplitz_split_destroy(mr_toeplitz_split *s) {
   for (size_t i = 0; i < s->nparts; i++) {
     part *p = &s->parts[i];
     if (i == 0 || p->helper != NULL)
-      on_part(p, free_part);
+      on_part(p, free_part, NULL);
     if (p->helper != NULL)
       mr_worker_stop(p->helper, nothing, NULL);
   }

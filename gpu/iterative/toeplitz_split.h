@@ -34,24 +34,26 @@ typedef struct mr_toeplitz_split mr_toeplitz_split;
  * are used than there are coils) for opts (opts->coils >= 1) from q (host
  * memory, as mr_toeplitz_create takes it; borrowed). The caller takes *out. */
 int mr_toeplitz_split_create(mr_device *const *devs, size_t ndev, const mr_toeplitz_opts *opts,
-                             const mr_cfloat *q, mr_toeplitz_split **out);
+                             const mr_cfloat *q, mr_toeplitz_split **out, mr_err *err);
 
 /* Sets the maps[coils][voxels] (host memory, copied): each device its
  * coils', and the first device all of them (for the combination). Needed
  * before the first apply. */
-int mr_toeplitz_split_set_maps(mr_toeplitz_split *s, const mr_cfloat *maps);
+int mr_toeplitz_split_set_maps(mr_toeplitz_split *s, const mr_cfloat *maps, mr_err *err);
 
 /* out = sum_c S_c^H x_c for coil images x [coils][voxels] on the first
  * device (the right-hand side of SENSE, as mr_toeplitz_combine makes it),
  * out there too, not overlapping x; borrows both. */
-int mr_toeplitz_split_combine(mr_toeplitz_split *s, const mr_cfloat *x, mr_cfloat *out);
+int mr_toeplitz_split_combine(mr_toeplitz_split *s, const mr_cfloat *x, mr_cfloat *out,
+                              mr_err *err);
 
 /* y = A x for one image, x and y on the first device, not overlapping;
  * borrows both. May be called inside a task on the first device. */
-int mr_toeplitz_split_apply(mr_toeplitz_split *s, const mr_cfloat *x, mr_cfloat *y);
+int mr_toeplitz_split_apply(mr_toeplitz_split *s, const mr_cfloat *x, mr_cfloat *y, mr_err *err);
 
 /* The adapter mr_cg_solve_batch takes (count must be 1). */
-int mr_toeplitz_split_apply_op(void *op, size_t count, const mr_cfloat *x, mr_cfloat *y);
+int mr_toeplitz_split_apply_op(void *op, size_t count, const mr_cfloat *x, mr_cfloat *y,
+                               mr_err *err);
 
 /* Devices the operator runs on (<= the ndev it was made with). */
 size_t mr_toeplitz_split_devices(const mr_toeplitz_split *s);

@@ -20,16 +20,15 @@ typedef enum mr_blas_op {
 
 /* c = alpha op_a(a) op_b(b) + beta c, with op_a(a) m x k, op_b(b) k x n and
  * c m x n. MR_EINVAL when the shapes do not agree. Borrows a, b, c. */
-int mr_blas_gemm(mr_device *dev, mr_blas_op op_a, mr_blas_op op_b,
-                 mr_cfloat alpha, mr_cmat a, mr_cmat b, mr_cfloat beta,
-                 mr_cmat c, int batch);
+int mr_blas_gemm(mr_device *dev, mr_blas_op op_a, mr_blas_op op_b, mr_cfloat alpha, mr_cmat a,
+                 mr_cmat b, mr_cfloat beta, mr_cmat c, int batch, mr_err *err);
 
 /* Hermitian rank-k update of the n x n matrix c:
  *   op MR_BLAS_N: c = alpha a a^H + beta c   (a is n x k)
  *   op MR_BLAS_C: c = alpha a^H a + beta c   (a is k x n; GRAPPA's A^H A)
  * Both triangles of c are written (c is Hermitian). Borrows a, c. */
-int mr_blas_herk(mr_device *dev, mr_blas_op op, float alpha, mr_cmat a,
-                 float beta, mr_cmat c, int batch);
+int mr_blas_herk(mr_device *dev, mr_blas_op op, float alpha, mr_cmat a, float beta, mr_cmat c,
+                 int batch, mr_err *err);
 
 #ifdef __cplusplus
 }

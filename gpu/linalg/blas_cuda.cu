@@ -36,8 +36,8 @@ __global__ void mirror_lower(float2 *c0, int n, int ld, size_t stride) {
 
 } // namespace
 
-int mr_blas_cuda_gemm(mr_device *dev, const mr_gemm_args *g) {
-  return mr_on_worker(dev, [&] {
+int mr_blas_cuda_gemm(mr_device *dev, const mr_gemm_args *g, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     const cuComplex alpha = make_cuComplex(g->alpha.re, g->alpha.im);
     const cuComplex beta = make_cuComplex(g->beta.re, g->beta.im);
@@ -57,8 +57,8 @@ int mr_blas_cuda_gemm(mr_device *dev, const mr_gemm_args *g) {
 // triangles itself; at n 2560 CHERK wins (3.3 ms against 6.1 ms).
 constexpr int HERK_BY_GEMM_MAX_N = 1024;
 
-int mr_blas_cuda_herk(mr_device *dev, const mr_herk_args *h) {
-  return mr_on_worker(dev, [&] {
+int mr_blas_cuda_herk(mr_device *dev, const mr_herk_args *h, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     const cuComplex *a = reinterpret_cast<const cuComplex *>(h->a.data);
     cuComplex *out = reinterpret_cast<cuComplex *>(h->c.data);

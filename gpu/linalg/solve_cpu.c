@@ -4,13 +4,11 @@
 
 #include "device_impl.h"
 #include "error.h"
-#include "fail.h"
 #include "solve_impl.h"
 
 /* The items of a batch on the device's threads (LAPACK runs each in its
  * caller's thread: gpu/core/cpu_threads.c); the first failing item's
- * LAPACK info is kept for the caller to report (a detail line is the
- * calling thread's). */
+ * LAPACK info is kept for the calling thread to report in its err). */
 typedef struct solve_job {
   mr_cmat a, b;
   float lambda;
@@ -57,7 +55,8 @@ static void eigh_items(void *arg, size_t begin, size_t end) {
 }
 
 /* Runs fn over the batch; the first failure as an error. */
-static int run_items(mr_device *dev, mr_range_fn fn, solve_job *j, int batch, const char *what) {
+static int run_items(mr_device *dev, mr_range_fn fn, solve_job *j, int batch, const char *what,
+                     mr_err *err) {
   j->failed_item = batch;
   pthread_mutex_init(&j->lock, NULL);
   mr_cpu_parallel_for(mr_device_threads(dev), (size_t)batch, 1, fn, j);
@@ -65,18 +64,19 @@ static int run_items(mr_device *dev, mr_range_fn fn, solve_job *j, int batch, co
   if (j->failed_item == batch)
     return 0;
   if (j->info < 0)
-    return mr_fail(MR_EINVAL, "%s: LAPACK rejected argument %d", what, (int)-j->info);
-  return mr_fail(MR_ENUMERIC, fn == hpd_items ? "%s: item %d is not positive definite (column %d)"
-                                              : "%s: item %d did not converge (%d)",
-                 what, j->failed_item, (int)j->info);
+    return mr_err_set(err, MR_EINVAL, "%s: LAPACK rejected argument %d", what, (int)-j->info);
+  return mr_err_set(err, MR_ENUMERIC,
+                    fn == hpd_items ? "%s: item %d is not positive definite (column %d)"
+                                    : "%s: item %d did not converge (%d)",
+                    what, j->failed_item, (int)j->info);
 }
 
-int mr_solve_cpu_hpd(mr_device *dev, mr_cmat a, float lambda, mr_cmat b, int batch) {
+int mr_solve_cpu_hpd(mr_device *dev, mr_cmat a, float lambda, mr_cmat b, int batch, mr_err *err) {
   solve_job j = {.a = a, .b = b, .lambda = lambda};
-  return run_items(dev, hpd_items, &j, batch, "solve");
+  return run_items(dev, hpd_items, &j, batch, "solve", err);
 }
 
-int mr_solve_cpu_eigh(mr_device *dev, mr_cmat a, float *w, int batch) {
+int mr_solve_cpu_eigh(mr_device *dev, mr_cmat a, float *w, int batch, mr_err *err) {
   solve_job j = {.a = a, .w = w};
-  return run_items(dev, eigh_items, &j, batch, "eigh");
+  return run_items(dev, eigh_items, &j, batch, "eigh", err);
 }

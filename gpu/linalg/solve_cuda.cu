@@ -26,8 +26,8 @@ struct scratch {
 
 } // namespace
 
-int mr_solve_cuda_hpd(mr_device *dev, mr_cmat a, float lambda, mr_cmat b, int batch) {
-  return mr_on_worker(dev, [&] {
+int mr_solve_cuda_hpd(mr_device *dev, mr_cmat a, float lambda, mr_cmat b, int batch, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     int n = a.rows;
     if (n == 0 || b.cols == 0)
@@ -39,9 +39,10 @@ int mr_solve_cuda_hpd(mr_device *dev, mr_cmat a, float lambda, mr_cmat b, int ba
                                             &lwork));
     // info[i]: potrf of item i; info[batch + i]: its potrs.
     scratch s(c);
-    int rc = mr_cuda_alloc(c, &s.work, size_t(lwork) * sizeof(cuComplex));
+    int rc = mr_cuda_alloc(c, &s.work, size_t(lwork) * sizeof(cuComplex), err);
     if (rc == 0)
-      rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&s.info), 2 * size_t(batch) * sizeof(int));
+      rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&s.info), 2 * size_t(batch) * sizeof(int),
+                         err);
     if (rc < 0)
       return rc;
     if (lambda != 0) {
@@ -61,24 +62,24 @@ int mr_solve_cuda_hpd(mr_device *dev, mr_cmat a, float lambda, mr_cmat b, int ba
     }
     int *info = static_cast<int *>(malloc(2 * size_t(batch) * sizeof(int)));
     if (info == nullptr)
-      return mr_fail(MR_ENOMEM, "solve: out of memory");
+      return mr_err_set(err, MR_ENOMEM, "solve: out of memory");
     cudaError_t e = cudaMemcpyAsync(info, s.info, 2 * size_t(batch) * sizeof(int),
                                     cudaMemcpyDeviceToHost, c->compute);
     if (e == cudaSuccess)
       e = cudaStreamSynchronize(c->compute);
     if (e == cudaSuccess && rc == 0)
-      rc = mr_solve_cholesky_flags(info, batch, "solve");
+      rc = mr_solve_cholesky_flags(info, batch, "solve", err);
     free(info);
     if (e != cudaSuccess)
-      return mr_cuda_fail(e, "cudaMemcpyAsync(info)", __FILE__, __LINE__);
+      return mr_cuda_fail(e, "cudaMemcpyAsync(info)", __FILE__, __LINE__, err);
     return rc;
   });
 }
 
 // Eigen-decomposition per batch item with cusolverDnCheevd; the info flags
 // are read once at the end.
-int mr_solve_cuda_eigh(mr_device *dev, mr_cmat a, float *w, int batch) {
-  return mr_on_worker(dev, [&] {
+int mr_solve_cuda_eigh(mr_device *dev, mr_cmat a, float *w, int batch, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     int n = a.rows;
     if (n == 0)
@@ -88,9 +89,9 @@ int mr_solve_cuda_eigh(mr_device *dev, mr_cmat a, float *w, int batch) {
     MR_CUSOLVER(cusolverDnCheevd_bufferSize(c->solver, CUSOLVER_EIG_MODE_VECTOR,
                                             CUBLAS_FILL_MODE_LOWER, n, A, a.ld, w, &lwork));
     scratch s(c);
-    int rc = mr_cuda_alloc(c, &s.work, size_t(lwork) * sizeof(cuComplex));
+    int rc = mr_cuda_alloc(c, &s.work, size_t(lwork) * sizeof(cuComplex), err);
     if (rc == 0)
-      rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&s.info), size_t(batch) * sizeof(int));
+      rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&s.info), size_t(batch) * sizeof(int), err);
     if (rc < 0)
       return rc;
     cuComplex *work = static_cast<cuComplex *>(s.work);
@@ -100,18 +101,18 @@ int mr_solve_cuda_eigh(mr_device *dev, mr_cmat a, float *w, int batch) {
                                    lwork, s.info + i));
     int *info = static_cast<int *>(malloc(size_t(batch) * sizeof(int)));
     if (info == nullptr)
-      return mr_fail(MR_ENOMEM, "eigh: out of memory");
+      return mr_err_set(err, MR_ENOMEM, "eigh: out of memory");
     cudaError_t e = cudaMemcpyAsync(info, s.info, size_t(batch) * sizeof(int),
                                     cudaMemcpyDeviceToHost, c->compute);
     if (e == cudaSuccess)
       e = cudaStreamSynchronize(c->compute);
     for (int i = 0; e == cudaSuccess && rc == 0 && i < batch; i++)
       if (info[i] != 0)
-        rc = mr_fail(info[i] > 0 ? MR_ENUMERIC : MR_EINVAL, "eigh: cuSOLVER item %d: info %d", i,
-                     info[i]);
+        rc = mr_err_set(err, info[i] > 0 ? MR_ENUMERIC : MR_EINVAL,
+                        "eigh: cuSOLVER item %d: info %d", i, info[i]);
     free(info);
     if (e != cudaSuccess)
-      return mr_cuda_fail(e, "cudaMemcpyAsync(info)", __FILE__, __LINE__);
+      return mr_cuda_fail(e, "cudaMemcpyAsync(info)", __FILE__, __LINE__, err);
     return rc;
   });
 }

@@ -40,8 +40,8 @@ extern "C" {
  * lambda_max (host, batch floats; may be NULL) receives each item's; an
  * item without signal (g = 0) gets 0 and zero outputs. MR_EINVAL for bad
  * shapes or a threshold outside (0, 1). Borrows all. */
-int mr_spectral_truncate(mr_device *dev, mr_cmat a, mr_blas_op side, float threshold,
-                         mr_cmat proj, mr_cmat pinv, float *lambda_max, int batch);
+int mr_spectral_truncate(mr_device *dev, mr_cmat a, mr_blas_op side, float threshold, mr_cmat proj,
+                         mr_cmat pinv, float *lambda_max, int batch, mr_err *err);
 
 #ifdef __cplusplus
 }

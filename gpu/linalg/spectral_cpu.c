@@ -6,11 +6,11 @@
 #include <stdlib.h>
 
 #include "error.h"
-#include "fail.h"
 #include "spectral_impl.h"
 
-static int widen(mr_device *dev, mr_cmat src, int batch, mr_cdouble *out) {
+static int widen(mr_device *dev, mr_cmat src, int batch, mr_cdouble *out, mr_err *err) {
   (void)dev;
+  (void)err;
   for (int b = 0; b < batch; b++)
     for (int j = 0; j < src.cols; j++)
       for (int i = 0; i < src.rows; i++)
@@ -18,8 +18,10 @@ static int widen(mr_device *dev, mr_cmat src, int batch, mr_cdouble *out) {
   return 0;
 }
 
-static int narrow(mr_device *dev, const mr_cdouble *src, int n, int batch, mr_cmat dst) {
+static int narrow(mr_device *dev, const mr_cdouble *src, int n, int batch, mr_cmat dst,
+                  mr_err *err) {
   (void)dev;
+  (void)err;
   for (int b = 0; b < batch; b++)
     for (int j = 0; j < n; j++)
       for (int i = 0; i < n; i++)
@@ -30,10 +32,11 @@ static int narrow(mr_device *dev, const mr_cdouble *src, int n, int batch, mr_cm
 static const enum CBLAS_TRANSPOSE trans[] = {
     [MR_BLAS_N] = CblasNoTrans, [MR_BLAS_T] = CblasTrans, [MR_BLAS_C] = CblasConjTrans};
 
-static int gemm(mr_device *dev, mr_blas_op op_a, mr_blas_op op_b, int m, int n, int k,
-                double alpha, const mr_cdouble *a, const mr_cdouble *b, double beta,
-                mr_cdouble *c, int batch) {
+static int gemm(mr_device *dev, mr_blas_op op_a, mr_blas_op op_b, int m, int n, int k, double alpha,
+                const mr_cdouble *a, const mr_cdouble *b, double beta, mr_cdouble *c, int batch,
+                mr_err *err) {
   (void)dev; /* OpenBLAS runs its own threads */
+  (void)err;
   double complex al = alpha, be = beta;
   int lda = op_a == MR_BLAS_N ? m : k, ldb = op_b == MR_BLAS_N ? k : n;
   for (int i = 0; i < batch; i++)
@@ -44,8 +47,10 @@ static int gemm(mr_device *dev, mr_blas_op op_a, mr_blas_op op_b, int m, int n, 
 }
 
 static int combine(mr_device *dev, int n, int batch, const double *p, const mr_cdouble *x,
-                   const double *q, const mr_cdouble *y, const double *r, mr_cdouble *out) {
+                   const double *q, const mr_cdouble *y, const double *r, mr_cdouble *out,
+                   mr_err *err) {
   (void)dev;
+  (void)err;
   size_t nn = (size_t)n * (size_t)n;
   for (int b = 0; b < batch; b++)
     for (size_t e = 0; e < nn; e++) {
@@ -61,8 +66,9 @@ static int combine(mr_device *dev, int n, int batch, const double *p, const mr_c
 }
 
 static int dot(mr_device *dev, int n, int batch, const mr_cdouble *x, const mr_cdouble *y,
-               double *d) {
+               double *d, mr_err *err) {
   (void)dev;
+  (void)err;
   size_t nn = (size_t)n * (size_t)n;
   for (int b = 0; b < batch; b++) {
     double sum = 0;
@@ -77,16 +83,16 @@ static int dot(mr_device *dev, int n, int batch, const mr_cdouble *x, const mr_c
   return 0;
 }
 
-static int posv(mr_device *dev, int n, int batch, mr_cdouble *a, mr_cdouble *b) {
+static int posv(mr_device *dev, int n, int batch, mr_cdouble *a, mr_cdouble *b, mr_err *err) {
   (void)dev;
   size_t nn = (size_t)n * (size_t)n;
   for (int i = 0; i < batch; i++) {
     lapack_int info = LAPACKE_zposv(LAPACK_COL_MAJOR, 'L', n, n, a + i * nn, n, b + i * nn, n);
     if (info > 0)
-      return mr_fail(MR_ENUMERIC, "spectral: item %d is not positive definite (column %d)", i,
-                     (int)info);
+      return mr_err_set(err, MR_ENUMERIC, "spectral: item %d is not positive definite (column %d)",
+                        i, (int)info);
     if (info < 0)
-      return mr_fail(MR_EINVAL, "spectral: LAPACK rejected argument %d", (int)-info);
+      return mr_err_set(err, MR_EINVAL, "spectral: LAPACK rejected argument %d", (int)-info);
   }
   return 0;
 }
@@ -102,19 +108,19 @@ static void weighted(int n, const double complex *v, const double *f, double com
               out, n);
 }
 
-static int by_eigen(mr_device *dev, int n, int batch, mr_cdouble *g, double threshold,
-                    double *lmax, mr_cdouble *proj, mr_cdouble *pinv) {
+static int by_eigen(mr_device *dev, int n, int batch, mr_cdouble *g, double threshold, double *lmax,
+                    mr_cdouble *proj, mr_cdouble *pinv, mr_err *err) {
   (void)dev;
   size_t nn = (size_t)n * (size_t)n;
   double *w = malloc(3 * (size_t)n * sizeof *w);
   double complex *y = malloc(nn * sizeof *y);
-  int rc = w == NULL || y == NULL ? mr_fail(MR_ENOMEM, "spectral: out of memory") : 0;
+  int rc = w == NULL || y == NULL ? mr_err_set(err, MR_ENOMEM, "spectral: out of memory") : 0;
   for (int b = 0; rc == 0 && b < batch; b++) {
     double complex *v = g + b * nn;
     lapack_int info = LAPACKE_zheevd(LAPACK_COL_MAJOR, 'V', 'L', n, v, n, w);
     if (info != 0) {
-      rc = mr_fail(info > 0 ? MR_ENUMERIC : MR_EINVAL, "spectral: zheevd item %d (info %d)", b,
-                   (int)info);
+      rc = mr_err_set(err, info > 0 ? MR_ENUMERIC : MR_EINVAL, "spectral: zheevd item %d (info %d)",
+                      b, (int)info);
       break;
     }
     lmax[b] = mr_spectral_lmax(w, n);

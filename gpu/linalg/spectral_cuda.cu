@@ -89,8 +89,8 @@ dim3 grid_of(const mr_cuda_ctx *c, size_t per_item, int batch) {
   return dim3((blocks + unsigned(batch) - 1) / unsigned(batch), unsigned(batch));
 }
 
-int widen(mr_device *dev, mr_cmat src, int batch, mr_cdouble *out) {
-  return mr_on_worker(dev, [&] {
+int widen(mr_device *dev, mr_cmat src, int batch, mr_cdouble *out, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     if (src.rows == 0 || src.cols == 0)
       return 0;
@@ -102,8 +102,8 @@ int widen(mr_device *dev, mr_cmat src, int batch, mr_cdouble *out) {
   });
 }
 
-int narrow(mr_device *dev, const mr_cdouble *src, int n, int batch, mr_cmat dst) {
-  return mr_on_worker(dev, [&] {
+int narrow(mr_device *dev, const mr_cdouble *src, int n, int batch, mr_cmat dst, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     narrow_k<<<grid_of(c, size_t(n) * n, batch), 256, 0, c->compute>>>(
         reinterpret_cast<const double2 *>(src), n, reinterpret_cast<float2 *>(dst.data),
@@ -114,8 +114,9 @@ int narrow(mr_device *dev, const mr_cdouble *src, int n, int batch, mr_cmat dst)
 }
 
 int gemm(mr_device *dev, mr_blas_op op_a, mr_blas_op op_b, int m, int n, int k, double alpha,
-         const mr_cdouble *a, const mr_cdouble *b, double beta, mr_cdouble *cm, int batch) {
-  return mr_on_worker(dev, [&] {
+         const mr_cdouble *a, const mr_cdouble *b, double beta, mr_cdouble *cm, int batch,
+         mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     const cuDoubleComplex al = make_cuDoubleComplex(alpha, 0), be = make_cuDoubleComplex(beta, 0);
     int lda = op_a == MR_BLAS_N ? m : k, ldb = op_b == MR_BLAS_N ? k : n;
@@ -128,23 +129,23 @@ int gemm(mr_device *dev, mr_blas_op op_a, mr_blas_op op_b, int m, int n, int k, 
   });
 }
 
-int combine(mr_device *dev, int n, int batch, const double *p, const mr_cdouble *x,
-            const double *q, const mr_cdouble *y, const double *r, mr_cdouble *out) {
-  return mr_on_worker(dev, [&] {
+int combine(mr_device *dev, int n, int batch, const double *p, const mr_cdouble *x, const double *q,
+            const mr_cdouble *y, const double *r, mr_cdouble *out, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     size_t bytes = 3 * size_t(batch) * sizeof(double);
     double *host = static_cast<double *>(malloc(bytes));
     if (host == nullptr)
-      return mr_fail(MR_ENOMEM, "spectral: out of memory");
+      return mr_err_set(err, MR_ENOMEM, "spectral: out of memory");
     for (int b = 0; b < batch; b++) {
       host[b] = p[b];
       host[batch + b] = q != nullptr ? q[b] : 0.0;
       host[2 * batch + b] = r[b];
     }
     void *coef = nullptr;
-    int rc = mr_cuda_alloc(c, &coef, bytes);
+    int rc = mr_cuda_alloc(c, &coef, bytes, err);
     if (rc == 0)
-      rc = mr_cuda_upload(dev, coef, host, bytes);
+      rc = mr_cuda_upload(dev, coef, host, bytes, err);
     free(host);
     if (rc == 0) {
       combine_k<<<grid_of(c, size_t(n) * n, batch), 256, 0, c->compute>>>(
@@ -152,18 +153,19 @@ int combine(mr_device *dev, int n, int batch, const double *p, const mr_cdouble 
           reinterpret_cast<const double2 *>(y), reinterpret_cast<double2 *>(out));
       cudaError_t e = cudaGetLastError();
       if (e != cudaSuccess)
-        rc = mr_cuda_fail(e, "combine_k", __FILE__, __LINE__);
+        rc = mr_cuda_fail(e, "combine_k", __FILE__, __LINE__, err);
     }
     mr_cuda_free(c, coef);
     return rc;
   });
 }
 
-int dot(mr_device *dev, int n, int batch, const mr_cdouble *x, const mr_cdouble *y, double *d) {
-  return mr_on_worker(dev, [&] {
+int dot(mr_device *dev, int n, int batch, const mr_cdouble *x, const mr_cdouble *y, double *d,
+        mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     void *dd = nullptr;
-    int rc = mr_cuda_alloc(c, &dd, size_t(batch) * sizeof(double));
+    int rc = mr_cuda_alloc(c, &dd, size_t(batch) * sizeof(double), err);
     if (rc < 0)
       return rc;
     dot_k<<<unsigned(batch), SUM_THREADS, 0, c->compute>>>(
@@ -171,9 +173,9 @@ int dot(mr_device *dev, int n, int batch, const mr_cdouble *x, const mr_cdouble 
         static_cast<double *>(dd));
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
-      rc = mr_cuda_fail(e, "dot_k", __FILE__, __LINE__);
+      rc = mr_cuda_fail(e, "dot_k", __FILE__, __LINE__, err);
     if (rc == 0)
-      rc = mr_cuda_download(dev, d, dd, size_t(batch) * sizeof(double));
+      rc = mr_cuda_download(dev, d, dd, size_t(batch) * sizeof(double), err);
     mr_cuda_free(c, dd);
     return rc;
   });
@@ -182,8 +184,8 @@ int dot(mr_device *dev, int n, int batch, const mr_cdouble *x, const mr_cdouble 
 // The whole batch at once: Zpotrf batched, then the two triangular solves
 // (L y = b, L^H x = y) as batched ZTRSMs; the host waits once, for the
 // flags. (cuSOLVER's potrsBatched takes one right-hand side only.)
-int posv_batched(mr_device *dev, int n, int batch, mr_cdouble *a, mr_cdouble *b) {
-  return mr_on_worker(dev, [&] {
+int posv_batched(mr_device *dev, int n, int batch, mr_cdouble *a, mr_cdouble *b, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     size_t nn = size_t(n) * n, nb = size_t(batch);
     // device: the items' pointers (a's, then b's), then 2 batch flags (the
@@ -192,8 +194,9 @@ int posv_batched(mr_device *dev, int n, int batch, mr_cdouble *a, mr_cdouble *b)
     cuDoubleComplex **host = static_cast<cuDoubleComplex **>(malloc(ptr_bytes));
     int *info = static_cast<int *>(malloc(2 * nb * sizeof(int)));
     void *block = nullptr;
-    int rc = host == nullptr || info == nullptr ? mr_fail(MR_ENOMEM, "spectral: out of memory")
-                                                : mr_cuda_alloc(c, &block, bytes);
+    int rc = host == nullptr || info == nullptr
+                 ? mr_err_set(err, MR_ENOMEM, "spectral: out of memory")
+                 : mr_cuda_alloc(c, &block, bytes, err);
     for (size_t i = 0; rc == 0 && i < nb; i++) {
       host[i] = reinterpret_cast<cuDoubleComplex *>(a) + i * nn;
       host[nb + i] = reinterpret_cast<cuDoubleComplex *>(b) + i * nn;
@@ -202,17 +205,17 @@ int posv_batched(mr_device *dev, int n, int batch, mr_cdouble *a, mr_cdouble *b)
     int *flags =
         rc == 0 ? reinterpret_cast<int *>(static_cast<char *>(block) + ptr_bytes) : nullptr;
     if (rc == 0)
-      rc = mr_cuda_upload(dev, ptrs, host, ptr_bytes);
+      rc = mr_cuda_upload(dev, ptrs, host, ptr_bytes, err);
     if (rc == 0) {
       cudaError_t e = cudaMemsetAsync(flags, 0, 2 * nb * sizeof(int), c->compute);
       if (e != cudaSuccess)
-        rc = mr_cuda_fail(e, "cudaMemsetAsync", __FILE__, __LINE__);
+        rc = mr_cuda_fail(e, "cudaMemsetAsync", __FILE__, __LINE__, err);
     }
     if (rc == 0) {
       cusolverStatus_t s = cusolverDnZpotrfBatched(c->solver, CUBLAS_FILL_MODE_LOWER, n, ptrs, n,
                                                    flags, batch);
       if (s != CUSOLVER_STATUS_SUCCESS)
-        rc = mr_cusolver_fail(s, "cusolverDnZpotrfBatched", __FILE__, __LINE__);
+        rc = mr_cusolver_fail(s, "cusolverDnZpotrfBatched", __FILE__, __LINE__, err);
     }
     const cuDoubleComplex one = make_cuDoubleComplex(1, 0);
     for (int pass = 0; rc == 0 && pass < 2; pass++) {
@@ -220,12 +223,12 @@ int posv_batched(mr_device *dev, int n, int batch, mr_cdouble *a, mr_cdouble *b)
           c->blas, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, pass == 0 ? CUBLAS_OP_N : CUBLAS_OP_C,
           CUBLAS_DIAG_NON_UNIT, n, n, &one, ptrs, n, ptrs + nb, n, batch);
       if (s != CUBLAS_STATUS_SUCCESS)
-        rc = mr_cublas_fail(s, "cublasZtrsmBatched", __FILE__, __LINE__);
+        rc = mr_cublas_fail(s, "cublasZtrsmBatched", __FILE__, __LINE__, err);
     }
     if (rc == 0)
-      rc = mr_cuda_download(dev, info, flags, 2 * nb * sizeof(int));
+      rc = mr_cuda_download(dev, info, flags, 2 * nb * sizeof(int), err);
     if (rc == 0)
-      rc = mr_solve_cholesky_flags(info, batch, "spectral");
+      rc = mr_solve_cholesky_flags(info, batch, "spectral", err);
     free(host);
     free(info);
     mr_cuda_free(c, block);
@@ -234,8 +237,8 @@ int posv_batched(mr_device *dev, int n, int batch, mr_cdouble *a, mr_cdouble *b)
 }
 
 // Zpotrf and Zpotrs per item; the host waits once, for all the flags.
-int posv_each(mr_device *dev, int n, int batch, mr_cdouble *a, mr_cdouble *b) {
-  return mr_on_worker(dev, [&] {
+int posv_each(mr_device *dev, int n, int batch, mr_cdouble *a, mr_cdouble *b, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     cuDoubleComplex *A = reinterpret_cast<cuDoubleComplex *>(a);
     cuDoubleComplex *B = reinterpret_cast<cuDoubleComplex *>(b);
@@ -243,9 +246,9 @@ int posv_each(mr_device *dev, int n, int batch, mr_cdouble *a, mr_cdouble *b) {
     int lwork = 0;
     MR_CUSOLVER(cusolverDnZpotrf_bufferSize(c->solver, CUBLAS_FILL_MODE_LOWER, n, A, n, &lwork));
     void *work = nullptr, *dinfo = nullptr;
-    int rc = mr_cuda_alloc(c, &work, size_t(lwork) * sizeof(cuDoubleComplex));
+    int rc = mr_cuda_alloc(c, &work, size_t(lwork) * sizeof(cuDoubleComplex), err);
     if (rc == 0)
-      rc = mr_cuda_alloc(c, &dinfo, 2 * size_t(batch) * sizeof(int));
+      rc = mr_cuda_alloc(c, &dinfo, 2 * size_t(batch) * sizeof(int), err);
     int *flags = rc == 0 ? static_cast<int *>(dinfo) : nullptr;
     for (int i = 0; rc == 0 && i < batch; i++) {
       cusolverStatus_t s = cusolverDnZpotrf(c->solver, CUBLAS_FILL_MODE_LOWER, n, A + i * nn, n,
@@ -254,15 +257,15 @@ int posv_each(mr_device *dev, int n, int batch, mr_cdouble *a, mr_cdouble *b) {
         s = cusolverDnZpotrs(c->solver, CUBLAS_FILL_MODE_LOWER, n, n, A + i * nn, n, B + i * nn,
                              n, flags + batch + i);
       if (s != CUSOLVER_STATUS_SUCCESS)
-        rc = mr_cusolver_fail(s, "cusolverDnZpotrf/Zpotrs", __FILE__, __LINE__);
+        rc = mr_cusolver_fail(s, "cusolverDnZpotrf/Zpotrs", __FILE__, __LINE__, err);
     }
     int *info = rc == 0 ? static_cast<int *>(malloc(2 * size_t(batch) * sizeof(int))) : nullptr;
     if (rc == 0 && info == nullptr)
-      rc = mr_fail(MR_ENOMEM, "spectral: out of memory");
+      rc = mr_err_set(err, MR_ENOMEM, "spectral: out of memory");
     if (rc == 0)
-      rc = mr_cuda_download(dev, info, flags, 2 * size_t(batch) * sizeof(int));
+      rc = mr_cuda_download(dev, info, flags, 2 * size_t(batch) * sizeof(int), err);
     if (rc == 0)
-      rc = mr_solve_cholesky_flags(info, batch, "spectral");
+      rc = mr_solve_cholesky_flags(info, batch, "spectral", err);
     free(info);
     mr_cuda_free(c, work);
     mr_cuda_free(c, dinfo);
@@ -274,8 +277,8 @@ int posv_each(mr_device *dev, int n, int batch, mr_cdouble *a, mr_cdouble *b) {
 // for one: ESPIRiT's 2D subspace step took 2.5 ms with them against 1.9 ms,
 // H100); more: the batched calls (its 3D chunks of 14 slices: 162 against
 // 277 ms for the per-item loop).
-int posv(mr_device *dev, int n, int batch, mr_cdouble *a, mr_cdouble *b) {
-  return batch == 1 ? posv_each(dev, n, batch, a, b) : posv_batched(dev, n, batch, a, b);
+int posv(mr_device *dev, int n, int batch, mr_cdouble *a, mr_cdouble *b, mr_err *err) {
+  return batch == 1 ? posv_each(dev, n, batch, a, b, err) : posv_batched(dev, n, batch, a, b, err);
 }
 
 } // namespace

@@ -4,21 +4,20 @@
 
 #include "device_impl.h"
 #include "error.h"
-#include "fail.h"
 #include "nufft_impl.h"
 
-int mr_density_pipe_menon(mr_nufft_plan *p, int iterations, float *weights) {
+int mr_density_pipe_menon(mr_nufft_plan *p, int iterations, float *weights, mr_err *err) {
   if (!p->have_points)
-    return mr_fail(MR_EINVAL, "density: no points set on the plan");
+    return mr_err_set(err, MR_EINVAL, "density: no points set on the plan");
   if (iterations < 1)
-    return mr_fail(MR_EINVAL, "density: %d iterations", iterations);
+    return mr_err_set(err, MR_EINVAL, "density: %d iterations", iterations);
   int rc;
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(p->dev))
-    rc = mr_nufft_cuda_pipe_menon(p, iterations, weights);
+    rc = mr_nufft_cuda_pipe_menon(p, iterations, weights, err);
   else
 #endif
-    rc = mr_nufft_cpu_pipe_menon(p, iterations, weights);
+    rc = mr_nufft_cpu_pipe_menon(p, iterations, weights, err);
   if (rc < 0)
     return rc;
   /* Grid units to cycles per pixel: the integral of psi = phi * phi is the
@@ -33,9 +32,10 @@ int mr_density_pipe_menon(mr_nufft_plan *p, int iterations, float *weights) {
 }
 
 int mr_density_radial(int rank, size_t npoints, const float *k, size_t spokes, double dk,
-                      float *weights) {
+                      float *weights, mr_err *err) {
   if ((rank != 2 && rank != 3) || spokes == 0 || !(dk > 0))
-    return mr_fail(MR_EINVAL, "density: radial weights need rank 2 or 3, spokes and dk > 0");
+    return mr_err_set(err, MR_EINVAL,
+                      "density: radial weights need rank 2 or 3, spokes and dk > 0");
   for (size_t j = 0; j < npoints; j++) {
     double r2 = 0;
     for (int d = 0; d < rank; d++)

@@ -24,7 +24,7 @@ extern "C" {
  * automatic upsampling on a GPU may take another than the CPU's (it is
  * timed, nufft.h), so give the plan an explicit one where CPU and GPU
  * weights must agree. */
-int mr_density_pipe_menon(mr_nufft_plan *plan, int iterations, float *weights);
+int mr_density_pipe_menon(mr_nufft_plan *plan, int iterations, float *weights, mr_err *err);
 
 /* Analytic weights of a radial trajectory of `spokes` lines through the
  * centre (2D: full diameters at any angles, evenly covered; 3D: a
@@ -33,7 +33,7 @@ int mr_density_pipe_menon(mr_nufft_plan *plan, int iterations, float *weights);
  * it, and for a sample at the centre its share of the disc (ball) of radius
  * dk / 2. k[npoints][rank] in cycles per pixel; weights[npoints] out. */
 int mr_density_radial(int rank, size_t npoints, const float *k, size_t spokes, double dk,
-                      float *weights);
+                      float *weights, mr_err *err);
 
 #ifdef __cplusplus
 }

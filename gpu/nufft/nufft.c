@@ -7,7 +7,6 @@
 
 #include "device_impl.h"
 #include "error.h"
-#include "fail.h"
 #include "nufft_impl.h"
 #include "nufft_kernel.h"
 
@@ -38,21 +37,22 @@ static int fft_size(int target) {
   }
 }
 
-static int check_opts(const mr_nufft_opts *o) {
+static int check_opts(const mr_nufft_opts *o, mr_err *err) {
   if (o->rank != 2 && o->rank != 3)
-    return mr_fail(MR_EINVAL, "nufft: rank %d (2 or 3)", o->rank);
+    return mr_err_set(err, MR_EINVAL, "nufft: rank %d (2 or 3)", o->rank);
   for (int d = 0; d < o->rank; d++)
     if (o->dims[d] < 1 || o->dims[d] > MAX_DIM)
-      return mr_fail(MR_EINVAL, "nufft: dimension %d is %zu (1 .. %d)", d, o->dims[d], MAX_DIM);
+      return mr_err_set(err, MR_EINVAL, "nufft: dimension %d is %zu (1 .. %d)", d, o->dims[d],
+                        MAX_DIM);
   if (o->batch < 1)
-    return mr_fail(MR_EINVAL, "nufft: batch 0");
+    return mr_err_set(err, MR_EINVAL, "nufft: batch 0");
   if (!(o->tol >= 1e-6 && o->tol <= 0.1))
-    return mr_fail(MR_EINVAL, "nufft: tolerance %g (1e-6 .. 0.1)", o->tol);
+    return mr_err_set(err, MR_EINVAL, "nufft: tolerance %g (1e-6 .. 0.1)", o->tol);
   if (o->tune_for != 0 && o->tune_for != MR_NUFFT_ADJOINT && o->tune_for != MR_NUFFT_FORWARD)
-    return mr_fail(MR_EINVAL, "nufft: tune_for %d (0, or a direction)", o->tune_for);
+    return mr_err_set(err, MR_EINVAL, "nufft: tune_for %d (0, or a direction)", o->tune_for);
   if (o->upsampling != 0 && !(o->upsampling >= 1.25 && o->upsampling <= 2.0))
-    return mr_fail(MR_EINVAL, "nufft: upsampling %g (0 for automatic, or 1.25 .. 2)",
-                   o->upsampling);
+    return mr_err_set(err, MR_EINVAL, "nufft: upsampling %g (0 for automatic, or 1.25 .. 2)",
+                      o->upsampling);
   return 0;
 }
 
@@ -85,7 +85,7 @@ static void make_geom(const mr_nufft_opts *o, double sigma, int centered, mr_nuf
 }
 
 /* 1 / phi_hat at every image index, with scale folded into x's factors. */
-static int make_deapod(mr_nufft_plan *p, double scale) {
+static int make_deapod(mr_nufft_plan *p, double scale, mr_err *err) {
   const mr_nufft_geom *g = &p->geom;
   size_t total = (size_t)g->n[0] + (size_t)g->n[1] + (size_t)g->n[2], at = 0;
   p->deapod = malloc(total * sizeof *p->deapod);
@@ -93,7 +93,7 @@ static int make_deapod(mr_nufft_plan *p, double scale) {
   if (p->deapod == NULL || xi == NULL || ft == NULL) {
     free(xi);
     free(ft);
-    return mr_fail(MR_ENOMEM, "nufft: out of memory");
+    return mr_err_set(err, MR_ENOMEM, "nufft: out of memory");
   }
   for (int d = 0; d < 3; d++)
     for (int i = 0; i < g->n[d]; i++)
@@ -121,7 +121,7 @@ static int make_deapod(mr_nufft_plan *p, double scale) {
 }
 
 /* Geometry and deapodization for grid oversampling sigma. */
-static int configure(mr_nufft_plan *p, const mr_nufft_opts *o, double sigma) {
+static int configure(mr_nufft_plan *p, const mr_nufft_opts *o, double sigma, mr_err *err) {
   int gpu = mr_device_is_gpu(p->dev);
   p->upsampling = sigma;
   make_geom(o, sigma, !gpu, &p->geom);
@@ -129,7 +129,7 @@ static int configure(mr_nufft_plan *p, const mr_nufft_opts *o, double sigma) {
   p->deapod = NULL;
   /* The CPU's centered FFT is unitary: undo its 1/sqrt(grid size). */
   double grid = (double)p->geom.nf[0] * p->geom.nf[1] * p->geom.nf[2];
-  return make_deapod(p, gpu ? 1.0 : sqrt(grid));
+  return make_deapod(p, gpu ? 1.0 : sqrt(grid), err);
 }
 
 /* The automatic upsampling: of 1.25, 2 and the least upsampling that keeps
@@ -141,7 +141,7 @@ static int configure(mr_nufft_plan *p, const mr_nufft_opts *o, double sigma) {
  * else the rule by rank (or, where the rule's upsampling misses the
  * tolerance, the largest candidate), with a measurement at the first
  * set_points when several candidates qualify (nufft_sigma.c). */
-static int configure_automatic(mr_nufft_plan *p, const mr_nufft_opts *o) {
+static int configure_automatic(mr_nufft_plan *p, const mr_nufft_opts *o, mr_err *err) {
   int width2;
   double beta2;
   mr_nufft_kernel_choose(o->tol, 2.0, &width2, &beta2);
@@ -152,17 +152,17 @@ static int configure_automatic(mr_nufft_plan *p, const mr_nufft_opts *o) {
   for (int i = 0; i < 3; i++) {
     if (i == 1 && !(middle > 1.25 && middle < 2.0))
       continue;
-    int rc = configure(p, o, sigmas[i]);
+    int rc = configure(p, o, sigmas[i], err);
     if (rc < 0)
       return rc;
     if (p->float_floor <= o->tol)
       p->candidates[p->ncandidates++] = sigmas[i];
   }
   if (p->ncandidates == 0)
-    return mr_fail(MR_EINVAL,
-                   "nufft: tolerance %g is below what single precision reaches at any "
-                   "upsampling (about %.1e at 2); ask for a larger tolerance",
-                   o->tol, p->float_floor);
+    return mr_err_set(err, MR_EINVAL,
+                      "nufft: tolerance %g is below what single precision reaches at any "
+                      "upsampling (about %.1e at 2); ask for a larger tolerance",
+                      o->tol, p->float_floor);
   double sigma = mr_nufft_sigma_rule(o->rank);
   int rule_reaches = 0;
   for (int i = 0; i < p->ncandidates; i++)
@@ -171,15 +171,15 @@ static int configure_automatic(mr_nufft_plan *p, const mr_nufft_opts *o) {
     sigma = p->candidates[p->ncandidates - 1];
   if (gpu && !mr_nufft_sigma_remembered(p->dev, o, &sigma))
     p->measure_upsampling = p->ncandidates > 1;
-  return configure(p, o, sigma);
+  return configure(p, o, sigma, err);
 }
 
-static int backend_create(mr_nufft_plan *p) {
+static int backend_create(mr_nufft_plan *p, mr_err *err) {
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(p->dev))
-    return mr_nufft_cuda_create(p);
+    return mr_nufft_cuda_create(p, err);
 #endif
-  return mr_nufft_cpu_create(p);
+  return mr_nufft_cpu_create(p, err);
 }
 
 static void backend_destroy(mr_nufft_plan *p) {
@@ -192,28 +192,29 @@ static void backend_destroy(mr_nufft_plan *p) {
   mr_nufft_cpu_destroy(p);
 }
 
-int mr_nufft_plan_create(mr_device *dev, const mr_nufft_opts *opts, mr_nufft_plan **out) {
-  int rc = check_opts(opts);
+int mr_nufft_plan_create(mr_device *dev, const mr_nufft_opts *opts, mr_nufft_plan **out,
+                         mr_err *err) {
+  int rc = check_opts(opts, err);
   if (rc < 0)
     return rc;
   mr_nufft_plan *p = calloc(1, sizeof *p);
   if (p == NULL)
-    return mr_fail(MR_ENOMEM, "nufft: out of memory");
+    return mr_err_set(err, MR_ENOMEM, "nufft: out of memory");
   p->dev = dev;
   p->batch = opts->batch;
   p->opts = *opts;
   if (opts->upsampling == 0) {
-    rc = configure_automatic(p, opts);
+    rc = configure_automatic(p, opts, err);
   } else {
-    rc = configure(p, opts, opts->upsampling);
+    rc = configure(p, opts, opts->upsampling, err);
     if (rc == 0 && p->float_floor > opts->tol)
-      rc = mr_fail(MR_EINVAL,
-                   "nufft: tolerance %g is below what single precision reaches at "
-                   "upsampling %g (about %.1e); ask for a larger upsampling or tolerance",
-                   opts->tol, opts->upsampling, p->float_floor);
+      rc = mr_err_set(err, MR_EINVAL,
+                      "nufft: tolerance %g is below what single precision reaches at "
+                      "upsampling %g (about %.1e); ask for a larger upsampling or tolerance",
+                      opts->tol, opts->upsampling, p->float_floor);
   }
   if (rc == 0)
-    rc = backend_create(p);
+    rc = backend_create(p, err);
   if (rc < 0) {
     free(p->deapod);
     free(p);
@@ -226,13 +227,13 @@ int mr_nufft_plan_create(mr_device *dev, const mr_nufft_opts *opts, mr_nufft_pla
 #ifdef MR_HAVE_CUDA
 /* Moves a GPU plan without points to upsampling sigma; on failure it keeps
  * the one it had. */
-static int reconfigure(mr_nufft_plan *p, double sigma) {
+static int reconfigure(mr_nufft_plan *p, double sigma, mr_err *err) {
   mr_nufft_plan old = *p;
   p->deapod = NULL;
   p->impl = NULL;
-  int rc = configure(p, &p->opts, sigma);
+  int rc = configure(p, &p->opts, sigma, err);
   if (rc == 0)
-    rc = mr_nufft_cuda_create(p);
+    rc = mr_nufft_cuda_create(p, err);
   if (rc < 0) {
     free(p->deapod);
     *p = old;
@@ -245,13 +246,14 @@ static int reconfigure(mr_nufft_plan *p, double sigma) {
 #endif
 
 /* Both set_points variants: k_on_host = 1 when k is host memory. */
-static int set_points(mr_nufft_plan *p, size_t npoints, const float *k, int k_on_host) {
+static int set_points(mr_nufft_plan *p, size_t npoints, const float *k, int k_on_host,
+                      mr_err *err) {
   mr_nufft_points_free(&p->points);
   p->have_points = 0;
   /* Entries are at most 8 per sample; keep every index within int32. */
   if (npoints > ((size_t)1 << 31) / 8)
-    return mr_fail(MR_EINVAL, "nufft: %zu points; at most %zu", npoints,
-                   ((size_t)1 << 31) / 8);
+    return mr_err_set(err, MR_EINVAL, "nufft: %zu points; at most %zu", npoints,
+                      ((size_t)1 << 31) / 8);
   int rc;
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(p->dev)) {
@@ -259,21 +261,21 @@ static int set_points(mr_nufft_plan *p, size_t npoints, const float *k, int k_on
       double sigma = p->upsampling;
       rc = mr_nufft_sigma_remembered(p->dev, &p->opts, &sigma)
                ? 0
-               : mr_nufft_sigma_measure(p->dev, &p->opts, p->candidates, p->ncandidates,
-                                        npoints, k, k_on_host, &sigma);
+               : mr_nufft_sigma_measure(p->dev, &p->opts, p->candidates, p->ncandidates, npoints, k,
+                                        k_on_host, &sigma, err);
       if (rc == 0 && sigma != p->upsampling)
-        rc = reconfigure(p, sigma);
+        rc = reconfigure(p, sigma, err);
       if (rc < 0)
         return rc;
       p->measure_upsampling = 0;
     }
-    rc = mr_nufft_cuda_set_points(p, npoints, k, k_on_host);
+    rc = mr_nufft_cuda_set_points(p, npoints, k, k_on_host, err);
   } else
 #endif
   {
     (void)k_on_host; /* the CPU's device memory is host memory */
     rc = mr_nufft_points_build(&p->geom, npoints, k, mr_nufft_sub_entries(&p->geom, npoints),
-                               mr_device_threads(p->dev), &p->points);
+                               mr_device_threads(p->dev), &p->points, err);
   }
   if (rc < 0) {
     mr_nufft_points_free(&p->points);
@@ -283,45 +285,45 @@ static int set_points(mr_nufft_plan *p, size_t npoints, const float *k, int k_on
   return 0;
 }
 
-int mr_nufft_set_points(mr_nufft_plan *p, size_t npoints, const float *k) {
-  return set_points(p, npoints, k, 1);
+int mr_nufft_set_points(mr_nufft_plan *p, size_t npoints, const float *k, mr_err *err) {
+  return set_points(p, npoints, k, 1, err);
 }
 
-int mr_nufft_set_points_device(mr_nufft_plan *p, size_t npoints, const float *k) {
-  return set_points(p, npoints, k, 0);
+int mr_nufft_set_points_device(mr_nufft_plan *p, size_t npoints, const float *k, mr_err *err) {
+  return set_points(p, npoints, k, 0, err);
 }
 
-static int check_execute(const mr_nufft_plan *p, mr_nufft_direction dir) {
+static int check_execute(const mr_nufft_plan *p, mr_nufft_direction dir, mr_err *err) {
   if (dir != MR_NUFFT_ADJOINT && dir != MR_NUFFT_FORWARD)
-    return mr_fail(MR_EINVAL, "nufft: direction %d", (int)dir);
+    return mr_err_set(err, MR_EINVAL, "nufft: direction %d", (int)dir);
   if (!p->have_points)
-    return mr_fail(MR_EINVAL, "nufft: execute before mr_nufft_set_points");
+    return mr_err_set(err, MR_EINVAL, "nufft: execute before mr_nufft_set_points");
   return 0;
 }
 
 /* Both execute variants: host = 1 when in and out are host memory. */
-static int execute(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
-                   mr_cfloat *out, int host) {
-  int rc = check_execute(p, dir);
+static int execute(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in, mr_cfloat *out,
+                   int host, mr_err *err) {
+  int rc = check_execute(p, dir, err);
   if (rc < 0)
     return rc;
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(p->dev))
-    return host ? mr_nufft_cuda_execute_host(p, dir, in, out)
-                : mr_nufft_cuda_execute(p, dir, in, out);
+    return host ? mr_nufft_cuda_execute_host(p, dir, in, out, err)
+                : mr_nufft_cuda_execute(p, dir, in, out, err);
 #endif
   (void)host; /* host memory is the CPU's own */
-  return mr_nufft_cpu_execute(p, dir, in, out);
+  return mr_nufft_cpu_execute(p, dir, in, out, err);
 }
 
-int mr_nufft_execute(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
-                     mr_cfloat *out) {
-  return execute(p, dir, in, out, 0);
+int mr_nufft_execute(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in, mr_cfloat *out,
+                     mr_err *err) {
+  return execute(p, dir, in, out, 0, err);
 }
 
 int mr_nufft_execute_host(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
-                          mr_cfloat *out) {
-  return execute(p, dir, in, out, 1);
+                          mr_cfloat *out, mr_err *err) {
+  return execute(p, dir, in, out, 1, err);
 }
 
 void mr_nufft_plan_destroy(mr_nufft_plan *p) {

@@ -59,7 +59,8 @@ typedef struct mr_nufft_opts {
  * options, among them a tolerance that single precision cannot reach at
  * the upsampling asked for (1.25 ends near 1e-5); MR_EDEVMEM when the GPU
  * is out of memory. The caller takes *out. */
-int mr_nufft_plan_create(mr_device *dev, const mr_nufft_opts *opts, mr_nufft_plan **out);
+int mr_nufft_plan_create(mr_device *dev, const mr_nufft_opts *opts, mr_nufft_plan **out,
+                         mr_err *err);
 
 /* Gives the plan npoints sample positions k[npoints][rank] (host memory,
  * borrowed; npoints may be 0), replacing any earlier ones: they are placed
@@ -70,23 +71,23 @@ int mr_nufft_plan_create(mr_device *dev, const mr_nufft_opts *opts, mr_nufft_pla
  * process and GPU also times both upsamplings on these points and keeps
  * the faster (about 0.3 s on the H100, mostly cuFFT plans, once per shape;
  * mr_nufft_info_get tells the choice). */
-int mr_nufft_set_points(mr_nufft_plan *plan, size_t npoints, const float *k);
+int mr_nufft_set_points(mr_nufft_plan *plan, size_t npoints, const float *k, mr_err *err);
 
 /* Same, with k in the plan's device memory (mr_buf memory for a GPU, host
  * memory for the CPU): a trajectory computed on the GPU is binned there
  * without a round trip. */
-int mr_nufft_set_points_device(mr_nufft_plan *plan, size_t npoints, const float *k);
+int mr_nufft_set_points_device(mr_nufft_plan *plan, size_t npoints, const float *k, mr_err *err);
 
 /* Transforms one batch. ADJOINT reads samples from in ([batch][npoints]) and
  * writes images to out; FORWARD reads images from in and writes samples to
  * out. Both pointers live on the plan's device (host memory for the CPU,
  * mr_buf memory for a GPU) and must not overlap. Borrows in and out. */
 int mr_nufft_execute(mr_nufft_plan *plan, mr_nufft_direction dir, const mr_cfloat *in,
-                     mr_cfloat *out);
+                     mr_cfloat *out, mr_err *err);
 
 /* Same, with in and out in host memory whatever the device. */
 int mr_nufft_execute_host(mr_nufft_plan *plan, mr_nufft_direction dir, const mr_cfloat *in,
-                          mr_cfloat *out);
+                          mr_cfloat *out, mr_err *err);
 
 /* Frees the plan and its device memory. NULL is ignored. */
 void mr_nufft_plan_destroy(mr_nufft_plan *plan);

@@ -10,7 +10,6 @@
 
 #include "device_impl.h"
 #include "error.h"
-#include "fail.h"
 #include "fft.h"
 #include "host.h"
 #include "nufft_impl.h"
@@ -24,19 +23,19 @@ static size_t grid_size(const mr_nufft_geom *g) {
   return (size_t)g->nf[0] * g->nf[1] * g->nf[2];
 }
 
-int mr_nufft_cpu_create(mr_nufft_plan *p) {
+int mr_nufft_cpu_create(mr_nufft_plan *p, mr_err *err) {
   nufft_cpu *c = calloc(1, sizeof *c);
   if (c == NULL)
-    return mr_fail(MR_ENOMEM, "nufft: out of memory");
+    return mr_err_set(err, MR_ENOMEM, "nufft: out of memory");
   const mr_nufft_geom *g = &p->geom;
   size_t total = grid_size(g) * p->batch;
   mr_fft_opts o = {.rank = g->rank,
                    .dims = {(size_t)g->nf[0], (size_t)g->nf[1], (size_t)g->nf[2]},
                    .batch = p->batch};
   /* Host memory: counted against the server's memory budget. */
-  int rc = mr_host_alloc(p->dev, total * sizeof *c->grid, (void **)&c->grid);
+  int rc = mr_host_alloc(p->dev, total * sizeof *c->grid, (void **)&c->grid, err);
   if (rc == 0)
-    rc = mr_fft_plan_create(p->dev, &o, &c->fft);
+    rc = mr_fft_plan_create(p->dev, &o, &c->fft, err);
   if (rc < 0) {
     mr_host_free(p->dev, c->grid);
     free(c);
@@ -213,10 +212,10 @@ static void pad_rows(void *arg, size_t begin, size_t end) {
   }
 }
 
-static int spread(const mr_nufft_plan *p, const float complex *in, size_t nvec) {
+static int spread(const mr_nufft_plan *p, const float complex *in, size_t nvec, mr_err *err) {
   pass a = {.p = p, .in = in, .nvec = nvec};
   mr_cpu_parallel_for(mr_device_threads(p->dev), p->points.nbins, 1, spread_bins, &a);
-  return a.failed ? mr_fail(MR_ENOMEM, "nufft: out of memory for spreading tiles") : 0;
+  return a.failed ? mr_err_set(err, MR_ENOMEM, "nufft: out of memory for spreading tiles") : 0;
 }
 
 static void interp(const mr_nufft_plan *p, float complex *out, size_t nvec) {
@@ -225,16 +224,16 @@ static void interp(const mr_nufft_plan *p, float complex *out, size_t nvec) {
 }
 
 int mr_nufft_cpu_execute(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
-                         mr_cfloat *out) {
+                         mr_cfloat *out, mr_err *err) {
   const mr_nufft_geom *g = &p->geom;
   nufft_cpu *c = p->impl;
   mr_cpu_threads *t = mr_device_threads(p->dev);
   pass a = {.p = p, .in = (const float complex *)in, .out = (float complex *)out};
   int rc;
   if (dir == MR_NUFFT_ADJOINT) {
-    if ((rc = spread(p, a.in, p->batch)) < 0)
+    if ((rc = spread(p, a.in, p->batch, err)) < 0)
       return rc;
-    if ((rc = mr_fft_execute(c->fft, MR_FFT_BACKWARD, c->grid, c->grid)) < 0)
+    if ((rc = mr_fft_execute(c->fft, MR_FFT_BACKWARD, c->grid, c->grid, err)) < 0)
       return rc;
     size_t rows = p->batch * g->n[1] * g->n[2];
     mr_cpu_parallel_for(t, rows, 16384 / g->n[0] + 1, crop_rows, &a);
@@ -242,25 +241,25 @@ int mr_nufft_cpu_execute(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cflo
   }
   size_t rows = p->batch * g->nf[1] * g->nf[2];
   mr_cpu_parallel_for(t, rows, 16384 / g->nf[0] + 1, pad_rows, &a);
-  if ((rc = mr_fft_execute(c->fft, MR_FFT_FORWARD, c->grid, c->grid)) < 0)
+  if ((rc = mr_fft_execute(c->fft, MR_FFT_FORWARD, c->grid, c->grid, err)) < 0)
     return rc;
   interp(p, a.out, p->batch);
   return 0;
 }
 
-int mr_nufft_cpu_pipe_menon(mr_nufft_plan *p, int iterations, float *weights) {
+int mr_nufft_cpu_pipe_menon(mr_nufft_plan *p, int iterations, float *weights, mr_err *err) {
   size_t n = p->points.npoints;
   float complex *w = malloc((n > 0 ? n : 1) * sizeof *w);
   float complex *cw = malloc((n > 0 ? n : 1) * sizeof *cw);
   int rc = 0;
   if (w == NULL || cw == NULL) {
-    rc = mr_fail(MR_ENOMEM, "density: out of memory for %zu weights", n);
+    rc = mr_err_set(err, MR_ENOMEM, "density: out of memory for %zu weights", n);
     goto done;
   }
   for (size_t j = 0; j < n; j++)
     w[j] = 1.0f;
   for (int it = 0; it < iterations; it++) {
-    if ((rc = spread(p, w, 1)) < 0)
+    if ((rc = spread(p, w, 1, err)) < 0)
       goto done;
     interp(p, cw, 1);
     for (size_t j = 0; j < n; j++) {

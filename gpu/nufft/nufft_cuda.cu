@@ -468,7 +468,7 @@ __global__ void divide_by_magnitude(float2 *w, const float2 *cw, int n) {
 
 size_t grid_cells(const mr_nufft_geom &g) { return size_t(g.nf[0]) * g.nf[1] * g.nf[2]; }
 
-int launch_spread(const mr_nufft_plan *p, mr_cuda_ctx *c, const float2 *in, int nvec) {
+int launch_spread(const mr_nufft_plan *p, mr_cuda_ctx *c, const float2 *in, int nvec, mr_err *err) {
   const nufft_cuda *s = state(p);
   const mr_nufft_points &pts = p->points;
   spread_args a;
@@ -515,7 +515,7 @@ void interp_dispatch(int w, mr_cuda_ctx *c, const interp_args &a) {
   }
 }
 
-int launch_interp(const mr_nufft_plan *p, mr_cuda_ctx *c, float2 *out, int nvec) {
+int launch_interp(const mr_nufft_plan *p, mr_cuda_ctx *c, float2 *out, int nvec, mr_err *err) {
   const nufft_cuda *s = state(p);
   if (p->points.npoints == 0)
     return 0;
@@ -536,11 +536,11 @@ int launch_interp(const mr_nufft_plan *p, mr_cuda_ctx *c, float2 *out, int nvec)
   return 0;
 }
 
-int launch_fft(const mr_nufft_plan *p, mr_cuda_ctx *c, int direction) {
+int launch_fft(const mr_nufft_plan *p, mr_cuda_ctx *c, int direction, mr_err *err) {
   const mr_nufft_geom &g = p->geom;
   long long n[3] = {g.nf[g.rank - 1], g.nf[g.rank - 2], g.rank == 3 ? g.nf[0] : 1};
   cufftHandle h;
-  int rc = mr_cuda_fft_plan(c, g.rank, n, (long long)p->batch, &h);
+  int rc = mr_cuda_fft_plan(c, g.rank, n, (long long)p->batch, &h, err);
   if (rc < 0)
     return rc;
   cufftComplex *grid = reinterpret_cast<cufftComplex *>(state(p)->grid);
@@ -551,7 +551,7 @@ int launch_fft(const mr_nufft_plan *p, mr_cuda_ctx *c, int direction) {
 // The three stages of a transform, with an event recorded before each and
 // after the last when marks is given (for mr_nufft_cuda_stage_times).
 int execute_on_worker(mr_nufft_plan *p, mr_nufft_direction dir, const float2 *in, float2 *out,
-                      cudaEvent_t *marks = nullptr) {
+                      mr_err *err, cudaEvent_t *marks = nullptr) {
   mr_cuda_ctx *c = mr_device_cuda(p->dev);
   const mr_nufft_geom &g = p->geom;
   nufft_cuda *s = state(p);
@@ -561,10 +561,10 @@ int execute_on_worker(mr_nufft_plan *p, mr_nufft_direction dir, const float2 *in
   auto mark = [&](int i) { return marks != nullptr ? cudaEventRecord(marks[i], c->compute) : cudaSuccess; };
   MR_CU(mark(0));
   if (dir == MR_NUFFT_ADJOINT) {
-    if ((rc = launch_spread(p, c, in, nvec)) < 0)
+    if ((rc = launch_spread(p, c, in, nvec, err)) < 0)
       return rc;
     MR_CU(mark(1));
-    if ((rc = launch_fft(p, c, CUFFT_INVERSE)) < 0)
+    if ((rc = launch_fft(p, c, CUFFT_INVERSE, err)) < 0)
       return rc;
     MR_CU(mark(2));
     dim3 blocks(unsigned((g.n[0] + ROW_THREADS - 1) / ROW_THREADS), unsigned(g.n[1]),
@@ -580,10 +580,10 @@ int execute_on_worker(mr_nufft_plan *p, mr_nufft_direction dir, const float2 *in
   pad_kernel<<<blocks, ROW_THREADS, 0, c->compute>>>(ga, in, s->deapod, s->grid, grid_cells(g));
   MR_LAUNCHED(pad_kernel);
   MR_CU(mark(1));
-  if ((rc = launch_fft(p, c, CUFFT_FORWARD)) < 0)
+  if ((rc = launch_fft(p, c, CUFFT_FORWARD, err)) < 0)
     return rc;
   MR_CU(mark(2));
-  if ((rc = launch_interp(p, c, out, nvec)) < 0)
+  if ((rc = launch_interp(p, c, out, nvec, err)) < 0)
     return rc;
   MR_CU(mark(3));
   return 0;
@@ -618,15 +618,17 @@ void mr_nufft_cuda_free_points(mr_cuda_ctx *c, mr_nufft_cuda *s) {
   s->counts_zeroed = 0;
 }
 
-int mr_nufft_cuda_create(mr_nufft_plan *p) {
+int mr_nufft_cuda_create(mr_nufft_plan *p, mr_err *err) {
   const mr_nufft_geom &g = p->geom;
   // Indices stay within int; launches put z and the vector in gridDim.z.
   if (grid_cells(g) * p->batch >= (size_t(1) << 31) || size_t(g.nf[2]) * p->batch > 65535)
-    return mr_fail(MR_EINVAL, "nufft: a grid of %zu cells x %zu vectors is too large for one "
-                              "plan; use a smaller batch", grid_cells(g), p->batch);
+    return mr_err_set(err, MR_EINVAL,
+                      "nufft: a grid of %zu cells x %zu vectors is too large for one "
+                      "plan; use a smaller batch",
+                      grid_cells(g), p->batch);
   nufft_cuda *s = new (std::nothrow) nufft_cuda;
   if (s == nullptr)
-    return mr_fail(MR_ENOMEM, "nufft: out of memory");
+    return mr_err_set(err, MR_ENOMEM, "nufft: out of memory");
   // Tile rows: in 2D a pitch of w (mod 32) puts the w x w footprint's cells
   // in distinct banks; in 3D an odd pitch staggers the rows.
   s->pitch[0] = g.rank == 2 ? g.bin[0] + ((g.width - g.bin[0]) % 32 + 32) % 32 : g.bin[0] + 1;
@@ -643,10 +645,10 @@ int mr_nufft_cuda_create(mr_nufft_plan *p) {
   if (s->smem > MAX_SMEM) { // cannot happen with the bins nufft.c makes
     size_t smem = s->smem;
     delete s;
-    return mr_fail(MR_EINVAL, "nufft: a spreading tile of %zu bytes", smem);
+    return mr_err_set(err, MR_EINVAL, "nufft: a spreading tile of %zu bytes", smem);
   }
   p->impl = s;
-  int rc = mr_on_worker(p->dev, [&] {
+  int rc = mr_on_worker(p->dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(p->dev);
     for (auto kernel : {spread_kernel<2, false>, spread_kernel<2, true>, spread_kernel<3, false>,
                         spread_kernel<3, true>})
@@ -654,11 +656,11 @@ int mr_nufft_cuda_create(mr_nufft_plan *p) {
                                  int(MAX_SMEM)));
     size_t dbytes = (size_t(g.n[0]) + g.n[1] + g.n[2]) * sizeof(float);
     int r = mr_cuda_alloc(c, reinterpret_cast<void **>(&s->grid),
-                          grid_cells(g) * p->batch * sizeof(float2));
+                          grid_cells(g) * p->batch * sizeof(float2), err);
     if (r == 0)
-      r = mr_cuda_alloc(c, reinterpret_cast<void **>(&s->deapod), dbytes);
+      r = mr_cuda_alloc(c, reinterpret_cast<void **>(&s->deapod), dbytes, err);
     if (r == 0)
-      r = mr_cuda_upload(p->dev, s->deapod, p->deapod, dbytes);
+      r = mr_cuda_upload(p->dev, s->deapod, p->deapod, dbytes, err);
     return r;
   });
   if (rc < 0)
@@ -667,52 +669,52 @@ int mr_nufft_cuda_create(mr_nufft_plan *p) {
 }
 
 int mr_nufft_cuda_execute(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
-                          mr_cfloat *out) {
-  return mr_on_worker(p->dev, [&] {
+                          mr_cfloat *out, mr_err *err) {
+  return mr_on_worker(p->dev, err, [&] {
     return execute_on_worker(p, dir, reinterpret_cast<const float2 *>(in),
-                             reinterpret_cast<float2 *>(out));
+                             reinterpret_cast<float2 *>(out), err);
   });
 }
 
 int mr_nufft_cuda_execute_host(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
-                               mr_cfloat *out) {
+                               mr_cfloat *out, mr_err *err) {
   const mr_nufft_geom &g = p->geom;
   size_t samples = p->points.npoints * p->batch * sizeof(float2);
   size_t image = size_t(g.n[0]) * g.n[1] * g.n[2] * p->batch * sizeof(float2);
   size_t in_bytes = dir == MR_NUFFT_ADJOINT ? samples : image;
   size_t out_bytes = dir == MR_NUFFT_ADJOINT ? image : samples;
-  return mr_on_worker(p->dev, [&] {
+  return mr_on_worker(p->dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(p->dev);
     scratch d(c);
-    int rc = mr_cuda_alloc(c, &d.p[0], in_bytes);
+    int rc = mr_cuda_alloc(c, &d.p[0], in_bytes, err);
     if (rc == 0)
-      rc = mr_cuda_alloc(c, &d.p[1], out_bytes);
+      rc = mr_cuda_alloc(c, &d.p[1], out_bytes, err);
     if (rc == 0 && in_bytes > 0)
-      rc = mr_cuda_upload(p->dev, d.p[0], in, in_bytes);
+      rc = mr_cuda_upload(p->dev, d.p[0], in, in_bytes, err);
     if (rc == 0)
       rc = execute_on_worker(p, dir, static_cast<const float2 *>(d.p[0]),
-                             static_cast<float2 *>(d.p[1]));
+                             static_cast<float2 *>(d.p[1]), err);
     if (rc == 0 && out_bytes > 0)
-      rc = mr_cuda_download(p->dev, out, d.p[1], out_bytes);
+      rc = mr_cuda_download(p->dev, out, d.p[1], out_bytes, err);
     if (rc < 0)
-      mr_cuda_ctx_sync(c); // no copy may still touch the scratch once freed
+      mr_cuda_ctx_sync(c, err); // no copy may still touch the scratch once freed
     return rc;
   });
 }
 
-int mr_nufft_cuda_pipe_menon(mr_nufft_plan *p, int iterations, float *weights) {
+int mr_nufft_cuda_pipe_menon(mr_nufft_plan *p, int iterations, float *weights, mr_err *err) {
   size_t n = p->points.npoints;
   if (n == 0)
     return 0;
   float2 *host = static_cast<float2 *>(malloc(n * sizeof(float2)));
   if (host == nullptr)
-    return mr_fail(MR_ENOMEM, "density: out of memory for %zu weights", n);
-  int rc = mr_on_worker(p->dev, [&] {
+    return mr_err_set(err, MR_ENOMEM, "density: out of memory for %zu weights", n);
+  int rc = mr_on_worker(p->dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(p->dev);
     scratch d(c);
-    int r = mr_cuda_alloc(c, &d.p[0], n * sizeof(float2));
+    int r = mr_cuda_alloc(c, &d.p[0], n * sizeof(float2), err);
     if (r == 0)
-      r = mr_cuda_alloc(c, &d.p[1], n * sizeof(float2));
+      r = mr_cuda_alloc(c, &d.p[1], n * sizeof(float2), err);
     if (r < 0)
       return r;
     float2 *w = static_cast<float2 *>(d.p[0]), *cw = static_cast<float2 *>(d.p[1]);
@@ -720,18 +722,18 @@ int mr_nufft_cuda_pipe_menon(mr_nufft_plan *p, int iterations, float *weights) {
     fill_ones<<<blocks, 256, 0, c->compute>>>(w, int(n));
     MR_LAUNCHED(fill_ones);
     for (int it = 0; it < iterations && r == 0; it++) {
-      r = launch_spread(p, c, w, 1);
+      r = launch_spread(p, c, w, 1, err);
       if (r == 0)
-        r = launch_interp(p, c, cw, 1);
+        r = launch_interp(p, c, cw, 1, err);
       if (r == 0) {
         divide_by_magnitude<<<blocks, 256, 0, c->compute>>>(w, cw, int(n));
         MR_LAUNCHED(divide_by_magnitude);
       }
     }
     if (r == 0)
-      r = mr_cuda_download(p->dev, host, w, n * sizeof(float2));
+      r = mr_cuda_download(p->dev, host, w, n * sizeof(float2), err);
     if (r < 0)
-      mr_cuda_ctx_sync(c);
+      mr_cuda_ctx_sync(c, err);
     return r;
   });
   for (size_t j = 0; rc == 0 && j < n; j++)
@@ -741,21 +743,21 @@ int mr_nufft_cuda_pipe_menon(mr_nufft_plan *p, int iterations, float *weights) {
 }
 
 int mr_nufft_cuda_stage_times(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
-                              mr_cfloat *out, float ms[3]) {
-  return mr_on_worker(p->dev, [&] {
+                              mr_cfloat *out, float ms[3], mr_err *err) {
+  return mr_on_worker(p->dev, err, [&] {
     cudaEvent_t marks[4] = {nullptr, nullptr, nullptr, nullptr};
     int rc = 0;
     for (int i = 0; i < 4 && rc == 0; i++)
       if (cudaEventCreate(&marks[i]) != cudaSuccess)
-        rc = mr_fail(MR_EDEVICE, "nufft: cudaEventCreate failed");
+        rc = mr_err_set(err, MR_EDEVICE, "nufft: cudaEventCreate failed");
     if (rc == 0)
       rc = execute_on_worker(p, dir, reinterpret_cast<const float2 *>(in),
-                             reinterpret_cast<float2 *>(out), marks);
+                             reinterpret_cast<float2 *>(out), err, marks);
     if (rc == 0 && cudaEventSynchronize(marks[3]) != cudaSuccess)
-      rc = mr_fail(MR_EDEVICE, "nufft: cudaEventSynchronize failed");
+      rc = mr_err_set(err, MR_EDEVICE, "nufft: cudaEventSynchronize failed");
     for (int i = 0; i < 3 && rc == 0; i++)
       if (cudaEventElapsedTime(&ms[i], marks[i], marks[i + 1]) != cudaSuccess)
-        rc = mr_fail(MR_EDEVICE, "nufft: cudaEventElapsedTime failed");
+        rc = mr_err_set(err, MR_EDEVICE, "nufft: cudaEventElapsedTime failed");
     for (cudaEvent_t e : marks)
       if (e != nullptr)
         cudaEventDestroy(e);
@@ -767,7 +769,7 @@ void mr_nufft_cuda_destroy(mr_nufft_plan *p) {
   nufft_cuda *s = state(p);
   if (s == nullptr)
     return;
-  mr_on_worker(p->dev, [&] {
+  mr_on_worker(p->dev, nullptr, [&] {
     mr_cuda_ctx *c = mr_device_cuda(p->dev);
     mr_nufft_cuda_free_points(c, s);
     mr_cuda_free(c, s->grid);

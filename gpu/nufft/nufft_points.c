@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "error.h"
-#include "fail.h"
 
 void mr_nufft_points_free(mr_nufft_points *p) {
   free(p->pos);
@@ -108,7 +107,7 @@ static void fill_entry(void *arg, size_t bin) {
  * and the GPU's pieces. */
 static int sort_and_list(const mr_nufft_geom *g, size_t n, const int32_t (*pos)[4],
                          const float (*offset)[4], const int32_t *home, size_t max_entries,
-                         mr_nufft_points *out) {
+                         mr_nufft_points *out, mr_err *err) {
   size_t nbins = (size_t)g->nbins[0] * g->nbins[1] * g->nbins[2];
   int32_t *start = calloc(nbins + 1, sizeof *start);
   int32_t *fill = malloc((nbins + 1) * sizeof *fill);
@@ -119,7 +118,7 @@ static int sort_and_list(const mr_nufft_geom *g, size_t n, const int32_t (*pos)[
       out->bin_start == NULL) {
     free(start);
     free(fill);
-    return mr_fail(MR_ENOMEM, "nufft: out of memory sorting %zu points", n);
+    return mr_err_set(err, MR_ENOMEM, "nufft: out of memory sorting %zu points", n);
   }
   for (size_t i = 0; i < n; i++)
     start[home[i] + 1]++;
@@ -148,7 +147,8 @@ static int sort_and_list(const mr_nufft_geom *g, size_t n, const int32_t (*pos)[
   out->subs = malloc(nsubs * sizeof *out->subs);
   if (out->entries == NULL || out->subs == NULL) {
     free(fill);
-    return mr_fail(MR_ENOMEM, "nufft: out of memory listing %zu bin entries", out->nentries);
+    return mr_err_set(err, MR_ENOMEM, "nufft: out of memory listing %zu bin entries",
+                      out->nentries);
   }
   memcpy(fill, bs, nbins * sizeof *fill);
   fill_state f = {.fill = fill, .entries = out->entries};
@@ -176,7 +176,7 @@ static int sort_and_list(const mr_nufft_geom *g, size_t n, const int32_t (*pos)[
 }
 
 int mr_nufft_points_build(const mr_nufft_geom *g, size_t n, const float *k, size_t max_entries,
-                          mr_cpu_threads *t, mr_nufft_points *out) {
+                          mr_cpu_threads *t, mr_nufft_points *out, mr_err *err) {
   place_job j = {.g = g, .k = k};
   size_t alloc = n > 0 ? n : 1;
   j.pos = malloc(alloc * sizeof *j.pos);
@@ -184,18 +184,18 @@ int mr_nufft_points_build(const mr_nufft_geom *g, size_t n, const float *k, size
   j.home = malloc(alloc * sizeof *j.home);
   int rc = 0;
   if (j.pos == NULL || j.offset == NULL || j.home == NULL) {
-    rc = mr_fail(MR_ENOMEM, "nufft: out of memory placing %zu points", n);
+    rc = mr_err_set(err, MR_ENOMEM, "nufft: out of memory placing %zu points", n);
     goto done;
   }
   atomic_init(&j.bad, 0);
   mr_cpu_parallel_for(t, n, 4096, place_range, &j);
   if (atomic_load(&j.bad)) {
-    rc = mr_fail(MR_EINVAL, "nufft: a sample position is not finite");
+    rc = mr_err_set(err, MR_EINVAL, "nufft: a sample position is not finite");
     goto done;
   }
   out->npoints = n;
   rc = sort_and_list(g, n, (const int32_t(*)[4])j.pos, (const float(*)[4])j.offset, j.home,
-                     max_entries, out);
+                     max_entries, out, err);
   if (rc < 0)
     mr_nufft_points_free(out);
 done:

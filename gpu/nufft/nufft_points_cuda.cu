@@ -225,22 +225,23 @@ struct scratch {
 // 3D points took 0.6-1.2 ms that way on the H100, about 0.3 ms in one);
 // from the device, in one launch.
 int upload_and_place(const mr_nufft_plan *p, mr_cuda_ctx *c, const mr_nufft_geom &g, size_t n,
-                     const float *k, bool k_on_host, const scratch &f) {
+                     const float *k, bool k_on_host, const scratch &f, mr_err *err) {
   const float *kd = k_on_host ? f.k : k;
   bool pinned = k_on_host && mr_cuda_is_pinned(k);
   size_t piece = pinned ? PIECE_BYTES / (sizeof(float) * size_t(g.rank)) : n;
   int rc = 0;
   if (k_on_host && !pinned && n > 0)
-    rc = mr_cuda_upload(p->dev, f.k, k, n * size_t(g.rank) * sizeof(float));
+    rc = mr_cuda_upload(p->dev, f.k, k, n * size_t(g.rank) * sizeof(float), err);
   else if (pinned)
-    rc = mr_cuda_after(c, c->upload, c->compute);
+    rc = mr_cuda_after(c, c->upload, c->compute, err);
   for (size_t first = 0; rc == 0 && first < n; first += piece) {
     size_t count = n - first < piece ? n - first : piece;
     if (pinned) {
       size_t at = first * size_t(g.rank);
-      rc = mr_cuda_upload_piece(p->dev, f.k + at, k + at, count * g.rank * sizeof(float), pinned);
+      rc = mr_cuda_upload_piece(p->dev, f.k + at, k + at, count * g.rank * sizeof(float), pinned,
+                                err);
       if (rc == 0)
-        rc = mr_cuda_after(c, c->compute, c->upload);
+        rc = mr_cuda_after(c, c->compute, c->upload, err);
       if (rc < 0)
         return rc;
     }
@@ -254,13 +255,13 @@ int upload_and_place(const mr_nufft_plan *p, mr_cuda_ctx *c, const mr_nufft_geom
 // Steps 1 to 5; totals: {samples, entries, subproblems, a position was not
 // finite}.
 int bin_points(const mr_nufft_plan *p, mr_cuda_ctx *c, mr_nufft_cuda *s, size_t n, const float *k,
-               bool k_on_host, const scratch &f, int4 *totals) {
+               bool k_on_host, const scratch &f, int4 *totals, mr_err *err) {
   const mr_nufft_geom &g = p->geom;
   const size_t nbins = p->points.nbins;
   if (s->counts_zeroed < nbins + 1)
     MR_CU(cudaMemsetAsync(f.counts, 0, (nbins + 1) * sizeof(int4), c->compute));
   s->counts_zeroed = 0; // until the finish kernel has cleared them again
-  int rc = upload_and_place(p, c, g, n, k, k_on_host, f);
+  int rc = upload_and_place(p, c, g, n, k, k_on_host, f, err);
   if (rc < 0)
     return rc;
   const int pieces = int(mr_nufft_sub_entries(&g, n));
@@ -285,19 +286,19 @@ int bin_points(const mr_nufft_plan *p, mr_cuda_ctx *c, mr_nufft_cuda *s, size_t 
 
 // Makes *p hold at least `want` elements of T (stream-ordered; the old
 // contents are not kept), growing *cap.
-template <class T> int keep(mr_cuda_ctx *c, T **p, size_t *cap, size_t want) {
+template <class T> int keep(mr_cuda_ctx *c, T **p, size_t *cap, size_t want, mr_err *err) {
   if (*p != nullptr && *cap >= want)
     return 0;
   mr_cuda_free(c, *p);
   *p = nullptr;
   *cap = 0;
-  int rc = mr_cuda_alloc(c, reinterpret_cast<void **>(p), (want > 0 ? want : 1) * sizeof(T));
+  int rc = mr_cuda_alloc(c, reinterpret_cast<void **>(p), (want > 0 ? want : 1) * sizeof(T), err);
   if (rc == 0)
     *cap = want;
   return rc;
 }
 
-int set_points_on_worker(mr_nufft_plan *p, size_t n, const float *k, bool k_on_host) {
+int set_points_on_worker(mr_nufft_plan *p, size_t n, const float *k, bool k_on_host, mr_err *err) {
   mr_cuda_ctx *c = mr_device_cuda(p->dev);
   mr_nufft_cuda *s = mr_nufft_cuda_state(p);
   mr_nufft_points &pts = p->points;
@@ -312,19 +313,19 @@ int set_points_on_worker(mr_nufft_plan *p, size_t n, const float *k, bool k_on_h
   carve lay;
   f.lay(lay, n, pts.nbins, most, k_on_host, g.rank);
   size_t had = s->cap_scratch;
-  int rc = keep(c, &s->scratch, &s->cap_scratch, lay.used);
+  int rc = keep(c, &s->scratch, &s->cap_scratch, lay.used, err);
   if (s->cap_scratch != had) // new memory (even where the pool hands back the old address)
     s->counts_zeroed = 0;
   size_t cap_pos = s->cap_pos;
   if (rc == 0)
-    rc = keep(c, &s->pos, &s->cap_pos, n);
+    rc = keep(c, &s->pos, &s->cap_pos, n, err);
   if (rc == 0) // pos and offset always have the same capacity
-    rc = keep(c, &s->offset, &cap_pos, n);
+    rc = keep(c, &s->offset, &cap_pos, n, err);
   if (rc == 0)
-    rc = keep(c, &s->entries, &s->cap_entries, most_entries);
+    rc = keep(c, &s->entries, &s->cap_entries, most_entries, err);
   if (rc == 0) // at most one piece per bin, and one more per full piece of entries
-    rc = keep(c, &s->subs, &s->cap_subs,
-              pts.nbins + most_entries / mr_nufft_sub_entries(&g, n));
+    rc = keep(c, &s->subs, &s->cap_subs, pts.nbins + most_entries / mr_nufft_sub_entries(&g, n),
+              err);
   if (rc < 0) {
     mr_nufft_cuda_free_points(c, s);
     return rc;
@@ -334,16 +335,16 @@ int set_points_on_worker(mr_nufft_plan *p, size_t n, const float *k, bool k_on_h
   f.lay(lay, n, pts.nbins, most, k_on_host, g.rank);
   int4 totals = make_int4(0, 0, 0, 0);
   if (rc == 0)
-    rc = bin_points(p, c, s, n, k, k_on_host, f, &totals);
+    rc = bin_points(p, c, s, n, k, k_on_host, f, &totals, err);
   if (rc == 0 && totals.w != 0)
-    rc = mr_fail(MR_EINVAL, "nufft: a sample position is not finite");
+    rc = mr_err_set(err, MR_EINVAL, "nufft: a sample position is not finite");
   if (rc == 0) {
     pts.npoints = n;
     pts.nentries = size_t(totals.y);
     pts.nsubs = size_t(totals.z);
   }
   if (rc < 0) {
-    mr_cuda_ctx_sync(c); // nothing queued may still use what is freed
+    mr_cuda_ctx_sync(c, err); // nothing queued may still use what is freed
     mr_nufft_cuda_free_points(c, s);
   }
   return rc;
@@ -351,11 +352,13 @@ int set_points_on_worker(mr_nufft_plan *p, size_t n, const float *k, bool k_on_h
 
 } // namespace
 
-int mr_nufft_cuda_set_points(mr_nufft_plan *p, size_t n, const float *k, int k_on_host) {
-  return mr_on_worker(p->dev, [&] { return set_points_on_worker(p, n, k, k_on_host != 0); });
+int mr_nufft_cuda_set_points(mr_nufft_plan *p, size_t n, const float *k, int k_on_host,
+                             mr_err *err) {
+  return mr_on_worker(p->dev, err,
+                      [&] { return set_points_on_worker(p, n, k, k_on_host != 0, err); });
 }
 
-int mr_nufft_cuda_points_download(mr_nufft_plan *p, mr_nufft_points *out) {
+int mr_nufft_cuda_points_download(mr_nufft_plan *p, mr_nufft_points *out, mr_err *err) {
   const mr_nufft_points &pts = p->points;
   mr_nufft_cuda *s = mr_nufft_cuda_state(p);
   memset(out, 0, sizeof *out);
@@ -370,9 +373,9 @@ int mr_nufft_cuda_points_download(mr_nufft_plan *p, mr_nufft_points *out) {
   if (out->pos == nullptr || out->offset == nullptr || out->entries == nullptr ||
       out->subs == nullptr) {
     mr_nufft_points_free(out);
-    return mr_fail(MR_ENOMEM, "nufft: out of memory for %zu points", pts.npoints);
+    return mr_err_set(err, MR_ENOMEM, "nufft: out of memory for %zu points", pts.npoints);
   }
-  int rc = mr_on_worker(p->dev, [&] {
+  int rc = mr_on_worker(p->dev, err, [&] {
     struct {
       void *dst;
       const void *src;
@@ -384,7 +387,7 @@ int mr_nufft_cuda_points_download(mr_nufft_plan *p, mr_nufft_points *out) {
         {out->subs, s->subs, pts.nsubs * sizeof(int4)},
     };
     for (auto &a : arrays) {
-      int r = a.bytes > 0 ? mr_cuda_download(p->dev, a.dst, a.src, a.bytes) : 0;
+      int r = a.bytes > 0 ? mr_cuda_download(p->dev, a.dst, a.src, a.bytes, err) : 0;
       if (r < 0)
         return r;
     }

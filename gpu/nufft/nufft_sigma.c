@@ -31,7 +31,6 @@
 
 #include "buf.h"
 #include "error.h"
-#include "fail.h"
 #include "nufft_impl.h"
 #include "vec.h"
 
@@ -92,17 +91,17 @@ typedef struct trial {
   mr_cfloat *in, *out;
 } trial;
 
-static int trial_task(mr_device *dev, void *arg) {
+static int trial_task(mr_device *dev, void *arg, mr_err *err) {
   (void)dev;
   trial *t = arg;
-  return mr_nufft_execute(t->plan, t->dir, t->in, t->out);
+  return mr_nufft_execute(t->plan, t->dir, t->in, t->out, err);
 }
 
 /* Milliseconds of one type 1 plus one type 2 transform (or of the type
  * o->tune_for alone) at upsampling sigma on these points (the fastest of a
  * few runs each). */
 static int time_upsampling(mr_device *dev, const mr_nufft_opts *o, double sigma, size_t n,
-                           const float *k, int k_on_host, double *ms) {
+                           const float *k, int k_on_host, double *ms, mr_err *err) {
   enum { WARMUP = 1, REPS = 3 };
   mr_nufft_opts at = *o;
   at.upsampling = sigma;
@@ -110,26 +109,27 @@ static int time_upsampling(mr_device *dev, const mr_nufft_opts *o, double sigma,
   mr_buf *samples = NULL, *image = NULL;
   size_t pixels = o->dims[0] * o->dims[1] * (o->rank == 3 ? o->dims[2] : 1);
   size_t nsamples = (n > 0 ? n : 1) * o->batch, nimage = pixels * o->batch;
-  int rc = mr_nufft_plan_create(dev, &at, &plan);
+  int rc = mr_nufft_plan_create(dev, &at, &plan, err);
   if (rc == 0)
-    rc = k_on_host ? mr_nufft_set_points(plan, n, k) : mr_nufft_set_points_device(plan, n, k);
+    rc = k_on_host ? mr_nufft_set_points(plan, n, k, err)
+                   : mr_nufft_set_points_device(plan, n, k, err);
   if (rc == 0)
-    rc = mr_buf_create(dev, nsamples * sizeof(mr_cfloat), &samples);
+    rc = mr_buf_create(dev, nsamples * sizeof(mr_cfloat), &samples, err);
   if (rc == 0)
-    rc = mr_buf_create(dev, nimage * sizeof(mr_cfloat), &image);
+    rc = mr_buf_create(dev, nimage * sizeof(mr_cfloat), &image, err);
   /* Samples of 1, not 0: data, not silence, as the transforms will see
    * (the spreading scales each coil by its largest sample; a silent coil
    * is a degenerate case). */
   mr_cfloat *ones = rc == 0 ? malloc(nsamples * sizeof *ones) : NULL;
   if (rc == 0 && ones == NULL)
-    rc = mr_fail(MR_ENOMEM, "nufft: out of memory");
+    rc = mr_err_set(err, MR_ENOMEM, "nufft: out of memory");
   for (size_t i = 0; rc == 0 && i < nsamples; i++)
     ones[i] = 1;
   if (rc == 0)
-    rc = mr_buf_upload(samples, 0, ones, nsamples * sizeof *ones);
+    rc = mr_buf_upload(samples, 0, ones, nsamples * sizeof *ones, err);
   free(ones);
   if (rc == 0)
-    rc = mr_vec_zero(dev, nimage, mr_buf_data(image));
+    rc = mr_vec_zero(dev, nimage, mr_buf_data(image), err);
   *ms = 0;
   for (int d = 0; rc == 0 && d < 2; d++) {
     trial t = {.plan = plan, .dir = d == 0 ? MR_NUFFT_ADJOINT : MR_NUFFT_FORWARD};
@@ -138,7 +138,7 @@ static int time_upsampling(mr_device *dev, const mr_nufft_opts *o, double sigma,
     t.in = mr_buf_data(d == 0 ? samples : image);
     t.out = mr_buf_data(d == 0 ? image : samples);
     double runs[REPS];
-    rc = mr_device_time(dev, trial_task, &t, WARMUP, REPS, runs);
+    rc = mr_device_time(dev, trial_task, &t, WARMUP, REPS, runs, err);
     double best = runs[0];
     for (int r = 1; rc == 0 && r < REPS; r++)
       best = runs[r] < best ? runs[r] : best;
@@ -153,11 +153,11 @@ static int time_upsampling(mr_device *dev, const mr_nufft_opts *o, double sigma,
 
 int mr_nufft_sigma_measure(mr_device *dev, const mr_nufft_opts *o, const double *candidates,
                            int ncandidates, size_t n, const float *k, int k_on_host,
-                           double *upsampling) {
+                           double *upsampling, mr_err *err) {
   double best_ms = INFINITY, rule_ms = INFINITY, rule = mr_nufft_sigma_rule(o->rank);
   for (int i = 0; i < ncandidates; i++) {
     double ms;
-    int rc = time_upsampling(dev, o, candidates[i], n, k, k_on_host, &ms);
+    int rc = time_upsampling(dev, o, candidates[i], n, k, k_on_host, &ms, err);
     if (rc < 0)
       return rc;
     if (ms < best_ms) {

@@ -30,7 +30,6 @@
 #include "budget.h"
 #include "buf.h"
 #include "error.h"
-#include "fail.h"
 #include "slice_grappa_impl.h"
 #include "vec.h"
 
@@ -115,56 +114,62 @@ size_t mr_slice_grappa_weights_count(const mr_slice_grappa_opts *o) {
   return make_classes(o, cls, &count);
 }
 
-static int check_opts(const mr_slice_grappa_opts *o) {
+static int check_opts(const mr_slice_grappa_opts *o, mr_err *err) {
   if (o->nc < 1 || o->nx < 1 || o->ny < 1)
-    return mr_fail(MR_EINVAL, "slice-GRAPPA: %d coils of %d x %d samples", o->nc, o->nx, o->ny);
+    return mr_err_set(err, MR_EINVAL, "slice-GRAPPA: %d coils of %d x %d samples", o->nc, o->nx,
+                      o->ny);
   if (o->mb < 2 || o->mb > MR_SLICE_GRAPPA_MAX_MB)
-    return mr_fail(MR_EINVAL, "slice-GRAPPA: multiband factor %d is not 2 .. %d", o->mb,
-                   MR_SLICE_GRAPPA_MAX_MB);
+    return mr_err_set(err, MR_EINVAL, "slice-GRAPPA: multiband factor %d is not 2 .. %d", o->mb,
+                      MR_SLICE_GRAPPA_MAX_MB);
   if (o->nc < o->mb)
-    return mr_fail(MR_EINVAL,
-                   "slice-GRAPPA: %d coils cannot separate %d slices (at least as many coils "
-                   "as slices are needed)", o->nc, o->mb);
+    return mr_err_set(err, MR_EINVAL,
+                      "slice-GRAPPA: %d coils cannot separate %d slices (at least as many coils "
+                      "as slices are needed)",
+                      o->nc, o->mb);
   if (o->caipi < 1)
-    return mr_fail(MR_EINVAL, "slice-GRAPPA: CAIPI shift divisor %d < 1", o->caipi);
+    return mr_err_set(err, MR_EINVAL, "slice-GRAPPA: CAIPI shift divisor %d < 1", o->caipi);
   if (o->kx < 1 || o->ky < 1 || o->kx % 2 == 0 || o->ky % 2 == 0 ||
       o->kx > MR_SLICE_GRAPPA_MAX_KERNEL || o->ky > MR_SLICE_GRAPPA_MAX_KERNEL || o->ystep < 1)
-    return mr_fail(MR_EINVAL, "slice-GRAPPA: kernel %d x %d (step %d): need odd sizes up to %d",
-                   o->kx, o->ky, o->ystep, MR_SLICE_GRAPPA_MAX_KERNEL);
+    return mr_err_set(err, MR_EINVAL,
+                      "slice-GRAPPA: kernel %d x %d (step %d): need odd sizes up to %d", o->kx,
+                      o->ky, o->ystep, MR_SLICE_GRAPPA_MAX_KERNEL);
   if (o->kx > o->nx / 2 || (o->ky - 1) * o->ystep + 1 > o->ny / 2)
-    return mr_fail(MR_EINVAL, "slice-GRAPPA: a %d x %d kernel (%d lines apart) is over half the "
-                   "%d x %d k-space", o->kx, o->ky, o->ystep, o->nx, o->ny);
+    return mr_err_set(err, MR_EINVAL,
+                      "slice-GRAPPA: a %d x %d kernel (%d lines apart) is over half the "
+                      "%d x %d k-space",
+                      o->kx, o->ky, o->ystep, o->nx, o->ny);
   if (o->cx < o->kx || o->cx > o->nx || o->cy < (o->ky - 1) * o->ystep + 1 || o->cy > o->ny)
-    return mr_fail(MR_EINVAL,
-                   "slice-GRAPPA: a %d x %d calibration region does not fit a %d x %d kernel "
-                   "(%d lines apart) in a %d x %d k-space", o->cx, o->cy, o->kx, o->ky, o->ystep,
-                   o->nx, o->ny);
+    return mr_err_set(err, MR_EINVAL,
+                      "slice-GRAPPA: a %d x %d calibration region does not fit a %d x %d kernel "
+                      "(%d lines apart) in a %d x %d k-space",
+                      o->cx, o->cy, o->kx, o->ky, o->ystep, o->nx, o->ny);
   if (!(o->lambda >= 0))
-    return mr_fail(MR_EINVAL, "slice-GRAPPA: lambda %g < 0", o->lambda);
+    return mr_err_set(err, MR_EINVAL, "slice-GRAPPA: lambda %g < 0", o->lambda);
   long n_src = (long)o->kx * o->ky * o->nc;
   long rows = (long)(o->cx - o->kx + 1) * (o->cy - (o->ky - 1) * o->ystep);
   long equations = o->leak_block ? rows * o->mb : rows;
   if (equations < n_src)
-    return mr_fail(MR_EINVAL,
-                   "slice-GRAPPA: the %d x %d calibration region gives %ld equations for %ld "
-                   "unknowns (a %d x %d kernel, %d coils): use a larger region or a smaller "
-                   "kernel", o->cx, o->cy, equations, n_src, o->kx, o->ky, o->nc);
+    return mr_err_set(err, MR_EINVAL,
+                      "slice-GRAPPA: the %d x %d calibration region gives %ld equations for %ld "
+                      "unknowns (a %d x %d kernel, %d coils): use a larger region or a smaller "
+                      "kernel",
+                      o->cx, o->cy, equations, n_src, o->kx, o->ky, o->nc);
   if (n_src * n_src > INT32_MAX || n_src * rows > INT32_MAX ||
       (long)o->nx * o->ny * o->nc > INT32_MAX)
-    return mr_fail(MR_EINVAL, "slice-GRAPPA: %ld unknowns x %ld equations is too large", n_src,
-                   rows);
+    return mr_err_set(err, MR_EINVAL, "slice-GRAPPA: %ld unknowns x %ld equations is too large",
+                      n_src, rows);
   return 0;
 }
 
 int mr_slice_grappa_plan_create(mr_device *dev, const mr_slice_grappa_opts *opts,
-                                mr_slice_grappa_plan **out) {
+                                mr_slice_grappa_plan **out, mr_err *err) {
   *out = NULL;
-  int rc = check_opts(opts);
+  int rc = check_opts(opts, err);
   if (rc < 0)
     return rc;
   mr_slice_grappa_plan *p = calloc(1, sizeof *p);
   if (p == NULL)
-    return mr_fail(MR_ENOMEM, "slice-GRAPPA: out of memory for a plan");
+    return mr_err_set(err, MR_ENOMEM, "slice-GRAPPA: out of memory for a plan");
   p->dev = dev;
   p->o = *opts;
   p->n_src = opts->kx * opts->ky * opts->nc;
@@ -185,31 +190,35 @@ void mr_slice_grappa_plan_destroy(mr_slice_grappa_plan *plan) {
   free(plan);
 }
 
-static int im2col(mr_device *dev, const mr_sg_window *w, const mr_cfloat *k, mr_cfloat *out) {
+static int im2col(mr_device *dev, const mr_sg_window *w, const mr_cfloat *k, mr_cfloat *out,
+                  mr_err *err) {
+  (void)err;
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(dev))
-    return mr_sg_cuda_im2col(dev, w, k, out);
+    return mr_sg_cuda_im2col(dev, w, k, out, err);
 #endif
   return mr_sg_cpu_im2col(dev, w, k, out);
 }
 
-int mr_slice_grappa_caipi(mr_device *dev, int nc, int nx, int ny, int caipi, int first,
-                          int count, int direction, mr_cfloat *kspace) {
+int mr_slice_grappa_caipi(mr_device *dev, int nc, int nx, int ny, int caipi, int first, int count,
+                          int direction, mr_cfloat *kspace, mr_err *err) {
   if (nc < 1 || nx < 1 || ny < 1 || caipi < 1 || count < 0 || (direction != 1 && direction != -1))
-    return mr_fail(MR_EINVAL, "slice-GRAPPA: CAIPI shift of %d k-spaces of %d x %d x %d, "
-                   "divisor %d, direction %d", count, nc, ny, nx, caipi, direction);
+    return mr_err_set(err, MR_EINVAL,
+                      "slice-GRAPPA: CAIPI shift of %d k-spaces of %d x %d x %d, "
+                      "divisor %d, direction %d",
+                      count, nc, ny, nx, caipi, direction);
   if (count == 0 || caipi == 1)
     return 0;
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(dev))
-    return mr_sg_cuda_caipi(dev, nc, nx, ny, caipi, first, count, direction, kspace);
+    return mr_sg_cuda_caipi(dev, nc, nx, ny, caipi, first, count, direction, kspace, err);
 #endif
   return mr_sg_cpu_caipi(dev, nc, nx, ny, caipi, first, count, direction, kspace);
 }
 
 /* Device scratch: one block carved into a call's arrays. */
-static int scratch(mr_device *dev, size_t values, mr_buf **buf) {
-  return mr_buf_create(dev, values * sizeof(mr_cfloat), buf);
+static int scratch(mr_device *dev, size_t values, mr_buf **buf, mr_err *err) {
+  return mr_buf_create(dev, values * sizeof(mr_cfloat), buf, err);
 }
 
 /* The normal equations of class c (c > 0) from the full kernel's: g
@@ -217,21 +226,22 @@ static int scratch(mr_device *dev, size_t values, mr_buf **buf) {
  * (c->n x c->n, through t of c->n x n) and rhsc (c->n x ntgt). Taps index
  * as (kx, ky, nc) boxes, so two block copies take a submatrix. */
 static int class_equations(mr_slice_grappa_plan *p, const kernel_class *c, const mr_cfloat *g,
-                           const mr_cfloat *rhs, mr_cfloat *t, mr_cfloat *gc, mr_cfloat *rhsc) {
+                           const mr_cfloat *rhs, mr_cfloat *t, mr_cfloat *gc, mr_cfloat *rhsc,
+                           mr_err *err) {
   const mr_slice_grappa_opts *o = &p->o;
   size_t wi = (size_t)(c->i1 - c->i0), wj = (size_t)(c->j1 - c->j0), n = (size_t)p->n_src;
   size_t taps[3] = {(size_t)o->kx, (size_t)o->ky, (size_t)o->nc};
   size_t at[3] = {(size_t)c->i0, (size_t)c->j0, 0}, zero[3] = {0, 0, 0};
   size_t kept[3] = {wi, wj, (size_t)o->nc};
   /* rows: every column's kept taps */
-  int rc = mr_block_copy(p->dev, n, g, taps, at, t, kept, zero, kept);
+  int rc = mr_block_copy(p->dev, n, g, taps, at, t, kept, zero, kept, err);
   if (rc == 0)
-    rc = mr_block_copy(p->dev, (size_t)o->mb * o->nc, rhs, taps, at, rhsc, kept, zero, kept);
+    rc = mr_block_copy(p->dev, (size_t)o->mb * o->nc, rhs, taps, at, rhsc, kept, zero, kept, err);
   /* columns: per coil, the kept (i, j) of t's columns */
   size_t cols[3] = {(size_t)c->n, (size_t)o->kx, (size_t)o->ky};
   size_t cat[3] = {0, (size_t)c->i0, (size_t)c->j0}, cext[3] = {(size_t)c->n, wi, wj};
   if (rc == 0)
-    rc = mr_block_copy(p->dev, (size_t)o->nc, t, cols, cat, gc, cext, zero, cext);
+    rc = mr_block_copy(p->dev, (size_t)o->nc, t, cols, cat, gc, cext, zero, cext, err);
   return rc;
 }
 
@@ -245,12 +255,14 @@ static int class_equations(mr_slice_grappa_plan *p, const kernel_class *c, const
  * eigenvectors, bd by x); w: n values and n * nrhs more of scratch. With
  * lambda 0: the least-norm solution. */
 static int solve_clamped(size_t n, size_t nrhs, double lambda, double complex *ad,
-                         double complex *bd, double *w, double complex *t) {
+                         double complex *bd, double *w, double complex *t, mr_err *err) {
   lapack_int info = LAPACKE_zheevd(LAPACK_COL_MAJOR, 'V', 'L', (lapack_int)n,
                                    (lapack_complex_double *)ad, (lapack_int)n, w);
   if (info != 0)
-    return mr_fail(MR_ENUMERIC, "slice-GRAPPA: the eigen-decomposition of the normal equations "
-                   "failed (%d)", (int)info);
+    return mr_err_set(err, MR_ENUMERIC,
+                      "slice-GRAPPA: the eigen-decomposition of the normal equations "
+                      "failed (%d)",
+                      (int)info);
   /* t = V^H b, scaled by 1 / (w + lambda) where w is data; x = V t */
   const double complex one = 1, zero = 0;
   cblas_zgemm(CblasColMajor, CblasConjTrans, CblasNoTrans, (int)n, (int)nrhs, (int)n,
@@ -286,21 +298,21 @@ static void widen(size_t n, const mr_cfloat *from, double complex *to) {
  * fails (the H100's cuBLAS sums gave column 508 of 512); the
  * eigen-decomposition without that rounding then solves the same
  * equations (solve_clamped). The matrix is small (kernel taps x coils). */
-static int solve_in_double(mr_device *dev, mr_cmat a, float lambda, mr_cmat b) {
+static int solve_in_double(mr_device *dev, mr_cmat a, float lambda, mr_cmat b, mr_err *err) {
   size_t n = (size_t)a.rows, nrhs = (size_t)b.cols;
   size_t fa = n * n * sizeof(mr_cfloat), fb = n * nrhs * sizeof(mr_cfloat);
   size_t bytes = fa + fb + (n * n + 2 * n * nrhs) * sizeof(double complex) + n * sizeof(double);
   mr_err e = {0};
   char *host = mr_budget_alloc(bytes, "slice-GRAPPA's normal equations", &e);
   if (host == NULL)
-    return mr_fail(e.code ? e.code : MR_ENOMEM, "slice-GRAPPA: %s", e.msg);
+    return mr_err_set(err, e.code ? e.code : MR_ENOMEM, "slice-GRAPPA: %s", e.msg);
   mr_cfloat *af = (mr_cfloat *)host, *bf = (mr_cfloat *)(host + fa);
   double complex *ad = (double complex *)(host + fa + fb), *bd = ad + n * n;
   double complex *t = bd + n * nrhs;
   double *w = (double *)(t + n * nrhs);
-  int rc = mr_device_download(dev, af, a.data, fa);
+  int rc = mr_device_download(dev, af, a.data, fa, err);
   if (rc == 0)
-    rc = mr_device_download(dev, bf, b.data, fb);
+    rc = mr_device_download(dev, bf, b.data, fb, err);
   if (rc == 0) {
     widen(n * n, af, ad);
     widen(n * nrhs, bf, bd);
@@ -311,20 +323,20 @@ static int solve_in_double(mr_device *dev, mr_cmat a, float lambda, mr_cmat b) {
                       (lapack_int)n) != 0) { /* the factorisation spoilt both: again */
       widen(n * n, af, ad);
       widen(n * nrhs, bf, bd);
-      rc = solve_clamped(n, nrhs, lambda, ad, bd, w, t);
+      rc = solve_clamped(n, nrhs, lambda, ad, bd, w, t, err);
     }
   }
   if (rc == 0) {
     for (size_t i = 0; i < n * nrhs; i++)
       bf[i] = (mr_cfloat)bd[i];
-    rc = mr_device_upload(dev, b.data, bf, fb);
+    rc = mr_device_upload(dev, b.data, bf, fb, err);
   }
   mr_budget_free(host, bytes);
   return rc;
 }
 
 int mr_slice_grappa_calibrate(mr_slice_grappa_plan *p, const mr_cfloat *reference,
-                              mr_cfloat *weights) {
+                              mr_cfloat *weights, mr_err *err) {
   const mr_slice_grappa_opts *o = &p->o;
   size_t plane = (size_t)o->nc * o->ny * o->nx, rows = (size_t)p->calib_rows;
   size_t n = (size_t)p->n_src, ntgt = (size_t)o->mb * o->nc;
@@ -333,7 +345,7 @@ int mr_slice_grappa_calibrate(mr_slice_grappa_plan *p, const mr_cfloat *referenc
   size_t total = (size_t)o->mb * plane + (o->leak_block ? 0 : plane) + rows * n +
                  rows * o->nc + 3 * n * n;
   mr_buf *buf;
-  int rc = scratch(p->dev, total, &buf);
+  int rc = scratch(p->dev, total, &buf, err);
   if (rc < 0)
     return rc;
   mr_cfloat *shifted = mr_buf_data(buf), *collapsed = shifted + o->mb * plane;
@@ -344,20 +356,20 @@ int mr_slice_grappa_calibrate(mr_slice_grappa_plan *p, const mr_cfloat *referenc
   mr_cmat am = mr_cmat_dense(a, (int)rows, (int)n), bm = mr_cmat_dense(b, (int)rows, o->nc);
   mr_cmat gm = mr_cmat_dense(g, (int)n, (int)n);
   double trace = 0;
-  rc = mr_vec_copy(p->dev, o->mb * plane, reference, shifted);
+  rc = mr_vec_copy(p->dev, o->mb * plane, reference, shifted, err);
   if (rc == 0)
-    rc = mr_slice_grappa_caipi(p->dev, o->nc, o->nx, o->ny, o->caipi, 0, o->mb, 1, shifted);
+    rc = mr_slice_grappa_caipi(p->dev, o->nc, o->nx, o->ny, o->caipi, 0, o->mb, 1, shifted, err);
   if (rc == 0 && !o->leak_block) {
     /* The collapsed calibration data, its Gram matrix shared by the slices. */
-    rc = mr_vec_copy(p->dev, plane, shifted, collapsed);
+    rc = mr_vec_copy(p->dev, plane, shifted, collapsed, err);
     for (int m = 1; rc == 0 && m < o->mb; m++)
-      rc = mr_vec_axpy(p->dev, plane, 1.0f, shifted + m * plane, collapsed);
+      rc = mr_vec_axpy(p->dev, plane, 1.0f, shifted + m * plane, collapsed, err);
     if (rc == 0)
-      rc = im2col(p->dev, &p->calib, collapsed, a);
+      rc = im2col(p->dev, &p->calib, collapsed, a, err);
     if (rc == 0)
-      rc = mr_vec_sumsq(p->dev, rows * n, a, &trace);
+      rc = mr_vec_sumsq(p->dev, rows * n, a, &trace, err);
     if (rc == 0)
-      rc = mr_blas_herk(p->dev, MR_BLAS_C, 1.0f, am, 0.0f, gm, 1);
+      rc = mr_blas_herk(p->dev, MR_BLAS_C, 1.0f, am, 0.0f, gm, 1, err);
   }
   for (int m = 0; rc == 0 && m < o->mb; m++) {
     const mr_cfloat *slice = shifted + m * plane;
@@ -365,39 +377,39 @@ int mr_slice_grappa_calibrate(mr_slice_grappa_plan *p, const mr_cfloat *referenc
       /* G = sum_j A_j^H A_j: every slice's equations, each with a target of
        * zero but in its own kernel's right-hand side. */
       double part = 0;
-      rc = im2col(p->dev, &p->calib, slice, a);
+      rc = im2col(p->dev, &p->calib, slice, a, err);
       if (rc == 0)
-        rc = mr_vec_sumsq(p->dev, rows * n, a, &part);
+        rc = mr_vec_sumsq(p->dev, rows * n, a, &part, err);
       trace += part;
       if (rc == 0)
-        rc = mr_blas_herk(p->dev, MR_BLAS_C, 1.0f, am, m == 0 ? 0.0f : 1.0f, gm, 1);
+        rc = mr_blas_herk(p->dev, MR_BLAS_C, 1.0f, am, m == 0 ? 0.0f : 1.0f, gm, 1, err);
     }
     if (rc == 0)
-      rc = im2col(p->dev, &target, slice, b);
+      rc = im2col(p->dev, &target, slice, b, err);
     mr_cmat rhs = {weights + (size_t)m * o->nc * n, (int)n, o->nc, (int)n, n * ntgt};
     if (rc == 0)
-      rc = mr_blas_gemm(p->dev, MR_BLAS_C, MR_BLAS_N, 1.0f, am, bm, 0.0f, rhs, 1);
+      rc = mr_blas_gemm(p->dev, MR_BLAS_C, MR_BLAS_N, 1.0f, am, bm, 0.0f, rhs, 1, err);
   }
   /* One regularisation for all classes: the full kernel's. */
   float lambda = (float)(o->lambda * trace / (double)n);
   for (int q = 1; rc == 0 && q < p->nclass; q++) {
     const kernel_class *c = &p->cls[q];
     mr_cfloat *wq = weights + c->offset;
-    rc = class_equations(p, c, g, weights, t, gc, wq);
+    rc = class_equations(p, c, g, weights, t, gc, wq, err);
     mr_cmat gq = mr_cmat_dense(gc, c->n, c->n), xq = mr_cmat_dense(wq, c->n, (int)ntgt);
     if (rc == 0)
-      rc = solve_in_double(p->dev, gq, lambda, xq);
+      rc = solve_in_double(p->dev, gq, lambda, xq, err);
   }
   if (rc == 0) {
     mr_cmat x = {weights, (int)n, (int)ntgt, (int)n, n * ntgt};
-    rc = solve_in_double(p->dev, gm, lambda, x);
+    rc = solve_in_double(p->dev, gm, lambda, x, err);
   }
   mr_buf_destroy(buf);
   return rc;
 }
 
 int mr_slice_grappa_apply(mr_slice_grappa_plan *p, const mr_cfloat *weights,
-                          const mr_cfloat *collapsed, mr_cfloat *slices) {
+                          const mr_cfloat *collapsed, mr_cfloat *slices, mr_err *err) {
   const mr_slice_grappa_opts *o = &p->o;
   size_t n = (size_t)p->n_src, ntgt = (size_t)o->mb * o->nc;
   size_t lines = IM2COL_MAX_VALUES / (n * (size_t)o->nx);
@@ -410,7 +422,7 @@ int mr_slice_grappa_apply(mr_slice_grappa_plan *p, const mr_cfloat *weights,
                                                           : (size_t)o->ystep * o->nx;
   size_t rows_max = lines * o->nx > edge ? lines * o->nx : edge;
   mr_buf *buf;
-  int rc = scratch(p->dev, rows_max * n + edge * ntgt, &buf);
+  int rc = scratch(p->dev, rows_max * n + edge * ntgt, &buf, err);
   if (rc < 0)
     return rc;
   mr_cfloat *a = mr_buf_data(buf), *tmp = a + rows_max * n;
@@ -421,12 +433,12 @@ int mr_slice_grappa_apply(mr_slice_grappa_plan *p, const mr_cfloat *weights,
                         .ystep = o->ystep, .i1 = o->kx, .j1 = o->ky, .x0 = 0, .x1 = o->nx,
                         .y0 = (int)y0, .y1 = (int)y1};
     int rows = (int)((y1 - y0) * o->nx);
-    rc = im2col(p->dev, &win, collapsed, a);
+    rc = im2col(p->dev, &win, collapsed, a, err);
     /* Row y nx + x of column m nc + c is slices[m][c][y][x]. */
     mr_cmat am = {a, rows, (int)n, rows, 0};
     mr_cmat out = {slices + y0 * o->nx, rows, (int)ntgt, o->nx * o->ny, 0};
     if (rc == 0)
-      rc = mr_blas_gemm(p->dev, MR_BLAS_N, MR_BLAS_N, 1.0f, am, w, 0.0f, out, 1);
+      rc = mr_blas_gemm(p->dev, MR_BLAS_N, MR_BLAS_N, 1.0f, am, w, 0.0f, out, 1, err);
   }
   /* The edge frame again, each class with its truncated kernel: the result
    * is a batch of (x1 - x0) x (y1 - y0) boxes, one per slice and coil. */
@@ -436,28 +448,29 @@ int mr_slice_grappa_apply(mr_slice_grappa_plan *p, const mr_cfloat *weights,
                         .ystep = o->ystep, .i0 = c->i0, .i1 = c->i1, .j0 = c->j0, .j1 = c->j1,
                         .x0 = c->x0, .x1 = c->x1, .y0 = c->y0, .y1 = c->y1};
     int rows = (c->x1 - c->x0) * (c->y1 - c->y0);
-    rc = im2col(p->dev, &win, collapsed, a);
+    rc = im2col(p->dev, &win, collapsed, a, err);
     mr_cmat am = mr_cmat_dense(a, rows, c->n), out = mr_cmat_dense(tmp, rows, (int)ntgt);
     mr_cmat wq = mr_cmat_dense((mr_cfloat *)weights + c->offset, c->n, (int)ntgt);
     if (rc == 0)
-      rc = mr_blas_gemm(p->dev, MR_BLAS_N, MR_BLAS_N, 1.0f, am, wq, 0.0f, out, 1);
+      rc = mr_blas_gemm(p->dev, MR_BLAS_N, MR_BLAS_N, 1.0f, am, wq, 0.0f, out, 1, err);
     size_t box[3] = {(size_t)(c->x1 - c->x0), (size_t)(c->y1 - c->y0), 1};
     size_t full[3] = {(size_t)o->nx, (size_t)o->ny, 1}, zero[3] = {0, 0, 0};
     size_t at[3] = {(size_t)c->x0, (size_t)c->y0, 0};
     if (rc == 0)
-      rc = mr_block_copy(p->dev, ntgt, tmp, box, zero, slices, full, at, box);
+      rc = mr_block_copy(p->dev, ntgt, tmp, box, zero, slices, full, at, box, err);
   }
   mr_buf_destroy(buf);
   if (rc == 0)
-    rc = mr_slice_grappa_caipi(p->dev, o->nc, o->nx, o->ny, o->caipi, 0, o->mb, -1, slices);
+    rc = mr_slice_grappa_caipi(p->dev, o->nc, o->nx, o->ny, o->caipi, 0, o->mb, -1, slices, err);
   return rc;
 }
 
 /* Host arrays to and from the plan's device (the CPU uses them in place). */
-static int on_device(mr_device *dev, const mr_cfloat *host, size_t values, mr_buf **out) {
-  int rc = mr_buf_create(dev, values * sizeof *host, out);
+static int on_device(mr_device *dev, const mr_cfloat *host, size_t values, mr_buf **out,
+                     mr_err *err) {
+  int rc = mr_buf_create(dev, values * sizeof *host, out, err);
   if (rc == 0 && host != NULL)
-    rc = mr_buf_upload(*out, 0, host, values * sizeof *host);
+    rc = mr_buf_upload(*out, 0, host, values * sizeof *host, err);
   if (rc < 0 && *out != NULL) {
     mr_buf_destroy(*out);
     *out = NULL;
@@ -466,39 +479,39 @@ static int on_device(mr_device *dev, const mr_cfloat *host, size_t values, mr_bu
 }
 
 int mr_slice_grappa_calibrate_host(mr_slice_grappa_plan *p, const mr_cfloat *reference,
-                                   mr_cfloat *weights) {
+                                   mr_cfloat *weights, mr_err *err) {
   if (!mr_device_is_gpu(p->dev))
-    return mr_slice_grappa_calibrate(p, reference, weights);
+    return mr_slice_grappa_calibrate(p, reference, weights, err);
   size_t ref = (size_t)p->o.mb * p->o.nc * p->o.ny * p->o.nx;
   size_t nw = mr_slice_grappa_weights_count(&p->o);
   mr_buf *r = NULL, *w = NULL;
-  int rc = on_device(p->dev, reference, ref, &r);
+  int rc = on_device(p->dev, reference, ref, &r, err);
   if (rc == 0)
-    rc = on_device(p->dev, NULL, nw, &w);
+    rc = on_device(p->dev, NULL, nw, &w, err);
   if (rc == 0)
-    rc = mr_slice_grappa_calibrate(p, mr_buf_data(r), mr_buf_data(w));
+    rc = mr_slice_grappa_calibrate(p, mr_buf_data(r), mr_buf_data(w), err);
   if (rc == 0)
-    rc = mr_buf_download(w, 0, weights, nw * sizeof *weights);
+    rc = mr_buf_download(w, 0, weights, nw * sizeof *weights, err);
   mr_buf_destroy(w);
   mr_buf_destroy(r);
   return rc;
 }
 
 int mr_slice_grappa_apply_host(mr_slice_grappa_plan *p, const mr_cfloat *weights,
-                               const mr_cfloat *collapsed, mr_cfloat *slices) {
+                               const mr_cfloat *collapsed, mr_cfloat *slices, mr_err *err) {
   if (!mr_device_is_gpu(p->dev))
-    return mr_slice_grappa_apply(p, weights, collapsed, slices);
+    return mr_slice_grappa_apply(p, weights, collapsed, slices, err);
   size_t plane = (size_t)p->o.nc * p->o.ny * p->o.nx;
   mr_buf *w = NULL, *c = NULL, *s = NULL;
-  int rc = on_device(p->dev, weights, mr_slice_grappa_weights_count(&p->o), &w);
+  int rc = on_device(p->dev, weights, mr_slice_grappa_weights_count(&p->o), &w, err);
   if (rc == 0)
-    rc = on_device(p->dev, collapsed, plane, &c);
+    rc = on_device(p->dev, collapsed, plane, &c, err);
   if (rc == 0)
-    rc = on_device(p->dev, NULL, plane * p->o.mb, &s);
+    rc = on_device(p->dev, NULL, plane * p->o.mb, &s, err);
   if (rc == 0)
-    rc = mr_slice_grappa_apply(p, mr_buf_data(w), mr_buf_data(c), mr_buf_data(s));
+    rc = mr_slice_grappa_apply(p, mr_buf_data(w), mr_buf_data(c), mr_buf_data(s), err);
   if (rc == 0)
-    rc = mr_buf_download(s, 0, slices, plane * p->o.mb * sizeof *slices);
+    rc = mr_buf_download(s, 0, slices, plane * p->o.mb * sizeof *slices, err);
   mr_buf_destroy(s);
   mr_buf_destroy(c);
   mr_buf_destroy(w);

@@ -78,7 +78,7 @@ typedef struct mr_slice_grappa_plan mr_slice_grappa_plan;
  * a calibration region too small for the kernel (fewer equations than
  * unknowns), an even kernel, ... The caller takes *out. */
 int mr_slice_grappa_plan_create(mr_device *dev, const mr_slice_grappa_opts *opts,
-                                mr_slice_grappa_plan **out);
+                                mr_slice_grappa_plan **out, mr_err *err);
 void mr_slice_grappa_plan_destroy(mr_slice_grappa_plan *plan);
 
 /* Complex values of the weights: the full kernel's kx ky nc x mb nc, then
@@ -90,24 +90,24 @@ size_t mr_slice_grappa_weights_count(const mr_slice_grappa_opts *opts);
  * positive definite (a reference without signal and lambda 0). Borrows all;
  * device memory. */
 int mr_slice_grappa_calibrate(mr_slice_grappa_plan *plan, const mr_cfloat *reference,
-                              mr_cfloat *weights);
+                              mr_cfloat *weights, mr_err *err);
 
 /* Separates collapsed ([nc][ny][nx]) into slices ([mb][nc][ny][nx]), the
  * CAIPI shift undone. Borrows all; device memory. */
 int mr_slice_grappa_apply(mr_slice_grappa_plan *plan, const mr_cfloat *weights,
-                          const mr_cfloat *collapsed, mr_cfloat *slices);
+                          const mr_cfloat *collapsed, mr_cfloat *slices, mr_err *err);
 
 /* Multiplies each of `count` k-spaces of kspace ([count][nc][ny][nx]) by
  * the CAIPI phase of slice first + b (direction +1: the shift a collapsed
  * acquisition gives it; -1: undone). For simulators and tests. */
-int mr_slice_grappa_caipi(mr_device *dev, int nc, int nx, int ny, int caipi, int first,
-                          int count, int direction, mr_cfloat *kspace);
+int mr_slice_grappa_caipi(mr_device *dev, int nc, int nx, int ny, int caipi, int first, int count,
+                          int direction, mr_cfloat *kspace, mr_err *err);
 
 /* The same two steps on host memory on any device. */
 int mr_slice_grappa_calibrate_host(mr_slice_grappa_plan *plan, const mr_cfloat *reference,
-                                   mr_cfloat *weights);
+                                   mr_cfloat *weights, mr_err *err);
 int mr_slice_grappa_apply_host(mr_slice_grappa_plan *plan, const mr_cfloat *weights,
-                               const mr_cfloat *collapsed, mr_cfloat *slices);
+                               const mr_cfloat *collapsed, mr_cfloat *slices, mr_err *err);
 
 #ifdef __cplusplus
 }

@@ -42,8 +42,8 @@ __global__ void caipi_kernel(int nc, int nx, int ny, int caipi, int first, int d
 } // namespace
 
 int mr_sg_cuda_im2col(mr_device *dev, const mr_sg_window *w, const mr_cfloat *kspace,
-                      mr_cfloat *out) {
-  return mr_on_worker(dev, [&] {
+                      mr_cfloat *out, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     size_t total = size_t(w->x1 - w->x0) * size_t(w->y1 - w->y0) * size_t(w->i1 - w->i0) *
                    size_t(w->j1 - w->j0) * w->nc;
@@ -55,8 +55,8 @@ int mr_sg_cuda_im2col(mr_device *dev, const mr_sg_window *w, const mr_cfloat *ks
 }
 
 int mr_sg_cuda_caipi(mr_device *dev, int nc, int nx, int ny, int caipi, int first, int count,
-                     int direction, mr_cfloat *kspace) {
-  return mr_on_worker(dev, [&] {
+                     int direction, mr_cfloat *kspace, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     size_t total = size_t(count) * nc * ny * nx;
     caipi_kernel<<<mr_grid_for(c, total, 256), 256, 0, c->compute>>>(

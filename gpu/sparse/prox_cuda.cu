@@ -86,8 +86,8 @@ __global__ void digits(size_t n, const float2 *x, digits_arg a, unsigned *counts
 } // namespace
 
 int mr_prox_cuda_soft(mr_device *dev, const size_t dims[3], const size_t keep[3], float t,
-                      mr_cfloat *x) {
-  return mr_on_worker(dev, [&] {
+                      mr_cfloat *x, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     size_t total = dims[0] * dims[1] * dims[2];
     soft<<<mr_grid_for(c, total, BLOCK), BLOCK, 0, c->compute>>>(
@@ -98,9 +98,9 @@ int mr_prox_cuda_soft(mr_device *dev, const size_t dims[3], const size_t keep[3]
   });
 }
 
-int mr_prox_cuda_momentum(mr_device *dev, size_t n, float beta, const mr_cfloat *x,
-                          mr_cfloat *prev, mr_cfloat *z) {
-  return mr_on_worker(dev, [&] {
+int mr_prox_cuda_momentum(mr_device *dev, size_t n, float beta, const mr_cfloat *x, mr_cfloat *prev,
+                          mr_cfloat *z, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     momentum<<<mr_grid_for(c, n, BLOCK), BLOCK, 0, c->compute>>>(
         n, beta, reinterpret_cast<const float2 *>(x), reinterpret_cast<float2 *>(prev),
@@ -110,11 +110,12 @@ int mr_prox_cuda_momentum(mr_device *dev, size_t n, float beta, const mr_cfloat 
   });
 }
 
-int mr_prox_cuda_peak(mr_device *dev, size_t n, const mr_cfloat *x, float *result, int *finite) {
-  return mr_on_worker(dev, [&] {
+int mr_prox_cuda_peak(mr_device *dev, size_t n, const mr_cfloat *x, float *result, int *finite,
+                      mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     unsigned *d = nullptr, h[2] = {0, 0};
-    int rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&d), sizeof h);
+    int rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&d), sizeof h, err);
     if (rc < 0)
       return rc;
     cudaError_t e = cudaMemsetAsync(d, 0, sizeof h, c->compute);
@@ -129,7 +130,7 @@ int mr_prox_cuda_peak(mr_device *dev, size_t n, const mr_cfloat *x, float *resul
       e = cudaStreamSynchronize(c->compute);
     mr_cuda_free(c, d);
     if (e != cudaSuccess)
-      return mr_cuda_fail(e, "prox peak", __FILE__, __LINE__);
+      return mr_cuda_fail(e, "prox peak", __FILE__, __LINE__, err);
     std::memcpy(result, &h[0], sizeof *result);
     *finite = h[1] == 0;
     return 0;
@@ -137,12 +138,12 @@ int mr_prox_cuda_peak(mr_device *dev, size_t n, const mr_cfloat *x, float *resul
 }
 
 int mr_prox_cuda_digits(mr_device *dev, size_t n, const mr_cfloat *x, int count,
-                        const unsigned *prefix, int shift, unsigned *counts) {
-  return mr_on_worker(dev, [&] {
+                        const unsigned *prefix, int shift, unsigned *counts, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     size_t bytes = size_t(count) * 256 * sizeof(unsigned);
     unsigned *d = nullptr;
-    int rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&d), bytes);
+    int rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&d), bytes, err);
     if (rc < 0)
       return rc;
     digits_arg a;
@@ -161,16 +162,16 @@ int mr_prox_cuda_digits(mr_device *dev, size_t n, const mr_cfloat *x, int count,
     if (e == cudaSuccess)
       e = cudaStreamSynchronize(c->compute);
     mr_cuda_free(c, d);
-    return e == cudaSuccess ? 0 : mr_cuda_fail(e, "prox digits", __FILE__, __LINE__);
+    return e == cudaSuccess ? 0 : mr_cuda_fail(e, "prox digits", __FILE__, __LINE__, err);
   });
 }
 
-int mr_prox_cuda_set_beta(void *exec, void *node, float beta) {
+int mr_prox_cuda_set_beta(void *exec, void *node, float beta, mr_err *err) {
   auto n = static_cast<cudaGraphNode_t>(node);
   cudaKernelNodeParams p;
   MR_CU(cudaGraphKernelNodeGetParams(n, &p));
   if (p.func != reinterpret_cast<void *>(momentum))
-    return mr_fail(MR_EDEVICE, "prox: the graph node for beta is not the momentum kernel");
+    return mr_err_set(err, MR_EDEVICE, "prox: the graph node for beta is not the momentum kernel");
   void *args[5] = {p.kernelParams[0], &beta, p.kernelParams[2], p.kernelParams[3],
                    p.kernelParams[4]};
   p.kernelParams = args;

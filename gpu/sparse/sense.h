@@ -29,27 +29,29 @@ typedef struct mr_sense mr_sense;
 /* An operator for dims and ncoils on dev (borrowed), with its transforms
  * and one k-space of scratch. MR_EINVAL for a bad shape. The caller takes
  * *out. */
-int mr_sense_create(mr_device *dev, const size_t dims[3], size_t ncoils, mr_sense **out);
+int mr_sense_create(mr_device *dev, const size_t dims[3], size_t ncoils, mr_sense **out,
+                    mr_err *err);
 void mr_sense_destroy(mr_sense *s);
 
 /* Sets the maps (on dev, borrowed until the next call or the operator's
  * end) and the mask (host memory, [z][y], copied); *lines (may be NULL)
  * gets the number of sampled lines. */
-int mr_sense_set(mr_sense *s, const mr_cfloat *maps, const uint8_t *mask, size_t *lines);
+int mr_sense_set(mr_sense *s, const mr_cfloat *maps, const uint8_t *mask, size_t *lines,
+                 mr_err *err);
 
 /* k = A x. */
-int mr_sense_forward(mr_sense *s, const mr_cfloat *x, mr_cfloat *k);
+int mr_sense_forward(mr_sense *s, const mr_cfloat *x, mr_cfloat *k, mr_err *err);
 /* x = A^H k (k unchanged). */
-int mr_sense_adjoint(mr_sense *s, const mr_cfloat *k, mr_cfloat *x);
+int mr_sense_adjoint(mr_sense *s, const mr_cfloat *k, mr_cfloat *x, mr_err *err);
 /* y = A^H A x (y may be x). */
-int mr_sense_normal(mr_sense *s, const mr_cfloat *x, mr_cfloat *y);
+int mr_sense_normal(mr_sense *s, const mr_cfloat *x, mr_cfloat *y, mr_err *err);
 /* u = z - step (A^H A z - ahb): a gradient step on 1/2 ||A z - b||^2 with
  * ahb = A^H b, in the normal operator's last pass. u may be z. */
-int mr_sense_step(mr_sense *s, const mr_cfloat *z, const mr_cfloat *ahb, float step,
-                  mr_cfloat *u);
+int mr_sense_step(mr_sense *s, const mr_cfloat *z, const mr_cfloat *ahb, float step, mr_cfloat *u,
+                  mr_err *err);
 /* *peak = max over pixels of sum_c |maps_c|^2: a bound on ||A^H A||
  * (1 for maps of unit root sum of squares), for the solver's step. */
-int mr_sense_peak(mr_sense *s, float *peak);
+int mr_sense_peak(mr_sense *s, float *peak, mr_err *err);
 
 #ifdef __cplusplus
 }

@@ -139,12 +139,13 @@ struct mr_sense_lines {
   float scale; // 1 / ny
 };
 
-int mr_sense_cuda_lines_create(mr_device *dev, const mr_sense_pass *p, mr_sense_lines **out) {
+int mr_sense_cuda_lines_create(mr_device *dev, const mr_sense_pass *p, mr_sense_lines **out,
+                               mr_err *err) {
   *out = nullptr;
   auto *l = static_cast<mr_sense_lines *>(calloc(1, sizeof(mr_sense_lines)));
   if (l == nullptr)
-    return mr_fail(MR_ENOMEM, "sense: out of memory");
-  int rc = mr_on_worker(dev, [&] {
+    return mr_err_set(err, MR_ENOMEM, "sense: out of memory");
+  int rc = mr_on_worker(dev, err, [&] {
     // every (coil, x) column a batch, one sample apart, ncoils nx between
     // the samples of a column
     long long n[1] = {(long long)p->dims[1]}, stride = (long long)(p->ncoils * p->dims[0]);
@@ -154,7 +155,7 @@ int mr_sense_cuda_lines_create(mr_device *dev, const mr_sense_pass *p, mr_sense_
                                         stride, &work);
     if (r != CUFFT_SUCCESS) {
       cufftDestroy(l->plan);
-      return mr_cufft_fail(r, "cufftMakePlanMany64", __FILE__, __LINE__);
+      return mr_cufft_fail(r, "cufftMakePlanMany64", __FILE__, __LINE__, err);
     }
     return 0;
   });
@@ -170,7 +171,7 @@ int mr_sense_cuda_lines_create(mr_device *dev, const mr_sense_pass *p, mr_sense_
 void mr_sense_cuda_lines_destroy(mr_device *dev, mr_sense_lines *l) {
   if (l == nullptr)
     return;
-  mr_on_worker(dev, [&] {
+  mr_on_worker(dev, nullptr, [&] {
     cufftDestroy(l->plan);
     return 0;
   });
@@ -179,9 +180,9 @@ void mr_sense_cuda_lines_destroy(mr_device *dev, mr_sense_lines *l) {
 
 int mr_sense_cuda_lines_normal(mr_device *dev, mr_sense_lines *l, const mr_sense_pass *p,
                                const float *mask_plain, mr_cfloat *scratch, const mr_cfloat *x,
-                               const mr_cfloat *z, const mr_cfloat *ahb, float step,
-                               mr_cfloat *out) {
-  return mr_on_worker(dev, [&] {
+                               const mr_cfloat *z, const mr_cfloat *ahb, float step, mr_cfloat *out,
+                               mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     pass_arg a = arg_of(p);
     auto k = reinterpret_cast<float2 *>(scratch);
@@ -205,9 +206,9 @@ int mr_sense_cuda_lines_normal(mr_device *dev, mr_sense_lines *l, const mr_sense
   });
 }
 
-int mr_sense_cuda_expand(mr_device *dev, const mr_sense_pass *p, const mr_cfloat *x,
-                         mr_cfloat *out) {
-  return mr_on_worker(dev, [&] {
+int mr_sense_cuda_expand(mr_device *dev, const mr_sense_pass *p, const mr_cfloat *x, mr_cfloat *out,
+                         mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     pass_arg a = arg_of(p);
     expand<<<mr_grid_for(c, a.n, BLOCK), BLOCK, 0, c->compute>>>(
@@ -218,8 +219,8 @@ int mr_sense_cuda_expand(mr_device *dev, const mr_sense_pass *p, const mr_cfloat
 }
 
 int mr_sense_cuda_mask(mr_device *dev, const mr_sense_pass *p, const float *m, float scale,
-                       const mr_cfloat *in, mr_cfloat *out) {
-  return mr_on_worker(dev, [&] {
+                       const mr_cfloat *in, mr_cfloat *out, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     pass_arg a = arg_of(p);
     mask<<<mr_grid_for(c, a.n, BLOCK), BLOCK, 0, c->compute>>>(
@@ -230,8 +231,9 @@ int mr_sense_cuda_mask(mr_device *dev, const mr_sense_pass *p, const float *m, f
 }
 
 int mr_sense_cuda_combine(mr_device *dev, const mr_sense_pass *p, const mr_cfloat *k,
-                          const mr_cfloat *z, const mr_cfloat *ahb, float step, mr_cfloat *out) {
-  return mr_on_worker(dev, [&] {
+                          const mr_cfloat *z, const mr_cfloat *ahb, float step, mr_cfloat *out,
+                          mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     pass_arg a = arg_of(p);
     combine<<<mr_grid_for(c, a.n, BLOCK), BLOCK, 0, c->compute>>>(
@@ -242,8 +244,8 @@ int mr_sense_cuda_combine(mr_device *dev, const mr_sense_pass *p, const mr_cfloa
   });
 }
 
-int mr_sense_cuda_power(mr_device *dev, const mr_sense_pass *p, mr_cfloat *out) {
-  return mr_on_worker(dev, [&] {
+int mr_sense_cuda_power(mr_device *dev, const mr_sense_pass *p, mr_cfloat *out, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     pass_arg a = arg_of(p);
     power<<<mr_grid_for(c, a.n, BLOCK), BLOCK, 0, c->compute>>>(a, reinterpret_cast<float2 *>(out));

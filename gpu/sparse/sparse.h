@@ -87,28 +87,30 @@ typedef struct mr_sparse_plan mr_sparse_plan;
 void mr_sparse_opts_default(mr_sparse_opts *o);
 
 /* A solver for opts on dev (borrowed): its operator, transforms and
- * images. MR_EINVAL (with gpu/'s detail line) for bad options: a lambda of
+ * images. MR_EINVAL (with its line in err) for bad options: a lambda of
  * 0 with wavelet or tv, no iterations, a bad shape. The caller takes *out. */
-int mr_sparse_plan_create(mr_device *dev, const mr_sparse_opts *opts, mr_sparse_plan **out);
+int mr_sparse_plan_create(mr_device *dev, const mr_sparse_opts *opts, mr_sparse_plan **out,
+                          mr_err *err);
 /* Leaves *plan as it is when it was made for opts on dev, else destroys
  * it and makes one (*plan is NULL after a failure). */
-int mr_sparse_plan_keep(mr_device *dev, const mr_sparse_opts *opts, mr_sparse_plan **plan);
+int mr_sparse_plan_keep(mr_device *dev, const mr_sparse_opts *opts, mr_sparse_plan **plan,
+                        mr_err *err);
 void mr_sparse_plan_destroy(mr_sparse_plan *plan);
 
 /* MR_TV_REFERENCE: the image (on the plan's device, borrowed until the
  * next call) the next solves' temporal term compares with; NULL (the first
  * frame) leaves the term out. MR_EINVAL for a plan without it. */
-int mr_sparse_set_reference(mr_sparse_plan *plan, const mr_cfloat *reference);
+int mr_sparse_set_reference(mr_sparse_plan *plan, const mr_cfloat *reference, mr_err *err);
 
 /* Reconstructs image from kspace (b: its sampled lines are read), mask
- * and maps, in one task on the plan's device. MR_EDATA with a detail line
+ * and maps, in one task on the plan's device. MR_EDATA with a line in err
  * for data that cannot give an image: fewer than two sampled lines,
  * non-finite samples or maps, maps that are zero everywhere, a zero-filled
  * image with no signal. MR_ECANCELED when *cancel (may be NULL) turned
  * non-zero between iterations. report may be NULL. Borrows everything. */
 int mr_sparse_solve(mr_sparse_plan *plan, const mr_cfloat *kspace, const uint8_t *mask,
                     const mr_cfloat *maps, mr_cfloat *image, const mr_cancel *cancel,
-                    mr_sparse_report *report);
+                    mr_sparse_report *report, mr_err *err);
 
 /* The same regularisers and solvers on any data term 1/2 ||A x - b||^2
  * given by its normal operator (normal(op, x, y): y = A^H A x on the
@@ -121,6 +123,6 @@ int mr_sparse_solve(mr_sparse_plan *plan, const mr_cfloat *kspace, const uint8_t
  * the same errors for A^H b (MR_EDATA when it has no signal or NaN). */
 int mr_sparse_solve_normal(mr_sparse_plan *plan, mr_cg_operator normal, void *op, float bound,
                            const mr_cfloat *ahb, mr_cfloat *image, const mr_cancel *cancel,
-                           mr_sparse_report *report);
+                           mr_sparse_report *report, mr_err *err);
 
 #endif

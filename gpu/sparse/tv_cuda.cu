@@ -114,8 +114,8 @@ shape_arg arg_of(const mr_tv_shape *s) {
 } // namespace
 
 int mr_tv_cuda_primal(mr_device *dev, const mr_tv_shape *s, float t, const mr_cfloat *u,
-                      const mr_cfloat *p, mr_cfloat *x) {
-  return mr_on_worker(dev, [&] {
+                      const mr_cfloat *p, mr_cfloat *x, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     shape_arg a = arg_of(s);
     primal<<<mr_grid_for(c, a.n, BLOCK), BLOCK, 0, c->compute>>>(
@@ -127,8 +127,8 @@ int mr_tv_cuda_primal(mr_device *dev, const mr_tv_shape *s, float t, const mr_cf
 }
 
 int mr_tv_cuda_dual(mr_device *dev, const mr_tv_shape *s, float tau, int project,
-                    const mr_cfloat *x, mr_cfloat *p) {
-  return mr_on_worker(dev, [&] {
+                    const mr_cfloat *x, mr_cfloat *p, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     shape_arg a = arg_of(s);
     dual<<<mr_grid_for(c, a.n, BLOCK), BLOCK, 0, c->compute>>>(

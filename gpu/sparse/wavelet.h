@@ -34,7 +34,7 @@ typedef struct mr_wavelet mr_wavelet;
  * its own scratch image. MR_EINVAL for a bad shape or filter. The caller
  * takes *out. */
 int mr_wavelet_create(mr_device *dev, const size_t dims[3], mr_wavelet_filter filter,
-                      mr_wavelet **out);
+                      mr_wavelet **out, mr_err *err);
 void mr_wavelet_destroy(mr_wavelet *w);
 
 /* Levels of the transform (0 when no axis can be halved). */
@@ -45,12 +45,14 @@ void mr_wavelet_coarse(const mr_wavelet *w, size_t box[3]);
 /* c = W (x shifted cyclically by shift[d] samples along axis d: the sample
  * at i goes to (i + shift) mod dims). x and c on the plan's device, not
  * overlapping; x is unchanged. */
-int mr_wavelet_forward(mr_wavelet *w, const size_t shift[3], const mr_cfloat *x, mr_cfloat *c);
+int mr_wavelet_forward(mr_wavelet *w, const size_t shift[3], const mr_cfloat *x, mr_cfloat *c,
+                       mr_err *err);
 
 /* x = shifted back (W^H c): the adjoint, and the inverse, of
  * mr_wavelet_forward with the same shift. c is overwritten (scratch); x
  * must not overlap it. */
-int mr_wavelet_adjoint(mr_wavelet *w, const size_t shift[3], mr_cfloat *c, mr_cfloat *x);
+int mr_wavelet_adjoint(mr_wavelet *w, const size_t shift[3], mr_cfloat *c, mr_cfloat *x,
+                       mr_err *err);
 
 /* x = shifted back (W^H soft_t(c)), soft_t the complex soft threshold of
  * every coefficient outside the coarse band (prox.h's mr_prox_soft with
@@ -60,7 +62,7 @@ int mr_wavelet_adjoint(mr_wavelet *w, const size_t shift[3], mr_cfloat *c, mr_cf
  * per level (wavelet_impl.h); elsewhere the threshold, then the adjoint.
  * t >= 0; c is overwritten; x must not overlap it. */
 int mr_wavelet_adjoint_soft(mr_wavelet *w, const size_t shift[3], float t, mr_cfloat *c,
-                            mr_cfloat *x);
+                            mr_cfloat *x, mr_err *err);
 
 /* mr_wavelet_adjoint_soft and FISTA's momentum after it (prox.h's
  * mr_prox_momentum): with x the image that call gives, z = x + beta (x -
@@ -68,7 +70,8 @@ int mr_wavelet_adjoint_soft(mr_wavelet *w, const size_t shift[3], float t, mr_cf
  * Where mr_wavelet_momentum_fused says so, in the transform's last launch
  * (x untouched); elsewhere the two calls. */
 int mr_wavelet_adjoint_soft_momentum(mr_wavelet *w, const size_t shift[3], float t, mr_cfloat *c,
-                                     float beta, mr_cfloat *prev, mr_cfloat *z, mr_cfloat *x);
+                                     float beta, mr_cfloat *prev, mr_cfloat *z, mr_cfloat *x,
+                                     mr_err *err);
 /* 1 when mr_wavelet_adjoint_soft_momentum is one transform whose last
  * launch does the momentum (a GPU's 2D image), else 0. */
 int mr_wavelet_momentum_fused(const mr_wavelet *w);

@@ -5,7 +5,6 @@
 #include "cpu_threads.h"
 #include "device_impl.h"
 #include "error.h"
-#include "fail.h"
 #include "wavelet_impl.h"
 
 typedef struct pass_job {
@@ -81,14 +80,14 @@ static void pass_range(void *arg, size_t begin, size_t end) {
 }
 
 int mr_wavelet_cpu_pass(mr_device *dev, const size_t dims[3], const size_t len[3], int axis,
-                        int inverse, const mr_wavelet_taps *f, const mr_cfloat *src,
-                        mr_cfloat *dst) {
+                        int inverse, const mr_wavelet_taps *f, const mr_cfloat *src, mr_cfloat *dst,
+                        mr_err *err) {
   pass_job j = {.stride = {1, dims[0], dims[0] * dims[1]}, .len = {len[0], len[1], len[2]},
                 .axis = axis, .inverse = inverse, .f = f, .src = src, .dst = dst};
   j.other = len[axis == 0 ? 1 : 0];
   size_t lines = len[0] * len[1] * len[2] / len[axis];
   mr_cpu_parallel_for(mr_device_threads(dev), lines, 16, pass_range, &j);
-  return atomic_load(&j.failed) ? mr_fail(MR_ENOMEM, "wavelet: out of memory") : 0;
+  return atomic_load(&j.failed) ? mr_err_set(err, MR_ENOMEM, "wavelet: out of memory") : 0;
 }
 
 typedef struct copy_job {

@@ -157,7 +157,7 @@ __global__ void small(float2 *c, unsigned nx, unsigned ny, small_levels sl, int 
 
 template <int TAPS>
 int launch(mr_cuda_ctx *c, int axis, const float2 *src, float2 *dst, const region &r, int inverse,
-           const taps_arg &t) {
+           const taps_arg &t, mr_err *err) {
   unsigned total = r.len[0] * r.len[1] * r.len[2] / 2;
   pass<TAPS><<<mr_grid_for(c, total, BLOCK), BLOCK, 0, c->compute>>>(src, dst, r, axis, inverse,
                                                                       t);
@@ -311,8 +311,8 @@ __global__ void synthesise2d(const float2 *lo, const float2 *c, float2 *out, pla
 
 template <int TAPS>
 int launch2d(mr_cuda_ctx *c, int inverse, const plane &p, const taps_arg &t, float thresh,
-             const mr_wavelet_momentum *m, int shifted, shift3 s, const float2 *lo_in,
-             float2 *coef, float2 *lo_out) {
+             const mr_wavelet_momentum *m, int shifted, shift3 s, const float2 *lo_in, float2 *coef,
+             float2 *lo_out, mr_err *err) {
   dim3 grid((p.hx + TILE - 1) / TILE, (p.hy + TILE - 1) / TILE);
   float beta = m != nullptr ? m->beta : 0.0f;
   auto prev = m != nullptr ? reinterpret_cast<float2 *>(m->prev) : nullptr;
@@ -331,8 +331,8 @@ int launch2d(mr_cuda_ctx *c, int inverse, const plane &p, const taps_arg &t, flo
 int mr_wavelet_cuda_level2d(mr_device *dev, const size_t dims[3], const size_t len[3], int inverse,
                             const mr_wavelet_taps *f, const size_t *shift, float thresh,
                             const mr_wavelet_momentum *m, const mr_cfloat *lo_in, mr_cfloat *c,
-                            mr_cfloat *lo_out) {
-  return mr_on_worker(dev, [&] {
+                            mr_cfloat *lo_out, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *ctx = mr_device_cuda(dev);
     taps_arg t = taps_of(f);
     plane p = {unsigned(dims[0]), unsigned(dims[1]), unsigned(len[0] / 2), unsigned(len[1] / 2)};
@@ -344,8 +344,8 @@ int mr_wavelet_cuda_level2d(mr_device *dev, const size_t dims[3], const size_t l
     auto co = reinterpret_cast<float2 *>(c);
     auto out = reinterpret_cast<float2 *>(lo_out);
     int shifted = shift != nullptr;
-    return f->taps == 4 ? launch2d<4>(ctx, inverse, p, t, thresh, m, shifted, s, in, co, out)
-                        : launch2d<8>(ctx, inverse, p, t, thresh, m, shifted, s, in, co, out);
+    return f->taps == 4 ? launch2d<4>(ctx, inverse, p, t, thresh, m, shifted, s, in, co, out, err)
+                        : launch2d<8>(ctx, inverse, p, t, thresh, m, shifted, s, in, co, out, err);
   });
 }
 
@@ -354,22 +354,23 @@ namespace {
 
 int mr_wavelet_cuda_pass(mr_device *dev, const size_t dims[3], const size_t len[3], int axis,
                          int inverse, const mr_wavelet_taps *f, const mr_cfloat *src,
-                         mr_cfloat *dst) {
-  return mr_on_worker(dev, [&] {
+                         mr_cfloat *dst, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     taps_arg t = taps_of(f);
     region r = {{unsigned(len[0]), unsigned(len[1]), unsigned(len[2])},
                 {1, unsigned(dims[0]), unsigned(dims[0] * dims[1])}};
     auto in = reinterpret_cast<const float2 *>(src);
     auto out = reinterpret_cast<float2 *>(dst);
-    return f->taps == 4 ? launch<4>(c, axis, in, out, r, inverse, t)
-                        : launch<8>(c, axis, in, out, r, inverse, t);
+    return f->taps == 4 ? launch<4>(c, axis, in, out, r, inverse, t, err)
+                        : launch<8>(c, axis, in, out, r, inverse, t, err);
   });
 }
 
 int mr_wavelet_cuda_small(mr_device *dev, const size_t dims[3], const size_t len[][3], int levels,
-                          int inverse, const mr_wavelet_taps *f, float thresh, mr_cfloat *c) {
-  return mr_on_worker(dev, [&] {
+                          int inverse, const mr_wavelet_taps *f, float thresh, mr_cfloat *c,
+                          mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *ctx = mr_device_cuda(dev);
     taps_arg t = taps_of(f);
     small_levels sl;
@@ -390,8 +391,8 @@ int mr_wavelet_cuda_small(mr_device *dev, const size_t dims[3], const size_t len
 }
 
 int mr_wavelet_cuda_copy(mr_device *dev, const size_t dims[3], const size_t len[3],
-                         const size_t shift[3], const mr_cfloat *src, mr_cfloat *dst) {
-  return mr_on_worker(dev, [&] {
+                         const size_t shift[3], const mr_cfloat *src, mr_cfloat *dst, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     size_t total = len[0] * len[1] * len[2];
     copy<<<mr_grid_for(c, total, BLOCK), BLOCK, 0, c->compute>>>(
@@ -413,7 +414,7 @@ namespace {
 // once: a node's parameters are read from the captured graph, so a second
 // call would undo the first.
 int set_node(cudaGraphExec_t exec, cudaGraphNode_t node, shift3 value, shift3 copy_value,
-             float beta) {
+             float beta, mr_err *err) {
   cudaKernelNodeParams p;
   MR_CU(cudaGraphKernelNodeGetParams(node, &p));
   int count = 0, beta_at = -1;
@@ -428,7 +429,7 @@ int set_node(cudaGraphExec_t exec, cudaGraphNode_t node, shift3 value, shift3 co
     count = 11;
     beta_at = 6;
   } else {
-    return mr_fail(MR_EDEVICE, "wavelet: the graph node to shift applies no shift");
+    return mr_err_set(err, MR_EDEVICE, "wavelet: the graph node to shift applies no shift");
   }
   void *args[11];
   for (int i = 0; i < count - 1; i++)
@@ -445,7 +446,7 @@ int set_node(cudaGraphExec_t exec, cudaGraphNode_t node, shift3 value, shift3 co
 } // namespace
 
 int mr_wavelet_cuda_set_shifts(void *exec, void *forward, void *back, const size_t dims[3],
-                               const size_t shift[3], float beta) {
+                               const size_t shift[3], float beta, mr_err *err) {
   shift3 f, b;
   for (int d = 0; d < 3; d++) {
     size_t s = shift[d] % dims[d];
@@ -453,6 +454,6 @@ int mr_wavelet_cuda_set_shifts(void *exec, void *forward, void *back, const size
     b.s[d] = unsigned((dims[d] - s) % dims[d]); // as mr_wavelet_adjoint's copy shifts back
   }
   auto e = static_cast<cudaGraphExec_t>(exec);
-  int rc = set_node(e, static_cast<cudaGraphNode_t>(forward), f, f, 0);
-  return rc == 0 ? set_node(e, static_cast<cudaGraphNode_t>(back), f, b, beta) : rc;
+  int rc = set_node(e, static_cast<cudaGraphNode_t>(forward), f, f, 0, err);
+  return rc == 0 ? set_node(e, static_cast<cudaGraphNode_t>(back), f, b, beta, err) : rc;
 }

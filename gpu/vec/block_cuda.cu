@@ -26,8 +26,8 @@ __global__ void copy_rows(const float2 *src, float2 *dst, geometry g, size_t row
 
 } // namespace
 
-int mr_block_cuda_copy(mr_device *dev, const mr_block_args *b) {
-  return mr_on_worker(dev, [&] {
+int mr_block_cuda_copy(mr_device *dev, const mr_block_args *b, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     geometry g;
     for (int i = 0; i < 3; i++) {

@@ -4,7 +4,6 @@
 
 #include "device_impl.h"
 #include "error.h"
-#include "fail.h"
 #include "vec_impl.h"
 
 /* Samples per thread hand-out for the elementwise kinds. */
@@ -73,7 +72,7 @@ static void reduce_blocks(void *arg, size_t begin, size_t end) {
   }
 }
 
-int mr_vec_cpu_run(mr_device *dev, const mr_vec_args *v) {
+int mr_vec_cpu_run(mr_device *dev, const mr_vec_args *v, mr_err *err) {
   mr_cpu_threads *threads = mr_device_threads(dev);
   if (v->kind != MR_VEC_SUMSQ && v->kind != MR_VEC_DOT) {
     mr_cpu_parallel_for(threads, v->n, GRAIN, elementwise, (void *)v);
@@ -82,7 +81,7 @@ int mr_vec_cpu_run(mr_device *dev, const mr_vec_args *v) {
   size_t blocks = (v->n + BLOCK - 1) / BLOCK;
   reduction r = {.v = v, .partial = malloc(blocks * sizeof *r.partial)};
   if (r.partial == NULL)
-    return mr_fail(MR_ENOMEM, "vec: out of memory");
+    return mr_err_set(err, MR_ENOMEM, "vec: out of memory");
   mr_cpu_parallel_for(threads, blocks, 1, reduce_blocks, &r);
   double complex total = 0;
   for (size_t b = 0; b < blocks; b++)

@@ -79,10 +79,10 @@ __global__ void reduce(size_t n, const float2 *x, const float2 *y, double2 *part
   }
 }
 
-int run_reduction(mr_cuda_ctx *c, const mr_vec_args *v) {
+int run_reduction(mr_cuda_ctx *c, const mr_vec_args *v, mr_err *err) {
   unsigned blocks = mr_grid_for(c, v->n, BLOCK);
   double2 *partial;
-  int rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&partial), blocks * sizeof(double2));
+  int rc = mr_cuda_alloc(c, reinterpret_cast<void **>(&partial), blocks * sizeof(double2), err);
   if (rc < 0)
     return rc;
   reduce<<<blocks, BLOCK, 0, c->compute>>>(
@@ -92,7 +92,7 @@ int run_reduction(mr_cuda_ctx *c, const mr_vec_args *v) {
   double2 *host = static_cast<double2 *>(malloc(blocks * sizeof(double2)));
   if (host == nullptr) {
     mr_cuda_free(c, partial);
-    return mr_fail(MR_ENOMEM, "vec: out of memory");
+    return mr_err_set(err, MR_ENOMEM, "vec: out of memory");
   }
   if (e == cudaSuccess)
     e = cudaMemcpyAsync(host, partial, blocks * sizeof(double2), cudaMemcpyDeviceToHost,
@@ -107,7 +107,7 @@ int run_reduction(mr_cuda_ctx *c, const mr_vec_args *v) {
   }
   free(host);
   if (e != cudaSuccess)
-    return mr_cuda_fail(e, "vec reduction", __FILE__, __LINE__);
+    return mr_cuda_fail(e, "vec reduction", __FILE__, __LINE__, err);
   if (v->kind == MR_VEC_SUMSQ) {
     *v->sum = re;
   } else {
@@ -133,8 +133,8 @@ __global__ void crop(const float2 *in, size_t nx, size_t ny, size_t nz, size_t a
 } // namespace
 
 int mr_vec_cuda_crop(mr_device *dev, size_t batch, const mr_cfloat *in, const size_t in_dims[3],
-                     const size_t at[3], mr_cfloat *out, const size_t out_dims[3]) {
-  return mr_on_worker(dev, [&] {
+                     const size_t at[3], mr_cfloat *out, const size_t out_dims[3], mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     size_t total = batch * out_dims[0] * out_dims[1] * out_dims[2];
     crop<<<mr_grid_for(c, total, BLOCK), BLOCK, 0, c->compute>>>(
@@ -145,8 +145,8 @@ int mr_vec_cuda_crop(mr_device *dev, size_t batch, const mr_cfloat *in, const si
   });
 }
 
-int mr_vec_cuda_run(mr_device *dev, const mr_vec_args *v) {
-  return mr_on_worker(dev, [&] {
+int mr_vec_cuda_run(mr_device *dev, const mr_vec_args *v, mr_err *err) {
+  return mr_on_worker(dev, err, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
     switch (v->kind) {
     case MR_VEC_COPY:
@@ -159,7 +159,7 @@ int mr_vec_cuda_run(mr_device *dev, const mr_vec_args *v) {
       return 0;
     case MR_VEC_SUMSQ:
     case MR_VEC_DOT:
-      return run_reduction(c, v);
+      return run_reduction(c, v, err);
     default:
       break;
     }

@@ -11,7 +11,10 @@
 
 #include <stdio.h>
 
-#include "gpu.h"
+#include "buf.h"
+#include "cfloat.h"
+#include "device.h"
+#include "pool.h"
 
 /* A streaming JSON writer: values separated and nested correctly. */
 typedef struct bench_json {

@@ -18,6 +18,7 @@
 #include "bench.h"
 #include "espirit.h"
 #include "grappa_phantom.h"
+#include "test_err.h"
 
 enum { GPU_REPS = 10, CPU_REPS = 2, PROFILE_REPS = 3 };
 
@@ -28,12 +29,12 @@ typedef struct run {
   double *profile; /* NULL, or the stages' milliseconds, added to */
 } run;
 
-static int maps_task(mr_device *dev, void *arg) {
+static int maps_task(mr_device *dev, void *arg, mr_err *err) {
   run *r = arg;
   mr_espirit_opts o;
   mr_espirit_opts_default(&o);
   o.profile = r->profile;
-  return mr_espirit_maps(dev, r->kspace, r->dims, r->nc, &o, r->maps);
+  return mr_espirit_maps(dev, r->kspace, r->dims, r->nc, &o, r->maps, err);
 }
 
 /* The median of reps runs on dev (k-space uploaded first, not timed);
@@ -43,17 +44,17 @@ static int time_on(mr_device *dev, const mr_cfloat *host, const size_t dims[3], 
   size_t n = dims[0] * dims[1] * dims[2] * nc;
   mr_buf *k = NULL, *m = NULL;
   double ms[GPU_REPS];
-  int rc = mr_buf_create(dev, n * sizeof *host, &k);
+  int rc = mr_buf_create(dev, n * sizeof *host, &k, TERR);
   if (rc == 0)
-    rc = mr_buf_create(dev, n * sizeof *host, &m);
+    rc = mr_buf_create(dev, n * sizeof *host, &m, TERR);
   if (rc == 0)
-    rc = mr_buf_upload(k, 0, host, n * sizeof *host);
+    rc = mr_buf_upload(k, 0, host, n * sizeof *host, TERR);
   run r = {.nc = nc};
   memcpy(r.dims, dims, sizeof r.dims);
   if (rc == 0) {
     r.kspace = mr_buf_data(k);
     r.maps = mr_buf_data(m);
-    rc = mr_device_time(dev, maps_task, &r, warmup, reps, ms);
+    rc = mr_device_time(dev, maps_task, &r, warmup, reps, ms, TERR);
   }
   if (rc == 0)
     *median = bench_median(ms, reps);
@@ -61,7 +62,7 @@ static int time_on(mr_device *dev, const mr_cfloat *host, const size_t dims[3], 
     memset(stages, 0, MR_ESPIRIT_STAGES * sizeof *stages);
     r.profile = stages;
     for (int i = 0; rc == 0 && i < PROFILE_REPS; i++)
-      rc = mr_device_run(dev, maps_task, &r);
+      rc = mr_device_run(dev, maps_task, &r, TERR);
     for (int i = 0; i < MR_ESPIRIT_STAGES; i++)
       stages[i] /= PROFILE_REPS;
   }
@@ -128,7 +129,7 @@ int bench_espirit(const bench_ctx *ctx) {
     if (rc == 0 && (d[2] == 1 || ctx->quick))
       rc = time_on(cpu, k, d, nc, 0, CPU_REPS, &cpu_ms, NULL);
     if (rc < 0)
-      fprintf(stderr, "espirit: %s\n", mr_device_last_error());
+      fprintf(stderr, "espirit: %s\n", mr_test_last_error());
     json_open(j, NULL, '{');
     json_int(j, "nx", (long long)d[0]);
     json_int(j, "ny", (long long)d[1]);

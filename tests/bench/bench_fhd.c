@@ -25,6 +25,7 @@
 #include "cg.h"
 #include "fhd.h"
 #include "nufft.h"
+#include "test_err.h"
 #include "toeplitz.h"
 
 #define REPS 5
@@ -87,13 +88,13 @@ static int make_data(mr_device *cpu, const problem *p, data *d) {
   mr_fhd_opts o = {.rank = 3, .grid = {p->n, p->n, p->n}, .batch = 1,
                    .precision = MR_FHD_DOUBLE};
   mr_fhd_plan *plan = NULL;
-  int rc = mr_fhd_plan_create(cpu, &o, &plan);
+  int rc = mr_fhd_plan_create(cpu, &o, &plan, TERR);
   if (rc == 0)
-    rc = mr_fhd_set_voxels(plan, nc, &d->check_x[0][0]);
+    rc = mr_fhd_set_voxels(plan, nc, &d->check_x[0][0], TERR);
   if (rc == 0)
-    rc = mr_fhd_set_points(plan, d->m, d->k);
+    rc = mr_fhd_set_points(plan, d->m, d->k, TERR);
   if (rc == 0)
-    rc = mr_fhd_adjoint(plan, d->d, NULL, d->want);
+    rc = mr_fhd_adjoint(plan, d->d, NULL, d->want, TERR);
   mr_fhd_plan_destroy(plan);
   return rc;
 }
@@ -123,15 +124,15 @@ typedef struct adjoint_run {
   mr_cfloat *out;
 } adjoint_run;
 
-static int adjoint_task(mr_device *dev, void *arg) {
+static int adjoint_task(mr_device *dev, void *arg, mr_err *err) {
   (void)dev;
   adjoint_run *r = arg;
-  return mr_fhd_adjoint(r->plan, r->d, NULL, r->out);
+  return mr_fhd_adjoint(r->plan, r->d, NULL, r->out, err);
 }
 
 static double median_ms(mr_device *dev, mr_device_task task, void *arg, int reps, int *rc) {
   double ms[REPS];
-  *rc = mr_device_time(dev, task, arg, 1, reps, ms);
+  *rc = mr_device_time(dev, task, arg, 1, reps, ms, TERR);
   return *rc == 0 ? bench_median(ms, reps) : NAN;
 }
 
@@ -154,9 +155,9 @@ static int fhd_row(const bench_ctx *ctx, mr_device *dev, const problem *p, const
                    .voxels_per_thread = v->per_thread};
   mr_fhd_plan *plan = NULL;
   mr_cfloat *out = malloc(d->nvox * sizeof *out);
-  int rc = out != NULL ? mr_fhd_plan_create(dev, &o, &plan) : MR_ENOMEM;
+  int rc = out != NULL ? mr_fhd_plan_create(dev, &o, &plan, TERR) : MR_ENOMEM;
   if (rc == 0)
-    rc = mr_fhd_set_points(plan, m, d->k);
+    rc = mr_fhd_set_points(plan, m, d->k, TERR);
   adjoint_run r = {plan, d->d, out};
   double ms = NAN;
   if (rc == 0)
@@ -236,10 +237,10 @@ typedef struct nufft_run {
   mr_cfloat *out;
 } nufft_run;
 
-static int nufft_task(mr_device *dev, void *arg) {
+static int nufft_task(mr_device *dev, void *arg, mr_err *err) {
   (void)dev;
   nufft_run *r = arg;
-  return mr_nufft_execute(r->plan, MR_NUFFT_ADJOINT, r->in, r->out);
+  return mr_nufft_execute(r->plan, MR_NUFFT_ADJOINT, r->in, r->out, err);
 }
 
 /* F^H D (q = 0) or Q on the doubled grid (q = 1) through the NUFFT at tol. */
@@ -259,23 +260,23 @@ static int nufft_row(const bench_ctx *ctx, mr_device *dev, const problem *p, con
     ones[j] = 1;
   double t0 = bench_now_ms(), plan_ms = NAN, points_ms = NAN, ms = NAN;
   if (rc == 0)
-    rc = mr_nufft_plan_create(dev, &o, &plan);
+    rc = mr_nufft_plan_create(dev, &o, &plan, TERR);
   plan_ms = bench_now_ms() - t0;
   t0 = bench_now_ms();
   if (rc == 0)
-    rc = mr_nufft_set_points(plan, d->m, d->k);
+    rc = mr_nufft_set_points(plan, d->m, d->k, TERR);
   points_ms = bench_now_ms() - t0;
   if (rc == 0)
-    rc = mr_buf_create(dev, d->m * sizeof(mr_cfloat), &in);
+    rc = mr_buf_create(dev, d->m * sizeof(mr_cfloat), &in, TERR);
   if (rc == 0)
-    rc = mr_buf_create(dev, nvox * sizeof(mr_cfloat), &out);
+    rc = mr_buf_create(dev, nvox * sizeof(mr_cfloat), &out, TERR);
   if (rc == 0)
-    rc = mr_buf_upload(in, 0, q ? ones : d->d, d->m * sizeof(mr_cfloat));
+    rc = mr_buf_upload(in, 0, q ? ones : d->d, d->m * sizeof(mr_cfloat), TERR);
   nufft_run r = {plan, mr_buf_data(in), mr_buf_data(out)};
   if (rc == 0)
     ms = median_ms(dev, nufft_task, &r, gpu ? REPS : 1, &rc);
   if (rc == 0)
-    rc = mr_buf_download(out, 0, host, nvox * sizeof(mr_cfloat));
+    rc = mr_buf_download(out, 0, host, nvox * sizeof(mr_cfloat), TERR);
   fprintf(stderr, "mr-bench: nufft %s %s %s tol %g: %.3f ms\n", p->name, gpu ? "gpu" : "cpu",
           q ? "Q" : "F^H D", tol, ms);
   bench_json *j = ctx->json;
@@ -327,10 +328,10 @@ typedef struct solve_run {
   mr_cg_report report;
 } solve_run;
 
-static int solve_task(mr_device *dev, void *arg) {
+static int solve_task(mr_device *dev, void *arg, mr_err *err) {
   solve_run *s = arg;
-  return mr_cg_solve(dev, mr_toeplitz_voxels(s->op), mr_toeplitz_apply_op, s->op, s->b, s->x,
-                     &s->o, &s->report);
+  return mr_cg_solve(dev, mr_toeplitz_voxels(s->op), mr_toeplitz_apply_op, s->op, s->b, s->x, &s->o,
+                     &s->report, err);
 }
 
 typedef struct q_run {
@@ -338,10 +339,10 @@ typedef struct q_run {
   mr_cfloat *q;
 } q_run;
 
-static int q_task(mr_device *dev, void *arg) {
+static int q_task(mr_device *dev, void *arg, mr_err *err) {
   (void)dev;
   q_run *r = arg;
-  return mr_fhd_adjoint(r->plan, NULL, NULL, r->q);
+  return mr_fhd_adjoint(r->plan, NULL, NULL, r->q, err);
 }
 
 typedef struct build_run {
@@ -350,11 +351,11 @@ typedef struct build_run {
   mr_toeplitz *op;
 } build_run;
 
-static int build_task(mr_device *dev, void *arg) {
+static int build_task(mr_device *dev, void *arg, mr_err *err) {
   build_run *r = arg;
   mr_toeplitz_destroy(r->op);
   r->op = NULL;
-  return mr_toeplitz_create(dev, &r->o, r->q, &r->op);
+  return mr_toeplitz_create(dev, &r->o, r->q, &r->op, err);
 }
 
 /* Q on the doubled grid and b = F^H D, computed once on `dev` (the GPU
@@ -372,9 +373,9 @@ static int make_system(mr_device *dev, const data *d, normal_system *sys) {
   sys->q = malloc(8 * d->nvox * sizeof *sys->q);
   sys->b = malloc(d->nvox * sizeof *sys->b);
   sys->q_device = mr_device_is_gpu(dev) ? "gpu" : "cpu";
-  int rc = sys->q != NULL && sys->b != NULL ? mr_fhd_plan_create(dev, &o, &plan) : MR_ENOMEM;
+  int rc = sys->q != NULL && sys->b != NULL ? mr_fhd_plan_create(dev, &o, &plan, TERR) : MR_ENOMEM;
   if (rc == 0)
-    rc = mr_fhd_set_points(plan, d->m, d->k);
+    rc = mr_fhd_set_points(plan, d->m, d->k, TERR);
   q_run qr = {plan, sys->q};
   if (rc == 0)
     sys->q_ms = median_ms(dev, q_task, &qr, 1, &rc);
@@ -382,11 +383,11 @@ static int make_system(mr_device *dev, const data *d, normal_system *sys) {
   plan = NULL;
   o.grid[0] = o.grid[1] = o.grid[2] = n;
   if (rc == 0)
-    rc = mr_fhd_plan_create(dev, &o, &plan);
+    rc = mr_fhd_plan_create(dev, &o, &plan, TERR);
   if (rc == 0)
-    rc = mr_fhd_set_points(plan, d->m, d->k);
+    rc = mr_fhd_set_points(plan, d->m, d->k, TERR);
   if (rc == 0)
-    rc = mr_fhd_adjoint(plan, d->d, NULL, sys->b);
+    rc = mr_fhd_adjoint(plan, d->d, NULL, sys->b, TERR);
   mr_fhd_plan_destroy(plan);
   return rc;
 }
@@ -399,11 +400,11 @@ static int cg_rows(const bench_ctx *ctx, mr_device *dev, const problem *p, const
   int gpu = mr_device_is_gpu(dev);
   size_t n = d->n, nvox = d->nvox;
   mr_buf *bb = NULL, *bx = NULL;
-  int rc = mr_buf_create(dev, nvox * sizeof(mr_cfloat), &bb);
+  int rc = mr_buf_create(dev, nvox * sizeof(mr_cfloat), &bb, TERR);
   if (rc == 0)
-    rc = mr_buf_create(dev, nvox * sizeof(mr_cfloat), &bx);
+    rc = mr_buf_create(dev, nvox * sizeof(mr_cfloat), &bx, TERR);
   if (rc == 0)
-    rc = mr_buf_upload(bb, 0, sys->b, nvox * sizeof(mr_cfloat));
+    rc = mr_buf_upload(bb, 0, sys->b, nvox * sizeof(mr_cfloat), TERR);
   bench_json *j = ctx->json;
   for (int reg = 0; rc == 0 && reg < 2; reg++) {
     build_run br = {.o = {.rank = 3, .n = {n, n, n}, .lambda = reg ? 0.01 * (double)d->m : 0,
@@ -495,7 +496,7 @@ int bench_fhd(const bench_ctx *ctx) {
   free(sys.q);
   free(sys.b);
   if (rc < 0)
-    fprintf(stderr, "mr-bench fhd: %s\n", mr_device_last_error());
+    fprintf(stderr, "mr-bench fhd: %s\n", mr_test_last_error());
   for (int i = 0; i < nprob; i++)
     free_data(&ds[i]);
   bench_devices_release(ctx, cpu, gpu);

@@ -21,7 +21,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blas.h"
+#include "cmat.h"
+#include "coil.h"
+#include "fft.h"
+#include "host.h"
+#include "solve.h"
+#include "vec.h"
 #include "bench.h"
+#include "test_err.h"
 #ifdef MR_HAVE_CUDA
 #include "raw_cuda.h"
 #endif
@@ -80,13 +88,14 @@ static int fft_prepare(kase *k, mr_device *dev) {
   mr_fft_opts o = {.rank = k->rank, .dims = {k->dims[0], k->dims[1], k->dims[2]},
                    .batch = k->batch, .plain = k->plain};
   size_t n = k->dims[0] * k->dims[1] * k->dims[2] * k->batch;
-  int rc = mr_fft_plan_create(dev, &o, &k->plan);
+  int rc = mr_fft_plan_create(dev, &o, &k->plan, TERR);
   if (rc == 0)
     rc = bench_random_buf(dev, n, 1, &k->buf[0]);
   for (int i = 0; rc == 0 && mr_device_is_gpu(dev) && !k->plain && i < 2; i++) {
     k->host[i] = malloc(n * sizeof(mr_cfloat));
-    rc = k->host[i] == NULL ? MR_ENOMEM : mr_host_alloc(dev, n * sizeof(mr_cfloat),
-                                                         (void **)&k->pinned[i]);
+    rc = k->host[i] == NULL
+             ? MR_ENOMEM
+             : mr_host_alloc(dev, n * sizeof(mr_cfloat), (void **)&k->pinned[i], TERR);
     if (rc == 0) {
       bench_random_fill(k->host[i], n, 2);
       memcpy(k->pinned[i], k->host[i], n * sizeof(mr_cfloat));
@@ -95,15 +104,15 @@ static int fft_prepare(kase *k, mr_device *dev) {
   return rc;
 }
 
-static int fft_task(mr_device *dev, void *p) {
+static int fft_task(mr_device *dev, void *p, mr_err *err) {
   (void)dev;
   kase *k = p;
-  return mr_fft_execute(k->plan, MR_FFT_BACKWARD, data(k, 0), data(k, 0));
+  return mr_fft_execute(k->plan, MR_FFT_BACKWARD, data(k, 0), data(k, 0), err);
 }
 
 static int fft_host_task(kase *k, int pinned) {
   mr_cfloat **h = pinned ? k->pinned : k->host;
-  return mr_fft_execute_host(k->plan, MR_FFT_BACKWARD, h[0], h[1]);
+  return mr_fft_execute_host(k->plan, MR_FFT_BACKWARD, h[0], h[1], TERR);
 }
 
 #ifdef MR_HAVE_CUDA
@@ -156,17 +165,17 @@ static int blas_prepare(kase *k, mr_device *dev) {
   return rc;
 }
 
-static int herk_task(mr_device *dev, void *p) {
+static int herk_task(mr_device *dev, void *p, mr_err *err) {
   kase *k = p;
   return mr_blas_herk(dev, MR_BLAS_C, 1.0f, mr_cmat_dense(data(k, 0), k->k, k->n), 0.0f,
-                      mr_cmat_dense(data(k, 2), k->n, k->n), 1);
+                      mr_cmat_dense(data(k, 2), k->n, k->n), 1, err);
 }
 
-static int gemm_task(mr_device *dev, void *p) {
+static int gemm_task(mr_device *dev, void *p, mr_err *err) {
   kase *k = p;
   return mr_blas_gemm(dev, MR_BLAS_C, MR_BLAS_N, 1.0f, mr_cmat_dense(data(k, 0), k->k, k->n),
                       mr_cmat_dense(data(k, 1), k->k, k->n), 0.0f,
-                      mr_cmat_dense(data(k, 2), k->n, k->n), 1);
+                      mr_cmat_dense(data(k, 2), k->n, k->n), 1, err);
 }
 
 #ifdef MR_HAVE_CUDA
@@ -209,28 +218,28 @@ static int solve_prepare(kase *k, mr_device *dev) {
     for (int i = j + 1; i < k->n; i++)
       a[(size_t)i * k->n + j] = conjf(a[(size_t)j * k->n + i]);
   }
-  int rc = mr_buf_create(dev, nn * sizeof *a, &k->buf[0]);
+  int rc = mr_buf_create(dev, nn * sizeof *a, &k->buf[0], TERR);
   if (rc == 0)
-    rc = mr_buf_upload(k->buf[0], 0, a, nn * sizeof *a);
+    rc = mr_buf_upload(k->buf[0], 0, a, nn * sizeof *a, TERR);
   free(a);
   if (rc == 0)
     rc = bench_random_buf(dev, nb, 7, &k->buf[1]);
   if (rc == 0)
-    rc = mr_buf_create(dev, nn * sizeof(mr_cfloat), &k->buf[2]);
+    rc = mr_buf_create(dev, nn * sizeof(mr_cfloat), &k->buf[2], TERR);
   if (rc == 0)
-    rc = mr_buf_create(dev, nb * sizeof(mr_cfloat), &k->buf[3]);
+    rc = mr_buf_create(dev, nb * sizeof(mr_cfloat), &k->buf[3], TERR);
   return rc;
 }
 
-static int solve_task(mr_device *dev, void *p) {
+static int solve_task(mr_device *dev, void *p, mr_err *err) {
   kase *k = p;
   size_t nn = (size_t)k->n * k->n, nb = (size_t)k->n * k->nrhs;
-  int rc = mr_vec_copy(dev, nn, data(k, 0), data(k, 2));
+  int rc = mr_vec_copy(dev, nn, data(k, 0), data(k, 2), err);
   if (rc == 0)
-    rc = mr_vec_copy(dev, nb, data(k, 1), data(k, 3));
+    rc = mr_vec_copy(dev, nb, data(k, 1), data(k, 3), err);
   if (rc == 0)
     rc = mr_solve_hpd(dev, mr_cmat_dense(data(k, 2), k->n, k->n), 1e-2f,
-                      mr_cmat_dense(data(k, 3), k->n, k->nrhs), 1);
+                      mr_cmat_dense(data(k, 3), k->n, k->nrhs), 1, err);
   return rc;
 }
 
@@ -260,13 +269,13 @@ static kase solve_case(int n, int nrhs) {
 static int coil_prepare(kase *k, mr_device *dev) {
   int rc = bench_random_buf(dev, k->dims[0] * k->batch, 8, &k->buf[0]);
   if (rc == 0)
-    rc = mr_buf_create(dev, k->dims[0] * sizeof(float), &k->buf[1]);
+    rc = mr_buf_create(dev, k->dims[0] * sizeof(float), &k->buf[1], TERR);
   return rc;
 }
 
-static int rss_task(mr_device *dev, void *p) {
+static int rss_task(mr_device *dev, void *p, mr_err *err) {
   kase *k = p;
-  return mr_coil_rss(dev, data(k, 0), k->batch, k->dims[0], mr_buf_data(k->buf[1]));
+  return mr_coil_rss(dev, data(k, 0), k->batch, k->dims[0], mr_buf_data(k->buf[1]), err);
 }
 
 static kase rss_case(size_t pixels, size_t coils) {
@@ -303,15 +312,15 @@ static int measure(kase *k, mr_device *dev, double *ms, double host_ms[2]) {
   k->dev = dev;
   int rc = k->prepare(k, dev);
   if (rc == 0)
-    rc = mr_device_time(dev, k->task, k, warmup, reps, t);
+    rc = mr_device_time(dev, k->task, k, warmup, reps, t, TERR);
   if (rc == 0)
     *ms = bench_median(t, reps);
   for (int pinned = 0; rc == 0 && host_ms != NULL && k->host_task != NULL && pinned < 2;
        pinned++)
     rc = time_host(k, pinned, &host_ms[pinned]);
   if (rc < 0)
-    fprintf(stderr, "mr-bench: %s %s on %s: %s (%s)\n", k->op, k->shape,
-            gpu ? "GPU" : "CPU", mr_strerror(rc), mr_device_last_error());
+    fprintf(stderr, "mr-bench: %s %s on %s: %s (%s)\n", k->op, k->shape, gpu ? "GPU" : "CPU",
+            mr_strerror(rc), mr_test_last_error());
   release(k);
   return rc;
 }
@@ -391,7 +400,7 @@ static int time_transfer(mr_buf *b, void *host, size_t bytes, int up, double *ms
   int rc = 0;
   for (int i = 0; rc == 0 && i < 1 + HOST_REPS; i++) {
     double t0 = bench_now_ms();
-    rc = up ? mr_buf_upload(b, 0, host, bytes) : mr_buf_download(b, 0, host, bytes);
+    rc = up ? mr_buf_upload(b, 0, host, bytes, TERR) : mr_buf_download(b, 0, host, bytes, TERR);
     if (i > 0)
       t[i - 1] = bench_now_ms() - t0;
   }
@@ -410,10 +419,10 @@ static int transfers(const bench_ctx *ctx, mr_device *gpu) {
   for (int pinned = 0; rc == 0 && pinned < 2; pinned++) {
     void *host = NULL;
     mr_buf *b = NULL;
-    rc = pinned ? mr_host_alloc(gpu, bytes, &host) : ((host = malloc(bytes)) ? 0 : MR_ENOMEM);
+    rc = pinned ? mr_host_alloc(gpu, bytes, &host, TERR) : ((host = malloc(bytes)) ? 0 : MR_ENOMEM);
     if (rc == 0) {
       bench_random_fill(host, bytes / sizeof(mr_cfloat), 9);
-      rc = mr_buf_create(gpu, bytes, &b);
+      rc = mr_buf_create(gpu, bytes, &b, TERR);
     }
     for (int up = 1; rc == 0 && up >= 0; up--) {
       double ms = NAN, raw = NAN;
@@ -436,7 +445,7 @@ static int transfers(const bench_ctx *ctx, mr_device *gpu) {
               bytes / 1e6 / ms, bytes / 1e6 / raw);
     }
     if (rc < 0)
-      fprintf(stderr, "mr-bench: transfer: %s (%s)\n", mr_strerror(rc), mr_device_last_error());
+      fprintf(stderr, "mr-bench: transfer: %s (%s)\n", mr_strerror(rc), mr_test_last_error());
     mr_buf_destroy(b);
     if (pinned)
       mr_host_free(gpu, host);
@@ -449,7 +458,7 @@ static int transfers(const bench_ctx *ctx, mr_device *gpu) {
 
 static void describe(bench_json *j, const char *key, mr_device *dev) {
   mr_device_info info;
-  if (dev == NULL || mr_device_info_get(dev, &info) != 0)
+  if (dev == NULL || mr_device_info_get(dev, &info, TERR) != 0)
     return;
   json_open(j, key, '{');
   json_str(j, "name", info.name);

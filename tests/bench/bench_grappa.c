@@ -17,10 +17,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coil.h"
+#include "fft.h"
+#include "host.h"
+#include "vec.h"
 #include "bench.h"
 #include "grappa.h"
 #include "grappa_impl.h"
 #include "grappa_phantom.h"
+#include "test_err.h"
 #ifdef MR_HAVE_CUDA
 #include "raw_cuda.h"
 #endif
@@ -36,16 +41,16 @@ typedef struct calib_arg {
   mr_cfloat *weights;
 } calib_arg;
 
-static int calib_task(mr_device *dev, void *p) {
+static int calib_task(mr_device *dev, void *p, mr_err *err) {
   (void)dev;
   calib_arg *a = p;
-  return mr_grappa_calibrate(a->plan, a->acs, a->coil_stride, a->weights);
+  return mr_grappa_calibrate(a->plan, a->acs, a->coil_stride, a->weights, err);
 }
 
 static int time_median(mr_device *dev, mr_device_task task, void *arg, int warmup, int reps,
                        double *median) {
   double ms[64];
-  int rc = mr_device_time(dev, task, arg, warmup, reps, ms);
+  int rc = mr_device_time(dev, task, arg, warmup, reps, ms, TERR);
   if (rc == 0)
     *median = bench_median(ms, reps);
   return rc;
@@ -55,9 +60,9 @@ static int time_median(mr_device *dev, mr_device_task task, void *arg, int warmu
  * mr_grappa_calibrate_steps (after one unmeasured call). */
 static int time_steps(const calib_arg *a, int reps, double *build, double *solve) {
   double b[64], s[64];
-  int rc = mr_grappa_calibrate_steps(a->plan, a->acs, a->coil_stride, a->weights, b, s);
+  int rc = mr_grappa_calibrate_steps(a->plan, a->acs, a->coil_stride, a->weights, b, s, TERR);
   for (int r = 0; rc == 0 && r < reps; r++)
-    rc = mr_grappa_calibrate_steps(a->plan, a->acs, a->coil_stride, a->weights, b + r, s + r);
+    rc = mr_grappa_calibrate_steps(a->plan, a->acs, a->coil_stride, a->weights, b + r, s + r, TERR);
   if (rc == 0) {
     *build = bench_median(b, reps);
     *solve = bench_median(s, reps);
@@ -79,23 +84,23 @@ static int gpu_calibration(mr_device *gpu, const mr_grappa_opts *o, const mr_cfl
   mr_grappa_plan *plan = NULL;
   mr_buf *da = NULL, *dw = NULL;
   *t = (timings){NAN, NAN, NAN};
-  int rc = mr_grappa_plan_create(gpu, o, &plan);
+  int rc = mr_grappa_plan_create(gpu, o, &plan, TERR);
   if (rc == 0)
-    rc = mr_buf_create(gpu, per_coil * o->nc * sizeof(mr_cfloat), &da);
+    rc = mr_buf_create(gpu, per_coil * o->nc * sizeof(mr_cfloat), &da, TERR);
   if (rc == 0)
-    rc = mr_buf_create(gpu, nw * sizeof(mr_cfloat), &dw);
+    rc = mr_buf_create(gpu, nw * sizeof(mr_cfloat), &dw, TERR);
   if (rc == 0)
-    rc = mr_buf_upload(da, 0, acs, per_coil * o->nc * sizeof(mr_cfloat));
+    rc = mr_buf_upload(da, 0, acs, per_coil * o->nc * sizeof(mr_cfloat), TERR);
   calib_arg a = {plan, da != NULL ? mr_buf_data(da) : NULL, per_coil,
                  dw != NULL ? mr_buf_data(dw) : NULL};
   if (rc == 0)
     rc = time_median(gpu, calib_task, &a, GPU_WARMUP, GPU_REPS, &t->ms);
   if (rc == 0)
-    rc = mr_grappa_status(plan);
+    rc = mr_grappa_status(plan, TERR);
   if (rc == 0 && o->method != MR_GRAPPA_DIRECT)
     rc = time_steps(&a, GPU_REPS, &t->build_ms, &t->solve_ms);
   if (rc == 0)
-    rc = mr_buf_download(dw, 0, weights, nw * sizeof(mr_cfloat));
+    rc = mr_buf_download(dw, 0, weights, nw * sizeof(mr_cfloat), TERR);
   mr_buf_destroy(da);
   if (weights_dev != NULL && rc == 0)
     *weights_dev = dw;
@@ -115,10 +120,10 @@ typedef struct apply_arg {
 
 /* Filling is idempotent (sources are sampled lines, never filled ones), so
  * repetitions need no fresh copy of the k-space. */
-static int apply_task(mr_device *dev, void *p) {
+static int apply_task(mr_device *dev, void *p, mr_err *err) {
   (void)dev;
   apply_arg *a = p;
-  return mr_grappa_apply(a->plan, a->weights, a->sampled, (size_t)a->ny, a->kspace, NULL);
+  return mr_grappa_apply(a->plan, a->weights, a->sampled, (size_t)a->ny, a->kspace, NULL, err);
 }
 
 /* The median time of filling the undersampled k (nc x ny x nro, host) on
@@ -128,11 +133,11 @@ static int gpu_apply(mr_device *gpu, const mr_grappa_opts *o, mr_buf *weights,
   size_t n = (size_t)o->nc * ny * o->nro;
   mr_grappa_plan *plan = NULL;
   mr_buf *dk = NULL;
-  int rc = mr_grappa_plan_create(gpu, o, &plan);
+  int rc = mr_grappa_plan_create(gpu, o, &plan, TERR);
   if (rc == 0)
-    rc = mr_buf_create(gpu, n * sizeof(mr_cfloat), &dk);
+    rc = mr_buf_create(gpu, n * sizeof(mr_cfloat), &dk, TERR);
   if (rc == 0)
-    rc = mr_buf_upload(dk, 0, k, n * sizeof(mr_cfloat));
+    rc = mr_buf_upload(dk, 0, k, n * sizeof(mr_cfloat), TERR);
   apply_arg a = {plan, mr_buf_data(weights), sampled, ny, dk != NULL ? mr_buf_data(dk) : NULL};
   if (rc == 0)
     rc = time_median(gpu, apply_task, &a, GPU_WARMUP, GPU_REPS, ms);
@@ -220,7 +225,7 @@ static int tile_step_case(bench_json *j, mr_device *gpu, const mr_grappa_opts *o
     double tile_ms, below_ms;
     memcpy(work, panel, n * sizeof *work);
     rc = mr_grappa_chol_tile(gpu, rows, (double *)work, (double *)inv, &tile_ms, &below_ms,
-                             stamped ? phase : NULL);
+                             stamped ? phase : NULL, TERR);
     if (rc == 0 && stamped && tile_ms < best_stamped) {
       best_stamped = tile_ms;
       memcpy(best_phase, phase, sizeof phase);
@@ -286,7 +291,7 @@ static int calibration_case(const bench_ctx *ctx, mr_device *cpu, mr_device *gpu
   mr_grappa_plan *plan = NULL;
   double ms = NAN, build = NAN, solve = NAN;
   if (rc == 0)
-    rc = mr_grappa_plan_create(cpu, &o, &plan);
+    rc = mr_grappa_plan_create(cpu, &o, &plan, TERR);
   calib_arg a = {plan, acs, per_coil, w_cpu};
   if (rc == 0)
     rc = time_median(cpu, calib_task, &a, 1, CPU_REPS, &ms);
@@ -310,8 +315,7 @@ static int calibration_case(const bench_ctx *ctx, mr_device *cpu, mr_device *gpu
       rc = gpu_calibration(gpu, &o, acs, per_coil, &t, w_gpu, m == 0 ? &w_dev : NULL);
       if (rc == MR_ENUMERIC && methods[m] == MR_GRAPPA_DIRECT) {
         /* single precision may find M + lambda I not positive definite */
-        json_str(j, "gpu_library_chain_failed", mr_device_last_error());
-        mr_device_clear_error();
+        json_str(j, "gpu_library_chain_failed", mr_test_last_error());
         rc = 0;
         t = (timings){NAN, NAN, NAN};
         for (size_t i = 0; i < nw; i++)
@@ -358,9 +362,9 @@ static int calibration_case(const bench_ctx *ctx, mr_device *cpu, mr_device *gpu
     if (rc == 0) {
       mr_grappa_plan *cp = NULL;
       timings t;
-      rc = mr_grappa_plan_create(cpu, &o, &cp);
+      rc = mr_grappa_plan_create(cpu, &o, &cp, TERR);
       if (rc == 0)
-        rc = mr_grappa_calibrate(cp, acs, per_coil, w_cpu);
+        rc = mr_grappa_calibrate(cp, acs, per_coil, w_cpu, TERR);
       mr_grappa_plan_destroy(cp);
       if (rc == 0)
         rc = gpu_calibration(gpu, &o, acs, per_coil, &t, w_gpu, NULL);
@@ -404,26 +408,26 @@ typedef struct slice_arg {
   mr_buf *k, *w, *image, *pristine;
 } slice_arg;
 
-static int slice_task(mr_device *dev, void *p) {
+static int slice_task(mr_device *dev, void *p, mr_err *err) {
   slice_arg *s = p;
   size_t per = (size_t)s->nx * s->ny;
   mr_cfloat *k = mr_buf_data(s->k), *w = mr_buf_data(s->w);
   float *image = mr_buf_data(s->image);
   int rc = 0;
   if (s->transfers)
-    rc = mr_buf_upload(s->k, 0, s->host_k, per * s->nc * sizeof *k);
+    rc = mr_buf_upload(s->k, 0, s->host_k, per * s->nc * sizeof *k, err);
   else
-    rc = mr_vec_copy(dev, per * s->nc, mr_buf_data(s->pristine), k);
+    rc = mr_vec_copy(dev, per * s->nc, mr_buf_data(s->pristine), k, err);
   if (rc == 0)
-    rc = mr_grappa_calibrate(s->plan, k + (size_t)s->a0 * s->nx, per, w);
+    rc = mr_grappa_calibrate(s->plan, k + (size_t)s->a0 * s->nx, per, w, err);
   if (rc == 0)
-    rc = mr_grappa_apply(s->plan, w, s->sampled, (size_t)s->ny, k, NULL);
+    rc = mr_grappa_apply(s->plan, w, s->sampled, (size_t)s->ny, k, NULL, err);
   if (rc == 0)
-    rc = mr_fft_execute(s->fft, MR_FFT_BACKWARD, k, k);
+    rc = mr_fft_execute(s->fft, MR_FFT_BACKWARD, k, k, err);
   if (rc == 0)
-    rc = mr_coil_rss(dev, k, (size_t)s->nc, per, image);
+    rc = mr_coil_rss(dev, k, (size_t)s->nc, per, image, err);
   if (rc == 0 && s->transfers)
-    rc = mr_buf_download(s->image, 0, s->host_image, per * sizeof *image);
+    rc = mr_buf_download(s->image, 0, s->host_image, per * sizeof *image, err);
   return rc;
 }
 
@@ -441,9 +445,9 @@ static int slice_case(const bench_ctx *ctx, mr_device *dev, mr_device *cpu, cons
   mr_fft_opts fo = {.rank = 2, .dims = {(size_t)n, (size_t)n, 1}, .batch = (size_t)nc};
   int rc = full != NULL && sampled != NULL && reference != NULL ? 0 : MR_ENOMEM;
   if (rc == 0)
-    rc = mr_host_alloc(dev, per * nc * sizeof *under, (void **)&under);
+    rc = mr_host_alloc(dev, per * nc * sizeof *under, (void **)&under, TERR);
   if (rc == 0)
-    rc = mr_host_alloc(dev, per * sizeof *image, (void **)&image);
+    rc = mr_host_alloc(dev, per * sizeof *image, (void **)&image, TERR);
   if (rc == 0)
     rc = grappa_phantom_kspace(cpu, n, n, nc, 0.0, 2, full);
   grappa_phantom_pattern(n, accel, 0, nacs, sampled);
@@ -452,23 +456,23 @@ static int slice_case(const bench_ctx *ctx, mr_device *dev, mr_device *cpu, cons
   s.host_k = under;
   s.host_image = image;
   if (rc == 0)
-    rc = mr_grappa_plan_create(dev, &o, &s.plan);
+    rc = mr_grappa_plan_create(dev, &o, &s.plan, TERR);
   if (rc == 0)
-    rc = mr_fft_plan_create(dev, &fo, &s.fft);
+    rc = mr_fft_plan_create(dev, &fo, &s.fft, TERR);
   if (rc == 0)
-    rc = mr_buf_create(dev, per * nc * sizeof(mr_cfloat), &s.k);
+    rc = mr_buf_create(dev, per * nc * sizeof(mr_cfloat), &s.k, TERR);
   if (rc == 0)
-    rc = mr_buf_create(dev, mr_grappa_weights_count(&o) * sizeof(mr_cfloat), &s.w);
+    rc = mr_buf_create(dev, mr_grappa_weights_count(&o) * sizeof(mr_cfloat), &s.w, TERR);
   if (rc == 0)
-    rc = mr_buf_create(dev, per * sizeof(float), &s.image);
+    rc = mr_buf_create(dev, per * sizeof(float), &s.image, TERR);
   if (rc == 0)
-    rc = mr_buf_create(dev, per * nc * sizeof(mr_cfloat), &s.pristine);
+    rc = mr_buf_create(dev, per * nc * sizeof(mr_cfloat), &s.pristine, TERR);
   double with = NAN, without = NAN;
   s.transfers = 1;
   if (rc == 0)
     rc = time_median(dev, slice_task, &s, reps > 1 ? 2 : 1, reps, &with);
   if (rc == 0)
-    rc = mr_buf_upload(s.pristine, 0, under, per * nc * sizeof *under);
+    rc = mr_buf_upload(s.pristine, 0, under, per * nc * sizeof *under, TERR);
   /* device-resident: the undersampled k-space copied on the device instead
    * of uploaded, the image left there */
   s.transfers = 0;
@@ -479,11 +483,11 @@ static int slice_case(const bench_ctx *ctx, mr_device *dev, mr_device *cpu, cons
     /* the image of a run with transfers against RSS of the full data */
     s.transfers = 1;
     mr_fft_plan *f = NULL;
-    rc = mr_device_run(dev, slice_task, &s);
-    if (rc == 0 && (rc = mr_fft_plan_create(cpu, &fo, &f)) == 0)
-      rc = mr_fft_execute(f, MR_FFT_BACKWARD, full, full);
+    rc = mr_device_run(dev, slice_task, &s, TERR);
+    if (rc == 0 && (rc = mr_fft_plan_create(cpu, &fo, &f, TERR)) == 0)
+      rc = mr_fft_execute(f, MR_FFT_BACKWARD, full, full, TERR);
     mr_fft_plan_destroy(f);
-    if (rc == 0 && (rc = mr_coil_rss(cpu, full, (size_t)nc, per, reference)) == 0) {
+    if (rc == 0 && (rc = mr_coil_rss(cpu, full, (size_t)nc, per, reference, TERR)) == 0) {
       double e = 0, r = 0;
       for (size_t i = 0; i < per; i++) {
         e += (image[i] - reference[i]) * (double)(image[i] - reference[i]);
@@ -529,7 +533,7 @@ int bench_grappa(const bench_ctx *ctx) {
   if (mr_pool_gpu_count(ctx->pool) > 0 && mr_pool_acquire(ctx->pool, "0", &gpu, &err) != 0)
     gpu = NULL;
   mr_device_info info;
-  if (gpu != NULL && mr_device_info_get(gpu, &info) == 0)
+  if (gpu != NULL && mr_device_info_get(gpu, &info, TERR) == 0)
     json_str(ctx->json, "gpu", info.name);
   json_str(ctx->json, "error_reference",
            "eq. 5.1 against the CPU calibration in double precision (ZHERK, ZGEMM, ZPOSV) on "
@@ -545,7 +549,7 @@ int bench_grappa(const bench_ctx *ctx) {
   if (rc == 0 && gpu != NULL)
     rc = slice_case(ctx, gpu, cpu, "slice_gpu", GPU_REPS);
   if (rc != 0)
-    fprintf(stderr, "mr-bench grappa: failed: %s\n", mr_device_last_error());
+    fprintf(stderr, "mr-bench grappa: failed: %s\n", mr_test_last_error());
   if (gpu != NULL)
     mr_pool_release(ctx->pool, gpu);
   mr_pool_release(ctx->pool, cpu);

@@ -40,6 +40,7 @@
 #include "host.h"
 #include "nufft.h"
 #include "nufft_reference.h"
+#include "test_err.h"
 #include "test_support.h"
 #ifdef MR_HAVE_CUDA
 #include "nufft_impl.h"
@@ -173,10 +174,10 @@ typedef struct timed {
   mr_buf *in, *out;
 } timed;
 
-static int execute_task(mr_device *dev, void *arg) {
+static int execute_task(mr_device *dev, void *arg, mr_err *err) {
   (void)dev;
   timed *t = arg;
-  return mr_nufft_execute(t->plan, t->dir, mr_buf_data(t->in), mr_buf_data(t->out));
+  return mr_nufft_execute(t->plan, t->dir, mr_buf_data(t->in), mr_buf_data(t->out), err);
 }
 
 static size_t image_size(const nufft_case *c) {
@@ -196,8 +197,8 @@ static int time_set_points(mr_nufft_plan *plan, size_t n, const float *k, mr_buf
   double t[SET_POINTS_REPS];
   for (int r = 0; r < SET_POINTS_REPS; r++) {
     double t0 = bench_now_ms();
-    int rc = kd != NULL ? mr_nufft_set_points_device(plan, n, mr_buf_data(kd))
-                        : mr_nufft_set_points(plan, n, k);
+    int rc = kd != NULL ? mr_nufft_set_points_device(plan, n, mr_buf_data(kd), TERR)
+                        : mr_nufft_set_points(plan, n, k, TERR);
     if (rc < 0)
       return rc;
     t[r] = bench_now_ms() - t0;
@@ -209,7 +210,7 @@ static int time_set_points(mr_nufft_plan *plan, size_t n, const float *k, mr_buf
 static int measure_set_points(mr_device *dev, mr_nufft_plan *plan, const nufft_case *c,
                               const float *k, set_times *st) {
   double t0 = bench_now_ms();
-  int rc = mr_nufft_set_points(plan, c->npoints, k);
+  int rc = mr_nufft_set_points(plan, c->npoints, k, TERR);
   st->first_ms = bench_now_ms() - t0;
   if (rc == 0)
     rc = time_set_points(plan, c->npoints, k, NULL, &st->host_ms);
@@ -218,15 +219,15 @@ static int measure_set_points(mr_device *dev, mr_nufft_plan *plan, const nufft_c
   mr_buf *kd = NULL;
   void *pinned = NULL;
   size_t bytes = c->npoints * (size_t)c->rank * sizeof *k;
-  rc = mr_host_alloc(dev, bytes, &pinned);
+  rc = mr_host_alloc(dev, bytes, &pinned, TERR);
   if (rc == 0) {
     memcpy(pinned, k, bytes);
     rc = time_set_points(plan, c->npoints, pinned, NULL, &st->pinned_ms);
   }
   if (rc == 0)
-    rc = mr_buf_create(dev, bytes, &kd);
+    rc = mr_buf_create(dev, bytes, &kd, TERR);
   if (rc == 0)
-    rc = mr_buf_upload(kd, 0, k, bytes);
+    rc = mr_buf_upload(kd, 0, k, bytes, TERR);
   if (rc == 0)
     rc = time_set_points(plan, c->npoints, k, kd, &st->device_ms);
   mr_buf_destroy(kd);
@@ -249,34 +250,34 @@ static int measure(mr_device *dev, const nufft_case *c, const float *k, const mr
   size_t nout = (c->dir == MR_NUFFT_ADJOINT ? image_size(c) : c->npoints) * c->coils;
   timed t = {.dir = c->dir};
   *ms = NAN;
-  int rc = mr_nufft_plan_create(dev, &o, &t.plan);
+  int rc = mr_nufft_plan_create(dev, &o, &t.plan, TERR);
   if (rc == MR_EINVAL && upsampling != 0)
     return 0;
   if (rc == 0)
     rc = st != NULL ? measure_set_points(dev, t.plan, c, k, st)
-                    : mr_nufft_set_points(t.plan, c->npoints, k);
+                    : mr_nufft_set_points(t.plan, c->npoints, k, TERR);
   if (rc == 0)
-    rc = mr_buf_create(dev, nin * sizeof *host, &t.in);
+    rc = mr_buf_create(dev, nin * sizeof *host, &t.in, TERR);
   if (rc == 0)
-    rc = mr_buf_upload(t.in, 0, host, nin * sizeof *host);
+    rc = mr_buf_upload(t.in, 0, host, nin * sizeof *host, TERR);
   if (rc == 0)
-    rc = mr_buf_create(dev, nout * sizeof(mr_cfloat), &t.out);
+    rc = mr_buf_create(dev, nout * sizeof(mr_cfloat), &t.out, TERR);
   double times[GPU_REPS];
   int reps = gpu ? GPU_REPS : CPU_REPS;
   if (rc == 0)
-    rc = mr_device_time(dev, execute_task, &t, gpu ? GPU_WARMUP : CPU_WARMUP, reps, times);
+    rc = mr_device_time(dev, execute_task, &t, gpu ? GPU_WARMUP : CPU_WARMUP, reps, times, TERR);
   if (rc == 0) {
     *ms = bench_median(times, reps);
     mr_nufft_info_get(t.plan, info);
   }
   if (rc == 0 && result != NULL)
-    rc = mr_buf_download(t.out, 0, result, nout * sizeof *result);
+    rc = mr_buf_download(t.out, 0, result, nout * sizeof *result, TERR);
 #ifdef MR_HAVE_CUDA
   if (rc == 0 && stage_ms != NULL && gpu) {
     double st[3][GPU_REPS];
     for (int r = 0; rc == 0 && r < GPU_REPS; r++) {
       float f[3];
-      rc = mr_nufft_cuda_stage_times(t.plan, t.dir, mr_buf_data(t.in), mr_buf_data(t.out), f);
+      rc = mr_nufft_cuda_stage_times(t.plan, t.dir, mr_buf_data(t.in), mr_buf_data(t.out), f, TERR);
       for (int i = 0; i < 3; i++)
         st[i][r] = f[i];
     }
@@ -288,7 +289,7 @@ static int measure(mr_device *dev, const nufft_case *c, const float *k, const mr
 #endif
   if (rc < 0)
     fprintf(stderr, "mr-bench: nufft on %s: %s (%s)\n", gpu ? "GPU" : "CPU", mr_strerror(rc),
-            mr_device_last_error());
+            mr_test_last_error());
   mr_buf_destroy(t.in);
   mr_buf_destroy(t.out);
   mr_nufft_plan_destroy(t.plan);

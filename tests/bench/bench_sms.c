@@ -12,6 +12,7 @@
 
 #include "bench.h"
 #include "slice_grappa.h"
+#include "test_err.h"
 
 enum { REPS = 5 };
 
@@ -21,16 +22,16 @@ typedef struct run {
   mr_cfloat *weights, *slices;
 } run;
 
-static int calibrate_task(mr_device *dev, void *arg) {
+static int calibrate_task(mr_device *dev, void *arg, mr_err *err) {
   (void)dev;
   run *r = arg;
-  return mr_slice_grappa_calibrate(r->plan, r->reference, r->weights);
+  return mr_slice_grappa_calibrate(r->plan, r->reference, r->weights, err);
 }
 
-static int apply_task(mr_device *dev, void *arg) {
+static int apply_task(mr_device *dev, void *arg, mr_err *err) {
   (void)dev;
   run *r = arg;
-  return mr_slice_grappa_apply(r->plan, r->weights, r->collapsed, r->slices);
+  return mr_slice_grappa_apply(r->plan, r->weights, r->collapsed, r->slices, err);
 }
 
 /* Medians of both steps on dev. */
@@ -44,21 +45,21 @@ static int time_on(mr_device *dev, const mr_slice_grappa_opts *o, int reps, doub
   if (rc == 0)
     rc = bench_random_buf(dev, plane, 2, &col);
   if (rc == 0)
-    rc = mr_buf_create(dev, mr_slice_grappa_weights_count(o) * sizeof(mr_cfloat), &w);
+    rc = mr_buf_create(dev, mr_slice_grappa_weights_count(o) * sizeof(mr_cfloat), &w, TERR);
   if (rc == 0)
-    rc = mr_buf_create(dev, plane * o->mb * sizeof(mr_cfloat), &out);
+    rc = mr_buf_create(dev, plane * o->mb * sizeof(mr_cfloat), &out, TERR);
   if (rc == 0)
-    rc = mr_slice_grappa_plan_create(dev, o, &r.plan);
+    rc = mr_slice_grappa_plan_create(dev, o, &r.plan, TERR);
   if (rc == 0) {
     r.reference = mr_buf_data(ref);
     r.collapsed = mr_buf_data(col);
     r.weights = mr_buf_data(w);
     r.slices = mr_buf_data(out);
-    rc = mr_device_time(dev, calibrate_task, &r, 1, reps, ms);
+    rc = mr_device_time(dev, calibrate_task, &r, 1, reps, ms, TERR);
   }
   if (rc == 0) {
     *cal_ms = bench_median(ms, reps);
-    rc = mr_device_time(dev, apply_task, &r, 1, reps, ms);
+    rc = mr_device_time(dev, apply_task, &r, 1, reps, ms, TERR);
   }
   if (rc == 0)
     *apply_ms = bench_median(ms, reps);
@@ -93,7 +94,7 @@ int bench_sms(const bench_ctx *ctx) {
     if (rc == 0)
       rc = time_on(cpu, &o, reps, &cpu_cal, &cpu_apply);
     if (rc < 0)
-      fprintf(stderr, "sms: %s\n", mr_device_last_error());
+      fprintf(stderr, "sms: %s\n", mr_test_last_error());
     json_open(j, NULL, '{');
     json_int(j, "n", o.nx);
     json_int(j, "coils", o.nc);

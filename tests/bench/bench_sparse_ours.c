@@ -43,31 +43,29 @@ int bench_sparse_ours_solve(mr_device *dev, const sparse_scan *scan, const spars
   mr_buf *k = NULL, *maps = NULL, *img = NULL;
   mr_sparse_plan *plan = NULL;
   mr_sparse_report report = {0};
-  rc = mr_buf_create(dev, kbytes, &k);
+  rc = mr_buf_create(dev, kbytes, &k, err);
   if (rc == 0)
-    rc = mr_buf_create(dev, kbytes, &maps);
+    rc = mr_buf_create(dev, kbytes, &maps, err);
   if (rc == 0)
-    rc = mr_buf_create(dev, grid * sizeof(mr_cfloat), &img);
+    rc = mr_buf_create(dev, grid * sizeof(mr_cfloat), &img, err);
   if (rc == 0)
-    rc = mr_buf_upload(k, 0, scan->kspace, kbytes);
+    rc = mr_buf_upload(k, 0, scan->kspace, kbytes, err);
   if (rc == 0)
-    rc = mr_sparse_plan_create(dev, &o, &plan);
+    rc = mr_sparse_plan_create(dev, &o, &plan, err);
   if (rc == 0 && run->maps != NULL)
-    rc = mr_buf_upload(maps, 0, run->maps, kbytes);
+    rc = mr_buf_upload(maps, 0, run->maps, kbytes, err);
   double t0 = bench_now_ms();
   if (rc == 0 && run->maps == NULL)
-    rc = mr_espirit_maps(dev, mr_buf_data(k), scan->dims, scan->coils, &eo, mr_buf_data(maps));
+    rc = mr_espirit_maps(dev, mr_buf_data(k), scan->dims, scan->coils, &eo, mr_buf_data(maps), err);
   double t1 = bench_now_ms();
   if (rc == 0)
     rc = mr_sparse_solve(plan, mr_buf_data(k), scan->mask, mr_buf_data(maps), mr_buf_data(img),
-                         NULL, &report);
+                         NULL, &report, err);
   double t2 = bench_now_ms();
   if (rc == 0)
-    rc = mr_buf_download(img, 0, image, grid * sizeof(mr_cfloat));
+    rc = mr_buf_download(img, 0, image, grid * sizeof(mr_cfloat), err);
   if (rc == 0 && run->maps_out != NULL)
-    rc = mr_buf_download(maps, 0, run->maps_out, kbytes);
-  if (rc < 0)
-    mr_device_error(err, rc, "our sparse solve");
+    rc = mr_buf_download(maps, 0, run->maps_out, kbytes, err);
   *result = (sparse_ours_result){.maps_ms = t1 - t0, .solve_ms = t2 - t1,
                                  .iterations = report.iterations};
   mr_sparse_plan_destroy(plan);

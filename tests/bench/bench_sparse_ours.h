@@ -8,7 +8,7 @@
 #ifndef MR_BENCH_SPARSE_OURS_H
 #define MR_BENCH_SPARSE_OURS_H
 
-#include "gpu.h"
+#include "device.h"
 #include "sparse_scan.h"
 
 typedef struct sparse_ours_run {
@@ -32,7 +32,7 @@ int bench_sparse_ours_available(void);
 /* Uploads the scan to dev, computes the maps and solves, each timed
  * (maps_ms and solve_ms; the uploads and downloads outside), and writes
  * the image (dims[0] * dims[1] * dims[2] pixels) to image. Negative
- * MR_E* on failure, with gpu/'s detail line in err. */
+ * MR_E* on failure, with gpu/'s line in err. */
 int bench_sparse_ours_solve(mr_device *dev, const sparse_scan *scan, const sparse_ours_run *run,
                             float complex *image, sparse_ours_result *result, mr_err *err);
 

@@ -10,6 +10,7 @@
 
 #include "bench.h"
 #include "cg.h"
+#include "test_err.h"
 #include "toeplitz_split.h"
 
 #define MAX_DEVICES 16
@@ -35,19 +36,19 @@ static int run_count(bench_json *j, mr_device *const *devs, size_t count,
   mr_toeplitz_split *s = NULL;
   mr_buf *bx = NULL, *by = NULL;
   size_t bytes = nvox * sizeof(mr_cfloat);
-  int rc = mr_toeplitz_split_create(devs, count, o, q, &s);
+  int rc = mr_toeplitz_split_create(devs, count, o, q, &s, TERR);
   if (rc == 0)
-    rc = mr_toeplitz_split_set_maps(s, maps);
+    rc = mr_toeplitz_split_set_maps(s, maps, TERR);
   if (rc == 0)
-    rc = mr_buf_create(devs[0], bytes, &bx);
+    rc = mr_buf_create(devs[0], bytes, &bx, TERR);
   if (rc == 0)
-    rc = mr_buf_create(devs[0], bytes, &by);
+    rc = mr_buf_create(devs[0], bytes, &by, TERR);
   if (rc == 0)
-    rc = mr_buf_upload(bx, 0, x, bytes);
+    rc = mr_buf_upload(bx, 0, x, bytes, TERR);
   double ms[APPLY_REPS];
   for (int r = -2; rc == 0 && r < APPLY_REPS; r++) { /* two untimed */
     double t0 = bench_now_ms();
-    rc = mr_toeplitz_split_apply(s, mr_buf_data(bx), mr_buf_data(by));
+    rc = mr_toeplitz_split_apply(s, mr_buf_data(bx), mr_buf_data(by), TERR);
     if (r >= 0)
       ms[r] = bench_now_ms() - t0;
   }
@@ -57,7 +58,7 @@ static int run_count(bench_json *j, mr_device *const *devs, size_t count,
     mr_cg_opts co = {.max_iterations = 10};
     double t0 = bench_now_ms();
     rc = mr_cg_solve_batch(devs[0], nvox, 1, mr_toeplitz_split_apply_op, s, mr_buf_data(by),
-                           mr_buf_data(bx), &co, &report);
+                           mr_buf_data(bx), &co, &report, TERR);
     *cg_ms = bench_now_ms() - t0;
   }
   json_int(j, "devices", (long long)count);
@@ -66,7 +67,7 @@ static int run_count(bench_json *j, mr_device *const *devs, size_t count,
     json_num(j, "cg_ms", *cg_ms);
     json_int(j, "cg_iterations", report.iterations);
   } else {
-    json_str(j, "error", mr_device_last_error());
+    json_str(j, "error", mr_test_last_error());
   }
   mr_buf_destroy(bx);
   mr_buf_destroy(by);
@@ -104,7 +105,7 @@ int bench_split(const bench_ctx *ctx) {
   }
   if (rc == 0) {
     mr_device_info info;
-    if (mr_device_info_get(devs[0], &info) == 0)
+    if (mr_device_info_get(devs[0], &info, TERR) == 0)
       json_str(j, "gpu", info.name);
     json_int(j, "gpus", ngpus);
     json_int(j, "n", (long long)side);

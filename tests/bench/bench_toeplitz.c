@@ -7,10 +7,13 @@
 #include <stdlib.h>
 
 #include "bench.h"
+#include "fft.h"
 #include "raw_cuda.h"
+#include "test_err.h"
 #include "test_support.h"
 #include "toeplitz.h"
 #include "toeplitz_impl.h"
+#include "vec.h"
 
 /* Timing as the rest of mr-bench gpu: the median of 10 after 3 warm-ups. */
 #define GPU_WARMUP 3
@@ -42,10 +45,10 @@ static const mr_cfloat *maps_of(const toeplitz_run *r) {
   return r->coils > 0 ? mr_buf_data(r->maps) : NULL;
 }
 
-static int folded_once(mr_device *dev, void *p) {
+static int folded_once(mr_device *dev, void *p, mr_err *err) {
   (void)dev;
   toeplitz_run *r = p;
-  return mr_toeplitz_apply(r->op, mr_buf_data(r->x), mr_buf_data(r->y));
+  return mr_toeplitz_apply(r->op, mr_buf_data(r->x), mr_buf_data(r->y), err);
 }
 
 /* The three elementwise passes, with the centred transforms between them
@@ -53,47 +56,55 @@ static int folded_once(mr_device *dev, void *p) {
 static int toeplitz_steps(toeplitz_run *r, int centred) {
   mr_cfloat *w = mr_buf_data(r->work);
   int rc = mr_toeplitz_cuda_expand(r->dev, r->images, maps_of(r), mr_buf_data(r->x), r->dims,
-                                   r->big, w);
+                                   r->big, w, TERR);
   if (rc == 0 && centred)
-    rc = mr_fft_execute(r->centred, MR_FFT_FORWARD, w, w);
+    rc = mr_fft_execute(r->centred, MR_FFT_FORWARD, w, w, TERR);
   if (rc == 0)
-    rc = mr_toeplitz_cuda_kernel_mul(r->dev, r->images, r->nbig, mr_buf_data(r->kernel), w);
+    rc = mr_toeplitz_cuda_kernel_mul(r->dev, r->images, r->nbig, mr_buf_data(r->kernel), w, TERR);
   if (rc == 0 && centred)
-    rc = mr_fft_execute(r->centred, MR_FFT_BACKWARD, w, w);
+    rc = mr_fft_execute(r->centred, MR_FFT_BACKWARD, w, w, TERR);
   if (rc == 0)
     rc = mr_toeplitz_cuda_gather(r->dev, r->images, maps_of(r), w, r->dims, r->big, NULL, 0,
-                                 mr_buf_data(r->y));
+                                 mr_buf_data(r->y), TERR);
   return rc;
 }
 
-static int centred_once(mr_device *dev, void *p) {
+static int centred_once(mr_device *dev, void *p, mr_err *err) {
   (void)dev;
+  (void)err;
   return toeplitz_steps(p, 1);
 }
 
-static int passes_once(mr_device *dev, void *p) {
+static int passes_once(mr_device *dev, void *p, mr_err *err) {
   (void)dev;
+  (void)err;
   return toeplitz_steps(p, 0);
 }
 
 /* TOEPLITZ_REPEAT of each, back to back. */
-static int repeat(mr_device_task once, mr_device *dev, void *p) {
+static int repeat(mr_device_task once, mr_device *dev, void *p, mr_err *err) {
   int rc = 0;
   for (int i = 0; rc == 0 && i < TOEPLITZ_REPEAT; i++)
-    rc = once(dev, p);
+    rc = once(dev, p, err);
   return rc;
 }
 
-static int folded_task(mr_device *dev, void *p) { return repeat(folded_once, dev, p); }
-static int centred_task(mr_device *dev, void *p) { return repeat(centred_once, dev, p); }
-static int passes_task(mr_device *dev, void *p) { return repeat(passes_once, dev, p); }
+static int folded_task(mr_device *dev, void *p, mr_err *err) {
+  return repeat(folded_once, dev, p, err);
+}
+static int centred_task(mr_device *dev, void *p, mr_err *err) {
+  return repeat(centred_once, dev, p, err);
+}
+static int passes_task(mr_device *dev, void *p, mr_err *err) {
+  return repeat(passes_once, dev, p, err);
+}
 
 /* The centred operator's kernel sqrt(P) F_c(q), q already in r->kernel. */
-static int centred_kernel_task(mr_device *dev, void *p) {
+static int centred_kernel_task(mr_device *dev, void *p, mr_err *err) {
   toeplitz_run *r = p;
   mr_cfloat *k = mr_buf_data(r->kernel);
-  int rc = mr_fft_execute(r->centred1, MR_FFT_FORWARD, k, k);
-  return rc == 0 ? mr_vec_scale(dev, r->nbig, (mr_cfloat)sqrtf((float)r->nbig), k) : rc;
+  int rc = mr_fft_execute(r->centred1, MR_FFT_FORWARD, k, k, err);
+  return rc == 0 ? mr_vec_scale(dev, r->nbig, (mr_cfloat)sqrtf((float)r->nbig), k, err) : rc;
 }
 
 static int toeplitz_prepare(toeplitz_run *r, mr_device *gpu, int rank, size_t side,
@@ -115,29 +126,29 @@ static int toeplitz_prepare(toeplitz_run *r, mr_device *gpu, int rank, size_t si
   if (rc == 0) {
     bench_random_fill(q, r->nbig, 11);
     bench_random_fill(maps, r->images * r->nvox, 12);
-    rc = mr_toeplitz_create(gpu, &o, q, &r->op);
+    rc = mr_toeplitz_create(gpu, &o, q, &r->op, TERR);
   }
   if (rc == 0 && coils > 0)
-    rc = mr_toeplitz_set_maps(r->op, maps);
+    rc = mr_toeplitz_set_maps(r->op, maps, TERR);
   if (rc == 0)
-    rc = mr_buf_create(gpu, r->images * r->nvox * sizeof *q, &r->maps);
+    rc = mr_buf_create(gpu, r->images * r->nvox * sizeof *q, &r->maps, TERR);
   if (rc == 0)
-    rc = mr_buf_upload(r->maps, 0, maps, r->images * r->nvox * sizeof *q);
+    rc = mr_buf_upload(r->maps, 0, maps, r->images * r->nvox * sizeof *q, TERR);
   if (rc == 0)
-    rc = mr_fft_plan_create(gpu, &fo, &r->centred);
+    rc = mr_fft_plan_create(gpu, &fo, &r->centred, TERR);
   fo.batch = 1;
   if (rc == 0)
-    rc = mr_fft_plan_create(gpu, &fo, &r->centred1);
+    rc = mr_fft_plan_create(gpu, &fo, &r->centred1, TERR);
   if (rc == 0)
     rc = bench_random_buf(gpu, r->nbig, 11, &r->kernel); /* the same values as q */
   if (rc == 0)
-    rc = mr_device_run(gpu, centred_kernel_task, r);
+    rc = mr_device_run(gpu, centred_kernel_task, r, TERR);
   if (rc == 0)
     rc = bench_random_buf(gpu, r->nvox, 13, &r->x);
   if (rc == 0)
-    rc = mr_buf_create(gpu, r->nvox * sizeof *q, &r->y);
+    rc = mr_buf_create(gpu, r->nvox * sizeof *q, &r->y, TERR);
   if (rc == 0)
-    rc = mr_buf_create(gpu, r->images * r->nbig * sizeof *q, &r->work);
+    rc = mr_buf_create(gpu, r->images * r->nbig * sizeof *q, &r->work, TERR);
   free(q);
   free(maps);
   return rc;
@@ -156,8 +167,8 @@ static void toeplitz_release(toeplitz_run *r) {
 
 /* The output of `task` (host memory, nvox values). */
 static int toeplitz_output(toeplitz_run *r, mr_device_task task, mr_cfloat *out) {
-  int rc = mr_device_run(r->dev, task, r);
-  return rc == 0 ? mr_buf_download(r->y, 0, out, r->nvox * sizeof *out) : rc;
+  int rc = mr_device_run(r->dev, task, r, TERR);
+  return rc == 0 ? mr_buf_download(r->y, 0, out, r->nvox * sizeof *out, TERR) : rc;
 }
 
 typedef struct toeplitz_shape {
@@ -173,7 +184,7 @@ static int toeplitz_row(const bench_ctx *ctx, mr_device *gpu, const toeplitz_sha
   mr_device_task tasks[3] = {folded_task, centred_task, passes_task};
   int rc = toeplitz_prepare(&r, gpu, rank, shape->side, coils);
   for (int i = 0; rc == 0 && i < 3; i++)
-    if ((rc = mr_device_time(gpu, tasks[i], &r, GPU_WARMUP, GPU_REPS, t)) == 0)
+    if ((rc = mr_device_time(gpu, tasks[i], &r, GPU_WARMUP, GPU_REPS, t, TERR)) == 0)
       ms[i] = bench_median(t, GPU_REPS) / TOEPLITZ_REPEAT;
   mr_cfloat *a = malloc(r.nvox * sizeof *a), *b = malloc(r.nvox * sizeof *b);
   if (rc == 0)
@@ -187,7 +198,7 @@ static int toeplitz_row(const bench_ctx *ctx, mr_device *gpu, const toeplitz_sha
                                                 TOEPLITZ_REPEAT, GPU_REPS)) < 0)
     raw = NAN;
   if (rc < 0)
-    fprintf(stderr, "mr-bench: toeplitz: %s (%s)\n", mr_strerror(rc), mr_device_last_error());
+    fprintf(stderr, "mr-bench: toeplitz: %s (%s)\n", mr_strerror(rc), mr_test_last_error());
   char image[64], grid[64];
   snprintf(image, sizeof image, rank == 2 ? "%zux%zu" : "%zux%zux%zu", r.dims[0], r.dims[1],
            r.dims[2]);

@@ -18,6 +18,7 @@
 
 #include "gadget_harness.h"
 #include "grappa_phantom.h"
+#include "pool.h"
 #include "wire_client.h"
 
 static double now_ms(void) {

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "bench.h"
+#include "test_err.h"
 
 static const struct {
   const char *name;
@@ -46,9 +47,9 @@ int bench_devices(const bench_ctx *ctx, mr_device **cpu, mr_device **gpu) {
     return rc;
   }
   mr_device_info info;
-  if (*gpu != NULL && mr_device_info_get(*gpu, &info) == 0)
+  if (*gpu != NULL && mr_device_info_get(*gpu, &info, TERR) == 0)
     json_str(ctx->json, "gpu", info.name);
-  if (mr_device_info_get(*cpu, &info) == 0) {
+  if (mr_device_info_get(*cpu, &info, TERR) == 0) {
     json_str(ctx->json, "cpu", info.name);
     json_int(ctx->json, "cpu_threads", info.units);
   }
@@ -86,9 +87,9 @@ int bench_random_buf(mr_device *dev, size_t n, unsigned seed, mr_buf **out) {
   if (host == NULL)
     return MR_ENOMEM;
   bench_random_fill(host, n, seed);
-  int rc = mr_buf_create(dev, n * sizeof *host, out);
+  int rc = mr_buf_create(dev, n * sizeof *host, out, TERR);
   if (rc == 0)
-    rc = mr_buf_upload(*out, 0, host, n * sizeof *host);
+    rc = mr_buf_upload(*out, 0, host, n * sizeof *host, TERR);
   free(host);
   return rc;
 }

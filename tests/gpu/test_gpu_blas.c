@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "blas.h"
+#include "cmat.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
 
@@ -51,7 +53,7 @@ static void gemm_shape(int M, int N, int K, int BATCH) {
             ref[t * per + (size_t)j * M + i] =
                 (float complex)(alpha * s + beta * at(&c, t, MR_BLAS_N, i, j));
           }
-      GPU_OK(mr_blas_gemm(gpu_test_cpu(), oa, ob, alpha, a, b, beta, c, BATCH));
+      GPU_OK(mr_blas_gemm(gpu_test_cpu(), oa, ob, alpha, a, b, beta, c, BATCH, TERR));
       for (size_t t = 0; t < (size_t)BATCH; t++)
         for (int i = 0; i < M; i++)
           for (int j = 0; j < N; j++)
@@ -105,7 +107,7 @@ static void cpu_herk(void **state) {
                                  : conj(at(&a, t, MR_BLAS_N, l, i)) * at(&a, t, MR_BLAS_N, l, j);
           ref[t][j * N + i] = (float complex)(alpha * s + beta * at(&c, t, MR_BLAS_N, i, j));
         }
-    GPU_OK(mr_blas_herk(gpu_test_cpu(), op, alpha, a, beta, c, BATCH));
+    GPU_OK(mr_blas_herk(gpu_test_cpu(), op, alpha, a, beta, c, BATCH, TERR));
     for (size_t t = 0; t < BATCH; t++)
       for (int i = 0; i < N; i++)
         for (int j = 0; j < N; j++)
@@ -122,14 +124,14 @@ static void bad_shapes(void **state) {
   (void)state;
   mr_cfloat d[64];
   mr_cmat a = mr_cmat_dense(d, 4, 3), b = mr_cmat_dense(d, 4, 3), c = mr_cmat_dense(d, 4, 3);
-  assert_int_equal(mr_blas_gemm(gpu_test_cpu(), MR_BLAS_N, MR_BLAS_N, 1, a, b, 0, c, 1),
+  assert_int_equal(mr_blas_gemm(gpu_test_cpu(), MR_BLAS_N, MR_BLAS_N, 1, a, b, 0, c, 1, TERR),
                    MR_EINVAL);
   mr_cmat thin = {d, 4, 3, 2, 12};
-  assert_int_equal(mr_blas_gemm(gpu_test_cpu(), MR_BLAS_C, MR_BLAS_N, 1, thin, b, 0, c, 1),
+  assert_int_equal(mr_blas_gemm(gpu_test_cpu(), MR_BLAS_C, MR_BLAS_N, 1, thin, b, 0, c, 1, TERR),
                    MR_EINVAL);
-  assert_int_equal(mr_blas_herk(gpu_test_cpu(), MR_BLAS_T, 1, a, 0, c, 1), MR_EINVAL);
+  assert_int_equal(mr_blas_herk(gpu_test_cpu(), MR_BLAS_T, 1, a, 0, c, 1, TERR), MR_EINVAL);
   mr_cmat shared = {d, 3, 3, 3, 0};
-  assert_int_equal(mr_blas_herk(gpu_test_cpu(), MR_BLAS_C, 1, a, 0, shared, 2), MR_EINVAL);
+  assert_int_equal(mr_blas_herk(gpu_test_cpu(), MR_BLAS_C, 1, a, 0, shared, 2, TERR), MR_EINVAL);
 }
 
 /* Runs gemm and herk on both devices from the same inputs. */
@@ -150,13 +152,13 @@ static void cuda_matches_cpu(void **state) {
     mr_cmat A = mr_cmat_dense(a, K, N);
     mr_cmat B = ob == MR_BLAS_N ? mr_cmat_dense(b, K, N) : mr_cmat_dense(b, N, K);
     memcpy(ref, c0, cn * sizeof *ref);
-    GPU_OK(mr_blas_gemm(gpu_test_cpu(), MR_BLAS_C, ob, alpha, A, B, beta,
-                        mr_cmat_dense(ref, N, N), BATCH));
+    GPU_OK(mr_blas_gemm(gpu_test_cpu(), MR_BLAS_C, ob, alpha, A, B, beta, mr_cmat_dense(ref, N, N),
+                        BATCH, TERR));
     mr_buf *dc = gpu_test_upload(gpu, c0, cn * sizeof *c0);
     A.data = mr_buf_data(da);
     B.data = mr_buf_data(db);
-    GPU_OK(mr_blas_gemm(gpu, MR_BLAS_C, ob, alpha, A, B, beta,
-                        mr_cmat_dense(mr_buf_data(dc), N, N), BATCH));
+    GPU_OK(mr_blas_gemm(gpu, MR_BLAS_C, ob, alpha, A, B, beta, mr_cmat_dense(mr_buf_data(dc), N, N),
+                        BATCH, TERR));
     mr_cfloat *got = gpu_test_download(dc);
     double err = mr_test_rel_error_c(got, ref, cn);
     if (err > 1e-5)
@@ -171,11 +173,12 @@ static void cuda_matches_cpu(void **state) {
       float beta_h = b ? 0.5f : 0.0f;
       mr_cmat A = op == MR_BLAS_N ? mr_cmat_dense(a, N, K) : mr_cmat_dense(a, K, N);
       memcpy(ref, c0, cn * sizeof *ref);
-      GPU_OK(mr_blas_herk(gpu_test_cpu(), op, 2.0f, A, beta_h, mr_cmat_dense(ref, N, N), BATCH));
+      GPU_OK(
+          mr_blas_herk(gpu_test_cpu(), op, 2.0f, A, beta_h, mr_cmat_dense(ref, N, N), BATCH, TERR));
       mr_buf *dc = gpu_test_upload(gpu, c0, cn * sizeof *c0);
       A.data = mr_buf_data(da);
-      GPU_OK(mr_blas_herk(gpu, op, 2.0f, A, beta_h, mr_cmat_dense(mr_buf_data(dc), N, N),
-                          BATCH));
+      GPU_OK(mr_blas_herk(gpu, op, 2.0f, A, beta_h, mr_cmat_dense(mr_buf_data(dc), N, N), BATCH,
+                          TERR));
       mr_cfloat *got = gpu_test_download(dc);
       double err = mr_test_rel_error_c(got, ref, cn);
       if (err > 1e-5)

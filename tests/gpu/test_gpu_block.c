@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "block.h"
 #include "test_gpu_common.h"
 
 static const size_t big[3] = {12, 7, 5}, small[3] = {5, 4, 2};
@@ -45,14 +46,13 @@ static void run_all(mr_device *dev, const mr_cfloat *src_big, const mr_cfloat *s
   mr_buf *bs = gpu_test_upload(dev, src_small, ns * sizeof(mr_cfloat));
   mr_buf *out_small = gpu_test_upload(dev, prefill, ns * sizeof(mr_cfloat));
   mr_buf *out_big = gpu_test_upload(dev, prefill, nb * sizeof(mr_cfloat));
-  GPU_OK(mr_block_copy(dev, BATCH, mr_buf_data(bb), big, sa, mr_buf_data(out_small),
-                       small, da, ext));
+  GPU_OK(mr_block_copy(dev, BATCH, mr_buf_data(bb), big, sa, mr_buf_data(out_small), small, da, ext,
+                       TERR));
   o->copied = gpu_test_download(out_small);
-  GPU_OK(mr_block_crop_center(dev, BATCH, mr_buf_data(bb), big, mr_buf_data(out_small),
-                              small));
+  GPU_OK(
+      mr_block_crop_center(dev, BATCH, mr_buf_data(bb), big, mr_buf_data(out_small), small, TERR));
   o->cropped = gpu_test_download(out_small);
-  GPU_OK(mr_block_pad_center(dev, BATCH, mr_buf_data(bs), small, mr_buf_data(out_big),
-                             big));
+  GPU_OK(mr_block_pad_center(dev, BATCH, mr_buf_data(bs), small, mr_buf_data(out_big), big, TERR));
   o->padded = gpu_test_download(out_big);
   mr_buf_destroy(bb);
   mr_buf_destroy(bs);
@@ -110,9 +110,9 @@ static void bad_blocks(void **state) {
   (void)state;
   mr_cfloat d[1];
   const size_t at[3] = {8, 0, 0}, ext[3] = {5, 1, 1};
-  assert_int_equal(mr_block_copy(gpu_test_cpu(), 1, d, big, at, d, big, at, ext), MR_EINVAL);
-  assert_int_equal(mr_block_crop_center(gpu_test_cpu(), 1, d, small, d, big), MR_EINVAL);
-  assert_int_equal(mr_block_pad_center(gpu_test_cpu(), 1, d, big, d, small), MR_EINVAL);
+  assert_int_equal(mr_block_copy(gpu_test_cpu(), 1, d, big, at, d, big, at, ext, TERR), MR_EINVAL);
+  assert_int_equal(mr_block_crop_center(gpu_test_cpu(), 1, d, small, d, big, TERR), MR_EINVAL);
+  assert_int_equal(mr_block_pad_center(gpu_test_cpu(), 1, d, big, d, small, TERR), MR_EINVAL);
 }
 
 static void cuda_matches_cpu(void **state) {

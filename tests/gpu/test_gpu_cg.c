@@ -23,13 +23,15 @@
 #include "iterative_support.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
+#include "vec.h"
 
 typedef struct diagonal {
   size_t n;
   const float *d;
 } diagonal;
 
-static int apply_diagonal(void *op, const mr_cfloat *x, mr_cfloat *y) {
+static int apply_diagonal(void *op, const mr_cfloat *x, mr_cfloat *y, mr_err *err) {
+  (void)err;
   const diagonal *a = op;
   for (size_t i = 0; i < a->n; i++)
     y[i] = a->d[i] * x[i];
@@ -47,7 +49,7 @@ static void cpu_diagonal(void **state) {
   diagonal a = {N, d};
   mr_cg_opts o = {.max_iterations = 50, .tolerance = 1e-6};
   mr_cg_report r;
-  GPU_OK(mr_cg_solve(gpu_test_cpu(), N, apply_diagonal, &a, b, x, &o, &r));
+  GPU_OK(mr_cg_solve(gpu_test_cpu(), N, apply_diagonal, &a, b, x, &o, &r, TERR));
   print_message("diagonal: %d iterations, residual %.2e\n", r.iterations, r.residual);
   assert_true(r.iterations <= 9);
   assert_true(r.residual <= 1e-6);
@@ -55,7 +57,7 @@ static void cpu_diagonal(void **state) {
     assert_true(cabsf(x[i] * d[i] - b[i]) < 1e-5f);
   /* From the answer, a warm start has nothing left to do. */
   o.warm_start = 1;
-  GPU_OK(mr_cg_solve(gpu_test_cpu(), N, apply_diagonal, &a, b, x, &o, &r));
+  GPU_OK(mr_cg_solve(gpu_test_cpu(), N, apply_diagonal, &a, b, x, &o, &r, TERR));
   assert_true(r.iterations <= 1);
 }
 
@@ -65,10 +67,11 @@ static void cpu_indefinite(void **state) {
   mr_cfloat b[4] = {0, 1, 0, 0}, x[4];
   diagonal a = {4, d};
   mr_cg_opts o = {.max_iterations = 10, .tolerance = 1e-6};
-  assert_int_equal(mr_cg_solve(gpu_test_cpu(), 4, apply_diagonal, &a, b, x, &o, NULL),
+  assert_int_equal(mr_cg_solve(gpu_test_cpu(), 4, apply_diagonal, &a, b, x, &o, NULL, TERR),
                    MR_ENUMERIC);
   o.max_iterations = 0;
-  assert_int_equal(mr_cg_solve(gpu_test_cpu(), 4, apply_diagonal, &a, b, x, &o, NULL), MR_EINVAL);
+  assert_int_equal(mr_cg_solve(gpu_test_cpu(), 4, apply_diagonal, &a, b, x, &o, NULL, TERR),
+                   MR_EINVAL);
 }
 
 /* y = d x with d on the solve's device (vec.h): an operator for either
@@ -80,9 +83,9 @@ typedef struct device_diagonal {
   const mr_cfloat *d;
 } device_diagonal;
 
-static int apply_device_diagonal(void *op, const mr_cfloat *x, mr_cfloat *y) {
+static int apply_device_diagonal(void *op, const mr_cfloat *x, mr_cfloat *y, mr_err *err) {
   const device_diagonal *a = op;
-  return mr_vec_mul(a->dev, a->n, a->d, x, y);
+  return mr_vec_mul(a->dev, a->n, a->d, x, y, err);
 }
 
 /* Solves d x = b on dev (x from x0 when warm); x comes back in x. */
@@ -95,8 +98,9 @@ static int diagonal_solve(mr_device *dev, size_t n, const float *d, const mr_cfl
   mr_buf *bd = gpu_test_upload(dev, dc, bytes), *bb = gpu_test_upload(dev, b, bytes);
   mr_buf *bx = gpu_test_upload(dev, x, bytes);
   device_diagonal a = {dev, n, mr_buf_data(bd)};
-  int rc = mr_cg_solve(dev, n, apply_device_diagonal, &a, mr_buf_data(bb), mr_buf_data(bx), o, r);
-  GPU_OK(mr_buf_download(bx, 0, x, bytes));
+  int rc =
+      mr_cg_solve(dev, n, apply_device_diagonal, &a, mr_buf_data(bb), mr_buf_data(bx), o, r, TERR);
+  GPU_OK(mr_buf_download(bx, 0, x, bytes, TERR));
   mr_buf_destroy(bd);
   mr_buf_destroy(bb);
   mr_buf_destroy(bx);
@@ -146,7 +150,7 @@ static void cuda_diagonal_matches_cpu(void **state) {
   mr_cfloat b4[4] = {0, 1, 0, 0}, x4[4] = {0};
   mr_cg_opts o = {.max_iterations = 10, .tolerance = 1e-6};
   assert_int_equal(diagonal_solve(gpu_test_gpu(), 4, bad, b4, x4, &o, NULL), MR_ENUMERIC);
-  print_message("indefinite: %s\n", mr_device_last_error());
+  print_message("indefinite: %s\n", mr_test_last_error());
   free(d);
   free(b);
   free(xc);
@@ -154,12 +158,12 @@ static void cuda_diagonal_matches_cpu(void **state) {
 }
 
 /* y_i = d x_i for count vectors: the batch form of device_diagonal. */
-static int apply_device_diagonal_batch(void *op, size_t count, const mr_cfloat *x,
-                                       mr_cfloat *y) {
+static int apply_device_diagonal_batch(void *op, size_t count, const mr_cfloat *x, mr_cfloat *y,
+                                       mr_err *err) {
   const device_diagonal *a = op;
   int rc = 0;
   for (size_t i = 0; rc == 0 && i < count; i++)
-    rc = mr_vec_mul(a->dev, a->n, a->d, x + i * a->n, y + i * a->n);
+    rc = mr_vec_mul(a->dev, a->n, a->d, x + i * a->n, y + i * a->n, err);
   return rc;
 }
 
@@ -179,13 +183,13 @@ static void check_batch(mr_device *dev) {
   size_t bytes = N * sizeof(mr_cfloat);
   mr_buf *bd = gpu_test_upload(dev, dc, bytes), *bb = gpu_test_upload(dev, b, COUNT * bytes);
   mr_buf *bx = NULL;
-  GPU_OK(mr_buf_create(dev, COUNT * bytes, &bx));
+  GPU_OK(mr_buf_create(dev, COUNT * bytes, &bx, TERR));
   device_diagonal a = {dev, N, mr_buf_data(bd)};
   mr_cg_opts o = {.max_iterations = 40, .tolerance = 1e-5};
   mr_cg_report all, one;
   GPU_OK(mr_cg_solve_batch(dev, N, COUNT, apply_device_diagonal_batch, &a, mr_buf_data(bb),
-                           mr_buf_data(bx), &o, &all));
-  GPU_OK(mr_buf_download(bx, 0, xb, COUNT * bytes));
+                           mr_buf_data(bx), &o, &all, TERR));
+  GPU_OK(mr_buf_download(bx, 0, xb, COUNT * bytes, TERR));
   int most = 0;
   double largest = 0;
   for (int k = 0; k < COUNT; k++) {
@@ -233,10 +237,10 @@ typedef struct counted_diagonal {
   int applies, cancel_after;
 } counted_diagonal;
 
-static int apply_counted(void *op, const mr_cfloat *x, mr_cfloat *y) {
+static int apply_counted(void *op, const mr_cfloat *x, mr_cfloat *y, mr_err *err) {
   counted_diagonal *c = op;
   c->applies++;
-  return apply_device_diagonal(&c->a, x, y);
+  return apply_device_diagonal(&c->a, x, y, err);
 }
 
 static int cancel_after_applies(void *ctx) {
@@ -253,19 +257,19 @@ static void check_cancel(mr_device *dev) {
   size_t bytes = N * sizeof(mr_cfloat);
   mr_buf *bd = gpu_test_upload(dev, dc, bytes), *bb = gpu_test_upload(dev, b, bytes);
   mr_buf *bx = NULL;
-  GPU_OK(mr_buf_create(dev, bytes, &bx));
+  GPU_OK(mr_buf_create(dev, bytes, &bx, TERR));
   counted_diagonal c = {{dev, N, mr_buf_data(bd)}, 0, 5};
   mr_cancel cancel = {cancel_after_applies, &c};
   mr_cg_opts o = {.max_iterations = 1000, .tolerance = 0, .cancel = &cancel};
-  assert_int_equal(mr_cg_solve(dev, N, apply_counted, &c, mr_buf_data(bb), mr_buf_data(bx), &o,
-                               NULL),
-                   MR_ECANCELED);
+  assert_int_equal(
+      mr_cg_solve(dev, N, apply_counted, &c, mr_buf_data(bb), mr_buf_data(bx), &o, NULL, TERR),
+      MR_ECANCELED);
   assert_int_equal(c.applies, 5);
   /* Not asked: the same solve runs on. */
   c.applies = 0;
   o.cancel = NULL;
   o.max_iterations = 50;
-  GPU_OK(mr_cg_solve(dev, N, apply_counted, &c, mr_buf_data(bb), mr_buf_data(bx), &o, NULL));
+  GPU_OK(mr_cg_solve(dev, N, apply_counted, &c, mr_buf_data(bb), mr_buf_data(bx), &o, NULL, TERR));
   assert_true(c.applies > 5);
   mr_buf_destroy(bd);
   mr_buf_destroy(bb);
@@ -331,10 +335,10 @@ static double solve_and_check(mr_device *dev, const problem *p, const mr_cg_opts
   mr_fhd_opts fo = {.rank = p->rank, .grid = {p->n[0], p->n[1], p->n[2]}, .batch = batch,
                     .precision = prec};
   mr_fhd_plan *plan = NULL;
-  GPU_OK(mr_fhd_plan_create(dev, &fo, &plan));
-  GPU_OK(mr_fhd_set_points(plan, m, k));
+  GPU_OK(mr_fhd_plan_create(dev, &fo, &plan, TERR));
+  GPU_OK(mr_fhd_set_points(plan, m, k, TERR));
   mr_cfloat *fhd = malloc(batch * nvox * sizeof *fhd), *b = calloc(nvox, sizeof *b);
-  GPU_OK(mr_fhd_adjoint(plan, data, NULL, fhd));
+  GPU_OK(mr_fhd_adjoint(plan, data, NULL, fhd, TERR));
   mr_fhd_plan_destroy(plan);
   for (size_t c = 0; c < batch; c++)
     for (size_t i = 0; i < nvox; i++)
@@ -344,32 +348,32 @@ static double solve_and_check(mr_device *dev, const problem *p, const mr_cg_opts
   fo.grid[1] *= 2;
   fo.grid[2] = p->rank == 3 ? 2 * p->n[2] : 1;
   fo.batch = 1;
-  GPU_OK(mr_fhd_plan_create(dev, &fo, &plan));
-  GPU_OK(mr_fhd_set_points(plan, m, k));
+  GPU_OK(mr_fhd_plan_create(dev, &fo, &plan, TERR));
+  GPU_OK(mr_fhd_set_points(plan, m, k, TERR));
   mr_cfloat *q = malloc(mr_fhd_voxel_count(plan) * sizeof *q);
-  GPU_OK(mr_fhd_adjoint(plan, NULL, NULL, q));
+  GPU_OK(mr_fhd_adjoint(plan, NULL, NULL, q, TERR));
   mr_fhd_plan_destroy(plan);
 
   double lambda = p->lambda * (double)m / (double)nvox; /* F^H F's mean eigenvalue */
   mr_toeplitz_opts to = {.rank = p->rank, .n = {p->n[0], p->n[1], p->n[2]}, .lambda = lambda,
                          .reg = p->reg, .coils = coils};
   mr_toeplitz *t = NULL;
-  GPU_OK(mr_toeplitz_create(dev, &to, q, &t));
+  GPU_OK(mr_toeplitz_create(dev, &to, q, &t, TERR));
   if (coils)
-    GPU_OK(mr_toeplitz_set_maps(t, maps));
+    GPU_OK(mr_toeplitz_set_maps(t, maps, TERR));
   mr_cfloat *x = malloc(nvox * sizeof *x);
   mr_cg_report r;
   size_t bytes = nvox * sizeof(mr_cfloat);
   if (gpu) {
     mr_buf *bb = gpu_test_upload(dev, b, bytes), *bx = NULL;
-    GPU_OK(mr_buf_create(dev, bytes, &bx));
-    GPU_OK(mr_cg_solve(dev, nvox, mr_toeplitz_apply_op, t, mr_buf_data(bb), mr_buf_data(bx), co,
-                       &r));
-    GPU_OK(mr_buf_download(bx, 0, x, bytes));
+    GPU_OK(mr_buf_create(dev, bytes, &bx, TERR));
+    GPU_OK(mr_cg_solve(dev, nvox, mr_toeplitz_apply_op, t, mr_buf_data(bb), mr_buf_data(bx), co, &r,
+                       TERR));
+    GPU_OK(mr_buf_download(bx, 0, x, bytes, TERR));
     mr_buf_destroy(bb);
     mr_buf_destroy(bx);
   } else {
-    GPU_OK(mr_cg_solve(dev, nvox, mr_toeplitz_apply_op, t, b, x, co, &r));
+    GPU_OK(mr_cg_solve(dev, nvox, mr_toeplitz_apply_op, t, b, x, co, &r, TERR));
   }
   mr_toeplitz_destroy(t);
 
@@ -454,9 +458,9 @@ static psnr_setup psnr_make(size_t n, int spokes, int samples) {
     img[i] = p.truth[i];
   mr_fhd_opts o = {.rank = 2, .grid = {n, n, 1}, .batch = 1, .precision = MR_FHD_DOUBLE};
   mr_fhd_plan *plan = NULL;
-  GPU_OK(mr_fhd_plan_create(gpu_test_cpu(), &o, &plan));
-  GPU_OK(mr_fhd_set_points(plan, m, p.k));
-  GPU_OK(mr_fhd_forward(plan, img, p.data));
+  GPU_OK(mr_fhd_plan_create(gpu_test_cpu(), &o, &plan, TERR));
+  GPU_OK(mr_fhd_set_points(plan, m, p.k, TERR));
+  GPU_OK(mr_fhd_forward(plan, img, p.data, TERR));
   mr_fhd_plan_destroy(plan);
   free(img);
   return p;
@@ -476,31 +480,31 @@ static double psnr_of(const psnr_setup *p, mr_device *fhd_dev, mr_fhd_precision 
   mr_fhd_opts o = {.rank = 2, .grid = {n, n, 1}, .batch = 1, .precision = prec, .kernel = kernel};
   mr_fhd_plan *plan = NULL;
   mr_cfloat *b = malloc(nvox * sizeof *b), *q = malloc(4 * nvox * sizeof *q);
-  GPU_OK(mr_fhd_plan_create(fhd_dev, &o, &plan));
-  GPU_OK(mr_fhd_set_points(plan, m, p->k));
-  GPU_OK(mr_fhd_adjoint(plan, p->data, NULL, b));
+  GPU_OK(mr_fhd_plan_create(fhd_dev, &o, &plan, TERR));
+  GPU_OK(mr_fhd_set_points(plan, m, p->k, TERR));
+  GPU_OK(mr_fhd_adjoint(plan, p->data, NULL, b, TERR));
   mr_fhd_plan_destroy(plan);
   o.grid[0] = o.grid[1] = 2 * n;
-  GPU_OK(mr_fhd_plan_create(fhd_dev, &o, &plan));
-  GPU_OK(mr_fhd_set_points(plan, m, p->k));
-  GPU_OK(mr_fhd_adjoint(plan, NULL, NULL, q));
+  GPU_OK(mr_fhd_plan_create(fhd_dev, &o, &plan, TERR));
+  GPU_OK(mr_fhd_set_points(plan, m, p->k, TERR));
+  GPU_OK(mr_fhd_adjoint(plan, NULL, NULL, q, TERR));
   mr_fhd_plan_destroy(plan);
   mr_toeplitz_opts to = {.rank = 2, .n = {n, n, 1}};
   mr_toeplitz *t = NULL;
-  GPU_OK(mr_toeplitz_create(cg_dev, &to, q, &t));
+  GPU_OK(mr_toeplitz_create(cg_dev, &to, q, &t, TERR));
   mr_cg_opts co = {.max_iterations = 20, .tolerance = 0};
   mr_cfloat *x = malloc(nvox * sizeof *x);
   size_t bytes = nvox * sizeof *x;
   if (mr_device_is_gpu(cg_dev)) {
     mr_buf *bb = gpu_test_upload(cg_dev, b, bytes), *bx = NULL;
-    GPU_OK(mr_buf_create(cg_dev, bytes, &bx));
-    GPU_OK(mr_cg_solve(cg_dev, nvox, mr_toeplitz_apply_op, t, mr_buf_data(bb), mr_buf_data(bx),
-                       &co, NULL));
-    GPU_OK(mr_buf_download(bx, 0, x, bytes));
+    GPU_OK(mr_buf_create(cg_dev, bytes, &bx, TERR));
+    GPU_OK(mr_cg_solve(cg_dev, nvox, mr_toeplitz_apply_op, t, mr_buf_data(bb), mr_buf_data(bx), &co,
+                       NULL, TERR));
+    GPU_OK(mr_buf_download(bx, 0, x, bytes, TERR));
     mr_buf_destroy(bb);
     mr_buf_destroy(bx);
   } else {
-    GPU_OK(mr_cg_solve(cg_dev, nvox, mr_toeplitz_apply_op, t, b, x, &co, NULL));
+    GPU_OK(mr_cg_solve(cg_dev, nvox, mr_toeplitz_apply_op, t, b, x, &co, NULL, TERR));
   }
   mr_toeplitz_destroy(t);
   float *mag = malloc(nvox * sizeof *mag);

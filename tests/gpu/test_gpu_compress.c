@@ -16,8 +16,10 @@
 
 #include <cmocka.h>
 
-#include "compress.h"
 #include "bart_cfl.h"
+#include "coil.h"
+#include "compress.h"
+#include "fft.h"
 #include "grappa_phantom.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
@@ -62,10 +64,10 @@ static mr_cfloat *compress(mr_device *dev, mr_compress_method method, const mr_c
   size_t msize = mr_compress_matrix_size(method, NC, nro);
   mr_buf *dm = gpu_test_upload(dev, m, sizeof *m * msize);
   mr_buf *din = gpu_test_upload(dev, lines, sizeof *lines * NC * nl * nro), *dout = NULL;
-  GPU_OK(mr_buf_create(dev, sizeof *out * nv * nl * nro, &dout));
+  GPU_OK(mr_buf_create(dev, sizeof *out * nv * nl * nro, &dout, TERR));
   GPU_OK(mr_compress_apply(dev, method, mr_buf_data(dm), NC, nv, nl, nro, mr_buf_data(din),
-                           mr_buf_data(dout)));
-  GPU_OK(mr_buf_download(dout, 0, out, sizeof *out * nv * nl * nro));
+                           mr_buf_data(dout), TERR));
+  GPU_OK(mr_buf_download(dout, 0, out, sizeof *out * nv * nl * nro, TERR));
   mr_buf_destroy(dm);
   mr_buf_destroy(din);
   mr_buf_destroy(dout);
@@ -79,10 +81,10 @@ static float *rss(const mr_cfloat *k, size_t nc) {
   float *out = malloc(sizeof *out * npix);
   mr_fft_opts o = {.rank = 2, .dims = {NX, NY, 1}, .batch = nc};
   mr_fft_plan *plan = NULL;
-  GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &plan));
-  GPU_OK(mr_fft_execute(plan, MR_FFT_BACKWARD, k, img));
+  GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &plan, TERR));
+  GPU_OK(mr_fft_execute(plan, MR_FFT_BACKWARD, k, img, TERR));
   mr_fft_plan_destroy(plan);
-  GPU_OK(mr_coil_rss(gpu_test_cpu(), img, nc, npix, out));
+  GPU_OK(mr_coil_rss(gpu_test_cpu(), img, nc, npix, out, TERR));
   free(img);
   return out;
 }
@@ -101,7 +103,8 @@ static void check_method(mr_compress_method method, const char *name) {
   mr_cfloat *m = malloc(sizeof *m * mr_compress_matrix_size(method, NC, NX));
   size_t nv = 0, items = method == MR_COMPRESS_GCC ? NX : 1;
   double kept = 0;
-  GPU_OK(mr_compress_matrix(gpu_test_cpu(), method, cal, NC, CAL, NX, 0, 0.95, m, &nv, &kept));
+  GPU_OK(
+      mr_compress_matrix(gpu_test_cpu(), method, cal, NC, CAL, NX, 0, 0.95, m, &nv, &kept, TERR));
   print_message("%s: %zu of %d channels keep %.4f of the energy\n", name, nv, NC, kept);
   assert_true(nv >= 1 && nv < NC);
   assert_true(kept >= 0.95);
@@ -115,13 +118,13 @@ static void check_method(mr_compress_method method, const char *name) {
   /* one channel fewer would not do */
   double fewer = 0;
   size_t nv2 = 0;
-  GPU_OK(mr_compress_matrix(gpu_test_cpu(), method, cal, NC, CAL, NX, nv - 1, 0, m, &nv2,
-                            &fewer));
+  GPU_OK(mr_compress_matrix(gpu_test_cpu(), method, cal, NC, CAL, NX, nv - 1, 0, m, &nv2, &fewer,
+                            TERR));
   assert_int_equal(nv2, nv - 1);
   assert_true(fewer < 0.95);
   /* 8 of 16 channels: the RSS image stays close to the full one */
   size_t nv8 = 0;
-  GPU_OK(mr_compress_matrix(gpu_test_cpu(), method, cal, NC, CAL, NX, 8, 0, m, &nv8, NULL));
+  GPU_OK(mr_compress_matrix(gpu_test_cpu(), method, cal, NC, CAL, NX, 8, 0, m, &nv8, NULL, TERR));
   mr_cfloat *k8 = compress(gpu_test_cpu(), method, m, 8, k, NY, NX);
   float *full = rss(k, NC), *eight = rss(k8, 8);
   double e = nrmse(eight, full, (size_t)NX * NY);
@@ -153,10 +156,10 @@ static void cpu_gcc_beats_svd(void **state) {
   mr_cfloat *m = malloc(sizeof *m * mr_compress_matrix_size(MR_COMPRESS_GCC, NC, NX));
   size_t nv;
   double svd, gcc;
-  GPU_OK(mr_compress_matrix(gpu_test_cpu(), MR_COMPRESS_SVD, cal, NC, CAL, NX, 4, 0, m, &nv,
-                            &svd));
-  GPU_OK(mr_compress_matrix(gpu_test_cpu(), MR_COMPRESS_GCC, cal, NC, CAL, NX, 4, 0, m, &nv,
-                            &gcc));
+  GPU_OK(mr_compress_matrix(gpu_test_cpu(), MR_COMPRESS_SVD, cal, NC, CAL, NX, 4, 0, m, &nv, &svd,
+                            TERR));
+  GPU_OK(mr_compress_matrix(gpu_test_cpu(), MR_COMPRESS_GCC, cal, NC, CAL, NX, 4, 0, m, &nv, &gcc,
+                            TERR));
   print_message("4 channels: svd keeps %.4f, gcc %.4f\n", svd, gcc);
   assert_true(gcc >= svd - 1e-3);
   free(k);
@@ -169,19 +172,19 @@ static void bad_input(void **state) {
   mr_cfloat *k = phantom(0), *cal = calibration(k);
   mr_cfloat *m = malloc(sizeof *m * NC * NC);
   size_t nv;
-  assert_int_equal(mr_compress_matrix(gpu_test_cpu(), MR_COMPRESS_SVD, cal, NC, CAL, NX, NC + 1,
-                                      0, m, &nv, NULL),
+  assert_int_equal(mr_compress_matrix(gpu_test_cpu(), MR_COMPRESS_SVD, cal, NC, CAL, NX, NC + 1, 0,
+                                      m, &nv, NULL, TERR),
                    MR_EINVAL);
   assert_int_equal(mr_compress_matrix(gpu_test_cpu(), MR_COMPRESS_SVD, cal, NC, CAL, NX, 0, 0, m,
-                                      &nv, NULL),
+                                      &nv, NULL, TERR),
                    MR_EINVAL);
   memset(cal, 0, sizeof *cal * NC * CAL * NX);
   assert_int_equal(mr_compress_matrix(gpu_test_cpu(), MR_COMPRESS_SVD, cal, NC, CAL, NX, 4, 0, m,
-                                      &nv, NULL),
+                                      &nv, NULL, TERR),
                    MR_EDATA);
-  assert_int_equal(mr_compress_apply(gpu_test_cpu(), MR_COMPRESS_SVD, m, NC, NC + 1, CAL, NX, cal,
-                                     k),
-                   MR_EINVAL);
+  assert_int_equal(
+      mr_compress_apply(gpu_test_cpu(), MR_COMPRESS_SVD, m, NC, NC + 1, CAL, NX, cal, k, TERR),
+      MR_EINVAL);
   free(k);
   free(cal);
   free(m);
@@ -194,7 +197,8 @@ static void cuda_matches_cpu(void **state) {
   for (int i = 0; i < 2; i++) {
     mr_cfloat *m = malloc(sizeof *m * mr_compress_matrix_size(methods[i], NC, NX));
     size_t nv;
-    GPU_OK(mr_compress_matrix(gpu_test_gpu(), methods[i], cal, NC, CAL, NX, 6, 0, m, &nv, NULL));
+    GPU_OK(
+        mr_compress_matrix(gpu_test_gpu(), methods[i], cal, NC, CAL, NX, 6, 0, m, &nv, NULL, TERR));
     mr_cfloat *want = compress(gpu_test_cpu(), methods[i], m, nv, k, NY, NX);
     mr_cfloat *got = compress(gpu_test_gpu(), methods[i], m, nv, k, NY, NX);
     double err = mr_test_rel_error_c(got, want, nv * NY * NX);
@@ -220,7 +224,7 @@ static void against_bart(mr_compress_method method, const char *flag) {
   snprintf(cmd, sizeof cmd, "cc %s -p %d", flag, NV);
   bart_run(cmd, dims, k, (size_t)NX * NY * NV, theirs);
   size_t nv;
-  GPU_OK(mr_compress_matrix(gpu_test_cpu(), method, cal, NC, CAL, NX, NV, 0, m, &nv, NULL));
+  GPU_OK(mr_compress_matrix(gpu_test_cpu(), method, cal, NC, CAL, NX, NV, 0, m, &nv, NULL, TERR));
   mr_cfloat *ours = compress(gpu_test_cpu(), method, m, NV, k, NY, NX);
   double all = energy(k, (size_t)NX * NY * NC);
   double e_ours = energy(ours, (size_t)NX * NY * NV) / all;

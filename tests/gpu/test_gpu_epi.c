@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "epi.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
 
@@ -61,7 +62,7 @@ static void object(const double *k, mr_cfloat *prof, mr_cfloat *samples, mr_cflo
 static mr_epi_plan *plan(mr_device *dev, const double *fwd, const double *rev, double rcond) {
   mr_epi_readout r = {.samples = NX, .nx = NX, .forward = fwd, .reverse = rev, .rcond = rcond};
   mr_epi_plan *p = NULL;
-  GPU_OK(mr_epi_plan_create(dev, &r, &p));
+  GPU_OK(mr_epi_plan_create(dev, &r, &p, TERR));
   return p;
 }
 
@@ -71,9 +72,9 @@ static void regrid(mr_epi_plan *p, const mr_cfloat *in, int nfwd, int nrev,
   mr_device *dev = mr_epi_plan_device(p);
   size_t bytes = (size_t)NX * (size_t)(nfwd + nrev) * sizeof(mr_cfloat);
   mr_buf *a = gpu_test_upload(dev, in, bytes), *b = NULL;
-  GPU_OK(mr_buf_create(dev, bytes, &b));
-  GPU_OK(mr_epi_regrid(p, mr_buf_data(a), nfwd, nrev, correction, mr_buf_data(b)));
-  GPU_OK(mr_buf_download(b, 0, out, bytes));
+  GPU_OK(mr_buf_create(dev, bytes, &b, TERR));
+  GPU_OK(mr_epi_regrid(p, mr_buf_data(a), nfwd, nrev, correction, mr_buf_data(b), TERR));
+  GPU_OK(mr_buf_download(b, 0, out, bytes, TERR));
   mr_buf_destroy(a);
   mr_buf_destroy(b);
 }
@@ -182,13 +183,13 @@ static void bad_arguments(void **state) {
   double k[NX] = {0};
   mr_epi_readout r = {.samples = NX, .nx = NX, .forward = k, .reverse = k, .rcond = 0};
   mr_epi_plan *p = NULL;
-  assert_int_equal(mr_epi_plan_create(gpu_test_cpu(), &r, &p), MR_EINVAL);
+  assert_int_equal(mr_epi_plan_create(gpu_test_cpu(), &r, &p, TERR), MR_EINVAL);
   r.rcond = 1e-3;
   r.samples = 0;
-  assert_int_equal(mr_epi_plan_create(gpu_test_cpu(), &r, &p), MR_EINVAL);
+  assert_int_equal(mr_epi_plan_create(gpu_test_cpu(), &r, &p, TERR), MR_EINVAL);
   r.samples = NX;
   k[3] = NAN;
-  assert_int_equal(mr_epi_plan_create(gpu_test_cpu(), &r, &p), MR_EDATA);
+  assert_int_equal(mr_epi_plan_create(gpu_test_cpu(), &r, &p, TERR), MR_EDATA);
   assert_null(p);
 }
 

@@ -17,8 +17,9 @@
 
 #include <cmocka.h>
 
-#include "espirit.h"
 #include "bart_cfl.h"
+#include "espirit.h"
+#include "fft.h"
 #include "grappa_phantom.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
@@ -101,8 +102,8 @@ static void phantom_3d(size_t nx, size_t ny, size_t nz, size_t nc, float *object
       }
   mr_fft_opts o = {.rank = 3, .dims = {nx, ny, nz}, .batch = nc};
   mr_fft_plan *plan = NULL;
-  GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &plan));
-  GPU_OK(mr_fft_execute(plan, MR_FFT_FORWARD, kspace, kspace));
+  GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &plan, TERR));
+  GPU_OK(mr_fft_execute(plan, MR_FFT_FORWARD, kspace, kspace, TERR));
   mr_fft_plan_destroy(plan);
 }
 
@@ -155,8 +156,8 @@ static void espirit_operator(const float complex *p, const mr_cfloat *s, int nx,
   float complex *acc = calloc(npix * nc, sizeof *acc), *patch = malloc(sizeof *patch * n);
   mr_fft_opts o = {.rank = 2, .dims = {(size_t)nx, (size_t)ny, 1}, .batch = (size_t)nc};
   mr_fft_plan *plan = NULL;
-  GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &plan));
-  GPU_OK(mr_fft_execute(plan, MR_FFT_FORWARD, s, k));
+  GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &plan, TERR));
+  GPU_OK(mr_fft_execute(plan, MR_FFT_FORWARD, s, k, TERR));
   for (int qy = 0; qy < ny; qy++)
     for (int qx = 0; qx < nx; qx++) {
       for (int c = 0; c < nc; c++)
@@ -175,7 +176,7 @@ static void espirit_operator(const float complex *p, const mr_cfloat *s, int nx,
     }
   for (size_t i = 0; i < npix * (size_t)nc; i++)
     k[i] = acc[i] / (float)(ker * ker);
-  GPU_OK(mr_fft_execute(plan, MR_FFT_BACKWARD, k, out));
+  GPU_OK(mr_fft_execute(plan, MR_FFT_BACKWARD, k, out, TERR));
   mr_fft_plan_destroy(plan);
   free(k);
   free(acc);
@@ -193,7 +194,7 @@ static void cpu_eigenvectors_of_the_operator(void **state) {
   o.calib = CAL;
   o.kernel = KER;
   size_t dims[3] = {N, N, 1};
-  GPU_OK(mr_espirit_maps(gpu_test_cpu(), k, dims, C, &o, maps));
+  GPU_OK(mr_espirit_maps(gpu_test_cpu(), k, dims, C, &o, maps, TERR));
   float complex *p = projector(k, N, N, C, CAL, KER, o.threshold);
   espirit_operator(p, maps, N, N, C, KER, w);
   grappa_phantom_truth(N, N, C, object, NULL);
@@ -236,7 +237,7 @@ static void cpu_analytic_maps(void **state) {
   float *object = malloc(sizeof *object * npix);
   mr_espirit_opts o = defaults();
   size_t dims[3] = {NX, NY, 1};
-  GPU_OK(mr_espirit_maps(gpu_test_cpu(), k, dims, NC, &o, maps));
+  GPU_OK(mr_espirit_maps(gpu_test_cpu(), k, dims, NC, &o, maps, TERR));
   grappa_phantom_truth(NX, NY, NC, object, truth);
   double covered, worst = worst_inside(maps, truth, object, NC, npix, &covered);
   print_message("2D phantom: worst agreement %.4f over %.1f%% of the object\n", worst,
@@ -251,7 +252,7 @@ static void cpu_analytic_maps(void **state) {
       if (!sampled[y])
         memset(k + (c * NY + y) * NX, 0, sizeof *k * NX);
   mr_cfloat *under = malloc(sizeof *under * npix * NC);
-  GPU_OK(mr_espirit_maps(gpu_test_cpu(), k, dims, NC, &o, under));
+  GPU_OK(mr_espirit_maps(gpu_test_cpu(), k, dims, NC, &o, under, TERR));
   worst = worst_inside(under, truth, object, NC, npix, &covered);
   print_message("2D phantom, R 3, 20 ACS lines: worst %.4f over %.1f%%\n", worst, 100 * covered);
   assert_true(worst >= 0.99);
@@ -273,7 +274,7 @@ static void cpu_analytic_maps_3d(void **state) {
   phantom_3d(X, Y, Z, C, object, truth, k);
   mr_espirit_opts o = defaults();
   size_t dims[3] = {X, Y, Z};
-  GPU_OK(mr_espirit_maps(gpu_test_cpu(), k, dims, C, &o, maps));
+  GPU_OK(mr_espirit_maps(gpu_test_cpu(), k, dims, C, &o, maps, TERR));
   double covered, worst = worst_inside(maps, truth, object, C, npix, &covered);
   print_message("3D phantom: worst agreement %.4f over %.1f%% of the object\n", worst,
                 100 * covered);
@@ -291,21 +292,22 @@ static void bad_input(void **state) {
   mr_cfloat *k = phantom_2d(NX, NY, NC, 0), *maps = malloc(sizeof *maps * npix * NC);
   mr_espirit_opts o = defaults();
   o.kernel = 0;
-  assert_int_equal(mr_espirit_maps(gpu_test_cpu(), k, dims, NC, &o, maps), MR_EINVAL);
+  assert_int_equal(mr_espirit_maps(gpu_test_cpu(), k, dims, NC, &o, maps, TERR), MR_EINVAL);
   o = defaults();
   o.crop = 1.5f;
-  assert_int_equal(mr_espirit_maps(gpu_test_cpu(), k, dims, NC, &o, maps), MR_EINVAL);
+  assert_int_equal(mr_espirit_maps(gpu_test_cpu(), k, dims, NC, &o, maps, TERR), MR_EINVAL);
   o = defaults();
-  assert_int_equal(mr_espirit_maps(gpu_test_cpu(), k, dims, MR_ESPIRIT_MAX_COILS + 1, &o, maps),
-                   MR_EINVAL);
+  assert_int_equal(
+      mr_espirit_maps(gpu_test_cpu(), k, dims, MR_ESPIRIT_MAX_COILS + 1, &o, maps, TERR),
+      MR_EINVAL);
   /* every other line: no fully sampled centre */
   for (size_t c = 0; c < NC; c++)
     for (size_t y = 1; y < NY; y += 2)
       memset(k + (c * NY + y) * NX, 0, sizeof *k * NX);
-  assert_int_equal(mr_espirit_maps(gpu_test_cpu(), k, dims, NC, &o, maps), MR_EDATA);
+  assert_int_equal(mr_espirit_maps(gpu_test_cpu(), k, dims, NC, &o, maps, TERR), MR_EDATA);
   /* no signal at all */
   memset(k, 0, sizeof *k * npix * NC);
-  assert_int_equal(mr_espirit_maps(gpu_test_cpu(), k, dims, NC, &o, maps), MR_EDATA);
+  assert_int_equal(mr_espirit_maps(gpu_test_cpu(), k, dims, NC, &o, maps, TERR), MR_EDATA);
   free(k);
   free(maps);
 }
@@ -328,7 +330,7 @@ static void tiny_calibration(void **state) {
         if (y < Y / 2 - 6 || y >= Y / 2 + 6 || z < Z / 2 - 6 || z >= Z / 2 + 6)
           memset(k + ((c * Z + z) * Y + y) * X, 0, sizeof *k * X);
   double covered, worst;
-  GPU_OK(mr_espirit_maps(gpu_test_cpu(), k, dims, C, &o, maps)); /* 12 x 12 */
+  GPU_OK(mr_espirit_maps(gpu_test_cpu(), k, dims, C, &o, maps, TERR)); /* 12 x 12 */
   worst = worst_inside(maps, truth, object, C, npix, &covered);
   print_message("3D, a 12 x 12 centre: worst %.4f over %.1f%%\n", worst, 100 * covered);
   assert_true(worst >= 0.99);
@@ -338,10 +340,9 @@ static void tiny_calibration(void **state) {
       for (size_t y = 0; y < Y; y++)
         if (y < Y / 2 - 4 || y >= Y / 2 + 4 || z < Z / 2 - 4 || z >= Z / 2 + 4)
           memset(k + ((c * Z + z) * Y + y) * X, 0, sizeof *k * X);
-  mr_device_clear_error();
-  assert_int_equal(mr_espirit_maps(gpu_test_cpu(), k, dims, C, &o, maps), MR_EDATA);
-  print_message("3D, an 8 x 8 centre: %s\n", mr_device_last_error());
-  assert_non_null(strstr(mr_device_last_error(), "8 x 8, too small for the 6 x 6 kernel"));
+  assert_int_equal(mr_espirit_maps(gpu_test_cpu(), k, dims, C, &o, maps, TERR), MR_EDATA);
+  print_message("3D, an 8 x 8 centre: %s\n", mr_test_last_error());
+  assert_non_null(strstr(mr_test_last_error(), "8 x 8, too small for the 6 x 6 kernel"));
   /* 2D, 6 centre lines: one kernel position along y */
   size_t npix2 = (size_t)NX * NY, dims2[3] = {NX, NY, 1};
   mr_cfloat *k2 = phantom_2d(NX, NY, NC, 0.01), *maps2 = malloc(sizeof *maps2 * npix2 * NC);
@@ -349,8 +350,8 @@ static void tiny_calibration(void **state) {
     for (size_t y = 0; y < NY; y++)
       if (y < NY / 2 - 3 || y >= NY / 2 + 3)
         memset(k2 + (c * NY + y) * NX, 0, sizeof *k2 * NX);
-  assert_int_equal(mr_espirit_maps(gpu_test_cpu(), k2, dims2, NC, &o, maps2), MR_EDATA);
-  assert_non_null(strstr(mr_device_last_error(), "too small"));
+  assert_int_equal(mr_espirit_maps(gpu_test_cpu(), k2, dims2, NC, &o, maps2, TERR), MR_EDATA);
+  assert_non_null(strstr(mr_test_last_error(), "too small"));
   free(object);
   free(truth);
   free(k);
@@ -371,11 +372,11 @@ static void gpu_vs_cpu(const mr_cfloat *k, const size_t dims[3], size_t nc, cons
   size_t npix = dims[0] * dims[1] * dims[2], n = npix * nc;
   mr_cfloat *want = malloc(sizeof *want * n);
   mr_espirit_opts o = defaults();
-  GPU_OK(mr_espirit_maps(gpu_test_cpu(), k, dims, nc, &o, want));
+  GPU_OK(mr_espirit_maps(gpu_test_cpu(), k, dims, nc, &o, want, TERR));
   mr_device *gpu = gpu_test_gpu();
   mr_buf *dk = gpu_test_upload(gpu, k, sizeof *k * n), *dm = NULL;
-  GPU_OK(mr_buf_create(gpu, sizeof *k * n, &dm));
-  GPU_OK(mr_espirit_maps(gpu, mr_buf_data(dk), dims, nc, &o, mr_buf_data(dm)));
+  GPU_OK(mr_buf_create(gpu, sizeof *k * n, &dm, TERR));
+  GPU_OK(mr_espirit_maps(gpu, mr_buf_data(dk), dims, nc, &o, mr_buf_data(dm), TERR));
   mr_cfloat *got = gpu_test_download(dm);
   float peak = 0;
   for (size_t p = 0; p < npix; p++)
@@ -449,7 +450,7 @@ static void bart_agrees(void **state) {
   float *object = malloc(sizeof *object * npix);
   bart_run("ecalib -m1", dims, k, npix * C, theirs);
   mr_espirit_opts o = defaults();
-  GPU_OK(mr_espirit_maps(gpu_test_cpu(), k, dims, C, &o, ours));
+  GPU_OK(mr_espirit_maps(gpu_test_cpu(), k, dims, C, &o, ours, TERR));
   grappa_phantom_truth(N, N, C, object, NULL);
   double covered, worst = worst_inside(ours, theirs, object, C, npix, &covered);
   print_message("against bart ecalib -m1: worst %.4f over %.1f%% of the object\n", worst,

@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "fft.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
 
@@ -83,22 +84,22 @@ static void check_cpu(const shape *s, unsigned seed, int plain) {
   mr_fft_opts o = opts_of(s);
   mr_fft_plan *plan = NULL;
   o.plain = !plain;
-  GPU_OK(mr_fft_plan_keep(gpu_test_cpu(), &o, &plan));
+  GPU_OK(mr_fft_plan_keep(gpu_test_cpu(), &o, &plan, TERR));
   o.plain = plain;
-  GPU_OK(mr_fft_plan_keep(gpu_test_cpu(), &o, &plan));
+  GPU_OK(mr_fft_plan_keep(gpu_test_cpu(), &o, &plan, TERR));
   mr_cfloat *in = malloc(total * sizeof *in), *copy = malloc(total * sizeof *in);
   mr_cfloat *out = malloc(total * sizeof *in), *ref = malloc(total * sizeof *in);
   for (int dir = -1; dir <= 1; dir += 2) {
     gpu_test_random(in, total, seed + (dir > 0));
     memcpy(copy, in, total * sizeof *in);
     reference(s, dir, plain, in, ref);
-    GPU_OK(mr_fft_execute(plan, dir, in, out));
+    GPU_OK(mr_fft_execute(plan, dir, in, out, TERR));
     double err = mr_test_rel_error_c(out, ref, total);
     if (err > 1e-5)
       fail_msg("shape %zux%zux%zu plain %d dir %d out of place: rel error %g", s->n[0],
                s->n[1], s->n[2], plain, dir, err);
     assert_memory_equal(in, copy, total * sizeof *in);
-    GPU_OK(mr_fft_execute(plan, dir, copy, copy));
+    GPU_OK(mr_fft_execute(plan, dir, copy, copy, TERR));
     err = mr_test_rel_error_c(copy, ref, total);
     if (err > 1e-5)
       fail_msg("shape %zux%zux%zu plain %d dir %d in place: rel error %g", s->n[0], s->n[1],
@@ -137,19 +138,19 @@ static void checkerboard_fold(void **state) {
     size_t total = s->batch * array_len(s), nx = s->n[0], ny = s->n[1], nz = s->n[2];
     mr_fft_opts o = opts_of(s);
     mr_fft_plan *centred, *plain;
-    GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &centred));
+    GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &centred, TERR));
     o.plain = 1;
-    GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &plain));
+    GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &plain, TERR));
     mr_cfloat *x = malloc(total * sizeof *x), *ref = malloc(total * sizeof *x);
     int flip = (int)((nx / 2 + ny / 2 + nz / 2) % 2);
     for (int dir = -1; dir <= 1; dir += 2) {
       gpu_test_random(x, total, (unsigned)(50 + t));
-      GPU_OK(mr_fft_execute(centred, dir, x, ref));
+      GPU_OK(mr_fft_execute(centred, dir, x, ref, TERR));
       for (size_t i = 0; i < total; i++) {
         size_t m = i % nx + i / nx % ny + i / nx / ny % nz;
         x[i] *= m % 2 ? -1.0f : 1.0f;
       }
-      GPU_OK(mr_fft_execute(plain, dir, x, x));
+      GPU_OK(mr_fft_execute(plain, dir, x, x, TERR));
       float scale = (float)(1.0 / sqrt((double)array_len(s)));
       for (size_t i = 0; i < total; i++) {
         size_t k = i % nx + i / nx % ny + i / nx / ny % nz;
@@ -173,15 +174,15 @@ static void centre_convention(void **state) {
   enum { NX = 8, NY = 6 };
   mr_fft_opts o = {.rank = 2, .dims = {NX, NY}, .batch = 1};
   mr_fft_plan *plan;
-  GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &plan));
+  GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &plan, TERR));
   mr_cfloat k[NX * NY] = {0}, img[NX * NY];
   k[(NY / 2) * NX + NX / 2] = 1;
-  GPU_OK(mr_fft_execute(plan, MR_FFT_BACKWARD, k, img));
+  GPU_OK(mr_fft_execute(plan, MR_FFT_BACKWARD, k, img, TERR));
   for (int i = 0; i < NX * NY; i++) {
     assert_float_equal(crealf(img[i]), 1.0 / sqrt(NX * NY), 1e-6);
     assert_float_equal(cimagf(img[i]), 0.0, 1e-6);
   }
-  GPU_OK(mr_fft_execute(plan, MR_FFT_FORWARD, img, img));
+  GPU_OK(mr_fft_execute(plan, MR_FFT_FORWARD, img, img, TERR));
   assert_true(mr_test_rel_error_c(img, k, NX * NY) < 1e-6);
   mr_fft_plan_destroy(plan);
 }
@@ -192,20 +193,20 @@ static void unaligned_round_trip(void **state) {
   enum { N = 24, BATCH = 5 };
   mr_fft_opts o = {.rank = 2, .dims = {N, N}, .batch = BATCH};
   mr_fft_plan *plan;
-  GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &plan));
+  GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &plan, TERR));
   size_t total = (size_t)N * N * BATCH;
   mr_cfloat *store = malloc((total + 1) * sizeof *store), *x = store + 1;
   mr_cfloat *orig = malloc(total * sizeof *orig);
   gpu_test_random(orig, total, 99);
   memcpy(x, orig, total * sizeof *x);
-  GPU_OK(mr_fft_execute(plan, MR_FFT_FORWARD, x, x));
+  GPU_OK(mr_fft_execute(plan, MR_FFT_FORWARD, x, x, TERR));
   double e_in = 0, e_out = 0;
   for (size_t i = 0; i < total; i++) {
     e_in += cabsf(orig[i]) * cabsf(orig[i]);
     e_out += cabsf(x[i]) * cabsf(x[i]);
   }
   assert_true(fabs(e_out - e_in) / e_in < 1e-5);
-  GPU_OK(mr_fft_execute(plan, MR_FFT_BACKWARD, x, x));
+  GPU_OK(mr_fft_execute(plan, MR_FFT_BACKWARD, x, x, TERR));
   assert_true(mr_test_rel_error_c(x, orig, total) < 1e-5);
   free(store);
   free(orig);
@@ -218,10 +219,10 @@ static void bad_shapes(void **state) {
   mr_fft_opts rank4 = {.rank = 4, .dims = {2, 2, 2}, .batch = 1};
   mr_fft_opts zero = {.rank = 2, .dims = {8, 0}, .batch = 1};
   mr_fft_opts nobatch = {.rank = 1, .dims = {8}, .batch = 0};
-  assert_int_equal(mr_fft_plan_create(gpu_test_cpu(), &rank4, &plan), MR_EINVAL);
-  assert_int_equal(mr_fft_plan_create(gpu_test_cpu(), &zero, &plan), MR_EINVAL);
-  assert_int_equal(mr_fft_plan_create(gpu_test_cpu(), &nobatch, &plan), MR_EINVAL);
-  assert_non_null(strstr(mr_device_last_error(), "batch"));
+  assert_int_equal(mr_fft_plan_create(gpu_test_cpu(), &rank4, &plan, TERR), MR_EINVAL);
+  assert_int_equal(mr_fft_plan_create(gpu_test_cpu(), &zero, &plan, TERR), MR_EINVAL);
+  assert_int_equal(mr_fft_plan_create(gpu_test_cpu(), &nobatch, &plan, TERR), MR_EINVAL);
+  assert_non_null(strstr(mr_test_last_error(), "batch"));
   assert_null(plan);
 }
 
@@ -236,27 +237,27 @@ static void cuda_matches_cpu(void **state) {
     mr_fft_opts o = opts_of(s);
     o.plain = u >= sizeof shapes / sizeof *shapes;
     mr_fft_plan *cpu_plan, *gpu_plan;
-    GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &cpu_plan));
-    GPU_OK(mr_fft_plan_create(gpu_test_gpu(), &o, &gpu_plan));
+    GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &cpu_plan, TERR));
+    GPU_OK(mr_fft_plan_create(gpu_test_gpu(), &o, &gpu_plan, TERR));
     mr_cfloat *in = malloc(bytes), *ref = malloc(bytes), *host_out = malloc(bytes);
     for (int dir = -1; dir <= 1; dir += 2) {
       gpu_test_random(in, total, (unsigned)(100 + t));
-      GPU_OK(mr_fft_execute(cpu_plan, dir, in, ref));
+      GPU_OK(mr_fft_execute(cpu_plan, dir, in, ref, TERR));
       mr_buf *a = gpu_test_upload(gpu_test_gpu(), in, bytes), *b;
-      GPU_OK(mr_buf_create(gpu_test_gpu(), bytes, &b));
-      GPU_OK(mr_fft_execute(gpu_plan, dir, mr_buf_data(a), mr_buf_data(b)));
+      GPU_OK(mr_buf_create(gpu_test_gpu(), bytes, &b, TERR));
+      GPU_OK(mr_fft_execute(gpu_plan, dir, mr_buf_data(a), mr_buf_data(b), TERR));
       mr_cfloat *got = gpu_test_download(b), *kept = gpu_test_download(a);
       double err = mr_test_rel_error_c(got, ref, total);
       if (err > 1e-5)
         fail_msg("shape %zu (plain %d) dir %d out of place: rel error %g", t, o.plain, dir, err);
       assert_memory_equal(kept, in, bytes);
       free(got);
-      GPU_OK(mr_fft_execute(gpu_plan, dir, mr_buf_data(a), mr_buf_data(a)));
+      GPU_OK(mr_fft_execute(gpu_plan, dir, mr_buf_data(a), mr_buf_data(a), TERR));
       got = gpu_test_download(a);
       err = mr_test_rel_error_c(got, ref, total);
       if (err > 1e-5)
         fail_msg("shape %zu (plain %d) dir %d in place: rel error %g", t, o.plain, dir, err);
-      GPU_OK(mr_fft_execute_host(gpu_plan, dir, in, host_out));
+      GPU_OK(mr_fft_execute_host(gpu_plan, dir, in, host_out, TERR));
       err = mr_test_rel_error_c(host_out, ref, total);
       if (err > 1e-5)
         fail_msg("shape %zu (plain %d) dir %d from host: rel error %g", t, o.plain, dir, err);
@@ -279,14 +280,14 @@ static void cuda_host_pipeline(void **state) {
   mr_fft_opts o = {.rank = 2, .dims = {256, 256}, .batch = 40};
   size_t total = 256 * 256 * 40, bytes = total * sizeof(mr_cfloat);
   mr_fft_plan *cpu_plan, *gpu_plan;
-  GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &cpu_plan));
-  GPU_OK(mr_fft_plan_create(gpu_test_gpu(), &o, &gpu_plan));
+  GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &cpu_plan, TERR));
+  GPU_OK(mr_fft_plan_create(gpu_test_gpu(), &o, &gpu_plan, TERR));
   mr_cfloat *in = malloc(bytes), *ref = malloc(bytes), *out = malloc(bytes);
   gpu_test_random(in, total, 7);
-  GPU_OK(mr_fft_execute(cpu_plan, MR_FFT_BACKWARD, in, ref));
-  GPU_OK(mr_fft_execute_host(gpu_plan, MR_FFT_BACKWARD, in, out));
+  GPU_OK(mr_fft_execute(cpu_plan, MR_FFT_BACKWARD, in, ref, TERR));
+  GPU_OK(mr_fft_execute_host(gpu_plan, MR_FFT_BACKWARD, in, out, TERR));
   assert_true(mr_test_rel_error_c(out, ref, total) < 1e-5);
-  GPU_OK(mr_fft_execute_host(gpu_plan, MR_FFT_BACKWARD, in, in));
+  GPU_OK(mr_fft_execute_host(gpu_plan, MR_FFT_BACKWARD, in, in, TERR));
   assert_true(mr_test_rel_error_c(in, ref, total) < 1e-5);
   free(in);
   free(ref);

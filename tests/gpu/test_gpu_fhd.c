@@ -81,8 +81,8 @@ static mr_fhd_plan *plan_for(mr_device *dev, const problem *p, mr_fhd_kernel ker
                    .kernel = kernel,
                    .precision = precision};
   mr_fhd_plan *plan = NULL;
-  GPU_OK(mr_fhd_plan_create(dev, &o, &plan));
-  GPU_OK(mr_fhd_set_points(plan, p->m, p->k));
+  GPU_OK(mr_fhd_plan_create(dev, &o, &plan, TERR));
+  GPU_OK(mr_fhd_set_points(plan, p->m, p->k, TERR));
   return plan;
 }
 
@@ -93,12 +93,12 @@ static mr_cfloat *adjoint(mr_device *dev, const problem *p, const mr_fhd_opts *e
   memcpy(o.grid, p->grid, sizeof o.grid);
   o.batch = p->batch;
   mr_fhd_plan *plan = NULL;
-  GPU_OK(mr_fhd_plan_create(dev, &o, &plan));
-  GPU_OK(mr_fhd_set_points(plan, p->m, p->k));
+  GPU_OK(mr_fhd_plan_create(dev, &o, &plan, TERR));
+  GPU_OK(mr_fhd_set_points(plan, p->m, p->k, TERR));
   mr_cfloat *out = malloc(voxels(p) * p->batch * sizeof *out);
   for (size_t i = 0; i < voxels(p) * p->batch; i++)
     out[i] = NAN; /* poisoned: every element must be written */
-  GPU_OK(mr_fhd_adjoint(plan, p->d, p->w, out));
+  GPU_OK(mr_fhd_adjoint(plan, p->d, p->w, out, TERR));
   mr_fhd_plan_destroy(plan);
   return out;
 }
@@ -159,9 +159,9 @@ static void cpu_points(void **state) {
   }
   for (int prec = 0; prec < 2; prec++) {
     mr_fhd_plan *plan = plan_for(gpu_test_cpu(), &p, MR_FHD_AUTO, (mr_fhd_precision)prec);
-    GPU_OK(mr_fhd_set_voxels(plan, n, pts));
+    GPU_OK(mr_fhd_set_voxels(plan, n, pts, TERR));
     mr_cfloat *out = malloc(n * sizeof *out);
-    GPU_OK(mr_fhd_adjoint(plan, p.d, p.w, out));
+    GPU_OK(mr_fhd_adjoint(plan, p.d, p.w, out, TERR));
     double complex *want = malloc(n * sizeof *want);
     for (size_t v = 0; v < n; v++) {
       double complex sum = 0;
@@ -196,8 +196,8 @@ static void cpu_forward_is_adjoint_transpose(void **state) {
   gpu_test_random(x, n, 9);
   for (int prec = 0; prec < 2; prec++) {
     mr_fhd_plan *plan = plan_for(gpu_test_cpu(), &p, MR_FHD_AUTO, (mr_fhd_precision)prec);
-    GPU_OK(mr_fhd_forward(plan, x, fx));
-    GPU_OK(mr_fhd_adjoint(plan, p.d, NULL, fhy));
+    GPU_OK(mr_fhd_forward(plan, x, fx, TERR));
+    GPU_OK(mr_fhd_adjoint(plan, p.d, NULL, fhy, TERR));
     double complex a = 0, b = 0;
     for (size_t m = 0; m < p.m; m++)
       a += conj((double complex)fx[m]) * p.d[m];
@@ -220,7 +220,7 @@ static void cpu_q(void **state) {
   problem p = make_problem(2, 8, 8, 1, 120, 1, 5);
   mr_fhd_plan *plan = plan_for(gpu_test_cpu(), &p, MR_FHD_AUTO, MR_FHD_SINGLE);
   mr_cfloat q[64];
-  GPU_OK(mr_fhd_adjoint(plan, NULL, p.w, q));
+  GPU_OK(mr_fhd_adjoint(plan, NULL, p.w, q, TERR));
   double total = 0;
   for (size_t m = 0; m < p.m; m++)
     total += p.w[m];
@@ -238,19 +238,19 @@ static void cpu_bad_options(void **state) {
   (void)state;
   mr_fhd_plan *plan = NULL;
   mr_fhd_opts o = {.rank = 4, .grid = {4, 4, 4}, .batch = 1};
-  assert_int_equal(mr_fhd_plan_create(gpu_test_cpu(), &o, &plan), MR_EINVAL);
+  assert_int_equal(mr_fhd_plan_create(gpu_test_cpu(), &o, &plan, TERR), MR_EINVAL);
   o.rank = 2;
   o.voxels_per_thread = 12;
-  assert_int_equal(mr_fhd_plan_create(gpu_test_cpu(), &o, &plan), MR_EINVAL);
+  assert_int_equal(mr_fhd_plan_create(gpu_test_cpu(), &o, &plan, TERR), MR_EINVAL);
   o.voxels_per_thread = 0;
   o.kernel = MR_FHD_RECURRENCE;
-  GPU_OK(mr_fhd_plan_create(gpu_test_cpu(), &o, &plan));
+  GPU_OK(mr_fhd_plan_create(gpu_test_cpu(), &o, &plan, TERR));
   float pt[2] = {0, 0};
-  assert_int_equal(mr_fhd_set_voxels(plan, 1, pt), MR_EINVAL);
+  assert_int_equal(mr_fhd_set_voxels(plan, 1, pt, TERR), MR_EINVAL);
   mr_cfloat out[16];
-  assert_int_equal(mr_fhd_adjoint(plan, NULL, NULL, out), MR_EINVAL); /* no trajectory */
+  assert_int_equal(mr_fhd_adjoint(plan, NULL, NULL, out, TERR), MR_EINVAL); /* no trajectory */
   float bad[2] = {NAN, 0};
-  assert_int_equal(mr_fhd_set_points(plan, 1, bad), MR_EINVAL);
+  assert_int_equal(mr_fhd_set_points(plan, 1, bad, TERR), MR_EINVAL);
   mr_fhd_plan_destroy(plan);
 }
 
@@ -304,9 +304,9 @@ static void cuda_points_and_forward(void **state) {
     mr_fhd_plan *plan = plan_for(d, &p, MR_FHD_AUTO, dev ? MR_FHD_SINGLE : MR_FHD_DOUBLE);
     out[dev][0] = malloc(n * p.batch * sizeof(mr_cfloat));
     out[dev][1] = malloc(p.m * p.batch * sizeof(mr_cfloat));
-    GPU_OK(mr_fhd_forward(plan, img, out[dev][1])); /* on the grid */
-    GPU_OK(mr_fhd_set_voxels(plan, n, pts));
-    GPU_OK(mr_fhd_adjoint(plan, p.d, p.w, out[dev][0]));
+    GPU_OK(mr_fhd_forward(plan, img, out[dev][1], TERR)); /* on the grid */
+    GPU_OK(mr_fhd_set_voxels(plan, n, pts, TERR));
+    GPU_OK(mr_fhd_adjoint(plan, p.d, p.w, out[dev][0], TERR));
     mr_fhd_plan_destroy(plan);
   }
   double e_adj = mr_test_rel_error_c(out[1][0], out[0][0], n * p.batch);

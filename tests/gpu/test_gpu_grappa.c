@@ -133,9 +133,9 @@ static void reference(const mr_grappa_opts *o, const mr_cfloat *acs, size_t cs, 
 static mr_cfloat *calibrate(mr_device *dev, const mr_grappa_opts *o, const mr_cfloat *acs,
                             size_t cs) {
   mr_grappa_plan *plan = NULL;
-  GPU_OK(mr_grappa_plan_create(dev, o, &plan));
+  GPU_OK(mr_grappa_plan_create(dev, o, &plan, TERR));
   mr_cfloat *w = malloc(mr_grappa_weights_count(o) * sizeof *w);
-  GPU_OK(mr_grappa_calibrate_host(plan, acs, cs, w));
+  GPU_OK(mr_grappa_calibrate_host(plan, acs, cs, w, TERR));
   mr_grappa_plan_destroy(plan);
   return w;
 }
@@ -247,11 +247,11 @@ static void fills_predictable_data(void **state) {
           for (int x = 0; x < NX; x++)
             data[(c * NY + y) * NX + x] = sampled[y] ? truth[(c * NY + y) * NX + x] : 0;
       mr_grappa_plan *plan;
-      GPU_OK(mr_grappa_plan_create(gpu_test_cpu(), &o, &plan));
+      GPU_OK(mr_grappa_plan_create(gpu_test_cpu(), &o, &plan, TERR));
       mr_cfloat *w = malloc(mr_grappa_weights_count(&o) * sizeof *w);
-      GPU_OK(mr_grappa_calibrate_host(plan, data + a0 * NX, (size_t)NY * NX, w));
+      GPU_OK(mr_grappa_calibrate_host(plan, data + a0 * NX, (size_t)NY * NX, w, TERR));
       size_t filled = 0, missing = 0;
-      GPU_OK(mr_grappa_apply_host(plan, w, sampled, NY, data, &filled));
+      GPU_OK(mr_grappa_apply_host(plan, w, sampled, NY, data, &filled, TERR));
       for (int y = 0; y < NY; y++)
         missing += !sampled[y];
       assert_int_equal(filled, missing);
@@ -332,8 +332,8 @@ static void cpu_fill_matches_definition(void **state) {
                                (size_t)NY * NX);
       mr_grappa_plan *plan;
       size_t filled = 0;
-      GPU_OK(mr_grappa_plan_create(gpu_test_cpu(), &o, &plan));
-      GPU_OK(mr_grappa_apply(plan, w, sampled, NY, got, &filled));
+      GPU_OK(mr_grappa_plan_create(gpu_test_cpu(), &o, &plan, TERR));
+      GPU_OK(mr_grappa_apply(plan, w, sampled, NY, got, &filled, TERR));
       fill_reference(&o, w, sampled, NY, want, want);
       double err = mr_test_rel_error_c(got, want, n);
       print_message("R %d phase %d: CPU fill against the definition rel error %.2e\n", R, phase,
@@ -352,18 +352,18 @@ static void rejects_bad_options(void **state) {
   (void)state;
   mr_grappa_plan *plan = NULL;
   mr_grappa_opts o = mr_grappa_opts_default(4, 64, 12, 4); /* 4 x 5 at R 4 needs 13 lines */
-  assert_int_equal(mr_grappa_plan_create(gpu_test_cpu(), &o, &plan), MR_EINVAL);
-  assert_non_null(strstr(mr_device_last_error(), "13 consecutive ACS lines"));
+  assert_int_equal(mr_grappa_plan_create(gpu_test_cpu(), &o, &plan, TERR), MR_EINVAL);
+  assert_non_null(strstr(mr_test_last_error(), "13 consecutive ACS lines"));
   o = mr_grappa_opts_default(4, 64, 24, 1);
-  assert_int_equal(mr_grappa_plan_create(gpu_test_cpu(), &o, &plan), MR_EINVAL);
+  assert_int_equal(mr_grappa_plan_create(gpu_test_cpu(), &o, &plan, TERR), MR_EINVAL);
   o = mr_grappa_opts_default(4, 64, 24, 4);
   o.segments = 61; /* 60 readout positions */
-  assert_int_equal(mr_grappa_plan_create(gpu_test_cpu(), &o, &plan), MR_EINVAL);
+  assert_int_equal(mr_grappa_plan_create(gpu_test_cpu(), &o, &plan, TERR), MR_EINVAL);
   o = mr_grappa_opts_default(4, 64, 24, 4);
   o.kappa = 1.0f;
-  assert_int_equal(mr_grappa_plan_create(gpu_test_cpu(), &o, &plan), MR_EINVAL);
+  assert_int_equal(mr_grappa_plan_create(gpu_test_cpu(), &o, &plan, TERR), MR_EINVAL);
   o = mr_grappa_opts_default(4, 4, 24, 4);
-  assert_int_equal(mr_grappa_plan_create(gpu_test_cpu(), &o, &plan), MR_EINVAL);
+  assert_int_equal(mr_grappa_plan_create(gpu_test_cpu(), &o, &plan, TERR), MR_EINVAL);
   assert_null(plan);
 }
 
@@ -373,8 +373,9 @@ static void no_signal_is_numeric_failure(mr_device *dev, mr_grappa_method method
   mr_cfloat *acs = calloc((size_t)o.nc * o.nacs * o.nro, sizeof *acs);
   mr_cfloat *w = malloc(mr_grappa_weights_count(&o) * sizeof *w);
   mr_grappa_plan *plan;
-  GPU_OK(mr_grappa_plan_create(dev, &o, &plan));
-  assert_int_equal(mr_grappa_calibrate_host(plan, acs, (size_t)o.nacs * o.nro, w), MR_ENUMERIC);
+  GPU_OK(mr_grappa_plan_create(dev, &o, &plan, TERR));
+  assert_int_equal(mr_grappa_calibrate_host(plan, acs, (size_t)o.nacs * o.nro, w, TERR),
+                   MR_ENUMERIC);
   mr_grappa_plan_destroy(plan);
   free(acs);
   free(w);
@@ -389,9 +390,9 @@ static void tile_step_needs_gpu(void **state) {
   (void)state;
   enum { T = MR_GRAPPA_TILE };
   double *panel = calloc(2 * T * T, sizeof *panel), *inv = calloc(2 * T * T, sizeof *inv);
-  assert_int_equal(mr_grappa_chol_tile(gpu_test_cpu(), T, panel, inv, NULL, NULL, NULL),
+  assert_int_equal(mr_grappa_chol_tile(gpu_test_cpu(), T, panel, inv, NULL, NULL, NULL, TERR),
                    MR_EINVAL);
-  assert_int_equal(mr_grappa_chol_tile(gpu_test_cpu(), T - 1, panel, inv, NULL, NULL, NULL),
+  assert_int_equal(mr_grappa_chol_tile(gpu_test_cpu(), T - 1, panel, inv, NULL, NULL, NULL, TERR),
                    MR_EINVAL);
   free(panel);
   free(inv);
@@ -491,10 +492,10 @@ static void gpu_fill_matches_cpu(void **state) {
                              (size_t)NY * NX);
     size_t filled_cpu, filled_gpu;
     mr_grappa_plan *pc, *pg;
-    GPU_OK(mr_grappa_plan_create(gpu_test_cpu(), &o, &pc));
-    GPU_OK(mr_grappa_plan_create(gpu_test_gpu(), &o, &pg));
-    GPU_OK(mr_grappa_apply_host(pc, w, sampled, NY, cpu, &filled_cpu));
-    GPU_OK(mr_grappa_apply_host(pg, w, sampled, NY, gpu, &filled_gpu));
+    GPU_OK(mr_grappa_plan_create(gpu_test_cpu(), &o, &pc, TERR));
+    GPU_OK(mr_grappa_plan_create(gpu_test_gpu(), &o, &pg, TERR));
+    GPU_OK(mr_grappa_apply_host(pc, w, sampled, NY, cpu, &filled_cpu, TERR));
+    GPU_OK(mr_grappa_apply_host(pg, w, sampled, NY, gpu, &filled_gpu, TERR));
     assert_int_equal(filled_cpu, filled_gpu);
     double err = mr_test_rel_error_c(gpu, cpu, n);
     print_message("fill, %d segment(s): GPU against CPU rel error %.2e\n", segments, err);
@@ -547,7 +548,7 @@ static void tile_step(bool stamped) {
       a[c * ROWS + r] = got[c * ROWS + r] = v;
     }
   GPU_OK(mr_grappa_chol_tile(gpu_test_gpu(), ROWS, (double *)got, (double *)inv, &tile_ms, NULL,
-                             stamped ? phase : NULL));
+                             stamped ? phase : NULL, TERR));
   for (int i = 0; stamped && i < MR_GRAPPA_TILE_PHASES; i++) {
     assert_true(phase[i] >= 0);
     sum += phase[i];
@@ -593,7 +594,7 @@ static void tile_step(bool stamped) {
     for (int r = c; r < ROWS; r++)
       got[c * ROWS + r] = r == c ? -1.0 : 0.0;
   assert_int_equal(mr_grappa_chol_tile(gpu_test_gpu(), ROWS, (double *)got, (double *)inv, NULL,
-                                       NULL, NULL),
+                                       NULL, NULL, TERR),
                    MR_ENUMERIC);
   free(b);
   free(a);

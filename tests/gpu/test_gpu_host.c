@@ -11,13 +11,16 @@
 #include <cmocka.h>
 
 #include "budget.h"
+#include "coil.h"
+#include "fft.h"
+#include "host.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
 
 static void cpu_host_memory(void **state) {
   (void)state;
   void *p = NULL;
-  GPU_OK(mr_host_alloc(gpu_test_cpu(), 1000, &p));
+  GPU_OK(mr_host_alloc(gpu_test_cpu(), 1000, &p, TERR));
   assert_true((uintptr_t)p % 64 == 0);
   memset(p, 0x5a, 1000);
   mr_host_free(gpu_test_cpu(), p);
@@ -31,15 +34,15 @@ static void cpu_budget_counts_host_memory(void **state) {
   mr_budget_set(1 << 20);
   void *p = NULL, *q = NULL;
   mr_buf *b = NULL;
-  GPU_OK(mr_host_alloc(gpu_test_cpu(), 600 << 10, &p));
+  GPU_OK(mr_host_alloc(gpu_test_cpu(), 600 << 10, &p, TERR));
   assert_int_equal(mr_budget_used(), 600 << 10);
-  assert_int_equal(mr_host_alloc(gpu_test_cpu(), 600 << 10, &q), MR_ELIMIT);
-  assert_non_null(strstr(mr_device_last_error(), "memory budget: host memory"));
-  assert_int_equal(mr_buf_create(gpu_test_cpu(), 600 << 10, &b), MR_ELIMIT);
-  assert_non_null(strstr(mr_device_last_error(), "memory budget: a compute buffer on the CPU"));
+  assert_int_equal(mr_host_alloc(gpu_test_cpu(), 600 << 10, &q, TERR), MR_ELIMIT);
+  assert_non_null(strstr(mr_test_last_error(), "memory budget: host memory"));
+  assert_int_equal(mr_buf_create(gpu_test_cpu(), 600 << 10, &b, TERR), MR_ELIMIT);
+  assert_non_null(strstr(mr_test_last_error(), "memory budget: a compute buffer on the CPU"));
   mr_host_free(gpu_test_cpu(), p);
   assert_int_equal(mr_budget_used(), 0);
-  GPU_OK(mr_buf_create(gpu_test_cpu(), 600 << 10, &b));
+  GPU_OK(mr_buf_create(gpu_test_cpu(), 600 << 10, &b, TERR));
   assert_int_equal(mr_budget_used(), 600 << 10);
   mr_buf_destroy(b);
   assert_int_equal(mr_budget_used(), 0);
@@ -51,15 +54,15 @@ static void cuda_pinned_buffers(void **state) {
   mr_device *gpu = gpu_test_gpu();
   const size_t n = (9u << 20) + 77; /* more than one staging slot */
   unsigned char *src, *dst;
-  GPU_OK(mr_host_alloc(gpu, n, (void **)&src));
-  GPU_OK(mr_host_alloc(gpu, n, (void **)&dst));
+  GPU_OK(mr_host_alloc(gpu, n, (void **)&src, TERR));
+  GPU_OK(mr_host_alloc(gpu, n, (void **)&dst, TERR));
   for (size_t i = 0; i < n; i++)
     src[i] = (unsigned char)(i * 13 + i / 509);
   mr_buf *b;
-  GPU_OK(mr_buf_create(gpu, n, &b));
-  GPU_OK(mr_buf_upload(b, 0, src, n));
+  GPU_OK(mr_buf_create(gpu, n, &b, TERR));
+  GPU_OK(mr_buf_upload(b, 0, src, n, TERR));
   memset(src, 0, n); /* the upload has finished with src */
-  GPU_OK(mr_buf_download(b, 0, dst, n));
+  GPU_OK(mr_buf_download(b, 0, dst, n, TERR));
   for (size_t i = 0; i < n; i++)
     if (dst[i] != (unsigned char)(i * 13 + i / 509))
       fail_msg("byte %zu differs", i);
@@ -76,22 +79,22 @@ static void cuda_pinned_operations(void **state) {
   size_t total = (size_t)NX * NY * COILS, bytes = total * sizeof(mr_cfloat);
   mr_fft_opts o = {.rank = 2, .dims = {NX, NY}, .batch = COILS};
   mr_fft_plan *cpu_plan, *gpu_plan;
-  GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &cpu_plan));
-  GPU_OK(mr_fft_plan_create(gpu, &o, &gpu_plan));
+  GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &cpu_plan, TERR));
+  GPU_OK(mr_fft_plan_create(gpu, &o, &gpu_plan, TERR));
   mr_cfloat *in, *out, *ref = malloc(bytes);
-  GPU_OK(mr_host_alloc(gpu, bytes, (void **)&in));
-  GPU_OK(mr_host_alloc(gpu, bytes, (void **)&out));
+  GPU_OK(mr_host_alloc(gpu, bytes, (void **)&in, TERR));
+  GPU_OK(mr_host_alloc(gpu, bytes, (void **)&out, TERR));
   gpu_test_random(in, total, 21);
-  GPU_OK(mr_fft_execute(cpu_plan, MR_FFT_BACKWARD, in, ref));
-  GPU_OK(mr_fft_execute_host(gpu_plan, MR_FFT_BACKWARD, in, out));
+  GPU_OK(mr_fft_execute(cpu_plan, MR_FFT_BACKWARD, in, ref, TERR));
+  GPU_OK(mr_fft_execute_host(gpu_plan, MR_FFT_BACKWARD, in, out, TERR));
   assert_true(mr_test_rel_error_c(out, ref, total) < 1e-5);
-  GPU_OK(mr_fft_execute_host(gpu_plan, MR_FFT_BACKWARD, in, in)); /* in place */
+  GPU_OK(mr_fft_execute_host(gpu_plan, MR_FFT_BACKWARD, in, in, TERR)); /* in place */
   assert_true(mr_test_rel_error_c(in, ref, total) < 1e-5);
 
   float *rss = malloc(sizeof(float) * NX * NY), *rss_pinned;
-  GPU_OK(mr_host_alloc(gpu, sizeof(float) * NX * NY, (void **)&rss_pinned));
-  GPU_OK(mr_coil_rss(gpu_test_cpu(), ref, COILS, (size_t)NX * NY, rss));
-  GPU_OK(mr_coil_rss_host(gpu, in, COILS, (size_t)NX * NY, rss_pinned));
+  GPU_OK(mr_host_alloc(gpu, sizeof(float) * NX * NY, (void **)&rss_pinned, TERR));
+  GPU_OK(mr_coil_rss(gpu_test_cpu(), ref, COILS, (size_t)NX * NY, rss, TERR));
+  GPU_OK(mr_coil_rss_host(gpu, in, COILS, (size_t)NX * NY, rss_pinned, TERR));
   assert_true(mr_test_rel_error_f(rss_pinned, rss, (size_t)NX * NY) < 1e-5);
 
   mr_host_free(gpu, in);
@@ -115,17 +118,17 @@ enum { CH = 5, LINES = 40, SAMPLES = 96, FIRST = 7, RUN = 12 };
 static void upload_run(mr_device *dev, const unsigned char *src) {
   size_t pitch = LINES * SAMPLES, bytes = CH * pitch;
   mr_buf *b;
-  GPU_OK(mr_buf_create(dev, bytes, &b));
+  GPU_OK(mr_buf_create(dev, bytes, &b, TERR));
   unsigned char *zero = calloc(bytes, 1);
-  GPU_OK(mr_buf_upload(b, 0, zero, bytes));
-  GPU_OK(mr_buf_upload_rows(b, FIRST * SAMPLES, pitch, src + FIRST * SAMPLES, pitch,
-                            RUN * SAMPLES, CH));
+  GPU_OK(mr_buf_upload(b, 0, zero, bytes, TERR));
+  GPU_OK(mr_buf_upload_rows(b, FIRST * SAMPLES, pitch, src + FIRST * SAMPLES, pitch, RUN * SAMPLES,
+                            CH, TERR));
   unsigned char *got = gpu_test_download(b);
   for (size_t i = 0; i < bytes; i++) {
     size_t line = i % pitch / SAMPLES;
     assert_int_equal(got[i], line >= FIRST && line < FIRST + RUN ? src[i] : 0);
   }
-  assert_int_equal(mr_buf_upload_rows(b, 0, pitch, src, pitch, pitch + 1, 1), MR_EINVAL);
+  assert_int_equal(mr_buf_upload_rows(b, 0, pitch, src, pitch, pitch + 1, 1, TERR), MR_EINVAL);
   free(got);
   free(zero);
   mr_buf_destroy(b);
@@ -138,16 +141,16 @@ static void download_run(mr_device *dev, unsigned char *dst) {
   unsigned char *src = malloc(bytes);
   fill(src, bytes);
   mr_buf *b;
-  GPU_OK(mr_buf_create(dev, bytes, &b));
-  GPU_OK(mr_buf_upload(b, 0, src, bytes));
+  GPU_OK(mr_buf_create(dev, bytes, &b, TERR));
+  GPU_OK(mr_buf_upload(b, 0, src, bytes, TERR));
   memset(dst, 0, bytes);
   GPU_OK(mr_buf_download_rows(b, FIRST * SAMPLES, pitch, dst + FIRST * SAMPLES, pitch,
-                              RUN * SAMPLES, CH));
+                              RUN * SAMPLES, CH, TERR));
   for (size_t i = 0; i < bytes; i++) {
     size_t line = i % pitch / SAMPLES;
     assert_int_equal(dst[i], line >= FIRST && line < FIRST + RUN ? src[i] : 0);
   }
-  assert_int_equal(mr_buf_download_rows(b, 0, pitch, dst, pitch, pitch + 1, 1), MR_EINVAL);
+  assert_int_equal(mr_buf_download_rows(b, 0, pitch, dst, pitch, pitch + 1, 1, TERR), MR_EINVAL);
   free(src);
   mr_buf_destroy(b);
 }
@@ -166,7 +169,7 @@ static void cuda_upload_rows(void **state) {
   (void)state;
   mr_device *gpu = gpu_test_gpu();
   unsigned char *pinned, *pageable = malloc(CH * LINES * SAMPLES);
-  GPU_OK(mr_host_alloc(gpu, CH * LINES * SAMPLES, (void **)&pinned));
+  GPU_OK(mr_host_alloc(gpu, CH * LINES * SAMPLES, (void **)&pinned, TERR));
   fill(pinned, CH * LINES * SAMPLES);
   fill(pageable, CH * LINES * SAMPLES);
   upload_run(gpu, pinned);
@@ -184,18 +187,18 @@ static void cuda_pinned_blocks_are_reused(void **state) {
   mr_device *gpu = gpu_test_gpu();
   const size_t n = 3u << 20;
   void *a, *b, *c;
-  GPU_OK(mr_host_alloc(gpu, n, &a));
+  GPU_OK(mr_host_alloc(gpu, n, &a, TERR));
   mr_host_free(gpu, a);
-  GPU_OK(mr_host_alloc(gpu, n - 1000, &b));
+  GPU_OK(mr_host_alloc(gpu, n - 1000, &b, TERR));
   assert_ptr_equal(a, b);
   assert_true((uintptr_t)b % 64 == 0);
   memset(b, 1, n - 1000);
   mr_buf *d;
-  GPU_OK(mr_buf_create(gpu, n - 1000, &d));
-  GPU_OK(mr_buf_upload(d, 0, b, n - 1000)); /* the pinned path */
+  GPU_OK(mr_buf_create(gpu, n - 1000, &d, TERR));
+  GPU_OK(mr_buf_upload(d, 0, b, n - 1000, TERR)); /* the pinned path */
   mr_buf_destroy(d);
   mr_host_free(gpu, b);
-  GPU_OK(mr_host_alloc(gpu, n / 4, &c)); /* would waste most of b's block */
+  GPU_OK(mr_host_alloc(gpu, n / 4, &c, TERR)); /* would waste most of b's block */
   assert_ptr_not_equal(c, b);
   mr_host_free(gpu, c);
 }

@@ -85,13 +85,13 @@ static void run(mr_nufft_plan *plan, mr_device *dev, int how, mr_nufft_direction
   for (size_t i = 0; i < nout; i++)
     out[i] = NAN;
   if (how == HOST_MEMORY || !mr_device_is_gpu(dev)) {
-    GPU_OK(mr_nufft_execute_host(plan, dir, in, out));
+    GPU_OK(mr_nufft_execute_host(plan, dir, in, out, TERR));
     return;
   }
   mr_buf *a = gpu_test_upload(dev, in, nin * sizeof *in);
   mr_buf *b = gpu_test_upload(dev, out, nout * sizeof *out);
-  GPU_OK(mr_nufft_execute(plan, dir, mr_buf_data(a), mr_buf_data(b)));
-  GPU_OK(mr_buf_download(b, 0, out, nout * sizeof *out));
+  GPU_OK(mr_nufft_execute(plan, dir, mr_buf_data(a), mr_buf_data(b), TERR));
+  GPU_OK(mr_buf_download(b, 0, out, nout * sizeof *out, TERR));
   mr_buf_destroy(a);
   mr_buf_destroy(b);
 }
@@ -124,16 +124,16 @@ static void matches_dft(mr_device *dev, int how) {
                            .tol = tols[i],
                            .upsampling = upsamplings[u]};
         mr_nufft_plan *plan = NULL;
-        int rc = mr_nufft_plan_create(dev, &o, &plan);
+        int rc = mr_nufft_plan_create(dev, &o, &plan, TERR);
         if (rc == MR_EINVAL && upsamplings[u] < 2 && tols[i] < 1e-5) {
           /* single precision does not reach it on this grid: said, not run */
           print_message("%dD tol %.0e, sigma %.2f: refused (%s)\n", s->rank, tols[i],
-                        upsamplings[u], mr_device_last_error());
+                        upsamplings[u], mr_test_last_error());
           assert_null(plan);
           continue;
         }
         GPU_OK(rc);
-        GPU_OK(mr_nufft_set_points(plan, s->npoints, p.k));
+        GPU_OK(mr_nufft_set_points(plan, s->npoints, p.k, TERR));
         mr_nufft_info info;
         mr_nufft_info_get(plan, &info);
         double err = both_directions(&p, plan, dev, how);
@@ -166,8 +166,8 @@ static void dense_centre(mr_device *dev, int how) {
   free(k);
   mr_nufft_opts o = {.rank = 2, .dims = {32, 32}, .batch = s.batch, .tol = 1e-5};
   mr_nufft_plan *plan;
-  GPU_OK(mr_nufft_plan_create(dev, &o, &plan));
-  GPU_OK(mr_nufft_set_points(plan, s.npoints, p.k));
+  GPU_OK(mr_nufft_plan_create(dev, &o, &plan, TERR));
+  GPU_OK(mr_nufft_set_points(plan, s.npoints, p.k, TERR));
   double err = both_directions(&p, plan, dev, how);
   print_message("radial %d x %d: rel error %.2e\n", SPOKES, SAMPLES, err);
   assert_true(err <= 1e-5);
@@ -209,8 +209,8 @@ static void coil_scales(mr_device *dev, int how) {
     mr_nufft_opts o = {.rank = 3, .dims = {12, 12, 12}, .batch = 3, .tol = coil_tols[t],
                        .upsampling = 2.0};
     mr_nufft_plan *plan;
-    GPU_OK(mr_nufft_plan_create(dev, &o, &plan));
-    GPU_OK(mr_nufft_set_points(plan, POINTS, p.k));
+    GPU_OK(mr_nufft_plan_create(dev, &o, &plan, TERR));
+    GPU_OK(mr_nufft_set_points(plan, POINTS, p.k, TERR));
     mr_nufft_info info;
     mr_nufft_info_get(plan, &info);
     run(plan, dev, how, MR_NUFFT_ADJOINT, p.samples, POINTS * s.batch, img, npix * s.batch);
@@ -243,17 +243,17 @@ static void points_replaced(void **state) {
   mr_nufft_opts o = {.rank = 2, .dims = {s->dims[0], s->dims[1]}, .batch = s->batch,
                      .tol = 1e-4};
   mr_nufft_plan *plan;
-  GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &plan));
+  GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &plan, TERR));
   float *other = malloc(s->npoints * 2 * sizeof *other);
   nufft_test_random_points(other, s->npoints, 2, 99);
-  GPU_OK(mr_nufft_set_points(plan, s->npoints, other));
-  GPU_OK(mr_nufft_set_points(plan, s->npoints, p.k));
+  GPU_OK(mr_nufft_set_points(plan, s->npoints, other, TERR));
+  GPU_OK(mr_nufft_set_points(plan, s->npoints, p.k, TERR));
   assert_true(both_directions(&p, plan, gpu_test_cpu(), HOST_MEMORY) <= 1e-4);
 
   size_t nimg = pixels(s) * s->batch;
   mr_cfloat *img = malloc(nimg * sizeof *img);
-  GPU_OK(mr_nufft_set_points(plan, 0, NULL));
-  GPU_OK(mr_nufft_execute_host(plan, MR_NUFFT_ADJOINT, NULL, img));
+  GPU_OK(mr_nufft_set_points(plan, 0, NULL, TERR));
+  GPU_OK(mr_nufft_execute_host(plan, MR_NUFFT_ADJOINT, NULL, img, TERR));
   for (size_t i = 0; i < nimg; i++)
     assert_true(img[i] == 0);
   mr_nufft_info info;
@@ -273,28 +273,28 @@ static void bad_arguments(void **state) {
   mr_nufft_opts tol0 = {.rank = 2, .dims = {8, 8}, .batch = 1, .tol = 0};
   mr_nufft_opts sigma3 = {.rank = 2, .dims = {8, 8}, .batch = 1, .tol = 1e-3, .upsampling = 3};
   mr_nufft_opts nobatch = {.rank = 2, .dims = {8, 8}, .batch = 0, .tol = 1e-3};
-  assert_int_equal(mr_nufft_plan_create(cpu, &rank1, &plan), MR_EINVAL);
-  assert_int_equal(mr_nufft_plan_create(cpu, &tol0, &plan), MR_EINVAL);
-  assert_non_null(strstr(mr_device_last_error(), "tolerance"));
-  assert_int_equal(mr_nufft_plan_create(cpu, &sigma3, &plan), MR_EINVAL);
-  assert_int_equal(mr_nufft_plan_create(cpu, &nobatch, &plan), MR_EINVAL);
+  assert_int_equal(mr_nufft_plan_create(cpu, &rank1, &plan, TERR), MR_EINVAL);
+  assert_int_equal(mr_nufft_plan_create(cpu, &tol0, &plan, TERR), MR_EINVAL);
+  assert_non_null(strstr(mr_test_last_error(), "tolerance"));
+  assert_int_equal(mr_nufft_plan_create(cpu, &sigma3, &plan, TERR), MR_EINVAL);
+  assert_int_equal(mr_nufft_plan_create(cpu, &nobatch, &plan, TERR), MR_EINVAL);
   mr_nufft_opts tune3 = {.rank = 2, .dims = {8, 8}, .batch = 1, .tol = 1e-3, .tune_for = 3};
-  assert_int_equal(mr_nufft_plan_create(cpu, &tune3, &plan), MR_EINVAL);
+  assert_int_equal(mr_nufft_plan_create(cpu, &tune3, &plan, TERR), MR_EINVAL);
   assert_null(plan);
 
   mr_nufft_opts ok = {.rank = 2, .dims = {8, 8}, .batch = 1, .tol = 1e-3};
-  GPU_OK(mr_nufft_plan_create(cpu, &ok, &plan));
+  GPU_OK(mr_nufft_plan_create(cpu, &ok, &plan, TERR));
   mr_cfloat img[64], smp[2] = {1, 1};
-  assert_int_equal(mr_nufft_execute_host(plan, MR_NUFFT_ADJOINT, smp, img), MR_EINVAL);
-  assert_non_null(strstr(mr_device_last_error(), "set_points"));
+  assert_int_equal(mr_nufft_execute_host(plan, MR_NUFFT_ADJOINT, smp, img, TERR), MR_EINVAL);
+  assert_non_null(strstr(mr_test_last_error(), "set_points"));
   float bad[4] = {0.1f, 0.2f, NAN, 0.0f};
-  assert_int_equal(mr_nufft_set_points(plan, 2, bad), MR_EINVAL);
-  assert_int_equal(mr_nufft_execute_host(plan, MR_NUFFT_ADJOINT, smp, img), MR_EINVAL);
+  assert_int_equal(mr_nufft_set_points(plan, 2, bad, TERR), MR_EINVAL);
+  assert_int_equal(mr_nufft_execute_host(plan, MR_NUFFT_ADJOINT, smp, img, TERR), MR_EINVAL);
   float fine[4] = {0.1f, 0.2f, 0.3f, 0.0f};
-  GPU_OK(mr_nufft_set_points(plan, 2, fine));
-  assert_int_equal(mr_nufft_execute_host(plan, 3, smp, img), MR_EINVAL);
+  GPU_OK(mr_nufft_set_points(plan, 2, fine, TERR));
+  assert_int_equal(mr_nufft_execute_host(plan, 3, smp, img, TERR), MR_EINVAL);
   float w[2];
-  assert_int_equal(mr_density_pipe_menon(plan, 0, w), MR_EINVAL);
+  assert_int_equal(mr_density_pipe_menon(plan, 0, w, TERR), MR_EINVAL);
   mr_nufft_plan_destroy(plan);
 }
 
@@ -311,10 +311,10 @@ static void density_cartesian(void **state) {
     }
   mr_nufft_opts o = {.rank = 2, .dims = {N, N}, .batch = 1, .tol = 1e-4};
   mr_nufft_plan *plan;
-  GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &plan));
-  GPU_OK(mr_nufft_set_points(plan, N * N, k));
+  GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &plan, TERR));
+  GPU_OK(mr_nufft_set_points(plan, N * N, k, TERR));
   float w[N * N];
-  GPU_OK(mr_density_pipe_menon(plan, 30, w));
+  GPU_OK(mr_density_pipe_menon(plan, 30, w, TERR));
   double worst = 0;
   for (int y = 4; y < N - 4; y++)
     for (int x = 4; x < N - 4; x++) {
@@ -334,7 +334,7 @@ static void density_radial(void **state) {
   size_t n = SPOKES * SAMPLES;
   float *k = malloc(n * 2 * sizeof *k), *pm = malloc(n * sizeof *pm), *an = malloc(n * sizeof *an);
   nufft_test_radial_points(k, SPOKES, SAMPLES);
-  GPU_OK(mr_density_radial(2, n, k, SPOKES, 1.0 / SAMPLES, an));
+  GPU_OK(mr_density_radial(2, n, k, SPOKES, 1.0 / SAMPLES, an, TERR));
   double area = 0;
   for (size_t j = 0; j < n; j++)
     area += an[j];
@@ -343,9 +343,9 @@ static void density_radial(void **state) {
 
   mr_nufft_opts o = {.rank = 2, .dims = {N, N}, .batch = 1, .tol = 1e-4};
   mr_nufft_plan *plan;
-  GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &plan));
-  GPU_OK(mr_nufft_set_points(plan, n, k));
-  GPU_OK(mr_density_pipe_menon(plan, 30, pm));
+  GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &plan, TERR));
+  GPU_OK(mr_nufft_set_points(plan, n, k, TERR));
+  GPU_OK(mr_density_pipe_menon(plan, 30, pm, TERR));
   double num = 0, den = 0;
   for (size_t j = 0; j < n; j++) {
     double r = hypot(k[2 * j], k[2 * j + 1]);
@@ -357,7 +357,7 @@ static void density_radial(void **state) {
   print_message("radial: Pipe-Menon vs analytic at 0.1 < |k| < 0.4: rel %.3f\n", sqrt(num / den));
   assert_true(sqrt(num / den) < 0.05);
   float w3[1];
-  assert_int_equal(mr_density_radial(1, 1, k, 1, 0.1, w3), MR_EINVAL);
+  assert_int_equal(mr_density_radial(1, 1, k, 1, 0.1, w3, TERR), MR_EINVAL);
   mr_nufft_plan_destroy(plan);
   free(k);
   free(pm);
@@ -377,8 +377,8 @@ static void automatic_upsampling_meets_tol(void **state) {
       mr_nufft_opts at125 = o;
       at125.upsampling = 1.25;
       mr_nufft_plan *plan = NULL, *fixed = NULL;
-      GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &plan));
-      int rc125 = mr_nufft_plan_create(gpu_test_cpu(), &at125, &fixed);
+      GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &plan, TERR));
+      int rc125 = mr_nufft_plan_create(gpu_test_cpu(), &at125, &fixed, TERR);
       mr_nufft_info info;
       mr_nufft_info_get(plan, &info);
       print_message("%dD tol %.0e: upsampling %.2f, floor %.1e (1.25 %s)\n", rank, sweep[i],
@@ -406,7 +406,7 @@ static void middle_upsampling_keeps_width(void **state) {
     mr_nufft_opts o = {.rank = 3, .dims = {s->dims[0], s->dims[1], s->dims[2]},
                        .batch = s->batch, .tol = sweep[i]};
     mr_nufft_plan *automatic, *at2, *middle;
-    GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &automatic));
+    GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &automatic, TERR));
     double sigma = 0;
     for (int c = 0; c < automatic->ncandidates; c++)
       if (automatic->candidates[c] > 1.25 && automatic->candidates[c] < 2.0)
@@ -414,10 +414,10 @@ static void middle_upsampling_keeps_width(void **state) {
     mr_nufft_plan_destroy(automatic);
     assert_true(sigma > 1.25);
     o.upsampling = 2.0;
-    GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &at2));
+    GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &at2, TERR));
     o.upsampling = sigma;
-    GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &middle));
-    GPU_OK(mr_nufft_set_points(middle, s->npoints, p.k));
+    GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &middle, TERR));
+    GPU_OK(mr_nufft_set_points(middle, s->npoints, p.k, TERR));
     mr_nufft_info i2, im;
     mr_nufft_info_get(at2, &i2);
     mr_nufft_info_get(middle, &im);
@@ -467,7 +467,7 @@ static void crowded_bins_cut_small(void **state) {
   enum { SPOKES = 30, SAMPLES = 256, RANDOM = 5000 };
   mr_nufft_opts o = {.rank = 2, .dims = {128, 128}, .batch = 1, .tol = 1e-4, .upsampling = 2.0};
   mr_nufft_plan *plan;
-  GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &plan));
+  GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &plan, TERR));
   float *k = malloc(2 * (RANDOM > SPOKES * SAMPLES ? RANDOM : SPOKES * SAMPLES) * sizeof *k);
   for (int radial = 0; radial < 2; radial++) {
     size_t n = radial ? SPOKES * SAMPLES : RANDOM;
@@ -477,8 +477,8 @@ static void crowded_bins_cut_small(void **state) {
       nufft_test_random_points(k, n, 2, 17);
     size_t piece = mr_nufft_sub_entries(&plan->geom, n), largest = 0;
     mr_nufft_points pts = {0};
-    GPU_OK(mr_nufft_points_build(&plan->geom, n, k, piece, mr_device_threads(gpu_test_cpu()),
-                                 &pts));
+    GPU_OK(mr_nufft_points_build(&plan->geom, n, k, piece, mr_device_threads(gpu_test_cpu()), &pts,
+                                 TERR));
     for (size_t s = 0; s < pts.nsubs; s++) {
       size_t e = (size_t)(pts.subs[s][2] - pts.subs[s][1]);
       largest = e > largest ? e : largest;
@@ -511,8 +511,8 @@ static void cuda_host_memory(void **state) {
   mr_nufft_opts o = {.rank = 3, .dims = {s->dims[0], s->dims[1], s->dims[2]},
                      .batch = s->batch, .tol = 1e-4};
   mr_nufft_plan *plan;
-  GPU_OK(mr_nufft_plan_create(gpu_test_gpu(), &o, &plan));
-  GPU_OK(mr_nufft_set_points(plan, s->npoints, p.k));
+  GPU_OK(mr_nufft_plan_create(gpu_test_gpu(), &o, &plan, TERR));
+  GPU_OK(mr_nufft_set_points(plan, s->npoints, p.k, TERR));
   assert_true(both_directions(&p, plan, gpu_test_gpu(), HOST_MEMORY) <= 1e-4);
   mr_nufft_plan_destroy(plan);
   problem_free(&p);
@@ -538,12 +538,12 @@ static void cuda_pipe_menon_matches_cpu(void **state) {
   nufft_test_radial_points(k, SPOKES, SAMPLES);
   mr_nufft_opts o = {.rank = 2, .dims = {N, N}, .batch = 1, .tol = 1e-4, .upsampling = 2.0};
   mr_nufft_plan *cpu, *gpu;
-  GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &cpu));
-  GPU_OK(mr_nufft_plan_create(gpu_test_gpu(), &o, &gpu));
-  GPU_OK(mr_nufft_set_points(cpu, n, k));
-  GPU_OK(mr_nufft_set_points(gpu, n, k));
-  GPU_OK(mr_density_pipe_menon(cpu, 20, wc));
-  GPU_OK(mr_density_pipe_menon(gpu, 20, wg));
+  GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &cpu, TERR));
+  GPU_OK(mr_nufft_plan_create(gpu_test_gpu(), &o, &gpu, TERR));
+  GPU_OK(mr_nufft_set_points(cpu, n, k, TERR));
+  GPU_OK(mr_nufft_set_points(gpu, n, k, TERR));
+  GPU_OK(mr_density_pipe_menon(cpu, 20, wc, TERR));
+  GPU_OK(mr_density_pipe_menon(gpu, 20, wg, TERR));
   double err = mr_test_rel_error_f(wg, wc, n);
   print_message("Pipe-Menon GPU vs CPU: rel %.2e\n", err);
   assert_true(err < 1e-4);
@@ -666,25 +666,25 @@ static void cuda_points_match_host(void **state) {
     size_t n = cases[c].n;
     float *k = test_positions(cases[c].kind, o.rank, n);
     mr_nufft_plan *plan;
-    GPU_OK(mr_nufft_plan_create(gpu, &o, &plan));
+    GPU_OK(mr_nufft_plan_create(gpu, &o, &plan, TERR));
     mr_nufft_points host = {0}, dev = {0};
     GPU_OK(mr_nufft_points_build(&plan->geom, n, k, mr_nufft_sub_entries(&plan->geom, n),
-                                 mr_device_threads(gpu), &host));
+                                 mr_device_threads(gpu), &host, TERR));
     size_t bytes = (n > 0 ? n : 1) * (size_t)o.rank * sizeof *k;
     for (int from = 0; from < 3; from++) { /* pageable host, pinned host, device */
       mr_buf *kd = NULL;
       void *pinned = NULL;
       if (from == 2) {
         kd = gpu_test_upload(gpu, k, bytes);
-        GPU_OK(mr_nufft_set_points_device(plan, n, mr_buf_data(kd)));
+        GPU_OK(mr_nufft_set_points_device(plan, n, mr_buf_data(kd), TERR));
       } else if (from == 1) {
-        GPU_OK(mr_host_alloc(gpu, bytes, &pinned));
+        GPU_OK(mr_host_alloc(gpu, bytes, &pinned, TERR));
         memcpy(pinned, k, bytes);
-        GPU_OK(mr_nufft_set_points(plan, n, pinned));
+        GPU_OK(mr_nufft_set_points(plan, n, pinned, TERR));
       } else {
-        GPU_OK(mr_nufft_set_points(plan, n, k));
+        GPU_OK(mr_nufft_set_points(plan, n, k, TERR));
       }
-      GPU_OK(mr_nufft_cuda_points_download(plan, &dev));
+      GPU_OK(mr_nufft_cuda_points_download(plan, &dev, TERR));
       print_message("%dD kind %d, %zu points, sigma %.2f: %zu entries, %zu bins, %zu subproblems "
                     "(host %zu, %zu)\n", o.rank, cases[c].kind, n, o.upsampling, dev.nentries,
                     dev.nbins, dev.nsubs, host.nentries, host.nsubs);
@@ -719,8 +719,8 @@ static void cuda_matches_cpu(void **state) {
     mr_device *devs[2] = {gpu_test_cpu(), gpu_test_gpu()};
     for (int d = 0; d < 2; d++) {
       mr_nufft_plan *plan;
-      GPU_OK(mr_nufft_plan_create(devs[d], &o, &plan));
-      GPU_OK(mr_nufft_set_points(plan, s->npoints, k));
+      GPU_OK(mr_nufft_plan_create(devs[d], &o, &plan, TERR));
+      GPU_OK(mr_nufft_set_points(plan, s->npoints, k, TERR));
       out[d][0] = malloc(nimg * sizeof(mr_cfloat));
       out[d][1] = malloc(nsmp * sizeof(mr_cfloat));
       run(plan, devs[d], DEVICE_POINTERS, MR_NUFFT_ADJOINT, smp, nsmp, out[d][0], nimg);
@@ -747,19 +747,19 @@ static void cuda_bad_points(void **state) {
   (void)state;
   mr_nufft_opts o = {.rank = 2, .dims = {16, 16}, .batch = 1, .tol = 1e-4, .upsampling = 2.0};
   mr_nufft_plan *plan;
-  GPU_OK(mr_nufft_plan_create(gpu_test_gpu(), &o, &plan));
+  GPU_OK(mr_nufft_plan_create(gpu_test_gpu(), &o, &plan, TERR));
   float k[600];
   nufft_test_random_points(k, 300, 2, 5);
   k[377] = NAN;
-  assert_int_equal(mr_nufft_set_points(plan, 300, k), MR_EINVAL);
-  assert_non_null(strstr(mr_device_last_error(), "not finite"));
+  assert_int_equal(mr_nufft_set_points(plan, 300, k, TERR), MR_EINVAL);
+  assert_non_null(strstr(mr_test_last_error(), "not finite"));
   k[377] = INFINITY;
-  assert_int_equal(mr_nufft_set_points(plan, 300, k), MR_EINVAL);
+  assert_int_equal(mr_nufft_set_points(plan, 300, k, TERR), MR_EINVAL);
   mr_cfloat smp[300] = {0}, img[256];
-  assert_int_equal(mr_nufft_execute_host(plan, MR_NUFFT_ADJOINT, smp, img), MR_EINVAL);
+  assert_int_equal(mr_nufft_execute_host(plan, MR_NUFFT_ADJOINT, smp, img, TERR), MR_EINVAL);
   k[377] = 0.25f;
-  GPU_OK(mr_nufft_set_points(plan, 300, k));
-  GPU_OK(mr_nufft_execute_host(plan, MR_NUFFT_ADJOINT, smp, img));
+  GPU_OK(mr_nufft_set_points(plan, 300, k, TERR));
+  GPU_OK(mr_nufft_execute_host(plan, MR_NUFFT_ADJOINT, smp, img, TERR));
   mr_nufft_plan_destroy(plan);
 }
 
@@ -773,15 +773,15 @@ static void cuda_automatic_upsampling(void **state) {
   problem_make(&p, &s, NULL, 21);
   mr_nufft_opts o = {.rank = 2, .dims = {48, 40}, .batch = 2, .tol = 1e-4};
   mr_nufft_plan *first, *second;
-  GPU_OK(mr_nufft_plan_create(gpu_test_gpu(), &o, &first));
-  GPU_OK(mr_nufft_set_points(first, s.npoints, p.k));
+  GPU_OK(mr_nufft_plan_create(gpu_test_gpu(), &o, &first, TERR));
+  GPU_OK(mr_nufft_set_points(first, s.npoints, p.k, TERR));
   mr_nufft_info a, b;
   mr_nufft_info_get(first, &a);
   assert_true(a.upsampling >= 1.25 && a.upsampling <= 2.0);
   double err = both_directions(&p, first, gpu_test_gpu(), DEVICE_POINTERS);
   print_message("automatic: upsampling %.2f, rel error %.2e\n", a.upsampling, err);
   assert_true(err <= 1e-4);
-  GPU_OK(mr_nufft_plan_create(gpu_test_gpu(), &o, &second));
+  GPU_OK(mr_nufft_plan_create(gpu_test_gpu(), &o, &second, TERR));
   mr_nufft_info_get(second, &b);
   assert_true(b.upsampling == a.upsampling);
   assert_int_equal(b.grid[0], a.grid[0]);
@@ -789,8 +789,8 @@ static void cuda_automatic_upsampling(void **state) {
   mr_nufft_plan_destroy(second);
   /* tuned for type 1 alone: measured apart, and still right both ways */
   o.tune_for = MR_NUFFT_ADJOINT;
-  GPU_OK(mr_nufft_plan_create(gpu_test_gpu(), &o, &first));
-  GPU_OK(mr_nufft_set_points(first, s.npoints, p.k));
+  GPU_OK(mr_nufft_plan_create(gpu_test_gpu(), &o, &first, TERR));
+  GPU_OK(mr_nufft_set_points(first, s.npoints, p.k, TERR));
   mr_nufft_info_get(first, &a);
   err = both_directions(&p, first, gpu_test_gpu(), DEVICE_POINTERS);
   print_message("automatic for type 1: upsampling %.2f, rel error %.2e\n", a.upsampling, err);

@@ -33,7 +33,7 @@ static mr_pool *fake_pool(int n, const char *gpus, size_t memory) {
 
 static int load_of(mr_device *dev) {
   mr_device_info info;
-  GPU_OK(mr_device_info_get(dev, &info));
+  GPU_OK(mr_device_info_get(dev, &info, TERR));
   return info.load;
 }
 
@@ -77,8 +77,8 @@ static void fake_least_loaded(void **state) {
   assert_int_equal(mr_device_gpu_index(d), 2);
   assert_int_equal(mr_device_ordinal(d), 2);
   char *json, *text;
-  GPU_OK(mr_pool_describe(pool, MR_POOL_JSON, &json));
-  GPU_OK(mr_pool_describe(pool, MR_POOL_TEXT, &text));
+  GPU_OK(mr_pool_describe(pool, MR_POOL_JSON, &json, TERR));
+  GPU_OK(mr_pool_describe(pool, MR_POOL_TEXT, &text, TERR));
   assert_non_null(strstr(json, "{\"devices\":[{\"kind\":\"fake\",\"index\":0,"));
   assert_non_null(strstr(json, "{\"kind\":\"fake\",\"index\":2,"));
   assert_non_null(strstr(json, "\"kind\":\"cpu\",\"index\":-1"));
@@ -102,19 +102,19 @@ static void fake_memory_per_device(void **state) {
   GPU_OK(mr_pool_acquire(pool, "0", &a, NULL));
   GPU_OK(mr_pool_acquire(pool, "1", &b, NULL));
   mr_buf *big, *more = NULL, *there;
-  GPU_OK(mr_buf_create(a, 768 << 10, &big));
-  assert_int_equal(mr_buf_create(a, 512 << 10, &more), MR_EDEVMEM);
+  GPU_OK(mr_buf_create(a, 768 << 10, &big, TERR));
+  assert_int_equal(mr_buf_create(a, 512 << 10, &more, TERR), MR_EDEVMEM);
   assert_null(more);
-  assert_non_null(strstr(mr_device_last_error(), "fake GPU 0"));
+  assert_non_null(strstr(mr_test_last_error(), "fake GPU 0"));
   mr_device_info info;
   GPU_OK(mr_pool_gpu_info(pool, 0, &info));
   assert_int_equal(info.mem_total, 1 << 20);
   assert_int_equal(info.mem_free, 256 << 10);
-  GPU_OK(mr_buf_create(b, 512 << 10, &there));
+  GPU_OK(mr_buf_create(b, 512 << 10, &there, TERR));
   mr_buf_destroy(big);
   GPU_OK(mr_pool_gpu_info(pool, 0, &info));
   assert_int_equal(info.mem_free, 1 << 20);
-  GPU_OK(mr_buf_create(a, 512 << 10, &more));
+  GPU_OK(mr_buf_create(a, 512 << 10, &more, TERR));
   mr_buf_destroy(more);
   mr_buf_destroy(there);
   mr_pool_release(pool, a);
@@ -122,8 +122,9 @@ static void fake_memory_per_device(void **state) {
   mr_pool_destroy(pool);
 }
 
-static int count_task(mr_device *dev, void *arg) {
+static int count_task(mr_device *dev, void *arg, mr_err *err) {
   (void)dev;
+  (void)err;
   ++*(int *)arg;
   return 0;
 }
@@ -136,26 +137,26 @@ static void fake_faults(void **state) {
   mr_device *a, *b;
   GPU_OK(mr_pool_acquire(pool, "0", &a, NULL));
   GPU_OK(mr_pool_acquire(pool, "1", &b, NULL));
-  GPU_OK(mr_pool_fake_fault(pool, 0, 2, MR_EDEVICE));
+  GPU_OK(mr_pool_fake_fault(pool, 0, 2, MR_EDEVICE, TERR));
   int ran = 0;
-  GPU_OK(mr_device_run(a, count_task, &ran));
-  GPU_OK(mr_device_run(a, count_task, &ran));
-  assert_int_equal(mr_device_run(a, count_task, &ran), MR_EDEVICE);
-  assert_non_null(strstr(mr_device_last_error(), "fake GPU 0: injected fault"));
+  GPU_OK(mr_device_run(a, count_task, &ran, TERR));
+  GPU_OK(mr_device_run(a, count_task, &ran, TERR));
+  assert_int_equal(mr_device_run(a, count_task, &ran, TERR), MR_EDEVICE);
+  assert_non_null(strstr(mr_test_last_error(), "fake GPU 0: injected fault"));
   mr_buf *buf = NULL;
-  assert_int_equal(mr_buf_create(a, 16, &buf), MR_EDEVICE);
-  GPU_OK(mr_device_run(b, count_task, &ran));
+  assert_int_equal(mr_buf_create(a, 16, &buf, TERR), MR_EDEVICE);
+  GPU_OK(mr_device_run(b, count_task, &ran, TERR));
   assert_int_equal(ran, 3);
-  GPU_OK(mr_pool_fake_fault(pool, 0, -1, 0));
-  GPU_OK(mr_device_run(a, count_task, &ran));
-  assert_int_equal(mr_pool_fake_fault(pool, 2, 0, MR_EDEVICE), MR_EINVAL);
+  GPU_OK(mr_pool_fake_fault(pool, 0, -1, 0, TERR));
+  GPU_OK(mr_device_run(a, count_task, &ran, TERR));
+  assert_int_equal(mr_pool_fake_fault(pool, 2, 0, MR_EDEVICE, TERR), MR_EINVAL);
   mr_pool_release(pool, a);
   mr_pool_release(pool, b);
   mr_pool_destroy(pool);
   /* Not a fake pool: nothing to inject into. */
   mr_pool_opts o = {.gpus = "none", .cpu_threads = 1};
   GPU_OK(mr_pool_create(&o, &pool, NULL));
-  assert_int_equal(mr_pool_fake_fault(pool, 0, 0, MR_EDEVICE), MR_EINVAL);
+  assert_int_equal(mr_pool_fake_fault(pool, 0, 0, MR_EDEVICE, TERR), MR_EINVAL);
   mr_pool_destroy(pool);
 }
 
@@ -212,10 +213,10 @@ static void raw_copies(mr_device *dev) {
   for (int i = 0; i < N; i++)
     host[i] = (float)i * 0.5f;
   mr_buf *b;
-  GPU_OK(mr_buf_create(dev, (N + 10) * sizeof(float), &b));
+  GPU_OK(mr_buf_create(dev, (N + 10) * sizeof(float), &b, TERR));
   float *at = (float *)mr_buf_data(b) + 10;
-  GPU_OK(mr_device_upload(dev, at, host, sizeof host));
-  GPU_OK(mr_device_download(dev, back, at, sizeof back));
+  GPU_OK(mr_device_upload(dev, at, host, sizeof host, TERR));
+  GPU_OK(mr_device_download(dev, back, at, sizeof back, TERR));
   assert_memory_equal(host, back, sizeof host);
   mr_buf_destroy(b);
 }

@@ -44,12 +44,12 @@ static void cpu_placement(void **state) {
   assert_false(mr_device_is_gpu(a));
   assert_int_equal(mr_device_ordinal(a), -1);
   mr_device_info info;
-  GPU_OK(mr_device_info_get(a, &info));
+  GPU_OK(mr_device_info_get(a, &info, TERR));
   assert_int_equal(info.load, 2);
   assert_int_equal(info.units, 3);
   assert_true(info.mem_total > 0);
   mr_pool_release(pool, b);
-  GPU_OK(mr_device_info_get(a, &info));
+  GPU_OK(mr_device_info_get(a, &info, TERR));
   assert_int_equal(info.load, 1);
   mr_device *c = NULL;
   assert_int_equal(mr_pool_acquire(pool, "0", &c, &err), MR_ENOENT);
@@ -57,8 +57,8 @@ static void cpu_placement(void **state) {
   assert_int_equal(mr_pool_acquire(pool, "fastest", &c, &err), MR_EINVAL);
   assert_null(c);
   char *text, *json;
-  GPU_OK(mr_pool_describe(pool, MR_POOL_TEXT, &text));
-  GPU_OK(mr_pool_describe(pool, MR_POOL_JSON, &json));
+  GPU_OK(mr_pool_describe(pool, MR_POOL_TEXT, &text, TERR));
+  GPU_OK(mr_pool_describe(pool, MR_POOL_JSON, &json, TERR));
   assert_non_null(strstr(text, "cpu: "));
   assert_non_null(strstr(text, "sessions 1"));
   assert_non_null(strstr(json, "{\"devices\":[{\"kind\":\"cpu\",\"index\":-1,"));
@@ -69,26 +69,78 @@ static void cpu_placement(void **state) {
   mr_pool_destroy(pool);
 }
 
-static int add_one(mr_device *dev, void *arg) {
+static int add_one(mr_device *dev, void *arg, mr_err *err) {
   (void)dev;
+  (void)err;
   ++*(int *)arg;
   return 0;
 }
 
-static int fail_task(mr_device *dev, void *arg) {
+static int fail_task(mr_device *dev, void *arg, mr_err *err) {
   (void)dev;
+  (void)err;
   (void)arg;
   return MR_ENUMERIC;
+}
+
+/* Fails with a line of its own. */
+static int fail_own_line(mr_device *dev, void *arg, mr_err *err) {
+  (void)dev;
+  (void)arg;
+  return mr_err_set(err, MR_EDATA, "task: item %d is bad", 7);
+}
+
+/* Fails in a gpu/ call, whose line comes first, then writes its own. */
+static int fail_in_a_call(mr_device *dev, void *arg, mr_err *err) {
+  (void)arg;
+  int rc = mr_device_time(dev, add_one, NULL, -1, 0, NULL, err);
+  return mr_err_set(err, rc, "task: after the call");
+}
+
+/* A task's line reaches the caller's mr_err through mr_device_run() (on a
+ * GPU written by the device's worker thread while the caller waits), and
+ * the first error is kept, as mr_err_set() keeps it. */
+static void task_lines(mr_device *dev) {
+  mr_err err = {0};
+  assert_int_equal(mr_device_run(dev, fail_own_line, NULL, &err), MR_EDATA);
+  assert_int_equal(err.code, MR_EDATA);
+  assert_string_equal(err.msg, "task: item 7 is bad");
+  assert_int_equal(mr_device_run(dev, fail_in_a_call, NULL, &err), MR_EINVAL);
+  assert_int_equal(err.code, MR_EDATA);
+  assert_string_equal(err.msg, "task: item 7 is bad");
+
+  mr_err_clear(&err);
+  assert_int_equal(mr_device_run(dev, fail_in_a_call, NULL, &err), MR_EINVAL);
+  assert_int_equal(err.code, MR_EINVAL);
+  assert_string_equal(err.msg, "device time: warmup -1, reps 0");
+
+  /* A success writes nothing; NULL asks for no line. */
+  mr_err_clear(&err);
+  int count = 0;
+  assert_int_equal(mr_device_run(dev, add_one, &count, &err), 0);
+  assert_int_equal(err.code, 0);
+  assert_string_equal(err.msg, "");
+  assert_int_equal(mr_device_run(dev, fail_own_line, NULL, NULL), MR_EDATA);
+}
+
+static void cpu_task_lines(void **state) {
+  (void)state;
+  task_lines(gpu_test_cpu());
+}
+
+static void gpu_task_lines(void **state) {
+  (void)state;
+  task_lines(gpu_test_gpu());
 }
 
 static void tasks(void **state) {
   (void)state;
   int count = 0;
-  GPU_OK(mr_device_run(gpu_test_cpu(), add_one, &count));
+  GPU_OK(mr_device_run(gpu_test_cpu(), add_one, &count, TERR));
   assert_int_equal(count, 1);
-  assert_int_equal(mr_device_run(gpu_test_cpu(), fail_task, NULL), MR_ENUMERIC);
+  assert_int_equal(mr_device_run(gpu_test_cpu(), fail_task, NULL, TERR), MR_ENUMERIC);
   double ms[3];
-  GPU_OK(mr_device_time(gpu_test_cpu(), add_one, &count, 2, 3, ms));
+  GPU_OK(mr_device_time(gpu_test_cpu(), add_one, &count, 2, 3, ms, TERR));
   assert_int_equal(count, 6);
   assert_true(ms[0] >= 0);
 }
@@ -99,16 +151,16 @@ static void buffers(mr_device *dev) {
   for (size_t i = 0; i < N; i++)
     src[i] = (unsigned char)(i * 7 + i / 251);
   mr_buf *b;
-  GPU_OK(mr_buf_create(dev, N + 100, &b));
+  GPU_OK(mr_buf_create(dev, N + 100, &b, TERR));
   assert_ptr_equal(mr_buf_device(b), dev);
   assert_int_equal(mr_buf_size(b), N + 100);
-  GPU_OK(mr_buf_upload(b, 100, src, N));
-  GPU_OK(mr_buf_download(b, 100, dst, N));
+  GPU_OK(mr_buf_upload(b, 100, src, N, TERR));
+  GPU_OK(mr_buf_download(b, 100, dst, N, TERR));
   assert_memory_equal(src, dst, N);
-  GPU_OK(mr_buf_download(b, 1000, dst, 10));
+  GPU_OK(mr_buf_download(b, 1000, dst, 10, TERR));
   assert_memory_equal(src + 900, dst, 10);
-  assert_int_equal(mr_buf_upload(b, 101, src, N), MR_EINVAL);
-  assert_int_equal(mr_buf_download(b, SIZE_MAX, dst, 1), MR_EINVAL);
+  assert_int_equal(mr_buf_upload(b, 101, src, N, TERR), MR_EINVAL);
+  assert_int_equal(mr_buf_download(b, SIZE_MAX, dst, 1, TERR), MR_EINVAL);
   mr_buf_destroy(b);
   free(src);
   free(dst);
@@ -153,7 +205,7 @@ static void *loop_caller(void *p) {
 static void cpu_threads_concurrent(void **state) {
   (void)state;
   mr_cpu_threads *t;
-  GPU_OK(mr_cpu_threads_create(3, &t));
+  GPU_OK(mr_cpu_threads_create(3, &t, TERR));
   assert_int_equal(mr_cpu_threads_count(t), 3);
   pthread_t th[4];
   caller c[4];
@@ -174,7 +226,7 @@ static void gpu_placement(void **state) {
   assert_true(mr_device_is_gpu(gpu));
   assert_true(mr_device_ordinal(gpu) >= 0);
   mr_device_info info;
-  GPU_OK(mr_device_info_get(gpu, &info));
+  GPU_OK(mr_device_info_get(gpu, &info, TERR));
   assert_true(info.cc_major >= 7);
   assert_true(info.mem_free > 0 && info.mem_free <= info.mem_total);
   assert_int_equal(info.load, 1);
@@ -184,11 +236,11 @@ static void gpu_placement(void **state) {
   mr_err err = {0};
   GPU_OK(mr_pool_acquire(gpu_test_pool(), "auto", &again, &err));
   assert_true(mr_device_is_gpu(again));
-  GPU_OK(mr_device_info_get(again, &info));
+  GPU_OK(mr_device_info_get(again, &info, TERR));
   assert_true(info.load >= 1);
   char *text, *json;
-  GPU_OK(mr_pool_describe(gpu_test_pool(), MR_POOL_TEXT, &text));
-  GPU_OK(mr_pool_describe(gpu_test_pool(), MR_POOL_JSON, &json));
+  GPU_OK(mr_pool_describe(gpu_test_pool(), MR_POOL_TEXT, &text, TERR));
+  GPU_OK(mr_pool_describe(gpu_test_pool(), MR_POOL_JSON, &json, TERR));
   printf("%s%s\n", text, json);
   assert_non_null(strstr(text, "gpu "));
   assert_non_null(strstr(json, "\"kind\":\"cuda\""));
@@ -209,21 +261,21 @@ static void gpu_out_of_memory(void **state) {
   (void)state;
   enum { MAX_BUFS = 512 };
   mr_device_info info;
-  GPU_OK(mr_device_info_get(gpu_test_gpu(), &info));
+  GPU_OK(mr_device_info_get(gpu_test_gpu(), &info, TERR));
   mr_buf *b = NULL;
-  assert_int_equal(mr_buf_create(gpu_test_gpu(), 2 * info.mem_total, &b), MR_EDEVMEM);
+  assert_int_equal(mr_buf_create(gpu_test_gpu(), 2 * info.mem_total, &b, TERR), MR_EDEVMEM);
   assert_null(b);
-  assert_non_null(strstr(mr_device_last_error(), "cannot allocate"));
+  assert_non_null(strstr(mr_test_last_error(), "cannot allocate"));
   mr_buf **bufs = calloc(MAX_BUFS, sizeof *bufs);
   int n = 0, rc = 0;
-  while (n < MAX_BUFS && (rc = mr_buf_create(gpu_test_gpu(), (size_t)2 << 30, &bufs[n])) == 0)
+  while (n < MAX_BUFS && (rc = mr_buf_create(gpu_test_gpu(), (size_t)2 << 30, &bufs[n], TERR)) == 0)
     n++;
   assert_int_equal(rc, MR_EDEVMEM);
   assert_true(n > 0);
   while (n > 0)
     mr_buf_destroy(bufs[--n]);
   free(bufs);
-  GPU_OK(mr_buf_create(gpu_test_gpu(), 1 << 20, &b)); /* still usable */
+  GPU_OK(mr_buf_create(gpu_test_gpu(), 1 << 20, &b, TERR)); /* still usable */
   mr_buf_destroy(b);
 }
 
@@ -234,15 +286,15 @@ typedef struct round_trip {
   unsigned char *dst;
 } round_trip;
 
-static int round_trip_task(mr_device *dev, void *arg) {
+static int round_trip_task(mr_device *dev, void *arg, mr_err *err) {
   round_trip *r = arg;
   mr_buf *b;
-  int rc = mr_buf_create(dev, r->n, &b);
+  int rc = mr_buf_create(dev, r->n, &b, err);
   if (rc < 0)
     return rc;
-  rc = mr_buf_upload(b, 0, r->src, r->n);
+  rc = mr_buf_upload(b, 0, r->src, r->n, err);
   if (rc == 0)
-    rc = mr_buf_download(b, 0, r->dst, r->n);
+    rc = mr_buf_download(b, 0, r->dst, r->n, err);
   mr_buf_destroy(b);
   return rc;
 }
@@ -250,7 +302,7 @@ static int round_trip_task(mr_device *dev, void *arg) {
 static void *thread_round_trips(void *p) {
   round_trip *r = p;
   for (int i = 0; i < 10; i++)
-    if (mr_device_run(gpu_test_gpu(), round_trip_task, r) != 0)
+    if (mr_device_run(gpu_test_gpu(), round_trip_task, r, TERR) != 0)
       return p;
   return NULL;
 }
@@ -277,9 +329,9 @@ static void gpu_tasks_from_threads(void **state) {
   }
   int count = 0;
   double ms[2];
-  GPU_OK(mr_device_time(gpu_test_gpu(), add_one, &count, 1, 2, ms));
+  GPU_OK(mr_device_time(gpu_test_gpu(), add_one, &count, 1, 2, ms, TERR));
   assert_int_equal(count, 3);
-  assert_int_equal(mr_device_run(gpu_test_gpu(), fail_task, NULL), MR_ENUMERIC);
+  assert_int_equal(mr_device_run(gpu_test_gpu(), fail_task, NULL, TERR), MR_ENUMERIC);
 }
 
 /* A task that holds the GPU's worker until released (or 10 s pass). */
@@ -287,8 +339,9 @@ typedef struct holder {
   atomic_int started, released, finished;
 } holder;
 
-static int hold_worker(mr_device *dev, void *arg) {
+static int hold_worker(mr_device *dev, void *arg, mr_err *err) {
   (void)dev;
+  (void)err;
   holder *h = arg;
   atomic_store(&h->started, 1);
   for (int i = 0; i < 10000 && !atomic_load(&h->released); i++)
@@ -298,7 +351,7 @@ static int hold_worker(mr_device *dev, void *arg) {
 }
 
 static void *run_holder(void *arg) {
-  mr_device_run(gpu_test_gpu(), hold_worker, arg);
+  mr_device_run(gpu_test_gpu(), hold_worker, arg, TERR);
   return NULL;
 }
 
@@ -325,7 +378,7 @@ static void gpu_describe_does_not_wait_for_the_worker(void **state) {
   pthread_t th;
   start_holder(&h, &th);
   char *json = NULL;
-  GPU_OK(mr_pool_describe(gpu_test_pool(), MR_POOL_JSON, &json));
+  GPU_OK(mr_pool_describe(gpu_test_pool(), MR_POOL_JSON, &json, TERR));
   assert_true(release_holder(&h, th));
   assert_non_null(strstr(json, "\"kind\":\"cuda\""));
   assert_non_null(strstr(json, "\"memory_total\":"));
@@ -336,7 +389,7 @@ static void *run_round_trip(void *arg) {
   int *ok = arg;
   unsigned char src[64] = {7}, dst[64] = {0};
   round_trip r = {sizeof src, src, dst};
-  *ok = mr_device_run(gpu_test_gpu(), round_trip_task, &r) == 0 && dst[0] == 7;
+  *ok = mr_device_run(gpu_test_gpu(), round_trip_task, &r, TERR) == 0 && dst[0] == 7;
   return NULL;
 }
 
@@ -389,6 +442,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(bad_specs),
       cmocka_unit_test(cpu_placement),
       cmocka_unit_test(tasks),
+      cmocka_unit_test(cpu_task_lines),
       cmocka_unit_test(cpu_buffers),
       cmocka_unit_test(cpu_threads_concurrent),
       cmocka_unit_test(realtime_lane),
@@ -398,6 +452,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(gpu_buffers),
       cmocka_unit_test(gpu_out_of_memory),
       cmocka_unit_test(gpu_tasks_from_threads),
+      cmocka_unit_test(gpu_task_lines),
       cmocka_unit_test(gpu_describe_does_not_wait_for_the_worker),
       cmocka_unit_test(gpu_threads_on_other_lanes_are_not_held_up),
   };

@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "fft.h"
 #include "slice_grappa.h"
 #include "slice_grappa_impl.h"
 #include "test_gpu_common.h"
@@ -75,8 +76,8 @@ static mr_cfloat *reference(int mb, int nc) {
   }
   mr_fft_opts o = {.rank = 2, .dims = {N, N, 1}, .batch = (size_t)(nc * mb)};
   mr_fft_plan *plan = NULL;
-  GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &plan));
-  GPU_OK(mr_fft_execute(plan, MR_FFT_FORWARD, k, k));
+  GPU_OK(mr_fft_plan_create(gpu_test_cpu(), &o, &plan, TERR));
+  GPU_OK(mr_fft_execute(plan, MR_FFT_FORWARD, k, k, TERR));
   mr_fft_plan_destroy(plan);
   return k;
 }
@@ -91,7 +92,7 @@ static mr_cfloat *collapse(const mr_cfloat *ref, int mb, int nc, int caipi, unsi
     if (!(lit & (1u << m)))
       continue;
     memcpy(shifted, ref + m * plane, plane * sizeof *shifted);
-    GPU_OK(mr_slice_grappa_caipi(gpu_test_cpu(), nc, N, N, caipi, m, 1, 1, shifted));
+    GPU_OK(mr_slice_grappa_caipi(gpu_test_cpu(), nc, N, N, caipi, m, 1, 1, shifted, TERR));
     for (size_t i = 0; i < plane; i++)
       sum[i] += shifted[i];
   }
@@ -125,20 +126,20 @@ typedef struct result {
 static result separate(mr_device *dev, const mr_slice_grappa_opts *o, const mr_cfloat *ref) {
   size_t plane = (size_t)o->nc * N * N;
   mr_slice_grappa_plan *plan = NULL;
-  GPU_OK(mr_slice_grappa_plan_create(dev, o, &plan));
+  GPU_OK(mr_slice_grappa_plan_create(dev, o, &plan, TERR));
   mr_cfloat *w = malloc(mr_slice_grappa_weights_count(o) * sizeof *w);
   mr_cfloat *out = malloc(plane * o->mb * sizeof *out);
   assert_true(w != NULL && out != NULL);
-  GPU_OK(mr_slice_grappa_calibrate_host(plan, ref, w));
+  GPU_OK(mr_slice_grappa_calibrate_host(plan, ref, w, TERR));
   result r = {.leak = 0};
   mr_cfloat *all = collapse(ref, o->mb, o->nc, o->caipi, (1u << o->mb) - 1);
-  GPU_OK(mr_slice_grappa_apply_host(plan, w, all, out));
+  GPU_OK(mr_slice_grappa_apply_host(plan, w, all, out, TERR));
   for (int m = 0; m < o->mb; m++)
     r.nrmse[m] = nrmse(out + m * plane, ref + m * plane, plane);
   free(all);
   for (int j = 0; j < o->mb; j++) {
     mr_cfloat *one = collapse(ref, o->mb, o->nc, o->caipi, 1u << j);
-    GPU_OK(mr_slice_grappa_apply_host(plan, w, one, out));
+    GPU_OK(mr_slice_grappa_apply_host(plan, w, one, out, TERR));
     double own = norm2(out + j * plane, plane);
     for (int m = 0; m < o->mb; m++)
       if (m != j && sqrt(norm2(out + m * plane, plane) / own) > r.leak)
@@ -207,9 +208,9 @@ static void cpu_in_plane(void **state) {
     for (int y = 1; y < N; y += 2)
       memset(all + ((size_t)c * N + y) * N, 0, N * sizeof *all);
   mr_slice_grappa_plan *plan = NULL;
-  GPU_OK(mr_slice_grappa_plan_create(gpu_test_cpu(), &o, &plan));
-  GPU_OK(mr_slice_grappa_calibrate(plan, ref, w));
-  GPU_OK(mr_slice_grappa_apply(plan, w, all, out));
+  GPU_OK(mr_slice_grappa_plan_create(gpu_test_cpu(), &o, &plan, TERR));
+  GPU_OK(mr_slice_grappa_calibrate(plan, ref, w, TERR));
+  GPU_OK(mr_slice_grappa_apply(plan, w, all, out, TERR));
   for (int m = 0; m < MB; m++) {
     double err = 0, total = 0;
     for (int c = 0; c < NC; c++)
@@ -262,18 +263,18 @@ static void cpu_errors(void **state) {
   (void)state;
   mr_slice_grappa_plan *plan = NULL;
   mr_slice_grappa_opts o = mr_slice_grappa_opts_default(2, N, N, 4, 3);
-  assert_int_equal(mr_slice_grappa_plan_create(gpu_test_cpu(), &o, &plan), MR_EINVAL);
-  assert_non_null(strstr(mr_device_last_error(), "2 coils cannot separate 4 slices"));
+  assert_int_equal(mr_slice_grappa_plan_create(gpu_test_cpu(), &o, &plan, TERR), MR_EINVAL);
+  assert_non_null(strstr(mr_test_last_error(), "2 coils cannot separate 4 slices"));
   o = mr_slice_grappa_opts_default(32, N, N, 1, 1);
-  assert_int_equal(mr_slice_grappa_plan_create(gpu_test_cpu(), &o, &plan), MR_EINVAL);
-  assert_non_null(strstr(mr_device_last_error(), "multiband factor 1"));
+  assert_int_equal(mr_slice_grappa_plan_create(gpu_test_cpu(), &o, &plan, TERR), MR_EINVAL);
+  assert_non_null(strstr(mr_test_last_error(), "multiband factor 1"));
   o = mr_slice_grappa_opts_default(32, N, N, 2, 2);
   o.cx = o.cy = 8;
-  assert_int_equal(mr_slice_grappa_plan_create(gpu_test_cpu(), &o, &plan), MR_EINVAL);
-  assert_non_null(strstr(mr_device_last_error(), "equations"));
+  assert_int_equal(mr_slice_grappa_plan_create(gpu_test_cpu(), &o, &plan, TERR), MR_EINVAL);
+  assert_non_null(strstr(mr_test_last_error(), "equations"));
   o = mr_slice_grappa_opts_default(32, N, N, 2, 2);
   o.kx = 4;
-  assert_int_equal(mr_slice_grappa_plan_create(gpu_test_cpu(), &o, &plan), MR_EINVAL);
+  assert_int_equal(mr_slice_grappa_plan_create(gpu_test_cpu(), &o, &plan, TERR), MR_EINVAL);
   assert_null(plan);
 }
 
@@ -293,9 +294,9 @@ static void cuda_matches_cpu(void **state) {
       mr_cfloat *w = malloc(mr_slice_grappa_weights_count(&o) * sizeof *w);
       out[d] = malloc(plane * MB * sizeof *out[d]);
       assert_true(w != NULL && out[d] != NULL);
-      GPU_OK(mr_slice_grappa_plan_create(devs[d], &o, &plan));
-      GPU_OK(mr_slice_grappa_calibrate_host(plan, ref, w));
-      GPU_OK(mr_slice_grappa_apply_host(plan, w, all, out[d]));
+      GPU_OK(mr_slice_grappa_plan_create(devs[d], &o, &plan, TERR));
+      GPU_OK(mr_slice_grappa_calibrate_host(plan, ref, w, TERR));
+      GPU_OK(mr_slice_grappa_apply_host(plan, w, all, out[d], TERR));
       mr_slice_grappa_plan_destroy(plan);
       free(w);
     }

@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "cmat.h"
+#include "solve.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
 
@@ -79,8 +81,8 @@ static void cpu_solve(void **state) {
   for (int t = 0; t < BATCH; t++)
     reference(a + (size_t)t * N * N, lambda, b + (size_t)t * N * NRHS, N, NRHS,
               ref + (size_t)t * N * NRHS);
-  GPU_OK(mr_solve_hpd(gpu_test_cpu(), mr_cmat_dense(a, N, N), lambda,
-                      mr_cmat_dense(b, N, NRHS), BATCH));
+  GPU_OK(mr_solve_hpd(gpu_test_cpu(), mr_cmat_dense(a, N, N), lambda, mr_cmat_dense(b, N, NRHS),
+                      BATCH, TERR));
   double err = mr_test_rel_error_c(b, ref, (size_t)N * NRHS * BATCH);
   if (err > 1e-4)
     fail_msg("solve: rel error %g", err);
@@ -102,10 +104,10 @@ static void not_positive_definite(mr_device *dev) {
     pa = mr_buf_data(da);
     pb = mr_buf_data(db);
   }
-  assert_int_equal(mr_solve_hpd(dev, mr_cmat_dense(pa, N, N), 0.5f,
-                                mr_cmat_dense(pb, N, 1), 1),
-                   MR_ENUMERIC);
-  assert_non_null(strstr(mr_device_last_error(), "positive definite"));
+  assert_int_equal(
+      mr_solve_hpd(dev, mr_cmat_dense(pa, N, N), 0.5f, mr_cmat_dense(pb, N, 1), 1, TERR),
+      MR_ENUMERIC);
+  assert_non_null(strstr(mr_test_last_error(), "positive definite"));
   mr_buf_destroy(da);
   mr_buf_destroy(db);
 }
@@ -118,12 +120,12 @@ static void cpu_not_positive_definite(void **state) {
 static void bad_shapes(void **state) {
   (void)state;
   mr_cfloat d[16];
-  assert_int_equal(mr_solve_hpd(gpu_test_cpu(), mr_cmat_dense(d, 4, 3), 0,
-                                mr_cmat_dense(d, 4, 1), 1),
-                   MR_EINVAL);
-  assert_int_equal(mr_solve_hpd(gpu_test_cpu(), mr_cmat_dense(d, 2, 2), -1,
-                                mr_cmat_dense(d, 2, 1), 1),
-                   MR_EINVAL);
+  assert_int_equal(
+      mr_solve_hpd(gpu_test_cpu(), mr_cmat_dense(d, 4, 3), 0, mr_cmat_dense(d, 4, 1), 1, TERR),
+      MR_EINVAL);
+  assert_int_equal(
+      mr_solve_hpd(gpu_test_cpu(), mr_cmat_dense(d, 2, 2), -1, mr_cmat_dense(d, 2, 1), 1, TERR),
+      MR_EINVAL);
 }
 
 static void cuda_matches_cpu(void **state) {
@@ -135,10 +137,10 @@ static void cuda_matches_cpu(void **state) {
   gpu_test_random(b, bn, 4);
   mr_device *gpu = gpu_test_gpu();
   mr_buf *da = gpu_test_upload(gpu, a, an * sizeof *a), *db = gpu_test_upload(gpu, b, bn * sizeof *b);
-  GPU_OK(mr_solve_hpd(gpu_test_cpu(), mr_cmat_dense(a, N, N), lambda,
-                      mr_cmat_dense(b, N, NRHS), BATCH));
+  GPU_OK(mr_solve_hpd(gpu_test_cpu(), mr_cmat_dense(a, N, N), lambda, mr_cmat_dense(b, N, NRHS),
+                      BATCH, TERR));
   GPU_OK(mr_solve_hpd(gpu, mr_cmat_dense(mr_buf_data(da), N, N), lambda,
-                      mr_cmat_dense(mr_buf_data(db), N, NRHS), BATCH));
+                      mr_cmat_dense(mr_buf_data(db), N, NRHS), BATCH, TERR));
   mr_cfloat *x = gpu_test_download(db), *l = gpu_test_download(da);
   double err = mr_test_rel_error_c(x, b, bn);
   if (err > 1e-4)
@@ -179,7 +181,7 @@ static void cpu_eigh(void **state) {
   mr_cfloat *a = hermitian(N, BATCH, 11), *v = malloc(sizeof *v * nn * BATCH);
   float *w = malloc(sizeof *w * N * BATCH);
   memcpy(v, a, sizeof *v * nn * BATCH);
-  GPU_OK(mr_solve_eigh(gpu_test_cpu(), mr_cmat_dense(v, N, N), w, BATCH));
+  GPU_OK(mr_solve_eigh(gpu_test_cpu(), mr_cmat_dense(v, N, N), w, BATCH, TERR));
   for (int b = 0; b < BATCH; b++)
     for (int k = 0; k < N; k++) {
       const mr_cfloat *vk = v + b * nn + (size_t)k * N;
@@ -200,7 +202,8 @@ static void cpu_eigh(void **state) {
         assert_true(cabs(dot - (k == l)) < 1e-4);
       }
     }
-  assert_int_equal(mr_solve_eigh(gpu_test_cpu(), mr_cmat_dense(v, N, N - 1), w, 1), MR_EINVAL);
+  assert_int_equal(mr_solve_eigh(gpu_test_cpu(), mr_cmat_dense(v, N, N - 1), w, 1, TERR),
+                   MR_EINVAL);
   free(a);
   free(v);
   free(w);
@@ -215,11 +218,11 @@ static void cuda_eigh_matches_cpu(void **state) {
   mr_cfloat *a = hermitian(N, BATCH, 12), *cpu = malloc(sizeof *cpu * nn * BATCH);
   float *wc = malloc(sizeof *wc * N * BATCH);
   memcpy(cpu, a, sizeof *cpu * nn * BATCH);
-  GPU_OK(mr_solve_eigh(gpu_test_cpu(), mr_cmat_dense(cpu, N, N), wc, BATCH));
+  GPU_OK(mr_solve_eigh(gpu_test_cpu(), mr_cmat_dense(cpu, N, N), wc, BATCH, TERR));
   mr_device *gpu = gpu_test_gpu();
   mr_buf *da = gpu_test_upload(gpu, a, sizeof *a * nn * BATCH), *dw = NULL;
-  GPU_OK(mr_buf_create(gpu, sizeof(float) * N * BATCH, &dw));
-  GPU_OK(mr_solve_eigh(gpu, mr_cmat_dense(mr_buf_data(da), N, N), mr_buf_data(dw), BATCH));
+  GPU_OK(mr_buf_create(gpu, sizeof(float) * N * BATCH, &dw, TERR));
+  GPU_OK(mr_solve_eigh(gpu, mr_cmat_dense(mr_buf_data(da), N, N), mr_buf_data(dw), BATCH, TERR));
   mr_cfloat *g = gpu_test_download(da);
   float *wg = gpu_test_download(dw);
   assert_true(mr_test_rel_error_f(wg, wc, (size_t)N * BATCH) < 1e-5);

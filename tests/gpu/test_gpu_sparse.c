@@ -50,7 +50,7 @@ static on_dev put(mr_device *dev, const void *host, size_t bytes) {
 
 static void get(mr_device *dev, const on_dev *d, void *host, size_t bytes) {
   if (mr_device_is_gpu(dev))
-    GPU_OK(mr_device_download(dev, host, d->ptr, bytes));
+    GPU_OK(mr_device_download(dev, host, d->ptr, bytes, TERR));
   else
     memcpy(host, d->ptr, bytes);
 }
@@ -84,13 +84,13 @@ static void cpu_wavelet(void **state) {
       gpu_test_random(x, n, 1);
       gpu_test_random(y, n, 2);
       mr_wavelet *w;
-      GPU_OK(mr_wavelet_create(cpu, dims, (mr_wavelet_filter)f, &w));
+      GPU_OK(mr_wavelet_create(cpu, dims, (mr_wavelet_filter)f, &w, TERR));
       assert_true(s == 2 || mr_wavelet_levels(w) >= 1);
-      GPU_OK(mr_wavelet_forward(w, shift, x, c));
+      GPU_OK(mr_wavelet_forward(w, shift, x, c, TERR));
       double complex wx_y = dot(c, y, n);
-      GPU_OK(mr_wavelet_adjoint(w, shift, c, back));
+      GPU_OK(mr_wavelet_adjoint(w, shift, c, back, TERR));
       assert_true(mr_test_rel_error_c(back, x, n) < 1e-5);
-      GPU_OK(mr_wavelet_adjoint(w, shift, y, c)); /* c = W^H y (y overwritten) */
+      GPU_OK(mr_wavelet_adjoint(w, shift, y, c, TERR)); /* c = W^H y (y overwritten) */
       double complex x_why = dot(x, c, n);
       assert_true(cabs(wx_y - x_why) < 1e-4 * cabs(wx_y) + 1e-6);
       /* A constant image has no detail: every coefficient outside the
@@ -99,7 +99,7 @@ static void cpu_wavelet(void **state) {
       mr_wavelet_coarse(w, box);
       for (size_t i = 0; i < n; i++)
         x[i] = 1;
-      GPU_OK(mr_wavelet_forward(w, shift, x, c));
+      GPU_OK(mr_wavelet_forward(w, shift, x, c, TERR));
       double detail = 0;
       for (size_t i = 0; i < n; i++) {
         size_t px = i % dims[0], py = i / dims[0] % dims[1], pz = i / dims[0] / dims[1];
@@ -128,9 +128,9 @@ static void cpu_soft(void **state) {
     int kept = px < keep[0] && py < keep[1] && pz < keep[2];
     ref[i] = kept ? x[i] : a > t ? x[i] / a * (a - t) : 0;
   }
-  GPU_OK(mr_prox_soft(gpu_test_cpu(), dims, keep, t, x));
+  GPU_OK(mr_prox_soft(gpu_test_cpu(), dims, keep, t, x, TERR));
   assert_true(mr_test_rel_error_c(x, ref, n) < 1e-6);
-  assert_int_equal(mr_prox_soft(gpu_test_cpu(), dims, keep, -1, x), MR_EINVAL);
+  assert_int_equal(mr_prox_soft(gpu_test_cpu(), dims, keep, -1, x, TERR), MR_EINVAL);
   free(x);
   free(ref);
 }
@@ -155,11 +155,11 @@ static void cpu_select(void **state) {
   for (size_t i = 0; i < n; i++)
     sorted[i] = sqrtf(crealf(x[i]) * crealf(x[i]) + cimagf(x[i]) * cimagf(x[i]));
   qsort(sorted, n, sizeof *sorted, compare_floats);
-  GPU_OK(mr_prox_select(gpu_test_cpu(), n, x, 4, ranks, got));
+  GPU_OK(mr_prox_select(gpu_test_cpu(), n, x, 4, ranks, got, TERR));
   for (int r = 0; r < 4; r++)
     assert_true(got[r] == sorted[ranks[r]]);
   size_t bad = n;
-  assert_int_equal(mr_prox_select(gpu_test_cpu(), n, x, 1, &bad, got), MR_EINVAL);
+  assert_int_equal(mr_prox_select(gpu_test_cpu(), n, x, 1, &bad, got, TERR), MR_EINVAL);
   free(x);
   free(sorted);
 }
@@ -189,14 +189,14 @@ static void cpu_tv(void **state) {
   mr_device *cpu = gpu_test_cpu();
   size_t dims[3] = {24, 20, 6}, n = 24 * 20 * 6;
   mr_tv *tv;
-  GPU_OK(mr_tv_create(cpu, dims, &tv));
+  GPU_OK(mr_tv_create(cpu, dims, &tv, TERR));
   assert_int_equal(mr_tv_axes(tv), 3);
   mr_cfloat *x = malloc(n * sizeof *x), *g = malloc(3 * n * sizeof *g),
             *dx = malloc(3 * n * sizeof *dx), *dg = malloc(n * sizeof *dg);
   gpu_test_random(x, n, 4);
   gpu_test_random(g, 3 * n, 5);
-  GPU_OK(mr_tv_forward(tv, x, dx));
-  GPU_OK(mr_tv_adjoint(tv, g, dg));
+  GPU_OK(mr_tv_forward(tv, x, dx, TERR));
+  GPU_OK(mr_tv_adjoint(tv, g, dg, TERR));
   double complex a = dot(dx, g, 3 * n), b = dot(x, dg, n);
   assert_true(cabs(a - b) < 1e-4 * cabs(a));
   /* Piecewise constant plus noise. */
@@ -204,7 +204,7 @@ static void cpu_tv(void **state) {
     x[i] = (i % 24 < 12 ? 1.0f : 0.2f) + 0.1f * x[i];
   mr_cfloat *p = malloc(n * sizeof *p);
   double t = 0.05;
-  GPU_OK(mr_tv_prox(tv, (float)t, 300, x, p));
+  GPU_OK(mr_tv_prox(tv, (float)t, 300, x, p, TERR));
   double best = tv_objective(p, x, dims, t);
   assert_true(best < tv_objective(x, x, dims, t));
   mr_cfloat *q = malloc(n * sizeof *q);
@@ -214,7 +214,7 @@ static void cpu_tv(void **state) {
       q[i] = p[i] + 0.01f * q[i];
     assert_true(best <= tv_objective(q, x, dims, t) + 1e-6);
   }
-  assert_int_equal(mr_tv_prox(tv, 0, 1, x, p), MR_EINVAL);
+  assert_int_equal(mr_tv_prox(tv, 0, 1, x, p, TERR), MR_EINVAL);
   mr_tv_destroy(tv);
   free(x);
   free(g);
@@ -248,17 +248,17 @@ static void cpu_sense(void **state) {
     gpu_test_random(k, n * nc, 9);
     mr_sense *op;
     size_t lines;
-    GPU_OK(mr_sense_create(cpu, dims, nc, &op));
-    GPU_OK(mr_sense_set(op, maps, mask, &lines));
+    GPU_OK(mr_sense_create(cpu, dims, nc, &op, TERR));
+    GPU_OK(mr_sense_set(op, maps, mask, &lines, TERR));
     assert_true(lines > 2);
-    GPU_OK(mr_sense_forward(op, x, ax));
-    GPU_OK(mr_sense_adjoint(op, k, ahk));
+    GPU_OK(mr_sense_forward(op, x, ax, TERR));
+    GPU_OK(mr_sense_adjoint(op, k, ahk, TERR));
     double complex a = dot(ax, k, n * nc), b = dot(x, ahk, n);
     assert_true(cabs(a - b) < 1e-4 * cabs(a));
-    GPU_OK(mr_sense_adjoint(op, ax, ref));
-    GPU_OK(mr_sense_normal(op, x, u));
+    GPU_OK(mr_sense_adjoint(op, ax, ref, TERR));
+    GPU_OK(mr_sense_normal(op, x, u, TERR));
     assert_true(mr_test_rel_error_c(u, ref, n) < 1e-5);
-    GPU_OK(mr_sense_step(op, x, ahk, 0.5f, u));
+    GPU_OK(mr_sense_step(op, x, ahk, 0.5f, u, TERR));
     for (size_t i = 0; i < n; i++)
       ref[i] = x[i] - 0.5f * (ref[i] - ahk[i]);
     assert_true(mr_test_rel_error_c(u, ref, n) < 1e-5);
@@ -286,13 +286,13 @@ static void cpu_solver_errors(void **state) {
   o.iterations = 5;
   mr_sparse_plan *p = NULL;
   o.lambda = 0;
-  assert_int_equal(mr_sparse_plan_create(cpu, &o, &p), MR_EINVAL);
-  assert_non_null(strstr(mr_device_last_error(), "lambda"));
+  assert_int_equal(mr_sparse_plan_create(cpu, &o, &p, TERR), MR_EINVAL);
+  assert_non_null(strstr(mr_test_last_error(), "lambda"));
   o.regularizer = MR_SPARSE_TV;
-  assert_int_equal(mr_sparse_plan_create(cpu, &o, &p), MR_EINVAL);
+  assert_int_equal(mr_sparse_plan_create(cpu, &o, &p, TERR), MR_EINVAL);
   o.regularizer = MR_SPARSE_WAVELET;
   o.lambda = 0.01;
-  GPU_OK(mr_sparse_plan_create(cpu, &o, &p));
+  GPU_OK(mr_sparse_plan_create(cpu, &o, &p, TERR));
   mr_cfloat *k = calloc(n * nc, sizeof *k), *maps = malloc(n * nc * sizeof *maps),
             *img = malloc(n * sizeof *img);
   uint8_t mask[16] = {0};
@@ -301,32 +301,32 @@ static void cpu_solver_errors(void **state) {
   mask[8] = 1;
   for (size_t c = 0; c < nc; c++)
     k[c * n + 8 * 16 + 8] = 1;
-  assert_int_equal(mr_sparse_solve(p, k, mask, maps, img, NULL, NULL), MR_EDATA);
-  assert_non_null(strstr(mr_device_last_error(), "1 sampled line"));
+  assert_int_equal(mr_sparse_solve(p, k, mask, maps, img, NULL, NULL, TERR), MR_EDATA);
+  assert_non_null(strstr(mr_test_last_error(), "1 sampled line"));
   mask[7] = mask[9] = 1;
-  GPU_OK(mr_sparse_solve(p, k, mask, maps, img, NULL, NULL));
+  GPU_OK(mr_sparse_solve(p, k, mask, maps, img, NULL, NULL, TERR));
   /* Solved again with the same plan: the same image (the shifts restart). */
   mr_cfloat *again = malloc(n * sizeof *again);
-  GPU_OK(mr_sparse_solve(p, k, mask, maps, again, NULL, NULL));
+  GPU_OK(mr_sparse_solve(p, k, mask, maps, again, NULL, NULL, TERR));
   assert_memory_equal(img, again, n * sizeof *img);
   free(again);
   k[3] = NAN;
-  assert_int_equal(mr_sparse_solve(p, k, mask, maps, img, NULL, NULL), MR_EDATA);
-  assert_non_null(strstr(mr_device_last_error(), "NaN"));
+  assert_int_equal(mr_sparse_solve(p, k, mask, maps, img, NULL, NULL, TERR), MR_EDATA);
+  assert_non_null(strstr(mr_test_last_error(), "NaN"));
   k[3] = 0;
   memset(maps, 0, n * nc * sizeof *maps);
-  assert_int_equal(mr_sparse_solve(p, k, mask, maps, img, NULL, NULL), MR_EDATA);
+  assert_int_equal(mr_sparse_solve(p, k, mask, maps, img, NULL, NULL, TERR), MR_EDATA);
   for (size_t i = 0; i < n * nc; i++)
     maps[i] = 0.5f;
   mr_cancel cancel = {always, NULL};
-  assert_int_equal(mr_sparse_solve(p, k, mask, maps, img, &cancel, NULL), MR_ECANCELED);
+  assert_int_equal(mr_sparse_solve(p, k, mask, maps, img, &cancel, NULL, TERR), MR_ECANCELED);
   mr_sparse_plan_destroy(p);
   /* A tolerance stops at the first test it passes (every 10 iterations). */
   o.iterations = 100;
   o.tolerance = 0.5;
-  GPU_OK(mr_sparse_plan_create(cpu, &o, &p));
+  GPU_OK(mr_sparse_plan_create(cpu, &o, &p, TERR));
   mr_sparse_report r;
-  GPU_OK(mr_sparse_solve(p, k, mask, maps, img, NULL, &r));
+  GPU_OK(mr_sparse_solve(p, k, mask, maps, img, NULL, &r, TERR));
   assert_int_equal(r.iterations, 10);
   assert_true(r.change > 0 && r.change <= 0.5);
   assert_true(r.scale > 0);
@@ -336,8 +336,8 @@ static void cpu_solver_errors(void **state) {
   free(img);
 }
 
-static int sense_normal_op(void *op, const mr_cfloat *x, mr_cfloat *y) {
-  return mr_sense_normal(op, x, y);
+static int sense_normal_op(void *op, const mr_cfloat *x, mr_cfloat *y, mr_err *err) {
+  return mr_sense_normal(op, x, y, err);
 }
 
 static int by_value(const void *a, const void *b) {
@@ -391,8 +391,8 @@ static void cpu_calibration_scale(void **state) {
     o.iterations = 1;
     mr_sparse_plan *p;
     mr_sparse_report r;
-    GPU_OK(mr_sparse_plan_create(cpu, &o, &p));
-    GPU_OK(mr_sparse_solve(p, k, mask, maps, img, NULL, &r));
+    GPU_OK(mr_sparse_plan_create(cpu, &o, &p, TERR));
+    GPU_OK(mr_sparse_solve(p, k, mask, maps, img, NULL, &r, TERR));
     assert_float_equal(r.scale, want, 1e-4 * want);
     mr_sparse_plan_destroy(p);
   }
@@ -425,9 +425,9 @@ static void cpu_solve_normal_matches(void **state) {
   }
   gpu_test_random(k, n * nc, 30);
   mr_sense *op;
-  GPU_OK(mr_sense_create(cpu, dims, nc, &op));
-  GPU_OK(mr_sense_set(op, maps, mask, NULL));
-  GPU_OK(mr_sense_adjoint(op, k, ahb));
+  GPU_OK(mr_sense_create(cpu, dims, nc, &op, TERR));
+  GPU_OK(mr_sense_set(op, maps, mask, NULL, TERR));
+  GPU_OK(mr_sense_adjoint(op, k, ahb, TERR));
   for (int reg = MR_SPARSE_WAVELET; reg <= MR_SPARSE_L2; reg++) {
     mr_sparse_opts o;
     mr_sparse_opts_default(&o);
@@ -437,18 +437,18 @@ static void cpu_solve_normal_matches(void **state) {
     o.iterations = 30;
     o.lambda = 0.02;
     mr_sparse_plan *p, *q;
-    GPU_OK(mr_sparse_plan_create(cpu, &o, &p));
+    GPU_OK(mr_sparse_plan_create(cpu, &o, &p, TERR));
     o.ncoils = 0;
-    GPU_OK(mr_sparse_plan_create(cpu, &o, &q));
+    GPU_OK(mr_sparse_plan_create(cpu, &o, &q, TERR));
     mr_sparse_report ra, rb;
-    GPU_OK(mr_sparse_solve(p, k, mask, maps, a, NULL, &ra));
-    GPU_OK(mr_sparse_solve_normal(q, sense_normal_op, op, 1.0f, ahb, b, NULL, &rb));
+    GPU_OK(mr_sparse_solve(p, k, mask, maps, a, NULL, &ra, TERR));
+    GPU_OK(mr_sparse_solve_normal(q, sense_normal_op, op, 1.0f, ahb, b, NULL, &rb, TERR));
     assert_float_equal(ra.scale, rb.scale, 1e-6 * ra.scale);
     double e = mr_test_rel_error_c(b, a, n);
     if (e > 1e-4)
       fail_msg("regularizer %d: normal-operator solve against the SENSE solve %g", reg, e);
-    assert_int_equal(mr_sparse_solve(q, k, mask, maps, a, NULL, NULL), MR_EINVAL);
-    GPU_OK(mr_sparse_solve_normal(q, sense_normal_op, op, 0, ahb, b, NULL, NULL));
+    assert_int_equal(mr_sparse_solve(q, k, mask, maps, a, NULL, NULL, TERR), MR_EINVAL);
+    GPU_OK(mr_sparse_solve_normal(q, sense_normal_op, op, 0, ahb, b, NULL, NULL, TERR));
     mr_sparse_plan_destroy(p);
     mr_sparse_plan_destroy(q);
   }
@@ -457,8 +457,9 @@ static void cpu_solve_normal_matches(void **state) {
   mr_sparse_opts_default(&o);
   memcpy(o.dims, dims, sizeof dims);
   mr_sparse_plan *q;
-  GPU_OK(mr_sparse_plan_create(cpu, &o, &q));
-  assert_int_equal(mr_sparse_solve_normal(q, sense_normal_op, op, 0, ahb, b, NULL, NULL), MR_EDATA);
+  GPU_OK(mr_sparse_plan_create(cpu, &o, &q, TERR));
+  assert_int_equal(mr_sparse_solve_normal(q, sense_normal_op, op, 0, ahb, b, NULL, NULL, TERR),
+                   MR_EDATA);
   mr_sparse_plan_destroy(q);
   mr_sense_destroy(op);
   free(maps);
@@ -482,18 +483,18 @@ static void radial_solve(int spokes, mr_sparse_regularizer reg, double lambda, i
   iter_analytic_kspace(2, n3, 1, m, k, data);
   mr_fhd_opts fo = {.rank = 2, .grid = {32, 32, 1}, .batch = 1, .precision = MR_FHD_DOUBLE};
   mr_fhd_plan *fp;
-  GPU_OK(mr_fhd_plan_create(cpu, &fo, &fp));
-  GPU_OK(mr_fhd_set_points(fp, m, k));
-  GPU_OK(mr_fhd_adjoint(fp, data, NULL, ahb));
+  GPU_OK(mr_fhd_plan_create(cpu, &fo, &fp, TERR));
+  GPU_OK(mr_fhd_set_points(fp, m, k, TERR));
+  GPU_OK(mr_fhd_adjoint(fp, data, NULL, ahb, TERR));
   mr_fhd_plan_destroy(fp);
   fo.grid[0] = fo.grid[1] = 64;
-  GPU_OK(mr_fhd_plan_create(cpu, &fo, &fp));
-  GPU_OK(mr_fhd_set_points(fp, m, k));
-  GPU_OK(mr_fhd_adjoint(fp, NULL, NULL, q));
+  GPU_OK(mr_fhd_plan_create(cpu, &fo, &fp, TERR));
+  GPU_OK(mr_fhd_set_points(fp, m, k, TERR));
+  GPU_OK(mr_fhd_adjoint(fp, NULL, NULL, q, TERR));
   mr_fhd_plan_destroy(fp);
   mr_toeplitz_opts to = {.rank = 2, .n = {32, 32, 1}};
   mr_toeplitz *t;
-  GPU_OK(mr_toeplitz_create(cpu, &to, q, &t));
+  GPU_OK(mr_toeplitz_create(cpu, &to, q, &t, TERR));
   mr_sparse_opts o;
   mr_sparse_opts_default(&o);
   memcpy(o.dims, n3, sizeof n3);
@@ -501,8 +502,8 @@ static void radial_solve(int spokes, mr_sparse_regularizer reg, double lambda, i
   o.lambda = lambda;
   o.iterations = iterations;
   mr_sparse_plan *p;
-  GPU_OK(mr_sparse_plan_create(cpu, &o, &p));
-  GPU_OK(mr_sparse_solve_normal(p, mr_toeplitz_apply_op, t, 0, ahb, img, NULL, NULL));
+  GPU_OK(mr_sparse_plan_create(cpu, &o, &p, TERR));
+  GPU_OK(mr_sparse_solve_normal(p, mr_toeplitz_apply_op, t, 0, ahb, img, NULL, NULL, TERR));
   for (size_t j = 0; j < n; j++)
     mag[j] = cabsf(img[j]);
   mr_sparse_plan_destroy(p);
@@ -541,23 +542,23 @@ static void cuda_wavelet_tv_soft(void **state) {
     for (int d = 0; d < 2; d++) {
       mr_wavelet *w;
       mr_tv *tv;
-      GPU_OK(mr_wavelet_create(devs[d], dims, MR_WAVELET_DB4, &w));
-      GPU_OK(mr_tv_create(devs[d], dims, &tv));
+      GPU_OK(mr_wavelet_create(devs[d], dims, MR_WAVELET_DB4, &w, TERR));
+      GPU_OK(mr_tv_create(devs[d], dims, &tv, TERR));
       on_dev in = put(devs[d], x, n * sizeof *x), c = put(devs[d], x, n * sizeof *x),
              y = put(devs[d], x, n * sizeof *x);
       size_t box[3];
       mr_wavelet_coarse(w, box);
       for (int i = 0; i < 3; i++)
         out[d][i] = malloc(n * sizeof *x);
-      GPU_OK(mr_wavelet_forward(w, shift, in.ptr, c.ptr));
+      GPU_OK(mr_wavelet_forward(w, shift, in.ptr, c.ptr, TERR));
       get(devs[d], &c, out[d][0], n * sizeof *x);
-      GPU_OK(mr_prox_soft(devs[d], dims, box, 0.3f, c.ptr));
-      GPU_OK(mr_wavelet_adjoint(w, shift, c.ptr, y.ptr));
+      GPU_OK(mr_prox_soft(devs[d], dims, box, 0.3f, c.ptr, TERR));
+      GPU_OK(mr_wavelet_adjoint(w, shift, c.ptr, y.ptr, TERR));
       get(devs[d], &y, out[d][1], n * sizeof *x);
-      GPU_OK(mr_tv_prox(tv, 0.1f, 20, in.ptr, y.ptr));
+      GPU_OK(mr_tv_prox(tv, 0.1f, 20, in.ptr, y.ptr, TERR));
       get(devs[d], &y, out[d][2], n * sizeof *x);
       size_t ranks[2] = {n / 2, n * 9 / 10};
-      GPU_OK(mr_prox_select(devs[d], n, in.ptr, 2, ranks, selected[d]));
+      GPU_OK(mr_prox_select(devs[d], n, in.ptr, 2, ranks, selected[d], TERR));
       drop(&in);
       drop(&c);
       drop(&y);
@@ -600,10 +601,10 @@ static void cuda_solve(void **state) {
       o.lambda = reg == MR_SPARSE_L2 ? 0.1 : 0.02;
       for (int d = 0; d < 2; d++) {
         mr_sparse_plan *p;
-        GPU_OK(mr_sparse_plan_create(devs[d], &o, &p));
+        GPU_OK(mr_sparse_plan_create(devs[d], &o, &p, TERR));
         on_dev dk = put(devs[d], k, n * nc * sizeof *k), dm = put(devs[d], maps, n * nc * sizeof *k),
                di = put(devs[d], k, n * sizeof *k);
-        GPU_OK(mr_sparse_solve(p, dk.ptr, mask, dm.ptr, di.ptr, NULL, NULL));
+        GPU_OK(mr_sparse_solve(p, dk.ptr, mask, dm.ptr, di.ptr, NULL, NULL, TERR));
         img[d] = malloc(n * sizeof *k);
         get(devs[d], &di, img[d], n * sizeof *k);
         drop(&dk);
@@ -639,9 +640,9 @@ static void cuda_solve_normal(void **state) {
       on_dev dk = put(devs[d], k, n * nc * sizeof *k), dm = put(devs[d], maps, n * nc * sizeof *k),
              da = put(devs[d], k, n * sizeof *k), di = put(devs[d], k, n * sizeof *k);
       mr_sense *op;
-      GPU_OK(mr_sense_create(devs[d], dims, nc, &op));
-      GPU_OK(mr_sense_set(op, dm.ptr, mask, NULL));
-      GPU_OK(mr_sense_adjoint(op, dk.ptr, da.ptr));
+      GPU_OK(mr_sense_create(devs[d], dims, nc, &op, TERR));
+      GPU_OK(mr_sense_set(op, dm.ptr, mask, NULL, TERR));
+      GPU_OK(mr_sense_adjoint(op, dk.ptr, da.ptr, TERR));
       mr_sparse_opts o;
       mr_sparse_opts_default(&o);
       memcpy(o.dims, dims, sizeof dims);
@@ -649,8 +650,8 @@ static void cuda_solve_normal(void **state) {
       o.iterations = 20;
       o.lambda = 0.02;
       mr_sparse_plan *p;
-      GPU_OK(mr_sparse_plan_create(devs[d], &o, &p));
-      GPU_OK(mr_sparse_solve_normal(p, sense_normal_op, op, 0, da.ptr, di.ptr, NULL, NULL));
+      GPU_OK(mr_sparse_plan_create(devs[d], &o, &p, TERR));
+      GPU_OK(mr_sparse_solve_normal(p, sense_normal_op, op, 0, da.ptr, di.ptr, NULL, NULL, TERR));
       img[d] = malloc(n * sizeof *k);
       get(devs[d], &di, img[d], n * sizeof *k);
       mr_sparse_plan_destroy(p);

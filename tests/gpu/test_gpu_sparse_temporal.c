@@ -49,7 +49,7 @@ static mr_cfloat *put(mr_device *dev, const mr_cfloat *host, size_t n, mr_buf **
 
 static void get(mr_device *dev, const mr_cfloat *d, mr_cfloat *host, size_t n) {
   if (mr_device_is_gpu(dev))
-    GPU_OK(mr_device_download(dev, host, d, n * sizeof *host));
+    GPU_OK(mr_device_download(dev, host, d, n * sizeof *host, TERR));
   else
     memcpy(host, d, n * sizeof *host);
 }
@@ -95,16 +95,16 @@ static void cpu_tv_temporal(void **state) {
             *r = malloc(n * sizeof *r), *p = malloc(n * sizeof *p), *q = malloc(n * sizeof *q);
   for (mr_tv_time time = MR_TV_FRAMES; time <= MR_TV_REFERENCE; time++) {
     mr_tv *tv;
-    GPU_OK(mr_tv_create_time(cpu, dims, time, &tv));
+    GPU_OK(mr_tv_create_time(cpu, dims, time, &tv, TERR));
     assert_int_equal(mr_tv_axes(tv), 3 + (time == MR_TV_REFERENCE));
     double w = 0.7;
     gpu_test_random(x, n, 4);
     gpu_test_random(r, n, 6);
-    GPU_OK(mr_tv_set_time(tv, (float)w, r));
+    GPU_OK(mr_tv_set_time(tv, (float)w, r, TERR));
     size_t m = (size_t)mr_tv_axes(tv) * n;
     gpu_test_random(g, m, 5);
-    GPU_OK(mr_tv_forward(tv, x, kx));
-    GPU_OK(mr_tv_adjoint(tv, g, kg));
+    GPU_OK(mr_tv_forward(tv, x, kx, TERR));
+    GPU_OK(mr_tv_adjoint(tv, g, kg, TERR));
     double complex a = dot(kx, g, m), b = dot(x, kg, n);
     if (!(cabs(a - b) < 1e-4 * cabs(a)))
       fail_msg("temporal term %d: <K x, g> %g%+gi, <x, K^H g> %g%+gi", (int)time, creal(a),
@@ -115,7 +115,7 @@ static void cpu_tv_temporal(void **state) {
     for (size_t i = 0; i < n; i++)
       r[i] = i % 20 < 8 ? 1.0f : 0.2f;
     double t = 0.05;
-    GPU_OK(mr_tv_prox(tv, (float)t, 400, x, p));
+    GPU_OK(mr_tv_prox(tv, (float)t, 400, x, p, TERR));
     double best = objective(p, x, dims, time, t, w, r);
     assert_true(best < objective(x, x, dims, time, t, w, r));
     assert_true(best < objective(r, x, dims, time, t, w, r));
@@ -125,12 +125,12 @@ static void cpu_tv_temporal(void **state) {
         q[i] = p[i] + 0.01f * q[i];
       assert_true(best <= objective(q, x, dims, time, t, w, r) + 1e-6);
     }
-    assert_int_equal(mr_tv_set_time(tv, -1, r), MR_EINVAL);
+    assert_int_equal(mr_tv_set_time(tv, -1, r, TERR), MR_EINVAL);
     mr_tv_destroy(tv);
   }
   mr_tv *spatial;
-  GPU_OK(mr_tv_create(cpu, dims, &spatial));
-  assert_int_equal(mr_tv_set_time(spatial, 1, NULL), MR_EINVAL);
+  GPU_OK(mr_tv_create(cpu, dims, &spatial, TERR));
+  assert_int_equal(mr_tv_set_time(spatial, 1, NULL, TERR), MR_EINVAL);
   mr_tv_destroy(spatial);
   free(x);
   free(g);
@@ -193,10 +193,10 @@ static void kspace_of(const mr_cfloat *truth, const mr_cfloat *maps, const uint8
   mr_device *cpu = gpu_test_cpu();
   size_t dims[3] = {NX, NY, 1};
   mr_sense *op;
-  GPU_OK(mr_sense_create(cpu, dims, COILS, &op));
+  GPU_OK(mr_sense_create(cpu, dims, COILS, &op, TERR));
   for (size_t f = 0; f < FRAMES; f++) {
-    GPU_OK(mr_sense_set(op, maps, mask + f * NY, NULL));
-    GPU_OK(mr_sense_forward(op, truth + f * NPX, k + f * COILS * NPX));
+    GPU_OK(mr_sense_set(op, maps, mask + f * NY, NULL, TERR));
+    GPU_OK(mr_sense_forward(op, truth + f * NPX, k + f * COILS * NPX, TERR));
   }
   mr_sense_destroy(op);
   mr_cfloat *noise = malloc(FRAMES * COILS * NPX * sizeof *noise);
@@ -238,11 +238,11 @@ static void solve_series(mr_device *dev, double temporal, const mr_cfloat *k,
                          const uint8_t *mask, const mr_cfloat *maps, mr_cfloat *img) {
   mr_sparse_opts o = series_opts(temporal);
   mr_sparse_plan *p;
-  GPU_OK(mr_sparse_plan_create(dev, &o, &p));
+  GPU_OK(mr_sparse_plan_create(dev, &o, &p, TERR));
   mr_buf *bk, *bm, *bi;
   mr_cfloat *dk = put(dev, k, FRAMES * COILS * NPX, &bk), *dm = put(dev, maps, COILS * NPX, &bm),
             *di = put(dev, img, FRAMES * NPX, &bi);
-  GPU_OK(mr_sparse_solve(p, dk, mask, dm, di, NULL, NULL));
+  GPU_OK(mr_sparse_solve(p, dk, mask, dm, di, NULL, NULL, TERR));
   get(dev, di, img, FRAMES * NPX);
   drop(bk, dk);
   drop(bm, dm);
@@ -272,20 +272,20 @@ static void cpu_series_operator(void **state) {
   size_t dims[3] = {NX, NY, 1}, fewest;
   mr_series *s;
   mr_sense *op;
-  GPU_OK(mr_series_create(cpu, dims, COILS, FRAMES, &s));
-  GPU_OK(mr_sense_create(cpu, dims, COILS, &op));
-  GPU_OK(mr_series_set(s, d->maps, d->mask, &fewest));
+  GPU_OK(mr_series_create(cpu, dims, COILS, FRAMES, &s, TERR));
+  GPU_OK(mr_sense_create(cpu, dims, COILS, &op, TERR));
+  GPU_OK(mr_series_set(s, d->maps, d->mask, &fewest, TERR));
   assert_true(fewest >= 4);
   mr_cfloat *y = malloc(FRAMES * NPX * sizeof *y), *ref = malloc(NPX * sizeof *ref);
-  GPU_OK(mr_series_normal(s, d->truth, y));
+  GPU_OK(mr_series_normal(s, d->truth, y, TERR));
   for (size_t f = 0; f < FRAMES; f++) {
-    GPU_OK(mr_sense_set(op, d->maps, d->mask + f * NY, NULL));
-    GPU_OK(mr_sense_normal(op, d->truth + f * NPX, ref));
+    GPU_OK(mr_sense_set(op, d->maps, d->mask + f * NY, NULL, TERR));
+    GPU_OK(mr_sense_normal(op, d->truth + f * NPX, ref, TERR));
     assert_true(mr_test_rel_error_c(y + f * NPX, ref, NPX) < 1e-6);
   }
   size_t bad[3] = {NX, NY, 2};
   mr_series *none = NULL;
-  assert_int_equal(mr_series_create(cpu, bad, COILS, FRAMES, &none), MR_EINVAL);
+  assert_int_equal(mr_series_create(cpu, bad, COILS, FRAMES, &none, TERR), MR_EINVAL);
   mr_series_destroy(s);
   mr_sense_destroy(op);
   free(y);
@@ -312,21 +312,21 @@ static void cpu_temporal_beats_frame_by_frame(void **state) {
   mr_sparse_opts o = series_opts(0.01);
   o.regularizer = MR_SPARSE_WAVELET;
   mr_sparse_plan *p = NULL;
-  assert_int_equal(mr_sparse_plan_create(cpu, &o, &p), MR_EINVAL);
-  assert_non_null(strstr(mr_device_last_error(), "temporal"));
+  assert_int_equal(mr_sparse_plan_create(cpu, &o, &p, TERR), MR_EINVAL);
+  assert_non_null(strstr(mr_test_last_error(), "temporal"));
   o.regularizer = MR_SPARSE_TV;
   o.iterations = 2;
-  GPU_OK(mr_sparse_plan_create(cpu, &o, &p));
+  GPU_OK(mr_sparse_plan_create(cpu, &o, &p, TERR));
   memset(d->mask + 3 * NY, 0, NY);
   d->mask[3 * NY + NY / 2] = 1;
-  assert_int_equal(mr_sparse_solve(p, d->k, d->mask, d->maps, joint, NULL, NULL), MR_EDATA);
-  assert_non_null(strstr(mr_device_last_error(), "in a frame"));
-  assert_int_equal(mr_sparse_set_reference(p, NULL), 0);
+  assert_int_equal(mr_sparse_solve(p, d->k, d->mask, d->maps, joint, NULL, NULL, TERR), MR_EDATA);
+  assert_non_null(strstr(mr_test_last_error(), "in a frame"));
+  assert_int_equal(mr_sparse_set_reference(p, NULL, TERR), 0);
   mr_sparse_plan_destroy(p);
   o.time = MR_TV_SPATIAL;
   o.dims[2] = 1;
-  GPU_OK(mr_sparse_plan_create(cpu, &o, &p));
-  assert_int_equal(mr_sparse_set_reference(p, joint), MR_EINVAL);
+  GPU_OK(mr_sparse_plan_create(cpu, &o, &p, TERR));
+  assert_int_equal(mr_sparse_set_reference(p, joint, TERR), MR_EINVAL);
   mr_sparse_plan_destroy(p);
   free(alone);
   free(joint);
@@ -411,12 +411,12 @@ static void cuda_tv_temporal(void **state) {
   for (mr_tv_time time = MR_TV_FRAMES; time <= MR_TV_REFERENCE; time++) {
     for (int d = 0; d < 2; d++) {
       mr_tv *tv;
-      GPU_OK(mr_tv_create_time(devs[d], dims, time, &tv));
+      GPU_OK(mr_tv_create_time(devs[d], dims, time, &tv, TERR));
       mr_buf *bx, *br, *by;
       mr_cfloat *dx = put(devs[d], x, n, &bx), *dr = put(devs[d], r, n, &br),
                 *dy = put(devs[d], x, n, &by);
-      GPU_OK(mr_tv_set_time(tv, 0.8f, dr));
-      GPU_OK(mr_tv_prox(tv, 0.1f, 20, dx, dy));
+      GPU_OK(mr_tv_set_time(tv, 0.8f, dr, TERR));
+      GPU_OK(mr_tv_prox(tv, 0.1f, 20, dx, dy, TERR));
       out[d] = malloc(n * sizeof *x);
       get(devs[d], dy, out[d], n);
       drop(bx, dx);

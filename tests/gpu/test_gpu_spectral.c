@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "blas.h"
+#include "cmat.h"
 #include "solve.h"
 #include "spectral.h"
 #include "spectral_impl.h"
@@ -41,7 +43,7 @@ static mr_cfloat *batch_of(mr_cfloat *q, float *w, mr_blas_op side) {
         qb[(size_t)i * N + j] = conjf(qb[(size_t)j * N + i]);
     for (int i = 0; i < N; i++)
       qb[(size_t)i * N + i] = crealf(qb[(size_t)i * N + i]);
-    GPU_OK(mr_solve_eigh(gpu_test_cpu(), mr_cmat_dense(qb, N, N), w + b * N, 1));
+    GPU_OK(mr_solve_eigh(gpu_test_cpu(), mr_cmat_dense(qb, N, N), w + b * N, 1, TERR));
     for (int k = 0; k < N; k++) {
       double e = -9.0 * k / (N - 1);
       if (fabs(e + 3) < 0.05) /* 10^-3 +- 12% */
@@ -79,8 +81,8 @@ static void cpu_projector_and_inverse(mr_blas_op side) {
   float *w = malloc(sizeof *w * N * BATCH), lmax[BATCH];
   mr_cfloat *a = batch_of(q, w, side);
   GPU_OK(mr_spectral_truncate(gpu_test_cpu(), mr_cmat_dense(a, N, N), side, THRESHOLD,
-                              mr_cmat_dense(proj, N, N), mr_cmat_dense(pinv, N, N), lmax,
-                              BATCH));
+                              mr_cmat_dense(proj, N, N), mr_cmat_dense(pinv, N, N), lmax, BATCH,
+                              TERR));
   for (int b = 0; b < BATCH; b++) {
     double ep = 0, np = 0, ei = 0, ni = 0;
     for (int j = 0; j < N; j++)
@@ -132,10 +134,10 @@ static void cpu_polynomials_match_eigen(void **state) {
   mr_spectral_ops poly = mr_spectral_cpu_ops;
   poly.by_eigen = NULL;
   GPU_OK(mr_spectral_truncate(gpu_test_cpu(), mr_cmat_dense(a, N, N), MR_BLAS_C, THRESHOLD,
-                              mr_cmat_dense(pe, N, N), mr_cmat_dense(ie, N, N), le, BATCH));
+                              mr_cmat_dense(pe, N, N), mr_cmat_dense(ie, N, N), le, BATCH, TERR));
   GPU_OK(mr_spectral_truncate_by(&poly, gpu_test_cpu(), mr_cmat_dense(a, N, N), MR_BLAS_C,
                                  THRESHOLD, mr_cmat_dense(pp, N, N), mr_cmat_dense(ip, N, N), lp,
-                                 BATCH));
+                                 BATCH, TERR));
   for (int b = 0; b < BATCH - 1; b++) {
     double ep = mr_test_rel_error_c(pp + b * nn, pe + b * nn, nn);
     double ei = mr_test_rel_error_c(ip + b * nn, ie + b * nn, nn);
@@ -161,14 +163,16 @@ static void bad_input(void **state) {
   mr_cfloat a[4] = {1, 0, 0, 1}, p[4];
   mr_cmat am = mr_cmat_dense(a, 2, 2), pm = mr_cmat_dense(p, 2, 2), none = {0};
   mr_device *cpu = gpu_test_cpu();
-  assert_int_equal(mr_spectral_truncate(cpu, am, MR_BLAS_N, 0, pm, none, NULL, 1), MR_EINVAL);
-  assert_int_equal(mr_spectral_truncate(cpu, am, MR_BLAS_N, 1, pm, none, NULL, 1), MR_EINVAL);
-  assert_int_equal(mr_spectral_truncate(cpu, am, MR_BLAS_T, 0.1f, pm, none, NULL, 1), MR_EINVAL);
+  assert_int_equal(mr_spectral_truncate(cpu, am, MR_BLAS_N, 0, pm, none, NULL, 1, TERR), MR_EINVAL);
+  assert_int_equal(mr_spectral_truncate(cpu, am, MR_BLAS_N, 1, pm, none, NULL, 1, TERR), MR_EINVAL);
+  assert_int_equal(mr_spectral_truncate(cpu, am, MR_BLAS_T, 0.1f, pm, none, NULL, 1, TERR),
+                   MR_EINVAL);
   /* a 2 x 1 factor: its row-side Gram is 2 x 2, the column side's 1 x 1 */
   assert_int_equal(
-      mr_spectral_truncate(cpu, mr_cmat_dense(a, 2, 1), MR_BLAS_C, 0.1f, pm, none, NULL, 1),
+      mr_spectral_truncate(cpu, mr_cmat_dense(a, 2, 1), MR_BLAS_C, 0.1f, pm, none, NULL, 1, TERR),
       MR_EINVAL);
-  assert_int_equal(mr_spectral_truncate(cpu, am, MR_BLAS_N, 0.1f, pm, none, NULL, 0), MR_EINVAL);
+  assert_int_equal(mr_spectral_truncate(cpu, am, MR_BLAS_N, 0.1f, pm, none, NULL, 0, TERR),
+                   MR_EINVAL);
 }
 
 static void cuda_matches_cpu(void **state) {
@@ -178,14 +182,15 @@ static void cuda_matches_cpu(void **state) {
   float *w = malloc(sizeof *w * N * BATCH), lc[BATCH], lg[BATCH];
   mr_cfloat *a = batch_of(q, w, MR_BLAS_N);
   GPU_OK(mr_spectral_truncate(gpu_test_cpu(), mr_cmat_dense(a, N, N), MR_BLAS_N, THRESHOLD,
-                              mr_cmat_dense(proj, N, N), mr_cmat_dense(pinv, N, N), lc, BATCH));
+                              mr_cmat_dense(proj, N, N), mr_cmat_dense(pinv, N, N), lc, BATCH,
+                              TERR));
   mr_device *gpu = gpu_test_gpu();
   mr_buf *da = gpu_test_upload(gpu, a, bytes), *dp = NULL, *di = NULL;
-  GPU_OK(mr_buf_create(gpu, bytes, &dp));
-  GPU_OK(mr_buf_create(gpu, bytes, &di));
+  GPU_OK(mr_buf_create(gpu, bytes, &dp, TERR));
+  GPU_OK(mr_buf_create(gpu, bytes, &di, TERR));
   GPU_OK(mr_spectral_truncate(gpu, mr_cmat_dense(mr_buf_data(da), N, N), MR_BLAS_N, THRESHOLD,
                               mr_cmat_dense(mr_buf_data(dp), N, N),
-                              mr_cmat_dense(mr_buf_data(di), N, N), lg, BATCH));
+                              mr_cmat_dense(mr_buf_data(di), N, N), lg, BATCH, TERR));
   mr_cfloat *gp = gpu_test_download(dp), *gi = gpu_test_download(di);
   for (int b = 0; b < BATCH - 1; b++) {
     double ep = mr_test_rel_error_c(gp + b * nn, proj + b * nn, nn);

@@ -47,10 +47,10 @@ static mr_cfloat *q_of(mr_device *dev, int rank, const size_t n[3], size_t m, co
                    .batch = 1,
                    .precision = mr_device_is_gpu(dev) ? MR_FHD_SINGLE : MR_FHD_DOUBLE};
   mr_fhd_plan *plan = NULL;
-  GPU_OK(mr_fhd_plan_create(dev, &o, &plan));
-  GPU_OK(mr_fhd_set_points(plan, m, k));
+  GPU_OK(mr_fhd_plan_create(dev, &o, &plan, TERR));
+  GPU_OK(mr_fhd_set_points(plan, m, k, TERR));
   mr_cfloat *q = malloc(mr_fhd_voxel_count(plan) * sizeof *q);
-  GPU_OK(mr_fhd_adjoint(plan, NULL, w, q));
+  GPU_OK(mr_fhd_adjoint(plan, NULL, w, q, TERR));
   mr_fhd_plan_destroy(plan);
   return q;
 }
@@ -65,9 +65,9 @@ static void check_combine(mr_device *dev, mr_toeplitz *t, size_t coils, size_t n
     for (size_t i = 0; i < nvox; i++)
       want[i] += conjf(maps[c * nvox + i]) * x[c * nvox + i];
   mr_buf *bx = gpu_test_upload(dev, x, coils * nvox * sizeof *x), *bout = NULL;
-  GPU_OK(mr_buf_create(dev, nvox * sizeof *got, &bout));
-  GPU_OK(mr_toeplitz_combine(t, mr_buf_data(bx), mr_buf_data(bout)));
-  GPU_OK(mr_buf_download(bout, 0, got, nvox * sizeof *got));
+  GPU_OK(mr_buf_create(dev, nvox * sizeof *got, &bout, TERR));
+  GPU_OK(mr_toeplitz_combine(t, mr_buf_data(bx), mr_buf_data(bout), TERR));
+  GPU_OK(mr_buf_download(bout, 0, got, nvox * sizeof *got, TERR));
   assert_true(mr_test_rel_error_c(got, want, nvox) < 1e-6);
   mr_buf_destroy(bx);
   mr_buf_destroy(bout);
@@ -84,12 +84,12 @@ static void check_batch(mr_device *dev, mr_toeplitz *t, size_t nvox) {
   mr_cfloat *x = malloc(COUNT * bytes), *all = malloc(COUNT * bytes), *one = malloc(bytes);
   gpu_test_random(x, COUNT * nvox, 24);
   mr_buf *bx = gpu_test_upload(dev, x, COUNT * bytes), *by = NULL;
-  GPU_OK(mr_buf_create(dev, COUNT * bytes, &by));
-  GPU_OK(mr_toeplitz_apply_batch(t, COUNT, mr_buf_data(bx), mr_buf_data(by)));
-  GPU_OK(mr_buf_download(by, 0, all, COUNT * bytes));
+  GPU_OK(mr_buf_create(dev, COUNT * bytes, &by, TERR));
+  GPU_OK(mr_toeplitz_apply_batch(t, COUNT, mr_buf_data(bx), mr_buf_data(by), TERR));
+  GPU_OK(mr_buf_download(by, 0, all, COUNT * bytes, TERR));
   for (size_t i = 0; i < COUNT; i++) {
-    GPU_OK(mr_toeplitz_apply(t, (mr_cfloat *)mr_buf_data(bx) + i * nvox, mr_buf_data(by)));
-    GPU_OK(mr_buf_download(by, 0, one, bytes));
+    GPU_OK(mr_toeplitz_apply(t, (mr_cfloat *)mr_buf_data(bx) + i * nvox, mr_buf_data(by), TERR));
+    GPU_OK(mr_buf_download(by, 0, one, bytes, TERR));
     if (mr_device_is_gpu(dev))
       assert_true(mr_test_rel_error_c(all + i * nvox, one, nvox) < 1e-6);
     else
@@ -127,7 +127,7 @@ static void check_setup(mr_device *dev, const setup *s) {
                         .coils = coils};
   size_t bytes = nvox * sizeof(mr_cfloat);
   mr_buf *bx = gpu_test_upload(dev, x, bytes), *by = NULL, *bq = NULL;
-  GPU_OK(mr_buf_create(dev, bytes, &by));
+  GPU_OK(mr_buf_create(dev, bytes, &by, TERR));
   /* 0: made from this Q; 1: made from another trajectory's (all weights
    * 2) and given this one's in place, from device memory. */
   for (int in_place = 0; in_place < 2; in_place++) {
@@ -137,19 +137,19 @@ static void check_setup(mr_device *dev, const setup *s) {
       for (size_t i = 0; i < m; i++)
         w2[i] = 2;
       mr_cfloat *other = q_of(dev, s->rank, s->n, m, k, w2);
-      GPU_OK(mr_toeplitz_create(dev, &o, other, &t));
+      GPU_OK(mr_toeplitz_create(dev, &o, other, &t, TERR));
       bq = gpu_test_upload(dev, q, nbig * sizeof(mr_cfloat));
-      GPU_OK(mr_toeplitz_set_q(t, mr_buf_data(bq)));
+      GPU_OK(mr_toeplitz_set_q(t, mr_buf_data(bq), TERR));
       free(w2);
       free(other);
     } else {
-      GPU_OK(mr_toeplitz_create(dev, &o, q, &t));
+      GPU_OK(mr_toeplitz_create(dev, &o, q, &t, TERR));
     }
     assert_int_equal(mr_toeplitz_voxels(t), nvox);
     if (coils > 0)
-      GPU_OK(mr_toeplitz_set_maps(t, maps));
-    GPU_OK(mr_toeplitz_apply(t, mr_buf_data(bx), mr_buf_data(by)));
-    GPU_OK(mr_buf_download(by, 0, got, bytes));
+      GPU_OK(mr_toeplitz_set_maps(t, maps, TERR));
+    GPU_OK(mr_toeplitz_apply(t, mr_buf_data(bx), mr_buf_data(by), TERR));
+    GPU_OK(mr_buf_download(by, 0, got, bytes, TERR));
     double err = mr_test_rel_error_c(got, want, nvox);
     print_message("%dD %zux%zux%zu lambda %.1f %s, %zu coils%s: %.2e\n", s->rank, s->n[0],
                   s->n[1], s->n[2], s->lambda,
@@ -185,19 +185,19 @@ static void cpu_bad_input(void **state) {
   mr_toeplitz *t = NULL;
   mr_cfloat q[64] = {0};
   mr_toeplitz_opts o = {.rank = 2, .n = {4, 4, 1}, .lambda = -1};
-  assert_int_equal(mr_toeplitz_create(gpu_test_cpu(), &o, q, &t), MR_EINVAL);
+  assert_int_equal(mr_toeplitz_create(gpu_test_cpu(), &o, q, &t, TERR), MR_EINVAL);
   o.lambda = 0;
   o.coils = 2;
-  GPU_OK(mr_toeplitz_create(gpu_test_cpu(), &o, q, &t));
+  GPU_OK(mr_toeplitz_create(gpu_test_cpu(), &o, q, &t, TERR));
   mr_cfloat x[16] = {0}, y[16];
-  assert_int_equal(mr_toeplitz_apply(t, x, y), MR_EINVAL); /* no maps yet */
-  assert_int_equal(mr_toeplitz_combine(t, x, y), MR_EINVAL);
+  assert_int_equal(mr_toeplitz_apply(t, x, y, TERR), MR_EINVAL); /* no maps yet */
+  assert_int_equal(mr_toeplitz_combine(t, x, y, TERR), MR_EINVAL);
   mr_toeplitz_destroy(t);
   o.coils = 0;
-  GPU_OK(mr_toeplitz_create(gpu_test_cpu(), &o, NULL, &t)); /* Q to come */
-  assert_int_equal(mr_toeplitz_apply(t, x, y), MR_EINVAL);
-  GPU_OK(mr_toeplitz_set_q(t, q));
-  GPU_OK(mr_toeplitz_apply(t, x, y));
+  GPU_OK(mr_toeplitz_create(gpu_test_cpu(), &o, NULL, &t, TERR)); /* Q to come */
+  assert_int_equal(mr_toeplitz_apply(t, x, y, TERR), MR_EINVAL);
+  GPU_OK(mr_toeplitz_set_q(t, q, TERR));
+  GPU_OK(mr_toeplitz_apply(t, x, y, TERR));
   mr_toeplitz_destroy(t);
 }
 

@@ -57,10 +57,10 @@ static problem make_problem(size_t coils, double lambda, mr_regularizer reg) {
   mr_fhd_opts o = {.rank = 3, .grid = {2 * p.n[0], 2 * p.n[1], 2 * p.n[2]}, .batch = 1,
                    .precision = mr_device_is_gpu(devs[0]) ? MR_FHD_SINGLE : MR_FHD_DOUBLE};
   mr_fhd_plan *plan = NULL;
-  GPU_OK(mr_fhd_plan_create(devs[0], &o, &plan));
-  GPU_OK(mr_fhd_set_points(plan, m, k));
+  GPU_OK(mr_fhd_plan_create(devs[0], &o, &plan, TERR));
+  GPU_OK(mr_fhd_set_points(plan, m, k, TERR));
   p.q = malloc(mr_fhd_voxel_count(plan) * sizeof *p.q);
-  GPU_OK(mr_fhd_adjoint(plan, NULL, w, p.q));
+  GPU_OK(mr_fhd_adjoint(plan, NULL, w, p.q, TERR));
   mr_fhd_plan_destroy(plan);
   p.maps = malloc(coils * p.nvox * sizeof *p.maps);
   p.x = malloc(p.nvox * sizeof *p.x);
@@ -94,42 +94,42 @@ static void compare(const problem *p, size_t parts) {
   mr_device *d0 = devs[0];
   mr_toeplitz *one = NULL;
   mr_toeplitz_split *split = NULL;
-  GPU_OK(mr_toeplitz_create(d0, &o, p->q, &one));
-  GPU_OK(mr_toeplitz_set_maps(one, p->maps));
-  GPU_OK(mr_toeplitz_split_create(devs, parts, &o, p->q, &split));
+  GPU_OK(mr_toeplitz_create(d0, &o, p->q, &one, TERR));
+  GPU_OK(mr_toeplitz_set_maps(one, p->maps, TERR));
+  GPU_OK(mr_toeplitz_split_create(devs, parts, &o, p->q, &split, TERR));
   mr_buf *bx = gpu_test_upload(d0, p->x, p->nvox * sizeof(mr_cfloat)), *by = NULL, *bs = NULL;
-  GPU_OK(mr_buf_create(d0, p->nvox * sizeof(mr_cfloat), &by));
-  assert_int_equal(mr_toeplitz_split_apply(split, mr_buf_data(bx), mr_buf_data(by)),
+  GPU_OK(mr_buf_create(d0, p->nvox * sizeof(mr_cfloat), &by, TERR));
+  assert_int_equal(mr_toeplitz_split_apply(split, mr_buf_data(bx), mr_buf_data(by), TERR),
                    MR_EINVAL); /* no maps yet */
-  GPU_OK(mr_toeplitz_split_set_maps(split, p->maps));
+  GPU_OK(mr_toeplitz_split_set_maps(split, p->maps, TERR));
   assert_int_equal(mr_toeplitz_split_devices(split), parts < p->coils ? parts : p->coils);
   size_t bytes = p->nvox * sizeof(mr_cfloat);
-  GPU_OK(mr_buf_create(d0, bytes, &bs));
+  GPU_OK(mr_buf_create(d0, bytes, &bs, TERR));
   mr_cfloat *want = malloc(bytes), *got = malloc(bytes);
 
   /* The right-hand side's combination of coil images (the maps as images). */
   mr_buf *coil_images = gpu_test_upload(d0, p->maps, p->coils * bytes);
-  GPU_OK(mr_toeplitz_combine(one, mr_buf_data(coil_images), mr_buf_data(by)));
-  GPU_OK(mr_toeplitz_split_combine(split, mr_buf_data(coil_images), mr_buf_data(bs)));
-  GPU_OK(mr_buf_download(by, 0, want, bytes));
-  GPU_OK(mr_buf_download(bs, 0, got, bytes));
+  GPU_OK(mr_toeplitz_combine(one, mr_buf_data(coil_images), mr_buf_data(by), TERR));
+  GPU_OK(mr_toeplitz_split_combine(split, mr_buf_data(coil_images), mr_buf_data(bs), TERR));
+  GPU_OK(mr_buf_download(by, 0, want, bytes, TERR));
+  GPU_OK(mr_buf_download(bs, 0, got, bytes, TERR));
   assert_true(mr_test_rel_error_c(got, want, p->nvox) < 1e-6);
   mr_buf_destroy(coil_images);
 
-  GPU_OK(mr_toeplitz_apply(one, mr_buf_data(bx), mr_buf_data(by)));
-  GPU_OK(mr_toeplitz_split_apply(split, mr_buf_data(bx), mr_buf_data(bs)));
-  GPU_OK(mr_buf_download(by, 0, want, bytes));
-  GPU_OK(mr_buf_download(bs, 0, got, bytes));
+  GPU_OK(mr_toeplitz_apply(one, mr_buf_data(bx), mr_buf_data(by), TERR));
+  GPU_OK(mr_toeplitz_split_apply(split, mr_buf_data(bx), mr_buf_data(bs), TERR));
+  GPU_OK(mr_buf_download(by, 0, want, bytes, TERR));
+  GPU_OK(mr_buf_download(bs, 0, got, bytes, TERR));
   double apply_err = mr_test_rel_error_c(got, want, p->nvox);
 
   /* CG-SENSE: b = A x, solved from 0 with each operator. */
   mr_cg_opts co = {.max_iterations = 8};
   GPU_OK(mr_cg_solve_batch(d0, p->nvox, 1, mr_toeplitz_apply_batch_op, one, mr_buf_data(by),
-                           mr_buf_data(bx), &co, NULL));
-  GPU_OK(mr_buf_download(bx, 0, want, bytes));
+                           mr_buf_data(bx), &co, NULL, TERR));
+  GPU_OK(mr_buf_download(bx, 0, want, bytes, TERR));
   GPU_OK(mr_cg_solve_batch(d0, p->nvox, 1, mr_toeplitz_split_apply_op, split, mr_buf_data(by),
-                           mr_buf_data(bs), &co, NULL));
-  GPU_OK(mr_buf_download(bs, 0, got, bytes));
+                           mr_buf_data(bs), &co, NULL, TERR));
+  GPU_OK(mr_buf_download(bs, 0, got, bytes, TERR));
   double solve_err = mr_test_rel_error_c(got, want, p->nvox);
   print_message("%zu coils on %zu devices, lambda %.1f %s: apply %.2e, solve %.2e\n", p->coils,
                 parts, p->lambda, p->reg == MR_REG_IDENTITY ? "identity" : "differences",
@@ -166,18 +166,18 @@ static void device_fails_mid_solve(void **state) {
   problem p = make_problem(3, 0.3, MR_REG_IDENTITY);
   mr_toeplitz_opts o = opts_of(&p);
   mr_toeplitz_split *split = NULL;
-  GPU_OK(mr_toeplitz_split_create(devs, 3, &o, p.q, &split));
-  GPU_OK(mr_toeplitz_split_set_maps(split, p.maps));
+  GPU_OK(mr_toeplitz_split_create(devs, 3, &o, p.q, &split, TERR));
+  GPU_OK(mr_toeplitz_split_set_maps(split, p.maps, TERR));
   size_t bytes = p.nvox * sizeof(mr_cfloat);
   mr_buf *bb = gpu_test_upload(devs[0], p.x, bytes), *bx = NULL;
-  GPU_OK(mr_buf_create(devs[0], bytes, &bx));
-  GPU_OK(mr_pool_fake_fault(pool, 2, 5, MR_EDEVICE));
+  GPU_OK(mr_buf_create(devs[0], bytes, &bx, TERR));
+  GPU_OK(mr_pool_fake_fault(pool, 2, 5, MR_EDEVICE, TERR));
   mr_cg_opts co = {.max_iterations = 20};
   assert_int_equal(mr_cg_solve_batch(devs[0], p.nvox, 1, mr_toeplitz_split_apply_op, split,
-                                     mr_buf_data(bb), mr_buf_data(bx), &co, NULL),
+                                     mr_buf_data(bb), mr_buf_data(bx), &co, NULL, TERR),
                    MR_EDEVICE);
-  assert_non_null(strstr(mr_device_last_error(), "fake GPU 2"));
-  GPU_OK(mr_pool_fake_fault(pool, 2, -1, 0));
+  assert_non_null(strstr(mr_test_last_error(), "fake GPU 2"));
+  GPU_OK(mr_pool_fake_fault(pool, 2, -1, 0, TERR));
   mr_buf_destroy(bb);
   mr_buf_destroy(bx);
   mr_toeplitz_split_destroy(split);
@@ -198,19 +198,19 @@ static void *solve_split(void *arg) {
   mr_toeplitz_split *split = NULL;
   size_t bytes = p->nvox * sizeof(mr_cfloat);
   mr_buf *bb = NULL, *bx = NULL;
-  c->rc = mr_toeplitz_split_create(c->order, 2, &o, p->q, &split);
+  c->rc = mr_toeplitz_split_create(c->order, 2, &o, p->q, &split, TERR);
   if (c->rc == 0)
-    c->rc = mr_toeplitz_split_set_maps(split, p->maps);
+    c->rc = mr_toeplitz_split_set_maps(split, p->maps, TERR);
   if (c->rc == 0)
-    c->rc = mr_buf_create(c->order[0], bytes, &bb);
+    c->rc = mr_buf_create(c->order[0], bytes, &bb, TERR);
   if (c->rc == 0)
-    c->rc = mr_buf_create(c->order[0], bytes, &bx);
+    c->rc = mr_buf_create(c->order[0], bytes, &bx, TERR);
   if (c->rc == 0)
-    c->rc = mr_buf_upload(bb, 0, p->x, bytes);
+    c->rc = mr_buf_upload(bb, 0, p->x, bytes, TERR);
   mr_cg_opts co = {.max_iterations = 10};
   for (int i = 0; c->rc == 0 && i < 20; i++)
     c->rc = mr_cg_solve_batch(c->order[0], p->nvox, 1, mr_toeplitz_split_apply_op, split,
-                              mr_buf_data(bb), mr_buf_data(bx), &co, NULL);
+                              mr_buf_data(bb), mr_buf_data(bx), &co, NULL, TERR);
   mr_buf_destroy(bb);
   mr_buf_destroy(bx);
   mr_toeplitz_split_destroy(split);
@@ -240,10 +240,10 @@ static void bad_input(void **state) {
   mr_toeplitz_opts o = {.rank = 3, .n = {4, 4, 4}, .coils = 0};
   mr_cfloat q[512] = {0};
   mr_toeplitz_split *s = NULL;
-  assert_int_equal(mr_toeplitz_split_create(devs, ndevs, &o, q, &s), MR_EINVAL);
+  assert_int_equal(mr_toeplitz_split_create(devs, ndevs, &o, q, &s, TERR), MR_EINVAL);
   o.coils = 2;
-  assert_int_equal(mr_toeplitz_split_create(devs, 0, &o, q, &s), MR_EINVAL);
-  assert_int_equal(mr_toeplitz_split_create(devs, ndevs, &o, NULL, &s), MR_EINVAL);
+  assert_int_equal(mr_toeplitz_split_create(devs, 0, &o, q, &s, TERR), MR_EINVAL);
+  assert_int_equal(mr_toeplitz_split_create(devs, ndevs, &o, NULL, &s, TERR), MR_EINVAL);
   assert_null(s);
 }
 

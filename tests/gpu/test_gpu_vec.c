@@ -12,6 +12,7 @@
 
 #include "test_gpu_common.h"
 #include "test_support.h"
+#include "vec.h"
 
 enum { N = 200003 }; /* several reduction blocks and an uneven tail */
 
@@ -35,8 +36,8 @@ static void run_all(mr_device *dev, const mr_cfloat *x, const mr_cfloat *y, resu
   if (gpu) {
     bx = gpu_test_upload(dev, x, bytes);
     by = gpu_test_upload(dev, y, bytes);
-    GPU_OK(mr_buf_create(dev, bytes, &bo));
-    GPU_OK(mr_buf_create(dev, sizeof(float) * N, &bf));
+    GPU_OK(mr_buf_create(dev, bytes, &bo, TERR));
+    GPU_OK(mr_buf_create(dev, sizeof(float) * N, &bf, TERR));
     px = mr_buf_data(bx);
     py = mr_buf_data(by);
     fout = mr_buf_data(bf);
@@ -48,29 +49,29 @@ static void run_all(mr_device *dev, const mr_cfloat *x, const mr_cfloat *y, resu
     else
       out = mr_buf_data(bo);
     if (op <= 1) { /* scale and axpy work in place on a copy of y */
-      GPU_OK(mr_vec_copy(dev, N, py, out));
+      GPU_OK(mr_vec_copy(dev, N, py, out, TERR));
       if (op == 0)
-        GPU_OK(mr_vec_scale(dev, N, alpha, out));
+        GPU_OK(mr_vec_scale(dev, N, alpha, out, TERR));
       else
-        GPU_OK(mr_vec_axpy(dev, N, alpha, px, out));
+        GPU_OK(mr_vec_axpy(dev, N, alpha, px, out, TERR));
     } else if (op == 2) {
-      GPU_OK(mr_vec_mul(dev, N, px, py, out));
+      GPU_OK(mr_vec_mul(dev, N, px, py, out, TERR));
     } else if (op == 3) {
-      GPU_OK(mr_vec_conj_mul(dev, N, px, py, out));
+      GPU_OK(mr_vec_conj_mul(dev, N, px, py, out, TERR));
     } else if (op == 4) {
-      GPU_OK(mr_vec_copy(dev, N, px, out));
+      GPU_OK(mr_vec_copy(dev, N, px, out, TERR));
     } else {
-      GPU_OK(mr_vec_copy(dev, N, px, out));
-      GPU_OK(mr_vec_zero(dev, N, out));
+      GPU_OK(mr_vec_copy(dev, N, px, out, TERR));
+      GPU_OK(mr_vec_zero(dev, N, out, TERR));
     }
     if (gpu)
-      GPU_OK(mr_buf_download(bo, 0, targets[op], bytes));
+      GPU_OK(mr_buf_download(bo, 0, targets[op], bytes, TERR));
   }
-  GPU_OK(mr_vec_abs(dev, N, px, fout));
+  GPU_OK(mr_vec_abs(dev, N, px, fout, TERR));
   if (gpu)
-    GPU_OK(mr_buf_download(bf, 0, r->abs, sizeof(float) * N));
-  GPU_OK(mr_vec_sumsq(dev, N, px, &r->sumsq));
-  GPU_OK(mr_vec_dot(dev, N, px, py, &r->dot));
+    GPU_OK(mr_buf_download(bf, 0, r->abs, sizeof(float) * N, TERR));
+  GPU_OK(mr_vec_sumsq(dev, N, px, &r->sumsq, TERR));
+  GPU_OK(mr_vec_dot(dev, N, px, py, &r->dot, TERR));
   mr_buf_destroy(bx);
   mr_buf_destroy(by);
   mr_buf_destroy(bo);
@@ -124,9 +125,9 @@ static void cpu_ops(void **state) {
 static void empty_is_a_no_op(void **state) {
   (void)state;
   double s = 1;
-  GPU_OK(mr_vec_sumsq(gpu_test_cpu(), 0, NULL, &s));
+  GPU_OK(mr_vec_sumsq(gpu_test_cpu(), 0, NULL, &s, TERR));
   assert_true(s == 0);
-  GPU_OK(mr_vec_scale(gpu_test_cpu(), 0, 1, NULL));
+  GPU_OK(mr_vec_scale(gpu_test_cpu(), 0, 1, NULL, TERR));
 }
 
 static void cuda_matches_cpu(void **state) {
@@ -160,9 +161,9 @@ static void cpu_conj_mul_sum(void **state) {
       sum += conj((double complex)s[c * LEN + i]) * x[c * LEN + i];
     want[i] = (float complex)sum;
   }
-  GPU_OK(mr_vec_conj_mul_sum(gpu_test_cpu(), COUNT, LEN, s, x, tmp, out));
+  GPU_OK(mr_vec_conj_mul_sum(gpu_test_cpu(), COUNT, LEN, s, x, tmp, out, TERR));
   assert_true(mr_test_rel_error_c(out, want, LEN) < 1e-6);
-  GPU_OK(mr_vec_conj_mul_sum(gpu_test_cpu(), COUNT, LEN, s, x, x, out));
+  GPU_OK(mr_vec_conj_mul_sum(gpu_test_cpu(), COUNT, LEN, s, x, x, out, TERR));
   assert_true(mr_test_rel_error_c(out, want, LEN) < 1e-6);
 }
 
@@ -174,7 +175,7 @@ static void cpu_crop(void **state) {
   (void)state;
   mr_cfloat in[CROP_BATCH * CROP_IN], out[CROP_BATCH * CROP_OUT];
   gpu_test_random(in, CROP_BATCH * CROP_IN, 5);
-  GPU_OK(mr_vec_crop(gpu_test_cpu(), CROP_BATCH, in, crop_in, crop_at, out, crop_out));
+  GPU_OK(mr_vec_crop(gpu_test_cpu(), CROP_BATCH, in, crop_in, crop_at, out, crop_out, TERR));
   for (size_t b = 0; b < CROP_BATCH; b++)
     for (size_t z = 0; z < 2; z++)
       for (size_t y = 0; y < 3; y++)
@@ -182,7 +183,7 @@ static void cpu_crop(void **state) {
           assert_true(out[((b * 2 + z) * 3 + y) * 4 + x] ==
                       in[((b * 5 + z + 1) * 7 + y + 3) * 9 + x + 2]);
   const size_t too_far[3] = {6, 0, 0};
-  assert_int_equal(mr_vec_crop(gpu_test_cpu(), 1, in, crop_in, too_far, out, crop_out),
+  assert_int_equal(mr_vec_crop(gpu_test_cpu(), 1, in, crop_in, too_far, out, crop_out, TERR),
                    MR_EINVAL);
 }
 
@@ -190,11 +191,11 @@ static void cuda_crop_matches_cpu(void **state) {
   (void)state;
   mr_cfloat in[CROP_BATCH * CROP_IN], want[CROP_BATCH * CROP_OUT];
   gpu_test_random(in, CROP_BATCH * CROP_IN, 6);
-  GPU_OK(mr_vec_crop(gpu_test_cpu(), CROP_BATCH, in, crop_in, crop_at, want, crop_out));
+  GPU_OK(mr_vec_crop(gpu_test_cpu(), CROP_BATCH, in, crop_in, crop_at, want, crop_out, TERR));
   mr_buf *d = gpu_test_upload(gpu_test_gpu(), in, sizeof in), *o;
-  GPU_OK(mr_buf_create(gpu_test_gpu(), sizeof want, &o));
-  GPU_OK(mr_vec_crop(gpu_test_gpu(), CROP_BATCH, mr_buf_data(d), crop_in, crop_at,
-                     mr_buf_data(o), crop_out));
+  GPU_OK(mr_buf_create(gpu_test_gpu(), sizeof want, &o, TERR));
+  GPU_OK(mr_vec_crop(gpu_test_gpu(), CROP_BATCH, mr_buf_data(d), crop_in, crop_at, mr_buf_data(o),
+                     crop_out, TERR));
   mr_cfloat *got = gpu_test_download(o);
   assert_memory_equal(got, want, sizeof want);
   free(got);

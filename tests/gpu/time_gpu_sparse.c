@@ -16,10 +16,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "gpu.h"
+#include "buf.h"
+#include "cfloat.h"
+#include "device.h"
+#include "pool.h"
 #include "prox.h"
 #include "sense.h"
 #include "sparse.h"
+#include "test_err.h"
 #include "wavelet.h"
 
 static double now_ms(void) {
@@ -82,48 +86,49 @@ typedef struct run {
   size_t dims[3];
 } run;
 
-static int solve_task(mr_device *dev, void *arg) {
+static int solve_task(mr_device *dev, void *arg, mr_err *err) {
   (void)dev;
   run *r = arg;
-  return mr_sparse_solve(r->plan, r->k, r->mask, r->maps, r->img, NULL, NULL);
+  return mr_sparse_solve(r->plan, r->k, r->mask, r->maps, r->img, NULL, NULL, err);
 }
 
-static int steps_task(mr_device *dev, void *arg) {
+static int steps_task(mr_device *dev, void *arg, mr_err *err) {
   (void)dev;
   run *r = arg;
   int rc = 0;
   for (int i = 0; i < 100 && rc == 0; i++)
-    rc = mr_sense_step(r->sense, r->a, r->img, 0.5f, r->b);
+    rc = mr_sense_step(r->sense, r->a, r->img, 0.5f, r->b, err);
   return rc;
 }
 
-static int prox_task(mr_device *dev, void *arg) {
+static int prox_task(mr_device *dev, void *arg, mr_err *err) {
   run *r = arg;
   (void)dev;
   size_t shift[3] = {3, 5, 1};
   int rc = 0;
   for (int i = 0; i < 100 && rc == 0; i++) {
-    rc = mr_wavelet_forward(r->w, shift, r->a, r->b);
+    rc = mr_wavelet_forward(r->w, shift, r->a, r->b, err);
     if (rc == 0)
-      rc = mr_wavelet_adjoint_soft(r->w, shift, 0.01f, r->b, r->img);
+      rc = mr_wavelet_adjoint_soft(r->w, shift, 0.01f, r->b, r->img, err);
   }
   return rc;
 }
 
 static mr_cfloat *up(mr_device *dev, const void *host, size_t bytes, mr_buf **keep) {
-  if (mr_buf_create(dev, bytes, keep) != 0 || (host && mr_buf_upload(*keep, 0, host, bytes) != 0)) {
-    fprintf(stderr, "upload: %s\n", mr_device_last_error());
+  if (mr_buf_create(dev, bytes, keep, TERR) != 0 ||
+      (host && mr_buf_upload(*keep, 0, host, bytes, TERR) != 0)) {
+    fprintf(stderr, "upload: %s\n", mr_test_last_error());
     exit(1);
   }
   return mr_buf_data(*keep);
 }
 
-#define CHECK(call)                                                                              \
-  do {                                                                                           \
-    if ((call) != 0) {                                                                           \
-      fprintf(stderr, "%s: %s\n", #call, mr_device_last_error());                                \
-      exit(1);                                                                                   \
-    }                                                                                            \
+#define CHECK(call)                                                                                \
+  do {                                                                                             \
+    if ((call) != 0) {                                                                             \
+      fprintf(stderr, "%s: %s\n", #call, mr_test_last_error());                                    \
+      exit(1);                                                                                     \
+    }                                                                                              \
   } while (0)
 
 /* One case on dev: the solve's time (median) into *ms, its image into
@@ -136,30 +141,30 @@ static void time_case(mr_device *dev, const data *d, const mr_sparse_opts *o, in
   r.k = up(dev, d->k, d->n * d->nc * sizeof *d->k, &bk);
   r.maps = up(dev, d->maps, d->n * d->nc * sizeof *d->k, &bm);
   r.img = up(dev, NULL, d->n * sizeof *d->k, &bi);
-  CHECK(mr_sparse_plan_create(dev, o, &r.plan));
+  CHECK(mr_sparse_plan_create(dev, o, &r.plan, TERR));
   double t[9];
   if (mr_device_is_gpu(dev)) {
-    CHECK(mr_device_time(dev, solve_task, &r, 1, reps, t));
+    CHECK(mr_device_time(dev, solve_task, &r, 1, reps, t, TERR));
   } else {
     for (int i = 0; i < reps; i++) {
       double t0 = now_ms();
-      CHECK(mr_device_run(dev, solve_task, &r));
+      CHECK(mr_device_run(dev, solve_task, &r, TERR));
       t[i] = now_ms() - t0;
     }
   }
   qsort(t, (size_t)reps, sizeof *t, cmp);
   *ms = t[reps / 2];
-  CHECK(mr_buf_download(bi, 0, img, d->n * sizeof *img));
+  CHECK(mr_buf_download(bi, 0, img, d->n * sizeof *img, TERR));
   if (parts) {
     r.a = up(dev, img, d->n * sizeof *img, &ba);
     r.b = up(dev, NULL, d->n * sizeof *img, &bb);
-    CHECK(mr_sense_create(dev, d->dims, d->nc, &r.sense));
-    CHECK(mr_sense_set(r.sense, r.maps, d->mask, NULL));
-    CHECK(mr_wavelet_create(dev, d->dims, MR_WAVELET_DB2, &r.w));
-    CHECK(mr_device_time(dev, steps_task, &r, 1, 3, t));
+    CHECK(mr_sense_create(dev, d->dims, d->nc, &r.sense, TERR));
+    CHECK(mr_sense_set(r.sense, r.maps, d->mask, NULL, TERR));
+    CHECK(mr_wavelet_create(dev, d->dims, MR_WAVELET_DB2, &r.w, TERR));
+    CHECK(mr_device_time(dev, steps_task, &r, 1, 3, t, TERR));
     qsort(t, 3, sizeof *t, cmp);
     *step_ms = t[1] / 100;
-    CHECK(mr_device_time(dev, prox_task, &r, 1, 3, t));
+    CHECK(mr_device_time(dev, prox_task, &r, 1, 3, t, TERR));
     qsort(t, 3, sizeof *t, cmp);
     *prox_ms = t[1] / 100;
     mr_sense_destroy(r.sense);
@@ -193,9 +198,9 @@ int main(int argc, char **argv) {
   if (mr_pool_gpu_count(pool) > 0)
     CHECK(mr_pool_acquire(pool, "auto", &gpu, &err));
   mr_device_info gi = {0}, ci = {0};
-  CHECK(mr_device_info_get(cpu, &ci));
+  CHECK(mr_device_info_get(cpu, &ci, TERR));
   if (gpu != NULL)
-    CHECK(mr_device_info_get(gpu, &gi));
+    CHECK(mr_device_info_get(gpu, &gi, TERR));
   printf("{\n  \"gpu\": \"%s\", \"cpu\": \"%s\", \"cpu_threads\": %d,\n  \"cases\": [\n",
          gpu ? gi.name : "none", ci.name, ci.units);
   static const char *const names[] = {"wavelet", "tv", "l2"};

@@ -1,4 +1,6 @@
+#include "fft.h"
 #include "grappa_phantom.h"
+#include "test_err.h"
 
 #include <complex.h>
 #include <math.h>
@@ -67,9 +69,9 @@ int grappa_phantom_kspace(mr_device *cpu, int nx, int ny, int nc, double noise, 
       }
   mr_fft_opts o = {.rank = 2, .dims = {(size_t)nx, (size_t)ny, 1}, .batch = (size_t)nc};
   mr_fft_plan *plan = NULL;
-  int rc = mr_fft_plan_create(cpu, &o, &plan);
+  int rc = mr_fft_plan_create(cpu, &o, &plan, TERR);
   if (rc == 0)
-    rc = mr_fft_execute(plan, MR_FFT_FORWARD, kspace, kspace);
+    rc = mr_fft_execute(plan, MR_FFT_FORWARD, kspace, kspace, TERR);
   mr_fft_plan_destroy(plan);
   if (rc < 0 || noise <= 0)
     return rc;

@@ -8,7 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gpu.h"
+#include "cfloat.h"
+#include "device.h"
 
 /* Fills kspace (nc * ny * nx values) on the CPU device cpu; noise is the
  * standard deviation of each real and imaginary part relative to the

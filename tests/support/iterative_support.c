@@ -1,3 +1,4 @@
+#include "fft.h"
 #include "iterative_support.h"
 
 #include <math.h>
@@ -76,14 +77,14 @@ void iter_exact_normal(mr_device *cpu, int rank, const size_t n[3], size_t m, co
   mr_fhd_opts o = {.rank = rank, .grid = {n[0], n[1], n[2]}, .batch = batch,
                    .precision = MR_FHD_DOUBLE};
   mr_fhd_plan *plan = NULL;
-  GPU_OK(mr_fhd_plan_create(cpu, &o, &plan));
-  GPU_OK(mr_fhd_set_points(plan, m, k));
+  GPU_OK(mr_fhd_plan_create(cpu, &o, &plan, TERR));
+  GPU_OK(mr_fhd_set_points(plan, m, k, TERR));
   mr_cfloat *u = malloc(batch * nvox * sizeof *u), *d = malloc(batch * m * sizeof *d);
   for (size_t c = 0; c < batch; c++)
     for (size_t i = 0; i < nvox; i++)
       u[c * nvox + i] = coils > 0 ? maps[c * nvox + i] * x[i] : x[i];
-  GPU_OK(mr_fhd_forward(plan, u, d));
-  GPU_OK(mr_fhd_adjoint(plan, d, w, u));
+  GPU_OK(mr_fhd_forward(plan, u, d, TERR));
+  GPU_OK(mr_fhd_adjoint(plan, d, w, u, TERR));
   size_t dims[3] = {n[0], n[1], rank == 3 ? n[2] : 1};
   for (size_t i = 0; i < nvox; i++) {
     double complex s = 0;
@@ -132,8 +133,8 @@ void iter_bilinear_gridding(mr_device *dev, int rank, const size_t n[3], size_t 
       out[b * nvox + i] = (mr_cfloat)sum[b * nvox + i];
   mr_fft_opts fo = {.rank = rank, .dims = {dims[0], dims[1], dims[2]}, .batch = batch};
   mr_fft_plan *plan = NULL;
-  GPU_OK(mr_fft_plan_create(dev, &fo, &plan));
-  GPU_OK(mr_fft_execute_host(plan, MR_FFT_BACKWARD, out, out));
+  GPU_OK(mr_fft_plan_create(dev, &fo, &plan, TERR));
+  GPU_OK(mr_fft_execute_host(plan, MR_FFT_BACKWARD, out, out, TERR));
   mr_fft_plan_destroy(plan);
   free(sum);
   free(weight);

@@ -6,7 +6,8 @@
 #include <complex.h>
 #include <stddef.h>
 
-#include "gpu.h"
+#include "cfloat.h"
+#include "device.h"
 #include "toeplitz.h"
 
 /* Radial spokes through the centre, `samples` each over [-0.5, 0.5)

@@ -74,14 +74,14 @@ void gpu_test_random(mr_cfloat *x, size_t n, unsigned seed) {
 
 mr_buf *gpu_test_upload(mr_device *dev, const void *host, size_t bytes) {
   mr_buf *b = NULL;
-  GPU_OK(mr_buf_create(dev, bytes, &b));
-  GPU_OK(mr_buf_upload(b, 0, host, bytes));
+  GPU_OK(mr_buf_create(dev, bytes, &b, TERR));
+  GPU_OK(mr_buf_upload(b, 0, host, bytes, TERR));
   return b;
 }
 
 void *gpu_test_download(const mr_buf *buf) {
   void *host = malloc(mr_buf_size(buf));
   assert_non_null(host);
-  GPU_OK(mr_buf_download(buf, 0, host, mr_buf_size(buf)));
+  GPU_OK(mr_buf_download(buf, 0, host, mr_buf_size(buf), TERR));
   return host;
 }

@@ -8,7 +8,11 @@
 #include <complex.h>
 #include <stddef.h>
 
-#include "gpu.h"
+#include "buf.h"
+#include "cfloat.h"
+#include "device.h"
+#include "pool.h"
+#include "test_err.h"
 
 /* Creates the pool for the group argv asks for: "none" for the CPU group,
  * "all" for --cuda (exits 77 with a message when it finds no GPU). Returns
@@ -29,12 +33,12 @@ mr_buf *gpu_test_upload(mr_device *dev, const void *host, size_t bytes);
 /* Copies a buffer back into a fresh malloc'd host array the caller frees. */
 void *gpu_test_download(const mr_buf *buf);
 
-/* Asserts rc == 0, printing mr_device_last_error() when not. */
-#define GPU_OK(call)                                                         \
-  do {                                                                       \
-    int gpu_ok_rc_ = (call);                                                 \
-    if (gpu_ok_rc_ != 0)                                                     \
-      fail_msg("%s = %d: %s", #call, gpu_ok_rc_, mr_device_last_error());    \
+/* Asserts rc == 0, printing the call's line when not (call passes TERR). */
+#define GPU_OK(call)                                                                               \
+  do {                                                                                             \
+    int gpu_ok_rc_ = (call);                                                                       \
+    if (gpu_ok_rc_ != 0)                                                                           \
+      fail_msg("%s = %d: %s", #call, gpu_ok_rc_, mr_test_last_error());                            \
   } while (0)
 
 #endif

@@ -14,6 +14,7 @@
 #include "buf.h"
 #include "kspace.h"
 #include "pool.h"
+#include "test_err.h"
 
 enum { NRO = 4, NE1 = 7, NCH = 3 };
 
@@ -57,7 +58,7 @@ static void gathers_and_scatters_sampled_lines(void **state) {
   mr_kspace *k = tagged_buffer();
   mr_buf *b = NULL;
   size_t m = 0;
-  assert_int_equal(mr_kspace_gather_sampled(k, cpu, &b, &m), 0);
+  assert_int_equal(mr_kspace_gather_sampled(k, cpu, &b, &m, TERR), 0);
   assert_int_equal(m, 3);
   assert_non_null(b);
   assert_int_equal(mr_buf_size(b), 3 * NRO * NCH * sizeof(float complex));
@@ -69,7 +70,7 @@ static void gathers_and_scatters_sampled_lines(void **state) {
         assert_true(*v == tag(ch, lines[j], ro));
         *v = -*v;
       }
-  assert_int_equal(mr_kspace_scatter_sampled(k, b), 0);
+  assert_int_equal(mr_kspace_scatter_sampled(k, b, TERR), 0);
   for (size_t ch = 0; ch < NCH; ch++)
     for (size_t e1 = 0; e1 < NE1; e1++)
       for (size_t ro = 0; ro < NRO; ro++) {
@@ -85,7 +86,7 @@ static void gathers_nothing_without_sampled_lines(void **state) {
   mr_kspace *k = mr_kspace_new(NRO, NE1, 1, NCH, 0, NULL);
   mr_buf *b = NULL;
   size_t m = 1;
-  assert_int_equal(mr_kspace_gather_sampled(k, cpu, &b, &m), 0);
+  assert_int_equal(mr_kspace_gather_sampled(k, cpu, &b, &m, TERR), 0);
   assert_int_equal(m, 0);
   assert_null(b);
   mr_kspace_free(k);

@@ -22,10 +22,13 @@
 
 #include "dataset.h"
 #include "gadget_harness.h"
-#include "gpu.h"
+#include "cfloat.h"
+#include "device.h"
+#include "pool.h"
 #include "kspace.h"
 #include "simulate.h"
 #include "slice_grappa.h"
+#include "test_err.h"
 #include "test_support.h"
 
 #define CALIBRATION_FLAG (1ull << (ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION - 1))
@@ -288,13 +291,13 @@ static double leakage(const mr_cfloat *ref, int n, int coils, int mb, int caipi)
   mr_cfloat *w = malloc(mr_slice_grappa_weights_count(&o) * sizeof *w);
   mr_cfloat *one = malloc(plane * sizeof *one), *out = malloc(plane * mb * sizeof *out);
   assert_true(w != NULL && one != NULL && out != NULL);
-  assert_int_equal(mr_slice_grappa_plan_create(cpu, &o, &plan), 0);
-  assert_int_equal(mr_slice_grappa_calibrate(plan, ref, w), 0);
+  assert_int_equal(mr_slice_grappa_plan_create(cpu, &o, &plan, TERR), 0);
+  assert_int_equal(mr_slice_grappa_calibrate(plan, ref, w, TERR), 0);
   double worst = 0;
   for (int j = 0; j < mb; j++) {
     memcpy(one, ref + j * plane, plane * sizeof *one);
-    assert_int_equal(mr_slice_grappa_caipi(cpu, coils, n, n, caipi, j, 1, 1, one), 0);
-    assert_int_equal(mr_slice_grappa_apply(plan, w, one, out), 0);
+    assert_int_equal(mr_slice_grappa_caipi(cpu, coils, n, n, caipi, j, 1, 1, one, TERR), 0);
+    assert_int_equal(mr_slice_grappa_apply(plan, w, one, out, TERR), 0);
     double own = 0, other;
     for (size_t i = 0; i < plane; i++)
       own += cabsf(out[j * plane + i]) * cabsf(out[j * plane + i]);
@@ -390,9 +393,9 @@ static void acquired_lines_alone(void **state) {
   mr_slice_grappa_plan *plan = NULL;
   mr_cfloat *w = malloc(mr_slice_grappa_weights_count(&o) * sizeof *w);
   assert_non_null(w);
-  assert_int_equal(mr_slice_grappa_plan_create(h.device, &o, &plan), 0);
-  assert_int_equal(mr_slice_grappa_calibrate_host(plan, ref, w), 0);
-  assert_int_equal(mr_slice_grappa_apply_host(plan, w, collapsed, whole), 0);
+  assert_int_equal(mr_slice_grappa_plan_create(h.device, &o, &plan, TERR), 0);
+  assert_int_equal(mr_slice_grappa_calibrate_host(plan, ref, w, TERR), 0);
+  assert_int_equal(mr_slice_grappa_apply_host(plan, w, collapsed, whole, TERR), 0);
   int seen = 0;
   for (int i = 0; i < h.nout; i++) {
     if (h.out[i]->kind != MR_MSG_KSPACE)

@@ -23,6 +23,8 @@
 #include "image_array.h"
 #include "iterative_support.h"
 #include "kspace.h"
+#include "pool.h"
+#include "test_err.h"
 #include "test_support.h"
 
 typedef struct scan {
@@ -79,10 +81,10 @@ static mr_kspace *acquire(const scan *s, mr_device *cpu, const int *skip, int ns
   mr_fhd_opts o = {.rank = s->rank, .grid = {s->n[0], s->n[1], s->n[2]}, .batch = s->coils,
                    .precision = MR_FHD_DOUBLE};
   mr_fhd_plan *plan = NULL;
-  assert_int_equal(mr_fhd_plan_create(cpu, &o, &plan), 0);
-  assert_int_equal(mr_fhd_set_points(plan, m, k), 0);
+  assert_int_equal(mr_fhd_plan_create(cpu, &o, &plan, TERR), 0);
+  assert_int_equal(mr_fhd_set_points(plan, m, k, TERR), 0);
   mr_kspace *ks = mr_kspace_new(s->samples, s->spokes, 1, s->coils, s->rank, NULL);
-  assert_int_equal(mr_fhd_forward(plan, s->truth, ks->data), 0);
+  assert_int_equal(mr_fhd_forward(plan, s->truth, ks->data, TERR), 0);
   mr_fhd_plan_destroy(plan);
   memcpy(ks->traj, k, m * s->rank * sizeof *k);
   memset(ks->sampled, 1, s->spokes);

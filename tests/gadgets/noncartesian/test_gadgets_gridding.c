@@ -29,6 +29,7 @@
 #include "nufft_support.h"
 #include "phantom_support.h"
 #include "simulate.h"
+#include "test_err.h"
 #include "test_support.h"
 
 /* Simulates a dataset into the test's directory; returns its path. */
@@ -155,7 +156,7 @@ static void matches_bart(void **state) {
     mr_message_unref(msg);
   }
   mr_dataset_close(ds);
-  assert_int_equal(mr_density_radial(2, m, k, SPOKES, 1.0 / SAMPLES, w), 0);
+  assert_int_equal(mr_density_radial(2, m, k, SPOKES, 1.0 / SAMPLES, w, TERR), 0);
   for (size_t j = 0; j < m; j++) {
     traj[j * 3] = k[j * 2] * N;
     traj[j * 3 + 1] = k[j * 2 + 1] * N;

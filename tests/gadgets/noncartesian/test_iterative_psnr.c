@@ -42,6 +42,8 @@
 #include "iterative_support.h"
 #include "kspace.h"
 #include "nufft.h"
+#include "pool.h"
+#include "test_err.h"
 #include "test_support.h"
 
 enum { COILS = 8 };
@@ -86,8 +88,8 @@ static void band_limited(scan *s) {
   }
   mr_fft_opts fo = {.rank = s->rank, .dims = {s->n[0], s->n[1], s->n[2]}, .batch = COILS};
   mr_fft_plan *plan = NULL;
-  assert_int_equal(mr_fft_plan_create(cpu, &fo, &plan), 0);
-  assert_int_equal(mr_fft_execute_host(plan, MR_FFT_BACKWARD, coils, coils), 0);
+  assert_int_equal(mr_fft_plan_create(cpu, &fo, &plan, TERR), 0);
+  assert_int_equal(mr_fft_execute_host(plan, MR_FFT_BACKWARD, coils, coils, TERR), 0);
   mr_fft_plan_destroy(plan);
   s->seen = malloc(nv * sizeof *s->seen);
   rss(coils, nv, s->seen);
@@ -147,15 +149,15 @@ static void gridding(const scan *s, mr_cfloat *out) {
   mr_nufft_opts o = {.rank = s->rank, .dims = {s->n[0], s->n[1], s->n[2]}, .batch = COILS,
                      .tol = 1e-4};
   mr_nufft_plan *plan = NULL;
-  assert_int_equal(mr_nufft_plan_create(cpu, &o, &plan), 0);
-  assert_int_equal(mr_nufft_set_points(plan, s->m, s->k), 0);
+  assert_int_equal(mr_nufft_plan_create(cpu, &o, &plan, TERR), 0);
+  assert_int_equal(mr_nufft_set_points(plan, s->m, s->k, TERR), 0);
   float *w = malloc(s->m * sizeof *w);
-  assert_int_equal(mr_density_pipe_menon(plan, 20, w), 0);
+  assert_int_equal(mr_density_pipe_menon(plan, 20, w, TERR), 0);
   mr_cfloat *wd = malloc(COILS * s->m * sizeof *wd);
   for (size_t c = 0; c < COILS; c++)
     for (size_t j = 0; j < s->m; j++)
       wd[c * s->m + j] = w[j] * s->data[c * s->m + j];
-  assert_int_equal(mr_nufft_execute_host(plan, MR_NUFFT_ADJOINT, wd, out), 0);
+  assert_int_equal(mr_nufft_execute_host(plan, MR_NUFFT_ADJOINT, wd, out, TERR), 0);
   mr_nufft_plan_destroy(plan);
   free(w);
   free(wd);

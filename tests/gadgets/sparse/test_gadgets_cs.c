@@ -23,6 +23,7 @@
 #include "gadget_harness.h"
 #include "image_array.h"
 #include "kspace.h"
+#include "test_err.h"
 #include "test_support.h"
 
 static int table;
@@ -68,8 +69,8 @@ static void phantom(mr_device *cpu, const size_t dims[3], size_t nch, double noi
   mr_fft_plan *plan;
   mr_fft_opts o = {.rank = dims[2] > 1 ? 3 : 2, .dims = {dims[0], dims[1], dims[2]},
                    .batch = nch};
-  assert_int_equal(mr_fft_plan_create(cpu, &o, &plan), 0);
-  assert_int_equal(mr_fft_execute(plan, MR_FFT_FORWARD, kspace, kspace), 0);
+  assert_int_equal(mr_fft_plan_create(cpu, &o, &plan, TERR), 0);
+  assert_int_equal(mr_fft_execute(plan, MR_FFT_FORWARD, kspace, kspace, TERR), 0);
   mr_fft_plan_destroy(plan);
   double rms = 0;
   for (size_t i = 0; i < n * nch; i++)
