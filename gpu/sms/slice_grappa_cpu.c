@@ -1,9 +1,13 @@
-/* Slice-GRAPPA on the CPU: im2col and the CAIPI phase ramp, spread over
- * the CPU threads (the products are blas.h's; the normal equations are solved
- * in double precision on the host for both backends: slice_grappa.c). */
+/* Slice-GRAPPA on the CPU: im2col, the CAIPI phase ramp, and the
+ * calibration's double-precision normal equations and their Cholesky
+ * solves, spread over the CPU threads (OpenBLAS itself runs
+ * single-threaded: gpu/core/cpu_threads.c). */
 #include <complex.h>
 #include <math.h>
 #include <string.h>
+
+#include <cblas.h>
+#include <lapacke.h>
 
 #include "cpu_threads.h"
 #include "device_impl.h"
@@ -84,5 +88,159 @@ int mr_sg_cpu_caipi(mr_device *dev, int nc, int nx, int ny, int caipi, int first
                     int direction, mr_cfloat *kspace) {
   caipi_job job = {nc, nx, ny, caipi, first, direction, kspace};
   mr_cpu_parallel_for(mr_device_threads(dev), (size_t)count * nc * ny, 64, caipi_rows, &job);
+  return 0;
+}
+
+/* The double products are cut into pieces of this many columns (Gram)
+ * or rows (right-hand sides) of the result, handed to the threads. */
+#define PIECE 64
+
+typedef struct widen_job {
+  const mr_cfloat *from;
+  mr_cdouble *to;
+} widen_job;
+
+static void widen_range(void *arg, size_t begin, size_t end) {
+  const widen_job *j = arg;
+  for (size_t i = begin; i < end; i++)
+    j->to[i] = (mr_cdouble)j->from[i];
+}
+
+static void widen(mr_device *dev, size_t count, const mr_cfloat *from, mr_cdouble *to) {
+  widen_job j = {from, to};
+  mr_cpu_parallel_for(mr_device_threads(dev), count, 4096, widen_range, &j);
+}
+
+typedef struct gram_job {
+  int rows, n;
+  double beta;
+  const mr_cdouble *a;
+  mr_cdouble *g;
+} gram_job;
+
+/* Columns [j0, j0 + PIECE) of g's lower triangle: the diagonal block by
+ * ZHERK, the rows below it by ZGEMM. */
+static void gram_pieces(void *arg, size_t begin, size_t end) {
+  const gram_job *j = arg;
+  const mr_cdouble one = 1, beta = j->beta;
+  for (size_t piece = begin; piece < end; piece++) {
+    int j0 = (int)piece * PIECE, w = j->n - j0 < PIECE ? j->n - j0 : PIECE;
+    int below = j->n - j0 - w;
+    const mr_cdouble *aj = j->a + (size_t)j0 * j->rows;
+    mr_cdouble *gj = j->g + (size_t)j0 * j->n + j0;
+    cblas_zherk(CblasColMajor, CblasLower, CblasConjTrans, w, j->rows, 1.0, aj, j->rows,
+                j->beta, gj, j->n);
+    if (below > 0)
+      cblas_zgemm(CblasColMajor, CblasConjTrans, CblasNoTrans, below, w, j->rows, &one,
+                  aj + (size_t)w * j->rows, j->rows, aj, j->rows, &beta, gj + w, j->n);
+  }
+}
+
+int mr_sg_cpu_gram(mr_device *dev, int rows, int n, const mr_cfloat *a, int accumulate,
+                   mr_cdouble *wide, mr_cdouble *g) {
+  widen(dev, (size_t)rows * n, a, wide);
+  gram_job j = {rows, n, accumulate ? 1.0 : 0.0, wide, g};
+  mr_cpu_parallel_for(mr_device_threads(dev), ((size_t)n + PIECE - 1) / PIECE, 1, gram_pieces,
+                      &j);
+  return 0;
+}
+
+typedef struct cross_job {
+  int rows, n, nb, ldr;
+  const mr_cdouble *a, *b;
+  mr_cdouble *rhs;
+} cross_job;
+
+/* Rows [r0, r0 + PIECE) of rhs. */
+static void cross_pieces(void *arg, size_t begin, size_t end) {
+  const cross_job *j = arg;
+  const mr_cdouble one = 1, zero = 0;
+  for (size_t piece = begin; piece < end; piece++) {
+    int r0 = (int)piece * PIECE, m = j->n - r0 < PIECE ? j->n - r0 : PIECE;
+    cblas_zgemm(CblasColMajor, CblasConjTrans, CblasNoTrans, m, j->nb, j->rows, &one,
+                j->a + (size_t)r0 * j->rows, j->rows, j->b, j->rows, &zero, j->rhs + r0, j->ldr);
+  }
+}
+
+int mr_sg_cpu_cross(mr_device *dev, int rows, int n, const mr_cdouble *wide, int nb,
+                    const mr_cfloat *b, mr_cdouble *bwide, mr_cdouble *rhs, int ldr) {
+  widen(dev, (size_t)rows * nb, b, bwide);
+  cross_job j = {rows, n, nb, ldr, wide, bwide, rhs};
+  mr_cpu_parallel_for(mr_device_threads(dev), ((size_t)n + PIECE - 1) / PIECE, 1, cross_pieces,
+                      &j);
+  return 0;
+}
+
+/* Row r of class c's equations is tap (c->i0 + r % wi, c->j0 + r / wi % wj)
+ * of coil r / (wi wj): its index among the full kernel's taps. */
+static size_t full_tap(const mr_sg_system *s, const mr_sg_class *c, size_t r) {
+  size_t wi = (size_t)(c->i1 - c->i0), wj = (size_t)(c->j1 - c->j0);
+  size_t i = (size_t)c->i0 + r % wi, j = (size_t)c->j0 + r / wi % wj, coil = r / (wi * wj);
+  return (coil * (size_t)s->ky + j) * (size_t)s->kx + i;
+}
+
+/* Class q's equations; g's lower triangle read only (the taps' order is
+ * kept, so the class's lower triangle lies in it). */
+static void class_equations(const mr_sg_system *s, int q, const mr_cdouble *g,
+                            const mr_cdouble *rhs, double lambda, mr_cdouble *gq,
+                            mr_cdouble *rq) {
+  const mr_sg_class *c = &s->cls[q];
+  size_t nq = (size_t)c->n, n = (size_t)s->n;
+  for (size_t col = 0; col < nq; col++) {
+    size_t fc = full_tap(s, c, col);
+    for (size_t row = 0; row < nq; row++) {
+      size_t fr = full_tap(s, c, row);
+      gq[col * nq + row] = fr >= fc ? g[fc * n + fr] : conj(g[fr * n + fc]);
+    }
+    gq[col * nq + col] += lambda;
+  }
+  for (size_t k = 0; k < (size_t)s->ntgt; k++)
+    for (size_t row = 0; row < nq; row++)
+      rq[k * nq + row] = rhs[k * n + full_tap(s, c, row)];
+}
+
+int mr_sg_cpu_class(mr_device *dev, const mr_sg_system *s, int q, const mr_cdouble *g,
+                    const mr_cdouble *rhs, double lambda, mr_cdouble *gq, mr_cdouble *rq) {
+  (void)dev;
+  class_equations(s, q, g, rhs, lambda, gq, rq);
+  return 0;
+}
+
+typedef struct solve_job {
+  const mr_sg_system *s;
+  const mr_cdouble *g, *rhs;
+  double lambda;
+  mr_cdouble *scratch;
+  int slots;
+  mr_cfloat *weights;
+  int *failed;
+} solve_job;
+
+/* Slot t solves classes t, t + slots, ... in its own scratch. */
+static void solve_slots(void *arg, size_t begin, size_t end) {
+  const solve_job *j = arg;
+  const mr_sg_system *s = j->s;
+  size_t n = (size_t)s->n, ntgt = (size_t)s->ntgt;
+  for (size_t t = begin; t < end; t++) {
+    mr_cdouble *gq = j->scratch + t * (n * n + n * ntgt), *rq = gq + n * n;
+    for (int q = (int)t; q < s->nclass; q += j->slots) {
+      const mr_sg_class *c = &s->cls[q];
+      class_equations(s, q, j->g, j->rhs, j->lambda, gq, rq);
+      lapack_int info = LAPACKE_zposv(LAPACK_COL_MAJOR, 'L', c->n, (lapack_int)ntgt,
+                                      (lapack_complex_double *)gq, c->n,
+                                      (lapack_complex_double *)rq, c->n);
+      j->failed[q] = info != 0;
+      mr_cfloat *w = j->weights + c->offset;
+      for (size_t i = 0; info == 0 && i < (size_t)c->n * ntgt; i++)
+        w[i] = (mr_cfloat)rq[i];
+    }
+  }
+}
+
+int mr_sg_cpu_solve(mr_device *dev, const mr_sg_system *s, const mr_cdouble *g,
+                    const mr_cdouble *rhs, double lambda, mr_cdouble *scratch, int slots,
+                    mr_cfloat *weights, int *failed) {
+  solve_job j = {s, g, rhs, lambda, scratch, slots, weights, failed};
+  mr_cpu_parallel_for(mr_device_threads(dev), (size_t)slots, 1, solve_slots, &j);
   return 0;
 }
