@@ -207,13 +207,13 @@ static int scratch(mr_device *dev, size_t values, mr_buf **buf) {
   return mr_buf_create(dev, values * sizeof(mr_cfloat), buf);
 }
 
-static int gram(mr_device *dev, int rows, int n, const mr_cfloat *a, int accumulate,
+static int gram(mr_device *dev, const mr_sg_window *w, const mr_cfloat *a, int accumulate,
                 mr_cdouble *wide, mr_cdouble *g) {
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(dev))
-    return mr_sg_cuda_gram(dev, rows, n, a, accumulate, wide, g);
+    return mr_sg_cuda_gram(dev, w, a, accumulate, wide, g);
 #endif
-  return mr_sg_cpu_gram(dev, rows, n, a, accumulate, wide, g);
+  return mr_sg_cpu_gram(dev, w, a, accumulate, wide, g);
 }
 
 static int cross(mr_device *dev, int rows, int n, const mr_cdouble *wide, int nb,
@@ -373,7 +373,7 @@ int mr_slice_grappa_calibrate(mr_slice_grappa_plan *p, const mr_cfloat *referenc
     if (rc == 0)
       rc = mr_vec_sumsq(p->dev, rows * n, a, &trace);
     if (rc == 0)
-      rc = gram(p->dev, (int)rows, (int)n, a, 0, aw, g);
+      rc = gram(p->dev, &p->calib, a, 0, aw, g);
   }
   for (int m = 0; rc == 0 && m < o->mb; m++) {
     const mr_cfloat *slice = shifted + m * plane;
@@ -386,7 +386,7 @@ int mr_slice_grappa_calibrate(mr_slice_grappa_plan *p, const mr_cfloat *referenc
         rc = mr_vec_sumsq(p->dev, rows * n, a, &part);
       trace += part;
       if (rc == 0)
-        rc = gram(p->dev, (int)rows, (int)n, a, m > 0, aw, g);
+        rc = gram(p->dev, &p->calib, a, m > 0, aw, g);
     }
     if (rc == 0)
       rc = im2col(p->dev, &target, slice, b);

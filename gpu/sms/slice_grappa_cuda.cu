@@ -147,10 +147,11 @@ int mr_sg_cuda_caipi(mr_device *dev, int nc, int nx, int ny, int caipi, int firs
   });
 }
 
-int mr_sg_cuda_gram(mr_device *dev, int rows, int n, const mr_cfloat *a, int accumulate,
+int mr_sg_cuda_gram(mr_device *dev, const mr_sg_window *w, const mr_cfloat *a, int accumulate,
                     mr_cdouble *wide, mr_cdouble *g) {
   return mr_on_worker(dev, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
+    int rows = (w->x1 - w->x0) * (w->y1 - w->y0), n = (w->i1 - w->i0) * (w->j1 - w->j0) * w->nc;
     int rc = widen(c, size_t(rows) * n, a, wide);
     if (rc < 0)
       return rc;

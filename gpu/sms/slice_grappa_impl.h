@@ -56,11 +56,13 @@ typedef struct mr_sg_system {
   int nclass;
 } mr_sg_system;
 
-/* wide (rows x n) = a (rows x n, dense) in double precision, and the lower
- * triangle of g (n x n) = wide^H wide, plus what g held when accumulate. */
-int mr_sg_cpu_gram(mr_device *dev, int rows, int n, const mr_cfloat *a, int accumulate,
+/* wide = a, the im2col matrix of window w (rows x n: rows its positions,
+ * n its taps times coils, dense), in double precision, and the lower
+ * triangle of g (n x n) = wide^H wide, plus what g held when accumulate
+ * (the CPU may fill the upper triangle too). */
+int mr_sg_cpu_gram(mr_device *dev, const mr_sg_window *w, const mr_cfloat *a, int accumulate,
                    mr_cdouble *wide, mr_cdouble *g);
-int mr_sg_cuda_gram(mr_device *dev, int rows, int n, const mr_cfloat *a, int accumulate,
+int mr_sg_cuda_gram(mr_device *dev, const mr_sg_window *w, const mr_cfloat *a, int accumulate,
                     mr_cdouble *wide, mr_cdouble *g);
 
 /* rhs (n x nb, leading dimension ldr) = wide^H b in double precision; b

@@ -19,6 +19,8 @@
 
 #include <cmocka.h>
 
+#include <cblas.h>
+
 #include "slice_grappa.h"
 #include "slice_grappa_impl.h"
 #include "test_gpu_common.h"
@@ -258,6 +260,54 @@ static void cpu_singular_lambda_zero(void **state) {
   free(ref);
 }
 
+/* The CPU's Gram matrix (built from tap pairs a tap row apart, the box's
+ * lines that leave and enter) against a plain ZHERK of the same widened
+ * im2col matrix, to 1e-12 of its largest value, accumulated over two
+ * k-spaces: kernels of 5 x 3 taps 1 and 2 lines apart (a box shorter than
+ * the step too), cut kernels reaching out of the k-space. */
+static void cpu_gram(void **state) {
+  (void)state;
+  enum { NC = 3, NX = 12, NY = 14 };
+  mr_cfloat k[2][NC * NY * NX];
+  for (int v = 0; v < NC * NY * NX; v++) {
+    k[0][v] = (float)sin(0.7 * v) + I * (float)cos(1.3 * v);
+    k[1][v] = (float)cos(0.4 * v + 1) - I * (float)sin(0.9 * v);
+  }
+  const mr_sg_window windows[] = {
+      {NC, NX, NY, 5, 3, 1, 0, 5, 0, 3, 2, NX - 2, 1, NY - 1},
+      {NC, NX, NY, 5, 3, 2, 0, 5, 0, 3, 2, NX - 2, 2, NY - 2},
+      {NC, NX, NY, 5, 5, 2, 1, 5, 0, 3, 0, 4, 3, 4},
+      {NC, NX, NY, 3, 5, 1, 0, 2, 2, 5, 0, NX, 0, NY},
+  };
+  for (size_t q = 0; q < sizeof windows / sizeof *windows; q++) {
+    const mr_sg_window *w = &windows[q];
+    size_t rows = (size_t)(w->x1 - w->x0) * (w->y1 - w->y0);
+    size_t n = (size_t)(w->i1 - w->i0) * (w->j1 - w->j0) * NC;
+    mr_cfloat *a = malloc(rows * n * sizeof *a);
+    mr_cdouble *aw = malloc(rows * n * sizeof *aw), *g = malloc(n * n * sizeof *g);
+    mr_cdouble *want = calloc(n * n, sizeof *want);
+    assert_true(a != NULL && aw != NULL && g != NULL && want != NULL);
+    for (int s = 0; s < 2; s++) {
+      GPU_OK(mr_sg_cpu_im2col(gpu_test_cpu(), w, k[s], a));
+      GPU_OK(mr_sg_cpu_gram(gpu_test_cpu(), w, a, s > 0, aw, g));
+      cblas_zherk(CblasColMajor, CblasLower, CblasConjTrans, (int)n, (int)rows, 1.0, aw,
+                  (int)rows, 1.0, want, (int)n);
+    }
+    double big = 0, err = 0;
+    for (size_t c = 0; c < n; c++)
+      for (size_t r = c; r < n; r++) {
+        big = fmax(big, cabs(want[c * n + r]));
+        err = fmax(err, cabs(g[c * n + r] - want[c * n + r]));
+      }
+    print_message("Gram of window %zu (%zu x %zu): worst %.1e of %.1e\n", q, rows, n, err, big);
+    assert_true(err <= 1e-12 * big);
+    free(want);
+    free(g);
+    free(aw);
+    free(a);
+  }
+}
+
 /* The configuration of configs/epi_sms.json (5 x 5 kernel, calibration on
  * the whole 64 x 64, lambda 1e-5, leak-blocked) for multiband 4, FOV/3,
  * 32 coils. */
@@ -298,7 +348,7 @@ static void cpu_noiseless_cholesky(void **state) {
   GPU_OK(mr_sg_cpu_caipi(dev, o.nc, N, N, o.caipi, 0, o.mb, 1, shifted));
   for (int m = 0; m < o.mb; m++) {
     GPU_OK(mr_sg_cpu_im2col(dev, &src, shifted + m * plane, a));
-    GPU_OK(mr_sg_cpu_gram(dev, (int)rows, (int)n, a, m > 0, aw, g));
+    GPU_OK(mr_sg_cpu_gram(dev, &src, a, m > 0, aw, g));
     GPU_OK(mr_sg_cpu_im2col(dev, &tgt, shifted + m * plane, b));
     GPU_OK(mr_sg_cpu_cross(dev, (int)rows, (int)n, aw, o.nc, b, bw, rhs + m * o.nc * n, (int)n));
   }
@@ -434,7 +484,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(cpu_mb2),   cmocka_unit_test(cpu_mb3),    cmocka_unit_test(cpu_leak_block),
       cmocka_unit_test(cpu_in_plane), cmocka_unit_test(cpu_singular_lambda_zero),
       cmocka_unit_test(cpu_errors), cmocka_unit_test(cpu_im2col),
-      cmocka_unit_test(cpu_noiseless_cholesky),
+      cmocka_unit_test(cpu_gram), cmocka_unit_test(cpu_noiseless_cholesky),
   };
   const struct CMUnitTest cuda_tests[] = {cmocka_unit_test(cuda_matches_cpu)};
   int rc = cuda ? cmocka_run_group_tests(cuda_tests, NULL, NULL)
