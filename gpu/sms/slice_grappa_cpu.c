@@ -248,24 +248,29 @@ static size_t full_tap(const mr_sg_system *s, const mr_sg_class *c, size_t r) {
   return (coil * (size_t)s->ky + j) * (size_t)s->kx + i;
 }
 
-/* Class q's equations; g's lower triangle read only (the taps' order is
- * kept, so the class's lower triangle lies in it). */
+/* Class q's equations, the lower triangle of gq from g's (the taps' order
+ * is kept, so it lies there): a class's taps come in runs of wi
+ * consecutive ones, copied as runs. */
 static void class_equations(const mr_sg_system *s, int q, const mr_cdouble *g,
                             const mr_cdouble *rhs, double lambda, mr_cdouble *gq,
                             mr_cdouble *rq) {
   const mr_sg_class *c = &s->cls[q];
-  size_t nq = (size_t)c->n, n = (size_t)s->n;
+  size_t nq = (size_t)c->n, n = (size_t)s->n, wi = (size_t)(c->i1 - c->i0);
   for (size_t col = 0; col < nq; col++) {
-    size_t fc = full_tap(s, c, col);
-    for (size_t row = 0; row < nq; row++) {
-      size_t fr = full_tap(s, c, row);
-      gq[col * nq + row] = fr >= fc ? g[fc * n + fr] : conj(g[fr * n + fc]);
+    const mr_cdouble *from = g + full_tap(s, c, col) * n;
+    for (size_t run = col - col % wi; run < nq; run += wi) {
+      size_t fr = full_tap(s, c, run);
+      for (size_t row = run < col ? col : run; row < run + wi; row++)
+        gq[col * nq + row] = from[fr + row - run];
     }
     gq[col * nq + col] += lambda;
   }
   for (size_t k = 0; k < (size_t)s->ntgt; k++)
-    for (size_t row = 0; row < nq; row++)
-      rq[k * nq + row] = rhs[k * n + full_tap(s, c, row)];
+    for (size_t run = 0; run < nq; run += wi) {
+      const mr_cdouble *from = rhs + k * n + full_tap(s, c, run);
+      for (size_t i = 0; i < wi; i++)
+        rq[k * nq + run + i] = from[i];
+    }
 }
 
 int mr_sg_cpu_class(mr_device *dev, const mr_sg_system *s, int q, const mr_cdouble *g,

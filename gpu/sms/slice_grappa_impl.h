@@ -72,8 +72,8 @@ int mr_sg_cpu_cross(mr_device *dev, int rows, int n, const mr_cdouble *wide, int
 int mr_sg_cuda_cross(mr_device *dev, int rows, int n, const mr_cdouble *wide, int nb,
                      const mr_cfloat *b, mr_cdouble *bwide, mr_cdouble *rhs, int ldr);
 
-/* Class q's equations from s's g and rhs: gq (n_q x n_q, whole, lambda
- * added to its diagonal) and rq (n_q x ntgt). */
+/* Class q's equations from s's g and rhs: gq (n_q x n_q, at least its
+ * lower triangle, lambda added to its diagonal) and rq (n_q x ntgt). */
 int mr_sg_cpu_class(mr_device *dev, const mr_sg_system *s, int q, const mr_cdouble *g,
                     const mr_cdouble *rhs, double lambda, mr_cdouble *gq, mr_cdouble *rq);
 int mr_sg_cuda_class(mr_device *dev, const mr_sg_system *s, int q, const mr_cdouble *g,
