@@ -208,12 +208,12 @@ static int scratch(mr_device *dev, size_t values, mr_buf **buf) {
 }
 
 static int gram(mr_device *dev, const mr_sg_window *w, const mr_cfloat *a, int accumulate,
-                mr_cdouble *wide, mr_cdouble *g) {
+                mr_cdouble *wide, mr_cdouble *g, mr_cdouble *own, int ldo) {
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(dev))
-    return mr_sg_cuda_gram(dev, w, a, accumulate, wide, g);
+    return mr_sg_cuda_gram(dev, w, a, accumulate, wide, g, own, ldo);
 #endif
-  return mr_sg_cpu_gram(dev, w, a, accumulate, wide, g);
+  return mr_sg_cpu_gram(dev, w, a, accumulate, wide, g, own, ldo);
 }
 
 static int cross(mr_device *dev, int rows, int n, const mr_cdouble *wide, int nb,
@@ -339,12 +339,14 @@ int mr_slice_grappa_calibrate(mr_slice_grappa_plan *p, const mr_cfloat *referenc
   size_t plane = (size_t)o->nc * o->ny * o->nx, rows = (size_t)p->calib_rows;
   size_t n = (size_t)p->n_src, ntgt = (size_t)o->mb * o->nc;
   int slots = solve_slots(p->dev);
-  /* doubles (two floats each, first: aligned): A and B widened, G, the
-   * right-hand sides, the classes' solve scratch; floats: the shifted
-   * reference (mb planes), collapsed (plain: 1 plane), A, B */
-  size_t doubles = rows * n + rows * o->nc + n * n + n * ntgt + slots * (n * n + n * ntgt);
+  /* doubles (two floats each, first: aligned): A and B (plain) widened,
+   * G, the right-hand sides, the classes' solve scratch; floats: the
+   * shifted reference (mb planes), collapsed (plain: 1 plane), A, B (plain:
+   * leak-blocked targets are A's centre tap) */
+  size_t targets = o->leak_block ? 0 : rows * o->nc;
+  size_t doubles = rows * n + targets + n * n + n * ntgt + slots * (n * n + n * ntgt);
   size_t total = 2 * doubles + (size_t)o->mb * plane + (o->leak_block ? 0 : plane) +
-                 rows * n + rows * o->nc;
+                 rows * n + targets;
   mr_sg_system sys = {.kx = o->kx, .ky = o->ky, .nc = o->nc, .n = (int)n, .ntgt = (int)ntgt,
                       .cls = p->cls, .nclass = p->nclass};
   int failed[MAX_CLASSES] = {0};
@@ -352,7 +354,7 @@ int mr_slice_grappa_calibrate(mr_slice_grappa_plan *p, const mr_cfloat *referenc
   int rc = scratch(p->dev, total, &buf);
   if (rc < 0)
     return rc;
-  mr_cdouble *aw = mr_buf_data(buf), *bw = aw + rows * n, *g = bw + rows * o->nc;
+  mr_cdouble *aw = mr_buf_data(buf), *bw = aw + rows * n, *g = bw + targets;
   mr_cdouble *rhs = g + n * n, *slot = rhs + n * ntgt;
   mr_cfloat *shifted = (mr_cfloat *)(slot + slots * (n * n + n * ntgt));
   mr_cfloat *collapsed = shifted + o->mb * plane;
@@ -373,26 +375,27 @@ int mr_slice_grappa_calibrate(mr_slice_grappa_plan *p, const mr_cfloat *referenc
     if (rc == 0)
       rc = mr_vec_sumsq(p->dev, rows * n, a, &trace);
     if (rc == 0)
-      rc = gram(p->dev, &p->calib, a, 0, aw, g);
+      rc = gram(p->dev, &p->calib, a, 0, aw, g, NULL, 0);
   }
   for (int m = 0; rc == 0 && m < o->mb; m++) {
     const mr_cfloat *slice = shifted + m * plane;
+    mr_cdouble *rhs_m = rhs + (size_t)m * o->nc * n;
     if (o->leak_block) {
       /* G = sum_j A_j^H A_j: every slice's equations, each with a target of
-       * zero but in its own kernel's right-hand side. */
+       * zero but in its own kernel's right-hand side, A_m^H B_m: B_m is
+       * A_m's centre tap, so those are columns of A_m^H A_m. */
       double part = 0;
       rc = im2col(p->dev, &p->calib, slice, a);
       if (rc == 0)
         rc = mr_vec_sumsq(p->dev, rows * n, a, &part);
       trace += part;
       if (rc == 0)
-        rc = gram(p->dev, &p->calib, a, m > 0, aw, g);
+        rc = gram(p->dev, &p->calib, a, m > 0, aw, g, rhs_m, (int)n);
+      continue;
     }
+    rc = im2col(p->dev, &target, slice, b);
     if (rc == 0)
-      rc = im2col(p->dev, &target, slice, b);
-    if (rc == 0)
-      rc = cross(p->dev, (int)rows, (int)n, aw, o->nc, b, bw, rhs + (size_t)m * o->nc * n,
-                 (int)n);
+      rc = cross(p->dev, (int)rows, (int)n, aw, o->nc, b, bw, rhs_m, (int)n);
   }
   /* One regularisation for all classes: the full kernel's. */
   double lambda = o->lambda * trace / (double)n;

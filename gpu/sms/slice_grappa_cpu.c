@@ -191,7 +191,7 @@ static void gram_level(void *arg, size_t begin, size_t end) {
  * 60 positions 40% of a ZHERK's multiplications, and in shapes that run
  * better on the threads. */
 int mr_sg_cpu_gram(mr_device *dev, const mr_sg_window *w, const mr_cfloat *a, int accumulate,
-                   mr_cdouble *wide, mr_cdouble *g) {
+                   mr_cdouble *wide, mr_cdouble *g, mr_cdouble *own, int ldo) {
   int wi = w->i1 - w->i0, wj = w->j1 - w->j0;
   size_t bx = (size_t)(w->x1 - w->x0), by = (size_t)(w->y1 - w->y0), rows = bx * by;
   size_t taps = (size_t)wi * wj, n = taps * w->nc;
@@ -210,6 +210,13 @@ int mr_sg_cpu_gram(mr_device *dev, const mr_sg_window *w, const mr_cfloat *a, in
   mr_cpu_parallel_for(threads, ((size_t)wi + 2) * j.pieces, 1, gram_products, &j);
   for (j.level = 0; j.level < wj; j.level++)
     mr_cpu_parallel_for(threads, n, 8, gram_level, &j);
+  /* own: the centre tap's columns of this call's products (in last) */
+  size_t centre = (size_t)(w->ky / 2 - w->j0) * wi + (size_t)(w->kx / 2 - w->i0);
+  for (size_t c = 0; own != NULL && c < (size_t)w->nc; c++) {
+    size_t col = c * taps + centre;
+    for (size_t r = 0; r < n; r++)
+      own[c * (size_t)ldo + r] = r >= col ? j.last[col * n + r] : conj(j.last[r * n + col]);
+  }
   mr_budget_free(scratch, bytes);
   return 0;
 }

@@ -148,17 +148,25 @@ int mr_sg_cuda_caipi(mr_device *dev, int nc, int nx, int ny, int caipi, int firs
 }
 
 int mr_sg_cuda_gram(mr_device *dev, const mr_sg_window *w, const mr_cfloat *a, int accumulate,
-                    mr_cdouble *wide, mr_cdouble *g) {
+                    mr_cdouble *wide, mr_cdouble *g, mr_cdouble *own, int ldo) {
   return mr_on_worker(dev, [&] {
     mr_cuda_ctx *c = mr_device_cuda(dev);
-    int rows = (w->x1 - w->x0) * (w->y1 - w->y0), n = (w->i1 - w->i0) * (w->j1 - w->j0) * w->nc;
+    int wi = w->i1 - w->i0, taps = wi * (w->j1 - w->j0);
+    int rows = (w->x1 - w->x0) * (w->y1 - w->y0), n = taps * w->nc;
     int rc = widen(c, size_t(rows) * n, a, wide);
     if (rc < 0)
       return rc;
     const double one = 1, beta = accumulate ? 1 : 0;
-    MR_CUBLAS(cublasZherk(c->blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_C, n, rows, &one,
-                          reinterpret_cast<const cuDoubleComplex *>(wide), rows, &beta,
-                          reinterpret_cast<cuDoubleComplex *>(g), n));
+    const cuDoubleComplex z1 = make_cuDoubleComplex(1, 0), z0 = make_cuDoubleComplex(0, 0);
+    const cuDoubleComplex *aw = reinterpret_cast<const cuDoubleComplex *>(wide);
+    MR_CUBLAS(cublasZherk(c->blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_C, n, rows, &one, aw, rows,
+                          &beta, reinterpret_cast<cuDoubleComplex *>(g), n));
+    if (own != nullptr) { // the centre tap's columns, taps columns apart
+      size_t centre = size_t(w->ky / 2 - w->j0) * wi + size_t(w->kx / 2 - w->i0);
+      MR_CUBLAS(cublasZgemm(c->blas, CUBLAS_OP_C, CUBLAS_OP_N, n, w->nc, rows, &z1, aw, rows,
+                            aw + centre * rows, taps * rows, &z0,
+                            reinterpret_cast<cuDoubleComplex *>(own), ldo));
+    }
     return 0;
   });
 }

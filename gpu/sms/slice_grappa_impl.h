@@ -59,11 +59,15 @@ typedef struct mr_sg_system {
 /* wide = a, the im2col matrix of window w (rows x n: rows its positions,
  * n its taps times coils, dense), in double precision, and the lower
  * triangle of g (n x n) = wide^H wide, plus what g held when accumulate
- * (the CPU may fill the upper triangle too). */
+ * (the CPU may fill the upper triangle too). own (n x nc, leading
+ * dimension ldo; NULL: not wanted) receives wide^H wide's columns of the
+ * kernel's centre tap (kx/2, ky/2, inside w's taps) of every coil: the
+ * right-hand sides of a kernel whose targets are the window's own
+ * samples. */
 int mr_sg_cpu_gram(mr_device *dev, const mr_sg_window *w, const mr_cfloat *a, int accumulate,
-                   mr_cdouble *wide, mr_cdouble *g);
+                   mr_cdouble *wide, mr_cdouble *g, mr_cdouble *own, int ldo);
 int mr_sg_cuda_gram(mr_device *dev, const mr_sg_window *w, const mr_cfloat *a, int accumulate,
-                    mr_cdouble *wide, mr_cdouble *g);
+                    mr_cdouble *wide, mr_cdouble *g, mr_cdouble *own, int ldo);
 
 /* rhs (n x nb, leading dimension ldr) = wide^H b in double precision; b
  * (rows x nb, dense) is widened into bwide (rows x nb) first. */

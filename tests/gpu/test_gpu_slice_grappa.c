@@ -263,7 +263,7 @@ static void cpu_singular_lambda_zero(void **state) {
 /* The CPU's Gram matrix (built from tap pairs a tap row apart, the box's
  * lines that leave and enter) against a plain ZHERK of the same widened
  * im2col matrix, to 1e-12 of its largest value, accumulated over two
- * k-spaces: kernels of 5 x 3 taps 1 and 2 lines apart (a box shorter than
+ * k-spaces, and the columns of the centre tap of the last one's: kernels of 5 x 3 taps 1 and 2 lines apart (a box shorter than
  * the step too), cut kernels reaching out of the k-space. */
 static void cpu_gram(void **state) {
   (void)state;
@@ -285,22 +285,36 @@ static void cpu_gram(void **state) {
     size_t n = (size_t)(w->i1 - w->i0) * (w->j1 - w->j0) * NC;
     mr_cfloat *a = malloc(rows * n * sizeof *a);
     mr_cdouble *aw = malloc(rows * n * sizeof *aw), *g = malloc(n * n * sizeof *g);
-    mr_cdouble *want = calloc(n * n, sizeof *want);
-    assert_true(a != NULL && aw != NULL && g != NULL && want != NULL);
+    mr_cdouble *want = calloc(n * n, sizeof *want), *own = malloc(n * NC * sizeof *own);
+    mr_cdouble *own_want = malloc(n * NC * sizeof *own_want);
+    assert_true(a != NULL && aw != NULL && g != NULL && want != NULL && own != NULL &&
+                own_want != NULL);
+    size_t taps = n / NC, wi = (size_t)(w->i1 - w->i0);
+    size_t centre = (size_t)(w->ky / 2 - w->j0) * wi + (size_t)(w->kx / 2 - w->i0);
+    const mr_cdouble one = 1, zero = 0;
     for (int s = 0; s < 2; s++) {
       GPU_OK(mr_sg_cpu_im2col(gpu_test_cpu(), w, k[s], a));
-      GPU_OK(mr_sg_cpu_gram(gpu_test_cpu(), w, a, s > 0, aw, g));
+      GPU_OK(mr_sg_cpu_gram(gpu_test_cpu(), w, a, s > 0, aw, g, own, (int)n));
       cblas_zherk(CblasColMajor, CblasLower, CblasConjTrans, (int)n, (int)rows, 1.0, aw,
                   (int)rows, 1.0, want, (int)n);
     }
-    double big = 0, err = 0;
+    /* own: the last call's products with the centre tap of every coil */
+    cblas_zgemm(CblasColMajor, CblasConjTrans, CblasNoTrans, (int)n, NC, (int)rows, &one, aw,
+                (int)rows, aw + centre * rows, (int)(taps * rows), &zero, own_want, (int)n);
+    double big = 0, err = 0, own_err = 0;
     for (size_t c = 0; c < n; c++)
       for (size_t r = c; r < n; r++) {
         big = fmax(big, cabs(want[c * n + r]));
         err = fmax(err, cabs(g[c * n + r] - want[c * n + r]));
       }
-    print_message("Gram of window %zu (%zu x %zu): worst %.1e of %.1e\n", q, rows, n, err, big);
+    for (size_t v = 0; v < n * NC; v++)
+      own_err = fmax(own_err, cabs(own[v] - own_want[v]));
+    print_message("Gram of window %zu (%zu x %zu): worst %.1e of %.1e; centre columns %.1e\n", q,
+                  rows, n, err, big, own_err);
     assert_true(err <= 1e-12 * big);
+    assert_true(own_err <= 1e-12 * big);
+    free(own_want);
+    free(own);
     free(want);
     free(g);
     free(aw);
@@ -348,7 +362,7 @@ static void cpu_noiseless_cholesky(void **state) {
   GPU_OK(mr_sg_cpu_caipi(dev, o.nc, N, N, o.caipi, 0, o.mb, 1, shifted));
   for (int m = 0; m < o.mb; m++) {
     GPU_OK(mr_sg_cpu_im2col(dev, &src, shifted + m * plane, a));
-    GPU_OK(mr_sg_cpu_gram(dev, &src, a, m > 0, aw, g));
+    GPU_OK(mr_sg_cpu_gram(dev, &src, a, m > 0, aw, g, NULL, 0));
     GPU_OK(mr_sg_cpu_im2col(dev, &tgt, shifted + m * plane, b));
     GPU_OK(mr_sg_cpu_cross(dev, (int)rows, (int)n, aw, o.nc, b, bw, rhs + m * o.nc * n, (int)n));
   }
