@@ -1,8 +1,9 @@
 /* Slice-GRAPPA plans: option checks, the calibration (CAIPI-shifted
- * reference, source and target matrices by im2col, widened to double for
- * HERK + GEMM into the normal equations, one double-precision Cholesky
- * solve on the plan's device for every slice's kernel, and one for each
- * truncated edge kernel from the parts of the same equations) and
+ * reference, source matrices (and the plain kernels' targets) by im2col,
+ * widened to double for the Gram matrix and the right-hand sides, one
+ * double-precision Cholesky solve on the plan's device for every slice's
+ * kernel, and one for each truncated edge kernel from the parts of the
+ * same equations) and
  * the separation (im2col of the collapsed k-space in chunks of lines, one
  * GEMM for every slice and coil, the edge frame again with its truncated
  * kernels, the CAIPI shift undone).
