@@ -247,9 +247,13 @@ static int solve_classes(mr_device *dev, const mr_sg_system *s, const mr_cdouble
 }
 
 /* Classes solved side by side: one on a GPU (its solver works through
- * them on one stream), one per thread on the CPU. */
-static int solve_slots(mr_device *dev) {
-  return mr_device_is_gpu(dev) ? 1 : mr_cpu_threads_count(mr_device_threads(dev));
+ * them on one stream), one per thread on the CPU (no more than there are
+ * classes). */
+static int solve_slots(mr_device *dev, int nclass) {
+  if (mr_device_is_gpu(dev))
+    return 1;
+  int threads = mr_cpu_threads_count(mr_device_threads(dev));
+  return threads < nclass ? threads : nclass;
 }
 
 /* (a + lambda I) x = b by the eigen-decomposition of a, the eigenvectors
@@ -339,7 +343,7 @@ int mr_slice_grappa_calibrate(mr_slice_grappa_plan *p, const mr_cfloat *referenc
   const mr_slice_grappa_opts *o = &p->o;
   size_t plane = (size_t)o->nc * o->ny * o->nx, rows = (size_t)p->calib_rows;
   size_t n = (size_t)p->n_src, ntgt = (size_t)o->mb * o->nc;
-  int slots = solve_slots(p->dev);
+  int slots = solve_slots(p->dev, p->nclass);
   /* doubles (two floats each, first: aligned): A and B (plain) widened,
    * G, the right-hand sides, the classes' solve scratch; floats: the
    * shifted reference (mb planes), collapsed (plain: 1 plane), A, B (plain:
