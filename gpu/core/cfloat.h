@@ -1,4 +1,5 @@
-/* The complex sample type of every gpu/ call.
+/* The complex sample type of every gpu/ call, and its double-precision
+ * twin for the steps that widen (normal equations, spectral filters).
  *
  * In C it is float _Complex; in C++ (the .cu files, or a C++ caller) a struct
  * of the same size, alignment and layout (real part first), so one header
@@ -13,6 +14,14 @@ typedef struct mr_cfloat {
 } mr_cfloat;
 #else
 typedef float _Complex mr_cfloat;
+#endif
+
+#ifdef __cplusplus
+typedef struct mr_cdouble {
+  double re, im;
+} mr_cdouble;
+#else
+typedef double _Complex mr_cdouble;
 #endif
 
 #endif

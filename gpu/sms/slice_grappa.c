@@ -1,7 +1,9 @@
 /* Slice-GRAPPA plans: option checks, the calibration (CAIPI-shifted
- * reference, source and target matrices by im2col, HERK + GEMM into the
- * normal equations, one Cholesky solve for every slice's kernel, and one
- * for each truncated edge kernel from the parts of the same equations) and
+ * reference, source matrices (and the plain kernels' targets) by im2col,
+ * widened to double for the Gram matrix and the right-hand sides, one
+ * double-precision Cholesky solve on the plan's device for every slice's
+ * kernel, and one for each truncated edge kernel from the parts of the
+ * same equations) and
  * the separation (im2col of the collapsed k-space in chunks of lines, one
  * GEMM for every slice and coil, the edge frame again with its truncated
  * kernels, the CAIPI shift undone).
@@ -29,6 +31,8 @@
 #include "block.h"
 #include "budget.h"
 #include "buf.h"
+#include "cpu_threads.h"
+#include "device_impl.h"
 #include "error.h"
 #include "slice_grappa_impl.h"
 #include "vec.h"
@@ -40,14 +44,6 @@
 /* Kernel classes: (2 (kx/2) + 1) x (2 (ky/2) + 1). */
 #define MAX_CLASSES (MR_SLICE_GRAPPA_MAX_KERNEL * MR_SLICE_GRAPPA_MAX_KERNEL)
 
-/* One kernel class: its taps, its positions, its weights' offset. */
-typedef struct kernel_class {
-  int i0, i1, j0, j1;  /* taps kept */
-  int x0, x1, y0, y1;  /* positions it serves */
-  int n;               /* unknowns: (i1 - i0)(j1 - j0) nc */
-  size_t offset;       /* of its n x mb nc weights */
-} kernel_class;
-
 struct mr_slice_grappa_plan {
   mr_device *dev;
   mr_slice_grappa_opts o;
@@ -55,7 +51,7 @@ struct mr_slice_grappa_plan {
   mr_sg_window calib;     /* the calibration box */
   int calib_rows;         /* its positions */
   int nclass;             /* class 0 is the full kernel */
-  kernel_class cls[MAX_CLASSES];
+  mr_sg_class cls[MAX_CLASSES];
 };
 
 /* The taps left and the positions served along one axis for cut e (taps
@@ -79,7 +75,7 @@ static void axis_class(int e, int k, int step, int n, int *t0, int *t1, int *p0,
 
 /* The classes of opts' kernel, the full one first, and the weights they
  * take together (values). */
-static size_t make_classes(const mr_slice_grappa_opts *o, kernel_class *cls, int *count) {
+static size_t make_classes(const mr_slice_grappa_opts *o, mr_sg_class *cls, int *count) {
   int hx = o->kx / 2, hy = o->ky / 2;
   size_t offset = 0, ntgt = (size_t)o->mb * o->nc;
   *count = 0;
@@ -88,7 +84,7 @@ static size_t make_classes(const mr_slice_grappa_opts *o, kernel_class *cls, int
       for (int ex = -hx; ex <= hx; ex++) {
         if ((pass == 0) != (ex == 0 && ey == 0))
           continue;
-        kernel_class *c = &cls[(*count)++];
+        mr_sg_class *c = &cls[(*count)++];
         axis_class(ex, o->kx, 1, o->nx, &c->i0, &c->i1, &c->x0, &c->x1);
         axis_class(ey, o->ky, o->ystep, o->ny, &c->j0, &c->j1, &c->y0, &c->y1);
         c->n = (c->i1 - c->i0) * (c->j1 - c->j0) * o->nc;
@@ -106,7 +102,7 @@ mr_slice_grappa_opts mr_slice_grappa_opts_default(int nc, int nx, int ny, int mb
 }
 
 size_t mr_slice_grappa_weights_count(const mr_slice_grappa_opts *o) {
-  kernel_class cls[MAX_CLASSES];
+  mr_sg_class cls[MAX_CLASSES];
   int count;
   if (o->kx < 1 || o->ky < 1 || o->kx > MR_SLICE_GRAPPA_MAX_KERNEL ||
       o->ky > MR_SLICE_GRAPPA_MAX_KERNEL)
@@ -221,53 +217,78 @@ static int scratch(mr_device *dev, size_t values, mr_buf **buf, mr_err *err) {
   return mr_buf_create(dev, values * sizeof(mr_cfloat), buf, err);
 }
 
-/* The normal equations of class c (c > 0) from the full kernel's: g
- * (n x n) and rhs (n x ntgt) restricted to the class's taps, into gc
- * (c->n x c->n, through t of c->n x n) and rhsc (c->n x ntgt). Taps index
- * as (kx, ky, nc) boxes, so two block copies take a submatrix. */
-static int class_equations(mr_slice_grappa_plan *p, const kernel_class *c, const mr_cfloat *g,
-                           const mr_cfloat *rhs, mr_cfloat *t, mr_cfloat *gc, mr_cfloat *rhsc,
-                           mr_err *err) {
-  const mr_slice_grappa_opts *o = &p->o;
-  size_t wi = (size_t)(c->i1 - c->i0), wj = (size_t)(c->j1 - c->j0), n = (size_t)p->n_src;
-  size_t taps[3] = {(size_t)o->kx, (size_t)o->ky, (size_t)o->nc};
-  size_t at[3] = {(size_t)c->i0, (size_t)c->j0, 0}, zero[3] = {0, 0, 0};
-  size_t kept[3] = {wi, wj, (size_t)o->nc};
-  /* rows: every column's kept taps */
-  int rc = mr_block_copy(p->dev, n, g, taps, at, t, kept, zero, kept, err);
-  if (rc == 0)
-    rc = mr_block_copy(p->dev, (size_t)o->mb * o->nc, rhs, taps, at, rhsc, kept, zero, kept, err);
-  /* columns: per coil, the kept (i, j) of t's columns */
-  size_t cols[3] = {(size_t)c->n, (size_t)o->kx, (size_t)o->ky};
-  size_t cat[3] = {0, (size_t)c->i0, (size_t)c->j0}, cext[3] = {(size_t)c->n, wi, wj};
-  if (rc == 0)
-    rc = mr_block_copy(p->dev, (size_t)o->nc, t, cols, cat, gc, cext, zero, cext, err);
-  return rc;
+static int gram(mr_device *dev, const mr_sg_window *w, const mr_cfloat *a, int accumulate,
+                mr_cdouble *wide, mr_cdouble *g, mr_cdouble *own, int ldo, mr_err *err) {
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(dev))
+    return mr_sg_cuda_gram(dev, w, a, accumulate, wide, g, own, ldo, err);
+#endif
+  return mr_sg_cpu_gram(dev, w, a, accumulate, wide, g, own, ldo, err);
+}
+
+static int cross(mr_device *dev, int rows, int n, const mr_cdouble *wide, int nb,
+                 const mr_cfloat *b, mr_cdouble *bwide, mr_cdouble *rhs, int ldr, mr_err *err) {
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(dev))
+    return mr_sg_cuda_cross(dev, rows, n, wide, nb, b, bwide, rhs, ldr, err);
+#endif
+  (void)err;
+  return mr_sg_cpu_cross(dev, rows, n, wide, nb, b, bwide, rhs, ldr);
+}
+
+static int class_equations(mr_device *dev, const mr_sg_system *s, int q, const mr_cdouble *g,
+                           const mr_cdouble *rhs, double lambda, mr_cdouble *gq,
+                           mr_cdouble *rq, mr_err *err) {
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(dev))
+    return mr_sg_cuda_class(dev, s, q, g, rhs, lambda, gq, rq, err);
+#endif
+  (void)err;
+  return mr_sg_cpu_class(dev, s, q, g, rhs, lambda, gq, rq);
+}
+
+static int solve_classes(mr_device *dev, const mr_sg_system *s, const mr_cdouble *g,
+                         const mr_cdouble *rhs, double lambda, mr_cdouble *scr, int slots,
+                         mr_cfloat *weights, int *failed, mr_err *err) {
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(dev))
+    return mr_sg_cuda_solve(dev, s, g, rhs, lambda, scr, slots, weights, failed, err);
+#endif
+  (void)err;
+  return mr_sg_cpu_solve(dev, s, g, rhs, lambda, scr, slots, weights, failed);
+}
+
+/* Classes solved side by side: one on a GPU (its solver works through
+ * them on one stream), one per thread on the CPU (no more than there are
+ * classes). */
+static int solve_slots(mr_device *dev, int nclass) {
+  if (mr_device_is_gpu(dev))
+    return 1;
+  int threads = mr_cpu_threads_count(mr_device_threads(dev));
+  return threads < nclass ? threads : nclass;
 }
 
 /* (a + lambda I) x = b by the eigen-decomposition of a, the eigenvectors
- * whose eigenvalues are under the rounding of its single-precision sums (a
- * float epsilon of the largest) left out: a is a Gram matrix, positive
- * semi-definite but for that rounding. On epi_sms's noiseless calibration
- * (this path forced on the CPU) it gives what the Cholesky gives: slice
- * NRMSE <= 0.009, leakage 0.87% against 0.82%; a cut at n epsilons lost
- * too much (3.8% leakage). ad and bd: a and b in double (ad overwritten by the
- * eigenvectors, bd by x); w: n values and n * nrhs more of scratch. With
- * lambda 0: the least-norm solution. */
+ * whose eigenvalues are under a float epsilon of the largest left out: the
+ * fallback for equations the Cholesky factorisation found not positive
+ * definite (lambda 0 and data that span fewer directions than the kernel
+ * has taps: a repeated coil, no signal). A cut at n epsilons lost too much
+ * on noiseless data (3.8% leakage). ad and bd: a and b in double (ad
+ * overwritten by the eigenvectors, bd by x); w: n values and n * nrhs more
+ * of scratch. With lambda 0: the least-norm solution. */
 static int solve_clamped(size_t n, size_t nrhs, double lambda, double complex *ad,
                          double complex *bd, double *w, double complex *t, mr_err *err) {
   lapack_int info = LAPACKE_zheevd(LAPACK_COL_MAJOR, 'V', 'L', (lapack_int)n,
                                    (lapack_complex_double *)ad, (lapack_int)n, w);
   if (info != 0)
     return mr_err_set(err, MR_ENUMERIC,
-                      "slice-GRAPPA: the eigen-decomposition of the normal equations "
-                      "failed (%d)",
+                      "slice-GRAPPA: the eigen-decomposition of the normal equations failed (%d)",
                       (int)info);
   /* t = V^H b, scaled by 1 / (w + lambda) where w is data; x = V t */
   const double complex one = 1, zero = 0;
   cblas_zgemm(CblasColMajor, CblasConjTrans, CblasNoTrans, (int)n, (int)nrhs, (int)n,
               &one, ad, (int)n, bd, (int)n, &zero, t, (int)n);
-  double floor = FLT_EPSILON * w[n - 1]; /* the sums' rounding (w ascends) */
+  double floor = FLT_EPSILON * w[n - 1]; /* w ascends */
   for (size_t k = 0; k < nrhs; k++)
     for (size_t i = 0; i < n; i++) {
       /* under the floor a direction is rounding, not data: left out (a
@@ -279,82 +300,85 @@ static int solve_clamped(size_t n, size_t nrhs, double lambda, double complex *a
   return 0;
 }
 
-/* n values of single precision into double. */
-static void widen(size_t n, const mr_cfloat *from, double complex *to) {
-  for (size_t i = 0; i < n; i++)
-    to[i] = (double complex)from[i];
-}
-
-/* Solves (a + lambda I) x = b, a Hermitian n x n and b n x nrhs on dev
- * (dense: ld = rows), in double precision on the host, whatever dev is.
- * The leak-blocked equations at a small lambda are too ill-conditioned
- * for a single-precision Cholesky: on a GPU, cuSOLVER's failed as not
- * positive definite where LAPACK's single precision passed, and the two
- * backends' kernels drifted apart; one double-precision solve of the
- * same matrix serves both. On noiseless calibration data even that can
- * meet a: summed in single precision, its null space's rounding (about
- * 1e-7 of the largest eigenvalue, times the rows' square root) outweighs
- * a lambda of 1e-5 of the mean diagonal, and a Cholesky of a + lambda I
- * fails (the H100's cuBLAS sums gave column 508 of 512); the
- * eigen-decomposition without that rounding then solves the same
- * equations (solve_clamped). The matrix is small (kernel taps x coils). */
-static int solve_in_double(mr_device *dev, mr_cmat a, float lambda, mr_cmat b, mr_err *err) {
-  size_t n = (size_t)a.rows, nrhs = (size_t)b.cols;
-  size_t fa = n * n * sizeof(mr_cfloat), fb = n * nrhs * sizeof(mr_cfloat);
-  size_t bytes = fa + fb + (n * n + 2 * n * nrhs) * sizeof(double complex) + n * sizeof(double);
-  mr_err e = {0};
-  char *host = mr_budget_alloc(bytes, "slice-GRAPPA's normal equations", &e);
-  if (host == NULL)
-    return mr_err_set(err, e.code ? e.code : MR_ENOMEM, "slice-GRAPPA: %s", e.msg);
-  mr_cfloat *af = (mr_cfloat *)host, *bf = (mr_cfloat *)(host + fa);
-  double complex *ad = (double complex *)(host + fa + fb), *bd = ad + n * n;
-  double complex *t = bd + n * nrhs;
-  double *w = (double *)(t + n * nrhs);
-  int rc = mr_device_download(dev, af, a.data, fa, err);
-  if (rc == 0)
-    rc = mr_device_download(dev, bf, b.data, fb, err);
-  if (rc == 0) {
-    widen(n * n, af, ad);
-    widen(n * nrhs, bf, bd);
-    for (size_t i = 0; i < n; i++)
-      ad[i * n + i] += lambda;
-    if (LAPACKE_zposv(LAPACK_COL_MAJOR, 'L', (lapack_int)n, (lapack_int)nrhs,
-                      (lapack_complex_double *)ad, (lapack_int)n, (lapack_complex_double *)bd,
-                      (lapack_int)n) != 0) { /* the factorisation spoilt both: again */
-      widen(n * n, af, ad);
-      widen(n * nrhs, bf, bd);
-      rc = solve_clamped(n, nrhs, lambda, ad, bd, w, t, err);
+/* The classes whose Cholesky failed, by solve_clamped on the host: each
+ * one's equations (without lambda) gathered on the device into gq / rq,
+ * downloaded, solved and the weights uploaded. */
+static int solve_failed(mr_slice_grappa_plan *p, const mr_sg_system *s, const int *failed,
+                        const mr_cdouble *g, const mr_cdouble *rhs, double lambda,
+                        mr_cdouble *gq, mr_cdouble *rq, mr_cfloat *weights, mr_err *err) {
+  size_t n = (size_t)s->n, nrhs = (size_t)s->ntgt;
+  size_t bytes = (n * n + 2 * n * nrhs) * sizeof(double complex) + n * sizeof(double) +
+                 n * nrhs * sizeof(mr_cfloat);
+  char *host = NULL;
+  int rc = 0;
+  for (int q = 0; rc == 0 && q < s->nclass; q++) {
+    if (!failed[q])
+      continue;
+    if (host == NULL) {
+      mr_err e = {0};
+      host = mr_budget_alloc(bytes, "slice-GRAPPA's normal equations", &e);
+      if (host == NULL)
+        return mr_err_set(err, e.code ? e.code : MR_ENOMEM, "slice-GRAPPA: %s", e.msg);
     }
+    size_t nq = (size_t)s->cls[q].n;
+    double complex *ad = (double complex *)host, *bd = ad + nq * nq, *t = bd + nq * nrhs;
+    double *w = (double *)(t + nq * nrhs);
+    mr_cfloat *x = (mr_cfloat *)(w + nq);
+    rc = class_equations(p->dev, s, q, g, rhs, 0.0, gq, rq, err);
+    if (rc == 0)
+      rc = mr_device_download(p->dev, ad, gq, nq * nq * sizeof *ad, err);
+    if (rc == 0)
+      rc = mr_device_download(p->dev, bd, rq, nq * nrhs * sizeof *bd, err);
+    if (rc == 0)
+      rc = solve_clamped(nq, nrhs, lambda, ad, bd, w, t, err);
+    for (size_t i = 0; rc == 0 && i < nq * nrhs; i++)
+      x[i] = (mr_cfloat)bd[i];
+    if (rc == 0)
+      rc = mr_device_upload(p->dev, weights + s->cls[q].offset, x, nq * nrhs * sizeof *x, err);
   }
-  if (rc == 0) {
-    for (size_t i = 0; i < n * nrhs; i++)
-      bf[i] = (mr_cfloat)bd[i];
-    rc = mr_device_upload(dev, b.data, bf, fb, err);
-  }
-  mr_budget_free(host, bytes);
+  if (host != NULL)
+    mr_budget_free(host, bytes);
   return rc;
 }
 
+/* The calibration's normal equations are built and solved in double
+ * precision on the plan's device: summed in single precision, the Gram
+ * matrix of noiseless data carries the rounding of its null space (about
+ * 1e-7 of the largest eigenvalue, times the rows' square root), which
+ * outweighs a lambda of 1e-5 of the mean diagonal, and a Cholesky
+ * factorisation of a + lambda I fails (the H100's cuBLAS sums gave column
+ * 508 of 512); single-precision factorisations of the leak-blocked
+ * equations at a small lambda failed on the GPU where the CPU's passed.
+ * In double every class's Cholesky succeeds there; solve_failed is left
+ * for equations without a positive-definite solve. */
 int mr_slice_grappa_calibrate(mr_slice_grappa_plan *p, const mr_cfloat *reference,
                               mr_cfloat *weights, mr_err *err) {
   const mr_slice_grappa_opts *o = &p->o;
   size_t plane = (size_t)o->nc * o->ny * o->nx, rows = (size_t)p->calib_rows;
   size_t n = (size_t)p->n_src, ntgt = (size_t)o->mb * o->nc;
-  /* shifted reference (mb planes), collapsed (plain: 1 plane), A, B, G,
-   * and a class's G and the copy between */
-  size_t total = (size_t)o->mb * plane + (o->leak_block ? 0 : plane) + rows * n +
-                 rows * o->nc + 3 * n * n;
+  int slots = solve_slots(p->dev, p->nclass);
+  /* doubles (two floats each, first: aligned): A and B (plain) widened,
+   * G, the right-hand sides, the classes' solve scratch; floats: the
+   * shifted reference (mb planes), collapsed (plain: 1 plane), A, B (plain:
+   * leak-blocked targets are A's centre tap) */
+  size_t targets = o->leak_block ? 0 : rows * o->nc;
+  size_t doubles = rows * n + targets + n * n + n * ntgt + slots * (n * n + n * ntgt);
+  size_t total = 2 * doubles + (size_t)o->mb * plane + (o->leak_block ? 0 : plane) +
+                 rows * n + targets;
+  mr_sg_system sys = {.kx = o->kx, .ky = o->ky, .nc = o->nc, .n = (int)n, .ntgt = (int)ntgt,
+                      .cls = p->cls, .nclass = p->nclass};
+  int failed[MAX_CLASSES] = {0};
   mr_buf *buf;
   int rc = scratch(p->dev, total, &buf, err);
   if (rc < 0)
     return rc;
-  mr_cfloat *shifted = mr_buf_data(buf), *collapsed = shifted + o->mb * plane;
-  mr_cfloat *a = collapsed + (o->leak_block ? 0 : plane), *b = a + rows * n, *g = b + rows * o->nc;
-  mr_cfloat *gc = g + n * n, *t = gc + n * n;
+  mr_cdouble *aw = mr_buf_data(buf), *bw = aw + rows * n, *g = bw + targets;
+  mr_cdouble *rhs = g + n * n, *slot = rhs + n * ntgt;
+  mr_cfloat *shifted = (mr_cfloat *)(slot + slots * (n * n + n * ntgt));
+  mr_cfloat *collapsed = shifted + o->mb * plane;
+  mr_cfloat *a = collapsed + (o->leak_block ? 0 : plane), *b = a + rows * n;
   mr_sg_window target = p->calib;
   target.kx = target.ky = target.i1 = target.j1 = 1;
-  mr_cmat am = mr_cmat_dense(a, (int)rows, (int)n), bm = mr_cmat_dense(b, (int)rows, o->nc);
-  mr_cmat gm = mr_cmat_dense(g, (int)n, (int)n);
   double trace = 0;
   rc = mr_vec_copy(p->dev, o->mb * plane, reference, shifted, err);
   if (rc == 0)
@@ -369,41 +393,34 @@ int mr_slice_grappa_calibrate(mr_slice_grappa_plan *p, const mr_cfloat *referenc
     if (rc == 0)
       rc = mr_vec_sumsq(p->dev, rows * n, a, &trace, err);
     if (rc == 0)
-      rc = mr_blas_herk(p->dev, MR_BLAS_C, 1.0f, am, 0.0f, gm, 1, err);
+      rc = gram(p->dev, &p->calib, a, 0, aw, g, NULL, 0, err);
   }
   for (int m = 0; rc == 0 && m < o->mb; m++) {
     const mr_cfloat *slice = shifted + m * plane;
+    mr_cdouble *rhs_m = rhs + (size_t)m * o->nc * n;
     if (o->leak_block) {
       /* G = sum_j A_j^H A_j: every slice's equations, each with a target of
-       * zero but in its own kernel's right-hand side. */
+       * zero but in its own kernel's right-hand side, A_m^H B_m: B_m is
+       * A_m's centre tap, so those are columns of A_m^H A_m. */
       double part = 0;
       rc = im2col(p->dev, &p->calib, slice, a, err);
       if (rc == 0)
         rc = mr_vec_sumsq(p->dev, rows * n, a, &part, err);
       trace += part;
       if (rc == 0)
-        rc = mr_blas_herk(p->dev, MR_BLAS_C, 1.0f, am, m == 0 ? 0.0f : 1.0f, gm, 1, err);
+        rc = gram(p->dev, &p->calib, a, m > 0, aw, g, rhs_m, (int)n, err);
+      continue;
     }
+    rc = im2col(p->dev, &target, slice, b, err);
     if (rc == 0)
-      rc = im2col(p->dev, &target, slice, b, err);
-    mr_cmat rhs = {weights + (size_t)m * o->nc * n, (int)n, o->nc, (int)n, n * ntgt};
-    if (rc == 0)
-      rc = mr_blas_gemm(p->dev, MR_BLAS_C, MR_BLAS_N, 1.0f, am, bm, 0.0f, rhs, 1, err);
+      rc = cross(p->dev, (int)rows, (int)n, aw, o->nc, b, bw, rhs_m, (int)n, err);
   }
   /* One regularisation for all classes: the full kernel's. */
-  float lambda = (float)(o->lambda * trace / (double)n);
-  for (int q = 1; rc == 0 && q < p->nclass; q++) {
-    const kernel_class *c = &p->cls[q];
-    mr_cfloat *wq = weights + c->offset;
-    rc = class_equations(p, c, g, weights, t, gc, wq, err);
-    mr_cmat gq = mr_cmat_dense(gc, c->n, c->n), xq = mr_cmat_dense(wq, c->n, (int)ntgt);
-    if (rc == 0)
-      rc = solve_in_double(p->dev, gq, lambda, xq, err);
-  }
-  if (rc == 0) {
-    mr_cmat x = {weights, (int)n, (int)ntgt, (int)n, n * ntgt};
-    rc = solve_in_double(p->dev, gm, lambda, x, err);
-  }
+  double lambda = o->lambda * trace / (double)n;
+  if (rc == 0)
+    rc = solve_classes(p->dev, &sys, g, rhs, lambda, slot, slots, weights, failed, err);
+  if (rc == 0)
+    rc = solve_failed(p, &sys, failed, g, rhs, lambda, slot, slot + n * n, weights, err);
   mr_buf_destroy(buf);
   return rc;
 }
@@ -443,7 +460,7 @@ int mr_slice_grappa_apply(mr_slice_grappa_plan *p, const mr_cfloat *weights,
   /* The edge frame again, each class with its truncated kernel: the result
    * is a batch of (x1 - x0) x (y1 - y0) boxes, one per slice and coil. */
   for (int q = 1; rc == 0 && q < p->nclass; q++) {
-    const kernel_class *c = &p->cls[q];
+    const mr_sg_class *c = &p->cls[q];
     mr_sg_window win = {.nc = o->nc, .nx = o->nx, .ny = o->ny, .kx = o->kx, .ky = o->ky,
                         .ystep = o->ystep, .i0 = c->i0, .i1 = c->i1, .j0 = c->j0, .j1 = c->j1,
                         .x0 = c->x0, .x1 = c->x1, .y0 = c->y0, .y1 = c->y1};

@@ -63,12 +63,13 @@ typedef struct mr_slice_grappa_opts {
 } mr_slice_grappa_opts;
 
 /* Defaults: a 5 x 5 kernel (ystep 1), calibration on the central 32 x 32
- * (or the whole k-space when smaller), lambda 1e-3, leak-blocked. lambda:
- * the normal equations are single precision; at 1e-4 (leakage 0.25%
- * instead of 0.58% for multiband 4, FOV/3, 32 coils, noiseless) their
- * condition turned relative differences of 1e-6 / 3e-6 in them into 8e-5 /
- * 2e-4 of the separated k-space (measured by perturbing them on the CPU);
- * at 1e-3, 2e-5 / 5e-5, so that both backends give the same slices. */
+ * (or the whole k-space when smaller), lambda 1e-3, leak-blocked. lambda
+ * 1e-3 was chosen while the normal equations were single precision (at
+ * 1e-4 their rounding moved the separated k-space by up to 2e-4, and the
+ * backends apart); they are double precision now, where a smaller lambda
+ * separates better on clean data (1e-4: leakage 0.25% instead of 0.58% for
+ * multiband 4, FOV/3, 32 coils, noiseless; configs/epi_sms.json takes
+ * 1e-5) at the price of more noise in the kernels. */
 mr_slice_grappa_opts mr_slice_grappa_opts_default(int nc, int nx, int ny, int mb, int caipi);
 
 typedef struct mr_slice_grappa_plan mr_slice_grappa_plan;
@@ -86,9 +87,12 @@ void mr_slice_grappa_plan_destroy(mr_slice_grappa_plan *plan);
 size_t mr_slice_grappa_weights_count(const mr_slice_grappa_opts *opts);
 
 /* Calibrates from reference ([mb][nc][ny][nx], each slice alone, no CAIPI
- * shift) into weights. MR_ENUMERIC when the normal equations are not
- * positive definite (a reference without signal and lambda 0). Borrows all;
- * device memory. */
+ * shift) into weights: the normal equations in double precision on the
+ * plan's device, each kernel by a Cholesky factorisation there; equations
+ * that are not positive definite (lambda 0 on data that span fewer
+ * directions than the kernel has taps) take the least-norm solution of an
+ * eigen-decomposition on the host instead. MR_ENUMERIC when that does not
+ * converge. Borrows all; device memory. */
 int mr_slice_grappa_calibrate(mr_slice_grappa_plan *plan, const mr_cfloat *reference,
                               mr_cfloat *weights, mr_err *err);
 

@@ -138,7 +138,7 @@ static void usage(FILE *f) {
              "  --rounds N   stream, sparse: best of N rounds (default 3, --quick 1)\n"
              "  --server PATH  stream, sparse: the reconserver binary (default: next to mr-bench)\n"
              "  --configs DIR  stream, sparse: the servers' configs (default ./configs, else the source tree's)\n"
-             "  --case NAME,...  stream, sparse, load: only these cases (default all)\n"
+             "  --case NAME,...  stream, sparse, load, sms: only these cases (default all)\n"
              "  --sessions N  load: N sessions at once (default 16, --quick 4)\n"
              "  --reference FILE  nufft: the reference library (libcufinufft.so) to run beside ours\n"
              "subcommands (all when none is named):\n");

@@ -5,9 +5,9 @@
  * (what a single-band reference reconstructs), slice leakage (a collapsed
  * acquisition with only slice j lit, separated: the energy landing in
  * slice m over the energy in slice j), leak-blocked against plain
- * kernels, in-plane undersampled data, the errors, and the CPU's im2col
- * against its definition. --cuda: the GPU
- * against the CPU. */
+ * kernels, in-plane undersampled data, the errors, the CPU's im2col
+ * against its definition, and epi_sms's noiseless calibration solved by
+ * the Cholesky factorisation. --cuda: the GPU against the CPU. */
 #include <complex.h>
 #include <math.h>
 #include <setjmp.h>
@@ -18,6 +18,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include <cblas.h>
 
 #include "fft.h"
 #include "slice_grappa.h"
@@ -259,6 +261,142 @@ static void cpu_singular_lambda_zero(void **state) {
   free(ref);
 }
 
+/* The CPU's Gram matrix (built from tap pairs a tap row apart, the box's
+ * lines that leave and enter) against a plain ZHERK of the same widened
+ * im2col matrix, to 1e-12 of its largest value, accumulated over two
+ * k-spaces, and the columns of the centre tap of the last one's: kernels of 5 x 3 taps 1 and 2 lines apart (a box shorter than
+ * the step too), cut kernels reaching out of the k-space. */
+static void cpu_gram(void **state) {
+  (void)state;
+  enum { NC = 3, NX = 12, NY = 14 };
+  mr_cfloat k[2][NC * NY * NX];
+  for (int v = 0; v < NC * NY * NX; v++) {
+    k[0][v] = (float)sin(0.7 * v) + I * (float)cos(1.3 * v);
+    k[1][v] = (float)cos(0.4 * v + 1) - I * (float)sin(0.9 * v);
+  }
+  const mr_sg_window windows[] = {
+      {NC, NX, NY, 5, 3, 1, 0, 5, 0, 3, 2, NX - 2, 1, NY - 1},
+      {NC, NX, NY, 5, 3, 2, 0, 5, 0, 3, 2, NX - 2, 2, NY - 2},
+      {NC, NX, NY, 5, 5, 2, 1, 5, 0, 3, 0, 4, 3, 4},
+      {NC, NX, NY, 3, 5, 1, 0, 2, 2, 5, 0, NX, 0, NY},
+  };
+  for (size_t q = 0; q < sizeof windows / sizeof *windows; q++) {
+    const mr_sg_window *w = &windows[q];
+    size_t rows = (size_t)(w->x1 - w->x0) * (w->y1 - w->y0);
+    size_t n = (size_t)(w->i1 - w->i0) * (w->j1 - w->j0) * NC;
+    mr_cfloat *a = malloc(rows * n * sizeof *a);
+    mr_cdouble *aw = malloc(rows * n * sizeof *aw), *g = malloc(n * n * sizeof *g);
+    mr_cdouble *want = calloc(n * n, sizeof *want), *own = malloc(n * NC * sizeof *own);
+    mr_cdouble *own_want = malloc(n * NC * sizeof *own_want);
+    assert_true(a != NULL && aw != NULL && g != NULL && want != NULL && own != NULL &&
+                own_want != NULL);
+    size_t taps = n / NC, wi = (size_t)(w->i1 - w->i0);
+    size_t centre = (size_t)(w->ky / 2 - w->j0) * wi + (size_t)(w->kx / 2 - w->i0);
+    const mr_cdouble one = 1, zero = 0;
+    for (int s = 0; s < 2; s++) {
+      GPU_OK(mr_sg_cpu_im2col(gpu_test_cpu(), w, k[s], a));
+      GPU_OK(mr_sg_cpu_gram(gpu_test_cpu(), w, a, s > 0, aw, g, own, (int)n, TERR));
+      cblas_zherk(CblasColMajor, CblasLower, CblasConjTrans, (int)n, (int)rows, 1.0, aw,
+                  (int)rows, 1.0, want, (int)n);
+    }
+    /* own: the last call's products with the centre tap of every coil */
+    cblas_zgemm(CblasColMajor, CblasConjTrans, CblasNoTrans, (int)n, NC, (int)rows, &one, aw,
+                (int)rows, aw + centre * rows, (int)(taps * rows), &zero, own_want, (int)n);
+    double big = 0, err = 0, own_err = 0;
+    for (size_t c = 0; c < n; c++)
+      for (size_t r = c; r < n; r++) {
+        big = fmax(big, cabs(want[c * n + r]));
+        err = fmax(err, cabs(g[c * n + r] - want[c * n + r]));
+      }
+    for (size_t v = 0; v < n * NC; v++)
+      own_err = fmax(own_err, cabs(own[v] - own_want[v]));
+    print_message("Gram of window %zu (%zu x %zu): worst %.1e of %.1e; centre columns %.1e\n", q,
+                  rows, n, err, big, own_err);
+    assert_true(err <= 1e-12 * big);
+    assert_true(own_err <= 1e-12 * big);
+    free(own_want);
+    free(own);
+    free(want);
+    free(g);
+    free(aw);
+    free(a);
+  }
+}
+
+/* The configuration of configs/epi_sms.json (5 x 5 kernel, calibration on
+ * the whole 64 x 64, lambda 1e-5, leak-blocked) for multiband 4, FOV/3,
+ * 32 coils. */
+static mr_slice_grappa_opts epi_sms_opts(void) {
+  mr_slice_grappa_opts o = mr_slice_grappa_opts_default(32, N, N, 4, 3);
+  o.cx = o.cy = N;
+  o.lambda = 1e-5f;
+  return o;
+}
+
+/* epi_sms on noiseless data: its normal equations, built in double
+ * precision by the backend functions the calibration uses, are positive
+ * definite at lambda 1e-5 (the full kernel's Cholesky factorisation does
+ * not fail, so no eigen-decomposition is needed: summed in single
+ * precision they were not, on an H100), and the calibration's full kernel
+ * is that Cholesky solve's (the eigen-decomposition's solution, which
+ * leaves directions out, would differ from it). */
+static void cpu_noiseless_cholesky(void **state) {
+  (void)state;
+  mr_slice_grappa_opts o = epi_sms_opts();
+  enum { K = 5 };
+  mr_device *dev = gpu_test_cpu();
+  size_t plane = (size_t)o.nc * N * N, n = (size_t)K * K * o.nc, ntgt = (size_t)o.mb * o.nc;
+  size_t rows = (size_t)(N - K + 1) * (N - K + 1);
+  mr_sg_window src = {o.nc, N, N, K, K, 1, 0, K, 0, K, K / 2, N - K / 2, K / 2, N - K / 2};
+  mr_sg_window tgt = src;
+  tgt.kx = tgt.ky = tgt.i1 = tgt.j1 = 1;
+  mr_cfloat *ref = reference(o.mb, o.nc), *shifted = malloc(plane * o.mb * sizeof *shifted);
+  mr_cfloat *a = malloc(rows * n * sizeof *a), *b = malloc(rows * o.nc * sizeof *b);
+  mr_cdouble *aw = malloc(rows * n * sizeof *aw), *bw = malloc(rows * o.nc * sizeof *bw);
+  mr_cdouble *g = malloc(n * n * sizeof *g), *rhs = malloc(n * ntgt * sizeof *rhs);
+  mr_cdouble *scratch = malloc((n * n + n * ntgt) * sizeof *scratch);
+  mr_cfloat *x = malloc(n * ntgt * sizeof *x);
+  mr_cfloat *w = malloc(mr_slice_grappa_weights_count(&o) * sizeof *w);
+  assert_true(shifted != NULL && a != NULL && b != NULL && aw != NULL && bw != NULL &&
+              g != NULL && rhs != NULL && scratch != NULL && x != NULL && w != NULL);
+  memcpy(shifted, ref, plane * o.mb * sizeof *ref);
+  GPU_OK(mr_sg_cpu_caipi(dev, o.nc, N, N, o.caipi, 0, o.mb, 1, shifted));
+  for (int m = 0; m < o.mb; m++) {
+    GPU_OK(mr_sg_cpu_im2col(dev, &src, shifted + m * plane, a));
+    GPU_OK(mr_sg_cpu_gram(dev, &src, a, m > 0, aw, g, NULL, 0, TERR));
+    GPU_OK(mr_sg_cpu_im2col(dev, &tgt, shifted + m * plane, b));
+    GPU_OK(mr_sg_cpu_cross(dev, (int)rows, (int)n, aw, o.nc, b, bw, rhs + m * o.nc * n, (int)n));
+  }
+  double trace = 0;
+  for (size_t i = 0; i < n; i++)
+    trace += creal(g[i * n + i]);
+  mr_sg_class full = {0, K, 0, K, K / 2, N - K / 2, K / 2, N - K / 2, (int)n, 0};
+  mr_sg_system sys = {K, K, o.nc, (int)n, (int)ntgt, &full, 1};
+  int failed = -1;
+  GPU_OK(mr_sg_cpu_solve(dev, &sys, g, rhs, o.lambda * trace / (double)n, scratch, 1, x,
+                         &failed));
+  assert_int_equal(failed, 0);
+  mr_slice_grappa_plan *plan = NULL;
+  GPU_OK(mr_slice_grappa_plan_create(dev, &o, &plan, TERR));
+  GPU_OK(mr_slice_grappa_calibrate(plan, ref, w, TERR));
+  double rel = nrmse(w, x, n * ntgt);
+  print_message("epi_sms, noiseless: the full kernel's Cholesky succeeds; the calibration's "
+                "kernel against it %.2e\n", rel);
+  assert_true(rel <= 1e-5);
+  mr_slice_grappa_plan_destroy(plan);
+  free(w);
+  free(x);
+  free(scratch);
+  free(rhs);
+  free(g);
+  free(bw);
+  free(aw);
+  free(b);
+  free(a);
+  free(shifted);
+  free(ref);
+}
+
 static void cpu_errors(void **state) {
   (void)state;
   mr_slice_grappa_plan *plan = NULL;
@@ -278,21 +416,24 @@ static void cpu_errors(void **state) {
   assert_null(plan);
 }
 
-/* The GPU's separation against the CPU's, to 1e-4 of the k-space's norm. */
+/* The GPU's separation against the CPU's, to 1e-4 of the k-space's norm:
+ * plain and leak-blocked kernels (multiband 3, 16 coils), and epi_sms
+ * (epi_sms_opts). */
 static void cuda_matches_cpu(void **state) {
   (void)state;
-  for (int leak = 0; leak < 2; leak++) {
-    enum { MB = 3, NC = 16 };
-    size_t plane = (size_t)NC * N * N;
-    mr_cfloat *ref = reference(MB, NC), *all = collapse(ref, MB, NC, 3, 7);
-    mr_slice_grappa_opts o = mr_slice_grappa_opts_default(NC, N, N, MB, 3);
-    o.leak_block = leak;
+  for (int c = 0; c < 3; c++) {
+    mr_slice_grappa_opts o =
+        c < 2 ? mr_slice_grappa_opts_default(16, N, N, 3, 3) : epi_sms_opts();
+    o.leak_block = c > 0;
+    size_t plane = (size_t)o.nc * N * N;
+    mr_cfloat *ref = reference(o.mb, o.nc);
+    mr_cfloat *all = collapse(ref, o.mb, o.nc, o.caipi, (1u << o.mb) - 1);
     mr_cfloat *out[2];
     mr_device *devs[2] = {gpu_test_cpu(), gpu_test_gpu()};
     for (int d = 0; d < 2; d++) {
       mr_slice_grappa_plan *plan = NULL;
       mr_cfloat *w = malloc(mr_slice_grappa_weights_count(&o) * sizeof *w);
-      out[d] = malloc(plane * MB * sizeof *out[d]);
+      out[d] = malloc(plane * o.mb * sizeof *out[d]);
       assert_true(w != NULL && out[d] != NULL);
       GPU_OK(mr_slice_grappa_plan_create(devs[d], &o, &plan, TERR));
       GPU_OK(mr_slice_grappa_calibrate_host(plan, ref, w, TERR));
@@ -300,8 +441,9 @@ static void cuda_matches_cpu(void **state) {
       mr_slice_grappa_plan_destroy(plan);
       free(w);
     }
-    double rel = nrmse(out[1], out[0], plane * MB);
-    print_message("leak-block %d: GPU against CPU %.2e\n", leak, rel);
+    double rel = nrmse(out[1], out[0], plane * o.mb);
+    print_message("multiband %d, %d coils, lambda %g, leak-block %d: GPU against CPU %.2e\n",
+                  o.mb, o.nc, o.lambda, o.leak_block, rel);
     assert_true(rel <= 1e-4);
     free(out[0]);
     free(out[1]);
@@ -357,6 +499,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(cpu_mb2),   cmocka_unit_test(cpu_mb3),    cmocka_unit_test(cpu_leak_block),
       cmocka_unit_test(cpu_in_plane), cmocka_unit_test(cpu_singular_lambda_zero),
       cmocka_unit_test(cpu_errors), cmocka_unit_test(cpu_im2col),
+      cmocka_unit_test(cpu_gram), cmocka_unit_test(cpu_noiseless_cholesky),
   };
   const struct CMUnitTest cuda_tests[] = {cmocka_unit_test(cuda_matches_cpu)};
   int rc = cuda ? cmocka_run_group_tests(cuda_tests, NULL, NULL)

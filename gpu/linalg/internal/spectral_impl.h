@@ -10,11 +10,6 @@
 
 #ifdef __cplusplus
 extern "C" {
-typedef struct mr_cdouble {
-  double re, im;
-} mr_cdouble;
-#else
-typedef double _Complex mr_cdouble;
 #endif
 
 typedef struct mr_spectral_ops {
