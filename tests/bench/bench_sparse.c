@@ -430,12 +430,12 @@ typedef struct bart_figures {
  * and on a 2-core machine alike; 96 x 96 x 48 runs), and so does its
  * first part alone (`ecalib -1`). BART's own memory-saving route (its
  * scripts/espirit_econ.sh) calibrates once (`ecalib -1`, here on the
- * calibration region alone), pads that along z to the volume and takes the maps slice
- * by slice (`ecaltwo`): seconds a slice, many minutes a volume. Here it
- * runs on ECON_SLICES slices spread over the volume, each timed, and those
- * slices' maps are compared with ours; BART's solver then runs with our
- * maps (in 2D swapping the two sets moves either solver by 0.02 dB at
- * most: maps_versus_solver). */
+ * calibration region alone), pads that along z to the volume and takes
+ * the maps slice by slice (`ecaltwo`): seconds a slice, many minutes a
+ * volume. Here it runs on ECON_SLICES slices spread over the volume, each
+ * timed, and those slices' maps are compared with ours; BART's solver runs
+ * with our maps (in 2D swapping the two sets moves either solver by 0.02
+ * dB at most: maps_versus_solver). */
 #define ECON_SLICES 4
 /* BART's default kernel (ecalib -k 6), and the largest calibration matrix
  * (columns: kernel^3 x coils) its first part is asked to take: 32 coils'
@@ -452,8 +452,7 @@ static int bart_quiet(sparse_bench *b, const char *const *args, double *ms, char
   for (int a = 1; a < 15 && args[a - 1] != NULL; a++)
     argv[a] = args[a - 1];
   timing t;
-  sparse_bench one = *b;
-  int rc = timed(&one, argv, 1, &t, why, size);
+  int rc = timed(b, argv, 1, &t, why, size);
   *ms += t.first_ms;
   return rc;
 }
