@@ -67,6 +67,26 @@ typedef struct run {
   ISMRMRD_ImageHeader heads[16];
 } run;
 
+enum { HEADER_BYTES = 16384 };
+
+/* The scan h5 opened, its header copied into header with edits (NULL, or
+ * from/to pairs ending in NULL) replacing text in it. */
+static mr_dataset *open_edited(const char *h5, const char *const *edits,
+                               char header[HEADER_BYTES]) {
+  mr_err err = {0};
+  mr_dataset *ds;
+  if (mr_dataset_open(h5, "dataset", &ds, &err) != 0)
+    fail_msg("%s", err.msg);
+  snprintf(header, HEADER_BYTES, "%s", mr_dataset_header(ds));
+  for (const char *const *e = edits; e != NULL && *e != NULL; e += 2) {
+    char *at = strstr(header, e[0]), rest[HEADER_BYTES];
+    assert_non_null(at);
+    snprintf(rest, sizeof rest, "%s", at + strlen(e[0]));
+    snprintf(at, HEADER_BYTES - (size_t)(at - header), "%s%s", e[1], rest);
+  }
+  return ds;
+}
+
 /* The scan through chain: every readout, or the reference's alone as plain
  * imaging lines (the single-band reconstruction), or all but the
  * reference. edits (NULL, or from/to pairs ending in NULL) replace text in
@@ -77,17 +97,8 @@ static run reconstruct(const char *h5, const char *chain, enum feed feed,
                        const char *const *edits, int groups) {
   run r = {0};
   mr_err err = {0};
-  mr_dataset *ds;
-  if (mr_dataset_open(h5, "dataset", &ds, &err) != 0)
-    fail_msg("%s", err.msg);
-  char header[16384];
-  snprintf(header, sizeof header, "%s", mr_dataset_header(ds));
-  for (const char *const *e = edits; e != NULL && *e != NULL; e += 2) {
-    char *at = strstr(header, e[0]), rest[16384];
-    assert_non_null(at);
-    snprintf(rest, sizeof rest, "%s", at + strlen(e[0]));
-    snprintf(at, sizeof header - (size_t)(at - header), "%s%s", e[1], rest);
-  }
+  char header[HEADER_BYTES];
+  mr_dataset *ds = open_edited(h5, edits, header);
   mr_harness h;
   if (mr_harness_open_gpus(&h, chain, MR_KIND_BIT(MR_MSG_ACQUISITION), "none") != 0)
     fail_msg("open: %s", h.err.msg);
@@ -354,14 +365,12 @@ static void acquired_lines_alone(void **state) {
   mr_cfloat *whole = malloc(plane * MB * sizeof *whole);
   assert_true(collapsed != NULL && whole != NULL);
   mr_err err = {0};
-  mr_dataset *ds;
-  if (mr_dataset_open(h5, "dataset", &ds, &err) != 0)
-    fail_msg("%s", err.msg);
-  char header[16384];
-  snprintf(header, sizeof header, "%s", mr_dataset_header(ds));
-  char *at = strstr(header, "<kspace_encoding_step_1>1</kspace_encoding_step_1>");
-  assert_non_null(at);
-  at[strlen("<kspace_encoding_step_1>")] = '2';
+  char header[HEADER_BYTES];
+  mr_dataset *ds = open_edited(h5,
+                               (const char *const[]){
+                                   "<kspace_encoding_step_1>1</kspace_encoding_step_1>",
+                                   "<kspace_encoding_step_1>2</kspace_encoding_step_1>", NULL},
+                               header);
   mr_harness h;
   if (mr_harness_open_gpus(&h,
                            "[{\"gadget\":\"accumulate\",\"trigger\":\"slice\"},"
