@@ -163,7 +163,7 @@ typedef struct sms_job {
   mr_cfloat *slices;
 } sms_job;
 
-static int run_separate(mr_device *dev, void *arg, mr_err *err) {
+static int separate_task(mr_device *dev, void *arg, mr_err *err) {
   sms_job *j = arg;
   mr_slice_grappa_plan *plan = NULL;
   int rc = 0;
@@ -180,6 +180,14 @@ static int run_separate(mr_device *dev, void *arg, mr_err *err) {
     rc = mr_slice_grappa_apply_host(plan, j->weights, j->collapsed, j->slices, err);
   mr_slice_grappa_plan_destroy(plan);
   return rc;
+}
+
+/* One hand-off to the device's worker for the whole separation: called
+ * from the gadget's thread, each of its some 80 operations would be handed
+ * over and waited for alone (device.h), 6 ms a group on an H100 against
+ * 0.5 ms of device work. */
+static int run_separate(mr_device *dev, void *arg, mr_err *err) {
+  return mr_device_run(dev, separate_task, arg, err);
 }
 
 /* The separation on the acquired lines alone. With in-plane acceleration R

@@ -1,9 +1,9 @@
+#include <cblas.h>
 #include <complex.h>
 #include <lapacke.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "blas.h"
 #include "buf.h"
@@ -146,16 +146,12 @@ int mr_epi_plan_rank(const mr_epi_plan *p, int reversed) { return p->rank[revers
 
 int mr_epi_profiles_host(const mr_epi_plan *p, int reversed, const mr_cfloat *in, int ncols,
                          mr_cfloat *out) {
-  const mr_cfloat *op = p->host_p[reversed != 0];
-  size_t nx = (size_t)p->nx, ns = (size_t)p->samples;
-  for (int c = 0; c < ncols; c++) {
-    const mr_cfloat *x = in + (size_t)c * ns;
-    mr_cfloat *y = out + (size_t)c * nx;
-    memset(y, 0, nx * sizeof *y);
-    for (size_t q = 0; q < ns; q++)
-      for (size_t j = 0; j < nx; j++)
-        y[j] += op[q * nx + j] * x[q];
-  }
+  /* One product for all columns: the navigators of a 32-coil train are
+   * 2 x 32 readouts, and the loops of complex products this replaced cost
+   * more than the rest of the EPI step. */
+  const mr_cfloat one = 1, zero = 0;
+  cblas_cgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, p->nx, ncols, p->samples, &one,
+              p->host_p[reversed != 0], p->nx, in, p->samples, &zero, out, p->nx);
   return 0;
 }
 
