@@ -32,11 +32,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "block.h"
 #include "budget.h"
+#include "buf.h"
 #include "gadget.h"
+#include "handoff.h"
 #include "kspace.h"
 #include "placement.h"
 #include "slice_grappa.h"
+#include "vec.h"
 
 typedef struct sms_gadget {
   int device, fallback;
@@ -52,6 +56,7 @@ typedef struct sms_gadget {
   mr_cfloat **weights;      /* per group, NULL until calibrated */
   size_t weights_bytes;     /* of each group's (the shapes are the reference's) */
   size_t ngroups;
+  int on_device;            /* the next k-space consumer reads device data */
 } sms_gadget;
 
 static const mr_param params[] = {
@@ -84,6 +89,7 @@ static size_t slices_of(const mr_encoding *e) {
 
 static int configure(void *state, mr_gadget_ctx *ctx) {
   sms_gadget *s = state;
+  s->on_device = mr_handoff_on_device(ctx, MR_MSG_KSPACE);
   const mr_multiband *mb = multiband_of(ctx);
   if (mb == NULL)
     return 0;
@@ -154,42 +160,6 @@ static int keep_reference(sms_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k) {
   return 0;
 }
 
-typedef struct sms_job {
-  const mr_slice_grappa_opts *o;     /* the calibration's: the whole k-space */
-  const mr_slice_grappa_opts *apply; /* the separation's: o, or its acquired lines alone */
-  const mr_cfloat *reference;        /* NULL: calibrated already */
-  mr_cfloat *weights;
-  const mr_cfloat *collapsed;        /* as apply says */
-  mr_cfloat *slices;
-} sms_job;
-
-static int separate_task(mr_device *dev, void *arg, mr_err *err) {
-  sms_job *j = arg;
-  mr_slice_grappa_plan *plan = NULL;
-  int rc = 0;
-  if (j->reference != NULL) {
-    rc = mr_slice_grappa_plan_create(dev, j->o, &plan, err);
-    if (rc == 0)
-      rc = mr_slice_grappa_calibrate_host(plan, j->reference, j->weights, err);
-    mr_slice_grappa_plan_destroy(plan);
-    plan = NULL;
-  }
-  if (rc == 0)
-    rc = mr_slice_grappa_plan_create(dev, j->apply, &plan, err);
-  if (rc == 0)
-    rc = mr_slice_grappa_apply_host(plan, j->weights, j->collapsed, j->slices, err);
-  mr_slice_grappa_plan_destroy(plan);
-  return rc;
-}
-
-/* One hand-off to the device's worker for the whole separation: called
- * from the gadget's thread, each of its some 80 operations would be handed
- * over and waited for alone (device.h), 6 ms a group on an H100 against
- * 0.5 ms of device work. */
-static int run_separate(mr_device *dev, void *arg, mr_err *err) {
-  return mr_device_run(dev, separate_task, arg, err);
-}
-
 /* The separation on the acquired lines alone. With in-plane acceleration R
  * the kernel's taps are R lines apart: when the acquired lines are every
  * R-th (from a line first < R, ny a multiple of R), an acquired line's taps
@@ -198,7 +168,7 @@ static int run_separate(mr_device *dev, void *arg, mr_err *err) {
  * (the edge kernels' positions map onto each other: a tap leaves the
  * k-space in both or in neither) on 1/R of the positions: R times less
  * work. The CAIPI shift is undone on the full k-space's line numbers when
- * the lines go back (expand_lines), so the apply plan has none. Sets *a to
+ * the lines go back (place_slice), so the apply plan has none. Sets *a to
  * the apply's options and returns 1, or 0 (a leaves o): irregular lines, or
  * too few of them for the kernel. */
 static int acquired_lines_alone(const mr_kspace *k, const mr_slice_grappa_opts *o,
@@ -227,34 +197,12 @@ static int acquired_lines_alone(const mr_kspace *k, const mr_slice_grappa_opts *
   return 1;
 }
 
-/* Slice j of the separation on the acquired lines alone (lines: [nc][ny /
- * r][nx]) into its k-space (out: [nc][ny][nx], zero elsewhere), line m at
- * line first + r m with the CAIPI shift of slice j undone there (the phase
- * of mr_slice_grappa_caipi, direction -1, its argument reduced modulo caipi
- * first: exact for any line). */
-static void expand_lines(const mr_cfloat *lines, size_t nc, size_t ny, size_t nx, size_t first,
-                         size_t r, int j, int caipi, mr_cfloat *out) {
-  size_t nyc = ny / r;
-  for (size_t m = 0; m < nyc; m++) {
-    long y = (long)(first + r * m);
-    long turns = ((y - (long)(ny / 2)) * j) % caipi;
-    double t = 2 * M_PI * (double)turns / caipi;
-    mr_cfloat ph = (float)cos(t) + I * (float)sin(t);
-    for (size_t c = 0; c < nc; c++) {
-      const mr_cfloat *from = lines + (c * nyc + m) * nx;
-      mr_cfloat *to = out + (c * ny + (size_t)y) * nx;
-      for (size_t x = 0; x < nx; x++)
-        to[x] = from[x] * ph;
-    }
-  }
-}
-
-/* Separated slice j of the collapsed buffer k: a new buffer, its samples
- * zero (the caller's to write). */
+/* Separated slice j of the collapsed buffer k: a new buffer with its
+ * samples on dev (contents undefined: the caller writes them all). */
 static mr_kspace *slice_buffer(const sms_gadget *s, const mr_gadget_ctx *ctx, const mr_kspace *k,
-                               size_t j, int in_plane, mr_err *err) {
+                               mr_device *dev, size_t j, int in_plane, mr_err *err) {
   const mr_multiband *mb = multiband_of(ctx);
-  mr_kspace *out = mr_kspace_new(k->nro, k->ne1, 1, k->nch, 0, err);
+  mr_kspace *out = mr_kspace_new_on(dev, k->nro, k->ne1, 1, k->nch, err);
   if (out == NULL)
     return NULL;
   mr_kspace_copy_meta(out, k);
@@ -277,6 +225,116 @@ static mr_kspace *slice_buffer(const sms_gadget *s, const mr_gadget_ctx *ctx, co
     memset(out->calib->sampled, 1, k->ne1);
   }
   return out;
+}
+
+typedef struct sms_job {
+  const sms_gadget *s;
+  const mr_gadget_ctx *ctx;
+  const mr_slice_grappa_opts *o;     /* the calibration's: the whole k-space */
+  const mr_slice_grappa_opts *apply; /* the separation's: o, or its acquired lines alone */
+  const mr_cfloat *reference;        /* host; NULL: calibrated already */
+  mr_cfloat *weights;                /* host */
+  mr_kspace *k;                      /* the collapsed buffer */
+  int alone;                         /* apply on the acquired lines alone ... */
+  size_t first;                      /* ... every ystep-th from this one */
+  int in_plane;                      /* the slices carry their reference for grappa */
+  mr_kspace *slices[MR_SLICE_GRAPPA_MAX_MB]; /* made here, samples on the task's device */
+} sms_job;
+
+/* The acquired lines of a k-space (every r-th from line first, ny a
+ * multiple of r) as a block of {nx, r, ny / r} arrays, one per coil. */
+static void line_blocks(size_t nx, size_t ny, size_t r, size_t first, size_t full[3],
+                        size_t lines[3], size_t at[3]) {
+  full[0] = lines[0] = nx;
+  full[1] = r;
+  full[2] = lines[2] = ny / r;
+  lines[1] = 1;
+  at[0] = at[2] = 0;
+  at[1] = first;
+}
+
+/* Slice m's separated k-space from sep into to (on dev): the acquired
+ * lines put back in place with the CAIPI shift undone on their own line
+ * numbers (the apply plan had none), or the whole plane. */
+static int place_slice(mr_device *dev, const sms_job *j, const mr_cfloat *sep, size_t m,
+                       mr_cfloat *to, mr_err *err) {
+  const mr_slice_grappa_opts *o = j->o;
+  size_t nc = (size_t)o->nc, nx = (size_t)o->nx, ny = (size_t)o->ny;
+  size_t plane = nc * ny * nx;
+  if (!j->alone)
+    return mr_vec_copy(dev, plane, sep + m * plane, to, err);
+  size_t full[3], lines[3], at[3], zero[3] = {0, 0, 0};
+  line_blocks(nx, ny, (size_t)o->ystep, j->first, full, lines, at);
+  size_t part = nc * lines[2] * nx;
+  int rc = mr_vec_zero(dev, plane, to, err);
+  if (rc == 0)
+    rc = mr_block_copy(dev, nc, sep + m * part, lines, zero, to, full, at, lines, err);
+  if (rc == 0)
+    rc = mr_slice_grappa_caipi(dev, o->nc, o->nx, o->ny, o->caipi, (int)m, 1, -1, to, err);
+  return rc;
+}
+
+/* On dev (the worker's, for a GPU): the calibration when one is due, the
+ * separation of the collapsed k-space where its samples are (uploaded
+ * once when they came on the host), and the separated slices made there:
+ * on a GPU they stay on the device for a consumer that works there. */
+static int separate_task(mr_device *dev, void *arg, mr_err *err) {
+  sms_job *j = arg;
+  const mr_slice_grappa_opts *o = j->o, *a = j->apply;
+  size_t nc = (size_t)o->nc, nx = (size_t)o->nx, mb = (size_t)o->mb;
+  size_t nw = mr_slice_grappa_weights_count(o), part = nc * (size_t)a->ny * nx;
+  mr_slice_grappa_plan *plan = NULL;
+  int rc = 0;
+  if (j->reference != NULL) {
+    rc = mr_slice_grappa_plan_create(dev, o, &plan, err);
+    if (rc == 0)
+      rc = mr_slice_grappa_calibrate_host(plan, j->reference, j->weights, err);
+    mr_slice_grappa_plan_destroy(plan);
+    plan = NULL;
+  }
+  /* the weights, the acquired lines (when they go alone), the slices */
+  mr_buf *buf = NULL;
+  if (rc == 0)
+    rc = mr_buf_create(dev, (nw + (j->alone ? part : 0) + mb * part) * sizeof(mr_cfloat), &buf,
+                       err);
+  mr_cfloat *w = rc == 0 ? mr_buf_data(buf) : NULL, *lines = w + nw;
+  mr_cfloat *sep = lines + (j->alone ? part : 0);
+  if (rc == 0)
+    rc = mr_buf_upload(buf, 0, j->weights, nw * sizeof *w, err);
+  mr_err e = {0};
+  const mr_cfloat *collapsed = rc == 0 ? mr_kspace_on(j->k, dev, &e) : NULL;
+  if (rc == 0 && collapsed == NULL)
+    rc = mr_err_set(err, e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
+  if (rc == 0 && j->alone) {
+    size_t full[3], block[3], at[3], zero[3] = {0, 0, 0};
+    line_blocks(nx, (size_t)o->ny, (size_t)o->ystep, j->first, full, block, at);
+    rc = mr_block_copy(dev, nc, collapsed, full, at, lines, block, zero, block, err);
+    collapsed = lines;
+  }
+  if (rc == 0)
+    rc = mr_slice_grappa_plan_create(dev, a, &plan, err);
+  if (rc == 0)
+    rc = mr_slice_grappa_apply(plan, w, collapsed, sep, err);
+  mr_slice_grappa_plan_destroy(plan);
+  for (size_t m = 0; rc == 0 && m < mb; m++) {
+    mr_kspace *sk = j->slices[m] = slice_buffer(j->s, j->ctx, j->k, dev, m, j->in_plane, err);
+    mr_cfloat *to = sk != NULL ? mr_kspace_on(sk, dev, err) : NULL;
+    rc = to != NULL ? place_slice(dev, j, sep, m, to, err)
+                    : (err != NULL && err->code < 0 ? err->code : MR_ENOMEM);
+  }
+  mr_buf_destroy(buf);
+  for (size_t m = 0; rc < 0 && m < mb; m++) { /* a fallback's run starts anew */
+    mr_kspace_free(j->slices[m]);
+    j->slices[m] = NULL;
+  }
+  return rc;
+}
+
+/* One hand-off to the device's worker for the whole separation: called
+ * from the gadget's thread, each of its operations would be handed over
+ * and waited for alone (device.h). */
+static int run_separate(mr_device *dev, void *arg, mr_err *err) {
+  return mr_device_run(dev, separate_task, arg, err);
 }
 
 static int separate(sms_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k, mr_emit *out) {
@@ -312,56 +370,42 @@ static int separate(sms_gadget *s, mr_gadget_ctx *ctx, mr_kspace *k, mr_emit *ou
   o.lambda = (float)s->lambda;
   o.leak_block = s->leak_block;
   mr_err e = {0};
-  float complex *collapsed = mr_kspace_host(k, &e);
-  if (collapsed == NULL)
-    return mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, e.code));
   mr_slice_grappa_opts a;
-  size_t first = 0, r = (size_t)o.ystep, nx = k->nro;
+  size_t first = 0, plane = k->nch * k->ne1 * k->nro;
   int alone = acquired_lines_alone(k, &o, &a, &first);
-  size_t plane = k->nch * k->ne1 * nx, lines = (size_t)a.ny, part = k->nch * lines * nx;
-  /* the separated slices (on the apply's lines), after the collapsed
-   * acquired lines when they go alone */
-  size_t work = (alone ? part : 0) + part * m, bytes = work * sizeof(float complex);
   size_t ref_bytes = plane * m * sizeof(float complex);
-  float complex *reference = NULL, *buf = mr_budget_alloc(bytes, "separated SMS slices", &e);
+  float complex *reference = NULL;
   int calibrate = s->weights[g] == NULL, rc = 0;
-  if (buf != NULL && calibrate) {
+  if (calibrate) {
     s->weights_bytes = mr_slice_grappa_weights_count(&o) * sizeof(mr_cfloat);
     reference = mr_budget_alloc(ref_bytes, "SMS reference slices", &e);
     s->weights[g] = reference == NULL ? NULL
                                       : mr_budget_alloc(s->weights_bytes, "slice-GRAPPA kernels", &e);
-  }
-  if (buf == NULL || (calibrate && s->weights[g] == NULL)) {
-    rc = mr_gadget_fail(ctx, e.code, "%s", mr_err_text(&e, e.code));
-    goto done;
+    if (s->weights[g] == NULL) {
+      rc = mr_gadget_fail(ctx, e.code, "%s", mr_err_text(&e, e.code));
+      goto done;
+    }
   }
   for (size_t j = 0; calibrate && j < m; j++)
     memcpy(reference + j * plane, s->ref[g + j * s->ngroups], plane * sizeof *reference);
-  const float complex *in = collapsed;
-  float complex *slices = buf;
-  if (alone) {
-    for (size_t c = 0; c < k->nch; c++)
-      for (size_t l = 0; l < lines; l++)
-        memcpy(buf + (c * lines + l) * nx, collapsed + (c * k->ne1 + first + r * l) * nx,
-               nx * sizeof *buf);
-    in = buf;
-    slices = buf + part;
-  }
-  sms_job job = {&o, &a, reference, s->weights[g], in, slices};
+  /* grappa keeps a slice's kernel until new calibration lines come: the
+   * reference rides along only when it is new to this group */
+  sms_job job = {.s = s, .ctx = ctx, .o = &o, .apply = &a, .reference = reference,
+                 .weights = s->weights[g], .k = k, .alone = alone, .first = first,
+                 .in_plane = o.ystep > 1 && calibrate};
   if ((rc = mr_placement_run(&s->place, ctx, run_separate, &job)) < 0)
     goto done;
-  for (size_t j = 0; rc == 0 && j < m; j++) {
-    /* grappa keeps a slice's kernel until new calibration lines come: the
-     * reference rides along only when it is new to this group */
-    mr_kspace *sk = slice_buffer(s, ctx, k, j, o.ystep > 1 && calibrate, &e);
-    if (sk != NULL && alone)
-      expand_lines(slices + j * part, k->nch, k->ne1, nx, first, r, (int)j, caipi, sk->data);
-    else if (sk != NULL)
-      memcpy(sk->data, slices + j * plane, plane * sizeof *slices);
-    mr_message *msg = sk != NULL ? mr_kspace_message(sk) : NULL;
-    rc = msg != NULL ? mr_emit_message(out, msg)
-                     : mr_gadget_fail(ctx, e.code ? e.code : MR_ENOMEM, "%s",
-                                      mr_err_text(&e, e.code ? e.code : MR_ENOMEM));
+  for (size_t j = 0; j < m; j++) {
+    mr_kspace *sk = job.slices[j];
+    job.slices[j] = NULL;
+    if (rc == 0 && (rc = mr_kspace_hand_on(sk, s->on_device, &e)) < 0)
+      rc = mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
+    if (rc < 0) {
+      mr_kspace_free(sk);
+      continue;
+    }
+    mr_message *msg = mr_kspace_message(sk);
+    rc = msg != NULL ? mr_emit_message(out, msg) : mr_gadget_fail(ctx, MR_ENOMEM, "out of memory");
   }
 done:
   if (rc < 0 && calibrate) {
@@ -369,7 +413,6 @@ done:
     s->weights[g] = NULL;
   }
   mr_budget_free(reference, ref_bytes);
-  mr_budget_free(buf, bytes);
   return rc;
 }
 
@@ -393,8 +436,12 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   sms_gadget *s = state;
   mr_kspace *k = msg->u.object.ptr;
   const mr_multiband *mb = multiband_of(ctx);
-  if (mb == NULL)
-    return mr_emit_message(out, mr_message_ref(msg));
+  if (mb == NULL) {
+    mr_err e = {0};
+    int rc = mr_kspace_hand_on(k, s->on_device, &e);
+    return rc < 0 ? mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc))
+                  : mr_emit_message(out, mr_message_ref(msg));
+  }
   if (k->traj != NULL)
     return mr_gadget_fail(ctx, MR_EDATA, "got non-Cartesian k-space: slice-GRAPPA needs "
                                          "Cartesian lines");
@@ -424,6 +471,7 @@ const mr_gadget_class mr_gadget_slice_grappa = {
     .handles = MR_HANDLES_MULTIBAND,
     .accepts = MR_KIND_BIT(MR_MSG_KSPACE),
     .produces = MR_KIND_BIT(MR_MSG_KSPACE),
+    .device_input = MR_KIND_BIT(MR_MSG_KSPACE),
     .configure = configure,
     .process = process,
     .destroy = destroy,

@@ -530,10 +530,22 @@ static void cuda_matches_cpu(void **state) {
   check_correction((mr_sim_epi){.ramp = 1}, "ramp_gpu");
 }
 
-/* The SMS case on the GPU (slice_grappa's HERK, GEMMs and solve there). */
+/* The SMS cases on the GPU (slice_grappa's HERK, GEMMs and solve there;
+ * with in-plane R the separation on the acquired lines, the slices left on
+ * the device for grappa), held to the same limits as on the CPU. */
 static void cuda_sms(void **state) {
   gpus = "all";
   sms(state);
+}
+
+static void cuda_sms_in_plane(void **state) {
+  gpus = "all";
+  sms_in_plane(state);
+}
+
+static void cuda_fmri_series(void **state) {
+  gpus = "all";
+  fmri_series(state);
 }
 
 int main(int argc, char **argv) {
@@ -552,8 +564,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(refusals),
       cmocka_unit_test(ghost_fit_filtered),
   };
-  const struct CMUnitTest cuda_tests[] = {cmocka_unit_test(cuda_matches_cpu),
-                                          cmocka_unit_test(cuda_sms)};
+  const struct CMUnitTest cuda_tests[] = {
+      cmocka_unit_test(cuda_matches_cpu), cmocka_unit_test(cuda_sms),
+      cmocka_unit_test(cuda_sms_in_plane), cmocka_unit_test(cuda_fmri_series)};
   return cuda ? cmocka_run_group_tests_name("epi_cuda", cuda_tests, NULL, NULL)
               : cmocka_run_group_tests_name("epi_cpu", cpu_tests, NULL, NULL);
 }
