@@ -1,5 +1,4 @@
 #include <complex.h>
-#include <lapacke.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -9,6 +8,7 @@
 #include "buf.h"
 #include "epi_impl.h"
 #include "error.h"
+#include "host_svd.h"
 
 #define MAX_POINTS 4096
 
@@ -33,22 +33,17 @@ static int pseudo_inverse(int samples, int nx, const double *k, double rcond, mr
   double complex *a = malloc((size_t)m * (size_t)n * sizeof *a);
   double complex *u = malloc((size_t)m * (size_t)r * sizeof *u);
   double complex *vt = malloc((size_t)r * (size_t)n * sizeof *vt);
-  double *s = malloc((size_t)r * sizeof *s), *superb = malloc((size_t)r * sizeof *superb);
+  double *s = malloc((size_t)r * sizeof *s);
   int rc = 0;
-  if (a == NULL || u == NULL || vt == NULL || s == NULL || superb == NULL) {
+  if (a == NULL || u == NULL || vt == NULL || s == NULL) {
     rc = mr_err_set(err, MR_ENOMEM, "epi: out of memory for a %d x %d operator", m, n);
     goto done;
   }
   for (int j = 0; j < n; j++)
     for (int q = 0; q < m; q++)
       a[(size_t)j * (size_t)m + (size_t)q] = cexp(-2 * M_PI * I * k[q] * (j - n / 2) / n);
-  lapack_int info = LAPACKE_zgesvd(LAPACK_COL_MAJOR, 'S', 'S', m, n, a, m, s, u, m, vt, r,
-                                   superb);
-  if (info != 0) {
-    rc = mr_err_set(err, MR_EDATA, "epi: the SVD of the %d x %d regridding matrix failed (%d)", m,
-                    n, (int)info);
+  if ((rc = mr_host_svd(m, n, a, s, u, vt, err)) < 0)
     goto done;
-  }
   int kept = 0;
   while (kept < r && s[kept] >= rcond * s[0])
     kept++;
@@ -67,7 +62,6 @@ done:
   free(u);
   free(vt);
   free(s);
-  free(superb);
   return rc;
 }
 
