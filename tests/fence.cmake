@@ -14,4 +14,8 @@ if(NOT MR_SANITIZE)
     set_tests_properties(${t}_fenced PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
       ENVIRONMENT "LD_PRELOAD=$<TARGET_FILE:mr_fence_malloc>;MR_SOURCE_DIR=${CMAKE_SOURCE_DIR};MR_BINARY_DIR=${CMAKE_BINARY_DIR}")
   endforeach()
+  # The CPU server through the fMRI chain under the fence.
+  add_test(NAME fence_e2e COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fence_e2e.sh
+    ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR} $<TARGET_FILE:mr_fence_malloc>)
+  set_tests_properties(fence_e2e PROPERTIES TIMEOUT 300)
 endif()
