@@ -113,7 +113,9 @@ static void phantom_3d(size_t nx, size_t ny, size_t nz, size_t nc, float *object
 static float complex *projector(const mr_cfloat *k, int nx, int ny, int nc, int cal, int ker,
                                 float t) {
   int r = cal - ker + 1, m = r * r, n = ker * ker * nc;
-  double complex *at = calloc((size_t)n * m, sizeof *at); /* n x m: column q is patch q */
+  mr_host_svd *svd = NULL;
+  GPU_OK(mr_host_svd_create(n, m, &svd, TERR));
+  double complex *at = svd->a; /* n x m: column q is patch q */
   int x0 = nx / 2 - cal / 2, y0 = ny / 2 - cal / 2;
   for (int qy = 0; qy < r; qy++)
     for (int qx = 0; qx < r; qx++)
@@ -122,12 +124,10 @@ static float complex *projector(const mr_cfloat *k, int nx, int ny, int nc, int 
           for (int px = 0; px < ker; px++)
             at[(size_t)(qy * r + qx) * n + (c * ker + py) * ker + px] =
                 k[((size_t)c * ny + y0 + qy + py) * nx + x0 + qx + px];
-  int mn = m < n ? m : n;
-  double *sv = malloc(sizeof *sv * (size_t)mn);
-  double complex *u = malloc(sizeof *u * (size_t)n * mn);
-  double complex *vt = malloc(sizeof *vt * (size_t)mn * m);
-  GPU_OK(mr_host_svd(n, m, at, sv, u, vt, TERR));
-  int keep = 0;
+  GPU_OK(mr_host_svd_run(svd, TERR));
+  const double *sv = svd->s;
+  const double complex *u = svd->u;
+  int mn = svd->r, keep = 0;
   while (keep < mn && sv[keep] * sv[keep] > t * sv[0] * sv[0])
     keep++;
   float complex *p = calloc((size_t)n * n, sizeof *p);
@@ -138,10 +138,7 @@ static float complex *projector(const mr_cfloat *k, int nx, int ny, int nc, int 
         sum += u[(size_t)l * n + i] * conj(u[(size_t)l * n + j]);
       p[(size_t)j * n + i] = (float complex)sum;
     }
-  free(at);
-  free(sv);
-  free(u);
-  free(vt);
+  mr_host_svd_destroy(svd);
   return p;
 }
 

@@ -1,5 +1,5 @@
 /* host_svd.h: U diag(s) V^H gives the matrix back, U and V have orthonormal
- * columns, s descends, the input is untouched, over shapes whose row
+ * columns, s descends, over shapes whose row
  * counts are 2 more than a multiple of 4 (where OpenBLAS 0.3.21's ZGEMV 'N'
  * reads past x) and others; bad sizes are refused. Its `_fenced` run
  * (tests/fence.cmake) ends every block at an inaccessible page. */
@@ -18,17 +18,14 @@
 #include "test_gpu_common.h"
 #include "test_support.h"
 
-static double complex *random_matrix(int m, int n, unsigned seed) {
-  size_t count = (size_t)m * (size_t)n;
+/* Fills a with uniform random samples, reproducible per seed. */
+static void random_matrix(double complex *a, size_t count, unsigned seed) {
   mr_cfloat *f = malloc(count * sizeof *f);
-  double complex *a = malloc(count * sizeof *a);
   assert_non_null(f);
-  assert_non_null(a);
   gpu_test_random(f, count, seed);
   for (size_t i = 0; i < count; i++)
     a[i] = f[i];
   free(f);
-  return a;
 }
 
 /* Largest |(X^H X - I)[i][j]| over the k columns (length len, stride ld
@@ -46,14 +43,17 @@ static double orthonormality(const double complex *x, int len, int k, size_t ld,
 }
 
 static void check_shape(int m, int n) {
-  int r = m < n ? m : n;
-  double complex *a = random_matrix(m, n, (unsigned)(m * 1000 + n));
-  double complex *copy = malloc((size_t)m * n * sizeof *copy);
-  double complex *u = malloc((size_t)m * r * sizeof *u), *vt = malloc((size_t)r * n * sizeof *vt);
-  double *s = malloc((size_t)r * sizeof *s);
-  memcpy(copy, a, (size_t)m * n * sizeof *a);
-  GPU_OK(mr_host_svd(m, n, a, s, u, vt, TERR));
-  assert_memory_equal(a, copy, (size_t)m * n * sizeof *a);
+  mr_host_svd *svd = NULL;
+  GPU_OK(mr_host_svd_create(m, n, &svd, TERR));
+  int r = svd->r;
+  assert_int_equal(r, m < n ? m : n);
+  size_t count = (size_t)m * n;
+  double complex *a = malloc(count * sizeof *a);
+  random_matrix(a, count, (unsigned)(m * 1000 + n));
+  memcpy(svd->a, a, count * sizeof *a);
+  GPU_OK(mr_host_svd_run(svd, TERR));
+  const double *s = svd->s;
+  const double complex *u = svd->u, *vt = svd->vt;
   for (int l = 0; l < r; l++) {
     assert_true(s[l] >= 0);
     if (l > 0)
@@ -73,11 +73,8 @@ static void check_shape(int m, int n) {
   double ov = orthonormality(vt, n, r, 1, (size_t)r); /* rows of V^H */
   if (rel > 1e-12 || ou > 1e-12 || ov > 1e-12)
     fail_msg("%d x %d: relative error %.3g, U^H U - I %.3g, V^H V - I %.3g", m, n, rel, ou, ov);
+  mr_host_svd_destroy(svd);
   free(a);
-  free(copy);
-  free(u);
-  free(vt);
-  free(s);
 }
 
 static void factors_reproduce_the_matrix(void **state) {
@@ -91,10 +88,10 @@ static void factors_reproduce_the_matrix(void **state) {
 
 static void bad_sizes(void **state) {
   (void)state;
-  double complex a = 1, u = 0, vt = 0;
-  double s = 0;
-  assert_int_equal(mr_host_svd(0, 1, &a, &s, &u, &vt, TERR), MR_EINVAL);
-  assert_int_equal(mr_host_svd(1, -1, &a, &s, &u, &vt, TERR), MR_EINVAL);
+  mr_host_svd *svd = NULL;
+  assert_int_equal(mr_host_svd_create(0, 1, &svd, TERR), MR_EINVAL);
+  assert_int_equal(mr_host_svd_create(1, -1, &svd, TERR), MR_EINVAL);
+  assert_null(svd);
 }
 
 int main(void) {
