@@ -12,6 +12,9 @@ foreach(noun pool placement host fft coil blas solve spectral vec block epi)
     TIMEOUT 300 LABELS gpu)
 endforeach()
 
+# The host SVD (CPU only: no device).
+mr_add_test(test_gpu_host_svd SOURCES gpu/test_gpu_host_svd.c LIBS mr_test_gpu_common mr_gpu m)
+
 # Tests that reach gpu/'s internals (a room's internal/ headers).
 foreach(t test_gpu_pool test_gpu_spectral)
   target_link_libraries(${t} PRIVATE mr_gpu_internal)

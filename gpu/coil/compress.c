@@ -12,6 +12,7 @@
 #include "compress_impl.h"
 #include "error.h"
 #include "fft.h"
+#include "host_svd.h"
 
 size_t mr_compress_matrix_size(mr_compress_method method, size_t ncoils, size_t nro) {
   return (method == MR_COMPRESS_GCC ? nro : 1) * ncoils * ncoils;
@@ -113,37 +114,31 @@ static int svd_matrix(const mr_cfloat *calib, size_t nc, size_t n, size_t channe
 /* Turns u (nc x nv) by the unitary Q closest to taking it onto prev:
  * Q = W Z^H from the SVD u^H prev = W S Z^H. */
 static int align(double complex *u, const double complex *prev, size_t nc, size_t nv, mr_err *err) {
-  double complex *a = calloc(nv * nv, sizeof *a), *wl = malloc(nv * nv * sizeof *wl);
-  double complex *zh = malloc(nv * nv * sizeof *zh), *turned = calloc(nc * nv, sizeof *turned);
-  double *s = malloc(nv * sizeof *s), *superb = malloc(nv * sizeof *superb);
-  int rc = a == NULL || wl == NULL || zh == NULL || turned == NULL || s == NULL || superb == NULL
-               ? mr_err_set(err, MR_ENOMEM, "coil compression: out of memory")
-               : 0;
+  double complex *turned = calloc(nc * nv, sizeof *turned);
+  mr_host_svd *svd = NULL;
+  int rc = turned == NULL ? mr_err_set(err, MR_ENOMEM, "coil compression: out of memory")
+                          : mr_host_svd_create((int)nv, (int)nv, &svd, err);
   for (size_t j = 0; rc == 0 && j < nv; j++)
-    for (size_t i = 0; i < nv; i++)
+    for (size_t i = 0; i < nv; i++) {
+      double complex sum = 0;
       for (size_t c = 0; c < nc; c++)
-        a[j * nv + i] += conj(u[i * nc + c]) * prev[j * nc + c];
-  if (rc == 0 &&
-      LAPACKE_zgesvd(LAPACK_COL_MAJOR, 'A', 'A', (lapack_int)nv, (lapack_int)nv,
-                     (lapack_complex_double *)a, (lapack_int)nv, s, (lapack_complex_double *)wl,
-                     (lapack_int)nv, (lapack_complex_double *)zh, (lapack_int)nv, superb) != 0)
-    rc = mr_err_set(err, MR_ENUMERIC, "coil compression: alignment SVD failed");
+        sum += conj(u[i * nc + c]) * prev[j * nc + c];
+      svd->a[j * nv + i] = sum;
+    }
+  if (rc == 0)
+    rc = mr_host_svd_run(svd, err);
   for (size_t j = 0; rc == 0 && j < nv; j++) /* u (W Z^H) */
     for (size_t l = 0; l < nv; l++) {
       double complex q = 0;
       for (size_t k = 0; k < nv; k++)
-        q += wl[k * nv + l] * zh[j * nv + k];
+        q += svd->u[k * nv + l] * svd->vt[j * nv + k];
       for (size_t c = 0; c < nc; c++)
         turned[j * nc + c] += u[l * nc + c] * q;
     }
   if (rc == 0)
     memcpy(u, turned, nc * nv * sizeof *u);
-  free(a);
-  free(wl);
-  free(zh);
+  mr_host_svd_destroy(svd);
   free(turned);
-  free(s);
-  free(superb);
   return rc;
 }
 

@@ -1,6 +1,5 @@
 #include <cblas.h>
 #include <complex.h>
-#include <lapacke.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -9,6 +8,7 @@
 #include "buf.h"
 #include "epi_impl.h"
 #include "error.h"
+#include "host_svd.h"
 
 #define MAX_POINTS 4096
 
@@ -29,45 +29,32 @@ struct mr_epi_plan {
  * over the singular values at least rcond times the largest. */
 static int pseudo_inverse(int samples, int nx, const double *k, double rcond, mr_cfloat *p,
                           int *rank, mr_err *err) {
-  int m = samples, n = nx, r = m < n ? m : n;
-  double complex *a = malloc((size_t)m * (size_t)n * sizeof *a);
-  double complex *u = malloc((size_t)m * (size_t)r * sizeof *u);
-  double complex *vt = malloc((size_t)r * (size_t)n * sizeof *vt);
-  double *s = malloc((size_t)r * sizeof *s), *superb = malloc((size_t)r * sizeof *superb);
-  int rc = 0;
-  if (a == NULL || u == NULL || vt == NULL || s == NULL || superb == NULL) {
-    rc = mr_err_set(err, MR_ENOMEM, "epi: out of memory for a %d x %d operator", m, n);
-    goto done;
-  }
+  int m = samples, n = nx;
+  mr_host_svd *svd = NULL;
+  int rc = mr_host_svd_create(m, n, &svd, err);
+  if (rc < 0)
+    return rc;
   for (int j = 0; j < n; j++)
     for (int q = 0; q < m; q++)
-      a[(size_t)j * (size_t)m + (size_t)q] = cexp(-2 * M_PI * I * k[q] * (j - n / 2) / n);
-  lapack_int info = LAPACKE_zgesvd(LAPACK_COL_MAJOR, 'S', 'S', m, n, a, m, s, u, m, vt, r,
-                                   superb);
-  if (info != 0) {
-    rc = mr_err_set(err, MR_EDATA, "epi: the SVD of the %d x %d regridding matrix failed (%d)", m,
-                    n, (int)info);
-    goto done;
+      svd->a[(size_t)j * (size_t)m + (size_t)q] = cexp(-2 * M_PI * I * k[q] * (j - n / 2) / n);
+  if ((rc = mr_host_svd_run(svd, err)) == 0) {
+    const double *s = svd->s;
+    const double complex *u = svd->u, *vt = svd->vt;
+    int r = svd->r, kept = 0;
+    while (kept < r && s[kept] >= rcond * s[0])
+      kept++;
+    /* p[j][q] = sum_l V[j][l] / s_l conj(U[q][l]), V[j][l] = conj(vt[l][j]) */
+    for (int q = 0; q < m; q++)
+      for (int j = 0; j < n; j++) {
+        double complex v = 0;
+        for (int l = 0; l < kept; l++)
+          v += conj(vt[(size_t)j * (size_t)r + (size_t)l]) / s[l] *
+               conj(u[(size_t)l * (size_t)m + (size_t)q]);
+        p[(size_t)q * (size_t)n + (size_t)j] = (mr_cfloat)v;
+      }
+    *rank = kept;
   }
-  int kept = 0;
-  while (kept < r && s[kept] >= rcond * s[0])
-    kept++;
-  /* p[j][q] = sum_l V[j][l] / s_l conj(U[q][l]), V[j][l] = conj(vt[l][j]) */
-  for (int q = 0; q < m; q++)
-    for (int j = 0; j < n; j++) {
-      double complex v = 0;
-      for (int l = 0; l < kept; l++)
-        v += conj(vt[(size_t)j * (size_t)r + (size_t)l]) / s[l] *
-             conj(u[(size_t)l * (size_t)m + (size_t)q]);
-      p[(size_t)q * (size_t)n + (size_t)j] = (mr_cfloat)v;
-    }
-  *rank = kept;
-done:
-  free(a);
-  free(u);
-  free(vt);
-  free(s);
-  free(superb);
+  mr_host_svd_destroy(svd);
   return rc;
 }
 

@@ -5,7 +5,6 @@
  * ACS), bad input gets clear errors; with --cuda, the GPU against the CPU;
  * with --bart, against `bart ecalib -m1` on the same data (77 without bart). */
 #include <complex.h>
-#include <lapacke.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +20,7 @@
 #include "espirit.h"
 #include "fft.h"
 #include "grappa_phantom.h"
+#include "host_svd.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
 
@@ -113,7 +113,9 @@ static void phantom_3d(size_t nx, size_t ny, size_t nz, size_t nc, float *object
 static float complex *projector(const mr_cfloat *k, int nx, int ny, int nc, int cal, int ker,
                                 float t) {
   int r = cal - ker + 1, m = r * r, n = ker * ker * nc;
-  float complex *at = calloc((size_t)n * m, sizeof *at); /* n x m: column q is patch q */
+  mr_host_svd *svd = NULL;
+  GPU_OK(mr_host_svd_create(n, m, &svd, TERR));
+  double complex *at = svd->a; /* n x m: column q is patch q */
   int x0 = nx / 2 - cal / 2, y0 = ny / 2 - cal / 2;
   for (int qy = 0; qy < r; qy++)
     for (int qx = 0; qx < r; qx++)
@@ -122,27 +124,21 @@ static float complex *projector(const mr_cfloat *k, int nx, int ny, int nc, int 
           for (int px = 0; px < ker; px++)
             at[(size_t)(qy * r + qx) * n + (c * ker + py) * ker + px] =
                 k[((size_t)c * ny + y0 + qy + py) * nx + x0 + qx + px];
-  int mn = m < n ? m : n;
-  float *sv = malloc(sizeof *sv * (size_t)mn), *superb = malloc(sizeof *superb * (size_t)mn);
-  float complex *u = malloc(sizeof *u * (size_t)n * mn);
-  assert_int_equal(LAPACKE_cgesvd(LAPACK_COL_MAJOR, 'S', 'N', n, m, at, n, sv, u, n, NULL, 1,
-                                  superb),
-                   0);
-  int keep = 0;
+  GPU_OK(mr_host_svd_run(svd, TERR));
+  const double *sv = svd->s;
+  const double complex *u = svd->u;
+  int mn = svd->r, keep = 0;
   while (keep < mn && sv[keep] * sv[keep] > t * sv[0] * sv[0])
     keep++;
   float complex *p = calloc((size_t)n * n, sizeof *p);
   for (int j = 0; j < n; j++)
     for (int i = 0; i < n; i++) {
-      float complex sum = 0;
+      double complex sum = 0;
       for (int l = 0; l < keep; l++)
-        sum += u[(size_t)l * n + i] * conjf(u[(size_t)l * n + j]);
-      p[(size_t)j * n + i] = sum;
+        sum += u[(size_t)l * n + i] * conj(u[(size_t)l * n + j]);
+      p[(size_t)j * n + i] = (float complex)sum;
     }
-  free(at);
-  free(sv);
-  free(superb);
-  free(u);
+  mr_host_svd_destroy(svd);
   return p;
 }
 
