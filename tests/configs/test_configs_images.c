@@ -57,7 +57,13 @@ static const char *const sms_data[] = {"reconclient", "simulate", "--trajectory"
                                        "--caipi", "2", "-o", "@", NULL};
 
 /* The GPU path is held to the CPU's images: 1e-5 wherever the chain is a
- * fixed sequence of transforms. The iterative ones are not: 30 (10) CG
+ * fixed sequence of transforms. The gridding configs are held to their
+ * NUFFT's tolerance (1e-4): with automatic upsampling the GPU keeps the
+ * faster of 2 and 1.25 as timed on the first points of a shape (nufft.h),
+ * so one run may take the other grid; both reach the tolerance, and their
+ * images differ by about 1e-5 (H100, one run of this test in four: radial
+ * 9.3e-6, spiral 1.2e-5, realtime 2.0e-5 against 3e-7, 9e-7 and 2.3e-7).
+ * The iterative ones are not fixed either: 30 (10) CG
  * iterations amplify the float differences of the GPU's NUFFT, whose
  * spreading adds with atomics in no fixed order, so the GPU's own images
  * differ from run to run (measured on the H100 for iterative, one build,
@@ -67,11 +73,11 @@ static const char *const sms_data[] = {"reconclient", "simulate", "--trajectory"
  * and out of the object (1.1e-2 .. 1.3e-2). */
 static const config_case cases[] = {
     {"cartesian", cartesian_data, 1e-5, 1e-5}, {"grappa", grappa_data, 1e-5, 1e-5},
-    {"radial", golden_data, 1e-5, 1e-5},       {"spiral", spiral_data, 1e-5, 1e-5},
-    {"iterative", golden_data, 1e-5, 5e-4},    {"realtime", frames_data, 1e-5, 1e-5},
+    {"radial", golden_data, 1e-5, 1e-4},       {"spiral", spiral_data, 1e-5, 1e-4},
+    {"iterative", golden_data, 1e-5, 5e-4},    {"realtime", frames_data, 1e-5, 1e-4},
     {"realtime_cg", frames_data, 1e-5, 2e-2},
-    /* slice-GRAPPA solves its normal equations in single precision on
-     * either side (OpenBLAS / cuBLAS, LAPACKE / cuSOLVER): 1e-4 */
+    /* slice-GRAPPA's kernels from double-precision normal equations on
+     * either side, applied in single precision (cuBLAS / OpenBLAS): 1e-4 */
     {"sms", sms_data, 1e-5, 1e-4},
 };
 
