@@ -15,7 +15,9 @@
  * Per buffer the gadget is cheap when only the trajectory changes (a
  * real-time stream: frames.c): the NUFFT plans are kept from buffer to
  * buffer and given only the new positions (mr_nufft_set_points; not even
- * that while the positions repeat), the sample, weight and image arrays are
+ * that while the positions repeat; a plan is made for its buffer's sample
+ * count, max_points, so its binning memory is made once, with it), the
+ * sample, weight and image arrays are
  * kept and grown, and the coil images are gridded straight into the array
  * sent on when no crop is needed. On a GPU a buffer is one device task: the
  * positions (when new) and the weighted samples go up into kept device
@@ -121,7 +123,8 @@ typedef struct job {
 
 static mr_nufft_opts plan_opts(const job *j, size_t batch) {
   return (mr_nufft_opts){.rank = j->rank, .dims = {j->dims[0], j->dims[1], j->dims[2]},
-                         .batch = batch, .tol = j->s->tolerance, .upsampling = j->s->upsampling};
+                         .batch = batch, .tol = j->s->tolerance, .upsampling = j->s->upsampling,
+                         .max_points = j->n};
 }
 
 /* The job's density weights, on dev. */
@@ -148,7 +151,7 @@ static int run_density(mr_device *dev, void *arg, mr_err *err) {
 static int same_opts(const mr_nufft_opts *a, const mr_nufft_opts *b) {
   return a->rank == b->rank && a->dims[0] == b->dims[0] && a->dims[1] == b->dims[1] &&
          a->dims[2] == b->dims[2] && a->batch == b->batch && a->tol == b->tol &&
-         a->upsampling == b->upsampling;
+         a->upsampling == b->upsampling && a->max_points == b->max_points;
 }
 
 /* A kept plan for opts on dev, made in place of the least recently used
