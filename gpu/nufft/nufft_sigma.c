@@ -8,26 +8,27 @@
  * as fast at 1.25), and the least upsampling that keeps 2's width
  * (nufft.c) often beats both for type 1 (0.82 ms there). So the creation
  * of an automatic GPU plan whose shape (device, rank, dims, batch, tol,
- * tune_for, max_points) has not been seen times one type 1 and one type 2
- * transform (only the type opts.tune_for names, if it names one) at each
- * upsampling that meets the tolerance, on uniformly spread points
- * (max_points of them, else one per pixel up to 4M: the density decides
- * between a larger grid and a wider kernel, the trajectory's shape much
- * less, and a plan has no points yet), and keeps the faster sum; the
- * rule's choice (below) unless the other is faster by more than 5%, so
- * that near-ties, which
- * timing noise would decide, give the same plan every time (the results
- * of the two differ within the tolerance; Pipe-Menon's weights, which
- * follow the kernel, differ more). It costs up to three throw-away
- * plans, their cuFFT plans and a few transforms once per shape (150-250
- * ms on the H100 at 256^2 x 8 and 128^3, most of it making the
- * cuFFT plans of the grid sizes; the chosen one stays in the device's plan
- * cache); every later plan of that shape takes the remembered choice and
- * never measures (the server's warm start makes the plans of its recorded
- * sessions' shapes before it is ready). An explicit upsampling skips all
- * this. The CPU keeps the rule the H100 measurements gave before (2 in 2D,
- * 1.25 in 3D) without measuring: its transforms take too long to time at
- * plan creation. */
+ * tune_for, max_points within a factor of two) has not been seen times
+ * one type 1 and one type 2 transform (only the type opts.tune_for names,
+ * if it names one) at each upsampling that meets the tolerance, on
+ * uniformly spread points (max_points of them, else one per pixel up to
+ * 4M: the density decides between a larger grid and a wider kernel, the
+ * trajectory's shape much less, and a plan has no points yet), and keeps
+ * the faster sum; the rule's choice (below) unless the other is faster by
+ * more than 5%, so that near-ties, which timing noise would decide, give
+ * the same plan every time (the results of the two differ within the
+ * tolerance; Pipe-Menon's weights, which follow the kernel, differ more).
+ * It costs up to three throw-away plans, their cuFFT plans and a few
+ * transforms once per shape (on the H100, 90-175 ms for the first plan of
+ * 256^2 x 8 or 128^3 in a process, most of it making the cuFFT plans of
+ * the grid sizes; 15-50 ms for another tolerance, some of whose grids'
+ * plans are made; the chosen one stays in the device's plan cache); every
+ * later plan of that shape takes the remembered choice (4-9 ms to make)
+ * and never measures (the server's warm start makes the plans of its
+ * recorded sessions' shapes before it is ready). An explicit upsampling
+ * skips all this. The CPU keeps the rule the H100 measurements gave
+ * before (2 in 2D, 1.25 in 3D) without measuring: its transforms take too
+ * long to time at plan creation. */
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -49,10 +50,21 @@
 #define REMEMBERED 64
 
 typedef struct choice {
-  int ordinal, rank, tune_for;
-  size_t dims[3], batch, max_points;
+  int ordinal, rank, tune_for, points;
+  size_t dims[3], batch;
   double tol, upsampling;
 } choice;
+
+/* The class of a plan's max_points, for the memory of choices: its bit
+ * length (0 for 0). Counts within a factor of two share a choice: the
+ * density decides it, not the exact count (the bench's 3D trajectories
+ * have 282,624-284,592 points). */
+static int points_class(size_t n) {
+  int bits = 0;
+  for (; n > 0; n >>= 1)
+    bits++;
+  return bits;
+}
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static choice choices[REMEMBERED];
@@ -60,7 +72,7 @@ static size_t nchoices; /* ever stored; slot nchoices % REMEMBERED is next */
 
 static int same_shape(const choice *c, int ordinal, const mr_nufft_opts *o) {
   if (c->ordinal != ordinal || c->rank != o->rank || c->batch != o->batch || c->tol != o->tol ||
-      c->tune_for != o->tune_for || c->max_points != o->max_points)
+      c->tune_for != o->tune_for || c->points != points_class(o->max_points))
     return 0;
   for (int d = 0; d < o->rank; d++)
     if (c->dims[d] != o->dims[d])
@@ -85,7 +97,7 @@ int mr_nufft_sigma_remembered(mr_device *dev, const mr_nufft_opts *o, double *up
 
 static void remember(mr_device *dev, const mr_nufft_opts *o, double upsampling) {
   choice c = {.ordinal = mr_device_ordinal(dev), .rank = o->rank, .tune_for = o->tune_for,
-              .batch = o->batch, .max_points = o->max_points, .tol = o->tol,
+              .points = points_class(o->max_points), .batch = o->batch, .tol = o->tol,
               .upsampling = upsampling};
   memcpy(c.dims, o->dims, sizeof c.dims);
   pthread_mutex_lock(&lock);

@@ -685,7 +685,8 @@ static void assert_points_equal(const mr_nufft_geom *g, mr_nufft_points *gpu,
  * bins, same entry lists and subproblems (up to the order within a bin);
  * from pageable and pinned host memory (in several upload pieces for the
  * larger ones) and from device memory; with its memory made at plan
- * creation (max_points) or at the first set_points. */
+ * creation (max_points) or at the first set_points; counted in shared
+ * memory first (up to 512 bins) or not (the last case's 1,728). */
 static void cuda_points_match_host(void **state) {
   (void)state;
   static const struct {
@@ -698,7 +699,7 @@ static void cuda_points_match_host(void **state) {
       {3, 0, {12, 10, 9}, 1500, 1.25, 1e-4}, {3, 0, {32, 32, 32}, 40000, 2.0, 1e-2},
       {3, 2, {20, 24, 16}, 5000, 1.25, 1e-4}, {2, 0, {16, 16, 1}, 1, 2.0, 1e-4},
       {3, 0, {16, 16, 16}, 0, 2.0, 1e-4},     {2, 0, {128, 128, 1}, 150000, 2.0, 1e-4},
-      {3, 0, {48, 48, 48}, 100000, 1.25, 1e-3},
+      {3, 0, {48, 48, 48}, 100000, 1.25, 1e-3}, {3, 0, {96, 96, 96}, 30000, 2.0, 1e-2},
   };
   mr_device *gpu = gpu_test_gpu();
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
