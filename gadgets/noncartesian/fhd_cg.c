@@ -364,9 +364,10 @@ static int adjoint_sums(fhd_cg *s, kept_plan *kp, mr_device *dev, int rank, cons
     return rc;
   /* this plan only ever runs the adjoint: tune its upsampling for that (as mr-bench fhd does) */
   mr_nufft_opts no = {.rank = rank, .dims = {n[0], n[1], n[2]}, .batch = batch,
-                      .tol = s->nufft_tolerance, .tune_for = MR_NUFFT_ADJOINT};
+                      .tol = s->nufft_tolerance, .tune_for = MR_NUFFT_ADJOINT, .max_points = m};
   if (kp->plan == NULL || kp->dev != dev || kp->opts.rank != rank ||
-      memcmp(kp->opts.dims, no.dims, sizeof no.dims) != 0 || kp->opts.batch != batch) {
+      memcmp(kp->opts.dims, no.dims, sizeof no.dims) != 0 || kp->opts.batch != batch ||
+      kp->opts.max_points < m) {
     plan_clear(kp);
     if ((rc = mr_nufft_plan_create(dev, &no, &kp->plan, err)) < 0)
       return rc;

@@ -15,7 +15,9 @@
  * Per buffer the gadget is cheap when only the trajectory changes (a
  * real-time stream: frames.c): the NUFFT plans are kept from buffer to
  * buffer and given only the new positions (mr_nufft_set_points; not even
- * that while the positions repeat), the sample, weight and image arrays are
+ * that while the positions repeat; a plan is made for its buffer's sample
+ * count, max_points, so its binning memory is made once, with it), the
+ * sample, weight and image arrays are
  * kept and grown, and the coil images are gridded straight into the array
  * sent on when no crop is needed. On a GPU a buffer is one device task: the
  * positions (when new) and the weighted samples go up into kept device
@@ -121,7 +123,8 @@ typedef struct job {
 
 static mr_nufft_opts plan_opts(const job *j, size_t batch) {
   return (mr_nufft_opts){.rank = j->rank, .dims = {j->dims[0], j->dims[1], j->dims[2]},
-                         .batch = batch, .tol = j->s->tolerance, .upsampling = j->s->upsampling};
+                         .batch = batch, .tol = j->s->tolerance, .upsampling = j->s->upsampling,
+                         .max_points = j->n};
 }
 
 /* The job's density weights, on dev. */
@@ -145,10 +148,13 @@ static int run_density(mr_device *dev, void *arg, mr_err *err) {
   return rc;
 }
 
-static int same_opts(const mr_nufft_opts *a, const mr_nufft_opts *b) {
-  return a->rank == b->rank && a->dims[0] == b->dims[0] && a->dims[1] == b->dims[1] &&
-         a->dims[2] == b->dims[2] && a->batch == b->batch && a->tol == b->tol &&
-         a->upsampling == b->upsampling;
+/* A kept plan made with `kept` serves a buffer wanting `want`: the same
+ * shape, made for at least its samples. */
+static int plan_fits(const mr_nufft_opts *kept, const mr_nufft_opts *want) {
+  return kept->rank == want->rank && kept->dims[0] == want->dims[0] &&
+         kept->dims[1] == want->dims[1] && kept->dims[2] == want->dims[2] &&
+         kept->batch == want->batch && kept->tol == want->tol &&
+         kept->upsampling == want->upsampling && kept->max_points >= want->max_points;
 }
 
 /* A kept plan for opts on dev, made in place of the least recently used
@@ -157,7 +163,7 @@ static int plan_for(gridding *s, mr_device *dev, const mr_nufft_opts *o, const j
                     const float *k, int k_on_device, mr_nufft_plan **out, mr_err *err) {
   kept_plan *kp = NULL;
   for (int i = 0; i < 2 && kp == NULL; i++)
-    if (s->plans[i].plan != NULL && s->plans[i].dev == dev && same_opts(&s->plans[i].opts, o))
+    if (s->plans[i].plan != NULL && s->plans[i].dev == dev && plan_fits(&s->plans[i].opts, o))
       kp = &s->plans[i];
   if (kp == NULL) {
     kp = s->plans[0].used <= s->plans[1].used ? &s->plans[0] : &s->plans[1];

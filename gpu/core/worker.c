@@ -1,8 +1,11 @@
 #include "worker.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "error.h"
 
@@ -12,7 +15,7 @@ typedef struct call {
   mr_worker_fn fn;
   void *arg;
   int rc;
-  int done;
+  atomic_int done;
   int posted; /* nobody waits: the worker frees it */
   mr_err *err; /* the caller's: the worker writes a failure's line into it */
   struct call *next;
@@ -24,6 +27,8 @@ struct mr_worker {
   pthread_cond_t wake;   /* a call arrived */
   pthread_cond_t done;   /* a call finished */
   call *head, *tail;
+  atomic_int queued; /* calls in the queue: what an idle worker watches */
+  long long spin_ns; /* SPIN_NS, or 0 on a machine of few cores */
   int stopping;
   mr_worker_fn init;
   void *init_arg;
@@ -33,6 +38,40 @@ struct mr_worker {
 };
 
 static _Thread_local const mr_worker *current_worker;
+
+/* How long a caller watches for its call's end, and an idle worker for the
+ * next call, before sleeping on the condition variable: two wake-ups
+ * through the kernel cost more than a short call does on the GPU (on the
+ * H100's host an empty call took 12.8 us so, 2.0 us spinning; a NUFFT
+ * set_points of 131,072 radial points 0.048-0.058 ms against 0.038-0.043).
+ * Only where cores are plenty, as CUDA's own waits spin only while the
+ * contexts are fewer than the cores: on a small machine the spinning thread
+ * would take the core the other one needs. */
+#define SPIN_NS 50000
+#define SPIN_MIN_CORES 8
+
+static long long now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Watches *flag for up to ns; returns 1 once it is nonzero, 0 when the
+ * time ran out. */
+static int spin_until_set(atomic_int *flag, long long ns) {
+  if (ns <= 0)
+    return atomic_load_explicit(flag, memory_order_acquire) != 0;
+  long long end = now_ns() + ns;
+  for (unsigned i = 1;; i++) {
+    if (atomic_load_explicit(flag, memory_order_acquire) != 0)
+      return 1;
+    if (i % 64 == 0 && now_ns() > end)
+      return 0;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
 
 static void *worker_main(void *p) {
   mr_worker *w = p;
@@ -47,11 +86,17 @@ static void *worker_main(void *p) {
     return NULL;
   pthread_mutex_lock(&w->lock);
   for (;;) {
+    if (w->head == NULL && !w->stopping) {
+      pthread_mutex_unlock(&w->lock);
+      spin_until_set(&w->queued, w->spin_ns);
+      pthread_mutex_lock(&w->lock);
+    }
     while (w->head == NULL && !w->stopping)
       pthread_cond_wait(&w->wake, &w->lock);
     if (w->head == NULL)
       break;
     call *c = w->head;
+    atomic_fetch_sub(&w->queued, 1);
     w->head = c->next;
     if (w->head == NULL)
       w->tail = NULL;
@@ -68,7 +113,7 @@ static void *worker_main(void *p) {
     }
     pthread_mutex_lock(&w->lock);
     c->rc = r;
-    c->done = 1;
+    atomic_store_explicit(&c->done, 1, memory_order_release); /* c is the caller's after this */
     pthread_cond_broadcast(&w->done);
   }
   pthread_mutex_unlock(&w->lock);
@@ -80,6 +125,8 @@ int mr_worker_start(mr_worker_fn init, void *arg, mr_worker **out, mr_err *err) 
   if (w == NULL)
     return mr_err_set(err, MR_ENOMEM, "worker: out of memory");
   pthread_mutex_init(&w->lock, NULL);
+  atomic_init(&w->queued, 0);
+  w->spin_ns = sysconf(_SC_NPROCESSORS_ONLN) >= SPIN_MIN_CORES ? SPIN_NS : 0;
   pthread_cond_init(&w->wake, NULL);
   pthread_cond_init(&w->done, NULL);
   w->init = init;
@@ -109,16 +156,22 @@ int mr_worker_call(mr_worker *w, mr_worker_fn fn, void *arg, mr_err *err) {
   if (current_worker == w)
     return fn(arg, err);
   call c = {.fn = fn, .arg = arg, .err = err};
+  atomic_init(&c.done, 0);
   pthread_mutex_lock(&w->lock);
   if (w->tail != NULL)
     w->tail->next = &c;
   else
     w->head = &c;
   w->tail = &c;
+  atomic_fetch_add(&w->queued, 1);
   pthread_cond_signal(&w->wake);
-  while (!c.done)
-    pthread_cond_wait(&w->done, &w->lock);
   pthread_mutex_unlock(&w->lock);
+  if (!spin_until_set(&c.done, w->spin_ns)) {
+    pthread_mutex_lock(&w->lock);
+    while (!atomic_load(&c.done))
+      pthread_cond_wait(&w->done, &w->lock);
+    pthread_mutex_unlock(&w->lock);
+  }
   return c.rc;
 }
 
@@ -142,6 +195,7 @@ int mr_worker_post(mr_worker *w, mr_worker_fn fn, const void *arg, size_t size, 
   else
     w->head = c;
   w->tail = c;
+  atomic_fetch_add(&w->queued, 1);
   pthread_cond_signal(&w->wake);
   pthread_mutex_unlock(&w->lock);
   return 0;

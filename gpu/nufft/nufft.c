@@ -13,6 +13,9 @@
 /* Image dimensions up to this keep every grid index well inside int. */
 #define MAX_DIM 16384
 
+/* Entries are at most 8 per sample: this keeps every index within int32. */
+#define MAX_POINTS (((size_t)1 << 31) / 8)
+
 /* Bin edges: a 2D bin of 32 x 32 cells and a 3D one of 16^3 hold a tile
  * for several coils in a GPU block's shared memory. */
 #define BIN_2D 32
@@ -50,6 +53,9 @@ static int check_opts(const mr_nufft_opts *o, mr_err *err) {
     return mr_err_set(err, MR_EINVAL, "nufft: tolerance %g (1e-6 .. 0.1)", o->tol);
   if (o->tune_for != 0 && o->tune_for != MR_NUFFT_ADJOINT && o->tune_for != MR_NUFFT_FORWARD)
     return mr_err_set(err, MR_EINVAL, "nufft: tune_for %d (0, or a direction)", o->tune_for);
+  if (o->max_points > MAX_POINTS)
+    return mr_err_set(err, MR_EINVAL, "nufft: max_points %zu (at most %zu)", o->max_points,
+                      (size_t)MAX_POINTS);
   if (o->upsampling != 0 && !(o->upsampling >= 1.25 && o->upsampling <= 2.0))
     return mr_err_set(err, MR_EINVAL, "nufft: upsampling %g (0 for automatic, or 1.25 .. 2)",
                       o->upsampling);
@@ -138,16 +144,15 @@ static int configure(mr_nufft_plan *p, const mr_nufft_opts *o, double sigma, mr_
  * 256^3), those that reach the tolerance in single
  * precision become the candidates (none: refused, rather than a plan that
  * misses its tolerance); then the GPU's remembered choice for this shape,
- * else the rule by rank (or, where the rule's upsampling misses the
- * tolerance, the largest candidate), with a measurement at the first
- * set_points when several candidates qualify (nufft_sigma.c). */
+ * else, when several candidates qualify, a measurement of them on the GPU
+ * (nufft_sigma.c), else the rule by rank (or, where the rule's upsampling
+ * misses the tolerance, the largest candidate). */
 static int configure_automatic(mr_nufft_plan *p, const mr_nufft_opts *o, mr_err *err) {
   int width2;
   double beta2;
   mr_nufft_kernel_choose(o->tol, 2.0, &width2, &beta2);
   double middle = mr_nufft_kernel_least_sigma(o->tol, width2);
   double sigmas[3] = {1.25, middle, 2.0};
-  int gpu = mr_device_is_gpu(p->dev);
   p->ncandidates = 0;
   for (int i = 0; i < 3; i++) {
     if (i == 1 && !(middle > 1.25 && middle < 2.0))
@@ -169,8 +174,12 @@ static int configure_automatic(mr_nufft_plan *p, const mr_nufft_opts *o, mr_err 
     rule_reaches |= p->candidates[i] == sigma;
   if (!rule_reaches) /* the rule's choice cannot reach tol: the largest */
     sigma = p->candidates[p->ncandidates - 1];
-  if (gpu && !mr_nufft_sigma_remembered(p->dev, o, &sigma))
-    p->measure_upsampling = p->ncandidates > 1;
+  if (mr_device_is_gpu(p->dev) && !mr_nufft_sigma_remembered(p->dev, o, &sigma) &&
+      p->ncandidates > 1) {
+    int rc = mr_nufft_sigma_measure(p->dev, o, p->candidates, p->ncandidates, &sigma, err);
+    if (rc < 0)
+      return rc;
+  }
   return configure(p, o, sigma, err);
 }
 
@@ -224,53 +233,23 @@ int mr_nufft_plan_create(mr_device *dev, const mr_nufft_opts *opts, mr_nufft_pla
   return 0;
 }
 
-#ifdef MR_HAVE_CUDA
-/* Moves a GPU plan without points to upsampling sigma; on failure it keeps
- * the one it had. */
-static int reconfigure(mr_nufft_plan *p, double sigma, mr_err *err) {
-  mr_nufft_plan old = *p;
-  p->deapod = NULL;
-  p->impl = NULL;
-  int rc = configure(p, &p->opts, sigma, err);
-  if (rc == 0)
-    rc = mr_nufft_cuda_create(p, err);
-  if (rc < 0) {
-    free(p->deapod);
-    *p = old;
-    return rc;
-  }
-  free(old.deapod);
-  mr_nufft_cuda_destroy(&old);
-  return 0;
-}
-#endif
-
 /* Both set_points variants: k_on_host = 1 when k is host memory. */
 static int set_points(mr_nufft_plan *p, size_t npoints, const float *k, int k_on_host,
                       mr_err *err) {
+  /* refused before anything changes: the plan keeps its points */
+  if (npoints > p->opts.max_points && p->opts.max_points > 0)
+    return mr_err_set(err, MR_EINVAL, "nufft: %zu points; the plan was made for at most %zu",
+                      npoints, p->opts.max_points);
+  if (npoints > MAX_POINTS)
+    return mr_err_set(err, MR_EINVAL, "nufft: %zu points; at most %zu", npoints,
+                      (size_t)MAX_POINTS);
   mr_nufft_points_free(&p->points);
   p->have_points = 0;
-  /* Entries are at most 8 per sample; keep every index within int32. */
-  if (npoints > ((size_t)1 << 31) / 8)
-    return mr_err_set(err, MR_EINVAL, "nufft: %zu points; at most %zu", npoints,
-                      ((size_t)1 << 31) / 8);
   int rc;
 #ifdef MR_HAVE_CUDA
-  if (mr_device_is_gpu(p->dev)) {
-    if (p->measure_upsampling) { /* unless another plan of the shape has since */
-      double sigma = p->upsampling;
-      rc = mr_nufft_sigma_remembered(p->dev, &p->opts, &sigma)
-               ? 0
-               : mr_nufft_sigma_measure(p->dev, &p->opts, p->candidates, p->ncandidates, npoints, k,
-                                        k_on_host, &sigma, err);
-      if (rc == 0 && sigma != p->upsampling)
-        rc = reconfigure(p, sigma, err);
-      if (rc < 0)
-        return rc;
-      p->measure_upsampling = 0;
-    }
+  if (mr_device_is_gpu(p->dev))
     rc = mr_nufft_cuda_set_points(p, npoints, k, k_on_host, err);
-  } else
+  else
 #endif
   {
     (void)k_on_host; /* the CPU's device memory is host memory */

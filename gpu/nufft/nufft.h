@@ -47,18 +47,32 @@ typedef struct mr_nufft_opts {
   double tol;        /* requested relative error, 1e-6 .. 1e-1 */
   double upsampling; /* grid oversampling, 1.25 .. 2.0; 0: the fastest of 1.25, 2
                         and the least that keeps 2's kernel width, of those
-                        that reach tol (measured on a GPU, see set_points) */
+                        that reach tol (measured on a GPU, see plan_create) */
   /* The type the automatic upsampling is made fast for: 0 (the default)
    * both together; MR_NUFFT_ADJOINT or MR_NUFFT_FORWARD for a plan that
    * runs that type alone (it still runs both). */
   int tune_for;
+  /* The most positions one set_points will give. With it, plan creation
+   * makes all the memory the binning needs (a GPU's arrays and scratch),
+   * so that no set_points allocates, and set_points refuses more points
+   * (MR_EINVAL). 0: not known; a GPU plan's binning memory is then made at
+   * the first set_points and grown when a trajectory has more points than
+   * any before. */
+  size_t max_points;
 } mr_nufft_opts;
 
 /* Makes a plan for opts on dev (borrowed; it must outlive the plan): kernel,
- * grid, deapodization factors and the grid memory. MR_EINVAL for bad
- * options, among them a tolerance that single precision cannot reach at
- * the upsampling asked for (1.25 ends near 1e-5); MR_EDEVMEM when the GPU
- * is out of memory. The caller takes *out. */
+ * grid, deapodization factors, the grid memory and (with max_points) the
+ * binning's; on a GPU it also loads the binning's kernels, so that the
+ * first set_points costs what later ones do. With automatic upsampling, a
+ * GPU plan of a shape new to this process and GPU times the candidate
+ * upsamplings here, once per shape, on uniformly spread points (max_points
+ * of them, or as many as the image has pixels; about 0.15-0.3 s on the
+ * H100, mostly cuFFT plans), and keeps the faster (mr_nufft_info_get tells
+ * the choice). MR_EINVAL for bad options, among them a tolerance that
+ * single precision cannot reach at the upsampling asked for (1.25 ends
+ * near 1e-5); MR_EDEVMEM when the GPU is out of memory. The caller takes
+ * *out. */
 int mr_nufft_plan_create(mr_device *dev, const mr_nufft_opts *opts, mr_nufft_plan **out,
                          mr_err *err);
 
@@ -66,11 +80,8 @@ int mr_nufft_plan_create(mr_device *dev, const mr_nufft_opts *opts, mr_nufft_pla
  * borrowed; npoints may be 0), replacing any earlier ones: they are placed
  * on the grid and sorted into bins once here, for every execute after (on
  * a GPU by the GPU: the positions are uploaded, nothing else crosses the
- * bus but three counts). MR_EINVAL for a position that is not finite.
- * With automatic upsampling, the first call for a shape new to this
- * process and GPU also times both upsamplings on these points and keeps
- * the faster (about 0.3 s on the H100, mostly cuFFT plans, once per shape;
- * mr_nufft_info_get tells the choice). */
+ * bus but three counts). MR_EINVAL for a position that is not finite, and
+ * for more points than opts.max_points (when given). */
 int mr_nufft_set_points(mr_nufft_plan *plan, size_t npoints, const float *k, mr_err *err);
 
 /* Same, with k in the plan's device memory (mr_buf memory for a GPU, host
@@ -97,7 +108,7 @@ typedef struct mr_nufft_info {
   size_t grid[3];    /* oversampled grid, 1 past rank */
   int width;         /* kernel width in grid points */
   double beta;       /* kernel shape */
-  double upsampling; /* asked for, or chosen (settled at the first set_points) */
+  double upsampling; /* asked for, or chosen */
   double float_floor; /* estimated least relative error in single precision */
   size_t npoints;    /* positions set */
   size_t entries;    /* (sample, bin) pairs the spreading visits */

@@ -614,8 +614,8 @@ void mr_nufft_cuda_free_points(mr_cuda_ctx *c, mr_nufft_cuda *s) {
   s->entries = nullptr;
   s->subs = nullptr;
   s->scratch = nullptr;
-  s->cap_pos = s->cap_entries = s->cap_subs = s->cap_scratch = 0;
-  s->counts_zeroed = 0;
+  s->cap_points = 0;
+  s->counts_zeroed = false;
 }
 
 int mr_nufft_cuda_create(mr_nufft_plan *p, mr_err *err) {
@@ -661,6 +661,8 @@ int mr_nufft_cuda_create(mr_nufft_plan *p, mr_err *err) {
       r = mr_cuda_alloc(c, reinterpret_cast<void **>(&s->deapod), dbytes, err);
     if (r == 0)
       r = mr_cuda_upload(p->dev, s->deapod, p->deapod, dbytes, err);
+    if (r == 0)
+      r = mr_nufft_cuda_prepare_points(p, c, err);
     return r;
   });
   if (rc < 0)

@@ -6,26 +6,32 @@
  * and a wider kernel, 2 the reverse (3D 128^3 with 284,592 points at 1e-4:
  * type 1 took 1.051 ms at 1.25 and 0.978 ms at 2, while type 2 was twice
  * as fast at 1.25), and the least upsampling that keeps 2's width
- * (nufft.c) often beats both for type 1 (0.82 ms there). So the first
- * set_points of an automatic plan whose shape (device, rank, dims, batch,
- * tol, tune_for) has not been seen times one type 1 and one type 2
- * transform (only the type opts.tune_for names,
- * if it names one) at each upsampling that meets the tolerance, on the
- * plan's own points, and keeps the faster sum; the rule's choice (below)
- * unless the other is faster by more than 5%, so that near-ties, which
- * timing noise would decide, give the same plan every time (the results
- * of the two differ within the tolerance; Pipe-Menon's weights, which
- * follow the kernel, differ more). It costs up to three throw-away
- * plans, their cuFFT plans and a few transforms once per shape (about 250
- * ms on the H100 at 256^2 x 8 and 128^3 for two, most of it making the
- * cuFFT plans of the grid sizes; the chosen one stays in the device's plan
- * cache); every later plan of that shape takes the remembered choice at creation
- * and never measures. An explicit upsampling skips all this. The CPU keeps
- * the rule the H100 measurements gave before (2 in 2D, 1.25 in 3D) without
- * measuring: its transforms take too long to time at the first
- * set_points. */
+ * (nufft.c) often beats both for type 1 (0.82 ms there). So the creation
+ * of an automatic GPU plan whose shape (device, rank, dims, batch, tol,
+ * tune_for, max_points within a factor of two) has not been seen times
+ * one type 1 and one type 2 transform (only the type opts.tune_for names,
+ * if it names one) at each upsampling that meets the tolerance, on
+ * uniformly spread points (max_points of them, else one per pixel up to
+ * 4M: the density decides between a larger grid and a wider kernel, the
+ * trajectory's shape much less, and a plan has no points yet), and keeps
+ * the faster sum; the rule's choice (below) unless the other is faster by
+ * more than 5%, so that near-ties, which timing noise would decide, give
+ * the same plan every time (the results of the two differ within the
+ * tolerance; Pipe-Menon's weights, which follow the kernel, differ more).
+ * It costs up to three throw-away plans, their cuFFT plans and a few
+ * transforms once per shape (on the H100, 90-175 ms for the first plan of
+ * 256^2 x 8 or 128^3 in a process, most of it making the cuFFT plans of
+ * the grid sizes; 15-50 ms for another tolerance, some of whose grids'
+ * plans are made; the chosen one stays in the device's plan cache); every
+ * later plan of that shape takes the remembered choice (4-9 ms to make)
+ * and never measures (the server's warm start makes the plans of its
+ * recorded sessions' shapes before it is ready). An explicit upsampling
+ * skips all this. The CPU keeps the rule the H100 measurements gave
+ * before (2 in 2D, 1.25 in 3D) without measuring: its transforms take too
+ * long to time at plan creation. */
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,14 +43,28 @@
 /* Another upsampling than the rule's must be this much faster to be taken. */
 #define MARGIN 0.05
 
+/* Most points a measurement without max_points times on. */
+#define MAX_TRIAL_POINTS ((size_t)1 << 22)
+
 /* Shapes remembered; past this the oldest is forgotten. */
 #define REMEMBERED 64
 
 typedef struct choice {
-  int ordinal, rank, tune_for;
+  int ordinal, rank, tune_for, points;
   size_t dims[3], batch;
   double tol, upsampling;
 } choice;
+
+/* The class of a plan's max_points, for the memory of choices: its bit
+ * length (0 for 0). Counts within a factor of two share a choice: the
+ * density decides it, not the exact count (the bench's 3D trajectories
+ * have 282,624-284,592 points). */
+static int points_class(size_t n) {
+  int bits = 0;
+  for (; n > 0; n >>= 1)
+    bits++;
+  return bits;
+}
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static choice choices[REMEMBERED];
@@ -52,7 +72,7 @@ static size_t nchoices; /* ever stored; slot nchoices % REMEMBERED is next */
 
 static int same_shape(const choice *c, int ordinal, const mr_nufft_opts *o) {
   if (c->ordinal != ordinal || c->rank != o->rank || c->batch != o->batch || c->tol != o->tol ||
-      c->tune_for != o->tune_for)
+      c->tune_for != o->tune_for || c->points != points_class(o->max_points))
     return 0;
   for (int d = 0; d < o->rank; d++)
     if (c->dims[d] != o->dims[d])
@@ -77,7 +97,8 @@ int mr_nufft_sigma_remembered(mr_device *dev, const mr_nufft_opts *o, double *up
 
 static void remember(mr_device *dev, const mr_nufft_opts *o, double upsampling) {
   choice c = {.ordinal = mr_device_ordinal(dev), .rank = o->rank, .tune_for = o->tune_for,
-              .batch = o->batch, .tol = o->tol, .upsampling = upsampling};
+              .points = points_class(o->max_points), .batch = o->batch, .tol = o->tol,
+              .upsampling = upsampling};
   memcpy(c.dims, o->dims, sizeof c.dims);
   pthread_mutex_lock(&lock);
   choices[nchoices++ % REMEMBERED] = c;
@@ -98,21 +119,21 @@ static int trial_task(mr_device *dev, void *arg, mr_err *err) {
 }
 
 /* Milliseconds of one type 1 plus one type 2 transform (or of the type
- * o->tune_for alone) at upsampling sigma on these points (the fastest of a
- * few runs each). */
+ * o->tune_for alone) at upsampling sigma on the n points k (host memory;
+ * the fastest of a few runs each). */
 static int time_upsampling(mr_device *dev, const mr_nufft_opts *o, double sigma, size_t n,
-                           const float *k, int k_on_host, double *ms, mr_err *err) {
+                           const float *k, double *ms, mr_err *err) {
   enum { WARMUP = 1, REPS = 3 };
   mr_nufft_opts at = *o;
   at.upsampling = sigma;
+  at.max_points = n;
   mr_nufft_plan *plan = NULL;
   mr_buf *samples = NULL, *image = NULL;
   size_t pixels = o->dims[0] * o->dims[1] * (o->rank == 3 ? o->dims[2] : 1);
-  size_t nsamples = (n > 0 ? n : 1) * o->batch, nimage = pixels * o->batch;
+  size_t nsamples = n * o->batch, nimage = pixels * o->batch;
   int rc = mr_nufft_plan_create(dev, &at, &plan, err);
   if (rc == 0)
-    rc = k_on_host ? mr_nufft_set_points(plan, n, k, err)
-                   : mr_nufft_set_points_device(plan, n, k, err);
+    rc = mr_nufft_set_points(plan, n, k, err);
   if (rc == 0)
     rc = mr_buf_create(dev, nsamples * sizeof(mr_cfloat), &samples, err);
   if (rc == 0)
@@ -152,14 +173,28 @@ static int time_upsampling(mr_device *dev, const mr_nufft_opts *o, double sigma,
 }
 
 int mr_nufft_sigma_measure(mr_device *dev, const mr_nufft_opts *o, const double *candidates,
-                           int ncandidates, size_t n, const float *k, int k_on_host,
-                           double *upsampling, mr_err *err) {
+                           int ncandidates, double *upsampling, mr_err *err) {
+  size_t n = o->max_points;
+  if (n == 0) { /* one per pixel, up to a bound on the trial's memory and time */
+    n = o->dims[0] * o->dims[1] * (o->rank == 3 ? o->dims[2] : 1);
+    n = n < MAX_TRIAL_POINTS ? n : MAX_TRIAL_POINTS;
+  }
+  float *k = malloc(n * (size_t)o->rank * sizeof *k);
+  if (k == NULL)
+    return mr_err_set(err, MR_ENOMEM, "nufft: out of memory for %zu trial points", n);
+  uint64_t state = 12345;
+  for (size_t i = 0; i < n * (size_t)o->rank; i++) { /* uniform in [-0.5, 0.5) */
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    k[i] = (float)((double)(state >> 40) / (double)(1ull << 24) - 0.5);
+  }
   double best_ms = INFINITY, rule_ms = INFINITY, rule = mr_nufft_sigma_rule(o->rank);
   for (int i = 0; i < ncandidates; i++) {
     double ms;
-    int rc = time_upsampling(dev, o, candidates[i], n, k, k_on_host, &ms, err);
-    if (rc < 0)
+    int rc = time_upsampling(dev, o, candidates[i], n, k, &ms, err);
+    if (rc < 0) {
+      free(k);
       return rc;
+    }
     if (ms < best_ms) {
       best_ms = ms;
       *upsampling = candidates[i];
@@ -167,6 +202,7 @@ int mr_nufft_sigma_measure(mr_device *dev, const mr_nufft_opts *o, const double 
     if (candidates[i] == rule)
       rule_ms = ms;
   }
+  free(k);
   if (best_ms > (1 - MARGIN) * rule_ms)
     *upsampling = rule;
   remember(dev, o, *upsampling);

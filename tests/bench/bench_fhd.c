@@ -251,7 +251,7 @@ static int nufft_row(const bench_ctx *ctx, mr_device *dev, const problem *p, con
   /* F^H D and Q are type 1 sums alone: the automatic upsampling is tuned
    * for that type, as an iterative reconstruction's plan would be. */
   mr_nufft_opts o = {.rank = 3, .dims = {side, side, side}, .batch = 1, .tol = tol,
-                     .tune_for = MR_NUFFT_ADJOINT};
+                     .tune_for = MR_NUFFT_ADJOINT, .max_points = d->m};
   mr_nufft_plan *plan = NULL;
   mr_buf *in = NULL, *out = NULL;
   mr_cfloat *host = malloc(nvox * sizeof *host), *ones = malloc(d->m * sizeof *ones);

@@ -12,11 +12,13 @@
  * error is no larger than the reference's.
  *
  * Each case: a plan with the automatic upsampling tuned for the case's
- * type; set_points timed (the first call apart: with automatic upsampling
- * it also measures the upsamplings once per shape; then the median of
- * several, wall clock to the end of the device work, positions from host
- * memory and, on the GPU, from pinned host memory and from device memory
- * as the reference takes them); random data resident on the device, then
+ * type, made for the case's point count (max_points), its creation timed
+ * (the first plan of a shape also measures the upsamplings); set_points
+ * timed (the first call apart, from device memory on a GPU, the host's on
+ * the CPU; then the median of several, wall clock to
+ * the end of the device work, positions from host memory and, on the GPU,
+ * from pinned host memory and from device memory as the reference takes
+ * them); random data resident on the device, then
  * execute timed (median of several runs after warm-up; CUDA events on the
  * GPU). points_per_s counts sample-vector pairs: points x coils / seconds.
  * The GPU is also timed at each fixed upsampling (2 and 1.25), to show what
@@ -24,7 +26,9 @@
  * CPU's (gpu_cpu_rel_diff) and the reference's (gpu_reference_rel_diff);
  * gpu_stage_ms splits a GPU run into its three passes (spreading or
  * deapodize-and-pad, FFT, deapodize-and-crop or interpolation), each with
- * its physical limits (write_limits).
+ * its physical limits (write_limits). gpu_empty_call_ms is the floor under
+ * every synchronous GPU call: one that does nothing, handed to the lane's
+ * worker and back.
  *
  * MR_BENCH_NUFFT_CASE=i in the environment runs group i alone (trajectory
  * and type, 2D first: 0 .. 15, for a profiler); MR_BENCH_CUFINUFFT (or
@@ -184,10 +188,11 @@ static size_t image_size(const nufft_case *c) {
   return c->rank == 2 ? c->n * c->n : c->n * c->n * c->n;
 }
 
-/* set_points times: the first call, then medians from host memory and (GPU)
- * from pinned host and device memory; NaN where not measured. */
+/* Plan creation and set_points times: the first call, then medians from
+ * host memory and (GPU) from pinned host and device memory; NaN where not
+ * measured. */
 typedef struct set_times {
-  double first_ms, host_ms, pinned_ms, device_ms;
+  double plan_ms, first_ms, host_ms, pinned_ms, device_ms;
 } set_times;
 
 /* Median wall time of set_points, from host memory (kd NULL) or from the
@@ -207,28 +212,31 @@ static int time_set_points(mr_nufft_plan *plan, size_t n, const float *k, mr_buf
   return 0;
 }
 
+/* The first call from where the positions are (device memory on a GPU, as
+ * the device medians and the reference take them), then the medians. */
 static int measure_set_points(mr_device *dev, mr_nufft_plan *plan, const nufft_case *c,
                               const float *k, set_times *st) {
-  double t0 = bench_now_ms();
-  int rc = mr_nufft_set_points(plan, c->npoints, k, TERR);
-  st->first_ms = bench_now_ms() - t0;
-  if (rc == 0)
-    rc = time_set_points(plan, c->npoints, k, NULL, &st->host_ms);
-  if (rc < 0 || !mr_device_is_gpu(dev))
-    return rc;
+  int gpu = mr_device_is_gpu(dev);
   mr_buf *kd = NULL;
   void *pinned = NULL;
   size_t bytes = c->npoints * (size_t)c->rank * sizeof *k;
-  rc = mr_host_alloc(dev, bytes, &pinned, TERR);
-  if (rc == 0) {
+  int rc = gpu ? mr_buf_create(dev, bytes, &kd, TERR) : 0;
+  if (rc == 0 && gpu)
+    rc = mr_buf_upload(kd, 0, k, bytes, TERR);
+  double t0 = bench_now_ms();
+  if (rc == 0)
+    rc = gpu ? mr_nufft_set_points_device(plan, c->npoints, mr_buf_data(kd), TERR)
+             : mr_nufft_set_points(plan, c->npoints, k, TERR);
+  st->first_ms = bench_now_ms() - t0;
+  if (rc == 0)
+    rc = time_set_points(plan, c->npoints, k, NULL, &st->host_ms);
+  if (rc == 0 && gpu)
+    rc = mr_host_alloc(dev, bytes, &pinned, TERR);
+  if (rc == 0 && gpu) {
     memcpy(pinned, k, bytes);
     rc = time_set_points(plan, c->npoints, pinned, NULL, &st->pinned_ms);
   }
-  if (rc == 0)
-    rc = mr_buf_create(dev, bytes, &kd, TERR);
-  if (rc == 0)
-    rc = mr_buf_upload(kd, 0, k, bytes, TERR);
-  if (rc == 0)
+  if (rc == 0 && gpu)
     rc = time_set_points(plan, c->npoints, k, kd, &st->device_ms);
   mr_buf_destroy(kd);
   mr_host_free(dev, pinned);
@@ -245,12 +253,15 @@ static int measure(mr_device *dev, const nufft_case *c, const float *k, const mr
   int gpu = mr_device_is_gpu(dev);
   mr_nufft_opts o = {.rank = c->rank, .dims = {c->n, c->n, c->rank == 3 ? c->n : 1},
                      .batch = c->coils, .tol = c->tol, .upsampling = upsampling,
-                     .tune_for = c->dir};
+                     .tune_for = c->dir, .max_points = c->npoints};
   size_t nin = (c->dir == MR_NUFFT_ADJOINT ? c->npoints : image_size(c)) * c->coils;
   size_t nout = (c->dir == MR_NUFFT_ADJOINT ? image_size(c) : c->npoints) * c->coils;
   timed t = {.dir = c->dir};
   *ms = NAN;
+  double t0 = bench_now_ms();
   int rc = mr_nufft_plan_create(dev, &o, &t.plan, TERR);
+  if (st != NULL)
+    st->plan_ms = bench_now_ms() - t0;
   if (rc == MR_EINVAL && upsampling != 0)
     return 0;
   if (rc == 0)
@@ -489,6 +500,7 @@ static int run_case(const bench_ctx *ctx, group *g, size_t t, mr_device *gpu, mr
   json_num(j, "gpu_set_points_pinned_ms", gpu != NULL ? o->st.pinned_ms : NAN);
   json_num(j, "gpu_set_points_device_ms", gpu != NULL ? o->st.device_ms : NAN);
   json_num(j, "gpu_first_set_points_ms", gpu != NULL ? o->st.first_ms : NAN);
+  json_num(j, "gpu_plan_create_ms", gpu != NULL ? o->st.plan_ms : NAN);
   json_num(j, "reference_ms", ref.execute_ms);
   json_int(j, "reference_method", ref.method);
   json_open(j, "reference_ms_by_method", '[');
@@ -554,7 +566,7 @@ static int run_group(const bench_ctx *ctx, group *g, mr_device *gpu, mr_device *
     while (t < NCASE_TOLS && case_tols[t] != at.tol)
       t++;
     mr_cfloat *out = g->out[t];
-    o->st = (set_times){NAN, NAN, NAN, NAN};
+    o->st = (set_times){NAN, NAN, NAN, NAN, NAN};
     for (int s = 0; s < 3; s++)
       o->stage[s] = NAN;
     rc = measure(dev, &at, g->k, g->in, 0, out, &o->info, &o->ms, gpu != NULL ? o->stage : NULL,
@@ -567,6 +579,29 @@ static int run_group(const bench_ctx *ctx, group *g, mr_device *gpu, mr_device *
   return rc;
 }
 
+static int empty_task(mr_device *dev, void *arg, mr_err *err) {
+  (void)dev;
+  (void)arg;
+  (void)err;
+  return 0;
+}
+
+#define EMPTY_CALLS 99
+
+/* Median wall time of a synchronous GPU call that does nothing. */
+static int time_empty_call(mr_device *gpu, double *ms) {
+  double t[EMPTY_CALLS];
+  for (int r = 0; r < EMPTY_CALLS; r++) {
+    double t0 = bench_now_ms();
+    int rc = mr_device_run(gpu, empty_task, NULL, TERR);
+    if (rc < 0)
+      return rc;
+    t[r] = bench_now_ms() - t0;
+  }
+  *ms = bench_median(t, EMPTY_CALLS);
+  return 0;
+}
+
 int bench_nufft(const bench_ctx *ctx) {
   mr_device *cpu, *gpu;
   int rc = bench_devices(ctx, &cpu, &gpu);
@@ -574,9 +609,13 @@ int bench_nufft(const bench_ctx *ctx) {
     return rc;
   bench_json *j = ctx->json;
   json_str(j, "note", "execute: CUDA events, median; set_points: wall clock to the end of its "
-                      "device work, median after the first call (gpu_first_set_points_ms, which "
-                      "with automatic upsampling, tuned for the case's type, measures both "
-                      "upsamplings once per shape); "
+                      "device work, median after the first call (gpu_first_set_points_ms, from "
+                      "device memory) of a plan made for the case's point count (max_points); "
+                      "gpu_plan_create_ms: "
+                      "that plan's creation, which for the first plan of a shape measures the "
+                      "automatic upsamplings, tuned for the case's type; gpu_empty_call_ms: a "
+                      "GPU call that does nothing (the hand-over to the lane's worker and back, "
+                      "an empty stream's synchronisation), median of 99; "
                       "gpu_set_points_ms from host positions (upload included; _pinned: from "
                       "pinned host memory), "
                       "gpu_set_points_device_ms from device positions as the reference takes "
@@ -589,6 +628,11 @@ int bench_nufft(const bench_ctx *ctx) {
                       "than the reference's; gpu_*_gflops/gbps/pct: the work and bytes the "
                       "algorithm must do at our grid and width (bench_nufft.c, write_limits) "
                       "against the H100's peaks, whole and per stage");
+  if (gpu != NULL) {
+    double empty_ms;
+    rc = time_empty_call(gpu, &empty_ms);
+    json_num(j, "gpu_empty_call_ms", rc == 0 ? empty_ms : NAN);
+  }
   const nufft_shape *shapes = ctx->quick ? quick_shapes : full_shapes;
   const char *only = getenv("MR_BENCH_NUFFT_CASE");
   json_open(j, "cases", '[');

@@ -4,7 +4,7 @@
  * device-resident and host-memory paths, a trajectory dense enough to split
  * bins, coils of very different scales on a crowded centre, Pipe-Menon against the CPU, the points binned on the GPU against
  * the host's binning, set_points and execute against the CPU plan, the
- * measured automatic upsampling). */
+ * measured automatic upsampling, a plan's bound on its points). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -265,6 +265,42 @@ static void points_replaced(void **state) {
   problem_free(&p);
 }
 
+/* A plan made for at most max_points positions takes fewer and as many,
+ * refuses more with a clear error, and keeps the points it had. */
+static void max_points_bound(mr_device *dev, int how) {
+  const shape *s = &shapes[0];
+  problem p;
+  problem_make(&p, s, NULL, 7);
+  mr_nufft_opts o = {.rank = 2, .dims = {s->dims[0], s->dims[1]}, .batch = s->batch,
+                     .tol = 1e-4, .max_points = s->npoints};
+  mr_nufft_plan *plan;
+  GPU_OK(mr_nufft_plan_create(dev, &o, &plan, TERR));
+  mr_nufft_info info;
+  GPU_OK(mr_nufft_set_points(plan, s->npoints / 2, p.k, TERR));
+  mr_nufft_info_get(plan, &info);
+  assert_int_equal(info.npoints, s->npoints / 2);
+  GPU_OK(mr_nufft_set_points(plan, s->npoints, p.k, TERR));
+  assert_true(both_directions(&p, plan, dev, how) <= 1e-4);
+  float *more = malloc((s->npoints + 1) * 2 * sizeof *more);
+  nufft_test_random_points(more, s->npoints + 1, 2, 8);
+  assert_int_equal(mr_nufft_set_points(plan, s->npoints + 1, more, TERR), MR_EINVAL);
+  assert_non_null(strstr(mr_test_last_error(), "made for at most"));
+  mr_nufft_info_get(plan, &info);
+  assert_int_equal(info.npoints, s->npoints);
+  assert_true(both_directions(&p, plan, dev, how) <= 1e-4); /* the points it had */
+  free(more);
+  mr_nufft_plan_destroy(plan);
+  o.max_points = (size_t)1 << 40;
+  assert_int_equal(mr_nufft_plan_create(dev, &o, &plan, TERR), MR_EINVAL);
+  assert_non_null(strstr(mr_test_last_error(), "max_points"));
+  problem_free(&p);
+}
+
+static void cpu_max_points(void **state) {
+  (void)state;
+  max_points_bound(gpu_test_cpu(), HOST_MEMORY);
+}
+
 static void bad_arguments(void **state) {
   (void)state;
   mr_device *cpu = gpu_test_cpu();
@@ -518,6 +554,11 @@ static void cuda_host_memory(void **state) {
   problem_free(&p);
 }
 
+static void cuda_max_points(void **state) {
+  (void)state;
+  max_points_bound(gpu_test_gpu(), DEVICE_POINTERS);
+}
+
 static void cuda_dense_centre(void **state) {
   (void)state;
   dense_centre(gpu_test_gpu(), DEVICE_POINTERS);
@@ -643,7 +684,9 @@ static void assert_points_equal(const mr_nufft_geom *g, mr_nufft_points *gpu,
 /* The GPU's binning is the host's: same placement, same samples in the same
  * bins, same entry lists and subproblems (up to the order within a bin);
  * from pageable and pinned host memory (in several upload pieces for the
- * larger ones) and from device memory. */
+ * larger ones) and from device memory; with its memory made at plan
+ * creation (max_points) or at the first set_points; counted in shared
+ * memory first (up to 512 bins) or not (the last case's 1,728). */
 static void cuda_points_match_host(void **state) {
   (void)state;
   static const struct {
@@ -656,13 +699,14 @@ static void cuda_points_match_host(void **state) {
       {3, 0, {12, 10, 9}, 1500, 1.25, 1e-4}, {3, 0, {32, 32, 32}, 40000, 2.0, 1e-2},
       {3, 2, {20, 24, 16}, 5000, 1.25, 1e-4}, {2, 0, {16, 16, 1}, 1, 2.0, 1e-4},
       {3, 0, {16, 16, 16}, 0, 2.0, 1e-4},     {2, 0, {128, 128, 1}, 150000, 2.0, 1e-4},
-      {3, 0, {48, 48, 48}, 100000, 1.25, 1e-3},
+      {3, 0, {48, 48, 48}, 100000, 1.25, 1e-3}, {3, 0, {96, 96, 96}, 30000, 2.0, 1e-2},
   };
   mr_device *gpu = gpu_test_gpu();
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
     mr_nufft_opts o = {.rank = cases[c].rank,
                        .dims = {cases[c].dims[0], cases[c].dims[1], cases[c].dims[2]},
-                       .batch = 1, .tol = cases[c].tol, .upsampling = cases[c].upsampling};
+                       .batch = 1, .tol = cases[c].tol, .upsampling = cases[c].upsampling,
+                       .max_points = c % 2 ? cases[c].n : 0}; /* made at creation, or grown */
     size_t n = cases[c].n;
     float *k = test_positions(cases[c].kind, o.rank, n);
     mr_nufft_plan *plan;
@@ -763,9 +807,9 @@ static void cuda_bad_points(void **state) {
   mr_nufft_plan_destroy(plan);
 }
 
-/* The automatic upsampling is measured at the first set_points of a shape,
- * meets the tolerance, and is remembered: a second plan of the shape
- * starts with it. */
+/* The automatic upsampling is measured at the creation of the first plan
+ * of a shape, meets the tolerance, and is remembered: a second plan of the
+ * shape starts with it. */
 static void cuda_automatic_upsampling(void **state) {
   (void)state;
   shape s = {2, {48, 40, 1}, 2, 4000};
@@ -774,10 +818,12 @@ static void cuda_automatic_upsampling(void **state) {
   mr_nufft_opts o = {.rank = 2, .dims = {48, 40}, .batch = 2, .tol = 1e-4};
   mr_nufft_plan *first, *second;
   GPU_OK(mr_nufft_plan_create(gpu_test_gpu(), &o, &first, TERR));
+  mr_nufft_info a, b, created;
+  mr_nufft_info_get(first, &created);
   GPU_OK(mr_nufft_set_points(first, s.npoints, p.k, TERR));
-  mr_nufft_info a, b;
   mr_nufft_info_get(first, &a);
   assert_true(a.upsampling >= 1.25 && a.upsampling <= 2.0);
+  assert_true(a.upsampling == created.upsampling); /* chosen at creation */
   double err = both_directions(&p, first, gpu_test_gpu(), DEVICE_POINTERS);
   print_message("automatic: upsampling %.2f, rel error %.2e\n", a.upsampling, err);
   assert_true(err <= 1e-4);
@@ -805,7 +851,8 @@ int main(int argc, char **argv) {
   const struct CMUnitTest cpu_tests[] = {
       cmocka_unit_test(cpu_matches_dft),   cmocka_unit_test(cpu_dense_centre),
       cmocka_unit_test(cpu_coil_scales),   cmocka_unit_test(kernel_accurate),
-      cmocka_unit_test(points_replaced),   cmocka_unit_test(bad_arguments),
+      cmocka_unit_test(points_replaced),   cmocka_unit_test(cpu_max_points),
+      cmocka_unit_test(bad_arguments),
       cmocka_unit_test(density_cartesian), cmocka_unit_test(density_radial),
       cmocka_unit_test(automatic_upsampling_meets_tol),
       cmocka_unit_test(middle_upsampling_keeps_width),
@@ -814,6 +861,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest cuda_tests[] = {
       cmocka_unit_test(cuda_matches_dft),
       cmocka_unit_test(cuda_host_memory),
+      cmocka_unit_test(cuda_max_points),
       cmocka_unit_test(cuda_dense_centre),
       cmocka_unit_test(cuda_coil_scales),
       cmocka_unit_test(cuda_pipe_menon_matches_cpu),

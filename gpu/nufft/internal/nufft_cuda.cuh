@@ -19,14 +19,17 @@ struct mr_nufft_cuda {
   float4 *offset = nullptr;
   int *entries = nullptr;
   int4 *subs = nullptr;
-  // What those arrays and the binning scratch can hold (elements; bytes for
-  // the scratch): a new trajectory of no more points reuses them, so a
-  // real-time stream allocates nothing per frame.
-  size_t cap_pos = 0, cap_entries = 0, cap_subs = 0, cap_scratch = 0;
+  // The binning's scratch (nufft_points_cuda.cu). Those arrays and the
+  // scratch are made for cap_points points (opts.max_points, at plan
+  // creation): a trajectory of no more points reuses them, so no
+  // set_points allocates.
   char *scratch = nullptr;
-  // Bin counts at the scratch's start known to be zero: the last binning
-  // cleared them (nufft_points_cuda.cu), so the next needs no memset.
-  size_t counts_zeroed = 0;
+  size_t cap_points = 0;
+  size_t scan_bytes = 0; // the scan's temporary storage (from the bin count)
+  int most_touched = 1;  // most bins one footprint touches
+  // The bin counts in the scratch are zero: the last binning cleared them,
+  // so the next needs no memset.
+  bool counts_zeroed = false;
   int coils_per_block = 1; // of the spreading tile
   int pitch[2] = {0, 0};   // tile row and plane pitch (cells)
   int tile_cells = 0;      // per coil, a multiple of 4
@@ -41,5 +44,10 @@ inline mr_nufft_cuda *mr_nufft_cuda_state(const mr_nufft_plan *p) {
 // Frees the binned positions and the binning scratch (stream-ordered) and
 // clears the pointers and capacities.
 void mr_nufft_cuda_free_points(mr_cuda_ctx *c, mr_nufft_cuda *s);
+
+// At plan creation, on the worker: the binning's memory for
+// opts.max_points points, its counts cleared and its kernels loaded (an
+// empty binning), so that the first set_points costs what later ones do.
+int mr_nufft_cuda_prepare_points(mr_nufft_plan *p, mr_cuda_ctx *c, mr_err *err);
 
 #endif

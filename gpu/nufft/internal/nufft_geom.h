@@ -45,7 +45,12 @@ MR_NUFFT_FN void mr_nufft_place(double k, int nf, int width, int origin, int *s,
   double u = k * nf;
   double first = ceil(u - 0.5 * width);
   *a = (float)(u - first);
-  double wrapped = fmod(first + origin, (double)nf);
+  if (fabs(first) < 1e9) { /* every position in a few periods: one integer remainder */
+    int wrapped = ((int)first + origin) % nf;
+    *s = wrapped < 0 ? wrapped + nf : wrapped;
+    return;
+  }
+  double wrapped = fmod(first + origin, (double)nf); /* a loop on a GPU */
   if (wrapped < 0)
     wrapped += nf;
   *s = (int)wrapped;

@@ -24,10 +24,7 @@ struct mr_nufft_plan {
   double kernel_integral; /* integral of phi over one dimension, phi_hat(0) */
   double float_floor;     /* the least relative error single precision allows */
   mr_nufft_opts opts;     /* as asked for */
-  /* Automatic upsampling not yet settled: the first set_points measures
-   * the candidates (nufft_sigma.c). */
-  int measure_upsampling;
-  double candidates[3]; /* the upsamplings that reach the tolerance */
+  double candidates[3]; /* automatic upsampling: those that reach the tolerance */
   int ncandidates;
   mr_nufft_points points;
   int have_points;
@@ -36,15 +33,15 @@ struct mr_nufft_plan {
 
 /* The automatic upsampling (nufft_sigma.c): the CPU's rule by rank; the
  * GPU's remembered choice for this shape and device (1 when there is one);
- * a measurement of the candidates on points k (host memory when k_on_host,
- * else the device's), remembered and returned in *upsampling. */
+ * a measurement of the candidates on uniformly spread points (o->max_points
+ * of them, else one per pixel), remembered and returned in *upsampling. */
 double mr_nufft_sigma_rule(int rank);
 int mr_nufft_sigma_remembered(mr_device *dev, const mr_nufft_opts *o, double *upsampling);
 int mr_nufft_sigma_measure(mr_device *dev, const mr_nufft_opts *o, const double *candidates,
-                           int ncandidates, size_t n, const float *k, int k_on_host,
-                           double *upsampling, mr_err *err);
+                           int ncandidates, double *upsampling, mr_err *err);
 
-/* The backends. create: grid memory and FFT plan; set_points: place and
+/* The backends. create: grid memory, and on a GPU the binning's memory
+ * for opts.max_points and its kernels loaded; set_points: place and
  * bin the positions on the device (k in host memory when k_on_host, else
  * device memory), filling the plan's points with counts only (the arrays
  * stay on the device); execute: as mr_nufft_execute; pipe_menon: as
