@@ -68,13 +68,15 @@ static const char *const sms_data[] = {"reconclient", "simulate", "--trajectory"
  * spreading adds with atomics in no fixed order, so the GPU's own images
  * differ from run to run (measured on the H100 for iterative, one build,
  * five runs: 1.2e-4, 1.4e-4, 1.45e-4, 2.4e-4, 2.8e-4 relative L2; the
- * solve stops at a relative residual of 1e-4), and realtime_cg's maps,
+ * solve stops at a relative residual of 1e-4; since the upsampling is
+ * chosen at plan creation, on uniformly spread points, one run gave
+ * 5.65e-4: the other grid, carried through 30 iterations), and realtime_cg's maps,
  * estimated with a mask threshold from a 1e-4 NUFFT, move edge pixels in
  * and out of the object (1.1e-2 .. 1.3e-2). */
 static const config_case cases[] = {
     {"cartesian", cartesian_data, 1e-5, 1e-5}, {"grappa", grappa_data, 1e-5, 1e-5},
     {"radial", golden_data, 1e-5, 1e-4},       {"spiral", spiral_data, 1e-5, 1e-4},
-    {"iterative", golden_data, 1e-5, 5e-4},    {"realtime", frames_data, 1e-5, 1e-4},
+    {"iterative", golden_data, 1e-5, 1e-3},    {"realtime", frames_data, 1e-5, 1e-4},
     {"realtime_cg", frames_data, 1e-5, 2e-2},
     /* slice-GRAPPA's kernels from double-precision normal equations on
      * either side, applied in single precision (cuBLAS / OpenBLAS): 1e-4 */
