@@ -120,11 +120,14 @@ static int create(mr_cuda_ctx *c, int high_priority, mr_err *err) {
   return 0;
 }
 
-int mr_cuda_ctx_create(int ordinal, int high_priority, mr_cuda_ctx **out, mr_err *err) {
+int mr_cuda_ctx_create(mr_device *dev, const mr_gpu_lane *lane, int high_priority,
+                       mr_cuda_ctx **out, mr_err *err) {
   mr_cuda_ctx *c = static_cast<mr_cuda_ctx *>(calloc(1, sizeof *c));
   if (c == nullptr)
-    return mr_err_set(err, MR_ENOMEM, "gpu %d: out of memory", ordinal);
-  c->ordinal = ordinal;
+    return mr_err_set(err, MR_ENOMEM, "gpu %d: out of memory", mr_device_ordinal(dev));
+  c->dev = dev;
+  c->lane = lane;
+  c->ordinal = mr_device_ordinal(dev);
   int rc = create(c, high_priority, err);
   if (rc < 0) {
     mr_cuda_ctx_destroy(c);
@@ -371,37 +374,81 @@ static int make_fft(mr_cuda_ctx *c, mr_fft_cached *e, mr_err *err) {
   return 0;
 }
 
+// The plan of this shape in c's cache, made on a miss (*made then set).
+static int cached_fft(mr_cuda_ctx *c, int rank, const long long n[3], long long batch,
+                      mr_fft_cached **out, bool *made, mr_err *err) {
+  for (int i = 0; i < c->nfft; i++) {
+    mr_fft_cached *e = &c->fft[i];
+    if (e->rank == rank && e->batch == batch && e->n[0] == n[0] && e->n[1] == n[1] &&
+        e->n[2] == n[2]) {
+      *out = e;
+      return 0;
+    }
+  }
+  if (c->nfft == MR_FFT_CACHE) { // evict the least recently used
+    int lru = 0;
+    for (int i = 1; i < c->nfft; i++)
+      if (c->fft[i].used < c->fft[lru].used)
+        lru = i;
+    cufftDestroy(c->fft[lru].handle);
+    c->fft[lru] = c->fft[--c->nfft];
+  }
+  mr_fft_cached e = {rank, {n[0], n[1], n[2]}, batch, 0, 0, 0};
+  int rc = make_fft(c, &e, err);
+  if (rc < 0)
+    return rc;
+  c->fft[c->nfft] = e;
+  *out = &c->fft[c->nfft++];
+  *made = true;
+  return 0;
+}
+
+struct fft_shape {
+  mr_device *dev;
+  int rank;
+  long long n[3], batch;
+};
+
+// Posted to another lane's worker: the plan made there ahead of its first
+// use. A failure leaves that cache as it was; the lane's own first use then
+// makes the plan and reports.
+static int prefetch_fft(void *arg, mr_err *err) {
+  (void)err;
+  const fft_shape *s = static_cast<const fft_shape *>(arg);
+  mr_fft_cached *e;
+  bool made = false;
+  mr_err ignored = {};
+  (void)cached_fft(mr_device_cuda(s->dev), s->rank, s->n, s->batch, &e, &made, &ignored);
+  return 0;
+}
+
+// Making a cuFFT plan holds a lock of the driver that every lane's calls
+// wait for: a 3D grid's plan took 19 ms on the H100, and a real-time
+// lane's event record waited 17.85 ms beside it (docs/benchmarks.md, "Real
+// time beside heavy work"). So a plan one lane makes, the device's other
+// lanes make at once too: the stall comes once per shape, with the first
+// session that needs it, and not again when a later session's step lands on
+// another lane (a thread's lane is its turn, device.c).
+static void share_fft(const mr_cuda_ctx *c, int rank, const long long n[3], long long batch) {
+  fft_shape s = {c->dev, rank, {n[0], n[1], n[2]}, batch};
+  mr_device_post_other_lanes(c->dev, c->lane, prefetch_fft, &s, sizeof s);
+}
+
 int mr_cuda_fft_plan(mr_cuda_ctx *c, int rank, const long long n[3], long long batch,
                      cufftHandle *out, mr_err *err) {
   mr_fft_cached *hit = nullptr;
-  for (int i = 0; i < c->nfft && hit == nullptr; i++) {
-    mr_fft_cached *e = &c->fft[i];
-    if (e->rank == rank && e->batch == batch && e->n[0] == n[0] && e->n[1] == n[1] &&
-        e->n[2] == n[2])
-      hit = e;
-  }
-  if (hit == nullptr) {
-    if (c->nfft == MR_FFT_CACHE) { // evict the least recently used
-      int lru = 0;
-      for (int i = 1; i < c->nfft; i++)
-        if (c->fft[i].used < c->fft[lru].used)
-          lru = i;
-      cufftDestroy(c->fft[lru].handle);
-      c->fft[lru] = c->fft[--c->nfft];
-    }
-    mr_fft_cached e = {rank, {n[0], n[1], n[2]}, batch, 0, 0, 0};
-    int rc = make_fft(c, &e, err);
-    if (rc < 0)
-      return rc;
-    c->fft[c->nfft] = e;
-    hit = &c->fft[c->nfft++];
-  }
+  bool made = false;
+  int rc = cached_fft(c, rank, n, batch, &hit, &made, err);
+  if (rc < 0)
+    return rc;
+  if (made)
+    share_fft(c, rank, n, batch);
   hit->used = ++c->fft_clock;
   if (hit->work > c->fft_work_size) {
     // Stream-ordered: transforms already queued keep the old area until done.
     mr_cuda_free(c, c->fft_work);
     c->fft_work_size = 0;
-    int rc = mr_cuda_alloc(c, &c->fft_work, hit->work, err);
+    rc = mr_cuda_alloc(c, &c->fft_work, hit->work, err);
     if (rc < 0)
       return rc;
     c->fft_work_size = hit->work;
