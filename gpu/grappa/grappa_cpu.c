@@ -313,17 +313,17 @@ static void build_edges(const mr_grappa_plan *p, const mr_cfloat *acs, size_t co
   }
 }
 
-/* lag += alpha sum_i F(i, u) F(i, u + d)^H, u and u + d edge columns of
- * the same end. */
-static void lag_columns(const mr_grappa_plan *p, int n, int u, int d, double alpha,
-                        double complex *lag) {
+/* Rows [a0, a0 + len) of lag += alpha sum_i F(i, u) F(i, u + d)^H, u and
+ * u + d edge columns of the same end. */
+static void lag_columns(const mr_grappa_plan *p, int n, int u, int d, double alpha, int a0,
+                        int len, double complex *lag) {
   const mr_grappa_geom *g = &p->g;
   const cpu_scratch *c = p->backend;
   int rows = g->nb_src, ld = rows * edge_width(g);
   const double complex a = alpha, one = 1;
-  cblas_zgemm(CblasColMajor, CblasNoTrans, CblasConjTrans, rows, rows, g->npe, &a,
-              c->edge + (size_t)edge_column(g, n, u) * rows, ld,
-              c->edge + (size_t)edge_column(g, n, u + d) * rows, ld, &one, lag, rows);
+  cblas_zgemm(CblasColMajor, CblasNoTrans, CblasConjTrans, len, rows, g->npe, &a,
+              c->edge + (size_t)edge_column(g, n, u) * rows + a0, ld,
+              c->edge + (size_t)edge_column(g, n, u + d) * rows, ld, &one, lag + a0, rows);
 }
 
 /* The spectra of one chunk of (row, block) pairs of segment s: pair
@@ -382,11 +382,17 @@ static void pair_spectra(void *arg, size_t begin, size_t end) {
 }
 
 /* Lag d into M and U^H: the blocks (j, j + d) of M, the window moved on
- * from G_d(0) a position per tap, and U^H's rows of tap d. The lags apart
- * on the device's threads (each its own lag block). */
+ * from G_d(0) a position per tap, and U^H's rows of tap d. On the device's
+ * threads by (lag, piece of LAG_ROWS rows of its lag block): kro items
+ * alone left most of a 16-thread pool idle. Every element of M is written
+ * by one item: lag 0's blocks are Hermitian, so its items write each
+ * (a, b) pair from the row a <= b (a == b: the conjugate last, as the
+ * other lags' mirrored elements). */
+enum { LAG_ROWS = 32 };
+
 typedef struct lag_chain {
   const mr_grappa_plan *p;
-  int n; /* the segment's positions */
+  int n, pieces; /* the segment's positions; row pieces per lag */
 } lag_chain;
 
 static void place_lag(void *arg, size_t begin, size_t end) {
@@ -394,21 +400,22 @@ static void place_lag(void *arg, size_t begin, size_t end) {
   const mr_grappa_geom *g = &h->p->g;
   const cpu_scratch *c = h->p->backend;
   int rows = g->nb_src, na = rows + g->n_tgt, kro = g->kro, ns = g->n_src, nt = g->n_tgt;
-  for (size_t dd = begin; dd < end; dd++) {
-    int d = (int)dd;
+  for (size_t item = begin; item < end; item++) {
+    int d = (int)item / h->pieces, a0 = (int)item % h->pieces * LAG_ROWS;
+    int len = rows - a0 < LAG_ROWS ? rows - a0 : LAG_ROWS;
     const double complex *ld = c->lags + (size_t)d * na * rows;
     double complex *lag = c->lag + (size_t)d * rows * rows;
     for (int b = 0; b < rows; b++)
-      memcpy(lag + (size_t)b * rows, ld + (size_t)b * na, (size_t)rows * sizeof *lag);
+      memcpy(lag + (size_t)b * rows + a0, ld + (size_t)b * na + a0, (size_t)len * sizeof *lag);
     for (int u = h->n; u + d < h->n + kro - 1; u++) /* G_d(0): pairs from position n off */
-      lag_columns(h->p, h->n, u, d, -1.0, lag);
+      lag_columns(h->p, h->n, u, d, -1.0, a0, len, lag);
     for (int j = 0; j + d < kro; j++) {
       if (j > 0) { /* the window moves on by one position */
-        lag_columns(h->p, h->n, h->n + j - 1, d, 1.0, lag);
-        lag_columns(h->p, h->n, j - 1, d, -1.0, lag);
+        lag_columns(h->p, h->n, h->n + j - 1, d, 1.0, a0, len, lag);
+        lag_columns(h->p, h->n, j - 1, d, -1.0, a0, len, lag);
       }
-      for (int b = 0; b < rows; b++)
-        for (int a = 0; a < rows; a++) {
+      for (int a = a0; a < a0 + len; a++)
+        for (int b = d == 0 ? a : 0; b < rows; b++) {
           double complex v = lag[(size_t)b * rows + a];
           size_t ra = (size_t)a * kro + j, rb = (size_t)b * kro + j + d;
           c->m[rb * ns + ra] = v;
@@ -417,7 +424,7 @@ static void place_lag(void *arg, size_t begin, size_t end) {
     }
     /* U^H rows of tap d: the targets at c against source a at c + d */
     for (int t = 0; t < nt; t++)
-      for (int a = 0; a < rows; a++)
+      for (int a = a0; a < a0 + len; a++)
         c->x[(size_t)t * ns + (size_t)a * kro + d] = conj(ld[(size_t)a * na + rows + t]);
   }
 }
@@ -451,8 +458,8 @@ static void normal_equations(const mr_grappa_plan *p, const mr_cfloat *acs, size
                   .c = c->lags, .ldc = na * rows, .tile_m = 1024, .tile_n = kro};
   zgemm_run(p->dev, &tl);
   build_edges(p, acs, coil_stride, s);
-  lag_chain ch = {p, n};
-  mr_cpu_parallel_for(threads, (size_t)kro, 1, place_lag, &ch);
+  lag_chain ch = {p, n, tiles_of(rows, LAG_ROWS)};
+  mr_cpu_parallel_for(threads, (size_t)kro * ch.pieces, 1, place_lag, &ch);
 }
 
 /* The equations power clipping leaves out: their terms come off M and U^H
@@ -562,19 +569,21 @@ static lapack_int cholesky_on(mr_device *dev, int n, double complex *a) {
   return 0;
 }
 
-/* Right-hand sides per solve: L L^H X = U^H for RHS_PIECE columns of X. */
-enum { RHS_PIECE = 16 };
+/* The right-hand sides apart: L L^H X = U^H by ZPOTRS on pieces of X's
+ * columns, about one a thread and at least RHS_MIN wide (pieces of 16 left
+ * 10 of 16 threads idle at 96 targets). */
+enum { RHS_MIN = 4 };
 
 typedef struct rhs_job {
   const double complex *m;
   double complex *x;
-  int ns, nt;
+  int ns, nt, piece;
 } rhs_job;
 
 static void solve_rhs(void *arg, size_t begin, size_t end) {
   const rhs_job *r = arg;
   for (size_t piece = begin; piece < end; piece++) {
-    int c0 = (int)piece * RHS_PIECE, cols = r->nt - c0 < RHS_PIECE ? r->nt - c0 : RHS_PIECE;
+    int c0 = (int)piece * r->piece, cols = r->nt - c0 < r->piece ? r->nt - c0 : r->piece;
     /* cannot fail: the factor's diagonal is positive, the arguments valid */
     LAPACKE_zpotrs_work(LAPACK_COL_MAJOR, 'L', r->ns, cols, (const lapack_complex_double *)r->m, r->ns,
                    (lapack_complex_double *)(r->x + (size_t)c0 * r->ns), r->ns);
@@ -608,9 +617,10 @@ static int calibrate_segment(mr_grappa_plan *p, const mr_cfloat *acs, size_t coi
                       "(Cholesky pivot %d; raise chi)",
                       s, (int)info);
   /* the targets' columns apart, on the device's threads */
-  rhs_job r = {.m = c->m, .x = c->x, .ns = ns, .nt = nt};
-  mr_cpu_parallel_for(mr_device_threads(p->dev), (size_t)(nt + RHS_PIECE - 1) / RHS_PIECE, 1,
-                      solve_rhs, &r);
+  mr_cpu_threads *threads = mr_device_threads(p->dev);
+  int count = mr_cpu_threads_count(threads), piece = (nt + count - 1) / count;
+  rhs_job r = {.m = c->m, .x = c->x, .ns = ns, .nt = nt, .piece = piece < RHS_MIN ? RHS_MIN : piece};
+  mr_cpu_parallel_for(threads, (size_t)tiles_of(nt, r.piece), 1, solve_rhs, &r);
   mr_cfloat *out = weights + (size_t)s * ns * nt;
   for (size_t e = 0; e < (size_t)ns * nt; e++)
     out[e] = (mr_cfloat)c->x[e];
