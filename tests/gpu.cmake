@@ -19,6 +19,9 @@ mr_add_test(test_gpu_host_svd SOURCES gpu/test_gpu_host_svd.c LIBS mr_test_gpu_c
 foreach(t test_gpu_pool test_gpu_spectral)
   target_link_libraries(${t} PRIVATE mr_gpu_internal)
 endforeach()
+if(MR_HAVE_CUDA) # the GPU group also looks into each lane's cuFFT plan cache
+  target_compile_definitions(test_gpu_pool PRIVATE MR_HAVE_CUDA)
+endif()
 
 # The GPU worker thread's queue (plain threads: no GPU needed).
 mr_add_test(test_gpu_worker SOURCES gpu/test_gpu_worker.c LIBS mr_gpu_internal Threads::Threads)

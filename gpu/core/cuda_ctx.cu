@@ -374,17 +374,27 @@ static int make_fft(mr_cuda_ctx *c, mr_fft_cached *e, mr_err *err) {
   return 0;
 }
 
+static mr_fft_cached *find_fft(const mr_cuda_ctx *c, int rank, const long long n[3],
+                               long long batch) {
+  for (int i = 0; i < c->nfft; i++) {
+    const mr_fft_cached *e = &c->fft[i];
+    if (e->rank == rank && e->batch == batch && e->n[0] == n[0] && e->n[1] == n[1] &&
+        e->n[2] == n[2])
+      return const_cast<mr_fft_cached *>(e);
+  }
+  return nullptr;
+}
+
+int mr_cuda_fft_plan_cached(const mr_cuda_ctx *c, int rank, const long long n[3],
+                            long long batch) {
+  return find_fft(c, rank, n, batch) != nullptr;
+}
+
 // The plan of this shape in c's cache, made on a miss (*made then set).
 static int cached_fft(mr_cuda_ctx *c, int rank, const long long n[3], long long batch,
                       mr_fft_cached **out, bool *made, mr_err *err) {
-  for (int i = 0; i < c->nfft; i++) {
-    mr_fft_cached *e = &c->fft[i];
-    if (e->rank == rank && e->batch == batch && e->n[0] == n[0] && e->n[1] == n[1] &&
-        e->n[2] == n[2]) {
-      *out = e;
-      return 0;
-    }
-  }
+  if ((*out = find_fft(c, rank, n, batch)) != nullptr)
+    return 0;
   if (c->nfft == MR_FFT_CACHE) { // evict the least recently used
     int lru = 0;
     for (int i = 1; i < c->nfft; i++)

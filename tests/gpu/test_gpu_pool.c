@@ -14,6 +14,12 @@
 #include <cmocka.h>
 
 #include "cpu_threads.h"
+#ifdef MR_HAVE_CUDA
+#include "cuda_ctx.h"
+#include "device_impl.h"
+#include "fft.h"
+#include "worker.h"
+#endif
 #include "test_gpu_common.h"
 
 static void bad_specs(void **state) {
@@ -436,6 +442,43 @@ static void realtime_lane(void **state) {
   assert_false(mr_device_is_realtime());
 }
 
+#ifdef MR_HAVE_CUDA
+typedef struct fft_probe {
+  mr_device *dev;
+  long long n[3]; /* cuFFT's order: slowest first */
+  int found;
+} fft_probe;
+
+/* On a lane's worker: whether that lane's cache has the plan. */
+static int probe_fft(void *arg, mr_err *err) {
+  (void)err;
+  fft_probe *p = arg;
+  p->found = mr_cuda_fft_plan_cached(mr_device_cuda(p->dev), 2, p->n, 3);
+  return 0;
+}
+
+/* A cuFFT plan one lane makes is made on the GPU's other lanes at once
+ * (cuda_ctx.cu: making one holds a driver lock that stalls every lane):
+ * after an FFT plan of a shape no other test uses is made from this
+ * thread, every lane's cache holds it. A call on each lane's worker runs
+ * after what was posted there before it. */
+static void gpu_fft_plans_on_every_lane(void **state) {
+  (void)state;
+  mr_device *dev = gpu_test_gpu();
+  mr_fft_opts o = {.rank = 2, .dims = {36, 44}, .batch = 3};
+  mr_fft_plan *plan;
+  GPU_OK(mr_fft_plan_create(dev, &o, &plan, TERR));
+  assert_true(dev->nlanes > 1);
+  for (int l = 0; l < dev->nlanes; l++) {
+    fft_probe p = {dev, {44, 36, 1}, 0};
+    GPU_OK(mr_worker_call(dev->lanes[l].worker, probe_fft, &p, TERR));
+    if (!p.found)
+      fail_msg("lane %d of %d has no plan of the 36 x 44 x 3 FFT", l, dev->nlanes);
+  }
+  mr_fft_plan_destroy(plan);
+}
+#endif
+
 int main(int argc, char **argv) {
   int cuda = gpu_test_init(argc, argv);
   const struct CMUnitTest cpu_tests[] = {
@@ -455,6 +498,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(gpu_task_lines),
       cmocka_unit_test(gpu_describe_does_not_wait_for_the_worker),
       cmocka_unit_test(gpu_threads_on_other_lanes_are_not_held_up),
+#ifdef MR_HAVE_CUDA
+      cmocka_unit_test(gpu_fft_plans_on_every_lane),
+#endif
   };
   int failed = cuda ? cmocka_run_group_tests_name("pool_cuda", cuda_tests, NULL, NULL)
                     : cmocka_run_group_tests_name("pool_cpu", cpu_tests, NULL, NULL);

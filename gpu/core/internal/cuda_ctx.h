@@ -30,6 +30,11 @@ void mr_cuda_ctx_destroy(struct mr_cuda_ctx *ctx);
 /* Waits for all work queued on the device; returns the first error. */
 int mr_cuda_ctx_sync(struct mr_cuda_ctx *ctx, mr_err *err);
 
+/* 1 when ctx's cuFFT plan cache holds a plan of this shape (n slowest
+ * first, as cuFFT takes it), else 0: for tests of the lanes' caches. */
+int mr_cuda_fft_plan_cached(const struct mr_cuda_ctx *ctx, int rank, const long long n[3],
+                            long long batch);
+
 /* Fills the CUDA fields of info (not load). */
 int mr_cuda_ctx_info(struct mr_cuda_ctx *ctx, mr_device_info *info, mr_err *err);
 
