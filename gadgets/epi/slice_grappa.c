@@ -297,10 +297,13 @@ static int separate_task(mr_device *dev, void *arg, mr_err *err) {
   if (rc == 0)
     rc = mr_buf_create(dev, (nw + (j->alone ? part : 0) + mb * part) * sizeof(mr_cfloat), &buf,
                        err);
-  mr_cfloat *w = rc == 0 ? mr_buf_data(buf) : NULL, *lines = w + nw;
-  mr_cfloat *sep = lines + (j->alone ? part : 0);
-  if (rc == 0)
+  mr_cfloat *w = NULL, *lines = NULL, *sep = NULL;
+  if (rc == 0) {
+    w = mr_buf_data(buf);
+    lines = w + nw;
+    sep = lines + (j->alone ? part : 0);
     rc = mr_buf_upload(buf, 0, j->weights, nw * sizeof *w, err);
+  }
   mr_err e = {0};
   const mr_cfloat *collapsed = rc == 0 ? mr_kspace_on(j->k, dev, &e) : NULL;
   if (rc == 0 && collapsed == NULL)
