@@ -6,6 +6,7 @@
 
 #include "blas.h"
 #include "buf.h"
+#include "budget.h"
 #include "epi_impl.h"
 #include "error.h"
 #include "host_svd.h"
@@ -75,21 +76,25 @@ int mr_epi_plan_create(mr_device *dev, const mr_epi_readout *r, mr_epi_plan **ou
   for (int q = 0; q < r->samples; q++)
     if (!isfinite(r->forward[q]) || !isfinite(r->reverse[q]))
       return mr_err_set(err, MR_EDATA, "epi: sample %d has no finite position", q);
+  /* The host matrices' sizes come from a client's header (up to 4096 x
+   * 4096): counted against the server's memory budget. */
   mr_epi_plan *p = calloc(1, sizeof *p);
   size_t np = (size_t)r->nx * (size_t)r->samples, nf = (size_t)r->nx * (size_t)r->nx;
-  mr_cfloat *f = malloc(nf * sizeof *f);
-  if (p == NULL || f == NULL) {
-    free(p);
-    free(f);
+  if (p == NULL)
     return mr_err_set(err, MR_ENOMEM, "epi: out of memory");
+  mr_cfloat *f = mr_budget_alloc(nf * sizeof *f, "an EPI regridding plan", err);
+  if (f == NULL) {
+    free(p);
+    return err != NULL && err->code < 0 ? err->code : MR_ENOMEM;
   }
   p->dev = dev;
   p->samples = r->samples;
   p->nx = r->nx;
   int rc = 0;
   for (int d = 0; d < 2 && rc == 0; d++) {
-    if ((p->host_p[d] = malloc(np * sizeof(mr_cfloat))) == NULL)
-      rc = mr_err_set(err, MR_ENOMEM, "epi: out of memory");
+    if ((p->host_p[d] = mr_budget_alloc(np * sizeof(mr_cfloat), "an EPI regridding plan",
+                                        err)) == NULL)
+      rc = err != NULL && err->code < 0 ? err->code : MR_ENOMEM;
     else
       rc = pseudo_inverse(r->samples, r->nx, d ? r->reverse : r->forward, r->rcond, p->host_p[d],
                           &p->rank[d], err);
@@ -105,7 +110,7 @@ int mr_epi_plan_create(mr_device *dev, const mr_epi_readout *r, mr_epi_plan **ou
     rc = upload(dev, f, nf, &p->f, err);
   if (rc == 0)
     rc = mr_buf_create(dev, (size_t)n * sizeof(mr_cfloat), &p->factors, err);
-  free(f);
+  mr_budget_free(f, nf * sizeof *f);
   if (rc < 0) {
     mr_epi_plan_destroy(p);
     return rc;
@@ -118,7 +123,7 @@ void mr_epi_plan_destroy(mr_epi_plan *p) {
   if (p == NULL)
     return;
   for (int d = 0; d < 2; d++) {
-    free(p->host_p[d]);
+    mr_budget_free(p->host_p[d], (size_t)p->nx * (size_t)p->samples * sizeof(mr_cfloat));
     mr_buf_destroy(p->p[d]);
   }
   mr_buf_destroy(p->f);

@@ -3,11 +3,17 @@
 #include <lapacke.h>
 #include <stdlib.h>
 
-/* Room for rows x cols elements and one spare column (host_svd.h says
+#include "budget.h"
+
+/* Bytes of rows x cols elements and one spare column (host_svd.h says
  * why: OpenBLAS may read an element up to one column past the matrix). */
-static double complex *with_spare_column(size_t rows, size_t cols) {
-  return malloc(rows * (cols + 1) * sizeof(double complex));
+static size_t with_spare_column(size_t rows, size_t cols) {
+  return rows * (cols + 1) * sizeof(double complex);
 }
+
+static size_t a_bytes(const mr_host_svd *svd) { return with_spare_column(svd->m, svd->n); }
+static size_t u_bytes(const mr_host_svd *svd) { return with_spare_column(svd->m, svd->r); }
+static size_t vt_bytes(const mr_host_svd *svd) { return with_spare_column(svd->r, svd->n); }
 
 int mr_host_svd_create(int m, int n, mr_host_svd **out, mr_err *err) {
   if (m < 1 || n < 1)
@@ -16,15 +22,19 @@ int mr_host_svd_create(int m, int n, mr_host_svd **out, mr_err *err) {
   if (svd == NULL)
     return mr_err_set(err, MR_ENOMEM, "svd: out of memory for a %d x %d matrix", m, n);
   int r = m < n ? m : n;
-  size_t sm = (size_t)m, sn = (size_t)n, sr = (size_t)r;
-  *svd = (mr_host_svd){.m = m, .n = n, .r = r,
-                       .a = with_spare_column(sm, sn),
-                       .s = malloc(sr * sizeof(double)),
-                       .u = with_spare_column(sm, sr),
-                       .vt = with_spare_column(sr, sn)};
-  if (svd->a == NULL || svd->s == NULL || svd->u == NULL || svd->vt == NULL) {
+  *svd = (mr_host_svd){.m = m, .n = n, .r = r};
+  /* A plan's matrices come from a client's header (up to 4096 x 4096:
+   * 256 MiB each): counted against the server's memory budget. */
+  const char *what = "an SVD's matrices";
+  if ((svd->a = mr_budget_alloc(a_bytes(svd), what, err)) == NULL ||
+      (svd->u = mr_budget_alloc(u_bytes(svd), what, err)) == NULL ||
+      (svd->vt = mr_budget_alloc(vt_bytes(svd), what, err)) == NULL ||
+      (svd->s = malloc((size_t)r * sizeof(double))) == NULL) {
+    int code = err != NULL && err->code < 0 ? err->code : MR_ENOMEM;
     mr_host_svd_destroy(svd);
-    return mr_err_set(err, MR_ENOMEM, "svd: out of memory for a %d x %d matrix", m, n);
+    return code == MR_ENOMEM ? mr_err_set(err, code, "svd: out of memory for a %d x %d matrix",
+                                          m, n)
+                             : code;
   }
   *out = svd;
   return 0;
@@ -42,17 +52,19 @@ int mr_host_svd_run(mr_host_svd *svd, mr_err *err) {
   /* zgesvd keeps matrices in its workspace too, with leading dimensions up
    * to max(m, n): the spare column there as well. */
   size_t spare = (size_t)(m > n ? m : n);
-  double complex *work = info == 0 ? malloc(((size_t)lwork + spare) * sizeof *work) : NULL;
+  size_t work_bytes = ((size_t)lwork + spare) * sizeof(double complex);
+  double complex *work =
+      info == 0 ? mr_budget_alloc(work_bytes, "an SVD's workspace", err) : NULL;
   int rc = 0;
   if (info == 0 && work == NULL)
-    rc = mr_err_set(err, MR_ENOMEM, "svd: out of memory for a %d x %d matrix", m, n);
+    rc = err != NULL && err->code < 0 ? err->code : MR_ENOMEM;
   else if (info == 0)
     info = LAPACKE_zgesvd_work(LAPACK_COL_MAJOR, 'S', 'S', m, n, svd->a, m, svd->s, svd->u, m,
                                svd->vt, r, work, lwork, rwork);
   if (rc == 0 && info != 0)
     rc = mr_err_set(err, info > 0 ? MR_ENUMERIC : MR_EINVAL,
                     "svd: zgesvd of a %d x %d matrix failed (info %d)", m, n, (int)info);
-  free(work);
+  mr_budget_free(work, work_bytes);
   free(rwork);
   return rc;
 }
@@ -60,9 +72,9 @@ int mr_host_svd_run(mr_host_svd *svd, mr_err *err) {
 void mr_host_svd_destroy(mr_host_svd *svd) {
   if (svd == NULL)
     return;
-  free(svd->a);
+  mr_budget_free(svd->a, a_bytes(svd));
+  mr_budget_free(svd->u, u_bytes(svd));
+  mr_budget_free(svd->vt, vt_bytes(svd));
   free(svd->s);
-  free(svd->u);
-  free(svd->vt);
   free(svd);
 }

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "budget.h"
 #include "epi.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
@@ -193,6 +194,32 @@ static void bad_arguments(void **state) {
   assert_null(p);
 }
 
+/* The plan's host matrices count against the server's memory budget (a
+ * client's header chooses their size, up to 4096 x 4096): refused with
+ * MR_ELIMIT and a line naming them when they do not fit, and nothing kept
+ * when the plan is refused half way (the DFT fits, the first operator does
+ * not). */
+static void cpu_plan_within_budget(void **state) {
+  (void)state;
+  enum { N = 512 }; /* the DFT and each operator: 2 MiB */
+  static double fwd[N], rev[N];
+  for (int q = 0; q < N; q++) {
+    fwd[q] = q - N / 2;
+    rev[q] = (N - 1 - q) - N / 2;
+  }
+  mr_epi_readout r = {.samples = N, .nx = N, .forward = fwd, .reverse = rev, .rcond = 1e-3};
+  uint64_t before = mr_budget_used();
+  for (int mib = 1; mib <= 3; mib += 2) {
+    mr_budget_set(before + ((uint64_t)mib << 20));
+    mr_epi_plan *p = NULL;
+    assert_int_equal(mr_epi_plan_create(gpu_test_cpu(), &r, &p, TERR), MR_ELIMIT);
+    assert_non_null(strstr(mr_test_last_error(), "EPI regridding plan"));
+    assert_null(p);
+    assert_int_equal(mr_budget_used(), before);
+  }
+  mr_budget_set(0);
+}
+
 /* The GPU's regridding against the CPU's. */
 static void cuda_matches_cpu(void **state) {
   (void)state;
@@ -219,6 +246,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(cpu_ramp),
       cmocka_unit_test(cpu_noise_bounded),
       cmocka_unit_test(bad_arguments),
+      cmocka_unit_test(cpu_plan_within_budget),
   };
   const struct CMUnitTest cuda_tests[] = {
       cmocka_unit_test(cuda_matches_cpu),

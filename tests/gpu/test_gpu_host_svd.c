@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "budget.h"
 #include "host_svd.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
@@ -94,10 +95,28 @@ static void bad_sizes(void **state) {
   assert_null(svd);
 }
 
+/* The matrices count against the server's memory budget: refused with
+ * MR_ELIMIT and a line naming them, nothing kept when the first fits and
+ * the second does not. */
+static void within_budget(void **state) {
+  (void)state;
+  uint64_t before = mr_budget_used(); /* each matrix of 600 x 600: 5.5 MiB */
+  for (int mib = 1; mib <= 7; mib += 6) {
+    mr_budget_set(before + ((uint64_t)mib << 20));
+    mr_host_svd *svd = NULL;
+    assert_int_equal(mr_host_svd_create(600, 600, &svd, TERR), MR_ELIMIT);
+    assert_non_null(strstr(mr_test_last_error(), "SVD's matrices"));
+    assert_null(svd);
+    assert_int_equal(mr_budget_used(), before);
+  }
+  mr_budget_set(0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(factors_reproduce_the_matrix),
       cmocka_unit_test(bad_sizes),
+      cmocka_unit_test(within_budget),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
