@@ -45,6 +45,10 @@ void mr_err_clear(mr_err *e) {
   e->msg[0] = '\0';
 }
 
+int mr_err_code(const mr_err *e, int otherwise) {
+  return e != NULL && e->code < 0 ? e->code : otherwise;
+}
+
 const char *mr_err_text(const mr_err *e, int code) {
   if (e != NULL && e->code != 0 && e->msg[0] != '\0')
     return e->msg;

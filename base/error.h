@@ -68,6 +68,10 @@ void mr_err_clear(mr_err *e);
 /* The detail text if set, else mr_strerror(code). */
 const char *mr_err_text(const mr_err *e, int code);
 
+/* The code of the error e holds, or otherwise when it holds none (e NULL
+ * or clear): for a caller whose callee reports through e and returns NULL. */
+int mr_err_code(const mr_err *e, int otherwise);
+
 #ifdef __cplusplus
 }
 #endif

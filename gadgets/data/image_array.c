@@ -109,7 +109,7 @@ float complex *mr_image_array_host(mr_image_array *a, mr_err *err) {
 
 int mr_image_array_to_host(mr_image_array *a, mr_err *err) {
   if (mr_image_array_host(a, err) == NULL)
-    return err != NULL && err->code < 0 ? err->code : MR_ENOMEM;
+    return mr_err_code(err, MR_ENOMEM);
   if (a->dev != NULL) {
     mr_budget_give(footprint(a));
     mr_buf_destroy(a->dev);

@@ -406,7 +406,7 @@ int mr_kspace_hand_on(mr_kspace *k, int on_device, mr_err *err) {
   if (on_device || k->dev == NULL)
     return 0;
   if (mr_kspace_host(k, err) == NULL)
-    return err != NULL && err->code < 0 ? err->code : MR_ENOMEM;
+    return mr_err_code(err, MR_ENOMEM);
   drop_device(k);
   return 0;
 }

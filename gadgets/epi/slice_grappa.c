@@ -304,10 +304,9 @@ static int separate_task(mr_device *dev, void *arg, mr_err *err) {
     sep = lines + (j->alone ? part : 0);
     rc = mr_buf_upload(buf, 0, j->weights, nw * sizeof *w, err);
   }
-  mr_err e = {0};
-  const mr_cfloat *collapsed = rc == 0 ? mr_kspace_on(j->k, dev, &e) : NULL;
+  const mr_cfloat *collapsed = rc == 0 ? mr_kspace_on(j->k, dev, err) : NULL;
   if (rc == 0 && collapsed == NULL)
-    rc = mr_err_set(err, e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
+    rc = mr_err_code(err, MR_ENOMEM);
   if (rc == 0 && j->alone) {
     size_t full[3], block[3], at[3], zero[3] = {0, 0, 0};
     line_blocks(nx, (size_t)o->ny, (size_t)o->ystep, j->first, full, block, at);
@@ -322,8 +321,7 @@ static int separate_task(mr_device *dev, void *arg, mr_err *err) {
   for (size_t m = 0; rc == 0 && m < mb; m++) {
     mr_kspace *sk = j->slices[m] = slice_buffer(j->s, j->ctx, j->k, dev, m, j->in_plane, err);
     mr_cfloat *to = sk != NULL ? mr_kspace_on(sk, dev, err) : NULL;
-    rc = to != NULL ? place_slice(dev, j, sep, m, to, err)
-                    : (err != NULL && err->code < 0 ? err->code : MR_ENOMEM);
+    rc = to != NULL ? place_slice(dev, j, sep, m, to, err) : mr_err_code(err, MR_ENOMEM);
   }
   mr_buf_destroy(buf);
   for (size_t m = 0; rc < 0 && m < mb; m++) { /* a fallback's run starts anew */

@@ -19,7 +19,7 @@ int mr_scratch_grow_pinned(mr_scratch *s, mr_device *dev, size_t bytes, const ch
   if (pin == NULL) {
     p = mr_budget_alloc(bytes, what, err);
     if (p == NULL)
-      return err != NULL && err->code < 0 ? err->code : MR_ENOMEM;
+      return mr_err_code(err, MR_ENOMEM);
   } else {
     int rc = mr_budget_take(bytes, what, err);
     if (rc < 0)

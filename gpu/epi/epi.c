@@ -85,7 +85,7 @@ int mr_epi_plan_create(mr_device *dev, const mr_epi_readout *r, mr_epi_plan **ou
   mr_cfloat *f = mr_budget_alloc(nf * sizeof *f, "an EPI regridding plan", err);
   if (f == NULL) {
     free(p);
-    return err != NULL && err->code < 0 ? err->code : MR_ENOMEM;
+    return mr_err_code(err, MR_ENOMEM);
   }
   p->dev = dev;
   p->samples = r->samples;
@@ -94,7 +94,7 @@ int mr_epi_plan_create(mr_device *dev, const mr_epi_readout *r, mr_epi_plan **ou
   for (int d = 0; d < 2 && rc == 0; d++) {
     if ((p->host_p[d] = mr_budget_alloc(np * sizeof(mr_cfloat), "an EPI regridding plan",
                                         err)) == NULL)
-      rc = err != NULL && err->code < 0 ? err->code : MR_ENOMEM;
+      rc = mr_err_code(err, MR_ENOMEM);
     else
       rc = pseudo_inverse(r->samples, r->nx, d ? r->reverse : r->forward, r->rcond, p->host_p[d],
                           &p->rank[d], err);

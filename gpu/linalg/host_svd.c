@@ -30,11 +30,10 @@ int mr_host_svd_create(int m, int n, mr_host_svd **out, mr_err *err) {
       (svd->u = mr_budget_alloc(u_bytes(svd), what, err)) == NULL ||
       (svd->vt = mr_budget_alloc(vt_bytes(svd), what, err)) == NULL ||
       (svd->s = malloc((size_t)r * sizeof(double))) == NULL) {
-    int code = err != NULL && err->code < 0 ? err->code : MR_ENOMEM;
     mr_host_svd_destroy(svd);
-    return code == MR_ENOMEM ? mr_err_set(err, code, "svd: out of memory for a %d x %d matrix",
-                                          m, n)
-                             : code;
+    /* the budget's line where it refused, else this one */
+    return mr_err_set(err, mr_err_code(err, MR_ENOMEM), "svd: out of memory for a %d x %d matrix",
+                      m, n);
   }
   *out = svd;
   return 0;
@@ -57,7 +56,7 @@ int mr_host_svd_run(mr_host_svd *svd, mr_err *err) {
       info == 0 ? mr_budget_alloc(work_bytes, "an SVD's workspace", err) : NULL;
   int rc = 0;
   if (info == 0 && work == NULL)
-    rc = err != NULL && err->code < 0 ? err->code : MR_ENOMEM;
+    rc = mr_err_code(err, MR_ENOMEM);
   else if (info == 0)
     info = LAPACKE_zgesvd_work(LAPACK_COL_MAJOR, 'S', 'S', m, n, svd->a, m, svd->s, svd->u, m,
                                svd->vt, r, work, lwork, rwork);
