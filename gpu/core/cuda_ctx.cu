@@ -120,13 +120,11 @@ static int create(mr_cuda_ctx *c, int high_priority, mr_err *err) {
   return 0;
 }
 
-int mr_cuda_ctx_create(mr_device *dev, const mr_gpu_lane *lane, int high_priority,
-                       mr_cuda_ctx **out, mr_err *err) {
+int mr_cuda_ctx_create(mr_device *dev, int high_priority, mr_cuda_ctx **out, mr_err *err) {
   mr_cuda_ctx *c = static_cast<mr_cuda_ctx *>(calloc(1, sizeof *c));
   if (c == nullptr)
     return mr_err_set(err, MR_ENOMEM, "gpu %d: out of memory", mr_device_ordinal(dev));
   c->dev = dev;
-  c->lane = lane;
   c->ordinal = mr_device_ordinal(dev);
   int rc = create(c, high_priority, err);
   if (rc < 0) {
@@ -441,7 +439,7 @@ static int prefetch_fft(void *arg, mr_err *err) {
 // another lane (a thread's lane is its turn, device.c).
 static void share_fft(const mr_cuda_ctx *c, int rank, const long long n[3], long long batch) {
   fft_shape s = {c->dev, rank, {n[0], n[1], n[2]}, batch};
-  mr_device_post_other_lanes(c->dev, c->lane, prefetch_fft, &s, sizeof s);
+  mr_device_post_other_lanes(c->dev, prefetch_fft, &s, sizeof s);
 }
 
 int mr_cuda_fft_plan(mr_cuda_ctx *c, int rank, const long long n[3], long long batch,

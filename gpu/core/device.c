@@ -62,10 +62,10 @@ mr_gpu_lane *mr_device_lane(mr_device *dev) {
                                          atomic_load(&realtime_threads) > 0, turn)];
 }
 
-void mr_device_post_other_lanes(mr_device *dev, const mr_gpu_lane *except,
-                                int (*fn)(void *arg, mr_err *err), const void *arg, size_t size) {
+void mr_device_post_other_lanes(mr_device *dev, int (*fn)(void *arg, mr_err *err),
+                                const void *arg, size_t size) {
   for (int l = 0; l < dev->nlanes; l++)
-    if (&dev->lanes[l] != except)
+    if (&dev->lanes[l] != own_lane)
       (void)mr_worker_post(dev->lanes[l].worker, fn, arg, size, NULL);
 }
 

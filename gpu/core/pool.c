@@ -84,7 +84,7 @@ static int gpu_init(void *p, mr_err *err) {
   mr_gpu_lane *lane = p;
   mr_device_enter_lane(lane);
   /* Lane 0 is the real-time lane (device.h): its streams first. */
-  return mr_cuda_ctx_create(lane->dev, lane, lane == &lane->dev->lanes[0], &lane->cuda, err);
+  return mr_cuda_ctx_create(lane->dev, lane == &lane->dev->lanes[0], &lane->cuda, err);
 }
 
 static int gpu_fini(void *p, mr_err *err) {

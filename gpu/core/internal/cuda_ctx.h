@@ -18,13 +18,12 @@ struct mr_cuda_ctx;
  * driver or device (never an error: the pool then runs on the CPU). */
 int mr_cuda_count(char *why, size_t whylen);
 
-struct mr_gpu_lane;
-/* On lane's worker (a lane of dev): makes dev current on this thread and
- * creates its streams, library handles, memory pool settings and staging
+/* On a lane's worker of dev: makes dev current on this thread and creates
+ * the lane's streams, library handles, memory pool settings and staging
  * buffers; high_priority: its streams at the device's highest priority
  * (the real-time lane). */
-int mr_cuda_ctx_create(mr_device *dev, const struct mr_gpu_lane *lane, int high_priority,
-                       struct mr_cuda_ctx **out, mr_err *err);
+int mr_cuda_ctx_create(mr_device *dev, int high_priority, struct mr_cuda_ctx **out,
+                       mr_err *err);
 void mr_cuda_ctx_destroy(struct mr_cuda_ctx *ctx);
 
 /* Waits for all work queued on the device; returns the first error. */

@@ -31,7 +31,6 @@ struct mr_fft_cached {
 
 struct mr_cuda_ctx {
   mr_device *dev;
-  const mr_gpu_lane *lane; // whose worker holds this state
   int ordinal;
   cudaDeviceProp props;
   // compute: every operation; upload/download: staged copies, which then

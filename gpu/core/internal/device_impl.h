@@ -20,14 +20,13 @@ struct mr_cuda_ctx *mr_device_cuda(const mr_device *dev);
 /* The pool's CPU threads (any device may use them for host-side loops). */
 mr_cpu_threads *mr_device_threads(const mr_device *dev);
 
-struct mr_gpu_lane;
 /* Posts fn with a copy of the `size` bytes at arg to the worker of each of
- * dev's lanes (not the helpers') but `except`, and returns at once: for
- * state each lane keeps its own copy of, made ahead of its use there. fn
- * runs on that lane's worker, where mr_device_cuda(dev) is that lane's;
- * one that cannot be queued (out of memory) is skipped. */
-void mr_device_post_other_lanes(mr_device *dev, const struct mr_gpu_lane *except,
-                                int (*fn)(void *arg, mr_err *err), const void *arg, size_t size);
+ * dev's lanes (not the helpers') but the calling thread's own, and returns
+ * at once: for state each lane keeps its own copy of, made ahead of its
+ * use there. fn runs on that lane's worker, where mr_device_cuda(dev) is
+ * that lane's; one that cannot be queued (out of memory) is skipped. */
+void mr_device_post_other_lanes(mr_device *dev, int (*fn)(void *arg, mr_err *err),
+                                const void *arg, size_t size);
 
 #ifdef __cplusplus
 }
