@@ -288,6 +288,16 @@ static void put_devices(FILE *t, mr_pool *pool) {
   family(t, "mrrecon_gpu_sessions", "gauge", "Sessions placed on each GPU.");
   for (int i = 0; i < n; i++)
     fprintf(t, "mrrecon_gpu_sessions{gpu=\"%d\"} %d\n", info[i].ordinal, info[i].load);
+  family(t, "mrrecon_gpu_lane_busy_seconds_total", "counter",
+         "Time each GPU lane spent running tasks, a task's start to its streams' "
+         "synchronisation (the lanes of a GPU overlap on it).");
+  for (int i = 0; i < n; i++) {
+    double busy[MR_GPU_LANES_MAX];
+    int lanes = mr_pool_gpu_lanes_busy(pool, i, busy, MR_GPU_LANES_MAX);
+    for (int l = 0; l < lanes && l < MR_GPU_LANES_MAX; l++)
+      fprintf(t, "mrrecon_gpu_lane_busy_seconds_total{gpu=\"%d\",lane=\"%d\"} %.6f\n",
+              info[i].ordinal, l, busy[l]);
+  }
 }
 
 int mr_metrics_render(mr_pool *pool, char **out, size_t *len) {

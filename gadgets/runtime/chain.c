@@ -114,8 +114,10 @@ void mr_chain_destroy(mr_chain *c) {
   if (c == NULL)
     return;
   mr_stages_stop(c);
-  if (c->cfg->realtime) /* the thread that configured it: its session is over */
+  if (c->realtime_counted) { /* the thread that configured it: its session is over */
     mr_device_set_realtime(0);
+    mr_device_count_realtime_session(c->realtime_device, -1);
+  }
   for (int i = 0; i < c->n; i++) {
     node *nd = &c->nodes[i];
     if (nd->state != NULL && nd->cls->destroy != NULL)
@@ -147,9 +149,13 @@ int mr_chain_configure(mr_chain *c, const mr_stream_header *hdr,
                        struct mr_pool *pool, struct mr_device *device, mr_err *err) {
   c->err = err;
   /* The pushing thread runs stage 0: a real-time config's GPU work from
-   * here on goes to the real-time lane (its stage threads say so too). */
-  if (c->cfg->realtime)
+   * here on goes to the real-time lanes (its stage threads say so too). */
+  if (c->cfg->realtime && !c->realtime_counted) {
     mr_device_set_realtime(1);
+    mr_device_count_realtime_session(device, +1);
+    c->realtime_counted = 1;
+    c->realtime_device = device;
+  }
   for (int i = 0; i < c->n; i++) {
     node *nd = &c->nodes[i];
     nd->ctx.hdr = hdr;

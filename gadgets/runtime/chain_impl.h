@@ -67,6 +67,8 @@ struct mr_chain {
   mr_err own_err; /* until configure gives one */
   char history[512];
   mr_chain_notes notes;
+  int realtime_counted;              /* configure counted a real-time session on */
+  struct mr_device *realtime_device; /* this device (NULL: the CPU) */
   /* Pipelined only: the first failure of any stage. Once set, every stage
    * drops what reaches it and skips its flush. */
   atomic_int failed;

@@ -83,15 +83,15 @@ int mr_cuda_count(char *why, size_t whylen) {
   return n;
 }
 
-static int create(mr_cuda_ctx *c, int high_priority, mr_err *err) {
+static int create(mr_cuda_ctx *c, int rank, mr_err *err) {
   MR_CU(cudaSetDevice(c->ordinal));
   MR_CU(cudaGetDeviceProperties(&c->props, c->ordinal));
-  // The real-time lane's streams (device.h) at the device's highest
-  // priority: its kernels' blocks are scheduled before waiting ones of the
-  // other lanes. Numerically lower is higher.
+  // Graded by rank, the real-time lanes (device.h: always the first ones)
+  // above the others: their kernels' blocks are scheduled before waiting
+  // ones of the later lanes. Numerically lower is higher.
   int least = 0, greatest = 0;
   MR_CU(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  int priority = high_priority ? greatest : least;
+  int priority = greatest + rank < least ? greatest + rank : least;
   MR_CU(cudaStreamCreateWithPriority(&c->compute, cudaStreamNonBlocking, priority));
   MR_CU(cudaStreamCreateWithPriority(&c->upload, cudaStreamNonBlocking, priority));
   MR_CU(cudaStreamCreateWithPriority(&c->download, cudaStreamNonBlocking, priority));
@@ -120,13 +120,13 @@ static int create(mr_cuda_ctx *c, int high_priority, mr_err *err) {
   return 0;
 }
 
-int mr_cuda_ctx_create(mr_device *dev, int high_priority, mr_cuda_ctx **out, mr_err *err) {
+int mr_cuda_ctx_create(mr_device *dev, int rank, mr_cuda_ctx **out, mr_err *err) {
   mr_cuda_ctx *c = static_cast<mr_cuda_ctx *>(calloc(1, sizeof *c));
   if (c == nullptr)
     return mr_err_set(err, MR_ENOMEM, "gpu %d: out of memory", mr_device_ordinal(dev));
   c->dev = dev;
   c->ordinal = mr_device_ordinal(dev);
-  int rc = create(c, high_priority, err);
+  int rc = create(c, rank, err);
   if (rc < 0) {
     mr_cuda_ctx_destroy(c);
     return rc;

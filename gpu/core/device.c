@@ -28,24 +28,29 @@ void mr_device_enter_lane(mr_gpu_lane *lane) { own_lane = lane; }
 
 void mr_device_become_helper(void) { helper = 1; }
 
-/* This thread's work is real-time work; how many threads say so now. */
+/* This thread's work is real-time work. */
 static _Thread_local int realtime;
-static atomic_int realtime_threads;
 
-void mr_device_set_realtime(int on) {
-  on = on != 0;
-  if (on != realtime)
-    atomic_fetch_add(&realtime_threads, on ? 1 : -1);
-  realtime = on;
-}
+void mr_device_set_realtime(int on) { realtime = on != 0; }
 
 int mr_device_is_realtime(void) { return realtime; }
 
-int mr_device_lane_pick(int nlanes, int realtime_thread, int realtime_active, int turn) {
-  if (nlanes <= 1 || realtime_thread)
+void mr_device_count_realtime_session(mr_device *dev, int delta) {
+  if (dev != NULL)
+    atomic_fetch_add(&dev->realtime_sessions, delta);
+}
+
+int mr_device_lane_pick(int nlanes, int realtime_thread, int realtime_sessions, int turn) {
+  if (nlanes <= 1)
     return 0;
-  /* Lane 0 is left to real-time work while there is any. */
-  return realtime_active ? 1 + turn % (nlanes - 1) : turn % nlanes;
+  /* The first lanes, one per real-time session up to all but one, are
+   * left to real-time work: a frame queues behind no heavy session's task,
+   * and several real-time sessions do not queue behind each other on one
+   * lane while the others idle. */
+  int kept = realtime_sessions < 1 ? 0 : realtime_sessions < nlanes ? realtime_sessions : nlanes - 1;
+  if (realtime_thread)
+    return kept > 0 ? turn % kept : 0;
+  return kept + turn % (nlanes - kept);
 }
 
 mr_gpu_lane *mr_device_lane(mr_device *dev) {
@@ -56,10 +61,10 @@ mr_gpu_lane *mr_device_lane(mr_device *dev) {
   if (turn < 0)
     turn = atomic_fetch_add(&turns, 1) & 0xffff;
   /* Tasks are synchronous and end with their lane's streams synchronised,
-   * so a thread moving between lanes (real-time work coming and going)
+   * so a thread moving between lanes (real-time sessions coming and going)
    * keeps its tasks in order. */
   return &dev->lanes[mr_device_lane_pick(dev->nlanes, realtime,
-                                         atomic_load(&realtime_threads) > 0, turn)];
+                                         atomic_load(&dev->realtime_sessions), turn)];
 }
 
 void mr_device_post_other_lanes(mr_device *dev, int (*fn)(void *arg, mr_err *err),
@@ -77,6 +82,20 @@ struct mr_cuda_ctx *mr_device_cuda(const mr_device *dev) {
 
 mr_cpu_threads *mr_device_threads(const mr_device *dev) { return dev->threads; }
 
+static long long now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int mr_device_lane_count(const mr_device *dev) { return dev->fake != NULL ? 1 : dev->nlanes; }
+
+double mr_device_lane_busy_s(const mr_device *dev, int lane) {
+  if (lane < 0 || lane >= mr_device_lane_count(dev))
+    return 0;
+  return (double)atomic_load(&dev->lanes[lane].busy_ns) / 1e9;
+}
+
 #ifdef MR_HAVE_CUDA
 typedef struct task_call {
   mr_device *dev;
@@ -89,8 +108,10 @@ typedef struct task_call {
 /* A task that came through the queue: it owns the synchronisation. */
 static int run_outermost(void *p, mr_err *err) {
   task_call *c = p;
+  long long t0 = now_ns();
   int rc = c->task(c->dev, c->arg, err);
   int sync = mr_cuda_ctx_sync(mr_device_cuda(c->dev), err);
+  atomic_fetch_add(&own_lane->busy_ns, now_ns() - t0);
   return rc < 0 ? rc : sync;
 }
 
@@ -152,13 +173,17 @@ int mr_device_run(mr_device *dev, mr_device_task task, void *arg, mr_err *err) {
     return mr_worker_call(w, run_outermost, &c, err);
   }
 #endif
-  return task(dev, arg, err);
-}
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+  if (dev->fake == NULL)
+    return task(dev, arg, err);
+  /* A fake GPU's tasks run on their callers: its one pretend lane is
+   * busy for the outermost ones. */
+  static _Thread_local int depth;
+  long long t0 = depth == 0 ? now_ns() : 0;
+  depth++;
+  int rc = task(dev, arg, err);
+  if (--depth == 0)
+    atomic_fetch_add(&dev->lanes[0].busy_ns, now_ns() - t0);
+  return rc;
 }
 
 int mr_device_time(mr_device *dev, mr_device_task task, void *arg, int warmup, int reps, double *ms,
@@ -173,12 +198,12 @@ int mr_device_time(mr_device *dev, mr_device_task task, void *arg, int warmup, i
   }
 #endif
   for (int i = 0; i < warmup + reps; i++) {
-    double t0 = now_ms();
+    long long t0 = now_ns();
     int rc = task(dev, arg, err);
     if (rc < 0)
       return rc;
     if (i >= warmup)
-      ms[i - warmup] = now_ms() - t0;
+      ms[i - warmup] = (double)(now_ns() - t0) / 1e6;
   }
   return 0;
 }

@@ -61,18 +61,31 @@ int mr_device_gpu_index(const mr_device *dev);
 int mr_device_ordinal(const mr_device *dev);
 
 /* Real-time work (the threads of a session whose config says "priority":
- * "realtime"): while any thread says so, each GPU's lane 0 - its streams
- * at the device's highest priority - takes only real-time threads' tasks,
- * the others share the remaining lanes, so a frame never queues behind a
- * heavy session's task on a lane's worker, and its kernels are scheduled
- * first. With one lane everything shares it. 0 turns it off again. */
+ * "realtime"): the calling thread's tasks go to the lanes kept for real-time
+ * work on each GPU, whose streams run at the device's highest priority. 0
+ * turns it off again. */
 void mr_device_set_realtime(int on);
 /* Whether the calling thread does real-time work. */
 int mr_device_is_realtime(void);
+/* A real-time session placed on dev begins (+1) or ends (-1): while k are
+ * on it, dev's first min(k, lanes - 1) lanes take only real-time threads'
+ * tasks and the others share the remaining lanes, so a frame never queues
+ * behind a heavy session's task on a lane's worker, nor behind another
+ * real-time session's while lanes are spare. NULL (the CPU) is ignored. */
+void mr_device_count_realtime_session(mr_device *dev, int delta);
 
-/* The lane (0..nlanes-1) a thread takes: the real-time lane, or, by its
- * turn, one of the others while real-time work is active, else any. */
-int mr_device_lane_pick(int nlanes, int realtime_thread, int realtime_active, int turn);
+/* The lane (0..nlanes-1) a thread takes by its turn: among the real-time
+ * lanes for a real-time thread, among the others for the rest, with
+ * realtime_sessions real-time sessions on the device (see above). */
+int mr_device_lane_pick(int nlanes, int realtime_thread, int realtime_sessions, int turn);
+
+/* The lanes whose time is counted: a GPU's (pool.h, gpu_lanes), 1 for a
+ * fake GPU (its tasks run on their callers), 0 for the CPU. */
+int mr_device_lane_count(const mr_device *dev);
+/* Seconds lane `lane` has spent running tasks since the pool started,
+ * from a task's start to its streams' synchronisation (the time it holds
+ * the lane; queued tasks wait meanwhile); for the metrics' busy counters. */
+double mr_device_lane_busy_s(const mr_device *dev, int lane);
 
 /* Copies `bytes` between host memory and memory on dev (a pointer into an
  * mr_buf of dev, or an offset into one): for code that has the pointer an

@@ -83,8 +83,8 @@ static int parse_gpus(const char *spec, int share, int *list, size_t *n, int *al
 static int gpu_init(void *p, mr_err *err) {
   mr_gpu_lane *lane = p;
   mr_device_enter_lane(lane);
-  /* Lane 0 is the real-time lane (device.h): its streams first. */
-  return mr_cuda_ctx_create(lane->dev, lane == &lane->dev->lanes[0], &lane->cuda, err);
+  /* The real-time lanes are the first ones (device.h): streams by rank. */
+  return mr_cuda_ctx_create(lane->dev, (int)(lane - lane->dev->lanes), &lane->cuda, err);
 }
 
 static int gpu_fini(void *p, mr_err *err) {
@@ -442,6 +442,15 @@ int mr_pool_gpu_info(mr_pool *pool, int i, mr_device_info *out) {
     out->mem_free = free_bytes;
 #endif
   return 0;
+}
+
+int mr_pool_gpu_lanes_busy(mr_pool *pool, int i, double *busy_s, int max) {
+  if (i < 0 || i >= pool->ngpus)
+    return 0;
+  int n = mr_device_lane_count(&pool->gpus[i]);
+  for (int l = 0; l < n && l < max; l++)
+    busy_s[l] = mr_device_lane_busy_s(&pool->gpus[i], l);
+  return n;
 }
 
 int mr_pool_describe(mr_pool *pool, mr_pool_format format, char **out, mr_err *err) {

@@ -103,6 +103,10 @@ int mr_pool_describe(mr_pool *pool, mr_pool_format format, char **out, mr_err *e
  * the calling thread: it never waits behind a session's work). For the
  * metrics endpoint. 0, or MR_EINVAL for a bad index. */
 int mr_pool_gpu_info(mr_pool *pool, int i, mr_device_info *out);
+/* GPU i's lanes' busy seconds (device.h, mr_device_lane_busy_s) into
+ * busy_s[0..max-1]; returns how many lanes it has (0 for a bad i). Reads
+ * counters only: never waits for the GPU. */
+int mr_pool_gpu_lanes_busy(mr_pool *pool, int i, double *busy_s, int max);
 
 #ifdef __cplusplus
 }

@@ -187,6 +187,43 @@ static int write_errors(bench_json *j, const replay *r, int n) {
   return failed;
 }
 
+/* ---- where the time went -------------------------------------------- */
+
+#define MAX_GPUS 16
+
+/* Each GPU lane's share of the case's wall time spent running tasks (the
+ * server's busy counters, after less before): whether the GPUs' lanes were
+ * the bound. Nothing when the server gives no counters. */
+static void write_lanes_busy(bench_json *j, const double before[][STREAM_LANES],
+                             const double after[][STREAM_LANES], int gpus, double wall_ms) {
+  if (gpus <= 0 || wall_ms <= 0)
+    return;
+  json_open(j, "lane_busy_share", '{');
+  for (int g = 0; g < gpus && g < MAX_GPUS; g++) {
+    char key[16];
+    snprintf(key, sizeof key, "gpu%d", g);
+    json_open(j, key, '[');
+    for (int l = 0; l < STREAM_LANES && after[g][l] >= 0; l++)
+      json_num(j, NULL, (after[g][l] - before[g][l]) * 1e3 / wall_ms);
+    json_close(j, ']');
+  }
+  json_close(j, '}');
+}
+
+/* The gadgets' time per session, averaged over the case's session lines
+ * in the server's log (time a gadget held its stage's thread, waits for a
+ * GPU lane included). */
+static void write_gadget_times(bench_json *j, stream_server *srv, int sessions) {
+  stream_gadgets t;
+  if (stream_server_gadget_totals(srv, sessions, 5000, &t) <= 0)
+    return;
+  json_int(j, "gadget_sessions", t.sessions);
+  json_open(j, "gadget_ms_per_session", '{');
+  for (int k = 0; k < t.n; k++)
+    json_num(j, t.name[k], t.ms[k] / t.sessions);
+  json_close(j, '}');
+}
+
 /* ---- N sessions at once --------------------------------------------- */
 
 static void run_case(load_bench *b, const load_case *c) {
@@ -215,6 +252,11 @@ static void run_case(load_bench *b, const load_case *c) {
     json_close(j, '}');
     return;
   }
+  /* The warm-up session's line is not the case's. */
+  char warm_line[2048];
+  stream_server_session_line(&b->server, 1000, warm_line, sizeof warm_line);
+  double busy0[MAX_GPUS][STREAM_LANES], busy1[MAX_GPUS][STREAM_LANES];
+  int gpus = stream_server_lanes_busy(&b->server, busy0, MAX_GPUS);
   double t0 = bench_now_ms();
   int started = 0;
   for (int i = 0; i < n; i++) {
@@ -225,6 +267,8 @@ static void run_case(load_bench *b, const load_case *c) {
   }
   for (int i = 0; i < started; i++)
     pthread_join(threads[i], NULL);
+  if (gpus > 0 && stream_server_lanes_busy(&b->server, busy1, MAX_GPUS) != gpus)
+    gpus = 0;
   double end = t0;
   long long bytes = 0;
   int images = 0, nlat = 0;
@@ -262,6 +306,9 @@ static void run_case(load_bench *b, const load_case *c) {
     write_percentiles(j, "session_ms", wall, nw);
     write_percentiles(j, "latency_ms", lat, nlat);
   }
+  write_lanes_busy(j, (const double(*)[STREAM_LANES])busy0, (const double(*)[STREAM_LANES])busy1,
+                   gpus, end - t0);
+  write_gadget_times(j, &b->server, started);
   for (int i = 0; i < n; i++)
     stream_timing_free(&r[i].t);
   free(lat);
@@ -310,9 +357,10 @@ static void realtime_beside(load_bench *b, const char *key, const stream_session
       if (!isnan(r.t.latency_ms[u]))
         lat[n++] = r.t.latency_ms[u];
     json_num(j, "frames_per_s", (r.t.images - r.t.unmatched_images) / (r.t.wall_ms / 1e3));
-    if (lat != NULL) {
+    if (lat != NULL && n > 0) {
       write_percentiles(j, "latency_ms", lat, n);
       *p99 = lat[(int)ceil(0.99 * n) - 1];
+      stream_write_late_units(j, rt, &r.t, *p99);
     }
     free(lat);
     if (with) {
@@ -428,7 +476,9 @@ int bench_load(const bench_ctx *ctx) {
   }
   char fake[16], log[1100], why[1024];
   snprintf(fake, sizeof fake, "%d", ctx->fake_gpus);
-  const char *const extra[] = {ctx->fake_gpus > 0 ? "--fake-gpus" : NULL, fake, NULL};
+  /* --http for the lanes' busy counters (/metrics). */
+  const char *const extra[] = {"--http", "127.0.0.1:0", ctx->fake_gpus > 0 ? "--fake-gpus" : NULL,
+                               fake, NULL};
   snprintf(log, sizeof log, "%s/reconserver.log", b.tmp);
   char args[300];
   snprintf(args, sizeof args, "--gpus %s%s%s", gpus, ctx->fake_gpus > 0 ? " --fake-gpus " : "",

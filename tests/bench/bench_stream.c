@@ -239,27 +239,6 @@ static const dataset_file *dataset_for(stream_bench *b, const stream_case *c, ch
 
 /* ---- one server, N rounds ------------------------------------------- */
 
-/* Where a paced session's tail is: the units (in sending order) whose
- * latency reached the p99, as [unit, latency ms] (unit u is sent u
- * paces after the first), the first LATE_UNITS of them. Whether they come in one burst (a stall:
- * consecutive units) or spread over the session (each unit's own cost)
- * is what the percentiles cannot say. */
-#define LATE_UNITS 40
-static void write_late_units(bench_json *j, const stream_session *s, const stream_timing *t,
-                             double p99) {
-  json_open(j, "late_units", '[');
-  for (int u = 0, listed = 0; u < s->nunits && listed < LATE_UNITS; u++) {
-    if (s->unit_end[u] > t->bytes_sent || isnan(t->latency_ms[u]) || t->latency_ms[u] < p99)
-      continue;
-    json_open(j, NULL, '[');
-    json_int(j, NULL, u);
-    json_num(j, NULL, t->latency_ms[u]);
-    json_close(j, ']');
-    listed++;
-  }
-  json_close(j, ']');
-}
-
 /* Times the session through server k, sent as fast as it goes or, with
  * paced, at the case's rate (one round, object "<server>_paced"); writes
  * its object; 0, or -1 when a session failed (written as "error").
@@ -385,7 +364,7 @@ static int time_server(stream_bench *b, const stream_case *c, int k, const strea
   json_close(j, '}');
   free(lat);
   if (paced && !isnan(p99))
-    write_late_units(j, s, &best, p99);
+    stream_write_late_units(j, s, &best, p99);
   if (missing > 0)
     json_int(j, "without_image", missing);
   json_num(j, "last_acquisition_to_last_image_ms", best.last_image_ms - best.last_acq_ms);

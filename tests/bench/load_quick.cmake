@@ -1,8 +1,9 @@
 # ctest bench_load_quick (cmake -P): runs `mr-bench load --quick` against a
 # server on 2 fake GPUs and checks that its JSON is complete: every case
 # with its rates and latency percentiles as numbers, every session served,
-# the real-time stream's latency alone and beside each neighbour. Timings
-# are not judged.
+# the real-time stream's latency alone and beside each neighbour (with its
+# late frames), the gadgets' time per session and each GPU lane's busy
+# share. Timings are not judged.
 #   cmake -DBENCH=mr-bench -DCONFIGS=dir -DOUT=file.json -P load_quick.cmake
 execute_process(COMMAND ${BENCH} load --quick --fake-gpus 2 --gpus 0,1 --configs ${CONFIGS}
                         --json ${OUT}
@@ -31,6 +32,14 @@ foreach(name realtime_cg grappa cgsense3d)
   if(NOT n EQUAL 4 OR NOT ok EQUAL n)
     message(FATAL_ERROR "${name}: ${ok} of ${n} sessions served (4 expected) in ${OUT}")
   endif()
+  # Where the time went: every session's line, each GPU's lane 0.
+  string(JSON gn GET "${json}" load cases ${name} gadget_sessions)
+  if(NOT gn EQUAL n)
+    message(FATAL_ERROR "${name}: gadget times of ${gn} sessions, not ${n}, in ${OUT}")
+  endif()
+  expect_number(load cases ${name} gadget_ms_per_session image_out)
+  expect_number(load cases ${name} lane_busy_share gpu0 0)
+  expect_number(load cases ${name} lane_busy_share gpu1 0)
   string(JSON rate GET "${json}" load cases ${name} sessions_per_s)
   message(STATUS "${name}: ${n} sessions at once, ${rate} sessions/s")
 endforeach()
@@ -39,6 +48,7 @@ expect_number(load cases grappa slices_per_s)
 foreach(run alone beside_grappa beside_cgsense3d)
   expect_number(load cases realtime_neighbour ${run} frames_per_s)
   expect_number(load cases realtime_neighbour ${run} latency_ms p99)
+  expect_number(load cases realtime_neighbour ${run} late_units 0 1)
 endforeach()
 foreach(run beside_grappa beside_cgsense3d)
   expect_number(load cases realtime_neighbour ${run} p99_ratio_to_alone)

@@ -312,3 +312,19 @@ void stream_timing_free(stream_timing *t) {
   free(t->latency_ms);
   t->latency_ms = NULL;
 }
+
+#define LATE_UNITS 40 /* listed at most (stream_replay.h) */
+void stream_write_late_units(bench_json *j, const stream_session *s, const stream_timing *t,
+                             double p99) {
+  json_open(j, "late_units", '[');
+  for (int u = 0, listed = 0; u < s->nunits && listed < LATE_UNITS; u++) {
+    if (s->unit_end[u] > t->bytes_sent || isnan(t->latency_ms[u]) || t->latency_ms[u] < p99)
+      continue;
+    json_open(j, NULL, '[');
+    json_int(j, NULL, u);
+    json_num(j, NULL, t->latency_ms[u]);
+    json_close(j, ']');
+    listed++;
+  }
+  json_close(j, ']');
+}

@@ -13,6 +13,7 @@
 #ifndef MR_BENCH_STREAM_REPLAY_H
 #define MR_BENCH_STREAM_REPLAY_H
 
+#include "bench.h"
 #include "stream_session.h"
 
 typedef struct stream_timing {
@@ -50,5 +51,13 @@ int stream_replay_server(const stream_session *s, int port, double pace_ms, doub
 int stream_replay_raw(const stream_session *s, stream_timing *t);
 
 void stream_timing_free(stream_timing *t);
+
+/* Where a paced session's tail is: writes array "late_units" of the units
+ * (in sending order) whose latency reached p99, as [unit, latency ms]
+ * (unit u is sent u paces after the first), the first 40 of them. Whether
+ * they come in one burst (a stall: consecutive units) or spread over the
+ * session (each unit's own cost) is what the percentiles cannot say. */
+void stream_write_late_units(bench_json *j, const stream_session *s, const stream_timing *t,
+                             double p99);
 
 #endif

@@ -25,14 +25,15 @@ static void last_line(const char *path, char *out, size_t size) {
     fclose(f);
 }
 
-static int logged_port(const char *path) {
+/* The port after marker in the log's first line that has it; 0: none. */
+static int logged_port(const char *path, const char *marker) {
   FILE *f = fopen(path, "r");
   char line[1024];
   int port = 0;
   while (f != NULL && port == 0 && fgets(line, sizeof line, f) != NULL) {
-    const char *at = strstr(line, " listening on 127.0.0.1:");
+    const char *at = strstr(line, marker);
     if (at != NULL)
-      port = atoi(at + strlen(" listening on 127.0.0.1:"));
+      port = atoi(at + strlen(marker));
   }
   if (f != NULL)
     fclose(f);
@@ -64,8 +65,11 @@ int stream_server_start(stream_server *s, const char *bin, const char *configs, 
   }
   close(log);
   for (int i = 0; s->pid > 0 && i < 3000; i++) {
-    if ((s->port = logged_port(log_path)) > 0)
+    if ((s->port = logged_port(log_path, " listening on 127.0.0.1:")) > 0) {
+      /* Logged before the listener's line when --http is given. */
+      s->http_port = logged_port(log_path, " health and metrics on http://127.0.0.1:");
       return 0;
+    }
     if (waitpid(s->pid, NULL, WNOHANG) == s->pid) {
       s->pid = 0;
       break;
@@ -181,4 +185,81 @@ int stream_server_wait_line(stream_server *s, const char *text, int wait_ms) {
     usleep(10000);
   }
   return -1;
+}
+
+int stream_server_lanes_busy(const stream_server *s, double busy[][STREAM_LANES], int max_gpus) {
+  static const char series[] = "mrrecon_gpu_lane_busy_seconds_total{gpu=\"";
+  if (s->http_port <= 0)
+    return -1;
+  int fd = mr_test_connect(s->http_port);
+  if (fd < 0)
+    return -1;
+  static const char get[] = "GET /metrics HTTP/1.0\r\n\r\n";
+  size_t cap = 1 << 20, len = 0;
+  char *page = malloc(cap);
+  int ok = page != NULL && write(fd, get, sizeof get - 1) == (ssize_t)(sizeof get - 1);
+  for (ssize_t got = 1; ok && got > 0 && len + 1 < cap; len += (size_t)got)
+    got = read(fd, page + len, cap - 1 - len);
+  close(fd);
+  if (!ok) {
+    free(page);
+    return -1;
+  }
+  page[len] = '\0';
+  int gpus = 0;
+  for (int g = 0; g < max_gpus; g++)
+    for (int l = 0; l < STREAM_LANES; l++)
+      busy[g][l] = -1;
+  for (const char *p = strstr(page, series); p != NULL; p = strstr(p + 1, series)) {
+    int g = -1, l = -1;
+    double v = 0;
+    if (sscanf(p + sizeof series - 1, "%d\",lane=\"%d\"} %lf", &g, &l, &v) == 3 && g >= 0 &&
+        g < max_gpus && l >= 0 && l < STREAM_LANES) {
+      busy[g][l] = v;
+      gpus = g + 1 > gpus ? g + 1 : gpus;
+    }
+  }
+  free(page);
+  return gpus;
+}
+
+int stream_server_gadget_totals(stream_server *s, int sessions, int wait_ms, stream_gadgets *t) {
+  memset(t, 0, sizeof *t);
+  for (int waited = 0; t->sessions < sessions && waited <= wait_ms; waited += 10) {
+    FILE *f = fopen(s->log_path, "r");
+    char buf[4096];
+    if (f == NULL || fseek(f, s->log_read, SEEK_SET) != 0) {
+      if (f != NULL)
+        fclose(f);
+      return -1;
+    }
+    while (fgets(buf, sizeof buf, f) != NULL && strchr(buf, '\n') != NULL) {
+      s->log_read += (long)strlen(buf);
+      const char *g = strstr(buf, " gadgets=");
+      if (g == NULL)
+        continue;
+      t->sessions++;
+      /* name=12.3ms,name=4.5ms,... */
+      for (const char *p = g + strlen(" gadgets="); *p != '\0' && *p != ' ' && *p != '\n';) {
+        char name[40];
+        double ms;
+        int used = 0;
+        if (sscanf(p, "%39[^=]=%lfms%n", name, &ms, &used) != 2 || used == 0)
+          break;
+        int k = 0;
+        while (k < t->n && strcmp(t->name[k], name) != 0)
+          k++;
+        if (k == t->n && t->n < STREAM_GADGETS)
+          snprintf(t->name[t->n++], sizeof t->name[0], "%s", name);
+        if (k < t->n)
+          t->ms[k] += ms;
+        p += used;
+        p += *p == ',';
+      }
+    }
+    fclose(f);
+    if (t->sessions < sessions)
+      usleep(10000);
+  }
+  return t->sessions;
 }

@@ -9,6 +9,7 @@
 typedef struct stream_server {
   pid_t pid;
   int port;
+  int http_port; /* given --http 127.0.0.1:0 in extra; else 0 */
   char log_path[512];
   long log_read; /* bytes of the log already looked at */
 } stream_server;
@@ -37,5 +38,24 @@ int stream_server_has_config(const stream_server *s, const char *name);
  * gadgets=...") written since the last call, waiting up to wait_ms for
  * one; "" if none. */
 void stream_server_session_line(stream_server *s, int wait_ms, char *line, size_t size);
+
+/* Each GPU's lanes' busy seconds from the server's /metrics
+ * (mrrecon_gpu_lane_busy_seconds_total; -1 for a lane it does not list):
+ * the number of GPUs listed, or -1 when the server has no --http or cannot
+ * be asked. */
+#define STREAM_LANES 9
+int stream_server_lanes_busy(const stream_server *s, double busy[][STREAM_LANES], int max_gpus);
+
+/* Every gadget's time summed over the next `sessions` per-connection log
+ * lines ("... gadgets=name=1.2ms,..."), waiting up to wait_ms for them:
+ * the number of lines summed, -1 when the log cannot be read. */
+#define STREAM_GADGETS 32
+typedef struct stream_gadgets {
+  int sessions;
+  int n;
+  char name[STREAM_GADGETS][40];
+  double ms[STREAM_GADGETS];
+} stream_gadgets;
+int stream_server_gadget_totals(stream_server *s, int sessions, int wait_ms, stream_gadgets *t);
 
 #endif

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -415,24 +416,86 @@ static void gpu_threads_on_other_lanes_are_not_held_up(void **state) {
   assert_true(ok);
 }
 
-/* Real-time work's lane (device.h): lane 0 is its own while any thread
- * does real-time work, the others spread over the rest; with no real-time
- * work every lane is everyone's; one lane is shared by all. */
+static double lanes_busy(mr_pool *pool, int gpu) {
+  double busy[MR_GPU_LANES_MAX], sum = 0;
+  int n = mr_pool_gpu_lanes_busy(pool, gpu, busy, MR_GPU_LANES_MAX);
+  assert_true(n >= 1);
+  for (int l = 0; l < n; l++)
+    sum += busy[l];
+  return sum;
+}
+
+static int sleep_ms_task(mr_device *dev, void *arg, mr_err *err) {
+  (void)dev;
+  (void)err;
+  usleep((useconds_t)(*(int *)arg * 1000));
+  return 0;
+}
+
+/* 20 ms asleep around a nested 10 ms task: the inner one's time is the
+ * outer one's, counted once. */
+static int outer_sleep_task(mr_device *dev, void *arg, mr_err *err) {
+  (void)arg;
+  int inner = 10;
+  usleep(20000);
+  return mr_device_run(dev, sleep_ms_task, &inner, err);
+}
+
+/* A GPU's lanes count the time tasks hold them (the metrics' busy
+ * counters): at least the task's 30 ms, at most the caller's wait. */
+static void lane_busy(mr_pool *pool, mr_device *dev) {
+  int gpu = mr_device_gpu_index(dev);
+  double before = lanes_busy(pool, gpu);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  GPU_OK(mr_device_run(dev, outer_sleep_task, NULL, TERR));
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  double busy = lanes_busy(pool, gpu) - before;
+  assert_true(busy >= 0.030);
+  assert_true(busy <= waited + 1e-6);
+  assert_int_equal(mr_pool_gpu_lanes_busy(pool, 99, NULL, 0), 0);
+}
+
+static void fake_gpu_lane_busy(void **state) {
+  (void)state;
+  mr_pool_opts opts = {.fake_gpus = 1, .cpu_threads = 1};
+  mr_pool *pool;
+  GPU_OK(mr_pool_create(&opts, &pool, TERR));
+  mr_device *dev;
+  GPU_OK(mr_pool_acquire(pool, "0", &dev, TERR));
+  lane_busy(pool, dev);
+  mr_pool_release(pool, dev);
+  mr_pool_destroy(pool);
+}
+
+static void gpu_lane_busy(void **state) {
+  (void)state;
+  lane_busy(gpu_test_pool(), gpu_test_gpu());
+}
+
+/* Real-time work's lanes (device.h): with k real-time sessions on a GPU
+ * its first min(k, lanes - 1) lanes are theirs, spread by turn, and the
+ * others spread over the rest; with none every lane is everyone's; one
+ * lane is shared by all. */
 static void realtime_lane(void **state) {
   (void)state;
-  int seen[4] = {0};
-  for (int turn = 0; turn < 12; turn++) {
-    assert_int_equal(mr_device_lane_pick(4, 1, 1, turn), 0);
-    int lane = mr_device_lane_pick(4, 0, 1, turn);
-    assert_true(lane >= 1 && lane <= 3);
-    seen[lane]++;
-    assert_int_equal(mr_device_lane_pick(4, 0, 0, turn), turn % 4);
-    assert_int_equal(mr_device_lane_pick(1, turn % 2, 1, turn), 0);
+  for (int sessions = 0; sessions <= 6; sessions++) {
+    int kept = sessions < 4 ? sessions : 3;
+    int rt_seen[4] = {0}, other_seen[4] = {0};
+    for (int turn = 0; turn < 24; turn++) {
+      rt_seen[mr_device_lane_pick(4, 1, sessions, turn)]++;
+      other_seen[mr_device_lane_pick(4, 0, sessions, turn)]++;
+      assert_int_equal(mr_device_lane_pick(1, turn % 2, sessions, turn), 0);
+    }
+    for (int lane = 0; lane < 4; lane++) {
+      /* Real-time threads: the kept lanes evenly (lane 0 with none kept). */
+      int rt_want = kept == 0 ? (lane == 0 ? 24 : 0) : lane < kept ? 24 / kept : 0;
+      assert_int_equal(rt_seen[lane], rt_want);
+      /* The rest: the other lanes evenly, never a kept one. */
+      assert_int_equal(other_seen[lane], lane < kept ? 0 : 24 / (4 - kept));
+    }
   }
-  assert_int_equal(seen[0], 0);
-  assert_int_equal(seen[1], 4);
-  assert_int_equal(seen[2], 4);
-  assert_int_equal(seen[3], 4);
   /* The flag is the calling thread's. */
   assert_false(mr_device_is_realtime());
   mr_device_set_realtime(1);
@@ -489,6 +552,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(cpu_buffers),
       cmocka_unit_test(cpu_threads_concurrent),
       cmocka_unit_test(realtime_lane),
+      cmocka_unit_test(fake_gpu_lane_busy),
   };
   const struct CMUnitTest cuda_tests[] = {
       cmocka_unit_test(gpu_placement),
@@ -498,6 +562,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(gpu_task_lines),
       cmocka_unit_test(gpu_describe_does_not_wait_for_the_worker),
       cmocka_unit_test(gpu_threads_on_other_lanes_are_not_held_up),
+      cmocka_unit_test(gpu_lane_busy),
 #ifdef MR_HAVE_CUDA
       cmocka_unit_test(gpu_fft_plans_on_every_lane),
 #endif

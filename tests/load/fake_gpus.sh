@@ -22,6 +22,7 @@ m=$(metrics)
 echo "$m" | grep -q '^mrrecon_gpu_memory_total_bytes{gpu="0"} 536870912$' || fail "gpu 0 memory"
 echo "$m" | grep -q '^mrrecon_gpu_sessions{gpu="2"} 0$' || fail "gpu 2 listed"
 echo "$m" | grep -q 'gpu="1"' && fail "gpu 1 was left out with --gpus"
+echo "$m" | grep -q '^mrrecon_gpu_lane_busy_seconds_total{gpu="2",lane="0"} ' || fail "gpu 2 lane busy"
 
 # Watch /metrics while the 4 sessions are open together.
 "$build/bin/mr-load" -p "$port" -c 4 -n 1 -m 32 -k 4 -w 3000 >"$tmp/load.json" &

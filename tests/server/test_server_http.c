@@ -317,6 +317,9 @@ static void gpu_series(void **state) {
   assert_true(total > 1e9);
   assert_true(used > 0 && used <= total);
   assert_true(sample(page, "mrrecon_gpu_sessions{gpu=\"0\"}") == 0);
+  /* Every lane's busy counter (the start-up's own tasks may have run). */
+  assert_true(sample(page, "mrrecon_gpu_lane_busy_seconds_total{gpu=\"0\",lane=\"0\"}") >= 0);
+  assert_true(sample(page, "mrrecon_gpu_lane_busy_seconds_total{gpu=\"0\",lane=\"3\"}") >= 0);
   assert_int_equal(mr_test_server_stop(&s), 0);
 }
 

@@ -20,10 +20,10 @@ int mr_cuda_count(char *why, size_t whylen);
 
 /* On a lane's worker of dev: makes dev current on this thread and creates
  * the lane's streams, library handles, memory pool settings and staging
- * buffers; high_priority: its streams at the device's highest priority
- * (the real-time lane). */
-int mr_cuda_ctx_create(mr_device *dev, int high_priority, struct mr_cuda_ctx **out,
-                       mr_err *err);
+ * buffers; its streams' priority by the lane's rank: rank 0 at the
+ * device's highest, each next rank one step lower down to the lowest (the
+ * real-time lanes are the first ones, device.h). */
+int mr_cuda_ctx_create(mr_device *dev, int rank, struct mr_cuda_ctx **out, mr_err *err);
 void mr_cuda_ctx_destroy(struct mr_cuda_ctx *ctx);
 
 /* Waits for all work queued on the device; returns the first error. */

@@ -48,6 +48,7 @@ typedef struct mr_gpu_lane {
   struct mr_device *dev;
   mr_worker *worker;
   struct mr_cuda_ctx *cuda; /* created on the worker */
+  atomic_llong busy_ns;     /* time spent running tasks (mr_device_lane_busy_s) */
 } mr_gpu_lane;
 
 /* A pretend GPU (mr_pool_opts.fake_gpus): the CPU's implementations
@@ -69,6 +70,7 @@ struct mr_device {
   int index;                  /* place among the pool's GPUs; -1 for the CPU */
   mr_fake_gpu *fake;          /* a pretend GPU; NULL otherwise */
   atomic_int load;            /* sessions placed; changed under the pool lock */
+  atomic_int realtime_sessions; /* of them, real-time ones (device.h) */
   /* GPU only: nlanes lanes, then (helper_lane 1: a pool of several GPUs)
    * the lane of the threads marked by mr_device_become_helper. */
   mr_gpu_lane lanes[MR_GPU_LANES_MAX + 1];
