@@ -16,6 +16,7 @@
 #include "session.h"
 #include "state_machine.h"
 #include "write_bufs.h"
+#include "thread_name.h"
 
 #define READ_CHUNK 65536
 /* A message body with at least this much left is received in place, into
@@ -708,6 +709,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
 
 static void session_thread(void *arg) {
   mr_conn *c = arg;
+  mr_thread_name("mr-session");
   mr_session_run(&c->session);
   atomic_store(&c->session_done, 1);
   uv_async_send(&c->async);

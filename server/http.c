@@ -17,6 +17,7 @@
 #include "addr.h"
 #include "log.h"
 #include "metrics.h"
+#include "thread_name.h"
 
 /* Scrapers and probes are few and quick. A client that sends a request
  * slowly (slowloris: a byte every few seconds never trips an inactivity
@@ -119,6 +120,7 @@ static void request_complete(mr_http *http, struct MHD_Connection *conn) {
 
 static void *reaper_main(void *arg) {
   mr_http *http = arg;
+  mr_thread_name("mr-http-reaper");
   for (;;) {
     pthread_mutex_lock(&http->mu);
     int stop = http->stopping;

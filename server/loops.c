@@ -7,6 +7,7 @@
 #include "conn.h"
 #include "log.h"
 #include "metrics.h"
+#include "thread_name.h"
 
 /* One loop thread. What the acceptor sends it (sockets, stop, cut) waits
  * under lock until its wake callback takes it, sockets first. */
@@ -94,6 +95,7 @@ static void host_closed(void *ctx) {
 
 static void loop_main(void *arg) {
   serve_loop *s = arg;
+  mr_thread_name("mr-loop%d", s->index);
   uv_run(&s->uv, UV_RUN_DEFAULT);
   uv_loop_close(&s->uv);
   atomic_fetch_sub(&s->owner->running, 1);

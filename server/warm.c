@@ -18,6 +18,7 @@
 #include "encode.h"
 #include "log.h"
 #include "metrics.h"
+#include "thread_name.h"
 
 /* A recorded session larger than this is not replayed (it is read into
  * memory whole). */
@@ -99,6 +100,7 @@ static void exchange(replay *r, int fd, mr_decoder *dec, uint8_t *buf) {
 
 static void replay_main(void *arg) {
   replay *r = arg;
+  mr_thread_name("mr-warm-replay");
   socklen_t len = r->addr->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
                                                  : sizeof(struct sockaddr_in);
   int fd = socket(r->addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -223,6 +225,7 @@ static int not_hidden(const struct dirent *e) { return e->d_name[0] != '.'; }
 
 static void warm_main(void *arg) {
   mr_warm *w = arg;
+  mr_thread_name("mr-warm");
   struct dirent **names = NULL;
   double t0 = now_ms();
   int n = scandir(w->dir, &names, not_hidden, alphasort), ok = 0;

@@ -15,6 +15,7 @@
 #include "budget.h"
 #include "decode.h"
 #include "encode.h"
+#include "thread_name.h"
 
 /* What the receive channel holds: `depth` messages, and no more once they
  * hold 64 MiB (a message of any size the decoder's limits allow still
@@ -134,6 +135,7 @@ static void on_reject(void *ctx, int code, const char *text) {
 
 static void *reader_main(void *arg) {
   mr_link *l = arg;
+  mr_thread_name("mr-ext-reader");
   uint8_t buf[65536];
   for (;;) {
     ssize_t n = recv(l->fd, buf, sizeof buf, 0);
@@ -197,6 +199,7 @@ static int write_all(mr_link *l, mr_encoded *e) {
 
 static void *writer_main(void *arg) {
   mr_link *l = arg;
+  mr_thread_name("mr-ext-writer");
   mr_message *m;
   while (mr_chan_pop(l->out, &m, NULL, -1) == 0) { /* until a fault or the stop closes it */
     mr_encoded e;

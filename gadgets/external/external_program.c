@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "file_name.h"
+#include "thread_name.h"
 
 #define MAX_ARGS 32
 /* Rounds of looking for inherited descendants: each round's kills may
@@ -88,6 +89,7 @@ static int stopping(mr_program *p) {
  * cannot hold it. */
 static void *relay_main(void *arg) {
   mr_program *p = arg;
+  mr_thread_name("mr-ext-relay");
   char line[MR_PROGRAM_LINE_BYTES];
   size_t len = 0;
   int logged = 0;

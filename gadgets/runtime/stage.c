@@ -8,6 +8,7 @@
 
 #include "chain_impl.h"
 #include "device.h"
+#include "thread_name.h"
 
 static void drop_item(void *item) { mr_message_unref(((stage_item *)item)->msg); }
 
@@ -93,6 +94,7 @@ static void pass_flush(mr_chain *c, stage *st) {
 static void *stage_main(void *arg) {
   stage *st = arg;
   mr_chain *c = st->chain;
+  mr_thread_name("mr-stage%d", (int)(st - c->stages));
   mr_device_set_realtime(c->cfg->realtime);
   stage_item it;
   while (mr_chan_pop(st->inbox, &it, NULL, -1) == 0) {

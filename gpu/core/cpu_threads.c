@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "error.h"
+#include "thread_name.h"
 
 /* One parallel loop; lives on its caller's stack. Chunks are handed out
  * under the lock: they are coarse (several per thread), so the lock is
@@ -59,6 +60,7 @@ static void run_chunk(mr_cpu_threads *t, loop *l, size_t c) {
 
 static void *helper_main(void *p) {
   mr_cpu_threads *t = p;
+  mr_thread_name("mr-cpu");
   pthread_mutex_lock(&t->lock);
   for (;;) {
     while (t->loops == NULL && !t->stopping)

@@ -11,6 +11,7 @@
 #include "device_impl.h"
 #ifdef MR_HAVE_CUDA
 #include "cuda_ctx.h"
+#include "thread_name.h"
 #endif
 
 /* Enough for any machine we run on; a longer --gpus list is an error. */
@@ -83,6 +84,7 @@ static int parse_gpus(const char *spec, int share, int *list, size_t *n, int *al
 static int gpu_init(void *p, mr_err *err) {
   mr_gpu_lane *lane = p;
   mr_device_enter_lane(lane);
+  mr_thread_name("mr-gpu%d-lane%d", lane->dev->ordinal, (int)(lane - lane->dev->lanes));
   /* The real-time lanes are the first ones (device.h): streams by rank. */
   return mr_cuda_ctx_create(lane->dev, (int)(lane - lane->dev->lanes), &lane->cuda, err);
 }

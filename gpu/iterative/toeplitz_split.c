@@ -10,6 +10,7 @@
 #include "host.h"
 #include "vec.h"
 #include "worker.h"
+#include "thread_name.h"
 
 #define MAX_PARTS 16
 
@@ -51,6 +52,7 @@ static int become_helper(void *arg, mr_err *err) {
   (void)arg;
   (void)err;
   mr_device_become_helper();
+  mr_thread_name("mr-split");
   return 0;
 }
 

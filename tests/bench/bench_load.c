@@ -27,6 +27,7 @@
 #include "stream_replay.h"
 #include "stream_server.h"
 #include "stream_session.h"
+#include "thread_cpu.h"
 
 #define SILENCE_MS 120000
 #define MAX_SESSIONS 256
@@ -224,6 +225,22 @@ static void write_gadget_times(bench_json *j, stream_server *srv, int sessions) 
   json_close(j, '}');
 }
 
+/* The server's threads' CPU time over the case by thread name, as cores
+ * busy on average: a loop near 1 is a loop-bound case, the CPU helpers or
+ * the sessions' threads near the host's cores a CPU-bound one. */
+static void write_server_cpu(bench_json *j, const thread_cpu_totals *t, double wall_ms) {
+  if (t->n == 0 || wall_ms <= 0)
+    return;
+  json_open(j, "server_cpu", '{');
+  for (int k = 0; k < t->n; k++) {
+    json_open(j, t->name[k], '{');
+    json_num(j, "cores", t->seconds[k] * 1e3 / wall_ms);
+    json_int(j, "threads", t->threads[k]);
+    json_close(j, '}');
+  }
+  json_close(j, '}');
+}
+
 /* ---- N sessions at once --------------------------------------------- */
 
 static void run_case(load_bench *b, const load_case *c) {
@@ -257,6 +274,11 @@ static void run_case(load_bench *b, const load_case *c) {
   stream_server_session_line(&b->server, 1000, warm_line, sizeof warm_line);
   double busy0[MAX_GPUS][STREAM_LANES], busy1[MAX_GPUS][STREAM_LANES];
   int gpus = stream_server_lanes_busy(&b->server, busy0, MAX_GPUS);
+  thread_cpu *cpu = calloc(1, sizeof *cpu);
+  if (cpu != NULL && thread_cpu_start(cpu, b->server.pid) < 0) {
+    free(cpu);
+    cpu = NULL;
+  }
   double t0 = bench_now_ms();
   int started = 0;
   for (int i = 0; i < n; i++) {
@@ -267,6 +289,10 @@ static void run_case(load_bench *b, const load_case *c) {
   }
   for (int i = 0; i < started; i++)
     pthread_join(threads[i], NULL);
+  thread_cpu_totals cpu_totals = {0};
+  if (cpu != NULL)
+    thread_cpu_stop(cpu, &cpu_totals);
+  free(cpu);
   if (gpus > 0 && stream_server_lanes_busy(&b->server, busy1, MAX_GPUS) != gpus)
     gpus = 0;
   double end = t0;
@@ -308,6 +334,7 @@ static void run_case(load_bench *b, const load_case *c) {
   }
   write_lanes_busy(j, (const double(*)[STREAM_LANES])busy0, (const double(*)[STREAM_LANES])busy1,
                    gpus, end - t0);
+  write_server_cpu(j, &cpu_totals, end - t0);
   write_gadget_times(j, &b->server, started);
   for (int i = 0; i < n; i++)
     stream_timing_free(&r[i].t);
