@@ -225,22 +225,6 @@ static void write_gadget_times(bench_json *j, stream_server *srv, int sessions) 
   json_close(j, '}');
 }
 
-/* The server's threads' CPU time over the case by thread name, as cores
- * busy on average: a loop near 1 is a loop-bound case, the CPU helpers or
- * the sessions' threads near the host's cores a CPU-bound one. */
-static void write_server_cpu(bench_json *j, const thread_cpu_totals *t, double wall_ms) {
-  if (t->n == 0 || wall_ms <= 0)
-    return;
-  json_open(j, "server_cpu", '{');
-  for (int k = 0; k < t->n; k++) {
-    json_open(j, t->name[k], '{');
-    json_num(j, "cores", t->seconds[k] * 1e3 / wall_ms);
-    json_int(j, "threads", t->threads[k]);
-    json_close(j, '}');
-  }
-  json_close(j, '}');
-}
-
 /* ---- N sessions at once --------------------------------------------- */
 
 static void run_case(load_bench *b, const load_case *c) {
@@ -334,7 +318,7 @@ static void run_case(load_bench *b, const load_case *c) {
   }
   write_lanes_busy(j, (const double(*)[STREAM_LANES])busy0, (const double(*)[STREAM_LANES])busy1,
                    gpus, end - t0);
-  write_server_cpu(j, &cpu_totals, end - t0);
+  thread_cpu_write(j, &cpu_totals, end - t0);
   write_gadget_times(j, &b->server, started);
   for (int i = 0; i < n; i++)
     stream_timing_free(&r[i].t);

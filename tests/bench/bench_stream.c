@@ -31,6 +31,7 @@
 #include "stream_replay.h"
 #include "stream_server.h"
 #include "stream_session.h"
+#include "thread_cpu.h"
 #include "test_support.h"
 
 #define SILENCE_MS 120000
@@ -256,9 +257,16 @@ static int time_server(stream_bench *b, const stream_case *c, int k, const strea
   int done = 0, failed = 0;
   char error[600] = "";
   *best_ms = NAN;
+  /* The server's threads' CPU time in each round; the best round's kept. */
+  thread_cpu *cpu = calloc(1, sizeof *cpu);
+  thread_cpu_totals cpu_round, cpu_best = {0};
   for (int r = 0; r < rounds && r < 64; r++) {
     stream_timing t;
+    int sampling = cpu != NULL && thread_cpu_start(cpu, srv->pid) == 0;
     int rc = stream_replay_server(s, srv->port, pace_ms, cap_ms, DRAIN_MS, SILENCE_MS, &t);
+    memset(&cpu_round, 0, sizeof cpu_round);
+    if (sampling)
+      thread_cpu_stop(cpu, &cpu_round);
     /* A session the bench left ends when the server has noticed: its log
      * line then also says the server is free for the next one. */
     stream_server_session_line(srv, t.abandoned ? (int)DRAIN_MS : 1000, log, sizeof log);
@@ -275,12 +283,14 @@ static int time_server(stream_bench *b, const stream_case *c, int k, const strea
       stream_timing_free(&best);
       best = t;
       snprintf(best_log, sizeof best_log, "%s", log);
+      cpu_best = cpu_round;
     } else {
       stream_timing_free(&t);
     }
     if (cut_short || t.wall_ms > LONG_ROUND_MS)
       break;
   }
+  free(cpu);
   char name[32];
   snprintf(name, sizeof name, "%s%s", server_names[k], paced ? "_paced" : "");
   json_open(j, name, '{');
@@ -371,6 +381,7 @@ static int time_server(stream_bench *b, const stream_case *c, int k, const strea
   json_num(j, "last_acquisition_to_close_ms", best.wall_ms - best.last_acq_ms);
   json_num(j, "ratio_to_raw", cut_short ? NAN : best.wall_ms / raw_ms);
   json_str(j, "server_log", best_log);
+  thread_cpu_write(j, &cpu_best, best.wall_ms);
   if (paced)
     write_targets(j, c->paced_targets, 2);
   else if (k == GPU)

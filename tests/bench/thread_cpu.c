@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define SAMPLE_US 50000
+#define SAMPLE_US 10000
 
 /* One thread's name (digits dropped) and CPU seconds from
  * /proc/pid/task/tid/stat; 0, or -1 when it is gone. */
@@ -108,4 +108,17 @@ void thread_cpu_stop(thread_cpu *t, thread_cpu_totals *out) {
     out->seconds[k] += t->tids[i].last_s - t->tids[i].first_s;
     out->threads[k]++;
   }
+}
+
+void thread_cpu_write(bench_json *j, const thread_cpu_totals *t, double wall_ms) {
+  if (t->n == 0 || wall_ms <= 0)
+    return;
+  json_open(j, "server_cpu", '{');
+  for (int k = 0; k < t->n; k++) {
+    json_open(j, t->name[k], '{');
+    json_num(j, "cores", t->seconds[k] * 1e3 / wall_ms);
+    json_int(j, "threads", t->threads[k]);
+    json_close(j, '}');
+  }
+  json_close(j, '}');
 }

@@ -3,13 +3,15 @@
  * "mr-gpu-lane"), sampled from /proc while a case runs, so that a bound
  * outside the GPUs shows where it is (loops near one core each, the
  * sessions' threads, the CPU helpers). Threads that start and end between
- * two samples (50 ms apart) are missed. */
+ * two samples (10 ms apart) are missed, and a thread's last 10 ms may be. */
 #ifndef MR_BENCH_THREAD_CPU_H
 #define MR_BENCH_THREAD_CPU_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/types.h>
+
+#include "bench.h"
 
 #define THREAD_CPU_TIDS 4096
 #define THREAD_CPU_NAMES 32
@@ -41,5 +43,11 @@ typedef struct thread_cpu_totals {
 
 /* Stops sampling (one last sample first) and sums by name. */
 void thread_cpu_stop(thread_cpu *t, thread_cpu_totals *out);
+
+/* Writes object "server_cpu": per name the cores busy on average over
+ * wall_ms ("cores": a loop near 1 is a loop-bound run, the CPU helpers or
+ * the sessions' threads near the host's cores a CPU-bound one) and the
+ * threads seen; nothing for no totals. */
+void thread_cpu_write(bench_json *j, const thread_cpu_totals *t, double wall_ms);
 
 #endif
