@@ -138,6 +138,10 @@ static int run_density(mr_device *dev, void *arg, mr_err *err) {
     return 0;
   }
   mr_nufft_opts o = plan_opts(j, 1);
+  /* The weights follow the kernel (density.h): never a timed choice, or
+   * the image would depend on the machine and the moment. */
+  if (o.upsampling == 0)
+    o.upsampling = MR_NUFFT_UPSAMPLING_RULE;
   mr_nufft_plan *plan = NULL;
   int rc = mr_nufft_plan_create(dev, &o, &plan, err);
   if (rc == 0)

@@ -56,8 +56,10 @@ static int check_opts(const mr_nufft_opts *o, mr_err *err) {
   if (o->max_points > MAX_POINTS)
     return mr_err_set(err, MR_EINVAL, "nufft: max_points %zu (at most %zu)", o->max_points,
                       (size_t)MAX_POINTS);
-  if (o->upsampling != 0 && !(o->upsampling >= 1.25 && o->upsampling <= 2.0))
-    return mr_err_set(err, MR_EINVAL, "nufft: upsampling %g (0 for automatic, or 1.25 .. 2)",
+  if (o->upsampling != 0 && o->upsampling != MR_NUFFT_UPSAMPLING_RULE &&
+      !(o->upsampling >= 1.25 && o->upsampling <= 2.0))
+    return mr_err_set(err, MR_EINVAL,
+                      "nufft: upsampling %g (0 for automatic, -1 for the rule's, or 1.25 .. 2)",
                       o->upsampling);
   return 0;
 }
@@ -145,8 +147,9 @@ static int configure(mr_nufft_plan *p, const mr_nufft_opts *o, double sigma, mr_
  * precision become the candidates (none: refused, rather than a plan that
  * misses its tolerance); then the GPU's remembered choice for this shape,
  * else, when several candidates qualify, a measurement of them on the GPU
- * (nufft_sigma.c), else the rule by rank (or, where the rule's upsampling
- * misses the tolerance, the largest candidate). */
+ * (nufft_sigma.c), else (and always for MR_NUFFT_UPSAMPLING_RULE) the
+ * rule by rank (or, where the rule's upsampling misses the tolerance, the
+ * largest candidate). */
 static int configure_automatic(mr_nufft_plan *p, const mr_nufft_opts *o, mr_err *err) {
   int width2;
   double beta2;
@@ -174,8 +177,8 @@ static int configure_automatic(mr_nufft_plan *p, const mr_nufft_opts *o, mr_err 
     rule_reaches |= p->candidates[i] == sigma;
   if (!rule_reaches) /* the rule's choice cannot reach tol: the largest */
     sigma = p->candidates[p->ncandidates - 1];
-  if (mr_device_is_gpu(p->dev) && !mr_nufft_sigma_remembered(p->dev, o, &sigma) &&
-      p->ncandidates > 1) {
+  if (o->upsampling == 0 && mr_device_is_gpu(p->dev) &&
+      !mr_nufft_sigma_remembered(p->dev, o, &sigma) && p->ncandidates > 1) {
     int rc = mr_nufft_sigma_measure(p->dev, o, p->candidates, p->ncandidates, &sigma, err);
     if (rc < 0)
       return rc;
@@ -212,7 +215,7 @@ int mr_nufft_plan_create(mr_device *dev, const mr_nufft_opts *opts, mr_nufft_pla
   p->dev = dev;
   p->batch = opts->batch;
   p->opts = *opts;
-  if (opts->upsampling == 0) {
+  if (opts->upsampling == 0 || opts->upsampling == MR_NUFFT_UPSAMPLING_RULE) {
     rc = configure_automatic(p, opts, err);
   } else {
     rc = configure(p, opts, opts->upsampling, err);

@@ -40,6 +40,11 @@ typedef enum mr_nufft_direction {
   MR_NUFFT_FORWARD = 2  /* type 2: image -> samples */
 } mr_nufft_direction;
 
+/* mr_nufft_opts.upsampling: 2 in 2D, 1.25 in 3D (2 where 1.25 misses the
+ * tolerance), on a GPU as on the CPU, never timed: for results that must
+ * not depend on a measurement of the machine (density weights, density.h). */
+#define MR_NUFFT_UPSAMPLING_RULE (-1.0)
+
 typedef struct mr_nufft_opts {
   int rank;          /* 2 or 3 */
   size_t dims[3];    /* image {nx, ny, nz}; dimensions past rank are ignored */
@@ -47,7 +52,9 @@ typedef struct mr_nufft_opts {
   double tol;        /* requested relative error, 1e-6 .. 1e-1 */
   double upsampling; /* grid oversampling, 1.25 .. 2.0; 0: the fastest of 1.25, 2
                         and the least that keeps 2's kernel width, of those
-                        that reach tol (measured on a GPU, see plan_create) */
+                        that reach tol (measured on a GPU, see plan_create);
+                        MR_NUFFT_UPSAMPLING_RULE: the one a CPU plan takes
+                        automatically, on every device */
   /* The type the automatic upsampling is made fast for: 0 (the default)
    * both together; MR_NUFFT_ADJOINT or MR_NUFFT_FORWARD for a plan that
    * runs that type alone (it still runs both). */

@@ -427,6 +427,41 @@ static void automatic_upsampling_meets_tol(void **state) {
     }
 }
 
+/* MR_NUFFT_UPSAMPLING_RULE takes the CPU's automatic choice on every
+ * device, never a timed one: what density weights are made with. */
+static void rule_upsampling(mr_device *dev) {
+  static const double sweep[] = {1e-1, 1e-4, 1e-5, 1e-6};
+  for (int rank = 2; rank <= 3; rank++)
+    for (size_t i = 0; i < sizeof sweep / sizeof *sweep; i++) {
+      mr_nufft_opts o = {.rank = rank, .dims = {16, 12, 10}, .batch = 1, .tol = sweep[i]};
+      mr_nufft_opts rule = o;
+      rule.upsampling = MR_NUFFT_UPSAMPLING_RULE;
+      mr_nufft_plan *cpu_auto = NULL, *ruled = NULL;
+      GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &cpu_auto, TERR));
+      GPU_OK(mr_nufft_plan_create(dev, &rule, &ruled, TERR));
+      mr_nufft_info want, got;
+      mr_nufft_info_get(cpu_auto, &want);
+      mr_nufft_info_get(ruled, &got);
+      assert_true(got.upsampling == want.upsampling);
+      assert_true(got.upsampling == (rank == 2 || sweep[i] <= 1e-5 ? 2.0 : 1.25));
+      mr_nufft_plan_destroy(cpu_auto);
+      mr_nufft_plan_destroy(ruled);
+    }
+  mr_nufft_opts bad = {.rank = 2, .dims = {8, 8}, .batch = 1, .tol = 1e-3, .upsampling = -0.5};
+  mr_nufft_plan *none = NULL;
+  assert_int_equal(mr_nufft_plan_create(dev, &bad, &none, TERR), MR_EINVAL);
+}
+
+static void cpu_rule_upsampling(void **state) {
+  (void)state;
+  rule_upsampling(gpu_test_cpu());
+}
+
+static void cuda_rule_upsampling(void **state) {
+  (void)state;
+  rule_upsampling(gpu_test_gpu());
+}
+
 /* Among the automatic upsampling's candidates is the least one that keeps
  * the kernel width of upsampling 2 (the same spreading on a smaller grid),
  * wherever it reaches the tolerance; a plan there meets the tolerance
@@ -855,6 +890,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(bad_arguments),
       cmocka_unit_test(density_cartesian), cmocka_unit_test(density_radial),
       cmocka_unit_test(automatic_upsampling_meets_tol),
+      cmocka_unit_test(cpu_rule_upsampling),
       cmocka_unit_test(middle_upsampling_keeps_width),
       cmocka_unit_test(crowded_bins_cut_small),
   };
@@ -865,6 +901,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(cuda_dense_centre),
       cmocka_unit_test(cuda_coil_scales),
       cmocka_unit_test(cuda_pipe_menon_matches_cpu),
+      cmocka_unit_test(cuda_rule_upsampling),
 #ifdef MR_HAVE_CUDA
       cmocka_unit_test(cuda_points_match_host),
       cmocka_unit_test(cuda_matches_cpu),
