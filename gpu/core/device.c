@@ -40,17 +40,22 @@ void mr_device_count_realtime_session(mr_device *dev, int delta) {
     atomic_fetch_add(&dev->realtime_sessions, delta);
 }
 
-int mr_device_lane_pick(int nlanes, int realtime_thread, int realtime_sessions, int turn) {
+int mr_device_lane_pick(int nlanes, int realtime_thread, int realtime_sessions, int sessions,
+                        int turn) {
   if (nlanes <= 1)
     return 0;
   /* The first lanes, one per real-time session up to all but one, are
    * left to real-time work: a frame queues behind no heavy session's task,
    * and several real-time sessions do not queue behind each other on one
-   * lane while the others idle. */
-  int kept = realtime_sessions < 1 ? 0 : realtime_sessions < nlanes ? realtime_sessions : nlanes - 1;
+   * lane while the others idle. With no other session on the device, all
+   * of them (work outside sessions then shares them all). */
+  int kept = realtime_sessions < 1           ? 0
+             : realtime_sessions >= sessions ? nlanes
+             : realtime_sessions < nlanes    ? realtime_sessions
+                                             : nlanes - 1;
   if (realtime_thread)
     return kept > 0 ? turn % kept : 0;
-  return kept + turn % (nlanes - kept);
+  return kept < nlanes ? kept + turn % (nlanes - kept) : turn % nlanes;
 }
 
 mr_gpu_lane *mr_device_lane(mr_device *dev) {
@@ -64,7 +69,8 @@ mr_gpu_lane *mr_device_lane(mr_device *dev) {
    * so a thread moving between lanes (real-time sessions coming and going)
    * keeps its tasks in order. */
   return &dev->lanes[mr_device_lane_pick(dev->nlanes, realtime,
-                                         atomic_load(&dev->realtime_sessions), turn)];
+                                         atomic_load(&dev->realtime_sessions),
+                                         atomic_load(&dev->load), turn)];
 }
 
 void mr_device_post_other_lanes(mr_device *dev, int (*fn)(void *arg, mr_err *err),

@@ -68,16 +68,20 @@ void mr_device_set_realtime(int on);
 /* Whether the calling thread does real-time work. */
 int mr_device_is_realtime(void);
 /* A real-time session placed on dev begins (+1) or ends (-1): while k are
- * on it, dev's first min(k, lanes - 1) lanes take only real-time threads'
- * tasks and the others share the remaining lanes, so a frame never queues
- * behind a heavy session's task on a lane's worker, nor behind another
- * real-time session's while lanes are spare. NULL (the CPU) is ignored. */
+ * on it beside others, dev's first min(k, lanes - 1) lanes take only
+ * real-time threads' tasks and the others share the remaining lanes, so a
+ * frame never queues behind a heavy session's task on a lane's worker, nor
+ * behind another real-time session's while lanes are spare; while every
+ * session on dev is real-time they take all its lanes. NULL (the CPU) is
+ * ignored. */
 void mr_device_count_realtime_session(mr_device *dev, int delta);
 
 /* The lane (0..nlanes-1) a thread takes by its turn: among the real-time
  * lanes for a real-time thread, among the others for the rest, with
- * realtime_sessions real-time sessions on the device (see above). */
-int mr_device_lane_pick(int nlanes, int realtime_thread, int realtime_sessions, int turn);
+ * realtime_sessions real-time sessions of the `sessions` placed on the
+ * device (see above). */
+int mr_device_lane_pick(int nlanes, int realtime_thread, int realtime_sessions, int sessions,
+                        int turn);
 
 /* The lanes whose time is counted: a GPU's (pool.h, gpu_lanes), 1 for a
  * fake GPU (its tasks run on their callers), 0 for the CPU. */

@@ -474,19 +474,22 @@ static void gpu_lane_busy(void **state) {
   lane_busy(gpu_test_pool(), gpu_test_gpu());
 }
 
-/* Real-time work's lanes (device.h): with k real-time sessions on a GPU
- * its first min(k, lanes - 1) lanes are theirs, spread by turn, and the
- * others spread over the rest; with none every lane is everyone's; one
- * lane is shared by all. */
+/* Real-time work's lanes (device.h): with k real-time sessions among
+ * more on a GPU its first min(k, lanes - 1) lanes are theirs, spread by
+ * turn, and the others spread over the rest; with only real-time sessions
+ * every lane is theirs (and everyone's); with none every lane is
+ * everyone's; one lane is shared by all. */
 static void realtime_lane(void **state) {
   (void)state;
   for (int sessions = 0; sessions <= 6; sessions++) {
-    int kept = sessions < 4 ? sessions : 3;
-    int rt_seen[4] = {0}, other_seen[4] = {0};
+    int kept = sessions < 4 ? sessions : 3; /* beside one other session */
+    int rt_seen[4] = {0}, other_seen[4] = {0}, only_seen[4] = {0}, any_seen[4] = {0};
     for (int turn = 0; turn < 24; turn++) {
-      rt_seen[mr_device_lane_pick(4, 1, sessions, turn)]++;
-      other_seen[mr_device_lane_pick(4, 0, sessions, turn)]++;
-      assert_int_equal(mr_device_lane_pick(1, turn % 2, sessions, turn), 0);
+      rt_seen[mr_device_lane_pick(4, 1, sessions, sessions + 1, turn)]++;
+      other_seen[mr_device_lane_pick(4, 0, sessions, sessions + 1, turn)]++;
+      only_seen[mr_device_lane_pick(4, 1, sessions, sessions, turn)]++;
+      any_seen[mr_device_lane_pick(4, 0, sessions, sessions, turn)]++;
+      assert_int_equal(mr_device_lane_pick(1, turn % 2, sessions, sessions + 1, turn), 0);
     }
     for (int lane = 0; lane < 4; lane++) {
       /* Real-time threads: the kept lanes evenly (lane 0 with none kept). */
@@ -494,6 +497,9 @@ static void realtime_lane(void **state) {
       assert_int_equal(rt_seen[lane], rt_want);
       /* The rest: the other lanes evenly, never a kept one. */
       assert_int_equal(other_seen[lane], lane < kept ? 0 : 24 / (4 - kept));
+      /* Real-time sessions alone: every lane (lane 0 with none at all). */
+      assert_int_equal(only_seen[lane], sessions == 0 ? (lane == 0 ? 24 : 0) : 6);
+      assert_int_equal(any_seen[lane], 6);
     }
   }
   /* The flag is the calling thread's. */
