@@ -111,6 +111,15 @@ static int queue_rows_posted(void *arg, mr_err *err) {
   rows_call *c = arg;
   return queue_rows(c, &c->buf->queued);
 }
+
+/* On the lane the uploads were posted to, after them in its queue. */
+static int wait_posted(void *arg, mr_err *err) { return mr_buf_cuda_wait_uploads(arg, err); }
+
+static int wait_on_posted_lane(const mr_buf *buf, mr_err *err) {
+  mr_worker *w = buf->posted_lane->worker;
+  return mr_worker_is_current(w) ? wait_posted((void *)buf, err)
+                                 : mr_worker_call(w, wait_posted, (void *)buf, err);
+}
 #endif
 
 static int upload_rows(mr_buf *buf, size_t at, size_t pitch, const void *src, size_t src_pitch,
@@ -131,9 +140,15 @@ static int upload_rows(mr_buf *buf, size_t at, size_t pitch, const void *src, si
      * src later anyway. Pageable rows go through the staging slots while
      * the caller waits, so that src may be reused on return. */
     rows_call c = {buf, at, pitch, src_pitch, width, rows, src};
-    if (mr_buf_cuda_is_pinned(src))
-      return mr_worker_post(mr_device_lane(buf->dev)->worker, queue_rows_posted, &c, sizeof c, err);
-    return mr_worker_call(mr_device_lane(buf->dev)->worker, queue_rows, &c, err);
+    mr_gpu_lane *lane = mr_device_lane(buf->dev);
+    if (!mr_buf_cuda_is_pinned(src))
+      return mr_worker_call(lane->worker, queue_rows, &c, err);
+    /* The thread moved lanes since its last post: those copies first. */
+    if (buf->posted_lane != NULL && buf->posted_lane != lane &&
+        (rc = wait_on_posted_lane(buf, err)) < 0)
+      return rc;
+    buf->posted_lane = lane;
+    return mr_worker_post(lane->worker, queue_rows_posted, &c, sizeof c, err);
   }
 #else
   (void)wait;
@@ -156,7 +171,8 @@ int mr_buf_upload_rows_async(mr_buf *buf, size_t at, size_t pitch, const void *s
 int mr_buf_wait_uploads(const mr_buf *buf, mr_err *err) {
 #ifdef MR_HAVE_CUDA
   if (mr_device_is_gpu(buf->dev)) {
-    int rc = mr_buf_cuda_wait_uploads(buf, err);
+    int rc = buf->posted_lane != NULL ? wait_on_posted_lane(buf, err)
+                                      : mr_buf_cuda_wait_uploads(buf, err);
     if (rc == 0 && buf->queued.code < 0)
       rc = mr_err_set(err, buf->queued.code, "an upload queued earlier failed: %s",
                       buf->queued.msg);

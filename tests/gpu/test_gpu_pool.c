@@ -19,6 +19,7 @@
 #include "cuda_ctx.h"
 #include "device_impl.h"
 #include "fft.h"
+#include "host.h"
 #include "worker.h"
 #endif
 #include "test_gpu_common.h"
@@ -469,6 +470,54 @@ static void fake_gpu_lane_busy(void **state) {
   mr_pool_destroy(pool);
 }
 
+static int sleep_on_worker(void *arg, mr_err *err) {
+  (void)err;
+  usleep((useconds_t)(*(const int *)arg * 1000));
+  return 0;
+}
+
+/* Uploads queued without waiting (accumulate's batches) are waited for on
+ * the lane they were queued to, even when the thread has moved lanes since
+ * (a real-time session began on the GPU): the lane is held up 200 ms, so a
+ * wait on the thread's new lane would let the download read the buffer
+ * before the copy. */
+static void gpu_posted_uploads_follow_their_lane(void **state) {
+  (void)state;
+  enum { N = 1 << 20 };
+  mr_device *dev = gpu_test_gpu(), *second = NULL;
+  if (dev->nlanes < 2)
+    skip();
+  unsigned char *src = NULL, *back = malloc(N);
+  GPU_OK(mr_host_alloc(dev, N, (void **)&src, TERR));
+  for (size_t i = 0; i < N; i++)
+    src[i] = (unsigned char)(i * 13 + 7);
+  mr_buf *buf;
+  GPU_OK(mr_buf_create(dev, N, &buf, TERR));
+  mr_gpu_lane *before = mr_device_lane(dev);
+  int ms = 200;
+  GPU_OK(mr_worker_post(before->worker, sleep_on_worker, &ms, sizeof ms, TERR));
+  GPU_OK(mr_buf_upload_rows_async(buf, 0, N, src, N, N, 1, TERR));
+  /* Move this thread: as a real-time thread of the one real-time session
+   * beside another, lane 0 is its own; otherwise the lanes after it. */
+  char same[16];
+  snprintf(same, sizeof same, "%d", mr_device_ordinal(dev));
+  GPU_OK(mr_pool_acquire(gpu_test_pool(), same, &second, TERR));
+  assert_ptr_equal(second, dev);
+  mr_device_count_realtime_session(dev, +1);
+  mr_device_set_realtime(before != &dev->lanes[0]);
+  mr_gpu_lane *after = mr_device_lane(dev);
+  assert_ptr_not_equal(after, before);
+  GPU_OK(mr_buf_wait_uploads(buf, TERR));
+  GPU_OK(mr_buf_download(buf, 0, back, N, TERR));
+  assert_memory_equal(back, src, N);
+  mr_device_set_realtime(0);
+  mr_device_count_realtime_session(dev, -1);
+  mr_pool_release(gpu_test_pool(), second);
+  mr_buf_destroy(buf);
+  mr_host_free(dev, src);
+  free(back);
+}
+
 static void gpu_lane_busy(void **state) {
   (void)state;
   lane_busy(gpu_test_pool(), gpu_test_gpu());
@@ -569,6 +618,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(gpu_describe_does_not_wait_for_the_worker),
       cmocka_unit_test(gpu_threads_on_other_lanes_are_not_held_up),
       cmocka_unit_test(gpu_lane_busy),
+      cmocka_unit_test(gpu_posted_uploads_follow_their_lane),
 #ifdef MR_HAVE_CUDA
       cmocka_unit_test(gpu_fft_plans_on_every_lane),
 #endif

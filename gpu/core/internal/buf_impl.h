@@ -17,6 +17,10 @@ struct mr_buf {
   /* The first failure of an upload queued without waiting, its code and
    * line (written on the worker; read after a call that waited for it). */
   mr_err queued;
+  /* The lane the last upload queued without waiting went to (NULL: none):
+   * mr_buf_wait_uploads waits there, whichever lane the caller's thread
+   * takes by then (real-time sessions coming and going move threads). */
+  struct mr_gpu_lane *posted_lane;
 };
 
 int mr_buf_cpu_alloc(mr_buf *buf, mr_err *err);
