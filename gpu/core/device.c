@@ -18,11 +18,33 @@ int mr_device_gpu_index(const mr_device *dev) { return dev->index; }
 
 int mr_device_ordinal(const mr_device *dev) { return dev->ordinal; }
 
-/* The lane whose worker this thread is (NULL elsewhere), and the turn in
- * which a thread that hands work to GPUs took its lane (-1: not yet). */
+/* The lane whose worker this thread is (NULL elsewhere); whether it is a
+ * helper (mr_device_become_helper). */
 static _Thread_local mr_gpu_lane *own_lane;
-static _Thread_local int turn = -1, helper;
-static atomic_int turns;
+static _Thread_local int helper;
+
+/* The turns this thread took on the devices it hands work to: each
+ * device's threads take its lanes in turn (a per-device count, so that the
+ * sessions placed on a GPU spread over its lanes evenly: with one count for
+ * all GPUs, one lane of a GPU ran 4% of a load's time and another 94%). */
+#define TURNS_KEPT 8
+static _Thread_local struct {
+  const mr_device *dev;
+  int turn;
+} turns_taken[TURNS_KEPT];
+static _Thread_local unsigned turns_next;
+
+static int turn_on(mr_device *dev) {
+  for (int i = 0; i < TURNS_KEPT; i++)
+    if (turns_taken[i].dev == dev)
+      return turns_taken[i].turn;
+  int t = atomic_fetch_add(&dev->turns, 1) & 0xffff;
+  /* More devices than kept (never in practice): the oldest is forgotten. */
+  turns_taken[turns_next % TURNS_KEPT].dev = dev;
+  turns_taken[turns_next % TURNS_KEPT].turn = t;
+  turns_next++;
+  return t;
+}
 
 void mr_device_enter_lane(mr_gpu_lane *lane) { own_lane = lane; }
 
@@ -63,14 +85,12 @@ mr_gpu_lane *mr_device_lane(mr_device *dev) {
     return own_lane;
   if (helper && dev->helper_lane)
     return &dev->lanes[dev->nlanes];
-  if (turn < 0)
-    turn = atomic_fetch_add(&turns, 1) & 0xffff;
   /* Tasks are synchronous and end with their lane's streams synchronised,
    * so a thread moving between lanes (real-time sessions coming and going)
    * keeps its tasks in order. */
   return &dev->lanes[mr_device_lane_pick(dev->nlanes, realtime,
                                          atomic_load(&dev->realtime_sessions),
-                                         atomic_load(&dev->load), turn)];
+                                         atomic_load(&dev->load), turn_on(dev))];
 }
 
 void mr_device_post_other_lanes(mr_device *dev, int (*fn)(void *arg, mr_err *err),

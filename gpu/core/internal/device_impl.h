@@ -71,6 +71,7 @@ struct mr_device {
   mr_fake_gpu *fake;          /* a pretend GPU; NULL otherwise */
   atomic_int load;            /* sessions placed; changed under the pool lock */
   atomic_int realtime_sessions; /* of them, real-time ones (device.h) */
+  atomic_int turns;           /* lane turns taken by threads (device.c) */
   /* GPU only: nlanes lanes, then (helper_lane 1: a pool of several GPUs)
    * the lane of the threads marked by mr_device_become_helper. */
   mr_gpu_lane lanes[MR_GPU_LANES_MAX + 1];
