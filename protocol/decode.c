@@ -482,8 +482,12 @@ static int after_body(mr_decoder *d) {
     strip_trailing_nuls(m->u.query.text, &m->text_len);
     break;
   case MR_MSG_ACQUISITION:
-    if ((m->u.acq.head.flags & MR_ACQ_COMPRESSED) && d->body_pass == 1)
-      return after_compressed_size(d);
+    if (m->u.acq.head.flags & MR_ACQ_COMPRESSED) {
+      if (d->body_pass == 1)
+        return after_compressed_size(d);
+    } else { /* looked at here, in cache, rather than on the session's thread */
+      m->u.acq.finite = (int8_t)(mr_acquisition_finite(&m->u.acq) ? 1 : -1);
+    }
     break;
   case MR_MSG_DICOM:
     if (d->body_pass <= 2)

@@ -100,6 +100,34 @@ size_t mr_acquisition_data_count(const ISMRMRD_AcquisitionHeader *head) {
   return (size_t)head->active_channels * head->number_of_samples;
 }
 
+/* 1 when no float of f[n] has its exponent bits all set (infinity, NaN). */
+static int floats_finite(const float *f, size_t n) {
+  enum { BLOCK = 64 };
+  uint32_t bad = 0;
+  size_t i = 0;
+  for (; i + BLOCK <= n; i += BLOCK) {
+    uint32_t block = 0;
+    for (int k = 0; k < BLOCK; k++) {
+      uint32_t bits;
+      memcpy(&bits, f + i + k, sizeof bits);
+      block |= (bits & 0x7f800000u) + 0x00800000u; /* carries into bit 31 when all set */
+    }
+    bad |= block;
+  }
+  bad &= 0x80000000u;
+  for (; i < n; i++) {
+    uint32_t bits;
+    memcpy(&bits, f + i, sizeof bits);
+    bad |= (bits & 0x7f800000u) == 0x7f800000u;
+  }
+  return bad == 0;
+}
+
+int mr_acquisition_finite(const mr_acquisition *a) {
+  return floats_finite((const float *)a->data, 2 * mr_acquisition_data_count(&a->head)) &&
+         (a->traj == NULL || floats_finite(a->traj, mr_acquisition_traj_count(&a->head)));
+}
+
 mr_message *mr_message_new_acquisition(const ISMRMRD_AcquisitionHeader *head) {
   mr_message *m = mr_message_new(MR_MSG_ACQUISITION);
   if (m == NULL)

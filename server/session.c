@@ -231,10 +231,16 @@ static void on_header(run *r, const mr_message *m) {
   enter_state(r, STREAMING);
 }
 
-/* Samples the chain could not survive: NaN or infinity. */
-static int check_finite(run *r, const mr_acquisition *a) {
+/* Samples the chain could not survive: NaN or infinity. Whether there is
+ * one the decoder has said (or, decompressed here, a look now says); the
+ * value by value search only names the first. */
+static int check_finite(run *r, mr_acquisition *a) {
   if (a->head.number_of_samples == 0)
     return 0; /* no samples (the chain skips it): nothing to check */
+  if (a->finite == 0)
+    a->finite = (int8_t)(mr_acquisition_finite(a) ? 1 : -1);
+  if (a->finite > 0)
+    return 0;
   size_t n = mr_acquisition_data_count(&a->head);
   const float *f = (const float *)a->data;
   for (size_t i = 0; i < 2 * n; i++) {

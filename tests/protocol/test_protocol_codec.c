@@ -1,6 +1,8 @@
 /* The wire codec: round trips of every message type, byte layouts checked
  * against hand-built buffers, streams split at every byte boundary, and a
  * table of malformed inputs each giving its specific error. */
+#include <float.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -515,9 +517,67 @@ static void test_compressed_acquisition_is_carried(void **state) {
   assert_int_equal(s.msgs[0]->u.acq.compressed_bytes, 3);
   assert_memory_equal(s.msgs[0]->u.acq.compressed, "xyz", 3);
   assert_null(s.msgs[0]->u.acq.data);
+  assert_int_equal(s.msgs[0]->u.acq.finite, 0); /* looked at once decompressed */
   assert_int_equal(s.msgs[0]->u.acq.head.active_channels, 2);
   mr_decoder_destroy(d);
   seen_clear(&s);
+}
+
+/* mr_acquisition_finite finds a NaN or infinity anywhere (in a block of
+ * the vectorised scan or its tail, in the samples or the trajectory) and
+ * passes every finite value (largest, denormal, negative zero); the
+ * decoder says which as the body arrives, and leaves a compressed one to
+ * be looked at after its decompression. */
+static void test_acquisition_finite(void **state) {
+  (void)state;
+  ISMRMRD_AcquisitionHeader h;
+  ismrmrd_init_acquisition_header(&h);
+  h.number_of_samples = 75; /* 2 x 3 x 75 floats: two blocks of 64 and a tail */
+  h.active_channels = 3;
+  h.trajectory_dimensions = 2;
+  mr_message *m = mr_message_new_acquisition(&h);
+  assert_non_null(m);
+  mr_acquisition *a = &m->u.acq;
+  size_t nf = 2 * mr_acquisition_data_count(&h), nt = mr_acquisition_traj_count(&h);
+  float *f = (float *)a->data;
+  static const float finite[] = {FLT_MAX, -FLT_MAX, FLT_MIN / 8, -0.0f, 1.0f};
+  for (size_t i = 0; i < nf; i++)
+    f[i] = finite[i % 5];
+  for (size_t i = 0; i < nt; i++)
+    a->traj[i] = finite[(i + 2) % 5];
+  assert_true(mr_acquisition_finite(a));
+  static const float bad[] = {NAN, -NAN, INFINITY, -INFINITY};
+  const size_t at[] = {0, 63, 64, 127, 128, 300, 449};
+  for (size_t b = 0; b < 4; b++) {
+    for (size_t i = 0; i < sizeof at / sizeof *at; i++) {
+      float keep = f[at[i]];
+      f[at[i]] = bad[b];
+      assert_false(mr_acquisition_finite(a));
+      f[at[i]] = keep;
+    }
+    float keep = a->traj[nt - 1];
+    a->traj[nt - 1] = bad[b];
+    assert_false(mr_acquisition_finite(a));
+    a->traj[nt - 1] = keep;
+  }
+  assert_true(mr_acquisition_finite(a));
+
+  /* Decoded: 1 for this one, -1 with a NaN in the last sample. */
+  for (int with_nan = 0; with_nan <= 1; with_nan++) {
+    if (with_nan)
+      f[nf - 1] = NAN;
+    size_t len;
+    uint8_t *bytes = mr_test_encode_all(&m, 1, &len, NULL);
+    seen s = {0};
+    mr_decoder *d = decoder(&s, NULL);
+    receive_in_place(d, bytes, len, 1000);
+    assert_int_equal(s.n, 1);
+    assert_int_equal(s.msgs[0]->u.acq.finite, with_nan ? -1 : 1);
+    mr_decoder_destroy(d);
+    seen_clear(&s);
+    free(bytes);
+  }
+  mr_message_unref(m);
 }
 
 /* What protocol/encode.c writes for a compressed acquisition reads back
@@ -963,6 +1023,7 @@ int main(void) {
       cmocka_unit_test(test_config_name_ends_at_its_nul),
       cmocka_unit_test(test_over_limit_length_is_reported_before_its_body),
       cmocka_unit_test(test_compressed_acquisition_is_carried),
+      cmocka_unit_test(test_acquisition_finite),
       cmocka_unit_test(test_compressed_acquisition_round_trip),
       cmocka_unit_test(test_malformed_table),
       cmocka_unit_test(test_truncated_message_waits),
