@@ -69,6 +69,11 @@ int mr_nufft_cuda_pipe_menon(mr_nufft_plan *p, int iterations, float *weights, m
  * benchmarks. */
 int mr_nufft_cuda_stage_times(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
                               mr_cfloat *out, float ms[3], mr_err *err);
+/* One set_points from device memory with its stages timed by CUDA events:
+ * placing (the slots), the scan, the finish (scatter and subproblems), in
+ * ms. For benchmarks. */
+int mr_nufft_cuda_set_points_stage_times(mr_nufft_plan *p, size_t n, const float *k, float ms[3],
+                                         mr_err *err);
 void mr_nufft_cuda_destroy(mr_nufft_plan *p);
 
 #ifdef __cplusplus
