@@ -4,8 +4,9 @@
 // 3D and to today's GPUs: one thread block per bin (or per piece of a
 // crowded bin) keeps the bin's grid cells, for several coils at once, in
 // shared memory as a software-managed cache; the samples whose footprints
-// reach into the bin were listed and sorted once per trajectory, on the
-// GPU itself (nufft_points.h, nufft_points_cuda.cu), are staged through
+// reach into the bin, sorted once per trajectory into groups on the GPU
+// itself (nufft_geom.h, nufft_points_cuda.cu) and read from the bin's
+// sources (runs of its own and its lower neighbours' groups), are staged through
 // shared memory a batch at a time (so their loads are in flight
 // together), and each warp adds one sample's
 // footprint, clipped to the bin, with its lanes on neighbouring cells,
@@ -838,23 +839,10 @@ int mr_nufft_cuda_pipe_menon(mr_nufft_plan *p, int iterations, float *weights, m
 int mr_nufft_cuda_stage_times(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
                               mr_cfloat *out, float ms[3], mr_err *err) {
   return mr_on_worker(p->dev, err, [&] {
-    cudaEvent_t marks[4] = {nullptr, nullptr, nullptr, nullptr};
-    int rc = 0;
-    for (int i = 0; i < 4 && rc == 0; i++)
-      if (cudaEventCreate(&marks[i]) != cudaSuccess)
-        rc = mr_err_set(err, MR_EDEVICE, "nufft: cudaEventCreate failed");
-    if (rc == 0)
-      rc = execute_on_worker(p, dir, reinterpret_cast<const float2 *>(in),
-                             reinterpret_cast<float2 *>(out), err, marks);
-    if (rc == 0 && cudaEventSynchronize(marks[3]) != cudaSuccess)
-      rc = mr_err_set(err, MR_EDEVICE, "nufft: cudaEventSynchronize failed");
-    for (int i = 0; i < 3 && rc == 0; i++)
-      if (cudaEventElapsedTime(&ms[i], marks[i], marks[i + 1]) != cudaSuccess)
-        rc = mr_err_set(err, MR_EDEVICE, "nufft: cudaEventElapsedTime failed");
-    for (cudaEvent_t e : marks)
-      if (e != nullptr)
-        cudaEventDestroy(e);
-    return rc;
+    return mr_nufft_cuda_time_stages(ms, err, [&](cudaEvent_t *marks) {
+      return execute_on_worker(p, dir, reinterpret_cast<const float2 *>(in),
+                               reinterpret_cast<float2 *>(out), err, marks);
+    });
   });
 }
 

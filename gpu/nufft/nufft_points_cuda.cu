@@ -488,20 +488,8 @@ int mr_nufft_cuda_set_points(mr_nufft_plan *p, size_t n, const float *k, int k_o
 int mr_nufft_cuda_set_points_stage_times(mr_nufft_plan *p, size_t n, const float *k, float ms[3],
                                          mr_err *err) {
   return mr_on_worker(p->dev, err, [&] {
-    cudaEvent_t marks[4] = {nullptr, nullptr, nullptr, nullptr};
-    int rc = 0;
-    for (int i = 0; i < 4 && rc == 0; i++)
-      if (cudaEventCreate(&marks[i]) != cudaSuccess)
-        rc = mr_err_set(err, MR_EDEVICE, "nufft: cudaEventCreate failed");
-    if (rc == 0)
-      rc = set_points_on_worker(p, n, k, false, err, marks);
-    for (int i = 0; i < 3 && rc == 0; i++)
-      if (cudaEventElapsedTime(&ms[i], marks[i], marks[i + 1]) != cudaSuccess)
-        rc = mr_err_set(err, MR_EDEVICE, "nufft: cudaEventElapsedTime failed");
-    for (cudaEvent_t e : marks)
-      if (e != nullptr)
-        cudaEventDestroy(e);
-    return rc;
+    return mr_nufft_cuda_time_stages(
+        ms, err, [&](cudaEvent_t *marks) { return set_points_on_worker(p, n, k, false, err, marks); });
   });
 }
 

@@ -43,6 +43,28 @@ struct mr_nufft_cuda {
   size_t smem = 0;         // spreading block's shared memory
 };
 
+// For benchmarks, on the worker: run(marks) with four CUDA events to record
+// (before its first stage and after each of its three), then the stages'
+// times in ms.
+template <class Fn> int mr_nufft_cuda_time_stages(float ms[3], mr_err *err, Fn run) {
+  cudaEvent_t marks[4] = {nullptr, nullptr, nullptr, nullptr};
+  int rc = 0;
+  for (int i = 0; i < 4 && rc == 0; i++)
+    if (cudaEventCreate(&marks[i]) != cudaSuccess)
+      rc = mr_err_set(err, MR_EDEVICE, "nufft: cudaEventCreate failed");
+  if (rc == 0)
+    rc = run(marks);
+  if (rc == 0 && cudaEventSynchronize(marks[3]) != cudaSuccess)
+    rc = mr_err_set(err, MR_EDEVICE, "nufft: cudaEventSynchronize failed");
+  for (int i = 0; i < 3 && rc == 0; i++)
+    if (cudaEventElapsedTime(&ms[i], marks[i], marks[i + 1]) != cudaSuccess)
+      rc = mr_err_set(err, MR_EDEVICE, "nufft: cudaEventElapsedTime failed");
+  for (cudaEvent_t e : marks)
+    if (e != nullptr)
+      cudaEventDestroy(e);
+  return rc;
+}
+
 inline mr_nufft_cuda *mr_nufft_cuda_state(const mr_nufft_plan *p) {
   return static_cast<mr_nufft_cuda *>(p->impl);
 }
