@@ -596,7 +596,6 @@ static void cuda_pipe_menon_matches_cpu(void **state) {
 }
 
 
-#ifdef MR_HAVE_CUDA
 /* Positions that exercise the placement: random ones with the edges, a
  * radial trajectory crowding the centre bins (which then split), and
  * positions far outside [-0.5, 0.5) (the transform is periodic). */
@@ -611,19 +610,6 @@ static float *test_positions(int kind, int rank, size_t n) {
         k[i] = k[i] * 7.0f + (float)((int)(i % 5) - 2);
   }
   return k;
-}
-
-/* A sample's place in the host's order: home bin, then original index. */
-typedef struct sample_key {
-  int64_t home, index;
-  size_t at;
-} sample_key;
-
-static int by_home_then_index(const void *a, const void *b) {
-  const sample_key *x = a, *y = b;
-  if (x->home != y->home)
-    return x->home < y->home ? -1 : 1;
-  return x->index < y->index ? -1 : x->index > y->index;
 }
 
 static int ascending(const void *a, const void *b) {
@@ -702,6 +688,20 @@ static void groups_list_entries(void **state) {
     mr_nufft_plan_destroy(plan);
     free(k);
   }
+}
+
+#ifdef MR_HAVE_CUDA
+/* A sample's place in the host's order: home bin, then original index. */
+typedef struct sample_key {
+  int64_t home, index;
+  size_t at;
+} sample_key;
+
+static int by_home_then_index(const void *a, const void *b) {
+  const sample_key *x = a, *y = b;
+  if (x->home != y->home)
+    return x->home < y->home ? -1 : 1;
+  return x->index < y->index ? -1 : x->index > y->index;
 }
 
 /* Puts the GPU's binning into the host's order: within a bin the GPU keeps
