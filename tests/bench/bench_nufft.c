@@ -18,7 +18,9 @@
  * the CPU; then the median of several, wall clock to
  * the end of the device work, positions from host memory and, on the GPU,
  * from pinned host memory and from device memory as the reference takes
- * them); random data resident on the device, then
+ * them, the last also split into its stages by CUDA events:
+ * gpu_set_points_stage_ms, placing, scan, scatter); random data resident
+ * on the device, then
  * execute timed (median of several runs after warm-up; CUDA events on the
  * GPU). points_per_s counts sample-vector pairs: points x coils / seconds.
  * The GPU is also timed at each fixed upsampling (2 and 1.25), to show what
