@@ -55,9 +55,10 @@ void mr_nufft_cpu_destroy(mr_nufft_plan *p);
 int mr_nufft_cuda_create(mr_nufft_plan *p, mr_err *err);
 int mr_nufft_cuda_set_points(mr_nufft_plan *p, size_t npoints, const float *k, int k_on_host,
                              mr_err *err);
-/* The device's binned points as host arrays into *out (bin_start left
- * NULL: the subproblems carry the bins' ranges), for tests comparing them
- * with mr_nufft_points_build. The caller frees *out. */
+/* The device's binned points as host arrays into *out (each bin's entries
+ * listed from its sources, nufft_geom.h; bin_start left NULL: the
+ * subproblems carry the bins' ranges), for tests comparing them with
+ * mr_nufft_points_build. The caller frees *out. */
 int mr_nufft_cuda_points_download(mr_nufft_plan *p, mr_nufft_points *out, mr_err *err);
 int mr_nufft_cuda_execute(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
                           mr_cfloat *out, mr_err *err);
