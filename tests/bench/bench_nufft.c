@@ -18,7 +18,9 @@
  * the CPU; then the median of several, wall clock to
  * the end of the device work, positions from host memory and, on the GPU,
  * from pinned host memory and from device memory as the reference takes
- * them); random data resident on the device, then
+ * them, the last also split into its stages by CUDA events:
+ * gpu_set_points_stage_ms, placing, scan, scatter); random data resident
+ * on the device, then
  * execute timed (median of several runs after warm-up; CUDA events on the
  * GPU). points_per_s counts sample-vector pairs: points x coils / seconds.
  * The GPU is also timed at each fixed upsampling (2 and 1.25), to show what
@@ -193,6 +195,7 @@ static size_t image_size(const nufft_case *c) {
  * measured. */
 typedef struct set_times {
   double plan_ms, first_ms, host_ms, pinned_ms, device_ms;
+  double stage_ms[3]; /* GPU, from device memory: placing, scan, finish (CUDA events, median) */
 } set_times;
 
 /* Median wall time of set_points, from host memory (kd NULL) or from the
@@ -238,6 +241,17 @@ static int measure_set_points(mr_device *dev, mr_nufft_plan *plan, const nufft_c
   }
   if (rc == 0 && gpu)
     rc = time_set_points(plan, c->npoints, k, kd, &st->device_ms);
+#ifdef MR_HAVE_CUDA
+  double stage[3][SET_POINTS_REPS];
+  for (int r = 0; rc == 0 && gpu && r < SET_POINTS_REPS; r++) {
+    float f[3];
+    rc = mr_nufft_cuda_set_points_stage_times(plan, c->npoints, mr_buf_data(kd), f, TERR);
+    for (int i = 0; i < 3; i++)
+      stage[i][r] = f[i];
+  }
+  for (int i = 0; rc == 0 && gpu && i < 3; i++)
+    st->stage_ms[i] = bench_median(stage[i], SET_POINTS_REPS);
+#endif
   mr_buf_destroy(kd);
   mr_host_free(dev, pinned);
   return rc;
@@ -499,6 +513,10 @@ static int run_case(const bench_ctx *ctx, group *g, size_t t, mr_device *gpu, mr
   json_num(j, "gpu_set_points_ms", gpu != NULL ? o->st.host_ms : NAN);
   json_num(j, "gpu_set_points_pinned_ms", gpu != NULL ? o->st.pinned_ms : NAN);
   json_num(j, "gpu_set_points_device_ms", gpu != NULL ? o->st.device_ms : NAN);
+  json_open(j, "gpu_set_points_stage_ms", '[');
+  for (int i = 0; i < 3; i++)
+    json_num(j, NULL, gpu != NULL ? o->st.stage_ms[i] : NAN);
+  json_close(j, ']');
   json_num(j, "gpu_first_set_points_ms", gpu != NULL ? o->st.first_ms : NAN);
   json_num(j, "gpu_plan_create_ms", gpu != NULL ? o->st.plan_ms : NAN);
   json_num(j, "reference_ms", ref.execute_ms);
@@ -566,7 +584,7 @@ static int run_group(const bench_ctx *ctx, group *g, mr_device *gpu, mr_device *
     while (t < NCASE_TOLS && case_tols[t] != at.tol)
       t++;
     mr_cfloat *out = g->out[t];
-    o->st = (set_times){NAN, NAN, NAN, NAN, NAN};
+    o->st = (set_times){NAN, NAN, NAN, NAN, NAN, {NAN, NAN, NAN}};
     for (int s = 0; s < 3; s++)
       o->stage[s] = NAN;
     rc = measure(dev, &at, g->k, g->in, 0, out, &o->info, &o->ms, gpu != NULL ? o->stage : NULL,
@@ -619,7 +637,8 @@ int bench_nufft(const bench_ctx *ctx) {
                       "gpu_set_points_ms from host positions (upload included; _pinned: from "
                       "pinned host memory), "
                       "gpu_set_points_device_ms from device positions as the reference takes "
-                      "them; points_per_s = points x coils / s; *_error: relative error against "
+                      "them, gpu_set_points_stage_ms its stages (placing and counting, the scan, "
+                      "the scatter and subproblems; CUDA events, median of 9); points_per_s = points x coils / s; *_error: relative error against "
                       "the exact sum in double precision on 48 random output elements; "
                       "reference_*: cuFINUFFT in this run on the same points and data, its "
                       "fastest method (set_points_best: its fastest set_points over the "

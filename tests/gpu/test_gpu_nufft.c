@@ -631,7 +631,6 @@ static void cuda_pipe_menon_matches_cpu(void **state) {
 }
 
 
-#ifdef MR_HAVE_CUDA
 /* Positions that exercise the placement: random ones with the edges, a
  * radial trajectory crowding the centre bins (which then split), and
  * positions far outside [-0.5, 0.5) (the transform is periodic). */
@@ -648,6 +647,85 @@ static float *test_positions(int kind, int rank, size_t n) {
   return k;
 }
 
+static int ascending(const void *a, const void *b) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The GPU's group layout (nufft_geom.h) lists exactly the host's entries:
+ * the samples sorted by group, each bin's sources hold the samples whose
+ * footprints reach into it, no other and none twice. On the CPU, with
+ * partial last bins of every kind: none (grids of 32, 64), wider than the
+ * kernel (40, 72, 80), narrower than it (36 and 100 at tol 1e-5: three
+ * bins along y or x), and 36 at tol 1e-3 (near the kernel's width). */
+static void groups_list_entries(void **state) {
+  (void)state;
+  static const struct {
+    int rank;
+    size_t dims[3], n;
+    double tol;
+  } cases[] = {
+      {2, {50, 40, 1}, 4000, 1e-5}, {2, {32, 36, 1}, 3000, 1e-2},
+      {3, {20, 18, 16}, 5000, 1e-5}, {3, {18, 32, 20}, 4000, 1e-3},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    mr_nufft_opts o = {.rank = cases[c].rank,
+                       .dims = {cases[c].dims[0], cases[c].dims[1], cases[c].dims[2]},
+                       .batch = 1, .tol = cases[c].tol, .upsampling = 2.0};
+    mr_nufft_plan *plan;
+    GPU_OK(mr_nufft_plan_create(gpu_test_cpu(), &o, &plan, TERR));
+    const mr_nufft_geom *g = &plan->geom;
+    size_t n = cases[c].n;
+    float *k = test_positions(2, o.rank, n);
+    mr_nufft_points host = {0};
+    GPU_OK(mr_nufft_points_build(g, n, k, mr_nufft_sub_entries(g, n), mr_device_threads(gpu_test_cpu()),
+                                 &host, TERR));
+    mr_nufft_groups q = mr_nufft_groups_of(g);
+    size_t ngroups = host.nbins * (size_t)q.per_bin;
+    int32_t *start = calloc(ngroups + 1, sizeof *start), *group = malloc(n * sizeof *group);
+    int32_t *by_group = malloc(n * sizeof *by_group), *listed = malloc(host.nentries * sizeof *listed);
+    for (size_t p = 0; p < n; p++) {
+      group[p] = mr_nufft_group(g, &q, host.pos[p]);
+      assert_true(group[p] >= 0 && (size_t)group[p] < ngroups);
+      start[group[p] + 1]++;
+    }
+    for (size_t x = 0; x < ngroups; x++)
+      start[x + 1] += start[x];
+    for (size_t p = 0; p < n; p++) /* stable: host order within a group */
+      by_group[start[group[p]]++] = (int32_t)p;
+    for (size_t x = ngroups; x > 0; x--) /* back to the starts */
+      start[x] = start[x - 1];
+    start[0] = 0;
+    for (size_t b = 0; b < host.nbins; b++) {
+      size_t count = 0, want = (size_t)(host.bin_start[b + 1] - host.bin_start[b]);
+      for (int j = 0; j < q.sources; j++) {
+        int first, end;
+        mr_nufft_source(&q, (int)b, j, &first, &end);
+        for (int32_t e = start[first]; e < start[end]; e++, count++)
+          if (count < want)
+            listed[count] = by_group[e];
+      }
+      assert_int_equal(count, want);
+      qsort(listed, count, sizeof *listed, ascending);
+      assert_memory_equal(listed, host.entries + host.bin_start[b], count * sizeof *listed);
+    }
+    print_message("%dD %zux%zux%zu: grid %dx%dx%d, bins %dx%dx%d, reach %d %d %d, %d groups a bin, "
+                  "%d sources, %zu entries\n", o.rank, o.dims[0], o.dims[1], o.dims[2], g->nf[0],
+                  g->nf[1], g->nf[2], g->nbins[0], g->nbins[1], g->nbins[2], q.reach[0],
+                  q.reach[1], q.reach[2], q.per_bin, q.sources, host.nentries);
+    if (c == 0 || c == 2) /* the narrow last bins do make a reach of 3 */
+      assert_int_equal(q.reach[0] * q.reach[1], 6);
+    free(start);
+    free(group);
+    free(by_group);
+    free(listed);
+    mr_nufft_points_free(&host);
+    mr_nufft_plan_destroy(plan);
+    free(k);
+  }
+}
+
+#ifdef MR_HAVE_CUDA
 /* A sample's place in the host's order: home bin, then original index. */
 typedef struct sample_key {
   int64_t home, index;
@@ -659,11 +737,6 @@ static int by_home_then_index(const void *a, const void *b) {
   if (x->home != y->home)
     return x->home < y->home ? -1 : 1;
   return x->index < y->index ? -1 : x->index > y->index;
-}
-
-static int ascending(const void *a, const void *b) {
-  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-  return x < y ? -1 : x > y;
 }
 
 /* Puts the GPU's binning into the host's order: within a bin the GPU keeps
@@ -717,11 +790,15 @@ static void assert_points_equal(const mr_nufft_geom *g, mr_nufft_points *gpu,
 }
 
 /* The GPU's binning is the host's: same placement, same samples in the same
- * bins, same entry lists and subproblems (up to the order within a bin);
- * from pageable and pinned host memory (in several upload pieces for the
- * larger ones) and from device memory; with its memory made at plan
- * creation (max_points) or at the first set_points; counted in shared
- * memory first (up to 512 bins) or not (the last case's 1,728). */
+ * bins, same entries (the GPU's bins' sources, listed) and subproblems (up
+ * to the order within a bin); from pageable and pinned host memory (in
+ * several upload pieces for the larger ones) and from device memory; with
+ * its memory made at plan creation (max_points) or at the first
+ * set_points; counted in shared memory first (up to 1,024 groups) or not
+ * (the 3D cases of 64^3 and 96^3: 1,728 bins of 8 groups; 18 x 64 x 48:
+ * 144 bins of 12); with a partial last bin narrower than the kernel (a
+ * footprint then touches three bins along that dimension: 2D 50 x 40,
+ * 3D 20 x 18 x 16 and 18 x 64 x 48, grids of 100 and 36). */
 static void cuda_points_match_host(void **state) {
   (void)state;
   static const struct {
@@ -735,6 +812,8 @@ static void cuda_points_match_host(void **state) {
       {3, 2, {20, 24, 16}, 5000, 1.25, 1e-4}, {2, 0, {16, 16, 1}, 1, 2.0, 1e-4},
       {3, 0, {16, 16, 16}, 0, 2.0, 1e-4},     {2, 0, {128, 128, 1}, 150000, 2.0, 1e-4},
       {3, 0, {48, 48, 48}, 100000, 1.25, 1e-3}, {3, 0, {96, 96, 96}, 30000, 2.0, 1e-2},
+      {2, 0, {50, 40, 1}, 6000, 2.0, 1e-5},     {3, 2, {20, 18, 16}, 5000, 2.0, 1e-5},
+      {3, 0, {18, 64, 48}, 20000, 2.0, 1e-5},
   };
   mr_device *gpu = gpu_test_gpu();
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
@@ -781,11 +860,15 @@ static void cuda_points_match_host(void **state) {
 }
 
 /* GPU set_points and execute against the CPU plan on the same points and
- * data, both directions: equal to rounding. */
+ * data, both directions: equal to rounding; the 3D grid of 36 along y and
+ * the 2D one of 100 along x end in a bin narrower than the kernel, whose
+ * neighbours' samples a bin also reads (nufft_cuda.cuh). */
 static void cuda_matches_cpu(void **state) {
   (void)state;
-  static const shape cases[] = {{2, {32, 32, 1}, 3, 201 * 64}, {3, {20, 18, 16}, 2, 9000}};
-  for (size_t c = 0; c < 2; c++) {
+  static const shape cases[] = {{2, {32, 32, 1}, 3, 201 * 64},
+                                {3, {20, 18, 16}, 2, 9000},
+                                {2, {50, 40, 1}, 2, 6000}};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
     const shape *s = &cases[c];
     float *k = test_positions(s->rank == 2 ? 1 : 2, s->rank, s->npoints);
     size_t nimg = pixels(s) * s->batch, nsmp = s->npoints * s->batch;
@@ -893,6 +976,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(cpu_rule_upsampling),
       cmocka_unit_test(middle_upsampling_keeps_width),
       cmocka_unit_test(crowded_bins_cut_small),
+      cmocka_unit_test(groups_list_entries),
   };
   const struct CMUnitTest cuda_tests[] = {
       cmocka_unit_test(cuda_matches_dft),

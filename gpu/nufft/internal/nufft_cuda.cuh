@@ -12,13 +12,20 @@
 struct mr_nufft_cuda {
   float2 *grid = nullptr;  // [batch][nf2][nf1][nf0]
   float *deapod = nullptr; // n0 + n1 + n2
-  // The binned positions (nufft_points.h's arrays, on the device; the
-  // plan's mr_nufft_points holds only their counts): sorted positions and
-  // offsets [npoints], bin entries [nentries], subproblems [nsubs].
+  // The binned positions (on the device; the plan's mr_nufft_points holds
+  // only their counts): positions and offsets [npoints] sorted by group
+  // (nufft_points.h's arrays, in the group layout above), subproblems
+  // [nsubs] as the host's (their entries counted in the bins' sources).
   int4 *pos = nullptr;
   float4 *offset = nullptr;
-  int *entries = nullptr;
+  // [groups + 1], exclusive sums over the groups (nufft_geom.h's
+  // mr_nufft_groups): {samples, entries, subproblems, 0}, a bin's entries
+  // and subproblems counted at its last group; the element past the
+  // groups holds the totals.
+  int4 *group_start = nullptr;
   int4 *subs = nullptr;
+  mr_nufft_groups groups{}; // nufft_geom.h
+  int sub_entries = 1;      // the last binning's piece size (mr_nufft_sub_entries)
   // The binning's scratch (nufft_points_cuda.cu). Those arrays and the
   // scratch are made for cap_points points (opts.max_points, at plan
   // creation): a trajectory of no more points reuses them, so no
@@ -26,7 +33,6 @@ struct mr_nufft_cuda {
   char *scratch = nullptr;
   size_t cap_points = 0;
   size_t scan_bytes = 0; // the scan's temporary storage (from the bin count)
-  int most_touched = 1;  // most bins one footprint touches
   // The bin counts in the scratch are zero: the last binning cleared them,
   // so the next needs no memset.
   bool counts_zeroed = false;
@@ -36,6 +42,28 @@ struct mr_nufft_cuda {
   bool wide = false;       // tile keeps rounding remainders (nufft_cuda.cu)
   size_t smem = 0;         // spreading block's shared memory
 };
+
+// For benchmarks, on the worker: run(marks) with four CUDA events to record
+// (before its first stage and after each of its three), then the stages'
+// times in ms.
+template <class Fn> int mr_nufft_cuda_time_stages(float ms[3], mr_err *err, Fn run) {
+  cudaEvent_t marks[4] = {nullptr, nullptr, nullptr, nullptr};
+  int rc = 0;
+  for (int i = 0; i < 4 && rc == 0; i++)
+    if (cudaEventCreate(&marks[i]) != cudaSuccess)
+      rc = mr_err_set(err, MR_EDEVICE, "nufft: cudaEventCreate failed");
+  if (rc == 0)
+    rc = run(marks);
+  if (rc == 0 && cudaEventSynchronize(marks[3]) != cudaSuccess)
+    rc = mr_err_set(err, MR_EDEVICE, "nufft: cudaEventSynchronize failed");
+  for (int i = 0; i < 3 && rc == 0; i++)
+    if (cudaEventElapsedTime(&ms[i], marks[i], marks[i + 1]) != cudaSuccess)
+      rc = mr_err_set(err, MR_EDEVICE, "nufft: cudaEventElapsedTime failed");
+  for (cudaEvent_t e : marks)
+    if (e != nullptr)
+      cudaEventDestroy(e);
+  return rc;
+}
 
 inline mr_nufft_cuda *mr_nufft_cuda_state(const mr_nufft_plan *p) {
   return static_cast<mr_nufft_cuda *>(p->impl);

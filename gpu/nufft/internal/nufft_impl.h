@@ -55,9 +55,10 @@ void mr_nufft_cpu_destroy(mr_nufft_plan *p);
 int mr_nufft_cuda_create(mr_nufft_plan *p, mr_err *err);
 int mr_nufft_cuda_set_points(mr_nufft_plan *p, size_t npoints, const float *k, int k_on_host,
                              mr_err *err);
-/* The device's binned points as host arrays into *out (bin_start left
- * NULL: the subproblems carry the bins' ranges), for tests comparing them
- * with mr_nufft_points_build. The caller frees *out. */
+/* The device's binned points as host arrays into *out (each bin's entries
+ * listed from its sources, nufft_geom.h; bin_start left NULL: the
+ * subproblems carry the bins' ranges), for tests comparing them with
+ * mr_nufft_points_build. The caller frees *out. */
 int mr_nufft_cuda_points_download(mr_nufft_plan *p, mr_nufft_points *out, mr_err *err);
 int mr_nufft_cuda_execute(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
                           mr_cfloat *out, mr_err *err);
@@ -69,6 +70,11 @@ int mr_nufft_cuda_pipe_menon(mr_nufft_plan *p, int iterations, float *weights, m
  * benchmarks. */
 int mr_nufft_cuda_stage_times(mr_nufft_plan *p, mr_nufft_direction dir, const mr_cfloat *in,
                               mr_cfloat *out, float ms[3], mr_err *err);
+/* One set_points from device memory with its stages timed by CUDA events:
+ * placing (the slots), the scan, the finish (scatter and subproblems), in
+ * ms. For benchmarks. */
+int mr_nufft_cuda_set_points_stage_times(mr_nufft_plan *p, size_t n, const float *k, float ms[3],
+                                         mr_err *err);
 void mr_nufft_cuda_destroy(mr_nufft_plan *p);
 
 #ifdef __cplusplus

@@ -1,7 +1,9 @@
 /* Internal: a NUFFT plan's sample positions, placed on its grid and sorted
  * into bins once per trajectory (here on the host for the CPU; the GPU
- * builds these very arrays on its device, nufft_points_cuda.cu, and the
- * plan's copy holds only their counts).
+ * builds the same placement, bins and subproblems on its device in the
+ * group layout of nufft_geom.h, where a bin's entries are whole groups of
+ * sorted samples rather than a list, nufft_points_cuda.cu, and the plan's
+ * copy holds only their counts).
  *
  * Samples are sorted by the bin holding their footprint's first grid point,
  * so neighbouring sorted samples touch neighbouring grid memory. Each bin
