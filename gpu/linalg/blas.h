@@ -39,7 +39,7 @@ int mr_blas_herk(mr_device *dev, mr_blas_op op, float alpha, mr_cmat a, float be
  * result on any number of threads. MR_EINVAL for a run outside x or a b
  * of another size, MR_ENOMEM when a thread finds no scratch (then some
  * pieces may be multiplied and others not). Borrows x, b and runs. */
-enum { MR_BLAS_ROWS_PIECE = 256 };
+enum { MR_BLAS_ROWS_PIECE = 512 };
 int mr_blas_gemm_rows_host(mr_device *dev, mr_cmat x, mr_cmat b, const size_t *runs, size_t nruns,
                            mr_err *err);
 

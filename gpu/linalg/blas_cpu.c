@@ -13,8 +13,13 @@ static const enum CBLAS_TRANSPOSE trans[] = {
 /* OpenBLAS runs single-threaded (gpu/core/cpu_threads.c: one pool for the
  * CPU): a product is cut into pieces along its longer outer side (rows or
  * columns of c), about four per thread over the batch, for the device's
- * threads. Narrower pieces than this pack too little per call. */
+ * threads. Narrower pieces than GEMM_MIN_PIECE pack too little per call;
+ * and a piece has at least GEMM_MIN_WORK multiply-adds: every OpenBLAS
+ * call takes a process-wide mutex twice (its buffers), and 16 threads'
+ * calls of a few microseconds each (GRAPPA's filling: 1,150 a slice)
+ * queued on it. */
 #define GEMM_MIN_PIECE 32
+#define GEMM_MIN_WORK ((size_t)1 << 18)
 
 typedef struct gemm_job {
   const mr_gemm_args *g;
@@ -60,6 +65,10 @@ int mr_blas_cpu_gemm(mr_device *dev, const mr_gemm_args *g) {
   size_t want = (size_t)mr_cpu_threads_count(threads) * 4;
   size_t per_item = (want + (size_t)g->batch - 1) / (size_t)g->batch;
   size_t piece = ((size_t)outer + per_item - 1) / per_item;
+  size_t per_line = (size_t)(split_m ? g->n : g->m) * (size_t)(g->k > 0 ? g->k : 1);
+  size_t least = (GEMM_MIN_WORK + per_line - 1) / per_line;
+  if (piece < least)
+    piece = least;
   if (piece < GEMM_MIN_PIECE)
     piece = GEMM_MIN_PIECE;
   gemm_job j = {.g = g, .piece = piece < (size_t)outer ? (int)piece : outer, .split_m = split_m};
