@@ -12,7 +12,6 @@
 
 #include "blas.h"
 #include "cmat.h"
-#include "pool.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
 
@@ -151,16 +150,12 @@ static void gemm_rows_in_place(void **state) {
   gpu_test_random(x0, total, 21);
   gpu_test_random(b, N * N, 22);
   for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
-    mr_pool_opts po = {.gpus = "none", .cpu_threads = counts[i]};
     mr_pool *pool;
-    mr_device *cpu;
-    GPU_OK(mr_pool_create(&po, &pool, TERR));
-    GPU_OK(mr_pool_acquire(pool, "cpu", &cpu, TERR));
+    mr_device *cpu = gpu_test_cpu_pool(counts[i], &pool);
     memcpy(x, x0, total * sizeof *x);
     mr_cmat xm = {x, ROWS, N, LD, 0}, bm = mr_cmat_dense(b, N, N);
     GPU_OK(mr_blas_gemm_rows_host(cpu, xm, bm, runs, nruns, TERR));
-    mr_pool_release(pool, cpu);
-    mr_pool_destroy(pool);
+    gpu_test_cpu_pool_end(pool, cpu);
     if (i > 0) {
       assert_memory_equal(x, first, total * sizeof *x);
       continue;

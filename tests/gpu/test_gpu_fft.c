@@ -12,7 +12,6 @@
 
 #include "fft.h"
 #include "halve.h"
-#include "pool.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
 
@@ -236,11 +235,8 @@ static void halve_matches_crop(void **state) {
     to[b] = out + (size_t)l * M;
   }
   for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
-    mr_pool_opts po = {.gpus = "none", .cpu_threads = counts[i]};
     mr_pool *pool;
-    mr_device *cpu;
-    GPU_OK(mr_pool_create(&po, &pool, TERR));
-    GPU_OK(mr_pool_acquire(pool, "cpu", &cpu, TERR));
+    mr_device *cpu = gpu_test_cpu_pool(counts[i], &pool);
     mr_fft_halve *h;
     GPU_OK(mr_fft_halve_create(cpu, NRO, NCH, &h, TERR));
     for (size_t v = 0; v < (size_t)NCH * OUT_STRIDE; v++)
@@ -258,8 +254,7 @@ static void halve_matches_crop(void **state) {
     }
     assert_memory_equal(out, first, (size_t)NCH * OUT_STRIDE * sizeof *out);
     mr_fft_halve_destroy(h);
-    mr_pool_release(pool, cpu);
-    mr_pool_destroy(pool);
+    gpu_test_cpu_pool_end(pool, cpu);
   }
   for (int l = 0; l < LINES; l++)
     for (int c = 0; c < NCH; c++) {
