@@ -168,8 +168,9 @@ static int halve_lines_cpu(remove_os *s, const mr_kspace *k, mr_kspace *out, int
                            mr_err *err) {
   size_t lines = k->ne1 * k->ne2, n = 0;
   int rc = make_half(s, k->nro, k->nch, err);
-  const mr_cfloat **in = rc == 0 ? malloc(lines * sizeof *in) : NULL;
-  mr_cfloat **to = in != NULL ? malloc(lines * sizeof *to) : NULL;
+  size_t slots = lines > 0 ? lines : 1;
+  const mr_cfloat **in = rc == 0 ? malloc(slots * sizeof *in) : NULL;
+  mr_cfloat **to = in != NULL ? malloc(slots * sizeof *to) : NULL;
   if (rc == 0 && to == NULL)
     rc = mr_err_set(err, MR_ENOMEM, "out of memory");
   for (size_t l = 0; rc == 0 && l < lines; l++)
