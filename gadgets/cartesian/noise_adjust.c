@@ -260,9 +260,10 @@ static int whiten_sampled_on(noise_adjust *s, mr_device *dev, mr_kspace *c, cons
 /* Whitens the sampled lines of k (host memory) on the CPU, in place. A run
  * of consecutive sampled lines is, in every channel, one stretch of
  * samples: the runs' rows of the (samples x channels) matrix the buffer is
- * (leading dimension: a channel's size) are multiplied where they lie, in
- * pieces spread over the CPU threads, each through scratch of its thread
- * (mr_blas_gemm_rows_host). No gathered copy and no fresh output per
+ * (leading dimension: a channel's size) are multiplied where they lie by
+ * `white` read column-major, (L^-1)^T, upper triangular: a triangular
+ * product in place, in pieces spread over the CPU threads
+ * (mr_blas_trmm_rows_host). No gathered copy and no fresh output per
  * slice: those were two new 10 MB buffers per slice of 32 coils, all of it
  * page faults; and one product and copy per run on the stage's thread
  * kept 15 of 16 threads idle between a slice's 80 small products. */
@@ -286,7 +287,7 @@ static int whiten_runs(noise_adjust *s, mr_kspace *k, mr_err *err) {
   }
   int points = (int)mr_kspace_channel_size(k);
   mr_cmat x = {k->data, points, n, points, 0}, w = {s->white, n, n, n, 0};
-  int rc = mr_blas_gemm_rows_host(s->place.dev, x, w, runs, nruns, err);
+  int rc = mr_blas_trmm_rows_host(s->place.dev, x, w, runs, nruns, err);
   free(runs);
   return rc;
 }

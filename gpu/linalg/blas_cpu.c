@@ -1,8 +1,5 @@
 #include <cblas.h>
 #include <complex.h>
-#include <stdatomic.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "blas_impl.h"
 #include "device_impl.h"
@@ -135,22 +132,13 @@ int mr_blas_cpu_herk(mr_device *dev, const mr_herk_args *h) {
 typedef struct rows_job {
   const mr_cmat *x, *b;
   const size_t *runs, *first_piece;
-  size_t nruns;
-  atomic_int failed; /* a thread found no scratch */
 } rows_job;
 
-/* Pieces [begin, end) of the runs: each piece's product into this call's
- * scratch, then copied back column by column. */
+/* Pieces [begin, end) of the runs, each one TRMM in place. */
 static void rows_pieces(void *arg, size_t begin, size_t end) {
-  rows_job *j = arg;
+  const rows_job *j = arg;
   const mr_cmat *x = j->x, *b = j->b;
-  int n = x->cols;
-  mr_cfloat *y = malloc((size_t)MR_BLAS_ROWS_PIECE * (size_t)n * sizeof *y);
-  if (y == NULL) {
-    atomic_store(&j->failed, 1);
-    return;
-  }
-  const mr_cfloat one = 1, zero = 0;
+  const mr_cfloat one = 1;
   size_t run = 0;
   for (size_t p = begin; p < end; p++) {
     while (j->first_piece[run + 1] <= p)
@@ -158,19 +146,13 @@ static void rows_pieces(void *arg, size_t begin, size_t end) {
     size_t r0 = j->runs[2 * run] + (p - j->first_piece[run]) * MR_BLAS_ROWS_PIECE;
     size_t left = j->runs[2 * run + 1] - r0;
     int rows = left < MR_BLAS_ROWS_PIECE ? (int)left : MR_BLAS_ROWS_PIECE;
-    cblas_cgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, rows, n, n, &one, x->data + r0, x->ld,
-                b->data, b->ld, &zero, y, rows);
-    for (int c = 0; c < n; c++)
-      memcpy(x->data + (size_t)c * x->ld + r0, y + (size_t)c * rows, (size_t)rows * sizeof *y);
+    cblas_ctrmm(CblasColMajor, CblasRight, CblasUpper, CblasNoTrans, CblasNonUnit, rows, x->cols,
+                &one, b->data, b->ld, x->data + r0, x->ld);
   }
-  free(y);
 }
 
-int mr_blas_cpu_gemm_rows(mr_device *dev, const mr_cmat *x, const mr_cmat *b, const size_t *runs,
-                          const size_t *first_piece, size_t nruns, mr_err *err) {
-  rows_job j = {.x = x, .b = b, .runs = runs, .first_piece = first_piece, .nruns = nruns};
-  atomic_init(&j.failed, 0);
+void mr_blas_cpu_trmm_rows(mr_device *dev, const mr_cmat *x, const mr_cmat *b, const size_t *runs,
+                           const size_t *first_piece, size_t nruns) {
+  rows_job j = {.x = x, .b = b, .runs = runs, .first_piece = first_piece};
   mr_cpu_parallel_for(mr_device_threads(dev), first_piece[nruns], 1, rows_pieces, &j);
-  return atomic_load(&j.failed) ? mr_err_set(err, MR_ENOMEM, "gemm rows: out of memory for scratch")
-                                : 0;
 }
