@@ -57,7 +57,6 @@ typedef struct noise_adjust {
   int have_white;
   float white_dwell_us;    /* the dwell time `white` was made for */
   float complex *white;    /* [nch][nch] row-major lower: L^-1 */
-  mr_cfloat *scratch;      /* the CPU's products (whiten_runs), kept */
   struct mr_buf *white_dev; /* the same on the GPU (s->gpu.dev), or NULL */
   int white_dev_stale;      /* white changed since white_dev was filled */
   int device, fallback;
@@ -258,26 +257,22 @@ static int whiten_sampled_on(noise_adjust *s, mr_device *dev, mr_kspace *c, cons
   return rc;
 }
 
-/* Samples per product on the CPU: the product's output (this many points
- * x channels, 4 MiB) is scratch kept for the session, warm. */
-#define WHITEN_CPU_SCRATCH_BYTES ((size_t)4 << 20)
-
 /* Whitens the sampled lines of k (host memory) on the CPU, in place. A run
  * of consecutive sampled lines is, in every channel, one stretch of
- * samples: the run is a (samples x channels) matrix read where it lies
- * (leading dimension: a channel's size), its product goes to the scratch
- * and is copied back. No gathered copy and no fresh output per slice: those
- * were two new 10 MB buffers per slice of 32 coils, all of it page faults
- * (the kernel zeroing pages took more time than the products). */
+ * samples: the runs' rows of the (samples x channels) matrix the buffer is
+ * (leading dimension: a channel's size) are multiplied where they lie by
+ * `white` read column-major, (L^-1)^T, upper triangular: a triangular
+ * product in place, in pieces spread over the CPU threads
+ * (mr_blas_trmm_rows_host). No gathered copy and no fresh output per
+ * slice: those were two new 10 MB buffers per slice of 32 coils, all of it
+ * page faults; and one product and copy per run on the stage's thread
+ * kept 15 of 16 threads idle between a slice's 80 small products. */
 static int whiten_runs(noise_adjust *s, mr_kspace *k, mr_err *err) {
   int n = s->noise.nch;
-  size_t lines = k->ne1 * k->ne2, per_channel = mr_kspace_channel_size(k);
-  size_t most = WHITEN_CPU_SCRATCH_BYTES / ((size_t)n * sizeof(mr_cfloat));
-  if (most < 1)
-    most = 1;
-  if (s->scratch == NULL && (s->scratch = malloc(most * (size_t)n * sizeof *s->scratch)) == NULL)
-    return mr_err_set(err, MR_ENOMEM, "out of memory for prewhitening scratch");
-  mr_cmat w = {s->white, n, n, n, 0};
+  size_t lines = k->ne1 * k->ne2, nruns = 0;
+  size_t *runs = malloc((lines / 2 + 1) * 2 * sizeof *runs);
+  if (runs == NULL)
+    return mr_err_set(err, MR_ENOMEM, "out of memory for prewhitening");
   for (size_t l = 0; l < lines;) {
     if (!k->sampled[l]) {
       l++;
@@ -286,20 +281,15 @@ static int whiten_runs(noise_adjust *s, mr_kspace *k, mr_err *err) {
     size_t end = l;
     while (end < lines && k->sampled[end])
       end++;
-    for (size_t p0 = l * k->nro, p1 = end * k->nro; p0 < p1; p0 += most) {
-      size_t points = p1 - p0 < most ? p1 - p0 : most;
-      mr_cmat x = {k->data + p0, (int)points, n, (int)per_channel, 0};
-      mr_cmat y = {s->scratch, (int)points, n, (int)points, 0};
-      int rc = mr_blas_gemm(s->place.dev, MR_BLAS_N, MR_BLAS_N, 1, x, w, 0, y, 1, err);
-      if (rc < 0)
-        return rc;
-      for (int c = 0; c < n; c++)
-        memcpy(k->data + c * per_channel + p0, s->scratch + (size_t)c * points,
-               points * sizeof *s->scratch);
-    }
+    runs[2 * nruns] = l * k->nro;
+    runs[2 * nruns++ + 1] = end * k->nro;
     l = end;
   }
-  return 0;
+  int points = (int)mr_kspace_channel_size(k);
+  mr_cmat x = {k->data, points, n, points, 0}, w = {s->white, n, n, n, 0};
+  int rc = mr_blas_trmm_rows_host(s->place.dev, x, w, runs, nruns, err);
+  free(runs);
+  return rc;
 }
 
 /* Whitens k (host memory) and its calibration part on the CPU. */
@@ -409,7 +399,6 @@ static void destroy(void *state) {
   noise_adjust *s = state;
   mr_noise_stats_free(&s->noise);
   free(s->white);
-  free(s->scratch);
   mr_buf_destroy(s->white_dev);
   mr_placement_release(&s->place);
   mr_placement_release(&s->gpu);

@@ -12,9 +12,10 @@
  * of a slice in one batch: on the "device" when the buffer is there or
  * goes on to a gadget that works on device data (handoff.h), else on the
  * CPU. On the CPU a 2x oversampled readout is halved by two transforms of
- * half its length (halve_block), blocks of lines at a time; any other
- * factor goes line by line (each line's channels gathered for one
- * transform). Both places give the same k-space for symmetric echoes; an
+ * half its length (gpu/fft/halve.h), a buffer's lines spread over the CPU
+ * threads, its lines without samples zeroed there too; any other factor
+ * goes line by line (each line's channels gathered for one transform).
+ * Both places give the same k-space for symmetric echoes; an
  * asymmetric echo is cropped after accumulate padded it to a centred
  * readout. The calibration
  * part stays on the host (grappa calibrates there); on the device its
@@ -26,6 +27,7 @@
 #include "buf.h"
 #include "fft.h"
 #include "gadget.h"
+#include "halve.h"
 #include "handoff.h"
 #include "kspace.h"
 #include "placement.h"
@@ -43,12 +45,7 @@ typedef struct remove_os {
   mr_cfloat *tmp, *line;
   mr_fft_plan *bfull, *bcropped; /* a slice's lines in one batch */
   mr_fft_plan *cfull, *ccropped; /* its calibration lines in one batch */
-  /* Halving readouts on the CPU (halve_block): the odd samples of a block
-   * of HALVE_LINES lines, the plans for a block and for one line, the
-   * factors g. */
-  mr_fft_plan *half_block, *half_line;
-  size_t half_nro, half_nch;
-  mr_cfloat *odd, *twist;
+  mr_fft_halve *halve; /* halving readouts on the CPU, for the current shape */
 } remove_os;
 
 static const mr_param params[] = {MR_PLACEMENT_PARAMS(remove_os)};
@@ -89,16 +86,6 @@ static void drop_plans(remove_os *s) {
   s->full = s->cropped = NULL;
   s->tmp = s->line = NULL;
   s->ns = 0;
-}
-
-static void drop_half(remove_os *s) {
-  mr_fft_plan_destroy(s->half_block);
-  mr_fft_plan_destroy(s->half_line);
-  free(s->odd);
-  free(s->twist);
-  s->half_block = s->half_line = NULL;
-  s->odd = s->twist = NULL;
-  s->half_nro = 0;
 }
 
 static void drop_batch_plans(remove_os *s) {
@@ -163,118 +150,52 @@ static int crop_line(remove_os *s, const mr_cfloat *in, mr_cfloat *out, size_t o
   return rc;
 }
 
-/* Lines of a block halved together: enough readouts for the pool's threads
- * to share one transform, few enough to stay in the cache. */
-#define HALVE_LINES 4
-
 /* Halving applies: the readout of nro samples goes to nout, both even. */
 static int halves(size_t nro, size_t nout) { return nro == 2 * nout && nout % 2 == 0; }
 
-/* The state for halving readouts of nro samples on nch channels. */
+/* The halving for readouts of nro samples on nch channels. */
 static int make_half(remove_os *s, size_t nro, size_t nch, mr_err *err) {
-  if (s->half_nro == nro && s->half_nch == nch)
+  if (s->halve != NULL && mr_fft_halve_nro(s->halve) == nro && mr_fft_halve_nch(s->halve) == nch)
     return 0;
-  drop_half(s);
-  size_t m = nro / 2;
-  mr_fft_opts block = {.rank = 1, .dims = {m, 1, 1}, .batch = HALVE_LINES * nch};
-  mr_fft_opts line = {.rank = 1, .dims = {m, 1, 1}, .batch = nch};
-  int rc = mr_fft_plan_create(s->cpu.dev, &block, &s->half_block, err);
-  if (rc == 0)
-    rc = mr_fft_plan_create(s->cpu.dev, &line, &s->half_line, err);
-  if (rc == 0 && ((s->odd = calloc(HALVE_LINES * nch * m, sizeof *s->odd)) == NULL ||
-                  (s->twist = malloc(m * sizeof *s->twist)) == NULL))
-    rc = MR_ENOMEM;
-  if (rc < 0) {
-    drop_half(s);
-    return rc;
-  }
-  for (size_t i = 0; i < m; i++) { /* g_i: see halve_block */
-    double a = 2.0 * M_PI * (double)i / (double)nro, sign = i < m / 2 ? 1.0 : -1.0;
-    s->twist[i] = (float)(sign * cos(a)) + I * (float)(sign * sin(a));
-  }
-  s->half_nro = nro;
-  s->half_nch = nch;
-  return 0;
+  mr_fft_halve_destroy(s->halve);
+  s->halve = NULL;
+  return mr_fft_halve_create(s->cpu.dev, nro, nch, &s->halve, err);
 }
 
-/* Halves the readouts of n lines (n <= HALVE_LINES; with `plan`, made for
- * n lines or HALVE_LINES): line b's channel c from in[b] + c * in_stride
- * (2M samples) to out[b] + c * out_stride (M). With Phi the sign (-1)^i
- * and C the centred unitary transform of M points, the centred inverse of
- * 2M, its central M and the forward of M come to
- *   y = (x_even + Phi C(g * C^-1(Phi x_odd))) / sqrt(2),
- *   g_i = e^(2 pi i i / 2M) for i < M/2, -e^(2 pi i i / 2M) after
- * (the odd samples' share, half a sample off; the centring of the three
- * transforms cancels): two transforms of M instead of one of 2M and one of
- * M. The result is the same whichever path (lines or buffers) runs it. */
-static int halve_block(remove_os *s, mr_fft_plan *plan, const mr_cfloat *const *in,
-                       mr_cfloat *const *out, size_t n, size_t in_stride, size_t out_stride,
-                       mr_err *err) {
-  size_t m = s->half_nro / 2, nch = s->half_nch;
-  for (size_t b = 0; b < n; b++) /* readout (b, c) at row b * nch + c */
-    for (size_t c = 0; c < nch; c++) {
-      const mr_cfloat *x = in[b] + c * in_stride;
-      mr_cfloat *odd = s->odd + (b * nch + c) * m;
-      for (size_t i = 0; i < m; i += 2) {
-        odd[i] = x[2 * i + 1];
-        odd[i + 1] = -x[2 * i + 3];
-      }
-    }
-  /* Rows past n of a block plan keep earlier values: transformed, unused. */
-  int rc = mr_fft_execute(plan, MR_FFT_BACKWARD, s->odd, s->odd, err);
-  for (size_t r = 0; rc == 0 && r < n * nch; r++) {
-    /* as floats: C's complex product checks for infinities and does not
-     * vectorise */
-    float *v = (float *)(s->odd + r * m);
-    const float *g = (const float *)s->twist;
-    for (size_t i = 0; i < 2 * m; i += 2) {
-      float re = v[i] * g[i] - v[i + 1] * g[i + 1], im = v[i] * g[i + 1] + v[i + 1] * g[i];
-      v[i] = re;
-      v[i + 1] = im;
-    }
-  }
-  if (rc == 0)
-    rc = mr_fft_execute(plan, MR_FFT_FORWARD, s->odd, s->odd, err);
-  const float half = (float)M_SQRT1_2;
-  for (size_t b = 0; rc == 0 && b < n; b++)
-    for (size_t c = 0; c < nch; c++) {
-      const mr_cfloat *x = in[b] + c * in_stride, *d = s->odd + (b * nch + c) * m;
-      mr_cfloat *y = out[b] + c * out_stride;
-      for (size_t i = 0; i < m; i += 2) {
-        y[i] = half * (x[2 * i] + d[i]);
-        y[i + 1] = half * (x[2 * i + 2] - d[i + 1]);
-      }
-    }
-  return rc;
-}
-
-/* Every sampled line of k into out (host memory both), halved, a block of
- * lines at a time. */
-static int halve_lines_cpu(remove_os *s, const mr_kspace *k, mr_kspace *out, mr_err *err) {
-  size_t lines = k->ne1 * k->ne2, l = 0;
+/* Every line of k into out (host memory both), halved on the CPU threads;
+ * a line k did not sample is zeroed when `zero`, else left alone. */
+static int halve_lines_cpu(remove_os *s, const mr_kspace *k, mr_kspace *out, int zero,
+                           mr_err *err) {
+  size_t lines = k->ne1 * k->ne2, n = 0;
   int rc = make_half(s, k->nro, k->nch, err);
-  while (rc == 0 && l < lines) {
-    const mr_cfloat *in[HALVE_LINES];
-    mr_cfloat *to[HALVE_LINES];
-    size_t n = 0;
-    for (; l < lines && n < HALVE_LINES; l++)
-      if (k->sampled[l]) {
-        in[n] = k->data + l * k->nro;
-        to[n++] = out->data + l * out->nro;
-      }
-    if (n > 0)
-      rc = halve_block(s, s->half_block, in, to, n, mr_kspace_channel_size(k),
-                       mr_kspace_channel_size(out), err);
-  }
+  size_t slots = lines > 0 ? lines : 1;
+  const mr_cfloat **in = rc == 0 ? malloc(slots * sizeof *in) : NULL;
+  mr_cfloat **to = in != NULL ? malloc(slots * sizeof *to) : NULL;
+  if (rc == 0 && to == NULL)
+    rc = mr_err_set(err, MR_ENOMEM, "out of memory");
+  for (size_t l = 0; rc == 0 && l < lines; l++)
+    if (k->sampled[l] || zero) {
+      in[n] = k->sampled[l] ? k->data + l * k->nro : NULL;
+      to[n++] = out->data + l * out->nro;
+    }
+  if (rc == 0)
+    rc = mr_fft_halve_host(s->halve, in, mr_kspace_channel_size(k), to,
+                           mr_kspace_channel_size(out), n, err);
+  free(in);
+  free(to);
   return rc;
 }
 
-/* Every sampled line of k (host memory) into out (host memory). */
-static int crop_lines_cpu(remove_os *s, const mr_kspace *k, mr_kspace *out, mr_err *err) {
+/* Every sampled line of k (host memory) into out (host memory); the others
+ * zeroed when `zero`. */
+static int crop_lines_cpu(remove_os *s, const mr_kspace *k, mr_kspace *out, int zero,
+                          mr_err *err) {
   size_t lines = k->ne1 * k->ne2, in_stride = mr_kspace_channel_size(k),
          out_stride = mr_kspace_channel_size(out);
   if (halves(k->nro, out->nro))
-    return halve_lines_cpu(s, k, out, err);
+    return halve_lines_cpu(s, k, out, zero, err);
+  if (zero)
+    mr_kspace_zero_unsampled(out);
   int rc = make_plans(s, k->nro, out->nro, k->nch, err);
   for (size_t l = 0; rc == 0 && l < lines; l++) {
     if (!k->sampled[l])
@@ -361,7 +282,7 @@ static int run_batch(mr_device *dev, void *arg, mr_err *err) {
   if (mr_kspace_host(j->k, &e) == NULL || mr_kspace_host(j->out, &e) == NULL)
     return mr_err_set(err, e.code ? e.code : MR_ENOMEM, "%s", mr_err_text(&e, MR_ENOMEM));
   mr_kspace_changed_on(j->out, dev);
-  return crop_lines_cpu(j->s, j->k, j->out, err);
+  return crop_lines_cpu(j->s, j->k, j->out, 1, err);
 }
 
 /* A cropped copy of k (host memory, as is the copy): on dev when a GPU (its
@@ -383,15 +304,15 @@ static mr_kspace *crop_host(remove_os *s, mr_gadget_ctx *ctx, mr_device *dev, co
   *rc = mr_device_is_gpu(dev) ? mr_device_run(dev, crop_calib_task, &job, &why) : MR_EDEVMEM;
   if (*rc == MR_EDEVMEM) { /* the CPU's turn: no GPU, or it is out of memory */
     mr_err_clear(&why);
-    *rc = crop_lines_cpu(s, k, out, &why);
+    *rc = crop_lines_cpu(s, k, out, !calib, &why);
+  } else if (*rc == 0 && !calib) {
+    mr_kspace_zero_unsampled(out);
   }
   if (*rc < 0) {
     mr_kspace_free(out);
     *rc = mr_gadget_fail(ctx, *rc, "readout of %zu samples: %s", k->nro, mr_err_text(&why, *rc));
     return NULL;
   }
-  if (!calib)
-    mr_kspace_zero_unsampled(out);
   mr_kspace_copy_meta(out, k);
   return out;
 }
@@ -475,7 +396,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   const mr_cfloat *in = (const mr_cfloat *)msg->u.acq.data;
   mr_cfloat *to = rc == 0 ? (mr_cfloat *)m->u.acq.data : NULL;
   if (rc == 0)
-    rc = halving ? halve_block(s, s->half_line, &in, &to, 1, ns, nout, &why)
+    rc = halving ? mr_fft_halve_host(s->halve, &in, ns, &to, nout, 1, &why)
                  : crop_line(s, in, to, nout, &why);
   if (rc < 0) {
     mr_message_unref(m);
@@ -488,7 +409,7 @@ static void destroy(void *state) {
   remove_os *s = state;
   drop_plans(s);
   drop_batch_plans(s);
-  drop_half(s);
+  mr_fft_halve_destroy(s->halve);
   mr_placement_release(&s->place);
   mr_placement_release(&s->cpu);
 }

@@ -2,20 +2,25 @@
 
 #include <cblas.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "error.h"
 #include "thread_name.h"
 
-/* One parallel loop; lives on its caller's stack. Chunks are handed out
- * under the lock: they are coarse (several per thread), so the lock is
- * taken rarely compared with the work in between. */
+/* One parallel loop; lives on its caller's stack. Its chunks are claimed
+ * without the lock (an atomic counter): a chunk of a few microseconds no
+ * longer queues 16 threads on one mutex twice. The lock guards the list of
+ * loops and each loop's helper count: a helper joins a loop and leaves it
+ * under the lock, and the caller returns only once its loop is out of the
+ * list with no helper left on it, so no helper touches a loop that is gone. */
 typedef struct loop {
   mr_range_fn fn;
   void *arg;
   size_t n, chunk, nchunks;
-  size_t next;      /* next chunk to hand out */
-  size_t finished;  /* chunks done */
+  atomic_size_t next; /* next chunk to claim; >= nchunks: all claimed */
+  int helpers;        /* helper threads working on it */
+  int listed;         /* in the list of loops with chunks to hand out */
   struct loop *prev, *next_loop;
 } loop;
 
@@ -24,12 +29,16 @@ struct mr_cpu_threads {
   pthread_t *threads;
   pthread_mutex_t lock;
   pthread_cond_t work;  /* a loop was queued, or stop */
-  pthread_cond_t done;  /* a loop's last chunk finished */
+  pthread_cond_t done;  /* a helper left a loop that is out of the list */
   loop *loops;          /* loops with chunks left to hand out */
+  int sleeping;         /* helpers waiting for work */
+  int woken;            /* of those, signalled and not yet up */
   int stopping;
 };
 
 static void unlink_loop(mr_cpu_threads *t, loop *l) {
+  if (!l->listed)
+    return;
   if (l->prev != NULL)
     l->prev->next_loop = l->next_loop;
   else
@@ -37,25 +46,30 @@ static void unlink_loop(mr_cpu_threads *t, loop *l) {
   if (l->next_loop != NULL)
     l->next_loop->prev = l->prev;
   l->prev = l->next_loop = NULL;
+  l->listed = 0;
 }
 
-/* Claims a chunk of l, with the lock held; unlinks l after its last one. */
-static size_t claim(mr_cpu_threads *t, loop *l) {
-  size_t c = l->next++;
-  if (l->next == l->nchunks)
-    unlink_loop(t, l);
-  return c;
+/* Runs chunks of l until none is left to claim, without the lock. */
+static void run_chunks(loop *l) {
+  for (;;) {
+    size_t c = atomic_fetch_add_explicit(&l->next, 1, memory_order_relaxed);
+    if (c >= l->nchunks)
+      return;
+    size_t begin = c * l->chunk;
+    size_t end = begin + l->chunk < l->n ? begin + l->chunk : l->n;
+    l->fn(l->arg, begin, end);
+  }
 }
 
-/* Runs chunk c of l without the lock, then counts it done with the lock. */
-static void run_chunk(mr_cpu_threads *t, loop *l, size_t c) {
-  pthread_mutex_unlock(&t->lock);
-  size_t begin = c * l->chunk;
-  size_t end = begin + l->chunk < l->n ? begin + l->chunk : l->n;
-  l->fn(l->arg, begin, end);
-  pthread_mutex_lock(&t->lock);
-  if (++l->finished == l->nchunks)
-    pthread_cond_broadcast(&t->done);
+/* The listed loop with the fewest helpers (the newest among equals): each
+ * caller's loop gets its share of the helpers, so one stage's loops do not
+ * take every thread while another stage's caller works alone. */
+static loop *least_helped(const mr_cpu_threads *t) {
+  loop *best = t->loops;
+  for (loop *l = t->loops; l != NULL; l = l->next_loop)
+    if (l->helpers < best->helpers)
+      best = l;
+  return best;
 }
 
 static void *helper_main(void *p) {
@@ -63,12 +77,23 @@ static void *helper_main(void *p) {
   mr_thread_name("mr-cpu");
   pthread_mutex_lock(&t->lock);
   for (;;) {
-    while (t->loops == NULL && !t->stopping)
+    while (t->loops == NULL && !t->stopping) {
+      t->sleeping++;
       pthread_cond_wait(&t->work, &t->lock);
+      t->sleeping--;
+      if (t->woken > 0)
+        t->woken--;
+    }
     if (t->stopping)
       break;
-    loop *l = t->loops;
-    run_chunk(t, l, claim(t, l));
+    loop *l = least_helped(t);
+    l->helpers++;
+    pthread_mutex_unlock(&t->lock);
+    run_chunks(l);
+    pthread_mutex_lock(&t->lock);
+    unlink_loop(t, l); /* every chunk is claimed */
+    if (--l->helpers == 0)
+      pthread_cond_broadcast(&t->done);
   }
   pthread_mutex_unlock(&t->lock);
   return NULL;
@@ -138,16 +163,27 @@ void mr_cpu_parallel_for(mr_cpu_threads *t, size_t n, size_t grain,
     return;
   }
   loop l = {.fn = fn, .arg = arg, .n = n, .chunk = chunk,
-            .nchunks = (n + chunk - 1) / chunk};
+            .nchunks = (n + chunk - 1) / chunk, .listed = 1};
+  atomic_init(&l.next, 0);
   pthread_mutex_lock(&t->lock);
   l.next_loop = t->loops;
   if (t->loops != NULL)
     t->loops->prev = &l;
   t->loops = &l;
-  pthread_cond_broadcast(&t->work);
-  while (l.next < l.nchunks)
-    run_chunk(t, &l, claim(t, &l));
-  while (l.finished < l.nchunks)
+  /* Wake as many sleeping helpers as there are chunks beside the caller's
+   * first, not all of them: a small loop does not pay for fifteen wake-ups
+   * (and their turns at the lock). */
+  size_t want = l.nchunks - 1;
+  int free_helpers = t->sleeping - t->woken;
+  for (; want > 0 && free_helpers > 0; want--, free_helpers--) {
+    t->woken++;
+    pthread_cond_signal(&t->work);
+  }
+  pthread_mutex_unlock(&t->lock);
+  run_chunks(&l);
+  pthread_mutex_lock(&t->lock);
+  unlink_loop(t, &l);
+  while (l.helpers > 0)
     pthread_cond_wait(&t->done, &t->lock);
   pthread_mutex_unlock(&t->lock);
 }

@@ -91,8 +91,10 @@ static int edge_width(const mr_grappa_geom *g) { return 2 * (g->kro - 1); }
 /* ZGEMM on the device's threads (OpenBLAS runs single-threaded, see
  * gpu/core/cpu_threads.c): c in tiles of tile_m x tile_n (ZGEMM_TILE
  * square unless set), a call each; batch products (1 unless set) a, b and
- * c apart by sa, sb and sc values. */
-enum { ZGEMM_TILE = 32 };
+ * c apart by sa, sb and sc values. Tiles are large: every OpenBLAS call
+ * takes a process-wide mutex twice (its buffers), so many small calls from
+ * 16 threads queue on it. */
+enum { ZGEMM_TILE = 64 };
 
 typedef struct zgemm_job {
   enum CBLAS_TRANSPOSE ta, tb;
@@ -331,9 +333,11 @@ static void lag_columns(const mr_grappa_plan *p, int n, int u, int d, double alp
  * The first side (GRAM_BLOCK samples into blk_a): the sources, then the
  * targets (zero from n on); the second side's further samples (m >=
  * GRAM_BLOCK, into tail_b): the sources. Sources past the taps' reach are
- * zero. Each pair's samples to frequencies while they are in cache: its
- * column of spec_a, then of spec_b (the first side's sources plus the
- * further samples'). */
+ * zero. Samples lie sample-major (sample m of every pair of the chunk,
+ * then m + 1), so a thread's pairs go to frequencies in one product per
+ * side, not two per pair (OpenBLAS's calls are few: see zgemm_job): into
+ * spec_a, then spec_b (the first side's sources plus the further
+ * samples'). */
 typedef struct gram_chunk {
   const mr_grappa_plan *p;
   const mr_cfloat *acs;
@@ -347,15 +351,15 @@ static void pair_spectra(void *arg, size_t begin, size_t end) {
   const cpu_scratch *c = h->p->backend;
   int c0 = g->c0[h->s], n = mr_grappa_seg_positions(g, h->s), rows = g->nb_src;
   int na = rows + g->n_tgt, lb = gram_len(g), tail = g->kro - 1;
+  size_t lda = (size_t)h->kc * na, ldb = (size_t)h->kc * rows;
   const double complex one = 1, zero = 0;
   for (size_t pr = begin; pr < end; pr++) {
     int q = h->q0 + (int)pr, i = q / h->nb, b = q % h->nb;
     double psi = c->psi[h->s * g->npe + i];
-    double complex *first = c->blk_a + pr * GRAM_BLOCK * na, *more = c->tail_b + pr * tail * rows;
     for (int m = 0; m < lb; m++) {
       int u = b * GRAM_BLOCK + m, x = c0 + u, reach = u < n + g->kro - 1, target = u < n;
-      double complex *xs =
-          m < GRAM_BLOCK ? first + (size_t)m * na : more + (size_t)(m - GRAM_BLOCK) * rows;
+      double complex *xs = m < GRAM_BLOCK ? c->blk_a + (size_t)m * lda + pr * na
+                                          : c->tail_b + (size_t)(m - GRAM_BLOCK) * ldb + pr * rows;
       for (int k = 0; k < g->nc; k++) {
         const mr_cfloat *coil = h->acs + k * h->coil_stride;
         for (int pl = 0; pl < g->kpe; pl++)
@@ -368,17 +372,20 @@ static void pair_spectra(void *arg, size_t begin, size_t end) {
                        : 0.0;
       }
     }
-    /* channels x samples times the DFT's rows: column pr of each frequency */
-    size_t lda = (size_t)h->kc * na, ldb = (size_t)h->kc * rows;
-    double complex *sa = c->spec_a + pr * na, *sb = c->spec_b + pr * rows;
-    cblas_zgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, na, lb, GRAM_BLOCK, &one, first, na,
-                c->dft, lb, &zero, sa, (int)lda);
-    for (int f = 0; f < lb; f++)
-      memcpy(sb + f * ldb, sa + f * lda, (size_t)rows * sizeof *sb);
-    if (tail > 0)
-      cblas_zgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, rows, lb, tail, &one, more, rows,
-                  c->dft + GRAM_BLOCK, lb, &one, sb, (int)ldb);
   }
+  /* (pairs' channels) x samples times the DFT's rows: columns of each
+   * frequency */
+  int count = (int)(end - begin);
+  double complex *sa = c->spec_a + begin * na, *sb = c->spec_b + begin * rows;
+  cblas_zgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, count * na, lb, GRAM_BLOCK, &one,
+              c->blk_a + begin * na, (int)lda, c->dft, lb, &zero, sa, (int)lda);
+  for (int f = 0; f < lb; f++)
+    for (int pr = 0; pr < count; pr++)
+      memcpy(sb + f * ldb + (size_t)pr * rows, sa + f * lda + (size_t)pr * na,
+             (size_t)rows * sizeof *sb);
+  if (tail > 0)
+    cblas_zgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, count * rows, lb, tail, &one,
+                c->tail_b + begin * rows, (int)ldb, c->dft + GRAM_BLOCK, lb, &one, sb, (int)ldb);
 }
 
 /* Lag d into M and U^H: the blocks (j, j + d) of M, the window moved on
@@ -443,12 +450,13 @@ static void normal_equations(const mr_grappa_plan *p, const mr_cfloat *acs, size
     gram_chunk h = {.p = p, .acs = acs, .coil_stride = coil_stride, .s = s, .nb = nb, .q0 = q0,
                     .kc = kc};
     mr_cpu_parallel_for(threads, (size_t)kc, 4, pair_spectra, &h);
-    /* per frequency: side a times side b^H over the chunk's pairs, summed */
+    /* per frequency: side a times side b^H over the chunk's pairs, summed
+     * (two calls a frequency) */
     zgemm_job cr = {.ta = CblasNoTrans, .tb = CblasConjTrans, .m = na, .n = rows, .k = kc,
                     .alpha = 1, .beta = q0 == 0 ? 0 : 1, .a = c->spec_a, .lda = na,
                     .sa = (size_t)kc * na, .b = c->spec_b, .ldb = rows, .sb = (size_t)kc * rows,
                     .c = c->cross, .ldc = na, .sc = (size_t)na * rows, .batch = lb,
-                    .tile_m = 64, .tile_n = 64};
+                    .tile_m = (na + 1) / 2, .tile_n = rows};
     zgemm_run(p->dev, &cr);
   }
   /* frequencies -> lags: lags_d(a, b) = sum over the equations of side a's
@@ -508,16 +516,24 @@ static double now_ms(void) {
 /* The Cholesky factor of M (lower, in place) on the device's threads,
  * right-looking in panels of CHOL_PANEL columns: each panel's diagonal
  * block factored (ZPOTRF), the rows below it solved against that block in
- * pieces (ZTRSM), the lower triangle of the rest updated in tiles (ZGEMM;
- * the diagonal tiles' upper halves too, never read). Returns LAPACK's
- * info: 0, or the column whose pivot was not positive. The LAPACKE _work
- * calls skip LAPACKE's NaN scans of the whole matrix. */
-enum { CHOL_PANEL = 64 };
+ * pieces of CHOL_ROWS rows (ZTRSM), the lower triangle of the rest updated
+ * in blocks of CHOL_PANEL columns from their diagonal down, CHOL_ROWS rows
+ * a call (ZGEMM; the diagonal blocks' upper parts too, never read).
+ * Returns LAPACK's info: 0, or the column whose pivot was not positive.
+ * The LAPACKE _work calls skip LAPACKE's NaN scans of the whole matrix.
+ * Few calls, not 32 x 32 tiles: OpenBLAS takes one process-wide mutex
+ * twice per call (its buffers), and 16 threads of 32 x 32 tiles (615
+ * calls a factorisation at 640 unknowns, 25 here) queued on it. */
+enum { CHOL_PANEL = 64, CHOL_ROWS = 128 };
 
 typedef struct chol_job {
   double complex *a;
-  int n, k0, kb, tiles; /* the panel [k0, k0 + kb); tiles per side of the rest */
+  int n, k0, kb; /* the panel [k0, k0 + kb) */
 } chol_job;
+
+/* Row pieces of the update's column block whose first column is c0 of
+ * the rest's `rest` (it runs from its diagonal to the last row). */
+static int block_pieces(int rest, int c0) { return (rest - c0 + CHOL_ROWS - 1) / CHOL_ROWS; }
 
 static void chol_rows_below(void *arg, size_t begin, size_t end) {
   const chol_job *j = arg;
@@ -525,26 +541,26 @@ static void chol_rows_below(void *arg, size_t begin, size_t end) {
   int below = j->k0 + j->kb, rows = j->n - below;
   double complex *diag = j->a + (size_t)j->k0 * j->n + j->k0;
   for (size_t piece = begin; piece < end; piece++) {
-    int r0 = (int)piece * ZGEMM_TILE, len = rows - r0 < ZGEMM_TILE ? rows - r0 : ZGEMM_TILE;
+    int r0 = (int)piece * CHOL_ROWS, len = rows - r0 < CHOL_ROWS ? rows - r0 : CHOL_ROWS;
     cblas_ztrsm(CblasColMajor, CblasRight, CblasLower, CblasConjTrans, CblasNonUnit, len, j->kb,
                 &one, diag, j->n, j->a + (size_t)j->k0 * j->n + below + r0, j->n);
   }
 }
 
-static void chol_update_tiles(void *arg, size_t begin, size_t end) {
+static void chol_update_blocks(void *arg, size_t begin, size_t end) {
   const chol_job *j = arg;
   const double complex minus = -1, one = 1;
   int below = j->k0 + j->kb, rest = j->n - below;
   const double complex *panel = j->a + (size_t)j->k0 * j->n + below;
   for (size_t t = begin; t < end; t++) {
-    int col = 0, q = (int)t; /* tile t of the lower triangle, column by column */
-    while (q >= j->tiles - col) {
-      q -= j->tiles - col;
-      col++;
+    int c0 = 0, q = (int)t; /* piece q of the column block from c0 */
+    while (q >= block_pieces(rest, c0)) {
+      q -= block_pieces(rest, c0);
+      c0 += CHOL_PANEL;
     }
-    int i0 = (col + q) * ZGEMM_TILE, c0 = col * ZGEMM_TILE;
-    int rows = rest - i0 < ZGEMM_TILE ? rest - i0 : ZGEMM_TILE;
-    int cols = rest - c0 < ZGEMM_TILE ? rest - c0 : ZGEMM_TILE;
+    int i0 = c0 + q * CHOL_ROWS;
+    int rows = rest - i0 < CHOL_ROWS ? rest - i0 : CHOL_ROWS;
+    int cols = rest - c0 < CHOL_PANEL ? rest - c0 : CHOL_PANEL;
     cblas_zgemm(CblasColMajor, CblasNoTrans, CblasConjTrans, rows, cols, j->kb, &minus,
                 panel + i0, j->n, panel + c0, j->n, &one,
                 j->a + (size_t)(below + c0) * j->n + below + i0, j->n);
@@ -562,9 +578,12 @@ static lapack_int cholesky_on(mr_device *dev, int n, double complex *a) {
     int rest = n - k0 - j.kb;
     if (rest == 0)
       break;
-    j.tiles = (rest + ZGEMM_TILE - 1) / ZGEMM_TILE;
-    mr_cpu_parallel_for(threads, (size_t)j.tiles, 1, chol_rows_below, &j);
-    mr_cpu_parallel_for(threads, (size_t)j.tiles * (j.tiles + 1) / 2, 1, chol_update_tiles, &j);
+    size_t blocks = 0;
+    for (int c0 = 0; c0 < rest; c0 += CHOL_PANEL)
+      blocks += (size_t)block_pieces(rest, c0);
+    mr_cpu_parallel_for(threads, (size_t)((rest + CHOL_ROWS - 1) / CHOL_ROWS), 1, chol_rows_below,
+                        &j);
+    mr_cpu_parallel_for(threads, blocks, 1, chol_update_blocks, &j);
   }
   return 0;
 }

@@ -1,3 +1,5 @@
+#include <stdlib.h>
+
 #include "blas_impl.h"
 #include "error.h"
 
@@ -72,4 +74,30 @@ int mr_blas_herk(mr_device *dev, mr_blas_op op, float alpha, mr_cmat a, float be
     return mr_blas_cuda_herk(dev, &h, err);
 #endif
   return mr_blas_cpu_herk(dev, &h);
+}
+
+int mr_blas_trmm_rows_host(mr_device *dev, mr_cmat x, mr_cmat b, const size_t *runs, size_t nruns,
+                           mr_err *err) {
+  int rc;
+  if ((rc = mr_cmat_check(&x, 1, 1, "trmm rows x", err)) < 0 ||
+      (rc = mr_cmat_check(&b, 1, 0, "trmm rows b", err)) < 0)
+    return rc;
+  if (b.rows != x.cols || b.cols != x.cols)
+    return mr_err_set(err, MR_EINVAL, "trmm rows: %d columns times %d x %d", x.cols, b.rows,
+                      b.cols);
+  size_t *first = malloc((nruns + 1) * sizeof *first);
+  if (first == NULL)
+    return mr_err_set(err, MR_ENOMEM, "trmm rows: out of memory");
+  first[0] = 0;
+  for (size_t i = 0; i < nruns; i++) {
+    size_t r0 = runs[2 * i], r1 = runs[2 * i + 1];
+    if (r0 > r1 || r1 > (size_t)x.rows) {
+      free(first);
+      return mr_err_set(err, MR_EINVAL, "trmm rows: run [%zu, %zu) of %d rows", r0, r1, x.rows);
+    }
+    first[i + 1] = first[i] + (r1 - r0 + MR_BLAS_ROWS_PIECE - 1) / MR_BLAS_ROWS_PIECE;
+  }
+  mr_blas_cpu_trmm_rows(dev, &x, &b, runs, first, nruns);
+  free(first);
+  return 0;
 }

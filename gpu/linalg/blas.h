@@ -30,6 +30,19 @@ int mr_blas_gemm(mr_device *dev, mr_blas_op op_a, mr_blas_op op_b, mr_cfloat alp
 int mr_blas_herk(mr_device *dev, mr_blas_op op, float alpha, mr_cmat a, float beta, mr_cmat c,
                  int batch, mr_err *err);
 
+/* x = x b in place on runs of x's rows, b upper triangular (its strict
+ * lower part is not read), in host memory whatever dev is: run i is the
+ * rows [runs[2i], runs[2i + 1]) of every column, b is x.cols x x.cols (a
+ * k-space buffer's sampled lines times a prewhitening matrix, where they
+ * lie: x's columns are its channels, ld a channel's size). A triangular
+ * product (TRMM) in place on dev's CPU threads, in pieces of at most
+ * MR_BLAS_ROWS_PIECE rows of a run: no scratch, half a GEMM's
+ * multiply-adds, the same result on any number of threads. MR_EINVAL for
+ * a run outside x or a b of another size. Borrows x, b and runs. */
+enum { MR_BLAS_ROWS_PIECE = 512 };
+int mr_blas_trmm_rows_host(mr_device *dev, mr_cmat x, mr_cmat b, const size_t *runs, size_t nruns,
+                           mr_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,8 +10,13 @@ static const enum CBLAS_TRANSPOSE trans[] = {
 /* OpenBLAS runs single-threaded (gpu/core/cpu_threads.c: one pool for the
  * CPU): a product is cut into pieces along its longer outer side (rows or
  * columns of c), about four per thread over the batch, for the device's
- * threads. Narrower pieces than this pack too little per call. */
+ * threads. Narrower pieces than GEMM_MIN_PIECE pack too little per call;
+ * and a piece has at least GEMM_MIN_WORK multiply-adds: every OpenBLAS
+ * call takes a process-wide mutex twice (its buffers), and 16 threads'
+ * calls of a few microseconds each (GRAPPA's filling: 1,150 a slice)
+ * queued on it. */
 #define GEMM_MIN_PIECE 32
+#define GEMM_MIN_WORK ((size_t)1 << 18)
 
 typedef struct gemm_job {
   const mr_gemm_args *g;
@@ -57,6 +62,10 @@ int mr_blas_cpu_gemm(mr_device *dev, const mr_gemm_args *g) {
   size_t want = (size_t)mr_cpu_threads_count(threads) * 4;
   size_t per_item = (want + (size_t)g->batch - 1) / (size_t)g->batch;
   size_t piece = ((size_t)outer + per_item - 1) / per_item;
+  size_t per_line = (size_t)(split_m ? g->n : g->m) * (size_t)(g->k > 0 ? g->k : 1);
+  size_t least = (GEMM_MIN_WORK + per_line - 1) / per_line;
+  if (piece < least)
+    piece = least;
   if (piece < GEMM_MIN_PIECE)
     piece = GEMM_MIN_PIECE;
   gemm_job j = {.g = g, .piece = piece < (size_t)outer ? (int)piece : outer, .split_m = split_m};
@@ -118,4 +127,32 @@ int mr_blas_cpu_herk(mr_device *dev, const mr_herk_args *h) {
     mr_cpu_parallel_for(threads, (size_t)h->n, 64, mirror_columns, &j);
   }
   return 0;
+}
+
+typedef struct rows_job {
+  const mr_cmat *x, *b;
+  const size_t *runs, *first_piece;
+} rows_job;
+
+/* Pieces [begin, end) of the runs, each one TRMM in place. */
+static void rows_pieces(void *arg, size_t begin, size_t end) {
+  const rows_job *j = arg;
+  const mr_cmat *x = j->x, *b = j->b;
+  const mr_cfloat one = 1;
+  size_t run = 0;
+  for (size_t p = begin; p < end; p++) {
+    while (j->first_piece[run + 1] <= p)
+      run++;
+    size_t r0 = j->runs[2 * run] + (p - j->first_piece[run]) * MR_BLAS_ROWS_PIECE;
+    size_t left = j->runs[2 * run + 1] - r0;
+    int rows = left < MR_BLAS_ROWS_PIECE ? (int)left : MR_BLAS_ROWS_PIECE;
+    cblas_ctrmm(CblasColMajor, CblasRight, CblasUpper, CblasNoTrans, CblasNonUnit, rows, x->cols,
+                &one, b->data, b->ld, x->data + r0, x->ld);
+  }
+}
+
+void mr_blas_cpu_trmm_rows(mr_device *dev, const mr_cmat *x, const mr_cmat *b, const size_t *runs,
+                           const size_t *first_piece, size_t nruns) {
+  rows_job j = {.x = x, .b = b, .runs = runs, .first_piece = first_piece};
+  mr_cpu_parallel_for(mr_device_threads(dev), first_piece[nruns], 1, rows_pieces, &j);
 }

@@ -134,6 +134,66 @@ static void bad_shapes(void **state) {
   assert_int_equal(mr_blas_herk(gpu_test_cpu(), MR_BLAS_C, 1, a, 0, shared, 2, TERR), MR_EINVAL);
 }
 
+/* mr_blas_trmm_rows_host: the runs' rows times the upper triangle of b
+ * where they lie (b's strict lower part holds garbage it must not read),
+ * against the loops, every other row untouched, bit for bit the same on
+ * pools of 1, 2 and 4 threads (pieces are cut from each run's start, not
+ * by thread count). Runs: a single row, a run of two pieces and a bit, an
+ * empty one, the last rows. */
+static void trmm_rows_in_place(void **state) {
+  (void)state;
+  enum { ROWS = 1400, N = 12, LD = ROWS + 3 };
+  static const int counts[] = {1, 2, 4};
+  const size_t runs[] = {5, 6, 40, 40 + 2 * MR_BLAS_ROWS_PIECE + 17, 900, 900, 1300, ROWS};
+  size_t nruns = sizeof runs / sizeof runs[0] / 2, total = (size_t)LD * N;
+  mr_cfloat *x0 = malloc(total * sizeof *x0), *first = malloc(total * sizeof *first);
+  mr_cfloat *x = malloc(total * sizeof *x), b[N * N];
+  gpu_test_random(x0, total, 21);
+  gpu_test_random(b, N * N, 22);
+  for (int c = 0; c < N; c++)
+    for (int r = c + 1; r < N; r++)
+      b[c * N + r] = 1e30f; /* below the diagonal: not read */
+  for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
+    mr_pool *pool;
+    mr_device *cpu = gpu_test_cpu_pool(counts[i], &pool);
+    memcpy(x, x0, total * sizeof *x);
+    mr_cmat xm = {x, ROWS, N, LD, 0}, bm = mr_cmat_dense(b, N, N);
+    GPU_OK(mr_blas_trmm_rows_host(cpu, xm, bm, runs, nruns, TERR));
+    gpu_test_cpu_pool_end(pool, cpu);
+    if (i > 0) {
+      assert_memory_equal(x, first, total * sizeof *x);
+      continue;
+    }
+    memcpy(first, x, total * sizeof *x);
+    double worst = 0;
+    for (int r = 0; r < LD; r++) {
+      int in_run = 0;
+      for (size_t q = 0; q < nruns; q++)
+        in_run |= (size_t)r >= runs[2 * q] && (size_t)r < runs[2 * q + 1];
+      for (int c = 0; c < N; c++) {
+        double complex want = x0[(size_t)c * LD + r];
+        if (in_run) {
+          want = 0;
+          for (int k = 0; k <= c; k++)
+            want += (double complex)x0[(size_t)k * LD + r] * b[c * N + k];
+        }
+        double e = cabs(x[(size_t)c * LD + r] - want) / (cabs(want) + 1);
+        worst = e > worst ? e : worst;
+      }
+    }
+    if (worst > 1e-5)
+      fail_msg("trmm rows: error %g", worst);
+  }
+  mr_cmat xm = {x, ROWS, N, LD, 0}, bm = mr_cmat_dense(b, N, N);
+  const size_t outside[] = {ROWS - 1, ROWS + 1};
+  assert_int_equal(mr_blas_trmm_rows_host(gpu_test_cpu(), xm, bm, outside, 1, TERR), MR_EINVAL);
+  bm.rows = N - 1;
+  assert_int_equal(mr_blas_trmm_rows_host(gpu_test_cpu(), xm, bm, runs, nruns, TERR), MR_EINVAL);
+  free(x0);
+  free(x);
+  free(first);
+}
+
 /* Runs gemm and herk on both devices from the same inputs. */
 static void cuda_matches_cpu(void **state) {
   (void)state;
@@ -200,6 +260,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(cpu_gemm),
       cmocka_unit_test(cpu_herk),
       cmocka_unit_test(bad_shapes),
+      cmocka_unit_test(trmm_rows_in_place),
   };
   const struct CMUnitTest cuda_tests[] = {
       cmocka_unit_test(cuda_matches_cpu),

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "fft.h"
+#include "halve.h"
 #include "test_gpu_common.h"
 #include "test_support.h"
 
@@ -213,6 +214,71 @@ static void unaligned_round_trip(void **state) {
   mr_fft_plan_destroy(plan);
 }
 
+/* halve.h: each line's readouts against a double-precision centred
+ * inverse DFT of NRO, its central NRO/2 and a forward DFT of those; a NULL
+ * line zeroed, lines not named untouched; bit for bit the same on pools of
+ * 1, 2 and 4 threads and one line at a time. */
+static void halve_matches_crop(void **state) {
+  (void)state;
+  enum { NRO = 64, M = NRO / 2, NCH = 5, LINES = 9, IN_STRIDE = LINES * NRO + 3 };
+  enum { OUT_STRIDE = LINES * M + 1 };
+  static const int counts[] = {1, 2, 4};
+  mr_cfloat *in = malloc((size_t)NCH * IN_STRIDE * sizeof *in);
+  mr_cfloat *out = malloc((size_t)NCH * OUT_STRIDE * sizeof *out);
+  mr_cfloat *first = malloc((size_t)NCH * OUT_STRIDE * sizeof *first);
+  gpu_test_random(in, (size_t)NCH * IN_STRIDE, 31);
+  const mr_cfloat *from[LINES];
+  mr_cfloat *to[LINES];
+  for (int b = 0; b < LINES; b++) { /* line 7 is not named: it keeps the fill */
+    int l = b < 7 ? b : b + 1;
+    from[b] = b == 3 ? NULL : in + (size_t)l * NRO;
+    to[b] = out + (size_t)l * M;
+  }
+  for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
+    mr_pool *pool;
+    mr_device *cpu = gpu_test_cpu_pool(counts[i], &pool);
+    mr_fft_halve *h;
+    GPU_OK(mr_fft_halve_create(cpu, NRO, NCH, &h, TERR));
+    for (size_t v = 0; v < (size_t)NCH * OUT_STRIDE; v++)
+      out[v] = 7.0f;
+    GPU_OK(mr_fft_halve_host(h, from, IN_STRIDE, to, OUT_STRIDE, LINES - 1, TERR));
+    if (i == 0)
+      memcpy(first, out, (size_t)NCH * OUT_STRIDE * sizeof *out);
+    else
+      assert_memory_equal(out, first, (size_t)NCH * OUT_STRIDE * sizeof *out);
+    for (int b = 0; b < LINES - 1; b++) { /* one line a call */
+      for (int c = 0; c < NCH; c++)
+        for (int x = 0; x < M; x++)
+          to[b][(size_t)c * OUT_STRIDE + x] = 7.0f;
+      GPU_OK(mr_fft_halve_host(h, &from[b], IN_STRIDE, &to[b], OUT_STRIDE, 1, TERR));
+    }
+    assert_memory_equal(out, first, (size_t)NCH * OUT_STRIDE * sizeof *out);
+    mr_fft_halve_destroy(h);
+    gpu_test_cpu_pool_end(pool, cpu);
+  }
+  for (int l = 0; l < LINES; l++)
+    for (int c = 0; c < NCH; c++) {
+      const mr_cfloat *x = in + (size_t)c * IN_STRIDE + (size_t)l * NRO;
+      const mr_cfloat *y = out + (size_t)c * OUT_STRIDE + (size_t)l * M;
+      double complex k[NRO], image[NRO], want[M];
+      mr_cfloat wantf[M];
+      for (int s = 0; s < NRO; s++)
+        k[s] = x[s];
+      mr_test_centered_dft(k, image, NRO, 1, 1, +1);
+      mr_test_centered_dft(image + NRO / 2 - M / 2, want, M, 1, 1, -1);
+      for (int s = 0; s < M; s++)
+        wantf[s] = l == 3 ? 0.0f : l == 7 ? 7.0f : (mr_cfloat)want[s];
+      double err = mr_test_rel_error_c(y, wantf, M);
+      if (err > 1e-5)
+        fail_msg("halve: line %d channel %d: rel error %g", l, c, err);
+    }
+  mr_fft_halve *h;
+  assert_int_equal(mr_fft_halve_create(gpu_test_cpu(), 66, 2, &h, TERR), MR_EINVAL);
+  free(in);
+  free(out);
+  free(first);
+}
+
 static void bad_shapes(void **state) {
   (void)state;
   mr_fft_plan *plan = NULL;
@@ -305,6 +371,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(centre_convention),
       cmocka_unit_test(unaligned_round_trip),
       cmocka_unit_test(bad_shapes),
+      cmocka_unit_test(halve_matches_crop),
   };
   const struct CMUnitTest cuda_tests[] = {
       cmocka_unit_test(cuda_matches_cpu),

@@ -221,14 +221,10 @@ static void calibration_same_on_any_thread_count(void **state) {
   GPU_OK(grappa_phantom_kspace(gpu_test_cpu(), NX, NY, NC, 0.02, 9, k));
   const mr_cfloat *acs = k + (size_t)grappa_phantom_acs_start(NY, NACS) * NX;
   for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
-    mr_pool_opts po = {.gpus = "none", .cpu_threads = counts[i]};
     mr_pool *pool;
-    mr_device *cpu;
-    GPU_OK(mr_pool_create(&po, &pool, TERR));
-    GPU_OK(mr_pool_acquire(pool, "cpu", &cpu, TERR));
+    mr_device *cpu = gpu_test_cpu_pool(counts[i], &pool);
     mr_cfloat *w = calibrate(cpu, &o, acs, cs);
-    mr_pool_release(pool, cpu);
-    mr_pool_destroy(pool);
+    gpu_test_cpu_pool_end(pool, cpu);
     if (first == NULL) {
       first = w;
       continue;

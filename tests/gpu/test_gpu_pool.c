@@ -228,6 +228,37 @@ static void cpu_threads_concurrent(void **state) {
   mr_cpu_threads_destroy(t);
 }
 
+/* Loops whose items run loops of their own (a pool thread becomes a
+ * caller): every inner item runs once, and nothing waits forever. */
+typedef struct nested_job {
+  mr_cpu_threads *t;
+  unsigned long long *slots; /* [outer item][INNER] */
+} nested_job;
+
+enum { OUTER = 24, INNER = 50 };
+
+static void nested_items(void *arg, size_t begin, size_t end) {
+  nested_job *j = arg;
+  for (size_t i = begin; i < end; i++) {
+    sum_job inner = {j->slots + i * INNER};
+    mr_cpu_parallel_for(j->t, INNER, 1, mark, &inner);
+  }
+}
+
+static void cpu_threads_nested(void **state) {
+  (void)state;
+  mr_cpu_threads *t;
+  GPU_OK(mr_cpu_threads_create(4, &t, TERR));
+  unsigned long long *slots = calloc(OUTER * INNER, sizeof *slots);
+  nested_job j = {t, slots};
+  for (int round = 0; round < 10; round++)
+    mr_cpu_parallel_for(t, OUTER, 1, nested_items, &j);
+  for (size_t i = 0; i < OUTER * INNER; i++)
+    assert_int_equal(slots[i], 10);
+  free(slots);
+  mr_cpu_threads_destroy(t);
+}
+
 static void gpu_placement(void **state) {
   (void)state;
   mr_device *gpu = gpu_test_gpu();
@@ -606,6 +637,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(cpu_task_lines),
       cmocka_unit_test(cpu_buffers),
       cmocka_unit_test(cpu_threads_concurrent),
+      cmocka_unit_test(cpu_threads_nested),
       cmocka_unit_test(realtime_lane),
       cmocka_unit_test(fake_gpu_lane_busy),
   };

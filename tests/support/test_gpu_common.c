@@ -60,6 +60,19 @@ mr_pool *gpu_test_pool(void) { return pool; }
 mr_device *gpu_test_cpu(void) { return cpu; }
 mr_device *gpu_test_gpu(void) { return gpu; }
 
+mr_device *gpu_test_cpu_pool(int threads, mr_pool **pool) {
+  mr_pool_opts po = {.gpus = "none", .cpu_threads = threads};
+  mr_device *dev = NULL;
+  GPU_OK(mr_pool_create(&po, pool, TERR));
+  GPU_OK(mr_pool_acquire(*pool, "cpu", &dev, TERR));
+  return dev;
+}
+
+void gpu_test_cpu_pool_end(mr_pool *pool, mr_device *cpu) {
+  mr_pool_release(pool, cpu);
+  mr_pool_destroy(pool);
+}
+
 void gpu_test_random(mr_cfloat *x, size_t n, unsigned seed) {
   uint64_t state = 0x9E3779B97F4A7C15ull * (seed + 1);
   for (size_t i = 0; i < n; i++) {

@@ -25,6 +25,11 @@ mr_device *gpu_test_cpu(void);
 /* The first GPU (CUDA group only). */
 mr_device *gpu_test_gpu(void);
 
+/* The CPU device of a fresh pool of `threads` CPU threads (a test of a
+ * split that must not depend on the thread count), and its end. */
+mr_device *gpu_test_cpu_pool(int threads, mr_pool **pool);
+void gpu_test_cpu_pool_end(mr_pool *pool, mr_device *cpu);
+
 /* Uniform random complex samples in [-1, 1]^2, reproducible per seed. */
 void gpu_test_random(mr_cfloat *x, size_t n, unsigned seed);
 

@@ -30,6 +30,10 @@ int mr_cmat_check(const mr_cmat *m, int batch, int is_output, const char *what, 
 
 int mr_blas_cpu_gemm(mr_device *dev, const mr_gemm_args *g);
 int mr_blas_cpu_herk(mr_device *dev, const mr_herk_args *h);
+/* mr_blas_trmm_rows_host with checked arguments; *first_piece: nruns + 1
+ * prefix counts of the runs' pieces, filled by the caller. */
+void mr_blas_cpu_trmm_rows(mr_device *dev, const mr_cmat *x, const mr_cmat *b, const size_t *runs,
+                           const size_t *first_piece, size_t nruns);
 int mr_blas_cuda_gemm(mr_device *dev, const mr_gemm_args *g, mr_err *err);
 int mr_blas_cuda_herk(mr_device *dev, const mr_herk_args *h, mr_err *err);
 
