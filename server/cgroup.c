@@ -1,4 +1,5 @@
 #include "cgroup.h"
+#include "cpus.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -154,9 +155,8 @@ void mr_cgroup_read(const char *root, mr_cgroup_limits *out) {
 
 void mr_cgroup_available(const char *root, uint64_t *memory_bytes, int *cpus) {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  long online = sysconf(_SC_NPROCESSORS_ONLN);
   uint64_t memory = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
-  int n = online > 0 ? (int)online : 1;
+  int n = mr_cpus_usable();
   mr_cgroup_limits lim;
   mr_cgroup_read(root, &lim);
   if (lim.memory_bytes > 0 && (memory == 0 || lim.memory_bytes < memory))

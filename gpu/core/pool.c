@@ -12,6 +12,7 @@
 #ifdef MR_HAVE_CUDA
 #include "cuda_ctx.h"
 #include "thread_name.h"
+#include "cpus.h"
 #endif
 
 /* Enough for any machine we run on; a longer --gpus list is an error. */
@@ -215,10 +216,8 @@ int mr_pool_create(const mr_pool_opts *opts, mr_pool **out, mr_err *err) {
     return mr_err_set(err, MR_ENOMEM, "gpu pool: out of memory");
   pthread_mutex_init(&pool->lock, NULL);
   int threads = opts->cpu_threads;
-  if (threads <= 0) {
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    threads = online > 0 ? (int)online : 1;
-  }
+  if (threads <= 0)
+    threads = mr_cpus_usable();
   rc = mr_cpu_threads_create(threads, &pool->threads, err);
   if (rc < 0) {
     mr_pool_destroy(pool);

@@ -26,7 +26,7 @@ typedef struct mr_pool_opts {
    * said once through log; a listed device that is missing is an error. */
   const char *gpus;
   /* Threads for CPU operations, the calling thread included; 0: one per
-   * online CPU. */
+   * CPU the process may run on (its affinity: base/cpus.h). */
   int cpu_threads;
   /* Lanes per GPU (device_impl.h: worker threads with streams of their
    * own, so that stages and sessions overlap on the device); 0: the

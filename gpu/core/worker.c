@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpus.h"
 #include "error.h"
 
 /* One call for the worker: on the caller's stack while it waits, or on
@@ -51,13 +52,6 @@ static _Thread_local const mr_worker *current_worker;
  * may run on (a container's CPU set), not the machine's. */
 #define SPIN_NS 50000
 #define SPIN_MIN_CORES 8
-
-static int usable_cores(void) {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0)
-    return CPU_COUNT(&set);
-  return (int)sysconf(_SC_NPROCESSORS_ONLN);
-}
 
 static long long now_ns(void) {
   struct timespec ts;
@@ -135,7 +129,7 @@ int mr_worker_start(mr_worker_fn init, void *arg, mr_worker **out, mr_err *err) 
     return mr_err_set(err, MR_ENOMEM, "worker: out of memory");
   pthread_mutex_init(&w->lock, NULL);
   atomic_init(&w->queued, 0);
-  w->spin_ns = usable_cores() >= SPIN_MIN_CORES ? SPIN_NS : 0;
+  w->spin_ns = mr_cpus_usable() >= SPIN_MIN_CORES ? SPIN_NS : 0;
   pthread_cond_init(&w->wake, NULL);
   pthread_cond_init(&w->done, NULL);
   w->init = init;

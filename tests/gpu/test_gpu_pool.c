@@ -1,6 +1,7 @@
 /* pool.h, device.h, buf.h and the CPU threads: placement, descriptions,
  * tasks, buffers; with --cuda, the same on a GPU plus out-of-memory. */
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdatomic.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 #include <cmocka.h>
 
 #include "cpu_threads.h"
+#include "cpus.h"
 #ifdef MR_HAVE_CUDA
 #include "cuda_ctx.h"
 #include "device_impl.h"
@@ -448,6 +450,31 @@ static void gpu_threads_on_other_lanes_are_not_held_up(void **state) {
   assert_true(ok);
 }
 
+/* A pool's CPU threads are as many as the CPUs the process may run on
+ * (its affinity: taskset, a container's cpuset), not the machine's. */
+static void cpu_threads_follow_affinity(void **state) {
+  (void)state;
+  cpu_set_t all, one;
+  assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
+  int first = 0;
+  while (!CPU_ISSET(first, &all))
+    first++;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+  mr_pool_opts opts = {.gpus = "none"};
+  mr_pool *pool = NULL;
+  int rc = mr_pool_create(&opts, &pool, TERR);
+  assert_int_equal(sched_setaffinity(0, sizeof all, &all), 0);
+  GPU_OK(rc);
+  mr_device *cpu;
+  GPU_OK(mr_pool_acquire(pool, "cpu", &cpu, TERR));
+  assert_int_equal(mr_cpu_threads_count(mr_device_threads(cpu)), 1);
+  mr_pool_release(pool, cpu);
+  mr_pool_destroy(pool);
+  assert_int_equal(mr_cpus_usable(), CPU_COUNT(&all));
+}
+
 static double lanes_busy(mr_pool *pool, int gpu) {
   double busy[MR_GPU_LANES_MAX], sum = 0;
   int n = mr_pool_gpu_lanes_busy(pool, gpu, busy, MR_GPU_LANES_MAX);
@@ -640,6 +667,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(cpu_threads_nested),
       cmocka_unit_test(realtime_lane),
       cmocka_unit_test(fake_gpu_lane_busy),
+      cmocka_unit_test(cpu_threads_follow_affinity),
   };
   const struct CMUnitTest cuda_tests[] = {
       cmocka_unit_test(gpu_placement),
