@@ -140,19 +140,33 @@ int stream_server_has_config(const stream_server *s, const char *name) {
   return has;
 }
 
+/* The log from where the last look stopped; NULL when it cannot be read. */
+static FILE *open_unread(const stream_server *s) {
+  FILE *f = fopen(s->log_path, "r");
+  if (f != NULL && fseek(f, s->log_read, SEEK_SET) != 0) {
+    fclose(f);
+    f = NULL;
+  }
+  return f;
+}
+
+/* The next whole line (a line being written is read next time), moving
+ * past it; 0 when there is none yet. */
+static int next_line(stream_server *s, FILE *f, char *buf, int size) {
+  if (fgets(buf, size, f) == NULL || strchr(buf, '\n') == NULL)
+    return 0;
+  s->log_read += (long)strlen(buf);
+  return 1;
+}
+
 void stream_server_session_line(stream_server *s, int wait_ms, char *line, size_t size) {
   line[0] = '\0';
   for (int waited = 0; line[0] == '\0' && waited <= wait_ms; waited += 10) {
-    FILE *f = fopen(s->log_path, "r");
+    FILE *f = open_unread(s);
     char buf[4096];
-    if (f == NULL || fseek(f, s->log_read, SEEK_SET) != 0) {
-      if (f != NULL)
-        fclose(f);
+    if (f == NULL)
       return;
-    }
-    /* Whole lines only: a line being written is read next time. */
-    while (fgets(buf, sizeof buf, f) != NULL && strchr(buf, '\n') != NULL) {
-      s->log_read += (long)strlen(buf);
+    while (next_line(s, f, buf, sizeof buf)) {
       /* " config=-": a connection without a session (the configs query). */
       if (strstr(buf, " config=") != NULL && strstr(buf, " config=- ") == NULL) {
         buf[strcspn(buf, "\n")] = '\0';
@@ -167,18 +181,13 @@ void stream_server_session_line(stream_server *s, int wait_ms, char *line, size_
 
 int stream_server_wait_line(stream_server *s, const char *text, int wait_ms) {
   for (int waited = 0; waited <= wait_ms; waited += 10) {
-    FILE *f = fopen(s->log_path, "r");
+    FILE *f = open_unread(s);
     char buf[4096];
-    if (f == NULL || fseek(f, s->log_read, SEEK_SET) != 0) {
-      if (f != NULL)
-        fclose(f);
+    if (f == NULL)
       return -1;
-    }
     int found = 0;
-    while (!found && fgets(buf, sizeof buf, f) != NULL && strchr(buf, '\n') != NULL) {
-      s->log_read += (long)strlen(buf);
+    while (!found && next_line(s, f, buf, sizeof buf))
       found = strstr(buf, text) != NULL;
-    }
     fclose(f);
     if (found)
       return 0;
@@ -226,15 +235,11 @@ int stream_server_lanes_busy(const stream_server *s, double busy[][STREAM_LANES]
 int stream_server_gadget_totals(stream_server *s, int sessions, int wait_ms, stream_gadgets *t) {
   memset(t, 0, sizeof *t);
   for (int waited = 0; t->sessions < sessions && waited <= wait_ms; waited += 10) {
-    FILE *f = fopen(s->log_path, "r");
+    FILE *f = open_unread(s);
     char buf[4096];
-    if (f == NULL || fseek(f, s->log_read, SEEK_SET) != 0) {
-      if (f != NULL)
-        fclose(f);
+    if (f == NULL)
       return -1;
-    }
-    while (fgets(buf, sizeof buf, f) != NULL && strchr(buf, '\n') != NULL) {
-      s->log_read += (long)strlen(buf);
+    while (next_line(s, f, buf, sizeof buf)) {
       const char *g = strstr(buf, " gadgets=");
       if (g == NULL)
         continue;
