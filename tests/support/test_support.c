@@ -100,6 +100,22 @@ const char *mr_test_binary_dir(void) {
   return s != NULL ? s : "build";
 }
 
+/* The directories mr_test_tmpdir made, removed when the process that made
+ * them exits (a forked child that calls exit() leaves them alone). */
+#define TMPDIRS_MAX 64
+static char made[TMPDIRS_MAX][256];
+static int nmade;
+static pid_t made_by;
+
+static void remove_made(void) {
+  if (getpid() != made_by || getenv("MR_TEST_KEEP_TMP") != NULL)
+    return;
+  for (int i = 0; i < nmade; i++) {
+    const char *argv[] = {"rm", "-rf", made[i], NULL};
+    (void)mr_test_run(argv, NULL, NULL, 0, NULL, 0);
+  }
+}
+
 const char *mr_test_tmpdir(const char *prefix) {
   static char path[256];
   const char *base = getenv("TMPDIR");
@@ -108,6 +124,12 @@ const char *mr_test_tmpdir(const char *prefix) {
     perror("mkdtemp");
     abort();
   }
+  if (nmade == 0) {
+    made_by = getpid();
+    atexit(remove_made);
+  }
+  if (nmade < TMPDIRS_MAX)
+    snprintf(made[nmade++], sizeof made[0], "%s", path);
   return path;
 }
 

@@ -50,7 +50,9 @@ const char *mr_test_source_dir(void);
 const char *mr_test_binary_dir(void);
 
 /* Makes a fresh temporary directory and returns its path (static storage,
- * valid until the next call); aborts the test program on failure. */
+ * valid until the next call); aborts the test program on failure. It is
+ * removed, with everything in it, when the program exits (the first 64 of
+ * a program's; MR_TEST_KEEP_TMP set in the environment keeps them). */
 const char *mr_test_tmpdir(const char *prefix);
 /* Removes path and everything below it (a test's temporary directory);
  * aborts the test program on failure. */
