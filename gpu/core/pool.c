@@ -8,11 +8,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cpus.h"
 #include "device_impl.h"
+#include "thread_name.h"
 #ifdef MR_HAVE_CUDA
 #include "cuda_ctx.h"
-#include "thread_name.h"
-#include "cpus.h"
 #endif
 
 /* Enough for any machine we run on; a longer --gpus list is an error. */
