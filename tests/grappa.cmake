@@ -18,3 +18,8 @@ mr_add_test(test_gadgets_grappa SOURCES gadgets/cartesian/test_gadgets_grappa.c
 add_executable(mr-grappa-e2e bench/grappa_e2e.c)
 target_link_libraries(mr-grappa-e2e PRIVATE mr_wire_client mr_gadget_harness mr_test_grappa_phantom)
 add_dependencies(mr-grappa-e2e reconserver)
+# A small scan through a CPU server twice: every image of every session.
+add_test(NAME grappa_e2e_quick COMMAND mr-grappa-e2e --gpus none --slices 2 --coils 4 --matrix 32
+                                       --accel 2 --acs 8 --sessions 2)
+set_tests_properties(grappa_e2e_quick PROPERTIES
+  ENVIRONMENT "MR_SOURCE_DIR=${CMAKE_SOURCE_DIR};MR_BINARY_DIR=${CMAKE_BINARY_DIR}")
