@@ -260,11 +260,12 @@ static void log_session(const mr_conn *c) {
              (unsigned long long)st->texts, st->first_text);
   mr_log(st->errors ? MR_LOG_WARN : is_health_check(c) ? MR_LOG_DEBUG : MR_LOG_INFO,
          "%s config=%s acquisitions=%llu waveforms=%llu images=%llu bytes_in=%llu "
-         "duration=%.3fs errors=%d%s%s%s%s%s",
+         "duration=%.3fs errors=%d%s%s%s%s%s%s%s",
          c->peer, st->config[0] ? st->config : "-", (unsigned long long)st->acquisitions,
          (unsigned long long)st->waveforms, (unsigned long long)c->images_out,
          (unsigned long long)c->bytes_in, secs, st->errors, extra,
          st->gadget_time[0] ? " gadgets=" : "", st->gadget_time,
+         st->slowest_step[0] ? " slowest_step=" : "", st->slowest_step,
          st->errors ? " first_error=" : "", st->first_error);
 }
 

@@ -493,6 +493,7 @@ void mr_session_run(mr_session *s) {
   if (r.chain != NULL) {
     mr_chain_abandon(r.chain); /* its stages idle before their times are read */
     mr_chain_timings(r.chain, s->stats.gadget_time, sizeof s->stats.gadget_time);
+    mr_chain_slowest_step(r.chain, s->stats.slowest_step, sizeof s->stats.slowest_step);
     mr_chain_each_timing(r.chain, count_gadget_time, NULL);
   }
   pthread_mutex_lock(&s->chain_mu);

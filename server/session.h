@@ -48,6 +48,7 @@ typedef struct mr_session_stats {
   int errors;
   char first_error[256];
   char gadget_time[512]; /* mr_chain_timings() at the end */
+  char slowest_step[96]; /* mr_chain_slowest_step() at the end */
 } mr_session_stats;
 
 typedef struct mr_session {

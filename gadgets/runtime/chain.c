@@ -198,8 +198,12 @@ static int timed(stage *st, node *nd, step_fn step, mr_message *msg, mr_emit *ou
   uint64_t outer = st->nested_ns, t0 = now_ns();
   st->nested_ns = 0;
   int rc = step(nd, msg, out);
-  uint64_t spent = now_ns() - t0;
-  nd->busy_ns += spent - st->nested_ns;
+  uint64_t spent = now_ns() - t0, own = spent - st->nested_ns;
+  nd->busy_ns += own;
+  if (++nd->steps == 1 || own > nd->slowest_ns) {
+    nd->slowest_ns = own;
+    nd->slowest_step = nd->steps;
+  }
   st->nested_ns = outer + spent;
   return rc;
 }
@@ -354,6 +358,17 @@ void mr_chain_timings(const mr_chain *c, char *buf, size_t size) {
   for (int i = 0; i < c->n && used < size; i++)
     used += (size_t)snprintf(buf + used, size - used, "%s%s=%.1fms", i ? "," : "",
                              c->nodes[i].cls->name, (double)c->nodes[i].busy_ns / 1e6);
+}
+
+void mr_chain_slowest_step(const mr_chain *c, char *buf, size_t size) {
+  buf[0] = '\0';
+  const node *slowest = NULL;
+  for (int i = 0; i < c->n; i++)
+    if (c->nodes[i].steps > 0 && (slowest == NULL || c->nodes[i].slowest_ns > slowest->slowest_ns))
+      slowest = &c->nodes[i];
+  if (slowest != NULL)
+    snprintf(buf, size, "%s:%.1fms@%llu", slowest->cls->name, (double)slowest->slowest_ns / 1e6,
+             (unsigned long long)slowest->slowest_step);
 }
 
 void mr_chain_each_timing(const mr_chain *c,

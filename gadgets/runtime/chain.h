@@ -87,6 +87,11 @@ void mr_chain_interrupt(mr_chain *chain);
  * far (what it emitted is charged to the gadgets downstream). For a
  * pipelined chain, call it after flush or abandon, when no stage runs. */
 void mr_chain_timings(const mr_chain *chain, char *buf, size_t size);
+/* The longest single step (one process or flush call, its own time as
+ * mr_chain_timings counts it) of any gadget so far, as "NAME:12.3ms@N": the
+ * gadget's Nth step; "" before any. What held a stream up, when a frame
+ * came late: its gadget and the call (for a per-frame gadget, the frame). */
+void mr_chain_slowest_step(const mr_chain *chain, char *buf, size_t size);
 /* The same times as numbers: each(ctx, gadget class name, nanoseconds) for
  * every gadget in chain order (the server's metrics). Same rule: only when
  * no stage runs. */

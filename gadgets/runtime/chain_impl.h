@@ -24,6 +24,9 @@ typedef struct node {
   void *state;
   mr_gadget_ctx ctx;
   uint64_t busy_ns; /* in process/flush, less what it handed downstream */
+  uint64_t steps;        /* process and flush calls so far */
+  uint64_t slowest_ns;   /* the longest one's own time (as busy_ns counts it) */
+  uint64_t slowest_step; /* which call that was, 1 = the first */
   int stage;        /* the stage that runs it */
   /* Closed when the chain is interrupted (mr_gadget_close_on_stop), under
    * the chain's mu. */

@@ -1,6 +1,7 @@
 /* The gadget framework: parameter binding and its errors, config parsing,
  * defaults parsed once per class, chain type checks, pass-through, flush
  * order, a failing gadget's message released by the chain, --describe. */
+#include <complex.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdatomic.h>
@@ -13,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "chain.h"
 #include "gadget_harness.h"
 #include "test_support.h"
 #include "params.h"
@@ -315,6 +317,47 @@ static void test_unhandled_messages_pass_through(void **state) {
   mr_harness_close(&h);
 }
 
+static float complex one(int c, int s, void *arg) {
+  (void)arg;
+  return (float)(c + 1) + (float)s * I;
+}
+
+/* The slowest step names a gadget of the chain, which of its calls it was,
+ * and a time within that gadget's whole time. */
+static void test_slowest_step_is_named(void **state) {
+  (void)state;
+  mr_harness h;
+  assert_int_equal(mr_harness_open(&h, "[{\"gadget\":\"accumulate\"},{\"gadget\":\"fft\"},"
+                                       "{\"gadget\":\"coil_combine\"},{\"gadget\":\"image_out\"}]",
+                                   MR_CHAIN_WIRE_INPUT),
+                   0);
+  char slowest[96], timings[512];
+  mr_chain_slowest_step(h.chain, slowest, sizeof slowest);
+  assert_string_equal(slowest, ""); /* no step yet */
+  assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(8, 8, 1, 8, 8, 1)), 0);
+  for (int y = 0; y < 8; y++) {
+    uint64_t flags = y == 7 ? MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE) : 0;
+    assert_int_equal(mr_harness_push(&h, mr_harness_acquisition(8, 2, y, 0, flags, one, NULL)), 0);
+  }
+  assert_int_equal(mr_harness_flush(&h), 0);
+  assert_int_equal(h.nout, 1);
+  mr_chain_slowest_step(h.chain, slowest, sizeof slowest);
+  mr_chain_timings(h.chain, timings, sizeof timings);
+  print_message("slowest %s of %s\n", slowest, timings);
+  char name[40];
+  double ms, total = -1;
+  unsigned long long step;
+  assert_int_equal(sscanf(slowest, "%39[^:]:%lfms@%llu", name, &ms, &step), 3);
+  assert_true(step >= 1 && step <= 9); /* 8 lines and a flush at most */
+  char key[48];
+  snprintf(key, sizeof key, "%s=", name);
+  const char *at = strstr(timings, key);
+  assert_non_null(at); /* a gadget of the chain */
+  assert_int_equal(sscanf(at + strlen(key), "%lfms", &total), 1);
+  assert_true(ms <= total + 0.05); /* both rounded to 0.1 ms */
+  mr_harness_close(&h);
+}
+
 static void test_header_less_run_flushes_nothing(void **state) {
   (void)state;
   mr_harness h;
@@ -408,6 +451,7 @@ int main(void) {
       cmocka_unit_test(test_installed_configs_parse),
       cmocka_unit_test(test_unhandled_messages_pass_through),
       cmocka_unit_test(test_header_less_run_flushes_nothing),
+      cmocka_unit_test(test_slowest_step_is_named),
       cmocka_unit_test(test_gadget_error_names_config_and_gadget),
       cmocka_unit_test(test_failing_gadget_leaks_nothing),
       cmocka_unit_test(test_describe_lists_every_gadget),
