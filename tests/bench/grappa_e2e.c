@@ -85,14 +85,7 @@ static int send_session(const scan *sc, int port, timing *t) {
     fprintf(stderr, "mr-grappa-e2e: cannot connect\n");
     return -1;
   }
-  char xml[4096];
-  const char *base = mr_harness_cartesian_header(n, n, 1, n, n, 1);
-  const char *end = strstr(base, "</encoding>");
-  snprintf(xml, sizeof xml,
-           "%.*s<parallelImaging><accelerationFactor><kspace_encoding_step_1>%d"
-           "</kspace_encoding_step_1><kspace_encoding_step_2>1</kspace_encoding_step_2>"
-           "</accelerationFactor><calibrationMode>embedded</calibrationMode></parallelImaging>%s",
-           (int)(end - base), base, sc->accel, end);
+  const char *xml = mr_harness_accelerated_header(n, n, sc->accel, "embedded");
   send_or_die(fd, mr_message_new_config_file("grappa"));
   send_or_die(fd, mr_message_new_text(MR_MSG_HEADER, xml, strlen(xml)));
   double t0 = now_ms();

@@ -100,6 +100,18 @@ const char *mr_harness_cartesian_header(int nx, int ny, int nz, int rx, int ry, 
   return xml;
 }
 
+const char *mr_harness_accelerated_header(int nx, int ny, int accel, const char *mode) {
+  static _Thread_local char xml[4096];
+  const char *base = mr_harness_cartesian_header(nx, ny, 1, nx, ny, 1);
+  const char *end = strstr(base, "</encoding>");
+  snprintf(xml, sizeof xml,
+           "%.*s<parallelImaging><accelerationFactor><kspace_encoding_step_1>%d"
+           "</kspace_encoding_step_1><kspace_encoding_step_2>1</kspace_encoding_step_2>"
+           "</accelerationFactor><calibrationMode>%s</calibrationMode></parallelImaging>%s",
+           (int)(end - base), base, accel, mode, end);
+  return xml;
+}
+
 cJSON *mr_harness_installed_config(const char *name) {
   char path[1024];
   snprintf(path, sizeof path, "%s/configs/%s.json", mr_test_source_dir(), name);

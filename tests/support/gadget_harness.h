@@ -52,6 +52,10 @@ void mr_harness_close(mr_harness *h);
  * x rz, e1 limits 0..ny-1 centered. Static storage of the calling thread,
  * valid until its next call. */
 const char *mr_harness_cartesian_header(int nx, int ny, int nz, int rx, int ry, int rz);
+/* The same 2D header (nx x ny, recon the same) with a parallelImaging
+ * section: acceleration accel along e1, calibrationMode mode ("embedded",
+ * "separate", "interleaved"). Static storage of the calling thread. */
+const char *mr_harness_accelerated_header(int nx, int ny, int accel, const char *mode);
 
 /* The installed config configs/<name>.json of the source tree, parsed (the
  * caller frees it with cJSON_Delete); NULL when it cannot be read. */

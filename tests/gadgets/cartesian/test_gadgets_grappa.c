@@ -215,19 +215,6 @@ static float complex line_value(int c, int s, void *arg) {
   return l->kspace[((size_t)c * NY + l->y) * NX + s];
 }
 
-/* A header with a parallelImaging section. */
-static const char *accelerated_header(const char *mode) {
-  static char xml[4096];
-  const char *base = mr_harness_cartesian_header(NX, NY, 1, NX, NY, 1);
-  const char *end = strstr(base, "</encoding>");
-  snprintf(xml, sizeof xml,
-           "%.*s<parallelImaging><accelerationFactor><kspace_encoding_step_1>%d"
-           "</kspace_encoding_step_1><kspace_encoding_step_2>1</kspace_encoding_step_2>"
-           "</accelerationFactor><calibrationMode>%s</calibrationMode></parallelImaging>%s",
-           (int)(end - base), base, R, mode, end);
-  return xml;
-}
-
 static const char *chain_kspace =
     "[{\"gadget\":\"accumulate\"},{\"gadget\":\"grappa\"}]";
 
@@ -236,7 +223,7 @@ static const char *chain_kspace =
 static mr_cfloat *open_synthetic(mr_harness *h, const char *mode) {
   mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
   assert_int_equal(mr_harness_open(h, chain_kspace, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
-  assert_int_equal(mr_harness_configure(h, accelerated_header(mode)), 0);
+  assert_int_equal(mr_harness_configure(h, mr_harness_accelerated_header(NX, NY, R, mode)), 0);
   assert_int_equal(grappa_phantom_kspace(h->device, NX, NY, NC, 0.0, 1, truth), 0);
   return truth;
 }
@@ -450,7 +437,7 @@ static void clear_errors(void **state) {
   mr_harness h;
   /* no calibration lines and no fully sampled centre */
   assert_int_equal(mr_harness_open(&h, chain_kspace, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
-  assert_int_equal(mr_harness_configure(&h, accelerated_header("embedded")), 0);
+  assert_int_equal(mr_harness_configure(&h, mr_harness_accelerated_header(NX, NY, R, "embedded")), 0);
   assert_int_equal(grappa_phantom_kspace(h.device, NX, NY, NC, 0.0, 1, truth), 0);
   for (int y = 0; y < NY; y += R)
     if (y + R < NY)
@@ -463,7 +450,7 @@ static void clear_errors(void **state) {
   mr_harness_close(&h);
   /* too few ACS lines for the kernel */
   assert_int_equal(mr_harness_open(&h, chain_kspace, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
-  assert_int_equal(mr_harness_configure(&h, accelerated_header("separate")), 0);
+  assert_int_equal(mr_harness_configure(&h, mr_harness_accelerated_header(NX, NY, R, "separate")), 0);
   for (int y = 40; y < 45; y++)
     push_line(&h, truth, y, 0, MR_FLAG(ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION));
   assert_int_equal(mr_harness_push(&h, mr_harness_acquisition(

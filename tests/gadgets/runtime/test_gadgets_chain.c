@@ -297,13 +297,18 @@ static void test_installed_configs_parse(void **state) {
 
 /* ---- the runtime ---- */
 
+/* accumulate -> fft -> coil_combine -> image_out, for wire input. */
+static void open_cartesian(mr_harness *h) {
+  assert_int_equal(mr_harness_open(h, "[{\"gadget\":\"accumulate\"},{\"gadget\":\"fft\"},"
+                                      "{\"gadget\":\"coil_combine\"},{\"gadget\":\"image_out\"}]",
+                                   MR_CHAIN_WIRE_INPUT),
+                   0);
+}
+
 static void test_unhandled_messages_pass_through(void **state) {
   (void)state;
   mr_harness h;
-  assert_int_equal(mr_harness_open(&h, "[{\"gadget\":\"accumulate\"},{\"gadget\":\"fft\"},"
-                                       "{\"gadget\":\"coil_combine\"},{\"gadget\":\"image_out\"}]",
-                                   MR_CHAIN_WIRE_INPUT),
-                   0);
+  open_cartesian(&h);
   assert_int_equal(mr_harness_configure(&h, mr_harness_cartesian_header(8, 8, 1, 8, 8, 1)), 0);
   ISMRMRD_WaveformHeader wh;
   memset(&wh, 0, sizeof wh);
@@ -327,10 +332,7 @@ static float complex one(int c, int s, void *arg) {
 static void test_slowest_step_is_named(void **state) {
   (void)state;
   mr_harness h;
-  assert_int_equal(mr_harness_open(&h, "[{\"gadget\":\"accumulate\"},{\"gadget\":\"fft\"},"
-                                       "{\"gadget\":\"coil_combine\"},{\"gadget\":\"image_out\"}]",
-                                   MR_CHAIN_WIRE_INPUT),
-                   0);
+  open_cartesian(&h);
   char slowest[96], timings[512];
   mr_chain_slowest_step(h.chain, slowest, sizeof slowest);
   assert_string_equal(slowest, ""); /* no step yet */
