@@ -84,10 +84,11 @@ static int parse_gpus(const char *spec, int share, int *list, size_t *n, int *al
 #ifdef MR_HAVE_CUDA
 static int gpu_init(void *p, mr_err *err) {
   mr_gpu_lane *lane = p;
+  int rank = (int)(lane - lane->dev->lanes);
   mr_device_enter_lane(lane);
-  mr_thread_name("mr-gpu%d-lane%d", lane->dev->ordinal, (int)(lane - lane->dev->lanes));
+  mr_thread_name("mr-gpu%d-lane%d", lane->dev->ordinal, rank);
   /* The real-time lanes are the first ones (device.h): streams by rank. */
-  return mr_cuda_ctx_create(lane->dev, (int)(lane - lane->dev->lanes), &lane->cuda, err);
+  return mr_cuda_ctx_create(lane->dev, rank, &lane->cuda, err);
 }
 
 static int gpu_fini(void *p, mr_err *err) {
