@@ -15,6 +15,7 @@
 #include <microhttpd.h>
 
 #include "addr.h"
+#include "clock.h"
 #include "log.h"
 #include "metrics.h"
 #include "thread_name.h"
@@ -55,12 +56,6 @@ struct mr_http {
   http_conn *conns; /* newest first */
 };
 
-static uint64_t now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
-}
-
 /* Under mu. MHD sees the EOF and closes the connection itself. */
 static void shut(http_conn *c) {
   if (!c->shut)
@@ -87,7 +82,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
       if (waiting >= HTTP_CONNECTIONS)
         shut(oldest);
       c->fd = info->connect_fd;
-      c->since_ms = now_ms();
+      c->since_ms = mr_now_ms();
       c->next = http->conns;
       if (c->next != NULL)
         c->next->prev = c;
@@ -114,7 +109,7 @@ static void request_complete(mr_http *http, struct MHD_Connection *conn) {
       MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
   pthread_mutex_lock(&http->mu);
   if (info != NULL && info->socket_context != NULL)
-    ((http_conn *)info->socket_context)->since_ms = now_ms();
+    ((http_conn *)info->socket_context)->since_ms = mr_now_ms();
   pthread_mutex_unlock(&http->mu);
 }
 
@@ -124,7 +119,7 @@ static void *reaper_main(void *arg) {
   for (;;) {
     pthread_mutex_lock(&http->mu);
     int stop = http->stopping;
-    uint64_t now = now_ms();
+    uint64_t now = mr_now_ms();
     for (http_conn *c = http->conns; c != NULL && !stop; c = c->next)
       if (now - c->since_ms > HTTP_DEADLINE_MS)
         shut(c);

@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "chain.h"
+#include "clock.h"
 #include "gadgetron_xml.h"
 #include "log.h"
 #include "noise_store.h"
@@ -69,12 +69,6 @@ static void enter_state(run *r, enum state to) {
   r->state = to;
 }
 
-static uint64_t now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
-}
-
 static void record_error(run *r, int code, const char *text) {
   mr_session_stats *st = &r->s->stats;
   mr_metrics_error(mr_metrics_error_kind_of(code));
@@ -84,7 +78,7 @@ static void record_error(run *r, int code, const char *text) {
     st->first_error[sizeof st->first_error - 1] = '\0';
   st->errors++;
   if (!r->failed)
-    r->answer_by_ms = now_ms() + (uint64_t)r->s->env->error_grace_ms;
+    r->answer_by_ms = mr_now_ms() + (uint64_t)r->s->env->error_grace_ms;
   r->failed = 1;
   if (r->nerrors < MAX_ERRORS)
     r->errors[r->nerrors++] = strdup(text);
@@ -425,7 +419,7 @@ static void on_message(run *r, mr_message *m) {
  * after an error (then the answer goes out without it). */
 static int wait_budget(const run *r, uint64_t start_ms, const char **why) {
   const mr_server_env *env = r->s->env;
-  uint64_t now = now_ms();
+  uint64_t now = mr_now_ms();
   if (r->failed) {
     *why = NULL;
     return r->answer_by_ms > now ? (int)(r->answer_by_ms - now) : 0;
@@ -456,9 +450,9 @@ static void count_gadget_time(void *ctx, const char *gadget, uint64_t busy_ns) {
 
 void mr_session_run(mr_session *s) {
   run r = {.s = s, .state = AWAIT_CONFIG};
-  uint64_t start = now_ms();
+  uint64_t start = mr_now_ms();
   while (!r.done && !atomic_load(s->cancel)) {
-    if (r.failed && now_ms() >= r.answer_by_ms) {
+    if (r.failed && mr_now_ms() >= r.answer_by_ms) {
       /* A client that keeps sending after an error without its CLOSE
        * gets its answer anyway. */
       on_close(&r);

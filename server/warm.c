@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "decode.h"
 #include "encode.h"
 #include "log.h"
@@ -45,12 +45,6 @@ typedef struct replay {
   int images, closed;
   char error[256];
 } replay;
-
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
 
 static int on_message(void *ctx, mr_message *m) {
   replay *r = ctx;
@@ -197,7 +191,7 @@ static int warm_one(const mr_warm *w, const char *name) {
     return 0;
   replay r[WARM_MAX_COPIES];
   int started = 0, images = 0;
-  double t0 = now_ms();
+  double t0 = ((double)mr_now_ns() / 1e6);
   for (int i = 0; i < w->copies; i++) {
     r[i] = (replay){.bytes = bytes, .len = len, .addr = &w->addr};
     if (uv_thread_create(&r[i].thread, replay_main, &r[i]) != 0)
@@ -211,7 +205,7 @@ static int warm_one(const mr_warm *w, const char *name) {
     if (error == NULL && r[i].error[0] != '\0')
       error = r[i].error;
   }
-  double ms = now_ms() - t0;
+  double ms = ((double)mr_now_ns() / 1e6) - t0;
   if (error != NULL)
     mr_log(MR_LOG_WARN, "warm-up: %s: %s", name, error);
   else
@@ -227,7 +221,7 @@ static void warm_main(void *arg) {
   mr_warm *w = arg;
   mr_thread_name("mr-warm");
   struct dirent **names = NULL;
-  double t0 = now_ms();
+  double t0 = ((double)mr_now_ns() / 1e6);
   int n = scandir(w->dir, &names, not_hidden, alphasort), ok = 0;
   if (n < 0)
     mr_log(MR_LOG_WARN, "warm-up: cannot read %s: %s", w->dir, strerror(errno));
@@ -237,7 +231,7 @@ static void warm_main(void *arg) {
   }
   free(names);
   mr_log(MR_LOG_INFO, "warm-up done: %d of %d session(s) from %s in %.0f ms", ok, n > 0 ? n : 0,
-         w->dir, now_ms() - t0);
+         w->dir, ((double)mr_now_ns() / 1e6) - t0);
   mr_metrics_warmed();
 }
 

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "budget.h"
+#include "clock.h"
 #include "decode.h"
 #include "encode.h"
 #include "thread_name.h"
@@ -49,12 +49,6 @@ struct mr_link {
   pthread_t reader, writer;
   int threads;
 };
-
-static uint64_t now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 /* What the receive channel still holds at stop was taken from the budget. */
 static void drop_in(void *item) {
@@ -143,7 +137,7 @@ static void *reader_main(void *arg) {
       continue;
     int why = n < 0 ? errno : 0;
     if (n > 0)
-      atomic_store(&l->moved_ns, now_ns());
+      atomic_store(&l->moved_ns, mr_now_ns());
     pthread_mutex_lock(&l->mu);
     int stop = l->stopping || l->fault;
     if (n == 0 || (n < 0 && why == ECONNRESET)) { /* a peer that dies with our bytes unread resets */
@@ -185,7 +179,7 @@ static int write_all(mr_link *l, mr_encoded *e) {
       continue;
     if (w < 0)
       return errno;
-    atomic_store(&l->moved_ns, now_ns());
+    atomic_store(&l->moved_ns, mr_now_ns());
     size_t left = (size_t)w;
     while (first < n && left >= iov[first].iov_len)
       left -= iov[first++].iov_len;
@@ -245,7 +239,7 @@ int mr_link_start(int fd, const mr_link_opts *opts, mr_link **out, mr_err *err) 
   l->opts = *opts;
   snprintf(l->peer, sizeof l->peer, "%s", opts->peer);
   l->opts.peer = l->peer;
-  l->start_ns = now_ns();
+  l->start_ns = mr_now_ns();
   atomic_init(&l->moved_ns, l->start_ns);
   pthread_mutex_init(&l->mu, NULL);
   if (pthread_create(&l->reader, NULL, reader_main, l) == 0) {
@@ -265,7 +259,7 @@ mr_chan *mr_link_channel(mr_link *l) { return l->in; }
 
 /* Whether a timeout has passed (0: not yet); a wait began at wait_start. */
 static int timed_out(mr_link *l, uint64_t wait_start, mr_err *err) {
-  uint64_t now = now_ns(), moved = atomic_load(&l->moved_ns);
+  uint64_t now = mr_now_ns(), moved = atomic_load(&l->moved_ns);
   uint64_t since = moved > wait_start ? moved : wait_start;
   if (l->opts.total_ms > 0 && now - l->start_ns > (uint64_t)l->opts.total_ms * 1000000u)
     return mr_err_set(err, MR_ETIMEDOUT, "%s: no CLOSE within %d ms (total_timeout_ms)",
@@ -280,7 +274,7 @@ static int timed_out(mr_link *l, uint64_t wait_start, mr_err *err) {
 
 /* Milliseconds until the nearer timeout (at least 1), or -1 for none. */
 static int until_timeout(mr_link *l, uint64_t wait_start) {
-  uint64_t now = now_ns(), moved = atomic_load(&l->moved_ns), next = UINT64_MAX;
+  uint64_t now = mr_now_ns(), moved = atomic_load(&l->moved_ns), next = UINT64_MAX;
   uint64_t since = moved > wait_start ? moved : wait_start;
   if (l->opts.total_ms > 0)
     next = l->start_ns + (uint64_t)l->opts.total_ms * 1000000u;
@@ -341,7 +335,7 @@ static int early_close(mr_link *l, mr_err *err) {
 }
 
 int mr_link_send(mr_link *l, mr_message *msg, mr_link_deliver deliver, void *ctx, mr_err *err) {
-  uint64_t wait_start = now_ns();
+  uint64_t wait_start = mr_now_ns();
   int rc;
   for (;;) {
     if ((rc = deliver_arrived(l, deliver, ctx, err)) != NOTHING ||
@@ -373,7 +367,7 @@ int mr_link_poll(mr_link *l, mr_link_deliver deliver, void *ctx, mr_err *err) {
 }
 
 int mr_link_finish(mr_link *l, mr_link_deliver deliver, void *ctx, mr_err *err) {
-  uint64_t wait_start = now_ns();
+  uint64_t wait_start = mr_now_ns();
   for (;;) {
     int rc = timed_out(l, wait_start, err);
     if (rc == 0)

@@ -4,10 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "capability.h"
 #include "chain_impl.h"
+#include "clock.h"
 #include "device.h"
 #include "params.h"
 #include "registry.h"
@@ -182,12 +182,6 @@ int mr_chain_configure(mr_chain *c, const mr_stream_header *hdr,
   return 0;
 }
 
-static uint64_t now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 /* Runs one gadget step (process or flush) and charges it its own time:
  * whatever it emitted ran synchronously inside it, and is charged to the
  * gadgets downstream (or, for the sink and a hand-over to the next stage,
@@ -195,10 +189,10 @@ static uint64_t now_ns(void) {
 typedef int (*step_fn)(node *nd, mr_message *msg, mr_emit *out);
 
 static int timed(stage *st, node *nd, step_fn step, mr_message *msg, mr_emit *out) {
-  uint64_t outer = st->nested_ns, t0 = now_ns();
+  uint64_t outer = st->nested_ns, t0 = mr_now_ns();
   st->nested_ns = 0;
   int rc = step(nd, msg, out);
-  uint64_t spent = now_ns() - t0, own = spent - st->nested_ns;
+  uint64_t spent = mr_now_ns() - t0, own = spent - st->nested_ns;
   nd->busy_ns += own;
   if (++nd->steps == 1 || own > nd->slowest_ns) {
     nd->slowest_ns = own;
@@ -249,9 +243,9 @@ static int report_failure(mr_chain *c) {
 }
 
 static int hand_on(mr_chain *c, stage *st, int from, mr_message *msg) {
-  uint64_t t0 = now_ns();
+  uint64_t t0 = mr_now_ns();
   int rc = mr_stages_hand(c, st->index + 1, (stage_item){ITEM_MESSAGE, msg, from});
-  st->nested_ns += now_ns() - t0; /* waiting for room is nobody's work */
+  st->nested_ns += mr_now_ns() - t0; /* waiting for room is nobody's work */
   return rc;
 }
 
@@ -279,9 +273,9 @@ int mr_chain_deliver(mr_chain *c, stage *st, int from, mr_message *msg) {
     return hand_on(c, st, c->n, msg);
   if (c->sink != NULL) {
     /* Charged to nobody: waiting for the client is not a gadget's time. */
-    uint64_t t0 = now_ns();
+    uint64_t t0 = mr_now_ns();
     int rc = c->sink(c->sink_ctx, msg);
-    st->nested_ns += now_ns() - t0;
+    st->nested_ns += mr_now_ns() - t0;
     return rc;
   }
   mr_message_unref(msg);

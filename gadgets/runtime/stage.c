@@ -4,9 +4,9 @@
  * its gadgets wait on outside the chain. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "chain_impl.h"
+#include "clock.h"
 #include "device.h"
 #include "thread_name.h"
 
@@ -64,12 +64,6 @@ int mr_stages_plan(mr_chain *c, size_t depth) {
   return 0;
 }
 
-
-static uint64_t now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 int mr_stages_hand(mr_chain *c, int to, stage_item item) {
   int rc = mr_chan_push(c->stages[to].inbox, &item, 0, -1);
@@ -131,13 +125,13 @@ void mr_stages_flush(mr_chain *c) {
   pthread_mutex_lock(&c->mu);
   unsigned seen = c->flushes;
   pthread_mutex_unlock(&c->mu);
-  uint64_t t0 = now_ns();
+  uint64_t t0 = mr_now_ns();
   mr_stages_hand(c, 1, (stage_item){.kind = ITEM_FLUSH});
   pthread_mutex_lock(&c->mu);
   while (c->flushes == seen)
     pthread_cond_wait(&c->flushed, &c->mu);
   pthread_mutex_unlock(&c->mu);
-  c->stages[0].nested_ns += now_ns() - t0;
+  c->stages[0].nested_ns += mr_now_ns() - t0;
 }
 
 void mr_stages_stop(mr_chain *c) {

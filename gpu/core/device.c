@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/sysinfo.h>
-#include <time.h>
 
 #include "buf_impl.h"
+#include "clock.h"
 #include "error.h"
 #ifdef MR_HAVE_CUDA
 #include "cuda_ctx.h"
@@ -108,12 +108,6 @@ struct mr_cuda_ctx *mr_device_cuda(const mr_device *dev) {
 
 mr_cpu_threads *mr_device_threads(const mr_device *dev) { return dev->threads; }
 
-static long long now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 int mr_device_lane_count(const mr_device *dev) { return dev->fake != NULL ? 1 : dev->nlanes; }
 
 double mr_device_lane_busy_s(const mr_device *dev, int lane) {
@@ -134,10 +128,10 @@ typedef struct task_call {
 /* A task that came through the queue: it owns the synchronisation. */
 static int run_outermost(void *p, mr_err *err) {
   task_call *c = p;
-  long long t0 = now_ns();
+  uint64_t t0 = mr_now_ns();
   int rc = c->task(c->dev, c->arg, err);
   int sync = mr_cuda_ctx_sync(mr_device_cuda(c->dev), err);
-  atomic_fetch_add(&own_lane->busy_ns, now_ns() - t0);
+  atomic_fetch_add(&own_lane->busy_ns, (long long)(mr_now_ns() - t0));
   return rc < 0 ? rc : sync;
 }
 
@@ -204,11 +198,11 @@ int mr_device_run(mr_device *dev, mr_device_task task, void *arg, mr_err *err) {
   /* A fake GPU's tasks run on their callers: its one pretend lane is
    * busy for the outermost ones. */
   static _Thread_local int depth;
-  long long t0 = depth == 0 ? now_ns() : 0;
+  uint64_t t0 = depth == 0 ? mr_now_ns() : 0;
   depth++;
   int rc = task(dev, arg, err);
   if (--depth == 0)
-    atomic_fetch_add(&dev->lanes[0].busy_ns, now_ns() - t0);
+    atomic_fetch_add(&dev->lanes[0].busy_ns, (long long)(mr_now_ns() - t0));
   return rc;
 }
 
@@ -224,12 +218,12 @@ int mr_device_time(mr_device *dev, mr_device_task task, void *arg, int warmup, i
   }
 #endif
   for (int i = 0; i < warmup + reps; i++) {
-    long long t0 = now_ns();
+    uint64_t t0 = mr_now_ns();
     int rc = task(dev, arg, err);
     if (rc < 0)
       return rc;
     if (i >= warmup)
-      ms[i - warmup] = (double)(now_ns() - t0) / 1e6;
+      ms[i - warmup] = (double)(mr_now_ns() - t0) / 1e6;
   }
   return 0;
 }

@@ -1,13 +1,11 @@
 #include "worker.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
+#include "clock.h"
 #include "cpus.h"
 #include "error.h"
 
@@ -53,22 +51,16 @@ static _Thread_local const mr_worker *current_worker;
 #define SPIN_NS 50000
 #define SPIN_MIN_CORES 8
 
-static long long now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* Watches *flag for up to ns; returns 1 once it is nonzero, 0 when the
  * time ran out. */
 static int spin_until_set(atomic_int *flag, long long ns) {
   if (ns <= 0)
     return atomic_load_explicit(flag, memory_order_acquire) != 0;
-  long long end = now_ns() + ns;
+  uint64_t end = mr_now_ns() + (uint64_t)ns;
   for (unsigned i = 1;; i++) {
     if (atomic_load_explicit(flag, memory_order_acquire) != 0)
       return 1;
-    if (i % 64 == 0 && now_ns() > end)
+    if (i % 64 == 0 && mr_now_ns() > end)
       return 0;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
