@@ -119,6 +119,15 @@ typedef struct replay {
   double busy_ms;       /* a neighbour: the time its sessions took */
 } replay;
 
+/* One raw copy: the session's bytes written the same way to a thread that
+ * reads and discards them (stream_replay_raw). */
+static void *raw_main(void *arg) {
+  replay *r = arg;
+  r->start_ms = bench_now_ms();
+  r->rc = stream_replay_raw(r->s, &r->t);
+  return NULL;
+}
+
 static void *replay_main(void *arg) {
   replay *r = arg;
   r->start_ms = bench_now_ms();
@@ -227,6 +236,46 @@ static void write_gadget_times(bench_json *j, stream_server *srv, int sessions) 
 
 /* ---- N sessions at once --------------------------------------------- */
 
+/* The same n sessions at once as raw copies, each to its own discarding
+ * thread: the host's ceiling for n loopback connections (its memory copies
+ * and TCP), which no server can pass. Writes object "raw_copy"; its wall
+ * time, or NAN. */
+static double raw_copies(bench_json *j, const stream_session *s, int n) {
+  replay *r = calloc((size_t)n, sizeof *r);
+  pthread_t *threads = calloc((size_t)n, sizeof *threads);
+  double wall = NAN;
+  json_open(j, "raw_copy", '{');
+  int started = 0;
+  double t0 = bench_now_ms(), end = t0;
+  for (int i = 0; r != NULL && threads != NULL && i < n; i++) {
+    r[i] = (replay){.s = s};
+    if (pthread_create(&threads[i], NULL, raw_main, &r[i]) != 0)
+      break;
+    started++;
+  }
+  int ok = 0;
+  for (int i = 0; i < started; i++) {
+    pthread_join(threads[i], NULL);
+    if (r[i].rc == 0) {
+      ok++;
+      double e = r[i].start_ms + r[i].t.wall_ms;
+      end = e > end ? e : end;
+    }
+    stream_timing_free(&r[i].t);
+  }
+  if (ok == n && n > 0) {
+    wall = end - t0;
+    json_num(j, "wall_ms", wall);
+    json_num(j, "mb_per_s", (double)s->len * n / 1e6 / (wall / 1e3));
+  } else {
+    json_str(j, "error", "the raw copies failed");
+  }
+  json_close(j, '}');
+  free(r);
+  free(threads);
+  return wall;
+}
+
 static void run_case(load_bench *b, const load_case *c) {
   bench_json *j = b->j;
   json_open(j, c->name, '{');
@@ -242,6 +291,8 @@ static void run_case(load_bench *b, const load_case *c) {
   json_int(j, "sessions", n);
   fprintf(stderr, "mr-bench: load: %s: %d sessions of %.1f MB at once\n", c->name, n,
           s.len / 1e6);
+  double raw_wall = raw_copies(j, &s, n);
+  b->failures += isnan(raw_wall);
   replay *r = calloc((size_t)n, sizeof *r);
   pthread_t *threads = calloc((size_t)n, sizeof *threads);
   if (r == NULL || threads == NULL || warm_up(b, &s) < 0) {
@@ -312,6 +363,8 @@ static void run_case(load_bench *b, const load_case *c) {
     json_num(j, per_s, images / secs);
   json_int(j, "images", images);
   json_num(j, "mb_per_s", (double)bytes / 1e6 / secs);
+  if (!isnan(raw_wall) && ok == n)
+    json_num(j, "ratio_to_raw", (end - t0) / raw_wall);
   if (lat != NULL && wall != NULL) {
     write_percentiles(j, "session_ms", wall, nw);
     write_percentiles(j, "latency_ms", lat, nlat);
@@ -464,7 +517,10 @@ int bench_load(const bench_ctx *ctx) {
            "as the server reads while a receiver thread decodes the images; wall_ms: the first "
            "byte to the last CLOSE; rates: every session's images over wall_ms; session_ms: each "
            "session's first byte to its CLOSE; latency_ms: a slice's/frame's last acquisition "
-           "written -> its image decoded, over all sessions (input queueing included)");
+           "written -> its image decoded, over all sessions (input queueing included); raw_copy: "
+           "the same N sessions written at once the same way to threads that read and discard "
+           "them, the host's ceiling for N loopback connections; ratio_to_raw: wall_ms over "
+           "raw_copy's");
   static const char *const names[] = {"realtime_cg", "grappa", "cgsense3d", NEIGHBOUR_CASE};
   char unknown[64];
   if (bench_unknown_case(ctx->cases, names, 4, unknown, sizeof unknown)) {

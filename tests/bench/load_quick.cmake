@@ -1,6 +1,6 @@
 # ctest bench_load_quick (cmake -P): runs `mr-bench load --quick` against a
 # server on 2 fake GPUs and checks that its JSON is complete: every case
-# with its rates and latency percentiles as numbers, every session served,
+# with its rates, its raw copy and latency percentiles as numbers, every session served,
 # the real-time stream's latency alone and beside each neighbour (with its
 # late frames), the gadgets' time per session and each GPU lane's busy
 # share. Timings are not judged.
@@ -20,9 +20,10 @@ if(NOT count EQUAL 2)
   message(FATAL_ERROR "gpu_count is ${count}, not the 2 fake GPUs, in ${OUT}")
 endif()
 foreach(name realtime_cg grappa cgsense3d)
-  foreach(key first_session_ms wall_ms sessions_per_s mb_per_s)
+  foreach(key first_session_ms wall_ms sessions_per_s mb_per_s ratio_to_raw)
     expect_number(load cases ${name} ${key})
   endforeach()
+  expect_number(load cases ${name} raw_copy mb_per_s)
   foreach(key p50 p99 max)
     expect_number(load cases ${name} latency_ms ${key})
     expect_number(load cases ${name} session_ms ${key})
