@@ -494,8 +494,9 @@ static int estimate_maps(fhd_cg *s, mr_device *dev, const problem *p, const mr_c
  * solves behind maps: one loop, not one per coil). */
 static int solve_all(fhd_cg *s, mr_device *dev, mr_toeplitz *op, int iterations, int warm,
                      size_t nvox, size_t count, const mr_cfloat *b, mr_cfloat *x, mr_err *err) {
+  /* The Toeplitz operator is device launches alone: the GPU replays it. */
   mr_cg_opts co = {.max_iterations = iterations, .tolerance = s->tolerance, .warm_start = warm,
-                   .cancel = &s->cancel};
+                   .cancel = &s->cancel, .replay = 1};
   return mr_cg_solve_batch(dev, nvox, count, mr_toeplitz_apply_batch_op, op, b, x, &co, NULL, err);
 }
 

@@ -29,6 +29,15 @@ typedef struct mr_cg_opts {
                           the x given, at the cost of one more apply */
   const mr_cancel *cancel; /* asked before every iteration (NULL: never):
                               the solve ends with MR_ECANCELED, x undefined */
+  int replay;          /* 1: the operator only queues device work on the
+                          solve's stream (no wait for the host, no copy to
+                          or from it, no multi-device step), into the same
+                          buffers at every call; on a GPU the second
+                          iteration is then captured as a CUDA graph and
+                          replayed for the later ones (one graph launch a
+                          step instead of the operator's launches and FFT
+                          executions). A capture that fails leaves every
+                          iteration queued as it is. 0: always so */
 } mr_cg_opts;
 
 typedef struct mr_cg_report {

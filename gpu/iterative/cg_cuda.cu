@@ -11,6 +11,7 @@
 
 #include "cg_impl.h"
 #include "cuda_internal.cuh"
+#include "graph.h"
 
 namespace {
 
@@ -216,6 +217,27 @@ int read_states(mr_cuda_ctx *c, size_t count, const workspace &w, bool *all_done
   return 0;
 }
 
+// One iteration of every system: A p, alpha, x and r, beta, p.
+int iteration(mr_cuda_ctx *c, mr_cg_job *j, const workspace &w, mr_err *err) {
+  size_t n = j->n, count = j->count;
+  dim3 grid(mr_grid_for(c, n, BLOCK), unsigned(count)), parts(PARTS, unsigned(count));
+  unsigned systems = unsigned(count);
+  int rc = j->apply(j->op, count, reinterpret_cast<mr_cfloat *>(w.p),
+                    reinterpret_cast<mr_cfloat *>(w.ap), err);
+  if (rc < 0)
+    return rc;
+  partial_sums<<<parts, BLOCK, 0, c->compute>>>(n, w.p, w.ap, w.part_a);
+  step_alpha<<<systems, BLOCK, 0, c->compute>>>(w.s, w.part_a);
+  update<<<parts, BLOCK, 0, c->compute>>>(n, w.s, w.p, w.ap, reinterpret_cast<float2 *>(j->x),
+                                          w.r, w.part_b);
+  step_beta<<<systems, BLOCK, 0, c->compute>>>(w.s, w.part_b, j->o.tolerance,
+                                               j->o.tolerance == 0);
+  step_end<<<grid, BLOCK, 0, c->compute>>>(n, w.s, w.r, w.p, reinterpret_cast<float2 *>(j->x),
+                                           w.x_best);
+  MR_LAUNCHED(cg_iteration);
+  return 0;
+}
+
 int run(mr_device *dev, mr_cg_job *j, const workspace &w, mr_err *err) {
   mr_cuda_ctx *c = mr_device_cuda(dev);
   size_t n = j->n, count = j->count;
@@ -240,26 +262,44 @@ int run(mr_device *dev, mr_cg_job *j, const workspace &w, mr_err *err) {
     MR_CU(cudaMemcpyAsync(w.x_best, x, count * n * sizeof(float2), cudaMemcpyDeviceToDevice,
                           c->compute));
   bool all_done = false;
-  for (int it = 0; it < j->o.max_iterations; it++) {
+  mr_graph *graph = nullptr;
+  bool capture_failed = false;
+  for (int it = 0; rc == 0 && it < j->o.max_iterations; it++) {
     // The host runs at most POLL iterations ahead of the device (the read
     // below waits), so a cancel ends the solve within about POLL of them.
-    if (mr_cancel_requested(j->o.cancel))
-      return mr_err_set(err, MR_ECANCELED, "cg: cancelled at iteration %d", it + 1);
+    if (mr_cancel_requested(j->o.cancel)) {
+      rc = mr_err_set(err, MR_ECANCELED, "cg: cancelled at iteration %d", it + 1);
+      break;
+    }
     if (it > 0 && it % POLL == 0) {
-      if ((rc = read_states(c, count, w, &all_done, err)) < 0)
-        return rc;
-      if (all_done)
+      if ((rc = read_states(c, count, w, &all_done, err)) < 0 || all_done)
         break;
     }
-    if ((rc = j->apply(j->op, count, reinterpret_cast<mr_cfloat *>(w.p), ap, err)) < 0)
-      return rc;
-    partial_sums<<<parts, BLOCK, 0, c->compute>>>(n, w.p, w.ap, w.part_a);
-    step_alpha<<<systems, BLOCK, 0, c->compute>>>(w.s, w.part_a);
-    update<<<parts, BLOCK, 0, c->compute>>>(n, w.s, w.p, w.ap, x, w.r, w.part_b);
-    step_beta<<<systems, BLOCK, 0, c->compute>>>(w.s, w.part_b, tol, keep_best);
-    step_end<<<grid, BLOCK, 0, c->compute>>>(n, w.s, w.r, w.p, x, w.x_best);
-    MR_LAUNCHED(cg_iteration);
+    if (graph != nullptr) {
+      rc = mr_graph_launch(dev, graph, err);
+      continue;
+    }
+    // The first iteration runs as it is (the operator's first use makes its
+    // FFT plans and work areas); the second is captured and replayed after.
+    if (j->o.replay && it == 1 && !capture_failed) {
+      rc = mr_graph_begin(dev, err);
+      if (rc == 0)
+        rc = iteration(c, j, w, err);
+      int ended = mr_graph_end(dev, rc == 0, &graph, err);
+      if (rc == 0 && ended == 0 && graph != nullptr) {
+        rc = mr_graph_launch(dev, graph, err);
+        continue;
+      }
+      // Nothing of the iteration ran: queue it as it is, and every later one.
+      mr_graph_destroy(graph);
+      graph = nullptr;
+      capture_failed = true;
+    }
+    rc = iteration(c, j, w, err);
   }
+  mr_graph_destroy(graph);
+  if (rc < 0)
+    return rc;
   if ((rc = read_states(c, count, w, &all_done, err)) < 0)
     return rc;
   for (size_t i = 0; i < count; i++) {

@@ -11,7 +11,7 @@
 #include "error.h"
 #include "fft.h"
 #ifdef MR_HAVE_CUDA
-#include "fista_graph.h"
+#include "graph.h"
 #include "prox_impl.h"
 #include "wavelet_impl.h"
 #endif
@@ -197,7 +197,10 @@ static int l2_apply(void *op, const mr_cfloat *x, mr_cfloat *y, mr_err *err) {
 
 static int solve_l2(solve_job *j, mr_err *err) {
   mr_sparse_plan *p = j->p;
-  mr_cg_opts o = {.max_iterations = p->opts.iterations, .tolerance = p->opts.tolerance};
+  /* Replayed with our SENSE operator (launches alone); a caller's normal
+   * operator may wait on the host. */
+  mr_cg_opts o = {.max_iterations = p->opts.iterations, .tolerance = p->opts.tolerance,
+                  .replay = j->normal == NULL};
   mr_cg_report r = {0};
   int rc = mr_cg_solve(p->dev, p->n, l2_apply, j, j->ahb, j->image, &o, &r, err);
   j->report.iterations = r.iterations;
@@ -263,7 +266,7 @@ typedef struct graph_marks {
 static int mark(mr_sparse_plan *p, graph_marks *marks, void **node, mr_err *err) {
   (void)err;
 #ifdef MR_HAVE_CUDA
-  return marks != NULL ? mr_fista_graph_mark(p->dev, node, err) : 0;
+  return marks != NULL ? mr_graph_mark(p->dev, node, err) : 0;
 #else
   (void)p, (void)marks, (void)node;
   return 0;
@@ -302,10 +305,10 @@ static int iteration(solve_job *j, float step, float t, const size_t shift[3], f
 }
 
 #ifdef MR_HAVE_CUDA
-/* The replayed iteration (fista_graph.h): captured at its first use, then
+/* The replayed iteration (graph.h): captured at its first use, then
  * its shifts and beta set before each replay. */
 typedef struct replay {
-  mr_fista_graph *graph;
+  mr_graph *graph;
   void *forward; /* the wavelet's first node */
   graph_marks marks;
   int failed;    /* the capture failed: every iteration queued as it is */
@@ -322,27 +325,27 @@ static int replay_step(solve_job *j, replay *r, float step, float t, const size_
                        float beta, mr_err *err) {
   mr_sparse_plan *p = j->p;
   if (r->graph == NULL) {
-    int rc = mr_fista_graph_begin(p->dev, err);
+    int rc = mr_graph_begin(p->dev, err);
     if (rc == 0)
       rc = iteration(j, step, t, shift, beta, 0, &r->marks, err);
-    int ended = mr_fista_graph_end(p->dev, rc == 0, &r->graph, err);
+    int ended = mr_graph_end(p->dev, rc == 0, &r->graph, err);
     if (rc == 0 && ended == 0 && p->wavelet != NULL)
-      rc = mr_fista_graph_next(r->marks.before_prox, &r->forward, err);
+      rc = mr_graph_next(r->marks.before_prox, &r->forward, err);
     if (rc != 0 || ended != 0 || r->graph == NULL) {
-      mr_fista_graph_destroy(r->graph);
+      mr_graph_destroy(r->graph);
       r->graph = NULL;
       r->failed = 1; /* nothing of this iteration ran: the caller queues it */
       return 1;
     }
-    return mr_fista_graph_launch(p->dev, r->graph, err);
+    return mr_graph_launch(p->dev, r->graph, err);
   }
-  void *exec = mr_fista_graph_exec(r->graph);
+  void *exec = mr_graph_exec(r->graph);
   int rc = p->wavelet != NULL ? mr_wavelet_cuda_set_shifts(exec, r->forward, r->marks.back,
                                                            p->opts.dims, shift, beta, err)
                               : 0;
   if (rc == 0 && r->marks.momentum != r->marks.back)
     rc = mr_prox_cuda_set_beta(exec, r->marks.momentum, beta, err);
-  return rc == 0 ? mr_fista_graph_launch(p->dev, r->graph, err) : rc;
+  return rc == 0 ? mr_graph_launch(p->dev, r->graph, err) : rc;
 }
 #endif
 
@@ -392,7 +395,7 @@ static int solve_fista(solve_job *j, mr_err *err) {
       break;
   }
 #ifdef MR_HAVE_CUDA
-  mr_fista_graph_destroy(r.graph);
+  mr_graph_destroy(r.graph);
 #endif
   return rc == 0 ? mr_vec_copy(p->dev, p->n, image(p, IMG_PREV), j->image, err) : rc;
 }

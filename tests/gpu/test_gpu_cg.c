@@ -6,7 +6,8 @@
  * F^H D, Q, the operator and the solve on the GPU, and the GPU's loop
  * (scalars on the device) against the CPU's on diagonal systems; a batch
  * of systems solved together against each alone, on both; a cancel
- * stopping a solve at the next iteration, on both. */
+ * stopping a solve at the next iteration, on both; the GPU's iteration
+ * replayed as a CUDA graph against the queued loop. */
 #include <complex.h>
 #include <math.h>
 #include <setjmp.h>
@@ -421,6 +422,23 @@ static void cuda_normal_equations(void **state) {
     assert_true(solve_and_check(gpu_test_gpu(), &problems[i], &to_tolerance) <= 1e-4);
 }
 
+/* The GPU's iteration captured once and replayed (mr_cg_opts.replay) gives
+ * the queued loop's answer: the same kernels in the same order, so the same
+ * exact residual to float rounding, on every problem; and the early stop
+ * of a tolerance read every 16 iterations still ends it. */
+static void cuda_replay_matches_queued(void **state) {
+  (void)state;
+  mr_cg_opts replayed = to_tolerance;
+  replayed.replay = 1;
+  for (size_t i = 0; i < sizeof problems / sizeof *problems; i++) {
+    double queued = solve_and_check(gpu_test_gpu(), &problems[i], &to_tolerance);
+    double replay = solve_and_check(gpu_test_gpu(), &problems[i], &replayed);
+    print_message("queued %.6e, replayed %.6e\n", queued, replay);
+    assert_true(replay <= 1e-4);
+    assert_true(fabs(replay - queued) <= 1e-3 * queued);
+  }
+}
+
 static void cpu_tolerance_zero(void **state) {
   (void)state;
   for (size_t i = 0; i < sizeof problems / sizeof *problems; i++)
@@ -557,6 +575,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(cuda_batch),
       cmocka_unit_test(cuda_cancel),
       cmocka_unit_test(cuda_normal_equations),
+      cmocka_unit_test(cuda_replay_matches_queued),
       cmocka_unit_test(cuda_tolerance_zero),
       cmocka_unit_test(cuda_hardware_trig_psnr),
   };

@@ -16,7 +16,7 @@ int mr_prox_cpu_momentum(mr_device *dev, size_t n, float beta, const mr_cfloat *
                          mr_cfloat *prev, mr_cfloat *z);
 int mr_prox_cuda_momentum(mr_device *dev, size_t n, float beta, const mr_cfloat *x, mr_cfloat *prev,
                           mr_cfloat *z, mr_err *err);
-/* FISTA's graph (fista_graph.h): sets beta of a captured momentum node
+/* FISTA's graph (core's graph.h): sets beta of a captured momentum node
  * on an instantiated graph exec. */
 int mr_prox_cuda_set_beta(void *exec, void *node, float beta, mr_err *err);
 int mr_prox_cpu_peak(mr_device *dev, size_t n, const mr_cfloat *x, float *peak, int *finite);

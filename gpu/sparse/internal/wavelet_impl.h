@@ -71,7 +71,7 @@ int mr_wavelet_cpu_copy(mr_device *dev, const size_t dims[3], const size_t len[3
 int mr_wavelet_cuda_copy(mr_device *dev, const size_t dims[3], const size_t len[3],
                          const size_t shift[3], const mr_cfloat *src, mr_cfloat *dst, mr_err *err);
 
-/* FISTA's graph (fista_graph.h): sets the shift of the captured node
+/* FISTA's graph (core's graph.h): sets the shift of the captured node
  * that starts mr_wavelet_forward (forward: the copy, or the first 2D
  * level) and of the one that ends mr_wavelet_adjoint,
  * mr_wavelet_adjoint_soft or mr_wavelet_adjoint_soft_momentum (back: the

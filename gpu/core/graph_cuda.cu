@@ -1,15 +1,15 @@
-// FISTA's iteration as a CUDA graph (fista_graph.h).
+// A solver's iteration as a CUDA graph (graph.h).
 #include <cstdlib>
 
 #include "cuda_internal.cuh"
-#include "fista_graph.h"
+#include "graph.h"
 
-struct mr_fista_graph {
+struct mr_graph {
   cudaGraph_t graph;    // kept: the setters name its nodes
   cudaGraphExec_t exec;
 };
 
-int mr_fista_graph_begin(mr_device *dev, mr_err *err) {
+int mr_graph_begin(mr_device *dev, mr_err *err) {
   return mr_on_worker(dev, err, [&] {
     MR_CU(cudaStreamBeginCapture(mr_device_cuda(dev)->compute,
                                  cudaStreamCaptureModeThreadLocal));
@@ -17,7 +17,7 @@ int mr_fista_graph_begin(mr_device *dev, mr_err *err) {
   });
 }
 
-int mr_fista_graph_mark(mr_device *dev, void **node, mr_err *err) {
+int mr_graph_mark(mr_device *dev, void **node, mr_err *err) {
   return mr_on_worker(dev, err, [&] {
     cudaStreamCaptureStatus status;
     const cudaGraphNode_t *deps = nullptr;
@@ -25,13 +25,13 @@ int mr_fista_graph_mark(mr_device *dev, void **node, mr_err *err) {
     MR_CU(cudaStreamGetCaptureInfo(mr_device_cuda(dev)->compute, &status, nullptr, nullptr,
                                    &deps, nullptr, &count));
     if (status != cudaStreamCaptureStatusActive || count != 1)
-      return mr_err_set(err, MR_EDEVICE, "fista graph: %zu nodes at the end of the capture", count);
+      return mr_err_set(err, MR_EDEVICE, "graph: %zu nodes at the end of the capture", count);
     *node = deps[0];
     return 0;
   });
 }
 
-int mr_fista_graph_end(mr_device *dev, int keep, mr_fista_graph **out, mr_err *err) {
+int mr_graph_end(mr_device *dev, int keep, mr_graph **out, mr_err *err) {
   *out = nullptr;
   return mr_on_worker(dev, err, [&] {
     cudaGraph_t graph = nullptr;
@@ -45,14 +45,14 @@ int mr_fista_graph_end(mr_device *dev, int keep, mr_fista_graph **out, mr_err *e
     }
     cudaGraphExec_t exec = nullptr;
     e = cudaGraphInstantiate(&exec, graph, 0);
-    mr_fista_graph *g = e == cudaSuccess ? static_cast<mr_fista_graph *>(malloc(sizeof *g))
+    mr_graph *g = e == cudaSuccess ? static_cast<mr_graph *>(malloc(sizeof *g))
                                          : nullptr;
     if (g == nullptr) {
       if (exec != nullptr)
         cudaGraphExecDestroy(exec);
       cudaGraphDestroy(graph);
       return e != cudaSuccess ? mr_cuda_fail(e, "cudaGraphInstantiate", __FILE__, __LINE__, err)
-                              : mr_err_set(err, MR_ENOMEM, "fista graph: out of memory");
+                              : mr_err_set(err, MR_ENOMEM, "graph: out of memory");
     }
     g->graph = graph;
     g->exec = exec;
@@ -61,27 +61,27 @@ int mr_fista_graph_end(mr_device *dev, int keep, mr_fista_graph **out, mr_err *e
   });
 }
 
-int mr_fista_graph_next(void *node, void **next, mr_err *err) {
+int mr_graph_next(void *node, void **next, mr_err *err) {
   cudaGraphNode_t after[2];
   size_t count = 2;
   MR_CU(cudaGraphNodeGetDependentNodes(static_cast<cudaGraphNode_t>(node), after, nullptr,
                                        &count));
   if (count != 1)
-    return mr_err_set(err, MR_EDEVICE, "fista graph: %zu nodes after one", count);
+    return mr_err_set(err, MR_EDEVICE, "graph: %zu nodes after one", count);
   *next = after[0];
   return 0;
 }
 
-void *mr_fista_graph_exec(mr_fista_graph *g) { return g->exec; }
+void *mr_graph_exec(mr_graph *g) { return g->exec; }
 
-int mr_fista_graph_launch(mr_device *dev, mr_fista_graph *g, mr_err *err) {
+int mr_graph_launch(mr_device *dev, mr_graph *g, mr_err *err) {
   return mr_on_worker(dev, err, [&] {
     MR_CU(cudaGraphLaunch(g->exec, mr_device_cuda(dev)->compute));
     return 0;
   });
 }
 
-void mr_fista_graph_destroy(mr_fista_graph *g) {
+void mr_graph_destroy(mr_graph *g) {
   if (g == nullptr)
     return;
   cudaGraphExecDestroy(g->exec);
