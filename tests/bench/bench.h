@@ -42,6 +42,7 @@ typedef struct bench_ctx {
   int rounds;          /* best of this many rounds */
   int sessions;        /* load: sessions at once (0: each case's default) */
   int fake_gpus;       /* mr-bench --fake-gpus: also the load server's */
+  int gpu_lanes;       /* the GPU servers' --gpu-lanes (stream, load; 0: theirs) */
 } bench_ctx;
 
 /* A subcommand: writes its results as members of the open object. */

@@ -541,15 +541,26 @@ int bench_load(const bench_ctx *ctx) {
     json_str(j, "error", "cannot make a temporary directory");
     return -1;
   }
-  char fake[16], log[1100], why[1024];
+  char fake[16], lanes[16], log[1100], why[1024];
   snprintf(fake, sizeof fake, "%d", ctx->fake_gpus);
+  snprintf(lanes, sizeof lanes, "%d", ctx->gpu_lanes);
   /* --http for the lanes' busy counters (/metrics). */
-  const char *const extra[] = {"--http", "127.0.0.1:0", ctx->fake_gpus > 0 ? "--fake-gpus" : NULL,
-                               fake, NULL};
+  const char *extra[7] = {"--http", "127.0.0.1:0"};
+  int nextra = 2;
+  if (ctx->fake_gpus > 0) {
+    extra[nextra++] = "--fake-gpus";
+    extra[nextra++] = fake;
+  }
+  if (ctx->gpu_lanes > 0) {
+    extra[nextra++] = "--gpu-lanes";
+    extra[nextra++] = lanes;
+  }
+  extra[nextra] = NULL;
   snprintf(log, sizeof log, "%s/reconserver.log", b.tmp);
   char args[300];
-  snprintf(args, sizeof args, "--gpus %s%s%s", gpus, ctx->fake_gpus > 0 ? " --fake-gpus " : "",
-           ctx->fake_gpus > 0 ? fake : "");
+  snprintf(args, sizeof args, "--gpus %s%s%s%s%s", gpus, ctx->fake_gpus > 0 ? " --fake-gpus " : "",
+           ctx->fake_gpus > 0 ? fake : "", ctx->gpu_lanes > 0 ? " --gpu-lanes " : "",
+           ctx->gpu_lanes > 0 ? lanes : "");
   json_str(j, "server_args", args);
   if (stream_server_start(&b.server, b.tools.server, configs, gpus, extra, log, why,
                           sizeof why) < 0) {

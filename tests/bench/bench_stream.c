@@ -397,8 +397,14 @@ static int time_server(stream_bench *b, const stream_case *c, int k, const strea
  * and waits for its warm-up to end; 0, or -1 with the reason in why (the
  * server is then not running). */
 static int start_server(stream_bench *b, int k, const char *warm, char *why, size_t size) {
-  const char *extra[5];
+  const char *extra[7];
+  char lanes[16];
   int n = 0;
+  if (b->ctx->gpu_lanes > 0 && strcmp(b->gpus[k], "none") != 0) {
+    snprintf(lanes, sizeof lanes, "%d", b->ctx->gpu_lanes);
+    extra[n++] = "--gpu-lanes";
+    extra[n++] = lanes;
+  }
   if (b->ext != NULL) {
     extra[n++] = "--external-dir";
     extra[n++] = b->ext;
@@ -756,7 +762,6 @@ int bench_stream(const bench_ctx *ctx) {
    * GPU count (--gpus 0, --gpus 0,1, ...) for the table per count. */
   const char *server_gpus[NSERVERS] = {
       ctx->gpus != NULL && strcmp(ctx->gpus, "none") != 0 ? ctx->gpus : "all", "none"};
-  const char *const external_args[] = {"--external-dir", ext, NULL};
   b.configs = configs;
   b.ext = ext;
   b.gpus[GPU] = server_gpus[GPU];
@@ -764,19 +769,18 @@ int bench_stream(const bench_ctx *ctx) {
   json_open(j, "servers", '{');
   for (int k = 0; k < NSERVERS; k++) {
     json_open(j, server_names[k], '{');
-    char log[PATH_MAX + 32], why[1024];
-    snprintf(log, sizeof log, "%s/reconserver-%s.log", b.tmp, server_names[k]);
+    char why[1024];
     if (k == GPU && mr_pool_gpu_count(ctx->pool) == 0) {
       json_str(j, "skipped", "no GPU found (or mr-bench --gpus none)");
-    } else if (stream_server_start(&b.servers[k], server, configs, server_gpus[k],
-                                   ext != NULL ? external_args : NULL, log, why,
-                                   sizeof why) < 0) {
+    } else if (start_server(&b, k, NULL, why, sizeof why) < 0) {
       json_str(j, "error", why);
       b.failures++;
     } else {
-      b.running[k] = 1;
       char args[300];
       snprintf(args, sizeof args, "--gpus %s", server_gpus[k]);
+      if (k == GPU && ctx->gpu_lanes > 0)
+        snprintf(args + strlen(args), sizeof args - strlen(args), " --gpu-lanes %d",
+                 ctx->gpu_lanes);
       json_str(j, "args", args);
     }
     json_close(j, '}');

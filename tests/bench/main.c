@@ -128,7 +128,7 @@ double bench_now_ms(void) {
 static void usage(FILE *f) {
   fprintf(f, "usage: mr-bench [SUBCOMMAND...] [--quick] [--json FILE] [--gpus SPEC]\n"
              "                [--rounds N] [--server PATH] [--configs DIR] [--case NAME,...]\n"
-             "                [--reference FILE] [--sessions N]\n"
+             "                [--reference FILE] [--sessions N] [--gpu-lanes N]\n"
              "  --quick      small sizes: checks that everything runs, measures nothing\n"
              "  --json FILE  write the JSON there instead of stdout\n"
              "  --gpus SPEC  all (default), none, or a list like 0,1 (0,0: two logical\n"
@@ -140,6 +140,7 @@ static void usage(FILE *f) {
              "  --configs DIR  stream, sparse: the servers' configs (default ./configs, else the source tree's)\n"
              "  --case NAME,...  stream, sparse, load, sms: only these cases (default all)\n"
              "  --sessions N  load: N sessions at once (default 16, --quick 4)\n"
+             "  --gpu-lanes N  stream, load: the GPU servers' --gpu-lanes (default theirs)\n"
              "  --reference FILE  nufft: the reference library (libcufinufft.so) to run beside ours\n"
              "subcommands (all when none is named):\n");
   for (int i = 0; i < NCOMMANDS; i++)
@@ -154,7 +155,7 @@ static void log_line(void *ctx, const char *line) {
 int main(int argc, char **argv) {
   int chosen[NCOMMANDS] = {0}, any = 0, quick = 0;
   const char *out = NULL, *gpus = "all", *server = NULL, *configs = NULL, *cases = NULL;
-  int rounds = 0, fake_gpus = 0, sessions = 0;
+  int rounds = 0, fake_gpus = 0, sessions = 0, gpu_lanes = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--quick") == 0) {
       quick = 1;
@@ -168,6 +169,8 @@ int main(int argc, char **argv) {
       rounds = atoi(argv[++i]);
     } else if (strcmp(argv[i], "--sessions") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0) {
       sessions = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--gpu-lanes") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0) {
+      gpu_lanes = atoi(argv[++i]);
     } else if (strcmp(argv[i], "--server") == 0 && i + 1 < argc) {
       server = argv[++i];
     } else if (strcmp(argv[i], "--configs") == 0 && i + 1 < argc) {
@@ -214,7 +217,7 @@ int main(int argc, char **argv) {
   bench_json json = {.f = f};
   bench_ctx ctx = {.pool = pool, .quick = quick, .json = &json, .server = server, .gpus = gpus,
                    .configs = configs, .cases = cases, .rounds = rounds,
-                   .sessions = sessions, .fake_gpus = fake_gpus};
+                   .sessions = sessions, .fake_gpus = fake_gpus, .gpu_lanes = gpu_lanes};
   int rc = 0;
   json_open(&json, NULL, '{');
   for (int c = 0; c < NCOMMANDS && rc == 0; c++) {
