@@ -6,7 +6,8 @@
 static _Atomic uint64_t limit_bytes;
 static _Atomic uint64_t used_bytes;
 static _Atomic uint64_t spare_bytes;
-static void (*_Atomic reclaim_spare)(void);
+/* The caches' reclaim functions, filled in order and never removed. */
+static void (*_Atomic reclaimers[MR_BUDGET_RECLAIMERS])(void);
 
 void mr_budget_set(uint64_t bytes) { atomic_store(&limit_bytes, bytes); }
 uint64_t mr_budget_limit(void) { return atomic_load(&limit_bytes); }
@@ -23,10 +24,13 @@ int mr_budget_take(uint64_t bytes, const char *what, mr_err *err) {
     if (limit == 0 || used + spare + bytes <= limit)
       return 0;
     atomic_fetch_sub(&used_bytes, bytes);
-    void (*reclaim)(void) = atomic_load(&reclaim_spare);
-    if (reclaimed || spare == 0 || reclaim == NULL)
+    if (reclaimed || spare == 0)
       break;
-    reclaim();
+    for (int i = 0; i < MR_BUDGET_RECLAIMERS; i++) {
+      void (*reclaim)(void) = atomic_load(&reclaimers[i]);
+      if (reclaim != NULL)
+        reclaim();
+    }
   }
   return mr_err_set(err, MR_ELIMIT,
                     "memory budget: %s needs %.1f MiB; the server's budget (--memory-budget) is "
@@ -47,7 +51,14 @@ int mr_budget_keep_spare(uint64_t bytes) {
 
 void mr_budget_drop_spare(uint64_t bytes) { atomic_fetch_sub(&spare_bytes, bytes); }
 uint64_t mr_budget_spare(void) { return atomic_load(&spare_bytes); }
-void mr_budget_set_reclaim(void (*reclaim)(void)) { atomic_store(&reclaim_spare, reclaim); }
+void mr_budget_add_reclaim(void (*reclaim)(void)) {
+  for (int i = 0; i < MR_BUDGET_RECLAIMERS; i++) {
+    void (*none)(void) = NULL;
+    if (atomic_compare_exchange_strong(&reclaimers[i], &none, reclaim) || none == reclaim)
+      return;
+  }
+  abort(); /* more caches than MR_BUDGET_RECLAIMERS: a build-time mistake */
+}
 
 void *mr_budget_alloc(size_t bytes, const char *what, mr_err *err) {
   if (mr_budget_take(bytes, what, err) < 0)

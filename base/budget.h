@@ -13,6 +13,10 @@
 
 #include "error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Sets the budget in bytes (0: unlimited, the default). Call at start-up. */
 void mr_budget_set(uint64_t bytes);
 uint64_t mr_budget_limit(void);
@@ -26,7 +30,7 @@ uint64_t mr_budget_used(void);
 int mr_budget_take(uint64_t bytes, const char *what, mr_err *err);
 
 /* Spare memory: what a cache keeps after its users freed it (the k-space
- * block cache). It counts against the budget like the sessions' memory, but
+ * block cache, the pinned host blocks of gpu/core/host_cuda.cu). It counts against the budget like the sessions' memory, but
  * gives way to it: kept only while it fits beside what is in use, and freed
  * (through the reclaim function) when a reservation would not fit.
  * mr_budget_keep_spare returns 0 when `bytes` may be kept, MR_ELIMIT when
@@ -34,9 +38,12 @@ int mr_budget_take(uint64_t bytes, const char *what, mr_err *err);
 int mr_budget_keep_spare(uint64_t bytes);
 void mr_budget_drop_spare(uint64_t bytes);
 uint64_t mr_budget_spare(void);
-/* The function that frees all spare memory (calling mr_budget_drop_spare),
- * on whatever thread a reservation does not fit; one for the process. */
-void mr_budget_set_reclaim(void (*reclaim)(void));
+/* Registers a function that frees all of one cache's spare memory (calling
+ * mr_budget_drop_spare), called on whatever thread a reservation does not
+ * fit; each cache registers its own (once is enough: registering the same
+ * function again does nothing), at most MR_BUDGET_RECLAIMERS in all. */
+#define MR_BUDGET_RECLAIMERS 4
+void mr_budget_add_reclaim(void (*reclaim)(void));
 /* Returns bytes taken earlier. */
 void mr_budget_give(uint64_t bytes);
 
@@ -47,5 +54,9 @@ void *mr_budget_alloc(size_t bytes, const char *what, mr_err *err);
 /* Frees p from mr_budget_alloc(bytes, ...) and returns its bytes; NULL is
  * ignored. */
 void mr_budget_free(void *p, size_t bytes);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -99,7 +99,7 @@ static void samples_free(void *p, size_t bytes) {
   if (p == NULL)
     return;
   if (bytes >= CACHE_MIN && mr_budget_keep_spare(bytes) == 0) {
-    mr_budget_set_reclaim(cache_reclaim);
+    mr_budget_add_reclaim(cache_reclaim);
     pthread_mutex_lock(&cache_lock);
     int kept = ncached < CACHE_BLOCKS && cached_bytes + bytes <= CACHE_BYTES;
     if (kept) {

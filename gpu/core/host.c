@@ -99,6 +99,8 @@ void mr_host_free(mr_device *dev, void *p) {
   if (p == NULL)
     return;
   size_t bytes = forget(p);
-  release(dev, p);
+  /* Given back first: a pinned block the cache keeps is spare memory then,
+   * which must fit beside what the sessions hold without it. */
   mr_budget_give(bytes);
+  release(dev, p);
 }

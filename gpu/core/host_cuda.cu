@@ -1,26 +1,35 @@
 // Pinned host memory, allocated on the device's worker (where its CUDA
 // context is current) and portable to every GPU of the process.
 //
-// Pinning is slow (cudaHostAlloc and cudaFreeHost take milliseconds for
-// tens of MB, and the free synchronises the device), and k-space buffers
-// come and go per slice: freed blocks are kept in a small process-wide
+// Pinning is slow, and it stalls every lane of every GPU: cudaHostAlloc
+// took 20 ms for a 32-coil slice buffer and holds a driver lock meanwhile,
+// and cudaFreeHost synchronises the device. K-space buffers come and go
+// per slice, many sessions at once (16 GRAPPA series on one H100: 159
+// pinnings in 4 s, a third of the lanes' time, and every other lane's
+// event records and pointer queries waiting behind them at 28-56 us a
+// call; docs/benchmarks.md). So freed blocks are kept in a process-wide
 // cache and handed out again for a request they fit without wasting more
-// than half of themselves. Each block carries its size in a header before
-// the memory handed out. Cached blocks live until the process ends.
+// than half of themselves. A kept block is spare memory of the server's
+// budget (budget.h): kept only while it fits beside what the sessions
+// hold, and freed when a reservation needs the room; at most CACHE_BLOCKS
+// blocks and CACHE_BYTES. Each block carries its size in a header before
+// the memory handed out.
 #include <mutex>
 
+#include "budget.h"
 #include "cuda_internal.cuh"
 #include "host_impl.h"
 
 namespace {
 
-constexpr size_t HEADER = 64;                 // keeps the memory 64-byte aligned
-constexpr int CACHE_BLOCKS = 8;
-constexpr size_t CACHE_BYTES = size_t(1) << 30; // at most 1 GiB kept
+constexpr size_t HEADER = 64;                   // keeps the memory 64-byte aligned
+constexpr int CACHE_BLOCKS = 64;                // four a session for sixteen sessions
+constexpr size_t CACHE_BYTES = size_t(8) << 30; // at most 8 GiB kept
 
 struct cached {
   char *base;
   size_t size; // usable bytes after the header
+  mr_device *dev; // whose worker frees it
 };
 
 std::mutex cache_lock;
@@ -40,21 +49,56 @@ char *take_cached(size_t bytes) {
     return nullptr;
   char *base = cache[best].base;
   cached_bytes -= cache[best].size;
+  mr_budget_drop_spare(cache[best].size); // its new user's reservation counts it now
   cache[best] = cache[--ncached];
   return base;
 }
 
-// Keeps the block for later; false when the cache is full.
-bool keep(char *base, size_t size) {
+void free_pinned(mr_device *dev, char *base) {
+  mr_on_worker(dev, nullptr, [&] {
+    cudaFreeHost(base);
+    return 0;
+  });
+}
+
+// Frees every kept block: the budget's reclaim function for this cache.
+void reclaim() {
+  cached taken[CACHE_BLOCKS];
+  int n;
+  {
+    std::lock_guard<std::mutex> g(cache_lock);
+    n = ncached;
+    for (int i = 0; i < n; i++)
+      taken[i] = cache[i];
+    ncached = 0;
+    cached_bytes = 0;
+  }
+  for (int i = 0; i < n; i++) {
+    free_pinned(taken[i].dev, taken[i].base);
+    mr_budget_drop_spare(taken[i].size);
+  }
+}
+
+// Keeps the block for later; false when the cache or the budget is full.
+bool keep(mr_device *dev, char *base, size_t size) {
   std::lock_guard<std::mutex> g(cache_lock);
-  if (ncached == CACHE_BLOCKS || cached_bytes + size > CACHE_BYTES)
+  if (ncached == CACHE_BLOCKS || cached_bytes + size > CACHE_BYTES ||
+      mr_budget_keep_spare(size) != 0)
     return false;
-  cache[ncached++] = {base, size};
+  mr_budget_add_reclaim(reclaim);
+  cache[ncached++] = {base, size, dev};
   cached_bytes += size;
   return true;
 }
 
 } // namespace
+
+int mr_host_cuda_kept(size_t *bytes) {
+  std::lock_guard<std::mutex> g(cache_lock);
+  if (bytes != nullptr)
+    *bytes = cached_bytes;
+  return ncached;
+}
 
 int mr_host_cuda_alloc(mr_device *dev, size_t bytes, void **out, mr_err *err) {
   char *base = take_cached(bytes);
@@ -80,10 +124,6 @@ int mr_host_cuda_alloc(mr_device *dev, size_t bytes, void **out, mr_err *err) {
 
 void mr_host_cuda_free(mr_device *dev, void *p) {
   char *base = static_cast<char *>(p) - HEADER;
-  if (keep(base, *reinterpret_cast<size_t *>(base)))
-    return;
-  mr_on_worker(dev, nullptr, [&] {
-    cudaFreeHost(base);
-    return 0;
-  });
+  if (!keep(dev, base, *reinterpret_cast<size_t *>(base)))
+    free_pinned(dev, base);
 }

@@ -14,6 +14,9 @@
 #include "coil.h"
 #include "fft.h"
 #include "host.h"
+#ifdef MR_HAVE_CUDA
+#include "host_impl.h"
+#endif
 #include "test_gpu_common.h"
 #include "test_support.h"
 
@@ -203,6 +206,67 @@ static void cuda_pinned_blocks_are_reused(void **state) {
   mr_host_free(gpu, c);
 }
 
+#ifdef MR_HAVE_CUDA
+/* Every kept block given back (the budget's reclaim, forced by a
+ * reservation that only fits without them). */
+static void reclaim_all(void) {
+  mr_budget_set(1);
+  assert_int_equal(mr_budget_take(2, "a reclaim", NULL), MR_ELIMIT);
+  mr_budget_set(0);
+  assert_int_equal(mr_host_cuda_kept(NULL), 0);
+}
+
+/* Sixteen sessions free and take slice buffers at once: more blocks than
+ * the old cache's eight are kept (as the budget's spare memory) and handed
+ * out again without pinning, and a reservation that needs their room gets
+ * it: the kept blocks are freed. */
+static void cuda_pinned_blocks_are_spare_memory(void **state) {
+  (void)state;
+  enum { N = 20 };
+  const size_t n = 4u << 20;
+  mr_device *gpu = gpu_test_gpu();
+  reclaim_all();
+  uint64_t spare0 = mr_budget_spare();
+  void *p[N], *q[N];
+  for (int i = 0; i < N; i++)
+    GPU_OK(mr_host_alloc(gpu, n, &p[i], TERR));
+  for (int i = 0; i < N; i++)
+    mr_host_free(gpu, p[i]);
+  size_t kept = 0;
+  assert_int_equal(mr_host_cuda_kept(&kept), N);
+  assert_int_equal(kept, N * n);
+  assert_int_equal(mr_budget_spare() - spare0, N * n);
+  for (int i = 0; i < N; i++) {
+    GPU_OK(mr_host_alloc(gpu, n, &q[i], TERR));
+    int found = 0;
+    for (int k = 0; k < N; k++)
+      found |= q[i] == p[k];
+    assert_true(found); /* a kept block, not a new pinning */
+  }
+  assert_int_equal(mr_host_cuda_kept(NULL), 0);
+  assert_int_equal(mr_budget_spare(), spare0);
+  for (int i = 0; i < N; i++)
+    mr_host_free(gpu, q[i]);
+  /* A budget of 30 MiB with 80 MiB kept: a 20 MiB reservation frees them. */
+  mr_budget_set(30u << 20);
+  GPU_OK(mr_budget_take(20u << 20, "a session's buffer", TERR));
+  assert_int_equal(mr_host_cuda_kept(NULL), 0);
+  assert_int_equal(mr_budget_spare(), spare0);
+  mr_budget_give(20u << 20);
+  /* Under that budget a freed block is kept only while it fits. */
+  GPU_OK(mr_host_alloc(gpu, 12u << 20, &p[0], TERR));
+  GPU_OK(mr_host_alloc(gpu, 12u << 20, &p[1], TERR));
+  mr_host_free(gpu, p[0]); /* 12 used + 12 spare <= 30: kept */
+  assert_int_equal(mr_host_cuda_kept(NULL), 1);
+  GPU_OK(mr_host_alloc(gpu, 4u << 20, &p[2], TERR)); /* too small for the kept block */
+  mr_host_free(gpu, p[1]); /* 4 used + 12 + 12 spare <= 30: kept */
+  assert_int_equal(mr_host_cuda_kept(NULL), 2);
+  mr_host_free(gpu, p[2]); /* 24 + 4 <= 30: kept */
+  assert_int_equal(mr_host_cuda_kept(NULL), 3);
+  reclaim_all();
+}
+#endif
+
 int main(int argc, char **argv) {
   int cuda = gpu_test_init(argc, argv);
   const struct CMUnitTest cpu_tests[] = {
@@ -215,6 +279,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(cuda_pinned_operations),
       cmocka_unit_test(cuda_upload_rows),
       cmocka_unit_test(cuda_pinned_blocks_are_reused),
+#ifdef MR_HAVE_CUDA
+      cmocka_unit_test(cuda_pinned_blocks_are_spare_memory),
+#endif
   };
   int failed = cuda ? cmocka_run_group_tests_name("host_cuda", cuda_tests, NULL, NULL)
                     : cmocka_run_group_tests_name("host_cpu", cpu_tests, NULL, NULL);
