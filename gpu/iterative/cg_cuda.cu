@@ -5,7 +5,11 @@
 // every system of a batch at once. A system that stops (tolerance met,
 // breakdown at rounding level, or an error) sets its `done` and the later
 // launches leave it alone; the host reads the states back at the end, and
-// every POLL iterations to skip launches once all have stopped.
+// every POLL iterations to skip launches once all have stopped. With
+// mr_cg_opts.replay the iteration is one CUDA graph launch from the second
+// on (captured there; core's graph.h): the operator's launches and FFT
+// executions are what a lane spends its host time on when many sessions
+// share the GPUs.
 #include <cmath>
 #include <cstdlib>
 
@@ -263,7 +267,6 @@ int run(mr_device *dev, mr_cg_job *j, const workspace &w, mr_err *err) {
                           c->compute));
   bool all_done = false;
   mr_graph *graph = nullptr;
-  bool capture_failed = false;
   for (int it = 0; rc == 0 && it < j->o.max_iterations; it++) {
     // The host runs at most POLL iterations ahead of the device (the read
     // below waits), so a cancel ends the solve within about POLL of them.
@@ -281,7 +284,8 @@ int run(mr_device *dev, mr_cg_job *j, const workspace &w, mr_err *err) {
     }
     // The first iteration runs as it is (the operator's first use makes its
     // FFT plans and work areas); the second is captured and replayed after.
-    if (j->o.replay && it == 1 && !capture_failed) {
+    // A capture that fails leaves this and every later iteration queued.
+    if (j->o.replay && it == 1) {
       rc = mr_graph_begin(dev, err);
       if (rc == 0)
         rc = iteration(c, j, w, err);
@@ -290,10 +294,8 @@ int run(mr_device *dev, mr_cg_job *j, const workspace &w, mr_err *err) {
         rc = mr_graph_launch(dev, graph, err);
         continue;
       }
-      // Nothing of the iteration ran: queue it as it is, and every later one.
-      mr_graph_destroy(graph);
+      mr_graph_destroy(graph); // nothing of the iteration ran
       graph = nullptr;
-      capture_failed = true;
     }
     rc = iteration(c, j, w, err);
   }
