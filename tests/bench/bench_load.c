@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "gpu_busy.h"
 #include "stream_data.h"
 #include "stream_replay.h"
 #include "stream_server.h"
@@ -315,6 +316,8 @@ static void run_case(load_bench *b, const load_case *c) {
     free(cpu);
     cpu = NULL;
   }
+  gpu_busy busy;
+  int sampling = gpu_busy_start(&busy) == 0;
   double t0 = bench_now_ms();
   int started = 0;
   for (int i = 0; i < n; i++) {
@@ -372,6 +375,8 @@ static void run_case(load_bench *b, const load_case *c) {
   }
   write_lanes_busy(j, (const double(*)[STREAM_LANES])busy0, (const double(*)[STREAM_LANES])busy1,
                    gpus, end - t0);
+  if (sampling)
+    gpu_busy_stop(&busy, j);
   thread_cpu_write(j, &cpu_totals, end - t0);
   write_gadget_times(j, &b->server, started);
   for (int i = 0; i < n; i++)
