@@ -2,10 +2,13 @@
 # server on 2 fake GPUs and checks that its JSON is complete: every case
 # with its rates, its raw copy and latency percentiles as numbers, every session served,
 # the real-time stream's latency alone and beside each neighbour (with its
-# late frames), the gadgets' time per session and each GPU lane's busy
-# share. Timings are not judged.
+# late frames), the gadgets' time per session, each GPU lane's busy share
+# and each GPU's busy share (from fake-nvidia-smi/, first in PATH). Timings are not judged.
 #   cmake -DBENCH=mr-bench -DCONFIGS=dir -DOUT=file.json -P load_quick.cmake
-execute_process(COMMAND ${BENCH} load --quick --fake-gpus 2 --gpus 0,1 --configs ${CONFIGS}
+# nvidia-smi's stand-in first in PATH: the GPUs' busy share is read from it.
+execute_process(COMMAND ${CMAKE_COMMAND} -E env
+                        "PATH=${CMAKE_CURRENT_LIST_DIR}/fake-nvidia-smi:$ENV{PATH}"
+                        ${BENCH} load --quick --fake-gpus 2 --gpus 0,1 --configs ${CONFIGS}
                         --json ${OUT}
                 RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
@@ -42,9 +45,22 @@ foreach(name realtime_cg grappa cgsense3d)
   expect_number(load cases ${name} lane_busy_share gpu0 0)
   expect_number(load cases ${name} lane_busy_share gpu1 0)
   expect_number(load cases ${name} server_cpu mr-loop cores)
+  # A case shorter than the stand-in's start has no sample (a loaded
+  # machine): then no member, which at least one case must have.
+  string(JSON busy0 ERROR_VARIABLE none GET "${json}" load cases ${name} gpu_kernel_busy_share gpu0)
+  if(NOT none)
+    string(JSON busy1 GET "${json}" load cases ${name} gpu_kernel_busy_share gpu1)
+    if(NOT busy0 EQUAL 0.5 OR NOT busy1 EQUAL 0.25)
+      message(FATAL_ERROR "${name}: GPU busy shares ${busy0}, ${busy1} (0.5 and 0.25 from the stand-in) in ${OUT}")
+    endif()
+    set(busy_seen 1)
+  endif()
   string(JSON rate GET "${json}" load cases ${name} sessions_per_s)
   message(STATUS "${name}: ${n} sessions at once, ${rate} sessions/s")
 endforeach()
+if(NOT busy_seen)
+  message(FATAL_ERROR "no case has the GPUs' busy share (fake-nvidia-smi/ first in PATH) in ${OUT}")
+endif()
 expect_number(load cases realtime_cg frames_per_s)
 expect_number(load cases grappa slices_per_s)
 foreach(run alone beside_grappa beside_cgsense3d)
