@@ -8,11 +8,12 @@
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
-#include <time.h>
 
 #include "blas.h"
 #include "buf.h"
+#include "clock.h"
 #include "error.h"
 #include "espirit_impl.h"
 #include "fft.h"
@@ -190,15 +191,11 @@ static void work_free(work *wk) {
     mr_buf_destroy(all[i]);
 }
 
-static double since(const struct timespec *t0, const struct timespec *t1) {
-  return (double)(t1->tv_sec - t0->tv_sec) * 1e3 + (double)(t1->tv_nsec - t0->tv_nsec) * 1e-6;
-}
-
 /* The stages' times of one call (mr_espirit_opts.profile). */
 typedef struct profile {
   double *ms;              /* NULL: not timed */
   const mr_cfloat *probe;  /* a value on the device, downloaded to wait for it */
-  struct timespec mark;    /* the end of the last stage timed */
+  uint64_t mark;           /* the end of the last stage timed (mr_now_ns) */
 } profile;
 
 /* When timing: waits for dev's queued work (a download ordered after it)
@@ -208,9 +205,8 @@ static int stage_mark(mr_device *dev, profile *pr, mr_espirit_stage stage, mr_er
     return 0;
   mr_cfloat probe;
   int rc = mr_device_download(dev, &probe, pr->probe, sizeof probe, err);
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  pr->ms[stage] += since(&pr->mark, &now);
+  uint64_t now = mr_now_ns();
+  pr->ms[stage] += (double)(now - pr->mark) / 1e6;
   pr->mark = now;
   return rc;
 }
@@ -379,8 +375,7 @@ typedef struct job {
 
 static int task(mr_device *dev, void *arg, mr_err *err) {
   job *j = arg;
-  profile pr = {.ms = j->o->profile, .probe = j->kspace};
-  clock_gettime(CLOCK_MONOTONIC, &pr.mark);
+  profile pr = {.ms = j->o->profile, .probe = j->kspace, .mark = mr_now_ns()};
   const size_t *dims = j->dims;
   size_t nc = j->nc;
   int is3d = dims[2] > 1;
