@@ -8,17 +8,14 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
-int64_t mr_net_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "clock.h"
+
+int64_t mr_net_now_ms(void) { return (int64_t)mr_now_ms(); }
 
 /* Waits for events on fd until the connection has been silent for
  * timeout_ms. Returns 1 when ready, 0 on timeout, -errno on a poll error.

@@ -42,7 +42,7 @@ void mr_net_shutdown(mr_net *net);
 
 void mr_net_close(mr_net *net);
 
-/* Monotonic clock in milliseconds. */
+/* Monotonic clock in milliseconds (base/clock.h), signed for the client's deadline arithmetic. */
 int64_t mr_net_now_ms(void);
 
 #endif
