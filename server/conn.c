@@ -15,8 +15,8 @@
 #include "envelope.h"
 #include "session.h"
 #include "state_machine.h"
-#include "write_bufs.h"
 #include "thread_name.h"
+#include "write_bufs.h"
 
 #define READ_CHUNK 65536
 /* A message body with at least this much left is received in place, into

@@ -191,7 +191,7 @@ static int warm_one(const mr_warm *w, const char *name) {
     return 0;
   replay r[WARM_MAX_COPIES];
   int started = 0, images = 0;
-  double t0 = ((double)mr_now_ns() / 1e6);
+  uint64_t t0 = mr_now_ns();
   for (int i = 0; i < w->copies; i++) {
     r[i] = (replay){.bytes = bytes, .len = len, .addr = &w->addr};
     if (uv_thread_create(&r[i].thread, replay_main, &r[i]) != 0)
@@ -205,7 +205,7 @@ static int warm_one(const mr_warm *w, const char *name) {
     if (error == NULL && r[i].error[0] != '\0')
       error = r[i].error;
   }
-  double ms = ((double)mr_now_ns() / 1e6) - t0;
+  double ms = (double)(mr_now_ns() - t0) / 1e6;
   if (error != NULL)
     mr_log(MR_LOG_WARN, "warm-up: %s: %s", name, error);
   else
@@ -221,7 +221,7 @@ static void warm_main(void *arg) {
   mr_warm *w = arg;
   mr_thread_name("mr-warm");
   struct dirent **names = NULL;
-  double t0 = ((double)mr_now_ns() / 1e6);
+  uint64_t t0 = mr_now_ns();
   int n = scandir(w->dir, &names, not_hidden, alphasort), ok = 0;
   if (n < 0)
     mr_log(MR_LOG_WARN, "warm-up: cannot read %s: %s", w->dir, strerror(errno));
@@ -231,7 +231,7 @@ static void warm_main(void *arg) {
   }
   free(names);
   mr_log(MR_LOG_INFO, "warm-up done: %d of %d session(s) from %s in %.0f ms", ok, n > 0 ? n : 0,
-         w->dir, ((double)mr_now_ns() / 1e6) - t0);
+         w->dir, (double)(mr_now_ns() - t0) / 1e6);
   mr_metrics_warmed();
 }
 
