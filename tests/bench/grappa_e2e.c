@@ -13,24 +13,19 @@
  * Run from the source root with MR_BINARY_DIR set to the build tree. */
 #include <complex.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "gadget_harness.h"
 #include "grappa_phantom.h"
 #include "pool.h"
 #include "wire_client.h"
 
 #define MAX_SESSIONS 20
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
 
 typedef struct line_src {
   const mr_cfloat *kspace;
@@ -88,14 +83,14 @@ static int send_session(const scan *sc, int port, timing *t) {
   const char *xml = mr_harness_accelerated_header(n, n, sc->accel, "embedded");
   send_or_die(fd, mr_message_new_config_file("grappa"));
   send_or_die(fd, mr_message_new_text(MR_MSG_HEADER, xml, strlen(xml)));
-  double t0 = now_ms();
+  uint64_t t0 = mr_now_ns();
   line_src l = {sc->k, n, 0, 7};
   mr_message *noise = mr_harness_acquisition(n, sc->nc, 0, 0,
                                              MR_FLAG(ISMRMRD_ACQ_IS_NOISE_MEASUREMENT),
                                              noise_value, &l);
   noise->u.acq.head.sample_time_us = 5.0f;
   send_or_die(fd, noise);
-  double t_last = 0;
+  uint64_t t_last = t0;
   for (int s = 0; s < sc->slices; s++)
     for (int y = 0; y < n; y++) {
       if (!sc->sampled[y])
@@ -111,16 +106,16 @@ static int send_session(const scan *sc, int port, timing *t) {
       m->u.acq.head.idx.slice = (uint16_t)s;
       m->u.acq.head.sample_time_us = 5.0f;
       send_or_die(fd, m);
-      t_last = now_ms();
+      t_last = mr_now_ns();
     }
   send_or_die(fd, mr_message_new(MR_MSG_CLOSE));
   mr_test_reply r;
   mr_test_receive(fd, &r, 120000);
-  double t_close = now_ms();
+  uint64_t t_close = mr_now_ns();
   t->images = mr_test_reply_count(&r, MR_MSG_IMAGE);
   t->got_close = r.got_close;
-  t->stream_ms = t_last - t0;
-  t->to_close_ms = t_close - t_last;
+  t->stream_ms = (double)(t_last - t0) / 1e6;
+  t->to_close_ms = (double)(t_close - t_last) / 1e6;
   const char *text = mr_test_reply_text(&r, "");
   snprintf(t->text, sizeof t->text, "%s", text != NULL ? text : "");
   for (char *c = t->text; *c != '\0'; c++) /* a JSON string's text */

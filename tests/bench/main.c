@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench.h"
+#include "clock.h"
 #include "test_err.h"
 
 static const struct {
@@ -119,11 +119,7 @@ int bench_unknown_case(const char *list, const char *const *names, int count, ch
   return 0;
 }
 
-double bench_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
+double bench_now_ms(void) { return (double)mr_now_ns() / 1e6; }
 
 static void usage(FILE *f) {
   fprintf(f, "usage: mr-bench [SUBCOMMAND...] [--quick] [--json FILE] [--gpus SPEC]\n"
