@@ -142,6 +142,30 @@ static void *replay_main(void *arg) {
   return NULL;
 }
 
+/* Runs fn on each of r[0..n), a thread each, all at once, and waits for
+ * them; how many ran (a thread that cannot start ends the starting). */
+static int run_all(replay *r, int n, void *(*fn)(void *)) {
+  pthread_t *threads = calloc((size_t)n, sizeof *threads);
+  int started = 0;
+  while (threads != NULL && started < n &&
+         pthread_create(&threads[started], NULL, fn, &r[started]) == 0)
+    started++;
+  for (int i = 0; i < started; i++)
+    pthread_join(threads[i], NULL);
+  free(threads);
+  return started;
+}
+
+/* When the last of the first `started` replays that ended well ended
+ * (bench_now_ms), t0 when none did. */
+static double last_end(const replay *r, int started, double t0) {
+  double end = t0;
+  for (int i = 0; i < started; i++)
+    if (r[i].rc == 0 && r[i].start_ms + r[i].t.wall_ms > end)
+      end = r[i].start_ms + r[i].t.wall_ms;
+  return end;
+}
+
 /* Loads data's session (generating its file first); 0 or -1 with the
  * reason written as "skipped" (no tool) or "error". */
 static int load_session(load_bench *b, const load_data *d, stream_session *s) {
@@ -244,25 +268,15 @@ static void write_gadget_times(bench_json *j, stream_server *srv, int sessions) 
  * time, or NAN. */
 static double raw_copies(bench_json *j, const stream_session *s, int n) {
   replay *r = calloc((size_t)n, sizeof *r);
-  pthread_t *threads = calloc((size_t)n, sizeof *threads);
   double wall = NAN;
   json_open(j, "raw_copy", '{');
-  int started = 0;
-  double t0 = bench_now_ms(), end = t0;
-  for (int i = 0; r != NULL && threads != NULL && i < n; i++) {
+  for (int i = 0; r != NULL && i < n; i++)
     r[i] = (replay){.s = s};
-    if (pthread_create(&threads[i], NULL, raw_main, &r[i]) != 0)
-      break;
-    started++;
-  }
-  int ok = 0;
+  double t0 = bench_now_ms();
+  int started = r != NULL ? run_all(r, n, raw_main) : 0, ok = 0;
+  double end = last_end(r, started, t0);
   for (int i = 0; i < started; i++) {
-    pthread_join(threads[i], NULL);
-    if (r[i].rc == 0) {
-      ok++;
-      double e = r[i].start_ms + r[i].t.wall_ms;
-      end = e > end ? e : end;
-    }
+    ok += r[i].rc == 0;
     stream_timing_free(&r[i].t);
   }
   if (ok == n && n > 0) {
@@ -274,7 +288,6 @@ static double raw_copies(bench_json *j, const stream_session *s, int n) {
   }
   json_close(j, '}');
   free(r);
-  free(threads);
   return wall;
 }
 
@@ -296,12 +309,10 @@ static void run_case(load_bench *b, const load_case *c) {
   double raw_wall = raw_copies(j, &s, n);
   b->failures += isnan(raw_wall);
   replay *r = calloc((size_t)n, sizeof *r);
-  pthread_t *threads = calloc((size_t)n, sizeof *threads);
-  if (r == NULL || threads == NULL || warm_up(b, &s) < 0) {
-    if (r == NULL || threads == NULL)
+  if (r == NULL || warm_up(b, &s) < 0) {
+    if (r == NULL)
       json_str(j, "error", "out of memory");
     free(r);
-    free(threads);
     stream_session_free(&s);
     json_close(j, '}');
     return;
@@ -318,23 +329,17 @@ static void run_case(load_bench *b, const load_case *c) {
   }
   gpu_busy busy;
   int sampling = gpu_busy_start(&busy) == 0;
-  double t0 = bench_now_ms();
-  int started = 0;
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < n; i++)
     r[i] = (replay){.s = &s, .port = b->server.port};
-    if (pthread_create(&threads[i], NULL, replay_main, &r[i]) != 0)
-      break;
-    started++;
-  }
-  for (int i = 0; i < started; i++)
-    pthread_join(threads[i], NULL);
+  double t0 = bench_now_ms();
+  int started = run_all(r, n, replay_main);
   thread_cpu_totals cpu_totals = {0};
   if (cpu != NULL)
     thread_cpu_stop(cpu, &cpu_totals);
   free(cpu);
   if (gpus > 0 && stream_server_lanes_busy(&b->server, busy1, MAX_GPUS) != gpus)
     gpus = 0;
-  double end = t0;
+  double end = last_end(r, started, t0);
   long long bytes = 0;
   int images = 0, nlat = 0;
   double *lat = malloc((size_t)n * (size_t)s.nunits * sizeof *lat);
@@ -343,8 +348,6 @@ static void run_case(load_bench *b, const load_case *c) {
   for (int i = 0; i < started; i++) {
     if (r[i].rc < 0)
       continue;
-    double e = r[i].start_ms + r[i].t.wall_ms;
-    end = e > end ? e : end;
     bytes += (long long)r[i].t.bytes_sent;
     images += r[i].t.images - r[i].t.unmatched_images;
     if (wall != NULL)
@@ -384,7 +387,6 @@ static void run_case(load_bench *b, const load_case *c) {
   free(lat);
   free(wall);
   free(r);
-  free(threads);
   stream_session_free(&s);
   json_close(j, '}');
 }
