@@ -25,21 +25,6 @@ static void last_line(const char *path, char *out, size_t size) {
     fclose(f);
 }
 
-/* The port after marker in the log's first line that has it; 0: none. */
-static int logged_port(const char *path, const char *marker) {
-  FILE *f = fopen(path, "r");
-  char line[1024];
-  int port = 0;
-  while (f != NULL && port == 0 && fgets(line, sizeof line, f) != NULL) {
-    const char *at = strstr(line, marker);
-    if (at != NULL)
-      port = atoi(at + strlen(marker));
-  }
-  if (f != NULL)
-    fclose(f);
-  return port;
-}
-
 int stream_server_start(stream_server *s, const char *bin, const char *configs, const char *gpus,
                         const char *const *extra, const char *log_path, char *why,
                         size_t why_size) {
@@ -65,9 +50,9 @@ int stream_server_start(stream_server *s, const char *bin, const char *configs, 
   }
   close(log);
   for (int i = 0; s->pid > 0 && i < 3000; i++) {
-    if ((s->port = logged_port(log_path, " listening on 127.0.0.1:")) > 0) {
+    if ((s->port = mr_test_logged_port(log_path, " listening on 127.0.0.1:")) > 0) {
       /* Logged before the listener's line when --http is given. */
-      s->http_port = logged_port(log_path, " health and metrics on http://127.0.0.1:");
+      s->http_port = mr_test_logged_port(log_path, " health and metrics on http://127.0.0.1:");
       return 0;
     }
     if (waitpid(s->pid, NULL, WNOHANG) == s->pid) {
@@ -200,21 +185,12 @@ int stream_server_lanes_busy(const stream_server *s, double busy[][STREAM_LANES]
   static const char series[] = "mrrecon_gpu_lane_busy_seconds_total{gpu=\"";
   if (s->http_port <= 0)
     return -1;
-  int fd = mr_test_connect(s->http_port);
-  if (fd < 0)
-    return -1;
-  static const char get[] = "GET /metrics HTTP/1.0\r\n\r\n";
-  size_t cap = 1 << 20, len = 0;
+  size_t cap = 1 << 20;
   char *page = malloc(cap);
-  int ok = page != NULL && write(fd, get, sizeof get - 1) == (ssize_t)(sizeof get - 1);
-  for (ssize_t got = 1; ok && got > 0 && len + 1 < cap; len += (size_t)got)
-    got = read(fd, page + len, cap - 1 - len);
-  close(fd);
-  if (!ok) {
+  if (page == NULL || mr_test_http(s->http_port, "GET", "/metrics", page, cap) != 200) {
     free(page);
     return -1;
   }
-  page[len] = '\0';
   int gpus = 0;
   for (int g = 0; g < max_gpus; g++)
     for (int l = 0; l < STREAM_LANES; l++)

@@ -35,16 +35,7 @@
 /* The HTTP port the server's log names, waiting up to 10 s for it. */
 static int http_port(const mr_test_server *s) {
   for (int i = 0; i < 1000; i++) {
-    FILE *f = fopen(s->log, "r");
-    char line[512];
-    int port = 0;
-    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
-      const char *p = strstr(line, "health and metrics on http://127.0.0.1:");
-      if (p != NULL)
-        port = atoi(p + strlen("health and metrics on http://127.0.0.1:"));
-    }
-    if (f != NULL)
-      fclose(f);
+    int port = mr_test_logged_port(s->log, "health and metrics on http://127.0.0.1:");
     if (port > 0)
       return port;
     usleep(10000);
@@ -56,22 +47,8 @@ static int http_port(const mr_test_server *s) {
 /* One request; returns the status code and the body (NUL-terminated, cut
  * to size). */
 static int http(int port, const char *method, const char *path, char *body, size_t size) {
-  int fd = mr_test_connect(port);
-  assert_true(fd >= 0);
-  char req[256];
-  int n = snprintf(req, sizeof req, "%s %s HTTP/1.0\r\nHost: localhost\r\n\r\n", method, path);
-  assert_int_equal(mr_test_send_bytes(fd, req, (size_t)n), 0);
-  static char resp[1 << 20];
-  size_t len = 0;
-  ssize_t got;
-  while (len < sizeof resp - 1 && (got = recv(fd, resp + len, sizeof resp - 1 - len, 0)) > 0)
-    len += (size_t)got;
-  close(fd);
-  resp[len] = '\0';
-  int status = 0;
-  assert_int_equal(sscanf(resp, "HTTP/1.%*d %d", &status), 1);
-  const char *start = strstr(resp, "\r\n\r\n");
-  snprintf(body, size, "%s", start != NULL ? start + 4 : "");
+  int status = mr_test_http(port, method, path, body, size);
+  assert_true(status > 0);
   return status;
 }
 

@@ -136,6 +136,42 @@ int mr_test_send_bytes(int fd, const void *bytes, size_t len) {
   return 0;
 }
 
+int mr_test_logged_port(const char *path, const char *marker) {
+  FILE *f = fopen(path, "r");
+  char line[1024];
+  int port = 0;
+  while (f != NULL && port == 0 && fgets(line, sizeof line, f) != NULL) {
+    const char *at = strstr(line, marker);
+    if (at != NULL)
+      port = atoi(at + strlen(marker));
+  }
+  if (f != NULL)
+    fclose(f);
+  return port;
+}
+
+int mr_test_http(int port, const char *method, const char *path, char *body, size_t size) {
+  int fd = mr_test_connect(port);
+  if (fd < 0 || size == 0)
+    return -1;
+  char req[256];
+  int n = snprintf(req, sizeof req, "%s %s HTTP/1.0\r\nHost: localhost\r\n\r\n", method, path);
+  size_t len = 0;
+  ssize_t got = 0;
+  if (mr_test_send_bytes(fd, req, (size_t)n) == 0)
+    while (len < size - 1 && (got = recv(fd, body + len, size - 1 - len, 0)) > 0)
+      len += (size_t)got;
+  close(fd);
+  body[len] = '\0';
+  int status = -1;
+  if (sscanf(body, "HTTP/1.%*d %d", &status) != 1)
+    return -1;
+  const char *start = strstr(body, "\r\n\r\n"); /* the body moves to the front */
+  size_t skip = start != NULL ? (size_t)(start + 4 - body) : len;
+  memmove(body, body + skip, len - skip + 1);
+  return status;
+}
+
 int mr_test_send(int fd, const mr_message *msg) {
   uint8_t *b;
   size_t len;

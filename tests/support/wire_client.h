@@ -35,6 +35,14 @@ int mr_test_connect(int port);
 int mr_test_send(int fd, const mr_message *msg);
 /* Writes raw bytes; 0 or -1. */
 int mr_test_send_bytes(int fd, const void *bytes, size_t len);
+/* The port a server's log names after marker (" listening on 127.0.0.1:",
+ * " health and metrics on http://127.0.0.1:") in the first line that has
+ * it; 0 while none does. */
+int mr_test_logged_port(const char *log_path, const char *marker);
+/* One HTTP/1.0 request to 127.0.0.1:port (the server's --http); its status
+ * code, the body into body (NUL-terminated, cut to size), or -1 when no
+ * response came. */
+int mr_test_http(int port, const char *method, const char *path, char *body, size_t size);
 
 typedef struct mr_test_reply {
   mr_message *msgs[512];
