@@ -292,9 +292,9 @@ static void put_devices(FILE *t, mr_pool *pool) {
          "Time each GPU lane spent running tasks, a task's start to its streams' "
          "synchronisation (the lanes of a GPU overlap on it).");
   for (int i = 0; i < n; i++) {
-    double busy[MR_GPU_LANES_MAX];
-    int lanes = mr_pool_gpu_lanes_busy(pool, i, busy, MR_GPU_LANES_MAX);
-    for (int l = 0; l < lanes && l < MR_GPU_LANES_MAX; l++)
+    double busy[MR_GPU_LANES_ALL];
+    int lanes = mr_pool_gpu_lanes_busy(pool, i, busy, MR_GPU_LANES_ALL);
+    for (int l = 0; l < lanes && l < MR_GPU_LANES_ALL; l++)
       fprintf(t, "mrrecon_gpu_lane_busy_seconds_total{gpu=\"%d\",lane=\"%d\"} %.6f\n",
               info[i].ordinal, l, busy[l]);
   }

@@ -66,17 +66,20 @@ int mr_device_lane_pick(int nlanes, int realtime_thread, int realtime_sessions, 
                         int turn) {
   if (nlanes <= 1)
     return 0;
-  /* The first lanes, one per real-time session up to all but one, are
-   * left to real-time work: a frame queues behind no heavy session's task,
-   * and several real-time sessions do not queue behind each other on one
-   * lane while the others idle. With no other session on the device, all
-   * of them (work outside sessions then shares them all). */
-  int kept = realtime_sessions < 1           ? 0
+  /* Lane 0 is left to real-time work even before a real-time session
+   * comes: a heavy session's task holds a lane for as long as its whole
+   * solve (a 3D CG-SENSE scan's, about 100 ms), and a stream's first frame
+   * given a lane taken before the stream began would queue behind it.
+   * Further lanes, one per further real-time session up to all but one,
+   * are kept too, so that real-time sessions do not queue behind each other
+   * while lanes are spare. With only real-time sessions on the device, all
+   * of them. */
+  int kept = realtime_sessions < 1           ? 1
              : realtime_sessions >= sessions ? nlanes
              : realtime_sessions < nlanes    ? realtime_sessions
                                              : nlanes - 1;
   if (realtime_thread)
-    return kept > 0 ? turn % kept : 0;
+    return turn % kept;
   return kept < nlanes ? kept + turn % (nlanes - kept) : turn % nlanes;
 }
 

@@ -67,10 +67,14 @@ int mr_device_ordinal(const mr_device *dev);
 void mr_device_set_realtime(int on);
 /* Whether the calling thread does real-time work. */
 int mr_device_is_realtime(void);
-/* A real-time session placed on dev begins (+1) or ends (-1): while k are
- * on it beside others, dev's first min(k, lanes - 1) lanes take only
- * real-time threads' tasks and the others share the remaining lanes, so a
- * frame never queues behind a heavy session's task on a lane's worker, nor
+/* A real-time session placed on dev begins (+1) or ends (-1). A GPU's
+ * first lane (pool.h: one more than gpu_lanes) is the real-time lane: no
+ * other thread's task runs there while a real-time session may come, so
+ * a stream's first frame never queues behind a heavy session's task that
+ * began before the stream did. While k real-time sessions are on dev
+ * beside others, its first min(k, lanes - 1) lanes take only real-time
+ * threads' tasks and the others share the remaining lanes, so a frame
+ * never queues behind a heavy session's task on a lane's worker, nor
  * behind another real-time session's while lanes are spare; while every
  * session on dev is real-time they take all its lanes. NULL (the CPU) is
  * ignored. */

@@ -135,6 +135,7 @@ static int start_gpus(mr_pool *pool, const mr_pool_opts *opts, int *list,
     int lanes = opts->gpu_lanes > 0 ? opts->gpu_lanes : MR_GPU_LANES_DEFAULT;
     if (lanes > MR_GPU_LANES_MAX)
       lanes = MR_GPU_LANES_MAX;
+    lanes++; /* the real-time lane (device.h) */
     pool->ngpus++; /* stopped with the pool from here on, lanes started or not */
     /* With several GPUs a scan may be split across them: one more lane,
      * for its helpers (device_impl.h). */

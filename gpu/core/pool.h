@@ -18,6 +18,9 @@ typedef struct mr_pool mr_pool;
 
 #define MR_GPU_LANES_DEFAULT 4
 #define MR_GPU_LANES_MAX 8
+/* A GPU's lanes: gpu_lanes, and before them the real-time lane (device.h),
+ * which no other work takes while a real-time session may come. */
+#define MR_GPU_LANES_ALL (MR_GPU_LANES_MAX + 1)
 
 typedef struct mr_pool_opts {
   /* "all" (every GPU found; the default when NULL), "none" (CPU only), or
@@ -30,7 +33,8 @@ typedef struct mr_pool_opts {
   int cpu_threads;
   /* Lanes per GPU (device_impl.h: worker threads with streams of their
    * own, so that stages and sessions overlap on the device); 0: the
-   * default, MR_GPU_LANES_DEFAULT; at most 8. */
+   * default, MR_GPU_LANES_DEFAULT; at most 8. Each GPU has one more, the
+   * real-time lane (device.h). */
   int gpu_lanes;
   /* Tests and CI: N pretend GPUs (at most 64) instead of the CUDA devices.
    * Each runs the CPU's implementations (mr_device_is_gpu() says 0) but is

@@ -478,8 +478,8 @@ static void cpu_threads_follow_affinity(void **state) {
 }
 
 static double lanes_busy(mr_pool *pool, int gpu) {
-  double busy[MR_GPU_LANES_MAX], sum = 0;
-  int n = mr_pool_gpu_lanes_busy(pool, gpu, busy, MR_GPU_LANES_MAX);
+  double busy[MR_GPU_LANES_ALL], sum = 0;
+  int n = mr_pool_gpu_lanes_busy(pool, gpu, busy, MR_GPU_LANES_ALL);
   assert_true(n >= 1);
   for (int l = 0; l < n; l++)
     sum += busy[l];
@@ -558,14 +558,16 @@ static void gpu_posted_uploads_follow_their_lane(void **state) {
   int ms = 200;
   GPU_OK(mr_worker_post(before->worker, sleep_on_worker, &ms, sizeof ms, TERR));
   GPU_OK(mr_buf_upload_rows_async(buf, 0, N, src, N, N, 1, TERR));
-  /* Move this thread: as a real-time thread of the one real-time session
-   * beside another, lane 0 is its own; otherwise the lanes after it. */
+  /* Move this thread: it began on a lane after the real-time lane (no
+   * real-time session yet); as a real-time thread of the one real-time
+   * session beside another, lane 0 is its own. */
+  assert_ptr_not_equal(before, &dev->lanes[0]);
   char same[16];
   snprintf(same, sizeof same, "%d", mr_device_ordinal(dev));
   GPU_OK(mr_pool_acquire(gpu_test_pool(), same, &second, TERR));
   assert_ptr_equal(second, dev);
   mr_device_count_realtime_session(dev, +1);
-  mr_device_set_realtime(before != &dev->lanes[0]);
+  mr_device_set_realtime(1);
   mr_gpu_lane *after = mr_device_lane(dev);
   assert_ptr_not_equal(after, before);
   GPU_OK(mr_buf_wait_uploads(buf, TERR));
@@ -578,6 +580,42 @@ static void gpu_posted_uploads_follow_their_lane(void **state) {
   mr_host_free(dev, src);
   free(back);
 }
+
+static void *run_realtime_round_trip(void *arg) {
+  mr_device_set_realtime(1);
+  return run_round_trip(arg);
+}
+
+/* A real-time stream's first frame does not queue behind a heavy task
+ * that took a lane before the stream began (device.h): every lane but the
+ * real-time one is held by a long task of a thread that is not real-time,
+ * then a real-time session begins beside them and its thread's task runs
+ * while they still hold theirs. */
+static void gpu_realtime_session_finds_its_lane_free(void **state) {
+  (void)state;
+  mr_device *dev = gpu_test_gpu(), *second = NULL;
+  int held = dev->nlanes - 1; /* threads' consecutive turns: one a lane */
+  assert_true(held >= 1);
+  holder h[MR_GPU_LANES_ALL] = {0};
+  pthread_t th[MR_GPU_LANES_ALL];
+  for (int i = 0; i < held; i++)
+    start_holder(&h[i], &th[i]);
+  char same[16];
+  snprintf(same, sizeof same, "%d", mr_device_ordinal(dev));
+  GPU_OK(mr_pool_acquire(gpu_test_pool(), same, &second, TERR));
+  mr_device_count_realtime_session(dev, +1);
+  int ok = 0;
+  pthread_t frame;
+  pthread_create(&frame, NULL, run_realtime_round_trip, &ok);
+  pthread_join(frame, NULL);
+  int all_busy = 1;
+  for (int i = 0; i < held; i++)
+    all_busy &= release_holder(&h[i], th[i]);
+  mr_device_count_realtime_session(dev, -1);
+  mr_pool_release(gpu_test_pool(), second);
+  assert_true(ok);
+  assert_true(all_busy);
+}
 #endif
 
 static void gpu_lane_busy(void **state) {
@@ -588,12 +626,14 @@ static void gpu_lane_busy(void **state) {
 /* Real-time work's lanes (device.h): with k real-time sessions among
  * more on a GPU its first min(k, lanes - 1) lanes are theirs, spread by
  * turn, and the others spread over the rest; with only real-time sessions
- * every lane is theirs (and everyone's); with none every lane is
- * everyone's; one lane is shared by all. */
+ * every lane is theirs (and everyone's); with none the first lane is
+ * still kept for them (a stream to come must find it free) and the rest
+ * is everyone else's; one lane is shared by all. */
 static void realtime_lane(void **state) {
   (void)state;
   for (int sessions = 0; sessions <= 6; sessions++) {
-    int kept = sessions < 4 ? sessions : 3; /* beside one other session */
+    /* beside one other session */
+    int kept = sessions == 0 ? 1 : sessions < 4 ? sessions : 3;
     int rt_seen[4] = {0}, other_seen[4] = {0}, only_seen[4] = {0}, any_seen[4] = {0};
     for (int turn = 0; turn < 24; turn++) {
       rt_seen[mr_device_lane_pick(4, 1, sessions, sessions + 1, turn)]++;
@@ -603,14 +643,14 @@ static void realtime_lane(void **state) {
       assert_int_equal(mr_device_lane_pick(1, turn % 2, sessions, sessions + 1, turn), 0);
     }
     for (int lane = 0; lane < 4; lane++) {
-      /* Real-time threads: the kept lanes evenly (lane 0 with none kept). */
-      int rt_want = kept == 0 ? (lane == 0 ? 24 : 0) : lane < kept ? 24 / kept : 0;
-      assert_int_equal(rt_seen[lane], rt_want);
+      /* Real-time threads: the kept lanes evenly. */
+      assert_int_equal(rt_seen[lane], lane < kept ? 24 / kept : 0);
       /* The rest: the other lanes evenly, never a kept one. */
       assert_int_equal(other_seen[lane], lane < kept ? 0 : 24 / (4 - kept));
-      /* Real-time sessions alone: every lane (lane 0 with none at all). */
+      /* Real-time sessions alone: every lane (lane 0 only with none at
+       * all, which the others then leave alone). */
       assert_int_equal(only_seen[lane], sessions == 0 ? (lane == 0 ? 24 : 0) : 6);
-      assert_int_equal(any_seen[lane], 6);
+      assert_int_equal(any_seen[lane], sessions == 0 ? (lane == 0 ? 0 : 8) : 6);
     }
   }
   /* The flag is the calling thread's. */
@@ -684,6 +724,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(gpu_lane_busy),
 #ifdef MR_HAVE_CUDA
       cmocka_unit_test(gpu_posted_uploads_follow_their_lane),
+      cmocka_unit_test(gpu_realtime_session_finds_its_lane_free),
       cmocka_unit_test(gpu_fft_plans_on_every_lane),
 #endif
   };

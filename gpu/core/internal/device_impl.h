@@ -72,9 +72,10 @@ struct mr_device {
   atomic_int load;            /* sessions placed; changed under the pool lock */
   atomic_int realtime_sessions; /* of them, real-time ones (device.h) */
   atomic_int turns;           /* lane turns taken by threads (device.c) */
-  /* GPU only: nlanes lanes, then (helper_lane 1: a pool of several GPUs)
-   * the lane of the threads marked by mr_device_become_helper. */
-  mr_gpu_lane lanes[MR_GPU_LANES_MAX + 1];
+  /* GPU only: nlanes lanes (the real-time lane first, device.h), then
+   * (helper_lane 1: a pool of several GPUs) the lane of the threads
+   * marked by mr_device_become_helper. */
+  mr_gpu_lane lanes[MR_GPU_LANES_ALL + 1];
   int nlanes;                 /* 0 for the CPU */
   int helper_lane;
   mr_cpu_threads *threads;    /* the pool's, shared */
