@@ -177,9 +177,8 @@ static int configure_automatic(mr_nufft_plan *p, const mr_nufft_opts *o, mr_err 
     rule_reaches |= p->candidates[i] == sigma;
   if (!rule_reaches) /* the rule's choice cannot reach tol: the largest */
     sigma = p->candidates[p->ncandidates - 1];
-  if (o->upsampling == 0 && mr_device_is_gpu(p->dev) &&
-      !mr_nufft_sigma_remembered(p->dev, o, &sigma) && p->ncandidates > 1) {
-    int rc = mr_nufft_sigma_measure(p->dev, o, p->candidates, p->ncandidates, &sigma, err);
+  if (o->upsampling == 0 && mr_device_is_gpu(p->dev) && p->ncandidates > 1) {
+    int rc = mr_nufft_sigma_choose(p->dev, o, p->candidates, p->ncandidates, &sigma, err);
     if (rc < 0)
       return rc;
   }

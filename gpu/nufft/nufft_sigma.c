@@ -25,7 +25,13 @@
  * plans are made; the chosen one stays in the device's plan cache); every
  * later plan of that shape takes the remembered choice (4-9 ms to make)
  * and never measures (the server's warm start makes the plans of its
- * recorded sessions' shapes before it is ready). An explicit upsampling
+ * recorded sessions' shapes before it is ready). Plans of a shape made
+ * while another thread measures it take the rule's choice and neither
+ * wait nor measure: 64 3D CG-SENSE scans starting at once on a GPU that
+ * had not seen their shape all measured it, each with its throw-away
+ * plans (a sixth of the server's CPU samples; issue 25), and a plan made
+ * inside a device task must not wait for another thread's, which may
+ * need that task's lane. An explicit upsampling
  * skips all this. The CPU keeps the rule the H100 measurements gave
  * before (2 in 2D, 1.25 in 3D) without measuring: its transforms take too
  * long to time at plan creation. */
@@ -69,39 +75,64 @@ static int points_class(size_t n) {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static choice choices[REMEMBERED];
 static size_t nchoices; /* ever stored; slot nchoices % REMEMBERED is next */
+/* The shapes being measured now (their upsampling unset). */
+static choice measuring[REMEMBERED];
+static int nmeasuring;
+static int measurements; /* begun, ever */
 
-static int same_shape(const choice *c, int ordinal, const mr_nufft_opts *o) {
-  if (c->ordinal != ordinal || c->rank != o->rank || c->batch != o->batch || c->tol != o->tol ||
-      c->tune_for != o->tune_for || c->points != points_class(o->max_points))
+/* Whether a and b are the same shape (their upsampling aside). */
+static int same_shape(const choice *a, const choice *b) {
+  if (a->ordinal != b->ordinal || a->rank != b->rank || a->batch != b->batch || a->tol != b->tol ||
+      a->tune_for != b->tune_for || a->points != b->points)
     return 0;
-  for (int d = 0; d < o->rank; d++)
-    if (c->dims[d] != o->dims[d])
+  for (int d = 0; d < a->rank; d++)
+    if (a->dims[d] != b->dims[d])
       return 0;
   return 1;
 }
 
 double mr_nufft_sigma_rule(int rank) { return rank == 3 ? 1.25 : 2.0; }
 
-int mr_nufft_sigma_remembered(mr_device *dev, const mr_nufft_opts *o, double *upsampling) {
-  int ordinal = mr_device_ordinal(dev), found = 0;
-  pthread_mutex_lock(&lock);
-  size_t n = nchoices < REMEMBERED ? nchoices : REMEMBERED;
-  for (size_t i = 0; i < n && !found; i++)
-    if (same_shape(&choices[i], ordinal, o)) {
-      *upsampling = choices[i].upsampling;
-      found = 1;
-    }
-  pthread_mutex_unlock(&lock);
-  return found;
+static choice shape_of(mr_device *dev, const mr_nufft_opts *o) {
+  choice c = {.ordinal = mr_device_ordinal(dev), .rank = o->rank, .tune_for = o->tune_for,
+              .points = points_class(o->max_points), .batch = o->batch, .tol = o->tol};
+  memcpy(c.dims, o->dims, sizeof c.dims);
+  return c;
 }
 
-static void remember(mr_device *dev, const mr_nufft_opts *o, double upsampling) {
-  choice c = {.ordinal = mr_device_ordinal(dev), .rank = o->rank, .tune_for = o->tune_for,
-              .points = points_class(o->max_points), .batch = o->batch, .tol = o->tol,
-              .upsampling = upsampling};
-  memcpy(c.dims, o->dims, sizeof c.dims);
+/* Under the lock: what to do for this shape. */
+enum { MEASURE, REMEMBERED_CHOICE, BEING_MEASURED };
+
+/* What to do for shape c (under the lock): a remembered choice goes into
+ * *upsampling; a shape not being measured is marked as being measured by
+ * the caller (when the marks have room). */
+static int look_up(const choice *c, double *upsampling) {
+  size_t n = nchoices < REMEMBERED ? nchoices : REMEMBERED;
+  for (size_t i = 0; i < n; i++)
+    if (same_shape(&choices[i], c)) {
+      *upsampling = choices[i].upsampling;
+      return REMEMBERED_CHOICE;
+    }
+  for (int i = 0; i < nmeasuring; i++)
+    if (same_shape(&measuring[i], c))
+      return BEING_MEASURED;
+  if (nmeasuring < REMEMBERED)
+    measuring[nmeasuring++] = *c;
+  measurements++;
+  return MEASURE;
+}
+
+/* Ends the caller's measurement of shape c: remembered when it succeeded
+ * (c.upsampling then set). */
+static void measured(const choice *c, int ok) {
   pthread_mutex_lock(&lock);
-  choices[nchoices++ % REMEMBERED] = c;
+  for (int i = 0; i < nmeasuring; i++)
+    if (same_shape(&measuring[i], c)) {
+      measuring[i] = measuring[--nmeasuring];
+      break;
+    }
+  if (ok)
+    choices[nchoices++ % REMEMBERED] = *c;
   pthread_mutex_unlock(&lock);
 }
 
@@ -172,8 +203,10 @@ static int time_upsampling(mr_device *dev, const mr_nufft_opts *o, double sigma,
   return rc;
 }
 
-int mr_nufft_sigma_measure(mr_device *dev, const mr_nufft_opts *o, const double *candidates,
-                           int ncandidates, double *upsampling, mr_err *err) {
+/* Times the candidates on uniformly spread points; the faster into
+ * *upsampling (the rule's unless another is faster by MARGIN). */
+static int measure(mr_device *dev, const mr_nufft_opts *o, const double *candidates,
+                   int ncandidates, double *upsampling, mr_err *err) {
   size_t n = o->max_points;
   if (n == 0) { /* one per pixel, up to a bound on the trial's memory and time */
     n = o->dims[0] * o->dims[1] * (o->rank == 3 ? o->dims[2] : 1);
@@ -205,6 +238,29 @@ int mr_nufft_sigma_measure(mr_device *dev, const mr_nufft_opts *o, const double 
   free(k);
   if (best_ms > (1 - MARGIN) * rule_ms)
     *upsampling = rule;
-  remember(dev, o, *upsampling);
   return 0;
+}
+
+int mr_nufft_sigma_measurements(void) {
+  pthread_mutex_lock(&lock);
+  int n = measurements;
+  pthread_mutex_unlock(&lock);
+  return n;
+}
+
+int mr_nufft_sigma_choose(mr_device *dev, const mr_nufft_opts *o, const double *candidates,
+                          int ncandidates, double *upsampling, mr_err *err) {
+  choice c = shape_of(dev, o);
+  pthread_mutex_lock(&lock);
+  int what = look_up(&c, upsampling);
+  pthread_mutex_unlock(&lock);
+  if (what != MEASURE)
+    return 0;
+  double chosen = *upsampling;
+  int rc = measure(dev, o, candidates, ncandidates, &chosen, err);
+  c.upsampling = chosen;
+  measured(&c, rc == 0);
+  if (rc == 0)
+    *upsampling = chosen;
+  return rc;
 }

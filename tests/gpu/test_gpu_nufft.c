@@ -6,6 +6,7 @@
  * the host's binning, set_points and execute against the CPU plan, the
  * measured automatic upsampling, a plan's bound on its points). */
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -962,6 +963,54 @@ static void cuda_automatic_upsampling(void **state) {
   mr_nufft_plan_destroy(first);
   problem_free(&p);
 }
+
+enum { SAME_SHAPE_THREADS = 8 };
+
+typedef struct shape_maker {
+  const mr_nufft_opts *o;
+  double upsampling;
+  int rc;
+} shape_maker;
+
+static void *make_plan_of_shape(void *arg) {
+  shape_maker *m = arg;
+  mr_nufft_plan *plan = NULL;
+  m->rc = mr_nufft_plan_create(gpu_test_gpu(), m->o, &plan, NULL);
+  if (m->rc == 0) {
+    mr_nufft_info info;
+    mr_nufft_info_get(plan, &info);
+    m->upsampling = info.upsampling;
+  }
+  mr_nufft_plan_destroy(plan);
+  return NULL;
+}
+
+/* Plans of a shape not seen before, made by many threads at once (sessions
+ * starting together), measure it once: the others take the rule's choice
+ * meanwhile, or the measured one after. */
+static void cuda_upsampling_measured_once(void **state) {
+  (void)state;
+  mr_nufft_opts o = {.rank = 3, .dims = {40, 36, 28}, .batch = 3, .tol = 1e-3};
+  int before = mr_nufft_sigma_measurements();
+  shape_maker m[SAME_SHAPE_THREADS];
+  pthread_t t[SAME_SHAPE_THREADS];
+  for (int i = 0; i < SAME_SHAPE_THREADS; i++) {
+    m[i] = (shape_maker){.o = &o};
+    assert_int_equal(pthread_create(&t[i], NULL, make_plan_of_shape, &m[i]), 0);
+  }
+  for (int i = 0; i < SAME_SHAPE_THREADS; i++)
+    pthread_join(t[i], NULL);
+  assert_int_equal(mr_nufft_sigma_measurements() - before, 1);
+  shape_maker after = {.o = &o};
+  make_plan_of_shape(&after);
+  GPU_OK(after.rc);
+  for (int i = 0; i < SAME_SHAPE_THREADS; i++) {
+    GPU_OK(m[i].rc);
+    assert_true(m[i].upsampling == after.upsampling ||
+                m[i].upsampling == mr_nufft_sigma_rule(o.rank));
+  }
+  assert_int_equal(mr_nufft_sigma_measurements() - before, 1);
+}
 #endif
 
 int main(int argc, char **argv) {
@@ -991,6 +1040,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(cuda_matches_cpu),
       cmocka_unit_test(cuda_bad_points),
       cmocka_unit_test(cuda_automatic_upsampling),
+      cmocka_unit_test(cuda_upsampling_measured_once),
 #endif
   };
   int rc = cuda ? cmocka_run_group_tests_name("nufft_cuda", cuda_tests, NULL, NULL)

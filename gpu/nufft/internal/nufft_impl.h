@@ -31,14 +31,16 @@ struct mr_nufft_plan {
   void *impl; /* the backend's state */
 };
 
-/* The automatic upsampling (nufft_sigma.c): the CPU's rule by rank; the
- * GPU's remembered choice for this shape and device (1 when there is one);
- * a measurement of the candidates on uniformly spread points (o->max_points
- * of them, else one per pixel), remembered and returned in *upsampling. */
+/* The automatic upsampling (nufft_sigma.c): the CPU's rule by rank; on a
+ * GPU, the choice remembered for this shape and device, else a
+ * measurement of the candidates on uniformly spread points (o->max_points
+ * of them, else one per pixel), remembered; while another thread measures
+ * this shape, *upsampling (the caller's default) is left as it is. */
 double mr_nufft_sigma_rule(int rank);
-int mr_nufft_sigma_remembered(mr_device *dev, const mr_nufft_opts *o, double *upsampling);
-int mr_nufft_sigma_measure(mr_device *dev, const mr_nufft_opts *o, const double *candidates,
-                           int ncandidates, double *upsampling, mr_err *err);
+int mr_nufft_sigma_choose(mr_device *dev, const mr_nufft_opts *o, const double *candidates,
+                          int ncandidates, double *upsampling, mr_err *err);
+/* Measurements begun since the process started: for tests. */
+int mr_nufft_sigma_measurements(void);
 
 /* The backends. create: grid memory, and on a GPU the binning's memory
  * for opts.max_points and its kernels loaded; set_points: place and
