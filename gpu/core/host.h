@@ -6,7 +6,7 @@
  * through a staging copy, several times faster than pageable memory. On the
  * CPU device it is plain 64-byte-aligned memory. Pinned memory is a scarce
  * system resource, and pinning is slow (and stalls every GPU lane): freed
- * pinned blocks are kept in a process-wide cache (at most 64 blocks,
+ * pinned blocks are kept in a process-wide cache (at most 512 blocks,
  * 8 GiB) and handed out again to requests they fit, so buffers of one shape
  * may come and go per slice; kept blocks are the memory budget's spare
  * memory (budget.h), freed when a reservation needs their room. */

@@ -23,7 +23,11 @@
 namespace {
 
 constexpr size_t HEADER = 64;                   // keeps the memory 64-byte aligned
-constexpr int CACHE_BLOCKS = 64;                // four a session for sixteen sessions
+// 64 were too few: 16 GRAPPA series on 2 H100s still spent a fifth of the
+// server's CPU samples pinning and unpinning (issue 25), each session's
+// stages holding several slices' buffers at once. The bytes and the budget
+// bound what is kept; the count only the cache's array.
+constexpr int CACHE_BLOCKS = 512;
 constexpr size_t CACHE_BYTES = size_t(8) << 30; // at most 8 GiB kept
 
 struct cached {
