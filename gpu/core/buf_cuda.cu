@@ -1,5 +1,7 @@
 // Buffers on a GPU: memory from the worker's stream-ordered pool, copies
 // through the pinned staging slots.
+#include <atomic>
+
 #include "buf_impl.h"
 #include "cuda_internal.cuh"
 
@@ -22,6 +24,49 @@ int mr_buf_cuda_copy_up(mr_device *dev, void *dst, const void *host, size_t byte
 
 int mr_buf_cuda_copy_down(mr_device *dev, void *host, const void *src, size_t bytes, mr_err *err) {
   return mr_on_worker(dev, err, [&] { return mr_cuda_download(dev, host, src, bytes, err); });
+}
+
+namespace {
+
+constexpr int PEERS = 64; // CUDA device numbers with a peer state kept
+// Per (from, to): 0 not tried yet, 1 from may reach to's pool, -1 not.
+std::atomic<signed char> peer_state[PEERS][PEERS];
+
+// Lets device `from` (current on this thread) reach the allocations of
+// `to`'s memory pool, where the GPUs can (NVLink or PCIe peer to peer):
+// pool memory follows cudaMemPoolSetAccess, not cudaDeviceEnablePeerAccess.
+// Without it a copy between them still works, staged by the driver.
+void reach_peer(int from, int to) {
+  if (from == to || from >= PEERS || to >= PEERS || peer_state[from][to].load() != 0)
+    return;
+  int can = 0;
+  cudaMemPool_t pool;
+  bool ok = cudaDeviceCanAccessPeer(&can, from, to) == cudaSuccess && can &&
+            cudaDeviceGetDefaultMemPool(&pool, to) == cudaSuccess;
+  if (ok) {
+    cudaMemAccessDesc d = {};
+    d.location.type = cudaMemLocationTypeDevice;
+    d.location.id = from;
+    d.flags = cudaMemAccessFlagsProtReadWrite;
+    ok = cudaMemPoolSetAccess(pool, &d, 1) == cudaSuccess;
+  }
+  cudaGetLastError(); // a refusal is not an error of the copy
+  peer_state[from][to].store(ok ? 1 : -1);
+}
+
+} // namespace
+
+// On src's lane, after the work queued there; waited for.
+int mr_buf_cuda_copy_peer(mr_device *src_dev, const void *src, mr_device *dst_dev, void *dst,
+                          size_t bytes, mr_err *err) {
+  return mr_on_worker(src_dev, err, [&] {
+    mr_cuda_ctx *c = mr_device_cuda(src_dev);
+    int from = mr_device_ordinal(src_dev), to = mr_device_ordinal(dst_dev);
+    reach_peer(from, to);
+    MR_CU(cudaMemcpyPeerAsync(dst, to, src, from, bytes, c->compute));
+    MR_CU(cudaStreamSynchronize(c->compute));
+    return 0;
+  });
 }
 
 // Pinned rows go up as one 2D transfer; pageable ones row by row through

@@ -305,6 +305,21 @@ int mr_device_upload(mr_device *dev, void *dst, const void *host, size_t bytes, 
   return 0;
 }
 
+int mr_device_copy_to(mr_device *src_dev, const void *src, mr_device *dst_dev, void *dst,
+                      size_t bytes, mr_err *err) {
+  if (bytes == 0)
+    return 0;
+  if (mr_device_is_gpu(src_dev) != mr_device_is_gpu(dst_dev))
+    return mr_err_set(err, MR_EINVAL, "device copy: between a GPU and host memory (upload or "
+                                      "download instead)");
+#ifdef MR_HAVE_CUDA
+  if (mr_device_is_gpu(src_dev))
+    return mr_buf_cuda_copy_peer(src_dev, src, dst_dev, dst, bytes, err);
+#endif
+  memcpy(dst, src, bytes);
+  return 0;
+}
+
 int mr_device_download(mr_device *dev, void *host, const void *src, size_t bytes, mr_err *err) {
   if (bytes == 0)
     return 0;

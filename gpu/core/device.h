@@ -103,6 +103,18 @@ double mr_device_lane_busy_s(const mr_device *dev, int lane);
 int mr_device_upload(mr_device *dev, void *dst, const void *host, size_t bytes, mr_err *err);
 int mr_device_download(mr_device *dev, void *host, const void *src, size_t bytes, mr_err *err);
 
+/* Copies `bytes` from src, memory on src_dev, to dst, memory on dst_dev:
+ * between two GPUs directly over their link where they can reach each
+ * other (NVLink: a 3D scan's image in tens of microseconds, where a round
+ * trip through host memory took milliseconds), else staged by the driver;
+ * within one GPU (two logical devices of it) a device copy; between fake
+ * GPUs or CPUs a memcpy. Runs on src_dev's lane (directly inside a task
+ * there), after the work queued on it; returns once dst holds the bytes.
+ * Nothing on dst_dev may use dst meanwhile. A GPU and a non-GPU device
+ * together: MR_EINVAL. Borrows both. */
+int mr_device_copy_to(mr_device *src_dev, const void *src, mr_device *dst_dev, void *dst,
+                      size_t bytes, mr_err *err);
+
 /* Runs task(dev, arg, err) on dev's worker (directly when already there,
  * and on the calling thread for the CPU), waits for it and for all the
  * device work it queued, and returns its result; a device error found while

@@ -7,7 +7,6 @@
 #include "buf.h"
 #include "device_impl.h"
 #include "error.h"
-#include "host.h"
 #include "vec.h"
 #include "worker.h"
 #include "thread_name.h"
@@ -20,10 +19,10 @@ typedef struct part {
   size_t first, coils; /* its coils: first .. first + coils - 1 */
   mr_toeplitz *op;
   /* Devices after the first: the thread that drives this one, x as sent
-   * to it, its partial y, and that y back in host memory. */
+   * to it, its partial y, and where that y goes on the first device. */
   mr_worker *helper;
   mr_buf *x, *y;
-  mr_cfloat *host_y;
+  mr_cfloat *y_on_first;
   int rc;     /* the last apply's, read after waiting for it, */
   mr_err why; /* with its line (a posted call has no caller's mr_err) */
 } part;
@@ -32,9 +31,10 @@ struct mr_toeplitz_split {
   mr_toeplitz_opts o;
   size_t nvox, nparts;
   part parts[MAX_PARTS];
-  mr_cfloat *host_x; /* x, for the devices after the first */
-  mr_buf *sum;       /* on the first device: the others' partial sums */
-  mr_buf *maps_all;  /* on the first device: every coil's map, to combine */
+  /* On the first device: the others' partial sums, one image each (at
+   * least one image: the combination's scratch), and every coil's map. */
+  mr_buf *partials;
+  mr_buf *maps_all;
   int have_maps;
   const mr_cfloat *q, *maps; /* during create and set_maps */
 };
@@ -70,8 +70,6 @@ static int make_part(void *arg, mr_err *err) {
     rc = mr_buf_create(p->dev, bytes_of(s), &p->x, err);
     if (rc == 0)
       rc = mr_buf_create(p->dev, bytes_of(s), &p->y, err);
-    if (rc == 0)
-      rc = mr_host_alloc(p->dev, bytes_of(s), (void **)&p->host_y, err);
   }
   return rc;
 }
@@ -82,7 +80,6 @@ static int free_part(void *arg, mr_err *err) {
   mr_toeplitz_destroy(p->op);
   mr_buf_destroy(p->x);
   mr_buf_destroy(p->y);
-  mr_host_free(p->dev, p->host_y);
   return 0;
 }
 
@@ -124,10 +121,11 @@ int mr_toeplitz_split_create(mr_device *const *devs, size_t ndev, const mr_toepl
     rc = mr_worker_start(become_helper, NULL, &s->parts[i].helper, err);
   for (size_t i = 0; rc == 0 && i < s->nparts; i++)
     rc = on_part(&s->parts[i], make_part, err);
-  if (rc == 0 && s->nparts > 1)
-    rc = mr_host_alloc(devs[0], bytes_of(s), (void **)&s->host_x, err);
+  size_t others = s->nparts > 1 ? s->nparts - 1 : 1;
   if (rc == 0)
-    rc = mr_buf_create(devs[0], bytes_of(s), &s->sum, err);
+    rc = mr_buf_create(devs[0], others * bytes_of(s), &s->partials, err);
+  for (size_t i = 1; rc == 0 && i < s->nparts; i++)
+    s->parts[i].y_on_first = (mr_cfloat *)mr_buf_data(s->partials) + (i - 1) * s->nvox;
   if (rc == 0)
     rc = mr_buf_create(devs[0], opts->coils * bytes_of(s), &s->maps_all, err);
   s->q = NULL;
@@ -156,23 +154,21 @@ int mr_toeplitz_split_combine(mr_toeplitz_split *s, const mr_cfloat *x, mr_cfloa
   if (!s->have_maps)
     return mr_err_set(err, MR_EINVAL, "toeplitz split: combining coils needs maps");
   return mr_vec_conj_mul_sum(s->parts[0].dev, s->o.coils, s->nvox, mr_buf_data(s->maps_all), x,
-                             mr_buf_data(s->sum), out, err);
+                             mr_buf_data(s->partials), out, err);
 }
 
-/* A device after the first: x from host memory, its part, y back. Posted:
- * its line goes to the part's own mr_err, for part_result(). */
+/* A device after the first, its x already there: its part, and y to the
+ * first device. Posted: its line goes to the part's own mr_err, for
+ * part_result(). */
 static int apply_part(void *arg, mr_err *unused) {
   (void)unused;
   part *p = *(part **)arg;
   mr_err *err = &p->why;
   mr_err_clear(err);
-  size_t bytes = bytes_of(p->s);
-  mr_cfloat *x = mr_buf_data(p->x), *y = mr_buf_data(p->y);
-  int rc = mr_device_upload(p->dev, x, p->s->host_x, bytes, err);
+  mr_cfloat *y = mr_buf_data(p->y);
+  int rc = mr_toeplitz_apply(p->op, mr_buf_data(p->x), y, err);
   if (rc == 0)
-    rc = mr_toeplitz_apply(p->op, x, y, err);
-  if (rc == 0)
-    rc = mr_device_download(p->dev, p->host_y, y, bytes, err);
+    rc = mr_device_copy_to(p->dev, y, p->s->parts[0].dev, p->y_on_first, bytes_of(p->s), err);
   p->rc = rc;
   return rc;
 }
@@ -188,7 +184,12 @@ int mr_toeplitz_split_apply(mr_toeplitz_split *s, const mr_cfloat *x, mr_cfloat 
     return mr_err_set(err, MR_EINVAL, "toeplitz split: no coil maps set");
   mr_device *first = s->parts[0].dev;
   size_t n = s->nvox, posted = 1;
-  int rc = s->nparts > 1 ? mr_device_download(first, s->host_x, x, bytes_of(s), err) : 0;
+  int rc = 0;
+  /* Device to device (NVLink where the GPUs have it); the first device's
+   * queued work, the last apply's sums included, is done after these. */
+  for (size_t i = 1; rc == 0 && i < s->nparts; i++)
+    rc = mr_device_copy_to(first, x, s->parts[i].dev, mr_buf_data(s->parts[i].x), bytes_of(s),
+                           err);
   for (; rc == 0 && posted < s->nparts; posted++) {
     part *p = &s->parts[posted];
     p->rc = 0;
@@ -196,21 +197,16 @@ int mr_toeplitz_split_apply(mr_toeplitz_split *s, const mr_cfloat *x, mr_cfloat 
   }
   if (rc == 0)
     rc = mr_toeplitz_apply(s->parts[0].op, x, y, err); /* while the others run theirs */
-  /* Every posted apply reads host_x: wait for each, whatever failed. */
+  /* Every posted apply writes into partials: wait for each, whatever
+   * failed. */
   for (size_t i = 1; i < posted; i++) {
     int part_rc = mr_worker_call(s->parts[i].helper, part_result, &s->parts[i], err);
     if (rc == 0)
       rc = part_rc;
   }
-  if (rc < 0 || s->nparts == 1)
-    return rc;
-  mr_cfloat *total = s->parts[1].host_y;
-  for (size_t i = 2; i < s->nparts; i++)
-    for (size_t v = 0; v < n; v++)
-      total[v] += s->parts[i].host_y[v];
-  mr_cfloat *sum = mr_buf_data(s->sum);
-  rc = mr_device_upload(first, sum, total, bytes_of(s), err);
-  return rc == 0 ? mr_vec_axpy(first, n, 1.0f, sum, y, err) : rc;
+  for (size_t i = 1; rc == 0 && i < s->nparts; i++)
+    rc = mr_vec_axpy(first, n, 1.0f, s->parts[i].y_on_first, y, err);
+  return rc;
 }
 
 int mr_toeplitz_split_apply_op(void *op, size_t count, const mr_cfloat *x, mr_cfloat *y,
@@ -233,9 +229,7 @@ void mr_toeplitz_split_destroy(mr_toeplitz_split *s) {
     if (p->helper != NULL)
       mr_worker_stop(p->helper, nothing, NULL);
   }
-  mr_buf_destroy(s->sum);
+  mr_buf_destroy(s->partials);
   mr_buf_destroy(s->maps_all);
-  if (s->nparts > 0)
-    mr_host_free(s->parts[0].dev, s->host_x);
   free(s);
 }

@@ -2,10 +2,12 @@
  * coils, for one large (3D) scan on several GPUs:
  *   A x = sum_d [ sum_{c in coils of d} S_c^H F^H W F S_c x ] + lambda R x.
  * Device d holds an mr_toeplitz for its share of the coils (the first
- * device also the lambda R term); an apply sends x to every device over
- * host memory, each applies its part at the same time as the others, and
- * the partial sums come back over host memory and are added on the first
- * device, where x and y live: a drop-in operator for mr_cg_solve on it
+ * device also the lambda R term); an apply copies x to every device
+ * device to device (mr_device_copy_to: over NVLink where the GPUs have it;
+ * through host memory it cost a fifth of an apply on two H200s), each
+ * applies its part at the same time as the others, and the partial sums
+ * come back the same way and are added on the first device, where x and y
+ * live: a drop-in operator for mr_cg_solve on it
  * (mr_toeplitz_split_apply_op). The same result as one device's operator,
  * up to the order of the float sums.
  *

@@ -618,6 +618,38 @@ static void gpu_realtime_session_finds_its_lane_free(void **state) {
 }
 #endif
 
+/* mr_device_copy_to: device to device (to another GPU of the pool where
+ * there is one, else within the GPU), the bytes arrive; a GPU and the CPU
+ * together are refused. */
+static void gpu_copy_between_devices(void **state) {
+  (void)state;
+  enum { N = 3 << 20 };
+  mr_device *dev = gpu_test_gpu(), *other = NULL;
+  mr_err err = {0};
+  if (mr_pool_acquire_other(gpu_test_pool(), &dev, 1, &other, &err) < 0)
+    other = NULL;
+  mr_device *to = other != NULL ? other : dev;
+  unsigned char *src = malloc(N), *back = malloc(N);
+  for (size_t i = 0; i < N; i++)
+    src[i] = (unsigned char)(i * 7 + 3);
+  mr_buf *a, *b;
+  GPU_OK(mr_buf_create(dev, N, &a, TERR));
+  GPU_OK(mr_buf_create(to, N, &b, TERR));
+  GPU_OK(mr_buf_upload(a, 0, src, N, TERR));
+  GPU_OK(mr_device_copy_to(dev, mr_buf_data(a), to, mr_buf_data(b), N, TERR));
+  GPU_OK(mr_buf_download(b, 0, back, N, TERR));
+  assert_memory_equal(back, src, N);
+  if (mr_device_is_gpu(dev))
+    assert_int_equal(mr_device_copy_to(dev, mr_buf_data(a), gpu_test_cpu(), back, N, NULL),
+                     MR_EINVAL);
+  mr_buf_destroy(a);
+  mr_buf_destroy(b);
+  if (other != NULL)
+    mr_pool_release(gpu_test_pool(), other);
+  free(src);
+  free(back);
+}
+
 static void gpu_lane_busy(void **state) {
   (void)state;
   lane_busy(gpu_test_pool(), gpu_test_gpu());
@@ -722,6 +754,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(gpu_describe_does_not_wait_for_the_worker),
       cmocka_unit_test(gpu_threads_on_other_lanes_are_not_held_up),
       cmocka_unit_test(gpu_lane_busy),
+      cmocka_unit_test(gpu_copy_between_devices),
 #ifdef MR_HAVE_CUDA
       cmocka_unit_test(gpu_posted_uploads_follow_their_lane),
       cmocka_unit_test(gpu_realtime_session_finds_its_lane_free),

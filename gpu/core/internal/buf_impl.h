@@ -36,6 +36,9 @@ int mr_buf_cuda_is_pinned(const void *p);
  * mr_buf_upload and mr_buf_download come through them too). */
 int mr_buf_cuda_copy_up(mr_device *dev, void *dst, const void *host, size_t bytes, mr_err *err);
 int mr_buf_cuda_copy_down(mr_device *dev, void *host, const void *src, size_t bytes, mr_err *err);
+/* mr_device_copy_to between two GPUs (or two logical devices of one). */
+int mr_buf_cuda_copy_peer(mr_device *src_dev, const void *src, mr_device *dst_dev, void *dst,
+                          size_t bytes, mr_err *err);
 int mr_buf_cuda_download_rows(const mr_buf *buf, size_t at, size_t pitch, void *dst,
                               size_t dst_pitch, size_t width, size_t rows, mr_err *err);
 
