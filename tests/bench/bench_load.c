@@ -317,9 +317,35 @@ static void run_case(load_bench *b, const load_case *c) {
     json_close(j, '}');
     return;
   }
-  /* The warm-up session's line is not the case's. */
-  char warm_line[2048];
-  stream_server_session_line(&b->server, 1000, warm_line, sizeof warm_line);
+  /* With --rounds N, N - 1 untimed rounds of the n sessions first: what a
+   * server meets once (pinning host memory for n sessions' buffers at once,
+   * its memory pools growing) apart from the steady state. */
+  int warm_rounds = b->ctx->rounds > 1 ? b->ctx->rounds - 1 : 0;
+  int warm_failed = 0;
+  if (warm_rounds > 0)
+    json_open(j, "warm_round_wall_ms", '[');
+  for (int w = 0; w < warm_rounds; w++) {
+    for (int i = 0; i < n; i++)
+      r[i] = (replay){.s = &s, .port = b->server.port};
+    double w0 = bench_now_ms();
+    int begun = run_all(r, n, replay_main), ok = begun == n;
+    for (int i = 0; i < begun; i++)
+      ok &= r[i].rc == 0;
+    json_num(j, NULL, ok ? last_end(r, begun, w0) - w0 : NAN);
+    warm_failed += !ok;
+    for (int i = 0; i < begun; i++)
+      stream_timing_free(&r[i].t);
+  }
+  if (warm_rounds > 0)
+    json_close(j, ']');
+  if (warm_failed > 0) {
+    json_str(j, "warm_round_error", "a session of a warm round failed");
+    b->failures++;
+  }
+  /* The warm-up sessions' lines are not the case's: read past them (a
+   * line is written as its session ends, which may be after its CLOSE). */
+  stream_gadgets warm_lines;
+  stream_server_gadget_totals(&b->server, 1 + warm_rounds * n, 5000, &warm_lines);
   double busy0[MAX_GPUS][STREAM_LANES], busy1[MAX_GPUS][STREAM_LANES];
   int gpus = stream_server_lanes_busy(&b->server, busy0, MAX_GPUS);
   thread_cpu *cpu = calloc(1, sizeof *cpu);

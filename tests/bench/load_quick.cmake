@@ -1,6 +1,7 @@
 # ctest bench_load_quick (cmake -P): runs `mr-bench load --quick` against a
 # server on 2 fake GPUs and checks that its JSON is complete: every case
-# with its rates, its raw copy and latency percentiles as numbers, every session served,
+# with its rates, its raw copy, its warm round (--rounds 2) and latency percentiles as
+# numbers, every session served,
 # the real-time stream's latency alone and beside each neighbour (with its
 # late frames), the gadgets' time per session, each GPU lane's busy share
 # and each GPU's busy share (from fake-nvidia-smi/, first in PATH). Timings are not judged.
@@ -8,8 +9,8 @@
 # nvidia-smi's stand-in first in PATH: the GPUs' busy share is read from it.
 execute_process(COMMAND ${CMAKE_COMMAND} -E env
                         "PATH=${CMAKE_CURRENT_LIST_DIR}/fake-nvidia-smi:$ENV{PATH}"
-                        ${BENCH} load --quick --fake-gpus 2 --gpus 0,1 --configs ${CONFIGS}
-                        --json ${OUT}
+                        ${BENCH} load --quick --fake-gpus 2 --gpus 0,1 --rounds 2
+                        --configs ${CONFIGS} --json ${OUT}
                 RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "mr-bench load --quick exited ${rc}; its JSON is in ${OUT}")
@@ -27,6 +28,7 @@ foreach(name realtime_cg grappa cgsense3d)
     expect_number(load cases ${name} ${key})
   endforeach()
   expect_number(load cases ${name} raw_copy mb_per_s)
+  expect_number(load cases ${name} warm_round_wall_ms 0)
   foreach(key p50 p99 max)
     expect_number(load cases ${name} latency_ms ${key})
     expect_number(load cases ${name} session_ms ${key})
