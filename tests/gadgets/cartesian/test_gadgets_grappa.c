@@ -3,7 +3,9 @@
  * reconstruction — noiseless (NRMSE <= 0.02) and with the generator's noise
  * over R x coils with and without prewhitening (a regression grid); the
  * calibration modes (embedded, separate reference scan, reuse for later
- * repetitions) on synthetic data; clear errors. */
+ * repetitions) on synthetic data; clear errors; on the CPU, slices
+ * calibrated and filled at once give what one at a time gives, in order,
+ * and a failing slice is reported at its place. */
 #include <complex.h>
 #include <math.h>
 #include <setjmp.h>
@@ -464,6 +466,102 @@ static void clear_errors(void **state) {
   free(truth);
 }
 
+/* Slices at once (the CPU's workers): buffers with their own calibration
+ * lines, pushed through a pipelined chain whose grappa runs `slices` of
+ * them at once. Slice i carries the phantom times gain[i] (0: no signal,
+ * which its calibration refuses). */
+typedef struct scaled_line {
+  const mr_cfloat *kspace;
+  int y;
+  float gain;
+} scaled_line;
+
+static float complex scaled_value(int c, int s, void *arg) {
+  const scaled_line *l = arg;
+  return l->gain * l->kspace[((size_t)c * NY + l->y) * NX + s];
+}
+
+enum { SLICES = 6 };
+
+/* Runs SLICES embedded-calibration slices of the phantom (into truth)
+ * through grappa with `slices` at once; returns the first failure of the
+ * pushes and the flush, outputs in h. */
+static int run_slices(mr_harness *h, int slices, mr_cfloat *truth, const float *gain) {
+  char chain[160];
+  snprintf(chain, sizeof chain, "[{\"gadget\":\"accumulate\"},{\"gadget\":\"grappa\","
+           "\"slices\":%d}]", slices);
+  assert_int_equal(mr_harness_open(h, chain, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
+  assert_int_equal(mr_harness_set_pipelined(h, 2), 0);
+  assert_int_equal(mr_harness_configure(h, mr_harness_accelerated_header(NX, NY, R, "embedded")),
+                   0);
+  assert_int_equal(grappa_phantom_kspace(h->device, NX, NY, NC, 0.0, 1, truth), 0);
+  int a0 = grappa_phantom_acs_start(NY, NACS), rc = 0;
+  for (int sl = 0; sl < SLICES && rc == 0; sl++)
+    for (int y = 0; y < NY && rc == 0; y++) {
+      int acs = y >= a0 && y < a0 + NACS, imaging = y % R == 0;
+      if (!acs && !imaging)
+        continue;
+      uint64_t f = acs ? MR_FLAG(imaging ? ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION_AND_IMAGING
+                                         : ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION)
+                       : 0;
+      if (y == NY - 1 - (NY - 1) % R)
+        f |= MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE);
+      scaled_line l = {truth, y, gain[sl]};
+      mr_message *m = mr_harness_acquisition(NX, NC, y, 0, f, scaled_value, &l);
+      m->u.acq.head.idx.slice = (uint16_t)sl;
+      rc = mr_harness_push(h, m);
+    }
+  int flushed = mr_harness_flush(h);
+  return rc < 0 ? rc : flushed;
+}
+
+static void slices_at_once_match_one_at_a_time(void **state) {
+  (void)state;
+  mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
+  float gain[SLICES];
+  for (int i = 0; i < SLICES; i++)
+    gain[i] = 1.0f + 0.25f * (float)i;
+  mr_harness one, many;
+  assert_int_equal(run_slices(&one, 1, truth, gain), 0);
+  assert_int_equal(run_slices(&many, 4, truth, gain), 0);
+  assert_int_equal(one.nout, SLICES);
+  assert_int_equal(many.nout, SLICES);
+  for (int i = 0; i < SLICES; i++) {
+    const mr_kspace *a = one.out[i]->u.object.ptr, *b = many.out[i]->u.object.ptr;
+    assert_int_equal(b->ref.idx.slice, i); /* in the order they came */
+    assert_int_equal(b->calib_generation, a->calib_generation);
+    assert_memory_equal(b->sampled, a->sampled, NY);
+    assert_memory_equal(b->data, a->data, sizeof *b->data * NC * NY * NX);
+  }
+  double e = kspace_error(&many, 0, truth); /* gain 1 */
+  print_message("slices at once, slice 0: k-space rel error %.4f\n", e);
+  assert_true(e < 0.08);
+  mr_harness_close(&one);
+  mr_harness_close(&many);
+  free(truth);
+}
+
+/* A slice whose calibration fails among slices at once: the slices before
+ * it come out, none after it, and its failure is the session's, as one
+ * at a time. */
+static void slices_at_once_fail_in_order(void **state) {
+  (void)state;
+  mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
+  float gain[SLICES];
+  for (int i = 0; i < SLICES; i++)
+    gain[i] = i == 3 ? 0.0f : 1.0f;
+  for (int slices = 1; slices <= 4; slices += 3) {
+    mr_harness h;
+    assert_int_equal(run_slices(&h, slices, truth, gain), MR_ENUMERIC);
+    assert_non_null(strstr(h.err.msg, "carry no signal"));
+    assert_int_equal(h.nout, 3);
+    for (int i = 0; i < 3; i++)
+      assert_int_equal(((const mr_kspace *)h.out[i]->u.object.ptr)->ref.idx.slice, i);
+    mr_harness_close(&h);
+  }
+  free(truth);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(noiseless_matches_fully_sampled),
@@ -477,6 +575,8 @@ int main(void) {
       cmocka_unit_test(interleaved_frames_count_against_budget),
       cmocka_unit_test(interleaved_frames_wait_then_roll),
       cmocka_unit_test(interleaved_frames_that_do_not_cover),
+      cmocka_unit_test(slices_at_once_match_one_at_a_time),
+      cmocka_unit_test(slices_at_once_fail_in_order),
   };
   return cmocka_run_group_tests_name("gadgets_grappa", tests, NULL, NULL);
 }
