@@ -72,6 +72,7 @@ typedef struct grappa_gadget {
   slice_state *slice_states;
   int at_once;          /* slices at once: 1 runs each on the stage thread */
   mr_workers *workers;  /* made for the first buffer given to them */
+  uint64_t workers_bytes; /* of the memory budget, for their plans */
 } grappa_gadget;
 
 static const mr_param params[] = {
@@ -548,11 +549,12 @@ static int take_slices(grappa_gadget *s, mr_gadget_ctx *ctx, int wait, mr_emit *
   }
 }
 
-/* Gives msg (k-space k of slice sl, on the host, with nacs calibration
- * lines from line a0 of src, enough for the kernel) to the workers, once
- * there is room (passing on the oldest meanwhile). */
+/* Gives msg (k-space k of slice sl, on the host, calibrated as o on the
+ * lines from line a0 of src) to the workers, once there is room (passing
+ * on the oldest meanwhile). */
 static int give_slice(grappa_gadget *s, mr_gadget_ctx *ctx, slice_state *sl, mr_message *msg,
-                      const mr_cfloat *src, size_t a0, size_t nacs, int accel, mr_emit *out) {
+                      const mr_cfloat *src, size_t a0, const mr_grappa_opts *o, int accel,
+                      mr_emit *out) {
   const mr_kspace *k = msg->u.object.ptr;
   mr_err e = {0};
   int rc = 0;
@@ -562,9 +564,8 @@ static int give_slice(grappa_gadget *s, mr_gadget_ctx *ctx, slice_state *sl, mr_
     return mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
   if (mr_workers_full(s->workers) && (rc = take_slices(s, ctx, 1, out)) < 0)
     return rc;
-  mr_grappa_opts o = calibration_opts(s, k, nacs, accel);
   slice_job *j = calloc(1, sizeof *j);
-  mr_cfloat *w = malloc(mr_grappa_weights_count(&o) * sizeof *w);
+  mr_cfloat *w = malloc(mr_grappa_weights_count(o) * sizeof *w);
   if (j == NULL || w == NULL) {
     free(j);
     free(w);
@@ -574,16 +575,30 @@ static int give_slice(grappa_gadget *s, mr_gadget_ctx *ctx, slice_state *sl, mr_
   }
   sl->generation++;
   sl->in_flight++;
-  *j = (slice_job){.sl = sl, .msg = mr_message_ref(msg), .dev = s->place.dev, .opts = o,
+  *j = (slice_job){.sl = sl, .msg = mr_message_ref(msg), .dev = s->place.dev, .opts = *o,
                    .acs = src + a0 * k->nro, .weights = w, .accel = accel,
                    .generation = sl->generation};
   mr_workers_give(s->workers, j);
   return take_slices(s, ctx, 0, out);
 }
 
+/* The workers' plans for o on k-spaces of ne1 lines, one each, counted
+ * against the memory budget before they are made: 0 when they fit (held
+ * until destroy), else MR_ELIMIT (one at a time, on the stage thread). */
+static int budget_workers(grappa_gadget *s, const mr_grappa_opts *o, size_t ne1) {
+  uint64_t need = (uint64_t)s->at_once * mr_grappa_host_bytes(o, (int)ne1);
+  if (need <= s->workers_bytes)
+    return 0;
+  if (mr_budget_take(need - s->workers_bytes, "grappa: the plans of the slices at once", NULL) < 0)
+    return MR_ELIMIT;
+  s->workers_bytes = need;
+  return 0;
+}
+
 /* Hands msg to the workers when it brings its own calibration lines, enough
- * of them, and needs nothing of the slice's earlier buffers (see the top):
- * 1 when given (*rc its result), 0 to run it on the stage thread. */
+ * of them, needs nothing of the slice's earlier buffers (see the top) and
+ * the workers' plans fit the memory budget: 1 when given (*rc its result),
+ * 0 to run it on the stage thread. */
 static int given_to_workers(grappa_gadget *s, mr_gadget_ctx *ctx, slice_state *sl,
                             mr_message *msg, int accel, int *rc, mr_emit *out) {
   mr_kspace *k = msg->u.object.ptr;
@@ -600,10 +615,13 @@ static int given_to_workers(grappa_gadget *s, mr_gadget_ctx *ctx, slice_state *s
                                   : longest_run(k->sampled, k->ne1, &a0);
   if ((long)nacs < (long)(s->kernel[1] - 1) * accel + 1)
     return 0;
+  mr_grappa_opts o = calibration_opts(s, k, nacs, accel);
+  if (budget_workers(s, &o, k->ne1) < 0)
+    return 0;
   mr_err why = {0};
   if (c != NULL && !separate && adopt_calibration_lines(k, &why) < 0)
     return 0; /* k is on the host: nothing to fail */
-  *rc = give_slice(s, ctx, sl, msg, c != NULL ? c->data : k->data, a0, nacs, accel, out);
+  *rc = give_slice(s, ctx, sl, msg, c != NULL ? c->data : k->data, a0, &o, accel, out);
   return 1;
 }
 
@@ -761,6 +779,7 @@ static int wake(void *state, mr_gadget_ctx *ctx, mr_emit *out) {
 static void destroy(void *state) {
   grappa_gadget *s = state;
   mr_workers_destroy(s->workers, slice_job_drop); /* their jobs name slice states */
+  mr_budget_give(s->workers_bytes);
   mr_grappa_plan_destroy(s->plan);
   while (s->slice_states != NULL) {
     slice_state *sl = s->slice_states;

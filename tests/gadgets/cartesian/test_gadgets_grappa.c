@@ -22,6 +22,7 @@
 #include "budget.h"
 #include "dataset_chain.h"
 #include "gadget_harness.h"
+#include "grappa.h"
 #include "grappa_phantom.h"
 #include "kspace.h"
 #include "test_support.h"
@@ -515,29 +516,49 @@ static int run_slices(mr_harness *h, int slices, mr_cfloat *truth, const float *
   return rc < 0 ? rc : flushed;
 }
 
+/* The same slices, in the same order, bit for bit. */
+static void assert_same_slices(const mr_harness *one, const mr_harness *many) {
+  assert_int_equal(one->nout, SLICES);
+  assert_int_equal(many->nout, SLICES);
+  for (int i = 0; i < SLICES; i++) {
+    const mr_kspace *a = one->out[i]->u.object.ptr, *b = many->out[i]->u.object.ptr;
+    assert_int_equal(b->ref.idx.slice, i); /* in the order they came */
+    assert_int_equal(b->calib_generation, a->calib_generation);
+    assert_memory_equal(b->sampled, a->sampled, NY);
+    assert_memory_equal(b->data, a->data, sizeof *b->data * NC * NY * NX);
+  }
+}
+
+/* Four at once give what one at a time gives; their four plans count
+ * against the memory budget (until the session ends); when they do not
+ * fit, the slices come one at a time, the same. */
 static void slices_at_once_match_one_at_a_time(void **state) {
   (void)state;
   mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
   float gain[SLICES];
   for (int i = 0; i < SLICES; i++)
     gain[i] = 1.0f + 0.25f * (float)i;
-  mr_harness one, many;
+  mr_grappa_opts o = mr_grappa_opts_default(NC, NX, NACS, R);
+  uint64_t plans = 4 * mr_grappa_host_bytes(&o, NY);
+  mr_harness one, many, tight;
   assert_int_equal(run_slices(&one, 1, truth, gain), 0);
+  uint64_t before = mr_budget_used();
   assert_int_equal(run_slices(&many, 4, truth, gain), 0);
-  assert_int_equal(one.nout, SLICES);
-  assert_int_equal(many.nout, SLICES);
-  for (int i = 0; i < SLICES; i++) {
-    const mr_kspace *a = one.out[i]->u.object.ptr, *b = many.out[i]->u.object.ptr;
-    assert_int_equal(b->ref.idx.slice, i); /* in the order they came */
-    assert_int_equal(b->calib_generation, a->calib_generation);
-    assert_memory_equal(b->sampled, a->sampled, NY);
-    assert_memory_equal(b->data, a->data, sizeof *b->data * NC * NY * NX);
-  }
+  assert_true(mr_budget_used() - before >= plans);
+  assert_same_slices(&one, &many);
   double e = kspace_error(&many, 0, truth); /* gain 1 */
   print_message("slices at once, slice 0: k-space rel error %.4f\n", e);
   assert_true(e < 0.08);
-  mr_harness_close(&one);
   mr_harness_close(&many);
+  assert_int_equal(mr_budget_used(), before);
+
+  mr_budget_set(before + plans / 2); /* the k-spaces fit, four plans do not */
+  assert_int_equal(run_slices(&tight, 4, truth, gain), 0);
+  assert_true(mr_budget_used() - before < plans / 2);
+  assert_same_slices(&one, &tight);
+  mr_harness_close(&tight);
+  mr_budget_set(0);
+  mr_harness_close(&one);
   free(truth);
 }
 
