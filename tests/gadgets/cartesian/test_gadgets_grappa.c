@@ -208,14 +208,16 @@ static void interleaved_matches_embedded(void **state) {
 
 enum { NX = 96, NY = 96, NC = 8, NACS = 24, R = 3 };
 
+/* Line y of a k-space, times gain. */
 typedef struct line_src {
   const mr_cfloat *kspace;
   int y;
+  float gain;
 } line_src;
 
 static float complex line_value(int c, int s, void *arg) {
   const line_src *l = arg;
-  return l->kspace[((size_t)c * NY + l->y) * NX + s];
+  return l->gain * l->kspace[((size_t)c * NY + l->y) * NX + s];
 }
 
 static const char *chain_kspace =
@@ -231,11 +233,18 @@ static mr_cfloat *open_synthetic(mr_harness *h, const char *mode) {
   return truth;
 }
 
-static int try_line(mr_harness *h, const mr_cfloat *k, int y, int rep, uint64_t flags) {
-  line_src l = {k, y};
+/* Line y of k times gain as repetition rep of slice `slice`. */
+static int try_slice_line(mr_harness *h, const mr_cfloat *k, float gain, int y, int rep,
+                          int slice, uint64_t flags) {
+  line_src l = {k, y, gain};
   mr_message *m = mr_harness_acquisition(NX, NC, y, 0, flags, line_value, &l);
   m->u.acq.head.idx.repetition = (uint16_t)rep;
+  m->u.acq.head.idx.slice = (uint16_t)slice;
   return mr_harness_push(h, m);
+}
+
+static int try_line(mr_harness *h, const mr_cfloat *k, int y, int rep, uint64_t flags) {
+  return try_slice_line(h, k, 1.0f, y, rep, 0, flags);
 }
 
 static void push_line(mr_harness *h, const mr_cfloat *k, int y, int rep, uint64_t flags) {
@@ -257,11 +266,12 @@ static void push_frame(mr_harness *h, const mr_cfloat *k, int rep, int phase) {
     fail_msg("push: %s", h->err.msg);
 }
 
-/* The lines of an embedded-calibration scan from line first on: every
- * R-th, and NACS ACS lines around the centre. */
-static void push_embedded(mr_harness *h, const mr_cfloat *k, int first) {
-  int a0 = grappa_phantom_acs_start(NY, NACS);
-  for (int y = first; y < NY; y++) {
+/* The lines of an embedded-calibration scan of slice `slice` (k times
+ * gain) from line first on: every R-th, and NACS ACS lines around the
+ * centre; the first push error. */
+static int try_embedded(mr_harness *h, const mr_cfloat *k, float gain, int first, int slice) {
+  int a0 = grappa_phantom_acs_start(NY, NACS), rc = 0;
+  for (int y = first; y < NY && rc == 0; y++) {
     int acs = y >= a0 && y < a0 + NACS, imaging = y % R == 0;
     if (!acs && !imaging)
       continue;
@@ -270,8 +280,14 @@ static void push_embedded(mr_harness *h, const mr_cfloat *k, int first) {
                      : 0;
     if (y == NY - 1 - (NY - 1) % R)
       f |= MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE);
-    push_line(h, k, y, 0, f);
+    rc = try_slice_line(h, k, gain, y, 0, slice, f);
   }
+  return rc;
+}
+
+static void push_embedded(mr_harness *h, const mr_cfloat *k, int first) {
+  if (try_embedded(h, k, 1.0f, first, 0) != 0)
+    fail_msg("push: %s", h->err.msg);
 }
 
 static void push_accelerated(mr_harness *h, const mr_cfloat *k, int rep) {
@@ -471,17 +487,6 @@ static void clear_errors(void **state) {
  * lines, pushed through a pipelined chain whose grappa runs `slices` of
  * them at once. Slice i carries the phantom times gain[i] (0: no signal,
  * which its calibration refuses). */
-typedef struct scaled_line {
-  const mr_cfloat *kspace;
-  int y;
-  float gain;
-} scaled_line;
-
-static float complex scaled_value(int c, int s, void *arg) {
-  const scaled_line *l = arg;
-  return l->gain * l->kspace[((size_t)c * NY + l->y) * NX + s];
-}
-
 enum { SLICES = 6 };
 
 /* Runs SLICES embedded-calibration slices of the phantom (into truth)
@@ -496,22 +501,9 @@ static int run_slices(mr_harness *h, int slices, mr_cfloat *truth, const float *
   assert_int_equal(mr_harness_configure(h, mr_harness_accelerated_header(NX, NY, R, "embedded")),
                    0);
   assert_int_equal(grappa_phantom_kspace(h->device, NX, NY, NC, 0.0, 1, truth), 0);
-  int a0 = grappa_phantom_acs_start(NY, NACS), rc = 0;
+  int rc = 0;
   for (int sl = 0; sl < SLICES && rc == 0; sl++)
-    for (int y = 0; y < NY && rc == 0; y++) {
-      int acs = y >= a0 && y < a0 + NACS, imaging = y % R == 0;
-      if (!acs && !imaging)
-        continue;
-      uint64_t f = acs ? MR_FLAG(imaging ? ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION_AND_IMAGING
-                                         : ISMRMRD_ACQ_IS_PARALLEL_CALIBRATION)
-                       : 0;
-      if (y == NY - 1 - (NY - 1) % R)
-        f |= MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE);
-      scaled_line l = {truth, y, gain[sl]};
-      mr_message *m = mr_harness_acquisition(NX, NC, y, 0, f, scaled_value, &l);
-      m->u.acq.head.idx.slice = (uint16_t)sl;
-      rc = mr_harness_push(h, m);
-    }
+    rc = try_embedded(h, truth, gain[sl], 0, sl);
   int flushed = mr_harness_flush(h);
   return rc < 0 ? rc : flushed;
 }
