@@ -575,6 +575,35 @@ static void slices_at_once_fail_in_order(void **state) {
   free(truth);
 }
 
+/* The installed config, pipelined as a server runs it, on the generator's
+ * repetitions (each with its own ACS lines, so each is calibrated): the
+ * images with four slices at once are those of one at a time, bit for
+ * bit, in order. */
+static void config_slices_at_once_same_images(void **state) {
+  (void)state;
+  if (!have_generator())
+    skip();
+  const char *dir = mr_test_tmpdir("grappa");
+  char path[512];
+  snprintf(path, sizeof path, "%s/slices.h5", dir);
+  generate_frames(path, 8, 4, 24, 2, 0.02, 1); /* 2 x R = 8 images */
+  int n[2];
+  size_t px[2];
+  float *img[2];
+  for (int i = 0; i < 2; i++) {
+    char *chain = mr_test_config_chain("grappa", "grappa", i == 0 ? "{\"slices\": 1}"
+                                                                  : "{\"slices\": 4}");
+    img[i] = mr_test_reconstruct_pipelined(path, chain, "none", 2, &n[i], &px[i]);
+    free(chain);
+  }
+  assert_int_equal(n[0], 8);
+  assert_int_equal(n[1], n[0]);
+  assert_int_equal(px[1], px[0]);
+  assert_memory_equal(img[1], img[0], (size_t)n[0] * px[0] * sizeof *img[0]);
+  free(img[0]);
+  free(img[1]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(noiseless_matches_fully_sampled),
@@ -590,6 +619,7 @@ int main(void) {
       cmocka_unit_test(interleaved_frames_that_do_not_cover),
       cmocka_unit_test(slices_at_once_match_one_at_a_time),
       cmocka_unit_test(slices_at_once_fail_in_order),
+      cmocka_unit_test(config_slices_at_once_same_images),
   };
   return cmocka_run_group_tests_name("gadgets_grappa", tests, NULL, NULL);
 }
