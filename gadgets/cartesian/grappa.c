@@ -600,11 +600,9 @@ static int budget_workers(grappa_gadget *s, const mr_grappa_opts *o, size_t ne1)
  * the workers' plans fit the memory budget: 1 when given (*rc its result),
  * 0 to run it on the stage thread. */
 static int given_to_workers(grappa_gadget *s, mr_gadget_ctx *ctx, slice_state *sl,
-                            mr_message *msg, int accel, int *rc, mr_emit *out) {
+                            mr_message *msg, int accel, int separate, int *rc, mr_emit *out) {
   mr_kspace *k = msg->u.object.ptr;
   const mr_kspace *c = k->calib;
-  const mr_parallel_imaging *pi = &ctx->hdr->encoding[k->encoding].parallel;
-  int separate = pi->calibration == MR_CALIB_SEPARATE || pi->calibration == MR_CALIB_EXTERNAL;
   if (s->at_once < 2 || !mr_gadget_has_thread(ctx) || k->dev != NULL || k->data == NULL)
     return 0;
   if (c != NULL && (c->nro != k->nro || c->nch != k->nch || c->ne1 != k->ne1 || c->ne2 != 1))
@@ -670,12 +668,13 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   size_t a0 = 0, nacs = 0, imaging = 0;
   for (size_t y = 0; y < k->ne1; y++)
     imaging += k->sampled[y] != 0;
-  if (!interleaved && imaging > 0 && given_to_workers(s, ctx, sl, msg, accel, &rc, out))
+  int separate = pi->calibration == MR_CALIB_SEPARATE || pi->calibration == MR_CALIB_EXTERNAL;
+  if (!interleaved && imaging > 0 &&
+      given_to_workers(s, ctx, sl, msg, accel, separate, &rc, out))
     return rc;
   /* Any other buffer comes after those with the workers. */
   if ((rc = take_slices(s, ctx, mr_workers_pending(s->workers), out)) < 0)
     goto done;
-  int separate = pi->calibration == MR_CALIB_SEPARATE || pi->calibration == MR_CALIB_EXTERNAL;
   int calibrated = 0;
   long need = (long)(s->kernel[1] - 1) * accel + 1;
   mr_err why = {0};
