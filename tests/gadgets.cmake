@@ -1,4 +1,5 @@
-foreach(t runtime/chain runtime/pipeline runtime/placement runtime/capability data/kspace
+foreach(t runtime/chain runtime/pipeline runtime/placement runtime/capability runtime/workers
+          data/kspace
           cartesian/accumulate
           cartesian/remove_oversampling cartesian/fft output/coil_combine output/image_out
           noncartesian/frames)

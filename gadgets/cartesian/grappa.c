@@ -16,7 +16,16 @@
  * phases) until new calibration lines arrive. A buffer of calibration lines
  * only (a separate reference scan) is calibrated on and not passed on.
  * A k-space may come on a GPU (from remove_oversampling): calibration lines
- * stay on the host, the lines they add go up, and the filling runs there. */
+ * stay on the host, the lines they add go up, and the filling runs there.
+ *
+ * On the CPU, in a pipelined chain, buffers that bring their own
+ * calibration lines are calibrated and filled several at once (`slices`
+ * of them, each on a worker thread of the gadget with a plan of its own,
+ * its loops sharing the CPU threads): one slice's work spread over every
+ * thread scales to a few of them only. They are passed on in the order
+ * they came, and a failure is reported at its place in the stream, as
+ * one at a time would: what came before it goes on, nothing after it.
+ * Any other buffer first waits for those in flight. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +36,7 @@
 #include "handoff.h"
 #include "kspace.h"
 #include "placement.h"
+#include "workers.h"
 
 enum { METHOD_FUSED, METHOD_HYBRID, METHOD_DIRECT };
 
@@ -45,6 +55,7 @@ typedef struct slice_state {
   int nwaiting;
   uint32_t generation;   /* calibrations made (image_array.h): new ACS lines, a reference
                             scan, or an interleaved frame */
+  int in_flight;         /* its buffers with the workers: weights not yet in place */
 } slice_state;
 
 typedef struct grappa_gadget {
@@ -52,12 +63,16 @@ typedef struct grappa_gadget {
   double chi, eta, kappa;
   int segments, method;
   int interleaved_lines;
+  int slices;           /* at once on the CPU; 0: auto */
   int device, fallback;
   mr_placement place;
   int on_device;        /* the next consumer takes device k-space */
   mr_grappa_plan *plan; /* for the last shape and device used */
   mr_device *plan_dev;
-  slice_state *slices;
+  slice_state *slice_states;
+  int at_once;          /* slices at once: 1 runs each on the stage thread */
+  mr_workers *workers;  /* made for the first buffer given to them */
+  uint64_t workers_bytes; /* of the memory budget, for their plans */
 } grappa_gadget;
 
 static const mr_param params[] = {
@@ -79,13 +94,35 @@ static const mr_param params[] = {
         "interleaved calibration: most lines around the k-space centre the union of the last R "
         "frames calibrates on (at least what the kernel needs; 0: every line it covers). The "
         "outer lines are mostly noise: calibrating on them makes the kernel worse"),
+    MR_PARAM_INT(grappa_gadget, slices, "slices", "0", 0, 64,
+        "on the CPU: buffers with their own calibration lines calibrated and filled at once, "
+        "each on a thread of its own sharing the CPU threads (0: one per two CPU threads, at "
+        "most 8; 1: one at a time, its loops spread over every CPU thread)"),
     MR_PLACEMENT_PARAMS(grappa_gadget),
 };
+
+/* Slices at once: on the CPU (not a GPU, not a fake one, which stands in
+ * for a GPU and falls back as one), the parameter or one per two of its
+ * threads; elsewhere one. */
+static int slices_at_once(const grappa_gadget *s) {
+  if (mr_device_gpu_index(s->place.dev) >= 0)
+    return 1;
+  if (s->slices > 0)
+    return s->slices;
+  mr_device_info info;
+  if (mr_device_info_get(s->place.dev, &info, NULL) < 0)
+    return 1;
+  int n = (info.units + 1) / 2;
+  return n < 1 ? 1 : n > 8 ? 8 : n;
+}
 
 static int configure(void *state, mr_gadget_ctx *ctx) {
   grappa_gadget *s = state;
   s->on_device = mr_handoff_on_device(ctx, MR_MSG_KSPACE);
-  return mr_placement_acquire(&s->place, ctx, s->device, s->fallback);
+  int rc = mr_placement_acquire(&s->place, ctx, s->device, s->fallback);
+  if (rc == 0)
+    s->at_once = slices_at_once(s);
+  return rc;
 }
 
 /* The frames kept for the session count against the memory budget. */
@@ -119,7 +156,7 @@ static void slice_free(slice_state *sl) {
 
 static slice_state *slice_find(grappa_gadget *s, int encoding, int slice, int contrast,
                                int set) {
-  for (slice_state *sl = s->slices; sl != NULL; sl = sl->next)
+  for (slice_state *sl = s->slice_states; sl != NULL; sl = sl->next)
     if (sl->encoding == encoding && sl->slice == slice && sl->contrast == contrast &&
         sl->set == set)
       return sl;
@@ -130,8 +167,8 @@ static slice_state *slice_find(grappa_gadget *s, int encoding, int slice, int co
   sl->slice = slice;
   sl->contrast = contrast;
   sl->set = set;
-  sl->next = s->slices;
-  s->slices = sl;
+  sl->next = s->slice_states;
+  s->slice_states = sl;
   return sl;
 }
 
@@ -155,15 +192,20 @@ static int same_opts(const mr_grappa_opts *a, const mr_grappa_opts *b) {
          a->eta == b->eta && a->chi == b->chi && a->kappa == b->kappa && a->method == b->method;
 }
 
-/* The plan for opts on dev, made anew when either changed. */
-static int plan_for(grappa_gadget *s, mr_device *dev, const mr_grappa_opts *o, mr_err *err) {
-  if (s->plan != NULL && s->plan_dev == dev && same_opts(mr_grappa_plan_opts(s->plan), o))
+/* *plan for opts on dev (*plan_dev), made anew when either changed. */
+static int plan_keep(mr_grappa_plan **plan, mr_device **plan_dev, mr_device *dev,
+                     const mr_grappa_opts *o, mr_err *err) {
+  if (*plan != NULL && *plan_dev == dev && same_opts(mr_grappa_plan_opts(*plan), o))
     return 0;
-  mr_grappa_plan_destroy(s->plan);
-  s->plan = NULL;
-  int rc = mr_grappa_plan_create(dev, o, &s->plan, err);
-  s->plan_dev = rc == 0 ? dev : NULL;
+  mr_grappa_plan_destroy(*plan);
+  *plan = NULL;
+  int rc = mr_grappa_plan_create(dev, o, plan, err);
+  *plan_dev = rc == 0 ? dev : NULL;
   return rc;
+}
+
+static int plan_for(grappa_gadget *s, mr_device *dev, const mr_grappa_opts *o, mr_err *err) {
+  return plan_keep(&s->plan, &s->plan_dev, dev, o, err);
 }
 
 typedef struct calib_job {
@@ -227,9 +269,9 @@ static int run_fill(mr_device *dev, void *arg, mr_err *err) {
                               NULL, err);
 }
 
-/* Calibrates slice sl on nacs lines from line a0 of src (same shape as k). */
-static int calibrate(grappa_gadget *s, mr_gadget_ctx *ctx, slice_state *sl, const mr_kspace *k,
-                     const mr_cfloat *src, size_t a0, size_t nacs, int accel) {
+/* The calibration of k's shape on nacs lines at R accel, as configured. */
+static mr_grappa_opts calibration_opts(const grappa_gadget *s, const mr_kspace *k, size_t nacs,
+                                       int accel) {
   mr_grappa_opts o = mr_grappa_opts_default((int)k->nch, (int)k->nro, (int)nacs, accel);
   o.kro = s->kernel[0];
   o.kpe = s->kernel[1];
@@ -240,6 +282,13 @@ static int calibrate(grappa_gadget *s, mr_gadget_ctx *ctx, slice_state *sl, cons
   o.method = s->method == METHOD_DIRECT   ? MR_GRAPPA_DIRECT
              : s->method == METHOD_HYBRID ? MR_GRAPPA_HYBRID
                                           : MR_GRAPPA_FUSED;
+  return o;
+}
+
+/* Calibrates slice sl on nacs lines from line a0 of src (same shape as k). */
+static int calibrate(grappa_gadget *s, mr_gadget_ctx *ctx, slice_state *sl, const mr_kspace *k,
+                     const mr_cfloat *src, size_t a0, size_t nacs, int accel) {
+  mr_grappa_opts o = calibration_opts(s, k, nacs, accel);
   long need = (long)(o.kpe - 1) * accel + 1;
   if ((long)nacs < need)
     return mr_gadget_fail(ctx, MR_EDATA,
@@ -383,12 +432,29 @@ static void mark_filled(mr_kspace *k, int accel) {
   memset(k->sampled + lo, 1, hi - lo + 1);
 }
 
+/* Passes on msg's filled k-space (takes msg), of calibration generation
+ * `generation`. */
+static int pass_on(grappa_gadget *s, mr_gadget_ctx *ctx, uint32_t generation, int accel,
+                   mr_message *msg, mr_emit *out) {
+  mr_kspace *k = msg->u.object.ptr;
+  mark_filled(k, accel);
+  k->calib_generation = generation;
+  mr_kspace_free(k->calib);
+  k->calib = NULL;
+  mr_err e = {0};
+  int rc = mr_kspace_hand_on(k, s->on_device, &e);
+  if (rc < 0) {
+    mr_message_unref(msg);
+    return mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
+  }
+  return mr_emit_message(out, msg);
+}
+
 /* Fills msg's k-space (takes msg) with the slice's weights and passes it
  * on. */
 static int fill_and_emit(grappa_gadget *s, mr_gadget_ctx *ctx, slice_state *sl, int accel,
                          mr_message *msg, mr_emit *out) {
   mr_kspace *k = msg->u.object.ptr;
-  mr_err e = {0};
   int rc;
   if (sl->opts.nc != (int)k->nch || sl->opts.nro != (int)k->nro || sl->opts.accel != accel) {
     rc = mr_gadget_fail(ctx, MR_EDATA,
@@ -401,18 +467,160 @@ static int fill_and_emit(grappa_gadget *s, mr_gadget_ctx *ctx, slice_state *sl, 
   fill_job job = {s, &sl->opts, sl->weights, k};
   if ((rc = mr_placement_run(&s->place, ctx, run_fill, &job)) < 0)
     goto done;
-  mark_filled(k, accel);
-  k->calib_generation = sl->generation;
-  mr_kspace_free(k->calib);
-  k->calib = NULL;
-  if ((rc = mr_kspace_hand_on(k, s->on_device, &e)) < 0) {
-    rc = mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
-    goto done;
-  }
-  return mr_emit_message(out, msg);
+  return pass_on(s, ctx, sl->generation, accel, msg, out);
 done:
   mr_message_unref(msg);
   return rc;
+}
+
+/* A buffer with its own calibration lines, calibrated and filled by a
+ * worker (the slices at once, see the top). */
+typedef struct slice_job {
+  slice_state *sl;
+  mr_message *msg;       /* its k-space, filled in place */
+  mr_device *dev;        /* the CPU */
+  mr_grappa_opts opts;
+  const mr_cfloat *acs;  /* the first calibration line, in msg's k-space or its calib */
+  mr_cfloat *weights;    /* made here; the slice's once taken back */
+  int accel;
+  uint32_t generation;
+} slice_job;
+
+/* A worker's plan, kept for its next buffers. */
+typedef struct worker_plan {
+  mr_grappa_plan *plan;
+  mr_device *dev;
+} worker_plan;
+
+static void worker_plan_free(void *own) {
+  worker_plan *wp = own;
+  mr_grappa_plan_destroy(wp->plan);
+  free(wp);
+}
+
+static int run_slice_job(void **own, void *arg, mr_err *err) {
+  slice_job *j = arg;
+  if (*own == NULL && (*own = calloc(1, sizeof(worker_plan))) == NULL)
+    return mr_err_set(err, MR_ENOMEM, "grappa: out of memory for a worker's plan");
+  worker_plan *wp = *own;
+  mr_kspace *k = j->msg->u.object.ptr;
+  int rc = plan_keep(&wp->plan, &wp->dev, j->dev, &j->opts, err);
+  if (rc == 0)
+    rc = mr_grappa_calibrate_host(wp->plan, j->acs, k->ne1 * k->nro, j->weights, err);
+  if (rc == 0)
+    rc = mr_grappa_apply_host(wp->plan, j->weights, k->sampled, k->ne1, (mr_cfloat *)k->data,
+                              NULL, err);
+  return rc;
+}
+
+static void slice_job_drop(void *arg) {
+  slice_job *j = arg;
+  j->sl->in_flight--;
+  free(j->weights);
+  mr_message_unref(j->msg);
+  free(j);
+}
+
+/* Takes back the workers' buffers in their order and passes them on: the
+ * first `wait` of them once done (waiting), then those done; the first
+ * failure ends it. */
+static int take_slices(grappa_gadget *s, mr_gadget_ctx *ctx, int wait, mr_emit *out) {
+  for (int n = 0;; n++) {
+    int rc = 0;
+    mr_err e = {0};
+    slice_job *j = s->workers != NULL ? mr_workers_take(s->workers, n < wait, &rc, &e) : NULL;
+    if (j == NULL)
+      return 0;
+    if (rc < 0) {
+      slice_job_drop(j);
+      return mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
+    }
+    slice_state *sl = j->sl;
+    free(sl->weights);
+    sl->weights = j->weights;
+    sl->opts = j->opts;
+    sl->in_flight--;
+    mr_message *msg = j->msg;
+    int accel = j->accel;
+    uint32_t generation = j->generation;
+    free(j);
+    if ((rc = pass_on(s, ctx, generation, accel, msg, out)) < 0)
+      return rc;
+  }
+}
+
+/* Gives msg (k-space k of slice sl, on the host, calibrated as o on the
+ * lines from line a0 of src) to the workers, once there is room (passing
+ * on the oldest meanwhile). */
+static int give_slice(grappa_gadget *s, mr_gadget_ctx *ctx, slice_state *sl, mr_message *msg,
+                      const mr_cfloat *src, size_t a0, const mr_grappa_opts *o, int accel,
+                      mr_emit *out) {
+  const mr_kspace *k = msg->u.object.ptr;
+  mr_err e = {0};
+  int rc = 0;
+  if (s->workers == NULL &&
+      (rc = mr_workers_create(s->at_once, "grappa", run_slice_job, worker_plan_free, ctx,
+                              &s->workers, &e)) < 0)
+    return mr_gadget_fail(ctx, rc, "%s", mr_err_text(&e, rc));
+  if (mr_workers_full(s->workers) && (rc = take_slices(s, ctx, 1, out)) < 0)
+    return rc;
+  slice_job *j = calloc(1, sizeof *j);
+  mr_cfloat *w = malloc(mr_grappa_weights_count(o) * sizeof *w);
+  if (j == NULL || w == NULL) {
+    free(j);
+    free(w);
+    /* after those given before it, as one at a time would */
+    rc = take_slices(s, ctx, mr_workers_pending(s->workers), out);
+    return rc < 0 ? rc : mr_gadget_fail(ctx, MR_ENOMEM, "out of memory for GRAPPA weights");
+  }
+  sl->generation++;
+  sl->in_flight++;
+  *j = (slice_job){.sl = sl, .msg = mr_message_ref(msg), .dev = s->place.dev, .opts = *o,
+                   .acs = src + a0 * k->nro, .weights = w, .accel = accel,
+                   .generation = sl->generation};
+  mr_workers_give(s->workers, j);
+  return take_slices(s, ctx, 0, out);
+}
+
+/* The workers' plans for o on k-spaces of ne1 lines, one each, counted
+ * against the memory budget before they are made: 0 when they fit (held
+ * until destroy), else MR_ELIMIT (one at a time, on the stage thread). */
+static int budget_workers(grappa_gadget *s, const mr_grappa_opts *o, size_t ne1) {
+  uint64_t need = (uint64_t)s->at_once * mr_grappa_host_bytes(o, (int)ne1);
+  if (need <= s->workers_bytes)
+    return 0;
+  if (mr_budget_take(need - s->workers_bytes, "grappa: the plans of the slices at once", NULL) < 0)
+    return MR_ELIMIT;
+  s->workers_bytes = need;
+  return 0;
+}
+
+/* Hands msg to the workers when it brings its own calibration lines, enough
+ * of them, needs nothing of the slice's earlier buffers (see the top) and
+ * the workers' plans fit the memory budget: 1 when given (*rc its result),
+ * 0 to run it on the stage thread. */
+static int given_to_workers(grappa_gadget *s, mr_gadget_ctx *ctx, slice_state *sl,
+                            mr_message *msg, int accel, int separate, int *rc, mr_emit *out) {
+  mr_kspace *k = msg->u.object.ptr;
+  const mr_kspace *c = k->calib;
+  if (s->at_once < 2 || !mr_gadget_has_thread(ctx) || k->dev != NULL || k->data == NULL)
+    return 0;
+  if (c != NULL && (c->nro != k->nro || c->nch != k->nch || c->ne1 != k->ne1 || c->ne2 != 1))
+    return 0; /* refused there, in its turn */
+  if (c == NULL && (sl->weights != NULL || sl->in_flight > 0))
+    return 0; /* calibrated on earlier lines */
+  size_t a0 = 0, nacs = c != NULL ? longest_run(c->sampled, c->ne1, &a0)
+                                  : longest_run(k->sampled, k->ne1, &a0);
+  if ((long)nacs < (long)(s->kernel[1] - 1) * accel + 1)
+    return 0;
+  mr_grappa_opts o = calibration_opts(s, k, nacs, accel);
+  if (budget_workers(s, &o, k->ne1) < 0)
+    return 0;
+  mr_err why = {0};
+  if (c != NULL && !separate && adopt_calibration_lines(k, &why) < 0)
+    return 0; /* k is on the host: nothing to fail */
+  *rc = give_slice(s, ctx, sl, msg, c != NULL ? c->data : k->data, a0, &o, accel, out);
+  return 1;
 }
 
 static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *out) {
@@ -461,6 +669,12 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   for (size_t y = 0; y < k->ne1; y++)
     imaging += k->sampled[y] != 0;
   int separate = pi->calibration == MR_CALIB_SEPARATE || pi->calibration == MR_CALIB_EXTERNAL;
+  if (!interleaved && imaging > 0 &&
+      given_to_workers(s, ctx, sl, msg, accel, separate, &rc, out))
+    return rc;
+  /* Any other buffer comes after those with the workers. */
+  if ((rc = take_slices(s, ctx, mr_workers_pending(s->workers), out)) < 0)
+    goto done;
   int calibrated = 0;
   long need = (long)(s->kernel[1] - 1) * accel + 1;
   mr_err why = {0};
@@ -543,8 +757,10 @@ done:
 /* Interleaved frames still waiting at the end never got a calibration. */
 static int flush(void *state, mr_gadget_ctx *ctx, mr_emit *out) {
   grappa_gadget *s = state;
-  (void)out;
-  for (slice_state *sl = s->slices; sl != NULL; sl = sl->next)
+  int rc = take_slices(s, ctx, mr_workers_pending(s->workers), out);
+  if (rc < 0)
+    return rc;
+  for (slice_state *sl = s->slice_states; sl != NULL; sl = sl->next)
     if (sl->nwaiting > 0)
       return mr_gadget_fail(ctx, MR_EDATA,
                             "slice %d: the stream ended after %d interleaved frame(s) whose "
@@ -554,12 +770,19 @@ static int flush(void *state, mr_gadget_ctx *ctx, mr_emit *out) {
   return 0;
 }
 
+/* Passes on what the workers finished meanwhile. */
+static int wake(void *state, mr_gadget_ctx *ctx, mr_emit *out) {
+  return take_slices(state, ctx, 0, out);
+}
+
 static void destroy(void *state) {
   grappa_gadget *s = state;
+  mr_workers_destroy(s->workers, slice_job_drop); /* their jobs name slice states */
+  mr_budget_give(s->workers_bytes);
   mr_grappa_plan_destroy(s->plan);
-  while (s->slices != NULL) {
-    slice_state *sl = s->slices;
-    s->slices = sl->next;
+  while (s->slice_states != NULL) {
+    slice_state *sl = s->slice_states;
+    s->slice_states = sl->next;
     slice_free(sl);
   }
   mr_placement_release(&s->place);
@@ -579,5 +802,6 @@ const mr_gadget_class mr_gadget_grappa = {
     .configure = configure,
     .process = process,
     .flush = flush,
+    .wake = wake,
     .destroy = destroy,
 };

@@ -198,6 +198,11 @@ typedef struct mr_gadget_class {
  * chain): it then catches up in its next process() or flush(). Valid until
  * the gadget's destroy() returns. */
 void mr_gadget_wake(mr_gadget_ctx *ctx);
+/* 1 when the gadget runs on a stage thread of its own (a pipelined chain,
+ * past its first stage), where mr_gadget_wake() reaches it; 0 in a
+ * synchronous chain, whose caller expects the output of a push by its
+ * return. From the gadget's process(), flush() or wake(). */
+int mr_gadget_has_thread(const mr_gadget_ctx *ctx);
 
 /* A gadget that waits on something outside the chain (external's peer)
  * waits on a channel (base/channel.h) that the chain closes when it is

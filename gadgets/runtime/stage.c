@@ -162,6 +162,11 @@ void mr_gadget_wake(mr_gadget_ctx *ctx) {
     atomic_store(&st->wake_queued, 0);
 }
 
+int mr_gadget_has_thread(const mr_gadget_ctx *ctx) {
+  const stage *st = ctx->stage;
+  return st != NULL && st->index > 0;
+}
+
 /* Under the chain's mu. */
 static int told_to_stop(const mr_chain *c) {
   return c->interrupted || (c->cancel != NULL && atomic_load(c->cancel)) ||

@@ -98,6 +98,12 @@ static void make_geom(const mr_grappa_opts *o, mr_grappa_geom *g) {
   }
 }
 
+uint64_t mr_grappa_host_bytes(const mr_grappa_opts *opts, int ne1) {
+  mr_grappa_geom g;
+  make_geom(opts, &g);
+  return mr_grappa_cpu_bytes(&g, ne1);
+}
+
 int mr_grappa_plan_create(mr_device *dev, const mr_grappa_opts *opts, mr_grappa_plan **out,
                           mr_err *err) {
   *out = NULL;

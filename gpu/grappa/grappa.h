@@ -87,6 +87,12 @@ void mr_grappa_plan_destroy(mr_grappa_plan *plan);
 
 const mr_grappa_opts *mr_grappa_plan_opts(const mr_grappa_plan *plan);
 
+/* Bytes of host memory a plan for opts on the CPU holds once it has
+ * calibrated and filled a k-space of ne1 lines (its scratch, kept for its
+ * next calls): what a caller that keeps several plans counts against the
+ * memory budget before making them. */
+uint64_t mr_grappa_host_bytes(const mr_grappa_opts *opts, int ne1);
+
 /* Complex values of the weights: segments * n_src * n_tgt. */
 size_t mr_grappa_weights_count(const mr_grappa_opts *opts);
 

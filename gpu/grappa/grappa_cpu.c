@@ -144,41 +144,76 @@ static void zgemm_on(mr_device *dev, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPO
   zgemm_run(dev, &z);
 }
 
-int mr_grappa_cpu_create(mr_grappa_plan *p, mr_err *err) {
-  const mr_grappa_geom *g = &p->g;
+/* The calibration scratch of a plan, in bytes per buffer (see cpu_scratch),
+ * and the (row, block) pairs of a chunk. */
+typedef struct calib_sizes {
+  size_t line_power, col_power, psi, discard, order, edge, lag, blk_a, spec_a, tail_b, spec_b,
+      cross, lags, dft, to_lag, m, x, cut_a, cut_b;
+  int gram_pairs;
+} calib_sizes;
+
+static calib_sizes calib_sizes_of(const mr_grappa_geom *g) {
+  calib_sizes z;
   size_t per_seg = (size_t)g->npe * g->nro_max;
-  cpu_scratch *c = calloc(1, sizeof *c);
-  if (c == NULL)
-    return mr_err_set(err, MR_ENOMEM, "grappa: out of memory");
-  c->line_power = malloc((size_t)g->nacs * g->nro * sizeof *c->line_power);
-  c->col_power = malloc(per_seg * sizeof *c->col_power);
-  c->psi = malloc((size_t)g->nseg * g->npe * sizeof *c->psi);
-  c->discard = malloc((size_t)g->nseg * per_seg);
-  c->order = malloc(per_seg * sizeof *c->order);
   size_t rows = (size_t)g->nb_src, ns = (size_t)g->n_src, nt = (size_t)g->n_tgt;
   size_t cut = (size_t)g->ndisc_max, na = rows + nt, lb = (size_t)gram_len(g);
   size_t edges = (size_t)g->npe * edge_width(g) * rows;
-  c->edge = malloc((edges > 0 ? edges : 1) * sizeof *c->edge);
-  c->lag = malloc((size_t)g->kro * rows * rows * sizeof *c->lag);
+  const size_t zc = sizeof(double complex);
+  z.line_power = (size_t)g->nacs * g->nro * sizeof(double);
+  z.col_power = per_seg * sizeof(double);
+  z.psi = (size_t)g->nseg * g->npe * sizeof(double);
+  z.discard = (size_t)g->nseg * per_seg;
+  z.order = per_seg * sizeof(ranked);
+  z.edge = (edges > 0 ? edges : 1) * zc;
+  z.lag = (size_t)g->kro * rows * rows * zc;
   /* (row, block) pairs: a chunk, at most all of the widest segment's */
-  size_t per_pair =
-      (GRAM_BLOCK * na + lb * na + (g->kro - 1 + lb) * rows) * sizeof(double complex);
+  size_t per_pair = (GRAM_BLOCK * na + lb * na + (g->kro - 1 + lb) * rows) * zc;
   size_t all = (size_t)g->npe * tiles_of(g->nro_max + g->kro - 1, GRAM_BLOCK);
   size_t kc = GRAM_CHUNK_BYTES / per_pair;
   kc = kc < 1 ? 1 : kc > all ? all : kc;
-  c->gram_pairs = (int)kc;
-  c->blk_a = malloc(GRAM_BLOCK * kc * na * sizeof *c->blk_a);
-  c->spec_a = malloc(lb * kc * na * sizeof *c->spec_a);
-  c->tail_b = malloc(((size_t)g->kro * kc * rows) * sizeof *c->tail_b);
-  c->spec_b = malloc(lb * kc * rows * sizeof *c->spec_b);
-  c->cross = malloc(lb * na * rows * sizeof *c->cross);
-  c->lags = malloc((size_t)g->kro * na * rows * sizeof *c->lags);
-  c->dft = malloc(lb * lb * sizeof *c->dft);
-  c->to_lag = malloc(lb * g->kro * sizeof *c->to_lag);
-  c->m = malloc(ns * ns * sizeof *c->m);
-  c->x = malloc(ns * nt * sizeof *c->x);
-  c->cut_a = malloc((cut > 0 ? ns * cut : 1) * sizeof *c->cut_a);
-  c->cut_b = malloc((cut > 0 ? nt * cut : 1) * sizeof *c->cut_b);
+  z.gram_pairs = (int)kc;
+  z.blk_a = GRAM_BLOCK * kc * na * zc;
+  z.spec_a = lb * kc * na * zc;
+  z.tail_b = (size_t)g->kro * kc * rows * zc;
+  z.spec_b = lb * kc * rows * zc;
+  z.cross = lb * na * rows * zc;
+  z.lags = (size_t)g->kro * na * rows * zc;
+  z.dft = lb * lb * zc;
+  z.to_lag = lb * g->kro * zc;
+  z.m = ns * ns * zc;
+  z.x = ns * nt * zc;
+  z.cut_a = (cut > 0 ? ns * cut : 1) * zc;
+  z.cut_b = (cut > 0 ? nt * cut : 1) * zc;
+  return z;
+}
+
+int mr_grappa_cpu_create(mr_grappa_plan *p, mr_err *err) {
+  const mr_grappa_geom *g = &p->g;
+  cpu_scratch *c = calloc(1, sizeof *c);
+  if (c == NULL)
+    return mr_err_set(err, MR_ENOMEM, "grappa: out of memory");
+  calib_sizes z = calib_sizes_of(g);
+  c->line_power = malloc(z.line_power);
+  c->col_power = malloc(z.col_power);
+  c->psi = malloc(z.psi);
+  c->discard = malloc(z.discard);
+  c->order = malloc(z.order);
+  c->edge = malloc(z.edge);
+  c->lag = malloc(z.lag);
+  c->gram_pairs = z.gram_pairs;
+  c->blk_a = malloc(z.blk_a);
+  c->spec_a = malloc(z.spec_a);
+  c->tail_b = malloc(z.tail_b);
+  c->spec_b = malloc(z.spec_b);
+  c->cross = malloc(z.cross);
+  c->lags = malloc(z.lags);
+  c->dft = malloc(z.dft);
+  c->to_lag = malloc(z.to_lag);
+  c->m = malloc(z.m);
+  c->x = malloc(z.x);
+  c->cut_a = malloc(z.cut_a);
+  c->cut_b = malloc(z.cut_b);
+  size_t lb = (size_t)gram_len(g);
   p->backend = c;
   if (c->line_power == NULL || c->col_power == NULL || c->psi == NULL || c->discard == NULL ||
       c->order == NULL || c->edge == NULL || c->lag == NULL || c->blk_a == NULL ||
@@ -820,6 +855,33 @@ static void write_targets(void *arg, size_t begin, size_t end) {
   }
 }
 
+/* The filling's scratch in values (see cpu_scratch) for np pattern lines
+ * and nblk blocks: the padded lines, the targets, a step's sources and
+ * products, H with its weights and phases. */
+typedef struct fill_sizes {
+  size_t in, out, src, prod, h;
+} fill_sizes;
+
+static fill_sizes fill_sizes_of(const mr_grappa_geom *g, int np, int nblk) {
+  size_t len = (size_t)fft_length(g->nro + g->kro - 1), nt = (size_t)g->n_tgt;
+  size_t nr = (size_t)g->nb_src, m = nt * nr;
+  return (fill_sizes){.in = (size_t)g->nc * np * len, .out = (size_t)nblk * nt * len,
+                      .src = (size_t)FILL_FREQS * nblk * nr,
+                      .prod = (size_t)FILL_FREQS * nblk * nt,
+                      .h = m * (FILL_FREQS + g->kro) + (size_t)g->kro * FILL_FREQS};
+}
+
+uint64_t mr_grappa_cpu_bytes(const mr_grappa_geom *g, int ne1) {
+  calib_sizes z = calib_sizes_of(g);
+  /* at most every R-th line a pattern line, and ne1 / R + 2 blocks
+   * (grappa.c's fill_blocks) */
+  fill_sizes f = fill_sizes_of(g, (ne1 - 1) / g->accel + 1, ne1 / g->accel + 2);
+  return (uint64_t)z.line_power + z.col_power + z.psi + z.discard + z.order + z.edge + z.lag +
+         z.blk_a + z.spec_a + z.tail_b + z.spec_b + z.cross + z.lags + z.dft + z.to_lag + z.m +
+         z.x + z.cut_a + z.cut_b +
+         (uint64_t)(f.in + f.out + f.src + f.prod + f.h) * sizeof(mr_cfloat);
+}
+
 /* Scratch of at least n values in *buf (kept across calls: warm pages). */
 static int reserve(mr_cfloat **buf, size_t *have, size_t n, mr_err *err) {
   if (*have >= n)
@@ -840,16 +902,16 @@ int mr_grappa_cpu_fill(mr_grappa_plan *p, const mr_cfloat *weights, const int *l
   size_t m = (size_t)nt * nr; /* rows of H: (target, r) */
   hybrid_fill h = {.g = g, .kspace = kspace, .sampled = sampled,
                    .lines = lines, .nblk = nblk, .ne1 = ne1, .phase = phase, .np = np, .len = len};
-  int rc = reserve(&c->fill_in, &c->fill_in_n, (size_t)g->nc * np * len, err);
+  fill_sizes z = fill_sizes_of(g, np, nblk);
+  int rc = reserve(&c->fill_in, &c->fill_in_n, z.in, err);
   if (rc == 0)
-    rc = reserve(&c->fill_out, &c->fill_out_n, (size_t)nblk * nt * len, err);
+    rc = reserve(&c->fill_out, &c->fill_out_n, z.out, err);
   if (rc == 0)
-    rc = reserve(&c->fill_src, &c->fill_src_n, (size_t)FILL_FREQS * nblk * nr, err);
+    rc = reserve(&c->fill_src, &c->fill_src_n, z.src, err);
   if (rc == 0)
-    rc = reserve(&c->fill_prod, &c->fill_prod_n, (size_t)FILL_FREQS * nblk * nt, err);
+    rc = reserve(&c->fill_prod, &c->fill_prod_n, z.prod, err);
   if (rc == 0)
-    rc = reserve(&c->fill_h, &c->fill_h_n, m * (FILL_FREQS + g->kro) + (size_t)g->kro * FILL_FREQS,
-                 err);
+    rc = reserve(&c->fill_h, &c->fill_h_n, z.h, err);
   mr_fft_opts lines_fft = {.rank = 1, .dims = {(size_t)len, 1, 1},
                            .batch = (size_t)g->nc * np, .plain = 1};
   mr_fft_opts targets_fft = {.rank = 1, .dims = {(size_t)len, 1, 1},

@@ -12,8 +12,9 @@
 #include "dataset.h"
 #include "gadget_harness.h"
 
-float *mr_test_reconstruct(const char *h5, const char *chain, const char *gpus,
-                           int first_repetition_only, int *count, size_t *pixels) {
+/* depth 0: a synchronous chain, else pipelined with inboxes of depth. */
+static float *reconstruct(const char *h5, const char *chain, const char *gpus, size_t depth,
+                          int first_repetition_only, int *count, size_t *pixels) {
   mr_err err = {0};
   mr_dataset *ds;
   if (mr_dataset_open(h5, "dataset", &ds, &err) != 0)
@@ -21,6 +22,8 @@ float *mr_test_reconstruct(const char *h5, const char *chain, const char *gpus,
   mr_harness h;
   if (mr_harness_open_gpus(&h, chain, MR_KIND_BIT(MR_MSG_ACQUISITION), gpus) != 0)
     fail_msg("open: %s", h.err.msg);
+  if (depth > 0 && mr_harness_set_pipelined(&h, depth) != 0)
+    fail_msg("pipelined: out of memory");
   if (mr_harness_configure(&h, mr_dataset_header(ds)) != 0)
     fail_msg("configure: %s", h.err.msg);
   mr_message *m;
@@ -49,6 +52,16 @@ float *mr_test_reconstruct(const char *h5, const char *chain, const char *gpus,
   mr_harness_close(&h);
   mr_dataset_close(ds);
   return images;
+}
+
+float *mr_test_reconstruct(const char *h5, const char *chain, const char *gpus,
+                           int first_repetition_only, int *count, size_t *pixels) {
+  return reconstruct(h5, chain, gpus, 0, first_repetition_only, count, pixels);
+}
+
+float *mr_test_reconstruct_pipelined(const char *h5, const char *chain, const char *gpus,
+                                     size_t depth, int *count, size_t *pixels) {
+  return reconstruct(h5, chain, gpus, depth, 0, count, pixels);
 }
 
 char *mr_test_config_chain(const char *name, const char *gadget, const char *with) {

@@ -13,6 +13,11 @@
 float *mr_test_reconstruct(const char *h5, const char *chain, const char *gpus,
                            int first_repetition_only, int *count, size_t *pixels);
 
+/* The same, every repetition, with the chain pipelined as a server runs it
+ * (a stage thread per per-slice step, inboxes of depth messages). */
+float *mr_test_reconstruct_pipelined(const char *h5, const char *chain, const char *gpus,
+                                     size_t depth, int *count, size_t *pixels);
+
 /* The installed config configs/<name>.json's gadget list as JSON text
  * (malloc'd), each `gadget` step's keys set from `with` (a JSON object's
  * text; NULL: as installed). Fails the calling cmocka test when either

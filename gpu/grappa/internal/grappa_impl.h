@@ -58,6 +58,9 @@ struct mr_grappa_plan {
  *                   line exists and sampled[] says it is missing
  * Device arrays (lines, sampled) live on the plan's device. */
 int mr_grappa_cpu_create(mr_grappa_plan *p, mr_err *err);
+/* The host scratch a CPU plan of geometry g holds once it has filled a
+ * k-space of ne1 lines (mr_grappa_host_bytes). */
+uint64_t mr_grappa_cpu_bytes(const mr_grappa_geom *g, int ne1);
 void mr_grappa_cpu_destroy(mr_grappa_plan *p);
 /* The whole calibration in double precision (A, B, M and the factor), the
  * weights rounded to float at the end; build_ms / solve_ms (may be NULL)

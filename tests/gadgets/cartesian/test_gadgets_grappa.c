@@ -3,7 +3,9 @@
  * reconstruction — noiseless (NRMSE <= 0.02) and with the generator's noise
  * over R x coils with and without prewhitening (a regression grid); the
  * calibration modes (embedded, separate reference scan, reuse for later
- * repetitions) on synthetic data; clear errors. */
+ * repetitions) on synthetic data; clear errors; on the CPU, slices
+ * calibrated and filled at once give what one at a time gives, in order,
+ * and a failing slice is reported at its place. */
 #include <complex.h>
 #include <math.h>
 #include <setjmp.h>
@@ -20,6 +22,7 @@
 #include "budget.h"
 #include "dataset_chain.h"
 #include "gadget_harness.h"
+#include "grappa.h"
 #include "grappa_phantom.h"
 #include "kspace.h"
 #include "test_support.h"
@@ -205,14 +208,16 @@ static void interleaved_matches_embedded(void **state) {
 
 enum { NX = 96, NY = 96, NC = 8, NACS = 24, R = 3 };
 
+/* Line y of a k-space, times gain. */
 typedef struct line_src {
   const mr_cfloat *kspace;
   int y;
+  float gain;
 } line_src;
 
 static float complex line_value(int c, int s, void *arg) {
   const line_src *l = arg;
-  return l->kspace[((size_t)c * NY + l->y) * NX + s];
+  return l->gain * l->kspace[((size_t)c * NY + l->y) * NX + s];
 }
 
 static const char *chain_kspace =
@@ -228,11 +233,18 @@ static mr_cfloat *open_synthetic(mr_harness *h, const char *mode) {
   return truth;
 }
 
-static int try_line(mr_harness *h, const mr_cfloat *k, int y, int rep, uint64_t flags) {
-  line_src l = {k, y};
+/* Line y of k times gain as repetition rep of slice `slice`. */
+static int try_slice_line(mr_harness *h, const mr_cfloat *k, float gain, int y, int rep,
+                          int slice, uint64_t flags) {
+  line_src l = {k, y, gain};
   mr_message *m = mr_harness_acquisition(NX, NC, y, 0, flags, line_value, &l);
   m->u.acq.head.idx.repetition = (uint16_t)rep;
+  m->u.acq.head.idx.slice = (uint16_t)slice;
   return mr_harness_push(h, m);
+}
+
+static int try_line(mr_harness *h, const mr_cfloat *k, int y, int rep, uint64_t flags) {
+  return try_slice_line(h, k, 1.0f, y, rep, 0, flags);
 }
 
 static void push_line(mr_harness *h, const mr_cfloat *k, int y, int rep, uint64_t flags) {
@@ -254,11 +266,12 @@ static void push_frame(mr_harness *h, const mr_cfloat *k, int rep, int phase) {
     fail_msg("push: %s", h->err.msg);
 }
 
-/* The lines of an embedded-calibration scan from line first on: every
- * R-th, and NACS ACS lines around the centre. */
-static void push_embedded(mr_harness *h, const mr_cfloat *k, int first) {
-  int a0 = grappa_phantom_acs_start(NY, NACS);
-  for (int y = first; y < NY; y++) {
+/* The lines of an embedded-calibration scan of slice `slice` (k times
+ * gain) from line first on: every R-th, and NACS ACS lines around the
+ * centre; the first push error. */
+static int try_embedded(mr_harness *h, const mr_cfloat *k, float gain, int first, int slice) {
+  int a0 = grappa_phantom_acs_start(NY, NACS), rc = 0;
+  for (int y = first; y < NY && rc == 0; y++) {
     int acs = y >= a0 && y < a0 + NACS, imaging = y % R == 0;
     if (!acs && !imaging)
       continue;
@@ -267,8 +280,14 @@ static void push_embedded(mr_harness *h, const mr_cfloat *k, int first) {
                      : 0;
     if (y == NY - 1 - (NY - 1) % R)
       f |= MR_FLAG(ISMRMRD_ACQ_LAST_IN_SLICE);
-    push_line(h, k, y, 0, f);
+    rc = try_slice_line(h, k, gain, y, 0, slice, f);
   }
+  return rc;
+}
+
+static void push_embedded(mr_harness *h, const mr_cfloat *k, int first) {
+  if (try_embedded(h, k, 1.0f, first, 0) != 0)
+    fail_msg("push: %s", h->err.msg);
 }
 
 static void push_accelerated(mr_harness *h, const mr_cfloat *k, int rep) {
@@ -464,6 +483,127 @@ static void clear_errors(void **state) {
   free(truth);
 }
 
+/* Slices at once (the CPU's workers): buffers with their own calibration
+ * lines, pushed through a pipelined chain whose grappa runs `slices` of
+ * them at once. Slice i carries the phantom times gain[i] (0: no signal,
+ * which its calibration refuses). */
+enum { SLICES = 6 };
+
+/* Runs SLICES embedded-calibration slices of the phantom (into truth)
+ * through grappa with `slices` at once; returns the first failure of the
+ * pushes and the flush, outputs in h. */
+static int run_slices(mr_harness *h, int slices, mr_cfloat *truth, const float *gain) {
+  char chain[160];
+  snprintf(chain, sizeof chain, "[{\"gadget\":\"accumulate\"},{\"gadget\":\"grappa\","
+           "\"slices\":%d}]", slices);
+  assert_int_equal(mr_harness_open(h, chain, MR_KIND_BIT(MR_MSG_ACQUISITION)), 0);
+  assert_int_equal(mr_harness_set_pipelined(h, 2), 0);
+  assert_int_equal(mr_harness_configure(h, mr_harness_accelerated_header(NX, NY, R, "embedded")),
+                   0);
+  assert_int_equal(grappa_phantom_kspace(h->device, NX, NY, NC, 0.0, 1, truth), 0);
+  int rc = 0;
+  for (int sl = 0; sl < SLICES && rc == 0; sl++)
+    rc = try_embedded(h, truth, gain[sl], 0, sl);
+  int flushed = mr_harness_flush(h);
+  return rc < 0 ? rc : flushed;
+}
+
+/* The same slices, in the same order, bit for bit. */
+static void assert_same_slices(const mr_harness *one, const mr_harness *many) {
+  assert_int_equal(one->nout, SLICES);
+  assert_int_equal(many->nout, SLICES);
+  for (int i = 0; i < SLICES; i++) {
+    const mr_kspace *a = one->out[i]->u.object.ptr, *b = many->out[i]->u.object.ptr;
+    assert_int_equal(b->ref.idx.slice, i); /* in the order they came */
+    assert_int_equal(b->calib_generation, a->calib_generation);
+    assert_memory_equal(b->sampled, a->sampled, NY);
+    assert_memory_equal(b->data, a->data, sizeof *b->data * NC * NY * NX);
+  }
+}
+
+/* Four at once give what one at a time gives; their four plans count
+ * against the memory budget (until the session ends); when they do not
+ * fit, the slices come one at a time, the same. */
+static void slices_at_once_match_one_at_a_time(void **state) {
+  (void)state;
+  mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
+  float gain[SLICES];
+  for (int i = 0; i < SLICES; i++)
+    gain[i] = 1.0f + 0.25f * (float)i;
+  mr_grappa_opts o = mr_grappa_opts_default(NC, NX, NACS, R);
+  uint64_t plans = 4 * mr_grappa_host_bytes(&o, NY);
+  mr_harness one, many, tight;
+  assert_int_equal(run_slices(&one, 1, truth, gain), 0);
+  uint64_t before = mr_budget_used();
+  assert_int_equal(run_slices(&many, 4, truth, gain), 0);
+  assert_true(mr_budget_used() - before >= plans);
+  assert_same_slices(&one, &many);
+  double e = kspace_error(&many, 0, truth); /* gain 1 */
+  print_message("slices at once, slice 0: k-space rel error %.4f\n", e);
+  assert_true(e < 0.08);
+  mr_harness_close(&many);
+  assert_int_equal(mr_budget_used(), before);
+
+  mr_budget_set(before + plans / 2); /* the k-spaces fit, four plans do not */
+  assert_int_equal(run_slices(&tight, 4, truth, gain), 0);
+  assert_true(mr_budget_used() - before < plans / 2);
+  assert_same_slices(&one, &tight);
+  mr_harness_close(&tight);
+  mr_budget_set(0);
+  mr_harness_close(&one);
+  free(truth);
+}
+
+/* A slice whose calibration fails among slices at once: the slices before
+ * it come out, none after it, and its failure is the session's, as one
+ * at a time. */
+static void slices_at_once_fail_in_order(void **state) {
+  (void)state;
+  mr_cfloat *truth = malloc(sizeof *truth * NC * NY * NX);
+  float gain[SLICES];
+  for (int i = 0; i < SLICES; i++)
+    gain[i] = i == 3 ? 0.0f : 1.0f;
+  for (int slices = 1; slices <= 4; slices += 3) {
+    mr_harness h;
+    assert_int_equal(run_slices(&h, slices, truth, gain), MR_ENUMERIC);
+    assert_non_null(strstr(h.err.msg, "carry no signal"));
+    assert_int_equal(h.nout, 3);
+    for (int i = 0; i < 3; i++)
+      assert_int_equal(((const mr_kspace *)h.out[i]->u.object.ptr)->ref.idx.slice, i);
+    mr_harness_close(&h);
+  }
+  free(truth);
+}
+
+/* The installed config, pipelined as a server runs it, on the generator's
+ * repetitions (each with its own ACS lines, so each is calibrated): the
+ * images with four slices at once are those of one at a time, bit for
+ * bit, in order. */
+static void config_slices_at_once_same_images(void **state) {
+  (void)state;
+  if (!have_generator())
+    skip();
+  const char *dir = mr_test_tmpdir("grappa");
+  char path[512];
+  snprintf(path, sizeof path, "%s/slices.h5", dir);
+  generate_frames(path, 8, 4, 24, 2, 0.02, 1); /* 2 x R = 8 images */
+  int n[2];
+  size_t px[2];
+  float *img[2];
+  for (int i = 0; i < 2; i++) {
+    char *chain = mr_test_config_chain("grappa", "grappa", i == 0 ? "{\"slices\": 1}"
+                                                                  : "{\"slices\": 4}");
+    img[i] = mr_test_reconstruct_pipelined(path, chain, "none", 2, &n[i], &px[i]);
+    free(chain);
+  }
+  assert_int_equal(n[0], 8);
+  assert_int_equal(n[1], n[0]);
+  assert_int_equal(px[1], px[0]);
+  assert_memory_equal(img[1], img[0], (size_t)n[0] * px[0] * sizeof *img[0]);
+  free(img[0]);
+  free(img[1]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(noiseless_matches_fully_sampled),
@@ -477,6 +617,9 @@ int main(void) {
       cmocka_unit_test(interleaved_frames_count_against_budget),
       cmocka_unit_test(interleaved_frames_wait_then_roll),
       cmocka_unit_test(interleaved_frames_that_do_not_cover),
+      cmocka_unit_test(slices_at_once_match_one_at_a_time),
+      cmocka_unit_test(slices_at_once_fail_in_order),
+      cmocka_unit_test(config_slices_at_once_same_images),
   };
   return cmocka_run_group_tests_name("gadgets_grappa", tests, NULL, NULL);
 }
