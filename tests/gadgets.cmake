@@ -8,6 +8,10 @@ foreach(t runtime/chain runtime/pipeline runtime/placement runtime/capability ru
   mr_add_test(test_gadgets_${name} SOURCES gadgets/${room}/test_gadgets_${name}.c
               LIBS mr_gadget_harness)
 endforeach()
+# kspace --cuda: pinned memory's count against the budget (a GPU's).
+add_test(NAME test_gadgets_kspace_cuda COMMAND test_gadgets_kspace --cuda)
+set_tests_properties(test_gadgets_kspace_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120
+  LABELS gpu)
 mr_add_test(test_gadgets_dicom_out SOURCES gadgets/output/test_gadgets_dicom_out.c
   LIBS mr_gadget_harness mr_test_dcmdump)
 # scale: the worked example of docs/writing-a-gadget.md.

@@ -152,6 +152,7 @@ static mr_kspace *make(mr_device *dev, mr_device *pin, size_t nro, size_t ne1, s
   } else if (pin != NULL &&
              mr_host_alloc(pin, n * nch * sizeof *k->data, (void **)&k->data, NULL) == 0) {
     k->pinned = pin;
+    mr_budget_give(samples_bytes(k)); /* mr_host_alloc counts pinned samples itself */
     if (zero)
       memset(k->data, 0, n * nch * sizeof *k->data);
   } else {
@@ -203,9 +204,14 @@ void mr_kspace_free(mr_kspace *k) {
   if (k == NULL)
     return;
   mr_kspace_free(k->calib);
-  mr_budget_give(footprint(k->nro, k->ne1, k->ne2, k->nch, k->traj_dims));
-  if (k->data != NULL && k->dev != NULL) /* the second copy */
-    mr_budget_give(samples_bytes(k));
+  /* The footprint counts one copy of the samples; pinned host samples are
+   * counted by mr_host_alloc instead (mr_host_free gives them back). */
+  uint64_t own = footprint(k->nro, k->ne1, k->ne2, k->nch, k->traj_dims);
+  if (k->pinned != NULL && k->dev == NULL)
+    own -= samples_bytes(k);
+  if (k->data != NULL && k->dev != NULL && k->pinned == NULL) /* the second copy */
+    own += samples_bytes(k);
+  mr_budget_give(own);
   mr_buf_destroy(k->dev);
   free_host(k);
   free(k->sampled);
@@ -271,8 +277,10 @@ void mr_kspace_changed_on(mr_kspace *k, mr_device *dev) {
     return;
   }
   if (k->data != NULL) {
+    int counted_here = k->pinned == NULL; /* else by mr_host_alloc */
     free_host(k);
-    mr_budget_give(samples_bytes(k));
+    if (counted_here)
+      mr_budget_give(samples_bytes(k));
   }
 }
 

@@ -20,16 +20,12 @@ int mr_scratch_grow_pinned(mr_scratch *s, mr_device *dev, size_t bytes, const ch
     p = mr_budget_alloc(bytes, what, err);
     if (p == NULL)
       return mr_err_code(err, MR_ENOMEM);
-  } else {
-    int rc = mr_budget_take(bytes, what, err);
-    if (rc < 0)
-      return rc;
+  } else { /* mr_host_alloc counts it against the budget */
     mr_err why = {0};
-    if ((rc = mr_host_alloc(pin, bytes, &p, &why)) < 0) {
-      mr_budget_give(bytes);
-      return mr_err_set(err, rc, "out of pinned host memory for %s: %s", what,
+    int rc = mr_host_alloc(pin, bytes, &p, &why);
+    if (rc < 0)
+      return mr_err_set(err, rc, "no pinned host memory for %s: %s", what,
                         mr_err_text(&why, rc));
-    }
   }
   mr_scratch_free(s);
   s->p = p;
@@ -41,7 +37,6 @@ int mr_scratch_grow_pinned(mr_scratch *s, mr_device *dev, size_t bytes, const ch
 void mr_scratch_free(mr_scratch *s) {
   if (s->pinned != NULL) {
     mr_host_free(s->pinned, s->p);
-    mr_budget_give(s->bytes);
   } else {
     mr_budget_free(s->p, s->bytes);
   }

@@ -1,7 +1,8 @@
 /* kspace: a buffer's sampled lines gathered into one array on a device and
  * put back; buffers for a gatherer (samples undefined) and the zeroing of
  * the lines it never filled. On the CPU device (the GPU's copies are
- * covered by test_gpu_host's row transfers and test_gadgets_configs --cuda). */
+ * covered by test_gpu_host's row transfers and test_gadgets_configs --cuda);
+ * with --cuda, what pinned host memory counts against the budget. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 #include "buf.h"
 #include "kspace.h"
 #include "pool.h"
+#include "scratch.h"
 #include "test_err.h"
 
 enum { NRO = 4, NE1 = 7, NCH = 3 };
@@ -145,7 +147,60 @@ static void the_block_cache_stays_within_the_budget(void **state) {
   mr_budget_set(0);
 }
 
-int main(void) {
+static mr_device *gpu;
+
+static int setup_gpu(void **state) {
+  (void)state;
+  mr_pool_opts po = {.gpus = "all"};
+  return mr_pool_create(&po, &pool, NULL) < 0 || mr_pool_acquire(pool, "auto", &gpu, NULL) < 0 ||
+                 !mr_device_is_gpu(gpu)
+             ? -1
+             : 0;
+}
+
+static int teardown_gpu(void **state) {
+  (void)state;
+  mr_pool_release(pool, gpu);
+  mr_pool_destroy(pool);
+  return 0;
+}
+
+/* Pinned samples (a k-space buffer's, a gadget's scratch) count against
+ * the budget once: mr_host_alloc counts them, their maker not again (it
+ * did, and a budget held half the pinned buffers it should have). */
+static void pinned_memory_counted_once(void **state) {
+  (void)state;
+  const size_t samples = (size_t)256 * 256 * 4 * sizeof(float complex), mask = 256;
+  uint64_t before = mr_budget_used();
+  mr_kspace *k = mr_kspace_new_pinned(gpu, 256, 256, 1, 4, TERR);
+  assert_non_null(k);
+  assert_ptr_equal(k->pinned, gpu);
+  assert_int_equal(mr_budget_used() - before, samples + mask);
+  assert_non_null(mr_kspace_on(k, gpu, TERR)); /* a device copy beside: counted too */
+  assert_int_equal(mr_budget_used() - before, 2 * samples + mask);
+  mr_kspace_changed_on(k, gpu); /* the host copy dropped */
+  assert_int_equal(mr_budget_used() - before, samples + mask);
+  mr_kspace_free(k);
+  assert_int_equal(mr_budget_used(), before);
+  mr_scratch s = {0};
+  assert_int_equal(mr_scratch_grow_pinned(&s, gpu, samples, "a test", TERR), 0);
+  assert_ptr_equal(s.pinned, gpu);
+  assert_int_equal(mr_budget_used() - before, samples);
+  mr_scratch_free(&s);
+  assert_int_equal(mr_budget_used(), before);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--cuda") == 0) {
+    mr_pool_opts po = {.gpus = "all"};
+    mr_pool *probe = NULL;
+    int gpus = mr_pool_create(&po, &probe, NULL) == 0 ? mr_pool_gpu_count(probe) : 0;
+    mr_pool_destroy(probe);
+    if (gpus == 0)
+      return 77; /* skipped: no GPU */
+    const struct CMUnitTest cuda[] = {cmocka_unit_test(pinned_memory_counted_once)};
+    return cmocka_run_group_tests_name("gadgets_kspace_cuda", cuda, setup_gpu, teardown_gpu);
+  }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(gathers_and_scatters_sampled_lines),
       cmocka_unit_test(gathers_nothing_without_sampled_lines),
