@@ -3,6 +3,8 @@
 #include <complex.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +14,7 @@
 #include <ismrmrd/dataset.h>
 #include <ismrmrd/version.h>
 
+#include "cpus.h"
 #include "h5.h"
 #include "phantom.h"
 #include "simulate_sampled.h"
@@ -240,6 +243,12 @@ double complex mr_sim_gaussian(mr_sim_noise *g) {
   return g->sigma * r * (cos(t) + I * sin(t));
 }
 
+void mr_sim_noise_skip(mr_sim_noise *g, size_t count) {
+  if (g->sigma > 0)
+    for (size_t i = 0; i < 2 * count; i++) /* two uniforms a draw */
+      (void)uniform(g);
+}
+
 void mr_sim_readout(ISMRMRD_AcquisitionHeader *h, size_t index, int samples, int coils) {
   h->version = ISMRMRD_VERSION_MAJOR;
   h->scan_counter = (uint32_t)index;
@@ -385,10 +394,87 @@ static int check_options(const mr_sim_options *o, mr_err *err) {
   return 0;
 }
 
-int mr_sim_write(const mr_sim_options *o, const char *xml, const mr_sim_scan *scan, mr_err *err) {
-  double complex *values = malloc((size_t)o->coils * sizeof *values);
+/* Readouts filled side by side, then appended in order. */
+#define BATCH 256
+#define MAX_FILLERS 64
+
+/* One batch for the filling threads: readout first + k into a[k] with the
+ * noise generator g[k] (where the draws before it left one generator). */
+typedef struct batch {
+  const mr_sim_scan *scan;
+  size_t first, count;
+  ISMRMRD_Acquisition *a;
+  mr_sim_noise *g;
+  int coils;
+  atomic_size_t next;
+} batch;
+
+static void *fill_batch(void *arg) {
+  batch *b = arg;
+  double complex *values = malloc((size_t)b->coils * sizeof *values);
   if (values == NULL)
+    return (void *)1;
+  for (size_t k; (k = atomic_fetch_add(&b->next, 1)) < b->count;)
+    b->scan->fill(b->scan->arg, b->first + k, &b->g[k], values, &b->a[k]);
+  free(values);
+  return NULL;
+}
+
+/* Fills b on `threads` threads (the calling one among them); 0, or -1 when
+ * one could not get its scratch (the batch then is not whole). */
+static int fill_side_by_side(batch *b, int threads) {
+  pthread_t t[MAX_FILLERS];
+  int started = 0, failed = 0;
+  while (started < threads - 1 && pthread_create(&t[started], NULL, fill_batch, b) == 0)
+    started++;
+  failed |= fill_batch(b) != NULL;
+  for (int i = 0; i < started; i++) {
+    void *r;
+    pthread_join(t[i], &r);
+    failed |= r != NULL;
+  }
+  return failed ? -1 : 0;
+}
+
+/* Makes readouts first .. first + count - 1 in a[], their samples filled
+ * side by side where the scan allows; g: the noise generator at the first,
+ * left after the last. */
+static int make_batch(const mr_sim_options *o, const mr_sim_scan *scan, size_t first, size_t count,
+                      ISMRMRD_Acquisition *a, mr_sim_noise *g, mr_sim_noise *gs, mr_err *err) {
+  for (size_t k = 0; k < count; k++) {
+    ismrmrd_init_acquisition(&a[k]);
+    scan->head(scan->arg, first + k, &a[k].head);
+    if (ismrmrd_make_consistent_acquisition(&a[k]) != ISMRMRD_NOERROR) {
+      for (size_t j = 0; j <= k; j++)
+        ismrmrd_cleanup_acquisition(&a[j]);
+      return mr_err_set(err, MR_ENOMEM, "out of memory for a readout");
+    }
+    /* Each readout's noise begins where the one before left off: one draw
+     * per sample of every channel (mr_sim_scan.fill), so the file is the
+     * same whichever thread fills it. */
+    gs[k] = *g;
+    mr_sim_noise_skip(g, (size_t)a[k].head.number_of_samples * a[k].head.active_channels);
+  }
+  int cpus = mr_cpus_usable();
+  int threads = !scan->parallel ? 1 : cpus < MAX_FILLERS ? cpus : MAX_FILLERS;
+  batch b = {.scan = scan, .first = first, .count = count, .a = a, .g = gs, .coils = o->coils};
+  atomic_init(&b.next, 0);
+  if (fill_side_by_side(&b, threads) < 0) {
+    for (size_t k = 0; k < count; k++)
+      ismrmrd_cleanup_acquisition(&a[k]);
     return mr_err_set(err, MR_ENOMEM, "out of memory");
+  }
+  return 0;
+}
+
+int mr_sim_write(const mr_sim_options *o, const char *xml, const mr_sim_scan *scan, mr_err *err) {
+  ISMRMRD_Acquisition *a = malloc(BATCH * sizeof *a);
+  mr_sim_noise *gs = malloc(BATCH * sizeof *gs);
+  if (a == NULL || gs == NULL) {
+    free(a);
+    free(gs);
+    return mr_err_set(err, MR_ENOMEM, "out of memory");
+  }
   mr_sim_noise g;
   mr_sim_noise_init(&g, o);
   ISMRMRD_Dataset d;
@@ -398,28 +484,28 @@ int mr_sim_write(const mr_sim_options *o, const char *xml, const mr_sim_scan *sc
       ismrmrd_open_dataset(&d, true) != ISMRMRD_NOERROR) {
     rc = mr_err_set(err, MR_EIO, "cannot create %s: %s", o->path, mr_h5_error());
     mr_h5_unlock();
-    free(values);
+    free(a);
+    free(gs);
     return rc;
   }
   if (ismrmrd_write_header(&d, xml) != ISMRMRD_NOERROR || mr_h5_failed())
     rc = mr_err_set(err, MR_EIO, "cannot write the header to %s: %s", o->path, mr_h5_error());
   mr_h5_unlock();
-  ISMRMRD_Acquisition a;
-  for (size_t r = 0; rc == 0 && r < scan->readouts; r++) {
-    ismrmrd_init_acquisition(&a);
-    scan->head(scan->arg, r, &a.head);
-    if (ismrmrd_make_consistent_acquisition(&a) != ISMRMRD_NOERROR) {
-      rc = mr_err_set(err, MR_ENOMEM, "out of memory for a readout");
+  for (size_t first = 0; rc == 0 && first < scan->readouts; first += BATCH) {
+    size_t count = scan->readouts - first < BATCH ? scan->readouts - first : BATCH;
+    if ((rc = make_batch(o, scan, first, count, a, &g, gs, err)) < 0)
       break;
+    for (size_t k = 0; k < count; k++) {
+      mr_h5_lock();
+      if (rc == 0 && (ismrmrd_append_acquisition(&d, &a[k]) != ISMRMRD_NOERROR || mr_h5_failed()))
+        rc = mr_err_set(err, MR_EIO, "cannot write readout %zu to %s: %s", first + k, o->path,
+                        mr_h5_error());
+      mr_h5_unlock();
+      ismrmrd_cleanup_acquisition(&a[k]);
     }
-    scan->fill(scan->arg, r, &g, values, &a);
-    mr_h5_lock();
-    if (ismrmrd_append_acquisition(&d, &a) != ISMRMRD_NOERROR || mr_h5_failed())
-      rc = mr_err_set(err, MR_EIO, "cannot write readout %zu to %s: %s", r, o->path,
-                      mr_h5_error());
-    mr_h5_unlock();
-    ismrmrd_cleanup_acquisition(&a);
   }
+  free(a);
+  free(gs);
   mr_h5_lock();
   if (rc == 0)
     rc = scan->truth(scan->arg, &d, err);
@@ -428,7 +514,6 @@ int mr_sim_write(const mr_sim_options *o, const char *xml, const mr_sim_scan *sc
   mr_h5_unlock();
   free(d.filename);
   free(d.groupname);
-  free(values);
   return rc;
 }
 
@@ -474,6 +559,6 @@ int mr_simulate(const mr_sim_options *o, mr_err *err) {
   header_xml(o, &l, xml, sizeof xml);
   scan_ctx c = {o, &l};
   mr_sim_scan scan = {.readouts = l.readouts, .head = scan_head, .fill = scan_fill,
-                      .truth = scan_truth, .arg = &c};
+                      .truth = scan_truth, .arg = &c, .parallel = 1};
   return mr_sim_write(o, xml, &scan, err);
 }

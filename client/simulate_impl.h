@@ -26,6 +26,9 @@ void mr_sim_noise_init(mr_sim_noise *g, const mr_sim_options *o);
 void mr_sim_header(char *buf, size_t size, const char *protocol, int coils,
                    const char *encodings);
 double complex mr_sim_gaussian(mr_sim_noise *g);
+/* Advances g past `count` draws of mr_sim_gaussian (nothing when its
+ * sigma is 0: then nothing is drawn). */
+void mr_sim_noise_skip(mr_sim_noise *g, size_t count);
 
 /* What every kind's readout header shares (h zeroed before): readout
  * `index` as scan counter and time stamp, samples with the centre at the
@@ -37,10 +40,15 @@ typedef struct mr_sim_scan {
   size_t readouts;
   /* readout i's header (zeroed before) */
   void (*head)(void *arg, size_t i, ISMRMRD_AcquisitionHeader *h);
-  /* its samples (and trajectory) into a's arrays, g adding the noise;
-   * values: room for one sample of every coil */
+  /* its samples (and trajectory) into a's arrays, g adding the noise:
+   * one draw for each of a's samples of every channel, which is how the
+   * writer knows where the next readout's noise begins; values: room for
+   * one sample of every coil */
   void (*fill)(void *arg, size_t i, mr_sim_noise *g, double complex *values,
                ISMRMRD_Acquisition *a);
+  /* 1: fill may run for several readouts at once (it writes nothing it
+   * shares), so the writer's threads fill a batch side by side */
+  int parallel;
   /* the ground truth array(s) (the HDF5 lock held) */
   int (*truth)(void *arg, ISMRMRD_Dataset *d, mr_err *err);
   void *arg;

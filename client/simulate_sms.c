@@ -244,7 +244,7 @@ int mr_simulate_sms(const mr_sim_options *o, mr_err *err) {
   char xml[8192];
   header_xml(o, &s, xml, sizeof xml);
   mr_sim_scan scan = {.readouts = (size_t)(s.mb + 1) * s.n, .head = head, .fill = fill,
-                      .truth = write_phantom, .arg = &s};
+                      .truth = write_phantom, .arg = &s, .parallel = 1};
   int rc = mr_sim_write(o, xml, &scan, err);
   free(s.map);
   free(s.kspace);

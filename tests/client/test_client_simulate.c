@@ -5,7 +5,8 @@
  * truth array, real-time streams of frames (counters, flags, a trajectory
  * new in every frame, a moving object), EPI scans (navigators, reversed
  * echoes with the odd/even error, segments, ramps, reference lines),
- * refusals. */
+ * refusals; the same file on one thread as on all. */
+#include <sched.h>
 #include <complex.h>
 #include <math.h>
 #include <setjmp.h>
@@ -23,6 +24,7 @@
 #include "message.h"
 #include "phantom.h"
 #include "simulate.h"
+#include "simulate_impl.h"
 #include "stream_header.h"
 #include "test_support.h"
 
@@ -347,6 +349,75 @@ static void noise(void **state) {
   free_dataset(&da);
   free_dataset(&db);
   free_dataset(&dc);
+}
+
+/* The writer fills batches of readouts on every CPU the process may use:
+ * the file is the same, noise included, as one thread makes it, for the
+ * radial, the moving real-time and the multiband scans (the EPI scans fill
+ * one at a time: a series' later volumes take the first one's samples).
+ * Run with the affinity cut to one CPU for the reference. And the noise is
+ * one stream across readouts, as it was drawn before batches: the 3D
+ * radial scan less its noiseless twin is the generator's draws in order,
+ * sample by sample, every coil. */
+static void same_file_on_any_threads(void **state) {
+  (void)state;
+  mr_sim_options scans[3] = {
+      {.trajectory = MR_SIM_RADIAL, .matrix = 16, .coils = 3, .spokes = 700, .three_d = 1,
+       .noise = 0.5, .seed = 3},
+      {.trajectory = MR_SIM_GOLDEN, .matrix = 16, .coils = 2, .spokes = 5, .frames = 60,
+       .moving = 1, .noise = 0.1, .seed = 4},
+      {.trajectory = MR_SIM_CARTESIAN, .matrix = 96, .coils = 2, .multiband = 2, .caipi = 2,
+       .noise = 0.2, .seed = 5},
+  };
+  cpu_set_t all, one;
+  assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
+  int first = 0;
+  while (!CPU_ISSET(first, &all))
+    first++;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  for (int s = 0; s < 3; s++) {
+    char name[2][32];
+    dataset ds[2];
+    for (int threads_all = 0; threads_all < 2; threads_all++) {
+      mr_sim_options o = scans[s];
+      snprintf(name[threads_all], sizeof name[0], "threads%d-%d.h5", threads_all, s);
+      assert_int_equal(sched_setaffinity(0, sizeof(cpu_set_t), threads_all ? &all : &one), 0);
+      simulate(&o, name[threads_all]);
+      read_dataset(o.path, &ds[threads_all]);
+    }
+    assert_int_equal(ds[0].nacq, ds[1].nacq);
+    assert_true(ds[0].nacq > 256); /* more than one batch */
+    for (uint32_t r = 0; r < ds[0].nacq; r++) {
+      const ISMRMRD_Acquisition *a = &ds[0].acq[r], *b = &ds[1].acq[r];
+      size_t n = (size_t)a->head.number_of_samples * a->head.active_channels;
+      assert_int_equal(b->head.number_of_samples * b->head.active_channels, n);
+      assert_memory_equal(a->data, b->data, n * sizeof *a->data);
+    }
+    if (s == 0) {
+      mr_sim_options clean = scans[0];
+      clean.noise = 0;
+      simulate(&clean, "threads-clean.h5");
+      dataset dc;
+      read_dataset(clean.path, &dc);
+      mr_sim_noise g;
+      mr_sim_noise_init(&g, &scans[0]);
+      for (uint32_t r = 0; r < dc.nacq; r++) {
+        int ns = dc.acq[r].head.number_of_samples, nc = dc.acq[r].head.active_channels;
+        for (int i = 0; i < ns; i++)
+          for (int c = 0; c < nc; c++) {
+            double complex want = mr_sim_gaussian(&g);
+            double complex got = ds[1].acq[r].data[c * ns + i] - dc.acq[r].data[c * ns + i];
+            if (cabs(got - want) > 1e-5 * (1 + cabs(dc.acq[r].data[c * ns + i])))
+              fail_msg("readout %u sample %d coil %d: noise %g%+gi, drawn %g%+gi", r, i, c,
+                       creal(got), cimag(got), creal(want), cimag(want));
+          }
+      }
+      free_dataset(&dc);
+    }
+    free_dataset(&ds[0]);
+    free_dataset(&ds[1]);
+  }
 }
 
 /* A real-time stream: F x K readouts, frame counters and flags, K in the
@@ -676,7 +747,8 @@ int main(void) {
       cmocka_unit_test(closed_form_2d),    cmocka_unit_test(closed_form_3d),
       cmocka_unit_test(phantom_values),    cmocka_unit_test(radial_dataset),
       cmocka_unit_test(spiral_and_3d_datasets), cmocka_unit_test(cartesian_dataset),
-      cmocka_unit_test(noise),             cmocka_unit_test(realtime_stream),
+      cmocka_unit_test(noise),
+      cmocka_unit_test(same_file_on_any_threads),             cmocka_unit_test(realtime_stream),
       cmocka_unit_test(refusals),          cmocka_unit_test(multiband_dataset),
       cmocka_unit_test(epi_dataset),
       cmocka_unit_test(epi_segmented_ramp), cmocka_unit_test(epi_multiband),
