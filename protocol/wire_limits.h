@@ -29,7 +29,8 @@ typedef struct mr_limits {
   uint32_t chain_steps;         /* steps (gadgets) of one chain: a CONFIG_SCRIPT
                                    or an installed config */
   uint32_t session_threads;     /* pipeline threads one session's chain may
-                                   start (one per stage after the first) */
+                                   start (one per stage after the first, and
+                                   its gadgets' own workers at most) */
   uint64_t connection_bytes;    /* memory one connection holds: read ahead
                                    of the chain and output not yet written
                                    to the socket, half each */

@@ -101,6 +101,9 @@ static const mr_param params[] = {
     MR_PLACEMENT_PARAMS(grappa_gadget),
 };
 
+/* Slices at once by default: one per two CPU threads, at most this. */
+#define AUTO_SLICES_MAX 8
+
 /* Slices at once: on the CPU (not a GPU, not a fake one, which stands in
  * for a GPU and falls back as one), the parameter or one per two of its
  * threads; elsewhere one. */
@@ -113,7 +116,15 @@ static int slices_at_once(const grappa_gadget *s) {
   if (mr_device_info_get(s->place.dev, &info, NULL) < 0)
     return 1;
   int n = (info.units + 1) / 2;
-  return n < 1 ? 1 : n > 8 ? 8 : n;
+  return n < 1 ? 1 : n > AUTO_SLICES_MAX ? AUTO_SLICES_MAX : n;
+}
+
+/* The most worker threads it may start (one slice at a time starts none),
+ * for the session's thread bound. */
+static int threads(const void *state) {
+  const grappa_gadget *s = state;
+  int most = s->slices > 0 ? s->slices : AUTO_SLICES_MAX;
+  return most > 1 ? most : 0;
 }
 
 static int configure(void *state, mr_gadget_ctx *ctx) {
@@ -799,6 +810,7 @@ const mr_gadget_class mr_gadget_grappa = {
     .accepts = MR_KIND_BIT(MR_MSG_KSPACE),
     .produces = MR_KIND_BIT(MR_MSG_KSPACE),
     .device_input = MR_KIND_BIT(MR_MSG_KSPACE),
+    .threads = threads,
     .configure = configure,
     .process = process,
     .flush = flush,

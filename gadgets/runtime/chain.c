@@ -134,7 +134,13 @@ void mr_chain_destroy(mr_chain *c) {
 
 int mr_chain_set_pipelined(mr_chain *c, size_t depth) { return mr_stages_plan(c, depth); }
 
-int mr_chain_threads_needed(const mr_chain *c) { return c->nstages - 1; }
+int mr_chain_threads_needed(const mr_chain *c) {
+  int n = c->nstages - 1;
+  for (int i = 0; i < c->n && c->nstages > 1; i++)
+    if (c->nodes[i].cls->threads != NULL)
+      n += c->nodes[i].cls->threads(c->nodes[i].state);
+  return n;
+}
 
 void mr_chain_set_sink(mr_chain *c, mr_chain_sink sink, void *ctx,
                        const atomic_int *cancel) {

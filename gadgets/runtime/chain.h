@@ -41,8 +41,9 @@ int mr_chain_create(const mr_pipeline_config *cfg, uint32_t input, mr_chain **ou
  * in err). Each gadget's state is only touched by its own stage's thread;
  * the sink is called from the last stage's. */
 int mr_chain_set_pipelined(mr_chain *chain, size_t depth);
-/* The threads mr_chain_configure() will start: one per stage after the
- * first (0 for a synchronous chain), for a bound checked before. */
+/* The threads a session's chain may start: one per stage after the first
+ * and its gadgets' own workers at most (0 for a synchronous chain), for a
+ * bound checked before. */
 int mr_chain_threads_needed(const mr_chain *chain);
 
 /* The kinds the chain's gadgets emit (MR_KIND_BIT()s). */

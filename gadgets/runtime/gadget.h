@@ -178,6 +178,10 @@ typedef struct mr_gadget_class {
   /* 1: in a pipelined chain it runs on a stage thread of its own even
    * though it handles wire kinds (it waits on a peer process). */
   int own_stage;
+  /* The most threads of its own (workers.h) it may start in a pipelined
+   * chain, from its parameters (bound before they are taken: the server's
+   * session_threads counts them). May be NULL: none. */
+  int (*threads)(const void *state);
   /* Once, after the HEADER (or at CLOSE when none came), before data.
    * May be NULL. */
   int (*configure)(void *state, mr_gadget_ctx *ctx);

@@ -511,6 +511,23 @@ static void test_a_script_over_the_thread_limit_is_refused(void **state) {
   expect_reply(&f->cl, 0, 1, "threads per session, over the limit of 16 (session_threads", 1);
 }
 
+/* A gadget's own worker threads count too: GRAPPA asked for 64 slices at
+ * once in a 7-step chain (6 stage threads and 64 workers). */
+static void test_a_script_whose_workers_are_over_the_thread_limit_is_refused(void **state) {
+  fixture *f = *state;
+  connect_client(f);
+  client_read(&f->cl);
+  static const char text[] =
+      "{\"name\":\"wide\",\"gadgets\":[{\"gadget\":\"accumulate\"},"
+      "{\"gadget\":\"noise_adjust\"},{\"gadget\":\"remove_oversampling\"},"
+      "{\"gadget\":\"grappa\",\"slices\":64},{\"gadget\":\"fft\"},"
+      "{\"gadget\":\"coil_combine\"},{\"gadget\":\"image_out\"}]}";
+  client_send(&f->cl, mr_message_new_text(MR_MSG_CONFIG_SCRIPT, text, strlen(text)));
+  client_send(&f->cl, mr_message_new(MR_MSG_CLOSE));
+  run_to_the_end(f);
+  expect_reply(&f->cl, 0, 1, "threads per session, over the limit of 16 (session_threads", 1);
+}
+
 static void test_a_script_within_the_limits_is_served(void **state) {
   fixture *f = *state;
   connect_client(f);
@@ -991,6 +1008,8 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_a_script_over_the_step_limit_is_refused, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_a_script_whose_workers_are_over_the_thread_limit_is_refused,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_script_over_the_thread_limit_is_refused, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_a_script_within_the_limits_is_served, setup,
