@@ -300,7 +300,7 @@ static void fill_readout(const mr_sim_options *o, const layout *l, size_t r, mr_
   for (size_t i = 0; i < l->samples; i++) {
     double k[3];
     position(o, l, r, i, k);
-    for (int d = 0; d < l->traj_dims; d++)
+    for (int d = 0; d < l->traj_dims && d < 3; d++)
       a->traj[i * l->traj_dims + d] = (float)k[d];
     mr_phantom_kspace_moved(l->rank, l->n, o->coils, k, shift, coil_values);
     for (int c = 0; c < o->coils; c++) {

@@ -6,7 +6,6 @@
  * new in every frame, a moving object), EPI scans (navigators, reversed
  * echoes with the odd/even error, segments, ramps, reference lines),
  * refusals; the same file on one thread as on all. */
-#include <sched.h>
 #include <complex.h>
 #include <math.h>
 #include <setjmp.h>
@@ -370,12 +369,7 @@ static void same_file_on_any_threads(void **state) {
        .noise = 0.2, .seed = 5},
   };
   cpu_set_t all, one;
-  assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
-  int first = 0;
-  while (!CPU_ISSET(first, &all))
-    first++;
-  CPU_ZERO(&one);
-  CPU_SET(first, &one);
+  mr_test_one_cpu(&all, &one);
   for (int s = 0; s < 3; s++) {
     char name[2][32];
     dataset ds[2];

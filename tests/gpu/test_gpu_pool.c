@@ -25,6 +25,7 @@
 #include "worker.h"
 #endif
 #include "test_gpu_common.h"
+#include "test_support.h"
 
 static void bad_specs(void **state) {
   (void)state;
@@ -455,12 +456,7 @@ static void gpu_threads_on_other_lanes_are_not_held_up(void **state) {
 static void cpu_threads_follow_affinity(void **state) {
   (void)state;
   cpu_set_t all, one;
-  assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
-  int first = 0;
-  while (!CPU_ISSET(first, &all))
-    first++;
-  CPU_ZERO(&one);
-  CPU_SET(first, &one);
+  mr_test_one_cpu(&all, &one);
   assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
   mr_pool_opts opts = {.gpus = "none"};
   mr_pool *pool = NULL;

@@ -205,3 +205,15 @@ void mr_test_wrapped_image_header(ISMRMRD_ImageHeader *h) {
   h->matrix_size[2] = 45917;
   h->channels = 55065;
 }
+
+void mr_test_one_cpu(cpu_set_t *all, cpu_set_t *one) {
+  if (sched_getaffinity(0, sizeof *all, all) != 0) {
+    fprintf(stderr, "sched_getaffinity failed\n");
+    abort();
+  }
+  int first = 0;
+  while (!CPU_ISSET(first, all))
+    first++;
+  CPU_ZERO(one);
+  CPU_SET(first, one);
+}

@@ -3,6 +3,7 @@
 #define MR_TEST_SUPPORT_H
 
 #include <complex.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -67,5 +68,10 @@ int mr_test_run(const char *const *argv, const char *capture_dir, char *out, siz
 
 /* 1 when an executable named `tool` is on PATH. */
 int mr_test_have_tool(const char *tool);
+
+/* The calling thread's CPU affinity into *all and its first CPU alone
+ * into *one: to run something on one CPU (sched_setaffinity) and then on
+ * all of them again. */
+void mr_test_one_cpu(cpu_set_t *all, cpu_set_t *one);
 
 #endif
