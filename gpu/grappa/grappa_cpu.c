@@ -542,6 +542,9 @@ static void remove_clipped(const mr_grappa_plan *p, const mr_cfloat *acs, size_t
            one, c->x, ns);
 }
 
+/* The monotonic clock in milliseconds, for the calibration's stage times. */
+static double now_ms(void) { return (double)mr_now_ns() / 1e6; }
+
 /* The Cholesky factor of M (lower, in place) on the device's threads,
  * right-looking in panels of CHOL_PANEL columns: each panel's diagonal
  * block factored (ZPOTRF), the rows below it solved against that block in
@@ -645,13 +648,13 @@ static int calibrate_segment(mr_grappa_plan *p, const mr_cfloat *acs, size_t coi
   const mr_grappa_geom *g = &p->g;
   const cpu_scratch *c = p->backend;
   int ns = g->n_src, nt = g->n_tgt;
-  double t0 = ((double)mr_now_ns() / 1e6);
+  double t0 = now_ms();
   normal_equations(p, acs, coil_stride, s);
   remove_clipped(p, acs, coil_stride, s);
   double trace = 0;
   for (int r = 0; r < ns; r++)
     trace += creal(c->m[(size_t)r * ns + r]);
-  double t1 = ((double)mr_now_ns() / 1e6);
+  double t1 = now_ms();
   t[0] += t1 - t0;
   if (!(trace > 0))
     return mr_err_set(err, MR_ENUMERIC, "grappa: the ACS lines of segment %d carry no signal", s);
@@ -672,16 +675,16 @@ static int calibrate_segment(mr_grappa_plan *p, const mr_cfloat *acs, size_t coi
   mr_cfloat *out = weights + (size_t)s * ns * nt;
   for (size_t e = 0; e < (size_t)ns * nt; e++)
     out[e] = (mr_cfloat)c->x[e];
-  t[1] += ((double)mr_now_ns() / 1e6) - t1;
+  t[1] += now_ms() - t1;
   return 0;
 }
 
 int mr_grappa_cpu_calibrate(mr_grappa_plan *p, const mr_cfloat *acs, size_t coil_stride,
                             mr_cfloat *weights, double *build_ms, double *solve_ms, mr_err *err) {
   const mr_grappa_geom *g = &p->g;
-  double t[2] = {0, 0}, t0 = ((double)mr_now_ns() / 1e6);
+  double t[2] = {0, 0}, t0 = now_ms();
   int rc = prepare(p, acs, coil_stride);
-  t[0] = ((double)mr_now_ns() / 1e6) - t0;
+  t[0] = now_ms() - t0;
   for (int s = 0; rc == 0 && s < g->nseg; s++)
     rc = calibrate_segment(p, acs, coil_stride, s, weights, t, err);
   if (build_ms != NULL)
