@@ -437,10 +437,11 @@ static int fill_side_by_side(batch *b, int threads) {
 }
 
 /* Makes readouts first .. first + count - 1 in a[], their samples filled
- * side by side where the scan allows; g: the noise generator at the first,
- * left after the last. */
+ * on `threads` threads; g: the noise generator at the first, left after
+ * the last. */
 static int make_batch(const mr_sim_options *o, const mr_sim_scan *scan, size_t first, size_t count,
-                      ISMRMRD_Acquisition *a, mr_sim_noise *g, mr_sim_noise *gs, mr_err *err) {
+                      int threads, ISMRMRD_Acquisition *a, mr_sim_noise *g, mr_sim_noise *gs,
+                      mr_err *err) {
   for (size_t k = 0; k < count; k++) {
     ismrmrd_init_acquisition(&a[k]);
     scan->head(scan->arg, first + k, &a[k].head);
@@ -455,8 +456,6 @@ static int make_batch(const mr_sim_options *o, const mr_sim_scan *scan, size_t f
     gs[k] = *g;
     mr_sim_noise_skip(g, (size_t)a[k].head.number_of_samples * a[k].head.active_channels);
   }
-  int cpus = mr_cpus_usable();
-  int threads = !scan->parallel ? 1 : cpus < MAX_FILLERS ? cpus : MAX_FILLERS;
   batch b = {.scan = scan, .first = first, .count = count, .a = a, .g = gs, .coils = o->coils};
   atomic_init(&b.next, 0);
   if (fill_side_by_side(&b, threads) < 0) {
@@ -491,9 +490,11 @@ int mr_sim_write(const mr_sim_options *o, const char *xml, const mr_sim_scan *sc
   if (ismrmrd_write_header(&d, xml) != ISMRMRD_NOERROR || mr_h5_failed())
     rc = mr_err_set(err, MR_EIO, "cannot write the header to %s: %s", o->path, mr_h5_error());
   mr_h5_unlock();
+  int cpus = mr_cpus_usable();
+  int threads = !scan->parallel ? 1 : cpus < MAX_FILLERS ? cpus : MAX_FILLERS;
   for (size_t first = 0; rc == 0 && first < scan->readouts; first += BATCH) {
     size_t count = scan->readouts - first < BATCH ? scan->readouts - first : BATCH;
-    if ((rc = make_batch(o, scan, first, count, a, &g, gs, err)) < 0)
+    if ((rc = make_batch(o, scan, first, count, threads, a, &g, gs, err)) < 0)
       break;
     for (size_t k = 0; k < count; k++) {
       mr_h5_lock();
