@@ -6,6 +6,8 @@
 # client of a failed step gets a line naming it.
 #   external_e2e.sh BUILD_DIR SOURCE_DIR
 set -eu
+# A failing command names its line (set -e alone exits silently).
+trap 'echo "external_e2e.sh: line $LINENO failed: $BASH_COMMAND"' ERR
 build=$1
 src=$2
 command -v python3 >/dev/null || { echo "no python3: skipped"; exit 77; }
@@ -33,8 +35,10 @@ no_children() {
 }
 
 send() { # NAME-or--C-FILE... : one image expected
-  out=$("$client" send "$tmp/phantom.h5" "$@" -p "$port" -o "$tmp/out.h5" -t 60000 2>&1)
+  rc=0
+  out=$("$client" send "$tmp/phantom.h5" "$@" -p "$port" -o "$tmp/out.h5" -t 60000 2>&1) || rc=$?
   echo "$out"
+  [ "$rc" = 0 ] || { echo "reconclient send $* failed ($rc); server log:"; cat "$tmp/server.log"; exit 1; }
   echo "$out" | grep -q "^1 image" || { echo "expected 1 image"; exit 1; }
 }
 

@@ -259,7 +259,10 @@ mr_chan *mr_link_channel(mr_link *l) { return l->in; }
 
 /* Whether a timeout has passed (0: not yet); a wait began at wait_start. */
 static int timed_out(mr_link *l, uint64_t wait_start, mr_err *err) {
-  uint64_t now = mr_now_ns(), moved = atomic_load(&l->moved_ns);
+  /* moved_ns is read before the clock: the other thread may stamp it at any
+     moment, and a stamp later than `now` made now - since wrap around to a
+     huge idle time (a false timeout at once, seen under load). */
+  uint64_t moved = atomic_load(&l->moved_ns), now = mr_now_ns();
   uint64_t since = moved > wait_start ? moved : wait_start;
   if (l->opts.total_ms > 0 && now - l->start_ns > (uint64_t)l->opts.total_ms * 1000000u)
     return mr_err_set(err, MR_ETIMEDOUT, "%s: no CLOSE within %d ms (total_timeout_ms)",
