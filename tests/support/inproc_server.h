@@ -4,7 +4,11 @@
  * end of a socketpair per client. A blocking client (wire_client.h) talks
  * to the other end as it would to a spawned server, without the fork, the
  * port or the start-up wait: what a test needs a process for (signals,
- * --http, RSS, descriptors, a restart) is left to mr_test_server_start. */
+ * --http, RSS, descriptors, a restart) is left to mr_test_server_start.
+ * One at a time in a process: start sets the process's metrics (their
+ * config names point into this server's configs, freed by stop) and the
+ * log level, which a second server's start would reset under the first's
+ * threads. */
 #ifndef MR_TEST_INPROC_SERVER_H
 #define MR_TEST_INPROC_SERVER_H
 
