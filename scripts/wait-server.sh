@@ -20,7 +20,7 @@ running() {
 
 gave_up() {
   echo "$1; its log ($log):" >&2
-  cat "$log" >&2
+  cat "$log" >&2 || true
   exit 1
 }
 
@@ -28,7 +28,10 @@ port=""
 tenths=0
 while :; do
   running "$server" || gave_up "reconserver (pid $server) exited before it was ready"
-  [ -n "$port" ] || port=$(sed -n 's/.* listening on 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$log")
+  # The log is made by the server's shell after the fork: it may not be
+  # there yet at the first looks (sed on a missing file failed the wait).
+  [ -n "$port" ] || [ ! -e "$log" ] ||
+    port=$(sed -n 's/.* listening on 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$log")
   # Ours answers: the port is the one it bound, and it serves.
   if [ -n "$port" ] && "$client" ping -p "$port" >/dev/null 2>&1; then
     echo "$port"

@@ -1,6 +1,7 @@
 #!/bin/sh
 # scripts/wait-server.sh, as scripts/demo.sh uses it: a server on a free
-# port is waited for until it answers (its port printed); one whose port
+# port is waited for until it answers (its port printed), also when its
+# log does not exist yet as the wait begins; one whose port
 # is already taken (by another reconserver, which must not be mistaken for
 # it) fails at once with the reason and its log; so does one that never
 # comes up within the wait.
@@ -15,8 +16,10 @@ trap 'kill $first $second 2>/dev/null || true; rm -rf "$tmp"' EXIT
 wait_server="$src/scripts/wait-server.sh"
 client="$build/bin/reconclient"
 
-"$build/bin/reconserver" --listen 127.0.0.1:0 --configs "$src/configs" --gpus none \
-  2>"$tmp/first.log" &
+# Its log is made only as it starts, a moment after the wait begins (as
+# a busy machine's shell may: the wait once failed on the missing file).
+(sleep 0.5; exec "$build/bin/reconserver" --listen 127.0.0.1:0 --configs "$src/configs" \
+  --gpus none 2>"$tmp/first.log") &
 first=$!
 port=$("$wait_server" "$first" "$tmp/first.log" "$client" 60)
 "$client" ping -p "$port" >/dev/null
