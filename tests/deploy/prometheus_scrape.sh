@@ -24,6 +24,7 @@ scrape_configs:
     static_configs:
       - targets: ["$http"]
 EOC
+: >"$tmp/prometheus.log" # there before the first look at it (made after the fork otherwise)
 prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/data" \
   --web.listen-address=127.0.0.1:0 2>"$tmp/prometheus.log" &
 prom=$!
