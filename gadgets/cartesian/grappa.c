@@ -296,11 +296,17 @@ static mr_grappa_opts calibration_opts(const grappa_gadget *s, const mr_kspace *
   return o;
 }
 
+/* Consecutive calibration lines the kernel needs at R accel: its lines
+ * span (kernel lines - 1) R + 1. */
+static long acs_lines_needed(const grappa_gadget *s, int accel) {
+  return (long)(s->kernel[1] - 1) * accel + 1;
+}
+
 /* Calibrates slice sl on nacs lines from line a0 of src (same shape as k). */
 static int calibrate(grappa_gadget *s, mr_gadget_ctx *ctx, slice_state *sl, const mr_kspace *k,
                      const mr_cfloat *src, size_t a0, size_t nacs, int accel) {
   mr_grappa_opts o = calibration_opts(s, k, nacs, accel);
-  long need = (long)(o.kpe - 1) * accel + 1;
+  long need = acs_lines_needed(s, accel);
   if ((long)nacs < need)
     return mr_gadget_fail(ctx, MR_EDATA,
                           "slice %d: %zu consecutive calibration lines, a %d x %d kernel at R %d "
@@ -622,7 +628,7 @@ static int given_to_workers(grappa_gadget *s, mr_gadget_ctx *ctx, slice_state *s
     return 0; /* calibrated on earlier lines */
   size_t a0 = 0, nacs = c != NULL ? longest_run(c->sampled, c->ne1, &a0)
                                   : longest_run(k->sampled, k->ne1, &a0);
-  if ((long)nacs < (long)(s->kernel[1] - 1) * accel + 1)
+  if ((long)nacs < acs_lines_needed(s, accel))
     return 0;
   mr_grappa_opts o = calibration_opts(s, k, nacs, accel);
   if (budget_workers(s, &o, k->ne1) < 0)
@@ -687,7 +693,7 @@ static int process(void *state, mr_gadget_ctx *ctx, mr_message *msg, mr_emit *ou
   if ((rc = take_slices(s, ctx, mr_workers_pending(s->workers), out)) < 0)
     goto done;
   int calibrated = 0;
-  long need = (long)(s->kernel[1] - 1) * accel + 1;
+  long need = acs_lines_needed(s, accel);
   mr_err why = {0};
   if (k->calib != NULL && !separate && (rc = adopt_calibration_lines(k, &why)) < 0) {
     rc = mr_gadget_fail(ctx, rc, "calibration lines onto the GPU: %s", mr_err_text(&why, rc));
