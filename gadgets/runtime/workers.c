@@ -9,11 +9,9 @@
 
 #include "thread_name.h"
 
-enum { JOB_QUEUED, JOB_RUNNING, JOB_DONE };
-
 typedef struct entry {
   void *job;
-  int state, rc;
+  int done, rc; /* whether it has run, and its result */
   mr_err err;
 } entry;
 
@@ -44,14 +42,13 @@ static void *worker_main(void *arg) {
     if (w->stopping)
       break;
     entry *e = &w->ring[(w->head + w->started++) % w->capacity];
-    e->state = JOB_RUNNING;
     pthread_mutex_unlock(&w->mu);
     mr_err err = {0};
     int rc = w->run(&own, e->job, &err);
     pthread_mutex_lock(&w->mu);
     e->rc = rc;
     e->err = err;
-    e->state = JOB_DONE;
+    e->done = 1;
     pthread_cond_broadcast(&w->done);
     pthread_mutex_unlock(&w->mu);
     mr_gadget_wake(w->ctx); /* its wake() takes the job back */
@@ -107,7 +104,7 @@ void mr_workers_give(mr_workers *w, void *job) {
   pthread_mutex_lock(&w->mu);
   entry *e = &w->ring[(w->head + w->count++) % w->capacity];
   e->job = job;
-  e->state = JOB_QUEUED;
+  e->done = 0;
   pthread_cond_signal(&w->work);
   pthread_mutex_unlock(&w->mu);
 }
@@ -115,10 +112,10 @@ void mr_workers_give(mr_workers *w, void *job) {
 void *mr_workers_take(mr_workers *w, int wait, int *rc, mr_err *err) {
   pthread_mutex_lock(&w->mu);
   entry *e = &w->ring[w->head];
-  while (wait && w->count > 0 && e->state != JOB_DONE)
+  while (wait && w->count > 0 && !e->done)
     pthread_cond_wait(&w->done, &w->mu);
   void *job = NULL;
-  if (w->count > 0 && e->state == JOB_DONE) {
+  if (w->count > 0 && e->done) {
     job = e->job;
     *rc = e->rc;
     if (e->rc < 0)
