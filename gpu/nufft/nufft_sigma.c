@@ -100,7 +100,8 @@ static choice shape_of(mr_device *dev, const mr_nufft_opts *o) {
   return c;
 }
 
-/* Under the lock: what to do for this shape. */
+/* What a plan of a shape does: measure it, take the remembered choice, or
+ * take the rule's while another thread measures. */
 enum { MEASURE, REMEMBERED_CHOICE, BEING_MEASURED };
 
 /* What to do for shape c (under the lock): a remembered choice goes into
